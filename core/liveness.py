@@ -1,0 +1,146 @@
+"""Proof of serving: the heartbeat newer pi children look for, and the lock that keeps one server.
+
+A newer child abandons after 2 s unless `<root>/serving/<enc(id)>.json` names a live pid with a
+fresh `updatedAt`; two servers on one inbox would race to answer, so a session is held by an
+exclusive `flock` in pi-authorizer's state directory for as long as it is served.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.inbox import ensure_dir, replace_atomically
+from core.paths import encode_session_id
+from core.wire import compact_json
+
+HEARTBEAT_INTERVAL_S = 1.0
+HEARTBEAT_STALE_MS = 5_000
+
+
+def heartbeat_path(root: Path, session_id: str) -> Path:
+    """`<root>/serving/<enc(id)>.json`: beside `sessions/`, never inside it."""
+    return root / "serving" / f"{encode_session_id(session_id)}.json"
+
+
+def pid_alive(pid: int) -> bool:
+    """`kill(pid, 0)` as the reference checks it: EPERM still means the process exists."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@dataclass(frozen=True)
+class HeartbeatRecord:
+    session_id: str
+    pid: int
+    updated_at_ms: float
+
+    def state(self, now_ms: float) -> str:
+        """`alive`, `stale` or `dead_pid`, the reference's words for a record that exists."""
+        if not pid_alive(self.pid):
+            return "dead_pid"
+        return "stale" if now_ms - self.updated_at_ms > HEARTBEAT_STALE_MS else "alive"
+
+
+def read_heartbeat(path: Path) -> HeartbeatRecord | None:
+    """A heartbeat as a child validates it, or `None` when absent or malformed."""
+    try:
+        obj = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(obj, dict):
+        return None
+    sid, pid, updated = obj.get("sessionId"), obj.get("pid"), obj.get("updatedAt")
+    if not isinstance(sid, str) or not sid or isinstance(pid, bool) or not isinstance(pid, int):
+        return None
+    if pid <= 0 or isinstance(updated, bool) or not isinstance(updated, int | float):
+        return None
+    return HeartbeatRecord(session_id=sid, pid=pid, updated_at_ms=float(updated))
+
+
+class Heartbeat:
+    """Writes and refreshes one session's serving record; removes it on `clear()`."""
+
+    def __init__(self, root: Path, session_id: str) -> None:
+        self.session_id = session_id
+        self.path = heartbeat_path(root, session_id)
+
+    def beat(self) -> None:
+        ensure_dir(self.path.parent)
+        record = {"sessionId": self.session_id, "pid": os.getpid(), "updatedAt": _now_ms()}
+        replace_atomically(self.path, compact_json(record))
+
+    def clear(self) -> None:
+        """Remove our record, but never another process's."""
+        current = read_heartbeat(self.path)
+        if current is not None and current.pid == os.getpid():
+            self.path.unlink(missing_ok=True)
+
+
+class SessionHeld(Exception):
+    """Another process already serves this session; `holder` says who, for the person."""
+
+    def __init__(self, session_id: str, holder: str) -> None:
+        super().__init__(f"session {session_id!r} is already served by {holder}")
+        self.session_id = session_id
+        self.holder = holder
+
+
+class SessionLock:
+    """An exclusive, non-blocking `flock` on `<state>/locks/<enc(id)>.lock` naming its holder."""
+
+    def __init__(self, state_dir: Path, session_id: str) -> None:
+        self.session_id = session_id
+        self.path = state_dir / "locks" / f"{encode_session_id(session_id)}.lock"
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        ensure_dir(self.path.parent)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _describe_holder(fd)
+            os.close(fd)
+            raise SessionHeld(self.session_id, holder) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, compact_json({"pid": os.getpid(), "sessionId": self.session_id, "since": _now_ms()}))
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, 0)
+            os.close(self._fd)
+            self._fd = None
+
+
+def live_foreign_server(root: Path, session_id: str) -> HeartbeatRecord | None:
+    """A fresh heartbeat of another live process (a pi parent, another authorizer), if any."""
+    record = read_heartbeat(heartbeat_path(root, session_id))
+    if record is None or record.pid == os.getpid():
+        return None
+    return record if record.state(_now_ms()) == "alive" else None
+
+
+def _describe_holder(fd: int) -> str:
+    try:
+        obj = json.loads(os.pread(fd, 4096, 0) or b"{}")
+    except (OSError, ValueError):
+        obj = {}
+    pid = obj.get("pid") if isinstance(obj, dict) else None
+    return f"pi-authorizer pid {pid}" if isinstance(pid, int) else "another pi-authorizer process"
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000

@@ -1,0 +1,62 @@
+"""Where things live on disk: the pi agent dir, the forwarding root and pi-authorizer's own state.
+
+The layout is the reference's (`wire-contract.md` §1.1); session folders use JavaScript's
+`encodeURIComponent` of the trimmed id so a real pi child and this node agree on every byte.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from urllib.parse import quote
+
+import platformdirs
+
+# encodeURIComponent leaves exactly these unescaped (besides ASCII letters and digits).
+_URI_COMPONENT_SAFE = "-_.!~*'()"
+SAFE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+class InvalidSessionId(ValueError):
+    """A session id that names no inbox (empty, `unknown`, or not encodable)."""
+
+
+def normalize_session_id(raw: str) -> str:
+    """Trim and validate a session id the way the reference does; raise when it names no session."""
+    trimmed = raw.strip()
+    if not trimmed or trimmed.lower() == "unknown":
+        raise InvalidSessionId(f"session id {raw!r} names no session (empty or 'unknown')")
+    try:
+        trimmed.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidSessionId(f"session id {raw!r} is not valid Unicode text") from exc
+    return trimmed
+
+
+def encode_session_id(session_id: str) -> str:
+    """`encodeURIComponent(sessionId.trim())`: the session's folder name under `sessions/`."""
+    return quote(normalize_session_id(session_id), safe=_URI_COMPONENT_SAFE)
+
+
+def is_safe_request_id(value: str) -> bool:
+    """The reference's only guard against an id choosing a path (`^[A-Za-z0-9._-]+$`)."""
+    return SAFE_REQUEST_ID.fullmatch(value) is not None and value not in {".", ".."}
+
+
+def agent_dir() -> Path:
+    """Pi's agent dir: `$PI_CODING_AGENT_DIR`, else `~/.pi/agent`."""
+    configured = os.environ.get("PI_CODING_AGENT_DIR", "").strip()
+    if configured:
+        return Path(configured).expanduser()
+    return Path.home() / ".pi" / "agent"
+
+
+def default_forwarding_root() -> Path:
+    """`<agentDir>/sessions/permission-forwarding`, the root every pi child writes under."""
+    return agent_dir() / "sessions" / "permission-forwarding"
+
+
+def default_state_dir() -> Path:
+    """pi-authorizer's own state (locks, quarantine, history): never inside the forwarding root."""
+    return Path(platformdirs.user_state_dir("pi-authorizer", appauthor=False))
