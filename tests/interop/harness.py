@@ -312,9 +312,3 @@ def stop_serve(served: ServeProcess, sig: int = signal.SIGTERM) -> int:
 def read_json_file(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 
-
-def write_json_atomic(path: Path, payload: bytes) -> None:
-    """Plain atomic write used only by tests that need a file the package must read."""
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.{time.time_ns()}.tmp")
-    tmp.write_bytes(payload)
-    tmp.replace(path)

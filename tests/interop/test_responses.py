@@ -41,13 +41,16 @@ def test_package_reads_our_response(
     node_driver: NodeDriver, tmp_path: Path, state: str, with_decided_by: bool
 ) -> None:
     from core import wire
+    from core.inbox import SessionInbox
 
     responder = ODD_SESSION if state == "denied" else UUID_SESSION
     response = _build(state, with_decided_by, responder)
     data = wire.encode_response(response)
     assert not data.endswith(b"\n")
-    path = tmp_path / "1752600000123-k3j9x0qa-48211.json"
-    path.write_bytes(data)
+    inbox = SessionInbox(tmp_path, responder)
+    request_id = "1752600000123-k3j9x0qa-48211"
+    assert inbox.write_response(request_id, data)
+    path = inbox.response_path(request_id)
 
     read = node_driver.run("read_response.ts", [str(path)]).json_line()
 

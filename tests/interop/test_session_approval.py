@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.interop.harness import NodeDriver, child_ask_args, child_env, wait_until, write_json_atomic
+from tests.interop.harness import NodeDriver, child_ask_args, child_env, wait_until
 from tests.interop.ids import CHILD_SESSION, UUID_SESSION
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(120)]
@@ -25,14 +25,15 @@ ASK: dict[str, Any] = {
 }
 
 
-def _respond(session_root: Path, state: str) -> Any:
-    """Wait for the child's request, read it with core.wire and answer it atomically."""
+def _respond(forwarding_root: Path, state: str) -> Any:
+    """Serve one ask like a serving node: read it via core.inbox/core.wire, answer, withdraw."""
     from core import wire
+    from core.inbox import SessionInbox
 
-    requests_dir = session_root / "requests"
-    wait_until(lambda: any(requests_dir.glob("*.json")), 20, f"a request in {requests_dir}")
-    [path] = requests_dir.glob("*.json")
-    parsed = wire.parse_request(path.read_bytes())
+    inbox = SessionInbox(forwarding_root, UUID_SESSION)
+    wait_until(lambda: bool(inbox.list_request_names()), 20, f"a request in {inbox.requests_dir}")
+    [name] = inbox.list_request_names()
+    parsed = wire.parse_request(inbox.read_request(name))
     req = parsed.request
     at = int(time.time() * 1000)
     by = wire.UserDecision(via="dialog")
@@ -42,7 +43,8 @@ def _respond(session_root: Path, state: str) -> Any:
         response = wire.approve(responder=UUID_SESSION, at_ms=at, decided_by=by)
     else:
         response = wire.deny(responder=UUID_SESSION, at_ms=at, decided_by=by, reason="not today")
-    write_json_atomic(session_root / "responses" / f"{req.id}.json", wire.encode_response(response))
+    assert inbox.write_response(req.id, wire.encode_response(response))
+    inbox.delete_request(name)
     return parsed
 
 
@@ -57,7 +59,7 @@ def test_child_gate_records_session_grant(
         workdir,
         env=child_env(UUID_SESSION),
     ) as child:
-        parsed = _respond(session_root, state)
+        parsed = _respond(forwarding_root, state)
         out = child.wait().json_line()
 
     grants = parsed.request.session_approval
