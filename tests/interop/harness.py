@@ -311,4 +311,3 @@ def stop_serve(served: ServeProcess, sig: int = signal.SIGTERM) -> int:
 
 def read_json_file(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
-
