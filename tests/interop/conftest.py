@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -30,15 +31,27 @@ def _npm_ci(npm: str) -> None:
         pytest.fail(f"`npm ci` in {NODE_DIR} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
 
 
+def _installed_matches_pins() -> bool:
+    """Every dependency pinned in package.json is installed at exactly that version."""
+    pins: dict[str, str] = json.loads((NODE_DIR / "package.json").read_text())["dependencies"]
+    for name, version in pins.items():
+        manifest = NODE_DIR / "node_modules" / name / "package.json"
+        try:
+            if json.loads(manifest.read_text())["version"] != version:
+                return False
+        except (OSError, ValueError, KeyError):
+            return False
+    return True
+
+
 @pytest.fixture(scope="session")
 def node_driver() -> NodeDriver:
     """node + the pinned package installed in tests/interop/node (runs `npm ci` once if needed)."""
     node = shutil.which("node")
     if node is None:
         pytest.skip("node is not installed: interop tests need node")
-    package = NODE_DIR / "node_modules" / "@gotgenes" / "pi-permission-system" / "package.json"
     driver = NodeDriver(node=node)
-    if not package.is_file() or not driver.tsx_cli.is_file():
+    if not _installed_matches_pins() or not driver.tsx_cli.is_file():
         npm = shutil.which("npm")
         if npm is None:
             pytest.skip("npm is not installed: interop tests need it to install the node driver")
