@@ -1,0 +1,131 @@
+"""What the serving core hands on: a judged ask, the terminal slots that take what is left at `ask`.
+
+An `Ask` is one request this node could not decide by rule or chain. It carries the child's facts
+(as sent), this node's explanation of why it asks, the child's deadline, and the one capability a
+terminal needs: `answer()`, which writes the verdict at most once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from core.wire import (
+    DecisionSource,
+    ForwardedRequest,
+    ForwardedResponse,
+    ParsedRequest,
+    UnavailableDecision,
+    deny,
+)
+
+Verdict = Literal["allow", "deny", "ask"]
+DEFAULT_FORWARDING_TIMEOUT_MS = 600_000
+
+
+@dataclass(frozen=True)
+class AskKey:
+    """(served session, request file name): unique within one forwarding root."""
+
+    session_id: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Judgment:
+    """This node's recorded-authority verdict and the explanation behind it."""
+
+    verdict: Verdict
+    decided_by: DecisionSource | None = None
+    reason: str | None = None
+    explanation: tuple[str, ...] = ()
+    trail: tuple[dict[str, object], ...] = ()
+    config_errors: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Answered:
+    """What became of an `answer()` call: `written` is False when the ask was already gone."""
+
+    written: bool
+    why_not: str | None = None
+
+
+@dataclass
+class Ask:
+    """A request waiting for a terminal verdict."""
+
+    key: AskKey
+    parsed: ParsedRequest
+    judgment: Judgment
+    arrived_at: float
+    timeout_ms: int
+    answer_with: Callable[[ForwardedResponse, str], Awaitable[Answered]]
+    responder_session_id: str
+    withdrawn: bool = False
+    outcome: str | None = field(default=None)
+
+    @property
+    def request(self) -> ForwardedRequest:
+        return self.parsed.request
+
+    @property
+    def has_facts(self) -> bool:
+        return self.parsed.access_intent is not None
+
+    @property
+    def deadline_ms(self) -> float:
+        """When the child gives up: `createdAt` + `forwardingTimeoutMs` (child clock)."""
+        return self.request.created_at + self.timeout_ms
+
+    def seconds_left(self, now: float | None = None) -> float:
+        now_ms = (time.time() if now is None else now) * 1000
+        return max(0.0, (self.deadline_ms - now_ms) / 1000)
+
+    async def answer(self, response: ForwardedResponse, outcome: str) -> Answered:
+        """Write the verdict once; `outcome` names who decided (`user`, `fail-safe`, ...)."""
+        return await self.answer_with(response, outcome)
+
+
+class TerminalSlot(Protocol):
+    """The last judge of a node: a person, a fail-safe denial, or leaving the ask for another."""
+
+    name: str
+
+    async def receive(self, ask: Ask) -> None: ...
+
+    def withdraw(self, key: AskKey) -> None: ...
+
+
+UNATTENDED_REASON = "no person is attending this authorizer"
+
+
+class DenyingTerminal:
+    """`--on-ask deny`: answer at once so the child does not wait out its timeout."""
+
+    name = "deny"
+
+    async def receive(self, ask: Ask) -> None:
+        response = deny(
+            responder=ask.responder_session_id,
+            at_ms=time.time_ns() // 1_000_000,
+            decided_by=UnavailableDecision(reason=UNATTENDED_REASON),
+        )
+        await ask.answer(response, "fail-safe")
+
+    def withdraw(self, key: AskKey) -> None:
+        """Nothing is held, so nothing to withdraw."""
+
+
+class LeavingTerminal:
+    """`--on-ask leave`: touch nothing, so another authorizer (or a later run) can answer."""
+
+    name = "leave"
+
+    async def receive(self, ask: Ask) -> None:
+        ask.outcome = "left"
+
+    def withdraw(self, key: AskKey) -> None:
+        """Nothing is held, so nothing to withdraw."""

@@ -1,0 +1,124 @@
+"""A composed, compiled policy for one agent: the rules in evaluation order plus the knobs.
+
+Composition follows contract §6.2: `[default */*] + [mcp baseline] + [config rules in merged
+key order]`; session rules are appended by the resolver at check time. A present-but-invalid
+non-global scope floors every `allow` to `ask` (origin `fail-closed`); yolo then rewrites every
+`ask` to `allow` (origin `yolo`), leaving `deny` alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from core.rules.model import MCP_BASELINE_TARGETS, Action, ConfigError, Rule, make_rule
+from core.rules.scopes import FileSignature, Permission, Scope
+from core.rules.settings import Settings
+
+GLOBAL = "global"
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What this node's recorded authority says, for one (possibly suspicious) agent name."""
+
+    agent_name: str
+    suspicious_agent_reason: str | None
+    rules: tuple[Rule, ...]
+    effective_rules: tuple[Rule, ...]
+    settings: Settings
+    errors: tuple[ConfigError, ...]
+    fail_closed_scopes: tuple[str, ...]
+    sources: tuple[FileSignature, ...]
+    home: str
+    _by_surface: dict[str, tuple[Rule, ...]] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def suspicious_agent(self) -> bool:
+        """The agent name was unusable as a file name, so no agent file was loaded."""
+        return self.suspicious_agent_reason is not None
+
+    def candidates(self, surface: str) -> tuple[Rule, ...]:
+        """The effective rules whose surface side matches `surface`, in position order (cached)."""
+        cached = self._by_surface.get(surface)
+        if cached is None:
+            cached = tuple(r for r in self.effective_rules if r.surface_wildcard.matches(surface))
+            self._by_surface[surface] = cached
+        return cached
+
+
+def merge_permission(base: Permission, override: Permission) -> Permission:
+    """Deep-shallow merge: two maps merge by pattern, anything else replaces the surface whole.
+
+    Python dict assignment gives the contract's positions for free: an overriding key keeps its
+    original position, a new key is appended.
+    """
+    merged = dict(base)
+    for surface, value in override.items():
+        previous = merged.get(surface)
+        if previous is not None and previous.is_map and value.is_map:
+            merged[surface] = type(value)(True, {**previous.patterns, **value.patterns})
+        else:
+            merged[surface] = value
+    return merged
+
+
+def compose(
+    agent_name: str,
+    suspicious_reason: str | None,
+    scopes: Sequence[Scope],
+    settings_scopes: Sequence[Scope],
+    home: str,
+) -> Policy:
+    """Merge `scopes` (lowest first) into a compiled policy."""
+    permission: Permission = {}
+    for scope in scopes:
+        permission = merge_permission(permission, scope.permission)
+    rules = _rules(permission, home)
+    fail_closed = tuple(s.origin for s in scopes if s.invalid and s.origin != GLOBAL)
+    if fail_closed:
+        rules = tuple(r.rewrite("ask", "fail-closed") if r.action == "allow" else r for r in rules)
+    settings = Settings.merged(s.knobs for s in settings_scopes)
+    effective = rules
+    if settings.yolo_mode:
+        effective = tuple(r.rewrite("allow", "yolo") if r.action == "ask" else r for r in rules)
+    return Policy(
+        agent_name=agent_name,
+        suspicious_agent_reason=suspicious_reason,
+        rules=rules,
+        effective_rules=effective,
+        settings=settings,
+        errors=tuple(e for s in scopes for e in s.errors),
+        fail_closed_scopes=fail_closed,
+        sources=tuple(s.signature for s in scopes),
+        home=home,
+    )
+
+
+def _rules(permission: Permission, home: str) -> tuple[Rule, ...]:
+    universal = permission.get("*")
+    default_action: Action = "ask"
+    default_origin, default_source = "builtin", None
+    if universal is not None and not universal.is_map:
+        entry = universal.patterns["*"]
+        default_action, default_origin, default_source = entry.action, entry.origin, entry.source
+    default = make_rule(
+        "*", "*", default_action, origin=default_origin, layer="default", home=home,
+        source=default_source,
+    )
+    config = [
+        make_rule(
+            surface, pattern, entry.action, origin=entry.origin, layer="config", home=home,
+            reason=entry.reason, source=entry.source,
+        )
+        for surface, value in permission.items()
+        if surface != "*"
+        for pattern, entry in value.patterns.items()
+    ]
+    baseline = []
+    if any(r.surface == "mcp" and r.action == "allow" for r in config):
+        baseline = [
+            make_rule("mcp", target, "allow", origin="baseline", layer="baseline", home=home)
+            for target in MCP_BASELINE_TARGETS
+        ]
+    return (default, *baseline, *config)

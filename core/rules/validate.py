@@ -1,0 +1,167 @@
+"""Strict validation of one config document, mirroring the reference schema (contract §6.1).
+
+Any problem rejects the whole scope, so the caller gets every error (file, key, reason) and no
+partial config: an unknown top-level key is "Unrecognized config key", a wrong type or value is
+"Invalid config value". Known keys are the 20.7.3 set plus the newer mainline additions.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from core.rules.model import ACTIONS, DIRECTIONAL_SURFACES, ConfigError
+
+UNRECOGNIZED = "Unrecognized config key"
+INVALID = "Invalid config value"
+_MAX_REASON = 500
+_DIALOG_KEYS = frozenset({"approve", "approveSession", "approveSessionBoth", "deny", "denyWithReason"})
+_NOTIFICATIONS = frozenset({"bell", "osc9", "osc777"})
+_TRUST_FAMILIES = frozenset({"external_directory", "path"})
+_DIRECTIONAL_SHAPE = re.compile(r"^(path|external_directory)_")
+
+Check = Callable[[object], str | None]
+
+
+def _boolean(value: object) -> str | None:
+    return None if isinstance(value, bool) else "expected a boolean"
+
+
+def _string(value: object) -> str | None:
+    return None if isinstance(value, str) else "expected a string"
+
+
+def _positive_int(value: object) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return "expected an integer"
+    if isinstance(value, float) and not value.is_integer():
+        return "expected an integer"
+    return None if value >= 1 else "expected an integer >= 1"
+
+
+def _string_list(value: object) -> str | None:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        return "expected an array of non-empty strings"
+    return None
+
+
+def _notifications(value: object) -> str | None:
+    if not isinstance(value, list) or not all(v in _NOTIFICATIONS for v in value):
+        return "expected an array of 'bell', 'osc9' or 'osc777'"
+    return None
+
+
+def _dialog_keys(value: object) -> str | None:
+    if not isinstance(value, dict):
+        return "expected an object"
+    unknown = sorted(set(value) - _DIALOG_KEYS)
+    if unknown:
+        return f"unknown dialog decision(s): {', '.join(unknown)}"
+    return None if all(isinstance(v, str) for v in value.values()) else "each key must be a string"
+
+
+def _shell_tools(value: object) -> str | None:
+    if not isinstance(value, dict) or not all(isinstance(k, str) and k for k in value):
+        return "expected an object keyed by non-empty tool names"
+    for alias in value.values():
+        if not isinstance(alias, dict) or set(alias) - {"commandArgument", "workdirArgument"}:
+            return "each alias must be {commandArgument, workdirArgument?}"
+        if not all(isinstance(v, str) and v for v in alias.values()):
+            return "alias arguments must be non-empty strings"
+        if "commandArgument" not in alias:
+            return "commandArgument is required"
+    return None
+
+
+def _authorizer_trust(value: object) -> str | None:
+    if not isinstance(value, dict) or not all(isinstance(k, str) and k for k in value):
+        return "expected an object keyed by link names"
+    for families in value.values():
+        if not isinstance(families, list) or not all(f in _TRUST_FAMILIES for f in families):
+            return "expected arrays of 'external_directory' or 'path'"
+    return None
+
+
+KNOBS: Mapping[str, Check] = {
+    "$schema": _string,
+    "debugLog": _boolean,
+    "permissionReviewLog": _boolean,
+    "yoloMode": _boolean,
+    "doublePressToConfirm": _boolean,
+    "toolInputPreviewMaxLength": _positive_int,
+    "toolTextSummaryMaxLength": _positive_int,
+    "piInfrastructureReadPaths": _string_list,
+    "shellTools": _shell_tools,
+    "forwardingTimeoutMs": _positive_int,
+    "permissionDialogKeys": _dialog_keys,
+    "promptNotifications": _notifications,
+    "promptMaxRows": _positive_int,
+    "promptFieldMaxWidth": _positive_int,
+    "reviewLogFieldMaxWidth": _positive_int,
+    "authorizerChain": _string_list,
+    "authorizerTrust": _authorizer_trust,
+}
+
+
+def validate_config(data: object, path: str) -> list[ConfigError]:
+    """Every error in a parsed config.json document; empty means the scope is usable."""
+    if not isinstance(data, dict):
+        return [ConfigError(path, "(root)", f"{INVALID}: expected an object")]
+    errors: list[ConfigError] = []
+    for key, value in data.items():
+        if key == "permission":
+            errors.extend(validate_permission(value, path))
+        elif key in KNOBS:
+            problem = KNOBS[key](value)
+            if problem:
+                errors.append(ConfigError(path, key, f"{INVALID}: {problem}"))
+        else:
+            errors.append(ConfigError(path, key, UNRECOGNIZED))
+    return errors
+
+
+def validate_permission(value: object, path: str, prefix: str = "permission") -> list[ConfigError]:
+    """Errors in a `permission` block (shared by config files and agent frontmatter)."""
+    if not isinstance(value, dict):
+        return [ConfigError(path, prefix, f"{INVALID}: expected an object keyed by surface")]
+    errors: list[ConfigError] = []
+    for surface, entry in value.items():
+        key = f"{prefix}.{surface}"
+        if not surface:
+            errors.append(ConfigError(path, key, f"{INVALID}: a surface key must not be empty"))
+        elif _DIRECTIONAL_SHAPE.match(surface) and surface not in DIRECTIONAL_SURFACES:
+            legal = ", ".join(sorted(DIRECTIONAL_SURFACES))
+            reason = f"{INVALID}: unknown directional surface key; legal spellings are {legal}"
+            errors.append(ConfigError(path, key, reason))
+        elif isinstance(entry, dict):
+            errors.extend(_validate_map(entry, path, key))
+        elif entry not in ACTIONS:
+            errors.append(ConfigError(path, key, f"{INVALID}: expected allow, ask, deny or a map"))
+    return errors
+
+
+def _validate_map(patterns: dict[str, Any], path: str, prefix: str) -> list[ConfigError]:
+    errors: list[ConfigError] = []
+    for pattern, action in patterns.items():
+        key = f"{prefix}.{pattern}"
+        if not pattern:
+            errors.append(ConfigError(path, key, f"{INVALID}: a pattern must not be empty"))
+        elif isinstance(action, dict):
+            problem = _deny_with_reason(action)
+            if problem:
+                errors.append(ConfigError(path, key, f"{INVALID}: {problem}"))
+        elif action not in ACTIONS:
+            errors.append(ConfigError(path, key, f"{INVALID}: expected allow, ask, deny"))
+    return errors
+
+
+def _deny_with_reason(action: dict[str, Any]) -> str | None:
+    if set(action) - {"action", "reason"} or action.get("action") != "deny":
+        return 'expected {"action": "deny", "reason"?: string}'
+    reason = action.get("reason", "")
+    if not isinstance(reason, str):
+        return "reason must be a string"
+    if len(reason) > _MAX_REASON:
+        return f"reason must be at most {_MAX_REASON} characters"
+    return None

@@ -1,0 +1,115 @@
+"""Options and wiring shared by the commands that serve: where to serve, which sessions, how."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+import uuid
+from pathlib import Path
+
+from core.inbox import ensure_dir
+from core.liveness import SessionHeld
+from core.paths import InvalidSessionId, default_forwarding_root, default_state_dir, normalize_session_id
+from core.serving import ServingCore
+
+
+def add_serving_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--session",
+        dest="sessions",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="a session id to serve (repeatable); default: this authorizer's own session id",
+    )
+    parser.add_argument(
+        "--forwarding-root",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="forwarding root (default: $PI_CODING_AGENT_DIR or ~/.pi/agent, then "
+        "sessions/permission-forwarding)",
+    )
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="pi-authorizer's own state: locks, quarantine, history (default: the user state dir)",
+    )
+
+
+def forwarding_root(args: argparse.Namespace) -> Path:
+    root: Path | None = args.forwarding_root
+    return (root or default_forwarding_root()).expanduser()
+
+
+def state_dir(args: argparse.Namespace) -> Path:
+    base: Path | None = args.state_dir
+    return (base or default_state_dir()).expanduser()
+
+
+def default_session_id(state: Path) -> str:
+    """This authorizer's own session id: minted once, kept in the state dir so env lines stay valid."""
+    ensure_dir(state)
+    path = state / "default-session-id"
+    with contextlib.suppress(OSError, InvalidSessionId):
+        return normalize_session_id(path.read_text(encoding="utf-8"))
+    minted = f"pi-authorizer-{uuid.uuid4()}"
+    path.write_text(minted + "\n", encoding="utf-8")
+    return minted
+
+
+def session_ids(args: argparse.Namespace) -> list[str]:
+    """The sessions named on the command line (validated), or the default one."""
+    given: list[str] = args.sessions
+    if not given:
+        return [default_session_id(state_dir(args))]
+    out: list[str] = []
+    for raw in given:
+        sid = normalize_session_id(raw)
+        if sid not in out:
+            out.append(sid)
+    return out
+
+
+def forwarding_env(session_id: str) -> dict[str, str]:
+    """What a headless pi needs to forward here (20.7.3 also needs the subagent marker)."""
+    return {"PI_SUBAGENT_PARENT_SESSION": session_id, "PI_IS_SUBAGENT": "1"}
+
+
+def env_line(session_id: str) -> str:
+    import shlex
+
+    return " ".join(f"{k}={shlex.quote(v)}" for k, v in forwarding_env(session_id).items())
+
+
+def configure_logging(verbose: bool = False) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%Y-%m-%dT%H:%M:%S"))
+    root = logging.getLogger("pi_authorizer")
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    root.propagate = False
+
+
+def take_sessions(core: ServingCore, ids: list[str]) -> list[str]:
+    """Serve what can be served; say who serves the rest. Returns the ids taken."""
+    taken: list[str] = []
+    for sid in ids:
+        try:
+            core.add_session(sid)
+            taken.append(sid)
+        except SessionHeld as exc:
+            print(f"pi-authorizer: not serving {sid!r}: {exc.holder} serves it", file=sys.stderr)
+    return taken
+
+
+def install_stop_signals(core: ServingCore) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, core.stop)

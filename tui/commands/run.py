@@ -1,0 +1,74 @@
+"""`pi-authorizer run -- COMMAND...`: start an agent that forwards here, and serve it while it runs."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+
+from core.serving import ServingCore
+from tui.commands.common import (
+    add_serving_options,
+    configure_logging,
+    forwarding_env,
+    forwarding_root,
+    install_stop_signals,
+    session_ids,
+    take_sessions,
+)
+from tui.commands.serve import add_on_ask_option, build_core
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "run", help="run COMMAND with the forwarding environment and serve its asks while it runs"
+    )
+    add_serving_options(parser)
+    add_on_ask_option(parser)
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    command: list[str] = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        print(
+            "pi-authorizer run: give the command after --, e.g. run -- pi -p 'fix the tests'", file=sys.stderr
+        )
+        return 2
+    configure_logging(args.verbose)
+    return asyncio.run(_run(args, command))
+
+
+def child_environment(session_id: str, root_given: bool, root: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("PI_AGENT_ROUTER_PARENT_SESSION_ID", None)  # it would win over ours
+    env.update(forwarding_env(session_id))
+    if root_given:
+        # A child finds the root through its agent dir; only the standard layout can be pointed at.
+        suffix = os.path.join("sessions", "permission-forwarding")
+        if root.rstrip("/").endswith(suffix):
+            env["PI_CODING_AGENT_DIR"] = root.rstrip("/")[: -len(suffix)].rstrip("/") or "/"
+    return env
+
+
+async def _run(args: argparse.Namespace, command: list[str]) -> int:
+    core: ServingCore = build_core(args)
+    ids = session_ids(args)[:1]
+    if not take_sessions(core, ids):
+        return 3
+    install_stop_signals(core)
+    server = asyncio.create_task(core.run())
+    env = child_environment(ids[0], args.forwarding_root is not None, str(forwarding_root(args)))
+    try:
+        child = await asyncio.create_subprocess_exec(*command, env=env)
+    except OSError as exc:
+        print(f"pi-authorizer run: cannot start {command[0]!r}: {exc}", file=sys.stderr)
+        core.stop()
+        await server
+        return 127
+    code = await child.wait()
+    core.stop()
+    await server
+    return code

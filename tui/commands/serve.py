@@ -1,0 +1,67 @@
+"""`pi-authorizer serve`: the serving core without a screen (fail-safe deny, or leave asks)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from core.asks import DenyingTerminal, LeavingTerminal, TerminalSlot
+from core.serving import ServingCore
+from tui.commands.common import (
+    add_serving_options,
+    configure_logging,
+    env_line,
+    forwarding_root,
+    install_stop_signals,
+    session_ids,
+    state_dir,
+    take_sessions,
+)
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("serve", help="serve forwarded asks headless (no screen)")
+    add_serving_options(parser)
+    add_on_ask_option(parser)
+    parser.set_defaults(handler=run)
+
+
+def add_on_ask_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--on-ask",
+        choices=("deny", "leave"),
+        default="deny",
+        help="what to do with an ask no rule decides: deny at once (fail-safe, default) or leave it "
+        "in the inbox for another authorizer",
+    )
+
+
+def terminal_for(on_ask: str) -> TerminalSlot:
+    return DenyingTerminal() if on_ask == "deny" else LeavingTerminal()
+
+
+def build_core(args: argparse.Namespace) -> ServingCore:
+    return ServingCore(forwarding_root(args), state_dir(args), terminal_for(args.on_ask))
+
+
+def run(args: argparse.Namespace) -> int:
+    configure_logging(args.verbose)
+    return asyncio.run(_serve(args))
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    core = build_core(args)
+    ids = session_ids(args)
+    taken = take_sessions(core, ids)
+    if not taken:
+        print("pi-authorizer: no session left to serve", file=sys.stderr)
+        return 3
+    if not args.sessions:
+        print(
+            f"pi-authorizer: serving its own session; run agents with:\n  {env_line(taken[0])}",
+            file=sys.stderr,
+        )
+    install_stop_signals(core)
+    await core.run()
+    return 0
