@@ -51,6 +51,7 @@ class Answered:
 
     written: bool
     why_not: str | None = None
+    gone: bool = True
 
 
 @dataclass

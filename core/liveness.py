@@ -14,6 +14,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from core.inbox import ensure_dir, replace_atomically
 from core.paths import encode_session_id
@@ -45,7 +46,7 @@ class HeartbeatRecord:
     pid: int
     updated_at_ms: float
 
-    def state(self, now_ms: float) -> str:
+    def state(self, now_ms: float) -> Literal["alive", "stale", "dead_pid"]:
         """`alive`, `stale` or `dead_pid`, the reference's words for a record that exists."""
         if not pid_alive(self.pid):
             return "dead_pid"

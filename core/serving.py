@@ -344,7 +344,7 @@ class ServingCore:
         except OSError as exc:
             log.error("%s: writing the response failed: %s", self._label(key, ask.parsed), exc)
             self._emit(ServeEvent("answer_failed", key, time.time(), parsed=ask.parsed, reason=str(exc)))
-            return Answered(False, f"writing the response failed: {exc}")
+            return Answered(False, f"writing the response failed: {exc}", gone=False)
         served.tracked[name] = "answered"
         served.asks.pop(name, None)
         ask.outcome = outcome

@@ -1,0 +1,90 @@
+"""Plain-text lines for an explanation trail; the TUI shows them literally (no markup)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+
+def render_trail(trail: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One or more lines per trail step, in order."""
+    lines: list[str] = []
+    for step in trail:
+        lines.extend(_RENDERERS.get(str(step.get("step")), _generic)(step))
+    return lines
+
+
+def _rule(rule: Mapping[str, Any]) -> str:
+    text = f"{rule['surface']} {rule['pattern']!r} -> {rule['action']} [{rule['origin']}]"
+    if rule.get("rewrittenFrom"):
+        text += f" (was {rule['rewrittenFrom']})"
+    if rule.get("source"):
+        text += f" from {rule['source']}"
+    return text
+
+
+def _policy(step: Mapping[str, Any]) -> list[str]:
+    lines = [f"policy for agent {step['agent']!r}"]
+    if step.get("suspiciousAgent"):
+        lines.append(f"  suspicious agent name: {step['suspiciousAgent']}; no agent file loaded")
+    if step.get("failClosedScopes"):
+        scopes = ", ".join(step["failClosedScopes"])
+        lines.append(f"  fail-closed: invalid {scopes} config, every allow is floored to ask")
+    if step.get("yolo"):
+        lines.append("  yolo mode: ask rules count as allow")
+    if step.get("configErrors"):
+        lines.append(f"  {step['configErrors']} config error(s)")
+    return lines
+
+
+def _evaluate(step: Mapping[str, Any]) -> list[str]:
+    unit = f" (unit {step['unit']!r})" if step.get("unit") else ""
+    lines = [f"evaluate {step['surface']}{unit} by {step['evaluator']}, last match wins"]
+    for entry in step["consulted"]:
+        lines.append(f"  value {entry['value']!r}:")
+        for rule in entry["rules"]:
+            mark = "match" if rule["matched"] else "-    "
+            lines.append(f"    [{mark}] #{rule['position']} {_rule(rule)}")
+    lines.append(f"  winner: {_rule(step['winner'])} on {step['winner']['value']!r}")
+    return lines
+
+
+def _fold(step: Mapping[str, Any]) -> list[str]:
+    pairs = ", ".join(f"{m}={v}" for m, v in zip(step["members"], step["verdicts"], strict=True))
+    return [f"family fold of {step['surface']}: {pairs}; most restrictive: {step['verdict']}"]
+
+
+def _floor(step: Mapping[str, Any]) -> list[str]:
+    if not step["applied"]:
+        return [f"child floor {step['floor']}: not applied ({step['before']} stands)"]
+    return [f"child floor {step['floor']}: {step['before']} -> {step['after']}"
+            + (" (yolo keeps allow)" if step.get("yolo") else "")]
+
+
+def _units(step: Mapping[str, Any]) -> list[str]:
+    pairs = ", ".join(f"{u!r}={v}" for u, v in zip(step["units"], step["verdicts"], strict=True))
+    return [f"asking units: {pairs}; most restrictive: {step['verdict']} ({step['chosen']!r})"]
+
+
+def _verdict(step: Mapping[str, Any]) -> list[str]:
+    decided = step.get("decidedBy")
+    return [f"verdict: {step['verdict']}" + (f" decidedBy {decided}" if decided else "")]
+
+
+def _no_facts(step: Mapping[str, Any]) -> list[str]:
+    return [f"no facts: {step['reason']}"]
+
+
+def _generic(step: Mapping[str, Any]) -> list[str]:
+    return [str(dict(step))]
+
+
+_RENDERERS = {
+    "policy": _policy,
+    "evaluate": _evaluate,
+    "family-fold": _fold,
+    "child-floor": _floor,
+    "asking-units": _units,
+    "verdict": _verdict,
+    "no-facts": _no_facts,
+}

@@ -1,0 +1,231 @@
+"""Recorded-authority judgment of child-fixed facts against this node's policy (contract §5.3).
+
+Path surfaces match the child's alias set as-is (no re-normalization against any cwd); bash
+matches the command, skill the name, other surfaces their candidate values. A bare `path` /
+`external_directory` ask folds over both directional members, most restrictive first. A child
+floor clamps a rule `allow` (never a session grant) to `ask`, unless yolo keeps it. Asking units
+are judged one by one as bash commands with their own floors, and the most restrictive wins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from core.rules import evaluate
+from core.rules.config import PolicyStore
+from core.rules.facts import AskingUnit, IntentFacts
+from core.rules.matcher import expand_home
+from core.rules.model import PATH_SURFACES, Action, Rule, family_members, more_restrictive
+from core.rules.policy import Policy
+
+Step = dict[str, object]
+NO_FACTS_REASON = (
+    "version-skew floor (ADR 0008 §4): the request carries no usable accessIntent, "
+    "so recorded rules are not consulted and the ask goes to live authority"
+)
+_SINGLE_VALUE_SURFACES = frozenset({"bash", "skill"})
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One judged surface (or unit): the winning rule and what it makes of the ask."""
+
+    surface: str
+    rule: Rule
+    value: str
+    verdict: Action
+    origin: str
+    matched_pattern: str | None
+    unit: str | None = None
+    floor: str | None = None
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """The verdict plus everything the caller needs for `decidedBy`, a denial and the trail."""
+
+    verdict: Action
+    surface: str
+    outcome: Outcome | None
+    _trail: Callable[[], list[Step]] = field(repr=False, compare=False)
+
+    @property
+    def rule(self) -> Rule | None:
+        """The rule that decided (None for the no-facts floor)."""
+        return self.outcome.rule if self.outcome else None
+
+    @property
+    def is_session_grant(self) -> bool:
+        """Decided by one of this node's serving-session grants."""
+        return self.rule is not None and self.rule.layer == "session"
+
+    @property
+    def deny_reason(self) -> str | None:
+        """The deciding deny rule's reason, to relay as the response's `denialReason`."""
+        return self.rule.reason if self.verdict == "deny" and self.rule else None
+
+    def decided_by(self) -> dict[str, object] | None:
+        """The response `decidedBy` for an auto-decision; None when the ask must escalate."""
+        if self.verdict == "ask" or self.outcome is None:
+            return None
+        if self.is_session_grant:
+            return {"kind": "session_approval", "surface": self.surface,
+                    "pattern": self.outcome.rule.pattern}
+        return {"kind": "rule", "surface": self.surface,
+                "pattern": self.outcome.matched_pattern, "origin": self.outcome.origin}
+
+    @cached_property
+    def trail(self) -> list[Step]:
+        """JSON-serialisable steps explaining the verdict (computed on first use)."""
+        return self._trail()
+
+
+class Resolver:
+    """The serving layer's entry point: judge facts for an agent with this node's grants."""
+
+    def __init__(self, store: PolicyStore) -> None:
+        self.store = store
+
+    def resolve(
+        self, facts: IntentFacts, agent_name: str, session_rules: Sequence[Rule] = ()
+    ) -> Resolution:
+        """Resolve `facts` against `agent_name`'s composed policy plus `session_rules`."""
+        return resolve_with_policy(self.store.policy(agent_name), facts, session_rules)
+
+
+def resolve_with_policy(
+    policy: Policy, facts: IntentFacts, session_rules: Sequence[Rule] = ()
+) -> Resolution:
+    """Resolve against an already composed policy (the explain command and tests use this)."""
+    session = tuple(session_rules)
+    outcome = _Judge(policy, session, None).judge(facts)
+
+    def trail() -> list[Step]:
+        steps: list[Step] = []
+        _Judge(policy, session, steps).judge(facts)
+        return steps
+
+    resolution = Resolution(outcome.verdict, facts.surface, outcome, trail)
+    return resolution
+
+
+def explain_no_facts(surface: str | None = None) -> Resolution:
+    """The verdict for a request without usable facts: always `ask`, never rules (ADR 0008 §4)."""
+    steps: list[Step] = [
+        {"step": "no-facts", "reason": NO_FACTS_REASON},
+        {"step": "verdict", "verdict": "ask", "decidedBy": None},
+    ]
+    return Resolution("ask", surface or "", None, lambda: list(steps))
+
+
+class _Judge:
+    """One judgment; with `steps` it also records the trail using the very same decisions."""
+
+    def __init__(self, policy: Policy, session: tuple[Rule, ...], steps: list[Step] | None) -> None:
+        self.policy = policy
+        self.session = session
+        self.steps = steps
+
+    def judge(self, facts: IntentFacts) -> Outcome:
+        self._record(_policy_step(self.policy, len(self.session)))
+        if facts.asking_units:
+            outcome = self._units(facts.asking_units)
+        else:
+            outcome = self._floored(self._surface(facts.surface, facts.match_values), facts.floor)
+        self._record({"step": "verdict", "verdict": outcome.verdict,
+                      "decidedBy": _decided_by_preview(facts.surface, outcome)})
+        return outcome
+
+    def _record(self, step: Step) -> None:
+        if self.steps is not None:
+            self.steps.append(step)
+
+    def _units(self, units: Sequence[AskingUnit]) -> Outcome:
+        outcomes = [
+            self._floored(self._surface("bash", (unit.command,), unit.command), unit.floor)
+            for unit in units
+        ]
+        chosen = _most_restrictive(outcomes)
+        self._record({"step": "asking-units", "units": [o.unit for o in outcomes],
+                      "verdicts": [o.verdict for o in outcomes], "chosen": chosen.unit,
+                      "verdict": chosen.verdict,
+                      "note": "chain-level floor and matchValues are not consulted"})
+        return chosen
+
+    def _surface(self, surface: str, values: Sequence[str], unit: str | None = None) -> Outcome:
+        members = family_members(surface)
+        outcomes = [self._member(member, values, unit) for member in members]
+        chosen = _most_restrictive(outcomes)
+        if len(outcomes) > 1:
+            self._record({"step": "family-fold", "surface": surface, "members": list(members),
+                          "verdicts": [o.verdict for o in outcomes], "chosen": chosen.surface,
+                          "verdict": chosen.verdict})
+        return chosen
+
+    def _member(self, surface: str, values: Sequence[str], unit: str | None) -> Outcome:
+        candidates = self.policy.candidates(surface)
+        if self.session:
+            candidates += tuple(r for r in self.session if r.surface_wildcard.matches(surface))
+        originals = tuple(values) or ("*",)
+        if surface in PATH_SURFACES:
+            evaluator = "any-value"
+            matched = tuple(expand_home(v, self.policy.home) for v in originals)
+            match = evaluate.any_value(candidates, matched, originals)
+        else:
+            evaluator = "first-candidate"
+            if surface in _SINGLE_VALUE_SURFACES:
+                originals = originals[:1]
+            matched = originals
+            match = evaluate.first_candidate(candidates, originals)
+        rule = match.rule
+        pattern = rule.pattern if rule.layer in ("config", "session") else None
+        outcome = Outcome(surface, rule, match.value, rule.action, rule.origin, pattern, unit)
+        if self.steps is not None:
+            self._record({"step": "evaluate", "surface": surface, "unit": unit,
+                          "evaluator": evaluator, "values": list(originals),
+                          "consulted": evaluate.consulted(candidates, matched, originals),
+                          "winner": {**rule.to_json(), "value": match.value},
+                          "verdict": rule.action})
+        return outcome
+
+    def _floored(self, outcome: Outcome, floor: str | None) -> Outcome:
+        if not floor:
+            return outcome
+        applies = outcome.verdict == "allow" and outcome.rule.layer != "session"
+        result = outcome
+        if applies:
+            yolo = self.policy.settings.yolo_mode
+            result = Outcome(outcome.surface, outcome.rule, outcome.value,
+                             "allow" if yolo else "ask", "yolo" if yolo else outcome.origin,
+                             floor, outcome.unit, floor)
+        self._record({"step": "child-floor", "floor": floor, "unit": outcome.unit,
+                      "applied": applies, "before": outcome.verdict, "after": result.verdict,
+                      "yolo": self.policy.settings.yolo_mode})
+        return result
+
+
+def _most_restrictive(outcomes: Sequence[Outcome]) -> Outcome:
+    chosen = outcomes[0]
+    for outcome in outcomes[1:]:
+        if more_restrictive(outcome.verdict, chosen.verdict):
+            chosen = outcome
+    return chosen
+
+
+def _decided_by_preview(surface: str, outcome: Outcome) -> dict[str, object] | None:
+    return Resolution(outcome.verdict, surface, outcome, list).decided_by()
+
+
+def _policy_step(policy: Policy, session_rules: int) -> Step:
+    return {
+        "step": "policy",
+        "agent": policy.agent_name,
+        "suspiciousAgent": policy.suspicious_agent_reason,
+        "failClosedScopes": list(policy.fail_closed_scopes),
+        "yolo": policy.settings.yolo_mode,
+        "configErrors": len(policy.errors),
+        "sessionRules": session_rules,
+        "sources": [s.path for s in policy.sources if s.exists],
+    }
