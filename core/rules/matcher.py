@@ -66,9 +66,8 @@ def compile_wildcard(pattern: str, home: str | None = None) -> Wildcard:
         return Wildcard(pattern, expanded, lambda _value: True)
     if "*" not in expanded and "?" not in expanded:
         return Wildcard(pattern, expanded, expanded.__eq__)
-    if expanded.endswith(" *"):
-        source = _regex_source(expanded[:-2]) + "(?: .*)?"
-    else:
-        source = _regex_source(expanded)
+    optional_tail = expanded.endswith(" *")
+    body = expanded[:-2] if optional_tail else expanded
+    source = _regex_source(body) + ("(?: .*)?" if optional_tail else "")
     regex = re.compile(source, re.DOTALL)
     return Wildcard(pattern, expanded, lambda value: regex.fullmatch(value) is not None)

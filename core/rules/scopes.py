@@ -113,7 +113,7 @@ def load_agent_scope(path: Path, origin: str) -> Scope:
     errors = validate_permission(block, str(path))
     if errors:
         return Scope(origin, signature, errors=tuple(errors))
-    return Scope(origin, signature, to_permission(block, origin, str(path)))
+    return Scope(origin, signature, to_permission(cast(dict[str, Any], block), origin, str(path)))
 
 
 def _broken(origin: str, signature: FileSignature, key: str, reason: str) -> Scope:

@@ -1,0 +1,141 @@
+"""This node's serving-session grants, and the refusal of grants that would shadow a deny.
+
+Session rules are appended after every config rule, so under last-match-wins a session `allow`
+beats any earlier deny it overlaps (contract §6.4, pain point 12). A grant is therefore refused
+when it could override an explicit `deny` of this node's config.
+
+Shadow heuristic (conservative, witness-based): for every deny rule on a surface that overlaps
+the grant's surface, build witness values from both patterns' texts: each text read literally,
+and each text with `*` replaced by nothing and by `x` (and `?` by `x`). A witness that the grant
+matches, that the deny matches, and that this node's config currently resolves to `deny` proves
+the grant would override that deny. This catches equal patterns, `git push *` versus
+`git push --force *`, a `*` grant against any effective deny, and any deny whose text the grant
+matches. Limits: overlaps with no witness among these strings are missed (e.g. grant `a*c`
+versus deny `*b*`, which share `abc`); a deny that a later config allow already overrides for
+every witness is not reported, since the grant would not change its outcome.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from core.rules.config import PolicyStore
+from core.rules.evaluate import any_value
+from core.rules.matcher import compile_wildcard, expand_home
+from core.rules.model import PATH_SURFACES, Rule, family_members, make_rule
+from core.rules.policy import Policy
+
+
+@dataclass(frozen=True, slots=True)
+class SessionGrant:
+    """One recorded grant: an allow of `pattern` on `surface` (a family covers both members)."""
+
+    id: str
+    surface: str
+    pattern: str
+    created_at: float
+    rules: tuple[Rule, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ShadowedDeny:
+    """The deny rule a grant would override, named for the human."""
+
+    grant_surface: str
+    grant_pattern: str
+    surface: str
+    pattern: str
+    origin: str
+    source: str | None
+    witness: str
+
+    def describe(self) -> str:
+        """One line for the TUI."""
+        where = f" ({self.source})" if self.source else ""
+        return (f"{self.grant_surface} {self.grant_pattern!r} would override deny "
+                f"{self.surface} {self.pattern!r} [{self.origin}]{where}, e.g. {self.witness!r}")
+
+
+class GrantRefused(ValueError):
+    """Recording the grants would let a session allow shadow an explicit deny."""
+
+    def __init__(self, shadowed: tuple[ShadowedDeny, ...]) -> None:
+        super().__init__("; ".join(s.describe() for s in shadowed))
+        self.shadowed = shadowed
+
+
+class SessionGrants:
+    """The grants of one served session: in memory only, cleared with the session."""
+
+    def __init__(self, store: PolicyStore) -> None:
+        self.store = store
+        self._grants: dict[str, SessionGrant] = {}
+        self._ids = itertools.count(1)
+
+    def add(self, grants: Iterable[tuple[str, str]], agent_name: str) -> list[SessionGrant]:
+        """Record all `(surface, pattern)` grants, or none: raises `GrantRefused` on a shadow."""
+        wanted = [(s, p) for s, p in grants if s and p]
+        shadowed = tuple(
+            found for s, p in wanted if (found := self.would_shadow_deny(agent_name, s, p))
+        )
+        if shadowed:
+            raise GrantRefused(shadowed)
+        home = self.store.home
+        added = []
+        for surface, pattern in wanted:
+            rules = tuple(
+                make_rule(member, pattern, "allow", origin="session", layer="session", home=home)
+                for member in family_members(surface)
+            )
+            grant = SessionGrant(f"g{next(self._ids)}", surface, pattern, time.time(), rules)
+            self._grants[grant.id] = grant
+            added.append(grant)
+        return added
+
+    def list(self) -> tuple[SessionGrant, ...]:
+        """Grants in recording order."""
+        return tuple(self._grants.values())
+
+    def revoke(self, grant_id: str) -> bool:
+        """Forget one grant; False when there was none with that id."""
+        return self._grants.pop(grant_id, None) is not None
+
+    def rules(self) -> tuple[Rule, ...]:
+        """The session rules to append at check time, in recording order."""
+        return tuple(rule for grant in self._grants.values() for rule in grant.rules)
+
+    def would_shadow_deny(self, agent_name: str, surface: str, pattern: str) -> ShadowedDeny | None:
+        """The first explicit deny of `agent_name`'s policy this grant would override, if any."""
+        return find_shadowed_deny(self.store.policy(agent_name), surface, pattern)
+
+
+def find_shadowed_deny(policy: Policy, surface: str, pattern: str) -> ShadowedDeny | None:
+    """Apply the module's witness heuristic to one grant against one composed policy."""
+    grant = compile_wildcard(pattern, policy.home)
+    for member in family_members(surface):
+        candidates = policy.candidates(member)
+        for deny in candidates:
+            if deny.action != "deny" or (deny.layer == "default" and deny.origin == "builtin"):
+                continue
+            for witness in _witnesses(pattern, deny.pattern):
+                value = expand_home(witness, policy.home) if member in PATH_SURFACES else witness
+                if not (grant.matches(value) and deny.pattern_wildcard.matches(value)):
+                    continue
+                winner = any_value(candidates, (value,), (witness,)).rule
+                if winner.action == "deny":
+                    return ShadowedDeny(surface, pattern, winner.surface, winner.pattern,
+                                        winner.origin, winner.source, witness)
+    return None
+
+
+def _witnesses(*patterns: str) -> list[str]:
+    found: list[str] = []
+    for text in patterns:
+        for variant in (text, text.replace("*", "").replace("?", "x"),
+                        text.replace("*", "x").replace("?", "x")):
+            if variant not in found:
+                found.append(variant)
+    return found
