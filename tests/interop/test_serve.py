@@ -43,16 +43,31 @@ def _event(result: ScriptResult | list[dict[str, Any]], name: str) -> dict[str, 
     return found[-1]
 
 
+@pytest.mark.parametrize(
+    ("served_ids", "target", "folder"),
+    [
+        ([UUID_SESSION], UUID_SESSION, UUID_SESSION),
+        ([UUID_SESSION, ODD_SESSION], ODD_SESSION, ODD_SESSION_FOLDER),
+    ],
+    ids=["one-session", "second-of-two-odd-id"],
+)
 def test_real_child_is_denied_by_serve_on_ask_deny(
-    node_driver: NodeDriver, forwarding_root: Path, state_dir: Path, workdir: Path
+    node_driver: NodeDriver,
+    forwarding_root: Path,
+    state_dir: Path,
+    workdir: Path,
+    served_ids: list[str],
+    target: str,
+    folder: str,
 ) -> None:
-    with serve(
-        [UUID_SESSION], forwarding_root, state_dir, "deny", workdir, [f"{UUID_SESSION}.json"]
-    ) as served:
+    from core.paths import encode_session_id
+
+    beats = [f"{encode_session_id(sid)}.json" for sid in served_ids]
+    with serve(served_ids, forwarding_root, state_dir, "deny", workdir, beats) as served:
         result = node_driver.run(
             "child_ask.ts",
             child_ask_args(forwarding_root, CHILD_SESSION, "Explore", ASK),
-            env=child_env(UUID_SESSION),
+            env=child_env(target),
         )
         decision = result.json_line()
         created = _event(result, "forwarded_permission.request_created")
@@ -66,12 +81,13 @@ def test_real_child_is_denied_by_serve_on_ask_deny(
     # It was a real response from our node, not the child's own fallback denial.
     received = _event(result, "forwarded_permission.response_received")
     assert received["requestId"] == request_id
-    assert received["responderSessionId"] == UUID_SESSION
+    assert received["responderSessionId"] == target
     assert received["approved"] is False
-    assert created["targetSessionId"] == UUID_SESSION
-    assert Path(created["requestPath"]).parent == (forwarding_root / "sessions" / UUID_SESSION / "requests")
+    assert created["targetSessionId"] == target
+    session_root = forwarding_root / "sessions" / folder
+    assert Path(created["requestPath"]).parent == session_root / "requests"
     # Both sides cleaned up: nothing of this session is left in the inbox.
-    assert not (forwarding_root / "sessions" / UUID_SESSION / "requests").exists()
+    assert not (session_root / "requests").exists()
 
 
 def test_real_child_request_is_read_by_our_parser(
