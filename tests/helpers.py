@@ -1,0 +1,71 @@
+"""Shared test helpers: write requests the way a pi child does, wait for real files."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from core.paths import encode_session_id
+
+CHILD_SESSION = "019ff96a-1111-7000-8000-aaaaaaaaaaaa"
+
+
+def request_body(request_id: str, target: str, **fields: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "id": request_id,
+        "createdAt": time.time_ns() // 1_000_000,
+        "requesterSessionId": CHILD_SESSION,
+        "targetSessionId": target,
+        "requesterAgentName": "Explore",
+        "message": f"Agent 'Explore' requested bash command 'ls {request_id}'. Allow this command?",
+        "source": "tool_call",
+        "surface": "bash",
+        "value": f"ls {request_id}",
+    }
+    body.update(fields)
+    return body
+
+
+def session_dir(root: Path, session_id: str) -> Path:
+    return root / "sessions" / encode_session_id(session_id)
+
+
+def write_request_bytes(root: Path, session_id: str, name: str, data: bytes) -> Path:
+    """Atomic temp+rename into `requests/`, as the child does (mkdir -p first)."""
+    requests = session_dir(root, session_id) / "requests"
+    requests.mkdir(parents=True, exist_ok=True)
+    (session_dir(root, session_id) / "responses").mkdir(exist_ok=True)
+    target = requests / name
+    temp = requests / f"{name}.{os.getpid()}.{time.time_ns()}.tmp"
+    temp.write_bytes(data)
+    temp.rename(target)
+    return target
+
+
+def write_request(root: Path, session_id: str, request_id: str, **fields: Any) -> Path:
+    body = request_body(request_id, session_id, **fields)
+    return write_request_bytes(root, session_id, f"{request_id}.json", json.dumps(body).encode())
+
+
+def response_path(root: Path, session_id: str, request_id: str) -> Path:
+    return session_dir(root, session_id) / "responses" / f"{request_id}.json"
+
+
+async def wait_for(predicate: Callable[[], bool], timeout: float = 5.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.005)
+
+
+async def read_response_when_written(root: Path, session_id: str, request_id: str) -> dict[str, Any]:
+    path = response_path(root, session_id, request_id)
+    await wait_for(path.exists, what=f"response {path}")
+    body: dict[str, Any] = json.loads(path.read_bytes())
+    return body
