@@ -1,0 +1,58 @@
+"""The wildcard matcher (contract §6.3)."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.rules.matcher import compile_wildcard, expand_home
+
+HOME = "/home/me"
+
+
+@pytest.mark.parametrize(
+    ("text", "expanded"),
+    [
+        ("~", HOME),
+        ("$HOME", HOME),
+        ("${HOME}", HOME),
+        ("~/.ssh/*", "/home/me/.ssh/*"),
+        ("$HOME/dev/*", "/home/me/dev/*"),
+        ("${HOME}/dev", "/home/me/dev"),
+        ("~\\x", "/home/me/x"),
+        ("~/dir/", "/home/me/dir/"),
+        ("~user/x", "~user/x"),
+        ("$HOMEDIR/x", "$HOMEDIR/x"),
+        ("/abs/~/x", "/abs/~/x"),
+    ],
+)
+def test_home_expansion(text: str, expanded: str) -> None:
+    assert expand_home(text, HOME) == expanded
+
+
+@pytest.mark.parametrize(
+    ("pattern", "value", "matches"),
+    [
+        ("git *", "git", True),
+        ("git *", "git status", True),
+        ("git *", "gitx", False),
+        ("git*", "gitx", True),
+        ("a?c", "abc", True),
+        ("a?c", "ac", False),
+        ("*", "", True),
+        ("src/**", "src/a/b.ts", True),
+        ("src/*", "src/a\nb", True),
+        ("a.c", "abc", False),
+        ("(x)+[y]", "(x)+[y]", True),
+        ("Git *", "git status", False),
+        ("git status", "git status ", False),
+        ("rm -rf *", "rm -rf", True),
+        ("*.env", "a.env.local", False),
+    ],
+)
+def test_wildcard(pattern: str, value: str, matches: bool) -> None:
+    assert compile_wildcard(pattern, HOME).matches(value) is matches
+
+
+def test_pattern_home_is_expanded_only_when_asked() -> None:
+    assert compile_wildcard("~/x", HOME).matches("/home/me/x")
+    assert not compile_wildcard("~/x").matches("/home/me/x")
