@@ -1,0 +1,201 @@
+"""The non-terminal judges that run after recorded authority and before the human (ADR 0007).
+
+Links see only the facts — surface, match values, boundary value, floor and asking units —
+never `requesterCwd` or the principal. The chain returns the first verdict that is not `defer`.
+
+Delegation envelope: a link's `allow` is capped to `defer` unless the surface is a known
+non-path surface. Capped are the `path` and `external_directory` families (the reference's
+excluded set), the path-bearing tool surfaces (read, write, edit, find, grep, ls; this node is
+stricter than the reference there) and an empty or undeterminable surface (the contract counts
+an unknown surface as excluded). Everything else — bash, skill, mcp and other tool names — is
+"known" in the sense that its single value is already portable and no path meaning is at stake.
+A link's `deny` is never capped.
+
+`CommandLink` runs an executable (no shell) with the facts as JSON on stdin and reads
+`{"verdict": "allow"|"deny"|"defer", "reason": ...}` from stdout. A timeout (the process group is
+killed), a non-zero exit, a crash or unreadable output is a `defer`, logged with the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import shlex
+import signal
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from core.rules.facts import AskingUnit
+from core.rules.model import PATH_SURFACES
+
+log = logging.getLogger("pi_authorizer.chain")
+
+LinkVerdictKind = Literal["allow", "deny", "defer"]
+DEFAULT_LINK_TIMEOUT_S = 30.0
+_MAX_OUTPUT = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class LinkFacts:
+    """What a link may see of an ask."""
+
+    surface: str
+    match_values: tuple[str, ...]
+    boundary_value: str | None = None
+    floor: str | None = None
+    asking_units: tuple[AskingUnit, ...] | None = None
+
+    def to_json(self) -> dict[str, object]:
+        """The wire-shaped facts a command link receives on stdin."""
+        data: dict[str, object] = {
+            "surface": self.surface,
+            "matchValues": list(self.match_values),
+            "boundaryValue": self.boundary_value,
+        }
+        if self.floor is not None:
+            data["floor"] = self.floor
+        if self.asking_units is not None:
+            data["askingUnits"] = [
+                {"command": u.command, **({"floor": u.floor} if u.floor is not None else {})}
+                for u in self.asking_units
+            ]
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class LinkVerdict:
+    """A link's answer; `reason` is relayed to the agent on a deny."""
+
+    kind: LinkVerdictKind
+    reason: str | None = None
+
+
+DEFER = LinkVerdict("defer")
+
+
+class Link(Protocol):
+    """One named judge in the chain."""
+
+    @property
+    def name(self) -> str: ...
+
+    async def review(self, facts: LinkFacts) -> LinkVerdict: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ChainDecision:
+    """The first non-defer verdict and the link that gave it."""
+
+    link: str
+    verdict: LinkVerdict
+
+    def decided_by(self) -> dict[str, object]:
+        """The response `decidedBy` (`kind: "authorizer"`)."""
+        return {"kind": "authorizer", "name": self.link, "verdict": self.verdict.kind,
+                "reason": self.verdict.reason}
+
+
+def allow_is_capped(surface: str) -> bool:
+    """True when a link's allow on `surface` must become a defer (see the module docstring)."""
+    return not surface.strip() or surface in PATH_SURFACES
+
+
+class AuthorizerChain:
+    """Consult links in order; the first allow or deny wins, a capped allow counts as defer."""
+
+    def __init__(self, links: Sequence[Link]) -> None:
+        names = [link.name for link in links]
+        if len(set(names)) != len(names):
+            raise ValueError(f"duplicate link names in {names}")
+        self.links = tuple(links)
+
+    async def review(self, facts: LinkFacts) -> ChainDecision | None:
+        """The deciding link's verdict, or None when every link deferred."""
+        for link in self.links:
+            try:
+                verdict = await link.review(facts)
+            except Exception as exc:
+                log.warning("link %r failed, deferring: %r", link.name, exc)
+                continue
+            if verdict.kind == "allow" and allow_is_capped(facts.surface):
+                log.info("link %r allow on %r capped to defer", link.name, facts.surface)
+                continue
+            if verdict.kind != "defer":
+                return ChainDecision(link.name, verdict)
+        return None
+
+
+@dataclass(frozen=True)
+class CommandLink:
+    """A link backed by an external executable; see the module docstring for its protocol."""
+
+    name: str
+    argv: tuple[str, ...]
+    timeout_s: float = DEFAULT_LINK_TIMEOUT_S
+
+    async def review(self, facts: LinkFacts) -> LinkVerdict:
+        """Run the command once for `facts`; every failure is a logged defer."""
+        payload = json.dumps(facts.to_json()).encode()
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *self.argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            return self._defer(f"could not start {self.argv[0]!r}: {exc}")
+        try:
+            stdout, stderr = await asyncio.wait_for(process.communicate(payload), self.timeout_s)
+        except TimeoutError:
+            await _kill(process)
+            return self._defer(f"no answer within {self.timeout_s}s; killed")
+        if process.returncode != 0:
+            tail = stderr.decode(errors="replace").strip()[-200:]
+            return self._defer(f"exit status {process.returncode}: {tail}")
+        return self._parse(stdout)
+
+    def _parse(self, stdout: bytes) -> LinkVerdict:
+        if len(stdout) > _MAX_OUTPUT:
+            return self._defer(f"output over {_MAX_OUTPUT} bytes")
+        try:
+            answer = json.loads(stdout)
+        except ValueError:
+            return self._defer(f"output is not JSON: {stdout[:200]!r}")
+        if not isinstance(answer, dict) or answer.get("verdict") not in ("allow", "deny", "defer"):
+            return self._defer(f"output has no valid verdict: {stdout[:200]!r}")
+        reason = answer.get("reason")
+        if reason is not None and not isinstance(reason, str):
+            return self._defer("reason is not a string")
+        kind: LinkVerdictKind = answer["verdict"]
+        return LinkVerdict(kind, reason)
+
+    def _defer(self, why: str) -> LinkVerdict:
+        log.warning("link %r deferred: %s", self.name, why)
+        return DEFER
+
+
+async def _kill(process: asyncio.subprocess.Process) -> None:
+    """Kill the link's whole process group (it was started in its own session), then reap it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        process.kill()
+    await process.wait()
+
+
+def parse_link_spec(spec: str, timeout_s: float = DEFAULT_LINK_TIMEOUT_S) -> CommandLink:
+    """`"name=command args"` (shell-style quoting, no shell) as a `CommandLink`."""
+    name, sep, command = spec.partition("=")
+    name = name.strip()
+    if not sep or not name or any(c.isspace() for c in name):
+        raise ValueError(f"link spec {spec!r} must look like NAME=COMMAND")
+    argv = tuple(shlex.split(command))
+    if not argv:
+        raise ValueError(f"link spec {spec!r} has no command")
+    return CommandLink(name, argv, timeout_s)
