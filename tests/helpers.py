@@ -56,11 +56,11 @@ def response_path(root: Path, session_id: str, request_id: str) -> Path:
     return session_dir(root, session_id) / "responses" / f"{request_id}.json"
 
 
-async def wait_for(predicate: Callable[[], bool], timeout: float = 5.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
+async def wait_for(predicate: Callable[[], bool], within: float = 5.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + within
     while not predicate():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+            raise AssertionError(f"timed out after {within}s waiting for {what}")
         await asyncio.sleep(0.005)
 
 
