@@ -1,0 +1,101 @@
+"""One explanation of how this node's rules judge a request: the `explain` command and the TUI.
+
+Takes the wire's access intent structurally (any object with the fields below), so this module
+stays independent of the wire models. A request without an intent gets the no-facts floor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from core.rules.config import PolicyStore
+from core.rules.facts import AskingUnit, IntentFacts
+from core.rules.model import Action, ConfigError, Rule
+from core.rules.render import render_trail
+from core.rules.resolver import Resolution, explain_no_facts, resolve_with_policy
+
+Step = dict[str, object]
+
+
+class WireAskingUnit(Protocol):
+    """A forwarded asking unit, as the wire layer models it."""
+
+    @property
+    def command(self) -> str: ...
+    @property
+    def floor(self) -> str | None: ...
+
+
+class WireIntent(Protocol):
+    """The judged part of a forwarded `accessIntent` (provenance fields are not read)."""
+
+    @property
+    def surface(self) -> str: ...
+    @property
+    def match_values(self) -> Sequence[str]: ...
+    @property
+    def boundary_value(self) -> str | None: ...
+    @property
+    def floor(self) -> str | None: ...
+    @property
+    def asking_units(self) -> Sequence[WireAskingUnit] | None: ...
+
+
+def facts_from_intent(intent: WireIntent) -> IntentFacts:
+    """Copy the child-fixed facts as they are; nothing is re-derived."""
+    units = intent.asking_units
+    return IntentFacts(
+        surface=intent.surface,
+        match_values=tuple(intent.match_values),
+        boundary_value=intent.boundary_value,
+        floor=intent.floor,
+        asking_units=tuple(AskingUnit(u.command, u.floor) for u in units) if units else None,
+    )
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Verdict, `decidedBy`, trail (data and text) and the config errors of the policy used."""
+
+    verdict: Action
+    decided_by: dict[str, object] | None
+    deny_reason: str | None
+    trail: list[Step]
+    text: list[str]
+    config_errors: tuple[ConfigError, ...]
+    suspicious_agent_reason: str | None
+
+    def to_json(self) -> dict[str, object]:
+        """The `explain --json` object."""
+        return {
+            "verdict": self.verdict,
+            "decidedBy": self.decided_by,
+            "trail": self.trail,
+            "configErrors": [e.to_json() for e in self.config_errors],
+        }
+
+
+def explain(
+    store: PolicyStore,
+    intent: WireIntent | None,
+    agent_name: str,
+    session_rules: Sequence[Rule] = (),
+) -> Explanation:
+    """Explain the recorded-authority verdict for one request (`agent_name` is the principal's)."""
+    policy = store.policy(agent_name)
+    resolution: Resolution
+    if intent is None:
+        resolution = explain_no_facts()
+    else:
+        resolution = resolve_with_policy(policy, facts_from_intent(intent), session_rules)
+    return Explanation(
+        verdict=resolution.verdict,
+        decided_by=resolution.decided_by(),
+        deny_reason=resolution.deny_reason,
+        trail=resolution.trail,
+        text=render_trail(resolution.trail),
+        config_errors=policy.errors,
+        suspicious_agent_reason=policy.suspicious_agent_reason,
+    )

@@ -1,0 +1,68 @@
+"""`pi-authorizer explain REQUEST.json`: how this node's rules would judge a request file.
+
+Reads the file with the wire layer's tolerant reader, resolves its child-fixed facts against the
+layered config (global, project, agent files, `--rules`), and prints the verdict and the trail.
+Exit 0 whatever the verdict; 2 when the file is unreadable or not a usable request.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from core.rules import PolicyStore
+from core.rules.explain import explain
+from core.wire import RequestRejected, parse_request
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register `explain` and its options."""
+    parser = subparsers.add_parser("explain", help="show how the rules judge a request file")
+    parser.add_argument("request", type=Path, metavar="REQUEST.json")
+    parser.add_argument("--agent-dir", type=Path, default=None, metavar="DIR",
+                        help="pi agent dir (default: $PI_CODING_AGENT_DIR or ~/.pi/agent)")
+    parser.add_argument("--project", type=Path, default=None, metavar="DIR",
+                        help="project whose .pi config applies (default: the current directory)")
+    parser.add_argument("--rules", type=Path, default=None, metavar="FILE",
+                        help="pi-authorizer's own rules file, applied last (origin 'authorizer')")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(handler=run)
+
+
+def _agent_dir(given: Path | None) -> Path:
+    if given is not None:
+        return given.expanduser()
+    configured = os.environ.get("PI_CODING_AGENT_DIR", "").strip()
+    return Path(configured).expanduser() if configured else Path.home() / ".pi" / "agent"
+
+
+def run(args: argparse.Namespace) -> int:
+    """Explain one request file; see the module docstring for exit codes."""
+    try:
+        parsed = parse_request(Path(args.request).read_bytes())
+    except OSError as exc:
+        print(f"pi-authorizer explain: cannot read {args.request}: {exc.strerror or exc}",
+              file=sys.stderr)
+        return 2
+    except RequestRejected as exc:
+        print(f"pi-authorizer explain: {args.request} is not a usable request: {exc.reason}",
+              file=sys.stderr)
+        return 2
+    project = (args.project or Path.cwd()).expanduser()
+    rules_file = args.rules.expanduser() if args.rules else None
+    store = PolicyStore(_agent_dir(args.agent_dir), project, rules_file)
+    intent = parsed.access_intent
+    agent = intent.principal.agent_name if intent else parsed.request.requester_agent_name
+    result = explain(store, intent, agent)
+    if args.json:
+        print(json.dumps(result.to_json(), ensure_ascii=False))
+        return 0
+    for error in result.config_errors:
+        print(f"config error: {error.path}: {error.key}: {error.reason}", file=sys.stderr)
+    print("\n".join(result.text))
+    if result.deny_reason:
+        print(f"deny reason: {result.deny_reason}")
+    return 0
