@@ -1,4 +1,4 @@
-"""Change notification for the forwarding root: inotify through `watchfiles`, polling as fallback.
+"""Change notification for the forwarding root: kernel inotify events, `watchfiles` polling as fallback.
 
 The reference polls every 250 ms; a person at a side terminal should see an ask within
 milliseconds. The watcher only says *which session folders changed*; the serving loop then rescans
@@ -10,19 +10,137 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import watchfiles
 
 from core.inbox import ensure_dir
+from core.inotify import IN_IGNORED, IN_Q_OVERFLOW, Event, Inotify, InotifyUnavailable
 
 log = logging.getLogger("pi_authorizer.watch")
 
-# watchfiles batches changes: it waits `step` ms for more before yielding, at most `debounce` ms.
-_STEP_MS = 2
-_DEBOUNCE_MS = 20
 _POLL_DELAY_MS = 50
+
+RESCAN_ALL: frozenset[str] = frozenset()
+"""Yielded when the watcher cannot say which folders changed (overflow, restart)."""
+
+
+class _SessionTree:
+    """inotify watches on `sessions/`, each `sessions/<folder>/` and each `.../requests/`."""
+
+    def __init__(self, sessions_dir: Path) -> None:
+        self.sessions_dir = sessions_dir
+        self.ino = Inotify()
+        self.folder_of: dict[int, str | None] = {}
+        self.changed: set[str] = set()
+        self.rescan_all = False
+        self.ready = asyncio.Event()
+
+    def start(self) -> None:
+        ensure_dir(self.sessions_dir)
+        self._watch(str(self.sessions_dir), None)
+        for folder in os.listdir(self.sessions_dir):
+            self._watch_folder(folder)
+        self.rescan_all = True
+        self.ready.set()
+
+    def _watch(self, path: str, folder: str | None) -> None:
+        wd = self.ino.add_watch(path)
+        if wd is not None:
+            self.folder_of[wd] = folder
+
+    def _watch_folder(self, folder: str) -> None:
+        base = self.sessions_dir / folder
+        self._watch(str(base), folder)
+        self._watch(str(base / "requests"), folder)
+        # Whatever arrived before the watch existed is found by the rescan this triggers.
+        self.changed.add(folder)
+
+    def on_readable(self) -> None:
+        try:
+            events = self.ino.read_events()
+        except OSError as exc:
+            log.warning("reading inotify events failed: %s", exc)
+            self.rescan_all = True
+            events = []
+        for event in events:
+            self._handle(event)
+        if self.changed or self.rescan_all:
+            self.ready.set()
+
+    def _handle(self, event: Event) -> None:
+        if event.mask & IN_Q_OVERFLOW:
+            self.rescan_all = True
+            return
+        if event.wd not in self.folder_of:
+            return
+        folder = self.folder_of[event.wd]
+        if event.mask & IN_IGNORED:
+            del self.folder_of[event.wd]
+            if folder is None:  # `sessions/` itself went away: recreate and start over
+                self.rescan_all = True
+                with contextlib.suppress(OSError):
+                    self.start()
+            return
+        if folder is None:
+            if event.name:
+                self._watch_folder(event.name)
+            return
+        if event.name == "requests":
+            self._watch(str(self.sessions_dir / folder / "requests"), folder)
+        self.changed.add(folder)
+
+    def take(self) -> set[str]:
+        self.ready.clear()
+        if self.rescan_all:
+            self.rescan_all = False
+            self.changed.clear()
+            return set(RESCAN_ALL)
+        taken, self.changed = self.changed, set()
+        return taken
+
+    def close(self) -> None:
+        self.ino.close()
+
+
+async def _inotify_changes(sessions_dir: Path, stop: asyncio.Event) -> AsyncIterator[set[str]]:
+    tree = _SessionTree(sessions_dir)
+    loop = asyncio.get_running_loop()
+    loop.add_reader(tree.ino.fd, tree.on_readable)
+    try:
+        tree.start()
+        stopping = asyncio.ensure_future(stop.wait())
+        try:
+            while not stop.is_set():
+                ready = asyncio.ensure_future(tree.ready.wait())
+                await asyncio.wait({ready, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                ready.cancel()
+                if not stop.is_set():
+                    yield tree.take()
+        finally:
+            stopping.cancel()
+    finally:
+        loop.remove_reader(tree.ino.fd)
+        tree.close()
+
+
+async def _polled_changes(sessions_dir: Path, stop: asyncio.Event) -> AsyncIterator[set[str]]:
+    while not stop.is_set():
+        yield set(RESCAN_ALL)
+        async for changes in watchfiles.awatch(
+            sessions_dir,
+            watch_filter=None,
+            stop_event=stop,
+            force_polling=True,
+            poll_delay_ms=_POLL_DELAY_MS,
+            debounce=_POLL_DELAY_MS,
+            step=5,
+            ignore_permission_denied=True,
+        ):
+            yield {f for _, path in changes if (f := _session_folder(sessions_dir, path))}
+        ensure_dir(sessions_dir)
 
 
 def _session_folder(sessions_dir: Path, changed: str) -> str | None:
@@ -36,35 +154,18 @@ def _session_folder(sessions_dir: Path, changed: str) -> str | None:
 async def watch_session_folders(
     forwarding_root: Path, stop: asyncio.Event, force_polling: bool = False
 ) -> AsyncIterator[set[str]]:
-    """Yield the set of `sessions/<folder>` names touched since the last yield, until `stop`.
+    """Yield the `sessions/<folder>` names touched since the last yield, until `stop`.
 
-    An empty set means "something changed, rescan everything" (the watch was restarted).
+    An empty set means "rescan everything" (start, overflow, or the watch was restarted).
     """
     sessions_dir = forwarding_root / "sessions"
     ensure_dir(sessions_dir)
-    polling = force_polling
-    while not stop.is_set():
+    if not force_polling:
         try:
-            async for changes in watchfiles.awatch(
-                sessions_dir,
-                watch_filter=None,
-                debounce=_DEBOUNCE_MS,
-                step=_STEP_MS,
-                stop_event=stop,
-                force_polling=polling,
-                poll_delay_ms=_POLL_DELAY_MS,
-                ignore_permission_denied=True,
-            ):
-                folders = {f for _, path in changes if (f := _session_folder(sessions_dir, path))}
+            async for folders in _inotify_changes(sessions_dir, stop):
                 yield folders
-        except (OSError, RuntimeError) as exc:
-            if polling:
-                raise
-            log.warning("inotify watch failed (%s); falling back to polling every %d ms", exc, _POLL_DELAY_MS)
-            polling = True
-        if not stop.is_set():
-            # The watched folder vanished or the watch ended: recreate it and rescan everything.
-            ensure_dir(sessions_dir)
-            yield set()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=0.05)
+            return
+        except InotifyUnavailable as exc:
+            log.warning("inotify is unavailable (%s); polling every %d ms instead", exc, _POLL_DELAY_MS)
+    async for folders in _polled_changes(sessions_dir, stop):
+        yield folders

@@ -1,0 +1,68 @@
+"""The watcher on real inotify events: folders that appear late, vanish and come back."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from core.watch import watch_session_folders
+
+
+class Collector:
+    def __init__(self, root: Path, force_polling: bool) -> None:
+        self.root = root
+        self.stop = asyncio.Event()
+        self.seen: list[set[str]] = []
+        self.task = asyncio.create_task(self._run(force_polling))
+
+    async def _run(self, force_polling: bool) -> None:
+        async for folders in watch_session_folders(self.root, self.stop, force_polling):
+            self.seen.append(folders)
+
+    async def expect(self, folder: str, within: float = 3.0) -> None:
+        async def until() -> None:
+            while not any(folder in s for s in self.seen):
+                await asyncio.sleep(0.005)
+
+        await asyncio.wait_for(until(), within)
+        self.seen.clear()
+
+
+@pytest.fixture(params=[False, True], ids=["inotify", "polling"])
+async def collector(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Collector]:
+    c = Collector(tmp_path, force_polling=request.param)
+    await asyncio.sleep(0.1)
+    yield c
+    c.stop.set()
+    await asyncio.wait_for(c.task, 5)
+
+
+async def test_first_yield_asks_for_a_full_rescan(collector: Collector) -> None:
+    await asyncio.sleep(0.05)
+    assert collector.seen and collector.seen[0] == set()
+
+
+async def test_folders_created_after_start_are_watched(tmp_path: Path, collector: Collector) -> None:
+    requests = tmp_path / "sessions" / "late" / "requests"
+    requests.mkdir(parents=True)
+    await collector.expect("late")
+    (requests / "r.json.tmp").write_text("{}")
+    (requests / "r.json.tmp").rename(requests / "r.json")
+    await collector.expect("late")
+    (requests / "r.json").unlink()
+    await collector.expect("late")
+
+
+async def test_folder_removed_by_child_cleanup_and_recreated(tmp_path: Path, collector: Collector) -> None:
+    session = tmp_path / "sessions" / "again"
+    (session / "requests").mkdir(parents=True)
+    await collector.expect("again")
+    shutil.rmtree(session)
+    await collector.expect("again")
+    (session / "requests").mkdir(parents=True)
+    (session / "requests" / "x.json").write_text("{}")
+    await collector.expect("again")
