@@ -2,11 +2,14 @@
 
 `any_value` is `evaluateAnyValue` (path surfaces: the last rule matching any alias wins) and
 `first_candidate` is `evaluateFirst` (the first candidate that hits a non-default rule wins).
-Both can record what they consulted for the explanation trail; the same code decides either way.
+A surface's candidates are compiled into one regex whose alternatives run from the last rule to
+the first, so a single `fullmatch` finds the last matching rule; the trail re-checks each rule
+on its own (`consulted`) to show the human what matched.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -23,24 +26,61 @@ class Match:
     value: str
 
 
-def any_value(candidates: Sequence[Rule], values: Sequence[str], originals: Sequence[str]) -> Match:
+class Candidates:
+    """Rules in position order, plus one combined regex for "which is the last to match".
+
+    `tail` rules (this node's session grants) come after every compiled rule; they change often
+    and are few, so they are checked one by one and never force a recompile.
+    """
+
+    def __init__(self, compiled: Sequence[Rule], tail: Sequence[Rule] = (),
+                 regex: re.Pattern[str] | None = None) -> None:
+        self.compiled = tuple(compiled)
+        self.tail = tuple(tail)
+        self.rules = self.compiled + self.tail
+        if regex is None:
+            regex = re.compile("|".join(
+                f"({rule.pattern_wildcard.source})" for rule in reversed(self.compiled)), re.DOTALL)
+        self._regex = regex
+
+    def with_tail(self, tail: Sequence[Rule]) -> Candidates:
+        """The same compiled rules followed by `tail`."""
+        return Candidates(self.compiled, tail, self._regex) if tail else self
+
+    def last_index(self, value: str) -> int:
+        """Position of the last rule matching `value`, or -1."""
+        for offset in range(len(self.tail) - 1, -1, -1):
+            if self.tail[offset].pattern_wildcard.matches(value):
+                return len(self.compiled) + offset
+        found = self._regex.fullmatch(value)
+        if found is None or found.lastindex is None:
+            return -1
+        return len(self.compiled) - found.lastindex
+
+
+def any_value(candidates: Candidates, values: Sequence[str], originals: Sequence[str]) -> Match:
     """The last rule (by position) matching any of `values`; reports the first alias it matches.
 
     `values` are what is matched (home-expanded), `originals` what is reported.
     """
-    for rule in reversed(candidates):
-        test = rule.pattern_wildcard.matches
-        for value, original in zip(values, originals, strict=True):
-            if test(value):
-                return Match(rule, original)
-    raise LookupError("no rule matched; the synthesized default should always match")
+    best, reported = -1, ""
+    for value, original in zip(values, originals, strict=True):
+        index = candidates.last_index(value)
+        if index > best:
+            best, reported = index, original
+    if best < 0:
+        raise LookupError("no rule matched; the synthesized default should always match")
+    return Match(candidates.rules[best], reported)
 
 
-def first_candidate(candidates: Sequence[Rule], values: Sequence[str]) -> Match:
+def first_candidate(candidates: Candidates, values: Sequence[str]) -> Match:
     """The first value whose last matching rule is not the default; else `values[0]`'s match."""
     fallback: Match | None = None
     for value in values:
-        match = _last_match(candidates, value)
+        index = candidates.last_index(value)
+        if index < 0:
+            raise LookupError("no rule matched; the synthesized default should always match")
+        match = Match(candidates.rules[index], value)
         if match.rule.layer != "default":
             return match
         fallback = fallback or match
@@ -48,21 +88,14 @@ def first_candidate(candidates: Sequence[Rule], values: Sequence[str]) -> Match:
     return fallback
 
 
-def _last_match(candidates: Sequence[Rule], value: str) -> Match:
-    for rule in reversed(candidates):
-        if rule.pattern_wildcard.matches(value):
-            return Match(rule, value)
-    raise LookupError("no rule matched; the synthesized default should always match")
-
-
-def consulted(candidates: Sequence[Rule], values: Sequence[str], originals: Sequence[str]) -> list[Step]:
+def consulted(candidates: Candidates, values: Sequence[str], originals: Sequence[str]) -> list[Step]:
     """For the trail: per value, every candidate rule in position order and whether it matched."""
     return [
         {
             "value": original,
             "rules": [
                 {"position": index, **rule.to_json(), "matched": rule.pattern_wildcard.matches(value)}
-                for index, rule in enumerate(candidates)
+                for index, rule in enumerate(candidates.rules)
             ],
         }
         for value, original in zip(values, originals, strict=True)

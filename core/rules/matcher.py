@@ -52,22 +52,26 @@ def _regex_source(pattern: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Wildcard:
-    """A compiled pattern. `matches(value)` is the hot path, so the test is chosen at compile time."""
+    """A compiled pattern. `matches(value)` is the hot path, so the test is chosen at compile time.
+
+    `source` is the anchored-by-fullmatch regex body, so many patterns can share one regex.
+    """
 
     text: str
     expanded: str
+    source: str
     matches: Callable[[str], bool] = field(repr=False, compare=False)
 
 
 def compile_wildcard(pattern: str, home: str | None = None) -> Wildcard:
     """Compile `pattern`; pass `home` to home-expand it first (rule patterns), `None` not to."""
     expanded = expand_home(pattern, home) if home is not None else pattern
-    if expanded in ("*", "**"):
-        return Wildcard(pattern, expanded, lambda _value: True)
-    if "*" not in expanded and "?" not in expanded:
-        return Wildcard(pattern, expanded, expanded.__eq__)
     optional_tail = expanded.endswith(" *")
     body = expanded[:-2] if optional_tail else expanded
     source = _regex_source(body) + ("(?: .*)?" if optional_tail else "")
+    if expanded in ("*", "**"):
+        return Wildcard(pattern, expanded, source, lambda _value: True)
+    if "*" not in expanded and "?" not in expanded:
+        return Wildcard(pattern, expanded, source, expanded.__eq__)
     regex = re.compile(source, re.DOTALL)
-    return Wildcard(pattern, expanded, lambda value: regex.fullmatch(value) is not None)
+    return Wildcard(pattern, expanded, source, lambda value: regex.fullmatch(value) is not None)

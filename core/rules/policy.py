@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from core.rules.evaluate import Candidates
 from core.rules.model import MCP_BASELINE_TARGETS, Action, ConfigError, Rule, make_rule
 from core.rules.scopes import FileSignature, Permission, Scope
 from core.rules.settings import Settings
@@ -31,18 +32,18 @@ class Policy:
     fail_closed_scopes: tuple[str, ...]
     sources: tuple[FileSignature, ...]
     home: str
-    _by_surface: dict[str, tuple[Rule, ...]] = field(default_factory=dict, repr=False, compare=False)
+    _by_surface: dict[str, Candidates] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def suspicious_agent(self) -> bool:
         """The agent name was unusable as a file name, so no agent file was loaded."""
         return self.suspicious_agent_reason is not None
 
-    def candidates(self, surface: str) -> tuple[Rule, ...]:
+    def candidates(self, surface: str) -> Candidates:
         """The effective rules whose surface side matches `surface`, in position order (cached)."""
         cached = self._by_surface.get(surface)
         if cached is None:
-            cached = tuple(r for r in self.effective_rules if r.surface_wildcard.matches(surface))
+            cached = Candidates([r for r in self.effective_rules if r.surface_wildcard.matches(surface)])
             self._by_surface[surface] = cached
         return cached
 

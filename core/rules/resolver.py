@@ -129,16 +129,19 @@ class _Judge:
         self.steps = steps
 
     def judge(self, facts: IntentFacts) -> Outcome:
-        self._record(_policy_step(self.policy, len(self.session)))
+        if self.steps is not None:
+            self.steps.append(_policy_step(self.policy, len(self.session)))
         if facts.asking_units:
             outcome = self._units(facts.asking_units)
         else:
             outcome = self._floored(self._surface(facts.surface, facts.match_values), facts.floor)
-        self._record({"step": "verdict", "verdict": outcome.verdict,
-                      "decidedBy": _decided_by_preview(facts.surface, outcome)})
+        if self.steps is not None:
+            self.steps.append({"step": "verdict", "verdict": outcome.verdict,
+                               "decidedBy": _decided_by_preview(facts.surface, outcome)})
         return outcome
 
     def _record(self, step: Step) -> None:
+        """Keep a step (only cheap-to-build steps go through here unguarded)."""
         if self.steps is not None:
             self.steps.append(step)
 
@@ -167,7 +170,8 @@ class _Judge:
     def _member(self, surface: str, values: Sequence[str], unit: str | None) -> Outcome:
         candidates = self.policy.candidates(surface)
         if self.session:
-            candidates += tuple(r for r in self.session if r.surface_wildcard.matches(surface))
+            candidates = candidates.with_tail(
+                [r for r in self.session if r.surface_wildcard.matches(surface)])
         originals = tuple(values) or ("*",)
         if surface in PATH_SURFACES:
             evaluator = "any-value"

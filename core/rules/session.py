@@ -117,7 +117,7 @@ def find_shadowed_deny(policy: Policy, surface: str, pattern: str) -> ShadowedDe
     grant = compile_wildcard(pattern, policy.home)
     for member in family_members(surface):
         candidates = policy.candidates(member)
-        for deny in candidates:
+        for deny in candidates.rules:
             if deny.action != "deny" or (deny.layer == "default" and deny.origin == "builtin"):
                 continue
             for witness in _witnesses(pattern, deny.pattern):
