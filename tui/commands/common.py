@@ -17,6 +17,14 @@ from core.paths import InvalidSessionId, default_forwarding_root, default_state_
 from core.serving import ServingCore
 
 
+def session_id_arg(raw: str) -> str:
+    """argparse type: a session id pi would accept, or a usage error saying why not."""
+    try:
+        return normalize_session_id(raw)
+    except InvalidSessionId as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
 def add_serving_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--session",
@@ -24,6 +32,7 @@ def add_serving_options(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="ID",
+        type=session_id_arg,
         help="a session id to serve (repeatable); default: this authorizer's own session id",
     )
     parser.add_argument(
@@ -69,12 +78,7 @@ def session_ids(args: argparse.Namespace) -> list[str]:
     given: list[str] = args.sessions
     if not given:
         return [default_session_id(state_dir(args))]
-    out: list[str] = []
-    for raw in given:
-        sid = normalize_session_id(raw)
-        if sid not in out:
-            out.append(sid)
-    return out
+    return list(dict.fromkeys(given))
 
 
 def forwarding_env(session_id: str) -> dict[str, str]:

@@ -1,0 +1,154 @@
+"""The headless commands as a user runs them: real processes, real files."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from core.paths import encode_session_id
+
+REPO = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.timeout(60)
+
+HEADLESS_AGENT = textwrap.dedent(
+    """
+    import json, os, sys, time
+    root = os.path.join(os.environ["PI_CODING_AGENT_DIR"], "sessions", "permission-forwarding")
+    target = os.environ["PI_SUBAGENT_PARENT_SESSION"]
+    assert os.environ["PI_IS_SUBAGENT"] == "1"
+    assert "PI_AGENT_ROUTER_PARENT_SESSION_ID" not in os.environ
+    folder = os.path.join(root, "sessions", target)
+    os.makedirs(os.path.join(folder, "requests"), exist_ok=True)
+    os.makedirs(os.path.join(folder, "responses"), exist_ok=True)
+    body = {"id": "headless-1", "createdAt": time.time() * 1000, "requesterSessionId": "me",
+            "targetSessionId": target, "requesterAgentName": "main", "message": "run ls?",
+            "surface": "bash", "value": "ls"}
+    tmp = os.path.join(folder, "requests", "headless-1.json.1.1.tmp")
+    open(tmp, "w").write(json.dumps(body))
+    os.rename(tmp, os.path.join(folder, "requests", "headless-1.json"))
+    response = os.path.join(folder, "responses", "headless-1.json")
+    deadline = time.time() + 20
+    while not os.path.exists(response) and time.time() < deadline:
+        time.sleep(0.01)
+    print(open(response).read())
+    sys.exit(7)
+    """
+)
+
+
+def cli(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 30
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tui.cli", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
+
+
+def test_run_serves_the_command_it_starts_and_returns_its_exit_code(tmp_path: Path) -> None:
+    agent_dir = tmp_path / "agent"
+    root = agent_dir / "sessions" / "permission-forwarding"
+    script = tmp_path / "agent.py"
+    script.write_text(HEADLESS_AGENT)
+    env = {**os.environ, "PI_AGENT_ROUTER_PARENT_SESSION_ID": "would-win"}
+    result = cli(
+        "run",
+        "--session",
+        "side-terminal",
+        "--forwarding-root",
+        str(root),
+        "--state-dir",
+        str(tmp_path / "state"),
+        "--",
+        sys.executable,
+        str(script),
+        env=env,
+    )
+    assert result.returncode == 7, result.stderr
+    body = json.loads(result.stdout)
+    assert body["state"] == "denied" and body["decidedBy"]["kind"] == "unavailable"
+    assert "request=headless-1.json" in result.stderr
+    assert not (root / "serving" / "side-terminal.json").exists()
+
+
+def test_run_without_a_command_explains_itself(tmp_path: Path) -> None:
+    result = cli("run", "--state-dir", str(tmp_path))
+    assert result.returncode == 2 and "give the command after --" in result.stderr
+
+
+def test_run_with_a_missing_program_says_so(tmp_path: Path) -> None:
+    result = cli(
+        "run",
+        "--forwarding-root",
+        str(tmp_path / "root"),
+        "--state-dir",
+        str(tmp_path / "s"),
+        "--",
+        str(tmp_path / "no-such-program"),
+    )
+    assert result.returncode == 127 and "cannot start" in result.stderr
+
+
+def test_serve_without_session_serves_a_stable_own_id_and_prints_the_env(tmp_path: Path) -> None:
+    root, state = tmp_path / "root", tmp_path / "state"
+    ids = []
+    for _ in range(2):
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tui.cli",
+                "serve",
+                "--forwarding-root",
+                str(root),
+                "--state-dir",
+                str(state),
+            ],
+            cwd=REPO,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 20
+        while not list((root / "serving").glob("*.json")) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.killpg(proc.pid, signal.SIGTERM)
+        _, err = proc.communicate(timeout=10)
+        assert proc.returncode == 0, err
+        line = next(x for x in err.splitlines() if "PI_SUBAGENT_PARENT_SESSION=" in x)
+        assert "PI_IS_SUBAGENT=1" in line
+        ids.append(line.split("PI_SUBAGENT_PARENT_SESSION=")[1].split()[0])
+    assert ids[0] == ids[1] and ids[0].startswith("pi-authorizer-")
+
+
+def test_serve_refuses_a_session_a_live_process_serves(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "serving").mkdir(parents=True)
+    heartbeat = root / "serving" / f"{encode_session_id('taken')}.json"
+    heartbeat.write_text(
+        json.dumps({"sessionId": "taken", "pid": os.getppid(), "updatedAt": time.time() * 1000})
+    )
+    result = cli(
+        "serve", "--session", "taken", "--forwarding-root", str(root), "--state-dir", str(tmp_path / "state")
+    )
+    assert result.returncode == 3
+    assert f"pid {os.getppid()}" in result.stderr and "no session left to serve" in result.stderr
+    assert heartbeat.exists()
+
+
+def test_invalid_session_id_is_a_clear_error(tmp_path: Path) -> None:
+    result = cli("serve", "--session", "unknown", "--state-dir", str(tmp_path))
+    assert result.returncode == 2 and "names no session" in result.stderr
