@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from core.rules import AskingUnit
+from core.rules import AskingUnit, render_trail
 from tests.rules.support import Layout, resolve
 
 
@@ -102,6 +102,9 @@ def test_worked_example(tmp_path: Path, case: Case) -> None:
     result = resolve(layout.store(), case.surface, *case.values, floor=case.floor,
                      asking_units=case.units)
     assert result.verdict == case.verdict, result.trail
+    assert result.trail[-1] == {"step": "verdict", "verdict": result.verdict,
+                                "decidedBy": result.decided_by()}
+    assert any(line.startswith("evaluate ") for line in render_trail(result.trail))
     decided = result.decided_by()
     if case.verdict == "ask":
         assert decided is None

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from core.rules.evaluate import Candidates
 from core.rules.matcher import compile_wildcard, expand_home
+from core.rules.model import make_rule
 
 HOME = "/home/me"
 
@@ -56,3 +60,16 @@ def test_wildcard(pattern: str, value: str, matches: bool) -> None:
 def test_pattern_home_is_expanded_only_when_asked() -> None:
     assert compile_wildcard("~/x", HOME).matches("/home/me/x")
     assert not compile_wildcard("~/x").matches("/home/me/x")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    patterns=st.lists(st.text(alphabet="ab*? ", min_size=1, max_size=5), min_size=1, max_size=8),
+    value=st.text(alphabet="ab ", max_size=6),
+)
+def test_combined_regex_agrees_with_rule_by_rule_last_match(patterns: list[str], value: str) -> None:
+    rules = [make_rule("bash", p, "allow", origin="global", layer="config", home=HOME)
+             for p in patterns]
+    expected = max((i for i, r in enumerate(rules) if r.pattern_wildcard.matches(value)), default=-1)
+    assert Candidates(rules).last_index(value) == expected
+    assert Candidates(rules[:-1]).with_tail(rules[-1:]).last_index(value) == expected
