@@ -54,6 +54,26 @@ class Chain(Protocol):
     async def review(self, parsed: ParsedRequest) -> Judgment | None: ...
 
 
+@dataclass(frozen=True)
+class RecordedVerdict:
+    """A verdict the ledger holds for a request: its exact response bytes, and whether it is visible."""
+
+    body: bytes
+    written: bool
+
+
+class Ledger(Protocol):
+    """Durable history: a verdict is recorded before its response file becomes visible."""
+
+    def record_verdict(
+        self, key: AskKey, parsed: ParsedRequest, response: ForwardedResponse, body: bytes, outcome: str
+    ) -> None: ...
+
+    def mark_written(self, key: AskKey, request_id: str, written: bool) -> None: ...
+
+    def recorded_verdict(self, session_id: str, request_id: str) -> RecordedVerdict | None: ...
+
+
 class NoRecordedAuthority:
     """A node with no rules: everything with facts asks by default, everything without floors to ask."""
 
@@ -106,6 +126,7 @@ class ServingCore:
         chain: Chain | None = None,
         timeout_ms: Callable[[], int] = lambda: DEFAULT_FORWARDING_TIMEOUT_MS,
         force_polling: bool = False,
+        ledger: Ledger | None = None,
     ) -> None:
         self.root = forwarding_root
         self.state_dir = state_dir
@@ -114,6 +135,7 @@ class ServingCore:
         self.chain = chain
         self.timeout_ms = timeout_ms
         self.force_polling = force_polling
+        self.ledger = ledger
         self.quarantine = Quarantine(state_dir)
         self.sessions: dict[str, ServedSession] = {}
         self._by_folder: dict[str, ServedSession] = {}
@@ -276,6 +298,8 @@ class ServingCore:
             served.tracked[name] = "answered"
             served.inbox.delete_request(name)
             return
+        if self._reconcile(served, name, request.id):
+            return
         self._emit(ServeEvent("arrived", key, time.time(), parsed=parsed, raw=raw))
         ask = Ask(
             key=key,
@@ -317,6 +341,22 @@ class ServingCore:
             self._emit(ServeEvent("left", ask.key, time.time(), parsed=ask.parsed))
             log.info("%s left for another authorizer", self._label(ask.key, ask.parsed))
 
+    def _reconcile(self, served: ServedSession, name: str, request_id: str) -> bool:
+        """A verdict an earlier run recorded: publish it (once) instead of judging again."""
+        if self.ledger is None:
+            return False
+        recorded = self.ledger.recorded_verdict(served.inbox.session_id, request_id)
+        if recorded is None:
+            return False
+        key = AskKey(served.inbox.session_id, name)
+        served.tracked[name] = "answered"
+        if not recorded.written:
+            written = served.inbox.write_response(request_id, recorded.body)
+            self.ledger.mark_written(key, request_id, written)
+            log.info("%s recorded verdict published after a restart", self._label(key, None))
+        served.inbox.delete_request(name)
+        return True
+
     def _rule_response(self, served: ServedSession, judgment: Judgment) -> ForwardedResponse:
         now = time.time_ns() // 1_000_000
         if judgment.verdict == "allow":
@@ -339,8 +379,18 @@ class ServingCore:
             return Answered(False, "the child withdrew this request")
         if state == "answered":
             return Answered(False, "this request was already answered")
+        body = encode_response(response)
+        if self.ledger is not None:
+            try:
+                self.ledger.record_verdict(key, ask.parsed, response, body, outcome)
+            except Exception as exc:
+                # Durable before visible: without a history record the verdict is not published.
+                log.error("%s: recording the verdict failed: %s", self._label(key, ask.parsed), exc)
+                return Answered(False, f"recording the verdict in the history failed: {exc}", gone=False)
         try:
-            written = served.inbox.write_response(ask.request.id, encode_response(response))
+            written = served.inbox.write_response(ask.request.id, body)
+            if self.ledger is not None:
+                self.ledger.mark_written(key, ask.request.id, written)
         except OSError as exc:
             log.error("%s: writing the response failed: %s", self._label(key, ask.parsed), exc)
             self._emit(ServeEvent("answer_failed", key, time.time(), parsed=ask.parsed, reason=str(exc)))
