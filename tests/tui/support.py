@@ -1,0 +1,194 @@
+"""Fixtures for the app tests: real request files on a tmp forwarding root, real responses on disk."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from textual.pilot import Pilot
+from textual.strip import Strip
+
+from core.human import HumanAuthorizer
+from core.liveness import heartbeat_path
+from core.paths import encode_session_id
+from core.serving import ServingCore
+from core.wire import SessionGrant
+from tui.app import AuthorizerApp
+from tui.settings import UiSettings
+
+SERVED = "019ff969-c34c-70be-9034-fae19c852932"
+CHILD = "019ff96a-1111-7000-8000-aaaaaaaaaaaa"
+FIXED_NOW = 1_790_000_060.0  # 60 s after FIXED_CREATED
+FIXED_CREATED = 1_790_000_000_000
+
+
+def request_body(
+    request_id: str,
+    *,
+    value: str = "git push origin main",
+    agent: str = "Explore",
+    created_at: float | None = None,
+    facts: bool = True,
+    suggestion: bool = True,
+    target: str = SERVED,
+    surface: str = "bash",
+    message: str | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A request as a newest child writes it (`facts=False`: as 20.7.3 writes it)."""
+    created = created_at if created_at is not None else time.time() * 1000
+    body: dict[str, Any] = {
+        "id": request_id,
+        "createdAt": created,
+        "requesterSessionId": CHILD,
+        "targetSessionId": target,
+        "requesterAgentName": agent,
+        "message": message if message is not None else (
+            f"Agent '{agent}' requested {surface} command '{value}' (matched 'git *'). Allow this command?"),
+        "source": "tool_call",
+        "surface": surface,
+        "value": value,
+    }
+    if suggestion:
+        if facts:
+            body["sessionApproval"] = {"grants": [{"surface": surface, "pattern": "git push *"}]}
+        else:
+            body["sessionApproval"] = {"surface": surface, "patterns": ["git push *"]}
+    if facts:
+        body["accessIntent"] = {
+            "surface": surface,
+            "matchValues": [value],
+            "boundaryValue": None,
+            "requesterCwd": "/worktree/issue-42",
+            "principal": {"sessionId": CHILD, "agentName": agent},
+            "askingUnits": [{"command": value}],
+        }
+    body.update(extra or {})
+    return body
+
+
+def requests_dir(root: Path, session_id: str = SERVED) -> Path:
+    return root / "sessions" / encode_session_id(session_id) / "requests"
+
+
+def responses_dir(root: Path, session_id: str = SERVED) -> Path:
+    return root / "sessions" / encode_session_id(session_id) / "responses"
+
+
+def write_request(root: Path, body: dict[str, Any], session_id: str = SERVED) -> Path:
+    """Atomically, as a child does: a `.tmp` file renamed into `requests/`."""
+    folder = requests_dir(root, session_id)
+    folder.mkdir(parents=True, exist_ok=True)
+    responses_dir(root, session_id).mkdir(parents=True, exist_ok=True)
+    target = folder / f"{body['id']}.json"
+    temp = folder / f".{body['id']}.{os.getpid()}.tmp"
+    temp.write_text(json.dumps(body, separators=(",", ":"), ensure_ascii=False), encoding="utf-8")
+    os.replace(temp, target)
+    return target
+
+
+def read_response(root: Path, request_id: str, session_id: str = SERVED) -> dict[str, Any] | None:
+    path = responses_dir(root, session_id) / f"{request_id}.json"
+    try:
+        value: dict[str, Any] = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    return value
+
+
+class RefusingGrantBook:
+    """A real GrantBook: refuses any grant whose pattern is in `denied`; records the rest."""
+
+    def __init__(self, denied: Sequence[str] = ()) -> None:
+        self.denied = set(denied)
+        self.recorded: list[tuple[str, tuple[SessionGrant, ...]]] = []
+
+    def refusal(self, agent_name: str, grants: Sequence[SessionGrant]) -> str | None:
+        for grant in grants:
+            if grant.pattern in self.denied:
+                return f"{grant.surface} {grant.pattern!r} would override deny {grant.surface} {grant.pattern!r}"
+        return None
+
+    def record(self, session_id: str, grants: Sequence[SessionGrant]) -> None:
+        self.recorded.append((session_id, tuple(grants)))
+
+
+@dataclass
+class Rig:
+    root: Path
+    state: Path
+    core: ServingCore
+    human: HumanAuthorizer
+    app: AuthorizerApp
+    book: RefusingGrantBook = field(default_factory=RefusingGrantBook)
+
+    @property
+    def heartbeat(self) -> Path:
+        return heartbeat_path(self.root, SERVED)
+
+
+def make_rig(
+    tmp: Path,
+    settings: UiSettings | None = None,
+    *,
+    book: RefusingGrantBook | None = None,
+    clock: Callable[[], float] = time.time,
+    sessions: Sequence[str] = (SERVED,),
+) -> Rig:
+    root = tmp / "forwarding"
+    state = tmp / "state"
+    root.mkdir(parents=True, exist_ok=True)
+    book = book or RefusingGrantBook()
+    human = HumanAuthorizer(grants=book)
+    core = ServingCore(root, state, terminal=human, force_polling=False)
+    for sid in sessions:
+        core.add_session(sid)
+    app = AuthorizerApp(core, human, settings or UiSettings(input_grace_ms=0), clock=clock)
+    return Rig(root, state, core, human, app, book)
+
+
+async def wait_for(pilot: Pilot[Any], predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await pilot.pause(0.02)
+
+
+async def wait_rows(pilot: Pilot[Any], app: AuthorizerApp, count: int, timeout: float = 5.0) -> None:
+    await wait_for(pilot, lambda: app.queue.is_mounted and app.queue.table.row_count == count, timeout)
+
+
+async def wait_response(pilot: Pilot[Any], root: Path, request_id: str, timeout: float = 5.0) -> dict[str, Any]:
+    found: dict[str, Any] | None = None
+
+    def ready() -> bool:
+        nonlocal found
+        found = read_response(root, request_id)
+        return found is not None
+
+    await wait_for(pilot, ready, timeout)
+    assert found is not None
+    return found
+
+
+def rendered_strips(app: AuthorizerApp) -> list[Strip]:
+    """Every strip the compositor would send to the terminal for the current screen."""
+    screen = app.screen
+    compositor = screen._compositor
+    return list(compositor.render_strips())
+
+
+def rendered_text(app: AuthorizerApp) -> str:
+    return "\n".join("".join(seg.text for seg in strip) for strip in rendered_strips(app))
+
+
+async def settle(pilot: Pilot[Any], seconds: float = 0.05) -> None:
+    await pilot.pause(seconds)
+    await asyncio.sleep(0)

@@ -1,0 +1,57 @@
+"""Every binding of the app, with the keys currently bound (after the user's keymap)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.content import Content
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from tui.widgets.ask_view import DIM
+
+SAFETY_NOTES = (
+    "Decision keys are inert for a moment whenever the ask on screen changes (input grace).",
+    "With double press on, y / s / n arm on the first press and commit on the second; an ask with "
+    "hidden characters always needs the second press.",
+    "w shows the exact rule(s) it would record and asks again; r needs a reason.",
+    "esc never denies: it disarms, or goes back. Clicking never decides an ask.",
+    "A withdrawn ask (the child stopped waiting) leaves the queue; it was never denied.",
+)
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,question_mark,q", "dismiss", "Close", id="help.close"),
+    ]
+
+    def __init__(self, sections: Sequence[tuple[str, Sequence[tuple[str, Binding]]]]) -> None:
+        super().__init__(classes="expand")
+        self.sections = sections
+
+    def compose(self) -> ComposeResult:
+        lines: list[Content] = [Content.styled("Keys", "bold underline")]
+        for title, bindings in self.sections:
+            lines.append(Content(""))
+            lines.append(Content.styled(title, "bold $text-primary"))
+            for keys, binding in bindings:
+                lines.append(Content.assemble(
+                    (f"  {keys:<14}", "bold"),
+                    (f"{binding.description:<36}", ""),
+                    (binding.tooltip, DIM),
+                    (f"  [{binding.id}]" if binding.id else "", DIM),
+                ))
+        lines.append(Content(""))
+        lines.append(Content.styled("Safety", "bold $text-primary"))
+        lines.extend(Content.assemble(("  • ", DIM), (note, "")) for note in SAFETY_NOTES)
+        lines.append(Content(""))
+        lines.append(Content.styled("esc / ? : close", DIM))
+        with VerticalScroll(id="expand-body"):
+            yield Static(Content("\n").join(lines), markup=False)
+
+    async def action_dismiss(self, result: None = None) -> None:
+        self.dismiss(None)

@@ -1,0 +1,262 @@
+"""Confirmation steps: whole-session grant, quit with pending asks, deny with reason, expand.
+
+No modal has a clickable confirm: deciding takes a key press (no mouse path decides an ask), and
+`esc` only ever goes back.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import ClassVar, TypeVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical, VerticalScroll
+from textual.content import Content
+from textual.screen import ModalScreen
+from textual.widgets import Input, Static
+
+from core.asks import Ask, AskKey
+from core.wire import SessionGrant
+from tui.sanitize import sanitize
+from tui.widgets.ask_view import (
+    DIM,
+    WARN,
+    Clip,
+    agent_content,
+    display_content,
+    facts_content,
+    grants_content,
+    provenance_content,
+    value_content,
+)
+
+T = TypeVar("T")
+
+
+class AskModal(ModalScreen[T]):
+    """A modal about one ask; the app dismisses it when that ask is withdrawn."""
+
+    ask_key: AskKey | None = None
+
+
+class GrantConfirmScreen(AskModal[bool]):
+    """Second confirmation of a whole-serving-session grant, showing the exact rules."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("y", "confirm", "Record grant and approve", id="grant.confirm"),
+        Binding("n", "cancel", "Cancel", id="grant.cancel"),
+        Binding("escape", "cancel", "Back", id="grant.back"),
+    ]
+
+    def __init__(self, ask: Ask, grants: Sequence[SessionGrant], grace_ms: int) -> None:
+        super().__init__(classes="confirm")
+        self.ask = ask
+        self.ask_key = ask.key
+        self.grants = tuple(grants)
+        self._armed_at = time.monotonic() + grace_ms / 1000
+        self._grace_ms = grace_ms
+
+    def compose(self) -> ComposeResult:
+        sid = sanitize(self.ask.key.session_id, single_line=True).content("bold")
+        with Vertical(id="dialog"):
+            yield Static(
+                Content.assemble(
+                    ("Approve for the WHOLE serving session ", "bold"),
+                    sid,
+                ),
+                markup=False,
+            )
+            yield Static(
+                Content.assemble(
+                    (
+                        "This records the rule(s) below in this node's session rules. Every later ask from ",
+                        "",
+                    ),
+                    ("any", "bold"),
+                    (
+                        " subagent of this session that matches is then approved without "
+                        "asking, until this authorizer stops.",
+                        "",
+                    ),
+                ),
+                markup=False,
+            )
+            clip = Clip(None)
+            yield Static(grants_content(self.ask, clip), id="grant-list", classes="panel", markup=False)
+            yield Static(
+                Content.assemble(
+                    ("requested by ", DIM), agent_content(self.ask.request.requester_agent_name)
+                ),
+                markup=False,
+            )
+            yield Static(id="grant-keys", markup=False)
+
+    def on_mount(self) -> None:
+        self.query_one("#grant-list", Static).border_title = "Exactly what will be recorded"
+        self._render_keys()
+        if self._grace_ms > 0:
+            self.set_timer(self._grace_ms / 1000 + 0.01, self._grace_over)
+
+    def _grace_over(self) -> None:
+        self._render_keys()
+        self.refresh_bindings()
+
+    def _render_keys(self) -> None:
+        waiting = time.monotonic() < self._armed_at
+        self.query_one("#grant-keys", Static).update(
+            Content.assemble(
+                (" y ", "reverse bold" if not waiting else "reverse $text-muted"),
+                (" record and approve   ", "" if not waiting else DIM),
+                (" n / esc ", "reverse bold"),
+                (" cancel (nothing is decided)", ""),
+            )
+        )
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return not (action == "confirm" and time.monotonic() < self._armed_at)
+
+    def action_confirm(self) -> None:
+        self.dismiss(True)
+
+    def action_cancel(self) -> None:
+        self.dismiss(False)
+
+
+class GrantRefusedScreen(AskModal[None]):
+    """Why a whole-session grant is refused (it would shadow a deny)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "close", "Back", id="refused.back"),
+        Binding("enter", "close", "Back", show=False, id="refused.close"),
+    ]
+
+    def __init__(self, ask: Ask, reason: str) -> None:
+        super().__init__(classes="confirm")
+        self.ask = ask
+        self.ask_key = ask.key
+        self.reason = reason
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Static(Content.styled("Whole-session grant refused", "bold $text-error"), markup=False)
+            yield Static(grants_content(self.ask, Clip(None)), id="grant-list", classes="panel", markup=False)
+            yield Static(
+                Content.assemble(("Reason: ", "bold"), value_content(self.reason, Clip(None))), markup=False
+            )
+            yield Static(Content.styled("The ask is still pending. esc: back", DIM), markup=False)
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+class QuitConfirmScreen(ModalScreen[bool]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("y", "confirm", "Quit", id="quit.confirm"),
+        Binding("n", "cancel", "Stay", id="quit.cancel"),
+        Binding("escape", "cancel", "Stay", id="quit.back"),
+    ]
+
+    def __init__(self, pending: int) -> None:
+        super().__init__(classes="confirm")
+        self.pending = pending
+
+    def compose(self) -> ComposeResult:
+        asks = "1 ask is" if self.pending == 1 else f"{self.pending} asks are"
+        with Vertical(id="dialog"):
+            yield Static(Content.styled(f"Quit with {asks} still pending?", "bold"), markup=False)
+            yield Static(
+                "Nothing is denied. The requests stay in the inbox for the next authorizer; the children "
+                "keep waiting until their own deadline. This authorizer's serving heartbeat is removed.",
+                markup=False,
+            )
+            yield Static(
+                Content.assemble(
+                    (" y ", "reverse bold"), (" quit   ", ""), (" n / esc ", "reverse bold"), (" stay", "")
+                ),
+                markup=False,
+            )
+
+    def action_confirm(self) -> None:
+        self.dismiss(True)
+
+    def action_cancel(self) -> None:
+        self.dismiss(False)
+
+
+class ReasonScreen(AskModal[str | None]):
+    """One-line reason editor: required, relayed to the child's agent. `esc` goes back."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "back", "Back (nothing decided)", id="reason.back"),
+    ]
+
+    def __init__(self, ask: Ask) -> None:
+        super().__init__(classes="confirm")
+        self.ask = ask
+        self.ask_key = ask.key
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Static(
+                Content.assemble(
+                    ("Deny with a reason — ", "bold"), agent_content(self.ask.request.requester_agent_name)
+                ),
+                markup=False,
+            )
+            yield Static("The reason is relayed to the child's agent. enter: deny · esc: back", markup=False)
+            yield Input(
+                placeholder="Reason shown back to the agent", id="reason-input", select_on_focus=False
+            )
+            yield Static(id="reason-error", markup=False)
+
+    def on_mount(self) -> None:
+        self.query_one(Input).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        reason = event.value.strip()
+        if not reason:
+            self.query_one("#reason-error", Static).update(Content.styled("A reason is required.", WARN))
+            return
+        self.dismiss(reason)
+
+    def action_back(self) -> None:
+        self.dismiss(None)
+
+
+class ExpandScreen(AskModal[None]):
+    """Every value of the ask, unshortened (still sanitised)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "close", "Back", id="expand.back"),
+        Binding("enter", "close", "Back", show=False, id="expand.close"),
+        Binding("j,down", "scroll(1)", "Down", show=False, id="expand.down"),
+        Binding("k,up", "scroll(-1)", "Up", show=False, id="expand.up"),
+    ]
+
+    def __init__(self, ask: Ask) -> None:
+        super().__init__(classes="expand")
+        self.ask = ask
+        self.ask_key = ask.key
+
+    def compose(self) -> ComposeResult:
+        clip = Clip(None)
+        with VerticalScroll(id="expand-body"):
+            yield Static(Content.styled("Full ask (nothing shortened) — esc: back", "bold"), markup=False)
+            for title, build in (
+                ("Facts — fixed by the child", facts_content),
+                ("Why this node asks — provenance", provenance_content),
+                ("Session grant it would record", grants_content),
+                ("Child's rendering — display only, not facts", display_content),
+            ):
+                panel = Static(build(self.ask, clip), classes="panel", markup=False)
+                panel.border_title = title
+                yield panel
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+    def action_scroll(self, lines: int) -> None:
+        self.query_one("#expand-body", VerticalScroll).scroll_relative(y=lines, animate=False)

@@ -1,0 +1,204 @@
+"""Sessions: what this instance serves (with the env line to copy) and every other inbox.
+
+An unserved inbox with children waiting can be adopted with one key; an inbox another live
+process serves is read-only (answering it too would race that server, contract §8.2).
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.content import Content
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Static
+
+from core.human import HumanAuthorizer
+from core.liveness import SessionHeld
+from core.paths import InvalidSessionId
+from core.serving import ServingCore
+from core.survey import survey_inboxes
+from tui.sanitize import sanitize
+from tui.widgets.ask_view import DIM, WARN
+
+
+def env_line(session_id: str) -> str:
+    """What a headless pi needs to forward here (20.7.3 also needs the subagent marker)."""
+    return f"PI_SUBAGENT_PARENT_SESSION={shlex.quote(session_id)} PI_IS_SUBAGENT=1"
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    session_id: str
+    ours: bool
+    state: str
+    pid: int | None
+    waiting: int
+
+    @property
+    def adoptable(self) -> bool:
+        return not self.ours and self.state != "alive"
+
+
+STATE_WORDS = {
+    "alive": "served elsewhere",
+    "stale": "unserved (stale heartbeat)",
+    "dead_pid": "unserved (server died)",
+    "absent": "unserved",
+}
+
+
+class SessionsScreen(Screen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "app.pop_screen", "Back", id="sessions.back"),
+        Binding("a", "adopt", "Adopt inbox", id="sessions.adopt",
+                tooltip="Serve the selected unserved inbox from this authorizer"),
+        Binding("c", "copy_env", "Copy env line", id="sessions.copy",
+                tooltip="Copy the env line for the selected session (OSC 52)"),
+        Binding("j,down", "cursor(1)", "Next", key_display="j/↓", id="sessions.down"),
+        Binding("k,up", "cursor(-1)", "Prev", key_display="k/↑", id="sessions.up"),
+    ]
+
+    def __init__(self, core: ServingCore, human: HumanAuthorizer) -> None:
+        super().__init__(id="sessions")
+        self.core = core
+        self.human = human
+        self.rows: list[SessionRow] = []
+
+    def compose(self) -> ComposeResult:
+        yield Header(show_clock=False, icon="")
+        with Vertical(id="sessions-body"):
+            yield Static(id="sessions-root", markup=False)
+            yield DataTable[Text](id="sessions-table", cursor_type="row", zebra_stripes=True)
+            yield Static(id="sessions-env", classes="panel", markup=False)
+            yield Static(id="sessions-note", markup=False)
+        yield Footer(show_command_palette=False)
+
+    @property
+    def table(self) -> DataTable[Text]:
+        return self.query_one("#sessions-table", DataTable)
+
+    def on_mount(self) -> None:
+        self.sub_title = "sessions"
+        for key, label in (("session", "Session"), ("state", "State"), ("pid", "Pid"),
+                           ("waiting", "Waiting"), ("note", "")):
+            self.table.add_column(Text(label), key=key)
+        self.query_one("#sessions-env", Static).border_title = "Run a headless pi so it forwards here"
+        self.query_one("#sessions-root", Static).update(Content.assemble(
+            ("Forwarding root ", DIM), sanitize(str(self.core.root)).content("bold")))
+        self.refresh_rows()
+        self.set_interval(1.0, self.refresh_rows)
+
+    def collect(self) -> list[SessionRow]:
+        pending: dict[str, int] = {}
+        for ask in self.human.pending():
+            pending[ask.key.session_id] = pending.get(ask.key.session_id, 0) + 1
+        rows = [SessionRow(sid, True, "serving", None, pending.get(sid, 0)) for sid in self.core.sessions]
+        for status in survey_inboxes(self.core.root):
+            if status.session_id in self.core.sessions:
+                continue
+            rows.append(SessionRow(status.session_id, False, status.serving, status.serving_pid,
+                                   status.waiting))
+        return rows
+
+    def refresh_rows(self) -> None:
+        selected = self._selected()
+        rows = self.collect()
+        self.rows = rows
+        table = self.table
+        wanted = {row.session_id: row for row in rows}
+        for key in [str(r.key.value) for r in table.ordered_rows if r.key.value not in wanted]:
+            table.remove_row(key)
+        present = {str(r.key.value) for r in table.ordered_rows}
+        for row in rows:
+            cells = self._cells(row)
+            if row.session_id in present:
+                for column, cell in zip(("session", "state", "pid", "waiting", "note"), cells, strict=True):
+                    table.update_cell(row.session_id, column, cell)
+            else:
+                table.add_row(*cells, key=row.session_id)
+        if selected is not None and selected.session_id in wanted:
+            index = table.get_row_index(selected.session_id)
+            if table.cursor_row != index:
+                table.move_cursor(row=index, animate=False)
+        self._render_selection()
+
+    @staticmethod
+    def _cells(row: SessionRow) -> tuple[Text, Text, Text, Text, Text]:
+        sid = sanitize(row.session_id, single_line=True).text()
+        if row.ours:
+            state = Text("serving here", style="bold green")
+            note = Text("this authorizer")
+        else:
+            stuck = row.adoptable and row.waiting > 0
+            state = Text(STATE_WORDS.get(row.state, row.state), style="bold red" if stuck else "")
+            note = Text("children waiting: press a to adopt" if stuck else
+                        ("read-only" if row.state == "alive" else ""), style="yellow" if stuck else "dim")
+        pid = Text("" if row.pid is None else str(row.pid))
+        return sid, state, pid, Text(str(row.waiting)), note
+
+    def _selected(self) -> SessionRow | None:
+        table = self.table
+        if not table.row_count or not self.rows:
+            return None
+        key = str(table.ordered_rows[min(table.cursor_row, table.row_count - 1)].key.value)
+        return next((r for r in self.rows if r.session_id == key), None)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._render_selection()
+
+    def _render_selection(self) -> None:
+        row = self._selected()
+        env = self.query_one("#sessions-env", Static)
+        if row is None:
+            env.update(Content.styled("No session inboxes yet.", DIM))
+            return
+        line = sanitize(env_line(row.session_id), single_line=True)
+        if row.ours:
+            env.update(Content.assemble(line.content("bold"), ("\n(c: copy)", DIM)))
+        elif row.state == "alive":
+            env.update(Content.assemble(
+                ("Served by another live process", WARN),
+                (f" (pid {row.pid})" if row.pid else "", ""),
+                (": read-only here; answering it too would race that server.", DIM)))
+        else:
+            env.update(Content.assemble(("Unserved. Press a to adopt it; then children can use:\n", DIM),
+                                        line.content()))
+
+    def action_cursor(self, delta: int) -> None:
+        table = self.table
+        if table.row_count:
+            table.move_cursor(row=max(0, min(table.row_count - 1, table.cursor_row + delta)), animate=False)
+
+    def action_adopt(self) -> None:
+        row = self._selected()
+        note = self.query_one("#sessions-note", Static)
+        if row is None:
+            return
+        if row.ours:
+            note.update(Content.styled("Already served by this authorizer.", DIM))
+            return
+        if row.state == "alive":
+            note.update(Content.assemble(("Read-only: ", WARN), (
+                f"served by live pid {row.pid}." if row.pid else "served by another live process.", "")))
+            return
+        try:
+            self.core.add_session(row.session_id)
+        except (SessionHeld, InvalidSessionId, OSError) as exc:
+            note.update(Content.assemble(("Not adopted: ", "bold $text-error"), (str(exc), "")))
+            self.app.notify(str(exc), title="Not adopted", severity="error", markup=False)
+            return
+        note.update(Content.assemble(("Now serving ", "bold"),
+                                     sanitize(row.session_id, single_line=True).content("bold")))
+        self.refresh_rows()
+
+    def action_copy_env(self) -> None:
+        row = self._selected()
+        if row is not None:
+            self.app.copy_to_clipboard(env_line(row.session_id))
+            self.query_one("#sessions-note", Static).update(Content.styled("Env line copied.", DIM))

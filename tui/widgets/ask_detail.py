@@ -1,0 +1,108 @@
+"""The selected ask in full: banners, child-fixed facts, provenance, the grant, the child's text."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.content import Content
+from textual.widgets import Static
+
+from core.asks import Ask
+from tui.widgets.ask_view import (
+    DIM,
+    VALUE_LIMIT,
+    Clip,
+    age_seconds,
+    agent_content,
+    agent_warning,
+    ask_has_hidden,
+    display_content,
+    duration,
+    facts_content,
+    grants_content,
+    provenance_content,
+    value_content,
+)
+
+NO_FACTS_BANNER = (
+    "⚠ NO CHILD-FIXED FACTS: this request carries no usable accessIntent (every 20.7.3 child), so it "
+    "could not be matched against this node's rules. Judge it from the child's display text below, "
+    "which the child rendered and this node cannot check."
+)
+HIDDEN_BANNER = (
+    "⚠ CONTAINS HIDDEN CHARACTERS: control, bidi or invisible code points are shown as ⟨U+…⟩ tokens. "
+    "Every decision key needs a second press."
+)
+
+
+def header_content(ask: Ask, now: float, position: int, total: int) -> Content:
+    return Content.assemble(
+        (f"Ask {position}/{total}", "bold"),
+        ("  from ", DIM),
+        agent_content(ask.request.requester_agent_name),
+        ("  ·  waiting ", DIM),
+        (duration(age_seconds(ask, now)), ""),
+        ("  ·  child gives up in ", DIM),
+        (duration(ask.seconds_left(now)), "bold"),
+    )
+
+
+class AskDetail(VerticalScroll):
+    """Read-only panels; nothing here is clickable (child text is literal `Content`)."""
+
+    can_focus = False
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="detail-header", markup=False)
+        yield Static(id="banner-hidden", classes="banner -warning", markup=False)
+        yield Static(id="banner-nofacts", classes="banner -warning", markup=False)
+        yield Static(id="banner-agent", classes="banner -error", markup=False)
+        yield Static(id="facts", classes="panel", markup=False)
+        yield Static(id="provenance", classes="panel", markup=False)
+        yield Static(id="grants", classes="panel", markup=False)
+        yield Static(id="display", classes="panel", markup=False)
+
+    def on_mount(self) -> None:
+        self.query_one("#facts", Static).border_title = "Facts — fixed by the child"
+        self.query_one("#provenance", Static).border_title = "Why this node asks — provenance"
+        self.query_one("#grants", Static).border_title = "Session grant it would record (surface pattern)"
+        self.query_one("#display", Static).border_title = "Child's rendering — display only, not facts"
+        self.show(None, 0.0, 0, 0)
+
+    def show(self, ask: Ask | None, now: float, position: int, total: int) -> bool:
+        """Render `ask` (or the empty state); True when a value was shortened."""
+        header = self.query_one("#detail-header", Static)
+        panels = [self.query_one(f"#{n}", Static) for n in ("facts", "provenance", "grants", "display")]
+        banners = {n: self.query_one(f"#banner-{n}", Static) for n in ("hidden", "nofacts", "agent")}
+        if ask is None:
+            header.update(Content.styled("No pending asks. Children's asks appear here as they arrive.", DIM))
+            for widget in (*panels, *banners.values()):
+                widget.display = False
+            return False
+        clip = Clip(VALUE_LIMIT)
+        header.update(header_content(ask, now, position, total))
+        banners["hidden"].display = ask_has_hidden(ask)
+        banners["hidden"].update(HIDDEN_BANNER)
+        banners["nofacts"].display = not ask.has_facts
+        banners["nofacts"].update(NO_FACTS_BANNER)
+        warning = agent_warning(ask.request.requester_agent_name)
+        banners["agent"].display = warning is not None
+        if warning is not None:
+            banners["agent"].update(
+                Content.assemble(
+                    ("⚠ SUSPICIOUS AGENT NAME ", "bold"),
+                    value_content(ask.request.requester_agent_name, Clip(80)),
+                    (f": {warning}. The name is reported by the child and unauthenticated.", ""),
+                )
+            )
+        builders = (facts_content, display_content, grants_content, provenance_content)
+        order = ("facts", "display", "grants", "provenance")
+        for name, build in zip(order, builders, strict=True):
+            widget = self.query_one(f"#{name}", Static)
+            widget.display = True
+            widget.update(build(ask, clip))
+        return clip.clipped > 0
+
+    def update_header(self, ask: Ask | None, now: float, position: int, total: int) -> None:
+        if ask is not None:
+            self.query_one("#detail-header", Static).update(header_content(ask, now, position, total))

@@ -1,0 +1,293 @@
+"""How one ask reads to a person, as literal `Content` (no Textual import beyond `Content`).
+
+Everything from the child is sanitised (`tui.sanitize`) and assembled from (text, style) parts, so
+markup in a command, path or agent name is shown, never interpreted. Long values are shortened
+with an explicit "enter to see all" note, never silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from textual.content import Content
+
+from core.asks import Ask
+from core.human import HumanAuthorizer
+from tui.sanitize import has_hidden, is_hidden, sanitize
+
+LABEL_STYLE = "bold $text-primary"
+DIM = "$text-muted"
+WARN = "bold $text-warning"
+ERROR = "bold $text-error"
+VALUE_LIMIT = 400
+LINE_LIMIT = 12
+
+
+def child_strings(ask: Ask) -> list[str | None]:
+    """Every string in the ask that came from the child (for the hidden-character flag)."""
+    req = ask.request
+    out: list[str | None] = [
+        req.id,
+        req.requester_session_id,
+        req.target_session_id,
+        req.requester_agent_name,
+        req.message,
+        req.surface,
+        req.value,
+    ]
+    intent = ask.parsed.access_intent
+    if intent is not None:
+        out += [intent.surface, *intent.match_values, intent.boundary_value, intent.requester_cwd]
+        out += [intent.principal.session_id, intent.principal.agent_name, intent.floor]
+        for unit in intent.asking_units or ():
+            out += [unit.command, unit.floor]
+    if req.session_approval is not None:
+        for grant in req.session_approval.grants:
+            out += [grant.surface, grant.pattern]
+    payload = req.payload
+    if payload is not None:
+        p = payload.request
+        out += [p.surface, p.tool_name, p.invoked_tool_name, p.value, p.matched_pattern, p.executed_unit]
+        out += [p.requester.agent_name, p.requester.session_id]
+        for ev in payload.evidence:
+            out += [ev.label, ev.text, ev.detail]
+        for note in payload.annotations:
+            out += [note.source, note.text]
+    return out
+
+
+def ask_has_hidden(ask: Ask) -> bool:
+    return has_hidden(child_strings(ask))
+
+
+def agent_warning(name: str) -> str | None:
+    """Why the child-reported agent name looks forged or unusable, or None."""
+    if not name.strip():
+        return "empty agent name"
+    if name.strip().lower() == "unknown":
+        return "the child could not tell its agent name"
+    if "\x00" in name:
+        return "contains NUL"
+    if "/" in name or "\\" in name:
+        return "contains a path separator"
+    if ".." in name:
+        return "contains '..'"
+    if any(is_hidden(c) or c in "\n\t" for c in name):
+        return "contains control or hidden characters"
+    return None
+
+
+def primary_surface(ask: Ask) -> str:
+    intent = ask.parsed.access_intent
+    if intent is not None:
+        return intent.surface
+    return ask.request.surface or "?"
+
+
+def primary_value(ask: Ask) -> str:
+    intent = ask.parsed.access_intent
+    if intent is not None and intent.match_values:
+        return intent.match_values[0]
+    return ask.request.value or ""
+
+
+def duration(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, secs = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def age_seconds(ask: Ask, now: float) -> float:
+    return max(0.0, now - ask.request.created_at / 1000)
+
+
+@dataclass
+class Clip:
+    """Counts what was shortened so the panel can say "enter to see all"."""
+
+    limit: int | None
+    clipped: int = 0
+
+
+def value_content(value: str | None, clip: Clip, style: str = "") -> Content:
+    """One child value, sanitised; newlines shown with ⏎ and kept; shortened only with a note."""
+    if value is None:
+        return Content.styled("null", DIM)
+    if value == "":
+        return Content.styled("(empty)", DIM)
+    text = value
+    note: Content | None = None
+    if clip.limit is not None:
+        lines = text.split("\n")
+        if len(text) > clip.limit or len(lines) > LINE_LIMIT:
+            shown = "\n".join(lines[:LINE_LIMIT])[: clip.limit]
+            clip.clipped += 1
+            note = Content.styled(f" … {len(text) - len(shown)} more characters (enter: see all)", WARN)
+            text = shown
+    parts: list[Content] = []
+    for index, line in enumerate(text.split("\n")):
+        if index:
+            parts.append(Content.styled("⏎\n", DIM))
+        parts.append(sanitize(line).content(style))
+    if note is not None:
+        parts.append(note)
+    return Content("").join(parts)
+
+
+def _row(label: str, value: Content, width: int = 16) -> Content:
+    return Content.assemble((f"{label:<{width}}", LABEL_STYLE), value)
+
+
+def _lines(rows: Iterable[Content]) -> Content:
+    return Content("\n").join(list(rows))
+
+
+def facts_content(ask: Ask, clip: Clip) -> Content:
+    req = ask.request
+    intent = ask.parsed.access_intent
+    rows: list[Content] = []
+    if intent is not None:
+        rows.append(_row("surface", value_content(intent.surface, clip, "bold")))
+        if intent.match_values:
+            for index, mv in enumerate(intent.match_values, 1):
+                label = "matchValues" if index == 1 else ""
+                rows.append(_row(label, Content.assemble((f"[{index}] ", DIM), value_content(mv, clip))))
+        else:
+            rows.append(_row("matchValues", Content.styled("(none)", DIM)))
+        rows.append(_row("boundaryValue", value_content(intent.boundary_value, clip)))
+        rows.append(_row("requesterCwd", value_content(intent.requester_cwd, clip)))
+        rows.append(
+            _row(
+                "principal",
+                Content.assemble(("sessionId ", DIM), value_content(intent.principal.session_id, clip)),
+            )
+        )
+        rows.append(
+            _row("", Content.assemble(("agentName ", DIM), value_content(intent.principal.agent_name, clip)))
+        )
+        if intent.floor is not None:
+            rows.append(_row("floor", value_content(intent.floor, clip, WARN)))
+        if intent.asking_units:
+            for index, unit in enumerate(intent.asking_units, 1):
+                unit_text = Content.assemble((f"{index}. ", DIM), value_content(unit.command, clip))
+                if unit.floor is not None:
+                    unit_text = Content.assemble(
+                        unit_text, ("  floor ", DIM), value_content(unit.floor, clip, WARN)
+                    )
+                rows.append(_row("askingUnits" if index == 1 else "", unit_text))
+    rows.append(_row("request id", value_content(req.id, clip)))
+    rows.append(_row("target session", value_content(req.target_session_id, clip)))
+    if intent is None or intent.principal.session_id != req.requester_session_id:
+        rows.append(
+            _row(
+                "requester",
+                Content.assemble(("sessionId ", DIM), value_content(req.requester_session_id, clip)),
+            )
+        )
+    if intent is not None and intent.principal.session_id != req.requester_session_id:
+        rows.append(Content.styled("principal.sessionId differs from requesterSessionId", WARN))
+    return _lines(rows)
+
+
+def provenance_content(ask: Ask, clip: Clip) -> Content:
+    lines = ask.judgment.explanation
+    rows: list[Content] = []
+    if not lines:
+        rows.append(Content.styled("(this node's rules gave no explanation)", DIM))
+    for line in lines:
+        rows.append(Content.assemble(("• ", DIM), value_content(line, clip)))
+    for error in ask.judgment.config_errors:
+        rows.append(Content.assemble(("config error: ", ERROR), value_content(error, clip)))
+    if ask.judgment.trail:
+        rows.append(Content.styled(f"({len(ask.judgment.trail)} resolution steps recorded)", DIM))
+    return _lines(rows)
+
+
+def grants_content(ask: Ask, clip: Clip) -> Content:
+    grants = HumanAuthorizer.serving_grants_of(ask)
+    if not grants:
+        return Content.styled("The child sent no session suggestion: only once / deny are possible.", DIM)
+    rows: list[Content] = []
+    for grant in grants:
+        rows.append(
+            Content.assemble(
+                value_content(grant.surface, clip, "bold"),
+                ("  ", ""),
+                ('"', DIM),
+                value_content(grant.pattern, clip, "bold $text-accent"),
+                ('"', DIM),
+            )
+        )
+    return _lines(rows)
+
+
+def display_content(ask: Ask, clip: Clip) -> Content:
+    req = ask.request
+    rows: list[Content] = []
+    payload = req.payload
+    if payload is not None:
+        p = payload.request
+        rows.append(_row("kind", value_content(payload.kind, clip)))
+        rows.append(_row("value", value_content(p.value, clip)))
+        rows.append(_row("matchedPattern", value_content(p.matched_pattern, clip)))
+        if p.tool_name is not None:
+            rows.append(_row("tool", value_content(p.tool_name, clip)))
+        if p.invoked_tool_name is not None:
+            rows.append(_row("invoked as", value_content(p.invoked_tool_name, clip)))
+        if p.command_context is not None:
+            rows.append(_row("context", value_content(p.command_context, clip)))
+        if p.executed_unit is not None:
+            rows.append(_row("executedUnit", value_content(p.executed_unit, clip)))
+        for ev in payload.evidence:
+            line = Content.assemble(
+                value_content(ev.label, clip, "bold"), (": ", DIM), value_content(ev.text, clip)
+            )
+            if ev.detail is not None:
+                line = Content.assemble(line, (" — ", DIM), value_content(ev.detail, clip, DIM))
+            rows.append(_row("evidence", line))
+        for note in payload.annotations:
+            rows.append(
+                _row(
+                    "annotation",
+                    Content.assemble(
+                        value_content(note.source, clip, "italic"),
+                        (": ", DIM),
+                        value_content(note.text, clip),
+                        (" (model-generated advisory)", DIM),
+                    ),
+                )
+            )
+    elif req.message is not None:
+        rows.append(value_content(req.message, clip))
+    display = Content.assemble(
+        ("display surface ", DIM),
+        value_content(req.surface, clip),
+        ("   value ", DIM),
+        value_content(req.value, clip),
+    )
+    rows.append(display)
+    if req.source is not None:
+        rows.append(Content.assemble(("source ", DIM), value_content(req.source, clip)))
+    for name, why in ask.parsed.dropped.items():
+        rows.append(
+            Content.assemble(
+                ("ignored malformed field ", WARN), (name, "bold"), (": ", DIM), value_content(why, clip)
+            )
+        )
+    return _lines(rows)
+
+
+def agent_content(name: str, clip: Clip | None = None) -> Content:
+    """The child-reported agent name, with a warning when it looks forged."""
+    clip = clip or Clip(80)
+    warning = agent_warning(name)
+    shown = value_content(name, clip, "bold")
+    if warning is None:
+        return Content.assemble(shown, (" (unauthenticated)", DIM))
+    return Content.assemble(shown, (f" ⚠ suspicious agent name: {warning}", ERROR))
