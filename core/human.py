@@ -61,7 +61,8 @@ class GrantBook(Protocol):
     def refusal(self, agent_name: str, grants: Sequence[SessionGrant]) -> str | None:
         """Why recording these grants must be refused (the deny they would shadow), or None."""
 
-    def record(self, session_id: str, grants: Sequence[SessionGrant]) -> None: ...
+    def record(self, session_id: str, grants: Sequence[SessionGrant], agent_name: str) -> None:
+        """Record all grants or none (raises `GrantRefused`)."""
 
 
 class HumanAuthorizer:
@@ -123,13 +124,13 @@ class HumanAuthorizer:
             raise GrantRefused(refusal)
         ask = self._take(key)
         assert self.grants is not None
-        decided = await self._commit(
+        # Record first: a grant that cannot be recorded must not become an approval.
+        self.grants.record(key.session_id, self.serving_grants_of(ask), ask.request.requester_agent_name)
+        return await self._commit(
             ask,
             "approved_for_serving_session",
             approve(responder=ask.responder_session_id, at_ms=_now_ms(), decided_by=USER),
         )
-        self.grants.record(key.session_id, self.serving_grants_of(ask))
-        return decided
 
     async def deny(self, key: AskKey, reason: str | None = None) -> AskDecided:
         ask = self._take(key)

@@ -142,11 +142,16 @@ class ServingCore:
         self._observers: list[Observer] = []
         self._stop = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._background: list[Callable[[asyncio.Event], Coroutine[object, object, None]]] = []
 
     # -- lifecycle ------------------------------------------------------------------------------
 
     def subscribe(self, observer: Observer) -> None:
         self._observers.append(observer)
+
+    def add_background(self, task: Callable[[asyncio.Event], Coroutine[object, object, None]]) -> None:
+        """A coroutine to run alongside serving, given the stop event (config watching...)."""
+        self._background.append(task)
 
     def add_session(self, raw_id: str) -> ServedSession:
         """Take a session: lock it, publish the heartbeat. Raises `SessionHeld` if served elsewhere."""
@@ -177,6 +182,8 @@ class ServingCore:
             self._spawn(self._heartbeat_loop())
             self._spawn(self._watch_loop())
             self._spawn(self._safety_rescan_loop())
+            for background in self._background:
+                self._spawn(background(self._stop))
             await self.rescan_all()
             await self._stop.wait()
         finally:

@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from tui.commands import demo, run, serve
+from tui.commands import demo, explain, run, serve
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -16,7 +16,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
     subparsers = parser.add_subparsers(dest="command_name", metavar="COMMAND")
-    for module in (serve, run, demo):
+    for module in (serve, run, explain, demo):
         module.add_parser(subparsers)
     return parser
 

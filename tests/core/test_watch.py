@@ -17,16 +17,19 @@ class Collector:
         self.root = root
         self.stop = asyncio.Event()
         self.seen: list[set[str]] = []
+        self.changed = asyncio.Event()
         self.task = asyncio.create_task(self._run(force_polling))
 
     async def _run(self, force_polling: bool) -> None:
         async for folders in watch_session_folders(self.root, self.stop, force_polling):
             self.seen.append(folders)
+            self.changed.set()
 
     async def expect(self, folder: str, within: float = 3.0) -> None:
         async def until() -> None:
             while not any(folder in s for s in self.seen):
-                await asyncio.sleep(0.005)
+                self.changed.clear()
+                await self.changed.wait()
 
         await asyncio.wait_for(until(), within)
         self.seen.clear()

@@ -11,9 +11,19 @@ import sys
 import uuid
 from pathlib import Path
 
+from core.asks import TerminalSlot
+from core.authorizers import AuthorizerChain, parse_link_spec
 from core.inbox import ensure_dir
+from core.judging import LinkChain, RecordedAuthority
 from core.liveness import SessionHeld
-from core.paths import InvalidSessionId, default_forwarding_root, default_state_dir, normalize_session_id
+from core.paths import (
+    InvalidSessionId,
+    agent_dir,
+    default_forwarding_root,
+    default_state_dir,
+    normalize_session_id,
+)
+from core.rules import PolicyStore
 from core.serving import ServingCore
 
 
@@ -117,3 +127,70 @@ def install_stop_signals(core: ServingCore) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, core.stop)
+
+
+def add_rules_options(parser: argparse.ArgumentParser) -> None:
+    """Where this node's own rules come from (the pi config a user already has) and its chain."""
+    parser.add_argument(
+        "--agent-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="pi agent dir whose config and agents/ apply (default: $PI_CODING_AGENT_DIR or ~/.pi/agent)",
+    )
+    parser.add_argument(
+        "--project",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="project whose .pi config and .pi/agents apply (default: the current directory)",
+    )
+    parser.add_argument(
+        "--rules",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="pi-authorizer's own rules file (config.json shape), applied last with origin 'authorizer'",
+    )
+    parser.add_argument(
+        "--link",
+        dest="links",
+        action="append",
+        default=[],
+        metavar="NAME=COMMAND",
+        help="a chain link: run COMMAND with the facts as JSON on stdin (repeatable, in order)",
+    )
+    parser.add_argument(
+        "--link-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="how long a chain link may take before it counts as defer (default 10)",
+    )
+
+
+def policy_store(args: argparse.Namespace) -> PolicyStore:
+    given: Path | None = args.agent_dir
+    project: Path | None = args.project
+    rules: Path | None = args.rules
+    return PolicyStore(
+        (given or agent_dir()).expanduser(),
+        (project or Path.cwd()).expanduser(),
+        rules.expanduser() if rules else None,
+    )
+
+
+def build_core(args: argparse.Namespace, terminal: TerminalSlot) -> tuple[ServingCore, RecordedAuthority]:
+    """The serving core with this node's recorded authority, chain and config watcher."""
+    authority = RecordedAuthority(policy_store(args))
+    links = [parse_link_spec(spec, args.link_timeout) for spec in args.links]
+    core = ServingCore(
+        forwarding_root(args),
+        state_dir(args),
+        terminal,
+        judge=authority,
+        chain=LinkChain(AuthorizerChain(links)) if links else None,
+        timeout_ms=lambda: authority.store.policy("").settings.forwarding_timeout_ms,
+    )
+    core.add_background(authority.watch_config)
+    return core, authority

@@ -22,12 +22,27 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     """Register `explain` and its options."""
     parser = subparsers.add_parser("explain", help="show how the rules judge a request file")
     parser.add_argument("request", type=Path, metavar="REQUEST.json")
-    parser.add_argument("--agent-dir", type=Path, default=None, metavar="DIR",
-                        help="pi agent dir (default: $PI_CODING_AGENT_DIR or ~/.pi/agent)")
-    parser.add_argument("--project", type=Path, default=None, metavar="DIR",
-                        help="project whose .pi config applies (default: the current directory)")
-    parser.add_argument("--rules", type=Path, default=None, metavar="FILE",
-                        help="pi-authorizer's own rules file, applied last (origin 'authorizer')")
+    parser.add_argument(
+        "--agent-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="pi agent dir (default: $PI_CODING_AGENT_DIR or ~/.pi/agent)",
+    )
+    parser.add_argument(
+        "--project",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="project whose .pi config applies (default: the current directory)",
+    )
+    parser.add_argument(
+        "--rules",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="pi-authorizer's own rules file, applied last (origin 'authorizer')",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(handler=run)
 
@@ -44,12 +59,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         parsed = parse_request(Path(args.request).read_bytes())
     except OSError as exc:
-        print(f"pi-authorizer explain: cannot read {args.request}: {exc.strerror or exc}",
-              file=sys.stderr)
+        print(f"pi-authorizer explain: cannot read {args.request}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     except RequestRejected as exc:
-        print(f"pi-authorizer explain: {args.request} is not a usable request: {exc.reason}",
-              file=sys.stderr)
+        print(f"pi-authorizer explain: {args.request} is not a usable request: {exc.reason}", file=sys.stderr)
         return 2
     project = (args.project or Path.cwd()).expanduser()
     rules_file = args.rules.expanduser() if args.rules else None

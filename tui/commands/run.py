@@ -7,9 +7,10 @@ import asyncio
 import os
 import sys
 
-from core.serving import ServingCore
 from tui.commands.common import (
+    add_rules_options,
     add_serving_options,
+    build_core,
     configure_logging,
     forwarding_env,
     forwarding_root,
@@ -17,7 +18,7 @@ from tui.commands.common import (
     session_ids,
     take_sessions,
 )
-from tui.commands.serve import add_on_ask_option, build_core
+from tui.commands.serve import add_on_ask_option, terminal_for
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -25,6 +26,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "run", help="run COMMAND with the forwarding environment and serve its asks while it runs"
     )
     add_serving_options(parser)
+    add_rules_options(parser)
     add_on_ask_option(parser)
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     parser.set_defaults(handler=run)
@@ -54,7 +56,7 @@ def child_environment(session_id: str, root_given: bool, root: str) -> dict[str,
 
 
 async def _run(args: argparse.Namespace, command: list[str]) -> int:
-    core: ServingCore = build_core(args)
+    core, _ = build_core(args, terminal_for(args.on_ask))
     ids = session_ids(args)[:1]
     if not take_sessions(core, ids):
         return 3

@@ -7,15 +7,14 @@ import asyncio
 import sys
 
 from core.asks import DenyingTerminal, LeavingTerminal, TerminalSlot
-from core.serving import ServingCore
 from tui.commands.common import (
+    add_rules_options,
     add_serving_options,
+    build_core,
     configure_logging,
     env_line,
-    forwarding_root,
     install_stop_signals,
     session_ids,
-    state_dir,
     take_sessions,
 )
 
@@ -23,6 +22,7 @@ from tui.commands.common import (
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("serve", help="serve forwarded asks headless (no screen)")
     add_serving_options(parser)
+    add_rules_options(parser)
     add_on_ask_option(parser)
     parser.set_defaults(handler=run)
 
@@ -41,17 +41,13 @@ def terminal_for(on_ask: str) -> TerminalSlot:
     return DenyingTerminal() if on_ask == "deny" else LeavingTerminal()
 
 
-def build_core(args: argparse.Namespace) -> ServingCore:
-    return ServingCore(forwarding_root(args), state_dir(args), terminal_for(args.on_ask))
-
-
 def run(args: argparse.Namespace) -> int:
     configure_logging(args.verbose)
     return asyncio.run(_serve(args))
 
 
 async def _serve(args: argparse.Namespace) -> int:
-    core = build_core(args)
+    core, _ = build_core(args, terminal_for(args.on_ask))
     ids = session_ids(args)
     taken = take_sessions(core, ids)
     if not taken:

@@ -1,0 +1,175 @@
+"""Recorded authority and the chain, as the serving core sees them.
+
+Adapts `core.rules` (this node's own config, scoped to the child's `principal.agentName`, matched
+on the child's facts as sent) and `core.authorizers` (non-terminal links) to the serving core's
+`Judge`/`Chain` seams, and keeps this node's serving-session grants. A request without usable facts
+never reaches either: missing facts make judgment impossible, so it goes to a person (ADR 0008 §4).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from typing import Literal
+
+import watchfiles
+
+from core.asks import Judgment
+from core.authorizers import AuthorizerChain, LinkFacts
+from core.human import GrantRefused
+from core.rules import GrantRefused as RulesGrantRefused
+from core.rules import PolicyStore, SessionGrants
+from core.rules.explain import Explanation, explain, facts_from_intent
+from core.serving import NO_FACTS_EXPLANATION
+from core.wire import (
+    AuthorizerDecision,
+    ForwardedAccessIntent,
+    ParsedRequest,
+    SessionGrant,
+    read_decision_source,
+)
+
+log = logging.getLogger("pi_authorizer.rules")
+
+CONFIG_RECHECK_S = 2.0
+
+
+class RecordedAuthority:
+    """This node's rules plus its serving-session grants (one grant book per served session)."""
+
+    def __init__(self, store: PolicyStore) -> None:
+        self.store = store
+        self._grants: dict[str, SessionGrants] = {}
+        self._reported: set[str] = set()
+
+    def grants_for(self, session_id: str) -> SessionGrants:
+        if session_id not in self._grants:
+            self._grants[session_id] = SessionGrants(self.store)
+        return self._grants[session_id]
+
+    def explain(self, parsed: ParsedRequest, session_id: str) -> Explanation:
+        intent = parsed.access_intent
+        agent = intent.principal.agent_name if intent else parsed.request.requester_agent_name
+        return explain(self.store, intent, agent, self.grants_for(session_id).rules())
+
+    def judge(self, parsed: ParsedRequest, session_id: str) -> Judgment:
+        explanation = self.explain(parsed, session_id)
+        self._report_config_errors(explanation)
+        lines = list(explanation.text)
+        if parsed.access_intent is None:
+            why = parsed.dropped.get("accessIntent")
+            lines.insert(0, NO_FACTS_EXPLANATION)
+            if why:
+                lines.insert(1, f"The child's accessIntent was malformed and dropped whole: {why}")
+        elif explanation.verdict == "ask":
+            lines.insert(0, _why_ask(explanation))
+        errors = tuple(f"{e.path}: {e.key}: {e.reason}" for e in explanation.config_errors)
+        lines += [f"config error: {e}" for e in errors]
+        if explanation.suspicious_agent_reason:
+            lines.append(f"suspicious agent name: {explanation.suspicious_agent_reason}")
+        decided_by = read_decision_source(explanation.decided_by) if explanation.decided_by else None
+        return Judgment(
+            verdict=explanation.verdict,
+            decided_by=decided_by,
+            reason=explanation.deny_reason,
+            explanation=tuple(lines),
+            trail=tuple(explanation.trail),
+            config_errors=errors,
+        )
+
+    # -- the GrantBook the person's "whole serving session" approval uses ------------------------
+
+    def refusal(self, agent_name: str, grants: Sequence[SessionGrant]) -> str | None:
+        book = SessionGrants(self.store)
+        for grant in grants:
+            shadowed = book.would_shadow_deny(agent_name, grant.surface, grant.pattern)
+            if shadowed is not None:
+                return f"recording {grant.surface} {grant.pattern!r} would override {shadowed.describe()}"
+        return None
+
+    def record(self, session_id: str, grants: Sequence[SessionGrant], agent_name: str) -> None:
+        try:
+            self.grants_for(session_id).add([(g.surface, g.pattern) for g in grants], agent_name)
+        except RulesGrantRefused as exc:
+            raise GrantRefused(str(exc)) from exc
+
+    # -- config watching -------------------------------------------------------------------------
+
+    async def watch_config(self, stop: asyncio.Event) -> None:
+        """Reload when a config file changes: watchfiles on their folders, plus a cheap re-check."""
+        while not stop.is_set():
+            folders = sorted({p.parent for p in self.store.watched_paths() if p.parent.is_dir()})
+            if not folders:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), CONFIG_RECHECK_S)
+                self.reload()
+                continue
+            async for _ in watchfiles.awatch(
+                *folders,
+                stop_event=stop,
+                rust_timeout=int(CONFIG_RECHECK_S * 1000),
+                yield_on_timeout=True,
+                ignore_permission_denied=True,
+            ):
+                self.reload()
+                current = sorted({p.parent for p in self.store.watched_paths() if p.parent.is_dir()})
+                if current != folders:
+                    break
+
+    def reload(self) -> None:
+        if self.store.reload_if_changed():
+            self._reported.clear()
+            log.info("config changed; rules reloaded")
+
+    def _report_config_errors(self, explanation: Explanation) -> None:
+        for error in explanation.config_errors:
+            text = f"{error.path}: {error.key}: {error.reason}"
+            if text not in self._reported:
+                self._reported.add(text)
+                log.warning("config error (scope ignored or floored): %s", text)
+
+
+def _why_ask(explanation: Explanation) -> str:
+    decided = explanation.decided_by or {}
+    if not decided:
+        return "No rule of this node decided: the default is ask."
+    pattern = decided.get("pattern")
+    origin = decided.get("origin")
+    return f"This node's rule {pattern!r} ({origin} layer) says ask."
+
+
+class LinkChain:
+    """The ADR 0007 chain on the child's facts; links never see `requesterCwd` or `principal`."""
+
+    def __init__(self, chain: AuthorizerChain) -> None:
+        self.chain = chain
+
+    async def review(self, parsed: ParsedRequest) -> Judgment | None:
+        intent = parsed.access_intent
+        if intent is None:
+            return None
+        decision = await self.chain.review(link_facts(intent))
+        if decision is None:
+            return None
+        kind = decision.verdict.kind
+        verdict: Literal["allow", "deny"] = "allow" if kind == "allow" else "deny"
+        source = AuthorizerDecision(name=decision.link, verdict=verdict, reason=decision.verdict.reason)
+        return Judgment(
+            verdict=verdict,
+            decided_by=source,
+            reason=decision.verdict.reason if verdict == "deny" else None,
+            explanation=(f"chain link {decision.link!r} said {kind}",),
+        )
+
+
+def link_facts(intent: ForwardedAccessIntent) -> LinkFacts:
+    facts = facts_from_intent(intent)
+    return LinkFacts(
+        surface=facts.surface,
+        match_values=facts.match_values,
+        boundary_value=facts.boundary_value,
+        floor=facts.floor,
+        asking_units=facts.asking_units,
+    )
