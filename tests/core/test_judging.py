@@ -1,0 +1,211 @@
+"""Recorded authority inside the serving loop: real config files, real request files, real answers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import textwrap
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.asks import AskKey, LeavingTerminal, TerminalSlot
+from core.authorizers import AuthorizerChain, CommandLink
+from core.human import DecisionRefused, GrantRefused, HumanAuthorizer
+from core.judging import LinkChain, RecordedAuthority
+from core.rules import PolicyStore
+from core.serving import ServeEvent, ServingCore
+from tests.helpers import read_response_when_written, response_path, wait_for, write_request
+
+S = "serving-session"
+
+
+def intent(surface: str, *values: str, agent: str = "Explore", **extra: Any) -> dict[str, Any]:
+    return {"surface": surface, "matchValues": list(values), "boundaryValue": None,
+            "requesterCwd": "/worktree/issue-42", "principal": {"sessionId": "child", "agentName": agent},
+            **extra}
+
+
+class Node:
+    def __init__(self, tmp_path: Path, config: dict[str, Any]) -> None:
+        self.root = tmp_path / "root"
+        self.agent_dir = tmp_path / "agent"
+        self.config_path = self.agent_dir / "extensions" / "pi-permission-system" / "config.json"
+        self.config_path.parent.mkdir(parents=True)
+        self.config_path.write_text(json.dumps(config))
+        self.store = PolicyStore(self.agent_dir, tmp_path / "project", None, home="/home/me")
+        self.authority = RecordedAuthority(self.store)
+        self.events: list[ServeEvent] = []
+        self.tmp_path = tmp_path
+
+    async def start(self, terminal: TerminalSlot, chain: LinkChain | None = None) -> ServingCore:
+        core = ServingCore(self.root, self.tmp_path / "state", terminal, judge=self.authority, chain=chain)
+        core.add_background(self.authority.watch_config)
+        core.subscribe(self.events.append)
+        core.add_session(S)
+        self.task = asyncio.create_task(core.run())
+        self.core = core
+        await asyncio.sleep(0.05)
+        return core
+
+    async def stop(self) -> None:
+        self.core.stop()
+        await asyncio.wait_for(self.task, 5)
+
+
+@pytest.fixture
+async def node(tmp_path: Path) -> AsyncIterator[Node]:
+    n = Node(tmp_path, {"permission": {
+        "bash": {"git *": "allow", "git push *": {"action": "deny", "reason": "use the staging remote"},
+                 "rm *": "deny"},
+        "path_read": {"src/*": "allow"},
+    }})
+    yield n
+    if hasattr(n, "task"):
+        await n.stop()
+
+
+async def test_allow_and_deny_by_rule_are_answered_at_once(node: Node) -> None:
+    await node.start(LeavingTerminal())
+    write_request(node.root, S, "ok", accessIntent=intent("bash", "git status"))
+    write_request(node.root, S, "no", accessIntent=intent("bash", "git push origin main"))
+    ok = await read_response_when_written(node.root, S, "ok")
+    assert ok["state"] == "approved"
+    assert ok["decidedBy"] == {"kind": "rule", "surface": "bash", "pattern": "git *", "origin": "global"}
+    no = await read_response_when_written(node.root, S, "no")
+    assert no["state"] == "denied_with_reason" and no["denialReason"] == "use the staging remote"
+    assert no["decidedBy"] == {"kind": "rule", "surface": "bash", "pattern": "git push *", "origin": "global"}
+
+
+async def test_relative_rule_covers_a_child_in_another_worktree(node: Node) -> None:
+    await node.start(LeavingTerminal())
+    write_request(node.root, S, "wt", accessIntent=intent(
+        "path_read", "/worktree/issue-42/src/foo.ts", "src/foo.ts"))
+    assert (await read_response_when_written(node.root, S, "wt"))["state"] == "approved"
+
+
+async def test_no_facts_goes_to_the_person_even_when_the_display_value_matches(node: Node) -> None:
+    human = HumanAuthorizer(node.authority)
+    await node.start(human)
+    write_request(node.root, S, "legacy", surface="bash", value="git status")
+    await wait_for(lambda: len(human.pending()) == 1, what="the legacy ask pending")
+    ask = human.pending()[0]
+    assert not ask.has_facts and ask.judgment.verdict == "ask"
+    assert "no child-fixed facts" in ask.judgment.explanation[0]
+    assert not response_path(node.root, S, "legacy").exists()
+
+
+async def test_malformed_intent_is_named_in_the_explanation(node: Node) -> None:
+    human = HumanAuthorizer(node.authority)
+    await node.start(human)
+    write_request(node.root, S, "bad", accessIntent={**intent("bash", "git status"), "matchValues": "git"})
+    await wait_for(lambda: len(human.pending()) == 1, what="pending")
+    assert any("malformed and dropped whole" in line for line in human.pending()[0].judgment.explanation)
+
+
+async def test_default_ask_is_explained(node: Node) -> None:
+    human = HumanAuthorizer(node.authority)
+    await node.start(human)
+    write_request(node.root, S, "npm", accessIntent=intent("bash", "npm install"))
+    await wait_for(lambda: len(human.pending()) == 1, what="pending")
+    assert human.pending()[0].judgment.explanation[0] == "No rule of this node decided: the default is ask."
+
+
+async def test_whole_session_grant_is_recorded_and_auto_approves_later_forwards(node: Node) -> None:
+    human = HumanAuthorizer(node.authority)
+    await node.start(human)
+    grants = {"grants": [{"surface": "bash", "pattern": "npm run *"}]}
+    write_request(node.root, S, "first", accessIntent=intent("bash", "npm run dev"), sessionApproval=grants)
+    await wait_for(lambda: len(human.pending()) == 1, what="pending")
+    key = human.pending()[0].key
+    assert human.serving_grant_refusal(key) is None
+    await human.approve_for_serving_session(key)
+    first = await read_response_when_written(node.root, S, "first")
+    assert first["state"] == "approved" and first["decidedBy"] == {"kind": "user", "via": "dialog"}
+    write_request(node.root, S, "later", accessIntent=intent("bash", "npm run test"))
+    later = await read_response_when_written(node.root, S, "later")
+    assert later["decidedBy"] == {"kind": "session_approval", "surface": "bash", "pattern": "npm run *"}
+    assert [g.pattern for g in node.authority.grants_for(S).list()] == ["npm run *"]
+
+
+async def test_grant_that_would_shadow_a_deny_is_refused_naming_it(node: Node) -> None:
+    human = HumanAuthorizer(node.authority)
+    await node.start(human)
+    grants = {"grants": [{"surface": "bash", "pattern": "git *"}]}
+    write_request(node.root, S, "wide", accessIntent=intent("bash", "gitk"), sessionApproval=grants)
+    await wait_for(lambda: len(human.pending()) == 1, what="pending")
+    key = human.pending()[0].key
+    refusal = human.serving_grant_refusal(key)
+    assert refusal is not None and "git push *" in refusal
+    with pytest.raises(GrantRefused):
+        await human.approve_for_serving_session(key)
+    assert human.get(key) is not None and not response_path(node.root, S, "wide").exists()
+    assert node.authority.grants_for(S).list() == ()
+
+
+async def test_subagent_session_approval_needs_a_suggestion(node: Node) -> None:
+    human = HumanAuthorizer(node.authority)
+    await node.start(human)
+    write_request(node.root, S, "plain", accessIntent=intent("bash", "make"))
+    await wait_for(lambda: len(human.pending()) == 1, what="pending")
+    with pytest.raises(DecisionRefused, match="no session suggestion"):
+        await human.approve_for_requester_session(human.pending()[0].key)
+    with pytest.raises(DecisionRefused, match="A reason is required"):
+        await human.deny(human.pending()[0].key, reason="   ")
+    await human.deny(human.pending()[0].key, reason="not now")
+    body = await read_response_when_written(node.root, S, "plain")
+    assert body["state"] == "denied_with_reason" and body["denialReason"] == "not now"
+    with pytest.raises(DecisionRefused):
+        await human.approve_once(AskKey(S, "plain.json"))
+
+
+async def test_config_change_is_picked_up_while_serving(node: Node) -> None:
+    await node.start(LeavingTerminal())
+    write_request(node.root, S, "before", accessIntent=intent("bash", "make"))
+    await wait_for(lambda: any(e.kind == "left" for e in node.events), what="left")
+    node.config_path.write_text(json.dumps({"permission": {"bash": {"make *": "allow"}}}))
+    await asyncio.sleep(0.3)
+    write_request(node.root, S, "after", accessIntent=intent("bash", "make"))
+    assert (await read_response_when_written(node.root, S, "after"))["state"] == "approved"
+
+
+async def test_invalid_config_never_grants_and_never_crashes(tmp_path: Path) -> None:
+    node = Node(tmp_path, {})
+    node.config_path.write_text("{ not json")
+    project = tmp_path / "project" / ".pi" / "extensions" / "pi-permission-system"
+    project.mkdir(parents=True)
+    (project / "config.json").write_text(json.dumps({"permission": {"bash": "allow"}, "bogus": 1}))
+    human = HumanAuthorizer(node.authority)
+    await node.start(human)
+    try:
+        write_request(node.root, S, "x", accessIntent=intent("bash", "anything"))
+        await wait_for(lambda: len(human.pending()) == 1, what="pending")
+        lines = human.pending()[0].judgment.explanation
+        assert any(line.startswith("config error:") and "bogus" in line for line in lines)
+    finally:
+        await node.stop()
+
+
+async def test_a_chain_link_decides_after_the_rules(node: Node, tmp_path: Path) -> None:
+    script = tmp_path / "link.py"
+    script.write_text(textwrap.dedent("""
+        import json, sys
+        facts = json.load(sys.stdin)
+        assert "requesterCwd" not in facts and "principal" not in facts
+        verdict = "deny" if facts["matchValues"][0].startswith("curl") else "defer"
+        print(json.dumps({"verdict": verdict, "reason": "no network from agents"}))
+    """))
+    human = HumanAuthorizer(node.authority)
+    link = CommandLink("netguard", (sys.executable, str(script)), timeout_s=20)
+    await node.start(human, chain=LinkChain(AuthorizerChain([link])))
+    write_request(node.root, S, "curl", accessIntent=intent("bash", "curl example.com"))
+    write_request(node.root, S, "make", accessIntent=intent("bash", "make"))
+    body = await read_response_when_written(node.root, S, "curl")
+    assert body["state"] == "denied_with_reason" and body["denialReason"] == "no network from agents"
+    assert body["decidedBy"] == {"kind": "authorizer", "name": "netguard", "verdict": "deny",
+                                 "reason": "no network from agents"}
+    await wait_for(lambda: len(human.pending()) == 1, within=20, what="the deferred ask reaches the person")
+    assert human.pending()[0].key.name == "make.json"
