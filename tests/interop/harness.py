@@ -256,6 +256,7 @@ def serve(
     on_ask: str,
     workdir: Path,
     heartbeat_names: Sequence[str],
+    extra_args: Sequence[str] = (),
 ) -> Iterator[ServeProcess]:
     """Run `pi-authorizer serve` until the block exits; ready once every heartbeat file exists.
 
@@ -266,7 +267,7 @@ def serve(
     for sid in session_ids:
         cmd += ["--session", sid]
     cmd += ["--forwarding-root", str(forwarding_root), "--state-dir", str(state_dir)]
-    cmd += ["--on-ask", on_ask]
+    cmd += ["--on-ask", on_ask, *extra_args]
     workdir.mkdir(parents=True, exist_ok=True)
     stderr_path = workdir / f"serve.{time.monotonic_ns()}.stderr"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PI_")}
