@@ -115,7 +115,7 @@ class RefusingGrantBook:
                 return f"{grant.surface} {grant.pattern!r} would override deny {grant.surface} {grant.pattern!r}"
         return None
 
-    def record(self, session_id: str, grants: Sequence[SessionGrant]) -> None:
+    def record(self, session_id: str, grants: Sequence[SessionGrant], agent_name: str) -> None:
         self.recorded.append((session_id, tuple(grants)))
 
 

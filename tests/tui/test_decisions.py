@@ -1,0 +1,450 @@
+"""Pilot tests against a real ServingCore + HumanAuthorizer: keys in, response files on disk out."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from textual.widgets import Input, Static
+
+from tests.tui.support import (
+    SERVED,
+    RefusingGrantBook,
+    make_rig,
+    read_response,
+    request_body,
+    requests_dir,
+    responses_dir,
+    settle,
+    wait_for,
+    wait_response,
+    wait_rows,
+)
+from tui.screens.modals import GrantConfirmScreen, GrantRefusedScreen, QuitConfirmScreen, ReasonScreen
+from tui.settings import UiSettings
+
+pytestmark = pytest.mark.timeout(30)
+USER = {"kind": "user", "via": "dialog"}
+
+
+def status_text(app: object) -> str:
+    from tui.app import AuthorizerApp
+
+    assert isinstance(app, AuthorizerApp)
+    return str(app.queue.query_one("#status", Static).render())
+
+
+async def test_y_needs_a_second_press_then_approves_once(tmp_path: Path) -> None:
+    rig = make_rig(tmp_path)
+    write = request_body("req-y")
+    from tests.tui.support import write_request
+
+    write_request(rig.root, write)
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        await wait_rows(pilot, rig.app, 1)
+        await pilot.press("y")
+        await settle(pilot)
+        assert "Press y again to approve." in status_text(rig.app)
+        assert read_response(rig.root, "req-y") is None
+        await pilot.press("y")
+        response = await wait_response(pilot, rig.root, "req-y")
+        assert response["state"] == "approved"
+        assert response["approved"] is True
+        assert response["decidedBy"] == USER
+        assert response["responderSessionId"] == SERVED
+        await wait_rows(pilot, rig.app, 0)
+        assert not (requests_dir(rig.root) / "req-y.json").exists()
+
+
+async def test_s_approves_for_the_requesting_subagents_session(tmp_path: Path) -> None:
+    from tests.tui.support import write_request
+
+    rig = make_rig(tmp_path)
+    write_request(rig.root, request_body("req-s"))
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        await wait_rows(pilot, rig.app, 1)
+        await pilot.press("s", "s")
+        response = await wait_response(pilot, rig.root, "req-s")
+        assert response["state"] == "approved_for_session"
+        assert response["sessionGrantWidth"] == "proven"
+        assert response["decidedBy"] == USER
+        assert rig.book.recorded == []  # the child records its own suggestion, not this node
+
+
+async def test_s_without_a_suggestion_explains_and_decides_nothing(tmp_path: Path) -> None:
+    from tests.tui.support import write_request
+
+    rig = make_rig(tmp_path)
+    write_request(rig.root, request_body("req-ns", suggestion=False))
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        await wait_rows(pilot, rig.app, 1)
+        await pilot.press("s", "s")
+        await settle(pilot)
+        assert "no session suggestion" in status_text(rig.app)
+        assert read_response(rig.root, "req-ns") is None
+        assert len(rig.human.pending()) == 1
+
+
+async def test_w_shows_exact_pattern_confirms_and_records_the_grant(tmp_path: Path) -> None:
+    from tests.tui.support import write_request
+
+    rig = make_rig(tmp_path, UiSettings(input_grace_ms=0))
+    write_request(rig.root, request_body("req-w"))
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        await wait_rows(pilot, rig.app, 1)
+        await pilot.press("w")
+        await wait_for(pilot, lambda: isinstance(rig.app.screen, GrantConfirmScreen))
+        shown = str(rig.app.screen.query_one("#grant-list", Static).render())
+        assert 'bash  "git push *"' in shown
+        assert read_response(rig.root, "req-w") is None
+        await pilot.press("y")
+        response = await wait_response(pilot, rig.root, "req-w")
+        assert response["state"] == "approved"  # approved_for_serving_session is never on the wire
+        assert response["decidedBy"] == USER
+        assert len(rig.book.recorded) == 1
+        session, grants = rig.book.recorded[0]
+        assert session == SERVED
+        assert [(g.surface, g.pattern) for g in grants] == [("bash", "git push *")]
+
+
+async def test_w_cancel_and_escape_decide_nothing(tmp_path: Path) -> None:
+    from tests.tui.support import write_request
+
+    rig = make_rig(tmp_path)
+    write_request(rig.root, request_body("req-wc"))
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        await wait_rows(pilot, rig.app, 1)
+        for back in ("escape", "n"):
+            await pilot.press("w")
+            await wait_for(pilot, lambda: isinstance(rig.app.screen, GrantConfirmScreen))
+            await pilot.press(back)
+            await wait_for(pilot, lambda: rig.app.screen is rig.app.queue)
+        await settle(pilot)
+        assert read_response(rig.root, "req-wc") is None
+        assert rig.book.recorded == []
+
+
+async def test_w_confirm_key_is_inert_during_the_modal_grace(tmp_path: Path) -> None:
+    from tests.tui.support import write_request
+
+    rig = make_rig(tmp_path, UiSettings(input_grace_ms=400))
+    write_request(rig.root, request_body("req-wg"))
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        await wait_rows(pilot, rig.app, 1)
+        await pilot.pause(0.5)
+        await pilot.press("w")
+        await wait_for(pilot, lambda: isinstance(rig.app.screen, GrantConfirmScreen))
+        await pilot.press("y")  # too soon: ignored
+        await settle(pilot)
+        assert read_response(rig.root, "req-wg") is None
+        await pilot.pause(0.5)
+        await pilot.press("y")
+        response = await wait_response(pilot, rig.root, "req-wg")
+        assert response["state"] == "approved"
+
+
+async def test_w_refused_when_it_would_shadow_a_deny(tmp_path: Path) -> None:
+    from tests.tui.support import write_request
+
+    rig = make_rig(tmp_path, book=RefusingGrantBook(denied=["git push *"]))
+    write_request(rig.root, request_body("req-wr"))
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        await wait_rows(pilot, rig.app, 1)
+        await pilot.press("w")
+        await wait_for(pilot, lambda: isinstance(rig.app.screen, GrantRefusedScreen))
+        text = "\n".join(str(w.render()) for w in rig.app.screen.query(Static))
+        assert "would override deny" in text
+        await pilot.press("y")  # nothing to confirm here
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: rig.app.screen is rig.app.queue)
+        assert read_response(rig.root, "req-wr") is None
+        assert rig.book.recorded == []
+        assert "refused" in status_text(rig.app)
+
+
+async def test_n_denies(tmp_path: Path) -> None:
+    from tests.tui.support import write_request
+
+    rig = make_rig(tmp_path)
+    write_request(rig.root, request_body("req-n"))
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        await wait_rows(pilot, rig.app, 1)
+        await pilot.press("n")
+        await settle(pilot)
+        assert "Press n again to deny." in status_text(rig.app)
+        await pilot.press("n")
+        response = await wait_response(pilot, rig.root, "req-n")
+        assert response["state"] == "denied"
+        assert response["approved"] is False
+        assert "denialReason" not in response
+        assert response["decidedBy"] == USER
+
+
+async def test_r_requires_a_reason_keys_are_inert_in_the_input_and_esc_goes_back(tmp_path: Path) -> None:
+    from tests.tui.support import write_request
+
+    rig = make_rig(tmp_path)
+    write_request(rig.root, request_body("req-r"))
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        await wait_rows(pilot, rig.app, 1)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: isinstance(rig.app.screen, ReasonScreen))
+        await pilot.press("enter")
+        await settle(pilot)
+        assert str(rig.app.screen.query_one("#reason-error", Static).render()) == "A reason is required."
+        # Decision and app keys type into the field; nothing is decided, nothing quits.
+        await pilot.press("y", "y", "n", "n", "s", "w", "q", "h")
+        await settle(pilot)
+        assert rig.app.screen.query_one(Input).value == "yynnswqh"
+        assert read_response(rig.root, "req-r") is None
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: rig.app.screen is rig.app.queue)
+        assert read_response(rig.root, "req-r") is None
+        assert "nothing was decided" in status_text(rig.app)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: isinstance(rig.app.screen, ReasonScreen))
+        await pilot.press(*"use the staging remote")
+        await pilot.press("enter")
+        response = await wait_response(pilot, rig.root, "req-r")
+        assert response["state"] == "denied_with_reason"
+        assert response["denialReason"] == "use the staging remote"
+        assert response["decidedBy"] == USER
+
+
+async def test_escape_never_denies(tmp_path: Path) -> None:
+    from tests.tui.support import write_request
+
+    rig = make_rig(tmp_path)
+    write_request(rig.root, request_body("req-esc"))
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        await wait_rows(pilot, rig.app, 1)
+        await pilot.press("escape", "escape")
+        await pilot.press("n", "escape", "n")  # arm deny, esc disarms, n arms again
+        await pilot.press("escape", "escape", "escape")
+        await settle(pilot, 0.2)
+        assert read_response(rig.root, "req-esc") is None
+        assert len(rig.human.pending()) == 1
+
+
+async def test_moving_clears_the_armed_key(tmp_path: Path) -> None:
+    from tests.tui.support import write_request
+
+    rig = make_rig(tmp_path)
+    write_request(rig.root, request_body("req-m1"))
+    write_request(rig.root, request_body("req-m2"))
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        await wait_rows(pilot, rig.app, 2)
+        await pilot.press("y", "j", "k", "y")
+        await settle(pilot)
+        assert read_response(rig.root, "req-m1") is None
+        assert rig.app.queue.armed is not None
+        await pilot.press("y")
+        response = await wait_response(pilot, rig.root, "req-m1")
+        assert response["state"] == "approved"
+        assert read_response(rig.root, "req-m2") is None
+
+
+async def test_single_press_when_double_press_is_off(tmp_path: Path) -> None:
+    from tests.tui.support import write_request
+
+    rig = make_rig(tmp_path, UiSettings(double_press=False, input_grace_ms=0))
+    write_request(rig.root, request_body("req-1p"))
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        await wait_rows(pilot, rig.app, 1)
+        await pilot.press("y")
+        response = await wait_response(pilot, rig.root, "req-1p")
+        assert response["state"] == "approved"
+
+
+async def test_hidden_characters_always_need_a_second_press(tmp_path: Path) -> None:
+    from tests.tui.support import write_request
+
+    rig = make_rig(tmp_path, UiSettings(double_press=False, input_grace_ms=0))
+    write_request(rig.root, request_body("req-h", value="rm -rf /\u202e/pmt"))
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        await wait_rows(pilot, rig.app, 1)
+        await pilot.press("y")
+        await settle(pilot)
+        assert read_response(rig.root, "req-h") is None
+        assert "Press y again to approve." in status_text(rig.app)
+        assert "hidden characters" in status_text(rig.app)
+        await pilot.press("y")
+        response = await wait_response(pilot, rig.root, "req-h")
+        assert response["state"] == "approved"
+
+
+async def test_grace_window_ignores_decision_keys_after_an_ask_appears(tmp_path: Path) -> None:
+    from tests.tui.support import write_request
+
+    rig = make_rig(tmp_path, UiSettings(double_press=False, input_grace_ms=400))
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, 0.1)
+        write_request(rig.root, request_body("req-g"))
+        await wait_rows(pilot, rig.app, 1)
+        started = time.monotonic()
+        await pilot.press("y", "n")
+        await settle(pilot)
+        assert time.monotonic() - started < 0.4, "the machine was too slow to test the window"
+        assert read_response(rig.root, "req-g") is None
+        await pilot.pause(0.45)
+        await pilot.press("y")
+        response = await wait_response(pilot, rig.root, "req-g")
+        assert response["state"] == "approved"
+
+
+async def test_grace_window_after_a_decision_protects_the_next_ask(tmp_path: Path) -> None:
+    from tests.tui.support import write_request
+
+    rig = make_rig(tmp_path, UiSettings(double_press=False, input_grace_ms=400))
+    write_request(rig.root, request_body("req-a"))
+    write_request(rig.root, request_body("req-b"))
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        await wait_rows(pilot, rig.app, 2)
+        await pilot.pause(0.45)
+        await pilot.press("y", "y")  # the second y lands on req-b within its grace
+        await wait_response(pilot, rig.root, "req-a")
+        await settle(pilot)
+        assert read_response(rig.root, "req-b") is None
+        assert [a.key.name for a in rig.human.pending()] == ["req-b.json"]
+
+
+async def test_queue_is_fifo_and_stable_when_asks_arrive_during_a_decision(tmp_path: Path) -> None:
+    from tests.tui.support import write_request
+
+    rig = make_rig(tmp_path)
+    write_request(rig.root, request_body("req-1", created_at=time.time() * 1000 - 3000))
+    write_request(rig.root, request_body("req-2", created_at=time.time() * 1000 - 2000))
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        await wait_rows(pilot, rig.app, 2)
+        await pilot.press("j")  # the cursor on req-2
+        await pilot.press("r")
+        await wait_for(pilot, lambda: isinstance(rig.app.screen, ReasonScreen))
+        write_request(rig.root, request_body("req-0", created_at=time.time() * 1000 - 9000))
+        write_request(rig.root, request_body("req-3"))
+        await wait_rows(pilot, rig.app, 4)
+        names = [k.name for k in rig.app.queue.table.ask_keys]
+        assert names == ["req-1.json", "req-2.json", "req-0.json", "req-3.json"]  # appended, never inserted
+        assert rig.app.queue.selected is not None and rig.app.queue.selected.name == "req-2.json"
+        await pilot.press(*"not now", "enter")
+        response = await wait_response(pilot, rig.root, "req-2")
+        assert response["state"] == "denied_with_reason"
+        for other in ("req-0", "req-1", "req-3"):
+            assert read_response(rig.root, other) is None
+        await wait_rows(pilot, rig.app, 3)
+        assert [k.name for k in rig.app.queue.table.ask_keys] == ["req-1.json", "req-0.json", "req-3.json"]
+        # The cursor lands on the ask that took req-2's place.
+        assert rig.app.queue.selected is not None and rig.app.queue.selected.name == "req-0.json"
+
+
+async def test_new_ask_never_moves_the_cursor(tmp_path: Path) -> None:
+    from tests.tui.support import write_request
+
+    rig = make_rig(tmp_path)
+    write_request(rig.root, request_body("req-1"))
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        await wait_rows(pilot, rig.app, 1)
+        await pilot.press("y")  # armed on req-1
+        write_request(rig.root, request_body("req-2"))
+        await wait_rows(pilot, rig.app, 2)
+        assert rig.app.queue.selected is not None and rig.app.queue.selected.name == "req-1.json"
+        assert rig.app.queue.armed is not None  # an arrival elsewhere changes nothing visible
+        await pilot.press("y")
+        assert (await wait_response(pilot, rig.root, "req-1"))["state"] == "approved"
+        assert read_response(rig.root, "req-2") is None
+
+
+async def test_withdrawn_ask_leaves_with_a_note_and_is_not_a_denial(tmp_path: Path) -> None:
+    from tests.tui.support import write_request
+
+    rig = make_rig(tmp_path)
+    path = write_request(rig.root, request_body("req-wd"))
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        await wait_rows(pilot, rig.app, 1)
+        await pilot.press("y")  # armed
+        path.unlink()  # the child gives up
+        await wait_rows(pilot, rig.app, 0)
+        assert "Withdrawn by the child" in status_text(rig.app)
+        assert "not a denial" in status_text(rig.app)
+        assert any("withdrawn" in (n.title or "").lower() for n in rig.app._notifications)
+        assert [e.what for e in rig.app.history] == ["withdrawn"]
+        await pilot.press("y")
+        await settle(pilot)
+        assert read_response(rig.root, "req-wd") is None
+        assert not any(responses_dir(rig.root).iterdir())
+
+
+async def test_withdrawn_while_the_reason_editor_is_open(tmp_path: Path) -> None:
+    from tests.tui.support import write_request
+
+    rig = make_rig(tmp_path)
+    path = write_request(rig.root, request_body("req-wr2"))
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        await wait_rows(pilot, rig.app, 1)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: isinstance(rig.app.screen, ReasonScreen))
+        await pilot.press(*"too late")
+        path.unlink()
+        await wait_for(pilot, lambda: rig.app.screen is rig.app.queue)
+        await wait_rows(pilot, rig.app, 0)
+        assert read_response(rig.root, "req-wr2") is None
+
+
+async def test_decision_refused_is_shown_and_does_not_crash(tmp_path: Path) -> None:
+    from tests.tui.support import write_request
+
+    rig = make_rig(tmp_path, UiSettings(double_press=False, input_grace_ms=0))
+    write_request(rig.root, request_body("req-dup"))
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        await wait_rows(pilot, rig.app, 1)
+        # Someone else answered behind our back: our write must not replace theirs.
+        (responses_dir(rig.root) / "req-dup.json").write_text('{"approved":false,"state":"denied",'
+                                                              '"responderSessionId":"x"}')
+        await pilot.press("y")
+        await settle(pilot)
+        assert "Not decided" in status_text(rig.app)
+        assert read_response(rig.root, "req-dup") == {"approved": False, "state": "denied",
+                                                      "responderSessionId": "x"}
+        assert rig.app.is_running
+
+
+async def test_quit_with_pending_asks_confirms_and_leaves_them_in_the_inbox(tmp_path: Path) -> None:
+    from tests.tui.support import write_request
+
+    rig = make_rig(tmp_path)
+    path = write_request(rig.root, request_body("req-q"))
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        await wait_rows(pilot, rig.app, 1)
+        assert rig.heartbeat.exists()
+        await pilot.press("q")
+        await wait_for(pilot, lambda: isinstance(rig.app.screen, QuitConfirmScreen))
+        text = "\n".join(str(w.render()) for w in rig.app.screen.query(Static))
+        assert "stay in the inbox for the next authorizer" in text
+        await pilot.press("n")
+        await wait_for(pilot, lambda: rig.app.screen is rig.app.queue)
+        assert rig.app.is_running
+        await pilot.press("q")
+        await wait_for(pilot, lambda: isinstance(rig.app.screen, QuitConfirmScreen))
+        await pilot.press("y")
+        await wait_for(pilot, lambda: not rig.app.is_running or rig.app._exit_renderables is not None, 5)
+    assert path.exists(), "the pending request stays for the next authorizer"
+    assert read_response(rig.root, "req-q") is None
+    assert not rig.heartbeat.exists()
+
+
+async def test_remapped_dialog_keys(tmp_path: Path) -> None:
+    from tests.tui.support import write_request
+
+    rig = make_rig(tmp_path, UiSettings(input_grace_ms=0, dialog_keys={"approve": "a", "deny": "j"}))
+    write_request(rig.root, request_body("req-km"))
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        await wait_rows(pilot, rig.app, 1)
+        assert any("deny='j'" in r for r in rig.app.refused_keys)  # j stays navigation
+        await pilot.press("y", "y")
+        await settle(pilot)
+        assert read_response(rig.root, "req-km") is None
+        await pilot.press("a")
+        await settle(pilot)
+        assert "Press a again to approve." in status_text(rig.app)
+        await pilot.press("a")
+        assert (await wait_response(pilot, rig.root, "req-km"))["state"] == "approved"
