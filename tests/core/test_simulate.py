@@ -1,0 +1,68 @@
+"""The demo's simulated children speak the real protocol: a serving core answers every one of them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from core.asks import DenyingTerminal
+from core.judging import RecordedAuthority
+from core.rules import PolicyStore
+from core.serving import ServingCore
+from core.simulate import DEMO_CONFIG, ChildResult, demo_scenarios, run_children
+from core.wire import parse_request
+
+
+async def test_every_simulated_child_gets_its_verdict(tmp_path: Path) -> None:
+    agent_dir = tmp_path / "agent"
+    config = agent_dir / "extensions" / "pi-permission-system" / "config.json"
+    config.parent.mkdir(parents=True)
+    config.write_text(json.dumps(DEMO_CONFIG))
+    authority = RecordedAuthority(PolicyStore(agent_dir, tmp_path / "project", None))
+    core = ServingCore(tmp_path / "root", tmp_path / "state", DenyingTerminal(), judge=authority)
+    core.add_session("demo")
+    serving = asyncio.create_task(core.run())
+    results: list[ChildResult] = []
+    try:
+        await asyncio.wait_for(
+            run_children(
+                tmp_path / "root",
+                "demo",
+                results.append,
+                asyncio.Event(),
+                timeout_s=10,
+                pause_s=0.01,
+                rounds=1,
+            ),
+            30,
+        )
+    finally:
+        core.stop()
+        await serving
+    by_summary = {r.summary: r.response for r in results}
+    assert len(results) == len(demo_scenarios())
+    assert all(r is not None for r in by_summary.values())
+    allowed = by_summary["git status (a rule allows it)"]
+    assert allowed is not None and allowed.state == "approved" and allowed.decided_by is not None
+    assert allowed.decided_by.kind == "rule"
+    env = by_summary["write .env.local (a rule denies it)"]
+    assert env is not None and env.denial_reason == "secrets stay out of agent hands"
+    legacy = by_summary["legacy 20.7.3 request (no facts)"]
+    assert legacy is not None and legacy.decided_by is not None and legacy.decided_by.kind == "unavailable"
+    assert core.quarantine.records() == []
+    # Children clean up after themselves, as real ones do.
+    assert not (tmp_path / "root" / "sessions" / "demo").exists()
+
+
+def test_scenarios_cover_both_generations(tmp_path: Path) -> None:
+    from core.simulate import SimulatedChild
+
+    child = SimulatedChild(tmp_path, "demo", "Explore", "child", "/worktrees/x")
+    parsed = [parse_request(json.dumps(build(child)[1]).encode()) for _, build in demo_scenarios()]
+    assert all(p.dropped == {} for p in parsed)
+    assert sum(p.access_intent is None for p in parsed) == 1
+    surfaces = {p.access_intent.surface for p in parsed if p.access_intent}
+    assert {"bash", "path_read", "path_write", "external_directory_read", "mcp", "skill"} <= surfaces
+    assert any(p.access_intent and p.access_intent.asking_units for p in parsed)
+    assert any("\x1b" in (p.request.value or "") for p in parsed)
