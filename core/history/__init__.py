@@ -1,0 +1,23 @@
+"""A durable, reviewable history of every ask served (SQLite, WAL), and what it can suggest."""
+
+from core.history.schema import VERSION, HistoryTooNew, migrate
+from core.history.store import (
+    HISTORY_FILE,
+    HistoryFilter,
+    HistoryRow,
+    HistoryStore,
+    Retention,
+    Summary,
+)
+
+__all__ = [
+    "HISTORY_FILE",
+    "VERSION",
+    "HistoryFilter",
+    "HistoryRow",
+    "HistoryStore",
+    "HistoryTooNew",
+    "Retention",
+    "Summary",
+    "migrate",
+]

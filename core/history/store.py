@@ -1,0 +1,595 @@
+"""One SQLite row per ask served: the ledger the serving core writes before answering, and its reader.
+
+Durability order (the reason this is a ledger and not a log): `record_verdict` commits with
+`synchronous=FULL` before the core links the response into place, so a verdict can never be
+visible without being in the history; on restart `recorded_verdict` hands the core the exact bytes
+to publish instead of judging again. Everything else (arrival, shown, written, withdrawn) commits
+with `synchronous=NORMAL`: it survives a killed process, and losing it to a power cut only loses
+display data, never an answer.
+"""
+
+# SQL text here is assembled from constant fragments only; every value is a bound parameter.
+# ruff: noqa: S608
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from core.asks import AskKey
+from core.history.schema import migrate
+from core.inbox import FILE_MODE, ensure_dir
+from core.serving import RecordedVerdict, ServeEvent
+from core.wire import (
+    AuthorizerDecision,
+    DecisionSource,
+    ForwardedDecision,
+    ForwardedResponse,
+    GateErrorDecision,
+    ParsedRequest,
+    RequestRejected,
+    RuleDecision,
+    SessionApprovalDecision,
+    UnavailableDecision,
+    UserDecision,
+    YoloDecision,
+    decision_source_json,
+    parse_request,
+)
+
+HISTORY_FILE = "history.sqlite3"
+#: Test-only: `PI_AUTHORIZER_TEST_CRASH_AT=<step>` makes the process `os._exit(137)` right after
+#: that step, so the crash tests can kill a real `serve` at an exact point. Steps, in order:
+#: `arrived` (arrival recorded), `recorded` (verdict durable, response not linked), `linked`
+#: (response linked, request not deleted), `deleted` (request deleted).
+CRASH_ENV = "PI_AUTHORIZER_TEST_CRASH_AT"
+CRASH_STEPS = ("arrived", "recorded", "linked", "deleted")
+
+APPROVED_STATES = ("approved", "approved_for_session")
+DENIED_STATES = ("denied", "denied_with_reason")
+#: Outcomes without a verdict; `pending` means arrived and not (yet) decided.
+UNDECIDED = ("pending", "withdrawn", "quarantined", "left")
+_OPEN = ("pending", "left")
+
+
+@dataclass(frozen=True)
+class Retention:
+    """How long rows are kept. `None` disables a limit; pruning runs every `every` new rows."""
+
+    max_age_s: float | None = 180 * 86400
+    max_rows: int | None = 200_000
+    every: int = 500
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    """A stored ask; field names are the column names (and the `history --json` keys)."""
+
+    id: int
+    served_session: str
+    request_name: str
+    request_id: str | None
+    raw: bytes | None
+    agent: str | None
+    requester_session: str | None
+    surface: str | None
+    value: str | None
+    message: str | None
+    facts: str | None
+    created_at: float | None
+    arrived_at: float
+    shown_at: float | None
+    decided_at: float | None
+    verdict: str | None
+    decided_by: str | None
+    decider: str | None
+    responder_session: str | None
+    decide_ms: float | None
+    outcome: str
+    reason: str | None
+    response: bytes | None
+    written: int | None
+    ended_at: float | None
+    source: str
+    import_key: str | None
+
+    @property
+    def approved(self) -> bool:
+        return self.verdict in APPROVED_STATES
+
+    def facts_json(self) -> dict[str, Any]:
+        facts = _loads(self.facts)
+        return facts if isinstance(facts, dict) else {}
+
+    def decided_by_json(self) -> dict[str, Any] | None:
+        source = _loads(self.decided_by)
+        return source if isinstance(source, dict) else None
+
+    def to_json(self) -> dict[str, Any]:
+        """Every column; BLOBs as base64, JSON columns as nested values."""
+        out: dict[str, Any] = {}
+        for name in COLUMNS:
+            value = getattr(self, name)
+            if isinstance(value, bytes):
+                value = base64.b64encode(value).decode("ascii")
+            elif name in ("facts", "decided_by"):
+                value = _loads(value)
+            out[name] = value
+        return out
+
+
+COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(HistoryRow))
+_SELECT = f"SELECT {', '.join(COLUMNS)} FROM asks"
+
+
+@dataclass(frozen=True)
+class HistoryFilter:
+    """Which rows to show. `session` matches the served or the requesting session; `text` is a
+    case-insensitive substring of agent, surface, value, message, decider, reason or request id."""
+
+    agent: str | None = None
+    session: str | None = None
+    surface: str | None = None
+    verdict: str | None = None
+    text: str | None = None
+    since: float | None = None
+    source: str | None = None
+
+    def where(self) -> tuple[str, list[object]]:
+        clauses: list[str] = []
+        params: list[object] = []
+        if self.agent:
+            clauses.append("agent = ?")
+            params.append(self.agent)
+        if self.session:
+            clauses.append("(served_session = ? OR requester_session = ?)")
+            params += [self.session, self.session]
+        if self.surface:
+            clauses.append("surface = ?")
+            params.append(self.surface)
+        if self.verdict:
+            clause, values = _verdict_clause(self.verdict)
+            clauses.append(clause)
+            params += values
+        if self.text:
+            needle = f"%{self.text.replace('^', '^^').replace('%', '^%').replace('_', '^_')}%"
+            searched = ("agent", "surface", "value", "message", "decider", "reason", "request_id")
+            clauses.append("(" + " OR ".join(f"{c} LIKE ? ESCAPE '^'" for c in searched) + ")")
+            params += [needle] * len(searched)
+        if self.since is not None:
+            clauses.append("arrived_at >= ?")
+            params.append(self.since)
+        if self.source:
+            clauses.append("source = ?")
+            params.append(self.source)
+        return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+
+def _verdict_clause(verdict: str) -> tuple[str, list[object]]:
+    """`approved`/`denied` cover their variants; an outcome name (`withdrawn`...) matches outcomes."""
+    if verdict == "approved":
+        return "verdict IN (?, ?)", list(APPROVED_STATES)
+    if verdict == "denied":
+        return "verdict IN (?, ?)", list(DENIED_STATES)
+    return "(verdict = ? OR (verdict IS NULL AND outcome = ?))", [verdict, verdict]
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What the review screen's summary line says about a filtered set."""
+
+    total: int
+    per_agent: tuple[tuple[str, int], ...]
+    decided: int
+    approved: int
+    withdrawn: int
+    median_person_ms: float | None
+
+    @property
+    def share_approved(self) -> float | None:
+        return self.approved / self.decided if self.decided else None
+
+
+class HistoryStore:
+    """The history file: a `core.serving.Ledger`, a serve observer (`observe`), and its queries."""
+
+    def __init__(self, path: Path, retention: Retention | None = None) -> None:
+        self.path = path
+        self.retention = retention or Retention()
+        ensure_dir(path.parent)
+        if not path.exists():
+            os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, FILE_MODE))
+        self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10)
+        self._lock = threading.RLock()
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        migrate(self._conn)
+        self._since_prune = 0
+        self._crash_at = os.environ.get(CRASH_ENV)
+        self.prune()
+
+    @classmethod
+    def in_state_dir(cls, state_dir: Path, retention: Retention | None = None) -> HistoryStore:
+        return cls(state_dir / HISTORY_FILE, retention)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    # -- the Ledger protocol --------------------------------------------------------------------
+
+    def record_verdict(
+        self, key: AskKey, parsed: ParsedRequest, response: ForwardedResponse, body: bytes, outcome: str
+    ) -> None:
+        """Durable on return (fsynced WAL): the core links the response only after this."""
+        now = time.time()
+        source = response.decided_by
+        with self._tx(durable=True) as conn:
+            row_id, arrived_at = self._open_row(conn, key) or self._insert_arrival(conn, key, parsed, now)
+            conn.execute(
+                "UPDATE asks SET decided_at = ?, verdict = ?, decided_by = ?, decider = ?, "
+                "responder_session = ?, decide_ms = ?, outcome = ?, reason = ?, response = ?, "
+                "written = NULL WHERE id = ?",
+                (
+                    now,
+                    response.state,
+                    _dumps(decision_source_json(source)) if source is not None else None,
+                    describe_decider(source, outcome),
+                    response.responder_session_id,
+                    (now - arrived_at) * 1000,
+                    outcome_kind(outcome, source),
+                    response.denial_reason,
+                    body,
+                    row_id,
+                ),
+            )
+        self._crash_point("recorded")
+
+    def mark_written(self, key: AskKey, request_id: str, written: bool) -> None:
+        self._crash_point("linked")
+        with self._tx() as conn:
+            conn.execute(
+                "UPDATE asks SET written = ? WHERE id = (SELECT id FROM asks WHERE served_session = ? "
+                "AND request_id = ? AND response IS NOT NULL ORDER BY id DESC LIMIT 1)",
+                (int(written), key.session_id, request_id),
+            )
+
+    def recorded_verdict(self, session_id: str, request_id: str) -> RecordedVerdict | None:
+        """A verdict recorded for an ask that never finished (its request not known deleted)."""
+        with self._lock:
+            found = self._conn.execute(
+                "SELECT response, written FROM asks WHERE served_session = ? AND request_id = ? "
+                "AND response IS NOT NULL AND ended_at IS NULL ORDER BY id DESC LIMIT 1",
+                (session_id, request_id),
+            ).fetchone()
+        return None if found is None else RecordedVerdict(body=found[0], written=bool(found[1]))
+
+    # -- the observer ---------------------------------------------------------------------------
+
+    def observe(self, event: ServeEvent) -> None:
+        """Subscribe this to `ServingCore.subscribe`: every request file's fate lands in a row."""
+        if event.kind == "arrived":
+            self._arrived(event)
+        elif event.kind == "answered":
+            self._close(event.key, event.at, None, decided=True)
+            self._crash_point("deleted")
+        elif event.kind == "withdrawn":
+            self._close(event.key, event.at, "withdrawn", decided=False, parsed=event.parsed)
+        elif event.kind == "left":
+            self._set_open(event.key, "outcome = 'left'", ())
+        elif event.kind == "answer_failed":
+            self._set_open(event.key, "reason = ?", (event.reason,))
+        elif event.kind == "quarantined":
+            self._quarantined(event)
+
+    def mark_shown(self, key: AskKey, at: float | None = None) -> None:
+        """The TUI showed this ask to the person (the first time counts)."""
+        self._set_open(key, "shown_at = COALESCE(shown_at, ?)", (time.time() if at is None else at,))
+
+    def _arrived(self, event: ServeEvent) -> None:
+        assert event.parsed is not None
+        with self._tx() as conn:
+            found = self._open_row(conn, event.key)
+            if found is None:
+                self._insert_arrival(conn, event.key, event.parsed, event.at, event.raw)
+            else:
+                # Served again after a restart: the same ask, so the same row.
+                conn.execute("UPDATE asks SET outcome = 'pending' WHERE id = ?", (found[0],))
+        self._crash_point("arrived")
+
+    def _close(
+        self,
+        key: AskKey,
+        at: float,
+        outcome: str | None,
+        *,
+        decided: bool,
+        parsed: ParsedRequest | None = None,
+    ) -> None:
+        with self._tx() as conn:
+            if decided:
+                conn.execute(
+                    "UPDATE asks SET ended_at = ? WHERE id = (SELECT id FROM asks WHERE served_session = ? "
+                    "AND request_name = ? AND response IS NOT NULL ORDER BY id DESC LIMIT 1)",
+                    (at, key.session_id, key.name),
+                )
+                return
+            found = self._open_row(conn, key)
+            if found is None:
+                if parsed is None:
+                    return
+                found = self._insert_arrival(conn, key, parsed, at)
+            # A left ask that vanishes was most likely answered elsewhere: it stays `left`.
+            conn.execute(
+                "UPDATE asks SET ended_at = ?, outcome = CASE outcome WHEN 'left' THEN 'left' ELSE ? END "
+                "WHERE id = ?",
+                (at, outcome, found[0]),
+            )
+
+    def _set_open(self, key: AskKey, assignment: str, params: Sequence[object]) -> None:
+        with self._tx() as conn:
+            found = self._open_row(conn, key)
+            if found is not None:
+                conn.execute(f"UPDATE asks SET {assignment} WHERE id = ?", (*params, found[0]))
+
+    def _quarantined(self, event: ServeEvent) -> None:
+        parsed: ParsedRequest | None = None
+        if event.raw is not None:
+            with contextlib.suppress(RequestRejected):
+                parsed = parse_request(event.raw)
+        with self._tx() as conn:
+            row_id, _ = self._insert_arrival(conn, event.key, parsed, event.at, event.raw)
+            conn.execute(
+                "UPDATE asks SET outcome = 'quarantined', reason = ?, ended_at = ? WHERE id = ?",
+                (event.reason, event.at, row_id),
+            )
+
+    # -- rows -----------------------------------------------------------------------------------
+
+    def _open_row(self, conn: sqlite3.Connection, key: AskKey) -> tuple[int, float] | None:
+        found = conn.execute(
+            "SELECT id, arrived_at FROM asks WHERE served_session = ? AND request_name = ? "
+            "AND verdict IS NULL AND outcome IN (?, ?) AND ended_at IS NULL ORDER BY id DESC LIMIT 1",
+            (key.session_id, key.name, *_OPEN),
+        ).fetchone()
+        return None if found is None else (found[0], found[1])
+
+    def _insert_arrival(
+        self,
+        conn: sqlite3.Connection,
+        key: AskKey,
+        parsed: ParsedRequest | None,
+        at: float,
+        raw: bytes | None = None,
+    ) -> tuple[int, float]:
+        values: dict[str, object] = {
+            "served_session": key.session_id,
+            "request_name": key.name,
+            "arrived_at": at,
+            "outcome": "pending",
+            "raw": raw if raw is not None else (parsed.raw if parsed else None),
+        }
+        if parsed is not None:
+            values.update(facts_columns(parsed))
+        row_id = self._insert(conn, values)
+        return row_id, at
+
+    def _insert(self, conn: sqlite3.Connection, values: dict[str, object]) -> int:
+        names = ", ".join(values)
+        marks = ", ".join("?" for _ in values)
+        cursor = conn.execute(f"INSERT INTO asks ({names}) VALUES ({marks})", tuple(values.values()))
+        self._since_prune += 1
+        assert cursor.lastrowid is not None
+        return cursor.lastrowid
+
+    def insert_rows(self, rows: Sequence[dict[str, object]]) -> int:
+        """Bulk insert (imports, benchmarks); rows whose `import_key` is already stored are skipped."""
+        added = 0
+        with self._tx() as conn:
+            for values in rows:
+                names = ", ".join(values)
+                marks = ", ".join("?" for _ in values)
+                cursor = conn.execute(
+                    f"INSERT OR IGNORE INTO asks ({names}) VALUES ({marks})",
+                    tuple(values.values()),
+                )
+                added += cursor.rowcount
+                self._since_prune += cursor.rowcount
+        return added
+
+    # -- retention ------------------------------------------------------------------------------
+
+    def prune(self, now: float | None = None) -> int:
+        """Apply the retention limits; a verdict not yet known written is never pruned."""
+        keep = "NOT (response IS NOT NULL AND written IS NULL)"
+        removed = 0
+        self._since_prune = 0
+        with self._tx() as conn:
+            if self.retention.max_age_s is not None:
+                cutoff = (time.time() if now is None else now) - self.retention.max_age_s
+                removed += conn.execute(
+                    f"DELETE FROM asks WHERE arrived_at < ? AND {keep}",
+                    (cutoff,),
+                ).rowcount
+            if self.retention.max_rows is not None:
+                removed += conn.execute(
+                    f"DELETE FROM asks WHERE id IN (SELECT id FROM asks ORDER BY arrived_at DESC, id DESC "
+                    f"LIMIT -1 OFFSET ?) AND {keep}",
+                    (self.retention.max_rows,),
+                ).rowcount
+        return removed
+
+    def _maybe_prune(self) -> None:
+        if self._since_prune >= self.retention.every:
+            self.prune()
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def ids(self, where: HistoryFilter | None = None, limit: int | None = None) -> list[int]:
+        """Matching row ids, newest first: the review list pages through these."""
+        clause, params = (where or HistoryFilter()).where()
+        sql = f"SELECT id FROM asks{clause} ORDER BY arrived_at DESC, id DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        with self._lock:
+            return [r[0] for r in self._conn.execute(sql, params)]
+
+    def rows(self, ids: Sequence[int]) -> list[HistoryRow]:
+        """The rows with these ids, in the order given."""
+        if not ids:
+            return []
+        marks = ", ".join("?" for _ in ids)
+        with self._lock:
+            found = {
+                r[0]: HistoryRow(*r)
+                for r in self._conn.execute(f"{_SELECT} WHERE id IN ({marks})", tuple(ids))
+            }
+        return [found[i] for i in ids if i in found]
+
+    def get(self, row_id: int) -> HistoryRow | None:
+        found = self.rows([row_id])
+        return found[0] if found else None
+
+    def query(self, where: HistoryFilter | None = None, limit: int | None = None) -> list[HistoryRow]:
+        """The newest `limit` matching rows, newest first."""
+        return self.rows(self.ids(where, limit))
+
+    def summary(self, where: HistoryFilter | None = None) -> Summary:
+        clause, params = (where or HistoryFilter()).where()
+        with self._lock:
+            per_agent = tuple(
+                (agent or "?", count)
+                for agent, count in self._conn.execute(
+                    f"SELECT agent, COUNT(*) FROM asks{clause} GROUP BY agent ORDER BY 2 DESC, 1",
+                    params,
+                )
+            )
+            total, decided, approved, withdrawn, people = self._conn.execute(
+                "SELECT COUNT(*), COUNT(verdict), "
+                "COALESCE(SUM(verdict IN ('approved', 'approved_for_session')), 0), "
+                "COALESCE(SUM(outcome = 'withdrawn'), 0), "
+                f"COALESCE(SUM(outcome = 'user' AND decide_ms IS NOT NULL), 0) FROM asks{clause}",
+                params,
+            ).fetchone()
+            median = None
+            if people:
+                joiner = " AND " if clause else " WHERE "
+                median = self._conn.execute(
+                    f"SELECT decide_ms FROM asks{clause}{joiner}outcome = 'user' AND decide_ms IS NOT NULL "
+                    "ORDER BY decide_ms LIMIT 1 OFFSET ?",
+                    [*params, (people - 1) // 2],
+                ).fetchone()[0]
+        return Summary(total, per_agent, decided, approved, withdrawn, median)
+
+    def distinct(self, column: str) -> list[str]:
+        """Values seen in one filterable column (for filter hints and suggestion checks)."""
+        if column not in {"agent", "surface", "served_session", "verdict", "outcome"}:
+            raise ValueError(f"not a filterable column: {column}")
+        with self._lock:
+            sql = f"SELECT DISTINCT {column} FROM asks WHERE {column} IS NOT NULL ORDER BY 1"
+            return [r[0] for r in self._conn.execute(sql)]
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _tx(self, durable: bool = False) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            conn = self._conn
+            if durable:
+                conn.execute("PRAGMA synchronous=FULL")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield conn
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+            finally:
+                if durable:
+                    conn.execute("PRAGMA synchronous=NORMAL")
+        self._maybe_prune()
+
+    def _crash_point(self, step: str) -> None:
+        if self._crash_at == step:
+            os._exit(137)
+
+
+def facts_columns(parsed: ParsedRequest) -> dict[str, object]:
+    """The parsed facts as columns: child-fixed facts (what the rules judged) win over display fields."""
+    request = parsed.request
+    intent = parsed.access_intent
+    surface = intent.surface if intent else request.surface
+    value = intent.match_values[0] if intent and intent.match_values else request.value
+    facts: dict[str, Any] = {
+        "accessIntent": intent.model_dump(by_alias=True, mode="json") if intent else None,
+        "sessionApproval": (
+            [g.model_dump(mode="json") for g in request.session_approval.grants]
+            if request.session_approval
+            else None
+        ),
+        "source": request.source,
+        "displaySurface": request.surface,
+        "displayValue": request.value,
+        "dropped": parsed.dropped or None,
+    }
+    return {
+        "request_id": request.id,
+        "agent": intent.principal.agent_name if intent else request.requester_agent_name,
+        "requester_session": request.requester_session_id,
+        "surface": surface,
+        "value": value,
+        "message": request.message,
+        "facts": _dumps(facts),
+        "created_at": request.created_at,
+    }
+
+
+def outcome_kind(outcome: str, source: DecisionSource | None) -> str:
+    """The core's outcome, with a rule decision that came from a session grant named as such."""
+    granted = isinstance(source, RuleDecision) and source.origin == "session"
+    if outcome == "rule" and (granted or isinstance(source, SessionApprovalDecision)):
+        return "session_grant"
+    return outcome
+
+
+def describe_decider(source: DecisionSource | None, outcome: str) -> str:
+    """Who or what decided, in words (the `decidedBy` JSON is stored beside it)."""
+    if isinstance(source, UserDecision):
+        return f"person ({source.via})"
+    if isinstance(source, SessionApprovalDecision):
+        return f"session grant {source.surface} {source.pattern!r}"
+    if isinstance(source, RuleDecision):
+        return f"rule {source.surface} {source.pattern!r} ({source.origin or '?'})"
+    if isinstance(source, AuthorizerDecision):
+        return f"chain link {source.name}"
+    if isinstance(source, UnavailableDecision):
+        return f"fail-safe: {source.reason}"
+    if isinstance(source, GateErrorDecision):
+        return f"gate error: {source.reason}"
+    if isinstance(source, YoloDecision):
+        return "yolo"
+    if isinstance(source, ForwardedDecision):
+        inner = describe_decider(source.decision, outcome)
+        return f"forwarded by {source.responder_session_id or '?'}: {inner}"
+    if source is None:
+        return outcome
+    return source.kind
+
+
+def _dumps(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)

@@ -1,0 +1,67 @@
+"""A real serving core on tmp dirs with the history as its ledger and observer."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from core.asks import TerminalSlot
+from core.history import HistoryRow, HistoryStore
+from core.judging import RecordedAuthority
+from core.rules import PolicyStore
+from core.serving import Chain, ServeEvent, ServingCore
+
+S = "019ff969-c34c-70be-9034-fae19c852932"
+
+
+def intent(surface: str, *values: str, agent: str = "Explore") -> dict[str, Any]:
+    return {
+        "surface": surface,
+        "matchValues": list(values),
+        "boundaryValue": None,
+        "requesterCwd": "/worktree",
+        "principal": {"sessionId": "child", "agentName": agent},
+    }
+
+
+def suggestion(surface: str, pattern: str) -> dict[str, Any]:
+    return {"grants": [{"surface": surface, "pattern": pattern}]}
+
+
+class Node:
+    """One serving node: config in a tmp agent dir, history in a tmp state dir."""
+
+    def __init__(self, tmp_path: Path, permission: dict[str, Any] | None = None) -> None:
+        self.root = tmp_path / "root"
+        self.state = tmp_path / "state"
+        self.agent_dir = tmp_path / "agent"
+        config = self.agent_dir / "extensions" / "pi-permission-system" / "config.json"
+        config.parent.mkdir(parents=True)
+        config.write_text(json.dumps({"permission": permission or {}}))
+        self.rules = PolicyStore(self.agent_dir, None, None, home="/home/me")
+        self.authority = RecordedAuthority(self.rules)
+        self.history = HistoryStore.in_state_dir(self.state)
+        self.events: list[ServeEvent] = []
+
+    async def start(self, terminal: TerminalSlot, chain: Chain | None = None) -> ServingCore:
+        core = ServingCore(
+            self.root, self.state, terminal, judge=self.authority, chain=chain, ledger=self.history
+        )
+        core.subscribe(self.history.observe)
+        core.subscribe(self.events.append)
+        core.add_session(S)
+        self.core = core
+        self.task = asyncio.create_task(core.run())
+        await asyncio.sleep(0.05)
+        return core
+
+    async def stop(self) -> None:
+        self.core.stop()
+        await asyncio.wait_for(self.task, 5)
+
+    def only_row(self) -> HistoryRow:
+        rows = self.history.query()
+        assert len(rows) == 1, rows
+        return rows[0]
