@@ -303,6 +303,11 @@ class ServingCore:
         if served.inbox.has_response(request.id):
             # Answered before (an earlier run died between answer and delete): never answer twice.
             served.tracked[name] = "answered"
+            if self.ledger is not None:
+                recorded = self.ledger.recorded_verdict(key.session_id, request.id)
+                if recorded is not None and not recorded.written:
+                    # That run died between the link and noting it: the response is its verdict.
+                    self.ledger.mark_written(key, request.id, True)
             served.inbox.delete_request(name)
             return
         if self._reconcile(served, name, request.id):

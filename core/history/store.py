@@ -255,20 +255,22 @@ class HistoryStore:
         self._crash_point("recorded")
 
     def mark_written(self, key: AskKey, request_id: str, written: bool) -> None:
+        """The response was linked (or found already there): for the child the ask has ended."""
         self._crash_point("linked")
         with self._tx() as conn:
             conn.execute(
-                "UPDATE asks SET written = ? WHERE id = (SELECT id FROM asks WHERE served_session = ? "
-                "AND request_id = ? AND response IS NOT NULL ORDER BY id DESC LIMIT 1)",
-                (int(written), key.session_id, request_id),
+                "UPDATE asks SET written = ?, ended_at = CASE WHEN ? THEN ? ELSE ended_at END "
+                "WHERE id = (SELECT id FROM asks WHERE served_session = ? AND request_id = ? "
+                "AND response IS NOT NULL ORDER BY id DESC LIMIT 1)",
+                (int(written), written, time.time(), key.session_id, request_id),
             )
 
     def recorded_verdict(self, session_id: str, request_id: str) -> RecordedVerdict | None:
-        """A verdict recorded for an ask that never finished (its request not known deleted)."""
+        """The verdict recorded for this request, if any (request ids are unique per ask)."""
         with self._lock:
             found = self._conn.execute(
                 "SELECT response, written FROM asks WHERE served_session = ? AND request_id = ? "
-                "AND response IS NOT NULL AND ended_at IS NULL ORDER BY id DESC LIMIT 1",
+                "AND response IS NOT NULL ORDER BY id DESC LIMIT 1",
                 (session_id, request_id),
             ).fetchone()
         return None if found is None else RecordedVerdict(body=found[0], written=bool(found[1]))
@@ -280,10 +282,10 @@ class HistoryStore:
         if event.kind == "arrived":
             self._arrived(event)
         elif event.kind == "answered":
-            self._close(event.key, event.at, None, decided=True)
+            # Everything about it is already recorded; only the test-only crash point is left.
             self._crash_point("deleted")
         elif event.kind == "withdrawn":
-            self._close(event.key, event.at, "withdrawn", decided=False, parsed=event.parsed)
+            self._withdrawn(event)
         elif event.kind == "left":
             self._set_open(event.key, "outcome = 'left'", ())
         elif event.kind == "answer_failed":
@@ -306,33 +308,18 @@ class HistoryStore:
                 conn.execute("UPDATE asks SET outcome = 'pending' WHERE id = ?", (found[0],))
         self._crash_point("arrived")
 
-    def _close(
-        self,
-        key: AskKey,
-        at: float,
-        outcome: str | None,
-        *,
-        decided: bool,
-        parsed: ParsedRequest | None = None,
-    ) -> None:
+    def _withdrawn(self, event: ServeEvent) -> None:
         with self._tx() as conn:
-            if decided:
-                conn.execute(
-                    "UPDATE asks SET ended_at = ? WHERE id = (SELECT id FROM asks WHERE served_session = ? "
-                    "AND request_name = ? AND response IS NOT NULL ORDER BY id DESC LIMIT 1)",
-                    (at, key.session_id, key.name),
-                )
-                return
-            found = self._open_row(conn, key)
+            found = self._open_row(conn, event.key)
             if found is None:
-                if parsed is None:
+                if event.parsed is None:
                     return
-                found = self._insert_arrival(conn, key, parsed, at)
+                found = self._insert_arrival(conn, event.key, event.parsed, event.at)
             # A left ask that vanishes was most likely answered elsewhere: it stays `left`.
             conn.execute(
-                "UPDATE asks SET ended_at = ?, outcome = CASE outcome WHEN 'left' THEN 'left' ELSE ? END "
-                "WHERE id = ?",
-                (at, outcome, found[0]),
+                "UPDATE asks SET ended_at = ?, outcome = CASE outcome WHEN 'left' THEN 'left' "
+                "ELSE 'withdrawn' END WHERE id = ?",
+                (event.at, found[0]),
             )
 
     def _set_open(self, key: AskKey, assignment: str, params: Sequence[object]) -> None:

@@ -7,12 +7,14 @@ import asyncio
 import contextlib
 import logging
 import signal
+import sqlite3
 import sys
 import uuid
 from pathlib import Path
 
 from core.asks import TerminalSlot
 from core.authorizers import AuthorizerChain, parse_link_spec
+from core.history import HistoryStore, HistoryTooNew
 from core.inbox import ensure_dir
 from core.judging import LinkChain, RecordedAuthority
 from core.liveness import SessionHeld
@@ -59,6 +61,12 @@ def add_serving_options(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="DIR",
         help="pi-authorizer's own state: locks, quarantine, history (default: the user state dir)",
+    )
+    parser.add_argument(
+        "--history",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="record every ask served in the state dir's history (default: on)",
     )
 
 
@@ -184,6 +192,7 @@ def build_core(args: argparse.Namespace, terminal: TerminalSlot) -> tuple[Servin
     """The serving core with this node's recorded authority, chain and config watcher."""
     authority = RecordedAuthority(policy_store(args))
     links = [parse_link_spec(spec, args.link_timeout) for spec in args.links]
+    history = open_history(args)
     core = ServingCore(
         forwarding_root(args),
         state_dir(args),
@@ -191,6 +200,19 @@ def build_core(args: argparse.Namespace, terminal: TerminalSlot) -> tuple[Servin
         judge=authority,
         chain=LinkChain(AuthorizerChain(links)) if links else None,
         timeout_ms=lambda: authority.store.policy("").settings.forwarding_timeout_ms,
+        ledger=history,
     )
+    if history is not None:
+        core.subscribe(history.observe)
     core.add_background(authority.watch_config)
     return core, authority
+
+
+def open_history(args: argparse.Namespace) -> HistoryStore | None:
+    """The history ledger in the state dir, unless `--no-history`; unusable means refuse to serve."""
+    if not args.history:
+        return None
+    try:
+        return HistoryStore.in_state_dir(state_dir(args))
+    except (sqlite3.Error, HistoryTooNew) as exc:
+        raise SystemExit(f"pi-authorizer: the history cannot be opened ({exc}); use --no-history") from exc
