@@ -1,0 +1,118 @@
+"""Schema migrations from an old file, retention pruning, filters and the summary, on real SQLite files."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from core.history import VERSION, HistoryFilter, HistoryStore, HistoryTooNew, Retention, migrate
+from core.history.store import HISTORY_FILE
+
+
+def row(n: int, at: float, **values: object) -> dict[str, object]:
+    base: dict[str, object] = {
+        "served_session": "s",
+        "request_name": f"r{n}.json",
+        "request_id": f"r{n}",
+        "arrived_at": at,
+        "outcome": "rule",
+        "agent": "Explore",
+        "surface": "bash",
+        "value": f"ls {n}",
+        "verdict": "approved",
+        "response": b"{}",
+        "written": 1,
+    }
+    base.update(values)
+    return base
+
+
+def test_a_version_1_file_is_migrated_keeping_its_rows(tmp_path: Path) -> None:
+    path = tmp_path / HISTORY_FILE
+    conn = sqlite3.connect(path, isolation_level=None)
+    assert migrate(conn, target=1) == 1
+    conn.execute(
+        "INSERT INTO asks (served_session, request_name, request_id, arrived_at, outcome, verdict) "
+        "VALUES ('s', 'old.json', 'old', ?, 'user', 'approved')",
+        (time.time(),),
+    )
+    conn.close()
+    store = HistoryStore(path)
+    [old] = store.query()
+    assert (old.request_id, old.source, old.import_key) == ("old", "served", None)
+    version = sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0]
+    assert version == VERSION == 2
+    assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_reopening_a_current_file_runs_nothing(tmp_path: Path) -> None:
+    HistoryStore(tmp_path / HISTORY_FILE).insert_rows([row(1, time.time())])
+    assert len(HistoryStore(tmp_path / HISTORY_FILE).query()) == 1
+
+
+def test_a_file_from_a_newer_version_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / HISTORY_FILE
+    sqlite3.connect(path).execute(f"PRAGMA user_version = {VERSION + 1}")
+    with pytest.raises(HistoryTooNew):
+        HistoryStore(path)
+
+
+def test_the_file_is_private(tmp_path: Path) -> None:
+    store = HistoryStore(tmp_path / "state" / HISTORY_FILE)
+    assert store.path.stat().st_mode & 0o077 == 0
+
+
+def test_pruning_by_age_and_count_keeps_unpublished_verdicts(tmp_path: Path) -> None:
+    now = time.time()
+    store = HistoryStore(tmp_path / HISTORY_FILE, Retention(max_age_s=3600, max_rows=3, every=10**9))
+    store.insert_rows(
+        [row(1, now - 7200), row(2, now - 7200, written=None)] + [row(n, now - n) for n in range(3, 8)]
+    )
+    assert store.prune(now) == 3  # r1 by age; r7, r6 by count (the oldest of the rest)
+    kept = [r.request_id for r in store.query()]
+    assert kept == ["r3", "r4", "r5", "r2"]  # r2's verdict is not known published: kept
+
+
+def test_pruning_runs_on_insert_every_n_rows(tmp_path: Path) -> None:
+    now = time.time()
+    store = HistoryStore(tmp_path / HISTORY_FILE, Retention(max_age_s=None, max_rows=5, every=4))
+    for n in range(12):
+        store.insert_rows([row(n, now + n)])
+    assert 5 <= len(store.ids()) < 5 + 4
+
+
+def test_filters_and_summary(tmp_path: Path) -> None:
+    now = time.time()
+    store = HistoryStore(tmp_path / HISTORY_FILE)
+    store.insert_rows(
+        [
+            row(1, now - 10, outcome="user", decide_ms=4000.0),
+            row(
+                2, now - 9, outcome="user", verdict="denied_with_reason", reason="50% off_", decide_ms=1000.0
+            ),
+            row(3, now - 8, outcome="user", verdict="approved_for_session", decide_ms=9000.0, agent="Plan"),
+            row(4, now - 7, outcome="withdrawn", verdict=None, response=None, written=None, surface="read"),
+            row(5, now - 100_000, served_session="other", requester_session="child-9"),
+        ]
+    )
+
+    def ids(**f: object) -> list[str | None]:
+        return [r.request_id for r in store.query(HistoryFilter(**f))]  # type: ignore[arg-type]
+
+    assert ids(agent="Plan") == ["r3"]
+    assert ids(surface="read") == ["r4"]
+    assert ids(verdict="approved") == ["r3", "r1", "r5"]
+    assert ids(verdict="denied") == ["r2"]
+    assert ids(verdict="withdrawn") == ["r4"]
+    assert ids(session="child-9") == ids(session="other") == ["r5"]
+    assert ids(text="50%") == ["r2"] and ids(text="0%_") == []  # LIKE wildcards are literal
+    assert ids(text="LS 3") == ["r3"]
+    assert ids(since=now - 1000) == ["r4", "r3", "r2", "r1"]
+    summary = store.summary()
+    assert summary.total == 5 and summary.per_agent == (("Explore", 4), ("Plan", 1))
+    assert (summary.decided, summary.approved, summary.withdrawn) == (4, 3, 1)
+    assert summary.median_person_ms == 4000.0 and summary.share_approved == 0.75
+    assert store.summary(HistoryFilter(agent="nobody")).median_person_ms is None
