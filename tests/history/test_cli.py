@@ -1,0 +1,176 @@
+"""`pi-authorizer history`: an escaped table or JSON Lines, filtered; pi's review log imported."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import unicodedata
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from core.history import HistoryStore
+from core.history.store import COLUMNS, HISTORY_FILE
+from tui.commands import history
+
+HOSTILE = "git status\x1b[2J\u202eevil\u200b [bold]x[/]"
+
+
+def run(*argv: str) -> int:
+    parser = argparse.ArgumentParser()
+    history.add_parser(parser.add_subparsers())
+    args = parser.parse_args(["history", *argv])
+    code: int = args.handler(args)
+    return code
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Path:
+    store = HistoryStore(tmp_path / HISTORY_FILE)
+    now = time.time()
+    store.insert_rows(
+        [
+            {
+                "served_session": "s",
+                "request_name": "a.json",
+                "request_id": "a",
+                "arrived_at": now - 7200,
+                "agent": "Explore",
+                "surface": "bash",
+                "value": "ls",
+                "verdict": "approved",
+                "outcome": "rule",
+                "decider": "rule bash 'ls' (global)",
+                "decide_ms": 1.2,
+                "raw": b"\xff\x00raw",
+            },
+            {
+                "served_session": "s",
+                "request_name": "b.json",
+                "request_id": "b",
+                "arrived_at": now - 60,
+                "agent": "Evil\u202e",
+                "surface": "bash",
+                "value": HOSTILE,
+                "verdict": "denied",
+                "outcome": "user",
+                "decider": "person (dialog)",
+                "decide_ms": 4200.0,
+                "facts": '{"accessIntent": null}',
+            },
+        ]
+    )
+    store.close()
+    return tmp_path
+
+
+def test_table_escapes_child_text(state: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run("--state-dir", str(state)) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["TIME", "AGENT", "SURFACE", "VALUE", "VERDICT", "BY", "WAIT"]
+    assert "ls" in lines[1] and "1ms" in lines[1]  # oldest first, like a log
+    assert "\\u001b[2J" in lines[2] and "\\u202eevil\\u200b" in lines[2] and "Evil\\u202e" in lines[2]
+    assert "4.2s" in lines[2] and "[bo…" in lines[2]  # shortened with a visible ellipsis
+    hidden = [c for c in "".join(lines) if unicodedata.category(c) in {"Cc", "Cf"}]
+    assert hidden == []
+
+
+def test_json_lines_carry_every_stored_field(state: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run("--state-dir", str(state), "--json") == 0
+    first, second = (json.loads(line) for line in capsys.readouterr().out.splitlines())
+    assert tuple(first) == COLUMNS
+    assert first["raw"] == "/wByYXc=" and second["value"] == HOSTILE
+    assert second["facts"] == {"accessIntent": None}
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["--since", "1h"], ["b"]),
+        (["--verdict", "approved"], ["a"]),
+        (["--agent", "Explore"], ["a"]),
+        (["--session", "s", "--limit", "1"], ["b"]),
+        (["--verdict", "withdrawn"], []),
+    ],
+)
+def test_filters(
+    state: Path, capsys: pytest.CaptureFixture[str], argv: list[str], expected: list[str]
+) -> None:
+    assert run("--state-dir", str(state), "--json", *argv) == 0
+    assert [json.loads(line)["request_id"] for line in capsys.readouterr().out.splitlines()] == expected
+
+
+def test_durations() -> None:
+    assert history.duration_arg("1h30m") == 5400 and history.duration_arg("90") == 90
+    with pytest.raises(argparse.ArgumentTypeError):
+        history.duration_arg("soon")
+
+
+def test_no_history_yet(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run("--state-dir", str(tmp_path)) == 0
+    assert "no history yet" in capsys.readouterr().err and not (tmp_path / HISTORY_FILE).exists()
+
+
+def test_pi_review_log_import_tolerates_garbage_and_is_idempotent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "review.jsonl"
+
+    def at(seconds_ago: float) -> str:
+        return datetime.fromtimestamp(time.time() - seconds_ago, UTC).isoformat().replace("+00:00", "Z")
+
+    records = [
+        {"timestamp": at(100), "event": "permission_request.waiting", "requestId": "p1"},
+        {
+            "timestamp": at(96.5),
+            "event": "permission_request.approved",
+            "requestId": "p1",
+            "agentName": "Explore",
+            "command": "npm test",
+            "resolution": "approved",
+            "stream": "review",
+        },
+        {
+            "timestamp": at(50),
+            "event": "forwarded_permission.denied",
+            "requestId": "p2",
+            "toolName": "read",
+            "path": "/etc/shadow",
+            "resolution": "denied_with_reason",
+            "denialReason": "no",
+        },
+        {"timestamp": at(40), "event": "permission_request.auto_approved"},
+        {"timestamp": at(400 * 86400), "event": "permission_request.approved", "requestId": "ancient"},
+    ]
+    garbage = [
+        b"not json",
+        b"\xff\xfe",
+        b"[1,2]",
+        b'{"event": "permission_request.denied"}',
+        b'{"timestamp": 5}',
+    ]
+    log.write_bytes(b"\n".join([*(json.dumps(r).encode() for r in records), *garbage, b'{"cut": ']))
+    state = tmp_path / "state"
+    assert run("--state-dir", str(state), "--import-pi-log", str(log), "--json") == 0
+    out = capsys.readouterr()
+    assert "imported 2 decisions" in out.err and "1 past retention, 6 unreadable lines skipped" in out.err
+    first, second = (json.loads(line) for line in out.out.splitlines())
+    assert (first["source"], first["outcome"], first["verdict"], first["surface"], first["value"]) == (
+        "pi-review-log",
+        "user",
+        "approved",
+        "bash",
+        "npm test",
+    )
+    assert (
+        first["decide_ms"] == pytest.approx(3500.0, abs=1) and first["decider"] == "person (pi's own dialog)"
+    )
+    assert (second["verdict"], second["reason"], second["value"]) == (
+        "denied_with_reason",
+        "no",
+        "/etc/shadow",
+    )
+    assert run("--state-dir", str(state), "--import-pi-log", str(log)) == 0
+    assert "imported 0 decisions from pi's review log (2 already there" in capsys.readouterr().err

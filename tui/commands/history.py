@@ -1,0 +1,143 @@
+"""`pi-authorizer history`: the asks this authorizer served, as a table or as JSON Lines.
+
+Every string in the table came from a child, so it is escaped (controls, bidi and other invisible
+code points become `\\uXXXX`) before it reaches the terminal; `--json` keeps the stored values and
+lets the JSON encoder escape them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+from core.history import HISTORY_FILE, HistoryFilter, HistoryRow, HistoryStore
+from core.history.review_log import default_review_log, import_review_log
+from core.logline import log_safe
+from core.paths import default_state_dir
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_PART = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+_COLUMNS = (
+    ("TIME", 19),
+    ("AGENT", 14),
+    ("SURFACE", 10),
+    ("VALUE", 40),
+    ("VERDICT", 20),
+    ("BY", 34),
+    ("WAIT", 8),
+)
+
+
+def duration_arg(text: str) -> float:
+    """argparse type: `90s`, `15m`, `2h`, `7d`, `1w` or a sum like `1h30m` (seconds)."""
+    cleaned = text.strip().lower()
+    if re.fullmatch(r"\d+(?:\.\d+)?", cleaned):
+        return float(cleaned)
+    if not cleaned or _PART.sub("", cleaned):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 90s, 15m, 2h, 7d or 1h30m")
+    return sum(float(n) * _UNITS[unit] for n, unit in _PART.findall(cleaned))
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("history", help="show the asks this authorizer served")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON object per line with every stored field (bytes as base64)",
+    )
+    parser.add_argument("--since", type=duration_arg, metavar="DURATION", help="only asks newer than this")
+    parser.add_argument("--agent", metavar="NAME", help="only this agent's asks")
+    parser.add_argument("--session", metavar="ID", help="only asks served for, or sent from, this session")
+    parser.add_argument(
+        "--verdict",
+        metavar="V",
+        help="approved, denied (each with its variants), an exact state, or an outcome "
+        "such as withdrawn, quarantined, left, pending",
+    )
+    parser.add_argument("--limit", type=int, default=50, metavar="N", help="newest N asks (0: all; 50)")
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="pi-authorizer's state dir (default: the user state dir)",
+    )
+    parser.add_argument(
+        "--import-pi-log",
+        type=Path,
+        nargs="?",
+        const=default_review_log(),
+        default=None,
+        metavar="FILE",
+        help="first import pi's own review log (read-only; default: "
+        "<agentDir>/extensions/pi-permission-system/logs/...-permission-review.jsonl)",
+    )
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    state: Path = (args.state_dir or default_state_dir()).expanduser()
+    path = state / HISTORY_FILE
+    if not path.exists() and args.import_pi_log is None:
+        print(f"pi-authorizer: no history yet ({path})", file=sys.stderr)
+        return 0
+    store = HistoryStore(path)
+    try:
+        if args.import_pi_log is not None:
+            try:
+                result = import_review_log(store, args.import_pi_log.expanduser())
+            except OSError as exc:
+                print(f"pi-authorizer: cannot read {args.import_pi_log}: {exc}", file=sys.stderr)
+                return 1
+            print(
+                f"imported {result.imported} decisions from pi's review log ({result.already} already "
+                f"there, {result.expired} past retention, {result.skipped} unreadable lines skipped)",
+                file=sys.stderr,
+            )
+        where = HistoryFilter(
+            agent=args.agent,
+            session=args.session,
+            verdict=args.verdict,
+            since=time.time() - args.since if args.since is not None else None,
+        )
+        rows = store.query(where, args.limit or None)[::-1]
+    finally:
+        store.close()
+    out = sys.stdout
+    if args.json:
+        for row in rows:
+            out.write(json.dumps(row.to_json(), ensure_ascii=True) + "\n")
+        return 0
+    out.write(_line([name for name, _ in _COLUMNS]) + "\n")
+    for row in rows:
+        out.write(_line(_cells(row)) + "\n")
+    return 0
+
+
+def _cells(row: HistoryRow) -> list[str]:
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(row.arrived_at))
+    verdict = row.verdict or row.outcome
+    wait = "" if row.decide_ms is None else _wait(row.decide_ms)
+    by = row.decider or row.outcome
+    if row.source != "served":
+        by = f"{by} [{row.source}]"
+    return [stamp, row.agent or "?", row.surface or "?", row.value or "", verdict, by, wait]
+
+
+def _line(cells: list[str]) -> str:
+    parts = []
+    for (_, width), cell in zip(_COLUMNS, cells, strict=True):
+        parts.append(log_safe(cell, width).ljust(width))
+    return "  ".join(parts).rstrip()
+
+
+def _wait(ms: float) -> str:
+    if ms < 1000:
+        return f"{ms:.0f}ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f}s"
+    return f"{ms / 60_000:.1f}m"
