@@ -196,10 +196,10 @@ class AuthorizerApp(App[int]):
         """Synchronous, on the event loop: the queue is consistent as soon as a decision returns."""
         if isinstance(event, AskDecided):
             reason = event.response.denial_reason
-            self.history.append(HistoryEntry(event.decided_at, event.kind, "you", ask_label(event.ask),
+            self.history.append(HistoryEntry(self.clock(), event.kind, "you", ask_label(event.ask),
                                              f"reason: {safe_plain(reason, 120)}" if reason else ""))
         elif isinstance(event, AskWithdrawn):
-            self.history.append(HistoryEntry(time.time(), "withdrawn", "child", ask_label(event.ask),
+            self.history.append(HistoryEntry(self.clock(), "withdrawn", "child", ask_label(event.ask),
                                              "the child stopped waiting; never answered"))
             self.notify(f"{ask_label(event.ask)}\nThe child stopped waiting; it can no longer be answered "
                         "(not a denial).", title="Ask withdrawn", severity="warning", markup=False, timeout=8)
@@ -228,9 +228,10 @@ class AuthorizerApp(App[int]):
                 value = intent.match_values[0] if intent and intent.match_values else (req.value or "")
                 label = (f"{safe_plain(req.requester_agent_name, 24)} {safe_plain(surface, 20)} "
                          f"{safe_plain(value, 60)}")
-            self.history.append(HistoryEntry(event.at, event.response.state, event.outcome or "?", label))
+            self.history.append(HistoryEntry(self.clock(), event.response.state, event.outcome or "?", label))
         elif event.kind == "quarantined":
-            self.history.append(HistoryEntry(event.at, "quarantined", "core", safe_plain(event.key.name, 60),
+            name = safe_plain(event.key.name, 60)
+            self.history.append(HistoryEntry(self.clock(), "quarantined", "core", name,
                                              safe_plain(event.reason, 160)))
             self.notify(f"Unusable request file set aside: {safe_plain(event.reason, 200)}",
                         title="Request quarantined", severity="warning", markup=False)

@@ -112,7 +112,8 @@ class RefusingGrantBook:
     def refusal(self, agent_name: str, grants: Sequence[SessionGrant]) -> str | None:
         for grant in grants:
             if grant.pattern in self.denied:
-                return f"{grant.surface} {grant.pattern!r} would override deny {grant.surface} {grant.pattern!r}"
+                pattern = f"{grant.surface} {grant.pattern!r}"
+                return f"{pattern} would override deny {pattern}"
         return None
 
     def record(self, session_id: str, grants: Sequence[SessionGrant], agent_name: str) -> None:
@@ -153,27 +154,29 @@ def make_rig(
     return Rig(root, state, core, human, app, book)
 
 
-async def wait_for(pilot: Pilot[Any], predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
+async def wait_for(pilot: Pilot[Any], predicate: Callable[[], bool], within: float = 5.0) -> None:
+    deadline = time.monotonic() + within
     while not predicate():
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         await pilot.pause(0.02)
 
 
-async def wait_rows(pilot: Pilot[Any], app: AuthorizerApp, count: int, timeout: float = 5.0) -> None:
-    await wait_for(pilot, lambda: app.queue.is_mounted and app.queue.table.row_count == count, timeout)
+async def wait_rows(pilot: Pilot[Any], app: AuthorizerApp, count: int, within: float = 5.0) -> None:
+    await wait_for(pilot, lambda: app.queue.is_mounted and app.queue.table.row_count == count, within)
 
 
-async def wait_response(pilot: Pilot[Any], root: Path, request_id: str, timeout: float = 5.0) -> dict[str, Any]:
+async def wait_response(
+    pilot: Pilot[Any], root: Path, request_id: str, within: float = 5.0, session_id: str = SERVED
+) -> dict[str, Any]:
     found: dict[str, Any] | None = None
 
     def ready() -> bool:
         nonlocal found
-        found = read_response(root, request_id)
+        found = read_response(root, request_id, session_id)
         return found is not None
 
-    await wait_for(pilot, ready, timeout)
+    await wait_for(pilot, ready, within)
     assert found is not None
     return found
 

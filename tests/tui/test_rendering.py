@@ -54,7 +54,7 @@ def forbidden_in(strips: list[Strip]) -> list[str]:
 
 
 def click_metas(strips: list[Strip]) -> list[object]:
-    metas = []
+    metas: list[object] = []
     for strip in strips:
         for segment in strip:
             style = segment.style

@@ -1,0 +1,163 @@
+"""Sessions, history, help and attention, against the real core."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+from textual.widgets import DataTable, Static
+
+from core.liveness import heartbeat_path
+from tests.tui.support import (
+    SERVED,
+    make_rig,
+    read_response,
+    rendered_text,
+    request_body,
+    settle,
+    wait_for,
+    wait_response,
+    wait_rows,
+    write_request,
+)
+from tui.app import osc_sequence
+from tui.screens.help import HelpScreen
+from tui.screens.history import HistoryScreen
+from tui.screens.queue import QueueScreen
+from tui.screens.sessions import SessionsScreen
+from tui.settings import UiSettings
+
+pytestmark = pytest.mark.timeout(30)
+ORPHAN = "orphan-session-1"
+BUSY = "busy-session-2"
+
+
+def screen_text(app: object) -> str:
+    from tui.app import AuthorizerApp
+
+    assert isinstance(app, AuthorizerApp)
+    return rendered_text(app)
+
+
+async def test_sessions_view_lists_served_unserved_and_foreign_inboxes(tmp_path: Path) -> None:
+    rig = make_rig(tmp_path)
+    write_request(rig.root, request_body("req-orphan", target=ORPHAN), session_id=ORPHAN)
+    write_request(rig.root, request_body("req-busy", target=BUSY), session_id=BUSY)
+    beat = heartbeat_path(rig.root, BUSY)
+    beat.parent.mkdir(parents=True, exist_ok=True)
+    beat.write_text(json.dumps({"sessionId": BUSY, "pid": 1, "updatedAt": time.time() * 1000 + 60_000}))
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("S")
+        await wait_for(pilot, lambda: isinstance(rig.app.screen, SessionsScreen))
+        await settle(pilot, 0.2)
+        text = screen_text(rig.app)
+        assert SERVED in text and "serving here" in text
+        assert f"PI_SUBAGENT_PARENT_SESSION={SERVED} PI_IS_SUBAGENT=1" in text
+        assert ORPHAN in text and "children waiting: press a to adopt" in text
+        assert BUSY in text and "served elsewhere" in text and "read-only" in text
+        screen = rig.app.screen
+        assert isinstance(screen, SessionsScreen)
+        table = screen.query_one("#sessions-table", DataTable)
+        rows = [str(r.key.value) for r in table.ordered_rows]
+        # The foreign inbox is read-only: adopting it is refused and nothing is served.
+        table.move_cursor(row=rows.index(BUSY))
+        await pilot.press("a")
+        await settle(pilot)
+        assert "Read-only" in str(screen.query_one("#sessions-note", Static).render())
+        assert BUSY not in rig.core.sessions
+        # The orphan is adopted with one key; its waiting child's ask reaches the queue.
+        table.move_cursor(row=rows.index(ORPHAN))
+        await pilot.press("a")
+        await wait_for(pilot, lambda: ORPHAN in rig.core.sessions)
+        assert heartbeat_path(rig.root, ORPHAN).exists()
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(rig.app.screen, QueueScreen))
+        await wait_rows(pilot, rig.app, 1)
+        await pilot.press("y", "y")
+        response = await wait_response(pilot, rig.root, "req-orphan", session_id=ORPHAN)
+        assert response["state"] == "approved"
+        assert response["responderSessionId"] == ORPHAN
+        assert read_response(rig.root, "req-busy", session_id=BUSY) is None
+
+
+async def test_history_lists_this_runs_decisions(tmp_path: Path) -> None:
+    rig = make_rig(tmp_path)
+    write_request(rig.root, request_body("req-h1", value="ls -la"))
+    write_request(rig.root, request_body("req-h2", value="rm -rf build"))
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        await wait_rows(pilot, rig.app, 2)
+        await pilot.press("y", "y")
+        await wait_rows(pilot, rig.app, 1)
+        await pilot.press("r")
+        await pilot.press(*"no", "enter")
+        await wait_rows(pilot, rig.app, 0)
+        await pilot.press("h")
+        await wait_for(pilot, lambda: isinstance(rig.app.screen, HistoryScreen))
+        await settle(pilot, 0.1)
+        text = screen_text(rig.app)
+        assert "approved" in text and "ls -la" in text
+        assert "denied_with_reason" in text and "rm -rf build" in text and "reason: no" in text
+        await pilot.press("h")
+        await wait_for(pilot, lambda: isinstance(rig.app.screen, QueueScreen))
+
+
+async def test_help_lists_every_binding_with_its_current_key(tmp_path: Path) -> None:
+    rig = make_rig(tmp_path, UiSettings(dialog_keys={"approve": "a"}))
+    async with rig.app.run_test(size=(130, 60)) as pilot:
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(rig.app.screen, HelpScreen))
+        text = "\n".join(str(w.render()) for w in rig.app.screen.query(Static))
+        for binding in [*QueueScreen.BINDINGS, *rig.app.BINDINGS]:
+            assert not isinstance(binding, tuple)
+            assert binding.description in text
+            assert f"[{binding.id}]" in text
+        assert "a             Approve once" in text  # the remapped key is the one shown
+        assert "esc never denies" in text
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(rig.app.screen, QueueScreen))
+
+
+async def test_new_ask_rings_the_bell_and_shows_a_toast(tmp_path: Path) -> None:
+    rig = make_rig(tmp_path, UiSettings(prompt_notifications=("osc9", "osc777")))
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, 0.1)
+        assert rig.app.signals == []
+        write_request(rig.root, request_body("req-at", value="[@click=app.quit]x[/]"))
+        await wait_rows(pilot, rig.app, 1)
+        await wait_for(pilot, lambda: len(rig.app.signals) == 3)
+        bell, osc9, osc777 = rig.app.signals
+        assert bell == "\a"
+        assert osc9 == "\x1b]9;pi-authorizer: 1 pending ask\x07"
+        assert osc777 == "\x1b]777;notify;pi-authorizer;1 pending ask\x07"
+        toasts = list(rig.app._notifications)
+        assert toasts and toasts[-1].title == "Permission asked"
+        assert "[@click=app.quit]x[/]" in toasts[-1].message and not toasts[-1].markup
+        assert rig.app.is_running
+
+
+async def test_signals_are_wrapped_for_tmux_passthrough(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TMUX", "/tmp/tmux-0/default,1,0")
+    rig = make_rig(tmp_path, UiSettings(prompt_notifications=("osc9",)))
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        write_request(rig.root, request_body("req-tm"))
+        await wait_rows(pilot, rig.app, 1)
+        await wait_for(pilot, lambda: len(rig.app.signals) == 2)
+        assert rig.app.signals[1] == "\x1bPtmux;\x1b\x1b]9;pi-authorizer: 1 pending ask\x07\x1b\\"
+    assert osc_sequence("bell", "t", "b", tmux=True) == "\a"
+    assert os.environ["TMUX"]
+
+
+async def test_a_burst_of_asks_gives_one_signal(tmp_path: Path) -> None:
+    rig = make_rig(tmp_path)
+    for n in range(5):
+        write_request(rig.root, request_body(f"req-b{n}"))
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        await wait_rows(pilot, rig.app, 5)
+        await settle(pilot, 0.2)
+        assert rig.app.signals == ["\a"]
+        assert any(n.title == "5 permissions asked" for n in rig.app._notifications)
