@@ -144,6 +144,26 @@ class HistoryFilter:
     since: float | None = None
     source: str | None = None
 
+    @classmethod
+    def parse(cls, text: str) -> HistoryFilter:
+        """The review screen's filter box: `agent:` `session:` `surface:` `verdict:` terms, rest free text."""
+        terms: dict[str, str] = {}
+        words = []
+        for word in text.split():
+            name, colon, value = word.partition(":")
+            if colon and value and name in {"agent", "session", "surface", "verdict", "source"}:
+                terms[name] = value
+            else:
+                words.append(word)
+        return cls(
+            agent=terms.get("agent"),
+            session=terms.get("session"),
+            surface=terms.get("surface"),
+            verdict=terms.get("verdict"),
+            source=terms.get("source"),
+            text=" ".join(words) or None,
+        )
+
     def where(self) -> tuple[str, list[object]]:
         clauses: list[str] = []
         params: list[object] = []

@@ -1,0 +1,134 @@
+"""The review screen in a tiny host app: virtualised list, filters, details, summary, suggestions."""
+
+from __future__ import annotations
+
+import json
+import time
+import unicodedata
+from pathlib import Path
+from typing import Any
+
+from textual.app import App
+from textual.widgets import Input, Static
+
+from core.history import HistoryStore
+from core.history.store import facts_columns
+from core.rules import PolicyStore
+from core.wire import parse_request
+from tests.helpers import request_body
+from tests.history.support import S, intent, suggestion
+from tui.screens.review import ConfirmRuleScreen, DetailScreen, ReviewScreen, SuggestionsScreen
+from tui.widgets.history_list import HistoryList
+
+HOSTILE = "rm -rf /\x1b[31m\u202eevil [@click=app.quit]x[/]"
+
+
+class Host(App[None]):
+    def __init__(self, store: HistoryStore, rules: PolicyStore | None = None) -> None:
+        super().__init__()
+        self.store, self.rules = store, rules
+
+    def on_mount(self) -> None:
+        self.push_screen(ReviewScreen(self.store, self.rules))
+
+
+def rows(n: int, **overrides: Any) -> list[dict[str, object]]:
+    now = time.time()
+    out = []
+    for i in range(n):
+        value = overrides.get("value", f"ls {i}")
+        agent = "Plan" if i % 3 == 0 else "Explore"
+        extra: dict[str, Any] = {
+            "accessIntent": intent("bash", value, agent=agent),
+            "sessionApproval": suggestion("bash", overrides.get("pattern", "ls *")),
+        }
+        parsed = parse_request(json.dumps(request_body(f"r{i}", S, **extra)).encode())
+        out.append(
+            {
+                "served_session": S,
+                "request_name": f"r{i}.json",
+                "arrived_at": now - n + i,
+                "outcome": "user",
+                "verdict": "approved" if i % 4 else "denied",
+                "decide_ms": 1000.0 + i,
+                "decider": "person (dialog)",
+                "raw": parsed.raw,
+                **facts_columns(parsed),
+            }
+        )
+    return out
+
+
+def visible_text(widget: HistoryList) -> str:
+    return "\n".join(widget.render_line(y).text for y in range(widget.size.height))
+
+
+async def test_opens_virtualised_and_summarised(tmp_path: Path) -> None:
+    store = HistoryStore(tmp_path / "h.sqlite3")
+    store.insert_rows(rows(3000))
+    async with Host(store).run_test(size=(120, 30)) as pilot:
+        await pilot.pause()
+        listing = pilot.app.screen.query_one(HistoryList)
+        assert len(listing.ids) == 3000 and listing.pages_loaded == 1
+        assert "ls 2999" in visible_text(listing).splitlines()[0]  # newest first
+        summary = str(pilot.app.screen.query_one("#review-summary", Static).render())
+        assert "3,000 asks" in summary and "Explore 2,000, Plan 1,000" in summary
+        assert "75% approved" in summary and "median person decision 2.5 s" in summary
+        await pilot.press("end")
+        assert listing.cursor == 2999 and listing.pages_loaded == 2
+
+
+async def test_child_text_is_shown_as_tokens_never_as_markup(tmp_path: Path) -> None:
+    store = HistoryStore(tmp_path / "h.sqlite3")
+    store.insert_rows(rows(3, value=HOSTILE))
+    async with Host(store).run_test(size=(160, 20)) as pilot:
+        await pilot.pause()
+        text = visible_text(pilot.app.screen.query_one(HistoryList))
+        assert "␛[31m⟨U+202E RLO⟩evil [@click=app.quit]x[/]" in text
+        assert not [c for c in text if unicodedata.category(c) in {"Cc", "Cf"} and c != "\n"]
+        await pilot.press("enter")
+        assert isinstance(pilot.app.screen, DetailScreen)
+        detail = str(pilot.app.screen.query_one("#review-detail", Static).render())
+        assert "⟨U+202E RLO⟩" in detail and "\x1b" not in detail and "\u202e" not in detail
+        assert "facts (as sent)" in detail and "person (dialog)" in detail and "request bytes" in detail
+
+
+async def test_filter_box_terms_and_free_text(tmp_path: Path) -> None:
+    store = HistoryStore(tmp_path / "h.sqlite3")
+    store.insert_rows(rows(300))
+    async with Host(store).run_test(size=(120, 30)) as pilot:
+        await pilot.press("slash", "a")
+        box = pilot.app.screen.query_one("#review-filter", Input)
+        assert box.has_focus
+        box.value = "agent:Plan verdict:denied"
+        await pilot.press("enter")
+        listing = pilot.app.screen.query_one(HistoryList)
+        assert len(listing.ids) == 25  # i % 12 == 0
+        box.value = "ls 29"
+        await pilot.pause(0.3)  # debounced
+        assert len(listing.ids) == 11  # 29, 290..299
+
+
+async def test_suggestion_is_written_only_after_the_confirm_step(tmp_path: Path) -> None:
+    agent_dir = tmp_path / "agent"
+    rules_file = tmp_path / "rules.json"
+    rules_file.write_text('{"yoloMode": false}')
+    rules = PolicyStore(agent_dir, None, rules_file, home="/home/me")
+    store = HistoryStore(tmp_path / "h.sqlite3")
+    approvals = rows(8, value="git status", pattern="git status *")
+    store.insert_rows([r for r in approvals if r["verdict"] == "approved"])
+    async with Host(store, rules).run_test(size=(140, 40)) as pilot:
+        await pilot.press("s")
+        assert isinstance(pilot.app.screen, SuggestionsScreen)
+        await pilot.press("enter")
+        assert isinstance(pilot.app.screen, ConfirmRuleScreen)
+        shown = str(pilot.app.screen.query_one("#review-rule", Static).render())
+        assert '"git status *": "allow"' in shown and str(rules_file) in shown and "+++" in shown
+        assert json.loads(rules_file.read_text()) == {"yoloMode": False}
+        await pilot.press("y")
+        await pilot.pause()
+        assert not isinstance(pilot.app.screen, ConfirmRuleScreen)
+    assert json.loads(rules_file.read_text()) == {
+        "yoloMode": False,
+        "permission": {"bash": {"git status *": "allow"}},
+    }

@@ -1,0 +1,167 @@
+"""The history as a virtualised list: Toolong's line API, so 100,000 rows cost what a screenful costs.
+
+The widget holds only the matching row ids; rows are fetched a page at a time when a line in that
+page is first drawn, and rendered lines are kept in an LRU cache. Every child string goes through
+`tui.sanitize` into a Rich `Text` (never markup) before it becomes a `Strip`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import ClassVar
+
+from rich.segment import Segment
+from rich.text import Text
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.cache import LRUCache
+from textual.geometry import Size
+from textual.message import Message
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from core.history import HistoryRow, HistoryStore
+from tui.sanitize import sanitize
+
+PAGE = 100
+VERDICT_STYLE = {
+    "approved": "bold green",
+    "approved_for_session": "bold green",
+    "denied": "bold red",
+    "denied_with_reason": "bold red",
+}
+_COLUMNS = (("time", 14), ("agent", 14), ("surface", 10), ("verdict", 20), ("by", 26))
+
+
+def row_text(row: HistoryRow) -> Text:
+    """One history line: time, agent, surface, verdict (or outcome), decider, value."""
+    line = Text(no_wrap=True, overflow="ellipsis")
+    stamp = time.strftime("%m-%d %H:%M:%S", time.localtime(row.arrived_at))
+    cells = {
+        "time": Text(stamp, "dim"),
+        "agent": sanitize(row.agent or "?", single_line=True).text(),
+        "surface": sanitize(row.surface or "?", single_line=True).text(),
+        "verdict": Text(row.verdict or row.outcome, VERDICT_STYLE.get(row.verdict or "", "bold yellow")),
+        "by": sanitize(row.decider or row.outcome, single_line=True).text("dim"),
+    }
+    for name, width in _COLUMNS:
+        cell = cells[name]
+        cell.truncate(width - 1, overflow="ellipsis", pad=True)
+        line.append_text(cell)
+        line.append(" ")
+    line.append_text(sanitize(row.value or "", single_line=True).text())
+    if row.source != "served":
+        line.append(f"  [{row.source}]", "dim italic")
+    return line
+
+
+class HistoryList(ScrollView, can_focus=True):
+    """Matching rows, newest first; `Chosen` is posted when the person opens one."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"history-list--cursor"}
+    DEFAULT_CSS = """
+    HistoryList { height: 1fr; }
+    HistoryList > .history-list--cursor { background: $accent 40%; text-style: bold; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("j,down", "move(1)", "Down", show=False, id="review.down"),
+        Binding("k,up", "move(-1)", "Up", show=False, id="review.up"),
+        Binding("pagedown,space", "page(1)", "Page down", show=False, id="review.page_down"),
+        Binding("pageup,b", "page(-1)", "Page up", show=False, id="review.page_up"),
+        Binding("home,g", "jump(0)", "First", show=False, id="review.first"),
+        Binding("end,G", "jump(-1)", "Last", show=False, id="review.last"),
+        Binding("enter", "choose", "Details", id="review.details"),
+    ]
+    cursor: reactive[int] = reactive(0, always_update=True)
+
+    class Chosen(Message):
+        def __init__(self, row: HistoryRow) -> None:
+            super().__init__()
+            self.row = row
+
+    def __init__(self, store: HistoryStore, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.store = store
+        self.ids: list[int] = []
+        self._pages: LRUCache[int, dict[int, HistoryRow]] = LRUCache(64)
+        self._lines: LRUCache[tuple[int, int, bool], Strip] = LRUCache(1000)
+
+    def show(self, ids: list[int]) -> None:
+        """Replace the listed rows (after a filter change): nothing is fetched until drawn."""
+        self.ids = ids
+        self._pages.clear()
+        self._lines.clear()
+        self.virtual_size = Size(0, len(ids))
+        self.cursor = 0
+        self.scroll_to(y=0, animate=False)
+        self.refresh()
+
+    def row_at(self, index: int) -> HistoryRow | None:
+        if not 0 <= index < len(self.ids):
+            return None
+        page = index // PAGE
+        rows = self._pages.get(page)
+        if rows is None:
+            rows = {r.id: r for r in self.store.rows(self.ids[page * PAGE : (page + 1) * PAGE])}
+            self._pages[page] = rows
+        return rows.get(self.ids[index])
+
+    @property
+    def pages_loaded(self) -> int:
+        return len(self._pages)
+
+    def render_line(self, y: int) -> Strip:
+        index = int(self.scroll_offset.y) + y
+        width = self.size.width
+        row = self.row_at(index)
+        if row is None:
+            return Strip.blank(width, self.rich_style)
+        selected = index == self.cursor
+        key = (row.id, width, selected)
+        cached = self._lines.get(key)
+        if cached is not None:
+            return cached
+        base = self.rich_style
+        if selected:
+            base += self.get_component_rich_style("history-list--cursor")
+        segments = list(row_text(row).render(self.app.console))
+        strip = Strip(Segment.apply_style(segments, base)).crop_extend(0, width, base)
+        self._lines[key] = strip
+        return strip
+
+    def watch_cursor(self, old: int, new: int) -> None:
+        self._lines.clear()
+        self.refresh()
+
+    def _move_to(self, index: int) -> None:
+        if not self.ids:
+            return
+        self.cursor = max(0, min(len(self.ids) - 1, index))
+        top = int(self.scroll_offset.y)
+        height = max(1, self.size.height)
+        if self.cursor < top:
+            self.scroll_to(y=self.cursor, animate=False)
+        elif self.cursor >= top + height:
+            self.scroll_to(y=self.cursor - height + 1, animate=False)
+
+    def action_move(self, delta: int) -> None:
+        self._move_to(self.cursor + delta)
+
+    def action_page(self, direction: int) -> None:
+        self._move_to(self.cursor + direction * max(1, self.size.height - 1))
+
+    def action_jump(self, where: int) -> None:
+        self._move_to(where if where >= 0 else len(self.ids) - 1)
+
+    def action_choose(self) -> None:
+        row = self.row_at(self.cursor)
+        if row is not None:
+            self.post_message(self.Chosen(row))
+
+    @property
+    def current(self) -> HistoryRow | None:
+        return self.row_at(self.cursor)
+
+    def on_click(self, event: events.Click) -> None:
+        self._move_to(int(self.scroll_offset.y) + event.y)
