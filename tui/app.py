@@ -25,7 +25,14 @@ from core.serving import ServeEvent, ServingCore
 from tui.sanitize import safe_plain
 from tui.screens.help import HelpScreen
 from tui.screens.history import HistoryEntry, HistoryScreen
-from tui.screens.modals import AskModal, GrantConfirmScreen, QuitConfirmScreen
+from tui.screens.modals import (
+    AskModal,
+    ExpandScreen,
+    GrantConfirmScreen,
+    GrantRefusedScreen,
+    QuitConfirmScreen,
+    ReasonScreen,
+)
 from tui.screens.queue import QueueScreen, ask_label
 from tui.screens.sessions import SessionsScreen
 from tui.settings import NOTIFICATION_CHANNELS, UiSettings, dialog_keymap
@@ -182,6 +189,10 @@ class AuthorizerApp(App[int]):
             ("Deciding the selected ask", QueueScreen.BINDINGS),
             ("Everywhere", self.BINDINGS),
             ("Whole-session confirmation", GrantConfirmScreen.BINDINGS),
+            ("Whole-session refusal", GrantRefusedScreen.BINDINGS),
+            ("Reason editor (keys type into the field; none decides)", ReasonScreen.BINDINGS),
+            ("Expanded ask", ExpandScreen.BINDINGS),
+            ("Quit confirmation", QuitConfirmScreen.BINDINGS),
             ("Sessions view", SessionsScreen.BINDINGS),
             ("History view", HistoryScreen.BINDINGS),
         )

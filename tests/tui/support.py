@@ -163,7 +163,7 @@ async def wait_for(pilot: Pilot[Any], predicate: Callable[[], bool], within: flo
 
 
 async def wait_rows(pilot: Pilot[Any], app: AuthorizerApp, count: int, within: float = 5.0) -> None:
-    await wait_for(pilot, lambda: app.queue.is_mounted and app.queue.table.row_count == count, within)
+    await wait_for(pilot, lambda: app.queue._composed and app.queue.table.row_count == count, within)
 
 
 async def wait_response(

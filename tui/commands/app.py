@@ -12,8 +12,10 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from pathlib import Path
 
 from core.human import HumanAuthorizer
+from core.inbox import ensure_dir
 from core.judging import RecordedAuthority
 from tui.commands.common import (
     add_rules_options,
@@ -22,6 +24,7 @@ from tui.commands.common import (
     configure_logging,
     env_line,
     session_ids,
+    state_dir,
     take_sessions,
 )
 from tui.settings import UiSettings
@@ -81,6 +84,19 @@ def ui_settings(args: argparse.Namespace, authority: RecordedAuthority) -> UiSet
     )
 
 
+def log_to_file(state: Path, verbose: bool) -> Path:
+    """Textual draws on stderr, so log lines go to `<state>/app.log` while the app runs."""
+    ensure_dir(state)
+    path = state / "app.log"
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%Y-%m-%dT%H:%M:%S"))
+    root = logging.getLogger("pi_authorizer")
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    root.propagate = False
+    return path
+
+
 def run(args: argparse.Namespace) -> int:
     from tui.app import AuthorizerApp
 
@@ -88,9 +104,7 @@ def run(args: argparse.Namespace) -> int:
     if not sys.stdin.isatty() or not sys.stdout.isatty():
         print("pi-authorizer: the app needs a terminal; use `pi-authorizer serve` headless.", file=sys.stderr)
         return 2
-    configure_logging(getattr(args, "verbose", False))
-    # Log lines on stderr would tear the screen: only errors get through while the app runs.
-    logging.getLogger("pi_authorizer").setLevel(logging.ERROR)
+    log_file = log_to_file(state_dir(args), getattr(args, "verbose", False))
     human = HumanAuthorizer()
     core, authority = build_core(args, human)
     human.grants = authority
@@ -107,7 +121,9 @@ def run(args: argparse.Namespace) -> int:
         for served in core.sessions.values():
             served.heartbeat.clear()
             served.lock.release()
+    configure_logging(getattr(args, "verbose", False))
     if not args.sessions:
         print(f"pi-authorizer: served {taken[0]}; agents forward here with:\n  {env_line(taken[0])}",
               file=sys.stderr)
+    print(f"pi-authorizer: log in {log_file}", file=sys.stderr)
     return code if isinstance(code, int) else 0

@@ -41,10 +41,11 @@ class HelpScreen(ModalScreen[None]):
             for keys, binding in bindings:
                 lines.append(Content.assemble(
                     (f"  {keys:<14}", "bold"),
-                    (f"{binding.description:<36}", ""),
-                    (binding.tooltip, DIM),
-                    (f"  [{binding.id}]" if binding.id else "", DIM),
+                    (f"{binding.description:<40}", ""),
+                    (f"[{binding.id}]" if binding.id else "", DIM),
                 ))
+                if binding.tooltip:
+                    lines.append(Content.styled(f"{'':<16}{binding.tooltip}", DIM))
         lines.append(Content(""))
         lines.append(Content.styled("Safety", "bold $text-primary"))
         lines.extend(Content.assemble(("  • ", DIM), (note, "")) for note in SAFETY_NOTES)

@@ -163,7 +163,7 @@ class QuitConfirmScreen(ModalScreen[bool]):
         self.pending = pending
 
     def compose(self) -> ComposeResult:
-        asks = "1 ask is" if self.pending == 1 else f"{self.pending} asks are"
+        asks = "1 ask" if self.pending == 1 else f"{self.pending} asks"
         with Vertical(id="dialog"):
             yield Static(Content.styled(f"Quit with {asks} still pending?", "bold"), markup=False)
             yield Static(

@@ -106,6 +106,7 @@ class QueueScreen(Screen[None]):
         self._grace_until = 0.0
         self._grace_timer: Timer | None = None
         self._busy = False
+        self._composed = False
 
     # -- layout -----------------------------------------------------------------------------------
 
@@ -127,6 +128,7 @@ class QueueScreen(Screen[None]):
         return self.query_one(AskDetail)
 
     def on_mount(self) -> None:
+        self._composed = True
         self.query_one("#asks", AsksTable).border_title = "Pending asks — oldest first"
         self.set_interval(1.0, self._tick)
         self.refresh_queue()
@@ -167,7 +169,7 @@ class QueueScreen(Screen[None]):
 
     def refresh_queue(self) -> None:
         """Sync rows with the pending asks; keep the cursor on the same ask whenever it still exists."""
-        if not self.is_mounted:
+        if not self._composed:
             return
         table = self.table
         before = self.selected
@@ -239,7 +241,7 @@ class QueueScreen(Screen[None]):
         self.sub_title = f"{len(keys)} pending" if keys else "no pending asks"
 
     def set_status(self, content: Content | str) -> None:
-        if self.is_mounted:
+        if self._composed:
             self.query_one("#status", Static).update(content)
 
     def key_for(self, action: str) -> str:
@@ -253,7 +255,7 @@ class QueueScreen(Screen[None]):
         return "?"
 
     def _render_legend(self) -> None:
-        if not self.is_mounted:
+        if not self._composed:
             return
         ask = self.current_ask()
         grace = self.in_grace

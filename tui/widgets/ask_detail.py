@@ -25,13 +25,11 @@ from tui.widgets.ask_view import (
 )
 
 NO_FACTS_BANNER = (
-    "⚠ NO CHILD-FIXED FACTS: this request carries no usable accessIntent (every 20.7.3 child), so it "
-    "could not be matched against this node's rules. Judge it from the child's display text below, "
-    "which the child rendered and this node cannot check."
+    "⚠ NO CHILD-FIXED FACTS (no usable accessIntent, e.g. a 20.7.3 child): it could not be matched against "
+    "this node's rules. Only the child's own display text below describes it."
 )
 HIDDEN_BANNER = (
-    "⚠ CONTAINS HIDDEN CHARACTERS: control, bidi or invisible code points are shown as ⟨U+…⟩ tokens. "
-    "Every decision key needs a second press."
+    "⚠ CONTAINS HIDDEN CHARACTERS, shown as ␛ / ⟨U+…⟩ tokens. Every decision key needs a second press."
 )
 
 
@@ -39,7 +37,7 @@ def header_content(ask: Ask, now: float, position: int, total: int) -> Content:
     return Content.assemble(
         (f"Ask {position}/{total}", "bold"),
         ("  from ", DIM),
-        agent_content(ask.request.requester_agent_name),
+        agent_content(ask.request.requester_agent_name, short=True),
         ("  ·  waiting ", DIM),
         (duration(age_seconds(ask, now)), ""),
         ("  ·  child gives up in ", DIM),
@@ -58,9 +56,9 @@ class AskDetail(VerticalScroll):
         yield Static(id="banner-nofacts", classes="banner -warning", markup=False)
         yield Static(id="banner-agent", classes="banner -error", markup=False)
         yield Static(id="facts", classes="panel", markup=False)
-        yield Static(id="provenance", classes="panel", markup=False)
-        yield Static(id="grants", classes="panel", markup=False)
         yield Static(id="display", classes="panel", markup=False)
+        yield Static(id="grants", classes="panel", markup=False)
+        yield Static(id="provenance", classes="panel", markup=False)
 
     def on_mount(self) -> None:
         self.query_one("#facts", Static).border_title = "Facts — fixed by the child"

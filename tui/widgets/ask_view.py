@@ -201,7 +201,7 @@ def provenance_content(ask: Ask, clip: Clip) -> Content:
     if not lines:
         rows.append(Content.styled("(this node's rules gave no explanation)", DIM))
     for line in lines:
-        rows.append(Content.assemble(("• ", DIM), value_content(line, clip)))
+        rows.append(value_content(line, clip))
     for error in ask.judgment.config_errors:
         rows.append(Content.assemble(("config error: ", ERROR), value_content(error, clip)))
     if ask.judgment.trail:
@@ -283,11 +283,13 @@ def display_content(ask: Ask, clip: Clip) -> Content:
     return _lines(rows)
 
 
-def agent_content(name: str, clip: Clip | None = None) -> Content:
+def agent_content(name: str, clip: Clip | None = None, *, short: bool = False) -> Content:
     """The child-reported agent name, with a warning when it looks forged."""
     clip = clip or Clip(80)
     warning = agent_warning(name)
     shown = value_content(name, clip, "bold")
     if warning is None:
         return Content.assemble(shown, (" (unauthenticated)", DIM))
+    if short:
+        return Content.assemble(shown, (" ⚠ suspicious", ERROR))
     return Content.assemble(shown, (f" ⚠ suspicious agent name: {warning}", ERROR))
