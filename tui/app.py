@@ -7,8 +7,10 @@ requests stay in their inbox for the next authorizer). All decisions go through 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
+import signal
 import time
 from collections.abc import Callable, Sequence
 from typing import ClassVar
@@ -126,6 +128,8 @@ class AuthorizerApp(App[int]):
         self.core.subscribe(self._on_serve)
         self.push_screen(self.queue)
         self._core_worker = self.run_worker(self._serve(), name="serving-core", exit_on_error=False)
+        if not self.is_headless:
+            self._install_signal_handlers()
         if self.refused_keys:
             refused = "; ".join(self.refused_keys)
             self.notify(f"Ignored permissionDialogKeys entries (defaults kept): {refused}",
@@ -142,6 +146,16 @@ class AuthorizerApp(App[int]):
         if not self._stopping:
             self.sub_title = "NOT SERVING"
             self.notify("The serving core stopped.", severity="error", markup=False, timeout=60)
+
+    def _install_signal_handlers(self) -> None:
+        """A closed terminal (SIGHUP) or a kill (SIGTERM) still removes heartbeats and locks."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, self._signalled)
+
+    def _signalled(self) -> None:
+        self.run_worker(self._quit_now(), name="quit-on-signal", exclusive=True, group="quit")
 
     async def stop_serving(self) -> None:
         """Stop the core and wait for it: heartbeats removed, locks released, requests left."""
