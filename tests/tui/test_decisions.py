@@ -387,7 +387,9 @@ async def test_withdrawn_while_the_reason_editor_is_open(tmp_path: Path) -> None
         path.unlink()
         await wait_for(pilot, lambda: rig.app.screen is rig.app.queue)
         await wait_rows(pilot, rig.app, 0)
+        await settle(pilot)
         assert read_response(rig.root, "req-wr2") is None
+        assert "Withdrawn by the child" in status_text(rig.app)
 
 
 async def test_decision_refused_is_shown_and_does_not_crash(tmp_path: Path) -> None:

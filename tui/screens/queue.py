@@ -383,6 +383,8 @@ class QueueScreen(Screen[None]):
         key = ask.key
 
         async def done(reason: str | None) -> None:
+            if self.human.get(key) is None:
+                return  # withdrawn meanwhile: the withdrawal note stays
             if reason is None:
                 self.set_status(Content.styled("Back from the reason editor: nothing was decided.", DIM))
                 return
@@ -413,6 +415,8 @@ class QueueScreen(Screen[None]):
             return
 
         async def done(confirmed: bool | None) -> None:
+            if self.human.get(key) is None:
+                return  # withdrawn meanwhile: the withdrawal note stays
             if not confirmed:
                 self.set_status(Content.styled("Whole-session grant cancelled: nothing was decided.", DIM))
                 return
