@@ -4,6 +4,7 @@ from core.history.schema import VERSION, HistoryTooNew, migrate
 from core.history.store import (
     HISTORY_FILE,
     HistoryFilter,
+    HistoryReader,
     HistoryRow,
     HistoryStore,
     Retention,
@@ -14,6 +15,7 @@ __all__ = [
     "HISTORY_FILE",
     "VERSION",
     "HistoryFilter",
+    "HistoryReader",
     "HistoryRow",
     "HistoryStore",
     "HistoryTooNew",

@@ -24,6 +24,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from core.asks import AskKey
 from core.history.schema import migrate
@@ -134,7 +135,8 @@ _SELECT = f"SELECT {', '.join(COLUMNS)} FROM asks"
 @dataclass(frozen=True)
 class HistoryFilter:
     """Which rows to show. `session` matches the served or the requesting session; `text` is a
-    case-insensitive substring of agent, surface, value, message, decider, reason or request id."""
+    case-insensitive substring of agent, surface, value, decider, reason or request id (not of the
+    message, which restates the value and would make every search scan much more text)."""
 
     agent: str | None = None
     session: str | None = None
@@ -182,7 +184,7 @@ class HistoryFilter:
             params += values
         if self.text:
             needle = f"%{self.text.replace('^', '^^').replace('%', '^%').replace('_', '^_')}%"
-            searched = ("agent", "surface", "value", "message", "decider", "reason", "request_id")
+            searched = ("agent", "surface", "value", "decider", "reason", "request_id")
             clauses.append("(" + " OR ".join(f"{c} LIKE ? ESCAPE '^'" for c in searched) + ")")
             params += [needle] * len(searched)
         if self.since is not None:
@@ -219,7 +221,91 @@ class Summary:
         return self.approved / self.decided if self.decided else None
 
 
-class HistoryStore:
+class HistoryReader:
+    """Queries over the history file; a `HistoryStore` is one, and `reader()` opens another
+    connection for work off the serving thread (WAL lets it read while the store writes)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+        self._lock = threading.RLock()
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def ids(self, where: HistoryFilter | None = None, limit: int | None = None) -> list[int]:
+        """Matching row ids, newest first: the review list pages through these."""
+        clause, params = (where or HistoryFilter()).where()
+        sql = f"SELECT id FROM asks{clause} ORDER BY arrived_at DESC, id DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        with self._lock:
+            return [r[0] for r in self._conn.execute(sql, params)]
+
+    def rows(self, ids: Sequence[int]) -> list[HistoryRow]:
+        """The rows with these ids, in the order given."""
+        if not ids:
+            return []
+        marks = ", ".join("?" for _ in ids)
+        with self._lock:
+            found = {
+                r[0]: HistoryRow(*r)
+                for r in self._conn.execute(f"{_SELECT} WHERE id IN ({marks})", tuple(ids))
+            }
+        return [found[i] for i in ids if i in found]
+
+    def get(self, row_id: int) -> HistoryRow | None:
+        found = self.rows([row_id])
+        return found[0] if found else None
+
+    def query(self, where: HistoryFilter | None = None, limit: int | None = None) -> list[HistoryRow]:
+        """The newest `limit` matching rows, newest first."""
+        return self.rows(self.ids(where, limit))
+
+    def summary(self, where: HistoryFilter | None = None) -> Summary:
+        """Two scans of the matching rows: per-agent counts (totals summed from them), then the median."""
+        clause, params = (where or HistoryFilter()).where()
+        with self._lock:
+            groups = self._conn.execute(
+                "SELECT agent, COUNT(*), COUNT(verdict), "
+                "COUNT(CASE WHEN verdict IN ('approved', 'approved_for_session') THEN 1 END), "
+                "COUNT(CASE WHEN outcome = 'withdrawn' THEN 1 END), "
+                "COUNT(CASE WHEN outcome = 'user' AND decide_ms IS NOT NULL THEN 1 END) "
+                f"FROM asks{clause} GROUP BY agent",
+                params,
+            ).fetchall()
+            people = sum(g[5] for g in groups)
+            median = None
+            if people:
+                joiner = " AND " if clause else " WHERE "
+                median = self._conn.execute(
+                    f"SELECT decide_ms FROM asks{clause}{joiner}outcome = 'user' AND decide_ms IS NOT NULL "
+                    "ORDER BY decide_ms LIMIT 1 OFFSET ?",
+                    [*params, (people - 1) // 2],
+                ).fetchone()[0]
+        per_agent = tuple(sorted(((g[0] or "?", g[1]) for g in groups), key=lambda p: (-p[1], p[0])))
+        return Summary(
+            total=sum(g[1] for g in groups),
+            per_agent=per_agent,
+            decided=sum(g[2] for g in groups),
+            approved=sum(g[3] for g in groups),
+            withdrawn=sum(g[4] for g in groups),
+            median_person_ms=median,
+        )
+
+    def distinct(self, column: str) -> list[str]:
+        """Values seen in one filterable column (for filter hints and suggestion checks)."""
+        if column not in {"agent", "surface", "served_session", "verdict", "outcome"}:
+            raise ValueError(f"not a filterable column: {column}")
+        with self._lock:
+            sql = f"SELECT DISTINCT {column} FROM asks WHERE {column} IS NOT NULL ORDER BY 1"
+            return [r[0] for r in self._conn.execute(sql)]
+
+
+class HistoryStore(HistoryReader):
     """The history file: a `core.serving.Ledger`, a serve observer (`observe`), and its queries."""
 
     def __init__(self, path: Path, retention: Retention | None = None) -> None:
@@ -228,8 +314,7 @@ class HistoryStore:
         ensure_dir(path.parent)
         if not path.exists():
             os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, FILE_MODE))
-        self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10)
-        self._lock = threading.RLock()
+        super().__init__(sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10))
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
         migrate(self._conn)
@@ -241,9 +326,10 @@ class HistoryStore:
     def in_state_dir(cls, state_dir: Path, retention: Retention | None = None) -> HistoryStore:
         return cls(state_dir / HISTORY_FILE, retention)
 
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+    def reader(self) -> HistoryReader:
+        """A second, read-only connection (for a thread worker: never holds up the ledger)."""
+        uri = f"file:{quote(str(self.path))}?mode=ro"
+        return HistoryReader(sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=10))
 
     # -- the Ledger protocol --------------------------------------------------------------------
 
@@ -438,73 +524,6 @@ class HistoryStore:
     def _maybe_prune(self) -> None:
         if self._since_prune >= self.retention.every:
             self.prune()
-
-    # -- reading --------------------------------------------------------------------------------
-
-    def ids(self, where: HistoryFilter | None = None, limit: int | None = None) -> list[int]:
-        """Matching row ids, newest first: the review list pages through these."""
-        clause, params = (where or HistoryFilter()).where()
-        sql = f"SELECT id FROM asks{clause} ORDER BY arrived_at DESC, id DESC"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(limit)
-        with self._lock:
-            return [r[0] for r in self._conn.execute(sql, params)]
-
-    def rows(self, ids: Sequence[int]) -> list[HistoryRow]:
-        """The rows with these ids, in the order given."""
-        if not ids:
-            return []
-        marks = ", ".join("?" for _ in ids)
-        with self._lock:
-            found = {
-                r[0]: HistoryRow(*r)
-                for r in self._conn.execute(f"{_SELECT} WHERE id IN ({marks})", tuple(ids))
-            }
-        return [found[i] for i in ids if i in found]
-
-    def get(self, row_id: int) -> HistoryRow | None:
-        found = self.rows([row_id])
-        return found[0] if found else None
-
-    def query(self, where: HistoryFilter | None = None, limit: int | None = None) -> list[HistoryRow]:
-        """The newest `limit` matching rows, newest first."""
-        return self.rows(self.ids(where, limit))
-
-    def summary(self, where: HistoryFilter | None = None) -> Summary:
-        clause, params = (where or HistoryFilter()).where()
-        with self._lock:
-            per_agent = tuple(
-                (agent or "?", count)
-                for agent, count in self._conn.execute(
-                    f"SELECT agent, COUNT(*) FROM asks{clause} GROUP BY agent ORDER BY 2 DESC, 1",
-                    params,
-                )
-            )
-            total, decided, approved, withdrawn, people = self._conn.execute(
-                "SELECT COUNT(*), COUNT(verdict), "
-                "COALESCE(SUM(verdict IN ('approved', 'approved_for_session')), 0), "
-                "COALESCE(SUM(outcome = 'withdrawn'), 0), "
-                f"COALESCE(SUM(outcome = 'user' AND decide_ms IS NOT NULL), 0) FROM asks{clause}",
-                params,
-            ).fetchone()
-            median = None
-            if people:
-                joiner = " AND " if clause else " WHERE "
-                median = self._conn.execute(
-                    f"SELECT decide_ms FROM asks{clause}{joiner}outcome = 'user' AND decide_ms IS NOT NULL "
-                    "ORDER BY decide_ms LIMIT 1 OFFSET ?",
-                    [*params, (people - 1) // 2],
-                ).fetchone()[0]
-        return Summary(total, per_agent, decided, approved, withdrawn, median)
-
-    def distinct(self, column: str) -> list[str]:
-        """Values seen in one filterable column (for filter hints and suggestion checks)."""
-        if column not in {"agent", "surface", "served_session", "verdict", "outcome"}:
-            raise ValueError(f"not a filterable column: {column}")
-        with self._lock:
-            sql = f"SELECT DISTINCT {column} FROM asks WHERE {column} IS NOT NULL ORDER BY 1"
-            return [r[0] for r in self._conn.execute(sql)]
 
     # -- plumbing -------------------------------------------------------------------------------
 

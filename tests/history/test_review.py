@@ -67,6 +67,7 @@ async def test_opens_virtualised_and_summarised(tmp_path: Path) -> None:
     store = HistoryStore(tmp_path / "h.sqlite3")
     store.insert_rows(rows(3000))
     async with Host(store).run_test(size=(120, 30)) as pilot:
+        await pilot.app.workers.wait_for_complete()
         await pilot.pause()
         listing = pilot.app.screen.query_one(HistoryList)
         assert len(listing.ids) == 3000 and listing.pages_loaded == 1

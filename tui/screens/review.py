@@ -12,7 +12,7 @@ import json
 import time
 from typing import ClassVar
 
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
@@ -20,8 +20,9 @@ from textual.content import Content
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Input, OptionList, Static
 from textual.widgets.option_list import Option
+from textual.worker import get_current_worker
 
-from core.history import HistoryFilter, HistoryRow, HistoryStore, Summary
+from core.history import HistoryFilter, HistoryReader, HistoryRow, HistoryStore, Summary
 from core.history.suggest import (
     Change,
     Suggestion,
@@ -150,6 +151,7 @@ class ReviewScreen(Screen[None]):
         self.store = store
         self.rules = rules
         self.filter = HistoryFilter()
+        self._reader: HistoryReader
 
     def compose(self) -> ComposeResult:
         yield Input(
@@ -161,17 +163,34 @@ class ReviewScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.sub_title = "history"
+        self._reader = self.store.reader()
         self.apply_filter(HistoryFilter())
         self.history_list.focus()
+
+    def on_unmount(self) -> None:
+        self.workers.cancel_group(self, "review-summary")
+        self._reader.close()
 
     @property
     def history_list(self) -> HistoryList:
         return self.query_one("#review-list", HistoryList)
 
     def apply_filter(self, where: HistoryFilter) -> None:
+        """The list at once; the summary (a few scans of the matching rows) from a thread worker."""
         self.filter = where
         self.history_list.show(self.store.ids(where))
-        self.query_one("#review-summary", Static).update(summary_content(self.store.summary(where)))
+        self.query_one("#review-summary", Static).update(Content.styled("summarising…", "dim"))
+        self._summarise(where)
+
+    @work(thread=True, exclusive=True, group="review-summary")
+    def _summarise(self, where: HistoryFilter) -> None:
+        summary = self._reader.summary(where)
+        if not get_current_worker().is_cancelled:
+            self.app.call_from_thread(self._show_summary, where, summary)
+
+    def _show_summary(self, where: HistoryFilter, summary: Summary) -> None:
+        if where == self.filter:
+            self.query_one("#review-summary", Static).update(summary_content(summary))
 
     @on(Input.Changed, "#review-filter")
     def _filter_changed(self, event: Input.Changed) -> None:
