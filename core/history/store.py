@@ -57,8 +57,6 @@ CRASH_STEPS = ("arrived", "recorded", "linked", "deleted")
 
 APPROVED_STATES = ("approved", "approved_for_session")
 DENIED_STATES = ("denied", "denied_with_reason")
-#: Outcomes without a verdict; `pending` means arrived and not (yet) decided.
-UNDECIDED = ("pending", "withdrawn", "quarantined", "left")
 _OPEN = ("pending", "left")
 
 
@@ -73,7 +71,11 @@ class Retention:
 
 @dataclass(frozen=True)
 class HistoryRow:
-    """A stored ask; field names are the column names (and the `history --json` keys)."""
+    """A stored ask; field names are the column names (and the `history --json` keys).
+
+    `outcome` is `pending` until the ask ends; `ended_at` is when it stopped being open for the
+    child: its response linked, or withdrawn, or quarantined.
+    """
 
     id: int
     served_session: str
@@ -102,10 +104,6 @@ class HistoryRow:
     ended_at: float | None
     source: str
     import_key: str | None
-
-    @property
-    def approved(self) -> bool:
-        return self.verdict in APPROVED_STATES
 
     def facts_json(self) -> dict[str, Any]:
         facts = _loads(self.facts)
@@ -256,10 +254,6 @@ class HistoryReader:
                 for r in self._conn.execute(f"{_SELECT} WHERE id IN ({marks})", tuple(ids))
             }
         return [found[i] for i in ids if i in found]
-
-    def get(self, row_id: int) -> HistoryRow | None:
-        found = self.rows([row_id])
-        return found[0] if found else None
 
     def query(self, where: HistoryFilter | None = None, limit: int | None = None) -> list[HistoryRow]:
         """The newest `limit` matching rows, newest first."""

@@ -159,9 +159,5 @@ class HistoryList(ScrollView, can_focus=True):
         if row is not None:
             self.post_message(self.Chosen(row))
 
-    @property
-    def current(self) -> HistoryRow | None:
-        return self.row_at(self.cursor)
-
     def on_click(self, event: events.Click) -> None:
         self._move_to(int(self.scroll_offset.y) + event.y)
