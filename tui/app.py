@@ -13,6 +13,7 @@ import os
 import signal
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import ClassVar
 
 from textual.app import App
@@ -60,7 +61,7 @@ def _signal_safe(text: str) -> str:
 
 
 class AuthorizerApp(App[int]):
-    CSS_PATH = "app.tcss"
+    CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute, so subclasses elsewhere find it
     TITLE = "pi-authorizer"
     ENABLE_COMMAND_PALETTE = False
 

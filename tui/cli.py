@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from tui.commands import demo, explain, run, serve
+from tui.commands import app, demo, explain, run, serve
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -16,7 +16,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
     subparsers = parser.add_subparsers(dest="command_name", metavar="COMMAND")
-    for module in (serve, run, explain, demo):
+    for module in (app, serve, run, explain, demo):
         module.add_parser(subparsers)
     return parser
 
@@ -24,10 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    handler = getattr(args, "handler", None)
-    if handler is None:
-        parser.print_help()
-        return 0
+    handler = getattr(args, "handler", None) or app.run
     code: int = handler(args)
     return code
 

@@ -1,15 +1,105 @@
-"""`pi-authorizer demo`: the app on a temporary forwarding root with simulated children."""
+"""`pi-authorizer demo`: the app on a temporary forwarding root, fed by simulated pi children.
+
+Everything lives in a temporary folder that is removed afterwards: an agent dir with a small
+config (so some asks are decided by rule and never reach you), the forwarding root, the state dir.
+Children in several worktrees keep sending asks of both wire generations; each toast and the
+summary at exit say what every child received.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from core.human import HumanAuthorizer
+from core.simulate import DEMO_CONFIG, ChildResult, run_children
+from tui.commands.app import ui_settings, with_defaults
+from tui.sanitize import safe_plain
+
+DEMO_SESSION = "pi-authorizer-demo"
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser("demo", help="see it work on a simulated agent tree")
+    parser = subparsers.add_parser("demo", help="see it work: simulated children send asks to the app")
+    parser.add_argument(
+        "--pause",
+        type=float,
+        default=4.0,
+        metavar="SECONDS",
+        help="seconds between two asks of the simulated children (default 4)",
+    )
     parser.set_defaults(handler=run)
 
 
+def describe(result: ChildResult) -> str:
+    """One line for the person: what the child received, as the child read it."""
+    response = result.response
+    if response is None:
+        return safe_plain(f"{result.agent}: gave up waiting ({result.summary})")
+    decider = response.decided_by.kind if response.decided_by is not None else "?"
+    reason = f" — {response.denial_reason}" if response.denial_reason else ""
+    line = f"{result.agent} received {response.state} by {decider} for {result.summary}{reason}"
+    return safe_plain(line)
+
+
+def demo_args(base: Path, pause: float) -> argparse.Namespace:
+    agent_dir = base / "agent"
+    config = agent_dir / "extensions" / "pi-permission-system" / "config.json"
+    config.parent.mkdir(parents=True)
+    config.write_text(json.dumps(DEMO_CONFIG, indent=2), encoding="utf-8")
+    args = argparse.Namespace(
+        sessions=[DEMO_SESSION],
+        forwarding_root=agent_dir / "sessions" / "permission-forwarding",
+        state_dir=base / "state",
+        agent_dir=agent_dir,
+        project=base / "project",
+        pause=pause,
+    )
+    return with_defaults(args)
+
+
 def run(args: argparse.Namespace) -> int:
-    print("pi-authorizer demo: the interactive app is not built yet; try `pi-authorizer serve`.")
+    from tui.app import AuthorizerApp
+    from tui.commands.common import build_core, take_sessions
+
+    if not sys.stdin.isatty() or not sys.stdout.isatty():
+        print("pi-authorizer demo: the app needs a terminal.", file=sys.stderr)
+        return 2
+    received: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="pi-authorizer-demo-") as tmp:
+        options = demo_args(Path(tmp), args.pause)
+        human = HumanAuthorizer()
+        core, authority = build_core(options, human)
+        human.grants = authority
+        if not take_sessions(core, options.sessions):
+            return 3
+
+        class DemoApp(AuthorizerApp):
+            """The real app, plus the simulated children running in its event loop."""
+
+            def on_mount(self) -> None:
+                # Textual also runs AuthorizerApp.on_mount (handlers are called along the MRO).
+                self.sub_title = f"demo — forwarding root {options.forwarding_root}"
+                self.run_worker(self._children(), name="demo-children", exit_on_error=False)
+
+            async def _children(self) -> None:
+                import asyncio
+
+                def report(result: ChildResult) -> None:
+                    line = describe(result)
+                    received.append(line)
+                    self.notify(line, title="a child received", markup=False, timeout=6)
+
+                await run_children(
+                    options.forwarding_root, DEMO_SESSION, report, asyncio.Event(), pause_s=options.pause
+                )
+
+        app = DemoApp(core, human, ui_settings(options, authority))
+        app.run()
+    print("What the simulated children received:")
+    for line in received:
+        print(f"  {line}")
     return 0
