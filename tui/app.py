@@ -22,8 +22,10 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.worker import Worker
 
-from core.asks import Ask
+from core.asks import Ask, AskKey
+from core.history import HistoryStore
 from core.human import AskAdded, AskDecided, AskWithdrawn, HumanAuthorizer, HumanEvent
+from core.judging import RecordedAuthority
 from core.serving import ServeEvent, ServingCore
 from tui.sanitize import safe_plain
 from tui.screens.help import HelpScreen
@@ -37,6 +39,7 @@ from tui.screens.modals import (
     ReasonScreen,
 )
 from tui.screens.queue import QueueScreen, ask_label
+from tui.screens.review import ReviewScreen
 from tui.screens.sessions import SessionsScreen
 from tui.settings import NOTIFICATION_CHANNELS, UiSettings, dialog_keymap
 
@@ -68,7 +71,8 @@ class AuthorizerApp(App[int]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark", "help", "Help", key_display="?", id="app.help",
                 tooltip="Every key, and how the safety guards work"),
-        Binding("h", "history", "History", id="app.history", tooltip="This run's decisions"),
+        Binding("h", "history", "History", id="app.history",
+                tooltip="Every ask served: filter, details, rule suggestions"),
         Binding("S", "sessions", "Sessions", id="app.sessions",
                 tooltip="Served sessions, env lines, other inboxes (adopt unserved ones)"),
         Binding("q", "quit", "Quit", id="app.quit",
@@ -91,6 +95,10 @@ class AuthorizerApp(App[int]):
         self.history: list[HistoryEntry] = []
         self.signals: list[str] = []
         self.queue = QueueScreen(human, self.settings, clock)
+        self.store = core.ledger if isinstance(core.ledger, HistoryStore) else None
+        self.rules = core.judge.store if isinstance(core.judge, RecordedAuthority) else None
+        self._shown: set[AskKey] = set()
+        self.queue.on_shown = self._mark_shown
         self._tmux = bool(os.environ.get("TMUX"))
         self._new_asks: list[Ask] = []
         self._attention_timer: Timer | None = None
@@ -193,7 +201,17 @@ class AuthorizerApp(App[int]):
             self.push_screen(make())
 
     def action_history(self) -> None:
-        self._show(lambda: HistoryScreen(self.history), HistoryScreen)
+        """The durable history when this app records one, else this run's decisions."""
+        if self.store is not None:
+            store, rules = self.store, self.rules
+            self._show(lambda: ReviewScreen(store, rules), ReviewScreen)
+        else:
+            self._show(lambda: HistoryScreen(self.history), HistoryScreen)
+
+    def _mark_shown(self, key: AskKey) -> None:
+        if self.store is not None and key not in self._shown:
+            self._shown.add(key)
+            self.store.mark_shown(key)
 
     def action_sessions(self) -> None:
         self._show(lambda: SessionsScreen(self.core, self.human), SessionsScreen)

@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from tui.commands import app, demo, explain, run, serve
+from tui.commands import app, demo, explain, history, run, serve
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -16,7 +16,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
     subparsers = parser.add_subparsers(dest="command_name", metavar="COMMAND")
-    for module in (app, serve, run, explain, demo):
+    for module in (app, serve, run, explain, history, demo):
         module.add_parser(subparsers)
     return parser
 

@@ -58,9 +58,9 @@ def child_environment(session_id: str, root_given: bool, root: str) -> dict[str,
 async def _run(args: argparse.Namespace, command: list[str]) -> int:
     core, _ = build_core(args, terminal_for(args.on_ask))
     ids = session_ids(args)[:1]
+    install_stop_signals(core)  # before the heartbeat exists, so a stop is never lost
     if not take_sessions(core, ids):
         return 3
-    install_stop_signals(core)
     server = asyncio.create_task(core.run())
     env = child_environment(ids[0], args.forwarding_root is not None, str(forwarding_root(args)))
     try:

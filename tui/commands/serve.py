@@ -49,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
 async def _serve(args: argparse.Namespace) -> int:
     core, _ = build_core(args, terminal_for(args.on_ask))
     ids = session_ids(args)
+    install_stop_signals(core)  # before the heartbeat exists, so a stop is never lost
     taken = take_sessions(core, ids)
     if not taken:
         print("pi-authorizer: no session left to serve", file=sys.stderr)
@@ -58,6 +59,5 @@ async def _serve(args: argparse.Namespace) -> int:
             f"pi-authorizer: serving its own session; run agents with:\n  {env_line(taken[0])}",
             file=sys.stderr,
         )
-    install_stop_signals(core)
     await core.run()
     return 0

@@ -107,6 +107,7 @@ class QueueScreen(Screen[None]):
         self._grace_timer: Timer | None = None
         self._busy = False
         self._composed = False
+        self.on_shown: Callable[[AskKey], None] | None = None
 
     # -- layout -----------------------------------------------------------------------------------
 
@@ -237,6 +238,8 @@ class QueueScreen(Screen[None]):
         ask = self.current_ask()
         position = keys.index(ask.key) + 1 if ask is not None and ask.key in keys else 0
         self.detail.show(ask, self.clock(), position, len(keys))
+        if ask is not None and self.on_shown is not None:
+            self.on_shown(ask.key)
         self._render_legend()
         self.sub_title = f"{len(keys)} pending" if keys else "no pending asks"
 
