@@ -1,0 +1,65 @@
+"""End to end with a person: the real 20.7.3 child's ask appears in the app, `y` twice approves it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.human import HumanAuthorizer
+from core.serving import ServingCore
+from tests.interop.harness import NodeDriver, child_ask_args, child_env
+from tests.interop.ids import CHILD_SESSION, UUID_SESSION
+from tui.app import AuthorizerApp
+from tui.settings import UiSettings
+
+pytestmark = [pytest.mark.interop, pytest.mark.timeout(120)]
+
+ASK: dict[str, Any] = {
+    "requestId": "ignored-by-20.7.3",
+    "source": "tool_call",
+    "message": "Agent 'Explore' requested bash command 'git push origin main'. Allow this command?",
+    "surface": "bash",
+    "value": "git push origin main",
+    "toolName": "bash",
+}
+
+
+async def test_real_child_is_approved_with_a_double_press(
+    node_driver: NodeDriver, forwarding_root: Path, state_dir: Path, workdir: Path
+) -> None:
+    human = HumanAuthorizer()
+    core = ServingCore(forwarding_root, state_dir, terminal=human)
+    core.add_session(UUID_SESSION)
+    app = AuthorizerApp(core, human, UiSettings())  # defaults: double press on, 500 ms grace
+    with node_driver.start(
+        "child_ask.ts",
+        child_ask_args(forwarding_root, CHILD_SESSION, "Explore", ASK),
+        workdir,
+        env=child_env(UUID_SESSION),
+    ) as child:
+        async with app.run_test(size=(140, 45)) as pilot:
+            deadline = time.monotonic() + 30
+            while not human.pending():
+                assert time.monotonic() < deadline, child.stderr_text()
+                assert child.proc.poll() is None, child.stderr_text()
+                await pilot.pause(0.05)
+            ask = human.pending()[0]
+            assert ask.request.value == "git push origin main" and not ask.has_facts
+            await pilot.pause(0.7)  # past the input-grace window
+            await pilot.press("y")
+            assert human.pending(), "the first press only arms"
+            await pilot.press("y")
+            result = await asyncio.to_thread(child.wait, 30)
+            await pilot.press("q")
+    decision = result.json_line()
+    assert decision["approved"] is True and decision["state"] == "approved"
+    received = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
+    assert any(
+        e.get("event") == "forwarded_permission.response_received" and e.get("approved") is True
+        for e in received
+    )
