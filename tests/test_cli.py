@@ -152,3 +152,24 @@ def test_serve_refuses_a_session_a_live_process_serves(tmp_path: Path) -> None:
 def test_invalid_session_id_is_a_clear_error(tmp_path: Path) -> None:
     result = cli("serve", "--session", "unknown", "--state-dir", str(tmp_path))
     assert result.returncode == 2 and "names no session" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        ([], ["app"]),
+        (["--session", "S1"], ["app", "--session", "S1"]),
+        (["-v", "--session", "S1"], ["-v", "app", "--session", "S1"]),
+        (["serve", "--session", "S1"], ["serve", "--session", "S1"]),
+        (["--help"], ["--help"]),
+    ],
+)
+def test_bare_command_line_opens_the_app(argv: list[str], expected: list[str]) -> None:
+    from tui.cli import build_parser, with_default_command
+
+    assert with_default_command(build_parser(), argv) == expected
+
+
+def test_bare_command_without_a_terminal_says_to_use_serve(tmp_path: Path) -> None:
+    result = cli("--session", "S1", "--state-dir", str(tmp_path))
+    assert result.returncode == 2 and "use `pi-authorizer serve` headless" in result.stderr

@@ -21,11 +21,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def with_default_command(parser: argparse.ArgumentParser, argv: Sequence[str]) -> list[str]:
+    """Bare `pi-authorizer [--session ID ...]` means `pi-authorizer app [--session ID ...]`."""
+    commands = {
+        name
+        for action in parser._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for name in action.choices
+    }
+    args = list(argv)
+    position = 0
+    while position < len(args) and args[position] in {"-v", "--verbose"}:
+        position += 1
+    if position < len(args) and (args[position] in commands or args[position] in {"-h", "--help"}):
+        return args
+    return [*args[:position], "app", *args[position:]]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
-    handler = getattr(args, "handler", None) or app.run
-    code: int = handler(args)
+    args = parser.parse_args(with_default_command(parser, sys.argv[1:] if argv is None else argv))
+    code: int = args.handler(args)
     return code
 
 
