@@ -19,8 +19,8 @@ import watchfiles
 from core.asks import Judgment
 from core.authorizers import AuthorizerChain, LinkFacts
 from core.human import GrantRefused
+from core.rules import ConfigError, PolicyStore, SessionGrants
 from core.rules import GrantRefused as RulesGrantRefused
-from core.rules import PolicyStore, SessionGrants
 from core.rules.explain import Explanation, explain, facts_from_intent
 from core.serving import NO_FACTS_EXPLANATION
 from core.wire import (
@@ -118,13 +118,21 @@ class RecordedAuthority:
                 if current != folders:
                     break
 
+    def report_config(self) -> None:
+        """Log the config errors of the agent-neutral layers now, not at the first ask."""
+        self._log_errors(self.store.policy("").errors)
+
     def reload(self) -> None:
         if self.store.reload_if_changed():
             self._reported.clear()
             log.info("config changed; rules reloaded")
+            self.report_config()
 
     def _report_config_errors(self, explanation: Explanation) -> None:
-        for error in explanation.config_errors:
+        self._log_errors(explanation.config_errors)
+
+    def _log_errors(self, errors: Sequence[ConfigError]) -> None:
+        for error in errors:
             text = f"{error.path}: {error.key}: {error.reason}"
             if text not in self._reported:
                 self._reported.add(text)

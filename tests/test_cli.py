@@ -173,3 +173,40 @@ def test_bare_command_line_opens_the_app(argv: list[str], expected: list[str]) -
 def test_bare_command_without_a_terminal_says_to_use_serve(tmp_path: Path) -> None:
     result = cli("--session", "S1", "--state-dir", str(tmp_path))
     assert result.returncode == 2 and "use `pi-authorizer serve` headless" in result.stderr
+
+
+def test_serve_reports_config_errors_at_start(tmp_path: Path) -> None:
+    agent = tmp_path / "agent"
+    config = agent / "extensions" / "pi-permission-system" / "config.json"
+    config.parent.mkdir(parents=True)
+    config.write_text('{"permission": {"bash": "sometimes"}}')
+    root = tmp_path / "root"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tui.cli",
+            "serve",
+            "--session",
+            "S",
+            "--forwarding-root",
+            str(root),
+            "--state-dir",
+            str(tmp_path / "state"),
+            "--agent-dir",
+            str(agent),
+            "--project",
+            str(tmp_path / "p"),
+        ],
+        cwd=REPO,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 20
+    while not (root / "serving" / "S.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGTERM)
+    _, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0
+    assert "config error" in err and str(config) in err and "permission" in err

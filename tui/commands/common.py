@@ -205,6 +205,7 @@ def build_core(args: argparse.Namespace, terminal: TerminalSlot) -> tuple[Servin
     if history is not None:
         core.subscribe(history.observe)
     core.add_background(authority.watch_config)
+    authority.report_config()
     return core, authority
 
 
