@@ -108,6 +108,7 @@ class QueueScreen(Screen[None]):
         self._busy = False
         self._composed = False
         self.on_shown: Callable[[AskKey], None] | None = None
+        self._refresh_pending = False
 
     # -- layout -----------------------------------------------------------------------------------
 
@@ -164,8 +165,18 @@ class QueueScreen(Screen[None]):
                 line = Content.assemble(line, (" — reason: ", DIM),
                                         (safe_plain(event.response.denial_reason, 80), ""))
             self.set_status(line)
+        if isinstance(event, AskAdded):
+            # Arrivals come in bursts: sync the table once per burst, not once per ask.
+            if not self._refresh_pending:
+                self._refresh_pending = True
+                self.call_later(self._refresh_after_arrivals)
+            return
         self.refresh_queue()
-        if isinstance(event, AskAdded) and self.is_current:
+
+    def _refresh_after_arrivals(self) -> None:
+        self._refresh_pending = False
+        self.refresh_queue()
+        if self.is_current:
             self._render_legend()
 
     def refresh_queue(self) -> None:
@@ -192,6 +203,10 @@ class QueueScreen(Screen[None]):
                 table.move_cursor(row=index, animate=False, scroll=True)
         if new != before:
             self._select(new)
+        elif new is not None:
+            # Same ask on screen: only its position and the counts change.
+            self.detail.update_header(self.current_ask(), self.clock(), keys.index(new) + 1, len(keys))
+            self.sub_title = f"{len(keys)} pending"
         else:
             self._render_detail()
 

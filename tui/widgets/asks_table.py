@@ -32,6 +32,7 @@ class AsksTable(DataTable[Text]):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=True, show_cursor=True)
         self._keys: dict[str, AskKey] = {}
+        self._times_shown: dict[str, tuple[str, str, str]] = {}
 
     def on_mount(self) -> None:
         for key, label, width in COLUMNS:
@@ -57,17 +58,34 @@ class AsksTable(DataTable[Text]):
     def sync(self, asks: list[Ask], now: float) -> None:
         """Remove gone rows, append new ones at the end, refresh times of the rest."""
         wanted = {row_key_of(a.key): a for a in asks}
+        top = int(self.scroll_offset.y)
+        bottom = top + max(self.size.height, 1)
         for rk in [k for k in self._keys if k not in wanted]:
             self.remove_row(rk)
             del self._keys[rk]
+            self._times_shown.pop(rk, None)
         for rk, ask in wanted.items():
             age, left = self._times(ask, now)
+            shown = (age.plain, left.plain, str(left.style))
             if rk in self._keys:
+                # Only touch cells whose text changed and that are on screen: with a thousand asks
+                # pending, a per-second refresh of every row would stall key handling.
+                if self._times_shown.get(rk) == shown or not self._on_screen(rk, top, bottom):
+                    continue
                 self.update_cell(rk, "age", age)
                 self.update_cell(rk, "left", left)
             else:
                 self._keys[rk] = ask.key
                 self.add_row(age, left, *self._static_cells(ask), key=rk)
+            self._times_shown[rk] = shown
+
+    def _on_screen(self, rk: str, top: int, bottom: int) -> bool:
+        index = self.get_row_index(rk)
+        return top - 1 <= index <= bottom
+
+    def on_data_table_row_highlighted(self) -> None:
+        """Rows scrolled into view may show ages from before: let the next sync refresh them."""
+        self._times_shown.clear()
 
     @staticmethod
     def _times(ask: Ask, now: float) -> tuple[Text, Text]:
