@@ -31,7 +31,7 @@ VERDICT_STYLE = {
     "denied": "bold red",
     "denied_with_reason": "bold red",
 }
-_COLUMNS = (("time", 14), ("agent", 14), ("surface", 10), ("verdict", 20), ("by", 26))
+_COLUMNS = (("time", 15), ("agent", 14), ("surface", 10), ("verdict", 20), ("by", 26))
 
 
 def row_text(row: HistoryRow) -> Text:
