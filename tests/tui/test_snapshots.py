@@ -5,6 +5,7 @@ Update with `uv run pytest tests/tui/test_snapshots.py --snapshot-update`.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import time
@@ -23,6 +24,15 @@ pytestmark = pytest.mark.timeout(60)
 SnapCompare = Callable[..., bool]
 SIZE = (120, 44)
 BASE = Path("/tmp/pi-authorizer-snapshots")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def exclusive_base() -> Iterator[None]:
+    """The fixed root is shared by every checkout on this machine: concurrent runs take turns."""
+    BASE.mkdir(parents=True, exist_ok=True)
+    with (BASE.parent / "pi-authorizer-snapshots.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 @pytest.fixture(autouse=True)
