@@ -13,15 +13,40 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from core.asks import Answered, Ask, AskKey
-from core.wire import ForwardedResponse, SessionGrant, UserDecision, approve, approve_for_session, deny
+from core.asks import Answered, Ask, AskKey, Judgment
+from core.rules.model import DIRECTIONAL_SURFACES
+from core.wire import (
+    ForwardedResponse,
+    GrantWidth,
+    ParsedRequest,
+    SessionGrant,
+    UserDecision,
+    approve,
+    approve_for_session,
+    deny,
+)
 
 log = logging.getLogger("pi_authorizer.human")
 
 USER = UserDecision(via="dialog")
 DecisionKind = Literal[
-    "approved", "approved_for_session", "approved_for_serving_session", "denied", "denied_with_reason"
+    "approved",
+    "approved_for_session",
+    "approved_for_serving_session",
+    "approved_by_serving_grant",
+    "denied",
+    "denied_with_reason",
 ]
+#: The history's `outcome` for each kind (default `user`): `w` and the asks its grant decided differ
+#: from a plain `y`, whose response is the same `approved`.
+OUTCOMES: dict[str, str] = {
+    "approved_for_serving_session": "user_grant",
+    "approved_by_serving_grant": "session_grant",
+}
+NO_FACTS_GRANT = (
+    "a whole-session grant cannot apply to asks without facts: this node's rules never judge such an "
+    "ask (it always goes to a person), so the grant could never match anything"
+)
 
 
 @dataclass(frozen=True)
@@ -38,10 +63,13 @@ class AskWithdrawn:
 
 @dataclass(frozen=True)
 class AskDecided:
+    """`granted_on` names the ask whose whole-session grant decided this one (kind `..._by_serving_grant`)."""
+
     ask: Ask
     kind: DecisionKind
     response: ForwardedResponse
     decided_at: float
+    granted_on: AskKey | None = None
 
 
 HumanEvent = AskAdded | AskWithdrawn | AskDecided
@@ -63,6 +91,9 @@ class GrantBook(Protocol):
 
     def record(self, session_id: str, grants: Sequence[SessionGrant], agent_name: str) -> None:
         """Record all grants or none (raises `GrantRefused`)."""
+
+    def judge(self, parsed: ParsedRequest, session_id: str, extra: Sequence[SessionGrant] = ()) -> Judgment:
+        """This node's verdict on `parsed`, as if `extra` grants were recorded for `session_id` too."""
 
 
 class HumanAuthorizer:
@@ -94,13 +125,18 @@ class HumanAuthorizer:
             ask, "approved", approve(responder=ask.responder_session_id, at_ms=_now_ms(), decided_by=USER)
         )
 
-    async def approve_for_requester_session(self, key: AskKey) -> AskDecided:
-        """`approved_for_session`: the child records its own suggestion for its session."""
+    async def approve_for_requester_session(self, key: AskKey, width: GrantWidth = "proven") -> AskDecided:
+        """`approved_for_session`: the child records its own suggestion for its session.
+
+        `family` ("both directions", pi's `b`) is offered only when every grant proves one direction.
+        """
         ask = self._take(key)
         if ask.request.session_approval is None:
             raise DecisionRefused("the child sent no session suggestion, so there is nothing to record")
+        if width == "family" and proven_direction(self.serving_grants_of(ask)) is None:
+            raise DecisionRefused("both directions applies only when every grant proves one direction")
         response = approve_for_session(
-            responder=ask.responder_session_id, at_ms=_now_ms(), decided_by=USER, width="proven"
+            responder=ask.responder_session_id, at_ms=_now_ms(), decided_by=USER, width=width
         )
         return await self._commit(ask, "approved_for_session", response)
 
@@ -111,14 +147,35 @@ class HumanAuthorizer:
     def serving_grant_refusal(self, key: AskKey) -> str | None:
         ask = self._take(key)
         grants = self.serving_grants(key)
+        if not ask.has_facts:
+            return NO_FACTS_GRANT
         if not grants:
             return "the child sent no session suggestion, so there is no grant to record"
         if self.grants is None:
             return "this authorizer keeps no serving-session grants"
         return self.grants.refusal(ask.request.requester_agent_name, grants)
 
+    def grant_reach(self, key: AskKey) -> tuple[Ask, ...]:
+        """The other pending asks a whole-session grant from `key` would decide (shown before confirming).
+
+        Same served session, with facts, asking now, and allowed once the grant is recorded.
+        """
+        ask = self._take(key)
+        grants = self.serving_grants_of(ask)
+        if self.grants is None or not grants:
+            return ()
+        book = self.grants
+        return tuple(
+            other for other in self._pending.values()
+            if other.key != key and other.key.session_id == key.session_id and other.has_facts
+            and not other.withdrawn
+            and book.judge(other.parsed, key.session_id).verdict == "ask"
+            and book.judge(other.parsed, key.session_id, grants).verdict == "allow"
+        )
+
     async def approve_for_serving_session(self, key: AskKey) -> AskDecided:
-        """Record the child's suggestion as this node's session rules, then answer `approved`."""
+        """Record the child's suggestion as this node's session rules, answer `approved`, then answer
+        every other pending ask the grant now decides, as the serving core would had it arrived later."""
         refusal = self.serving_grant_refusal(key)
         if refusal is not None:
             raise GrantRefused(refusal)
@@ -126,11 +183,28 @@ class HumanAuthorizer:
         assert self.grants is not None
         # Record first: a grant that cannot be recorded must not become an approval.
         self.grants.record(key.session_id, self.serving_grants_of(ask), ask.request.requester_agent_name)
-        return await self._commit(
+        decided = await self._commit(
             ask,
             "approved_for_serving_session",
             approve(responder=ask.responder_session_id, at_ms=_now_ms(), decided_by=USER),
         )
+        await self._decide_by_grant(key)
+        return decided
+
+    async def _decide_by_grant(self, granted_on: AskKey) -> None:
+        assert self.grants is not None
+        for other in list(self._pending.values()):
+            if other.key.session_id != granted_on.session_id or not other.has_facts or other.withdrawn:
+                continue
+            judgment = self.grants.judge(other.parsed, granted_on.session_id)
+            if judgment.verdict != "allow":
+                continue
+            response = approve(responder=other.responder_session_id, at_ms=_now_ms(),
+                               decided_by=judgment.decided_by)
+            try:
+                await self._commit(other, "approved_by_serving_grant", response, granted_on)
+            except DecisionRefused as exc:  # gone meanwhile, or a failed write: it stays or leaves
+                log.warning("grant decision of %s not written: %s", other.key.name, exc)
 
     async def deny(self, key: AskKey, reason: str | None = None) -> AskDecided:
         ask = self._take(key)
@@ -163,15 +237,18 @@ class HumanAuthorizer:
             raise DecisionRefused("this ask is no longer pending (answered or withdrawn by the child)")
         return ask
 
-    async def _commit(self, ask: Ask, kind: DecisionKind, response: ForwardedResponse) -> AskDecided:
-        result: Answered = await ask.answer(response, "user")
+    async def _commit(
+        self, ask: Ask, kind: DecisionKind, response: ForwardedResponse, granted_on: AskKey | None = None
+    ) -> AskDecided:
+        result: Answered = await ask.answer(response, OUTCOMES.get(kind, "user"))
         if not result.written:
             if result.gone and self._pending.pop(ask.key, None) is not None:
                 self._emit(AskWithdrawn(ask))
             # A failed write leaves the ask pending, in its place in the queue.
             raise DecisionRefused(result.why_not or "the answer could not be written")
         self._pending.pop(ask.key, None)
-        decided = AskDecided(ask=ask, kind=kind, response=response, decided_at=time.time())
+        decided = AskDecided(ask=ask, kind=kind, response=response, decided_at=time.time(),
+                             granted_on=granted_on)
         self.decided.append(decided)
         self._emit(decided)
         return decided
@@ -182,6 +259,15 @@ class HumanAuthorizer:
                 listener(event)
             except Exception:
                 log.exception("listener failed on %s", type(event).__name__)
+
+
+def proven_direction(grants: Sequence[SessionGrant]) -> str | None:
+    """`read` or `write` when every grant is on a directional surface of that one direction, else None
+    (pi's `provenDirectionOf`: only then is "both directions" a different width)."""
+    directions = {g.surface.rsplit("_", 1)[-1] for g in grants if g.surface in DIRECTIONAL_SURFACES}
+    if not grants or len(directions) != 1 or any(g.surface not in DIRECTIONAL_SURFACES for g in grants):
+        return None
+    return directions.pop()
 
 
 def _now_ms() -> int:

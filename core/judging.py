@@ -22,6 +22,7 @@ from core.human import GrantRefused
 from core.rules import ConfigError, PolicyStore, SessionGrants
 from core.rules import GrantRefused as RulesGrantRefused
 from core.rules.explain import Explanation, explain, facts_from_intent
+from core.rules.session import grant_rules
 from core.serving import NO_FACTS_EXPLANATION
 from core.wire import (
     AuthorizerDecision,
@@ -49,13 +50,19 @@ class RecordedAuthority:
             self._grants[session_id] = SessionGrants(self.store)
         return self._grants[session_id]
 
-    def explain(self, parsed: ParsedRequest, session_id: str) -> Explanation:
+    def explain(
+        self, parsed: ParsedRequest, session_id: str, extra: Sequence[SessionGrant] = ()
+    ) -> Explanation:
+        """`extra`: grants judged as if recorded after this session's own (a grant's preview)."""
         intent = parsed.access_intent
         agent = intent.principal.agent_name if intent else parsed.request.requester_agent_name
-        return explain(self.store, intent, agent, self.grants_for(session_id).rules())
+        rules = self.grants_for(session_id).rules() + tuple(
+            rule for g in extra for rule in grant_rules(g.surface, g.pattern, self.store.home)
+        )
+        return explain(self.store, intent, agent, rules)
 
-    def judge(self, parsed: ParsedRequest, session_id: str) -> Judgment:
-        explanation = self.explain(parsed, session_id)
+    def judge(self, parsed: ParsedRequest, session_id: str, extra: Sequence[SessionGrant] = ()) -> Judgment:
+        explanation = self.explain(parsed, session_id, extra)
         self._report_config_errors(explanation)
         lines = list(explanation.text)
         if parsed.access_intent is None:

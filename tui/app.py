@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import ClassVar
 
+from textual import events
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
@@ -26,6 +27,7 @@ from core.asks import Ask, AskKey
 from core.history import HistoryStore
 from core.human import AskAdded, AskDecided, AskWithdrawn, HumanAuthorizer, HumanEvent
 from core.judging import RecordedAuthority
+from core.keysafety import KeyClock, KeyRules, KeySafety, SystemClock
 from core.serving import ServeEvent, ServingCore
 from tui.sanitize import safe_plain
 from tui.screens.help import HelpScreen
@@ -34,6 +36,7 @@ from tui.screens.modals import (
     AskModal,
     ExpandScreen,
     GrantConfirmScreen,
+    GrantNoFactsScreen,
     GrantRefusedScreen,
     QuitConfirmScreen,
     ReasonScreen,
@@ -44,6 +47,10 @@ from tui.screens.sessions import SessionsScreen
 from tui.settings import NOTIFICATION_CHANNELS, UiSettings, dialog_keymap
 
 ATTENTION_COALESCE_S = 0.05
+ARM_EXPIRY_S = 5.0
+#: Outcomes of decisions the person keyed: the app's history already has them from `AskDecided`.
+PERSON_OUTCOMES = frozenset({"user", "user_grant", "session_grant"})
+WHO = {"approved_by_serving_grant": "grant"}
 
 
 def osc_sequence(channel: str, title: str, body: str, tmux: bool) -> str:
@@ -86,15 +93,24 @@ class AuthorizerApp(App[int]):
         settings: UiSettings | None = None,
         *,
         clock: Callable[[], float] = time.time,
+        key_clock: KeyClock | None = None,
     ) -> None:
+        """`clock`: wall time for ages; `key_clock`: the monotonic clock of key safety (tests pass a fake)."""
         super().__init__()
         self.core = core
         self.human = human
         self.settings = settings or UiSettings()
         self.clock = clock
+        self.key_clock: KeyClock = key_clock or SystemClock(time.monotonic)
+        self._key_at: float | None = None
         self.history: list[HistoryEntry] = []
         self.signals: list[str] = []
-        self.queue = QueueScreen(human, self.settings, clock)
+        self.safety = KeySafety(self.key_clock.now, KeyRules(
+            grace_s=max(0, self.settings.input_grace_ms) / 1000,
+            double_press=self.settings.double_press,
+            arm_expiry_s=ARM_EXPIRY_S,
+        ))
+        self.queue = QueueScreen(human, self.settings, clock, self.safety, self.key_time)
         self.store = core.ledger if isinstance(core.ledger, HistoryStore) else None
         self.rules = core.judge.store if isinstance(core.judge, RecordedAuthority) else None
         self._shown: set[AskKey] = set()
@@ -107,7 +123,8 @@ class AuthorizerApp(App[int]):
         self._keymap_ids: dict[str, str] = {}
         reserved = frozenset(
             key for binding in (*QueueScreen.BINDINGS, *self.BINDINGS) if isinstance(binding, Binding)
-            and binding.id not in {"ask.approve", "ask.approve_session", "ask.deny", "ask.deny_reason"}
+            and binding.id not in {"ask.approve", "ask.approve_session", "ask.approve_session_both",
+                                   "ask.deny", "ask.deny_reason"}
             for key in binding.key.split(",")
         ) | {"?"}
         keymap, self.refused_keys = dialog_keymap(self.settings.dialog_keys, reserved)
@@ -129,6 +146,23 @@ class AuthorizerApp(App[int]):
         shown = [binding.key_display] if binding.key_display and binding.id not in self._keymap_ids else [
             self.get_key_display(Binding(k.strip(), binding.action)) for k in keys.split(",")]
         return "/".join(shown)
+
+    # -- key times (for key safety) ---------------------------------------------------------------
+
+    async def on_event(self, event: events.Event) -> None:
+        """Bindings run inside this call: while they do, `key_time()` is when their key was read."""
+        if not isinstance(event, events.Key):
+            await super().on_event(event)
+            return
+        outer, self._key_at = self._key_at, self.key_clock.key_time(event.time)
+        try:
+            await super().on_event(event)
+        finally:
+            self._key_at = outer
+
+    def key_time(self) -> float:
+        """When the key being handled was read (now, outside a key)."""
+        return self.key_clock.now() if self._key_at is None else self._key_at
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -223,6 +257,7 @@ class AuthorizerApp(App[int]):
             ("Everywhere", self.BINDINGS),
             ("Whole-session confirmation", GrantConfirmScreen.BINDINGS),
             ("Whole-session refusal", GrantRefusedScreen.BINDINGS),
+            ("Whole-session grant on an ask without facts", GrantNoFactsScreen.BINDINGS),
             ("Reason editor (keys type into the field; none decides)", ReasonScreen.BINDINGS),
             ("Expanded ask", ExpandScreen.BINDINGS),
             ("Quit confirmation", QuitConfirmScreen.BINDINGS),
@@ -240,8 +275,11 @@ class AuthorizerApp(App[int]):
         """Synchronous, on the event loop: the queue is consistent as soon as a decision returns."""
         if isinstance(event, AskDecided):
             reason = event.response.denial_reason
-            self.history.append(HistoryEntry(self.clock(), event.kind, "you", ask_label(event.ask),
-                                             f"reason: {safe_plain(reason, 120)}" if reason else ""))
+            detail = f"reason: {safe_plain(reason, 120)}" if reason else ""
+            if event.response.session_grant_width == "family":
+                detail = "both directions (read and write)"
+            self.history.append(HistoryEntry(self.clock(), event.kind, WHO.get(event.kind, "you"),
+                                             ask_label(event.ask), detail))
         elif isinstance(event, AskWithdrawn):
             self.history.append(HistoryEntry(self.clock(), "withdrawn", "child", ask_label(event.ask),
                                              "the child stopped waiting; never answered"))
@@ -263,7 +301,7 @@ class AuthorizerApp(App[int]):
                 screen.dismiss(None)
 
     def _on_serve(self, event: ServeEvent) -> None:
-        if event.kind == "answered" and event.outcome not in (None, "user") and event.response is not None:
+        if event.kind == "answered" and event.outcome not in PERSON_OUTCOMES and event.response is not None:
             label = "?"
             if event.parsed is not None:
                 req = event.parsed.request
@@ -272,7 +310,10 @@ class AuthorizerApp(App[int]):
                 value = intent.match_values[0] if intent and intent.match_values else (req.value or "")
                 label = (f"{safe_plain(req.requester_agent_name, 24)} {safe_plain(surface, 20)} "
                          f"{safe_plain(value, 60)}")
-            self.history.append(HistoryEntry(self.clock(), event.response.state, event.outcome or "?", label))
+            source = event.response.decided_by
+            granted = source is not None and source.kind == "session_approval"
+            who = "grant" if granted else event.outcome or "?"
+            self.history.append(HistoryEntry(self.clock(), event.response.state, who, label))
         elif event.kind == "quarantined":
             name = safe_plain(event.key.name, 60)
             self.history.append(HistoryEntry(self.clock(), "quarantined", "core", name,

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-#: pi's `permissionDialogKeys` names → this app's binding ids (`b`, "both directions", has no
-#: counterpart: the person's scopes here are once, subagent session, whole serving session).
+#: pi's `permissionDialogKeys` names → this app's binding ids.
 DIALOG_KEY_BINDINGS: Mapping[str, str] = {
     "approve": "ask.approve",
     "approveSession": "ask.approve_session",
+    "approveSessionBoth": "ask.approve_session_both",
     "deny": "ask.deny",
     "denyWithReason": "ask.deny_reason",
 }

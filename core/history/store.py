@@ -267,7 +267,7 @@ class HistoryReader:
                 "SELECT agent, COUNT(*), COUNT(verdict), "
                 "COUNT(CASE WHEN verdict IN ('approved', 'approved_for_session') THEN 1 END), "
                 "COUNT(CASE WHEN outcome = 'withdrawn' THEN 1 END), "
-                "COUNT(CASE WHEN outcome = 'user' AND decide_ms IS NOT NULL THEN 1 END) "
+                "COUNT(CASE WHEN outcome IN ('user', 'user_grant') AND decide_ms IS NOT NULL THEN 1 END) "
                 f"FROM asks{clause} GROUP BY agent",
                 params,
             ).fetchall()
@@ -276,7 +276,8 @@ class HistoryReader:
             if people:
                 joiner = " AND " if clause else " WHERE "
                 median = self._conn.execute(
-                    f"SELECT decide_ms FROM asks{clause}{joiner}outcome = 'user' AND decide_ms IS NOT NULL "
+                    f"SELECT decide_ms FROM asks{clause}{joiner}outcome IN ('user', 'user_grant') "
+                    "AND decide_ms IS NOT NULL "
                     "ORDER BY decide_ms LIMIT 1 OFFSET ?",
                     [*params, (people - 1) // 2],
                 ).fetchone()[0]
@@ -586,9 +587,11 @@ def outcome_kind(outcome: str, source: DecisionSource | None) -> str:
 def describe_decider(source: DecisionSource | None, outcome: str) -> str:
     """Who or what decided, in words (the `decidedBy` JSON is stored beside it)."""
     if isinstance(source, UserDecision):
-        return f"person ({source.via})"
+        scope = {"user_grant": ", recorded a whole-session grant"}.get(outcome, "")
+        return f"person ({source.via}){scope}"
     if isinstance(source, SessionApprovalDecision):
-        return f"session grant {source.surface} {source.pattern!r}"
+        by = "the grant just recorded: " if outcome == "session_grant" else ""
+        return f"{by}session grant {source.surface} {source.pattern!r}"
     if isinstance(source, RuleDecision):
         return f"rule {source.surface} {source.pattern!r} ({source.origin or '?'})"
     if isinstance(source, AuthorizerDecision):

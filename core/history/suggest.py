@@ -94,7 +94,7 @@ def suggest(
     recent: int = RECENT_DECISIONS,
 ) -> list[Suggestion]:
     """Patterns covering at least `threshold` of the person's recent approvals, most approved first."""
-    decided = [r for r in history.query(limit=recent * 4) if r.outcome == "user"][:recent]
+    decided = [r for r in history.query(limit=recent * 4) if r.outcome in ("user", "user_grant")][:recent]
     approved: dict[tuple[str, str], list[HistoryRow]] = {}
     for row in decided:
         if row.verdict in APPROVED_STATES:

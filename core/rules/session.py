@@ -83,13 +83,9 @@ class SessionGrants:
         )
         if shadowed:
             raise GrantRefused(shadowed)
-        home = self.store.home
         added = []
         for surface, pattern in wanted:
-            rules = tuple(
-                make_rule(member, pattern, "allow", origin="session", layer="session", home=home)
-                for member in family_members(surface)
-            )
+            rules = grant_rules(surface, pattern, self.store.home)
             grant = SessionGrant(f"g{next(self._ids)}", surface, pattern, time.time(), rules)
             self._grants[grant.id] = grant
             added.append(grant)
@@ -110,6 +106,14 @@ class SessionGrants:
     def would_shadow_deny(self, agent_name: str, surface: str, pattern: str) -> ShadowedDeny | None:
         """The first explicit deny of `agent_name`'s policy this grant would override, if any."""
         return find_shadowed_deny(self.store.policy(agent_name), surface, pattern)
+
+
+def grant_rules(surface: str, pattern: str, home: str) -> tuple[Rule, ...]:
+    """The session `allow` rules one grant records (a bare family covers both members)."""
+    return tuple(
+        make_rule(member, pattern, "allow", origin="session", layer="session", home=home)
+        for member in family_members(surface)
+    )
 
 
 def find_shadowed_deny(policy: Policy, surface: str, pattern: str) -> ShadowedDeny | None:

@@ -14,11 +14,13 @@ from typing import Any
 from textual.pilot import Pilot
 from textual.strip import Strip
 
+from core.asks import Judgment
 from core.human import HumanAuthorizer
 from core.liveness import heartbeat_path
 from core.paths import encode_session_id
+from core.rules.matcher import compile_wildcard
 from core.serving import ServingCore
-from core.wire import SessionGrant
+from core.wire import ParsedRequest, SessionApprovalDecision, SessionGrant
 from tui.app import AuthorizerApp
 from tui.settings import UiSettings
 
@@ -102,12 +104,47 @@ def read_response(root: Path, request_id: str, session_id: str = SERVED) -> dict
     return value
 
 
+class FakeKeyClock:
+    """The key-safety clock in tests: time moves only when the test says so.
+
+    A key's time is the fake time in effect when Textual stamped (created) the key event, however
+    late the app handles it, exactly as production uses the stamp.
+    """
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self.t = start
+        self._changes: list[tuple[float, float]] = [(float("-inf"), start)]
+
+    def now(self) -> float:
+        return self.t
+
+    def key_time(self, stamped: float) -> float:
+        return next(fake for real, fake in reversed(self._changes) if real <= stamped)
+
+    def advance(self, seconds: float) -> None:
+        self.t += seconds
+        self._changes.append((time.monotonic(), self.t))
+
+
 class RefusingGrantBook:
-    """A real GrantBook: refuses any grant whose pattern is in `denied`; records the rest."""
+    """A real GrantBook with no config: refuses any grant whose pattern is in `denied`, records the rest,
+    and judges with the recorded grants only (`*` wildcards, exact surface)."""
 
     def __init__(self, denied: Sequence[str] = ()) -> None:
         self.denied = set(denied)
         self.recorded: list[tuple[str, tuple[SessionGrant, ...]]] = []
+
+    def judge(self, parsed: ParsedRequest, session_id: str, extra: Sequence[SessionGrant] = ()) -> Judgment:
+        intent = parsed.access_intent
+        grants = [g for sid, gs in self.recorded if sid == session_id for g in gs] + list(extra)
+        for grant in grants:
+            wildcard = compile_wildcard(grant.pattern, "/home/test")
+            if intent is not None and intent.surface == grant.surface and intent.match_values and all(
+                wildcard.matches(v) for v in intent.match_values
+            ):
+                source = SessionApprovalDecision(surface=grant.surface, pattern=grant.pattern)
+                return Judgment(verdict="allow", decided_by=source)
+        return Judgment(verdict="ask")
 
     def refusal(self, agent_name: str, grants: Sequence[SessionGrant]) -> str | None:
         for grant in grants:
@@ -128,6 +165,7 @@ class Rig:
     human: HumanAuthorizer
     app: AuthorizerApp
     book: RefusingGrantBook = field(default_factory=RefusingGrantBook)
+    keys: FakeKeyClock = field(default_factory=FakeKeyClock)
 
     @property
     def heartbeat(self) -> Path:
@@ -141,7 +179,9 @@ def make_rig(
     book: RefusingGrantBook | None = None,
     clock: Callable[[], float] = time.time,
     sessions: Sequence[str] = (SERVED,),
+    keys: FakeKeyClock | None = None,
 ) -> Rig:
+    """`keys`: the key-safety clock, fake, so no test depends on how fast the machine is."""
     root = tmp / "forwarding"
     state = tmp / "state"
     root.mkdir(parents=True, exist_ok=True)
@@ -150,8 +190,9 @@ def make_rig(
     core = ServingCore(root, state, terminal=human, force_polling=False)
     for sid in sessions:
         core.add_session(sid)
-    app = AuthorizerApp(core, human, settings or UiSettings(input_grace_ms=0), clock=clock)
-    return Rig(root, state, core, human, app, book)
+    keys = keys or FakeKeyClock()
+    app = AuthorizerApp(core, human, settings or UiSettings(input_grace_ms=0), clock=clock, key_clock=keys)
+    return Rig(root, state, core, human, app, book, keys)
 
 
 async def wait_for(pilot: Pilot[Any], predicate: Callable[[], bool], within: float = 5.0) -> None:
@@ -163,7 +204,19 @@ async def wait_for(pilot: Pilot[Any], predicate: Callable[[], bool], within: flo
 
 
 async def wait_rows(pilot: Pilot[Any], app: AuthorizerApp, count: int, within: float = 5.0) -> None:
-    await wait_for(pilot, lambda: app.queue._composed and app.queue.table.row_count == count, within)
+    """`count` rows, and (on the queue) the selected ask painted: its keys count after the grace."""
+
+    def ready() -> bool:
+        if not (app.queue._composed and app.queue.table.row_count == count):
+            return False
+        return count == 0 or app.screen is not app.queue or app.safety.ready_at() is not None
+
+    await wait_for(pilot, ready, within)
+
+
+async def wait_painted(pilot: Pilot[Any], app: AuthorizerApp, within: float = 5.0) -> None:
+    """What is in front (a modal, else the selected ask) has been painted."""
+    await wait_for(pilot, lambda: app.safety.ready_at() is not None, within)
 
 
 async def wait_response(

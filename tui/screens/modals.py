@@ -1,13 +1,13 @@
 """Confirmation steps: whole-session grant, quit with pending asks, deny with reason, expand.
 
 No modal has a clickable confirm: deciding takes a key press (no mouse path decides an ask), and
-`esc` only ever goes back.
+`esc` only ever goes back. The grant confirmation asks `core.keysafety.KeySafety` about its
+decisive key: it counts only after a frame showing the confirmation was painted, plus the grace.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import ClassVar, TypeVar
 
 from textual.app import ComposeResult
@@ -18,6 +18,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
 from core.asks import Ask, AskKey
+from core.keysafety import KeySafety
 from core.wire import SessionGrant
 from tui.sanitize import sanitize
 from tui.widgets.ask_view import (
@@ -31,6 +32,7 @@ from tui.widgets.ask_view import (
     provenance_content,
     value_content,
 )
+from tui.widgets.painted import PaintProbe
 
 T = TypeVar("T")
 
@@ -42,7 +44,7 @@ class AskModal(ModalScreen[T]):
 
 
 class GrantConfirmScreen(AskModal[bool]):
-    """Second confirmation of a whole-serving-session grant, showing the exact rules."""
+    """Second confirmation of a whole-serving-session grant: the exact rules, and what else it decides."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y", "confirm", "Record grant and approve", id="grant.confirm"),
@@ -50,13 +52,22 @@ class GrantConfirmScreen(AskModal[bool]):
         Binding("escape", "cancel", "Back", id="grant.back"),
     ]
 
-    def __init__(self, ask: Ask, grants: Sequence[SessionGrant], grace_ms: int) -> None:
+    def __init__(
+        self,
+        ask: Ask,
+        grants: Sequence[SessionGrant],
+        reach: Sequence[Ask],
+        safety: KeySafety,
+        key_time: Callable[[], float],
+    ) -> None:
+        """`reach`: the other pending asks the grant would decide; `key_time`: the key's read time."""
         super().__init__(classes="confirm")
         self.ask = ask
         self.ask_key = ask.key
         self.grants = tuple(grants)
-        self._armed_at = time.monotonic() + grace_ms / 1000
-        self._grace_ms = grace_ms
+        self.reach = tuple(reach)
+        self.safety = safety
+        self.key_time = key_time
 
     def compose(self) -> ComposeResult:
         sid = sanitize(self.ask.key.session_id, single_line=True).content("bold")
@@ -91,34 +102,55 @@ class GrantConfirmScreen(AskModal[bool]):
                 ),
                 markup=False,
             )
-            yield Static(id="grant-keys", markup=False)
+            yield Static(self._reach_content(), id="grant-reach", markup=False)
+            yield PaintProbe(id="grant-keys", markup=False)
+
+    def _reach_content(self) -> Content:
+        count = len(self.reach)
+        if not count:
+            return Content.styled("It decides no other pending ask now.", DIM)
+        asks = "1 other pending ask" if count == 1 else f"{count} other pending asks"
+        lines = [Content.assemble(("It also approves ", "bold"), (asks, "bold $text-warning"),
+                                  (" now (each recorded as decided by the grant):", "bold"))]
+        for other in self.reach[:5]:
+            lines.append(Content.assemble(
+                ("  • ", DIM), agent_content(other.request.requester_agent_name, short=True), ("  ", ""),
+                value_content(other.parsed.access_intent.match_values[0]
+                              if other.parsed.access_intent and other.parsed.access_intent.match_values
+                              else "", Clip(80))))
+        if count > 5:
+            lines.append(Content.styled(f"  … and {count - 5} more", DIM))
+        return Content("\n").join(lines)
 
     def on_mount(self) -> None:
         self.query_one("#grant-list", Static).border_title = "Exactly what will be recorded"
         self._render_keys()
-        if self._grace_ms > 0:
-            self.set_timer(self._grace_ms / 1000 + 0.01, self._grace_over)
+        self.query_one("#grant-keys", PaintProbe).expect(self, self._painted)
 
-    def _grace_over(self) -> None:
-        self._render_keys()
-        self.refresh_bindings()
+    def _painted(self, token: Hashable) -> None:
+        self.safety.painted(token)
+        ready = self.safety.ready_at()
+        if ready is not None:
+            self.set_timer(max(0.0, ready - self.safety.clock()) + 0.01, self._render_keys)
 
-    def _render_keys(self) -> None:
-        waiting = time.monotonic() < self._armed_at
+    def _render_keys(self, note: str = "") -> None:
+        waiting = not self.safety.accepting()
         self.query_one("#grant-keys", Static).update(
             Content.assemble(
                 (" y ", "reverse bold" if not waiting else "reverse $text-muted"),
                 (" record and approve   ", "" if not waiting else DIM),
                 (" n / esc ", "reverse bold"),
                 (" cancel (nothing is decided)", ""),
+                (f"   {note}" if note else "", WARN),
             )
         )
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        return not (action == "confirm" and time.monotonic() < self._armed_at)
-
     def action_confirm(self) -> None:
-        self.dismiss(True)
+        verdict = self.safety.confirm(self, self.key_time())
+        if verdict.outcome == "commit":
+            self.dismiss(True)
+        else:
+            self._render_keys(verdict.why)
 
     def action_cancel(self) -> None:
         self.dismiss(False)
@@ -146,6 +178,46 @@ class GrantRefusedScreen(AskModal[None]):
                 Content.assemble(("Reason: ", "bold"), value_content(self.reason, Clip(None))), markup=False
             )
             yield Static(Content.styled("The ask is still pending. esc: back", DIM), markup=False)
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+class GrantNoFactsScreen(AskModal[None]):
+    """`w` on an ask without facts: why no whole-session grant can apply, and what can."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "close", "Back", id="nofacts.back"),
+        Binding("enter", "close", "Back", show=False, id="nofacts.close"),
+    ]
+
+    def __init__(self, ask: Ask, once_key: str, session_key: str) -> None:
+        super().__init__(classes="confirm")
+        self.ask = ask
+        self.ask_key = ask.key
+        self.once_key = once_key
+        self.session_key = session_key
+
+    def compose(self) -> ComposeResult:
+        lines = [
+            Content.styled("No whole-session grant for this ask", "bold $text-warning"),
+            Content(
+                "This ask carries no child-fixed facts (no usable accessIntent, e.g. a 20.7.3 child). "
+                "This node's rules never judge such an ask: it always comes to a person. A whole-session "
+                "grant could therefore never match anything, so none is recorded."
+            ),
+            Content(""),
+            Content.styled("What you can do instead (back on the queue):", "bold"),
+            Content.assemble((f" {self.once_key} ", "reverse bold"), ("  approve this call once", "")),
+        ]
+        if self.ask.request.session_approval is not None:
+            lines.append(Content.assemble(
+                (f" {self.session_key} ", "reverse bold"),
+                ("  approve for this subagent's session: the child records its own suggestion", "")))
+        lines.append(Content(""))
+        lines.append(Content.styled("Nothing was decided. esc: back", DIM))
+        with Vertical(id="dialog"):
+            yield Static(Content("\n").join(lines), id="nofacts-text", markup=False)
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -1,25 +1,24 @@
 """The main screen: pending asks oldest first, the selected one in full, decision keys.
 
-Guards against accidental approval (tui-guide §A): the queue never reorders under the cursor; for
-`input_grace_ms` after the visible ask changes every decision key is inert (`check_action`); with
-`double_press` (and always for an ask with hidden characters) y / s / n need a second press; `w`
-and `r` open an explicit confirmation step; `esc` never decides. Decision bindings are hidden from
-the clickable Footer and shown in a plain legend instead, so no mouse path decides an ask.
+Guards against accidental approval (tui-guide §A): the queue never reorders under the cursor; every
+timing and press rule (grace after the ask is painted, double press, hidden characters, modal
+grace, armed-press expiry) is `core.keysafety.KeySafety`, fed from here: the selection, the paint
+of the ask's header (`PaintProbe`), and each key's read time. `w` and `r` open an explicit
+confirmation step; `esc` never decides. Decision bindings are hidden from the clickable Footer and
+shown in a plain legend instead, so no mouse path decides an ask.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from collections.abc import Awaitable, Callable, Hashable
+from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.content import Content
-from textual.screen import Screen
+from textual.screen import Screen, ScreenResultCallbackType
 from textual.widgets import DataTable, Footer, Header, Static
 
 from core.asks import Ask, AskKey
@@ -31,9 +30,18 @@ from core.human import (
     GrantRefused,
     HumanAuthorizer,
     HumanEvent,
+    proven_direction,
 )
+from core.keysafety import KeySafety, Verdict
+from core.wire import GrantWidth
 from tui.sanitize import safe_plain
-from tui.screens.modals import ExpandScreen, GrantConfirmScreen, GrantRefusedScreen, ReasonScreen
+from tui.screens.modals import (
+    ExpandScreen,
+    GrantConfirmScreen,
+    GrantNoFactsScreen,
+    GrantRefusedScreen,
+    ReasonScreen,
+)
 from tui.settings import UiSettings
 from tui.widgets.ask_detail import AskDetail
 from tui.widgets.ask_view import DIM, WARN, ask_has_hidden, primary_surface, primary_value
@@ -42,18 +50,22 @@ from tui.widgets.asks_table import AsksTable
 if TYPE_CHECKING:
     from textual.timer import Timer
 
-DECISIONS = frozenset({"approve", "approve_session", "approve_serving", "deny", "deny_reason"})
-DOUBLE_PRESS = frozenset({"approve", "approve_session", "deny"})
-ARM_TIMEOUT_S = 5.0
+R = TypeVar("R")
+
+DECISIONS = frozenset(
+    {"approve", "approve_session", "approve_session_both", "approve_serving", "deny", "deny_reason"}
+)
 VERBS = {
-    "approve": "approve once",
+    "approve": "approve",
     "approve_session": "approve for this subagent's session",
+    "approve_session_both": "approve for this subagent's session in both directions",
     "deny": "deny",
 }
 KIND_WORDS = {
     "approved": "Approved once",
     "approved_for_session": "Approved for the subagent's session",
-    "approved_for_serving_session": "Approved for the whole serving session",
+    "approved_for_serving_session": "Approved and recorded a whole-session grant",
+    "approved_by_serving_grant": "Approved by the whole-session grant",
     "denied": "Denied",
     "denied_with_reason": "Denied with reason",
 }
@@ -65,13 +77,6 @@ def ask_label(ask: Ask) -> str:
             f"{safe_plain(primary_value(ask), 60)}")
 
 
-@dataclass(frozen=True)
-class Armed:
-    action: str
-    key: AskKey
-    at: float
-
-
 class QueueScreen(Screen[None]):
     """Pending asks and the decision keys. Every binding has an id (see `App.set_keymap`)."""
 
@@ -81,6 +86,10 @@ class QueueScreen(Screen[None]):
         Binding("s", "approve_session", "Approve for subagent session", show=False,
                 id="ask.approve_session",
                 tooltip="approved_for_session: the child records its own suggestion for its session"),
+        Binding("b", "approve_session_both", "Approve for subagent session, both directions", show=False,
+                id="ask.approve_session_both",
+                tooltip="approved_for_session at width family: read and write (only when the grant is "
+                        "one direction)"),
         Binding("w", "approve_serving", "Approve for whole serving session", show=False,
                 id="ask.approve_serving",
                 tooltip="Record the suggestion as this node's session rule (asks for confirmation)"),
@@ -96,15 +105,24 @@ class QueueScreen(Screen[None]):
                 tooltip="Cancel an armed first press (never denies)"),
     ]
 
-    def __init__(self, human: HumanAuthorizer, settings: UiSettings, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        human: HumanAuthorizer,
+        settings: UiSettings,
+        clock: Callable[[], float],
+        safety: KeySafety,
+        key_time: Callable[[], float],
+    ) -> None:
+        """`clock` is wall time (ages); `safety` and `key_time` (the current key's read time) share
+        the monotonic clock."""
         super().__init__(id="queue")
         self.human = human
         self.settings = settings
         self.clock = clock
+        self.safety = safety
+        self.key_time = key_time
         self.selected: AskKey | None = None
-        self.armed: Armed | None = None
-        self._grace_until = 0.0
-        self._grace_timer: Timer | None = None
+        self._ready_timer: Timer | None = None
         self._busy = False
         self._composed = False
         self.on_shown: Callable[[AskKey], None] | None = None
@@ -137,9 +155,8 @@ class QueueScreen(Screen[None]):
         self._render_legend()
 
     def on_screen_resume(self) -> None:
-        # Coming back from another screen: what is visible is new to the eye.
-        if self.selected is not None:
-            self._start_grace()
+        # Coming back from another screen or a modal: what is visible is new to the eye.
+        self._show_selected()
 
     # -- state ------------------------------------------------------------------------------------
 
@@ -147,8 +164,9 @@ class QueueScreen(Screen[None]):
         return None if self.selected is None else self.human.get(self.selected)
 
     @property
-    def in_grace(self) -> bool:
-        return time.monotonic() < self._grace_until
+    def armed(self) -> Hashable | None:
+        """The armed first press, if any (for tests and the legend)."""
+        return self.safety.armed
 
     def handle_event(self, event: HumanEvent) -> None:
         """Called synchronously for every `HumanAuthorizer` event."""
@@ -212,28 +230,31 @@ class QueueScreen(Screen[None]):
 
     def _select(self, key: AskKey | None) -> None:
         self.selected = key
-        self.armed = None
         self._render_detail()
-        if key is not None:
-            self._start_grace()
-        else:
-            self._render_legend()
-            self.refresh_bindings()
+        self._show_selected()
 
-    def _start_grace(self) -> None:
-        ms = self.settings.input_grace_ms
-        if ms <= 0:
-            return
-        self._grace_until = time.monotonic() + ms / 1000
-        if self._grace_timer is not None:
-            self._grace_timer.stop()
-        self._grace_timer = self.set_timer(ms / 1000 + 0.01, self._grace_over)
-        self.refresh_bindings()
+    def _show_selected(self) -> None:
+        """Tell the safety what is selected; its keys count once a frame showing it is painted."""
+        ask = self.current_ask()
+        self.safety.show(None if ask is None else ask.key, hidden=ask is not None and ask_has_hidden(ask))
+        if ask is not None and self._composed:
+            self.detail.expect_paint(ask.key, self._painted)
         self._render_legend()
-
-    def _grace_over(self) -> None:
-        self._grace_timer = None
         self.refresh_bindings()
+
+    def _painted(self, token: Hashable) -> None:
+        self.safety.painted(token)
+        self._legend_when_ready()
+
+    def _legend_when_ready(self) -> None:
+        """Re-render the legend when the keys start to count (cosmetic: the safety decides)."""
+        if self._ready_timer is not None:
+            self._ready_timer.stop()
+            self._ready_timer = None
+        ready = self.safety.ready_at()
+        if ready is not None:
+            self._ready_timer = self.set_timer(max(0.0, ready - self.safety.clock()) + 0.01,
+                                               self._render_legend)
         self._render_legend()
 
     def _tick(self) -> None:
@@ -243,8 +264,7 @@ class QueueScreen(Screen[None]):
         ask = self.current_ask()
         if ask is not None and ask.key in keys:
             self.detail.update_header(ask, now, keys.index(ask.key) + 1, len(keys))
-        if self.armed is not None and time.monotonic() - self.armed.at > ARM_TIMEOUT_S:
-            self.armed = None
+        if self.safety.expire():
             self.set_status(Content.styled("First press expired; press again to arm.", DIM))
             self._render_legend()
 
@@ -276,15 +296,20 @@ class QueueScreen(Screen[None]):
         if not self._composed:
             return
         ask = self.current_ask()
-        grace = self.in_grace
-        has_grants = ask is not None and bool(HumanAuthorizer.serving_grants_of(ask))
+        grace = ask is not None and not self.safety.accepting()
+        grants = HumanAuthorizer.serving_grants_of(ask) if ask is not None else ()
+        has_grants = bool(grants)
         parts: list[tuple[str, str]] = []
         entries = (("approve", "approve once", True), ("approve_session", "subagent session", has_grants),
-                   ("approve_serving", "whole session…", has_grants), ("deny", "deny", True),
-                   ("deny_reason", "deny with reason…", True))
+                   ("approve_session_both", "both directions", proven_direction(grants) is not None),
+                   ("approve_serving", "whole session…", has_grants and ask is not None and ask.has_facts),
+                   ("deny", "deny", True), ("deny_reason", "deny with reason…", True))
+        armed_press = self.safety.armed
         for action, words, possible in entries:
+            if action == "approve_session_both" and not possible:
+                continue  # offered only when it is a different width, as in pi
             usable = ask is not None and possible and not grace
-            armed = self.armed is not None and self.armed.action == action
+            armed = armed_press is not None and armed_press.action == action
             key_style = (
                 "reverse bold $text-warning" if armed else ("reverse bold" if usable else "reverse dim")
             )
@@ -299,7 +324,8 @@ class QueueScreen(Screen[None]):
     # -- bindings ---------------------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        return not (action in DECISIONS and (self._busy or self.current_ask() is None or self.in_grace))
+        # Timing is judged per key by `self.safety` (it knows when the key was read).
+        return not (action in DECISIONS and (self._busy or self.current_ask() is None))
 
     def action_cursor(self, delta: int) -> None:
         keys = self.table.ask_keys
@@ -310,7 +336,7 @@ class QueueScreen(Screen[None]):
         if keys[target] != self.selected:
             self.table.move_cursor(row=target, animate=False, scroll=True)
             self._select(keys[target])
-        elif self.armed is not None:
+        else:
             self.action_disarm()
 
     @on(DataTable.RowHighlighted)
@@ -325,37 +351,35 @@ class QueueScreen(Screen[None]):
         event.stop()  # a click on a highlighted row decides nothing
 
     def action_disarm(self) -> None:
-        if self.armed is not None:
-            self.armed = None
+        if self.safety.disarm():
             self.set_status(Content.styled("Disarmed: nothing was decided.", DIM))
             self._render_legend()
 
     def action_expand(self) -> None:
         ask = self.current_ask()
         if ask is not None:
-            self.armed = None
-            self.app.push_screen(ExpandScreen(ask))
+            self._push_modal(ExpandScreen(ask))
 
     def action_scroll_detail(self, lines: int) -> None:
         self.detail.scroll_relative(y=lines, animate=False)
 
-    def _second_press(self, action: str, ask: Ask) -> bool:
-        """True when the press commits; otherwise arms and says so."""
-        hidden = ask_has_hidden(ask)
-        if not (self.settings.double_press or hidden):
+    def _push_modal(self, screen: Screen[R], callback: ScreenResultCallbackType[R] | None = None) -> None:
+        """A step over the ask: its keys are inert from now until it closes and the ask is painted again."""
+        self.safety.open_modal(screen)
+        self.app.push_screen(screen, callback)
+
+    def _allowed(self, action: str) -> bool:
+        """Ask the safety about this key press; say why when it does not commit."""
+        verdict: Verdict = self.safety.press(action, self.key_time())
+        if verdict.outcome == "commit":
             return True
-        now = time.monotonic()
-        armed = self.armed
-        fresh = armed is not None and now - armed.at <= ARM_TIMEOUT_S
-        if fresh and armed is not None and armed.action == action and armed.key == ask.key:
-            self.armed = None
-            return True
-        self.armed = Armed(action, ask.key, now)
-        key = self.key_for(action)
-        note = " (this ask contains hidden characters)" if hidden and not self.settings.double_press else ""
-        sentence = "approve" if action == "approve" else VERBS[action]
-        sentence = f"Press {key} again to {sentence}."
-        self.set_status(Content.assemble((sentence, "bold $text-warning"), (note, WARN)))
+        if verdict.outcome == "arm":
+            note = " (this ask contains hidden characters)" if verdict.hidden else ""
+            expired = "The earlier first press expired. " if verdict.reason == "expired" else ""
+            sentence = f"{expired}Press {self.key_for(action)} again to {VERBS.get(action, action)}."
+            self.set_status(Content.assemble((sentence, "bold $text-warning"), (note, WARN)))
+        elif verdict.reason in ("not-painted", "in-grace"):
+            self.set_status(Content.styled(verdict.why, WARN))
         self._render_legend()
         return False
 
@@ -373,10 +397,16 @@ class QueueScreen(Screen[None]):
 
     async def action_approve(self) -> None:
         ask = self.current_ask()
-        if ask is not None and self._second_press("approve", ask):
+        if ask is not None and self._allowed("approve"):
             await self._commit(self.human.approve_once, ask.key)
 
     async def action_approve_session(self) -> None:
+        await self._approve_session("approve_session", "proven")
+
+    async def action_approve_session_both(self) -> None:
+        await self._approve_session("approve_session_both", "family")
+
+    async def _approve_session(self, action: str, width: GrantWidth) -> None:
         ask = self.current_ask()
         if ask is None:
             return
@@ -385,19 +415,25 @@ class QueueScreen(Screen[None]):
                 "The child sent no session suggestion, so there is nothing to record: use once or deny.",
                 WARN))
             return
-        if self._second_press("approve_session", ask):
-            await self._commit(self.human.approve_for_requester_session, ask.key)
+        if width == "family" and proven_direction(HumanAuthorizer.serving_grants_of(ask)) is None:
+            self.set_status(Content.styled(
+                "Both directions applies only when every grant proves one direction (read or write).", WARN))
+            return
+        if self._allowed(action):
+            async def approve(key: AskKey) -> object:
+                return await self.human.approve_for_requester_session(key, width)
+
+            await self._commit(approve, ask.key)
 
     async def action_deny(self) -> None:
         ask = self.current_ask()
-        if ask is not None and self._second_press("deny", ask):
+        if ask is not None and self._allowed("deny"):
             await self._commit(self.human.deny, ask.key)
 
     def action_deny_reason(self) -> None:
         ask = self.current_ask()
-        if ask is None:
+        if ask is None or not self._allowed("deny_reason"):
             return
-        self.armed = None
         key = ask.key
 
         async def done(reason: str | None) -> None:
@@ -412,24 +448,30 @@ class QueueScreen(Screen[None]):
 
             await self._commit(deny_with_reason, key)
 
-        self.app.push_screen(ReasonScreen(ask), done)
+        self._push_modal(ReasonScreen(ask), done)
 
     def action_approve_serving(self) -> None:
         ask = self.current_ask()
-        if ask is None:
+        if ask is None or not self._allowed("approve_serving"):
             return
-        self.armed = None
         key = ask.key
+        if not ask.has_facts:
+            self.set_status(Content.styled(
+                "No whole-session grant for an ask without facts; nothing was decided.", WARN))
+            self._push_modal(GrantNoFactsScreen(ask, self.key_for("approve"),
+                                                self.key_for("approve_session")))
+            return
         try:
             refusal = self.human.serving_grant_refusal(key)
             grants = self.human.serving_grants(key)
+            reach = self.human.grant_reach(key)
         except DecisionRefused as exc:
             self.app.notify(str(exc), title="Not decided", severity="error", markup=False)
             return
         if refusal is not None:
             self.set_status(Content.assemble(("Whole-session grant refused: ", "bold $text-error"),
                                              (safe_plain(refusal, 300), "")))
-            self.app.push_screen(GrantRefusedScreen(ask, refusal))
+            self._push_modal(GrantRefusedScreen(ask, refusal))
             return
 
         async def done(confirmed: bool | None) -> None:
@@ -438,6 +480,13 @@ class QueueScreen(Screen[None]):
             if not confirmed:
                 self.set_status(Content.styled("Whole-session grant cancelled: nothing was decided.", DIM))
                 return
+            before = len(self.human.decided)
             await self._commit(self.human.approve_for_serving_session, key)
+            also = [d for d in self.human.decided[before:] if d.granted_on == key]
+            if also:
+                self.set_status(Content.assemble(
+                    ("Recorded the whole-session grant: ", "bold"), (ask_label(ask), ""),
+                    (f" — and it decided {len(also)} other pending ask{'s' if len(also) != 1 else ''}.",
+                     "bold")))
 
-        self.app.push_screen(GrantConfirmScreen(ask, grants, self.settings.input_grace_ms), done)
+        self._push_modal(GrantConfirmScreen(ask, grants, reach, self.safety, self.key_time), done)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
+
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.widgets import Static
 
-from core.asks import Ask
+from core.asks import Ask, AskKey
 from tui.widgets.ask_view import (
     DIM,
     VALUE_LIMIT,
@@ -23,6 +25,7 @@ from tui.widgets.ask_view import (
     provenance_content,
     value_content,
 )
+from tui.widgets.painted import PaintProbe
 
 NO_FACTS_BANNER = (
     "⚠ NO CHILD-FIXED FACTS (no usable accessIntent, e.g. a 20.7.3 child): it could not be matched against "
@@ -49,9 +52,10 @@ class AskDetail(VerticalScroll):
     """Read-only panels; nothing here is clickable (child text is literal `Content`)."""
 
     can_focus = False
+    shown: AskKey | None = None
 
     def compose(self) -> ComposeResult:
-        yield Static(id="detail-header", markup=False)
+        yield PaintProbe(id="detail-header", markup=False)
         yield Static(id="banner-hidden", classes="banner -warning", markup=False)
         yield Static(id="banner-nofacts", classes="banner -warning", markup=False)
         yield Static(id="banner-agent", classes="banner -error", markup=False)
@@ -68,7 +72,14 @@ class AskDetail(VerticalScroll):
         self.show(None, 0.0, 0, 0)
 
     def show(self, ask: Ask | None, now: float, position: int, total: int) -> bool:
-        """Render `ask` (or the empty state); True when a value was shortened."""
+        """Render `ask` (or the empty state); True when a value was shortened.
+
+        Another ask opens at the top: reading must never start in the middle of its facts.
+        """
+        key = None if ask is None else ask.key
+        if key != self.shown:
+            self.shown = key
+            self.scroll_home(animate=False, immediate=True)
         header = self.query_one("#detail-header", Static)
         panels = [self.query_one(f"#{n}", Static) for n in ("facts", "provenance", "grants", "display")]
         banners = {n: self.query_one(f"#banner-{n}", Static) for n in ("hidden", "nofacts", "agent")}
@@ -100,6 +111,10 @@ class AskDetail(VerticalScroll):
             widget.display = True
             widget.update(build(ask, clip))
         return clip.clipped > 0
+
+    def expect_paint(self, token: Hashable, callback: Callable[[Hashable], object]) -> None:
+        """`callback(token)` once a frame showing this ask's header has been painted."""
+        self.query_one("#detail-header", PaintProbe).expect(token, callback)
 
     def update_header(self, ask: Ask | None, now: float, position: int, total: int) -> None:
         if ask is not None:
