@@ -17,7 +17,17 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input
 
-from tests.tui.support import FIXED_CREATED, FIXED_NOW, Rig, make_rig, request_body, wait_rows, write_request
+from tests.tui.support import (
+    FIXED_CREATED,
+    FIXED_NOW,
+    Rig,
+    make_rig,
+    request_body,
+    wait_painted,
+    wait_rows,
+    write_request,
+)
+from tui.app import AuthorizerApp
 from tui.settings import UiSettings
 
 pytestmark = pytest.mark.timeout(60)
@@ -81,19 +91,32 @@ def test_snapshot_queue_first_ask(snap_compare: SnapCompare) -> None:
     assert snap_compare(rig.app, terminal_size=SIZE, run_before=ready(rig, 3))
 
 
+def press_painted(*keys: str) -> Callable[[Pilot[Any]], Awaitable[None]]:
+    """Press each key once the ask it lands on has been painted (so it counts, however slow the run)."""
+
+    async def run(pilot: Pilot[Any]) -> None:
+        assert isinstance(pilot.app, AuthorizerApp)
+        for key in keys:
+            await wait_painted(pilot, pilot.app)
+            await pilot.press(key)
+        await wait_painted(pilot, pilot.app)
+
+    return run
+
+
 def test_snapshot_queue_no_facts_ask(snap_compare: SnapCompare) -> None:
     rig = fixture_rig("queue-nofacts")
-    assert snap_compare(rig.app, terminal_size=SIZE, press=["j"], run_before=ready(rig, 3))
+    assert snap_compare(rig.app, terminal_size=SIZE, run_before=ready(rig, 3, press_painted("j")))
 
 
 def test_snapshot_queue_hidden_characters_armed(snap_compare: SnapCompare) -> None:
     rig = fixture_rig("queue-hidden")
-    assert snap_compare(rig.app, terminal_size=SIZE, press=["j", "j", "y"], run_before=ready(rig, 3))
+    assert snap_compare(rig.app, terminal_size=SIZE, run_before=ready(rig, 3, press_painted("j", "j", "y")))
 
 
 def test_snapshot_whole_session_confirmation(snap_compare: SnapCompare) -> None:
     rig = fixture_rig("grant")
-    assert snap_compare(rig.app, terminal_size=SIZE, press=["w"], run_before=ready(rig, 3))
+    assert snap_compare(rig.app, terminal_size=SIZE, run_before=ready(rig, 3, press_painted("w")))
 
 
 def test_snapshot_reason_required(snap_compare: SnapCompare) -> None:

@@ -129,8 +129,9 @@ class GrantConfirmScreen(AskModal[bool]):
 
     def _painted(self, token: Hashable) -> None:
         self.safety.painted(token)
+        self._render_keys()
         ready = self.safety.ready_at()
-        if ready is not None:
+        if ready is not None and not self.safety.accepting():
             self.set_timer(max(0.0, ready - self.safety.clock()) + 0.01, self._render_keys)
 
     def _render_keys(self, note: str = "") -> None:

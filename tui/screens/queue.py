@@ -252,7 +252,7 @@ class QueueScreen(Screen[None]):
             self._ready_timer.stop()
             self._ready_timer = None
         ready = self.safety.ready_at()
-        if ready is not None:
+        if ready is not None and not self.safety.accepting():
             self._ready_timer = self.set_timer(max(0.0, ready - self.safety.clock()) + 0.01,
                                                self._render_legend)
         self._render_legend()
