@@ -17,18 +17,27 @@ for _ in $(seq "$load"); do
   ( while :; do :; done ) &
   busy+=("$!")
 done
-stop_busy() { for pid in "${busy[@]}"; do kill "$pid" 2>/dev/null; done; }
-trap stop_busy EXIT INT TERM
+suite=""
+stop_all() {
+  [ -n "$suite" ] && kill "$suite" 2>/dev/null
+  for pid in "${busy[@]}"; do kill "$pid" 2>/dev/null; done
+}
+trap stop_all EXIT
+trap 'exit 130' INT TERM
 
 passed=0
 for run in $(seq "$runs"); do
   started=$(date +%s)
-  if uv run pytest -q -p no:cacheprovider "$@" >"/tmp/under_load.$$.$run.log" 2>&1; then
+  log="${TMPDIR:-/tmp}/under_load.$$.$run.log"
+  uv run pytest -q -p no:cacheprovider "$@" >"$log" 2>&1 &
+  suite=$!
+  if wait "$suite"; then
     passed=$((passed + 1)); result=pass
   else
     result=FAIL
   fi
-  echo "run $run/$runs: $result in $(( $(date +%s) - started )) s ($(tail -n 1 "/tmp/under_load.$$.$run.log"))"
+  suite=""
+  echo "run $run/$runs: $result in $(( $(date +%s) - started )) s ($(tail -n 1 "$log"))"
 done
 echo "under load ($load busy loops on $(nproc) cores): $passed/$runs runs passed"
 [ "$passed" -eq "$runs" ]

@@ -48,7 +48,7 @@ class Node:
         core.add_session(S)
         self.task = asyncio.create_task(core.run())
         self.core = core
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0)  # let it start; its first scan serves whatever is already there
         return core
 
     async def stop(self) -> None:
@@ -166,8 +166,9 @@ async def test_config_change_is_picked_up_while_serving(node: Node) -> None:
     await node.start(LeavingTerminal())
     write_request(node.root, S, "before", accessIntent=intent("bash", "make"))
     await wait_for(lambda: any(e.kind == "left" for e in node.events), what="left")
+    before = next(e.parsed for e in node.events if e.kind == "left" and e.parsed is not None)
     node.config_path.write_text(json.dumps({"permission": {"bash": {"make *": "allow"}}}))
-    await asyncio.sleep(0.3)
+    await wait_for(lambda: node.authority.judge(before, S).verdict == "allow", what="the config reloaded")
     write_request(node.root, S, "after", accessIntent=intent("bash", "make"))
     assert (await read_response_when_written(node.root, S, "after"))["state"] == "approved"
 

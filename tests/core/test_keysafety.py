@@ -66,7 +66,7 @@ def test_grace_counts_from_the_paint_and_a_key_read_before_the_paint_never_count
 
 
 def test_only_the_first_paint_starts_the_grace() -> None:
-    safety, clock = make()
+    safety, _ = make()
     safety.show("a")
     safety.painted("a", 100.0)
     safety.painted("a", 105.0)  # a later repaint (the age ticks) does not restart it
@@ -111,7 +111,7 @@ def test_hidden_characters_force_a_second_press_when_double_press_is_off(action:
 
 
 def test_armed_press_expires_after_the_limit() -> None:
-    safety, clock = make(grace=0.0, expiry=5.0)
+    safety, _ = make(grace=0.0, expiry=5.0)
     safety.show("a")
     safety.painted("a", 100.0)
     safety.press("approve", 100.0)

@@ -53,7 +53,7 @@ async def start(tmp_path: Path, terminal: TerminalSlot, **kwargs: object) -> Run
     core.subscribe(events.append)
     core.add_session(S)
     task = asyncio.create_task(core.run())
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(0)  # let it start; its first scan serves whatever is already there
     return Running(core, task, events)
 
 
@@ -223,7 +223,7 @@ async def test_other_sessions_are_not_touched(tmp_path: Path, denying: Running) 
     foreign = write_request(root, "someone-else", "theirs")
     write_request(root, S, "mine")
     await read_response_when_written(root, S, "mine")
-    await asyncio.sleep(0.1)
+    await denying.core.rescan_all()  # one more full pass: the foreign inbox is still not touched
     assert foreign.exists() and not response_path(root, "someone-else", "theirs").exists()
 
 

@@ -54,7 +54,7 @@ class Node:
         core.add_session(S)
         self.core = core
         self.task = asyncio.create_task(core.run())
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0)  # let it start; its first scan serves whatever is already there
         return core
 
     async def stop(self) -> None:

@@ -17,6 +17,7 @@ from core.rules import PolicyStore
 from core.wire import parse_request
 from tests.helpers import request_body
 from tests.history.support import S, intent, suggestion
+from tests.tui.support import wait_for
 from tui.screens.review import ConfirmRuleScreen, DetailScreen, ReviewScreen, SuggestionsScreen
 from tui.widgets.history_list import HistoryList
 
@@ -106,8 +107,7 @@ async def test_filter_box_terms_and_free_text(tmp_path: Path) -> None:
         listing = pilot.app.screen.query_one(HistoryList)
         assert len(listing.ids) == 25  # i % 12 == 0
         box.value = "ls 29"
-        await pilot.pause(0.3)  # debounced
-        assert len(listing.ids) == 11  # 29, 290..299
+        await wait_for(pilot, lambda: len(listing.ids) == 11)  # debounced: 29, 290..299
 
 
 async def test_suggestion_is_written_only_after_the_confirm_step(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from core.human import HumanAuthorizer
 from core.serving import ServingCore
 from tests.interop.harness import NodeDriver, child_ask_args, child_env
 from tests.interop.ids import CHILD_SESSION, UUID_SESSION
+from tests.tui.support import FakeKeyClock, wait_painted
 from tui.app import AuthorizerApp
 from tui.settings import UiSettings
 
@@ -35,7 +36,8 @@ async def test_real_child_is_approved_with_a_double_press(
     human = HumanAuthorizer()
     core = ServingCore(forwarding_root, state_dir, terminal=human)
     core.add_session(UUID_SESSION)
-    app = AuthorizerApp(core, human, UiSettings())  # defaults: double press on, 500 ms grace
+    keys = FakeKeyClock()
+    app = AuthorizerApp(core, human, UiSettings(), key_clock=keys)  # double press on, 500 ms grace
     with node_driver.start(
         "child_ask.ts",
         child_ask_args(forwarding_root, CHILD_SESSION, "Explore", ASK),
@@ -50,7 +52,8 @@ async def test_real_child_is_approved_with_a_double_press(
                 await pilot.pause(0.05)
             ask = human.pending()[0]
             assert ask.request.value == "git push origin main" and not ask.has_facts
-            await pilot.pause(0.7)  # past the input-grace window
+            await wait_painted(pilot, app)
+            keys.advance(0.5)  # past the input-grace window
             await pilot.press("y")
             assert human.pending(), "the first press only arms"
             await pilot.press("y")

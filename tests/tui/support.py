@@ -245,6 +245,8 @@ def rendered_text(app: AuthorizerApp) -> str:
     return "\n".join("".join(seg.text for seg in strip) for strip in rendered_strips(app))
 
 
-async def settle(pilot: Pilot[Any], seconds: float = 0.05) -> None:
-    await pilot.pause(seconds)
+async def settle(pilot: Pilot[Any]) -> None:
+    """Let the app handle what is queued and repaint: no wall-clock wait (a condition uses `wait_for`)."""
+    await pilot.pause()
     await asyncio.sleep(0)
+    await pilot.pause()

@@ -267,7 +267,7 @@ async def test_escape_never_denies(tmp_path: Path) -> None:
         await pilot.press("escape", "escape")
         await pilot.press("n", "escape", "n")  # arm deny, esc disarms, n arms again
         await pilot.press("escape", "escape", "escape")
-        await settle(pilot, 0.2)
+        await settle(pilot)
         assert read_response(rig.root, "req-esc") is None
         assert len(rig.human.pending()) == 1
 

@@ -7,7 +7,14 @@ from pathlib import Path
 from core.history import HistoryStore
 from core.human import HumanAuthorizer
 from core.serving import ServingCore
-from tests.tui.support import SERVED, request_body, settle, wait_for, wait_response, write_request
+from tests.tui.support import (
+    SERVED,
+    request_body,
+    wait_for,
+    wait_painted,
+    wait_response,
+    write_request,
+)
 from tui.app import AuthorizerApp
 from tui.screens.review import ReviewScreen
 from tui.settings import UiSettings
@@ -24,7 +31,7 @@ async def test_h_opens_the_review_and_decisions_are_recorded_with_shown_time(tmp
     async with app.run_test(size=(140, 45)) as pilot:
         write_request(root, request_body("seen-1"))
         await wait_for(pilot, lambda: len(human.pending()) == 1)
-        await settle(pilot, 0.1)
+        await wait_painted(pilot, app)
         await pilot.press("y")
         body = await wait_response(pilot, root, "seen-1")
         assert body["state"] == "approved"

@@ -1,4 +1,4 @@
-"""Wiring of the key-safety items of issues 10 and 12: detail scroll, `w` reach, no-facts `w`, `b`, history."""
+"""Wiring of the key-safety items of issues 10 and 12: detail scroll, `w` reach, no-facts `w`, `b`."""
 
 from __future__ import annotations
 
@@ -84,7 +84,8 @@ async def test_w_without_facts_or_suggestion_offers_only_once(tmp_path: Path) ->
 async def test_w_shows_how_many_other_asks_it_decides_and_decides_them(tmp_path: Path) -> None:
     rig = make_rig(tmp_path)
     write_request(rig.root, request_body("req-g1", created_at=1000, value="git push origin main"))
-    write_request(rig.root, request_body("req-g2", created_at=1001, value="git push origin dev", agent="Builder"))
+    write_request(rig.root, request_body("req-g2", created_at=1001, value="git push origin dev",
+                                         agent="Builder"))
     write_request(rig.root, request_body("req-g3", created_at=1002, value="git push --tags"))
     write_request(rig.root, request_body("req-other", created_at=1003, value="rm -rf build"))
     write_request(rig.root, request_body("req-nofacts", created_at=1004, value="git push x", facts=False))

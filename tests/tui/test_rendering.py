@@ -102,7 +102,7 @@ async def test_hostile_request_renders_tokens_and_no_control_code_points(tmp_pat
     (folder / ".req-nasty.tmp").rename(folder / "req-nasty.json")
     async with rig.app.run_test(size=(140, 60)) as pilot:
         await wait_rows(pilot, rig.app, 1)
-        await settle(pilot, 0.3)
+        await settle(pilot)
         strips = rendered_strips(rig.app)
         assert forbidden_in(strips) == []
         text = rendered_text(rig.app)
@@ -119,7 +119,7 @@ async def test_hostile_request_renders_tokens_and_no_control_code_points(tmp_pat
 async def test_property_no_hidden_code_point_reaches_any_rendered_segment(tmp_path: Path) -> None:
     rig = make_rig(tmp_path, sessions=())
     async with rig.app.run_test(size=(120, 50)) as pilot:
-        await settle(pilot, 0.1)
+        await settle(pilot)
         detail = rig.app.queue.query_one(AskDetail)
         table = rig.app.queue.query_one(AsksTable)
         counter = iter(range(10**6))
@@ -155,7 +155,7 @@ async def test_markup_in_child_text_is_shown_literally(tmp_path: Path) -> None:
     write_request(rig.root, request_body("req-mk", value=hostile, agent="[b]Boss[/b]", message=hostile))
     async with rig.app.run_test(size=(120, 40)) as pilot:
         await wait_rows(pilot, rig.app, 1)
-        await settle(pilot, 0.2)
+        await settle(pilot)
         text = rendered_text(rig.app)
         assert hostile in text
         assert "[b]Boss[/b]" in text
@@ -168,7 +168,7 @@ async def test_clicking_child_text_never_decides(tmp_path: Path) -> None:
     write_request(rig.root, request_body("req-ck", value=hostile, message=hostile))
     async with rig.app.run_test(size=(120, 40)) as pilot:
         await wait_rows(pilot, rig.app, 1)
-        await settle(pilot, 0.2)
+        await settle(pilot)
         footer_text = "".join(seg.text for strip in rig.app.screen.query_one(Footer).render_lines(
             Region(0, 0, 120, 1)) for seg in strip)
         assert "Approve" not in footer_text  # decision keys are not clickable footer keys
@@ -183,7 +183,7 @@ async def test_clicking_child_text_never_decides(tmp_path: Path) -> None:
         for selector in ["#asks", "#facts", "#display", "#grants", "#legend", "#detail-header"]:
             await pilot.click(rig.app.queue.query_one(selector), times=2)
         assert rig.app.screen is rig.app.queue
-        await settle(pilot, 0.2)
+        await settle(pilot)
         assert read_response(rig.root, "req-ck") is None
         assert len(rig.human.pending()) == 1
         assert rig.app.is_running
@@ -212,7 +212,7 @@ async def test_no_facts_banner_for_a_20_7_3_child(tmp_path: Path) -> None:
     write_request(rig.root, request_body("req-old", facts=False))
     async with rig.app.run_test(size=(120, 50)) as pilot:
         await wait_rows(pilot, rig.app, 1)
-        await settle(pilot, 0.2)
+        await settle(pilot)
         text = rendered_text(rig.app)
         assert "NO CHILD-FIXED FACTS" in text
         assert "could not be matched against this node's rules" in " ".join(text.split())
@@ -225,7 +225,7 @@ async def test_suspicious_agent_names_are_flagged(tmp_path: Path) -> None:
     write_request(rig.root, request_body("req-ag", agent="../../etc/evil"))
     async with rig.app.run_test(size=(120, 50)) as pilot:
         await wait_rows(pilot, rig.app, 1)
-        await settle(pilot, 0.2)
+        await settle(pilot)
         text = rendered_text(rig.app)
         assert "SUSPICIOUS AGENT NAME" in text
         assert "unauthenticated" in text

@@ -52,7 +52,7 @@ async def test_sessions_view_lists_served_unserved_and_foreign_inboxes(tmp_path:
     async with rig.app.run_test(size=(120, 40)) as pilot:
         await pilot.press("S")
         await wait_for(pilot, lambda: isinstance(rig.app.screen, SessionsScreen))
-        await settle(pilot, 0.2)
+        await settle(pilot)
         text = screen_text(rig.app)
         assert SERVED in text and "serving here" in text
         assert f"PI_SUBAGENT_PARENT_SESSION={SERVED} PI_IS_SUBAGENT=1" in text
@@ -96,7 +96,7 @@ async def test_history_lists_this_runs_decisions(tmp_path: Path) -> None:
         await wait_rows(pilot, rig.app, 0)
         await pilot.press("h")
         await wait_for(pilot, lambda: isinstance(rig.app.screen, HistoryScreen))
-        await settle(pilot, 0.1)
+        await settle(pilot)
         text = screen_text(rig.app)
         assert "approved" in text and "ls -la" in text
         assert "denied_with_reason" in text and "rm -rf build" in text and "reason: no" in text
@@ -123,7 +123,7 @@ async def test_help_lists_every_binding_with_its_current_key(tmp_path: Path) -> 
 async def test_new_ask_rings_the_bell_and_shows_a_toast(tmp_path: Path) -> None:
     rig = make_rig(tmp_path, UiSettings(prompt_notifications=("osc9", "osc777")))
     async with rig.app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot, 0.1)
+        await settle(pilot)
         assert rig.app.signals == []
         write_request(rig.root, request_body("req-at", value="[@click=app.quit]x[/]"))
         await wait_rows(pilot, rig.app, 1)
@@ -158,6 +158,6 @@ async def test_a_burst_of_asks_gives_one_signal(tmp_path: Path) -> None:
         write_request(rig.root, request_body(f"req-b{n}"))
     async with rig.app.run_test(size=(120, 40)) as pilot:
         await wait_rows(pilot, rig.app, 5)
-        await settle(pilot, 0.2)
+        await settle(pilot)
         assert rig.app.signals == ["\a"]
         assert any(n.title == "5 permissions asked" for n in rig.app._notifications)
