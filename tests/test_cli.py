@@ -16,7 +16,7 @@ import pytest
 from core.paths import encode_session_id
 
 REPO = Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(120)  # a hang guard, not a speed check
 
 HEADLESS_AGENT = textwrap.dedent(
     """

@@ -129,6 +129,10 @@ class Shooter:
     async def press(self, *keys: str) -> None:
         await self.pilot.press(*keys)
 
+    async def until_keys_count(self) -> None:
+        """Decision keys count only once the ask is painted (`core.keysafety`): wait for that."""
+        await self.until(self.app.safety.accepting)
+
     def advance(self, seconds: float) -> None:
         """Let stage time pass, and show it (the queue's own tick comes only once a second)."""
         self.clock.advance(seconds)
@@ -153,6 +157,7 @@ class Shooter:
         """Select the ask, look at it for `think_s` of stage time, press the keys until it is gone."""
         await self.select(key)
         self.advance(think_s)
+        await self.until_keys_count()
         await self.press(*presses)
         await self.until(lambda: self.app.human.get(key) is None)
 
@@ -230,6 +235,7 @@ async def drive(app: AuthorizerApp, root: Path, clock: StageClock, outdir: Path)
         await shooter.decide(no_facts, "n", "n", think_s=3.0)
         await shooter.select(mcp)
         shooter.advance(7.0)
+        await shooter.until_keys_count()
         await shooter.press("r")
         app.screen.query_one("#reason-input", Input).cursor_blink = False
         await shooter.press(*"only after CI passes")

@@ -25,7 +25,7 @@ from tests.tui.support import (
 from tui.screens.modals import GrantConfirmScreen, GrantRefusedScreen, QuitConfirmScreen, ReasonScreen
 from tui.settings import UiSettings
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = pytest.mark.timeout(120)  # a hang guard, not a speed check
 USER = {"kind": "user", "via": "dialog"}
 
 

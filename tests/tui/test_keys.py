@@ -22,7 +22,7 @@ from tests.tui.support import (
 from tui.screens.modals import GrantConfirmScreen, GrantNoFactsScreen
 from tui.settings import UiSettings
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = pytest.mark.timeout(120)  # a hang guard, not a speed check
 
 
 async def test_detail_opens_at_the_top_when_the_selected_ask_changes(tmp_path: Path) -> None:

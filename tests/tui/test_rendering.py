@@ -34,7 +34,7 @@ from tui.screens.modals import ExpandScreen
 from tui.widgets.ask_detail import AskDetail
 from tui.widgets.asks_table import AsksTable
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(120)  # a hang guard, not a speed check
 FORBIDDEN = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Cn", "Co"})
 NASTY = [
     "\x1b[31mRED", "\x1b]0;PWNED\x07 end", "safe\rEVIL", "\x00", "\x9b2J", "\u202eevil\u202c",

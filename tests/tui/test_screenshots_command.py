@@ -8,7 +8,7 @@ import pytest
 
 from tui import screenshots
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(300)  # a hang guard, not a speed check: a loaded CI machine is slow
 
 # Rich writes a space in SVG text as `&#160;`; one word per screen is enough to tell them apart.
 EXPECTED = {

@@ -30,7 +30,7 @@ from tests.tui.support import (
 from tui.app import AuthorizerApp
 from tui.settings import UiSettings
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(120)  # a hang guard, not a speed check
 SnapCompare = Callable[..., bool]
 SIZE = (120, 44)
 BASE = Path("/tmp/pi-authorizer-snapshots")

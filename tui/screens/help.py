@@ -15,10 +15,18 @@ from textual.widgets import Static
 from tui.widgets.ask_view import DIM
 
 SAFETY_NOTES = (
-    "Decision keys are inert for a moment whenever the ask on screen changes (input grace).",
-    "With double press on, y / s / n arm on the first press and commit on the second; an ask with "
+    "Decision keys count only once the ask is on screen (its frame painted), and then after a short "
+    "input grace; a key typed before that is ignored, however late the app handles it.",
+    "With double press on, y / s / b / n arm on the first press and commit on the second; an ask with "
     "hidden characters always needs the second press.",
-    "w shows the exact rule(s) it would record and asks again; r needs a reason.",
+    "An armed first press expires after 5 s (pi's never does): pi's dialog exists only while its own "
+    "agent waits, but this queue stays open beside other panes all day, so a key typed into the wrong "
+    "pane minutes later must not complete a decision. Moving, esc or another ask also disarm.",
+    "b (both directions) is offered, as in pi, only when every grant proves one direction (read or "
+    "write): the child records its suggestion for both.",
+    "w shows the exact rule(s) it would record and how many other pending asks it would approve, "
+    "and asks again; its y counts only after the confirmation is painted, plus the grace. On an ask "
+    "without facts w explains why no grant can apply. r needs a reason.",
     "esc never denies: it disarms, or goes back. Clicking never decides an ask.",
     "A withdrawn ask (the child stopped waiting) leaves the queue; it was never denied.",
 )
