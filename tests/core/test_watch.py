@@ -25,7 +25,17 @@ class Collector:
             self.seen.append(folders)
             self.changed.set()
 
-    async def expect(self, folder: str, within: float = 3.0) -> None:
+    async def started(self, within: float = 10.0) -> None:
+        """The first yield (a full rescan) has arrived. The inotify watches are in place before it;
+        the polling snapshot is taken when the generator resumes, before this task runs again."""
+
+        async def until() -> None:
+            while not self.seen:
+                await self.changed.wait()
+
+        await asyncio.wait_for(until(), within)
+
+    async def expect(self, folder: str, within: float = 10.0) -> None:
         async def until() -> None:
             while not any(folder in s for s in self.seen):
                 self.changed.clear()
@@ -38,14 +48,13 @@ class Collector:
 @pytest.fixture(params=[False, True], ids=["inotify", "polling"])
 async def collector(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Collector]:
     c = Collector(tmp_path, force_polling=request.param)
-    await asyncio.sleep(0.1)
+    await c.started()
     yield c
     c.stop.set()
     await asyncio.wait_for(c.task, 5)
 
 
 async def test_first_yield_asks_for_a_full_rescan(collector: Collector) -> None:
-    await asyncio.sleep(0.05)
     assert collector.seen and collector.seen[0] == set()
 
 

@@ -23,11 +23,13 @@ from tests.tui.support import (
     Rig,
     make_rig,
     request_body,
+    wait_for,
     wait_painted,
     wait_rows,
     write_request,
 )
 from tui.app import AuthorizerApp
+from tui.screens.modals import ReasonScreen
 from tui.settings import UiSettings
 
 pytestmark = pytest.mark.timeout(120)  # a hang guard, not a speed check
@@ -74,14 +76,18 @@ def fixture_rig(name: str, asks: bool = True, orphan: bool = False) -> Rig:
 
 def ready(rig: Rig, rows: int, extra: Callable[[Pilot[Any]], Awaitable[None]] | None = None,
           ) -> Callable[[Pilot[Any]], Awaitable[None]]:
+    async def quiet(pilot: Pilot[Any]) -> None:
+        # The arrival toast comes from a coalescing timer: wait for it, then clear it.
+        await wait_for(pilot, lambda: rig.app._attention_timer is None)
+        await pilot.pause()
+        rig.app.clear_notifications()
+
     async def run_before(pilot: Pilot[Any]) -> None:
         await wait_rows(pilot, rig.app, rows)
-        await pilot.pause(0.1)
-        rig.app.clear_notifications()
+        await quiet(pilot)
         if extra is not None:
             await extra(pilot)
-        await pilot.pause(0.1)
-        rig.app.clear_notifications()
+        await quiet(pilot)
 
     return run_before
 
@@ -124,7 +130,7 @@ def test_snapshot_reason_required(snap_compare: SnapCompare) -> None:
 
     async def blink_off(pilot: Pilot[Any]) -> None:
         await pilot.press("r")
-        await pilot.pause(0.1)
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, ReasonScreen))
         pilot.app.screen.query_one(Input).cursor_blink = False
         await pilot.press("enter")
 
@@ -148,8 +154,8 @@ def test_snapshot_help(snap_compare: SnapCompare) -> None:
 
 def test_snapshot_history(snap_compare: SnapCompare) -> None:
     rig = fixture_rig("history")
-    assert snap_compare(rig.app, terminal_size=SIZE, press=["y", "y", "n", "n", "h"],
-                        run_before=ready(rig, 3))
+    assert snap_compare(rig.app, terminal_size=SIZE,
+                        run_before=ready(rig, 3, press_painted("y", "y", "n", "n", "h")))
 
 
 def test_snapshot_empty_queue(snap_compare: SnapCompare) -> None:
