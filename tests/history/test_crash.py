@@ -6,6 +6,7 @@ flush, like SIGKILL) at an exact step; the restart runs without it.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -57,6 +58,15 @@ def wait_until(predicate: object, within: float = 10.0) -> None:
         time.sleep(0.01)
 
 
+def serving_pid(root: Path) -> int | None:
+    """The pid in the session's heartbeat (the killed run leaves its own behind)."""
+    try:
+        pid = json.loads(heartbeat_path(root, S).read_text()).get("pid")
+    except (OSError, ValueError):
+        return None
+    return pid if isinstance(pid, int) else None
+
+
 def stop(process: subprocess.Popen[bytes]) -> None:
     process.send_signal(signal.SIGTERM)
     process.wait(10)
@@ -89,7 +99,7 @@ def test_killed_at_each_step_answers_once_after_restart(tmp_path: Path, step: st
 
     second = serve(tmp_path, None)
     try:
-        wait_until(lambda: heartbeat_path(tmp_path / "root", S).exists())
+        wait_until(lambda: serving_pid(tmp_path / "root") == second.pid)
     finally:
         # Its stop signal is handled from before the heartbeat, and `run()` finishes its first scan
         # before it honours a stop: once it has exited, any second answer would be on disk.
