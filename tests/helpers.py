@@ -56,7 +56,7 @@ def response_path(root: Path, session_id: str, request_id: str) -> Path:
     return session_dir(root, session_id) / "responses" / f"{request_id}.json"
 
 
-async def wait_for(predicate: Callable[[], bool], within: float = 5.0, what: str = "condition") -> None:
+async def wait_for(predicate: Callable[[], bool], within: float = 30.0, what: str = "condition") -> None:
     deadline = time.monotonic() + within
     while not predicate():
         if time.monotonic() > deadline:

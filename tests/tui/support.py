@@ -195,7 +195,7 @@ def make_rig(
     return Rig(root, state, core, human, app, book, keys)
 
 
-async def wait_for(pilot: Pilot[Any], predicate: Callable[[], bool], within: float = 5.0) -> None:
+async def wait_for(pilot: Pilot[Any], predicate: Callable[[], bool], within: float = 30.0) -> None:
     deadline = time.monotonic() + within
     while not predicate():
         if time.monotonic() > deadline:
@@ -203,7 +203,7 @@ async def wait_for(pilot: Pilot[Any], predicate: Callable[[], bool], within: flo
         await pilot.pause(0.02)
 
 
-async def wait_rows(pilot: Pilot[Any], app: AuthorizerApp, count: int, within: float = 5.0) -> None:
+async def wait_rows(pilot: Pilot[Any], app: AuthorizerApp, count: int, within: float = 30.0) -> None:
     """`count` rows, and (on the queue) the selected ask painted: its keys count after the grace."""
 
     def ready() -> bool:
@@ -214,13 +214,13 @@ async def wait_rows(pilot: Pilot[Any], app: AuthorizerApp, count: int, within: f
     await wait_for(pilot, ready, within)
 
 
-async def wait_painted(pilot: Pilot[Any], app: AuthorizerApp, within: float = 5.0) -> None:
+async def wait_painted(pilot: Pilot[Any], app: AuthorizerApp, within: float = 30.0) -> None:
     """What is in front (a modal, else the selected ask) has been painted."""
     await wait_for(pilot, lambda: app.safety.ready_at() is not None, within)
 
 
 async def wait_response(
-    pilot: Pilot[Any], root: Path, request_id: str, within: float = 5.0, session_id: str = SERVED
+    pilot: Pilot[Any], root: Path, request_id: str, within: float = 30.0, session_id: str = SERVED
 ) -> dict[str, Any]:
     found: dict[str, Any] | None = None
 
