@@ -32,7 +32,7 @@ from core.human import (
     HumanEvent,
     proven_direction,
 )
-from core.keysafety import KeySafety, Verdict
+from core.keysafety import Armed, KeySafety, Verdict
 from core.wire import GrantWidth
 from tui.sanitize import safe_plain
 from tui.screens.modals import (
@@ -164,8 +164,8 @@ class QueueScreen(Screen[None]):
         return None if self.selected is None else self.human.get(self.selected)
 
     @property
-    def armed(self) -> Hashable | None:
-        """The armed first press, if any (for tests and the legend)."""
+    def armed(self) -> Armed | None:
+        """The armed first press, if any."""
         return self.safety.armed
 
     def handle_event(self, event: HumanEvent) -> None:
