@@ -131,6 +131,42 @@ async def test_whole_session_grant_is_recorded_and_auto_approves_later_forwards(
     assert [g.pattern for g in node.authority.grants_for(S).list()] == ["npm run *"]
 
 
+async def test_whole_session_grant_previews_and_decides_the_other_pending_asks_it_matches(node: Node) -> None:
+    human = HumanAuthorizer(node.authority)
+    await node.start(human)
+    grants = {"grants": [{"surface": "bash", "pattern": "npm run *"}]}
+    write_request(node.root, S, "a", accessIntent=intent("bash", "npm run dev"), sessionApproval=grants)
+    write_request(node.root, S, "b", accessIntent=intent("bash", "npm run test", agent="Builder"))
+    write_request(node.root, S, "c", accessIntent=intent("bash", "npm install"))
+    write_request(node.root, S, "d", surface="bash", value="npm run lint")  # no facts: never matched
+    write_request(node.root, S, "e", accessIntent=intent("bash", "npm run x"), targetSessionId="other")
+    await wait_for(lambda: len(human.pending()) == 4, what="four pending (e is quarantined)")
+    key = next(a.key for a in human.pending() if a.request.id == "a")
+    assert [a.request.id for a in human.grant_reach(key)] == ["b"]  # same session, facts, allowed now
+    decided = await human.approve_for_serving_session(key)
+    assert decided.kind == "approved_for_serving_session"
+    b = await read_response_when_written(node.root, S, "b")
+    assert b["state"] == "approved"
+    assert b["decidedBy"] == {"kind": "session_approval", "surface": "bash", "pattern": "npm run *"}
+    [by_grant] = [d for d in human.decided if d.granted_on == key]
+    assert by_grant.kind == "approved_by_serving_grant" and by_grant.ask.request.id == "b"
+    assert sorted(a.request.id for a in human.pending()) == ["c", "d"]
+
+
+async def test_grant_on_an_ask_without_facts_is_refused_as_pointless(node: Node) -> None:
+    human = HumanAuthorizer(node.authority)
+    await node.start(human)
+    write_request(node.root, S, "old", surface="bash", value="npm run dev",
+                  sessionApproval={"surface": "bash", "patterns": ["npm run *"]})
+    await wait_for(lambda: len(human.pending()) == 1, what="pending")
+    key = human.pending()[0].key
+    refusal = human.serving_grant_refusal(key)
+    assert refusal is not None and "cannot apply to asks without facts" in refusal
+    with pytest.raises(GrantRefused):
+        await human.approve_for_serving_session(key)
+    assert node.authority.grants_for(S).list() == ()
+
+
 async def test_grant_that_would_shadow_a_deny_is_refused_naming_it(node: Node) -> None:
     human = HumanAuthorizer(node.authority)
     await node.start(human)

@@ -142,3 +142,31 @@ async def test_left_then_gone_stays_left(node: Node) -> None:
     row = node.only_row()
     assert row.outcome == "left" and row.verdict is None
     assert row.facts_json()["sessionApproval"] == [{"surface": "bash", "pattern": "make *"}]
+
+
+async def test_history_tells_once_child_session_whole_session_grant_and_its_decisions_apart(
+    node: Node,
+) -> None:
+    human = HumanAuthorizer(node.authority)
+    await node.start(human)
+    for rid, value in (("once", "npm ci"), ("child", "npm run a"), ("grant", "npm run b"), ("by", "npm run c")):
+        write_request(node.root, S, rid, accessIntent=intent("bash", value),
+                      sessionApproval=suggestion("bash", "npm run *"))
+    write_request(node.root, S, "rule", accessIntent=intent("bash", "git status"))
+    await wait_for(lambda: len(human.pending()) == 4, what="four asks for the person")
+    key = {a.request.id: a.key for a in human.pending()}
+    await human.approve_once(key["once"])
+    await human.approve_for_requester_session(key["child"])
+    await human.approve_for_serving_session(key["grant"])
+    await wait_for(lambda: all(r.ended_at is not None for r in node.history.query()) and
+                   len(node.history.query()) == 5, what="five ended rows")
+    rows = {r.request_id: r for r in node.history.query()}
+    seen = {rid: (r.outcome, r.verdict, r.decider) for rid, r in rows.items()}
+    assert seen == {
+        "once": ("user", "approved", "person (dialog)"),
+        "child": ("user", "approved_for_session", "person (dialog)"),
+        "grant": ("user_grant", "approved", "person (dialog), recorded a whole-session grant"),
+        "by": ("session_grant", "approved", "the grant just recorded: session grant bash 'npm run *'"),
+        "rule": ("rule", "approved", "rule bash 'git *' (global)"),
+    }
+    assert node.history.summary().median_person_ms is not None
