@@ -149,7 +149,8 @@ async def test_history_tells_once_child_session_whole_session_grant_and_its_deci
 ) -> None:
     human = HumanAuthorizer(node.authority)
     await node.start(human)
-    for rid, value in (("once", "npm ci"), ("child", "npm run a"), ("grant", "npm run b"), ("by", "npm run c")):
+    asks = (("once", "npm ci"), ("child", "npm run a"), ("grant", "npm run b"), ("by", "npm run c"))
+    for rid, value in asks:
         write_request(node.root, S, rid, accessIntent=intent("bash", value),
                       sessionApproval=suggestion("bash", "npm run *"))
     write_request(node.root, S, "rule", accessIntent=intent("bash", "git status"))
