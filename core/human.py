@@ -181,6 +181,7 @@ class HumanAuthorizer:
             raise GrantRefused(refusal)
         ask = self._take(key)
         assert self.grants is not None
+        reach = self.grant_reach(key)  # what the confirmation showed, judged again at confirm time
         # Record first: a grant that cannot be recorded must not become an approval.
         self.grants.record(key.session_id, self.serving_grants_of(ask), ask.request.requester_agent_name)
         decided = await self._commit(
@@ -188,13 +189,14 @@ class HumanAuthorizer:
             "approved_for_serving_session",
             approve(responder=ask.responder_session_id, at_ms=_now_ms(), decided_by=USER),
         )
-        await self._decide_by_grant(key)
+        await self._decide_by_grant(key, reach)
         return decided
 
-    async def _decide_by_grant(self, granted_on: AskKey) -> None:
+    async def _decide_by_grant(self, granted_on: AskKey, reach: Sequence[Ask]) -> None:
+        """Answer each ask of `reach` still pending that this node's rules now allow (thanks to the grant)."""
         assert self.grants is not None
-        for other in list(self._pending.values()):
-            if other.key.session_id != granted_on.session_id or not other.has_facts or other.withdrawn:
+        for other in reach:
+            if self._pending.get(other.key) is not other or other.withdrawn:
                 continue
             judgment = self.grants.judge(other.parsed, granted_on.session_id)
             if judgment.verdict != "allow":
