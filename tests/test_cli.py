@@ -45,7 +45,7 @@ HEADLESS_AGENT = textwrap.dedent(
 
 
 def cli(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 30
+    *args: str, env: dict[str, str] | None = None, timeout: float = 100  # a hang guard, not a speed check
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "tui.cli", *args],
@@ -126,7 +126,7 @@ def test_serve_without_session_serves_a_stable_own_id_and_prints_the_env(tmp_pat
         while not list((root / "serving").glob("*.json")) and time.monotonic() < deadline:
             time.sleep(0.02)
         os.killpg(proc.pid, signal.SIGTERM)
-        _, err = proc.communicate(timeout=10)
+        _, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
         line = next(x for x in err.splitlines() if "PI_SUBAGENT_PARENT_SESSION=" in x)
         assert "PI_IS_SUBAGENT=1" in line
@@ -207,6 +207,6 @@ def test_serve_reports_config_errors_at_start(tmp_path: Path) -> None:
     while not (root / "serving" / "S.json").exists() and time.monotonic() < deadline:
         time.sleep(0.02)
     os.killpg(proc.pid, signal.SIGTERM)
-    _, err = proc.communicate(timeout=10)
+    _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0
     assert "config error" in err and str(config) in err and "permission" in err
