@@ -101,6 +101,11 @@ class TerminalSlot(Protocol):
 
 
 UNATTENDED_REASON = "no person is attending this authorizer"
+#: What the agent reads (20.7.3 relays `denialReason` of any denial; without one it says "User denied").
+UNATTENDED_DENIAL = (
+    "pi-authorizer denied this for safety: no rule of this node allows it and no person is attending "
+    "this authorizer to approve it"
+)
 
 
 class DenyingTerminal:
@@ -113,6 +118,7 @@ class DenyingTerminal:
             responder=ask.responder_session_id,
             at_ms=time.time_ns() // 1_000_000,
             decided_by=UnavailableDecision(reason=UNATTENDED_REASON),
+            reason=UNATTENDED_DENIAL,
         )
         await ask.answer(response, "fail-safe")
 
