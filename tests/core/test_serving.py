@@ -79,7 +79,8 @@ async def test_requests_present_at_start_are_served(tmp_path: Path) -> None:
     write_request(tmp_path / "root", S, "early")
     running = await start(tmp_path, DenyingTerminal())
     try:
-        assert (await read_response_when_written(tmp_path / "root", S, "early"))["state"] == "denied_with_reason"
+        body = await read_response_when_written(tmp_path / "root", S, "early")
+        assert body["state"] == "denied_with_reason"
     finally:
         await running.stop()
 

@@ -13,18 +13,16 @@ from pathlib import Path
 import pytest
 
 from core.asks import DenyingTerminal
-from core.history import HistoryStore
 from core.liveness import heartbeat_path
 from tests.helpers import (
     read_response_when_written,
     request_body,
-    response_path,
     session_dir,
     wait_for,
     write_request,
     write_request_bytes,
 )
-from tests.history.support import S, Node
+from tests.history.support import Node, S
 
 
 @pytest.fixture

@@ -102,5 +102,6 @@ def test_killed_at_each_step_answers_once_after_restart(tmp_path: Path, step: st
     assert leftovers == ["r1.json"]
     history = HistoryStore.in_state_dir(tmp_path / "state")
     [row] = history.query()
-    assert (row.outcome, row.verdict, row.written, row.response) == ("fail-safe", "denied_with_reason", 1, body)
+    assert (row.outcome, row.verdict, row.written) == ("fail-safe", "denied_with_reason", 1)
+    assert row.response == body
     assert row.ended_at is not None
