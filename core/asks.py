@@ -113,10 +113,13 @@ class DenyingTerminal:
 
     name = "deny"
 
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
+
     async def receive(self, ask: Ask) -> None:
         response = deny(
             responder=ask.responder_session_id,
-            at_ms=time.time_ns() // 1_000_000,
+            at_ms=int(self.clock() * 1000),
             decided_by=UnavailableDecision(reason=UNATTENDED_REASON),
             reason=UNATTENDED_DENIAL,
         )

@@ -20,8 +20,24 @@ from pathlib import Path
 from typing import Literal, Protocol, TypeVar
 
 from core.asks import DEFAULT_FORWARDING_TIMEOUT_MS, Answered, Ask, AskKey, Judgment, TerminalSlot
-from core.inbox import Quarantine, SessionInbox, UnreadableRequest, display_name
-from core.liveness import HEARTBEAT_INTERVAL_S, Heartbeat, SessionHeld, SessionLock, live_foreign_server
+from core.inbox import (
+    DISK,
+    DiskWriter,
+    Quarantine,
+    SessionInbox,
+    UnreadableRequest,
+    display_name,
+    leftover_temp_files,
+)
+from core.liveness import (
+    HEARTBEAT_INTERVAL_S,
+    Heartbeat,
+    SessionHeld,
+    SessionLock,
+    heartbeat_path,
+    live_foreign_server,
+    pid_alive,
+)
 from core.logline import log_safe
 from core.paths import is_safe_request_id, normalize_session_id
 from core.watch import watch_session_folders
@@ -150,6 +166,7 @@ class ServingCore:
         ledger: Ledger | None = None,
         clock: Callable[[], float] = time.time,
         retry_delays: Sequence[float] = RETRY_DELAYS_S,
+        writer: DiskWriter = DISK,
     ) -> None:
         self.root = forwarding_root
         self.state_dir = state_dir
@@ -161,6 +178,7 @@ class ServingCore:
         self.ledger = ledger
         self.clock = clock
         self.retry_delays = tuple(retry_delays)
+        self.writer = writer
         self.quarantine = Quarantine(state_dir)
         # Heartbeats get their own thread: a busy default executor never delays a beat.
         self._beats = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="heartbeat")
@@ -185,12 +203,15 @@ class ServingCore:
         session_id = normalize_session_id(raw_id)
         if session_id in self.sessions:
             return self.sessions[session_id]
-        foreign = live_foreign_server(self.root, session_id)
-        if foreign is not None:
-            raise SessionHeld(session_id, f"pid {foreign.pid} (live serving heartbeat)")
         lock = SessionLock(self.state_dir, session_id)
         lock.acquire()
-        inbox = SessionInbox(self.root, session_id)
+        foreign = live_foreign_server(self.root, session_id)
+        if foreign is not None and foreign.pid != lock.previous_pid:
+            # A live server that is not the authorizer whose lock we just took over (a pi parent).
+            lock.release()
+            raise SessionHeld(session_id, f"pid {foreign.pid} (live serving heartbeat)")
+        inbox = SessionInbox(self.root, session_id, self.writer)
+        _remove_leftover_temps(inbox.responses_dir, heartbeat_path(self.root, session_id).parent)
         served = ServedSession(inbox=inbox, lock=lock, heartbeat=Heartbeat(self.root, session_id))
         served.heartbeat.beat()
         self.sessions[session_id] = served
@@ -685,6 +706,17 @@ class ServingCore:
     def pending_names(self, session_id: str) -> Iterable[str]:
         served = self.sessions.get(session_id)
         return [] if served is None else [n for n, s in served.tracked.items() if s in {"pending", "left"}]
+
+
+def _remove_leftover_temps(*folders: Path) -> None:
+    """Temp files of a writer that was killed (`kill -9`) mid-write: never linked, so never seen
+    by a child; removed when a session is taken so they do not pile up."""
+    for folder in folders:
+        for path, pid in leftover_temp_files(folder):
+            if not pid_alive(pid):
+                with contextlib.suppress(OSError):
+                    path.unlink()
+                    log.info("removed a leftover temp file %s", log_safe(display_name(str(path)), 300))
 
 
 @dataclass(frozen=True)
