@@ -22,6 +22,8 @@ from core.wire import compact_json
 
 HEARTBEAT_INTERVAL_S = 1.0
 HEARTBEAT_STALE_MS = 5_000
+#: How long a session lock whose recorded holder is dead (a zombie) may take to be released.
+DEAD_HOLDER_GRACE_S = 2.0
 
 
 def heartbeat_path(root: Path, session_id: str) -> Path:
@@ -120,12 +122,20 @@ class SessionLock:
     def acquire(self) -> None:
         ensure_dir(self.path.parent)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _describe_holder(fd)
-            os.close(fd)
-            raise SessionHeld(self.session_id, holder) from None
+        deadline = time.monotonic() + DEAD_HOLDER_GRACE_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                # A holder killed with -9 is a zombie while its other threads still exit; the
+                # kernel drops its lock a moment later. Only a live holder refuses at once.
+                pid = _holder_pid(fd)
+                if pid is None or pid_alive(pid) or time.monotonic() > deadline:
+                    holder = _describe_holder(fd)
+                    os.close(fd)
+                    raise SessionHeld(self.session_id, holder) from None
+                time.sleep(0.005)
         # Who held it last (a process killed with -9 leaves its record): its heartbeat is not a server.
         self.previous_pid = _holder_pid(fd)
         os.ftruncate(fd, 0)

@@ -469,7 +469,7 @@ class ServingCore:
             served.tracked[name] = "answered"
             if not recorded.written:
                 await asyncio.to_thread(self.ledger.mark_written, key, request_id, True)  # type: ignore[union-attr]
-            await asyncio.to_thread(served.inbox.delete_request, name)
+            await self._remove_request(served, name)
             log.info(
                 "%s was answered by this node before a restart; request removed", self._label(key, parsed)
             )
@@ -531,8 +531,14 @@ class ServingCore:
         ledger = self.ledger
         await asyncio.to_thread(ledger.mark_written, key, request_id, written)
         log.info("%s recorded verdict published after a restart", self._label(key, None))
-        await asyncio.to_thread(served.inbox.delete_request, name)
+        await self._remove_request(served, name)
         return True
+
+    async def _remove_request(self, served: ServedSession, name: str) -> None:
+        """Delete an answered request; once gone, its name is free for a new request."""
+        await asyncio.to_thread(served.inbox.delete_request, name)
+        if served.tracked.get(name) == "answered":
+            del served.tracked[name]
 
     async def _recorded(self, key: AskKey, request_id: str) -> RecordedVerdict | None:
         """The ledger's verdict for this request; an unreadable history counts as none recorded
@@ -630,7 +636,7 @@ class ServingCore:
         if not written:
             await self._forged(served, name, ask.parsed, "before this node's verdict could be written")
             return Answered(False, "a response this node did not write was already there")
-        await asyncio.to_thread(served.inbox.delete_request, name)
+        await self._remove_request(served, name)
         self._emit(
             ServeEvent("answered", key, self.clock(), parsed=ask.parsed, response=response, outcome=outcome)
         )
@@ -668,9 +674,11 @@ class ServingCore:
         try:
             record = await asyncio.to_thread(self.quarantine.hold, served.inbox, name, reason, answered)
             where = f"quarantined to {record.moved_to}" if record.moved_to else "already gone"
+            # Moved out: a new file under the same name later is a new request, served as such.
+            served.tracked.pop(name, None)
         except Exception as exc:
             where = f"could not be quarantined ({exc}); left in place and ignored"
-        served.tracked[name] = "quarantined"
+            served.tracked[name] = "quarantined"
         self._emit(ServeEvent(kind, key, self.clock(), reason=reason, raw=raw))
         log.warning(
             "session=%s file=%s rejected: %s; %s%s",

@@ -299,3 +299,33 @@ def _zombie_or_gone(pid: int) -> bool:
         return b") Z " in Path(f"/proc/{pid}/stat").read_bytes()
     except OSError:
         return True
+
+
+class SlowDisk(DiskWriter):
+    """A disk whose every fsync takes `seconds` (slow hardware, a saturated device)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def fsync_dir(self, path: Path) -> None:
+        time.sleep(self.seconds)
+        super().fsync_dir(path)
+
+
+async def test_heartbeat_is_refreshed_while_slow_writes_drain_a_flood(tmp_path: Path) -> None:
+    """Blocking work runs off the event loop: the heartbeat keeps beating while the inbox drains."""
+    root = tmp_path / "root"
+    for i in range(12):
+        write_request(root, S, f"flood-{i:02d}")
+    beat = heartbeat_path(root, S)
+    async with Served(tmp_path, DenyingTerminal(), writer=SlowDisk(0.25)) as served:
+        seen: set[float] = set()
+        last = response_path(root, S, "flood-11")
+        while not last.exists():
+            record = read_heartbeat(beat)
+            if record is not None:
+                seen.add(record.updated_at_ms)
+            await asyncio.sleep(0.02)
+        assert not served.task.done()
+    # 12 responses x 0.25 s of fsync took 3 s or more: the heartbeat was refreshed meanwhile.
+    assert len(seen) >= 3, seen
