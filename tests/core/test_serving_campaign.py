@@ -65,6 +65,11 @@ class LongLivedCore:
             self.loop.run_until_complete(main())
         except BaseException as exc:
             self.failure = exc
+        finally:
+            for task in asyncio.all_tasks(self.loop):
+                task.cancel()
+            self.loop.run_until_complete(asyncio.sleep(0))
+            self.loop.close()
 
     def start(self) -> None:
         self.thread.start()
