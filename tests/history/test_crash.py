@@ -111,7 +111,7 @@ def test_the_republish_window_is_bounded_to_the_same_bytes_once(tmp_path: Path) 
     """The one window left (documented in docs/reliability.md): killed after `link()` and before the
     history notes it, while the child consumes the response in that instant. The restart cannot tell
     "never linked" from "linked and consumed", so it publishes the RECORDED bytes once more: the same
-    verdict, never a new judgment, and never a third time."""
+    verdict, never a new judgment, and the request is then removed."""
     request = write_request(tmp_path / "root", S, "r1")
     response = response_path(tmp_path / "root", S, "r1")
     first = serve(tmp_path, "linked")
