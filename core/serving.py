@@ -61,6 +61,8 @@ SAFETY_RESCAN_S = 1.0
 RETRY_DELAYS_S = (0.05, 0.25, 1.0)
 #: After a failing loop step, wait this long before the step runs again (no hot error loop).
 STEP_FAILURE_PAUSE_S = 1.0
+#: Request files read per trip off the event loop (at most 32 MiB held at once).
+READ_BATCH = 32
 _T = TypeVar("_T")
 NO_FACTS_EXPLANATION = (
     "No usable accessIntent: this request carries no child-fixed facts, so this node's rules "
@@ -327,10 +329,15 @@ class ServingCore:
                 if name not in present:
                     self._forget(served, name)
             await self._detect_forgeries(served)
-            for name in names:
-                if name not in served.tracked:
-                    served.tracked[name] = "processing"
-                    await self._serve_file(served, name)
+            new = [name for name in names if name not in served.tracked]
+            for start in range(0, len(new), READ_BATCH):
+                # One trip off the loop reads a batch, so a burst reaches the terminal together.
+                batch = new[start : start + READ_BATCH]
+                reads = await asyncio.to_thread(_read_batch, served.inbox, batch)
+                for name, read in zip(batch, reads, strict=True):
+                    if name not in served.tracked:
+                        served.tracked[name] = "processing"
+                        await self._serve_file(served, name, read)
 
     def _set_unservable(self, served: ServedSession, reason: str | None) -> None:
         """Say (log, event) when a session cannot be served at all, and when it can again."""
@@ -358,10 +365,10 @@ class ServingCore:
                 "%s withdrawn by the child before an answer", self._label(key, ask.parsed if ask else None)
             )
 
-    async def _serve_file(self, served: ServedSession, name: str) -> None:
+    async def _serve_file(self, served: ServedSession, name: str, read: _Read) -> None:
         """Serve one file; whatever goes wrong, it is quarantined with the reason and serving goes on."""
         try:
-            await self._serve_unguarded(served, name)
+            await self._serve_unguarded(served, name, read)
         except Exception as exc:
             key = AskKey(served.inbox.session_id, name)
             log.error("%s: serving failed", self._label(key, None), exc_info=True)
@@ -372,9 +379,8 @@ class ServingCore:
             reason = f"serving this file failed ({type(exc).__name__}: {exc})"
             await self._reject(served, name, reason, None)
 
-    async def _serve_unguarded(self, served: ServedSession, name: str) -> None:
+    async def _serve_unguarded(self, served: ServedSession, name: str, read: _Read) -> None:
         key = AskKey(served.inbox.session_id, name)
-        read = await asyncio.to_thread(_read_and_parse, served.inbox, name)
         if read.gone:
             served.tracked.pop(name, None)
             return
@@ -748,6 +754,18 @@ def _read_and_parse(inbox: SessionInbox, name: str) -> _Read:
         return _Read(raw=raw, parsed=parse_request(raw))
     except RequestRejected as exc:
         return _Read(raw=raw, rejection=f"unusable request: {exc.reason}")
+
+
+def _read_batch(inbox: SessionInbox, names: Sequence[str]) -> list[_Read]:
+    return [_read_guarded(inbox, name) for name in names]
+
+
+def _read_guarded(inbox: SessionInbox, name: str) -> _Read:
+    """`_read_and_parse` that turns any failure into a rejection, so one file never fails a batch."""
+    try:
+        return _read_and_parse(inbox, name)
+    except Exception as exc:
+        return _Read(rejection=f"reading this file failed ({type(exc).__name__}: {exc})")
 
 
 def _peek(path: Path, limit: int = 400) -> bytes:
