@@ -7,6 +7,7 @@ answering it or keeping a copy with the reason.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import itertools
 import json
@@ -269,7 +270,8 @@ class Quarantine:
             return []
         found: list[dict[str, object]] = []
         for path in sorted(self.base.glob("*/*.reason.json")):
-            found.append(json.loads(path.read_bytes()))
+            with contextlib.suppress(OSError, ValueError):  # one being written right now
+                found.append(json.loads(path.read_bytes()))
         return found
 
 

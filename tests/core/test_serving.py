@@ -207,6 +207,7 @@ async def test_unsafe_file_name_is_quarantined_without_an_answer(tmp_path: Path,
     path = write_request_bytes(root, S, name, b"garbage")
     await wait_for(lambda: not path.exists(), what="quarantine")
     assert os.listdir(session_dir(root, S) / "responses") == []
+    await wait_for(lambda: bool(denying.core.quarantine.records()), what="reason recorded")
     assert denying.core.quarantine.records()[0]["childAnswered"] is False
 
 

@@ -107,7 +107,10 @@ async def test_disk_full_is_retried_and_the_child_answered(
         body = await read_response_when_written(served.root, S, "full")
         assert body["state"] == "denied_with_reason" and disk.attempts == 3
         assert "No space left on device" in caplog.text and "retrying" in caplog.text
-        assert not [p for p in (session_dir(served.root, S) / "responses").iterdir() if p.suffix == ".tmp"]
+        responses = session_dir(served.root, S) / "responses"
+        await wait_for(
+            lambda: not [p for p in responses.iterdir() if p.suffix == ".tmp"], what="temps removed"
+        )
 
 
 async def test_eio_that_outlasts_the_retries_is_answered_once_the_disk_heals(tmp_path: Path) -> None:
@@ -246,7 +249,10 @@ async def test_already_answered_id_is_set_aside_with_a_reason(tmp_path: Path) ->
         replay = write_request(served.root, S, "once")
         await wait_for(lambda: not replay.exists(), what="replay set aside")
         assert not response_path(served.root, S, "once").exists()
-        assert any("already answered" in str(r["reason"]) for r in served.core.quarantine.records())
+        await wait_for(
+            lambda: any("already answered" in str(r["reason"]) for r in served.core.quarantine.records()),
+            what="reason kept",
+        )
 
 
 def test_restart_takes_over_at_once_after_kill_9(tmp_path: Path) -> None:

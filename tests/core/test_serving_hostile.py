@@ -78,7 +78,10 @@ async def test_hostile_field_is_answered_with_a_reason_and_serving_goes_on(
 async def test_dot_and_empty_ids_are_quarantined_and_serving_goes_on(node: Node, name: str) -> None:
     path = write_request_bytes(node.root, S, name, body_with(name.removesuffix(".json")))
     await wait_for(lambda: not path.exists(), what=f"{name} quarantined")
-    assert any(name in str(r["originalPath"]) for r in node.core.quarantine.records())
+    await wait_for(
+        lambda: any(name in str(r["originalPath"]) for r in node.core.quarantine.records()),
+        what="reason kept",
+    )
     assert all(p.name != name for p in (session_dir(node.root, S) / "responses").iterdir())
     await served_after(node)
 
