@@ -101,6 +101,11 @@ class TerminalSlot(Protocol):
 
 
 UNATTENDED_REASON = "no person is attending this authorizer"
+#: What the agent reads (20.7.3 relays `denialReason` of any denial; without one it says "User denied").
+UNATTENDED_DENIAL = (
+    "pi-authorizer denied this for safety: no rule of this node allows it and no person is attending "
+    "this authorizer to approve it"
+)
 
 
 class DenyingTerminal:
@@ -108,11 +113,15 @@ class DenyingTerminal:
 
     name = "deny"
 
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
+
     async def receive(self, ask: Ask) -> None:
         response = deny(
             responder=ask.responder_session_id,
-            at_ms=time.time_ns() // 1_000_000,
+            at_ms=int(self.clock() * 1000),
             decided_by=UnavailableDecision(reason=UNATTENDED_REASON),
+            reason=UNATTENDED_DENIAL,
         )
         await ask.answer(response, "fail-safe")
 

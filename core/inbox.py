@@ -7,9 +7,12 @@ answering it or keeping a copy with the reason.
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import itertools
 import json
 import os
+import re
 import shutil
 import stat
 import time
@@ -74,6 +77,38 @@ def replace_atomically(target: Path, data: bytes) -> None:
         raise
 
 
+class DiskWriter:
+    """The file-system calls that publish a response. An explicit seam: fault tests inject a writer
+    that fails like a full or broken disk (ENOSPC, EIO) without patching this module."""
+
+    def write_new_file(self, path: Path, data: bytes) -> None:
+        write_new_file(path, data)
+
+    def link(self, source: Path, target: Path) -> None:
+        os.link(source, target, follow_symlinks=False)
+
+    def fsync_dir(self, path: Path) -> None:
+        fsync_dir(path)
+
+
+DISK = DiskWriter()
+_TEMP_NAME = re.compile(r"^.+\.(?P<pid>[0-9]+)\.[0-9]+\.tmp$")
+
+
+def leftover_temp_files(folder: Path) -> list[tuple[Path, int]]:
+    """`<name>.<pid>.<ms>.tmp` files this node's writers leave when killed, with the writer's pid."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        match = _TEMP_NAME.match(name)
+        if match is not None:
+            found.append((folder / name, int(match["pid"])))
+    return found
+
+
 def display_name(name: str) -> str:
     """A file name safe to print: undecodable bytes and controls are escaped."""
     return os.fsencode(name).decode("utf-8", "backslashreplace").encode("unicode_escape").decode("ascii")
@@ -85,6 +120,7 @@ class SessionInbox:
 
     root: Path
     session_id: str
+    writer: DiskWriter = DISK
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "session_id", normalize_session_id(self.session_id))
@@ -166,12 +202,12 @@ class SessionInbox:
         target = self.response_path(request_id)
         temp = temp_name_for(target)
         try:
-            write_new_file(temp, body)
+            self.writer.write_new_file(temp, body)
             try:
-                os.link(temp, target, follow_symlinks=False)
+                self.writer.link(temp, target)
             except FileExistsError:
                 return False
-            fsync_dir(self.responses_dir)
+            self.writer.fsync_dir(self.responses_dir)
             return True
         finally:
             temp.unlink(missing_ok=True)
@@ -195,6 +231,7 @@ class Quarantine:
 
     def __init__(self, state_dir: Path) -> None:
         self.base = state_dir / "quarantine"
+        self._serial = itertools.count()
 
     def hold(self, inbox: SessionInbox, name: str, reason: str, answered: bool) -> QuarantineRecord:
         """Move `requests/<name>` out of the inbox (as it is, symlink included) and record why."""
@@ -202,7 +239,8 @@ class Quarantine:
         ensure_dir(folder)
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         safe = quote(os.fsencode(name), safe="-_.")[:180]
-        stem = f"{stamp}-{time.time_ns() % 1_000_000_000:09d}-{safe}"
+        # The serial keeps names unique when the clock stands still or jumps back.
+        stem = f"{stamp}-{time.time_ns() % 1_000_000_000:09d}-{os.getpid()}.{next(self._serial)}-{safe}"
         source = inbox.requests_dir / name
         target = folder / stem
         try:
@@ -232,7 +270,8 @@ class Quarantine:
             return []
         found: list[dict[str, object]] = []
         for path in sorted(self.base.glob("*/*.reason.json")):
-            found.append(json.loads(path.read_bytes()))
+            with contextlib.suppress(OSError, ValueError):  # one being written right now
+                found.append(json.loads(path.read_bytes()))
         return found
 
 

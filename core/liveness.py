@@ -22,6 +22,8 @@ from core.wire import compact_json
 
 HEARTBEAT_INTERVAL_S = 1.0
 HEARTBEAT_STALE_MS = 5_000
+#: How long a session lock whose recorded holder is dead (a zombie) may take to be released.
+DEAD_HOLDER_GRACE_S = 2.0
 
 
 def heartbeat_path(root: Path, session_id: str) -> Path:
@@ -30,14 +32,25 @@ def heartbeat_path(root: Path, session_id: str) -> Path:
 
 
 def pid_alive(pid: int) -> bool:
-    """`kill(pid, 0)` as the reference checks it: EPERM still means the process exists."""
+    """`kill(pid, 0)` as the reference checks it (EPERM still means the process exists), except that
+    a zombie (killed, not yet reaped by its parent) is dead: it serves nothing."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    return not _is_zombie(pid)
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return False
+    # `pid (comm) S ...`: comm may hold spaces and parentheses, the state follows the last `)`.
+    return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] == b"Z"
 
 
 @dataclass(frozen=True)
@@ -104,16 +117,27 @@ class SessionLock:
         self.session_id = session_id
         self.path = state_dir / "locks" / f"{encode_session_id(session_id)}.lock"
         self._fd: int | None = None
+        self.previous_pid: int | None = None
 
     def acquire(self) -> None:
         ensure_dir(self.path.parent)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _describe_holder(fd)
-            os.close(fd)
-            raise SessionHeld(self.session_id, holder) from None
+        deadline = time.monotonic() + DEAD_HOLDER_GRACE_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                # A holder killed with -9 is a zombie while its other threads still exit; the
+                # kernel drops its lock a moment later. Only a live holder refuses at once.
+                pid = _holder_pid(fd)
+                if pid is None or pid_alive(pid) or time.monotonic() > deadline:
+                    holder = _describe_holder(fd)
+                    os.close(fd)
+                    raise SessionHeld(self.session_id, holder) from None
+                time.sleep(0.005)
+        # Who held it last (a process killed with -9 leaves its record): its heartbeat is not a server.
+        self.previous_pid = _holder_pid(fd)
         os.ftruncate(fd, 0)
         os.write(fd, compact_json({"pid": os.getpid(), "sessionId": self.session_id, "since": _now_ms()}))
         self._fd = fd
@@ -134,13 +158,18 @@ def live_foreign_server(root: Path, session_id: str) -> HeartbeatRecord | None:
     return record if record.state(_now_ms()) == "alive" else None
 
 
-def _describe_holder(fd: int) -> str:
+def _holder_pid(fd: int) -> int | None:
     try:
         obj = json.loads(os.pread(fd, 4096, 0) or b"{}")
     except (OSError, ValueError):
-        obj = {}
+        return None
     pid = obj.get("pid") if isinstance(obj, dict) else None
-    return f"pi-authorizer pid {pid}" if isinstance(pid, int) else "another pi-authorizer process"
+    return pid if isinstance(pid, int) and not isinstance(pid, bool) else None
+
+
+def _describe_holder(fd: int) -> str:
+    pid = _holder_pid(fd)
+    return f"pi-authorizer pid {pid}" if pid is not None else "another pi-authorizer process"
 
 
 def _now_ms() -> int:

@@ -8,17 +8,36 @@ reference, one undecided ask never blocks the inbox: rule-decided asks keep flow
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
+import os
+import sqlite3
 import time
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Literal, Protocol, TypeVar
 
 from core.asks import DEFAULT_FORWARDING_TIMEOUT_MS, Answered, Ask, AskKey, Judgment, TerminalSlot
-from core.inbox import Quarantine, SessionInbox, UnreadableRequest, display_name
-from core.liveness import HEARTBEAT_INTERVAL_S, Heartbeat, SessionHeld, SessionLock, live_foreign_server
+from core.inbox import (
+    DISK,
+    DiskWriter,
+    Quarantine,
+    SessionInbox,
+    UnreadableRequest,
+    display_name,
+    leftover_temp_files,
+)
+from core.liveness import (
+    HEARTBEAT_INTERVAL_S,
+    Heartbeat,
+    SessionHeld,
+    SessionLock,
+    heartbeat_path,
+    live_foreign_server,
+    pid_alive,
+)
 from core.logline import log_safe
 from core.paths import is_safe_request_id, normalize_session_id
 from core.watch import watch_session_folders
@@ -30,12 +49,21 @@ from core.wire import (
     approve,
     deny,
     encode_response,
+    over_limit,
     parse_request,
 )
 
 log = logging.getLogger("pi_authorizer.serve")
 
 SAFETY_RESCAN_S = 1.0
+#: Backoff between attempts of a failed response or history write (disk full, EIO): the first
+#: attempt, then one after each delay. A write that still fails is retried at the next rescan.
+RETRY_DELAYS_S = (0.05, 0.25, 1.0)
+#: After a failing loop step, wait this long before the step runs again (no hot error loop).
+STEP_FAILURE_PAUSE_S = 1.0
+#: Request files read per trip off the event loop (at most 32 MiB held at once).
+READ_BATCH = 32
+_T = TypeVar("_T")
 NO_FACTS_EXPLANATION = (
     "No usable accessIntent: this request carries no child-fixed facts, so this node's rules "
     "cannot judge it (version-skew floor, ADR 0008 §4). It goes to a person."
@@ -83,7 +111,17 @@ class NoRecordedAuthority:
         return Judgment(verdict="ask", explanation=("No rules are loaded on this node: default ask.",))
 
 
-EventKind = Literal["arrived", "answered", "withdrawn", "quarantined", "left", "answer_failed"]
+EventKind = Literal[
+    "arrived",
+    "answered",
+    "withdrawn",
+    "quarantined",
+    "left",
+    "answer_failed",
+    "forged",
+    "not_serving",
+    "serving_again",
+]
 
 
 @dataclass(frozen=True)
@@ -101,7 +139,7 @@ class ServeEvent:
 
 
 Observer = Callable[[ServeEvent], None]
-_Track = Literal["processing", "answered", "pending", "left", "quarantined"]
+_Track = Literal["processing", "answering", "answered", "pending", "left", "quarantined"]
 
 
 @dataclass
@@ -112,6 +150,7 @@ class ServedSession:
     tracked: dict[str, _Track] = field(default_factory=dict)
     asks: dict[str, Ask] = field(default_factory=dict)
     scan_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    unservable: str | None = None
 
 
 class ServingCore:
@@ -127,6 +166,9 @@ class ServingCore:
         timeout_ms: Callable[[], int] = lambda: DEFAULT_FORWARDING_TIMEOUT_MS,
         force_polling: bool = False,
         ledger: Ledger | None = None,
+        clock: Callable[[], float] = time.time,
+        retry_delays: Sequence[float] = RETRY_DELAYS_S,
+        writer: DiskWriter = DISK,
     ) -> None:
         self.root = forwarding_root
         self.state_dir = state_dir
@@ -136,7 +178,12 @@ class ServingCore:
         self.timeout_ms = timeout_ms
         self.force_polling = force_polling
         self.ledger = ledger
+        self.clock = clock
+        self.retry_delays = tuple(retry_delays)
+        self.writer = writer
         self.quarantine = Quarantine(state_dir)
+        # Heartbeats get their own thread: a busy default executor never delays a beat.
+        self._beats = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="heartbeat")
         self.sessions: dict[str, ServedSession] = {}
         self._by_folder: dict[str, ServedSession] = {}
         self._observers: list[Observer] = []
@@ -158,12 +205,15 @@ class ServingCore:
         session_id = normalize_session_id(raw_id)
         if session_id in self.sessions:
             return self.sessions[session_id]
-        foreign = live_foreign_server(self.root, session_id)
-        if foreign is not None:
-            raise SessionHeld(session_id, f"pid {foreign.pid} (live serving heartbeat)")
         lock = SessionLock(self.state_dir, session_id)
         lock.acquire()
-        inbox = SessionInbox(self.root, session_id)
+        foreign = live_foreign_server(self.root, session_id)
+        if foreign is not None and foreign.pid != lock.previous_pid:
+            # A live server that is not the authorizer whose lock we just took over (a pi parent).
+            lock.release()
+            raise SessionHeld(session_id, f"pid {foreign.pid} (live serving heartbeat)")
+        inbox = SessionInbox(self.root, session_id, self.writer)
+        _remove_leftover_temps(inbox.responses_dir, heartbeat_path(self.root, session_id).parent)
         served = ServedSession(inbox=inbox, lock=lock, heartbeat=Heartbeat(self.root, session_id))
         served.heartbeat.beat()
         self.sessions[session_id] = served
@@ -199,8 +249,10 @@ class ServingCore:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         for served in self.sessions.values():
-            served.heartbeat.clear()
+            with contextlib.suppress(OSError):
+                served.heartbeat.clear()
             served.lock.release()
+        self._beats.shutdown(wait=False)
 
     def _spawn(self, coro: Coroutine[object, object, None]) -> None:
         task = asyncio.ensure_future(coro)
@@ -213,30 +265,45 @@ class ServingCore:
             log.error("serving task failed", exc_info=task.exception())
 
     async def _heartbeat_loop(self) -> None:
+        """Beat every second in a thread of its own; a session that cannot be served is not beaten
+        for, and its heartbeat is removed, so no child or authorizer takes it for served."""
+        loop = asyncio.get_running_loop()
         while not self._stop.is_set():
             for served in list(self.sessions.values()):
+                beat = served.heartbeat.clear if served.unservable else served.heartbeat.beat
                 try:
-                    served.heartbeat.beat()
-                except OSError as exc:
+                    await loop.run_in_executor(self._beats, beat)
+                except Exception as exc:
                     log.warning("heartbeat for %s failed: %s", log_safe(served.inbox.session_id), exc)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), timeout=HEARTBEAT_INTERVAL_S)
+            await self._pause(HEARTBEAT_INTERVAL_S)
+
+    async def _pause(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stop.wait(), timeout=seconds)
 
     async def _watch_loop(self) -> None:
-        async for folders in watch_session_folders(self.root, self._stop, self.force_polling):
-            targets = (
-                list(self.sessions.values())
-                if not folders
-                else [s for f in folders if (s := self._by_folder.get(f))]
-            )
-            for served in targets:
-                await self.rescan(served)
+        """Supervised: a failing watcher is logged with its traceback and started again."""
+        while not self._stop.is_set():
+            try:
+                async for folders in watch_session_folders(self.root, self._stop, self.force_polling):
+                    targets = (
+                        list(self.sessions.values())
+                        if not folders
+                        else [s for f in folders if (s := self._by_folder.get(f))]
+                    )
+                    for served in targets:
+                        await self.rescan(served)
+            except Exception:
+                log.error("watching the forwarding root failed; restarting the watch", exc_info=True)
+                await self._pause(STEP_FAILURE_PAUSE_S)
 
     async def _safety_rescan_loop(self) -> None:
         while not self._stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), timeout=SAFETY_RESCAN_S)
-            await self.rescan_all()
+            await self._pause(SAFETY_RESCAN_S)
+            try:
+                await self.rescan_all()
+            except Exception:
+                log.error("a safety rescan failed; the next one runs as usual", exc_info=True)
 
     # -- draining -------------------------------------------------------------------------------
 
@@ -245,17 +312,45 @@ class ServingCore:
             await self.rescan(served)
 
     async def rescan(self, served: ServedSession) -> None:
-        """Diff the inbox listing against what we track: new files are served, vanished ones withdrawn."""
+        """Diff the inbox listing against what we track: new files are served, vanished ones withdrawn.
+
+        Never raises: one file's failure quarantines that file, a listing failure marks the session
+        unservable (heartbeat removed) until listing works again.
+        """
         async with served.scan_lock:
-            names = served.inbox.list_request_names()
+            try:
+                names = await asyncio.to_thread(served.inbox.list_request_names)
+            except Exception as exc:
+                self._set_unservable(served, f"its inbox cannot be listed: {exc}")
+                return
+            self._set_unservable(served, None)
             present = set(names)
             for name in list(served.tracked):
                 if name not in present:
                     self._forget(served, name)
-            for name in names:
-                if name not in served.tracked:
-                    served.tracked[name] = "processing"
-                    await self._serve_file(served, name)
+            await self._detect_forgeries(served)
+            new = [name for name in names if name not in served.tracked]
+            for start in range(0, len(new), READ_BATCH):
+                # One trip off the loop reads a batch, so a burst reaches the terminal together.
+                batch = new[start : start + READ_BATCH]
+                reads = await asyncio.to_thread(_read_batch, served.inbox, batch)
+                for name, read in zip(batch, reads, strict=True):
+                    if name not in served.tracked:
+                        served.tracked[name] = "processing"
+                        await self._serve_file(served, name, read)
+
+    def _set_unservable(self, served: ServedSession, reason: str | None) -> None:
+        """Say (log, event) when a session cannot be served at all, and when it can again."""
+        if reason == served.unservable:
+            return
+        key = AskKey(served.inbox.session_id, "")
+        previous, served.unservable = served.unservable, reason
+        if reason is not None:
+            log.error("NOT SERVING session %s: %s", log_safe(served.inbox.session_id), log_safe(reason, 300))
+            self._emit(ServeEvent("not_serving", key, self.clock(), reason=reason))
+        elif previous is not None:
+            log.info("serving session %s again", log_safe(served.inbox.session_id))
+            self._emit(ServeEvent("serving_again", key, self.clock()))
 
     def _forget(self, served: ServedSession, name: str) -> None:
         state = served.tracked.pop(name)
@@ -265,64 +360,75 @@ class ServingCore:
             if ask is not None:
                 ask.withdrawn = True
             self.terminal.withdraw(key)
-            self._emit(ServeEvent("withdrawn", key, time.time(), parsed=ask.parsed if ask else None))
+            self._emit(ServeEvent("withdrawn", key, self.clock(), parsed=ask.parsed if ask else None))
             log.info(
                 "%s withdrawn by the child before an answer", self._label(key, ask.parsed if ask else None)
             )
 
-    async def _serve_file(self, served: ServedSession, name: str) -> None:
-        key = AskKey(served.inbox.session_id, name)
+    async def _serve_file(self, served: ServedSession, name: str, read: _Read) -> None:
+        """Serve one file; whatever goes wrong, it is quarantined with the reason and serving goes on."""
         try:
-            raw = served.inbox.read_request(name)
-        except FileNotFoundError:
+            await self._serve_unguarded(served, name, read)
+        except Exception as exc:
+            key = AskKey(served.inbox.session_id, name)
+            log.error("%s: serving failed", self._label(key, None), exc_info=True)
+            ask = served.asks.pop(name, None)
+            if ask is not None and not ask.withdrawn:
+                ask.withdrawn = True
+                self.terminal.withdraw(key)
+            reason = f"serving this file failed ({type(exc).__name__}: {exc})"
+            await self._reject(served, name, reason, None)
+
+    async def _serve_unguarded(self, served: ServedSession, name: str, read: _Read) -> None:
+        key = AskKey(served.inbox.session_id, name)
+        if read.gone:
             served.tracked.pop(name, None)
             return
-        except UnreadableRequest as exc:
-            self._reject(served, name, f"request file {exc.reason}", None)
-            return
-        try:
-            parsed = parse_request(raw)
-        except RequestRejected as exc:
-            self._reject(served, name, f"unusable request: {exc.reason}", raw)
-            return
         stem = name.removesuffix(".json")
+        if not is_safe_request_id(stem):
+            reason = f"file name {display_name(name)!r} is not a request id (^[A-Za-z0-9._-]+$, not . or ..)"
+            await self._reject(served, name, reason, read.raw)
+            return
+        if read.parsed is None:
+            await self._reject(served, name, read.rejection or "unusable request", read.raw)
+            return
+        parsed = read.parsed
         request = parsed.request
         if request.id != stem:
-            self._reject(served, name, f"request id {request.id!r} does not match its file name", raw)
+            await self._reject(
+                served, name, f"request id {request.id!r} does not match its file name", read.raw
+            )
             return
         target = request.target_session_id.strip()
         if target != served.inbox.session_id:
-            self._reject(
-                served,
-                name,
+            reason = (
                 f"request targets session {target!r} but was found in the inbox of "
-                f"{served.inbox.session_id!r}",
-                raw,
+                f"{served.inbox.session_id!r}"
             )
+            await self._reject(served, name, reason, read.raw)
             return
         if served.inbox.has_response(request.id):
-            # Answered before (an earlier run died between answer and delete): never answer twice.
-            served.tracked[name] = "answered"
-            if self.ledger is not None:
-                recorded = self.ledger.recorded_verdict(key.session_id, request.id)
-                if recorded is not None and not recorded.written:
-                    # That run died between the link and noting it: the response is its verdict.
-                    self.ledger.mark_written(key, request.id, True)
-            served.inbox.delete_request(name)
+            await self._response_already_there(served, name, parsed)
             return
-        if self._reconcile(served, name, request.id):
+        if await self._reconcile(served, name, parsed):
             return
-        self._emit(ServeEvent("arrived", key, time.time(), parsed=parsed, raw=raw))
+        self._emit(ServeEvent("arrived", key, self.clock(), parsed=parsed, raw=read.raw))
         ask = Ask(
             key=key,
             parsed=parsed,
             judgment=Judgment(verdict="ask"),
-            arrived_at=time.time(),
+            arrived_at=self.clock(),
             timeout_ms=self.timeout_ms(),
             answer_with=lambda response, outcome: self._answer(served, name, response, outcome),
             responder_session_id=served.inbox.session_id,
         )
         served.asks[name] = ask
+        limit = over_limit(parsed.access_intent)
+        if limit is not None:
+            # Refused before any rule sees it: bounded work, and the agent is told which limit.
+            ask.judgment = Judgment(verdict="deny", explanation=(f"over the per-request limit: {limit}",))
+            await ask.answer(self._gate_denial(served, f"the ask is too large: {limit}"), "over-limit")
+            return
         judgment = self.judge.judge(parsed, served.inbox.session_id)
         ask.judgment = judgment
         if judgment.verdict != "ask":
@@ -335,7 +441,13 @@ class ServingCore:
 
     async def _after_chain(self, served: ServedSession, ask: Ask) -> None:
         assert self.chain is not None
-        verdict = await self.chain.review(ask.parsed)
+        try:
+            verdict = await self.chain.review(ask.parsed)
+        except Exception:
+            log.error(
+                "%s: the chain failed; it counts as defer", self._label(ask.key, ask.parsed), exc_info=True
+            )
+            verdict = None
         if ask.withdrawn:
             return
         if verdict is not None:
@@ -350,27 +462,103 @@ class ServingCore:
         await self.terminal.receive(ask)
         if ask.outcome == "left" and served.tracked.get(ask.key.name) == "pending":
             served.tracked[ask.key.name] = "left"
-            self._emit(ServeEvent("left", ask.key, time.time(), parsed=ask.parsed))
+            self._emit(ServeEvent("left", ask.key, self.clock(), parsed=ask.parsed))
             log.info("%s left for another authorizer", self._label(ask.key, ask.parsed))
 
-    def _reconcile(self, served: ServedSession, name: str, request_id: str) -> bool:
+    async def _response_already_there(self, served: ServedSession, name: str, parsed: ParsedRequest) -> None:
+        """A response exists before this node answered: ours from before a restart, or a forgery."""
+        key = AskKey(served.inbox.session_id, name)
+        request_id = parsed.request.id
+        recorded = await self._recorded(key, request_id)
+        if recorded is not None:
+            # An earlier run died between answering and deleting the request: it is answered.
+            served.tracked[name] = "answered"
+            if not recorded.written:
+                await asyncio.to_thread(self.ledger.mark_written, key, request_id, True)  # type: ignore[union-attr]
+            await self._remove_request(served, name)
+            log.info(
+                "%s was answered by this node before a restart; request removed", self._label(key, parsed)
+            )
+            return
+        await self._forged(served, name, parsed, "before this node served the request")
+
+    async def _detect_forgeries(self, served: ServedSession) -> None:
+        """A response for an ask this node still holds was written by someone else: report it."""
+        held = [
+            n
+            for n, state in served.tracked.items()
+            if state in {"pending", "processing"} and n in served.asks
+        ]
+        if not held:
+            return
+        try:
+            responses = set(await asyncio.to_thread(os.listdir, served.inbox.responses_dir))
+        except OSError:
+            return
+        for name in held:
+            ask = served.asks.get(name)
+            if ask is not None and f"{ask.request.id}.json" in responses and not ask.withdrawn:
+                ask.withdrawn = True
+                served.asks.pop(name, None)
+                self.terminal.withdraw(ask.key)
+                await self._forged(served, name, ask.parsed, "while the ask waited for this node's verdict")
+
+    async def _forged(self, served: ServedSession, name: str, parsed: ParsedRequest, when: str) -> None:
+        """Report a response this node did not write (log, event, history) and set the request aside."""
+        key = AskKey(served.inbox.session_id, name)
+        body = await asyncio.to_thread(_peek, served.inbox.response_path(parsed.request.id))
+        ours = "" if self.ledger is not None else " (this node keeps no history, so it may be its own)"
+        reason = (
+            f"FORGED RESPONSE: a response this node did not write appeared {when}{ours}; "
+            f"the child may act on it: {body!r}"
+        )
+        log.warning("%s %s", self._label(key, parsed), log_safe(reason, 400))
+        await self._quarantine(served, name, reason, False, parsed.raw, kind="forged")
+
+    async def _reconcile(self, served: ServedSession, name: str, parsed: ParsedRequest) -> bool:
         """A verdict an earlier run recorded: publish it (once) instead of judging again."""
         if self.ledger is None:
             return False
-        recorded = self.ledger.recorded_verdict(served.inbox.session_id, request_id)
+        request_id = parsed.request.id
+        key = AskKey(served.inbox.session_id, name)
+        recorded = await self._recorded(key, request_id)
         if recorded is None:
             return False
-        key = AskKey(served.inbox.session_id, name)
+        if recorded.written:
+            # Answered, and the response already consumed: a request under a used id is never
+            # answered a second time.
+            reason = f"request id {request_id!r} was already answered by this node; not answered twice"
+            await self._reject(served, name, reason, parsed.raw, answer=False)
+            return True
         served.tracked[name] = "answered"
-        if not recorded.written:
-            written = served.inbox.write_response(request_id, recorded.body)
-            self.ledger.mark_written(key, request_id, written)
-            log.info("%s recorded verdict published after a restart", self._label(key, None))
-        served.inbox.delete_request(name)
+        written = await self._retrying(
+            "publishing a recorded verdict", lambda: served.inbox.write_response(request_id, recorded.body)
+        )
+        ledger = self.ledger
+        await asyncio.to_thread(ledger.mark_written, key, request_id, written)
+        log.info("%s recorded verdict published after a restart", self._label(key, None))
+        await self._remove_request(served, name)
         return True
 
+    async def _remove_request(self, served: ServedSession, name: str) -> None:
+        """Delete an answered request; once gone, its name is free for a new request."""
+        await asyncio.to_thread(served.inbox.delete_request, name)
+        if served.tracked.get(name) == "answered":
+            del served.tracked[name]
+
+    async def _recorded(self, key: AskKey, request_id: str) -> RecordedVerdict | None:
+        """The ledger's verdict for this request; an unreadable history counts as none recorded
+        (`link()` still never replaces a response, and recording the new verdict will fail safe)."""
+        if self.ledger is None:
+            return None
+        try:
+            return await asyncio.to_thread(self.ledger.recorded_verdict, key.session_id, request_id)
+        except Exception as exc:
+            log.error("%s: reading the history failed: %s", self._label(key, None), exc)
+            return None
+
     def _rule_response(self, served: ServedSession, judgment: Judgment) -> ForwardedResponse:
-        now = time.time_ns() // 1_000_000
+        now = int(self.clock() * 1000)
         if judgment.verdict == "allow":
             return approve(responder=served.inbox.session_id, at_ms=now, decided_by=judgment.decided_by)
         return deny(
@@ -380,70 +568,124 @@ class ServingCore:
             reason=judgment.reason,
         )
 
+    def _gate_denial(self, served: ServedSession, reason: str) -> ForwardedResponse:
+        """A denial no person made, with the reason the child passes on to its agent."""
+        return deny(
+            responder=served.inbox.session_id,
+            at_ms=int(self.clock() * 1000),
+            decided_by=GateErrorDecision(reason=reason),
+            reason=f"pi-authorizer could not serve this request: {reason}",
+        )
+
+    async def _retrying(self, step: str, action: Callable[[], _T]) -> _T:
+        """Run blocking `action` off the event loop; retry transient failures with backoff."""
+        delays = (0.0, *self.retry_delays)
+        for attempt, delay in enumerate(delays, start=1):
+            if delay:
+                await asyncio.sleep(delay)
+            try:
+                return await asyncio.to_thread(action)
+            except (OSError, sqlite3.OperationalError) as exc:
+                if attempt == len(delays):
+                    raise
+                log.warning("%s failed (attempt %d of %d): %s; retrying", step, attempt, len(delays), exc)
+        raise AssertionError("unreachable")
+
     async def _answer(
         self, served: ServedSession, name: str, response: ForwardedResponse, outcome: str
     ) -> Answered:
-        """Write once, then delete the request (the reference's order)."""
+        """Record (durable), publish once, then delete the request (the reference's order)."""
         key = AskKey(served.inbox.session_id, name)
         ask = served.asks.get(name)
         state = served.tracked.get(name)
         if state is None or ask is None or ask.withdrawn:
             return Answered(False, "the child withdrew this request")
-        if state == "answered":
+        if state in {"answered", "answering"}:
             return Answered(False, "this request was already answered")
+        served.tracked[name] = "answering"
         body = encode_response(response)
+        history_failed: str | None = None
         if self.ledger is not None:
+            ledger = self.ledger
             try:
-                self.ledger.record_verdict(key, ask.parsed, response, body, outcome)
+                await self._retrying(
+                    "recording the verdict",
+                    lambda: ledger.record_verdict(key, ask.parsed, response, body, outcome),
+                )
             except Exception as exc:
-                # Durable before visible: without a history record the verdict is not published.
+                # Durable before visible: an unrecorded verdict is never published. The child is
+                # still answered, with a fail-safe denial that says why.
                 log.error("%s: recording the verdict failed: %s", self._label(key, ask.parsed), exc)
-                return Answered(False, f"recording the verdict in the history failed: {exc}", gone=False)
+                history_failed = f"the history could not record the verdict ({type(exc).__name__}: {exc})"
+                response = self._gate_denial(served, f"{history_failed}; denied for safety")
+                body = encode_response(response)
+                outcome = "fail-safe"
         try:
-            written = served.inbox.write_response(ask.request.id, body)
-            if self.ledger is not None:
-                self.ledger.mark_written(key, ask.request.id, written)
-        except OSError as exc:
+            written = await self._retrying(
+                "writing the response", lambda: served.inbox.write_response(ask.request.id, body)
+            )
+            if self.ledger is not None and history_failed is None:
+                await asyncio.to_thread(self.ledger.mark_written, key, ask.request.id, written)
+        except Exception as exc:
             log.error("%s: writing the response failed: %s", self._label(key, ask.parsed), exc)
-            self._emit(ServeEvent("answer_failed", key, time.time(), parsed=ask.parsed, reason=str(exc)))
+            self._emit(ServeEvent("answer_failed", key, self.clock(), parsed=ask.parsed, reason=str(exc)))
+            if outcome == "user":
+                served.tracked[name] = state  # the person's ask stays pending, in its place
+                return Answered(False, f"writing the response failed: {exc}", gone=False)
+            # Forget it: the next rescan serves it again (a recorded verdict is published as is).
+            served.tracked.pop(name, None)
+            served.asks.pop(name, None)
             return Answered(False, f"writing the response failed: {exc}", gone=False)
         served.tracked[name] = "answered"
         served.asks.pop(name, None)
         ask.outcome = outcome
         if not written:
-            log.warning("%s: a response already existed; not answered twice", self._label(key, ask.parsed))
-            served.inbox.delete_request(name)
-            return Answered(False, "a response file already existed")
-        served.inbox.delete_request(name)
+            await self._forged(served, name, ask.parsed, "before this node's verdict could be written")
+            return Answered(False, "a response this node did not write was already there")
+        await self._remove_request(served, name)
         self._emit(
-            ServeEvent("answered", key, time.time(), parsed=ask.parsed, response=response, outcome=outcome)
+            ServeEvent("answered", key, self.clock(), parsed=ask.parsed, response=response, outcome=outcome)
         )
-        log.info("%s %s", self._label(key, ask.parsed), _describe(response, outcome, ask))
+        log.info("%s %s", self._label(key, ask.parsed), _describe(response, outcome, ask, self.clock()))
+        if history_failed is not None:
+            return Answered(False, f"{history_failed}; the child was denied for safety")
         return Answered(True)
 
-    def _reject(self, served: ServedSession, name: str, reason: str, raw: bytes | None) -> None:
+    async def _reject(
+        self, served: ServedSession, name: str, reason: str, raw: bytes | None, answer: bool = True
+    ) -> None:
         """Quarantine an unusable file; answer its child at once when its name is a safe id."""
-        key = AskKey(served.inbox.session_id, name)
         stem = name.removesuffix(".json")
         answered = False
-        if is_safe_request_id(stem) and not served.inbox.has_response(stem):
-            response = deny(
-                responder=served.inbox.session_id,
-                at_ms=time.time_ns() // 1_000_000,
-                decided_by=GateErrorDecision(reason=reason),
-                reason=f"pi-authorizer could not serve this request: {reason}",
-            )
-            try:
-                answered = served.inbox.write_response(stem, encode_response(response))
-            except OSError as exc:
-                log.error("answering rejected %s failed: %s", log_safe(display_name(name)), exc)
         try:
-            record = self.quarantine.hold(served.inbox, name, reason, answered)
+            if answer and is_safe_request_id(stem) and not served.inbox.has_response(stem):
+                body = encode_response(self._gate_denial(served, reason))
+                answered = await self._retrying(
+                    "answering a rejected request", lambda: served.inbox.write_response(stem, body)
+                )
+        except Exception as exc:
+            log.error("answering rejected %s failed: %s", log_safe(display_name(name)), exc)
+        await self._quarantine(served, name, reason, answered, raw)
+
+    async def _quarantine(
+        self,
+        served: ServedSession,
+        name: str,
+        reason: str,
+        answered: bool,
+        raw: bytes | None = None,
+        kind: EventKind = "quarantined",
+    ) -> None:
+        key = AskKey(served.inbox.session_id, name)
+        try:
+            record = await asyncio.to_thread(self.quarantine.hold, served.inbox, name, reason, answered)
             where = f"quarantined to {record.moved_to}" if record.moved_to else "already gone"
-        except OSError as exc:
+            # Moved out: a new file under the same name later is a new request, served as such.
+            served.tracked.pop(name, None)
+        except Exception as exc:
             where = f"could not be quarantined ({exc}); left in place and ignored"
-        served.tracked[name] = "quarantined"
-        self._emit(ServeEvent("quarantined", key, time.time(), reason=reason, raw=raw))
+            served.tracked[name] = "quarantined"
+        self._emit(ServeEvent(kind, key, self.clock(), reason=reason, raw=raw))
         log.warning(
             "session=%s file=%s rejected: %s; %s%s",
             log_safe(served.inbox.session_id),
@@ -480,9 +722,69 @@ class ServingCore:
         return [] if served is None else [n for n, s in served.tracked.items() if s in {"pending", "left"}]
 
 
-def _describe(response: ForwardedResponse, outcome: str, ask: Ask) -> str:
+def _remove_leftover_temps(*folders: Path) -> None:
+    """Temp files of a writer that was killed (`kill -9`) mid-write: never linked, so never seen
+    by a child; removed when a session is taken so they do not pile up."""
+    for folder in folders:
+        for path, pid in leftover_temp_files(folder):
+            if not pid_alive(pid):
+                with contextlib.suppress(OSError):
+                    path.unlink()
+                    log.info("removed a leftover temp file %s", log_safe(display_name(str(path)), 300))
+
+
+@dataclass(frozen=True)
+class _Read:
+    """One request file as read off the event loop: gone, unusable (with why), or parsed."""
+
+    gone: bool = False
+    raw: bytes | None = None
+    parsed: ParsedRequest | None = None
+    rejection: str | None = None
+
+
+def _read_and_parse(inbox: SessionInbox, name: str) -> _Read:
+    try:
+        raw = inbox.read_request(name)
+    except FileNotFoundError:
+        return _Read(gone=True)
+    except UnreadableRequest as exc:
+        return _Read(rejection=f"request file {exc.reason}")
+    try:
+        return _Read(raw=raw, parsed=parse_request(raw))
+    except RequestRejected as exc:
+        return _Read(raw=raw, rejection=f"unusable request: {exc.reason}")
+
+
+def _read_batch(inbox: SessionInbox, names: Sequence[str]) -> list[_Read]:
+    return [_read_guarded(inbox, name) for name in names]
+
+
+def _read_guarded(inbox: SessionInbox, name: str) -> _Read:
+    """`_read_and_parse` that turns any failure into a rejection, so one file never fails a batch."""
+    try:
+        return _read_and_parse(inbox, name)
+    except Exception as exc:
+        return _Read(rejection=f"reading this file failed ({type(exc).__name__}: {exc})")
+
+
+def _peek(path: Path, limit: int = 400) -> bytes:
+    """The start of a file for a report, never through a link; empty when it cannot be read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return b""
+    try:
+        return os.read(fd, limit)
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
+
+
+def _describe(response: ForwardedResponse, outcome: str, ask: Ask, now: float) -> str:
     source = response.decided_by
     by = source.kind if source is not None else "?"
     reason = f" reason={log_safe(response.denial_reason, 120)}" if response.denial_reason else ""
-    waited = (time.time() - ask.arrived_at) * 1000
+    waited = (now - ask.arrived_at) * 1000
     return f"-> {response.state} by={by} ({outcome}){reason} in {waited:.1f}ms"

@@ -28,6 +28,15 @@ from pydantic.alias_generators import to_camel
 MAX_REQUEST_BYTES = 1024 * 1024
 MAX_DECISION_DEPTH = 4
 
+# What one request may ask this node to judge (issue 9 §2). Beyond any of these the ask is denied
+# at once with the limit in its reason, before any rule sees it: work and memory per ask stay bounded
+# however many values a child sends. Generous for real children: a bash chain splits into a few
+# dozen units, a path ask carries a handful of aliases, a heredoc command a few KiB.
+MAX_MATCH_VALUES = 256
+MAX_ASKING_UNITS = 256
+MAX_VALUE_CHARS = 64 * 1024
+MAX_FACTS_CHARS = 256 * 1024
+
 
 class _Wire(BaseModel):
     """Strict (no coercion), immutable, camelCase on the wire, unknown fields ignored."""
@@ -238,6 +247,43 @@ def _decode_json_object(data: bytes) -> dict[str, Any]:
     return value
 
 
+def _finite_time(value: object) -> float:
+    """`createdAt` as a float; a bool, a non-number or one beyond a float's range is refused."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise RequestRejected("required field 'createdAt' must be a finite number")
+    try:
+        as_float = float(value)
+    except OverflowError:
+        as_float = math.inf
+    if not math.isfinite(as_float):
+        raise RequestRejected("required field 'createdAt' must be a finite number")
+    return as_float
+
+
+def over_limit(intent: ForwardedAccessIntent | None) -> str | None:
+    """Why this ask exceeds what one request may ask (`MAX_*` above), or None when it is within.
+
+    Counts are checked before sizes so a flood of values is refused without measuring each one.
+    """
+    if intent is None:
+        return None
+    values, units = intent.match_values, intent.asking_units or ()
+    if len(values) > MAX_MATCH_VALUES:
+        return f"accessIntent.matchValues has {len(values)} entries, over the limit of {MAX_MATCH_VALUES}"
+    if len(units) > MAX_ASKING_UNITS:
+        return f"accessIntent.askingUnits has {len(units)} entries, over the limit of {MAX_ASKING_UNITS}"
+    texts = [*values, *(u.command for u in units)]
+    if intent.boundary_value is not None:
+        texts.append(intent.boundary_value)
+    longest = max((len(t) for t in texts), default=0)
+    if longest > MAX_VALUE_CHARS:
+        return f"a value of accessIntent is {longest} characters long, over the limit of {MAX_VALUE_CHARS}"
+    total = sum(len(t) for t in texts)
+    if total > MAX_FACTS_CHARS:
+        return f"the values of accessIntent total {total} characters, over the limit of {MAX_FACTS_CHARS}"
+    return None
+
+
 def _short_error(exc: ValidationError) -> str:
     first = exc.errors()[0]
     where = ".".join(str(part) for part in first["loc"]) or "value"
@@ -266,9 +312,7 @@ def parse_request(data: bytes) -> ParsedRequest:
     created = obj.get("createdAt")
     if "createdAt" not in obj:
         raise RequestRejected("required field 'createdAt' is missing")
-    if isinstance(created, bool) or not isinstance(created, int | float) or not math.isfinite(created):
-        raise RequestRejected("required field 'createdAt' must be a finite number")
-    fields["createdAt"] = float(created)
+    fields["createdAt"] = _finite_time(created)
 
     dropped: dict[str, str] = {}
     for key in _OPTIONAL_STRINGS:
@@ -278,7 +322,7 @@ def parse_request(data: bytes) -> ParsedRequest:
             else:
                 dropped[key] = "not a string"
     if "source" in obj:
-        if obj["source"] in _SOURCES:
+        if isinstance(obj["source"], str) and obj["source"] in _SOURCES:
             fields["source"] = obj["source"]
         else:
             dropped["source"] = "not one of tool_call, skill_input, skill_read"

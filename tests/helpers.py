@@ -64,8 +64,10 @@ async def wait_for(predicate: Callable[[], bool], within: float = 30.0, what: st
         await asyncio.sleep(0.005)
 
 
-async def read_response_when_written(root: Path, session_id: str, request_id: str) -> dict[str, Any]:
+async def read_response_when_written(
+    root: Path, session_id: str, request_id: str, within: float = 10.0
+) -> dict[str, Any]:
     path = response_path(root, session_id, request_id)
-    await wait_for(path.exists, what=f"response {path}")
+    await wait_for(path.exists, within, what=f"response {path}")
     body: dict[str, Any] = json.loads(path.read_bytes())
     return body

@@ -79,7 +79,7 @@ def test_run_serves_the_command_it_starts_and_returns_its_exit_code(tmp_path: Pa
     )
     assert result.returncode == 7, result.stderr
     body = json.loads(result.stdout)
-    assert body["state"] == "denied" and body["decidedBy"]["kind"] == "unavailable"
+    assert body["state"] == "denied_with_reason" and body["decidedBy"]["kind"] == "unavailable"
     assert "request=headless-1.json" in result.stderr
     assert not (root / "serving" / "side-terminal.json").exists()
 

@@ -320,6 +320,20 @@ class AuthorizerApp(App[int]):
                                              safe_plain(event.reason, 160)))
             self.notify(f"Unusable request file set aside: {safe_plain(event.reason, 200)}",
                         title="Request quarantined", severity="warning", markup=False)
+        elif event.kind == "forged":
+            self.history.append(HistoryEntry(self.clock(), "forged", "someone else",
+                                             safe_plain(event.key.name, 60), safe_plain(event.reason, 160)))
+            self.notify(safe_plain(event.reason, 300), title="Forged response", severity="error",
+                        markup=False, timeout=30)
+        elif event.kind == "not_serving":
+            self.sub_title = f"NOT SERVING {safe_plain(event.key.session_id, 40)}"
+            self.notify(f"Session {safe_plain(event.key.session_id, 60)} cannot be served: "
+                        f"{safe_plain(event.reason, 200)}", title="Not serving", severity="error",
+                        markup=False, timeout=60)
+        elif event.kind == "serving_again":
+            if self.sub_title.startswith("NOT SERVING "):
+                self.sub_title = ""
+            self.notify(f"Serving session {safe_plain(event.key.session_id, 60)} again.", markup=False)
 
     # -- attention -------------------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -340,17 +340,19 @@ class HistoryStore(HistoryReader):
                 "UPDATE asks SET decided_at = ?, verdict = ?, decided_by = ?, decider = ?, "
                 "responder_session = ?, decide_ms = ?, outcome = ?, reason = ?, response = ?, "
                 "written = NULL WHERE id = ?",
-                (
-                    now,
-                    response.state,
-                    _dumps(decision_source_json(source)) if source is not None else None,
-                    describe_decider(source, outcome),
-                    response.responder_session_id,
-                    (now - arrived_at) * 1000,
-                    outcome_kind(outcome, source),
-                    response.denial_reason,
-                    body,
-                    row_id,
+                _storable(
+                    (
+                        now,
+                        response.state,
+                        _dumps(decision_source_json(source)) if source is not None else None,
+                        describe_decider(source, outcome),
+                        response.responder_session_id,
+                        (now - arrived_at) * 1000,
+                        outcome_kind(outcome, source),
+                        response.denial_reason,
+                        body,
+                        row_id,
+                    )
                 ),
             )
         self._crash_point("recorded")
@@ -391,7 +393,7 @@ class HistoryStore(HistoryReader):
             self._set_open(event.key, "outcome = 'left'", ())
         elif event.kind == "answer_failed":
             self._set_open(event.key, "reason = ?", (event.reason,))
-        elif event.kind == "quarantined":
+        elif event.kind in ("quarantined", "forged"):
             self._quarantined(event)
 
     def mark_shown(self, key: AskKey, at: float | None = None) -> None:
@@ -427,7 +429,7 @@ class HistoryStore(HistoryReader):
         with self._tx() as conn:
             found = self._open_row(conn, key)
             if found is not None:
-                conn.execute(f"UPDATE asks SET {assignment} WHERE id = ?", (*params, found[0]))
+                conn.execute(f"UPDATE asks SET {assignment} WHERE id = ?", _storable((*params, found[0])))
 
     def _quarantined(self, event: ServeEvent) -> None:
         parsed: ParsedRequest | None = None
@@ -437,8 +439,8 @@ class HistoryStore(HistoryReader):
         with self._tx() as conn:
             row_id, _ = self._insert_arrival(conn, event.key, parsed, event.at, event.raw)
             conn.execute(
-                "UPDATE asks SET outcome = 'quarantined', reason = ?, ended_at = ? WHERE id = ?",
-                (event.reason, event.at, row_id),
+                "UPDATE asks SET outcome = ?, reason = ?, ended_at = ? WHERE id = ?",
+                _storable((event.kind, event.reason, event.at, row_id)),
             )
 
     # -- rows -----------------------------------------------------------------------------------
@@ -474,7 +476,7 @@ class HistoryStore(HistoryReader):
     def _insert(self, conn: sqlite3.Connection, values: dict[str, object]) -> int:
         names = ", ".join(values)
         marks = ", ".join("?" for _ in values)
-        cursor = conn.execute(f"INSERT INTO asks ({names}) VALUES ({marks})", tuple(values.values()))
+        cursor = conn.execute(f"INSERT INTO asks ({names}) VALUES ({marks})", _storable(values.values()))
         self._since_prune += 1
         assert cursor.lastrowid is not None
         return cursor.lastrowid
@@ -608,6 +610,21 @@ def describe_decider(source: DecisionSource | None, outcome: str) -> str:
     if source is None:
         return outcome
     return source.kind
+
+
+def _storable(params: Iterable[object]) -> tuple[object, ...]:
+    """SQL parameters SQLite can take: a lone surrogate (the real child writes one when its text
+    truncation splits a pair) is kept as its `\\udXXX` escape, which in a JSON column is exactly the
+    JSON escape of that character. Everything else is bound unchanged."""
+    return tuple(_text(p) if isinstance(p, str) else p for p in params)
+
+
+def _text(value: str) -> str:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
 
 
 def _dumps(value: object) -> str:

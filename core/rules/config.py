@@ -37,6 +37,8 @@ def suspicious_agent_reason(name: str) -> str | None:
         return "agent name contains '..'"
     if any(unicodedata.category(c) in ("Cc", "Cf") for c in name):
         return "agent name contains control characters"
+    if any(unicodedata.category(c) == "Cs" for c in name):
+        return "agent name contains a lone surrogate (no file can have that name)"
     return None
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from core.asks import DenyingTerminal, Judgment, LeavingTerminal, TerminalSlot
+from core.asks import UNATTENDED_DENIAL, DenyingTerminal, Judgment, LeavingTerminal, TerminalSlot
 from core.human import AskAdded, AskWithdrawn, HumanAuthorizer
 from core.liveness import SessionHeld, heartbeat_path, read_heartbeat
 from core.serving import ServeEvent, ServingCore
@@ -67,7 +67,9 @@ async def denying(tmp_path: Path) -> AsyncIterator[Running]:
 async def test_fail_safe_denial_is_written_and_request_removed(tmp_path: Path, denying: Running) -> None:
     request = write_request(tmp_path / "root", S, "r1")
     body = await read_response_when_written(tmp_path / "root", S, "r1")
-    assert body["approved"] is False and body["state"] == "denied"
+    # The agent is told why (issue 9 §6): 20.7.3 relays `denialReason`, never `decidedBy`.
+    assert body["approved"] is False and body["state"] == "denied_with_reason"
+    assert body["denialReason"] == UNATTENDED_DENIAL
     assert body["decidedBy"] == {"kind": "unavailable", "reason": "no person is attending this authorizer"}
     assert body["responderSessionId"] == S and isinstance(body["respondedAt"], int)
     await wait_for(lambda: not request.exists(), what="request deleted after answering")
@@ -77,7 +79,8 @@ async def test_requests_present_at_start_are_served(tmp_path: Path) -> None:
     write_request(tmp_path / "root", S, "early")
     running = await start(tmp_path, DenyingTerminal())
     try:
-        assert (await read_response_when_written(tmp_path / "root", S, "early"))["state"] == "denied"
+        body = await read_response_when_written(tmp_path / "root", S, "early")
+        assert body["state"] == "denied_with_reason"
     finally:
         await running.stop()
 
@@ -190,7 +193,8 @@ async def test_unusable_request_is_quarantined_and_child_answered(
     assert body["state"] == "denied_with_reason" and body["approved"] is False
     assert body["decidedBy"]["kind"] == "gate_error" and reason in body["decidedBy"]["reason"]
     assert reason in body["denialReason"]
-    assert not path.exists()
+    await wait_for(lambda: not path.exists(), what="quarantined after the answer")
+    await wait_for(lambda: bool(denying.core.quarantine.records()), what="reason recorded")
     records = denying.core.quarantine.records()
     assert [r["reason"] for r in records if reason in str(r["reason"])]
     kept = list((tmp_path / "state" / "quarantine").glob(f"*/*-{stem}.json"))
@@ -203,6 +207,7 @@ async def test_unsafe_file_name_is_quarantined_without_an_answer(tmp_path: Path,
     path = write_request_bytes(root, S, name, b"garbage")
     await wait_for(lambda: not path.exists(), what="quarantine")
     assert os.listdir(session_dir(root, S) / "responses") == []
+    await wait_for(lambda: bool(denying.core.quarantine.records()), what="reason recorded")
     assert denying.core.quarantine.records()[0]["childAnswered"] is False
 
 
@@ -231,6 +236,6 @@ async def test_polling_fallback_serves_too(tmp_path: Path) -> None:
     running = await start(tmp_path, DenyingTerminal(), force_polling=True)
     try:
         write_request(tmp_path / "root", S, "polled")
-        assert (await read_response_when_written(tmp_path / "root", S, "polled"))["state"] == "denied"
+        assert (await read_response_when_written(tmp_path / "root", S, "polled"))["approved"] is False
     finally:
         await running.stop()

@@ -115,5 +115,30 @@ def test_killed_at_each_step_answers_once_after_restart(tmp_path: Path, step: st
     assert leftovers == ["r1.json"]
     history = HistoryStore.in_state_dir(tmp_path / "state")
     [row] = history.query()
-    assert (row.outcome, row.verdict, row.written, row.response) == ("fail-safe", "denied", 1, body)
+    assert (row.outcome, row.verdict, row.written) == ("fail-safe", "denied_with_reason", 1)
+    assert row.response == body
     assert row.ended_at is not None
+
+
+def test_the_republish_window_is_bounded_to_the_same_bytes_once(tmp_path: Path) -> None:
+    """The one window left (documented in docs/reliability.md): killed after `link()` and before the
+    history notes it, while the child consumes the response in that instant. The restart cannot tell
+    "never linked" from "linked and consumed", so it publishes the RECORDED bytes once more: the same
+    verdict, never a new judgment, and the request is then removed."""
+    request = write_request(tmp_path / "root", S, "r1")
+    response = response_path(tmp_path / "root", S, "r1")
+    first = serve(tmp_path, "linked")
+    assert first.wait(20) == 137
+    published = response.read_bytes()
+    response.unlink()  # the child read it and removed it; its request is still there
+    second = serve(tmp_path, None)
+    try:
+        wait_until(lambda: response.exists() and not request.exists())
+    finally:
+        stop(second)
+    assert response.read_bytes() == published
+    # The request is gone with this publication, so nothing can be published a third time.
+    assert sorted(p.name for p in response.parent.iterdir()) == ["r1.json"]
+    history = HistoryStore.in_state_dir(tmp_path / "state")
+    [row] = history.query()
+    assert (row.written, row.response) == (1, published)

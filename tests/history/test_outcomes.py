@@ -36,7 +36,7 @@ async def test_fail_safe_denial_keeps_raw_bytes_response_and_provenance(node: No
     await wait_for(lambda: ended(node), what="answered row")
     row = node.only_row()
     assert row.raw == raw and row.request_id == "r1" and row.served_session == S
-    assert (row.outcome, row.verdict, row.written) == ("fail-safe", "denied", 1)
+    assert (row.outcome, row.verdict, row.written) == ("fail-safe", "denied_with_reason", 1)
     reason = "no person is attending this authorizer"
     assert row.decider == f"fail-safe: {reason}"
     assert row.decided_by_json() == {"kind": "unavailable", "reason": reason}

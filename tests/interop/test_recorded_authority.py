@@ -76,7 +76,8 @@ def test_legacy_child_is_asked_while_a_newest_request_is_approved_by_rule(
         ours = node_driver.run("read_response.ts", [str(response)]).json_line()
         raw = json.loads(response.read_bytes())
 
-    assert legacy["approved"] is False and legacy["state"] == "denied"  # fail-safe: nobody attends
+    # Fail-safe: nobody attends, and the agent is told so.
+    assert legacy["approved"] is False and legacy["state"] == "denied_with_reason"
     assert "by=unavailable" in served.stderr_text()
     assert raw["state"] == "approved"
     assert raw["decidedBy"] == {"kind": "rule", "surface": "bash", "pattern": "git *", "origin": "global"}

@@ -74,10 +74,12 @@ def test_real_child_is_denied_by_serve_on_ask_deny(
         request_id = created["requestId"]
         served.wait_for_log(request_id)
 
-    # 20.7.3 drops decidedBy: the fail-safe denial reaches the child as a plain `denied`.
+    # 20.7.3 drops decidedBy: the fail-safe denial carries its reason in `denialReason`.
+    from core.asks import UNATTENDED_DENIAL
+
     assert decision["approved"] is False
-    assert decision["state"] == "denied"
-    assert "denialReason" not in decision
+    assert decision["state"] == "denied_with_reason"
+    assert decision["denialReason"] == UNATTENDED_DENIAL
     # It was a real response from our node, not the child's own fallback denial.
     received = _event(result, "forwarded_permission.response_received")
     assert received["requestId"] == request_id

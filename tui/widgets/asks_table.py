@@ -35,8 +35,14 @@ class AsksTable(DataTable[Text]):
         self._times_shown: dict[str, tuple[str, str, str]] = {}
 
     def on_mount(self) -> None:
-        for key, label, width in COLUMNS:
-            self.add_column(Text(label), key=key, width=width)
+        self._ensure_columns()
+
+    def _ensure_columns(self) -> None:
+        """Columns first: asks may arrive (from the serving core) before this table is mounted, and a
+        row added before its columns would size the value column by its label alone."""
+        if not self.columns:
+            for key, label, width in COLUMNS:
+                self.add_column(Text(label), key=key, width=width)
 
     @property
     def ask_keys(self) -> list[AskKey]:
@@ -57,6 +63,8 @@ class AsksTable(DataTable[Text]):
 
     def sync(self, asks: list[Ask], now: float) -> None:
         """Remove gone rows, append new ones at the end, refresh times of the rest."""
+        self._ensure_columns()
+        added = False
         wanted = {row_key_of(a.key): a for a in asks}
         top = int(self.scroll_offset.y)
         bottom = top + max(self.size.height, 1)
@@ -77,7 +85,13 @@ class AsksTable(DataTable[Text]):
             else:
                 self._keys[rk] = ask.key
                 self.add_row(age, left, *self._static_cells(ask), key=rk)
+                added = True
             self._times_shown[rk] = shown
+        if added:
+            # DataTable measures auto-width columns on idle but caches a cell rendered before that
+            # (keyed without the width): a row painted in between kept a value cut to the label's
+            # width. Drop the render caches once the new widths are in.
+            self.call_after_refresh(self.notify_style_update)
 
     def _on_screen(self, rk: str, top: int, bottom: int) -> bool:
         index = self.get_row_index(rk)
