@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from core.asks import DEFAULT_FORWARDING_TIMEOUT_MS, Answered, Ask, AskKey, Judgment, TerminalSlot
-from core.inbox import Quarantine, SessionInbox, UnreadableRequest, display_name
+from core.inbox import SessionInbox, UnreadableRequest, display_name
 from core.liveness import HEARTBEAT_INTERVAL_S, Heartbeat, SessionHeld, SessionLock, live_foreign_server
 from core.logline import log_safe
 from core.paths import is_safe_request_id, normalize_session_id
+from core.quarantine import Quarantine
+from core.tree import Anchor, UnsafeFolder
 from core.watch import watch_session_folders
 from core.wire import (
     ForwardedResponse,
@@ -83,12 +85,16 @@ class NoRecordedAuthority:
         return Judgment(verdict="ask", explanation=("No rules are loaded on this node: default ask.",))
 
 
-EventKind = Literal["arrived", "answered", "withdrawn", "quarantined", "left", "answer_failed"]
+EventKind = Literal["arrived", "answered", "withdrawn", "quarantined", "left", "answer_failed", "unsafe_folder"]
 
 
 @dataclass(frozen=True)
 class ServeEvent:
-    """What happened to one request file; observers (TUI, history) subscribe to these."""
+    """What happened to one request file; observers (TUI, history) subscribe to these.
+
+    `unsafe_folder` is about a folder, not a file: `key.name` is the refused folder's path and
+    `reason` says why it is not served (a link planted in the session tree, never followed).
+    """
 
     kind: EventKind
     key: AskKey
@@ -112,6 +118,7 @@ class ServedSession:
     tracked: dict[str, _Track] = field(default_factory=dict)
     asks: dict[str, Ask] = field(default_factory=dict)
     scan_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    problems: dict[str, str] = field(default_factory=dict)
 
 
 class ServingCore:
@@ -136,7 +143,9 @@ class ServingCore:
         self.timeout_ms = timeout_ms
         self.force_polling = force_polling
         self.ledger = ledger
-        self.quarantine = Quarantine(state_dir)
+        self.tree = Anchor(forwarding_root, "forwarding root")
+        self.state_tree = Anchor(state_dir, "state dir")
+        self.quarantine = Quarantine(state_dir, anchor=self.state_tree)
         self.sessions: dict[str, ServedSession] = {}
         self._by_folder: dict[str, ServedSession] = {}
         self._observers: list[Observer] = []
@@ -158,14 +167,15 @@ class ServingCore:
         session_id = normalize_session_id(raw_id)
         if session_id in self.sessions:
             return self.sessions[session_id]
-        foreign = live_foreign_server(self.root, session_id)
+        foreign = live_foreign_server(self.root, session_id, self.tree)
         if foreign is not None:
             raise SessionHeld(session_id, f"pid {foreign.pid} (live serving heartbeat)")
-        lock = SessionLock(self.state_dir, session_id)
+        lock = SessionLock(self.state_dir, session_id, self.state_tree)
         lock.acquire()
-        inbox = SessionInbox(self.root, session_id)
-        served = ServedSession(inbox=inbox, lock=lock, heartbeat=Heartbeat(self.root, session_id))
-        served.heartbeat.beat()
+        inbox = SessionInbox(self.root, session_id, self.tree)
+        heartbeat = Heartbeat(self.root, session_id, self.tree)
+        served = ServedSession(inbox=inbox, lock=lock, heartbeat=heartbeat)
+        self._beat(served)
         self.sessions[session_id] = served
         self._by_folder[inbox.folder_name] = served
         log.info("serving session %s (inbox %s)", log_safe(session_id), inbox.requests_dir)
@@ -184,6 +194,10 @@ class ServingCore:
             self._spawn(self._safety_rescan_loop())
             for background in self._background:
                 self._spawn(background(self._stop))
+            try:
+                self.quarantine.prune()
+            except OSError as exc:
+                log.warning("pruning the quarantine failed: %s", exc)
             await self.rescan_all()
             await self._stop.wait()
         finally:
@@ -216,11 +230,33 @@ class ServingCore:
         while not self._stop.is_set():
             for served in list(self.sessions.values()):
                 try:
-                    served.heartbeat.beat()
+                    self._beat(served)
                 except OSError as exc:
                     log.warning("heartbeat for %s failed: %s", log_safe(served.inbox.session_id), exc)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), timeout=HEARTBEAT_INTERVAL_S)
+
+    def _beat(self, served: ServedSession) -> None:
+        try:
+            served.heartbeat.beat()
+        except UnsafeFolder as exc:
+            self._report_unsafe(served, "heartbeat", exc, "no serving heartbeat is published for this session")
+            return
+        self._clear_unsafe(served, "heartbeat")
+
+    def _report_unsafe(self, served: ServedSession, part: str, exc: UnsafeFolder, consequence: str) -> None:
+        """A folder of the session tree is a link (or not a folder): said once, in the log and to observers."""
+        reason = f"{exc}: {consequence} until it is removed"
+        if served.problems.get(part) == reason:
+            return
+        served.problems[part] = reason
+        key = AskKey(served.inbox.session_id, exc.where)
+        self._emit(ServeEvent("unsafe_folder", key, time.time(), reason=reason))
+        log.warning("session=%s %s", log_safe(served.inbox.session_id), log_safe(reason, 400))
+
+    def _clear_unsafe(self, served: ServedSession, part: str) -> None:
+        if served.problems.pop(part, None) is not None:
+            log.info("session=%s %s folders are sound again", log_safe(served.inbox.session_id), part)
 
     async def _watch_loop(self) -> None:
         async for folders in watch_session_folders(self.root, self._stop, self.force_polling):
@@ -247,15 +283,28 @@ class ServingCore:
     async def rescan(self, served: ServedSession) -> None:
         """Diff the inbox listing against what we track: new files are served, vanished ones withdrawn."""
         async with served.scan_lock:
-            names = served.inbox.list_request_names()
-            present = set(names)
-            for name in list(served.tracked):
-                if name not in present:
-                    self._forget(served, name)
-            for name in names:
-                if name not in served.tracked:
-                    served.tracked[name] = "processing"
+            try:
+                await self._drain(served)
+            except UnsafeFolder as exc:
+                self._report_unsafe(served, "inbox", exc, "this session's requests are not served")
+                return
+            self._clear_unsafe(served, "inbox")
+
+    async def _drain(self, served: ServedSession) -> None:
+        names = served.inbox.list_request_names()
+        present = set(names)
+        for name in list(served.tracked):
+            if name not in present:
+                self._forget(served, name)
+        for name in names:
+            if name not in served.tracked:
+                served.tracked[name] = "processing"
+                try:
                     await self._serve_file(served, name)
+                except UnsafeFolder:
+                    if served.tracked.get(name) == "processing":
+                        del served.tracked[name]  # nothing was done: served once the folder is sound
+                    raise
 
     def _forget(self, served: ServedSession, name: str) -> None:
         state = served.tracked.pop(name)
