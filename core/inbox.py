@@ -44,11 +44,6 @@ class UnreadableRequest(Exception):
         self.reason = reason
 
 
-def ensure_dir(path: Path) -> None:
-    """`mkdir -p` with owner-only modes, for an anchor the person configured (the state dir)."""
-    path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
-
-
 def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:

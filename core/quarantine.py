@@ -1,4 +1,4 @@
-"""`<state>/quarantine/<enc(session)>/`: unusable request files kept with their reason, pruned by age and count.
+"""`<state>/quarantine/<enc(session)>/`: unusable request files with their reason, pruned by age and count.
 
 A file that cannot be served is moved out of the inbox as it is (a link is moved itself, never
 followed) next to a `.reason.json`, so nothing is deleted without a trace. Every folder is opened by
@@ -100,7 +100,7 @@ class Quarantine:
                 note = "gone"
             record = {
                 "sessionId": inbox.session_id,
-                "originalPath": os.fsencode(str(inbox.requests_dir / name)).decode("utf-8", "backslashreplace"),
+                "originalPath": _printable(inbox.requests_dir / name),
                 "reason": reason,
                 "quarantinedAt": int(now * 1000),
                 "childAnswered": answered,
@@ -112,7 +112,9 @@ class Quarantine:
         self._holds_since_prune = (self._holds_since_prune or 0) + 1
         folder = self.base / inbox.folder_name
         return QuarantineRecord(
-            moved_to=folder / stem if note is None else None, reason_file=folder / (stem + _REASON), reason=reason
+            moved_to=folder / stem if note is None else None,
+            reason_file=folder / (stem + _REASON),
+            reason=reason,
         )
 
     def records(self) -> list[dict[str, object]]:
@@ -178,6 +180,10 @@ class Quarantine:
         except UnsafeFolder as exc:
             log.warning("quarantine: %s; not read and not pruned", exc)
             return {}
+
+
+def _printable(path: Path) -> str:
+    return os.fsencode(str(path)).decode("utf-8", "backslashreplace")
 
 
 def _move(source: int, name: str, held: int, stem: str, link_target: str | None) -> str | None:

@@ -85,7 +85,9 @@ class NoRecordedAuthority:
         return Judgment(verdict="ask", explanation=("No rules are loaded on this node: default ask.",))
 
 
-EventKind = Literal["arrived", "answered", "withdrawn", "quarantined", "left", "answer_failed", "unsafe_folder"]
+EventKind = Literal[
+    "arrived", "answered", "withdrawn", "quarantined", "left", "answer_failed", "unsafe_folder"
+]
 
 
 @dataclass(frozen=True)
@@ -240,12 +242,12 @@ class ServingCore:
         try:
             served.heartbeat.beat()
         except UnsafeFolder as exc:
-            self._report_unsafe(served, "heartbeat", exc, "no serving heartbeat is published for this session")
+            self._report_unsafe(served, "heartbeat", exc, "no serving heartbeat is published")
             return
         self._clear_unsafe(served, "heartbeat")
 
     def _report_unsafe(self, served: ServedSession, part: str, exc: UnsafeFolder, consequence: str) -> None:
-        """A folder of the session tree is a link (or not a folder): said once, in the log and to observers."""
+        """A folder of the session tree is a link (or not a folder): said once in the log and to observers."""
         reason = f"{exc}: {consequence} until it is removed"
         if served.problems.get(part) == reason:
             return
@@ -259,7 +261,7 @@ class ServingCore:
             log.info("session=%s %s folders are sound again", log_safe(served.inbox.session_id), part)
 
     async def _watch_loop(self) -> None:
-        async for folders in watch_session_folders(self.root, self._stop, self.force_polling):
+        async for folders in watch_session_folders(self.root, self._stop, self.force_polling, self.tree):
             targets = (
                 list(self.sessions.values())
                 if not folders

@@ -1,4 +1,4 @@
-"""Folders below an anchor (the forwarding root, the state dir), opened by descriptor and never through a link.
+"""Folders below an anchor (the forwarding root, the state dir), opened by descriptor, never through a link.
 
 A child can plant a symbolic link anywhere below the forwarding root, and a path walked as a string
 follows links at every component but the last. So every folder below an anchor is opened one

@@ -16,12 +16,13 @@ from pathlib import Path
 
 import watchfiles
 
-from core.inbox import ensure_dir
 from core.inotify import IN_IGNORED, IN_Q_OVERFLOW, Event, Inotify, InotifyUnavailable
+from core.tree import Anchor, UnsafeFolder
 
 log = logging.getLogger("pi_authorizer.watch")
 
 _POLL_DELAY_MS = 50
+_UNSAFE_RETRY_S = 5.0
 
 RESCAN_ALL: frozenset[str] = frozenset()
 """Yielded when the watcher cannot say which folders changed (overflow, restart)."""
@@ -30,8 +31,9 @@ RESCAN_ALL: frozenset[str] = frozenset()
 class _SessionTree:
     """inotify watches on `sessions/`, each `sessions/<folder>/` and each `.../requests/`."""
 
-    def __init__(self, sessions_dir: Path) -> None:
+    def __init__(self, sessions_dir: Path, tree: Anchor) -> None:
         self.sessions_dir = sessions_dir
+        self.tree = tree
         self.ino = Inotify()
         self.folder_of: dict[int, str | None] = {}
         self.changed: set[str] = set()
@@ -39,9 +41,10 @@ class _SessionTree:
         self.ready = asyncio.Event()
 
     def start(self) -> None:
-        ensure_dir(self.sessions_dir)
+        with self.tree.folder(("sessions",), create=True) as fd:
+            folders = os.listdir(fd)
         self._watch(str(self.sessions_dir), None)
-        for folder in os.listdir(self.sessions_dir):
+        for folder in folders:
             self._watch_folder(folder)
         self.rescan_all = True
         self.ready.set()
@@ -105,28 +108,28 @@ class _SessionTree:
         self.ino.close()
 
 
-async def _inotify_changes(sessions_dir: Path, stop: asyncio.Event) -> AsyncIterator[set[str]]:
-    tree = _SessionTree(sessions_dir)
+async def _inotify_changes(sessions_dir: Path, tree: Anchor, stop: asyncio.Event) -> AsyncIterator[set[str]]:
+    watched = _SessionTree(sessions_dir, tree)
     loop = asyncio.get_running_loop()
-    loop.add_reader(tree.ino.fd, tree.on_readable)
+    loop.add_reader(watched.ino.fd, watched.on_readable)
     try:
-        tree.start()
+        watched.start()
         stopping = asyncio.ensure_future(stop.wait())
         try:
             while not stop.is_set():
-                ready = asyncio.ensure_future(tree.ready.wait())
+                ready = asyncio.ensure_future(watched.ready.wait())
                 await asyncio.wait({ready, stopping}, return_when=asyncio.FIRST_COMPLETED)
                 ready.cancel()
                 if not stop.is_set():
-                    yield tree.take()
+                    yield watched.take()
         finally:
             stopping.cancel()
     finally:
-        loop.remove_reader(tree.ino.fd)
-        tree.close()
+        loop.remove_reader(watched.ino.fd)
+        watched.close()
 
 
-async def _polled_changes(sessions_dir: Path, stop: asyncio.Event) -> AsyncIterator[set[str]]:
+async def _polled_changes(sessions_dir: Path, tree: Anchor, stop: asyncio.Event) -> AsyncIterator[set[str]]:
     while not stop.is_set():
         yield set(RESCAN_ALL)
         async for changes in watchfiles.awatch(
@@ -140,7 +143,7 @@ async def _polled_changes(sessions_dir: Path, stop: asyncio.Event) -> AsyncItera
             ignore_permission_denied=True,
         ):
             yield {f for _, path in changes if (f := _session_folder(sessions_dir, path))}
-        ensure_dir(sessions_dir)
+        await _sessions_folder_ready(tree, stop)
 
 
 def _session_folder(sessions_dir: Path, changed: str) -> str | None:
@@ -151,21 +154,34 @@ def _session_folder(sessions_dir: Path, changed: str) -> str | None:
     return relative.parts[0] if relative.parts else None
 
 
+async def _sessions_folder_ready(tree: Anchor, stop: asyncio.Event) -> None:
+    """Create `sessions/` from the root down; while it is a link, wait (serving reports it) and retry."""
+    while not stop.is_set():
+        try:
+            with tree.folder(("sessions",), create=True):
+                return
+        except UnsafeFolder as exc:
+            log.warning("not watching the sessions folder: %s", exc)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=_UNSAFE_RETRY_S)
+
+
 async def watch_session_folders(
-    forwarding_root: Path, stop: asyncio.Event, force_polling: bool = False
+    forwarding_root: Path, stop: asyncio.Event, force_polling: bool = False, tree: Anchor | None = None
 ) -> AsyncIterator[set[str]]:
     """Yield the `sessions/<folder>` names touched since the last yield, until `stop`.
 
     An empty set means "rescan everything" (start, overflow, or the watch was restarted).
     """
     sessions_dir = forwarding_root / "sessions"
-    ensure_dir(sessions_dir)
+    tree = tree or Anchor(forwarding_root, "forwarding root")
+    await _sessions_folder_ready(tree, stop)
     if not force_polling:
         try:
-            async for folders in _inotify_changes(sessions_dir, stop):
+            async for folders in _inotify_changes(sessions_dir, tree, stop):
                 yield folders
             return
         except InotifyUnavailable as exc:
             log.warning("inotify is unavailable (%s); polling every %d ms instead", exc, _POLL_DELAY_MS)
-    async for folders in _polled_changes(sessions_dir, stop):
+    async for folders in _polled_changes(sessions_dir, tree, stop):
         yield folders

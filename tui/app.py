@@ -279,6 +279,12 @@ class AuthorizerApp(App[int]):
                                              safe_plain(event.reason, 160)))
             self.notify(f"Unusable request file set aside: {safe_plain(event.reason, 200)}",
                         title="Request quarantined", severity="warning", markup=False)
+        elif event.kind == "unsafe_folder":
+            self.history.append(HistoryEntry(self.clock(), "unsafe folder", "core",
+                                             safe_plain(event.key.session_id, 60),
+                                             safe_plain(event.reason, 200)))
+            self.notify(f"{safe_plain(event.reason, 300)}\nNothing is read or written through it.",
+                        title="Session folder refused", severity="error", markup=False, timeout=15)
 
     # -- attention -------------------------------------------------------------------------------
 
