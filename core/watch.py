@@ -41,8 +41,12 @@ class _SessionTree:
         self.ready = asyncio.Event()
 
     def start(self) -> None:
-        with self.tree.folder(("sessions",), create=True) as fd:
-            folders = os.listdir(fd)
+        try:
+            with self.tree.folder(("sessions",), create=True) as fd:
+                folders = os.listdir(fd)
+        except UnsafeFolder as exc:  # serving reports it; the safety rescan still runs
+            log.warning("not watching the sessions folder: %s", exc)
+            return
         self._watch(str(self.sessions_dir), None)
         for folder in folders:
             self._watch_folder(folder)
@@ -176,6 +180,8 @@ async def watch_session_folders(
     sessions_dir = forwarding_root / "sessions"
     tree = tree or Anchor(forwarding_root, "forwarding root")
     await _sessions_folder_ready(tree, stop)
+    if stop.is_set():
+        return
     if not force_polling:
         try:
             async for folders in _inotify_changes(sessions_dir, tree, stop):

@@ -125,3 +125,134 @@ async def test_linked_serving_folder_is_never_overwritten_or_deleted(tmp_path: P
     assert victim.read_bytes() == b"someone else's file"
     assert sorted(os.listdir(foreign)) == [victim.name]
     assert any(e.kind == "unsafe_folder" and "serving" in str(e.reason) for e in events)
+
+
+# -- a link at every level of the tree -------------------------------------------------------------
+
+CONTROL = "019ff969-c34c-70be-9034-c0c0c0c0c0c0"
+FOLDER = encode_session_id(S)
+ROOT_LEVELS = {
+    "sessions": ("root", "sessions"),
+    "session folder": ("root", "sessions", FOLDER),
+    "requests": ("root", "sessions", FOLDER, "requests"),
+    "responses": ("root", "sessions", FOLDER, "responses"),
+    "serving": ("root", "serving"),
+}
+STATE_LEVELS = {
+    "quarantine": ("state", "quarantine"),
+    "quarantine folder": ("state", "quarantine", FOLDER),
+}
+
+
+def plant_bait(foreign: Path) -> None:
+    """Whatever level a link lands on, the folder it points at looks worth acting on."""
+    for requests in (foreign, foreign / "requests", foreign / FOLDER / "requests"):
+        requests.mkdir(parents=True, exist_ok=True)
+        (requests.parent / "responses").mkdir(parents=True, exist_ok=True)
+        (requests / "bait.json").write_text(json.dumps(request_body("bait", S)))
+        (requests / "junk.json").write_text("{not json")
+    (foreign / f"{FOLDER}.json").write_text('{"sessionId":"x","pid":1,"updatedAt":1}')
+    (foreign / f"{FOLDER}.lock").write_text("foreign")
+
+
+def plant_link(tmp_path: Path, parts: tuple[str, ...], foreign: Path) -> None:
+    where = tmp_path.joinpath(*parts)
+    if where.is_dir():
+        for path in sorted(where.rglob("*"), reverse=True):
+            path.rmdir() if path.is_dir() else path.unlink()
+        where.rmdir()
+    where.parent.mkdir(parents=True, exist_ok=True)
+    where.symlink_to(foreign)
+
+
+def session_with_requests(root: Path) -> None:
+    write_request(root, S, "mine")
+    (session_dir(root, S) / "requests" / "junk.json").write_text("{not json")
+
+
+async def test_a_link_at_each_level_of_the_forwarding_root_is_reported_and_never_acted_through(
+    tmp_path: Path,
+) -> None:
+    for level, parts in ROOT_LEVELS.items():
+        base = tmp_path / level.replace(" ", "-")
+        foreign = base / "foreign"
+        plant_bait(foreign)
+        session_with_requests(base / "root")
+        plant_link(base, parts, foreign)
+        before = snapshot(foreign)
+        # With `sessions/` itself linked no session can be served; otherwise a sane one still is.
+        events = await serve_once(base, AllowAll(), control=None if level == "sessions" else CONTROL)
+        assert snapshot(foreign) == before, level
+        reported = [e for e in events if e.kind == "unsafe_folder"]
+        assert reported and "symbolic link" in str(reported[0].reason), level
+        assert parts[-1] in str(reported[0].reason), level
+        quarantined = base / "state" / "quarantine"
+        for path in quarantined.rglob("*") if quarantined.exists() else []:
+            assert not path.name.endswith("bait.json"), (level, path)
+
+
+async def test_a_link_in_the_state_dir_is_never_written_through(tmp_path: Path) -> None:
+    for level, parts in STATE_LEVELS.items():
+        base = tmp_path / level.replace(" ", "-")
+        foreign = base / "foreign"
+        plant_bait(foreign)
+        session_with_requests(base / "root")
+        plant_link(base, parts, foreign)
+        before = snapshot(foreign)
+        events = await serve_once_settled(base)
+        assert snapshot(foreign) == before, level
+        # The unusable file was answered but stays in place (not quarantined through the link).
+        rejected = [e for e in events if e.kind == "quarantined"]
+        assert rejected and (session_dir(base / "root", S) / "requests" / "junk.json").exists(), level
+
+
+async def serve_once_settled(base: Path) -> list[ServeEvent]:
+    core = ServingCore(base / "root", base / "state", DenyingTerminal())
+    events: list[ServeEvent] = []
+    core.subscribe(events.append)
+    core.add_session(S)
+    task = asyncio.create_task(core.run())
+    try:
+        await wait_for(lambda: response_path(base / "root", S, "junk").exists(), what="junk answered")
+        await wait_for(lambda: response_path(base / "root", S, "mine").exists(), what="mine answered")
+    finally:
+        core.stop()
+        await asyncio.wait_for(task, 5)
+    return events
+
+
+def test_a_linked_lock_folder_or_lock_file_refuses_the_session(tmp_path: Path) -> None:
+    import pytest
+
+    from core.tree import UnsafeFolder
+
+    foreign = tmp_path / "foreign"
+    plant_bait(foreign)
+    before = snapshot(foreign)
+    (tmp_path / "a" / "state").mkdir(parents=True)
+    (tmp_path / "a" / "state" / "locks").symlink_to(foreign)
+    with pytest.raises(UnsafeFolder, match="locks is a symbolic link"):
+        ServingCore(tmp_path / "a" / "root", tmp_path / "a" / "state", DenyingTerminal()).add_session(S)
+    (tmp_path / "b" / "state" / "locks").mkdir(parents=True)
+    (tmp_path / "b" / "state" / "locks" / f"{FOLDER}.lock").symlink_to(foreign / f"{FOLDER}.lock")
+    with pytest.raises(UnsafeFolder, match="is a symbolic link"):
+        ServingCore(tmp_path / "b" / "root", tmp_path / "b" / "state", DenyingTerminal()).add_session(S)
+    assert snapshot(foreign) == before
+    assert not (tmp_path / "a" / "root" / "serving").exists()
+
+
+async def test_a_linked_root_is_served_where_it_resolved(tmp_path: Path) -> None:
+    """The configured root may itself be a link (the person's choice): it is followed once, at start."""
+    real = tmp_path / "data" / "forwarding"
+    real.mkdir(parents=True)
+    (tmp_path / "root").symlink_to(real)
+    write_request(tmp_path / "root", S, "through-root-link")
+    core = ServingCore(tmp_path / "root", tmp_path / "state", DenyingTerminal(), judge=AllowAll())
+    core.add_session(S)
+    task = asyncio.create_task(core.run())
+    try:
+        await wait_for(lambda: response_path(real, S, "through-root-link").exists(), what="answered")
+    finally:
+        core.stop()
+        await asyncio.wait_for(task, 5)
+    assert core.tree.real == str(real)

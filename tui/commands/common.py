@@ -26,7 +26,7 @@ from core.paths import (
 )
 from core.rules import PolicyStore
 from core.serving import ServingCore
-from core.tree import Anchor, read_small, replace_file
+from core.tree import Anchor, UnsafeFolder, read_small, replace_file
 
 DEFAULT_SESSION_FILE = "default-session-id"
 
@@ -134,6 +134,8 @@ def take_sessions(core: ServingCore, ids: list[str]) -> list[str]:
             taken.append(sid)
         except SessionHeld as exc:
             print(f"pi-authorizer: not serving {sid!r}: {exc.holder} serves it", file=sys.stderr)
+        except UnsafeFolder as exc:
+            print(f"pi-authorizer: not serving {sid!r}: {exc}", file=sys.stderr)
     return taken
 
 
