@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 from pathlib import Path
 
 from core.asks import DenyingTerminal, Judgment
@@ -157,10 +158,10 @@ def plant_bait(foreign: Path) -> None:
 
 def plant_link(tmp_path: Path, parts: tuple[str, ...], foreign: Path) -> None:
     where = tmp_path.joinpath(*parts)
-    if where.is_dir():
-        for path in sorted(where.rglob("*"), reverse=True):
-            path.rmdir() if path.is_dir() else path.unlink()
-        where.rmdir()
+    if where.is_symlink():
+        where.unlink()
+    elif where.is_dir():
+        shutil.rmtree(where)  # never follows the links inside
     where.parent.mkdir(parents=True, exist_ok=True)
     where.symlink_to(foreign)
 
