@@ -55,7 +55,11 @@ def open_dir(base_fd: int, parts: Sequence[str], create: bool = False, shown: st
     Missing folders are created (mode 0700) when `create`, else `FileNotFoundError`. The first
     component that is a link or not a folder raises `UnsafeFolder`, named `shown/parts...`.
     """
-    current = os.open(".", _DIR_FLAGS, dir_fd=base_fd)
+    return _walk(os.open(".", _DIR_FLAGS, dir_fd=base_fd), parts, create, shown)
+
+
+def _walk(current: int, parts: Sequence[str], create: bool, shown: str) -> int:
+    """Descend from `current` (owned: closed on the way) to `parts`; returns the last folder's descriptor."""
     walked = [shown] if shown else []
     try:
         for part in parts:
@@ -205,7 +209,9 @@ class Anchor:
 
     def open(self, parts: Sequence[str] = (), create: bool = False) -> int:
         """A new descriptor for `anchor/parts...` (see `open_dir`); the caller closes it."""
-        return open_dir(self._anchor_fd(create), parts, create, shown=str(self.path))
+        with self._lock:  # a re-anchor cannot close the descriptor while it is being used
+            start = os.open(".", _DIR_FLAGS, dir_fd=self._anchor_fd(create))
+        return _walk(start, parts, create, str(self.path))
 
     @contextlib.contextmanager
     def folder(self, parts: Sequence[str] = (), create: bool = False) -> Iterator[int]:
@@ -220,24 +226,24 @@ class Anchor:
             _close_all(self._held)
 
     def _anchor_fd(self, create: bool) -> int:
-        with self._lock:
-            if self._held:
-                if os.fstat(self._held[0]).st_nlink > 0:
-                    return self._held[0]
-                _close_all(self._held)  # removed: re-open along the same real path
-                log.warning("%s %s was removed; re-opening it", self.label, self._real)
-            if self._real is None:
-                if create:
-                    os.makedirs(self.path, DIR_MODE, exist_ok=True)
-                elif not self.path.is_dir():
-                    raise FileNotFoundError(errno.ENOENT, "no such folder", str(self.path))
-                real = os.path.realpath(self.path)
-                if real != os.path.abspath(self.path):
-                    log.info("%s %s resolves to %s through a link in its path (resolved once)",
-                             self.label, self.path, real)
-                self._real = real
-            self._held.append(_open_real_path(self._real, create, self.label))
-            return self._held[0]
+        """The anchored folder's `O_PATH` descriptor (called with `_lock` held)."""
+        if self._held:
+            if os.fstat(self._held[0]).st_nlink > 0:
+                return self._held[0]
+            _close_all(self._held)  # removed: re-open along the same real path
+            log.warning("%s %s was removed; re-opening it", self.label, self._real)
+        if self._real is None:
+            if create:
+                os.makedirs(self.path, DIR_MODE, exist_ok=True)
+            elif not self.path.is_dir():
+                raise FileNotFoundError(errno.ENOENT, "no such folder", str(self.path))
+            real = os.path.realpath(self.path)
+            if real != os.path.abspath(self.path):
+                log.info("%s %s resolves to %s through a link in its path (resolved once)",
+                         self.label, self.path, real)
+            self._real = real
+        self._held.append(_open_real_path(self._real, create, self.label))
+        return self._held[0]
 
 
 def _open_real_path(real: str, create: bool, label: str) -> int:

@@ -57,7 +57,8 @@ async def serve(base: Path, sibling_served: bool) -> list[ServeEvent]:
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    planted=st.dictionaries(st.sampled_from(sorted(LEVELS)), st.sampled_from(TARGETS), min_size=1, max_size=3),
+    planted=st.dictionaries(st.sampled_from(sorted(LEVELS)), st.sampled_from(TARGETS), min_size=1,
+                            max_size=3),
     valid=st.integers(min_value=1, max_value=3),
 )
 def test_links_at_random_levels_never_let_serving_act_outside_the_session(
