@@ -209,9 +209,13 @@ class Anchor:
 
     def open(self, parts: Sequence[str] = (), create: bool = False) -> int:
         """A new descriptor for `anchor/parts...` (see `open_dir`); the caller closes it."""
+        shown = str(self.path)
         with self._lock:  # a re-anchor cannot close the descriptor while it is being used
-            start = os.open(".", _DIR_FLAGS, dir_fd=self._anchor_fd(create))
-        return _walk(start, parts, create, str(self.path))
+            anchor = self._anchor_fd(create)
+            if not parts:
+                return os.open(".", _DIR_FLAGS, dir_fd=anchor)
+            first = _open_child(anchor, check_name(parts[0]), create, f"{shown}/{parts[0]}")
+        return _walk(first, parts[1:], create, f"{shown}/{parts[0]}")
 
     @contextlib.contextmanager
     def folder(self, parts: Sequence[str] = (), create: bool = False) -> Iterator[int]:
