@@ -189,6 +189,10 @@ class SessionsScreen(Screen[None]):
         if row.ours:
             note.update(Content.styled("Already served by this authorizer.", DIM))
             return
+        if row.problem is not None:
+            note.update(Content.assemble(("Not adopted: ", "bold $text-error"),
+                                         sanitize(row.problem, single_line=True).content()))
+            return
         if row.state == "alive":
             note.update(Content.assemble(("Read-only: ", WARN), (
                 f"served by live pid {row.pid}." if row.pid else "served by another live process.", "")))
