@@ -120,7 +120,8 @@ class ServedSession:
     tracked: dict[str, _Track] = field(default_factory=dict)
     asks: dict[str, Ask] = field(default_factory=dict)
     scan_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    problems: dict[str, str] = field(default_factory=dict)
+    problems: dict[str, ServeEvent] = field(default_factory=dict)
+    """Refused folders by part (`inbox`, `heartbeat`): the `unsafe_folder` event that reported each."""
 
 
 class ServingCore:
@@ -158,7 +159,11 @@ class ServingCore:
     # -- lifecycle ------------------------------------------------------------------------------
 
     def subscribe(self, observer: Observer) -> None:
+        """Add an observer; folders already refused (found by `add_session`) are reported to it at once."""
         self._observers.append(observer)
+        for served in self.sessions.values():
+            for event in served.problems.values():
+                observer(event)
 
     def add_background(self, task: Callable[[asyncio.Event], Coroutine[object, object, None]]) -> None:
         """A coroutine to run alongside serving, given the stop event (config watching...)."""
@@ -249,11 +254,13 @@ class ServingCore:
     def _report_unsafe(self, served: ServedSession, part: str, exc: UnsafeFolder, consequence: str) -> None:
         """A folder of the session tree is a link (or not a folder): said once in the log and to observers."""
         reason = f"{exc}: {consequence} until it is removed"
-        if served.problems.get(part) == reason:
+        known = served.problems.get(part)
+        if known is not None and known.reason == reason:
             return
-        served.problems[part] = reason
         key = AskKey(served.inbox.session_id, exc.where)
-        self._emit(ServeEvent("unsafe_folder", key, time.time(), reason=reason))
+        event = ServeEvent("unsafe_folder", key, time.time(), reason=reason)
+        served.problems[part] = event
+        self._emit(event)
         log.warning("session=%s %s", log_safe(served.inbox.session_id), log_safe(reason, 400))
 
     def _clear_unsafe(self, served: ServedSession, part: str) -> None:

@@ -257,3 +257,34 @@ async def test_a_linked_root_is_served_where_it_resolved(tmp_path: Path) -> None
         core.stop()
         await asyncio.wait_for(task, 5)
     assert core.tree.real == str(real)
+
+
+def test_a_folder_refused_before_an_observer_subscribed_is_reported_to_it(tmp_path: Path) -> None:
+    """The app subscribes after `add_session`: a `serving/` link found by the first beat still reaches it."""
+    (tmp_path / "root").mkdir()
+    (tmp_path / "foreign").mkdir()
+    (tmp_path / "root" / "serving").symlink_to(tmp_path / "foreign")
+    core = ServingCore(tmp_path / "root", tmp_path / "state", DenyingTerminal())
+    core.add_session(S)
+    events: list[ServeEvent] = []
+    core.subscribe(events.append)
+    assert [e.kind for e in events] == ["unsafe_folder"]
+    assert "serving is a symbolic link" in str(events[0].reason)
+    assert os.listdir(tmp_path / "foreign") == []
+    core.sessions[S].lock.release()
+
+
+async def test_serving_leaks_no_descriptors(tmp_path: Path) -> None:
+    def open_fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    root = tmp_path / "root"
+    write_request(root, S, "warm-up")
+    await serve_once(tmp_path, AllowAll())
+    before = open_fds()
+    for index in range(20):
+        write_request(root, S, f"r{index}")
+        (session_dir(root, S) / "requests" / f"junk{index}.json").write_text("{")
+    await serve_once(tmp_path, AllowAll())
+    assert len(os.listdir(session_dir(root, S) / "responses")) == 41
+    assert open_fds() <= before

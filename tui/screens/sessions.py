@@ -100,7 +100,7 @@ class SessionsScreen(Screen[None]):
         for ask in self.human.pending():
             pending[ask.key.session_id] = pending.get(ask.key.session_id, 0) + 1
         rows = [SessionRow(sid, True, "serving", None, pending.get(sid, 0),
-                           "; ".join(served.problems.values()) or None)
+                           "; ".join(str(e.reason) for e in served.problems.values()) or None)
                 for sid, served in self.core.sessions.items()]
         for status in survey_inboxes(self.core.root, self.core.tree):
             if status.session_id in self.core.sessions:
