@@ -110,3 +110,32 @@ def test_a_linked_quarantine_folder_is_neither_read_nor_pruned(tmp_path: Path) -
     assert quarantine.prune() == 0
     assert quarantine.records() == []
     assert sorted(os.listdir(victim)) == [old, f"{old}.reason.json"]
+
+
+def test_across_filesystems_files_and_links_are_copied_and_folders_left_in_place(tmp_path: Path) -> None:
+    import shutil
+    import tempfile
+
+    import pytest
+
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or os.stat(shm).st_dev == os.stat(tmp_path).st_dev:
+        pytest.skip("needs a second filesystem (/dev/shm) for the state dir")
+    state = Path(tempfile.mkdtemp(dir=shm))
+    try:
+        quarantine = Quarantine(state, clock=Clock(1_800_000_000.0))
+        inbox = SessionInbox(tmp_path / "root", S)
+        write_request_bytes(tmp_path / "root", S, "file.json", b"bytes")
+        (inbox.requests_dir / "link.json").symlink_to(tmp_path / "victim")
+        (inbox.requests_dir / "dir.json").mkdir()
+        moved = quarantine.hold(inbox, "file.json", "unusable", answered=False).moved_to
+        assert moved is not None and moved.read_bytes() == b"bytes"
+        linked = quarantine.hold(inbox, "link.json", "unusable", answered=False).moved_to
+        assert linked is not None and os.readlink(linked) == str(tmp_path / "victim")
+        assert quarantine.hold(inbox, "dir.json", "unusable", answered=False).moved_to is None
+        assert sorted(os.listdir(inbox.requests_dir)) == ["dir.json"]
+        left = {str(r["originalPath"]).rsplit("/", 1)[1]: r.get("leftInPlace") for r in quarantine.records()}
+        assert left["file.json"] is None and left["link.json"] is None
+        assert "not copied" in str(left["dir.json"])
+    finally:
+        shutil.rmtree(state)
