@@ -11,13 +11,22 @@ import asyncio
 import contextlib
 import logging
 import os
+import stat
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import watchfiles
 
-from core.inotify import IN_IGNORED, IN_Q_OVERFLOW, Event, Inotify, InotifyUnavailable
-from core.tree import Anchor, UnsafeFolder
+from core.inotify import (
+    DIRECTORY_EVENTS,
+    IN_DONT_FOLLOW,
+    IN_IGNORED,
+    IN_Q_OVERFLOW,
+    Event,
+    Inotify,
+    InotifyUnavailable,
+)
+from core.tree import Anchor, UnsafeFolder, lstat_or_none
 
 log = logging.getLogger("pi_authorizer.watch")
 
@@ -29,7 +38,11 @@ RESCAN_ALL: frozenset[str] = frozenset()
 
 
 class _SessionTree:
-    """inotify watches on `sessions/`, each `sessions/<folder>/` and each `.../requests/`."""
+    """inotify watches on `sessions/`, each `sessions/<folder>/` and each `.../requests/`.
+
+    Each folder is opened by descriptor from the root (never through a link) and watched through
+    `/proc/self/fd/<fd>`, so a linked session folder never makes a foreign folder watched.
+    """
 
     def __init__(self, sessions_dir: Path, tree: Anchor) -> None:
         self.sessions_dir = sessions_dir
@@ -44,24 +57,30 @@ class _SessionTree:
         try:
             with self.tree.folder(("sessions",), create=True) as fd:
                 folders = os.listdir(fd)
+                self._watch_fd(fd, None)
         except UnsafeFolder as exc:  # serving reports it; the safety rescan still runs
             log.warning("not watching the sessions folder: %s", exc)
             return
-        self._watch(str(self.sessions_dir), None)
         for folder in folders:
             self._watch_folder(folder)
         self.rescan_all = True
         self.ready.set()
 
-    def _watch(self, path: str, folder: str | None) -> None:
-        wd = self.ino.add_watch(path)
+    def _watch(self, parts: tuple[str, ...], folder: str) -> None:
+        try:
+            with self.tree.folder(parts) as fd:
+                self._watch_fd(fd, folder)
+        except (FileNotFoundError, UnsafeFolder):
+            return  # not there (yet), or a link: serving reports it, nothing is watched through it
+
+    def _watch_fd(self, fd: int, folder: str | None) -> None:
+        wd = self.ino.add_watch(f"/proc/self/fd/{fd}", DIRECTORY_EVENTS & ~IN_DONT_FOLLOW)
         if wd is not None:
             self.folder_of[wd] = folder
 
     def _watch_folder(self, folder: str) -> None:
-        base = self.sessions_dir / folder
-        self._watch(str(base), folder)
-        self._watch(str(base / "requests"), folder)
+        self._watch(("sessions", folder), folder)
+        self._watch(("sessions", folder, "requests"), folder)
         # Whatever arrived before the watch existed is found by the rescan this triggers.
         self.changed.add(folder)
 
@@ -96,7 +115,7 @@ class _SessionTree:
                 self._watch_folder(event.name)
             return
         if event.name == "requests":
-            self._watch(str(self.sessions_dir / folder / "requests"), folder)
+            self._watch(("sessions", folder, "requests"), folder)
         self.changed.add(folder)
 
     def take(self) -> set[str]:
@@ -134,20 +153,50 @@ async def _inotify_changes(sessions_dir: Path, tree: Anchor, stop: asyncio.Event
 
 
 async def _polled_changes(sessions_dir: Path, tree: Anchor, stop: asyncio.Event) -> AsyncIterator[set[str]]:
+    """Poll `sessions/`, each session folder and its `requests/`, each without recursion.
+
+    The poller follows links when it recurses, so a session folder linked to `/` would make it walk
+    the whole disk every poll: it is given only the folders that are real (checked by descriptor),
+    and re-armed whenever a session folder comes or goes.
+    """
     while not stop.is_set():
         yield set(RESCAN_ALL)
-        async for changes in watchfiles.awatch(
-            sessions_dir,
-            watch_filter=None,
-            stop_event=stop,
-            force_polling=True,
-            poll_delay_ms=_POLL_DELAY_MS,
-            debounce=_POLL_DELAY_MS,
-            step=5,
-            ignore_permission_denied=True,
-        ):
-            yield {f for _, path in changes if (f := _session_folder(sessions_dir, path))}
+        try:
+            async for changes in watchfiles.awatch(
+                *_poll_targets(sessions_dir, tree),
+                watch_filter=None,
+                stop_event=stop,
+                force_polling=True,
+                poll_delay_ms=_POLL_DELAY_MS,
+                debounce=_POLL_DELAY_MS,
+                step=5,
+                recursive=False,
+                ignore_permission_denied=True,
+            ):
+                yield {f for _, path in changes if (f := _session_folder(sessions_dir, path))}
+                if any(Path(path).parent == sessions_dir for _, path in changes):
+                    break  # a session folder came or went: poll the new set
+        except OSError as exc:  # a polled folder vanished while arming: arm again
+            log.debug("re-arming the poller: %s", exc)
         await _sessions_folder_ready(tree, stop)
+
+
+def _poll_targets(sessions_dir: Path, tree: Anchor) -> list[Path]:
+    targets = [sessions_dir]
+    try:
+        with tree.folder(("sessions",)) as fd:
+            for folder in sorted(os.listdir(fd)):
+                try:
+                    with tree.folder(("sessions", folder)) as session_fd:
+                        targets.append(sessions_dir / folder)
+                        info = lstat_or_none(session_fd, "requests")
+                        if info is not None and stat.S_ISDIR(info.st_mode):
+                            targets.append(sessions_dir / folder / "requests")
+                except (FileNotFoundError, UnsafeFolder):
+                    continue
+    except (FileNotFoundError, UnsafeFolder):
+        pass
+    return targets
 
 
 def _session_folder(sessions_dir: Path, changed: str) -> str | None:
