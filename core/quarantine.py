@@ -56,6 +56,7 @@ class QuarantineRecord:
     moved_to: Path | None
     reason_file: Path
     reason: str
+    left_in_place: str | None = None
 
 
 class Quarantine:
@@ -115,6 +116,7 @@ class Quarantine:
             moved_to=folder / stem if note is None else None,
             reason_file=folder / (stem + _REASON),
             reason=reason,
+            left_in_place=None if note in {None, "gone"} else note,
         )
 
     def records(self) -> list[dict[str, object]]:

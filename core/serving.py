@@ -497,9 +497,13 @@ class ServingCore:
                 log.error("answering rejected %s failed: %s", log_safe(display_name(name)), exc)
         try:
             record = self.quarantine.hold(served.inbox, name, reason, answered)
-            where = f"quarantined to {record.moved_to}" if record.moved_to else "already gone"
+            where = (f"quarantined to {record.moved_to}" if record.moved_to else
+                     f"left in place ({record.left_in_place})" if record.left_in_place else "already gone")
+            self._clear_unsafe(served, "quarantine")
         except OSError as exc:
             where = f"could not be quarantined ({exc}); left in place and ignored"
+            if isinstance(exc, UnsafeFolder):
+                self._report_unsafe(served, "quarantine", exc, "unusable requests are left in place")
         served.tracked[name] = "quarantined"
         self._emit(ServeEvent("quarantined", key, time.time(), reason=reason, raw=raw))
         log.warning(

@@ -205,6 +205,8 @@ async def test_a_link_in_the_state_dir_is_never_written_through(tmp_path: Path) 
         # The unusable file was answered but stays in place (not quarantined through the link).
         rejected = [e for e in events if e.kind == "quarantined"]
         assert rejected and (session_dir(base / "root", S) / "requests" / "junk.json").exists(), level
+        reported = [e for e in events if e.kind == "unsafe_folder"]
+        assert reported and "left in place" in str(reported[0].reason), level
 
 
 async def serve_once_settled(base: Path) -> list[ServeEvent]:
