@@ -47,11 +47,11 @@ async def serve(base: Path, sibling_served: bool) -> list[ServeEvent]:
         if sibling_served:
             write_request(base / "root", CONTROL, "control-after")
             await wait_for(lambda: response_path(base / "root", CONTROL, "control-after").exists(),
-                           what="the sibling still served")
+                           within=30, what="the sibling still served")
         await core.rescan_all()
     finally:
         core.stop()
-        await asyncio.wait_for(task, 5)
+        await asyncio.wait_for(task, 30)
     return events
 
 

@@ -59,12 +59,12 @@ async def serve_once(tmp_path: Path, judge: object, control: str | None = None) 
         if control is not None:
             write_request(tmp_path / "root", control, "control")
             await wait_for(lambda: response_path(tmp_path / "root", control, "control").exists(),
-                           what="the control request answered")
+                           within=30, what="the control request answered")
         await core.rescan_all()
         await core.rescan_all()
     finally:
         core.stop()
-        await asyncio.wait_for(task, 5)
+        await asyncio.wait_for(task, 30)
     return events
 
 
@@ -216,11 +216,11 @@ async def serve_once_settled(base: Path) -> list[ServeEvent]:
     core.add_session(S)
     task = asyncio.create_task(core.run())
     try:
-        await wait_for(lambda: response_path(base / "root", S, "junk").exists(), what="junk answered")
-        await wait_for(lambda: response_path(base / "root", S, "mine").exists(), what="mine answered")
+        for answer in (response_path(base / "root", S, "junk"), response_path(base / "root", S, "mine")):
+            await wait_for(answer.exists, within=30, what=f"{answer.name} written")
     finally:
         core.stop()
-        await asyncio.wait_for(task, 5)
+        await asyncio.wait_for(task, 30)
     return events
 
 
@@ -254,10 +254,11 @@ async def test_a_linked_root_is_served_where_it_resolved(tmp_path: Path) -> None
     core.add_session(S)
     task = asyncio.create_task(core.run())
     try:
-        await wait_for(lambda: response_path(real, S, "through-root-link").exists(), what="answered")
+        await wait_for(lambda: response_path(real, S, "through-root-link").exists(), within=30,
+                       what="answered")
     finally:
         core.stop()
-        await asyncio.wait_for(task, 5)
+        await asyncio.wait_for(task, 30)
     assert core.tree.real == str(real)
 
 

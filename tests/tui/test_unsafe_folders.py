@@ -28,11 +28,11 @@ async def test_a_linked_responses_folder_is_notified_and_shown_in_the_sessions_v
         def refused() -> bool:
             return any(n.title == "Session folder refused" for n in rig.app._notifications)
 
-        await wait_for(pilot, refused)
+        await wait_for(pilot, refused, within=30)
         note = next(n for n in rig.app._notifications if n.title == "Session folder refused")
         assert "responses is a symbolic link (never followed)" in note.message
         await pilot.press("S")
-        await wait_for(pilot, lambda: isinstance(rig.app.screen, SessionsScreen))
+        await wait_for(pilot, lambda: isinstance(rig.app.screen, SessionsScreen), within=30)
         await settle(pilot, 0.2)
         screen = rig.app.screen
         assert isinstance(screen, SessionsScreen)
