@@ -91,14 +91,16 @@ class Quarantine:
                 digits = (digits + 1) % 1_000_000_000  # never replace an earlier entry
                 stem = f"{stamp}-{digits:09d}-{safe}"
             link_target: str | None = None
-            note: str | None = None
+            left: str | None = None
+            moved = False
             try:
                 with inbox.folder("requests") as source:
                     with contextlib.suppress(OSError):
                         link_target = os.readlink(name, dir_fd=source)
-                    note = _move(source, name, held, stem, link_target)
+                    left = _move(source, name, held, stem, link_target)
+                    moved = left is None
             except FileNotFoundError:
-                note = "gone"
+                pass  # the child withdrew it: only the reason is kept
             record = {
                 "sessionId": inbox.session_id,
                 "originalPath": _printable(inbox.requests_dir / name),
@@ -107,16 +109,16 @@ class Quarantine:
                 "childAnswered": answered,
                 "symlinkTarget": link_target,
             }
-            if note not in {None, "gone"}:
-                record["leftInPlace"] = note
+            if left is not None:
+                record["leftInPlace"] = left
             write_new(held, stem + _REASON, compact_json(record) + b"\n", FILE_MODE)
         self._holds_since_prune = (self._holds_since_prune or 0) + 1
         folder = self.base / inbox.folder_name
         return QuarantineRecord(
-            moved_to=folder / stem if note is None else None,
+            moved_to=folder / stem if moved else None,
             reason_file=folder / (stem + _REASON),
             reason=reason,
-            left_in_place=None if note in {None, "gone"} else note,
+            left_in_place=left,
         )
 
     def records(self) -> list[dict[str, object]]:
