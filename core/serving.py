@@ -222,6 +222,8 @@ class ServingCore:
         for served in self.sessions.values():
             served.heartbeat.clear()
             served.lock.release()
+        self.tree.close()
+        self.state_tree.close()
 
     def _spawn(self, coro: Coroutine[object, object, None]) -> None:
         task = asyncio.ensure_future(coro)

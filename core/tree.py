@@ -226,6 +226,7 @@ class Anchor:
             os.close(fd)
 
     def close(self) -> None:
+        """Let go of the anchor's descriptor (a later use re-opens it along the same real path)."""
         with self._lock:
             _close_all(self._held)
 
