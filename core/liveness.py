@@ -8,22 +8,25 @@ exclusive `flock` in pi-authorizer's state directory for as long as it is served
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from core.inbox import ensure_dir, replace_atomically
 from core.paths import encode_session_id
+from core.tree import Anchor, UnsafeFolder, read_small, remove, replace_file
 from core.wire import compact_json
 
 HEARTBEAT_INTERVAL_S = 1.0
 HEARTBEAT_STALE_MS = 5_000
 #: How long a session lock whose recorded holder is dead (a zombie) may take to be released.
 DEAD_HOLDER_GRACE_S = 2.0
+_HEARTBEAT_MAX_BYTES = 64 * 1024
 
 
 def heartbeat_path(root: Path, session_id: str) -> Path:
@@ -67,10 +70,27 @@ class HeartbeatRecord:
 
 
 def read_heartbeat(path: Path) -> HeartbeatRecord | None:
-    """A heartbeat as a child validates it, or `None` when absent or malformed."""
+    """A heartbeat as a child validates it, or `None` when absent or malformed (tests and tools)."""
     try:
-        obj = json.loads(path.read_bytes())
-    except (OSError, ValueError):
+        return parse_heartbeat(path.read_bytes())
+    except OSError:
+        return None
+
+
+def read_heartbeat_in(anchor: Anchor, session_id: str) -> HeartbeatRecord | None:
+    """The heartbeat under `anchor`, read through descriptors; a linked `serving/` counts as none."""
+    try:
+        with anchor.folder(("serving",)) as fd:
+            data = read_small(fd, f"{encode_session_id(session_id)}.json", _HEARTBEAT_MAX_BYTES)
+    except OSError:
+        return None
+    return None if data is None else parse_heartbeat(data)
+
+
+def parse_heartbeat(data: bytes) -> HeartbeatRecord | None:
+    try:
+        obj = json.loads(data)
+    except ValueError:
         return None
     if not isinstance(obj, dict):
         return None
@@ -83,22 +103,29 @@ def read_heartbeat(path: Path) -> HeartbeatRecord | None:
 
 
 class Heartbeat:
-    """Writes and refreshes one session's serving record; removes it on `clear()`."""
+    """Writes and refreshes one session's serving record; removes it on `clear()`.
 
-    def __init__(self, root: Path, session_id: str) -> None:
+    `serving/` is opened from the root by descriptor: when it is a link, `beat()` raises
+    `UnsafeFolder` and nothing is written or removed through it.
+    """
+
+    def __init__(self, root: Path, session_id: str, anchor: Anchor | None = None) -> None:
         self.session_id = session_id
         self.path = heartbeat_path(root, session_id)
+        self.tree = anchor or Anchor(root, "forwarding root")
 
     def beat(self) -> None:
-        ensure_dir(self.path.parent)
         record = {"sessionId": self.session_id, "pid": os.getpid(), "updatedAt": _now_ms()}
-        replace_atomically(self.path, compact_json(record))
+        with self.tree.folder(("serving",), create=True) as fd:
+            replace_file(fd, self.path.name, compact_json(record))
 
     def clear(self) -> None:
-        """Remove our record, but never another process's."""
-        current = read_heartbeat(self.path)
-        if current is not None and current.pid == os.getpid():
-            self.path.unlink(missing_ok=True)
+        """Remove our record, but never another process's (nor anything through a link)."""
+        current = read_heartbeat_in(self.tree, self.session_id)
+        if current is None or current.pid != os.getpid():
+            return
+        with contextlib.suppress(OSError), self.tree.folder(("serving",)) as fd:
+            remove(fd, self.path.name)
 
 
 class SessionHeld(Exception):
@@ -113,29 +140,40 @@ class SessionHeld(Exception):
 class SessionLock:
     """An exclusive, non-blocking `flock` on `<state>/locks/<enc(id)>.lock` naming its holder."""
 
-    def __init__(self, state_dir: Path, session_id: str) -> None:
+    def __init__(self, state_dir: Path, session_id: str, anchor: Anchor | None = None) -> None:
         self.session_id = session_id
         self.path = state_dir / "locks" / f"{encode_session_id(session_id)}.lock"
+        self.tree = anchor or Anchor(state_dir, "state dir")
         self._fd: int | None = None
         self.previous_pid: int | None = None
 
     def acquire(self) -> None:
-        ensure_dir(self.path.parent)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-        deadline = time.monotonic() + DEAD_HOLDER_GRACE_S
-        while True:
+        flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+        with self.tree.folder(("locks",), create=True) as locks:
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                # A holder killed with -9 is a zombie while its other threads still exit; the
-                # kernel drops its lock a moment later. Only a live holder refuses at once.
-                pid = _holder_pid(fd)
-                if pid is None or pid_alive(pid) or time.monotonic() > deadline:
-                    holder = _describe_holder(fd)
-                    os.close(fd)
-                    raise SessionHeld(self.session_id, holder) from None
-                time.sleep(0.005)
+                fd = os.open(self.path.name, flags, 0o600, dir_fd=locks)
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise UnsafeFolder(str(self.path), "is a symbolic link (never followed)") from None
+                raise
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise UnsafeFolder(str(self.path), "is not a regular file")
+            deadline = time.monotonic() + DEAD_HOLDER_GRACE_S
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    # A holder killed with -9 is a zombie while its other threads still exit; the
+                    # kernel drops its lock a moment later. Only a live holder refuses at once.
+                    pid = _holder_pid(fd)
+                    if pid is None or pid_alive(pid) or time.monotonic() > deadline:
+                        raise SessionHeld(self.session_id, _describe_holder(fd)) from None
+                    time.sleep(0.005)
+        except BaseException:
+            os.close(fd)
+            raise
         # Who held it last (a process killed with -9 leaves its record): its heartbeat is not a server.
         self.previous_pid = _holder_pid(fd)
         os.ftruncate(fd, 0)
@@ -150,9 +188,9 @@ class SessionLock:
             self._fd = None
 
 
-def live_foreign_server(root: Path, session_id: str) -> HeartbeatRecord | None:
+def live_foreign_server(root: Path, session_id: str, anchor: Anchor | None = None) -> HeartbeatRecord | None:
     """A fresh heartbeat of another live process (a pi parent, another authorizer), if any."""
-    record = read_heartbeat(heartbeat_path(root, session_id))
+    record = read_heartbeat_in(anchor or Anchor(root, "forwarding root"), session_id)
     if record is None or record.pid == os.getpid():
         return None
     return record if record.state(_now_ms()) == "alive" else None

@@ -11,7 +11,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
-import os
 import sqlite3
 import time
 from collections.abc import Callable, Coroutine, Iterable, Sequence
@@ -20,26 +19,19 @@ from pathlib import Path
 from typing import Literal, Protocol, TypeVar
 
 from core.asks import DEFAULT_FORWARDING_TIMEOUT_MS, Answered, Ask, AskKey, Judgment, TerminalSlot
-from core.inbox import (
-    DISK,
-    DiskWriter,
-    Quarantine,
-    SessionInbox,
-    UnreadableRequest,
-    display_name,
-    leftover_temp_files,
-)
+from core.inbox import SessionInbox, UnreadableRequest, display_name
 from core.liveness import (
     HEARTBEAT_INTERVAL_S,
     Heartbeat,
     SessionHeld,
     SessionLock,
-    heartbeat_path,
     live_foreign_server,
     pid_alive,
 )
 from core.logline import log_safe
 from core.paths import is_safe_request_id, normalize_session_id
+from core.quarantine import Quarantine
+from core.tree import DISK, Anchor, DiskWriter, UnsafeFolder, leftover_temp_files, remove
 from core.watch import watch_session_folders
 from core.wire import (
     ForwardedResponse,
@@ -121,12 +113,17 @@ EventKind = Literal[
     "forged",
     "not_serving",
     "serving_again",
+    "unsafe_folder",
 ]
 
 
 @dataclass(frozen=True)
 class ServeEvent:
-    """What happened to one request file; observers (TUI, history) subscribe to these."""
+    """What happened to one request file; observers (TUI, history) subscribe to these.
+
+    `unsafe_folder` is about a folder, not a file: `key.name` is the refused folder's path and
+    `reason` says why it is not served (a link planted in the session tree, never followed).
+    """
 
     kind: EventKind
     key: AskKey
@@ -151,6 +148,8 @@ class ServedSession:
     asks: dict[str, Ask] = field(default_factory=dict)
     scan_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     unservable: str | None = None
+    problems: dict[str, ServeEvent] = field(default_factory=dict)
+    """Refused folders by part (`inbox`, `heartbeat`): the `unsafe_folder` event that reported each."""
 
 
 class ServingCore:
@@ -181,7 +180,9 @@ class ServingCore:
         self.clock = clock
         self.retry_delays = tuple(retry_delays)
         self.writer = writer
-        self.quarantine = Quarantine(state_dir)
+        self.tree = Anchor(forwarding_root, "forwarding root")
+        self.state_tree = Anchor(state_dir, "state dir")
+        self.quarantine = Quarantine(state_dir, anchor=self.state_tree)
         # Heartbeats get their own thread: a busy default executor never delays a beat.
         self._beats = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="heartbeat")
         self.sessions: dict[str, ServedSession] = {}
@@ -194,7 +195,11 @@ class ServingCore:
     # -- lifecycle ------------------------------------------------------------------------------
 
     def subscribe(self, observer: Observer) -> None:
+        """Add an observer; folders already refused (found by `add_session`) are reported to it at once."""
         self._observers.append(observer)
+        for served in self.sessions.values():
+            for event in served.problems.values():
+                observer(event)
 
     def add_background(self, task: Callable[[asyncio.Event], Coroutine[object, object, None]]) -> None:
         """A coroutine to run alongside serving, given the stop event (config watching...)."""
@@ -205,17 +210,18 @@ class ServingCore:
         session_id = normalize_session_id(raw_id)
         if session_id in self.sessions:
             return self.sessions[session_id]
-        lock = SessionLock(self.state_dir, session_id)
+        lock = SessionLock(self.state_dir, session_id, self.state_tree)
         lock.acquire()
-        foreign = live_foreign_server(self.root, session_id)
+        foreign = live_foreign_server(self.root, session_id, self.tree)
         if foreign is not None and foreign.pid != lock.previous_pid:
             # A live server that is not the authorizer whose lock we just took over (a pi parent).
             lock.release()
             raise SessionHeld(session_id, f"pid {foreign.pid} (live serving heartbeat)")
-        inbox = SessionInbox(self.root, session_id, self.writer)
-        _remove_leftover_temps(inbox.responses_dir, heartbeat_path(self.root, session_id).parent)
-        served = ServedSession(inbox=inbox, lock=lock, heartbeat=Heartbeat(self.root, session_id))
-        served.heartbeat.beat()
+        inbox = SessionInbox(self.root, session_id, self.tree, self.writer)
+        _remove_leftover_temps(self.tree, ("sessions", inbox.folder_name, "responses"), ("serving",))
+        heartbeat = Heartbeat(self.root, session_id, self.tree)
+        served = ServedSession(inbox=inbox, lock=lock, heartbeat=heartbeat)
+        self._beat(served)
         self.sessions[session_id] = served
         self._by_folder[inbox.folder_name] = served
         log.info("serving session %s (inbox %s)", log_safe(session_id), inbox.requests_dir)
@@ -234,6 +240,10 @@ class ServingCore:
             self._spawn(self._safety_rescan_loop())
             for background in self._background:
                 self._spawn(background(self._stop))
+            try:
+                self.quarantine.prune()
+            except OSError as exc:
+                log.warning("pruning the quarantine failed: %s", exc)
             await self.rescan_all()
             await self._stop.wait()
         finally:
@@ -253,6 +263,8 @@ class ServingCore:
                 served.heartbeat.clear()
             served.lock.release()
         self._beats.shutdown(wait=False)
+        self.tree.close()
+        self.state_tree.close()
 
     def _spawn(self, coro: Coroutine[object, object, None]) -> None:
         task = asyncio.ensure_future(coro)
@@ -273,19 +285,54 @@ class ServingCore:
                 beat = served.heartbeat.clear if served.unservable else served.heartbeat.beat
                 try:
                     await loop.run_in_executor(self._beats, beat)
+                except UnsafeFolder as exc:
+                    self._beat_refused(served, exc)
+                    continue
                 except Exception as exc:
                     log.warning("heartbeat for %s failed: %s", log_safe(served.inbox.session_id), exc)
+                    continue
+                if not served.unservable:
+                    self._clear_unsafe(served, "heartbeat")
             await self._pause(HEARTBEAT_INTERVAL_S)
 
     async def _pause(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stop.wait(), timeout=seconds)
 
+    def _beat(self, served: ServedSession) -> None:
+        try:
+            served.heartbeat.beat()
+        except UnsafeFolder as exc:
+            self._beat_refused(served, exc)
+            return
+        self._clear_unsafe(served, "heartbeat")
+
+    def _beat_refused(self, served: ServedSession, exc: UnsafeFolder) -> None:
+        self._report_unsafe(served, "heartbeat", exc, "no serving heartbeat is published")
+
+    def _report_unsafe(self, served: ServedSession, part: str, exc: UnsafeFolder, consequence: str) -> None:
+        """A folder of the session tree is a link (or not a folder): said once in the log and to observers."""
+        reason = f"{exc}: {consequence} until it is removed"
+        known = served.problems.get(part)
+        if known is not None and known.reason == reason:
+            return
+        key = AskKey(served.inbox.session_id, exc.where)
+        event = ServeEvent("unsafe_folder", key, time.time(), reason=reason)
+        served.problems[part] = event
+        self._emit(event)
+        log.warning("session=%s %s", log_safe(served.inbox.session_id), log_safe(reason, 400))
+
+    def _clear_unsafe(self, served: ServedSession, part: str) -> None:
+        if served.problems.pop(part, None) is not None:
+            log.info("session=%s %s folders are sound again", log_safe(served.inbox.session_id), part)
+
     async def _watch_loop(self) -> None:
         """Supervised: a failing watcher is logged with its traceback and started again."""
         while not self._stop.is_set():
             try:
-                async for folders in watch_session_folders(self.root, self._stop, self.force_polling):
+                async for folders in watch_session_folders(
+                    self.root, self._stop, self.force_polling, self.tree
+                ):
                     targets = (
                         list(self.sessions.values())
                         if not folders
@@ -319,25 +366,42 @@ class ServingCore:
         """
         async with served.scan_lock:
             try:
-                names = await asyncio.to_thread(served.inbox.list_request_names)
-            except Exception as exc:
-                self._set_unservable(served, f"its inbox cannot be listed: {exc}")
+                await self._drain(served)
+            except UnsafeFolder as exc:
+                self._report_unsafe(served, "inbox", exc, "this session's requests are not served")
+                self._set_unservable(served, f"a folder of its inbox is refused: {exc}")
                 return
-            self._set_unservable(served, None)
-            present = set(names)
-            for name in list(served.tracked):
-                if name not in present:
-                    self._forget(served, name)
-            await self._detect_forgeries(served)
-            new = [name for name in names if name not in served.tracked]
-            for start in range(0, len(new), READ_BATCH):
-                # One trip off the loop reads a batch, so a burst reaches the terminal together.
-                batch = new[start : start + READ_BATCH]
-                reads = await asyncio.to_thread(_read_batch, served.inbox, batch)
-                for name, read in zip(batch, reads, strict=True):
-                    if name not in served.tracked:
-                        served.tracked[name] = "processing"
+            self._clear_unsafe(served, "inbox")
+
+    async def _drain(self, served: ServedSession) -> None:
+        """One pass over the inbox; raises `UnsafeFolder` when a folder of the session tree is refused."""
+        try:
+            names = await asyncio.to_thread(served.inbox.list_request_names)
+        except UnsafeFolder:
+            raise
+        except Exception as exc:
+            self._set_unservable(served, f"its inbox cannot be listed: {exc}")
+            return
+        self._set_unservable(served, None)
+        present = set(names)
+        for name in list(served.tracked):
+            if name not in present:
+                self._forget(served, name)
+        await self._detect_forgeries(served)
+        new = [name for name in names if name not in served.tracked]
+        for start in range(0, len(new), READ_BATCH):
+            # One trip off the loop reads a batch, so a burst reaches the terminal together.
+            batch = new[start : start + READ_BATCH]
+            reads = await asyncio.to_thread(_read_batch, served.inbox, batch)
+            for name, read in zip(batch, reads, strict=True):
+                if name not in served.tracked:
+                    served.tracked[name] = "processing"
+                    try:
                         await self._serve_file(served, name, read)
+                    except UnsafeFolder:
+                        if served.tracked.get(name) == "processing":
+                            del served.tracked[name]  # nothing was done: served once the folder is sound
+                        raise
 
     def _set_unservable(self, served: ServedSession, reason: str | None) -> None:
         """Say (log, event) when a session cannot be served at all, and when it can again."""
@@ -369,6 +433,8 @@ class ServingCore:
         """Serve one file; whatever goes wrong, it is quarantined with the reason and serving goes on."""
         try:
             await self._serve_unguarded(served, name, read)
+        except UnsafeFolder:
+            raise  # the session tree is refused, not this file: reported, served once it is sound
         except Exception as exc:
             key = AskKey(served.inbox.session_id, name)
             log.error("%s: serving failed", self._label(key, None), exc_info=True)
@@ -381,6 +447,8 @@ class ServingCore:
 
     async def _serve_unguarded(self, served: ServedSession, name: str, read: _Read) -> None:
         key = AskKey(served.inbox.session_id, name)
+        if read.unsafe is not None:
+            raise read.unsafe
         if read.gone:
             served.tracked.pop(name, None)
             return
@@ -492,7 +560,7 @@ class ServingCore:
         if not held:
             return
         try:
-            responses = set(await asyncio.to_thread(os.listdir, served.inbox.responses_dir))
+            responses = set(await asyncio.to_thread(served.inbox.list_response_names))
         except OSError:
             return
         for name in held:
@@ -506,7 +574,7 @@ class ServingCore:
     async def _forged(self, served: ServedSession, name: str, parsed: ParsedRequest, when: str) -> None:
         """Report a response this node did not write (log, event, history) and set the request aside."""
         key = AskKey(served.inbox.session_id, name)
-        body = await asyncio.to_thread(_peek, served.inbox.response_path(parsed.request.id))
+        body = await asyncio.to_thread(served.inbox.peek_response, parsed.request.id)
         ours = "" if self.ledger is not None else " (this node keeps no history, so it may be its own)"
         reason = (
             f"FORGED RESPONSE: a response this node did not write appeared {when}{ours}; "
@@ -679,12 +747,20 @@ class ServingCore:
         key = AskKey(served.inbox.session_id, name)
         try:
             record = await asyncio.to_thread(self.quarantine.hold, served.inbox, name, reason, answered)
-            where = f"quarantined to {record.moved_to}" if record.moved_to else "already gone"
-            # Moved out: a new file under the same name later is a new request, served as such.
-            served.tracked.pop(name, None)
+            self._clear_unsafe(served, "quarantine")
         except Exception as exc:
             where = f"could not be quarantined ({exc}); left in place and ignored"
+            if isinstance(exc, UnsafeFolder):
+                self._report_unsafe(served, "quarantine", exc, "unusable requests are left in place")
             served.tracked[name] = "quarantined"
+        else:
+            if record.left_in_place is not None:
+                where = f"left in place ({record.left_in_place})"
+                served.tracked[name] = "quarantined"
+            else:
+                where = f"quarantined to {record.moved_to}" if record.moved_to else "already gone"
+                # Moved out: a new file under the same name later is a new request, served as such.
+                served.tracked.pop(name, None)
         self._emit(ServeEvent(kind, key, self.clock(), reason=reason, raw=raw))
         log.warning(
             "session=%s file=%s rejected: %s; %s%s",
@@ -722,15 +798,21 @@ class ServingCore:
         return [] if served is None else [n for n, s in served.tracked.items() if s in {"pending", "left"}]
 
 
-def _remove_leftover_temps(*folders: Path) -> None:
+def _remove_leftover_temps(tree: Anchor, *folders: tuple[str, ...]) -> None:
     """Temp files of a writer that was killed (`kill -9`) mid-write: never linked, so never seen
-    by a child; removed when a session is taken so they do not pile up."""
-    for folder in folders:
-        for path, pid in leftover_temp_files(folder):
-            if not pid_alive(pid):
-                with contextlib.suppress(OSError):
-                    path.unlink()
-                    log.info("removed a leftover temp file %s", log_safe(display_name(str(path)), 300))
+    by a child; removed (by descriptor, never through a link) when a session is taken so they do
+    not pile up."""
+    for parts in folders:
+        try:
+            with tree.folder(parts) as fd:
+                for name, pid in leftover_temp_files(fd):
+                    if not pid_alive(pid):
+                        with contextlib.suppress(OSError):
+                            remove(fd, name)
+                            log.info("removed a leftover temp file %s/%s", "/".join(parts),
+                                     log_safe(display_name(name), 300))
+        except OSError:
+            continue
 
 
 @dataclass(frozen=True)
@@ -741,6 +823,7 @@ class _Read:
     raw: bytes | None = None
     parsed: ParsedRequest | None = None
     rejection: str | None = None
+    unsafe: UnsafeFolder | None = None
 
 
 def _read_and_parse(inbox: SessionInbox, name: str) -> _Read:
@@ -764,22 +847,10 @@ def _read_guarded(inbox: SessionInbox, name: str) -> _Read:
     """`_read_and_parse` that turns any failure into a rejection, so one file never fails a batch."""
     try:
         return _read_and_parse(inbox, name)
+    except UnsafeFolder as exc:
+        return _Read(unsafe=exc)
     except Exception as exc:
         return _Read(rejection=f"reading this file failed ({type(exc).__name__}: {exc})")
-
-
-def _peek(path: Path, limit: int = 400) -> bytes:
-    """The start of a file for a report, never through a link; empty when it cannot be read."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return b""
-    try:
-        return os.read(fd, limit)
-    except OSError:
-        return b""
-    finally:
-        os.close(fd)
 
 
 def _describe(response: ForwardedResponse, outcome: str, ask: Ask, now: float) -> str:

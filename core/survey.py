@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import unquote
 
-from core.liveness import heartbeat_path, read_heartbeat
+from core.liveness import read_heartbeat_in
+from core.tree import Anchor, UnsafeFolder
 
 ServingState = Literal["alive", "stale", "dead_pid", "absent"]
 
@@ -25,6 +26,7 @@ class InboxStatus:
     serving: ServingState
     serving_pid: int | None
     waiting: int
+    problem: str | None = None
 
     @property
     def stuck(self) -> bool:
@@ -32,23 +34,28 @@ class InboxStatus:
         return self.serving != "alive" and self.waiting > 0
 
 
-def survey_inboxes(forwarding_root: Path) -> list[InboxStatus]:
-    """One status per folder under `sessions/`, sorted by folder name."""
-    sessions = forwarding_root / "sessions"
+def survey_inboxes(forwarding_root: Path, anchor: Anchor | None = None) -> list[InboxStatus]:
+    """One status per folder under `sessions/`, sorted by name (read by descriptor, never through a link)."""
+    tree = anchor or Anchor(forwarding_root, "forwarding root")
     try:
-        folders = sorted(os.listdir(sessions))
-    except (FileNotFoundError, NotADirectoryError):
+        with tree.folder(("sessions",)) as fd:
+            folders = sorted(os.listdir(fd))
+    except (FileNotFoundError, UnsafeFolder):
         return []
     now_ms = time.time_ns() / 1_000_000
     out: list[InboxStatus] = []
     for folder in folders:
         session_id = unquote(folder, errors="replace")
+        problem: str | None = None
         try:
-            waiting = sum(1 for n in os.listdir(sessions / folder / "requests") if n.endswith(".json"))
+            with tree.folder(("sessions", folder, "requests")) as fd:
+                waiting = sum(1 for n in os.listdir(fd) if n.endswith(".json"))
+        except UnsafeFolder as exc:
+            waiting, problem = 0, str(exc)
         except OSError:
             waiting = 0
         try:
-            record = read_heartbeat(heartbeat_path(forwarding_root, session_id))
+            record = read_heartbeat_in(tree, session_id)
         except ValueError:
             record = None
         state: ServingState = "absent" if record is None else record.state(now_ms)
@@ -59,6 +66,7 @@ def survey_inboxes(forwarding_root: Path) -> list[InboxStatus]:
                 serving=state,
                 serving_pid=None if record is None else record.pid,
                 waiting=waiting,
+                problem=problem,
             )
         )
     return out

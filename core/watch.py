@@ -11,27 +11,42 @@ import asyncio
 import contextlib
 import logging
 import os
+import stat
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import watchfiles
 
-from core.inbox import ensure_dir
-from core.inotify import IN_IGNORED, IN_Q_OVERFLOW, Event, Inotify, InotifyUnavailable
+from core.inotify import (
+    DIRECTORY_EVENTS,
+    IN_DONT_FOLLOW,
+    IN_IGNORED,
+    IN_Q_OVERFLOW,
+    Event,
+    Inotify,
+    InotifyUnavailable,
+)
+from core.tree import Anchor, UnsafeFolder, lstat_or_none
 
 log = logging.getLogger("pi_authorizer.watch")
 
 _POLL_DELAY_MS = 50
+_UNSAFE_RETRY_S = 5.0
 
 RESCAN_ALL: frozenset[str] = frozenset()
 """Yielded when the watcher cannot say which folders changed (overflow, restart)."""
 
 
 class _SessionTree:
-    """inotify watches on `sessions/`, each `sessions/<folder>/` and each `.../requests/`."""
+    """inotify watches on `sessions/`, each `sessions/<folder>/` and each `.../requests/`.
 
-    def __init__(self, sessions_dir: Path) -> None:
+    Each folder is opened by descriptor from the root (never through a link) and watched through
+    `/proc/self/fd/<fd>`, so a linked session folder never makes a foreign folder watched.
+    """
+
+    def __init__(self, sessions_dir: Path, tree: Anchor) -> None:
         self.sessions_dir = sessions_dir
+        self.tree = tree
         self.ino = Inotify()
         self.folder_of: dict[int, str | None] = {}
         self.changed: set[str] = set()
@@ -39,22 +54,33 @@ class _SessionTree:
         self.ready = asyncio.Event()
 
     def start(self) -> None:
-        ensure_dir(self.sessions_dir)
-        self._watch(str(self.sessions_dir), None)
-        for folder in os.listdir(self.sessions_dir):
+        try:
+            with self.tree.folder(("sessions",), create=True) as fd:
+                folders = os.listdir(fd)
+                self._watch_fd(fd, None)
+        except UnsafeFolder as exc:  # serving reports it; the safety rescan still runs
+            log.warning("not watching the sessions folder: %s", exc)
+            return
+        for folder in folders:
             self._watch_folder(folder)
         self.rescan_all = True
         self.ready.set()
 
-    def _watch(self, path: str, folder: str | None) -> None:
-        wd = self.ino.add_watch(path)
+    def _watch(self, parts: tuple[str, ...], folder: str) -> None:
+        try:
+            with self.tree.folder(parts) as fd:
+                self._watch_fd(fd, folder)
+        except (FileNotFoundError, UnsafeFolder):
+            return  # not there (yet), or a link: serving reports it, nothing is watched through it
+
+    def _watch_fd(self, fd: int, folder: str | None) -> None:
+        wd = self.ino.add_watch(f"/proc/self/fd/{fd}", DIRECTORY_EVENTS & ~IN_DONT_FOLLOW)
         if wd is not None:
             self.folder_of[wd] = folder
 
     def _watch_folder(self, folder: str) -> None:
-        base = self.sessions_dir / folder
-        self._watch(str(base), folder)
-        self._watch(str(base / "requests"), folder)
+        self._watch(("sessions", folder), folder)
+        self._watch(("sessions", folder, "requests"), folder)
         # Whatever arrived before the watch existed is found by the rescan this triggers.
         self.changed.add(folder)
 
@@ -89,7 +115,7 @@ class _SessionTree:
                 self._watch_folder(event.name)
             return
         if event.name == "requests":
-            self._watch(str(self.sessions_dir / folder / "requests"), folder)
+            self._watch(("sessions", folder, "requests"), folder)
         self.changed.add(folder)
 
     def take(self) -> set[str]:
@@ -105,42 +131,72 @@ class _SessionTree:
         self.ino.close()
 
 
-async def _inotify_changes(sessions_dir: Path, stop: asyncio.Event) -> AsyncIterator[set[str]]:
-    tree = _SessionTree(sessions_dir)
+async def _inotify_changes(sessions_dir: Path, tree: Anchor, stop: asyncio.Event) -> AsyncIterator[set[str]]:
+    watched = _SessionTree(sessions_dir, tree)
     loop = asyncio.get_running_loop()
-    loop.add_reader(tree.ino.fd, tree.on_readable)
+    loop.add_reader(watched.ino.fd, watched.on_readable)
     try:
-        tree.start()
+        watched.start()
         stopping = asyncio.ensure_future(stop.wait())
         try:
             while not stop.is_set():
-                ready = asyncio.ensure_future(tree.ready.wait())
+                ready = asyncio.ensure_future(watched.ready.wait())
                 await asyncio.wait({ready, stopping}, return_when=asyncio.FIRST_COMPLETED)
                 ready.cancel()
                 if not stop.is_set():
-                    yield tree.take()
+                    yield watched.take()
         finally:
             stopping.cancel()
     finally:
-        loop.remove_reader(tree.ino.fd)
-        tree.close()
+        loop.remove_reader(watched.ino.fd)
+        watched.close()
 
 
-async def _polled_changes(sessions_dir: Path, stop: asyncio.Event) -> AsyncIterator[set[str]]:
+async def _polled_changes(sessions_dir: Path, tree: Anchor, stop: asyncio.Event) -> AsyncIterator[set[str]]:
+    """Poll `sessions/`, each session folder and its `requests/`, each without recursion.
+
+    The poller follows links when it recurses, so a session folder linked to `/` would make it walk
+    the whole disk every poll: it is given only the folders that are real (checked by descriptor),
+    and re-armed whenever a session folder comes or goes.
+    """
     while not stop.is_set():
         yield set(RESCAN_ALL)
-        async for changes in watchfiles.awatch(
-            sessions_dir,
-            watch_filter=None,
-            stop_event=stop,
-            force_polling=True,
-            poll_delay_ms=_POLL_DELAY_MS,
-            debounce=_POLL_DELAY_MS,
-            step=5,
-            ignore_permission_denied=True,
-        ):
-            yield {f for _, path in changes if (f := _session_folder(sessions_dir, path))}
-        ensure_dir(sessions_dir)
+        try:
+            async for changes in watchfiles.awatch(
+                *_poll_targets(sessions_dir, tree),
+                watch_filter=None,
+                stop_event=stop,
+                force_polling=True,
+                poll_delay_ms=_POLL_DELAY_MS,
+                debounce=_POLL_DELAY_MS,
+                step=5,
+                recursive=False,
+                ignore_permission_denied=True,
+            ):
+                yield {f for _, path in changes if (f := _session_folder(sessions_dir, path))}
+                if any(Path(path).parent == sessions_dir for _, path in changes):
+                    break  # a session folder came or went: poll the new set
+        except OSError as exc:  # a polled folder vanished while arming: arm again
+            log.debug("re-arming the poller: %s", exc)
+        await _sessions_folder_ready(tree, stop)
+
+
+def _poll_targets(sessions_dir: Path, tree: Anchor) -> list[Path]:
+    targets = [sessions_dir]
+    try:
+        with tree.folder(("sessions",)) as fd:
+            for folder in sorted(os.listdir(fd)):
+                try:
+                    with tree.folder(("sessions", folder)) as session_fd:
+                        targets.append(sessions_dir / folder)
+                        info = lstat_or_none(session_fd, "requests")
+                        if info is not None and stat.S_ISDIR(info.st_mode):
+                            targets.append(sessions_dir / folder / "requests")
+                except (FileNotFoundError, UnsafeFolder):
+                    continue
+    except (FileNotFoundError, UnsafeFolder):
+        pass
+    return targets
 
 
 def _session_folder(sessions_dir: Path, changed: str) -> str | None:
@@ -151,21 +207,36 @@ def _session_folder(sessions_dir: Path, changed: str) -> str | None:
     return relative.parts[0] if relative.parts else None
 
 
+async def _sessions_folder_ready(tree: Anchor, stop: asyncio.Event) -> None:
+    """Create `sessions/` from the root down; while it is a link, wait (serving reports it) and retry."""
+    while not stop.is_set():
+        try:
+            with tree.folder(("sessions",), create=True):
+                return
+        except UnsafeFolder as exc:
+            log.warning("not watching the sessions folder: %s", exc)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=_UNSAFE_RETRY_S)
+
+
 async def watch_session_folders(
-    forwarding_root: Path, stop: asyncio.Event, force_polling: bool = False
+    forwarding_root: Path, stop: asyncio.Event, force_polling: bool = False, tree: Anchor | None = None
 ) -> AsyncIterator[set[str]]:
     """Yield the `sessions/<folder>` names touched since the last yield, until `stop`.
 
     An empty set means "rescan everything" (start, overflow, or the watch was restarted).
     """
     sessions_dir = forwarding_root / "sessions"
-    ensure_dir(sessions_dir)
+    tree = tree or Anchor(forwarding_root, "forwarding root")
+    await _sessions_folder_ready(tree, stop)
+    if stop.is_set():
+        return
     if not force_polling:
         try:
-            async for folders in _inotify_changes(sessions_dir, stop):
+            async for folders in _inotify_changes(sessions_dir, tree, stop):
                 yield folders
             return
         except InotifyUnavailable as exc:
             log.warning("inotify is unavailable (%s); polling every %d ms instead", exc, _POLL_DELAY_MS)
-    async for folders in _polled_changes(sessions_dir, stop):
+    async for folders in _polled_changes(sessions_dir, tree, stop):
         yield folders

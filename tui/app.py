@@ -334,6 +334,12 @@ class AuthorizerApp(App[int]):
             if self.sub_title.startswith("NOT SERVING "):
                 self.sub_title = ""
             self.notify(f"Serving session {safe_plain(event.key.session_id, 60)} again.", markup=False)
+        elif event.kind == "unsafe_folder":
+            self.history.append(HistoryEntry(self.clock(), "unsafe folder", "core",
+                                             safe_plain(event.key.session_id, 60),
+                                             safe_plain(event.reason, 200)))
+            self.notify(f"{safe_plain(event.reason, 300)}\nNothing is read or written through it.",
+                        title="Session folder refused", severity="error", markup=False, timeout=15)
 
     # -- attention -------------------------------------------------------------------------------
 

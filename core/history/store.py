@@ -28,8 +28,8 @@ from urllib.parse import quote
 
 from core.asks import AskKey
 from core.history.schema import migrate
-from core.inbox import FILE_MODE, ensure_dir
 from core.serving import RecordedVerdict, ServeEvent
+from core.tree import FILE_MODE, Anchor
 from core.wire import (
     AuthorizerDecision,
     DecisionSource,
@@ -306,9 +306,11 @@ class HistoryStore(HistoryReader):
     def __init__(self, path: Path, retention: Retention | None = None) -> None:
         self.path = path
         self.retention = retention or Retention()
-        ensure_dir(path.parent)
-        if not path.exists():
-            os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, FILE_MODE))
+        with Anchor(path.parent, "state dir").folder(create=True) as folder:
+            # Created owner-only, and refused (ELOOP) when a link stands in its place; SQLite then
+            # opens it by path: the state dir is this node's own, children never write there.
+            os.close(os.open(path.name, os.O_CREAT | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE,
+                             dir_fd=folder))
         super().__init__(sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10))
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")

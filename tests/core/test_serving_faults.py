@@ -47,12 +47,12 @@ class FailingDisk(DiskWriter):
     def __init__(self, code: int, failures: int) -> None:
         self.code, self.failures, self.attempts = code, failures, 0
 
-    def link(self, source: Path, target: Path) -> None:
+    def link(self, dir_fd: int, source: str, target: str) -> None:
         self.attempts += 1
         if self.failures != 0:
             self.failures -= 1
             raise OSError(self.code, os.strerror(self.code))
-        super().link(source, target)
+        super().link(dir_fd, source, target)
 
 
 class FailingLedger:
@@ -313,9 +313,9 @@ class SlowDisk(DiskWriter):
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
 
-    def fsync_dir(self, path: Path) -> None:
+    def fsync_dir(self, dir_fd: int) -> None:
         time.sleep(self.seconds)
-        super().fsync_dir(path)
+        super().fsync_dir(dir_fd)
 
 
 async def test_heartbeat_is_refreshed_while_slow_writes_drain_a_flood(tmp_path: Path) -> None:

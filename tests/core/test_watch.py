@@ -17,12 +17,14 @@ class Collector:
         self.root = root
         self.stop = asyncio.Event()
         self.seen: list[set[str]] = []
+        self.history: list[set[str]] = []
         self.changed = asyncio.Event()
         self.task = asyncio.create_task(self._run(force_polling))
 
     async def _run(self, force_polling: bool) -> None:
         async for folders in watch_session_folders(self.root, self.stop, force_polling):
             self.seen.append(folders)
+            self.history.append(folders)
             self.changed.set()
 
     async def started(self, within: float = 10.0) -> None:
@@ -78,3 +80,21 @@ async def test_folder_removed_by_child_cleanup_and_recreated(tmp_path: Path, col
     (session / "requests").mkdir(parents=True)
     (session / "requests" / "x.json").write_text("{}")
     await collector.expect("again")
+
+
+async def test_changes_behind_a_linked_session_folder_are_not_watched(
+    tmp_path: Path, collector: Collector
+) -> None:
+    """The poller never recurses through a link (a link to `/` would make it walk the whole disk)."""
+    foreign = tmp_path / "foreign"
+    (foreign / "requests").mkdir(parents=True)
+    (tmp_path / "sessions").mkdir(exist_ok=True)
+    (tmp_path / "sessions" / "linked").symlink_to(foreign)
+    await collector.expect("linked")  # the link itself appearing is a change of `sessions/`
+    (foreign / "requests" / "r.json").write_text("{}")
+    requests = tmp_path / "sessions" / "sane" / "requests"
+    requests.mkdir(parents=True)
+    (requests / "r.json").write_text("{}")
+    seen = len(collector.history)
+    await collector.expect("sane")
+    assert not any("linked" in s for s in collector.history[seen:])

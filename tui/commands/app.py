@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
 from core.human import HumanAuthorizer
-from core.inbox import ensure_dir
 from core.judging import RecordedAuthority
+from core.tree import FILE_MODE, Anchor
 from tui.commands.common import (
     add_rules_options,
     add_serving_options,
@@ -86,9 +87,11 @@ def ui_settings(args: argparse.Namespace, authority: RecordedAuthority) -> UiSet
 
 def log_to_file(state: Path, verbose: bool) -> Path:
     """Textual draws on stderr, so log lines go to `<state>/app.log` while the app runs."""
-    ensure_dir(state)
     path = state / "app.log"
-    handler = logging.FileHandler(path, encoding="utf-8")
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    with Anchor(state, "state dir").folder(create=True) as fd:
+        log_fd = os.open(path.name, flags, FILE_MODE, dir_fd=fd)  # a link in its place is refused
+    handler = logging.StreamHandler(os.fdopen(log_fd, "a", encoding="utf-8"))
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%Y-%m-%dT%H:%M:%S"))
     root = logging.getLogger("pi_authorizer")
     root.handlers[:] = [handler]

@@ -15,7 +15,6 @@ from pathlib import Path
 from core.asks import TerminalSlot
 from core.authorizers import AuthorizerChain, parse_link_spec
 from core.history import HistoryStore, HistoryTooNew
-from core.inbox import ensure_dir
 from core.judging import LinkChain, RecordedAuthority
 from core.liveness import SessionHeld
 from core.paths import (
@@ -27,6 +26,9 @@ from core.paths import (
 )
 from core.rules import PolicyStore
 from core.serving import ServingCore
+from core.tree import Anchor, UnsafeFolder, read_small, replace_file
+
+DEFAULT_SESSION_FILE = "default-session-id"
 
 
 def session_id_arg(raw: str) -> str:
@@ -81,14 +83,18 @@ def state_dir(args: argparse.Namespace) -> Path:
 
 
 def default_session_id(state: Path) -> str:
-    """This authorizer's own session id: minted once, kept in the state dir so env lines stay valid."""
-    ensure_dir(state)
-    path = state / "default-session-id"
-    with contextlib.suppress(OSError, InvalidSessionId):
-        return normalize_session_id(path.read_text(encoding="utf-8"))
-    minted = f"pi-authorizer-{uuid.uuid4()}"
-    path.write_text(minted + "\n", encoding="utf-8")
-    return minted
+    """This authorizer's own session id: minted once, kept in the state dir so env lines stay valid.
+
+    Read and written by descriptor: a link in its place is replaced, never followed.
+    """
+    with Anchor(state, "state dir").folder(create=True) as fd:
+        data = read_small(fd, DEFAULT_SESSION_FILE, 4096)
+        with contextlib.suppress(UnicodeDecodeError, InvalidSessionId):
+            if data is not None:
+                return normalize_session_id(data.decode("utf-8"))
+        minted = f"pi-authorizer-{uuid.uuid4()}"
+        replace_file(fd, DEFAULT_SESSION_FILE, (minted + "\n").encode("utf-8"))
+        return minted
 
 
 def session_ids(args: argparse.Namespace) -> list[str]:
@@ -128,6 +134,8 @@ def take_sessions(core: ServingCore, ids: list[str]) -> list[str]:
             taken.append(sid)
         except SessionHeld as exc:
             print(f"pi-authorizer: not serving {sid!r}: {exc.holder} serves it", file=sys.stderr)
+        except UnsafeFolder as exc:
+            print(f"pi-authorizer: not serving {sid!r}: {exc}", file=sys.stderr)
     return taken
 
 

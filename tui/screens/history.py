@@ -35,6 +35,7 @@ WHAT_STYLE = {
     "denied_with_reason": "bold $text-error",
     "withdrawn": "bold $text-warning",
     "quarantined": "bold $text-warning",
+    "unsafe folder": "bold $text-error",
 }
 
 

@@ -39,10 +39,11 @@ class SessionRow:
     state: str
     pid: int | None
     waiting: int
+    problem: str | None = None
 
     @property
     def adoptable(self) -> bool:
-        return not self.ours and self.state != "alive"
+        return not self.ours and self.state != "alive" and self.problem is None
 
 
 STATE_WORDS = {
@@ -98,12 +99,14 @@ class SessionsScreen(Screen[None]):
         pending: dict[str, int] = {}
         for ask in self.human.pending():
             pending[ask.key.session_id] = pending.get(ask.key.session_id, 0) + 1
-        rows = [SessionRow(sid, True, "serving", None, pending.get(sid, 0)) for sid in self.core.sessions]
-        for status in survey_inboxes(self.core.root):
+        rows = [SessionRow(sid, True, "serving", None, pending.get(sid, 0),
+                           "; ".join(str(e.reason) for e in served.problems.values()) or None)
+                for sid, served in self.core.sessions.items()]
+        for status in survey_inboxes(self.core.root, self.core.tree):
             if status.session_id in self.core.sessions:
                 continue
             rows.append(SessionRow(status.session_id, False, status.serving, status.serving_pid,
-                                   status.waiting))
+                                   status.waiting, status.problem))
         return rows
 
     def refresh_rows(self) -> None:
@@ -131,7 +134,10 @@ class SessionsScreen(Screen[None]):
     @staticmethod
     def _cells(row: SessionRow) -> tuple[Text, Text, Text, Text, Text]:
         sid = sanitize(row.session_id, single_line=True).text()
-        if row.ours:
+        if row.problem is not None:
+            state = Text("not served: unsafe folder" if row.ours else "unsafe folder", style="bold red")
+            note = sanitize(row.problem, single_line=True).text()
+        elif row.ours:
             state = Text("serving here", style="bold green")
             note = Text("this authorizer")
         else:
@@ -182,6 +188,10 @@ class SessionsScreen(Screen[None]):
             return
         if row.ours:
             note.update(Content.styled("Already served by this authorizer.", DIM))
+            return
+        if row.problem is not None:
+            note.update(Content.assemble(("Not adopted: ", "bold $text-error"),
+                                         sanitize(row.problem, single_line=True).content()))
             return
         if row.state == "alive":
             note.update(Content.assemble(("Read-only: ", WARN), (

@@ -1,0 +1,119 @@
+"""`core.tree`: folders opened component by component by descriptor, never through a link."""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from core.tree import Anchor, UnsafeFolder, open_dir, publish_once, replace_file
+
+
+def test_missing_folders_are_created_owner_only_component_by_component(tmp_path: Path) -> None:
+    anchor = Anchor(tmp_path / "root", "forwarding root")
+    with anchor.folder(("sessions", "S", "responses"), create=True) as fd:
+        assert publish_once(fd, "r.json", b"{}") is True
+    for folder in ("root/sessions", "root/sessions/S", "root/sessions/S/responses"):
+        assert stat.S_IMODE((tmp_path / folder).stat().st_mode) == 0o700
+    assert (tmp_path / "root/sessions/S/responses/r.json").read_bytes() == b"{}"
+
+
+def test_missing_folders_are_not_created_when_only_reading(tmp_path: Path) -> None:
+    (tmp_path / "root").mkdir()
+    with pytest.raises(FileNotFoundError):
+        Anchor(tmp_path / "root", "forwarding root").open(("sessions", "S"))
+    assert os.listdir(tmp_path / "root") == []
+    with pytest.raises(FileNotFoundError):
+        Anchor(tmp_path / "absent", "forwarding root").open(("sessions",))
+    assert not (tmp_path / "absent").exists()
+
+
+@pytest.mark.parametrize("level", [0, 1, 2])
+@pytest.mark.parametrize("create", [False, True])
+def test_a_link_at_any_level_is_refused_and_named(tmp_path: Path, level: int, create: bool) -> None:
+    parts = ("sessions", "S", "responses")
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "S" / "responses").mkdir(parents=True)
+    root = tmp_path / "root"
+    real = root.joinpath(*parts[:level])
+    real.mkdir(parents=True, exist_ok=True)
+    (real / parts[level]).symlink_to(elsewhere)
+    with pytest.raises(UnsafeFolder, match="is a symbolic link") as caught:
+        Anchor(root, "forwarding root").open(parts, create=create)
+    assert caught.value.where == str(root.joinpath(*parts[: level + 1]))
+    assert sorted(p.name for p in elsewhere.rglob("*")) == ["S", "responses"]
+
+
+def test_a_file_where_a_folder_belongs_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "root" / "sessions").mkdir(parents=True)
+    (tmp_path / "root" / "sessions" / "S").write_text("not a folder")
+    with pytest.raises(UnsafeFolder, match="is not a folder"):
+        Anchor(tmp_path / "root", "forwarding root").open(("sessions", "S", "requests"), create=True)
+
+
+def test_names_cannot_choose_a_path(tmp_path: Path) -> None:
+    anchor = Anchor(tmp_path, "forwarding root")
+    for bad in ("..", ".", "", "a/b", "a\x00b"):
+        with pytest.raises(ValueError):
+            anchor.open(("sessions", bad), create=True)
+    assert os.listdir(tmp_path) == ["sessions"]
+
+
+def test_open_dir_walks_below_any_descriptor(tmp_path: Path) -> None:
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "a" / "l").symlink_to(tmp_path / "a" / "b")
+    base = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.close(open_dir(base, ("a", "b")))
+        with pytest.raises(UnsafeFolder):
+            open_dir(base, ("a", "l"))
+    finally:
+        os.close(base)
+
+
+def test_a_root_reached_through_a_link_is_resolved_once_and_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The person may configure a root through a link (`/home -> /data/home`); the link is followed once."""
+    (tmp_path / "data" / "home").mkdir(parents=True)
+    (tmp_path / "home").symlink_to(tmp_path / "data" / "home")
+    anchor = Anchor(tmp_path / "home" / "root", "forwarding root")
+    with caplog.at_level(logging.INFO, logger="pi_authorizer.tree"), anchor.folder(("serving",), True) as fd:
+        replace_file(fd, "S.json", b"1")
+    assert anchor.real == str(tmp_path / "data" / "home" / "root")
+    assert "resolves to" in caplog.text and str(tmp_path / "data" / "home" / "root") in caplog.text
+    # Re-pointing the link later does not move the tree: the resolved folder stays the anchor.
+    (tmp_path / "other").mkdir()
+    (tmp_path / "home").unlink()
+    (tmp_path / "home").symlink_to(tmp_path / "other")
+    with anchor.folder(("serving",), create=True) as fd:
+        replace_file(fd, "S.json", b"2")
+    assert (tmp_path / "data" / "home" / "root" / "serving" / "S.json").read_bytes() == b"2"
+    assert os.listdir(tmp_path / "other") == []
+
+
+def test_a_removed_anchor_is_recreated_along_its_real_path(tmp_path: Path) -> None:
+    anchor = Anchor(tmp_path / "state", "state dir")
+    with anchor.folder(("locks",), create=True):
+        pass
+    os.rmdir(tmp_path / "state" / "locks")
+    os.rmdir(tmp_path / "state")
+    with anchor.folder(("locks",), create=True):
+        pass
+    assert (tmp_path / "state" / "locks").is_dir()
+
+
+def test_a_link_appearing_on_the_resolved_path_later_is_refused(tmp_path: Path) -> None:
+    anchor = Anchor(tmp_path / "a" / "root", "forwarding root")
+    with anchor.folder(create=True):
+        pass
+    os.rmdir(tmp_path / "a" / "root")
+    os.rmdir(tmp_path / "a")
+    (tmp_path / "b" / "root").mkdir(parents=True)
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    with pytest.raises(UnsafeFolder, match="is a symbolic link"):
+        anchor.open(("sessions",), create=True)
+    assert os.listdir(tmp_path / "b" / "root") == []

@@ -1,0 +1,293 @@
+"""Links planted in the session tree are reported and never written, read, moved or deleted through.
+
+Each case is the attack from issue 9 §3 on a real `ServingCore`: a child plants a symbolic link
+where a folder of the tree belongs, and the server must not act on whatever the link points at.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+from pathlib import Path
+
+from core.asks import DenyingTerminal, Judgment
+from core.liveness import heartbeat_path
+from core.paths import encode_session_id
+from core.serving import ServeEvent, ServingCore
+from core.wire import ParsedRequest, RuleDecision
+from tests.helpers import request_body, response_path, session_dir, wait_for, write_request
+
+S = "019ff969-c34c-70be-9034-fae19c852932"
+SIBLING = "019ff969-c34c-70be-9034-5151b1b1b1b1"
+
+
+class AllowAll:
+    """Recorded authority that approves everything: a link redirecting it would forge approvals."""
+
+    def judge(self, parsed: ParsedRequest, session_id: str) -> Judgment:
+        return Judgment("allow", RuleDecision(surface="bash", pattern="*", origin="global"))
+
+
+def snapshot(folder: Path) -> dict[str, bytes | str]:
+    """Every entry under `folder` (links as their target, never followed) with its content."""
+    seen: dict[str, bytes | str] = {}
+    for dirpath, dirnames, filenames in os.walk(folder):
+        for name in dirnames + filenames:
+            path = Path(dirpath) / name
+            rel = str(path.relative_to(folder))
+            if path.is_symlink():
+                seen[rel] = "-> " + os.readlink(path)
+            elif path.is_dir():
+                seen[rel] = "dir"
+            else:
+                seen[rel] = path.read_bytes()
+    return seen
+
+
+async def serve_once(tmp_path: Path, judge: object, control: str | None = None) -> list[ServeEvent]:
+    """Serve S for two full scans (and a control request in a sane session, when given), then stop."""
+    core = ServingCore(tmp_path / "root", tmp_path / "state", DenyingTerminal(), judge=judge)  # type: ignore[arg-type]
+    events: list[ServeEvent] = []
+    core.subscribe(events.append)
+    core.add_session(S)
+    if control is not None:
+        core.add_session(control)
+    task = asyncio.create_task(core.run())
+    try:
+        if control is not None:
+            write_request(tmp_path / "root", control, "control")
+            await wait_for(lambda: response_path(tmp_path / "root", control, "control").exists(),
+                           within=30, what="the control request answered")
+        await core.rescan_all()
+        await core.rescan_all()
+    finally:
+        core.stop()
+        await asyncio.wait_for(task, 30)
+    return events
+
+
+async def test_linked_responses_folder_never_receives_an_approval(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    write_request(root, SIBLING, "sibling-ask")
+    write_request(root, S, "mine")
+    responses = session_dir(root, S) / "responses"
+    responses.rmdir()
+    responses.symlink_to(session_dir(root, SIBLING) / "responses")
+    events = await serve_once(tmp_path, AllowAll(), control="019ff969-c34c-70be-9034-c0c0c0c0c0c0")
+    assert os.listdir(session_dir(root, SIBLING) / "responses") == []
+    assert (session_dir(root, S) / "requests" / "mine.json").exists()
+    reported = [e for e in events if e.kind == "unsafe_folder"]
+    assert reported and "responses" in str(reported[0].reason) and "symbolic link" in str(reported[0].reason)
+
+
+async def test_linked_session_folder_is_not_served(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "requests").mkdir(parents=True)
+    (elsewhere / "responses").mkdir()
+    (elsewhere / "requests" / "x.json").write_text(json.dumps(request_body("x", S)))
+    (elsewhere / "requests" / "junk.json").write_text("not json")
+    (root / "sessions").mkdir(parents=True)
+    session_dir(root, S).symlink_to(elsewhere)
+    before = snapshot(elsewhere)
+    events = await serve_once(tmp_path, AllowAll())
+    assert snapshot(elsewhere) == before
+    assert any(e.kind == "unsafe_folder" and encode_session_id(S) in str(e.reason) for e in events)
+
+
+async def test_linked_requests_folder_is_never_drained_into_quarantine(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "settings.json").write_text('{"precious": true}')
+    (foreign / "other.json").write_text(json.dumps(request_body("other", S)))
+    session_dir(root, S).mkdir(parents=True)
+    (session_dir(root, S) / "requests").symlink_to(foreign)
+    before = snapshot(foreign)
+    events = await serve_once(tmp_path, AllowAll())
+    assert snapshot(foreign) == before
+    assert not (session_dir(root, S) / "responses" / "other.json").exists()
+    quarantine = tmp_path / "state" / "quarantine"
+    assert not quarantine.exists() or snapshot(quarantine) == {}
+    assert any(e.kind == "unsafe_folder" and "requests" in str(e.reason) for e in events)
+
+
+async def test_linked_serving_folder_is_never_overwritten_or_deleted(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    victim = foreign / heartbeat_path(root, S).name
+    victim.write_bytes(b"someone else's file")
+    root.mkdir()
+    (root / "serving").symlink_to(foreign)
+    events = await serve_once(tmp_path, AllowAll())
+    assert victim.read_bytes() == b"someone else's file"
+    assert sorted(os.listdir(foreign)) == [victim.name]
+    assert any(e.kind == "unsafe_folder" and "serving" in str(e.reason) for e in events)
+
+
+# -- a link at every level of the tree -------------------------------------------------------------
+
+CONTROL = "019ff969-c34c-70be-9034-c0c0c0c0c0c0"
+FOLDER = encode_session_id(S)
+ROOT_LEVELS = {
+    "sessions": ("root", "sessions"),
+    "session folder": ("root", "sessions", FOLDER),
+    "requests": ("root", "sessions", FOLDER, "requests"),
+    "responses": ("root", "sessions", FOLDER, "responses"),
+    "serving": ("root", "serving"),
+}
+STATE_LEVELS = {
+    "quarantine": ("state", "quarantine"),
+    "quarantine folder": ("state", "quarantine", FOLDER),
+}
+
+
+def plant_bait(foreign: Path) -> None:
+    """Whatever level a link lands on, the folder it points at looks worth acting on."""
+    for requests in (foreign, foreign / "requests", foreign / FOLDER / "requests"):
+        requests.mkdir(parents=True, exist_ok=True)
+        (requests.parent / "responses").mkdir(parents=True, exist_ok=True)
+        (requests / "bait.json").write_text(json.dumps(request_body("bait", S)))
+        (requests / "junk.json").write_text("{not json")
+    (foreign / f"{FOLDER}.json").write_text('{"sessionId":"x","pid":1,"updatedAt":1}')
+    (foreign / f"{FOLDER}.lock").write_text("foreign")
+
+
+def plant_link(tmp_path: Path, parts: tuple[str, ...], foreign: Path) -> None:
+    where = tmp_path.joinpath(*parts)
+    if where.is_symlink():
+        where.unlink()
+    elif where.is_dir():
+        shutil.rmtree(where)  # never follows the links inside
+    where.parent.mkdir(parents=True, exist_ok=True)
+    where.symlink_to(foreign)
+
+
+def session_with_requests(root: Path) -> None:
+    write_request(root, S, "mine")
+    (session_dir(root, S) / "requests" / "junk.json").write_text("{not json")
+
+
+async def test_a_link_at_each_level_of_the_forwarding_root_is_reported_and_never_acted_through(
+    tmp_path: Path,
+) -> None:
+    for level, parts in ROOT_LEVELS.items():
+        base = tmp_path / level.replace(" ", "-")
+        foreign = base / "foreign"
+        plant_bait(foreign)
+        session_with_requests(base / "root")
+        plant_link(base, parts, foreign)
+        before = snapshot(foreign)
+        # With `sessions/` itself linked no session can be served; otherwise a sane one still is.
+        events = await serve_once(base, AllowAll(), control=None if level == "sessions" else CONTROL)
+        assert snapshot(foreign) == before, level
+        reported = [e for e in events if e.kind == "unsafe_folder"]
+        assert reported and "symbolic link" in str(reported[0].reason), level
+        assert parts[-1] in str(reported[0].reason), level
+        quarantined = base / "state" / "quarantine"
+        for path in quarantined.rglob("*") if quarantined.exists() else []:
+            assert not path.name.endswith("bait.json"), (level, path)
+
+
+async def test_a_link_in_the_state_dir_is_never_written_through(tmp_path: Path) -> None:
+    for level, parts in STATE_LEVELS.items():
+        base = tmp_path / level.replace(" ", "-")
+        foreign = base / "foreign"
+        plant_bait(foreign)
+        session_with_requests(base / "root")
+        plant_link(base, parts, foreign)
+        before = snapshot(foreign)
+        events = await serve_once_settled(base)
+        assert snapshot(foreign) == before, level
+        # The unusable file was answered but stays in place (not quarantined through the link).
+        rejected = [e for e in events if e.kind == "quarantined"]
+        assert rejected and (session_dir(base / "root", S) / "requests" / "junk.json").exists(), level
+        reported = [e for e in events if e.kind == "unsafe_folder"]
+        assert reported and "left in place" in str(reported[0].reason), level
+
+
+async def serve_once_settled(base: Path) -> list[ServeEvent]:
+    core = ServingCore(base / "root", base / "state", DenyingTerminal())
+    events: list[ServeEvent] = []
+    core.subscribe(events.append)
+    core.add_session(S)
+    task = asyncio.create_task(core.run())
+    try:
+        for answer in (response_path(base / "root", S, "junk"), response_path(base / "root", S, "mine")):
+            await wait_for(answer.exists, within=30, what=f"{answer.name} written")
+    finally:
+        core.stop()
+        await asyncio.wait_for(task, 30)
+    return events
+
+
+def test_a_linked_lock_folder_or_lock_file_refuses_the_session(tmp_path: Path) -> None:
+    import pytest
+
+    from core.tree import UnsafeFolder
+
+    foreign = tmp_path / "foreign"
+    plant_bait(foreign)
+    before = snapshot(foreign)
+    (tmp_path / "a" / "state").mkdir(parents=True)
+    (tmp_path / "a" / "state" / "locks").symlink_to(foreign)
+    with pytest.raises(UnsafeFolder, match="locks is a symbolic link"):
+        ServingCore(tmp_path / "a" / "root", tmp_path / "a" / "state", DenyingTerminal()).add_session(S)
+    (tmp_path / "b" / "state" / "locks").mkdir(parents=True)
+    (tmp_path / "b" / "state" / "locks" / f"{FOLDER}.lock").symlink_to(foreign / f"{FOLDER}.lock")
+    with pytest.raises(UnsafeFolder, match="is a symbolic link"):
+        ServingCore(tmp_path / "b" / "root", tmp_path / "b" / "state", DenyingTerminal()).add_session(S)
+    assert snapshot(foreign) == before
+    assert not (tmp_path / "a" / "root" / "serving").exists()
+
+
+async def test_a_linked_root_is_served_where_it_resolved(tmp_path: Path) -> None:
+    """The configured root may itself be a link (the person's choice): it is followed once, at start."""
+    real = tmp_path / "data" / "forwarding"
+    real.mkdir(parents=True)
+    (tmp_path / "root").symlink_to(real)
+    write_request(tmp_path / "root", S, "through-root-link")
+    core = ServingCore(tmp_path / "root", tmp_path / "state", DenyingTerminal(), judge=AllowAll())
+    core.add_session(S)
+    task = asyncio.create_task(core.run())
+    try:
+        await wait_for(lambda: response_path(real, S, "through-root-link").exists(), within=30,
+                       what="answered")
+    finally:
+        core.stop()
+        await asyncio.wait_for(task, 30)
+    assert core.tree.real == str(real)
+
+
+def test_a_folder_refused_before_an_observer_subscribed_is_reported_to_it(tmp_path: Path) -> None:
+    """The app subscribes after `add_session`: a `serving/` link found by the first beat still reaches it."""
+    (tmp_path / "root").mkdir()
+    (tmp_path / "foreign").mkdir()
+    (tmp_path / "root" / "serving").symlink_to(tmp_path / "foreign")
+    core = ServingCore(tmp_path / "root", tmp_path / "state", DenyingTerminal())
+    core.add_session(S)
+    events: list[ServeEvent] = []
+    core.subscribe(events.append)
+    assert [e.kind for e in events] == ["unsafe_folder"]
+    assert "serving is a symbolic link" in str(events[0].reason)
+    assert os.listdir(tmp_path / "foreign") == []
+    core.sessions[S].lock.release()
+
+
+async def test_serving_leaks_no_descriptors(tmp_path: Path) -> None:
+    def open_fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    root = tmp_path / "root"
+    write_request(root, S, "warm-up")
+    await serve_once(tmp_path, AllowAll())
+    before = open_fds()
+    for index in range(20):
+        write_request(root, S, f"r{index}")
+        (session_dir(root, S) / "requests" / f"junk{index}.json").write_text("{")
+    await serve_once(tmp_path, AllowAll())
+    assert len(os.listdir(session_dir(root, S) / "responses")) == 41
+    assert open_fds() <= before
