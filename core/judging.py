@@ -16,7 +16,7 @@ from typing import Literal
 
 import watchfiles
 
-from core.asks import Judgment
+from core.asks import Deferred, Judgment
 from core.authorizers import AuthorizerChain, LinkFacts
 from core.human import GrantRefused
 from core.rules import ConfigError, PolicyStore, SessionGrants
@@ -28,7 +28,6 @@ from core.wire import (
     ForwardedAccessIntent,
     ParsedRequest,
     SessionGrant,
-    read_decision_source,
 )
 
 log = logging.getLogger("pi_authorizer.rules")
@@ -55,27 +54,16 @@ class RecordedAuthority:
         return explain(self.store, intent, agent, self.grants_for(session_id).rules())
 
     def judge(self, parsed: ParsedRequest, session_id: str) -> Judgment:
+        """One judgment; the explanation lines and trail are `Deferred` until someone reads them."""
         explanation = self.explain(parsed, session_id)
-        self._report_config_errors(explanation)
-        lines = list(explanation.text)
-        if parsed.access_intent is None:
-            why = parsed.dropped.get("accessIntent")
-            lines.insert(0, NO_FACTS_EXPLANATION)
-            if why:
-                lines.insert(1, f"The child's accessIntent was malformed and dropped whole: {why}")
-        elif explanation.verdict == "ask":
-            lines.insert(0, _why_ask(explanation))
-        errors = tuple(f"{e.path}: {e.key}: {e.reason}" for e in explanation.config_errors)
-        lines += [f"config error: {e}" for e in errors]
-        if explanation.suspicious_agent_reason:
-            lines.append(f"suspicious agent name: {explanation.suspicious_agent_reason}")
-        decided_by = read_decision_source(explanation.decided_by) if explanation.decided_by else None
+        self._log_errors(explanation.config_errors)
+        errors = tuple(str(e) for e in explanation.config_errors)
         return Judgment(
             verdict=explanation.verdict,
-            decided_by=decided_by,
+            decided_by=explanation.decision,
             reason=explanation.deny_reason,
-            explanation=tuple(lines),
-            trail=tuple(explanation.trail),
+            explanation=Deferred(lambda: _lines(parsed, explanation, errors)),
+            trail=Deferred(lambda: explanation.trail),
             config_errors=errors,
         )
 
@@ -128,15 +116,28 @@ class RecordedAuthority:
             log.info("config changed; rules reloaded")
             self.report_config()
 
-    def _report_config_errors(self, explanation: Explanation) -> None:
-        self._log_errors(explanation.config_errors)
-
     def _log_errors(self, errors: Sequence[ConfigError]) -> None:
         for error in errors:
             text = f"{error.path}: {error.key}: {error.reason}"
             if text not in self._reported:
                 self._reported.add(text)
                 log.warning("config error (scope ignored or floored): %s", text)
+
+
+def _lines(parsed: ParsedRequest, explanation: Explanation, errors: Sequence[str]) -> list[str]:
+    """What the app shows under "why this node asks": the rendered trail, with context first."""
+    lines = list(explanation.text)
+    if parsed.access_intent is None:
+        why = parsed.dropped.get("accessIntent")
+        lines.insert(0, NO_FACTS_EXPLANATION)
+        if why:
+            lines.insert(1, f"The child's accessIntent was malformed and dropped whole: {why}")
+    elif explanation.verdict == "ask":
+        lines.insert(0, _why_ask(explanation))
+    lines += [f"config error: {e}" for e in errors]
+    if explanation.suspicious_agent_reason:
+        lines.append(f"suspicious agent name: {explanation.suspicious_agent_reason}")
+    return lines
 
 
 def _why_ask(explanation: Explanation) -> str:

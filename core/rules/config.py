@@ -12,6 +12,7 @@ folder, or that names nobody, loads no agent file and marks the policy suspiciou
 
 from __future__ import annotations
 
+import os
 import unicodedata
 from pathlib import Path
 
@@ -21,6 +22,8 @@ from core.rules.scopes import FileSignature, Scope, load_agent_scope, load_confi
 EXTENSION = Path("extensions") / "pi-permission-system" / "config.json"
 PROJECT_CONFIG = Path(".pi") / EXTENSION
 AUTHORIZER = "authorizer"
+#: Agent files read per agents folder when a grant is checked against every agent's scope.
+MAX_AGENT_FILES = 10_000
 
 
 def suspicious_agent_reason(name: str) -> str | None:
@@ -65,6 +68,26 @@ class PolicyStore:
             cached = self._compose(agent_name)
             self._policies[agent_name] = cached
         return cached
+
+    def known_agents(self) -> tuple[str, ...]:
+        """Agents with an agent file in either agents folder (usable names only, sorted, at most
+        `MAX_AGENT_FILES` per folder): whose scopes a whole-session grant must not override."""
+        names: set[str] = set()
+        folders = [self.agent_dir / "agents"]
+        if self.project_dir is not None:
+            folders.append(self.project_dir / ".pi" / "agents")
+        for folder in folders:
+            try:
+                with os.scandir(folder) as entries:
+                    for count, entry in enumerate(entries):
+                        if count >= MAX_AGENT_FILES:
+                            break
+                        name = entry.name.removesuffix(".md")
+                        if entry.name.endswith(".md") and suspicious_agent_reason(name) is None:
+                            names.add(name)
+            except OSError:
+                continue
+        return tuple(sorted(names))
 
     def watched_paths(self) -> tuple[Path, ...]:
         """Every file a cached policy was (or would be) built from; a watcher should watch their

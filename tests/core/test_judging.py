@@ -209,3 +209,36 @@ async def test_a_chain_link_decides_after_the_rules(node: Node, tmp_path: Path) 
                                  "reason": "no network from agents"}
     await wait_for(lambda: len(human.pending()) == 1, within=20, what="the deferred ask reaches the person")
     assert human.pending()[0].key.name == "make.json"
+
+
+async def test_grant_for_one_agent_is_refused_when_another_agents_rules_deny(node: Node) -> None:
+    reviewer = node.tmp_path / "project" / ".pi" / "agents" / "Reviewer.md"
+    reviewer.parent.mkdir(parents=True)
+    reviewer.write_text('---\npermission:\n  bash:\n    "npm publish *": deny\n---\n')
+    human = HumanAuthorizer(node.authority)
+    await node.start(human)
+    grants = {"grants": [{"surface": "bash", "pattern": "npm *"}]}
+    write_request(node.root, S, "a", accessIntent=intent("bash", "npm ci"), sessionApproval=grants)
+    await wait_for(lambda: len(human.pending()) == 1, what="pending")
+    key = human.pending()[0].key
+    refusal = human.serving_grant_refusal(key)
+    assert refusal is not None and "'Reviewer'" in refusal and "npm publish *" in refusal
+    with pytest.raises(GrantRefused):
+        await human.approve_for_serving_session(key)
+    assert node.authority.grants_for(S).list() == ()
+
+
+def test_judge_once_builds_no_trail_and_decided_by_is_the_wire_type(tmp_path: Path) -> None:
+    from core.asks import Deferred
+    from core.wire import RuleDecision, parse_request
+
+    node = Node(tmp_path, {"permission": {"bash": {"git *": "allow"}}})
+    body = {"id": "r", "createdAt": 1, "requesterSessionId": "child", "requesterAgentName": "Explore",
+            "targetSessionId": S, "message": "m", "accessIntent": intent("bash", "git status")}
+    judgment = node.authority.judge(parse_request(json.dumps(body).encode()), S)
+    assert judgment.verdict == "allow"
+    assert judgment.decided_by == RuleDecision(surface="bash", pattern="git *", origin="global")
+    assert isinstance(judgment.explanation, Deferred) and not judgment.explanation.built
+    assert isinstance(judgment.trail, Deferred) and not judgment.trail.built
+    assert any("evaluate bash" in line for line in judgment.explanation)  # built when read
+    assert judgment.trail[-1]["step"] == "verdict"
