@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 import watchfiles
@@ -19,9 +19,11 @@ import watchfiles
 from core.asks import Deferred, Judgment
 from core.authorizers import AuthorizerChain, LinkFacts
 from core.human import GrantRefused
+from core.logline import log_safe
 from core.rules import ConfigError, PolicyStore, SessionGrants
 from core.rules import GrantRefused as RulesGrantRefused
 from core.rules.explain import Explanation, explain, facts_from_intent
+from core.rules.reloads import PendingReload
 from core.serving import NO_FACTS_EXPLANATION
 from core.wire import (
     AuthorizerDecision,
@@ -42,6 +44,9 @@ class RecordedAuthority:
         self.store = store
         self._grants: dict[str, SessionGrants] = {}
         self._reported: set[str] = set()
+        #: Called with each config change held because it widens (the app shows it and asks).
+        self.on_pending: list[Callable[[PendingReload], None]] = []
+        store.subscribe(self._held)
 
     def grants_for(self, session_id: str) -> SessionGrants:
         if session_id not in self._grants:
@@ -112,9 +117,41 @@ class RecordedAuthority:
 
     def reload(self) -> None:
         if self.store.reload_if_changed():
-            self._reported.clear()
-            log.info("config changed; rules reloaded")
-            self.report_config()
+            self._applied()
+
+    # -- widening reloads (the trust model: docs/reliability.md) ---------------------------------
+
+    def accept(self, pending: PendingReload) -> bool:
+        """Apply a held change a person reviewed; False when a newer change superseded it."""
+        if not self.store.accept(pending):
+            return False
+        self._applied()
+        return True
+
+    def decline(self, pending: PendingReload) -> bool:
+        """Keep the rules in force; the file is proposed again only when it changes again."""
+        declined = self.store.decline(pending)
+        if declined:
+            log.warning("config change to %s declined; the previous rules stay in force", pending.path)
+        return declined
+
+    def _applied(self) -> None:
+        self._reported.clear()
+        log.info("config changed; rules reloaded")
+        self.report_config()
+
+    def _held(self, pending: PendingReload) -> None:
+        log.warning(
+            "config change to %s widens permissions and is NOT applied (review it in the app, or "
+            "start serve with --accept-widening-reloads): %s",
+            log_safe(pending.path, 300),
+            log_safe("; ".join(pending.diff_lines()), 2000),
+        )
+        for listener in list(self.on_pending):
+            try:
+                listener(pending)
+            except Exception:
+                log.exception("a pending-reload listener failed")
 
     def _log_errors(self, errors: Sequence[ConfigError]) -> None:
         for error in errors:

@@ -164,10 +164,28 @@ async def test_subagent_session_approval_needs_a_suggestion(node: Node) -> None:
 
 async def test_config_change_is_picked_up_while_serving(node: Node) -> None:
     await node.start(LeavingTerminal())
-    write_request(node.root, S, "before", accessIntent=intent("bash", "make"))
-    await wait_for(lambda: any(e.kind == "left" for e in node.events), what="left")
+    write_request(node.root, S, "before", accessIntent=intent("bash", "rm -rf build"))
+    assert (await read_response_when_written(node.root, S, "before"))["state"] == "denied"
+    narrowed = {"permission": {"bash": {"git *": "allow", "git push *": {"action": "deny", "reason": "x"},
+                                        "rm *": "deny", "make *": "deny"}}}
+    node.config_path.write_text(json.dumps(narrowed))  # a new deny: applied at once
+    await wait_for(lambda: node.store.policy("Explore").rules[-1].pattern == "make *", what="reload")
+    write_request(node.root, S, "after", accessIntent=intent("bash", "make"))
+    assert (await read_response_when_written(node.root, S, "after"))["state"] == "denied"
+
+
+async def test_a_widening_config_change_is_held_until_accepted(node: Node) -> None:
+    held: list[object] = []
+    node.authority.on_pending.append(held.append)
+    await node.start(LeavingTerminal())
     node.config_path.write_text(json.dumps({"permission": {"bash": {"make *": "allow"}}}))
-    await asyncio.sleep(0.3)
+    await wait_for(lambda: len(held) == 1, what="the widening reload held")
+    write_request(node.root, S, "held", accessIntent=intent("bash", "rm -rf build"))
+    assert (await read_response_when_written(node.root, S, "held"))["state"] == "denied"  # old rules
+    [pending] = node.store.pending()
+    assert "+ bash 'make *': allow  (widens)" in pending.diff_lines()
+    assert "- bash 'rm *': deny  (widens)" in pending.diff_lines()
+    assert node.authority.accept(pending)
     write_request(node.root, S, "after", accessIntent=intent("bash", "make"))
     assert (await read_response_when_written(node.root, S, "after"))["state"] == "approved"
 
@@ -178,6 +196,8 @@ async def test_invalid_config_never_grants_and_never_crashes(tmp_path: Path) -> 
     project = tmp_path / "project" / ".pi" / "extensions" / "pi-permission-system"
     project.mkdir(parents=True)
     (project / "config.json").write_text(json.dumps({"permission": {"bash": "allow"}, "bogus": 1}))
+    node.authority.reload()  # what the config watcher does on the change (invalid files never widen)
+    assert node.store.pending() == ()
     human = HumanAuthorizer(node.authority)
     await node.start(human)
     try:
