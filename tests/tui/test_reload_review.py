@@ -43,6 +43,7 @@ async def test_widening_reload_is_reviewed_declined_then_accepted(tmp_path: Path
         await settle(pilot)
         _write(config, {"bash": {"*": "allow"}}, 1)
         await wait_for(pilot, lambda: isinstance(app.screen, ReloadReviewScreen), within=10)
+        await wait_for(pilot, lambda: "WIDENS" in rendered_text(app))
         text = rendered_text(app)
         assert "WIDENS" in text and "+ bash '*': allow  (widens)" in text
         assert "- bash 'rm *': deny  (widens)" in text
