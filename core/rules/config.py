@@ -167,7 +167,9 @@ class PolicyStore:
 
     def _offer(self, key: ScopeKey, applied: Scope, fresh: Scope) -> bool:
         """Gate one changed file: True when `fresh` was applied."""
-        changes = scope_changes(applied, fresh, floors=key[0] != GLOBAL)
+        bare = frozenset(surface for other, scope in self._scopes.items() if other != key
+                         for surface, value in scope.permission.items() if not value.is_map)
+        changes = scope_changes(applied, fresh, floors=key[0] != GLOBAL, bare_elsewhere=bare)
         if not any(change.widens for change in changes) or self.accept_widening:
             if any(change.widens for change in changes):
                 log.warning("config change to %s widens permissions; applied (--accept-widening-reloads)"

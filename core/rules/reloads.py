@@ -73,8 +73,12 @@ class PendingReload:
         return lines
 
 
-def scope_changes(old: Scope, new: Scope, *, floors: bool) -> tuple[Change, ...]:
-    """Every change from `old` to `new` (same file); `floors` when an invalid file floors allows."""
+def scope_changes(
+    old: Scope, new: Scope, *, floors: bool, bare_elsewhere: frozenset[str] = frozenset()
+) -> tuple[Change, ...]:
+    """Every change from `old` to `new` (same file); `floors` when an invalid file floors allows;
+    `bare_elsewhere`: surfaces another file sets as a bare state, which a map in this file
+    replaces whole when it is above it (so adding or removing such a map always widens)."""
     changes: list[Change] = []
     if floors and old.invalid != new.invalid:
         changes.append(Change("validity", "(file)", None, _validity(old), _validity(new),
@@ -84,7 +88,8 @@ def scope_changes(old: Scope, new: Scope, *, floors: bool) -> tuple[Change, ...]
     changes += _knob_changes(old.knobs if not old.invalid else {}, new.knobs if not new.invalid else {})
     before, after = old.permission, new.permission
     for surface in dict.fromkeys([*before, *after]):
-        changes += _surface_changes(surface, before.get(surface), after.get(surface))
+        changes += _surface_changes(surface, before.get(surface), after.get(surface),
+                                    surface in bare_elsewhere)
     return tuple(changes)
 
 
@@ -105,7 +110,14 @@ def _json(knobs: Mapping[str, Any], key: str) -> str:
     return repr(knobs[key]) if key in knobs else "(unset)"
 
 
-def _surface_changes(surface: str, old: SurfaceValue | None, new: SurfaceValue | None) -> list[Change]:
+def _surface_changes(
+    surface: str, old: SurfaceValue | None, new: SurfaceValue | None, bare_elsewhere: bool
+) -> list[Change]:
+    replacing = bare_elsewhere and (new.is_map if new is not None else old is not None and old.is_map)
+    if replacing and (old is None) != (new is None):
+        # A map above another file's bare state replaces it whole (even an empty map).
+        return [Change("replaced", surface, None, _shape(old) if old else "(unset)",
+                       _shape(new) if new else "(unset)", widens=True)]
     if old is None and new is not None:
         return [_added(surface, pattern, entry, bare=not new.is_map)
                 for pattern, entry in new.patterns.items()]
