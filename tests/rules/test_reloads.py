@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from core.rules import IntentFacts, PolicyStore, Resolver
+from core.rules import Action, IntentFacts, PolicyStore, Resolver
 from core.rules.model import more_restrictive
 from tests.rules.support import HOME, Layout
 
@@ -25,7 +25,7 @@ DOCUMENT = st.one_of(
 VALUES = ["", "a", "b", "ab", "ba", "aab", "x"]
 
 
-def _verdicts(store: PolicyStore) -> dict[tuple[str, str, str], str]:
+def _verdicts(store: PolicyStore) -> dict[tuple[str, str, str], Action]:
     resolver = Resolver(store)
     return {
         (agent, surface, value): resolver.resolve(IntentFacts(surface, (value,)), agent).verdict
