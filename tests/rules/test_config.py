@@ -293,7 +293,7 @@ def test_reload_if_changed_and_sources(tmp_path: Path) -> None:
     assert resolve(store, "bash", "ls").verdict == "allow"
     path.unlink()
     assert store.reload_if_changed() is False  # the global deny removed: widening again
-    assert [c.describe() for c in store.pending()[0].changes] == ["- bash 'ls': deny  (widens)"]
+    assert [c.describe() for c in store.pending()[0].changes] == ["~ bash: {'ls': deny} -> (unset)  (widens)"]
 
 
 def test_policies_are_cached_per_agent(tmp_path: Path) -> None:
