@@ -99,7 +99,8 @@ class PolicyStore:
         composed = self._compose(agent_name)
         self._policies[agent_name] = composed
         if len(self._policies) > MAX_CACHED_POLICIES:
-            self._policies.popitem(last=False)
+            evicted, _ = self._policies.popitem(last=False)
+            self._drop_missing_agent_scopes(self._agent_paths(evicted))
         return composed
 
     def cached_policies(self) -> int:
@@ -189,6 +190,15 @@ class PolicyStore:
         self._scopes[key] = scope
         self._policies.clear()
         self._neutral = None
+        self._drop_missing_agent_scopes([k for k in self._scopes if k[0] in _AGENT_ORIGINS])
+
+    def _drop_missing_agent_scopes(self, keys: list[ScopeKey]) -> None:
+        """Forget "no agent file" scopes no cached policy uses, so the scopes (and the paths
+        re-checked on every reload) stay bounded by the cache, whatever names children send."""
+        for key in keys:
+            scope = self._scopes.get(key)
+            if scope is not None and not scope.signature.exists and key not in self._pending:
+                del self._scopes[key]
 
     # -- loading -----------------------------------------------------------------------------------
 

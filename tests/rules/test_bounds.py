@@ -64,6 +64,7 @@ def test_the_policy_cache_is_bounded_and_file_less_names_share_rules(tmp_path: P
     for i in range(3 * MAX_CACHED_POLICIES):
         assert resolve(store, "bash", "tool7 x", agent=f"name-{i}").verdict == "allow"
     assert store.cached_policies() == MAX_CACHED_POLICIES
+    assert len(store.watched_paths()) <= 3 + 2 * MAX_CACHED_POLICIES + 2  # configs + cached names' files
     assert store.policy("name-1").rules is first.rules  # compiled once, shared
     assert store.policy("name-1").agent_name == "name-1"
     assert resolve(store, "bash", "rm -rf /", agent="Explore").verdict == "deny"
