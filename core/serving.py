@@ -21,6 +21,7 @@ from core.inbox import Quarantine, SessionInbox, UnreadableRequest, display_name
 from core.liveness import HEARTBEAT_INTERVAL_S, Heartbeat, SessionHeld, SessionLock, live_foreign_server
 from core.logline import log_safe
 from core.paths import is_safe_request_id, normalize_session_id
+from core.principal import log_agents
 from core.watch import watch_session_folders
 from core.wire import (
     ForwardedResponse,
@@ -469,7 +470,7 @@ class ServingCore:
             surface = intent.surface if intent else (req.surface or "?")
             value = intent.match_values[0] if intent and intent.match_values else (req.value or "")
             parts += [
-                f"agent={log_safe(req.requester_agent_name, 40)}",
+                log_agents(parsed),
                 f"surface={log_safe(surface, 40)}",
                 f"value={log_safe(value, 80)!s}",
             ]

@@ -71,6 +71,11 @@ def _verdict(step: Mapping[str, Any]) -> list[str]:
     return [f"verdict: {step['verdict']}" + (f" decidedBy {decided}" if decided else "")]
 
 
+def _grant_overridden(step: Mapping[str, Any]) -> list[str]:
+    return [f"session grant {step['grant']!r} on {step['surface']} matched {step['value']!r}, but "
+            f"this node's config denies it ({_rule(step['deny'])}): a grant never overrides a deny"]
+
+
 def _no_facts(step: Mapping[str, Any]) -> list[str]:
     return [f"no facts: {step['reason']}"]
 
@@ -87,4 +92,5 @@ _RENDERERS = {
     "asking-units": _units,
     "verdict": _verdict,
     "no-facts": _no_facts,
+    "grant-overridden": _grant_overridden,
 }

@@ -5,6 +5,14 @@ matches the command, skill the name, other surfaces their candidate values. A ba
 `external_directory` ask folds over both directional members, most restrictive first. A child
 floor clamps a rule `allow` (never a session grant) to `ask`, unless yolo keeps it. Asking units
 are judged one by one as bash commands with their own floors, and the most restrictive wins.
+
+Order of authority: a config `deny` > this node's session grant > a config `ask`. Session grants
+come after every config rule (last match wins), so a grant that matches is checked once more
+against the config alone: when the config denies, the deny stands. This holds at judgment time
+whatever the grant-time refusal missed (its shadow check is a heuristic).
+
+A judgment is made once; the trail (which re-runs the same decisions, recording them) is built
+only when someone reads it.
 """
 
 from __future__ import annotations
@@ -19,8 +27,10 @@ from core.rules.facts import AskingUnit, IntentFacts
 from core.rules.matcher import expand_home
 from core.rules.model import PATH_SURFACES, Action, Rule, family_members, more_restrictive
 from core.rules.policy import Policy
+from core.wire import RuleDecision, SessionApprovalDecision, decision_source_json
 
 Step = dict[str, object]
+RulesDecision = RuleDecision | SessionApprovalDecision
 NO_FACTS_REASON = (
     "version-skew floor (ADR 0008 §4): the request carries no usable accessIntent, "
     "so recorded rules are not consulted and the ask goes to live authority"
@@ -66,15 +76,14 @@ class Resolution:
         """The deciding deny rule's reason, to relay as the response's `denialReason`."""
         return self.rule.reason if self.verdict == "deny" and self.rule else None
 
+    @cached_property
+    def decision(self) -> RulesDecision | None:
+        """The response `decidedBy` for an auto-decision (the wire's own type); None for an ask."""
+        return _decision(self.verdict, self.surface, self.outcome)
+
     def decided_by(self) -> dict[str, object] | None:
-        """The response `decidedBy` for an auto-decision; None when the ask must escalate."""
-        if self.verdict == "ask" or self.outcome is None:
-            return None
-        if self.is_session_grant:
-            return {"kind": "session_approval", "surface": self.surface,
-                    "pattern": self.outcome.rule.pattern}
-        return {"kind": "rule", "surface": self.surface,
-                "pattern": self.outcome.matched_pattern, "origin": self.outcome.origin}
+        """`decision` as plain JSON (explain --json, the trail)."""
+        return None if self.decision is None else decision_source_json(self.decision)
 
     @cached_property
     def trail(self) -> list[Step]:
@@ -176,13 +185,19 @@ class _Judge:
         if surface in PATH_SURFACES:
             evaluator = "any-value"
             matched = tuple(expand_home(v, self.policy.home) for v in originals)
-            match = evaluate.any_value(candidates, matched, originals)
         else:
             evaluator = "first-candidate"
             if surface in _SINGLE_VALUE_SURFACES:
                 originals = originals[:1]
             matched = originals
-            match = evaluate.first_candidate(candidates, originals)
+        match = self._match(candidates, surface, matched, originals)
+        if match.rule.layer == "session":
+            config_only = self._match(self.policy.candidates(surface), surface, matched, originals)
+            if config_only.rule.action == "deny":
+                self._record({"step": "grant-overridden", "surface": surface, "unit": unit,
+                              "grant": match.rule.pattern, "deny": config_only.rule.to_json(),
+                              "value": config_only.value})
+                match = config_only
         rule = match.rule
         pattern = rule.pattern if rule.layer in ("config", "session") else None
         outcome = Outcome(surface, rule, match.value, rule.action, rule.origin, pattern, unit)
@@ -193,6 +208,13 @@ class _Judge:
                           "winner": {**rule.to_json(), "value": match.value},
                           "verdict": rule.action})
         return outcome
+
+    @staticmethod
+    def _match(candidates: evaluate.Candidates, surface: str, matched: Sequence[str],
+               originals: Sequence[str]) -> evaluate.Match:
+        if surface in PATH_SURFACES:
+            return evaluate.any_value(candidates, matched, originals)
+        return evaluate.first_candidate(candidates, originals)
 
     def _floored(self, outcome: Outcome, floor: str | None) -> Outcome:
         if not floor:
@@ -218,8 +240,17 @@ def _most_restrictive(outcomes: Sequence[Outcome]) -> Outcome:
     return chosen
 
 
+def _decision(verdict: Action, surface: str, outcome: Outcome | None) -> RulesDecision | None:
+    if verdict == "ask" or outcome is None:
+        return None
+    if outcome.rule.layer == "session":
+        return SessionApprovalDecision(surface=surface, pattern=outcome.rule.pattern)
+    return RuleDecision(surface=surface, pattern=outcome.matched_pattern, origin=outcome.origin)
+
+
 def _decided_by_preview(surface: str, outcome: Outcome) -> dict[str, object] | None:
-    return Resolution(outcome.verdict, surface, outcome, list).decided_by()
+    decision = _decision(outcome.verdict, surface, outcome)
+    return None if decision is None else decision_source_json(decision)
 
 
 def _policy_step(policy: Policy, session_rules: int) -> Step:

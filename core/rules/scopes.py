@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from core.rules.files import read_config_text
 from core.rules.frontmatter import FrontmatterError, read_permission_block
 from core.rules.jsonc import loads_jsonc
 from core.rules.model import DIRECTIONAL_SURFACES, FAMILIES, Action, ConfigError
@@ -83,7 +84,7 @@ def load_config_scope(path: Path, origin: str) -> Scope:
     if not signature.exists:
         return Scope(origin, signature)
     try:
-        data = loads_jsonc(path.read_text(encoding="utf-8"))
+        data = loads_jsonc(read_config_text(path))
     except (OSError, UnicodeDecodeError) as exc:
         return _broken(origin, signature, "(file)", f"unreadable: {exc}")
     except ValueError as exc:
@@ -103,7 +104,7 @@ def load_agent_scope(path: Path, origin: str) -> Scope:
     if not signature.exists:
         return Scope(origin, signature)
     try:
-        block = read_permission_block(path.read_text(encoding="utf-8"))
+        block = read_permission_block(read_config_text(path))
     except (OSError, UnicodeDecodeError) as exc:
         return _broken(origin, signature, "(file)", f"unreadable: {exc}")
     except FrontmatterError as exc:

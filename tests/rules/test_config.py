@@ -93,7 +93,9 @@ def test_mcp_baseline_only_with_an_mcp_allow(tmp_path: Path) -> None:
         "kind": "rule", "surface": "mcp", "pattern": None, "origin": "baseline"}
     assert resolve(store, "mcp", "mcp_list").verdict == "deny"
     layout.write_global({"permission": {"mcp": {"exa:*": "ask"}}})
-    store.reload_if_changed()
+    assert store.reload_if_changed() is False  # a new ask may override a deny: held for review
+    [pending] = store.pending()
+    assert store.accept(pending)
     assert resolve(store, "mcp", "mcp_status").verdict == "ask"
 
 
@@ -283,10 +285,15 @@ def test_reload_if_changed_and_sources(tmp_path: Path) -> None:
     assert resolve(store, "bash", "ls").verdict == "deny"
 
     layout.write_agent("Explore", "permission:\n  bash: allow\n")
-    assert store.reload_if_changed() is True
+    assert store.reload_if_changed() is False  # widening: held until accepted
+    assert resolve(store, "bash", "ls").verdict == "deny"
+    [pending] = store.pending()
+    assert pending.diff_lines() == ["+ bash: allow  (widens)"]
+    assert store.accept(pending) and store.pending() == ()
     assert resolve(store, "bash", "ls").verdict == "allow"
     path.unlink()
-    assert store.reload_if_changed() is True
+    assert store.reload_if_changed() is False  # the global deny removed: widening again
+    assert [c.describe() for c in store.pending()[0].changes] == ["~ bash: {'ls': deny} -> (unset)  (widens)"]
 
 
 def test_policies_are_cached_per_agent(tmp_path: Path) -> None:
