@@ -2,15 +2,14 @@
 
 `any_value` is `evaluateAnyValue` (path surfaces: the last rule matching any alias wins) and
 `first_candidate` is `evaluateFirst` (the first candidate that hits a non-default rule wins).
-A surface's candidates are compiled into one regex whose alternatives run from the last rule to
-the first, so a single `fullmatch` finds the last matching rule; the trail re-checks each rule
-on its own (`consulted`) to show the human what matched.
+A surface's candidates are indexed once (exact patterns in a dict, wildcards scanned from the
+last rule down), so finding the last matching rule never backtracks; the trail re-checks each
+rule on its own (`consulted`) to show the human what matched.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from core.rules.model import Rule
@@ -27,35 +26,57 @@ class Match:
 
 
 class Candidates:
-    """Rules in position order, plus one combined regex for "which is the last to match".
+    """Rules in position order, plus an index answering "which is the last to match" quickly.
 
     `tail` rules (this node's session grants) come after every compiled rule; they change often
-    and are few, so they are checked one by one and never force a recompile.
+    and are few, so they are checked one by one and never force a re-index.
     """
 
     def __init__(self, compiled: Sequence[Rule], tail: Sequence[Rule] = (),
-                 regex: re.Pattern[str] | None = None) -> None:
+                 index: _LastMatch | None = None) -> None:
         self.compiled = tuple(compiled)
         self.tail = tuple(tail)
         self.rules = self.compiled + self.tail
-        if regex is None:
-            regex = re.compile("|".join(
-                f"({rule.pattern_wildcard.source})" for rule in reversed(self.compiled)), re.DOTALL)
-        self._regex = regex
+        self._index = index if index is not None else _LastMatch(self.compiled)
 
     def with_tail(self, tail: Sequence[Rule]) -> Candidates:
         """The same compiled rules followed by `tail`."""
-        return Candidates(self.compiled, tail, self._regex) if tail else self
+        return Candidates(self.compiled, tail, self._index) if tail else self
 
     def last_index(self, value: str) -> int:
         """Position of the last rule matching `value`, or -1."""
         for offset in range(len(self.tail) - 1, -1, -1):
             if self.tail[offset].pattern_wildcard.matches(value):
                 return len(self.compiled) + offset
-        found = self._regex.fullmatch(value)
-        if found is None or found.lastindex is None:
-            return -1
-        return len(self.compiled) - found.lastindex
+        return self._index.last(value)
+
+
+class _LastMatch:
+    """Exact-text rules in a dict, wildcard rules tried from the last one down.
+
+    The scan stops at the best exact hit, so a value costs one dict lookup plus the wildcard
+    rules placed after it; each wildcard test is linear-time (see `core.rules.matcher`).
+    """
+
+    def __init__(self, rules: Sequence[Rule]) -> None:
+        self.exact: dict[str, int] = {}
+        wildcards: list[tuple[int, Callable[[str], bool]]] = []
+        for position, rule in enumerate(rules):
+            literal = rule.pattern_wildcard.literal
+            if literal is not None:
+                self.exact[literal] = position
+            else:
+                wildcards.append((position, rule.pattern_wildcard.matches))
+        self.wildcards = tuple(reversed(wildcards))
+
+    def last(self, value: str) -> int:
+        best = self.exact.get(value, -1)
+        for position, matches in self.wildcards:
+            if position < best:
+                break
+            if matches(value):
+                return position
+        return best
 
 
 def any_value(candidates: Candidates, values: Sequence[str], originals: Sequence[str]) -> Match:
