@@ -1,7 +1,8 @@
 """Recorded-authority judgment of child-fixed facts against this node's policy (contract §5.3).
 
-Path surfaces match the child's alias set as-is (no re-normalization against any cwd); bash
-matches the command, skill the name, other surfaces their candidate values. A bare `path` /
+Path surfaces match the child's alias set as sent (no re-normalization, no home expansion); bash
+matches the command as the reference reads it (comment lines stripped, trimmed: `values.py`),
+skill the name, other surfaces their candidate values. A bare `path` /
 `external_directory` ask folds over both directional members, most restrictive first. A child
 floor clamps a rule `allow` (never a session grant) to `ask`, unless yolo keeps it. Asking units
 are judged one by one as bash commands with their own floors, and the most restrictive wins.
@@ -16,9 +17,9 @@ from functools import cached_property
 from core.rules import evaluate
 from core.rules.config import PolicyStore
 from core.rules.facts import AskingUnit, IntentFacts
-from core.rules.matcher import expand_home
 from core.rules.model import PATH_SURFACES, Action, Rule, family_members, more_restrictive
 from core.rules.policy import Policy
+from core.rules.values import bash_match_value
 
 Step = dict[str, object]
 NO_FACTS_REASON = (
@@ -175,14 +176,14 @@ class _Judge:
         originals = tuple(values) or ("*",)
         if surface in PATH_SURFACES:
             evaluator = "any-value"
-            matched = tuple(expand_home(v, self.policy.home) for v in originals)
+            matched = originals
             match = evaluate.any_value(candidates, matched, originals)
         else:
             evaluator = "first-candidate"
             if surface in _SINGLE_VALUE_SURFACES:
                 originals = originals[:1]
-            matched = originals
-            match = evaluate.first_candidate(candidates, originals)
+            matched = tuple(bash_match_value(v) for v in originals) if surface == "bash" else originals
+            match = evaluate.first_candidate(candidates, matched)
         rule = match.rule
         pattern = rule.pattern if rule.layer in ("config", "session") else None
         outcome = Outcome(surface, rule, match.value, rule.action, rule.origin, pattern, unit)
