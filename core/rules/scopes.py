@@ -110,10 +110,13 @@ def load_agent_scope(path: Path, origin: str) -> Scope:
         return _broken(origin, signature, "permission", f"{INVALID}: frontmatter {exc}")
     if block is None:
         return Scope(origin, signature)
-    errors = validate_permission(block, str(path))
+    errors = validate_permission(block, str(path), max_reason=None)
     if errors:
         return Scope(origin, signature, errors=tuple(errors))
-    return Scope(origin, signature, to_permission(cast(dict[str, Any], block), origin, str(path)))
+    # An empty nested map says nothing in pi's reader (it is dropped, so a lower scope's entry
+    # for that surface stands); keeping it would replace that entry with nothing.
+    block = {k: v for k, v in cast(dict[str, Any], block).items() if v != {}}
+    return Scope(origin, signature, to_permission(block, origin, str(path)))
 
 
 def _broken(origin: str, signature: FileSignature, key: str, reason: str) -> Scope:
