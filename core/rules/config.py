@@ -13,6 +13,7 @@ folder, or that names nobody, loads no agent file and marks the policy suspiciou
 from __future__ import annotations
 
 import unicodedata
+from dataclasses import replace
 from pathlib import Path
 
 from core.rules.policy import GLOBAL, Policy, compose
@@ -23,12 +24,15 @@ PROJECT_CONFIG = Path(".pi") / EXTENSION
 AUTHORIZER = "authorizer"
 
 
+UNKNOWN_AGENT_REASON = "agent name is 'unknown' (the child could not tell)"
+
+
 def suspicious_agent_reason(name: str) -> str | None:
     """Why `name` must not be used as a file name, or None when it is usable."""
     if not name.strip():
         return "empty agent name"
     if name.strip().lower() == "unknown":
-        return "agent name is 'unknown' (the child could not tell)"
+        return UNKNOWN_AGENT_REASON
     if "\x00" in name:
         return "agent name contains NUL"
     if "/" in name or "\\" in name:
@@ -90,27 +94,45 @@ class PolicyStore:
             paths[AUTHORIZER] = self.rules_file
         return paths
 
-    def _scope(self, origin: str, path: Path, *, agent_file: bool) -> Scope:
-        key = (origin, path)
+    def _scope(self, origin: str, path: Path, *, agent_file: bool, as_pi: bool) -> Scope:
+        key = (f"pi:{origin}" if as_pi else origin, path)
         scope = self._scopes.get(key)
         if scope is None:
-            scope = load_agent_scope(path, origin) if agent_file else load_config_scope(path, origin)
+            load = load_agent_scope if agent_file else load_config_scope
+            scope = load(path, origin, as_pi=as_pi)
             self._scopes[key] = scope
         return scope
 
     def _compose(self, agent_name: str) -> Policy:
-        configs = {o: self._scope(o, p, agent_file=False) for o, p in self._config_paths().items()}
+        """This node's reading, with pi 20.7.3's reading attached when it composes differently."""
+        ours = self._compose_reading(agent_name, as_pi=False)
+        pi = self._compose_reading(agent_name, as_pi=True)
+        return replace(ours, pi_reading=pi, pi_differs=_signature(pi) != _signature(ours))
+
+    def _compose_reading(self, agent_name: str, *, as_pi: bool) -> Policy:
+        configs = {o: self._scope(o, p, agent_file=False, as_pi=as_pi)
+                   for o, p in self._config_paths().items()}
         reason = suspicious_agent_reason(agent_name)
+        # pi opens `unknown.md` like any agent file; its reading may load it (never another name).
+        loads_agent_files = reason is None or (as_pi and reason == UNKNOWN_AGENT_REASON
+                                               and agent_name == "unknown")
         layers = [configs[GLOBAL]]
         if "project" in configs:
             layers.append(configs["project"])
-        if reason is None:
+        if loads_agent_files:
             layers.append(self._scope("agent", self.agent_dir / "agents" / f"{agent_name}.md",
-                                      agent_file=True))
+                                      agent_file=True, as_pi=as_pi))
             if self.project_dir is not None:
                 project_agent = self.project_dir / ".pi" / "agents" / f"{agent_name}.md"
-                layers.append(self._scope("project-agent", project_agent, agent_file=True))
+                layers.append(self._scope("project-agent", project_agent, agent_file=True,
+                                          as_pi=as_pi))
         if AUTHORIZER in configs:
             layers.append(configs[AUTHORIZER])
         settings_layers = [s for s in layers if s.origin in configs and not s.invalid]
-        return compose(agent_name, reason, layers, settings_layers, self.home)
+        return compose(agent_name, reason, layers, settings_layers, self.home, as_pi=as_pi)
+
+
+def _signature(policy: Policy) -> tuple[object, ...]:
+    """What decides a verdict and its provenance: the effective rules in order, as compiled."""
+    return tuple((r.surface, r.pattern, r.action, r.origin, r.layer, r.reason,
+                  r.pattern_wildcard.expanded) for r in policy.effective_rules)

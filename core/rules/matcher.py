@@ -20,16 +20,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 _HOME_WORDS = ("${HOME}", "$HOME", "~")
+_HOME_WORDS_20_7_3 = ("$HOME", "~")
 
 
-def expand_home(text: str, home: str) -> str:
+def expand_home(text: str, home: str, *, brace_home: bool = True) -> str:
     """Expand a leading `~`, `$HOME` or `${HOME}` (alone, or followed by `/` or `\\`) to `home`.
 
     The rest is joined as node's POSIX `path.join` does: appended after a `/`, then normalised
     (repeated `/` collapsed, `.` and `..` resolved, a trailing `/` kept). A `\\` is an ordinary
     character on POSIX, so `$HOME/build\\` keeps its backslash and `~\\/x` is `<home>/x`.
+    `brace_home=False` reads as pi 20.7.3 does, which does not know `${HOME}`.
     """
-    for word in _HOME_WORDS:
+    for word in _HOME_WORDS if brace_home else _HOME_WORDS_20_7_3:
         if text == word:
             return home
         if text.startswith((word + "/", word + "\\")):
@@ -140,9 +142,34 @@ class Wildcard:
     matches: Callable[[str], bool] = field(repr=False, compare=False)
 
 
-def compile_wildcard(pattern: str, home: str | None = None) -> Wildcard:
-    """Compile `pattern`; pass `home` to home-expand it first (rule patterns), `None` not to."""
-    expanded = expand_home(pattern, home) if home is not None else pattern
+_BEYOND_BMP = re.compile("[\U00010000-\U0010ffff]")
+
+
+def utf16_units(text: str) -> str:
+    """`text` with each character beyond the BMP written as its two UTF-16 surrogates, as a
+    JavaScript regex without the `u` flag sees it (so `?` matches half of an emoji)."""
+    if text.isascii() or not _BEYOND_BMP.search(text):
+        return text
+    return _BEYOND_BMP.sub(_surrogates, text)
+
+
+def _surrogates(found: re.Match[str]) -> str:
+    offset = ord(found.group()) - 0x10000
+    return chr(0xD800 + (offset >> 10)) + chr(0xDC00 + (offset & 0x3FF))
+
+
+def compile_wildcard(
+    pattern: str, home: str | None = None, *, brace_home: bool = True, utf16: bool = False
+) -> Wildcard:
+    """Compile `pattern`; pass `home` to home-expand it first (rule patterns), `None` not to.
+
+    `utf16=True` matches as pi's JavaScript regexes do, on UTF-16 units (`utf16_units`).
+    """
+    expanded = expand_home(pattern, home, brace_home=brace_home) if home is not None else pattern
+    if utf16:
+        inner = compile_wildcard(utf16_units(expanded))
+        return Wildcard(pattern, expanded, expanded if inner.literal is not None else None,
+                        lambda value: inner.matches(utf16_units(value)))
     if expanded and not expanded.strip("*"):
         return Wildcard(pattern, expanded, None, lambda _value: True)
     if "*" not in expanded and "?" not in expanded:

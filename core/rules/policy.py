@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from core.rules.evaluate import Candidates
 from core.rules.model import MCP_BASELINE_TARGETS, Action, ConfigError, Rule, make_rule
+from core.rules.pi_reading import js_key_order
 from core.rules.scopes import FileSignature, Permission, Scope
 from core.rules.settings import Settings
 
@@ -32,6 +33,11 @@ class Policy:
     fail_closed_scopes: tuple[str, ...]
     sources: tuple[FileSignature, ...]
     home: str
+    # pi 20.7.3's own reading of the same files (`core.rules.pi_reading`), and whether it composes
+    # into other rules; the resolver consults it then (or for a value beyond the BMP) and keeps
+    # the more restrictive of the two verdicts.
+    pi_reading: Policy | None = field(default=None, repr=False, compare=False)
+    pi_differs: bool = field(default=False, repr=False, compare=False)
     _by_surface: dict[str, Candidates] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -70,13 +76,22 @@ def compose(
     scopes: Sequence[Scope],
     settings_scopes: Sequence[Scope],
     home: str,
+    *,
+    as_pi: bool = False,
 ) -> Policy:
-    """Merge `scopes` (lowest first) into a compiled policy."""
+    """Merge `scopes` (lowest first) into a compiled policy.
+
+    `as_pi` composes as pi 20.7.3 does: JavaScript key order, no `${HOME}`, `?` on UTF-16 units,
+    no fail-closed floor.
+    """
     permission: Permission = {}
     for scope in scopes:
         permission = merge_permission(permission, scope.permission)
-    rules = _rules(permission, home)
-    fail_closed = tuple(s.origin for s in scopes if s.invalid and s.origin != GLOBAL)
+    if as_pi:
+        permission = {surface: type(value)(value.is_map, js_key_order(value.patterns))
+                      for surface, value in js_key_order(permission).items()}
+    rules = _rules(permission, home, pi=as_pi)
+    fail_closed = () if as_pi else tuple(s.origin for s in scopes if s.invalid and s.origin != GLOBAL)
     if fail_closed:
         rules = tuple(r.rewrite("ask", "fail-closed") if r.action == "allow" else r for r in rules)
     settings = Settings.merged(s.knobs for s in settings_scopes)
@@ -96,7 +111,7 @@ def compose(
     )
 
 
-def _rules(permission: Permission, home: str) -> tuple[Rule, ...]:
+def _rules(permission: Permission, home: str, *, pi: bool) -> tuple[Rule, ...]:
     universal = permission.get("*")
     default_action: Action = "ask"
     default_origin, default_source = "builtin", None
@@ -110,7 +125,7 @@ def _rules(permission: Permission, home: str) -> tuple[Rule, ...]:
     config = [
         make_rule(
             surface, pattern, entry.action, origin=entry.origin, layer="config", home=home,
-            reason=entry.reason, source=entry.source,
+            reason=entry.reason, source=entry.source, brace_home=not pi, utf16=pi,
         )
         for surface, value in permission.items()
         if surface != "*"

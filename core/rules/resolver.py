@@ -18,6 +18,7 @@ from core.rules import evaluate
 from core.rules.config import PolicyStore
 from core.rules.facts import AskingUnit, IntentFacts
 from core.rules.model import PATH_SURFACES, Action, Rule, family_members, more_restrictive
+from core.rules.pi_reading import beyond_bmp, facts_as_pi
 from core.rules.policy import Policy
 from core.rules.values import bash_match_value
 
@@ -99,7 +100,38 @@ class Resolver:
 def resolve_with_policy(
     policy: Policy, facts: IntentFacts, session_rules: Sequence[Rule] = ()
 ) -> Resolution:
-    """Resolve against an already composed policy (the explain command and tests use this)."""
+    """Resolve against an already composed policy (the explain command and tests use this).
+
+    When pi 20.7.3 would read the files or the facts differently (`core.rules.pi_reading`),
+    both readings are judged and the more restrictive verdict is kept; on a tie pi's reading
+    decides, so the winning rule is the one pi names.
+    """
+    ours = _resolve_reading(policy, facts, session_rules)
+    pi_facts = facts_as_pi(facts)
+    if policy.pi_reading is None or not (policy.pi_differs or pi_facts != facts
+                                         or beyond_bmp(facts)):
+        return ours
+    pi = _resolve_reading(policy.pi_reading, pi_facts, session_rules)
+    chosen = ours if more_restrictive(ours.verdict, pi.verdict) else pi
+    step: Step = {
+        "step": "pi-reading",
+        "note": "pi 20.7.3 reads these files or facts differently (docs/fidelity.md); "
+                "the more restrictive verdict is kept, pi's on a tie",
+        "ours": {"verdict": ours.verdict, "decidedBy": ours.decided_by()},
+        "pi": {"verdict": pi.verdict, "decidedBy": pi.decided_by()},
+        "kept": "ours" if chosen is ours else "pi",
+    }
+
+    def trail() -> list[Step]:
+        steps = list(chosen.trail)
+        return [*steps[:-1], step, *steps[-1:]]
+
+    return Resolution(chosen.verdict, chosen.surface, chosen.outcome, trail)
+
+
+def _resolve_reading(
+    policy: Policy, facts: IntentFacts, session_rules: Sequence[Rule] = ()
+) -> Resolution:
     session = tuple(session_rules)
     outcome = _Judge(policy, session, None).judge(facts)
 

@@ -17,6 +17,7 @@ from typing import Any, cast
 from core.rules.frontmatter import FrontmatterError, read_permission_block
 from core.rules.jsonc import loads_jsonc
 from core.rules.model import DIRECTIONAL_SURFACES, FAMILIES, Action, ConfigError
+from core.rules.pi_reading import read_permission_block_as_pi
 from core.rules.validate import INVALID, validate_config, validate_permission
 
 
@@ -77,8 +78,11 @@ class Scope:
         return bool(self.errors)
 
 
-def load_config_scope(path: Path, origin: str) -> Scope:
-    """Load a config.json-shaped file (global, project, or the `--rules` file)."""
+def load_config_scope(path: Path, origin: str, *, as_pi: bool = False) -> Scope:
+    """Load a config.json-shaped file (global, project, or the `--rules` file).
+
+    `as_pi` validates it as pi 20.7.3 does (`core.rules.pi_reading`).
+    """
     signature = FileSignature.of(path)
     if not signature.exists:
         return Scope(origin, signature)
@@ -88,7 +92,7 @@ def load_config_scope(path: Path, origin: str) -> Scope:
         return _broken(origin, signature, "(file)", f"unreadable: {exc}")
     except ValueError as exc:
         return _broken(origin, signature, "(file)", f"JSON parse error: {exc}")
-    errors = validate_config(data, str(path))
+    errors = validate_config(data, str(path), as_pi=as_pi)
     if errors:
         return Scope(origin, signature, errors=tuple(errors))
     document = cast(dict[str, Any], data)
@@ -97,15 +101,21 @@ def load_config_scope(path: Path, origin: str) -> Scope:
     return Scope(origin, signature, permission, knobs)
 
 
-def load_agent_scope(path: Path, origin: str) -> Scope:
-    """Load the `permission:` frontmatter of an agent markdown file."""
+def load_agent_scope(path: Path, origin: str, *, as_pi: bool = False) -> Scope:
+    """Load the `permission:` frontmatter of an agent markdown file (`as_pi`: as pi 20.7.3 reads it)."""
     signature = FileSignature.of(path)
     if not signature.exists:
         return Scope(origin, signature)
     try:
-        block = read_permission_block(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         return _broken(origin, signature, "(file)", f"unreadable: {exc}")
+    if as_pi:
+        pi_block = read_permission_block_as_pi(text)
+        permission = to_permission(pi_block, origin, str(path)) if pi_block else {}
+        return Scope(origin, signature, permission)
+    try:
+        block = read_permission_block(text)
     except FrontmatterError as exc:
         return _broken(origin, signature, "permission", f"{INVALID}: frontmatter {exc}")
     if block is None:

@@ -104,14 +104,17 @@ KNOBS: Mapping[str, Check] = {
 }
 
 
-def validate_config(data: object, path: str) -> list[ConfigError]:
-    """Every error in a parsed config.json document; empty means the scope is usable."""
+def validate_config(data: object, path: str, *, as_pi: bool = False) -> list[ConfigError]:
+    """Every error in a parsed config.json document; empty means the scope is usable.
+
+    `as_pi` validates as pi 20.7.3's schema does, which takes any non-empty surface key.
+    """
     if not isinstance(data, dict):
         return [ConfigError(path, "(root)", f"{INVALID}: expected an object")]
     errors: list[ConfigError] = []
     for key, value in data.items():
         if key == "permission":
-            errors.extend(validate_permission(value, path))
+            errors.extend(validate_permission(value, path, any_surface=as_pi))
         elif key in KNOBS:
             problem = KNOBS[key](value)
             if problem:
@@ -122,7 +125,8 @@ def validate_config(data: object, path: str) -> list[ConfigError]:
 
 
 def validate_permission(
-    value: object, path: str, prefix: str = "permission", *, max_reason: int | None = _MAX_REASON
+    value: object, path: str, prefix: str = "permission", *, max_reason: int | None = _MAX_REASON,
+    any_surface: bool = False,
 ) -> list[ConfigError]:
     """Errors in a `permission` block (shared by config files and agent frontmatter).
 
@@ -136,7 +140,8 @@ def validate_permission(
         key = f"{prefix}.{surface}"
         if not surface:
             errors.append(ConfigError(path, key, f"{INVALID}: a surface key must not be empty"))
-        elif _DIRECTIONAL_SHAPE.match(surface) and surface not in DIRECTIONAL_SURFACES:
+        elif (not any_surface and _DIRECTIONAL_SHAPE.match(surface)
+              and surface not in DIRECTIONAL_SURFACES):
             legal = ", ".join(sorted(DIRECTIONAL_SURFACES))
             reason = f"{INVALID}: unknown directional surface key; legal spellings are {legal}"
             errors.append(ConfigError(path, key, reason))

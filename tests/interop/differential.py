@@ -96,7 +96,12 @@ def _permission(rng: random.Random, ask_surface: str, tags: set[str]) -> dict[st
     return permission
 
 
-def _yaml_key(key: str) -> str:
+def _yaml_key(key: str, tags: set[str]) -> str:
+    """The key as YAML; a `:` or an escape in it is read differently by pi (tagged)."""
+    if ":" in key:
+        tags.add("frontmatter-colon-key")
+    if "\\" in key or "\n" in key:
+        tags.add("frontmatter-escape")
     return key if key.replace("_", "").isalnum() else json.dumps(key)
 
 
@@ -108,17 +113,17 @@ def _frontmatter(rng: random.Random, permission: dict[str, object], tags: set[st
     for surface, value in permission.items():
         if isinstance(value, str):
             comment = "  # set by hand" if quirk == "comment" else ""
-            lines.append(f"{indent}{_yaml_key(surface)}: {value}{comment}")
+            lines.append(f"{indent}{_yaml_key(surface, tags)}: {value}{comment}")
             continue
-        lines.append(f"{indent}{_yaml_key(surface)}:")
+        lines.append(f"{indent}{_yaml_key(surface, tags)}:")
         for offset, (pattern, action) in enumerate(value.items()):
             inner = indent * 2 + (" " if quirk == "ragged" and offset % 2 else "")
             if isinstance(action, dict):
-                lines.append(f"{inner}{_yaml_key(pattern)}:")
+                lines.append(f"{inner}{_yaml_key(pattern, tags)}:")
                 lines.append(f"{inner}{indent}action: deny")
                 lines.append(f"{inner}{indent}reason: {action['reason']}")
                 continue
-            lines.append(f"{inner}{_yaml_key(pattern)}: {action}")
+            lines.append(f"{inner}{_yaml_key(pattern, tags)}: {action}")
     if quirk == "empty-map":
         lines.append(f"{indent}write:")
     if quirk == "long-reason":
