@@ -110,10 +110,12 @@ def first_candidate(candidates: Candidates, values: Sequence[str]) -> Match:
 
 
 def consulted(candidates: Candidates, values: Sequence[str], originals: Sequence[str]) -> list[Step]:
-    """For the trail: per value, every candidate rule in position order and whether it matched."""
+    """For the trail: per value, every candidate rule in position order and whether it matched
+    (`matchedAs` when the text matched is not the value as sent, e.g. a bash comment stripped)."""
     return [
         {
             "value": original,
+            **({"matchedAs": value} if value != original else {}),
             "rules": [
                 {"position": index, **rule.to_json(), "matched": rule.pattern_wildcard.matches(value)}
                 for index, rule in enumerate(candidates.rules)

@@ -84,7 +84,7 @@ def _pattern_map(rng: random.Random, surface: str, tags: set[str]) -> dict[str, 
 
 
 def _permission(rng: random.Random, ask_surface: str, tags: set[str]) -> dict[str, object]:
-    surfaces = [ask_surface] + rng.sample(ASK_SURFACES, k=rng.randint(0, 2))
+    surfaces = [ask_surface, *rng.sample(ASK_SURFACES, k=rng.randint(0, 2))]
     permission: dict[str, object] = {}
     if rng.random() < 0.2:
         permission["*"] = rng.choice(ACTIONS)
@@ -116,6 +116,7 @@ def _frontmatter(rng: random.Random, permission: dict[str, object], tags: set[st
             lines.append(f"{indent}{_yaml_key(surface, tags)}: {value}{comment}")
             continue
         lines.append(f"{indent}{_yaml_key(surface, tags)}:")
+        assert isinstance(value, dict)
         for offset, (pattern, action) in enumerate(value.items()):
             inner = indent * 2 + (" " if quirk == "ragged" and offset % 2 else "")
             if isinstance(action, dict):
@@ -182,5 +183,5 @@ def generate_case(rng: random.Random) -> tuple[Case, frozenset[str]]:
 
 def generate(seed: int, count: int) -> list[tuple[Case, frozenset[str]]]:
     """`count` cases from `seed` (reproducible)."""
-    rng = random.Random(seed)
+    rng = random.Random(seed)  # noqa: S311 - a reproducible test stream, not a secret
     return [generate_case(rng) for _ in range(count)]

@@ -76,7 +76,9 @@ def _smaller(case: Case) -> Iterator[Case]:
             yield replace(case, values=case.values[:index] + case.values[index + 1:])
 
 
-def _shrink(driver: NodeDriver, case: Case, tags: frozenset[str], folder: Path) -> tuple[Case, Verdict, Verdict]:
+def _shrink(
+    driver: NodeDriver, case: Case, tags: frozenset[str], folder: Path
+) -> tuple[Case, Verdict, Verdict]:
     """Greedily drop parts of `case` while the disagreement persists (one node run per round)."""
     ours, theirs = _judge(driver, [case], folder / "start")[0]
     for round_number in range(SHRINK_ROUNDS):
