@@ -112,6 +112,8 @@ def resolve_with_policy(
                                          or beyond_bmp(facts)):
         return ours
     pi = _resolve_reading(policy.pi_reading, pi_facts, session_rules)
+    if _deciding(pi) == _deciding(ours):
+        return ours
     chosen = ours if more_restrictive(ours.verdict, pi.verdict) else pi
     step: Step = {
         "step": "pi-reading",
@@ -127,6 +129,12 @@ def resolve_with_policy(
         return [*steps[:-1], step, *steps[-1:]]
 
     return Resolution(chosen.verdict, chosen.surface, chosen.outcome, trail)
+
+
+def _deciding(resolution: Resolution) -> tuple[object, ...]:
+    outcome = resolution.outcome
+    return (resolution.verdict, outcome and outcome.matched_pattern, outcome and outcome.origin,
+            outcome and outcome.rule.layer)
 
 
 def _resolve_reading(
