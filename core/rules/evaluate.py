@@ -52,31 +52,47 @@ class Candidates:
 
 
 class _LastMatch:
-    """Exact-text rules in a dict, wildcard rules tried from the last one down.
+    """Exact-text rules in a dict; wildcard rules grouped by the literal head they start with.
 
-    The scan stops at the best exact hit, so a value costs one dict lookup plus the wildcard
-    rules placed after it; each wildcard test is linear-time (see `core.rules.matcher`).
+    A value is looked up once per distinct head length, so only the wildcard rules whose head it
+    starts with (and those without a head) are tried, from the last one down, never below the
+    best hit so far; each test is linear-time (see `core.rules.matcher`).
     """
 
     def __init__(self, rules: Sequence[Rule]) -> None:
         self.exact: dict[str, int] = {}
-        wildcards: list[tuple[int, Callable[[str], bool]]] = []
+        by_head: dict[int, dict[str, list[tuple[int, Callable[[str], bool]]]]] = {}
+        headless: list[tuple[int, Callable[[str], bool]]] = []
         for position, rule in enumerate(rules):
-            literal = rule.pattern_wildcard.literal
-            if literal is not None:
-                self.exact[literal] = position
+            wildcard = rule.pattern_wildcard
+            if wildcard.literal is not None:
+                self.exact[wildcard.literal] = position
+            elif wildcard.head:
+                heads = by_head.setdefault(len(wildcard.head), {})
+                heads.setdefault(wildcard.head, []).append((position, wildcard.matches))
             else:
-                wildcards.append((position, rule.pattern_wildcard.matches))
-        self.wildcards = tuple(reversed(wildcards))
+                headless.append((position, wildcard.matches))
+        self.by_head = {size: {head: tuple(reversed(found)) for head, found in heads.items()}
+                        for size, heads in sorted(by_head.items())}
+        self.headless = tuple(reversed(headless))
 
     def last(self, value: str) -> int:
         best = self.exact.get(value, -1)
-        for position, matches in self.wildcards:
-            if position < best:
+        for size, heads in self.by_head.items():
+            if size > len(value):
                 break
-            if matches(value):
-                return position
-        return best
+            best = _scan(heads.get(value[:size], ()), value, best)
+        return _scan(self.headless, value, best)
+
+
+def _scan(rules: Sequence[tuple[int, Callable[[str], bool]]], value: str, best: int) -> int:
+    """The highest position above `best` whose rule matches (`rules` run from the last down)."""
+    for position, matches in rules:
+        if position <= best:
+            break
+        if matches(value):
+            return position
+    return best
 
 
 def any_value(candidates: Candidates, values: Sequence[str], originals: Sequence[str]) -> Match:

@@ -133,13 +133,15 @@ class Wildcard:
     """A compiled pattern. `matches(value)` is the hot path, so the test is chosen at compile time.
 
     `literal` is the expanded text when the pattern has no wildcard (an exact-match rule), so a
-    rule set can look those up in a dict instead of trying them one by one.
+    rule set can look those up in a dict instead of trying them one by one; `head` is the
+    literal text every matching value starts with, so a rule set can skip the others.
     """
 
     text: str
     expanded: str
     literal: str | None
     matches: Callable[[str], bool] = field(repr=False, compare=False)
+    head: str = ""
 
 
 _BEYOND_BMP = re.compile("[\U00010000-\U0010ffff]")
@@ -168,14 +170,17 @@ def compile_wildcard(
     expanded = expand_home(pattern, home, brace_home=brace_home) if home is not None else pattern
     if utf16:
         inner = compile_wildcard(utf16_units(expanded))
+        head = expanded if inner.literal is not None else ""
         return Wildcard(pattern, expanded, expanded if inner.literal is not None else None,
-                        lambda value: inner.matches(utf16_units(value)))
+                        lambda value: inner.matches(utf16_units(value)), head)
     if expanded and not expanded.strip("*"):
         return Wildcard(pattern, expanded, None, lambda _value: True)
     if "*" not in expanded and "?" not in expanded:
-        return Wildcard(pattern, expanded, expanded, expanded.__eq__)
+        return Wildcard(pattern, expanded, expanded, expanded.__eq__, expanded)
+    optional_tail = expanded.endswith(" *")
+    head = re.split(r"[*?]", expanded[:-2] if optional_tail else expanded, maxsplit=1)[0]
     whole = _Glob(expanded)
-    if not expanded.endswith(" *"):
-        return Wildcard(pattern, expanded, None, whole.matches)
+    if not optional_tail:
+        return Wildcard(pattern, expanded, None, whole.matches, head)
     bare = _Glob(expanded[:-2])
-    return Wildcard(pattern, expanded, None, lambda value: bare.matches(value) or whole.matches(value))
+    return Wildcard(pattern, expanded, None, lambda value: bare.matches(value) or whole.matches(value), head)
