@@ -113,9 +113,9 @@ class PolicyStore:
         configs = {o: self._scope(o, p, agent_file=False, as_pi=as_pi)
                    for o, p in self._config_paths().items()}
         reason = suspicious_agent_reason(agent_name)
-        # pi opens `unknown.md` like any agent file; its reading may load it (never another name).
-        loads_agent_files = reason is None or (as_pi and reason == UNKNOWN_AGENT_REASON
-                                               and agent_name == "unknown")
+        # pi opens `unknown.md` (any spelling) like any agent file, so its reading loads it; a name
+        # that could leave the agents folder is never used as a file name, in either reading.
+        loads_agent_files = reason is None or (as_pi and reason == UNKNOWN_AGENT_REASON)
         layers = [configs[GLOBAL]]
         if "project" in configs:
             layers.append(configs["project"])

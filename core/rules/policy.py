@@ -118,6 +118,10 @@ def _rules(permission: Permission, home: str, *, pi: bool) -> tuple[Rule, ...]:
     if universal is not None and not universal.is_map:
         entry = universal.patterns["*"]
         default_action, default_origin, default_source = entry.action, entry.origin, entry.source
+    elif universal is not None and "*" in universal.patterns:
+        # A map is no fallback state (the default stays `ask`), but pi credits the scope that
+        # wrote its `"*"` pattern as the default's origin.
+        default_origin = universal.patterns["*"].origin
     default = make_rule(
         "*", "*", default_action, origin=default_origin, layer="default", home=home,
         source=default_source,

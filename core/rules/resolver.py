@@ -27,6 +27,8 @@ NO_FACTS_REASON = (
     "version-skew floor (ADR 0008 §4): the request carries no usable accessIntent, "
     "so recorded rules are not consulted and the ask goes to live authority"
 )
+# bash matches one command, skill one name; without a value pi matches "" (its input builder's
+# default), every other surface "*".
 _SINGLE_VALUE_SURFACES = frozenset({"bash", "skill"})
 
 
@@ -213,7 +215,7 @@ class _Judge:
         if self.session:
             candidates = candidates.with_tail(
                 [r for r in self.session if r.surface_wildcard.matches(surface)])
-        originals = tuple(values) or ("*",)
+        originals = tuple(values) or (("",) if surface in _SINGLE_VALUE_SURFACES else ("*",))
         if surface in PATH_SURFACES:
             evaluator = "any-value"
             matched = originals

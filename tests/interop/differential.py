@@ -17,7 +17,7 @@ from tests.interop.reference import GLOBAL, HOME, PROJECT, Case, agent_file
 
 BASH_PATTERNS = ("*", "git *", "git push *", "git status", "rm *", "rm -rf *", "npm *", "ls*", "# *",
                  "? *", "*a*b", "echo ?", "git", "*;*", "sudo *", "* *", "git push --force *",
-                 "(x)+[y] *", "$x *", "a.c", "*\n*")
+                 "(x)+[y] *", "$x *", "a.c", "*\n*", "^git|rm {2} \\d*")
 PATH_PATTERNS = ("*", "*.env", "*.env.*", "*.env.example", "src/*", "/repo/*", "/repo/src/*",
                  "~/.ssh/*", "~//.ssh/*", "~\\/.ssh/*", "$HOME/*", "$HOME/build\\", "~", "$HOME",
                  "~/", f"{HOME}/*", f"{HOME}/notes.md", "*/secrets/*.pem", "~/../*", "~/./x/*",
@@ -78,6 +78,8 @@ def _pattern_map(rng: random.Random, surface: str, tags: set[str]) -> dict[str, 
         action = rng.choice(ACTIONS)
         if action == "deny" and rng.random() < 0.2:
             result[pattern] = {"action": "deny", "reason": rng.choice(["no", "secrets stay put"])}
+            if rng.random() < 0.2:
+                result[pattern] = {"action": "deny"}
         else:
             result[pattern] = action
     return result
@@ -87,7 +89,9 @@ def _permission(rng: random.Random, ask_surface: str, tags: set[str]) -> dict[st
     surfaces = [ask_surface, *rng.sample(ASK_SURFACES, k=rng.randint(0, 2))]
     permission: dict[str, object] = {}
     if rng.random() < 0.2:
-        permission["*"] = rng.choice(ACTIONS)
+        permission["*"] = rng.choice(ACTIONS) if rng.random() < 0.9 else {"x": rng.choice(ACTIONS)}
+    if rng.random() < 0.05:
+        permission[rng.choice(["b*", "ba?h", "*", "re*d", "sk*"])] = _pattern_map(rng, "bash", tags)
     for surface in surfaces:
         if rng.random() < 0.2:
             permission[surface] = rng.choice(ACTIONS)
@@ -122,7 +126,8 @@ def _frontmatter(rng: random.Random, permission: dict[str, object], tags: set[st
             if isinstance(action, dict):
                 lines.append(f"{inner}{_yaml_key(pattern, tags)}:")
                 lines.append(f"{inner}{indent}action: deny")
-                lines.append(f"{inner}{indent}reason: {action['reason']}")
+                if "reason" in action:
+                    lines.append(f"{inner}{indent}reason: {action['reason']}")
                 continue
             lines.append(f"{inner}{_yaml_key(pattern, tags)}: {action}")
     if quirk == "empty-map":
@@ -144,6 +149,8 @@ def _frontmatter(rng: random.Random, permission: dict[str, object], tags: set[st
 def _values(rng: random.Random, surface: str, files: dict[str, str]) -> tuple[str, ...]:
     pool = _surface_patterns(surface)
     if surface == "bash":
+        if rng.random() < 0.02:
+            return ()
         if rng.random() < 0.3:
             return (rng.choice(SPECIAL_BASH_VALUES),)
         return (_fill(rng, rng.choice(pool)),)
@@ -163,8 +170,10 @@ def generate_case(rng: random.Random) -> tuple[Case, frozenset[str]]:
     """One case and the documented differences it may exercise."""
     tags: set[str] = set()
     surface = rng.choice(ASK_SURFACES)
-    agent = "unknown" if rng.random() < 0.03 else rng.choice(["Explore", "builder"])
+    agent = rng.choice(["unknown", "Unknown"]) if rng.random() < 0.03 else rng.choice(["Explore", "builder"])
     files: dict[str, str] = {GLOBAL: json.dumps({"permission": _permission(rng, surface, tags)})}
+    if rng.random() < 0.1:  # JSONC: comments outside strings, `//` inside one
+        files[GLOBAL] = "// global\n/* rules */" + files[GLOBAL].replace(", ", ", // x\n", 1)
     if rng.random() < 0.5:
         files[PROJECT] = json.dumps({"permission": _permission(rng, surface, tags)})
     if rng.random() < 0.35:
@@ -172,7 +181,7 @@ def generate_case(rng: random.Random) -> tuple[Case, frozenset[str]]:
     if rng.random() < 0.2:
         files[agent_file(agent, project=True)] = _frontmatter(rng, _permission(rng, surface, tags), tags)
     values = _values(rng, surface, files)
-    if agent == "unknown" and any(name.endswith("unknown.md") for name in files):
+    if agent.lower() == "unknown" and any(name.endswith(f"/{agent}.md") for name in files):
         tags.add("agent-unknown")
     if surface == "task" and values:
         tags.add("tool-values")

@@ -68,10 +68,10 @@ class Case:
                                    "agent": self.agent, "surface": self.surface}
         if self.surface in REFERENCE_PATH_SURFACES or self.surface == "mcp":
             item.update(kind="path-values", values=list(self.values))
-        elif self.surface == "bash":
-            item.update(kind="tool", input={"command": self.values[0]} if self.values else {})
+        elif self.surface == "bash":  # buildInputForSurface: a missing value is ""
+            item.update(kind="tool", input={"command": self.values[0] if self.values else ""})
         elif self.surface == "skill":
-            item.update(kind="tool", input={"name": self.values[0]} if self.values else {})
+            item.update(kind="tool", input={"name": self.values[0] if self.values else ""})
         else:
             item.update(kind="tool", input={})
         return item
