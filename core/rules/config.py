@@ -134,5 +134,5 @@ class PolicyStore:
 
 def _signature(policy: Policy) -> tuple[object, ...]:
     """What decides a verdict and its provenance: the effective rules in order, as compiled."""
-    return tuple((r.surface, r.pattern, r.action, r.origin, r.layer, r.reason,
-                  r.pattern_wildcard.expanded) for r in policy.effective_rules)
+    return (policy.folds, *((r.surface, r.pattern, r.action, r.origin, r.layer, r.reason,
+                             r.pattern_wildcard.expanded) for r in policy.effective_rules))

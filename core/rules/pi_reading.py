@@ -26,7 +26,7 @@ from typing import Any
 
 from core.rules.facts import IntentFacts
 from core.rules.matcher import utf16_units
-from core.rules.model import PATH_SURFACES
+from core.rules.model import DIRECTIONAL_SURFACES, PATH_SURFACES
 from core.rules.values import js_trim
 
 _ARRAY_INDEX_LIMIT = 2**32 - 1
@@ -122,8 +122,14 @@ def read_permission_block_as_pi(markdown: str) -> dict[str, Any] | None:
     return permission_as_pi(parse_simple_yaml_as_pi(frontmatter).get("permission"))
 
 
-def facts_as_pi(facts: IntentFacts) -> IntentFacts:
-    """The facts pi 20.7.3 would judge: a tool surface's values are not consulted (`"*"`)."""
+def facts_as_pi(facts: IntentFacts) -> IntentFacts | None:
+    """The facts pi 20.7.3 would judge: a tool surface's values are not consulted (`"*"`).
+
+    None for a directional surface (`path_read`, ...): 20.7.3 children never ask on one, so
+    there is no 20.7.3 meaning to follow.
+    """
+    if facts.surface in DIRECTIONAL_SURFACES:
+        return None
     if facts.surface in _VALUE_SURFACES or not facts.match_values:
         return facts
     return replace(facts, match_values=())

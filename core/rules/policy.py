@@ -12,9 +12,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from core.rules.evaluate import Candidates
-from core.rules.model import MCP_BASELINE_TARGETS, Action, ConfigError, Rule, make_rule
+from core.rules.model import (
+    DIRECTIONAL_SURFACES,
+    FAMILIES,
+    MCP_BASELINE_TARGETS,
+    Action,
+    ConfigError,
+    Rule,
+    family_members,
+    make_rule,
+)
 from core.rules.pi_reading import js_key_order
-from core.rules.scopes import FileSignature, Permission, Scope
+from core.rules.scopes import FileSignature, Permission, Scope, expand_families
 from core.rules.settings import Settings
 
 GLOBAL = "global"
@@ -38,7 +47,11 @@ class Policy:
     # the more restrictive of the two verdicts.
     pi_reading: Policy | None = field(default=None, repr=False, compare=False)
     pi_differs: bool = field(default=False, repr=False, compare=False)
+    # False for pi 20.7.3's reading of files with directional keys (`path_read`, ...): 20.7.3 has
+    # no families, so a `path` ask meets the `path` rules only.
+    folds: bool = True
     _by_surface: dict[str, Candidates] = field(default_factory=dict, repr=False, compare=False)
+    _pi_differs_on: dict[str, bool] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def suspicious_agent(self) -> bool:
@@ -52,6 +65,26 @@ class Policy:
             cached = Candidates([r for r in self.effective_rules if r.surface_wildcard.matches(surface)])
             self._by_surface[surface] = cached
         return cached
+
+    def pi_differs_on(self, surface: str) -> bool:
+        """pi's reading judges an ask on `surface` by other rules than this reading (cached)."""
+        cached = self._pi_differs_on.get(surface)
+        if cached is None:
+            pi = self.pi_reading
+            if pi is None or not self.pi_differs:
+                cached = False
+            elif pi.folds != self.folds and surface in FAMILIES:
+                cached = True
+            else:
+                cached = any(_signature(self.candidates(m)) != _signature(pi.candidates(m))
+                             for m in family_members(surface))
+            self._pi_differs_on[surface] = cached
+        return cached
+
+
+def _signature(candidates: Candidates) -> tuple[object, ...]:
+    return tuple((r.surface, r.pattern, r.action, r.origin, r.layer, r.reason, r.pattern_wildcard.expanded)
+                 for r in candidates.rules)
 
 
 def merge_permission(base: Permission, override: Permission) -> Permission:
@@ -87,7 +120,13 @@ def compose(
     permission: Permission = {}
     for scope in scopes:
         permission = merge_permission(permission, scope.permission)
+    folds = True
     if as_pi:
+        # Without explicit members, expanding the bare family keys after the merge is the same
+        # as expanding them per file; with them, 20.7.3 knows no families at all.
+        folds = not any(surface in DIRECTIONAL_SURFACES for surface in permission)
+        if folds:
+            permission = expand_families(permission)
         permission = {surface: type(value)(value.is_map, js_key_order(value.patterns))
                       for surface, value in js_key_order(permission).items()}
     rules = _rules(permission, home, pi=as_pi)
@@ -108,6 +147,7 @@ def compose(
         fail_closed_scopes=fail_closed,
         sources=tuple(s.signature for s in scopes),
         home=home,
+        folds=folds,
     )
 
 

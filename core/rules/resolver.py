@@ -110,8 +110,10 @@ def resolve_with_policy(
     """
     ours = _resolve_reading(policy, facts, session_rules)
     pi_facts = facts_as_pi(facts)
-    if policy.pi_reading is None or not (policy.pi_differs or pi_facts != facts
-                                         or beyond_bmp(facts)):
+    if policy.pi_reading is None or pi_facts is None or not (
+        pi_facts != facts or beyond_bmp(facts) or policy.pi_differs_on(facts.surface)
+        or (facts.asking_units and policy.pi_differs_on("bash"))
+    ):
         return ours
     pi = _resolve_reading(policy.pi_reading, pi_facts, session_rules)
     if _deciding(pi) == _deciding(ours):
@@ -201,7 +203,7 @@ class _Judge:
         return chosen
 
     def _surface(self, surface: str, values: Sequence[str], unit: str | None = None) -> Outcome:
-        members = family_members(surface)
+        members = family_members(surface) if self.policy.folds else (surface,)
         outcomes = [self._member(member, values, unit) for member in members]
         chosen = _most_restrictive(outcomes)
         if len(outcomes) > 1:

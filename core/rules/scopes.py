@@ -97,7 +97,7 @@ def load_config_scope(path: Path, origin: str, *, as_pi: bool = False) -> Scope:
         return Scope(origin, signature, errors=tuple(errors))
     document = cast(dict[str, Any], data)
     knobs = {k: v for k, v in document.items() if k not in ("permission", "$schema")}
-    permission = to_permission(document.get("permission", {}), origin, str(path))
+    permission = to_permission(document.get("permission", {}), origin, str(path), expand=not as_pi)
     return Scope(origin, signature, permission, knobs)
 
 
@@ -112,7 +112,7 @@ def load_agent_scope(path: Path, origin: str, *, as_pi: bool = False) -> Scope:
         return _broken(origin, signature, "(file)", f"unreadable: {exc}")
     if as_pi:
         pi_block = read_permission_block_as_pi(text)
-        permission = to_permission(pi_block, origin, str(path)) if pi_block else {}
+        permission = to_permission(pi_block, origin, str(path), expand=False) if pi_block else {}
         return Scope(origin, signature, permission)
     try:
         block = read_permission_block(text)
@@ -133,8 +133,8 @@ def _broken(origin: str, signature: FileSignature, key: str, reason: str) -> Sco
     return Scope(origin, signature, errors=(ConfigError(signature.path, key, reason),))
 
 
-def to_permission(raw: dict[str, Any], origin: str, source: str) -> Permission:
-    """Turn a validated `permission` block into entries, expanding the family sugar."""
+def to_permission(raw: dict[str, Any], origin: str, source: str, *, expand: bool = True) -> Permission:
+    """Turn a validated `permission` block into entries, expanding the family sugar (`expand`)."""
     permission: Permission = {}
     for surface, value in raw.items():
         if isinstance(value, str):
@@ -143,7 +143,7 @@ def to_permission(raw: dict[str, Any], origin: str, source: str) -> Permission:
         else:
             patterns = {p: _entry(a, origin, source) for p, a in value.items()}
             permission[surface] = SurfaceValue(True, patterns)
-    return expand_families(permission)
+    return expand_families(permission) if expand else permission
 
 
 def _entry(action: str | dict[str, str], origin: str, source: str) -> Entry:

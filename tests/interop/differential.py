@@ -92,6 +92,11 @@ def _permission(rng: random.Random, ask_surface: str, tags: set[str]) -> dict[st
         permission["*"] = rng.choice(ACTIONS) if rng.random() < 0.9 else {"x": rng.choice(ACTIONS)}
     if rng.random() < 0.05:
         permission[rng.choice(["b*", "ba?h", "*", "re*d", "sk*"])] = _pattern_map(rng, "bash", tags)
+    if rng.random() < 0.04:  # newer directional members: unknown surfaces to 20.7.3
+        member = rng.choice(["path_read", "path_write", "external_directory_read",
+                             "external_directory_write"])
+        permission[member] = _pattern_map(rng, "path", tags) if rng.random() < 0.8 else rng.choice(ACTIONS)
+        tags.add("directional")
     for surface in surfaces:
         if rng.random() < 0.2:
             permission[surface] = rng.choice(ACTIONS)

@@ -35,7 +35,7 @@ SHRINK_ROUNDS = 12
 DOCUMENTED = frozenset({
     "integer-key", "non-bmp", "tool-values", "agent-unknown", "frontmatter-tab", "frontmatter-ragged",
     "frontmatter-open-space", "frontmatter-crlf", "frontmatter-empty-map", "frontmatter-long-reason",
-    "frontmatter-comment", "frontmatter-colon-key", "frontmatter-escape",
+    "frontmatter-comment", "frontmatter-colon-key", "frontmatter-escape", "directional",
 })
 
 

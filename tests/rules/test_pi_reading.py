@@ -75,3 +75,18 @@ def test_the_stricter_reading_wins_and_the_trail_says_so(tmp_path: Path) -> None
     assert (stricter_in_pi.verdict, stricter_in_pi.rule and stricter_in_pi.rule.pattern) == ("deny", "*")
     plain = resolve(store, "bash", "ls")
     assert not any(s["step"] == "pi-reading" for s in plain.trail)
+
+
+def test_directional_members_never_loosen_a_20_7_3_path_deny(tmp_path: Path) -> None:
+    layout = Layout(tmp_path)
+    layout.write_global({"permission": {"path": {"*": "deny"},
+                                        "external_directory": {"*": "ask", "/cache/*": "allow"}}})
+    layout.write_project({"permission": {"path_read": {"src/*": "allow"}, "path_write": {"src/*": "allow"}}})
+    store = layout.store()
+    # A `path` ask: both members allow src/*, but 20.7.3 (no families) denies it by `path`.
+    folded = resolve(store, "path", "src/a.ts")
+    assert (folded.verdict, folded.rule and folded.rule.pattern) == ("deny", "*")
+    # A directional ask exists only for newer children: judged by this node's reading alone.
+    member = resolve(store, "path_read", "src/a.ts")
+    assert member.verdict == "allow"
+    assert resolve(store, "external_directory_read", "/cache/x").verdict == "allow"
