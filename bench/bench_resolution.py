@@ -58,7 +58,9 @@ def build_requests(rng: random.Random) -> list[IntentFacts]:
             requests.append(IntentFacts(surface, (f"/repo/{rel}", rel, f"/real/repo/{rel}"),
                                         f"/real/repo/{rel}"))
         elif kind == 3:
-            requests.append(IntentFacts("external_directory_read", (f"~/cache{n}/pkg/x.rs",)))
+            # The child sends every alias; values are matched as sent (never home-expanded).
+            requests.append(IntentFacts("external_directory_read", (
+                f"~/cache{n}/pkg/x.rs", str(Path.home() / f"cache{n}" / "pkg" / "x.rs"))))
         elif kind == 4:
             requests.append(IntentFacts("mcp", (f"server{n}:search", f"server{n}", "mcp_call")))
         else:

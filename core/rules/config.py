@@ -29,7 +29,7 @@ from pathlib import Path
 
 from core.rules.model import ConfigError
 from core.rules.policy import GLOBAL, Policy, compose
-from core.rules.reloads import PendingReload, scope_changes
+from core.rules.reloads import Change, PendingReload, scope_changes
 from core.rules.scopes import FileSignature, Scope, load_agent_scope, load_config_scope
 
 EXTENSION = Path("extensions") / "pi-permission-system" / "config.json"
@@ -43,12 +43,15 @@ MAX_CACHED_POLICIES = 256
 MAX_AGENT_FILES = 10_000
 
 
+UNKNOWN_AGENT_REASON = "agent name is 'unknown' (the child could not tell)"
+
+
 def suspicious_agent_reason(name: str) -> str | None:
     """Why `name` must not be used as a file name, or None when it is usable."""
     if not name.strip():
         return "empty agent name"
     if name.strip().lower() == "unknown":
-        return "agent name is 'unknown' (the child could not tell)"
+        return UNKNOWN_AGENT_REASON
     if "\x00" in name:
         return "agent name contains NUL"
     if "/" in name or "\\" in name:
@@ -168,9 +171,14 @@ class PolicyStore:
 
     def _offer(self, key: ScopeKey, applied: Scope, fresh: Scope) -> bool:
         """Gate one changed file: True when `fresh` was applied."""
-        bare = frozenset(surface for other, scope in self._scopes.items() if other != key
-                         for surface, value in scope.permission.items() if not value.is_map)
-        changes = scope_changes(applied, fresh, floors=key[0] != GLOBAL, bare_elsewhere=bare)
+        changes = self._changes(key, applied, fresh, as_pi=False)
+        # pi 20.7.3's reading of the same file is gated too: a change that widens only as pi
+        # reads it is held like any other (the diff marks those lines).
+        seen = set(changes)
+        changes += tuple(
+            dataclasses.replace(change, surface=change.surface + PI_READING_MARK)
+            for change in self._changes(key, applied, fresh, as_pi=True) if change not in seen
+        )
         if not any(change.widens for change in changes) or self.accept_widening:
             if any(change.widens for change in changes):
                 log.warning("config change to %s widens permissions; applied (--accept-widening-reloads)"
@@ -185,6 +193,15 @@ class PolicyStore:
         for listener in list(self._listeners):
             listener(pending)
         return False
+
+    def _changes(self, key: ScopeKey, applied: Scope, fresh: Scope, *, as_pi: bool) -> tuple[Change, ...]:
+        before, after = _reading(applied, as_pi), _reading(fresh, as_pi)
+        if as_pi and before is applied and after is fresh:
+            return ()
+        bare = frozenset(surface for other, scope in self._scopes.items() if other != key
+                         for surface, value in _reading(scope, as_pi).permission.items()
+                         if not value.is_map)
+        return scope_changes(before, after, floors=key[0] != GLOBAL, bare_elsewhere=bare)
 
     def _apply(self, key: ScopeKey, scope: Scope) -> None:
         self._scopes[key] = scope
@@ -214,7 +231,9 @@ class PolicyStore:
                         if count >= MAX_AGENT_FILES:
                             break
                         name = entry.name.removesuffix(".md")
-                        if entry.name.endswith(".md") and suspicious_agent_reason(name) is None:
+                        # `unknown.md` counts: pi's reading loads it (see `_compose`).
+                        if entry.name.endswith(".md") and suspicious_agent_reason(name) in (
+                                None, UNKNOWN_AGENT_REASON):
                             files.append(folder / entry.name)
             except OSError:
                 continue
@@ -229,10 +248,18 @@ class PolicyStore:
         return paths
 
     def _load(self, key: ScopeKey, *, agent_file: bool) -> Scope:
-        """Load one file; whatever goes wrong is a config error of that file, never an exception."""
+        """Load one file in both readings (ours, with pi 20.7.3's attached as `pi_reading`);
+        whatever goes wrong is a config error of that file, never an exception."""
+        ours = self._load_reading(key, agent_file=agent_file, as_pi=False)
+        pi = self._load_reading(key, agent_file=agent_file, as_pi=True)
+        return dataclasses.replace(ours, pi_reading=pi)
+
+    @staticmethod
+    def _load_reading(key: ScopeKey, *, agent_file: bool, as_pi: bool) -> Scope:
         origin, path = key
         try:
-            return load_agent_scope(path, origin) if agent_file else load_config_scope(path, origin)
+            load = load_agent_scope if agent_file else load_config_scope
+            return load(path, origin, as_pi=as_pi)
         except RecursionError:
             reason = "nested too deeply"
         except Exception as exc:  # a config file must never stop serving
@@ -240,6 +267,7 @@ class PolicyStore:
         return Scope(origin, FileSignature.of(path), errors=(ConfigError(str(path), "(file)", reason),))
 
     def _scope(self, origin: str, path: Path, *, agent_file: bool) -> Scope:
+        """Our reading of one file; pi's reading of the same version is its `pi_reading`."""
         key = (origin, path)
         scope = self._scopes.get(key)
         if scope is not None:
@@ -249,24 +277,39 @@ class PolicyStore:
             self._scopes[key] = fresh
             return fresh
         # A file created or changed since this store started, read for the first time: gate it
-        # like a reload of an empty file.
-        self._scopes[key] = Scope(origin, FileSignature(str(path), False))
+        # (both readings) like a reload of an empty file.
+        empty = Scope(origin, FileSignature(str(path), False))
+        self._scopes[key] = dataclasses.replace(empty, pi_reading=empty)
         self._offer(key, self._scopes[key], fresh)
         return self._scopes[key]
 
     def _neutral_policy(self) -> Policy:
-        """Global, project and rules-file layers only: the policy of every name without agent files."""
+        """Global, project and rules-file layers only: the policy of every name without agent files
+        (both readings)."""
         if self._neutral is None:
-            self._neutral = self._compose_layers("", None, include_agent_files=False)
+            self._neutral = self._compose_both("", None, include_agent_files=False)
         return self._neutral
 
     def _compose(self, agent_name: str) -> Policy:
+        """This node's reading, with pi 20.7.3's reading attached (`pi_differs` when it composes
+        differently)."""
         reason = suspicious_agent_reason(agent_name)
         if reason is None and self._has_agent_file(agent_name):
-            return self._compose_layers(agent_name, None, include_agent_files=True)
-        # Shares the neutral policy's compiled rules and per-surface candidates.
-        return dataclasses.replace(self._neutral_policy(), agent_name=agent_name,
-                                   suspicious_agent_reason=reason)
+            return self._compose_both(agent_name, None, include_agent_files=True)
+        if reason == UNKNOWN_AGENT_REASON and self._has_agent_file(agent_name):
+            # pi opens `unknown.md` (any spelling) like any agent file, so its reading loads it;
+            # ours never uses the name as a file name.
+            ours = self._compose_layers(agent_name, reason, include_agent_files=False, as_pi=False)
+            pi = self._compose_layers(agent_name, reason, include_agent_files=True, as_pi=True)
+            return _with_pi(ours, pi)
+        # Shares the neutral policy's compiled rules and per-surface candidates (both readings).
+        neutral = self._neutral_policy()
+        pi_reading = neutral.pi_reading
+        if pi_reading is not None:
+            pi_reading = dataclasses.replace(pi_reading, agent_name=agent_name,
+                                             suspicious_agent_reason=reason)
+        return dataclasses.replace(neutral, agent_name=agent_name, suspicious_agent_reason=reason,
+                                   pi_reading=pi_reading)
 
     def _has_agent_file(self, agent_name: str) -> bool:
         return any(self._scope(origin, path, agent_file=True).signature.exists
@@ -278,17 +321,46 @@ class PolicyStore:
             paths.append(("project-agent", self.project_dir / ".pi" / "agents" / f"{agent_name}.md"))
         return paths
 
-    def _compose_layers(self, agent_name: str, reason: str | None, *, include_agent_files: bool) -> Policy:
-        configs = {o: self._scope(o, p, agent_file=False) for o, p in self._config_paths().items()}
+    def _compose_both(self, agent_name: str, reason: str | None, *, include_agent_files: bool) -> Policy:
+        ours = self._compose_layers(agent_name, reason, include_agent_files=include_agent_files,
+                                    as_pi=False)
+        pi = self._compose_layers(agent_name, reason, include_agent_files=include_agent_files,
+                                  as_pi=True)
+        return _with_pi(ours, pi)
+
+    def _compose_layers(
+        self, agent_name: str, reason: str | None, *, include_agent_files: bool, as_pi: bool
+    ) -> Policy:
+        configs = {o: _reading(self._scope(o, p, agent_file=False), as_pi)
+                   for o, p in self._config_paths().items()}
         layers = [configs[GLOBAL]]
         if "project" in configs:
             layers.append(configs["project"])
         if include_agent_files:
-            layers += [self._scope(o, p, agent_file=True) for o, p in self._agent_paths(agent_name)]
+            layers += [_reading(self._scope(o, p, agent_file=True), as_pi)
+                       for o, p in self._agent_paths(agent_name)]
         if AUTHORIZER in configs:
             layers.append(configs[AUTHORIZER])
         settings_layers = [s for s in layers if s.origin in configs and not s.invalid]
-        return compose(agent_name, reason, layers, settings_layers, self.home)
+        return compose(agent_name, reason, layers, settings_layers, self.home, as_pi=as_pi)
 
 
 _AGENT_ORIGINS = frozenset({"agent", "project-agent"})
+PI_READING_MARK = " [pi 20.7.3 reading]"
+
+
+def _reading(scope: Scope, as_pi: bool) -> Scope:
+    """`scope` as the reading asks; a scope loaded without pi's reading is read the same by both."""
+    if as_pi and scope.pi_reading is not None:
+        return scope.pi_reading
+    return scope
+
+
+def _with_pi(ours: Policy, pi: Policy) -> Policy:
+    return dataclasses.replace(ours, pi_reading=pi, pi_differs=_signature(pi) != _signature(ours))
+
+
+def _signature(policy: Policy) -> tuple[object, ...]:
+    """What decides a verdict and its provenance: the effective rules in order, as compiled."""
+    return (policy.folds, *((r.surface, r.pattern, r.action, r.origin, r.layer, r.reason,
+                             r.pattern_wildcard.expanded) for r in policy.effective_rules))

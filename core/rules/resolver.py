@@ -1,7 +1,8 @@
 """Recorded-authority judgment of child-fixed facts against this node's policy (contract §5.3).
 
-Path surfaces match the child's alias set as-is (no re-normalization against any cwd); bash
-matches the command, skill the name, other surfaces their candidate values. A bare `path` /
+Path surfaces match the child's alias set as sent (no re-normalization, no home expansion); bash
+matches the command as the reference reads it (comment lines stripped, trimmed: `values.py`),
+skill the name, other surfaces their candidate values. A bare `path` /
 `external_directory` ask folds over both directional members, most restrictive first. A child
 floor clamps a rule `allow` (never a session grant) to `ask`, unless yolo keeps it. Asking units
 are judged one by one as bash commands with their own floors, and the most restrictive wins.
@@ -24,9 +25,10 @@ from functools import cached_property
 from core.rules import evaluate
 from core.rules.config import PolicyStore
 from core.rules.facts import AskingUnit, IntentFacts
-from core.rules.matcher import expand_home
 from core.rules.model import PATH_SURFACES, Action, Rule, family_members, more_restrictive
+from core.rules.pi_reading import beyond_bmp, facts_as_pi
 from core.rules.policy import Policy
+from core.rules.values import bash_match_value
 from core.wire import RuleDecision, SessionApprovalDecision, decision_source_json
 
 Step = dict[str, object]
@@ -35,6 +37,8 @@ NO_FACTS_REASON = (
     "version-skew floor (ADR 0008 §4): the request carries no usable accessIntent, "
     "so recorded rules are not consulted and the ask goes to live authority"
 )
+# bash matches one command, skill one name; without a value pi matches "" (its input builder's
+# default), every other surface "*".
 _SINGLE_VALUE_SURFACES = frozenset({"bash", "skill"})
 
 
@@ -107,7 +111,48 @@ class Resolver:
 def resolve_with_policy(
     policy: Policy, facts: IntentFacts, session_rules: Sequence[Rule] = ()
 ) -> Resolution:
-    """Resolve against an already composed policy (the explain command and tests use this)."""
+    """Resolve against an already composed policy (the explain command and tests use this).
+
+    When pi 20.7.3 would read the files or the facts differently (`core.rules.pi_reading`),
+    both readings are judged and the more restrictive verdict is kept; on a tie pi's reading
+    decides, so the winning rule is the one pi names.
+    """
+    ours = _resolve_reading(policy, facts, session_rules)
+    pi_facts = facts_as_pi(facts)
+    if policy.pi_reading is None or pi_facts is None or not (
+        pi_facts != facts or beyond_bmp(facts) or policy.pi_differs_on(facts.surface)
+        or (facts.asking_units and policy.pi_differs_on("bash"))
+    ):
+        return ours
+    pi = _resolve_reading(policy.pi_reading, pi_facts, session_rules)
+    if _deciding(pi) == _deciding(ours):
+        return ours
+    chosen = ours if more_restrictive(ours.verdict, pi.verdict) else pi
+    step: Step = {
+        "step": "pi-reading",
+        "note": "pi 20.7.3 reads these files or facts differently (docs/fidelity.md); "
+                "the more restrictive verdict is kept, pi's on a tie",
+        "ours": {"verdict": ours.verdict, "decidedBy": ours.decided_by()},
+        "pi": {"verdict": pi.verdict, "decidedBy": pi.decided_by()},
+        "kept": "ours" if chosen is ours else "pi",
+    }
+
+    def trail() -> list[Step]:
+        steps = list(chosen.trail)
+        return [*steps[:-1], step, *steps[-1:]]
+
+    return Resolution(chosen.verdict, chosen.surface, chosen.outcome, trail)
+
+
+def _deciding(resolution: Resolution) -> tuple[object, ...]:
+    outcome = resolution.outcome
+    return (resolution.verdict, outcome and outcome.matched_pattern, outcome and outcome.origin,
+            outcome and outcome.rule.layer)
+
+
+def _resolve_reading(
+    policy: Policy, facts: IntentFacts, session_rules: Sequence[Rule] = ()
+) -> Resolution:
     session = tuple(session_rules)
     outcome = _Judge(policy, session, None).judge(facts)
 
@@ -167,7 +212,7 @@ class _Judge:
         return chosen
 
     def _surface(self, surface: str, values: Sequence[str], unit: str | None = None) -> Outcome:
-        members = family_members(surface)
+        members = family_members(surface) if self.policy.folds else (surface,)
         outcomes = [self._member(member, values, unit) for member in members]
         chosen = _most_restrictive(outcomes)
         if len(outcomes) > 1:
@@ -181,15 +226,15 @@ class _Judge:
         if self.session:
             candidates = candidates.with_tail(
                 [r for r in self.session if r.surface_wildcard.matches(surface)])
-        originals = tuple(values) or ("*",)
+        originals = tuple(values) or (("",) if surface in _SINGLE_VALUE_SURFACES else ("*",))
         if surface in PATH_SURFACES:
             evaluator = "any-value"
-            matched = tuple(expand_home(v, self.policy.home) for v in originals)
+            matched = originals
         else:
             evaluator = "first-candidate"
             if surface in _SINGLE_VALUE_SURFACES:
                 originals = originals[:1]
-            matched = originals
+            matched = tuple(bash_match_value(v) for v in originals) if surface == "bash" else originals
         match = self._match(candidates, surface, matched, originals)
         if match.rule.layer == "session":
             config_only = self._match(self.policy.candidates(surface), surface, matched, originals)
@@ -214,7 +259,7 @@ class _Judge:
                originals: Sequence[str]) -> evaluate.Match:
         if surface in PATH_SURFACES:
             return evaluate.any_value(candidates, matched, originals)
-        return evaluate.first_candidate(candidates, originals)
+        return evaluate.first_candidate(candidates, matched)
 
     def _floored(self, outcome: Outcome, floor: str | None) -> Outcome:
         if not floor:

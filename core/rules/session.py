@@ -112,9 +112,12 @@ class SessionGrants:
         """The first explicit deny this grant would override: `agent_name`'s policy first, then
         the agent-neutral one and every other agent that has an agent file."""
         for name in dict.fromkeys((agent_name, "", *self.store.known_agents())):
-            found = find_shadowed_deny(self.store.policy(name), surface, pattern)
-            if found is not None:
-                return found
+            policy = self.store.policy(name)
+            readings = (policy, policy.pi_reading) if policy.pi_differs and policy.pi_reading else (policy,)
+            for reading in readings:  # pi 20.7.3's reading is judged too, so its denies count
+                found = find_shadowed_deny(reading, surface, pattern)
+                if found is not None:
+                    return found
         return None
 
 

@@ -51,7 +51,9 @@ def test_a_deeply_indented_agent_file_is_a_config_error(tmp_path: Path) -> None:
     lines = "".join(f"{' ' * (i + 1)}k{i}:\n" for i in range(1_500)) + " " * 1_501 + "x: deny\n"
     layout.write_agent("Explore", "permission:\n" + lines)
     store = layout.store()
-    assert any("nested too deeply" in e for e in _errors(store))
+    # pi's tolerant frontmatter reader (h-match) reads it without recursing that deep; either way
+    # it is a config error of the file, never an exception, and the policy is floored.
+    assert any("nested too deeply" in e or "Invalid config value" in e for e in _errors(store))
     assert resolve(store, "bash", "ls").verdict == "ask"
 
 
