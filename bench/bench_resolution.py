@@ -1,7 +1,9 @@
 """Resolution throughput: a 500-rule config and 10,000 varied requests, on one core.
 
-Run with `uv run python -m bench.bench_resolution`. Measures `Resolver.resolve` (the serving
-hot path; the explanation trail is built lazily and is timed separately).
+Run with `uv run python -m bench.bench_resolution`. Measures `Resolver.resolve` (the rules alone;
+the explanation trail is built lazily and is timed separately) and `RecordedAuthority.judge` on
+parsed request files (what serving pays per ask, `decidedBy` included), with and without reading
+the explanation the app shows.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from core.judging import RecordedAuthority
 from core.rules import AskingUnit, IntentFacts, PolicyStore, Resolver
+from core.wire import ParsedRequest, parse_request
 
 RULES = 500
 REQUESTS = 10_000
@@ -54,12 +58,36 @@ def build_requests(rng: random.Random) -> list[IntentFacts]:
             requests.append(IntentFacts(surface, (f"/repo/{rel}", rel, f"/real/repo/{rel}"),
                                         f"/real/repo/{rel}"))
         elif kind == 3:
-            requests.append(IntentFacts("external_directory_read", (f"~/cache{n}/pkg/x.rs",)))
+            # The child sends every alias; values are matched as sent (never home-expanded).
+            requests.append(IntentFacts("external_directory_read", (
+                f"~/cache{n}/pkg/x.rs", str(Path.home() / f"cache{n}" / "pkg" / "x.rs"))))
         elif kind == 4:
             requests.append(IntentFacts("mcp", (f"server{n}:search", f"server{n}", "mcp_call")))
         else:
             requests.append(IntentFacts("skill", (rng.choice(["skill-", "danger-x"]) + str(n),)))
     return requests
+
+
+def as_request(index: int, facts: IntentFacts) -> ParsedRequest:
+    """The same facts as a forwarded request file, parsed as serving parses it."""
+    units = [{"command": u.command} for u in facts.asking_units] if facts.asking_units else None
+    intent = {"surface": facts.surface, "matchValues": list(facts.match_values),
+              "boundaryValue": facts.boundary_value, "requesterCwd": "/repo",
+              "principal": {"sessionId": "child", "agentName": "Explore"}, "askingUnits": units}
+    body = {"id": f"r{index}", "createdAt": 1, "requesterSessionId": "child",
+            "requesterAgentName": "Explore", "targetSessionId": "s", "message": "m",
+            "accessIntent": intent}
+    return parse_request(json.dumps(body).encode())
+
+
+def time_judge(authority: RecordedAuthority, parsed: list[ParsedRequest], *, explain: bool) -> float:
+    """Seconds per `judge` call (optionally reading the explanation, as the app does)."""
+    start = time.perf_counter()
+    for request in parsed:
+        judgment = authority.judge(request, "s")
+        if explain:
+            _ = list(judgment.explanation)
+    return (time.perf_counter() - start) / len(parsed)
 
 
 def main() -> None:
@@ -83,10 +111,16 @@ def main() -> None:
         for facts in sample:
             _ = resolver.resolve(facts, "Explore").trail
         trail_elapsed = time.perf_counter() - trail_start
+        authority = RecordedAuthority(store)
+        parsed = [as_request(i, facts) for i, facts in enumerate(requests[:2_000])]
+        judge_s = time_judge(authority, parsed, explain=False)
+        explained_s = time_judge(authority, parsed, explain=True)
     print(f"{RULES} rules, {REQUESTS} requests: {REQUESTS / elapsed:,.0f} resolutions/s "
           f"({elapsed * 1e6 / REQUESTS:.1f} us each; first call includes loading)")
     print(f"verdicts: {verdicts}")
     print(f"with the explanation trail: {len(sample) / trail_elapsed:,.0f} resolutions/s")
+    print(f"serving judge (RecordedAuthority.judge, 2,000 asks): {judge_s * 1e3:.3f} ms/ask; "
+          f"reading the explanation too: {explained_s * 1e3:.3f} ms/ask")
 
 
 if __name__ == "__main__":

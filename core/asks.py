@@ -8,9 +8,9 @@ terminal needs: `answer()`, which writes the verdict at most once.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Literal, Protocol, TypeVar, overload
 
 from core.wire import (
     DecisionSource,
@@ -23,6 +23,42 @@ from core.wire import (
 
 Verdict = Literal["allow", "deny", "ask"]
 DEFAULT_FORWARDING_TIMEOUT_MS = 600_000
+T = TypeVar("T")
+
+
+class Deferred(Sequence[T]):
+    """A sequence built on first read: the explanation trail costs ten times the verdict, and
+    most asks (decided by rule, or denied fail-safe) are never explained to anyone."""
+
+    def __init__(self, build: Callable[[], Sequence[T]]) -> None:
+        self._build: Callable[[], Sequence[T]] | None = build
+        self._items: tuple[T, ...] = ()
+
+    def _get(self) -> tuple[T, ...]:
+        if self._build is not None:
+            self._items, self._build = tuple(self._build()), None
+        return self._items
+
+    @property
+    def built(self) -> bool:
+        """Whether anyone has read it yet (tests and benchmarks check the laziness)."""
+        return self._build is None
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[T]: ...
+    def __getitem__(self, index: int | slice) -> T | Sequence[T]:
+        return self._get()[index]
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self._get())
+
+    def __repr__(self) -> str:
+        return f"Deferred({self._get()!r})" if self.built else "Deferred(<not built>)"
 
 
 @dataclass(frozen=True)
@@ -35,13 +71,13 @@ class AskKey:
 
 @dataclass(frozen=True)
 class Judgment:
-    """This node's recorded-authority verdict and the explanation behind it."""
+    """This node's recorded-authority verdict and the explanation behind it (possibly `Deferred`)."""
 
     verdict: Verdict
     decided_by: DecisionSource | None = None
     reason: str | None = None
-    explanation: tuple[str, ...] = ()
-    trail: tuple[dict[str, object], ...] = ()
+    explanation: Sequence[str] = ()
+    trail: Sequence[dict[str, object]] = ()
     config_errors: tuple[str, ...] = ()
 
 

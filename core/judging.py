@@ -11,17 +11,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 import watchfiles
 
-from core.asks import Judgment
+from core.asks import Deferred, Judgment
 from core.authorizers import AuthorizerChain, LinkFacts
 from core.human import GrantRefused
+from core.logline import log_safe
 from core.rules import ConfigError, PolicyStore, SessionGrants
 from core.rules import GrantRefused as RulesGrantRefused
 from core.rules.explain import Explanation, explain, facts_from_intent
+from core.rules.reloads import PendingReload
 from core.rules.session import grant_rules
 from core.serving import NO_FACTS_EXPLANATION
 from core.wire import (
@@ -29,7 +31,6 @@ from core.wire import (
     ForwardedAccessIntent,
     ParsedRequest,
     SessionGrant,
-    read_decision_source,
 )
 
 log = logging.getLogger("pi_authorizer.rules")
@@ -44,6 +45,9 @@ class RecordedAuthority:
         self.store = store
         self._grants: dict[str, SessionGrants] = {}
         self._reported: set[str] = set()
+        #: Called with each config change held because it widens (the app shows it and asks).
+        self.on_pending: list[Callable[[PendingReload], None]] = []
+        store.subscribe(self._held)
 
     def grants_for(self, session_id: str) -> SessionGrants:
         if session_id not in self._grants:
@@ -62,27 +66,16 @@ class RecordedAuthority:
         return explain(self.store, intent, agent, rules)
 
     def judge(self, parsed: ParsedRequest, session_id: str, extra: Sequence[SessionGrant] = ()) -> Judgment:
+        """One judgment; the explanation lines and trail are `Deferred` until someone reads them."""
         explanation = self.explain(parsed, session_id, extra)
-        self._report_config_errors(explanation)
-        lines = list(explanation.text)
-        if parsed.access_intent is None:
-            why = parsed.dropped.get("accessIntent")
-            lines.insert(0, NO_FACTS_EXPLANATION)
-            if why:
-                lines.insert(1, f"The child's accessIntent was malformed and dropped whole: {why}")
-        elif explanation.verdict == "ask":
-            lines.insert(0, _why_ask(explanation))
-        errors = tuple(f"{e.path}: {e.key}: {e.reason}" for e in explanation.config_errors)
-        lines += [f"config error: {e}" for e in errors]
-        if explanation.suspicious_agent_reason:
-            lines.append(f"suspicious agent name: {explanation.suspicious_agent_reason}")
-        decided_by = read_decision_source(explanation.decided_by) if explanation.decided_by else None
+        self._log_errors(explanation.config_errors)
+        errors = tuple(str(e) for e in explanation.config_errors)
         return Judgment(
             verdict=explanation.verdict,
-            decided_by=decided_by,
+            decided_by=explanation.decision,
             reason=explanation.deny_reason,
-            explanation=tuple(lines),
-            trail=tuple(explanation.trail),
+            explanation=Deferred(lambda: _lines(parsed, explanation, errors)),
+            trail=Deferred(lambda: explanation.trail),
             config_errors=errors,
         )
 
@@ -131,12 +124,41 @@ class RecordedAuthority:
 
     def reload(self) -> None:
         if self.store.reload_if_changed():
-            self._reported.clear()
-            log.info("config changed; rules reloaded")
-            self.report_config()
+            self._applied()
 
-    def _report_config_errors(self, explanation: Explanation) -> None:
-        self._log_errors(explanation.config_errors)
+    # -- widening reloads (the trust model: docs/reliability.md) ---------------------------------
+
+    def accept(self, pending: PendingReload) -> bool:
+        """Apply a held change a person reviewed; False when a newer change superseded it."""
+        if not self.store.accept(pending):
+            return False
+        self._applied()
+        return True
+
+    def decline(self, pending: PendingReload) -> bool:
+        """Keep the rules in force; the file is proposed again only when it changes again."""
+        declined = self.store.decline(pending)
+        if declined:
+            log.warning("config change to %s declined; the previous rules stay in force", pending.path)
+        return declined
+
+    def _applied(self) -> None:
+        self._reported.clear()
+        log.info("config changed; rules reloaded")
+        self.report_config()
+
+    def _held(self, pending: PendingReload) -> None:
+        log.warning(
+            "config change to %s widens permissions and is NOT applied (review it in the app, or "
+            "start serve with --accept-widening-reloads): %s",
+            log_safe(pending.path, 300),
+            log_safe("; ".join(pending.diff_lines()), 2000),
+        )
+        for listener in list(self.on_pending):
+            try:
+                listener(pending)
+            except Exception:
+                log.exception("a pending-reload listener failed")
 
     def _log_errors(self, errors: Sequence[ConfigError]) -> None:
         for error in errors:
@@ -144,6 +166,22 @@ class RecordedAuthority:
             if text not in self._reported:
                 self._reported.add(text)
                 log.warning("config error (scope ignored or floored): %s", text)
+
+
+def _lines(parsed: ParsedRequest, explanation: Explanation, errors: Sequence[str]) -> list[str]:
+    """What the app shows under "why this node asks": the rendered trail, with context first."""
+    lines = list(explanation.text)
+    if parsed.access_intent is None:
+        why = parsed.dropped.get("accessIntent")
+        lines.insert(0, NO_FACTS_EXPLANATION)
+        if why:
+            lines.insert(1, f"The child's accessIntent was malformed and dropped whole: {why}")
+    elif explanation.verdict == "ask":
+        lines.insert(0, _why_ask(explanation))
+    lines += [f"config error: {e}" for e in errors]
+    if explanation.suspicious_agent_reason:
+        lines.append(f"suspicious agent name: {explanation.suspicious_agent_reason}")
+    return lines
 
 
 def _why_ask(explanation: Explanation) -> str:

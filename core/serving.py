@@ -30,6 +30,7 @@ from core.liveness import (
 )
 from core.logline import log_safe
 from core.paths import is_safe_request_id, normalize_session_id
+from core.principal import log_agents
 from core.quarantine import Quarantine
 from core.tree import DISK, Anchor, DiskWriter, UnsafeFolder, leftover_temp_files, remove
 from core.watch import watch_session_folders
@@ -787,7 +788,7 @@ class ServingCore:
             surface = intent.surface if intent else (req.surface or "?")
             value = intent.match_values[0] if intent and intent.match_values else (req.value or "")
             parts += [
-                f"agent={log_safe(req.requester_agent_name, 40)}",
+                log_agents(parsed),
                 f"surface={log_safe(surface, 40)}",
                 f"value={log_safe(value, 80)!s}",
             ]

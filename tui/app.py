@@ -28,6 +28,7 @@ from core.history import HistoryStore
 from core.human import AskAdded, AskDecided, AskWithdrawn, HumanAuthorizer, HumanEvent
 from core.judging import RecordedAuthority
 from core.keysafety import KeyClock, KeyRules, KeySafety, SystemClock
+from core.rules.reloads import PendingReload
 from core.serving import ServeEvent, ServingCore
 from tui.sanitize import safe_plain
 from tui.screens.help import HelpScreen
@@ -42,6 +43,7 @@ from tui.screens.modals import (
     ReasonScreen,
 )
 from tui.screens.queue import QueueScreen, ask_label
+from tui.screens.reload import ReloadReviewScreen
 from tui.screens.review import ReviewScreen
 from tui.screens.sessions import SessionsScreen
 from tui.settings import NOTIFICATION_CHANNELS, UiSettings, dialog_keymap
@@ -112,7 +114,8 @@ class AuthorizerApp(App[int]):
         ))
         self.queue = QueueScreen(human, self.settings, clock, self.safety, self.key_time)
         self.store = core.ledger if isinstance(core.ledger, HistoryStore) else None
-        self.rules = core.judge.store if isinstance(core.judge, RecordedAuthority) else None
+        self.authority = core.judge if isinstance(core.judge, RecordedAuthority) else None
+        self.rules = self.authority.store if self.authority is not None else None
         self._shown: set[AskKey] = set()
         self.queue.on_shown = self._mark_shown
         self._tmux = bool(os.environ.get("TMUX"))
@@ -170,6 +173,10 @@ class AuthorizerApp(App[int]):
         self.human.subscribe(self._on_human)
         self.core.subscribe(self._on_serve)
         self.push_screen(self.queue)
+        if self.authority is not None:
+            self.authority.on_pending.append(self._pending_reload)
+            for pending in self.authority.store.pending():
+                self.call_later(self._review_reload, pending)
         self._core_worker = self.run_worker(self._serve(), name="serving-core", exit_on_error=False)
         if not self.is_headless:
             self._install_signal_handlers()
@@ -258,6 +265,7 @@ class AuthorizerApp(App[int]):
             ("Whole-session confirmation", GrantConfirmScreen.BINDINGS),
             ("Whole-session refusal", GrantRefusedScreen.BINDINGS),
             ("Whole-session grant on an ask without facts", GrantNoFactsScreen.BINDINGS),
+            ("Config change review", ReloadReviewScreen.BINDINGS),
             ("Reason editor (keys type into the field; none decides)", ReasonScreen.BINDINGS),
             ("Expanded ask", ExpandScreen.BINDINGS),
             ("Quit confirmation", QuitConfirmScreen.BINDINGS),
@@ -268,6 +276,29 @@ class AuthorizerApp(App[int]):
             rows = [(self.keys_of(b), b) for b in bindings if isinstance(b, Binding)]
             sections.append((title, rows))
         self.push_screen(HelpScreen(sections))
+
+    # -- config changes that widen (held by the core until the person decides) -------------------
+
+    def _pending_reload(self, pending: PendingReload) -> None:
+        self.call_later(self._review_reload, pending)
+
+    def _review_reload(self, pending: PendingReload) -> None:
+        authority = self.authority
+        if authority is None or pending not in authority.store.pending():
+            return  # superseded by a newer change, which has its own review
+
+        def decided(accept: bool | None) -> None:
+            if not accept:
+                authority.decline(pending)
+                self.notify(f"Config change NOT applied; the rules in force stay: {pending.path}",
+                            severity="warning", markup=False)
+            elif authority.accept(pending):
+                self.notify(f"Config change applied: {pending.path}", markup=False)
+            else:
+                self.notify("That config change was superseded by a newer one (reviewed next).",
+                            severity="warning", markup=False)
+
+        self.push_screen(ReloadReviewScreen(pending, self.settings.input_grace_ms), decided)
 
     # -- events from the core ------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from urllib.parse import quote
 
 from core.asks import AskKey
 from core.history.schema import migrate
+from core.principal import agent_mismatch
 from core.serving import RecordedVerdict, ServeEvent
 from core.tree import FILE_MODE, Anchor
 from core.wire import (
@@ -108,6 +109,16 @@ class HistoryRow:
     def facts_json(self) -> dict[str, Any]:
         facts = _loads(self.facts)
         return facts if isinstance(facts, dict) else {}
+
+    def requester_agent(self) -> str | None:
+        """The child's `requesterAgentName` (`agent` is `principal.agentName`, which the rules use)."""
+        name = self.facts_json().get("requesterAgentName")
+        return name if isinstance(name, str) else None
+
+    def agent_mismatch(self) -> str | None:
+        """The warning when the requester and principal agent names differ, else None."""
+        requester = self.requester_agent()
+        return None if requester is None else agent_mismatch(requester, self.agent or "")
 
     def decided_by_json(self) -> dict[str, Any] | None:
         source = _loads(self.decided_by)
@@ -567,6 +578,7 @@ def facts_columns(parsed: ParsedRequest) -> dict[str, object]:
         "displaySurface": request.surface,
         "displayValue": request.value,
         "dropped": parsed.dropped or None,
+        "requesterAgentName": request.requester_agent_name,
     }
     return {
         "request_id": request.id,

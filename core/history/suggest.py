@@ -182,6 +182,8 @@ def apply(
     if confirmed is not None and (confirmed.before, confirmed.after) != (change.before, change.after):
         raise SuggestionRefused(f"{path} changed since the preview; review the new diff")
     _replace_atomically(path, change.after.encode("utf-8"))
+    if rules is not None:
+        rules.apply_confirmed(path)  # the person reviewed this diff: not a silent widening
     return change
 
 

@@ -2,15 +2,14 @@
 
 `any_value` is `evaluateAnyValue` (path surfaces: the last rule matching any alias wins) and
 `first_candidate` is `evaluateFirst` (the first candidate that hits a non-default rule wins).
-A surface's candidates are compiled into one regex whose alternatives run from the last rule to
-the first, so a single `fullmatch` finds the last matching rule; the trail re-checks each rule
-on its own (`consulted`) to show the human what matched.
+A surface's candidates are indexed once (exact patterns in a dict, wildcards scanned from the
+last rule down), so finding the last matching rule never backtracks; the trail re-checks each
+rule on its own (`consulted`) to show the human what matched.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from core.rules.model import Rule
@@ -27,35 +26,73 @@ class Match:
 
 
 class Candidates:
-    """Rules in position order, plus one combined regex for "which is the last to match".
+    """Rules in position order, plus an index answering "which is the last to match" quickly.
 
     `tail` rules (this node's session grants) come after every compiled rule; they change often
-    and are few, so they are checked one by one and never force a recompile.
+    and are few, so they are checked one by one and never force a re-index.
     """
 
     def __init__(self, compiled: Sequence[Rule], tail: Sequence[Rule] = (),
-                 regex: re.Pattern[str] | None = None) -> None:
+                 index: _LastMatch | None = None) -> None:
         self.compiled = tuple(compiled)
         self.tail = tuple(tail)
         self.rules = self.compiled + self.tail
-        if regex is None:
-            regex = re.compile("|".join(
-                f"({rule.pattern_wildcard.source})" for rule in reversed(self.compiled)), re.DOTALL)
-        self._regex = regex
+        self._index = index if index is not None else _LastMatch(self.compiled)
 
     def with_tail(self, tail: Sequence[Rule]) -> Candidates:
         """The same compiled rules followed by `tail`."""
-        return Candidates(self.compiled, tail, self._regex) if tail else self
+        return Candidates(self.compiled, tail, self._index) if tail else self
 
     def last_index(self, value: str) -> int:
         """Position of the last rule matching `value`, or -1."""
         for offset in range(len(self.tail) - 1, -1, -1):
             if self.tail[offset].pattern_wildcard.matches(value):
                 return len(self.compiled) + offset
-        found = self._regex.fullmatch(value)
-        if found is None or found.lastindex is None:
-            return -1
-        return len(self.compiled) - found.lastindex
+        return self._index.last(value)
+
+
+class _LastMatch:
+    """Exact-text rules in a dict; wildcard rules grouped by the literal head they start with.
+
+    A value is looked up once per distinct head length, so only the wildcard rules whose head it
+    starts with (and those without a head) are tried, from the last one down, never below the
+    best hit so far; each test is linear-time (see `core.rules.matcher`).
+    """
+
+    def __init__(self, rules: Sequence[Rule]) -> None:
+        self.exact: dict[str, int] = {}
+        by_head: dict[int, dict[str, list[tuple[int, Callable[[str], bool]]]]] = {}
+        headless: list[tuple[int, Callable[[str], bool]]] = []
+        for position, rule in enumerate(rules):
+            wildcard = rule.pattern_wildcard
+            if wildcard.literal is not None:
+                self.exact[wildcard.literal] = position
+            elif wildcard.head:
+                heads = by_head.setdefault(len(wildcard.head), {})
+                heads.setdefault(wildcard.head, []).append((position, wildcard.matches))
+            else:
+                headless.append((position, wildcard.matches))
+        self.by_head = {size: {head: tuple(reversed(found)) for head, found in heads.items()}
+                        for size, heads in sorted(by_head.items())}
+        self.headless = tuple(reversed(headless))
+
+    def last(self, value: str) -> int:
+        best = self.exact.get(value, -1)
+        for size, heads in self.by_head.items():
+            if size > len(value):
+                break
+            best = _scan(heads.get(value[:size], ()), value, best)
+        return _scan(self.headless, value, best)
+
+
+def _scan(rules: Sequence[tuple[int, Callable[[str], bool]]], value: str, best: int) -> int:
+    """The highest position above `best` whose rule matches (`rules` run from the last down)."""
+    for position, matches in rules:
+        if position <= best:
+            break
+        if matches(value):
+            return position
+    return best
 
 
 def any_value(candidates: Candidates, values: Sequence[str], originals: Sequence[str]) -> Match:
@@ -89,10 +126,12 @@ def first_candidate(candidates: Candidates, values: Sequence[str]) -> Match:
 
 
 def consulted(candidates: Candidates, values: Sequence[str], originals: Sequence[str]) -> list[Step]:
-    """For the trail: per value, every candidate rule in position order and whether it matched."""
+    """For the trail: per value, every candidate rule in position order and whether it matched
+    (`matchedAs` when the text matched is not the value as sent, e.g. a bash comment stripped)."""
     return [
         {
             "value": original,
+            **({"matchedAs": value} if value != original else {}),
             "rules": [
                 {"position": index, **rule.to_json(), "matched": rule.pattern_wildcard.matches(value)}
                 for index, rule in enumerate(candidates.rules)

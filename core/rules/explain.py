@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Protocol
 
 from core.rules.config import PolicyStore
 from core.rules.facts import AskingUnit, IntentFacts
 from core.rules.model import Action, ConfigError, Rule
 from core.rules.render import render_trail
-from core.rules.resolver import Resolution, explain_no_facts, resolve_with_policy
+from core.rules.resolver import Resolution, RulesDecision, explain_no_facts, resolve_with_policy
 
 Step = dict[str, object]
 
@@ -57,15 +58,40 @@ def facts_from_intent(intent: WireIntent) -> IntentFacts:
 
 @dataclass(frozen=True)
 class Explanation:
-    """Verdict, `decidedBy`, trail (data and text) and the config errors of the policy used."""
+    """Verdict, `decidedBy`, config errors of the policy used, and (built on first read) the trail.
 
-    verdict: Action
-    decided_by: dict[str, object] | None
-    deny_reason: str | None
-    trail: list[Step]
-    text: list[str]
+    The verdict comes from one judgment; `trail` and `text` re-run it recording every step, so
+    serving pays for them only when the app, `explain` or the history reads them.
+    """
+
+    resolution: Resolution
     config_errors: tuple[ConfigError, ...]
     suspicious_agent_reason: str | None
+
+    @property
+    def verdict(self) -> Action:
+        return self.resolution.verdict
+
+    @property
+    def decision(self) -> RulesDecision | None:
+        """The typed `decidedBy` (the wire's own model), None for an ask."""
+        return self.resolution.decision
+
+    @property
+    def decided_by(self) -> dict[str, object] | None:
+        return self.resolution.decided_by()
+
+    @property
+    def deny_reason(self) -> str | None:
+        return self.resolution.deny_reason
+
+    @property
+    def trail(self) -> list[Step]:
+        return self.resolution.trail
+
+    @cached_property
+    def text(self) -> list[str]:
+        return render_trail(self.trail)
 
     def to_json(self) -> dict[str, object]:
         """The `explain --json` object."""
@@ -90,12 +116,4 @@ def explain(
         resolution = explain_no_facts()
     else:
         resolution = resolve_with_policy(policy, facts_from_intent(intent), session_rules)
-    return Explanation(
-        verdict=resolution.verdict,
-        decided_by=resolution.decided_by(),
-        deny_reason=resolution.deny_reason,
-        trail=resolution.trail,
-        text=render_trail(resolution.trail),
-        config_errors=policy.errors,
-        suspicious_agent_reason=policy.suspicious_agent_reason,
-    )
+    return Explanation(resolution, policy.errors, policy.suspicious_agent_reason)

@@ -42,7 +42,12 @@ def extract_frontmatter(markdown: str) -> tuple[list[str], int] | None:
 
 
 def read_permission_block(markdown: str) -> object | None:
-    """The `permission:` value of an agent file's frontmatter, or None when there is none."""
+    """The `permission:` value of an agent file's frontmatter, or None when there is none.
+
+    Indentation is read as pi reads it: any run of spaces and tabs, each character one column,
+    and a line belongs to the nearest open map indented less than it (so ragged siblings and
+    tab indentation mean what they mean in pi). A key with nothing under it is an empty map.
+    """
     found = extract_frontmatter(markdown)
     if found is None:
         return None
@@ -54,9 +59,7 @@ def read_permission_block(markdown: str) -> object | None:
         text = _strip_comment(raw).rstrip()
         if not text.strip():
             continue
-        indent = len(text) - len(text.lstrip(" "))
-        if inside and text[indent:indent + 1] == "\t":
-            raise FrontmatterError(number, "tabs are not allowed for indentation")
+        indent = len(text) - len(text.lstrip(" \t"))
         if indent == 0:
             if inside and text.startswith("-"):
                 raise FrontmatterError(number, "lists are not supported")
@@ -72,29 +75,24 @@ def read_permission_block(markdown: str) -> object | None:
             body.append(_Line(number, indent, text.strip()))
     if not inside or not body:
         return None
-    parsed, _ = _parse_map(body, 0, body[0].indent)
-    return parsed
+    return _parse_nested(body)
 
 
-def _parse_map(lines: list[_Line], start: int, indent: int) -> tuple[dict[str, object], int]:
-    result: dict[str, object] = {}
-    index = start
-    while index < len(lines):
-        line = lines[index]
-        if line.indent < indent:
-            break
-        if line.indent > indent:
-            raise FrontmatterError(line.number, "unexpected indentation")
+def _parse_nested(lines: list[_Line]) -> dict[str, object]:
+    root: dict[str, object] = {}
+    stack: list[tuple[int, dict[str, object]]] = [(-1, root)]
+    for line in lines:
         key, value = _split_pair(line.text, line.number)
-        index += 1
+        while len(stack) > 1 and line.indent <= stack[-1][0]:
+            stack.pop()
+        target = stack[-1][1]
         if value:
-            result[key] = value
-            continue
-        if index < len(lines) and lines[index].indent > indent:
-            result[key], index = _parse_map(lines, index, lines[index].indent)
+            target[key] = value
         else:
-            raise FrontmatterError(line.number, f"key {key!r} has no value")
-    return result, index
+            child: dict[str, object] = {}
+            target[key] = child
+            stack.append((line.indent, child))
+    return root
 
 
 def _split_pair(text: str, number: int) -> tuple[str, str]:

@@ -1,13 +1,43 @@
-"""Config files may carry `//` and `/* */` comments, as the reference loader accepts them."""
+"""Config files may carry `//` and `/* */` comments, as the reference loader accepts them.
+
+Nesting is bounded before parsing (`MAX_CONFIG_NESTING`): a deeply nested file is a config error,
+not a `RecursionError` that stops serving.
+"""
 
 from __future__ import annotations
 
 import json
 
+from core.rules.files import MAX_CONFIG_NESTING
+
+
+class NestedTooDeeply(ValueError):
+    """The document nests objects and arrays deeper than a config ever needs."""
+
 
 def loads_jsonc(text: str) -> object:
-    """Parse JSON after removing comments outside strings; raises `json.JSONDecodeError`."""
-    return json.loads(strip_comments(text))
+    """Parse JSON after removing comments outside strings; raises `ValueError` (a
+    `json.JSONDecodeError`, or `NestedTooDeeply`)."""
+    stripped = strip_comments(text)
+    check_nesting(stripped)
+    return json.loads(stripped)
+
+
+def check_nesting(text: str, limit: int = MAX_CONFIG_NESTING) -> None:
+    """Raise `NestedTooDeeply` when `[`/`{` outside strings nest deeper than `limit`."""
+    depth, index, length = 0, 0, len(text)
+    while index < length:
+        char = text[index]
+        if char == '"':
+            index = _string_end(text, index)
+            continue
+        if char in "[{":
+            depth += 1
+            if depth > limit:
+                raise NestedTooDeeply(f"nested deeper than {limit} levels")
+        elif char in "]}":
+            depth -= 1
+        index += 1
 
 
 def strip_comments(text: str) -> str:

@@ -79,6 +79,8 @@ def make_rule(
     home: str,
     reason: str | None = None,
     source: str | None = None,
+    brace_home: bool = True,
+    utf16: bool = False,
 ) -> Rule:
     """Build a rule with both sides compiled once (the pattern home-expanded, the surface not)."""
     return Rule(
@@ -90,7 +92,7 @@ def make_rule(
         reason=reason,
         source=source,
         surface_wildcard=compile_wildcard(surface),
-        pattern_wildcard=compile_wildcard(pattern, home),
+        pattern_wildcard=compile_wildcard(pattern, home, brace_home=brace_home, utf16=utf16),
     )
 
 

@@ -12,8 +12,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from core.rules.evaluate import Candidates
-from core.rules.model import MCP_BASELINE_TARGETS, Action, ConfigError, Rule, make_rule
-from core.rules.scopes import FileSignature, Permission, Scope
+from core.rules.model import (
+    DIRECTIONAL_SURFACES,
+    FAMILIES,
+    MCP_BASELINE_TARGETS,
+    Action,
+    ConfigError,
+    Rule,
+    family_members,
+    make_rule,
+)
+from core.rules.pi_reading import js_key_order
+from core.rules.scopes import FileSignature, Permission, Scope, expand_families
 from core.rules.settings import Settings
 
 GLOBAL = "global"
@@ -32,7 +42,16 @@ class Policy:
     fail_closed_scopes: tuple[str, ...]
     sources: tuple[FileSignature, ...]
     home: str
+    # pi 20.7.3's own reading of the same files (`core.rules.pi_reading`), and whether it composes
+    # into other rules; the resolver consults it then (or for a value beyond the BMP) and keeps
+    # the more restrictive of the two verdicts.
+    pi_reading: Policy | None = field(default=None, repr=False, compare=False)
+    pi_differs: bool = field(default=False, repr=False, compare=False)
+    # False for pi 20.7.3's reading of files with directional keys (`path_read`, ...): 20.7.3 has
+    # no families, so a `path` ask meets the `path` rules only.
+    folds: bool = True
     _by_surface: dict[str, Candidates] = field(default_factory=dict, repr=False, compare=False)
+    _pi_differs_on: dict[str, bool] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def suspicious_agent(self) -> bool:
@@ -46,6 +65,26 @@ class Policy:
             cached = Candidates([r for r in self.effective_rules if r.surface_wildcard.matches(surface)])
             self._by_surface[surface] = cached
         return cached
+
+    def pi_differs_on(self, surface: str) -> bool:
+        """pi's reading judges an ask on `surface` by other rules than this reading (cached)."""
+        cached = self._pi_differs_on.get(surface)
+        if cached is None:
+            pi = self.pi_reading
+            if pi is None or not self.pi_differs:
+                cached = False
+            elif pi.folds != self.folds and surface in FAMILIES:
+                cached = True
+            else:
+                cached = any(_signature(self.candidates(m)) != _signature(pi.candidates(m))
+                             for m in family_members(surface))
+            self._pi_differs_on[surface] = cached
+        return cached
+
+
+def _signature(candidates: Candidates) -> tuple[object, ...]:
+    return tuple((r.surface, r.pattern, r.action, r.origin, r.layer, r.reason, r.pattern_wildcard.expanded)
+                 for r in candidates.rules)
 
 
 def merge_permission(base: Permission, override: Permission) -> Permission:
@@ -70,13 +109,28 @@ def compose(
     scopes: Sequence[Scope],
     settings_scopes: Sequence[Scope],
     home: str,
+    *,
+    as_pi: bool = False,
 ) -> Policy:
-    """Merge `scopes` (lowest first) into a compiled policy."""
+    """Merge `scopes` (lowest first) into a compiled policy.
+
+    `as_pi` composes as pi 20.7.3 does: JavaScript key order, no `${HOME}`, `?` on UTF-16 units,
+    no fail-closed floor.
+    """
     permission: Permission = {}
     for scope in scopes:
         permission = merge_permission(permission, scope.permission)
-    rules = _rules(permission, home)
-    fail_closed = tuple(s.origin for s in scopes if s.invalid and s.origin != GLOBAL)
+    folds = True
+    if as_pi:
+        # Without explicit members, expanding the bare family keys after the merge is the same
+        # as expanding them per file; with them, 20.7.3 knows no families at all.
+        folds = not any(surface in DIRECTIONAL_SURFACES for surface in permission)
+        if folds:
+            permission = expand_families(permission)
+        permission = {surface: type(value)(value.is_map, js_key_order(value.patterns))
+                      for surface, value in js_key_order(permission).items()}
+    rules = _rules(permission, home, pi=as_pi)
+    fail_closed = () if as_pi else tuple(s.origin for s in scopes if s.invalid and s.origin != GLOBAL)
     if fail_closed:
         rules = tuple(r.rewrite("ask", "fail-closed") if r.action == "allow" else r for r in rules)
     settings = Settings.merged(s.knobs for s in settings_scopes)
@@ -93,16 +147,21 @@ def compose(
         fail_closed_scopes=fail_closed,
         sources=tuple(s.signature for s in scopes),
         home=home,
+        folds=folds,
     )
 
 
-def _rules(permission: Permission, home: str) -> tuple[Rule, ...]:
+def _rules(permission: Permission, home: str, *, pi: bool) -> tuple[Rule, ...]:
     universal = permission.get("*")
     default_action: Action = "ask"
     default_origin, default_source = "builtin", None
     if universal is not None and not universal.is_map:
         entry = universal.patterns["*"]
         default_action, default_origin, default_source = entry.action, entry.origin, entry.source
+    elif universal is not None and "*" in universal.patterns:
+        # A map is no fallback state (the default stays `ask`), but pi credits the scope that
+        # wrote its `"*"` pattern as the default's origin.
+        default_origin = universal.patterns["*"].origin
     default = make_rule(
         "*", "*", default_action, origin=default_origin, layer="default", home=home,
         source=default_source,
@@ -110,7 +169,7 @@ def _rules(permission: Permission, home: str) -> tuple[Rule, ...]:
     config = [
         make_rule(
             surface, pattern, entry.action, origin=entry.origin, layer="config", home=home,
-            reason=entry.reason, source=entry.source,
+            reason=entry.reason, source=entry.source, brace_home=not pi, utf16=pi,
         )
         for surface, value in permission.items()
         if surface != "*"

@@ -41,7 +41,8 @@ def _evaluate(step: Mapping[str, Any]) -> list[str]:
     unit = f" (unit {step['unit']!r})" if step.get("unit") else ""
     lines = [f"evaluate {step['surface']}{unit} by {step['evaluator']}, last match wins"]
     for entry in step["consulted"]:
-        lines.append(f"  value {entry['value']!r}:")
+        matched_as = f" (matched as {entry['matchedAs']!r})" if "matchedAs" in entry else ""
+        lines.append(f"  value {entry['value']!r}{matched_as}:")
         for rule in entry["rules"]:
             mark = "match" if rule["matched"] else "-    "
             lines.append(f"    [{mark}] #{rule['position']} {_rule(rule)}")
@@ -71,6 +72,11 @@ def _verdict(step: Mapping[str, Any]) -> list[str]:
     return [f"verdict: {step['verdict']}" + (f" decidedBy {decided}" if decided else "")]
 
 
+def _grant_overridden(step: Mapping[str, Any]) -> list[str]:
+    return [f"session grant {step['grant']!r} on {step['surface']} matched {step['value']!r}, but "
+            f"this node's config denies it ({_rule(step['deny'])}): a grant never overrides a deny"]
+
+
 def _no_facts(step: Mapping[str, Any]) -> list[str]:
     return [f"no facts: {step['reason']}"]
 
@@ -79,7 +85,19 @@ def _generic(step: Mapping[str, Any]) -> list[str]:
     return [str(dict(step))]
 
 
+def _pi_reading(step: Mapping[str, Any]) -> list[str]:
+    def side(name: str) -> str:
+        decided = step[name]["decidedBy"] or {}
+        rule = f" by {decided.get('pattern')!r} ({decided.get('origin') or decided.get('kind')})" \
+            if decided else ""
+        return f"{step[name]['verdict']}{rule}"
+    return [f"pi 20.7.3 reads these files or facts differently (docs/fidelity.md): "
+            f"ours {side('ours')}, pi {side('pi')}; kept {step['kept']} (the more restrictive, "
+            f"pi's on a tie)"]
+
+
 _RENDERERS = {
+    "pi-reading": _pi_reading,
     "policy": _policy,
     "evaluate": _evaluate,
     "family-fold": _fold,
@@ -87,4 +105,5 @@ _RENDERERS = {
     "asking-units": _units,
     "verdict": _verdict,
     "no-facts": _no_facts,
+    "grant-overridden": _grant_overridden,
 }

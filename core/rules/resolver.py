@@ -1,10 +1,19 @@
 """Recorded-authority judgment of child-fixed facts against this node's policy (contract §5.3).
 
-Path surfaces match the child's alias set as-is (no re-normalization against any cwd); bash
-matches the command, skill the name, other surfaces their candidate values. A bare `path` /
+Path surfaces match the child's alias set as sent (no re-normalization, no home expansion); bash
+matches the command as the reference reads it (comment lines stripped, trimmed: `values.py`),
+skill the name, other surfaces their candidate values. A bare `path` /
 `external_directory` ask folds over both directional members, most restrictive first. A child
 floor clamps a rule `allow` (never a session grant) to `ask`, unless yolo keeps it. Asking units
 are judged one by one as bash commands with their own floors, and the most restrictive wins.
+
+Order of authority: a config `deny` > this node's session grant > a config `ask`. Session grants
+come after every config rule (last match wins), so a grant that matches is checked once more
+against the config alone: when the config denies, the deny stands. This holds at judgment time
+whatever the grant-time refusal missed (its shadow check is a heuristic).
+
+A judgment is made once; the trail (which re-runs the same decisions, recording them) is built
+only when someone reads it.
 """
 
 from __future__ import annotations
@@ -16,15 +25,20 @@ from functools import cached_property
 from core.rules import evaluate
 from core.rules.config import PolicyStore
 from core.rules.facts import AskingUnit, IntentFacts
-from core.rules.matcher import expand_home
 from core.rules.model import PATH_SURFACES, Action, Rule, family_members, more_restrictive
+from core.rules.pi_reading import beyond_bmp, facts_as_pi
 from core.rules.policy import Policy
+from core.rules.values import bash_match_value
+from core.wire import RuleDecision, SessionApprovalDecision, decision_source_json
 
 Step = dict[str, object]
+RulesDecision = RuleDecision | SessionApprovalDecision
 NO_FACTS_REASON = (
     "version-skew floor (ADR 0008 §4): the request carries no usable accessIntent, "
     "so recorded rules are not consulted and the ask goes to live authority"
 )
+# bash matches one command, skill one name; without a value pi matches "" (its input builder's
+# default), every other surface "*".
 _SINGLE_VALUE_SURFACES = frozenset({"bash", "skill"})
 
 
@@ -66,15 +80,14 @@ class Resolution:
         """The deciding deny rule's reason, to relay as the response's `denialReason`."""
         return self.rule.reason if self.verdict == "deny" and self.rule else None
 
+    @cached_property
+    def decision(self) -> RulesDecision | None:
+        """The response `decidedBy` for an auto-decision (the wire's own type); None for an ask."""
+        return _decision(self.verdict, self.surface, self.outcome)
+
     def decided_by(self) -> dict[str, object] | None:
-        """The response `decidedBy` for an auto-decision; None when the ask must escalate."""
-        if self.verdict == "ask" or self.outcome is None:
-            return None
-        if self.is_session_grant:
-            return {"kind": "session_approval", "surface": self.surface,
-                    "pattern": self.outcome.rule.pattern}
-        return {"kind": "rule", "surface": self.surface,
-                "pattern": self.outcome.matched_pattern, "origin": self.outcome.origin}
+        """`decision` as plain JSON (explain --json, the trail)."""
+        return None if self.decision is None else decision_source_json(self.decision)
 
     @cached_property
     def trail(self) -> list[Step]:
@@ -98,7 +111,48 @@ class Resolver:
 def resolve_with_policy(
     policy: Policy, facts: IntentFacts, session_rules: Sequence[Rule] = ()
 ) -> Resolution:
-    """Resolve against an already composed policy (the explain command and tests use this)."""
+    """Resolve against an already composed policy (the explain command and tests use this).
+
+    When pi 20.7.3 would read the files or the facts differently (`core.rules.pi_reading`),
+    both readings are judged and the more restrictive verdict is kept; on a tie pi's reading
+    decides, so the winning rule is the one pi names.
+    """
+    ours = _resolve_reading(policy, facts, session_rules)
+    pi_facts = facts_as_pi(facts)
+    if policy.pi_reading is None or pi_facts is None or not (
+        pi_facts != facts or beyond_bmp(facts) or policy.pi_differs_on(facts.surface)
+        or (facts.asking_units and policy.pi_differs_on("bash"))
+    ):
+        return ours
+    pi = _resolve_reading(policy.pi_reading, pi_facts, session_rules)
+    if _deciding(pi) == _deciding(ours):
+        return ours
+    chosen = ours if more_restrictive(ours.verdict, pi.verdict) else pi
+    step: Step = {
+        "step": "pi-reading",
+        "note": "pi 20.7.3 reads these files or facts differently (docs/fidelity.md); "
+                "the more restrictive verdict is kept, pi's on a tie",
+        "ours": {"verdict": ours.verdict, "decidedBy": ours.decided_by()},
+        "pi": {"verdict": pi.verdict, "decidedBy": pi.decided_by()},
+        "kept": "ours" if chosen is ours else "pi",
+    }
+
+    def trail() -> list[Step]:
+        steps = list(chosen.trail)
+        return [*steps[:-1], step, *steps[-1:]]
+
+    return Resolution(chosen.verdict, chosen.surface, chosen.outcome, trail)
+
+
+def _deciding(resolution: Resolution) -> tuple[object, ...]:
+    outcome = resolution.outcome
+    return (resolution.verdict, outcome and outcome.matched_pattern, outcome and outcome.origin,
+            outcome and outcome.rule.layer)
+
+
+def _resolve_reading(
+    policy: Policy, facts: IntentFacts, session_rules: Sequence[Rule] = ()
+) -> Resolution:
     session = tuple(session_rules)
     outcome = _Judge(policy, session, None).judge(facts)
 
@@ -158,7 +212,7 @@ class _Judge:
         return chosen
 
     def _surface(self, surface: str, values: Sequence[str], unit: str | None = None) -> Outcome:
-        members = family_members(surface)
+        members = family_members(surface) if self.policy.folds else (surface,)
         outcomes = [self._member(member, values, unit) for member in members]
         chosen = _most_restrictive(outcomes)
         if len(outcomes) > 1:
@@ -172,17 +226,23 @@ class _Judge:
         if self.session:
             candidates = candidates.with_tail(
                 [r for r in self.session if r.surface_wildcard.matches(surface)])
-        originals = tuple(values) or ("*",)
+        originals = tuple(values) or (("",) if surface in _SINGLE_VALUE_SURFACES else ("*",))
         if surface in PATH_SURFACES:
             evaluator = "any-value"
-            matched = tuple(expand_home(v, self.policy.home) for v in originals)
-            match = evaluate.any_value(candidates, matched, originals)
+            matched = originals
         else:
             evaluator = "first-candidate"
             if surface in _SINGLE_VALUE_SURFACES:
                 originals = originals[:1]
-            matched = originals
-            match = evaluate.first_candidate(candidates, originals)
+            matched = tuple(bash_match_value(v) for v in originals) if surface == "bash" else originals
+        match = self._match(candidates, surface, matched, originals)
+        if match.rule.layer == "session":
+            config_only = self._match(self.policy.candidates(surface), surface, matched, originals)
+            if config_only.rule.action == "deny":
+                self._record({"step": "grant-overridden", "surface": surface, "unit": unit,
+                              "grant": match.rule.pattern, "deny": config_only.rule.to_json(),
+                              "value": config_only.value})
+                match = config_only
         rule = match.rule
         pattern = rule.pattern if rule.layer in ("config", "session") else None
         outcome = Outcome(surface, rule, match.value, rule.action, rule.origin, pattern, unit)
@@ -193,6 +253,13 @@ class _Judge:
                           "winner": {**rule.to_json(), "value": match.value},
                           "verdict": rule.action})
         return outcome
+
+    @staticmethod
+    def _match(candidates: evaluate.Candidates, surface: str, matched: Sequence[str],
+               originals: Sequence[str]) -> evaluate.Match:
+        if surface in PATH_SURFACES:
+            return evaluate.any_value(candidates, matched, originals)
+        return evaluate.first_candidate(candidates, matched)
 
     def _floored(self, outcome: Outcome, floor: str | None) -> Outcome:
         if not floor:
@@ -218,8 +285,17 @@ def _most_restrictive(outcomes: Sequence[Outcome]) -> Outcome:
     return chosen
 
 
+def _decision(verdict: Action, surface: str, outcome: Outcome | None) -> RulesDecision | None:
+    if verdict == "ask" or outcome is None:
+        return None
+    if outcome.rule.layer == "session":
+        return SessionApprovalDecision(surface=surface, pattern=outcome.rule.pattern)
+    return RuleDecision(surface=surface, pattern=outcome.matched_pattern, origin=outcome.origin)
+
+
 def _decided_by_preview(surface: str, outcome: Outcome) -> dict[str, object] | None:
-    return Resolution(outcome.verdict, surface, outcome, list).decided_by()
+    decision = _decision(outcome.verdict, surface, outcome)
+    return None if decision is None else decision_source_json(decision)
 
 
 def _policy_step(policy: Policy, session_rules: int) -> Step:

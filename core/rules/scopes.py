@@ -14,9 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from core.rules.files import read_config_text
 from core.rules.frontmatter import FrontmatterError, read_permission_block
 from core.rules.jsonc import loads_jsonc
 from core.rules.model import DIRECTIONAL_SURFACES, FAMILIES, Action, ConfigError
+from core.rules.pi_reading import read_permission_block_as_pi
 from core.rules.validate import INVALID, validate_config, validate_permission
 
 
@@ -70,6 +72,9 @@ class Scope:
     permission: Permission = field(default_factory=dict)
     knobs: dict[str, Any] = field(default_factory=dict)
     errors: tuple[ConfigError, ...] = ()
+    #: The same file (the same read of it) as pi 20.7.3 reads it, when the store loaded both:
+    #: it travels with this scope through the reload gate, so a held change holds both readings.
+    pi_reading: Scope | None = field(default=None, repr=False, compare=False)
 
     @property
     def invalid(self) -> bool:
@@ -77,51 +82,63 @@ class Scope:
         return bool(self.errors)
 
 
-def load_config_scope(path: Path, origin: str) -> Scope:
-    """Load a config.json-shaped file (global, project, or the `--rules` file)."""
+def load_config_scope(path: Path, origin: str, *, as_pi: bool = False) -> Scope:
+    """Load a config.json-shaped file (global, project, or the `--rules` file).
+
+    `as_pi` validates it as pi 20.7.3 does (`core.rules.pi_reading`).
+    """
     signature = FileSignature.of(path)
     if not signature.exists:
         return Scope(origin, signature)
     try:
-        data = loads_jsonc(path.read_text(encoding="utf-8"))
+        data = loads_jsonc(read_config_text(path))
     except (OSError, UnicodeDecodeError) as exc:
         return _broken(origin, signature, "(file)", f"unreadable: {exc}")
     except ValueError as exc:
         return _broken(origin, signature, "(file)", f"JSON parse error: {exc}")
-    errors = validate_config(data, str(path))
+    errors = validate_config(data, str(path), as_pi=as_pi)
     if errors:
         return Scope(origin, signature, errors=tuple(errors))
     document = cast(dict[str, Any], data)
     knobs = {k: v for k, v in document.items() if k not in ("permission", "$schema")}
-    permission = to_permission(document.get("permission", {}), origin, str(path))
+    permission = to_permission(document.get("permission", {}), origin, str(path), expand=not as_pi)
     return Scope(origin, signature, permission, knobs)
 
 
-def load_agent_scope(path: Path, origin: str) -> Scope:
-    """Load the `permission:` frontmatter of an agent markdown file."""
+def load_agent_scope(path: Path, origin: str, *, as_pi: bool = False) -> Scope:
+    """Load the `permission:` frontmatter of an agent markdown file (`as_pi`: as pi 20.7.3 reads it)."""
     signature = FileSignature.of(path)
     if not signature.exists:
         return Scope(origin, signature)
     try:
-        block = read_permission_block(path.read_text(encoding="utf-8"))
+        text = read_config_text(path)
     except (OSError, UnicodeDecodeError) as exc:
         return _broken(origin, signature, "(file)", f"unreadable: {exc}")
+    if as_pi:
+        pi_block = read_permission_block_as_pi(text)
+        permission = to_permission(pi_block, origin, str(path), expand=False) if pi_block else {}
+        return Scope(origin, signature, permission)
+    try:
+        block = read_permission_block(text)
     except FrontmatterError as exc:
         return _broken(origin, signature, "permission", f"{INVALID}: frontmatter {exc}")
     if block is None:
         return Scope(origin, signature)
-    errors = validate_permission(block, str(path))
+    errors = validate_permission(block, str(path), max_reason=None)
     if errors:
         return Scope(origin, signature, errors=tuple(errors))
-    return Scope(origin, signature, to_permission(cast(dict[str, Any], block), origin, str(path)))
+    # An empty nested map says nothing in pi's reader (it is dropped, so a lower scope's entry
+    # for that surface stands); keeping it would replace that entry with nothing.
+    block = {k: v for k, v in cast(dict[str, Any], block).items() if v != {}}
+    return Scope(origin, signature, to_permission(block, origin, str(path)))
 
 
 def _broken(origin: str, signature: FileSignature, key: str, reason: str) -> Scope:
     return Scope(origin, signature, errors=(ConfigError(signature.path, key, reason),))
 
 
-def to_permission(raw: dict[str, Any], origin: str, source: str) -> Permission:
-    """Turn a validated `permission` block into entries, expanding the family sugar."""
+def to_permission(raw: dict[str, Any], origin: str, source: str, *, expand: bool = True) -> Permission:
+    """Turn a validated `permission` block into entries, expanding the family sugar (`expand`)."""
     permission: Permission = {}
     for surface, value in raw.items():
         if isinstance(value, str):
@@ -130,7 +147,7 @@ def to_permission(raw: dict[str, Any], origin: str, source: str) -> Permission:
         else:
             patterns = {p: _entry(a, origin, source) for p, a in value.items()}
             permission[surface] = SurfaceValue(True, patterns)
-    return expand_families(permission)
+    return expand_families(permission) if expand else permission
 
 
 def _entry(action: str | dict[str, str], origin: str, source: str) -> Entry:

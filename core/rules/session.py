@@ -1,8 +1,11 @@
 """This node's serving-session grants, and the refusal of grants that would shadow a deny.
 
-Session rules are appended after every config rule, so under last-match-wins a session `allow`
-beats any earlier deny it overlaps (contract §6.4, pain point 12). A grant is therefore refused
-when it could override an explicit `deny` of this node's config.
+A whole-session grant only turns an `ask` into `allow`. It is refused when it could override an
+explicit `deny` in **any** agent's scope of this node's config (the agent-neutral layers and every
+agent file), not only the requesting agent's: the grant covers every agent of the session, so a
+grant made while answering agent A must not approve agent B's ask that B's rules deny. The
+resolver enforces the same order again at judgment time (a config deny beats a grant), so a deny
+this heuristic misses, or one added after the grant, still stands.
 
 Shadow heuristic (conservative, witness-based): for every deny rule on a surface that overlaps
 the grant's surface, build witness values from both patterns' texts: each text read literally,
@@ -51,12 +54,14 @@ class ShadowedDeny:
     origin: str
     source: str | None
     witness: str
+    agent: str = ""
 
     def describe(self) -> str:
         """One line for the TUI."""
         where = f" ({self.source})" if self.source else ""
+        whose = f" of agent {self.agent!r}" if self.agent else ""
         return (f"{self.grant_surface} {self.grant_pattern!r} would override deny "
-                f"{self.surface} {self.pattern!r} [{self.origin}]{where}, e.g. {self.witness!r}")
+                f"{self.surface} {self.pattern!r} [{self.origin}]{whose}{where}, e.g. {self.witness!r}")
 
 
 class GrantRefused(ValueError):
@@ -104,8 +109,16 @@ class SessionGrants:
         return tuple(rule for grant in self._grants.values() for rule in grant.rules)
 
     def would_shadow_deny(self, agent_name: str, surface: str, pattern: str) -> ShadowedDeny | None:
-        """The first explicit deny of `agent_name`'s policy this grant would override, if any."""
-        return find_shadowed_deny(self.store.policy(agent_name), surface, pattern)
+        """The first explicit deny this grant would override: `agent_name`'s policy first, then
+        the agent-neutral one and every other agent that has an agent file."""
+        for name in dict.fromkeys((agent_name, "", *self.store.known_agents())):
+            policy = self.store.policy(name)
+            readings = (policy, policy.pi_reading) if policy.pi_differs and policy.pi_reading else (policy,)
+            for reading in readings:  # pi 20.7.3's reading is judged too, so its denies count
+                found = find_shadowed_deny(reading, surface, pattern)
+                if found is not None:
+                    return found
+        return None
 
 
 def grant_rules(surface: str, pattern: str, home: str) -> tuple[Rule, ...]:
@@ -131,7 +144,7 @@ def find_shadowed_deny(policy: Policy, surface: str, pattern: str) -> ShadowedDe
                 winner = any_value(candidates, (value,), (witness,)).rule
                 if winner.action == "deny":
                     return ShadowedDeny(surface, pattern, winner.surface, winner.pattern,
-                                        winner.origin, winner.source, witness)
+                                        winner.origin, winner.source, witness, policy.agent_name)
     return None
 
 

@@ -104,14 +104,17 @@ KNOBS: Mapping[str, Check] = {
 }
 
 
-def validate_config(data: object, path: str) -> list[ConfigError]:
-    """Every error in a parsed config.json document; empty means the scope is usable."""
+def validate_config(data: object, path: str, *, as_pi: bool = False) -> list[ConfigError]:
+    """Every error in a parsed config.json document; empty means the scope is usable.
+
+    `as_pi` validates as pi 20.7.3's schema does, which takes any non-empty surface key.
+    """
     if not isinstance(data, dict):
         return [ConfigError(path, "(root)", f"{INVALID}: expected an object")]
     errors: list[ConfigError] = []
     for key, value in data.items():
         if key == "permission":
-            errors.extend(validate_permission(value, path))
+            errors.extend(validate_permission(value, path, any_surface=as_pi))
         elif key in KNOBS:
             problem = KNOBS[key](value)
             if problem:
@@ -121,8 +124,15 @@ def validate_config(data: object, path: str) -> list[ConfigError]:
     return errors
 
 
-def validate_permission(value: object, path: str, prefix: str = "permission") -> list[ConfigError]:
-    """Errors in a `permission` block (shared by config files and agent frontmatter)."""
+def validate_permission(
+    value: object, path: str, prefix: str = "permission", *, max_reason: int | None = _MAX_REASON,
+    any_surface: bool = False,
+) -> list[ConfigError]:
+    """Errors in a `permission` block (shared by config files and agent frontmatter).
+
+    pi checks a deny reason's length only in config.json (its schema); agent frontmatter is not
+    schema-checked, so agent files pass `max_reason=None` and a long reason is kept, not fatal.
+    """
     if not isinstance(value, dict):
         return [ConfigError(path, prefix, f"{INVALID}: expected an object keyed by surface")]
     errors: list[ConfigError] = []
@@ -130,25 +140,28 @@ def validate_permission(value: object, path: str, prefix: str = "permission") ->
         key = f"{prefix}.{surface}"
         if not surface:
             errors.append(ConfigError(path, key, f"{INVALID}: a surface key must not be empty"))
-        elif _DIRECTIONAL_SHAPE.match(surface) and surface not in DIRECTIONAL_SURFACES:
+        elif (not any_surface and _DIRECTIONAL_SHAPE.match(surface)
+              and surface not in DIRECTIONAL_SURFACES):
             legal = ", ".join(sorted(DIRECTIONAL_SURFACES))
             reason = f"{INVALID}: unknown directional surface key; legal spellings are {legal}"
             errors.append(ConfigError(path, key, reason))
         elif isinstance(entry, dict):
-            errors.extend(_validate_map(entry, path, key))
+            errors.extend(_validate_map(entry, path, key, max_reason))
         elif entry not in ACTIONS:
             errors.append(ConfigError(path, key, f"{INVALID}: expected allow, ask, deny or a map"))
     return errors
 
 
-def _validate_map(patterns: dict[str, Any], path: str, prefix: str) -> list[ConfigError]:
+def _validate_map(
+    patterns: dict[str, Any], path: str, prefix: str, max_reason: int | None
+) -> list[ConfigError]:
     errors: list[ConfigError] = []
     for pattern, action in patterns.items():
         key = f"{prefix}.{pattern}"
         if not pattern:
             errors.append(ConfigError(path, key, f"{INVALID}: a pattern must not be empty"))
         elif isinstance(action, dict):
-            problem = _deny_with_reason(action)
+            problem = _deny_with_reason(action, max_reason)
             if problem:
                 errors.append(ConfigError(path, key, f"{INVALID}: {problem}"))
         elif action not in ACTIONS:
@@ -156,12 +169,12 @@ def _validate_map(patterns: dict[str, Any], path: str, prefix: str) -> list[Conf
     return errors
 
 
-def _deny_with_reason(action: dict[str, Any]) -> str | None:
+def _deny_with_reason(action: dict[str, Any], max_reason: int | None) -> str | None:
     if set(action) - {"action", "reason"} or action.get("action") != "deny":
         return 'expected {"action": "deny", "reason"?: string}'
     reason = action.get("reason", "")
     if not isinstance(reason, str):
         return "reason must be a string"
-    if len(reason) > _MAX_REASON:
-        return f"reason must be at most {_MAX_REASON} characters"
+    if max_reason is not None and len(reason) > max_reason:
+        return f"reason must be at most {max_reason} characters"
     return None

@@ -200,11 +200,28 @@ async def test_subagent_session_approval_needs_a_suggestion(node: Node) -> None:
 
 async def test_config_change_is_picked_up_while_serving(node: Node) -> None:
     await node.start(LeavingTerminal())
-    write_request(node.root, S, "before", accessIntent=intent("bash", "make"))
-    await wait_for(lambda: any(e.kind == "left" for e in node.events), what="left")
-    before = next(e.parsed for e in node.events if e.kind == "left" and e.parsed is not None)
+    write_request(node.root, S, "before", accessIntent=intent("bash", "rm -rf build"))
+    assert (await read_response_when_written(node.root, S, "before"))["state"] == "denied"
+    narrowed = {"permission": {"bash": {"git *": "allow", "git push *": {"action": "deny", "reason": "x"},
+                                        "rm *": "deny", "make *": "deny"}}}
+    node.config_path.write_text(json.dumps(narrowed))  # a new deny: applied at once
+    await wait_for(lambda: node.store.policy("Explore").rules[-1].pattern == "make *", what="reload")
+    write_request(node.root, S, "after", accessIntent=intent("bash", "make"))
+    assert (await read_response_when_written(node.root, S, "after"))["state"] == "denied"
+
+
+async def test_a_widening_config_change_is_held_until_accepted(node: Node) -> None:
+    held: list[object] = []
+    node.authority.on_pending.append(held.append)
+    await node.start(LeavingTerminal())
     node.config_path.write_text(json.dumps({"permission": {"bash": {"make *": "allow"}}}))
-    await wait_for(lambda: node.authority.judge(before, S).verdict == "allow", what="the config reloaded")
+    await wait_for(lambda: len(held) == 1, what="the widening reload held")
+    write_request(node.root, S, "held", accessIntent=intent("bash", "rm -rf build"))
+    assert (await read_response_when_written(node.root, S, "held"))["state"] == "denied"  # old rules
+    [pending] = node.store.pending()
+    assert "+ bash 'make *': allow  (widens)" in pending.diff_lines()
+    assert "- bash 'rm *': deny  (widens)" in pending.diff_lines()
+    assert node.authority.accept(pending)
     write_request(node.root, S, "after", accessIntent=intent("bash", "make"))
     assert (await read_response_when_written(node.root, S, "after"))["state"] == "approved"
 
@@ -215,6 +232,8 @@ async def test_invalid_config_never_grants_and_never_crashes(tmp_path: Path) -> 
     project = tmp_path / "project" / ".pi" / "extensions" / "pi-permission-system"
     project.mkdir(parents=True)
     (project / "config.json").write_text(json.dumps({"permission": {"bash": "allow"}, "bogus": 1}))
+    node.authority.reload()  # what the config watcher does on the change (invalid files never widen)
+    assert node.store.pending() == ()
     human = HumanAuthorizer(node.authority)
     await node.start(human)
     try:
@@ -246,3 +265,36 @@ async def test_a_chain_link_decides_after_the_rules(node: Node, tmp_path: Path) 
                                  "reason": "no network from agents"}
     await wait_for(lambda: len(human.pending()) == 1, within=20, what="the deferred ask reaches the person")
     assert human.pending()[0].key.name == "make.json"
+
+
+async def test_grant_for_one_agent_is_refused_when_another_agents_rules_deny(node: Node) -> None:
+    reviewer = node.tmp_path / "project" / ".pi" / "agents" / "Reviewer.md"
+    reviewer.parent.mkdir(parents=True)
+    reviewer.write_text('---\npermission:\n  bash:\n    "npm publish *": deny\n---\n')
+    human = HumanAuthorizer(node.authority)
+    await node.start(human)
+    grants = {"grants": [{"surface": "bash", "pattern": "npm *"}]}
+    write_request(node.root, S, "a", accessIntent=intent("bash", "npm ci"), sessionApproval=grants)
+    await wait_for(lambda: len(human.pending()) == 1, what="pending")
+    key = human.pending()[0].key
+    refusal = human.serving_grant_refusal(key)
+    assert refusal is not None and "'Reviewer'" in refusal and "npm publish *" in refusal
+    with pytest.raises(GrantRefused):
+        await human.approve_for_serving_session(key)
+    assert node.authority.grants_for(S).list() == ()
+
+
+def test_judge_once_builds_no_trail_and_decided_by_is_the_wire_type(tmp_path: Path) -> None:
+    from core.asks import Deferred
+    from core.wire import RuleDecision, parse_request
+
+    node = Node(tmp_path, {"permission": {"bash": {"git *": "allow"}}})
+    body = {"id": "r", "createdAt": 1, "requesterSessionId": "child", "requesterAgentName": "Explore",
+            "targetSessionId": S, "message": "m", "accessIntent": intent("bash", "git status")}
+    judgment = node.authority.judge(parse_request(json.dumps(body).encode()), S)
+    assert judgment.verdict == "allow"
+    assert judgment.decided_by == RuleDecision(surface="bash", pattern="git *", origin="global")
+    assert isinstance(judgment.explanation, Deferred) and not judgment.explanation.built
+    assert isinstance(judgment.trail, Deferred) and not judgment.trail.built
+    assert any("evaluate bash" in line for line in judgment.explanation)  # built when read
+    assert judgment.trail[-1]["step"] == "verdict"

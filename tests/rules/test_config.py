@@ -93,7 +93,9 @@ def test_mcp_baseline_only_with_an_mcp_allow(tmp_path: Path) -> None:
         "kind": "rule", "surface": "mcp", "pattern": None, "origin": "baseline"}
     assert resolve(store, "mcp", "mcp_list").verdict == "deny"
     layout.write_global({"permission": {"mcp": {"exa:*": "ask"}}})
-    store.reload_if_changed()
+    assert store.reload_if_changed() is False  # a new ask may override a deny: held for review
+    [pending] = store.pending()
+    assert store.accept(pending)
     assert resolve(store, "mcp", "mcp_status").verdict == "ask"
 
 
@@ -253,9 +255,6 @@ def test_agent_frontmatter_parsing(tmp_path: Path) -> None:
     "permission:\n  bash:\n    - ls\n",
     "permission: {bash: allow}\n",
     "permission:\n  bash: sometimes\n",
-    "permission:\n  bash:\n",
-    "permission:\n  bash:\n      a: allow\n    b: allow\n",
-    "permission:\n\tbash: allow\n",
 ])
 def test_bad_frontmatter_permission_fails_closed(tmp_path: Path, frontmatter: str) -> None:
     layout = Layout(tmp_path)
@@ -264,6 +263,31 @@ def test_bad_frontmatter_permission_fails_closed(tmp_path: Path, frontmatter: st
     policy = layout.store().policy("x")
     assert policy.fail_closed_scopes == ("agent",)
     assert policy.errors and policy.errors[0].path == str(path)
+
+
+@pytest.mark.parametrize(("frontmatter", "expected"), [
+    # Tabs indent like spaces, one column each (pi: a tab-indented deny is a deny).
+    ("permission:\n\tbash: deny\n", [("bash", "*", "deny", "agent")]),
+    ("permission:\n\tbash:\n\t\t\"rm *\": deny\n", [("bash", "rm *", "deny", "agent")]),
+    # Ragged siblings join the nearest open map indented less than them.
+    ("permission:\n  bash:\n      a: allow\n    b: deny\n",
+     [("bash", "a", "allow", "agent"), ("bash", "b", "deny", "agent")]),
+    # An empty nested map says nothing: the global entry for that surface stands.
+    ("permission:\n  bash:\n  read: deny\n", [("bash", "*", "allow", "global"),
+                                               ("read", "*", "deny", "agent")]),
+    # A deny reason longer than config.json's 500-character limit is kept in an agent file.
+    (f"permission:\n  bash:\n    \"rm *\":\n      action: deny\n      reason: {'r' * 600}\n",
+     [("bash", "rm *", "deny", "agent")]),
+])
+def test_frontmatter_is_read_as_pi_reads_it(
+    tmp_path: Path, frontmatter: str, expected: list[tuple[str, str, str, str]]
+) -> None:
+    layout = Layout(tmp_path)
+    layout.write_global({"permission": {"bash": "allow"}})
+    layout.write_agent("x", frontmatter)
+    store = layout.store()
+    assert store.policy("x").errors == ()
+    assert config_rules(store, "x") == expected
 
 
 def test_reload_if_changed_and_sources(tmp_path: Path) -> None:
@@ -283,10 +307,15 @@ def test_reload_if_changed_and_sources(tmp_path: Path) -> None:
     assert resolve(store, "bash", "ls").verdict == "deny"
 
     layout.write_agent("Explore", "permission:\n  bash: allow\n")
-    assert store.reload_if_changed() is True
+    assert store.reload_if_changed() is False  # widening: held until accepted
+    assert resolve(store, "bash", "ls").verdict == "deny"
+    [pending] = store.pending()
+    assert pending.diff_lines() == ["+ bash: allow  (widens)"]
+    assert store.accept(pending) and store.pending() == ()
     assert resolve(store, "bash", "ls").verdict == "allow"
     path.unlink()
-    assert store.reload_if_changed() is True
+    assert store.reload_if_changed() is False  # the global deny removed: widening again
+    assert [c.describe() for c in store.pending()[0].changes] == ["~ bash: {'ls': deny} -> (unset)  (widens)"]
 
 
 def test_policies_are_cached_per_agent(tmp_path: Path) -> None:

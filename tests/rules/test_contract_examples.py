@@ -70,7 +70,12 @@ CASES = [
     Case("15 ? needs a char", {"skill": {"a?c": "allow"}}, "skill", ("ac",), "ask"),
     Case("16 home value", {"path": {"~/.ssh/*": "deny"}}, "path", ("/home/me/.ssh/id_rsa",),
          "deny", "~/.ssh/*"),
-    Case("16 tilde value", {"path": {"~/.ssh/*": "deny"}}, "path", ("~/.ssh/config",), "deny"),
+    # The child sends every alias (ADR 0008); values are matched as sent, never home-expanded
+    # here (issue 11, fix 4), as the reference's path-values check does.
+    Case("16 tilde value with its alias", {"path": {"~/.ssh/*": "deny"}}, "path",
+         ("~/.ssh/config", "/home/me/.ssh/config"), "deny", "~/.ssh/*"),
+    Case("16 tilde value alone is matched as sent", {"path": {"~/.ssh/*": "deny"}}, "path",
+         ("~/.ssh/config",), "ask"),
     Case("18 yolo ask", {"bash": {"*": "ask"}, "path": {".env": "deny"}}, "bash", ("npm i",),
          "allow", "*", "yolo", knobs={"yoloMode": True}),
     Case("18 yolo keeps deny", {"bash": {"*": "ask"}, "path": {".env": "deny"}}, "path",

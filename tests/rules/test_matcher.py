@@ -24,6 +24,18 @@ HOME = "/home/me"
         ("${HOME}/dev", "/home/me/dev"),
         ("~\\x", "/home/me/x"),
         ("~/dir/", "/home/me/dir/"),
+        # node's path.join: the rest is appended after a `/` and normalised, never restarted at `/`.
+        ("~//.ssh/*", "/home/me/.ssh/*"),
+        ("$HOME//.ssh/*", "/home/me/.ssh/*"),
+        ("${HOME}//x", "/home/me/x"),
+        ("~\\/.ssh/*", "/home/me/.ssh/*"),
+        ("$HOME\\/.ssh/*", "/home/me/.ssh/*"),
+        ("$HOME/build\\", "/home/me/build\\"),
+        ("~/a/./b/../c", "/home/me/a/c"),
+        ("~/../../../x", "/x"),
+        ("~/", "/home/me"),
+        ("~\\", "/home/me"),
+        ("~/..", "/home"),
         ("~user/x", "~user/x"),
         ("$HOMEDIR/x", "$HOMEDIR/x"),
         ("/abs/~/x", "/abs/~/x"),
@@ -67,7 +79,7 @@ def test_pattern_home_is_expanded_only_when_asked() -> None:
     patterns=st.lists(st.text(alphabet="ab*? ", min_size=1, max_size=5), min_size=1, max_size=8),
     value=st.text(alphabet="ab ", max_size=6),
 )
-def test_combined_regex_agrees_with_rule_by_rule_last_match(patterns: list[str], value: str) -> None:
+def test_index_agrees_with_rule_by_rule_last_match(patterns: list[str], value: str) -> None:
     rules = [make_rule("bash", p, "allow", origin="global", layer="config", home=HOME)
              for p in patterns]
     expected = max((i for i, r in enumerate(rules) if r.pattern_wildcard.matches(value)), default=-1)

@@ -101,9 +101,12 @@ def test_family_grant_is_checked_against_both_members(tmp_path: Path) -> None:
     assert grants.would_shadow_deny("Explore", "path_read", "/home/me/*") is None
 
 
-def test_per_agent_deny_is_checked_for_that_agent(tmp_path: Path) -> None:
+def test_per_agent_deny_is_checked_for_every_agent(tmp_path: Path) -> None:
+    # The grant covers the whole session, so another agent's deny refuses it too (issue 9 §5).
     layout = Layout(tmp_path)
     layout.write_agent("Explore", 'permission:\n  bash:\n    "curl *": deny\n')
     grants = SessionGrants(layout.store())
     assert grants.would_shadow_deny("Explore", "bash", "curl *") is not None
-    assert grants.would_shadow_deny("Plan", "bash", "curl *") is None
+    shadow = grants.would_shadow_deny("Plan", "bash", "curl *")
+    assert shadow is not None and shadow.agent == "Explore"
+    assert grants.would_shadow_deny("Plan", "bash", "wget *") is None

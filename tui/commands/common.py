@@ -169,6 +169,12 @@ def add_rules_options(parser: argparse.ArgumentParser) -> None:
         help="pi-authorizer's own rules file (config.json shape), applied last with origin 'authorizer'",
     )
     parser.add_argument(
+        "--accept-widening-reloads",
+        action="store_true",
+        help="apply a config change that widens a permission (a new allow, a removed deny, yolo) "
+        "without review; by default it is logged and held (the app asks)",
+    )
+    parser.add_argument(
         "--link",
         dest="links",
         action="append",
@@ -193,6 +199,7 @@ def policy_store(args: argparse.Namespace) -> PolicyStore:
         (given or agent_dir()).expanduser(),
         (project or Path.cwd()).expanduser(),
         rules.expanduser() if rules else None,
+        accept_widening=bool(getattr(args, "accept_widening_reloads", False)),
     )
 
 

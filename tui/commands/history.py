@@ -125,7 +125,10 @@ def _cells(row: HistoryRow) -> list[str]:
     by = row.decider or row.outcome
     if row.source != "served":
         by = f"{by} [{row.source}]"
-    return [stamp, row.agent or "?", row.surface or "?", row.value or "", verdict, by, wait]
+    agent = row.agent or "?"
+    if row.agent_mismatch() is not None:
+        agent = f"{agent} [requester {row.requester_agent()}]"
+    return [stamp, agent, row.surface or "?", row.value or "", verdict, by, wait]
 
 
 def _line(cells: list[str]) -> str:

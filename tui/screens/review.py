@@ -85,6 +85,10 @@ def detail_content(row: HistoryRow) -> Content:
     lines.append(Content.styled("The ask", "bold underline"))
     field("request", row.request_id or row.request_name)
     field("agent", row.agent, "bold")
+    mismatch = row.agent_mismatch()
+    if mismatch is not None:
+        field("requester agent", row.requester_agent())
+        lines.append(Content.styled(f"⚠ {mismatch}", "bold $text-warning"))
     field("surface", row.surface)
     field("value", row.value, "bold")
     field("message", row.message)

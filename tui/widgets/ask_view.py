@@ -14,6 +14,7 @@ from textual.content import Content
 
 from core.asks import Ask
 from core.human import HumanAuthorizer
+from core.principal import agent_mismatch, principal_agent
 from tui.sanitize import has_hidden, is_hidden, sanitize
 
 LABEL_STYLE = "bold $text-primary"
@@ -192,6 +193,11 @@ def facts_content(ask: Ask, clip: Clip) -> Content:
         )
     if intent is not None and intent.principal.session_id != req.requester_session_id:
         rows.append(Content.styled("principal.sessionId differs from requesterSessionId", WARN))
+    mismatch = agent_mismatch(req.requester_agent_name, principal_agent(ask.parsed))
+    if mismatch is not None:
+        rows.append(_row("requester", Content.assemble(
+            ("agentName ", DIM), value_content(req.requester_agent_name, clip))))
+        rows.append(Content.styled(mismatch, WARN))
     return _lines(rows)
 
 

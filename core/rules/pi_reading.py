@@ -1,0 +1,141 @@
+"""How pi 20.7.3 itself reads the same files, where that differs from this node's own reading.
+
+pi-authorizer judges every ask by its own reading of the config files and, when pi's reading of
+those files composes into different rules, by pi's reading too, and keeps the more restrictive
+verdict (see `docs/fidelity.md`). The differences live here, as facts about pi's loader:
+
+- Object keys: JavaScript puts integer-like keys (`"0"`, `"42"`) before every other key of an
+  object, in ascending order, so "last match wins" runs in that order.
+- Agent frontmatter: only `---\\n` opens it (after CRLF is turned into LF) and the first `\\n---`
+  closes it; each line splits at its first `:`; one quote is cut from each end of a key; a value
+  loses its quotes only when both ends carry the same one; no escapes, no `# comment` stripping;
+  a line's indentation is its leading JavaScript whitespace; a value that is not a state (or a
+  `{action: deny}` map) is dropped, as is a map left empty.
+- `${HOME}` is not a home form in 20.7.3 (only `~` and `$HOME`).
+- `?` matches one UTF-16 unit (JavaScript regexes without the `u` flag), not one character.
+- The agent name `unknown` is an ordinary file name to pi.
+- A tool surface (not bash, skill, mcp or a path surface) is judged on `"*"`: pi builds the
+  tool's input as `{}`, so the child's `matchValues` are not consulted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from core.rules.facts import IntentFacts
+from core.rules.matcher import utf16_units
+from core.rules.model import DIRECTIONAL_SURFACES, PATH_SURFACES
+from core.rules.values import js_trim
+
+_ARRAY_INDEX_LIMIT = 2**32 - 1
+_STATES = ("allow", "deny", "ask")
+_VALUE_SURFACES = frozenset({"bash", "skill", "mcp"}) | PATH_SURFACES
+
+
+def is_array_index(key: str) -> bool:
+    """A key JavaScript orders first: the canonical decimal form of an integer below 2**32 - 1."""
+    return key.isdigit() and key.isascii() and str(int(key)) == key and int(key) < _ARRAY_INDEX_LIMIT
+
+
+def js_key_order(mapping: Mapping[str, Any]) -> dict[str, Any]:
+    """The mapping in JavaScript property order: array indices ascending, then the rest as given."""
+    indices = sorted((k for k in mapping if is_array_index(k)), key=int)
+    if not indices:
+        return dict(mapping)
+    return {**{k: mapping[k] for k in indices}, **{k: v for k, v in mapping.items() if k not in indices}}
+
+
+def _trim_start(text: str) -> str:
+    trimmed = js_trim(text + "x")
+    return trimmed[:-1]
+
+
+def extract_frontmatter_as_pi(markdown: str) -> str:
+    """pi's frontmatter text: between a leading `---\\n` and the next `\\n---` (LF-normalised)."""
+    normalized = markdown.replace("\r\n", "\n")
+    if not normalized.startswith("---\n"):
+        return ""
+    end = normalized.find("\n---", 4)
+    return "" if end < 0 else normalized[4:end]
+
+
+def parse_simple_yaml_as_pi(text: str) -> dict[str, Any]:
+    """pi's minimal YAML map reader (key order kept as JavaScript would keep it)."""
+    root: dict[str, Any] = {}
+    stack: list[tuple[int, dict[str, Any]]] = [(-1, root)]
+    for raw in text.replace("\r\n", "\n").split("\n"):
+        if not js_trim(raw) or _trim_start(raw).startswith("#"):
+            continue
+        indent = len(raw) - len(_trim_start(raw))
+        line = js_trim(raw)
+        colon = line.find(":")
+        if colon <= 0:
+            continue
+        key = js_trim(line[:colon])
+        key = key[1:] if key[:1] in "'\"" and key else key
+        key = key[:-1] if key[-1:] in "'\"" and key else key
+        value = js_trim(line[colon + 1:])
+        while len(stack) > 1 and indent <= stack[-1][0]:
+            stack.pop()
+        target = stack[-1][1]
+        if not value:
+            child: dict[str, Any] = {}
+            target[key] = child
+            stack.append((indent, child))
+            continue
+        if len(value) >= 1 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        target[key] = value
+    return root
+
+
+def _deny_with_reason(value: object) -> bool:
+    return (isinstance(value, dict) and value.get("action") == "deny"
+            and isinstance(value.get("reason", ""), str))
+
+
+def permission_as_pi(value: object) -> dict[str, Any] | None:
+    """pi's `normalizeFlatPermissionValue`: keep states and deny maps, drop the rest and empties."""
+    if not isinstance(value, dict):
+        return None
+    kept: dict[str, Any] = {}
+    for surface, entry in js_key_order(value).items():
+        if isinstance(entry, str):
+            if entry in _STATES:
+                kept[surface] = entry
+        elif isinstance(entry, dict):
+            patterns = {p: a for p, a in js_key_order(entry).items()
+                        if (isinstance(a, str) and a in _STATES) or _deny_with_reason(a)}
+            if patterns:
+                kept[surface] = {p: ({"action": "deny", "reason": a.get("reason")}
+                                     if isinstance(a, dict) else a) for p, a in patterns.items()}
+    return kept or None
+
+
+def read_permission_block_as_pi(markdown: str) -> dict[str, Any] | None:
+    """The agent file's `permission` block exactly as pi 20.7.3 reads it, or None."""
+    frontmatter = extract_frontmatter_as_pi(markdown)
+    if not frontmatter:
+        return None
+    return permission_as_pi(parse_simple_yaml_as_pi(frontmatter).get("permission"))
+
+
+def facts_as_pi(facts: IntentFacts) -> IntentFacts | None:
+    """The facts pi 20.7.3 would judge: a tool surface's values are not consulted (`"*"`).
+
+    None for a directional surface (`path_read`, ...): 20.7.3 children never ask on one, so
+    there is no 20.7.3 meaning to follow.
+    """
+    if facts.surface in DIRECTIONAL_SURFACES:
+        return None
+    if facts.surface in _VALUE_SURFACES or not facts.match_values:
+        return facts
+    return replace(facts, match_values=())
+
+
+def beyond_bmp(facts: IntentFacts) -> bool:
+    """Some value holds a character beyond the BMP, which pi's `?` sees as two."""
+    values = [*facts.match_values, *(u.command for u in facts.asking_units or ())]
+    return any(utf16_units(value) != value for value in values)

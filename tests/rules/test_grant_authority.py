@@ -1,0 +1,114 @@
+"""Order of authority: a config deny > this node's session grant > a config ask (issue 9 §5)."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from core.rules import GrantRefused, IntentFacts, PolicyStore, Resolver, SessionGrants
+from core.rules.model import Rule, family_members, make_rule
+from tests.rules.support import HOME, Layout
+
+
+def test_grant_made_for_one_agent_is_refused_when_another_agents_file_denies(tmp_path: Path) -> None:
+    layout = Layout(tmp_path)
+    layout.write_global({"permission": {"bash": {"*": "ask"}}})
+    path = layout.write_agent("Reviewer", 'permission:\n  bash:\n    "curl *": deny\n', project=True)
+    grants = SessionGrants(layout.store())
+    shadow = grants.would_shadow_deny("Explore", "bash", "curl *")
+    assert shadow is not None and shadow.agent == "Reviewer" and shadow.source == str(path)
+    assert "of agent 'Reviewer'" in shadow.describe()
+    try:
+        grants.add([("bash", "curl *")], "Explore")
+    except GrantRefused:
+        pass
+    else:
+        raise AssertionError("a grant that shadows another agent's deny was recorded")
+    assert grants.list() == ()
+
+
+def test_a_recorded_grant_never_overrides_a_deny_at_judgment_time(tmp_path: Path) -> None:
+    # `a*c` against `*b*` share `abc`, which the grant-time witness heuristic does not find.
+    layout = Layout(tmp_path)
+    layout.write_global({"permission": {"bash": {"*": "ask", "*b*": "deny"}}})
+    store = layout.store()
+    grants = SessionGrants(store)
+    assert len(grants.add([("bash", "a*c")], "Explore")) == 1
+    resolver = Resolver(store)
+    denied = resolver.resolve(IntentFacts("bash", ("abc",)), "Explore", grants.rules())
+    assert denied.verdict == "deny"
+    assert denied.decided_by() == {"kind": "rule", "surface": "bash", "pattern": "*b*", "origin": "global"}
+    assert any(step["step"] == "grant-overridden" for step in denied.trail)
+    granted = resolver.resolve(IntentFacts("bash", ("axc",)), "Explore", grants.rules())
+    assert granted.verdict == "allow" and granted.is_session_grant  # an ask still becomes allow
+
+
+def test_a_deny_added_after_the_grant_wins(tmp_path: Path) -> None:
+    layout = Layout(tmp_path)
+    layout.write_global({"permission": {"bash": {"*": "ask"}}})
+    store = layout.store()
+    grants = SessionGrants(store)
+    grants.add([("bash", "curl *")], "Explore")
+    layout.write_agent("Reviewer", 'permission:\n  bash:\n    "curl *": deny\n')
+    facts = IntentFacts("bash", ("curl evil.example",))
+    assert Resolver(store).resolve(facts, "Reviewer", grants.rules()).verdict == "deny"
+    assert Resolver(store).resolve(facts, "Explore", grants.rules()).verdict == "allow"
+
+
+ACTIONS = st.sampled_from(["allow", "deny", "ask"])
+PATTERNS = st.one_of(st.just("*"), st.text(alphabet="ab*?", min_size=1, max_size=3))
+SURFACES = st.sampled_from(["bash", "path", "path_read"])
+RULESETS = st.dictionaries(SURFACES, st.dictionaries(PATTERNS, ACTIONS, max_size=4), max_size=3)
+
+
+def _frontmatter(permission: dict[str, dict[str, str]]) -> str:
+    lines = ["permission:"]
+    for surface, patterns in permission.items():
+        lines.append(f"  {surface}:")
+        lines += [f'    "{pattern}": {action}' for pattern, action in patterns.items()]
+    return "\n".join(lines) + "\n" if permission else ""
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    global_rules=RULESETS,
+    agent_rules=st.dictionaries(st.sampled_from(["A", "B", "C"]), RULESETS, max_size=3),
+    grant_patterns=st.lists(st.tuples(SURFACES, PATTERNS), min_size=1, max_size=3),
+    values=st.lists(st.text(alphabet="ab", max_size=3), min_size=1, max_size=3),
+    surface=SURFACES,
+)
+def test_grants_never_widen_past_any_agents_deny(
+    tmp_path_factory: object, global_rules: dict[str, dict[str, str]],
+    agent_rules: dict[str, dict[str, dict[str, str]]], grant_patterns: list[tuple[str, str]],
+    values: list[str], surface: str,
+) -> None:
+    from pytest import TempPathFactory
+
+    assert isinstance(tmp_path_factory, TempPathFactory)
+    layout = Layout(tmp_path_factory.mktemp("grants"))
+    layout.write_global({"permission": global_rules})
+    for name, permission in agent_rules.items():
+        layout.write_agent(name, _frontmatter(permission), project=name == "C")
+    store = PolicyStore(layout.agent_dir, layout.project, None, home=HOME)
+    resolver = Resolver(store)
+    facts = IntentFacts(surface, tuple(values))
+    # Grants recorded through the refusal (what `w` does) ...
+    book = SessionGrants(store)
+    with contextlib.suppress(GrantRefused):
+        book.add(grant_patterns, "A")
+    # ... and the same grants forced in, as if the refusal had missed every one of them.
+    forced: list[Rule] = [
+        make_rule(member, pattern, "allow", origin="session", layer="session", home=HOME)
+        for grant_surface, pattern in grant_patterns for member in family_members(grant_surface)
+    ]
+    for agent in ("A", "B", "C", "D"):
+        config_only = resolver.resolve(facts, agent).verdict
+        for session_rules in (book.rules(), tuple(forced)):
+            with_grants = resolver.resolve(facts, agent, session_rules).verdict
+            if config_only == "deny":
+                assert with_grants == "deny", (agent, session_rules)
+            else:
+                assert with_grants in (config_only, "allow")

@@ -1,0 +1,92 @@
+"""pi 20.7.3's reading of the same files, and the stricter-of-both verdict (docs/fidelity.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from core.rules.frontmatter import FrontmatterError, read_permission_block
+from core.rules.matcher import compile_wildcard, utf16_units
+from core.rules.pi_reading import is_array_index, js_key_order, read_permission_block_as_pi
+from core.rules.values import bash_match_value
+from tests.rules.support import Layout, resolve
+
+
+def test_js_key_order_puts_array_indices_first() -> None:
+    assert list(js_key_order({"*": 1, "42": 2, "7": 3, "07": 4, "-1": 5, "4294967295": 6})) == [
+        "7", "42", "*", "07", "-1", "4294967295"]
+    assert [is_array_index(k) for k in ("0", "00", "1e3", "\u0661", "4294967294")] == [
+        True, False, False, False, True]
+
+
+def test_pi_frontmatter_reader_facts() -> None:
+    text = "---\npermission:\n  'exa:*': deny\n  bash: deny  # why\n\tread: allow\n  write:\n---\n"
+    # The key splits at its first colon; a comment stays in the value (then invalid, dropped);
+    # a tab indents; an empty map is dropped.
+    assert read_permission_block_as_pi(text) == {"read": "allow"}
+    assert read_permission_block_as_pi("--- \npermission:\n  bash: deny\n---\n") is None
+    assert read_permission_block_as_pi("---\r\npermission:\r\n  bash: deny\r\n---\r\n") == {"bash": "deny"}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="-\n\r\t :#'\"abp{}[]\\", max_size=80))
+def test_both_frontmatter_readers_survive_any_text(body: str) -> None:
+    text = "---\npermission:\n" + body + "\n---\n"
+    pi = read_permission_block_as_pi(text)
+    assert pi is None or all(isinstance(v, str | dict) for v in pi.values())
+    try:
+        ours = read_permission_block(text)
+    except FrontmatterError as exc:
+        assert exc.line_number >= 2
+    else:
+        assert ours is None or isinstance(ours, dict)
+
+
+def test_bash_match_value_strips_comment_lines_and_js_whitespace() -> None:
+    assert bash_match_value(" rm -rf /") == "rm -rf /"
+    assert bash_match_value("# clean\n  # more\nrm -rf build\n") == "rm -rf build"
+    assert bash_match_value("\ufeffls\u00a0") == "ls"
+    assert bash_match_value("\x1cls") == "\x1cls"  # not JavaScript whitespace
+    assert bash_match_value("  # only\n") == "  # only\n"
+
+
+def test_utf16_question_mark() -> None:
+    emoji = "a\U0001f600c"
+    assert utf16_units(emoji) == "a\ud83d\ude00c"
+    assert compile_wildcard("a??c", utf16=True).matches(emoji)
+    assert not compile_wildcard("a?c", utf16=True).matches(emoji)
+    assert compile_wildcard("a?c").matches(emoji)
+    assert compile_wildcard(emoji, utf16=True).literal == emoji
+
+
+def test_the_stricter_reading_wins_and_the_trail_says_so(tmp_path: Path) -> None:
+    layout = Layout(tmp_path)
+    layout.write_global({"permission": {"bash": {"*": "allow", "42": "deny"},
+                                        "skill": {"*": "deny", "7": "allow"}}})
+    store = layout.store()
+    looser_in_pi = resolve(store, "bash", "42")
+    assert (looser_in_pi.verdict, looser_in_pi.rule and looser_in_pi.rule.pattern) == ("deny", "42")
+    step = next(s for s in looser_in_pi.trail if s["step"] == "pi-reading")
+    assert step["kept"] == "ours" and step["pi"] == {"verdict": "allow", "decidedBy": {
+        "kind": "rule", "surface": "bash", "pattern": "*", "origin": "global"}}
+    stricter_in_pi = resolve(store, "skill", "7")
+    assert (stricter_in_pi.verdict, stricter_in_pi.rule and stricter_in_pi.rule.pattern) == ("deny", "*")
+    plain = resolve(store, "bash", "ls")
+    assert not any(s["step"] == "pi-reading" for s in plain.trail)
+
+
+def test_directional_members_never_loosen_a_20_7_3_path_deny(tmp_path: Path) -> None:
+    layout = Layout(tmp_path)
+    layout.write_global({"permission": {"path": {"*": "deny"},
+                                        "external_directory": {"*": "ask", "/cache/*": "allow"}}})
+    layout.write_project({"permission": {"path_read": {"src/*": "allow"}, "path_write": {"src/*": "allow"}}})
+    store = layout.store()
+    # A `path` ask: both members allow src/*, but 20.7.3 (no families) denies it by `path`.
+    folded = resolve(store, "path", "src/a.ts")
+    assert (folded.verdict, folded.rule and folded.rule.pattern) == ("deny", "*")
+    # A directional ask exists only for newer children: judged by this node's reading alone.
+    member = resolve(store, "path_read", "src/a.ts")
+    assert member.verdict == "allow"
+    assert resolve(store, "external_directory_read", "/cache/x").verdict == "allow"
