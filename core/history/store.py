@@ -114,7 +114,8 @@ class HistoryRow:
         return source if isinstance(source, dict) else None
 
     def to_json(self) -> dict[str, Any]:
-        """Every column; BLOBs as base64, JSON columns as nested values."""
+        """Every column; BLOBs as base64, JSON columns as nested values, and one time unit:
+        milliseconds (instants since the epoch, as the child's `createdAt`; `decide_ms` a span)."""
         out: dict[str, Any] = {}
         for name in COLUMNS:
             value = getattr(self, name)
@@ -122,11 +123,15 @@ class HistoryRow:
                 value = base64.b64encode(value).decode("ascii")
             elif name in ("facts", "decided_by"):
                 value = _loads(value)
+            elif name in _SECONDS_COLUMNS and value is not None:
+                value = round(value * 1000, 3)
             out[name] = value
         return out
 
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(HistoryRow))
+#: Instants stored in seconds (the child's `created_at` is already milliseconds).
+_SECONDS_COLUMNS = frozenset({"arrived_at", "shown_at", "decided_at", "ended_at"})
 _SELECT = f"SELECT {', '.join(COLUMNS)} FROM asks"
 
 
