@@ -42,7 +42,9 @@ def invisible(text: str) -> list[str]:
     return [c for c in text if unicodedata.category(c) in {"Cc", "Cf"} and c != "\n"]
 
 
-def test_explain_prints_child_text_as_visible_tokens(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_explain_prints_child_text_as_visible_tokens(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["explain", str(request_file(tmp_path)), "--project", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert invisible(out) == []
@@ -68,7 +70,9 @@ def test_explain_json_is_ascii(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert [entry["value"] for entry in evaluated["consulted"]] == [HOSTILE_VALUE]
 
 
-def test_history_json_uses_milliseconds_everywhere(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_history_json_uses_milliseconds_everywhere(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     state = tmp_path / "state"
     store = HistoryStore.in_state_dir(state)
     arrived = 1_700_000_010.0

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -48,7 +47,9 @@ def test_a_missing_rules_file_is_an_error_not_an_empty_config(
 
 
 @pytest.mark.parametrize("spec", ["nocommand", "=ls", "name=", "two words=ls"])
-def test_a_bad_link_is_refused_at_start(tmp_path: Path, capsys: pytest.CaptureFixture[str], spec: str) -> None:
+def test_a_bad_link_is_refused_at_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], spec: str
+) -> None:
     err = one_line_error(capsys, serving(tmp_path, "--link", spec))
     assert "--link" in err
 

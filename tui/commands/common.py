@@ -30,7 +30,6 @@ from core.paths import (
 from core.rules import PolicyStore
 from core.serving import ServingCore
 
-
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _PART = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
 

@@ -49,7 +49,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument("--since", type=duration_arg, metavar="DURATION", help="only asks newer than this")
     parser.add_argument("--agent", metavar="NAME", help="only this agent's asks")
     parser.add_argument(
-        "--session", metavar="ID", type=session_id_arg, help="only asks served for, or sent from, this session"
+        "--session", metavar="ID", type=session_id_arg,
+        help="only asks served for, or sent from, this session",
     )
     parser.add_argument(
         "--verdict",
@@ -57,7 +58,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="approved, denied (each with its variants), an exact state, or an outcome "
         "such as withdrawn, quarantined, left, pending",
     )
-    parser.add_argument("--limit", type=non_negative_int, default=50, metavar="N", help="newest N asks (0: all; 50)")
+    parser.add_argument(
+        "--limit", type=non_negative_int, default=50, metavar="N", help="newest N asks (0: all; 50)"
+    )
     parser.add_argument(
         "--state-dir",
         type=Path,
