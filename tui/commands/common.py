@@ -235,10 +235,14 @@ def take_sessions(core: ServingCore, ids: list[str]) -> list[str]:
     taken: list[str] = []
     for sid in ids:
         try:
-            core.add_session(sid)
+            served = core.add_session(sid)
             taken.append(sid)
         except SessionHeld as exc:
             print(f"pi-authorizer: not serving {sid!r}: {exc.holder} serves it", file=sys.stderr)
+            continue
+        if isinstance(core.ledger, HistoryStore):
+            # Asks whose children gave up while nobody served: closed now, not `pending` forever.
+            core.ledger.reconcile_open(sid, set(served.inbox.list_request_names()))
     return taken
 
 
