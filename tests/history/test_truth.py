@@ -85,6 +85,7 @@ def test_retention_from_the_command_line(tmp_path: Path) -> None:
     assert store is not None
     assert store.retention.max_age_s == 2 * 86400 and store.retention.max_rows == 10
     assert [r.request_name for r in store.query()] == ["new.json"]
-    forever = parser.parse_args(["--state-dir", str(state), "--keep-history", "0", "--keep-history-rows", "0"])
-    reopened = open_history(forever)
-    assert reopened is not None and (reopened.retention.max_age_s, reopened.retention.max_rows) == (None, None)
+    forever = open_history(
+        parser.parse_args(["--state-dir", str(state), "--keep-history", "0", "--keep-history-rows", "0"])
+    )
+    assert forever is not None and (forever.retention.max_age_s, forever.retention.max_rows) == (None, None)
