@@ -472,7 +472,8 @@ class HistoryStore(HistoryReader):
         """The open row of this request file: its id and when it was shown (else arrived)."""
         found = conn.execute(
             "SELECT id, COALESCE(shown_at, arrived_at) FROM asks WHERE served_session = ? "
-            "AND request_name = ? AND verdict IS NULL AND outcome IN (?, ?) AND ended_at IS NULL ORDER BY id DESC LIMIT 1",
+            "AND request_name = ? AND verdict IS NULL AND outcome IN (?, ?) AND ended_at IS NULL "
+            "ORDER BY id DESC LIMIT 1",
             (key.session_id, key.name, *_OPEN),
         ).fetchone()
         return None if found is None else (found[0], found[1])
