@@ -11,6 +11,8 @@ import asyncio
 import contextlib
 import os
 import signal
+import termios
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -44,6 +46,30 @@ from tui.screens.sessions import SessionsScreen
 from tui.settings import NOTIFICATION_CHANNELS, UiSettings, dialog_keymap
 
 ATTENTION_COALESCE_S = 0.05
+#: After SIGHUP/SIGTERM, how long the graceful quit may take before the app exits without it.
+FORCED_EXIT_S = 0.9
+#: Leave the alternate screen, show the cursor, stop mouse reporting (what Textual's exit undoes).
+_RESTORE_SEQUENCE = b"\x1b[?1049l\x1b[?25h\x1b[?1000l\x1b[?1003l\x1b[?1015l\x1b[?1006l\x1b[?2004l"
+
+
+def restore_terminal_modes() -> None:
+    """Best effort, from any thread, when Textual's own exit did not run: a usable shell prompt."""
+    with contextlib.suppress(OSError):
+        os.set_blocking(1, False)
+        os.write(1, _RESTORE_SEQUENCE)
+    with contextlib.suppress(OSError, termios.error):
+        attrs = termios.tcgetattr(0)
+        attrs[3] |= termios.ECHO | termios.ICANON | termios.ISIG | termios.IEXTEN
+        termios.tcsetattr(0, termios.TCSANOW, attrs)
+
+
+def detach_from_terminal() -> None:
+    """The terminal is gone: point stdin/stdout/stderr at /dev/null so no read or write blocks or fails."""
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        with contextlib.suppress(OSError):
+            os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 def osc_sequence(channel: str, title: str, body: str, tmux: bool) -> str:
@@ -104,6 +130,9 @@ class AuthorizerApp(App[int]):
         self._attention_timer: Timer | None = None
         self._core_worker: Worker[None] | None = None
         self._stopping = False
+        self._forced_exit: threading.Timer | None = None
+        #: Run (from another thread) when a signal's graceful quit times out, before `os._exit`.
+        self.forced_exit_cleanups: list[Callable[[], None]] = []
         self._keymap_ids: dict[str, str] = {}
         reserved = frozenset(
             key for binding in (*QueueScreen.BINDINGS, *self.BINDINGS) if isinstance(binding, Binding)
@@ -157,14 +186,49 @@ class AuthorizerApp(App[int]):
             self.notify("The serving core stopped.", severity="error", markup=False, timeout=60)
 
     def _install_signal_handlers(self) -> None:
-        """A closed terminal (SIGHUP) or a kill (SIGTERM) still removes heartbeats and locks."""
+        """A closed terminal (SIGHUP) or a kill (SIGTERM) still removes heartbeats and locks.
+
+        Plain `signal.signal` handlers, not the loop's: they run in the main thread even while the
+        event loop is stuck writing to a terminal that is gone (Textual's output queue is bounded
+        and its writer thread dies on the first EIO), which is where a loop handler never runs.
+        """
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGHUP):
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.add_signal_handler(sig, self._signalled)
+            with contextlib.suppress(ValueError, OSError):  # not the main thread: nothing to install
+                signal.signal(sig, lambda signum, _frame: self._signalled(signum, loop))
 
-    def _signalled(self) -> None:
-        self.run_worker(self._quit_now(), name="quit-on-signal", exclusive=True, group="quit")
+    def _signalled(self, signum: int, loop: asyncio.AbstractEventLoop) -> None:
+        if signum == signal.SIGHUP:
+            detach_from_terminal()
+        if self._forced_exit is None:
+            self._forced_exit = threading.Timer(
+                FORCED_EXIT_S, self._force_exit, (128 + signum, signum != signal.SIGHUP)
+            )
+            self._forced_exit.daemon = True
+            self._forced_exit.start()
+        quit_now = self._quit_after_hangup() if signum == signal.SIGHUP else self._quit_now()
+        loop.call_soon_threadsafe(
+            lambda: self.run_worker(quit_now, name="quit-on-signal", exclusive=True, group="quit")
+        )
+
+    async def _quit_after_hangup(self) -> None:
+        """No terminal is left to restore: stop serving (heartbeats, locks, history), clean up, exit."""
+        await self.stop_serving()
+        self._force_exit(0)
+
+    def _force_exit(self, code: int, restore_terminal: bool = False) -> None:
+        """The graceful quit did not finish in time: do its essential part from this thread, exit."""
+        if restore_terminal:
+            restore_terminal_modes()
+        for served in list(self.core.sessions.values()):
+            with contextlib.suppress(Exception):
+                served.heartbeat.clear()
+            with contextlib.suppress(Exception):
+                served.lock.release()
+        for cleanup in self.forced_exit_cleanups:
+            with contextlib.suppress(Exception):
+                cleanup()
+        os._exit(code)
 
     async def stop_serving(self) -> None:
         """Stop the core and wait for it: heartbeats removed, locks released, requests left."""

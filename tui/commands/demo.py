@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -98,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
                 )
 
         app = DemoApp(core, human, ui_settings(options, authority))
+        app.forced_exit_cleanups.append(lambda: shutil.rmtree(tmp, ignore_errors=True))
         app.run()
     print("What the simulated children received:")
     for line in received:
