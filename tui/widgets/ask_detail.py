@@ -8,6 +8,7 @@ from textual.content import Content
 from textual.widgets import Static
 
 from core.asks import Ask
+from core.risk import RiskHint
 from tui.widgets.ask_view import (
     DIM,
     VALUE_LIMIT,
@@ -16,6 +17,7 @@ from tui.widgets.ask_view import (
     agent_content,
     agent_warning,
     ask_has_hidden,
+    ask_risk,
     display_content,
     duration,
     facts_content,
@@ -31,6 +33,13 @@ NO_FACTS_BANNER = (
 HIDDEN_BANNER = (
     "⚠ CONTAINS HIDDEN CHARACTERS, shown as ␛ / ⟨U+…⟩ tokens. Every decision key needs a second press."
 )
+
+
+def risk_content(hints: tuple[RiskHint, ...]) -> Content:
+    """The risk badge: labelled a hint, because it never decides anything."""
+    parts = [Content.styled(f" {h.label} ", "reverse bold") + Content(" ") + value_content(h.why, Clip(120))
+             for h in hints]
+    return Content.assemble(("Hint, not a decision: ", "bold"), Content("  ·  ").join(parts))
 
 
 def header_content(ask: Ask, now: float, position: int, total: int) -> Content:
@@ -55,6 +64,7 @@ class AskDetail(VerticalScroll):
         yield Static(id="banner-hidden", classes="banner -warning", markup=False)
         yield Static(id="banner-nofacts", classes="banner -warning", markup=False)
         yield Static(id="banner-agent", classes="banner -error", markup=False)
+        yield Static(id="banner-risk", classes="banner -warning", markup=False)
         yield Static(id="facts", classes="panel", markup=False)
         yield Static(id="display", classes="panel", markup=False)
         yield Static(id="grants", classes="panel", markup=False)
@@ -71,7 +81,7 @@ class AskDetail(VerticalScroll):
         """Render `ask` (or the empty state); True when a value was shortened."""
         header = self.query_one("#detail-header", Static)
         panels = [self.query_one(f"#{n}", Static) for n in ("facts", "provenance", "grants", "display")]
-        banners = {n: self.query_one(f"#banner-{n}", Static) for n in ("hidden", "nofacts", "agent")}
+        banners = {n: self.query_one(f"#banner-{n}", Static) for n in ("hidden", "nofacts", "agent", "risk")}
         if ask is None:
             header.update(Content.styled("No pending asks. Children's asks appear here as they arrive.", DIM))
             for widget in (*panels, *banners.values()):
@@ -93,6 +103,10 @@ class AskDetail(VerticalScroll):
                     (f": {warning}. The name is reported by the child and unauthenticated.", ""),
                 )
             )
+        hints = ask_risk(ask)
+        banners["risk"].display = bool(hints)
+        if hints:
+            banners["risk"].update(risk_content(hints))
         builders = (facts_content, display_content, grants_content, provenance_content)
         order = ("facts", "display", "grants", "provenance")
         for name, build in zip(order, builders, strict=True):
