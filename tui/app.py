@@ -30,6 +30,7 @@ from core.human import AskAdded, AskDecided, AskWithdrawn, HumanAuthorizer, Huma
 from core.judging import RecordedAuthority
 from core.serving import ServeEvent, ServingCore
 from tui.sanitize import safe_plain
+from tui.screens.grants import GrantsScreen
 from tui.screens.help import HelpScreen
 from tui.screens.history import HistoryEntry, HistoryScreen
 from tui.screens.modals import (
@@ -101,6 +102,8 @@ class AuthorizerApp(App[int]):
                 tooltip="Every ask served: filter, details, rule suggestions"),
         Binding("S", "sessions", "Sessions", id="app.sessions",
                 tooltip="Served sessions, env lines, other inboxes (adopt unserved ones)"),
+        Binding("W", "grants", "Grants", id="app.grants",
+                tooltip="Whole-session grants: who made them, what they decided; revoke one"),
         Binding("q", "quit", "Quit", id="app.quit",
                 tooltip="Stop serving; pending asks stay in the inbox for the next authorizer"),
     ]
@@ -277,6 +280,13 @@ class AuthorizerApp(App[int]):
             self._shown.add(key)
             self.store.mark_shown(key)
 
+    def action_grants(self) -> None:
+        authority = self.core.judge
+        if not isinstance(authority, RecordedAuthority):
+            self.notify("This authorizer records no whole-session grants.", markup=False)
+            return
+        self._show(lambda: GrantsScreen(authority), GrantsScreen)
+
     def action_sessions(self) -> None:
         self._show(lambda: SessionsScreen(self.core, self.human), SessionsScreen)
 
@@ -291,6 +301,7 @@ class AuthorizerApp(App[int]):
             ("Expanded ask", ExpandScreen.BINDINGS),
             ("Quit confirmation", QuitConfirmScreen.BINDINGS),
             ("Sessions view", SessionsScreen.BINDINGS),
+            ("Grants view", GrantsScreen.BINDINGS),
             ("History view", HistoryScreen.BINDINGS),
         )
         for title, bindings in groups:
