@@ -26,6 +26,7 @@ from textual.worker import Worker
 
 from core.asks import Ask, AskKey
 from core.history import HistoryStore
+from core.history.suggest import SuggestionRefused, suggestion_from_ask
 from core.human import AskAdded, AskDecided, AskWithdrawn, HumanAuthorizer, HumanEvent
 from core.judging import RecordedAuthority
 from core.serving import ServeEvent, ServingCore
@@ -42,7 +43,7 @@ from tui.screens.modals import (
     ReasonScreen,
 )
 from tui.screens.queue import QueueScreen, ask_label
-from tui.screens.review import ReviewScreen
+from tui.screens.review import ConfirmRuleScreen, ReviewScreen
 from tui.screens.sessions import SessionsScreen
 from tui.settings import NOTIFICATION_CHANNELS, UiSettings, dialog_keymap
 
@@ -102,6 +103,9 @@ class AuthorizerApp(App[int]):
                 tooltip="Every ask served: filter, details, rule suggestions"),
         Binding("S", "sessions", "Sessions", id="app.sessions",
                 tooltip="Served sessions, env lines, other inboxes (adopt unserved ones)"),
+        Binding("R", "rule_from_ask", "Rule from ask", id="app.rule_from_ask",
+                tooltip="Propose the persistent rule that would have decided the selected ask "
+                "(JSON, file, diff; written only when you confirm)"),
         Binding("W", "grants", "Grants", id="app.grants",
                 tooltip="Whole-session grants: who made them, what they decided; revoke one"),
         Binding("q", "quit", "Quit", id="app.quit",
@@ -279,6 +283,31 @@ class AuthorizerApp(App[int]):
         if self.store is not None and key not in self._shown:
             self._shown.add(key)
             self.store.mark_shown(key)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "rule_from_ask":
+            return self.screen is self.queue  # it reads the queue's selected ask
+        return True
+
+    def action_rule_from_ask(self) -> None:
+        ask = self.queue.current_ask()
+        if ask is None or self.rules is None:
+            self.notify("No ask selected, or this authorizer has no rules to add to.", markup=False)
+            return
+        intent = ask.parsed.access_intent
+        try:
+            offer = suggestion_from_ask(
+                self.rules,
+                intent.surface if intent else None,
+                intent.match_values if intent else (),
+                [(g.surface, g.pattern) for g in HumanAuthorizer.serving_grants_of(ask)],
+                intent.principal.agent_name if intent else ask.request.requester_agent_name,
+                self.clock(),
+            )
+        except SuggestionRefused as exc:
+            self.notify(safe_plain(str(exc), 300), title="No rule proposed", severity="warning", markup=False)
+            return
+        self.push_screen(ConfirmRuleScreen(offer, self.rules))
 
     def action_grants(self) -> None:
         authority = self.core.judge

@@ -27,6 +27,7 @@ from tests.tui.support import (
 from tui.app import AuthorizerApp
 from tui.screens.grants import GrantsScreen
 from tui.screens.help import HelpScreen
+from tui.screens.review import ConfirmRuleScreen
 from tui.settings import UiSettings
 
 pytestmark = pytest.mark.timeout(60)
@@ -111,3 +112,58 @@ async def test_risk_hint_shows_in_the_queue_and_the_detail(tmp_path: Path) -> No
         text = rendered_text(app)
         assert "Risk (hint)" in text
         assert "Hint, not a decision" in text and "pipe to shell" in text and "sudo" in text
+
+
+async def test_rule_from_the_ask_shows_json_file_and_diff_and_writes_only_on_confirm(tmp_path: Path) -> None:
+    node = Node(tmp_path)
+    node.core.add_background(node.authority.watch_config)
+    app = node.app
+    async with app.run_test(size=(160, 50)) as pilot:
+        write_request(node.root, request_body("lint", value="npm run lint", suggestion=False))
+        await wait_rows(pilot, app, 1)
+        await pilot.press("R")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmRuleScreen))
+        body = str(app.screen.query_one("#review-rule", Static).render())
+        assert '"npm run lint": "allow"' in body
+        assert str(node.rules_path) in body and "+" in body  # the target file and its diff
+        assert json.loads(node.rules_path.read_text()) == {}  # nothing written before confirming
+        await pilot.press("n")
+        await wait_for(pilot, lambda: app.screen is app.queue)
+        assert json.loads(node.rules_path.read_text()) == {}
+
+        await pilot.press("R")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmRuleScreen))
+        await pilot.press("y")
+        await wait_for(pilot, lambda: app.screen is app.queue)
+        assert json.loads(node.rules_path.read_text()) == {"permission": {"bash": {"npm run lint": "allow"}}}
+        write_request(node.root, request_body("lint-again", value="npm run lint", suggestion=False))
+        again = await wait_response(pilot, node.root, "lint-again", within=15)
+        assert again["state"] == "approved" and again["decidedBy"]["kind"] == "rule"
+
+
+async def test_rule_from_the_ask_never_loosens_an_explicit_deny(tmp_path: Path) -> None:
+    node = Node(tmp_path, {"bash": {"*": "ask", "rm -rf *": "deny"}})
+    app = node.app
+    async with app.run_test(size=(160, 50)) as pilot:
+        # The child's own suggestion `rm *` would override this node's deny: no rule is offered.
+        body = request_body("rm", value="rm build")
+        body["sessionApproval"] = {"grants": [{"surface": "bash", "pattern": "rm *"}]}
+        write_request(node.root, body)
+        await wait_rows(pilot, app, 1)
+        await pilot.press("R")
+        await settle(pilot, 0.2)
+        assert app.screen is app.queue
+        assert any("loosen an explicit deny" in n.message for n in app._notifications)
+        assert json.loads(node.rules_path.read_text()) == {}
+
+
+async def test_rule_from_an_ask_without_facts_is_refused(tmp_path: Path) -> None:
+    node = Node(tmp_path)
+    app = node.app
+    async with app.run_test(size=(160, 50)) as pilot:
+        write_request(node.root, request_body("old", value="ls", facts=False, suggestion=False))
+        await wait_rows(pilot, app, 1)
+        await pilot.press("R")
+        await settle(pilot, 0.2)
+        assert app.screen is app.queue
+        assert any("no child-fixed facts" in n.message for n in app._notifications)
