@@ -167,3 +167,49 @@ async def test_rule_from_an_ask_without_facts_is_refused(tmp_path: Path) -> None
         await settle(pilot, 0.2)
         assert app.screen is app.queue
         assert any("no child-fixed facts" in n.message for n in app._notifications)
+
+
+def write_payload(path: str, evidence: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "kind": "tool",
+        "request": {
+            "requester": {"agentName": "Explore", "forwarded": False, "sessionId": None},
+            "surface": "write", "toolName": "write", "invokedToolName": None, "value": path,
+            "matchedPattern": None, "commandContext": None, "executedUnit": None,
+        },
+        "evidence": evidence,
+        "annotations": [],
+    }
+
+
+async def test_the_change_a_write_carries_is_shown_as_a_diff(tmp_path: Path) -> None:
+    node = Node(tmp_path)
+    app = node.app
+    content = "def main():\n    print('hello \x1b[31mred')\n" + "".join(f"line {i}\n" for i in range(80))
+    body = request_body("w1", value="/worktree/issue-42/src/app.py", surface="write", suggestion=False,
+                        extra={"payload": write_payload("src/app.py", [{"label": "content", "text": content,
+                                                                        "detail": None}])})
+    async with app.run_test(size=(160, 50)) as pilot:
+        write_request(node.root, body)
+        await wait_rows(pilot, app, 1)
+        await settle(pilot)
+        detail = app.queue.detail
+        panel = detail.query_one("#change", Static)
+        assert panel.display
+        plain = str(panel.render())
+        assert "+def main():" in plain and "␛[31mred" in plain and "\x1b" not in plain
+        assert "+line 79" in plain  # the whole change is there, scrollable in the detail
+        await pilot.press("pagedown")
+        await pilot.press("pagedown")
+        await settle(pilot)
+        assert detail.scroll_y > 0
+
+
+async def test_an_ask_without_content_shows_no_change_panel(tmp_path: Path) -> None:
+    node = Node(tmp_path)
+    app = node.app
+    async with app.run_test(size=(160, 50)) as pilot:
+        write_request(node.root, request_body("plain", value="ls", suggestion=False))
+        await wait_rows(pilot, app, 1)
+        await settle(pilot)
+        assert not app.queue.detail.query_one("#change", Static).display

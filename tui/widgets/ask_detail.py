@@ -25,6 +25,7 @@ from tui.widgets.ask_view import (
     provenance_content,
     value_content,
 )
+from tui.widgets.change_view import FileChange, change_from_evidence, change_renderable
 
 NO_FACTS_BANNER = (
     "⚠ NO CHILD-FIXED FACTS (no usable accessIntent, e.g. a 20.7.3 child): it could not be matched against "
@@ -33,6 +34,14 @@ NO_FACTS_BANNER = (
 HIDDEN_BANNER = (
     "⚠ CONTAINS HIDDEN CHARACTERS, shown as ␛ / ⟨U+…⟩ tokens. Every decision key needs a second press."
 )
+
+
+def ask_change(ask: Ask) -> FileChange | None:
+    """The write's or edit's content when the child's payload carries it (see `change_view`)."""
+    payload = ask.request.payload
+    if payload is None:
+        return None
+    return change_from_evidence(payload.request.value, payload.evidence)
 
 
 def risk_content(hints: tuple[RiskHint, ...]) -> Content:
@@ -67,6 +76,7 @@ class AskDetail(VerticalScroll):
         yield Static(id="banner-risk", classes="banner -warning", markup=False)
         yield Static(id="facts", classes="panel", markup=False)
         yield Static(id="display", classes="panel", markup=False)
+        yield Static(id="change", classes="panel", markup=False)
         yield Static(id="grants", classes="panel", markup=False)
         yield Static(id="provenance", classes="panel", markup=False)
 
@@ -75,12 +85,14 @@ class AskDetail(VerticalScroll):
         self.query_one("#provenance", Static).border_title = "Why this node asks — provenance"
         self.query_one("#grants", Static).border_title = "Session grant it would record (surface pattern)"
         self.query_one("#display", Static).border_title = "Child's rendering — display only, not facts"
+        self.query_one("#change", Static).border_title = "The change — from the child's payload, display only"
         self.show(None, 0.0, 0, 0)
 
     def show(self, ask: Ask | None, now: float, position: int, total: int) -> bool:
         """Render `ask` (or the empty state); True when a value was shortened."""
         header = self.query_one("#detail-header", Static)
-        panels = [self.query_one(f"#{n}", Static) for n in ("facts", "provenance", "grants", "display")]
+        names = ("facts", "provenance", "grants", "display", "change")
+        panels = [self.query_one(f"#{n}", Static) for n in names]
         banners = {n: self.query_one(f"#banner-{n}", Static) for n in ("hidden", "nofacts", "agent", "risk")}
         if ask is None:
             header.update(Content.styled("No pending asks. Children's asks appear here as they arrive.", DIM))
@@ -113,6 +125,11 @@ class AskDetail(VerticalScroll):
             widget = self.query_one(f"#{name}", Static)
             widget.display = True
             widget.update(build(ask, clip))
+        change = ask_change(ask)
+        change_panel = self.query_one("#change", Static)
+        change_panel.display = change is not None
+        if change is not None:
+            change_panel.update(change_renderable(change))
         return clip.clipped > 0
 
     def update_header(self, ask: Ask | None, now: float, position: int, total: int) -> None:
