@@ -18,7 +18,6 @@ from pathlib import Path
 from core.human import HumanAuthorizer
 from core.simulate import DEMO_CONFIG, ChildResult, run_children
 from tui.commands.app import ui_settings, with_defaults
-from tui.sanitize import safe_plain
 
 DEMO_SESSION = "pi-authorizer-demo"
 
@@ -37,6 +36,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def describe(result: ChildResult) -> str:
     """One line for the person: what the child received, as the child read it."""
+    from tui.sanitize import safe_plain  # Textual: only the commands that draw import it
+
     response = result.response
     if response is None:
         return safe_plain(f"{result.agent}: gave up waiting ({result.summary})")

@@ -17,7 +17,6 @@ from core.rules import PolicyStore
 from core.rules.explain import explain
 from core.wire import ParsedRequest, RequestRejected, parse_request
 from tui.commands.common import existing_file
-from tui.sanitize import safe_plain
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -87,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _safe(line: str) -> str:
     """Every printed line as the app shows child text: controls, escapes, bidi as visible tokens."""
+    from tui.sanitize import safe_plain  # imports Textual: only when there is something to print
+
     return safe_plain(line)
 
 
