@@ -18,7 +18,7 @@ from core.rules.model import family_members
 from core.rules.session import SessionGrant
 
 #: Session rules are appended to every agent's policy in the session (`RecordedAuthority.explain`).
-SESSION_SCOPE = "every agent forwarding to this session"
+SESSION_SCOPE = "all agents of the session"
 
 
 @dataclass(frozen=True)

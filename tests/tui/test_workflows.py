@@ -76,7 +76,7 @@ async def test_grants_screen_lists_counts_and_revokes_for_the_next_ask(tmp_path:
         assert isinstance(screen, GrantsScreen)
         text = rendered_text(app)
         assert "git push *" in text and "1 ask" in text and "answering Explore" in text
-        assert "every agent" in text
+        assert "all agents of the session" in text
 
         await pilot.press("x")
         assert node.authority.list_grants() != []  # the first press only arms

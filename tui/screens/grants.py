@@ -24,7 +24,7 @@ from core.judging import RecordedAuthority
 from tui.sanitize import sanitize
 from tui.widgets.ask_view import DIM, WARN
 
-COLUMNS = ("Surface", "Pattern", "Agent scope", "Made", "By", "Decided", "Session")
+COLUMNS = ("Surface", "Pattern", "Decided", "Made by", "At", "Agent scope", "Session")
 REFRESH_S = 1.0
 
 
@@ -35,10 +35,10 @@ def grant_cells(entry: GrantEntry) -> tuple[Text, ...]:
     return (
         sanitize(entry.surface, single_line=True).text("bold"),
         sanitize(entry.pattern, single_line=True).text("bold"),
-        Text(entry.agent_scope),
-        Text(made),
-        by,
         Text(f"{entry.decided} ask{'s' if entry.decided != 1 else ''}"),
+        by,
+        Text(made),
+        Text(entry.agent_scope),
         sanitize(entry.session_id, single_line=True).text(),
     )
 
