@@ -307,7 +307,7 @@ class AuthorizerApp(App[int]):
         except SuggestionRefused as exc:
             self.notify(safe_plain(str(exc), 300), title="No rule proposed", severity="warning", markup=False)
             return
-        self.push_screen(ConfirmRuleScreen(offer, self.rules))
+        self.push_screen(ConfirmRuleScreen(offer, self.rules, self.settings.input_grace_ms))
 
     def action_grants(self) -> None:
         authority = self.core.judge

@@ -213,3 +213,17 @@ async def test_an_ask_without_content_shows_no_change_panel(tmp_path: Path) -> N
         await wait_rows(pilot, app, 1)
         await settle(pilot)
         assert not app.queue.detail.query_one("#change", Static).display
+
+
+async def test_a_y_pressed_right_after_r_writes_no_rule(tmp_path: Path) -> None:
+    node = Node(tmp_path)
+    app = AuthorizerApp(node.core, node.human, UiSettings(input_grace_ms=60_000, double_press=False))
+    async with app.run_test(size=(160, 50)) as pilot:
+        write_request(node.root, request_body("lint", value="npm run lint", suggestion=False))
+        await wait_rows(pilot, app, 1)
+        await pilot.press("R")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmRuleScreen))
+        await pilot.press("y")  # inside the grace window: a y meant for the ask writes nothing
+        await settle(pilot)
+        assert isinstance(app.screen, ConfirmRuleScreen)
+        assert json.loads(node.rules_path.read_text()) == {}

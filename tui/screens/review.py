@@ -295,10 +295,13 @@ class ConfirmRuleScreen(ModalScreen[bool]):
         Binding("n,escape", "cancel", "Cancel", id="review.rule.cancel"),
     ]
 
-    def __init__(self, offer: Suggestion, rules: PolicyStore) -> None:
+    def __init__(self, offer: Suggestion, rules: PolicyStore, grace_ms: int = 0) -> None:
         super().__init__()
         self.offer = offer
         self.rules = rules
+        # Opened from the queue, where `y` also approves: a `y` meant for an ask must not write a rule.
+        self._ready_at = time.monotonic() + grace_ms / 1000
+        self._grace_ms = grace_ms
         self.targets = targets(rules)
         # The --rules file is the default; a pi config layer only when the person picks it (`t`).
         self.chosen = 0 if self.targets[0].kind == "authorizer" else -1
@@ -310,6 +313,11 @@ class ConfirmRuleScreen(ModalScreen[bool]):
 
     def on_mount(self) -> None:
         self._show()
+        if self._grace_ms > 0:
+            self.set_timer(self._grace_ms / 1000 + 0.01, self.refresh_bindings)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return not (action == "confirm" and time.monotonic() < self._ready_at)
 
     def _show(self) -> None:
         body = self.query_one("#review-rule", Static)
