@@ -227,3 +227,26 @@ async def test_a_y_pressed_right_after_r_writes_no_rule(tmp_path: Path) -> None:
         await settle(pilot)
         assert isinstance(app.screen, ConfirmRuleScreen)
         assert json.loads(node.rules_path.read_text()) == {}
+
+
+async def test_time_to_decide_in_the_app_counts_from_when_the_ask_was_shown(tmp_path: Path) -> None:
+    from core.history import HistoryStore
+
+    node = Node(tmp_path)
+    state = tmp_path / "app-state"  # the Node's own core holds the session in its state dir
+    history = HistoryStore.in_state_dir(state)
+    core = ServingCore(node.root, state, node.human, judge=node.authority, ledger=history)
+    core.subscribe(history.observe)
+    core.add_session(SERVED)
+    app = AuthorizerApp(core, node.human, UiSettings(input_grace_ms=0, double_press=False))
+    async with app.run_test(size=(160, 50)) as pilot:
+        write_request(node.root, request_body("timed", value="make", suggestion=False))
+        await wait_rows(pilot, app, 1)
+        await wait_for(pilot, lambda: history.query()[0].shown_at is not None)
+        await pilot.press("y")
+        await wait_response(pilot, node.root, "timed")
+        await wait_for(pilot, lambda: history.query()[0].decide_ms is not None)
+    row = history.query()[0]
+    assert row.shown_at is not None and row.decided_at is not None and row.decide_ms is not None
+    assert row.arrived_at <= row.shown_at <= row.decided_at
+    assert row.decide_ms == pytest.approx((row.decided_at - row.shown_at) * 1000)
