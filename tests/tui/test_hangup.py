@@ -7,6 +7,7 @@ from __future__ import annotations
 import fcntl
 import os
 import pty
+import select
 import signal
 import struct
 import sys
@@ -37,9 +38,15 @@ class Terminal:
     output: bytearray = field(default_factory=bytearray)
     closed: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
+    reader: threading.Thread | None = None
 
     def pump(self) -> None:
-        while True:
+        # select with a timeout, not a blocking read: a read in progress would keep the master open
+        # after `hang_up` closes it, and the child would see its terminal close only on its next write.
+        while not self.closed:
+            ready, _, _ = select.select([self.master], [], [], 0.05)
+            if not ready:
+                continue
             try:
                 data = os.read(self.master, 65536)
             except OSError:
@@ -56,6 +63,8 @@ class Terminal:
     def hang_up(self) -> None:
         """What closing a terminal window does: the master side goes away."""
         self.closed = True
+        if self.reader is not None:
+            self.reader.join()
         os.close(self.master)
 
     def wait_exit(self, within: float = WITHIN_S) -> int:
@@ -101,14 +110,15 @@ def spawn(tmp_path: Path) -> Iterator[Spawn]:
             os.execve(sys.executable, [sys.executable, "-m", "tui.cli", *argv], env)  # noqa: S606
         fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
         terminal = Terminal(pid, master)
-        threading.Thread(target=terminal.pump, daemon=True).start()
+        terminal.reader = threading.Thread(target=terminal.pump, daemon=True)
+        terminal.reader.start()
         started.append(terminal)
         return terminal
 
     yield start
     for terminal in started:
         if not terminal.closed:
-            os.close(terminal.master)
+            terminal.hang_up()
         try:
             os.kill(terminal.pid, signal.SIGKILL)
             os.waitpid(terminal.pid, 0)
