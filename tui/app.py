@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
+import sys
 import termios
 import threading
 import time
@@ -217,6 +219,18 @@ class AuthorizerApp(App[int]):
         loop.call_soon_threadsafe(
             lambda: self.run_worker(quit_now, name="quit-on-signal", exclusive=True, group="quit")
         )
+
+    def exit_process_if_signalled(self) -> None:
+        """After a signal, once the command has done its own cleanup and printing: end the process
+        now. Tearing down the interpreter (every Textual object) took up to a second on a busy
+        machine, and the daemon watchdog cannot act during that teardown."""
+        if self._forced_exit is None:
+            return
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        logging.shutdown()
+        os._exit(0)
 
     async def _quit_after_hangup(self) -> None:
         """No terminal is left to restore: stop serving (heartbeats, locks, history), clean up, exit."""

@@ -129,4 +129,5 @@ def run(args: argparse.Namespace) -> int:
         print(f"pi-authorizer: served {taken[0]}; agents forward here with:\n  {env_line(taken[0])}",
               file=sys.stderr)
     print(f"pi-authorizer: log in {log_file}", file=sys.stderr)
+    app.exit_process_if_signalled()
     return code if isinstance(code, int) else 0

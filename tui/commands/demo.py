@@ -105,4 +105,5 @@ def run(args: argparse.Namespace) -> int:
     print("What the simulated children received:")
     for line in received:
         print(f"  {line}")
+    app.exit_process_if_signalled()
     return 0
