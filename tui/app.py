@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
+import sys
+import termios
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -25,11 +29,13 @@ from textual.worker import Worker
 
 from core.asks import Ask, AskKey
 from core.history import HistoryStore
+from core.history.suggest import SuggestionRefused, suggestion_from_ask
 from core.human import AskAdded, AskDecided, AskWithdrawn, HumanAuthorizer, HumanEvent
 from core.judging import RecordedAuthority
 from core.keysafety import KeyClock, KeyRules, KeySafety, SystemClock
 from core.serving import ServeEvent, ServingCore
 from tui.sanitize import safe_plain
+from tui.screens.grants import GrantsScreen
 from tui.screens.help import HelpScreen
 from tui.screens.history import HistoryEntry, HistoryScreen
 from tui.screens.modals import (
@@ -42,7 +48,7 @@ from tui.screens.modals import (
     ReasonScreen,
 )
 from tui.screens.queue import QueueScreen, ask_label
-from tui.screens.review import ReviewScreen
+from tui.screens.review import ConfirmRuleScreen, ReviewScreen
 from tui.screens.sessions import SessionsScreen
 from tui.settings import NOTIFICATION_CHANNELS, UiSettings, dialog_keymap
 
@@ -51,6 +57,30 @@ ARM_EXPIRY_S = 5.0
 #: Outcomes of decisions the person keyed: the app's history already has them from `AskDecided`.
 PERSON_OUTCOMES = frozenset({"user", "user_grant", "session_grant"})
 WHO = {"approved_by_serving_grant": "grant"}
+#: After SIGHUP/SIGTERM, how long the graceful quit may take before the app exits without it.
+FORCED_EXIT_S = 0.9
+#: Leave the alternate screen, show the cursor, stop mouse reporting (what Textual's exit undoes).
+_RESTORE_SEQUENCE = b"\x1b[?1049l\x1b[?25h\x1b[?1000l\x1b[?1003l\x1b[?1015l\x1b[?1006l\x1b[?2004l"
+
+
+def restore_terminal_modes() -> None:
+    """Best effort, from any thread, when Textual's own exit did not run: a usable shell prompt."""
+    with contextlib.suppress(OSError):
+        os.set_blocking(1, False)
+        os.write(1, _RESTORE_SEQUENCE)
+    with contextlib.suppress(OSError, termios.error):
+        attrs = termios.tcgetattr(0)
+        attrs[3] |= termios.ECHO | termios.ICANON | termios.ISIG | termios.IEXTEN
+        termios.tcsetattr(0, termios.TCSANOW, attrs)
+
+
+def detach_from_terminal() -> None:
+    """The terminal is gone: point stdin/stdout/stderr at /dev/null so no read or write blocks or fails."""
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        with contextlib.suppress(OSError):
+            os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 def osc_sequence(channel: str, title: str, body: str, tmux: bool) -> str:
@@ -82,6 +112,11 @@ class AuthorizerApp(App[int]):
                 tooltip="Every ask served: filter, details, rule suggestions"),
         Binding("S", "sessions", "Sessions", id="app.sessions",
                 tooltip="Served sessions, env lines, other inboxes (adopt unserved ones)"),
+        Binding("R", "rule_from_ask", "Rule from ask", id="app.rule_from_ask",
+                tooltip="Propose the persistent rule that would have decided the selected ask "
+                "(JSON, file, diff; written only when you confirm)"),
+        Binding("W", "grants", "Grants", id="app.grants",
+                tooltip="Whole-session grants: who made them, what they decided; revoke one"),
         Binding("q", "quit", "Quit", id="app.quit",
                 tooltip="Stop serving; pending asks stay in the inbox for the next authorizer"),
     ]
@@ -120,6 +155,9 @@ class AuthorizerApp(App[int]):
         self._attention_timer: Timer | None = None
         self._core_worker: Worker[None] | None = None
         self._stopping = False
+        self._forced_exit: threading.Timer | None = None
+        #: Run (from another thread) when a signal's graceful quit times out, before `os._exit`.
+        self.forced_exit_cleanups: list[Callable[[], None]] = []
         self._keymap_ids: dict[str, str] = {}
         reserved = frozenset(
             key for binding in (*QueueScreen.BINDINGS, *self.BINDINGS) if isinstance(binding, Binding)
@@ -191,14 +229,61 @@ class AuthorizerApp(App[int]):
             self.notify("The serving core stopped.", severity="error", markup=False, timeout=60)
 
     def _install_signal_handlers(self) -> None:
-        """A closed terminal (SIGHUP) or a kill (SIGTERM) still removes heartbeats and locks."""
+        """A closed terminal (SIGHUP) or a kill (SIGTERM) still removes heartbeats and locks.
+
+        Plain `signal.signal` handlers, not the loop's: they run in the main thread even while the
+        event loop is stuck writing to a terminal that is gone (Textual's output queue is bounded
+        and its writer thread dies on the first EIO), which is where a loop handler never runs.
+        """
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGHUP):
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.add_signal_handler(sig, self._signalled)
+            with contextlib.suppress(ValueError, OSError):  # not the main thread: nothing to install
+                signal.signal(sig, lambda signum, _frame: self._signalled(signum, loop))
 
-    def _signalled(self) -> None:
-        self.run_worker(self._quit_now(), name="quit-on-signal", exclusive=True, group="quit")
+    def _signalled(self, signum: int, loop: asyncio.AbstractEventLoop) -> None:
+        if signum == signal.SIGHUP:
+            detach_from_terminal()
+        if self._forced_exit is None:
+            self._forced_exit = threading.Timer(
+                FORCED_EXIT_S, self._force_exit, (128 + signum, signum != signal.SIGHUP)
+            )
+            self._forced_exit.daemon = True
+            self._forced_exit.start()
+        quit_now = self._quit_after_hangup() if signum == signal.SIGHUP else self._quit_now()
+        loop.call_soon_threadsafe(
+            lambda: self.run_worker(quit_now, name="quit-on-signal", exclusive=True, group="quit")
+        )
+
+    def exit_process_if_signalled(self) -> None:
+        """After a signal, once the command has done its own cleanup and printing: end the process
+        now. Tearing down the interpreter (every Textual object) took up to a second on a busy
+        machine, and the daemon watchdog cannot act during that teardown."""
+        if self._forced_exit is None:
+            return
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        logging.shutdown()
+        os._exit(0)
+
+    async def _quit_after_hangup(self) -> None:
+        """No terminal is left to restore: stop serving (heartbeats, locks, history), clean up, exit."""
+        await self.stop_serving()
+        self._force_exit(0)
+
+    def _force_exit(self, code: int, restore_terminal: bool = False) -> None:
+        """The graceful quit did not finish in time: do its essential part from this thread, exit."""
+        if restore_terminal:
+            restore_terminal_modes()
+        for served in list(self.core.sessions.values()):
+            with contextlib.suppress(Exception):
+                served.heartbeat.clear()
+            with contextlib.suppress(Exception):
+                served.lock.release()
+        for cleanup in self.forced_exit_cleanups:
+            with contextlib.suppress(Exception):
+                cleanup()
+        os._exit(code)
 
     async def stop_serving(self) -> None:
         """Stop the core and wait for it: heartbeats removed, locks released, requests left."""
@@ -247,6 +332,38 @@ class AuthorizerApp(App[int]):
             self._shown.add(key)
             self.store.mark_shown(key)
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "rule_from_ask":
+            return self.screen is self.queue  # it reads the queue's selected ask
+        return True
+
+    def action_rule_from_ask(self) -> None:
+        ask = self.queue.current_ask()
+        if ask is None or self.rules is None:
+            self.notify("No ask selected, or this authorizer has no rules to add to.", markup=False)
+            return
+        intent = ask.parsed.access_intent
+        try:
+            offer = suggestion_from_ask(
+                self.rules,
+                intent.surface if intent else None,
+                intent.match_values if intent else (),
+                [(g.surface, g.pattern) for g in HumanAuthorizer.serving_grants_of(ask)],
+                intent.principal.agent_name if intent else ask.request.requester_agent_name,
+                self.clock(),
+            )
+        except SuggestionRefused as exc:
+            self.notify(safe_plain(str(exc), 300), title="No rule proposed", severity="warning", markup=False)
+            return
+        self.queue.push_modal(ConfirmRuleScreen(offer, self.rules, self.safety, self.key_time))
+
+    def action_grants(self) -> None:
+        authority = self.core.judge
+        if not isinstance(authority, RecordedAuthority):
+            self.notify("This authorizer records no whole-session grants.", markup=False)
+            return
+        self._show(lambda: GrantsScreen(authority), GrantsScreen)
+
     def action_sessions(self) -> None:
         self._show(lambda: SessionsScreen(self.core, self.human), SessionsScreen)
 
@@ -262,6 +379,7 @@ class AuthorizerApp(App[int]):
             ("Expanded ask", ExpandScreen.BINDINGS),
             ("Quit confirmation", QuitConfirmScreen.BINDINGS),
             ("Sessions view", SessionsScreen.BINDINGS),
+            ("Grants view", GrantsScreen.BINDINGS),
             ("History view", HistoryScreen.BINDINGS),
         )
         for title, bindings in groups:

@@ -36,6 +36,8 @@ from tui.app import AuthorizerApp
 from tui.commands.app import ui_settings
 from tui.commands.common import build_core, take_sessions
 from tui.commands.demo import DEMO_SESSION, demo_args
+from tui.screens.grants import GrantsScreen
+from tui.screens.modals import GrantConfirmScreen
 from tui.screens.review import ReviewScreen
 from tui.screens.sessions import SessionsScreen
 from tui.settings import UiSettings
@@ -55,6 +57,7 @@ SHOTS = (
     "sessions.svg",
     "deny-with-reason.svg",
     "review.svg",
+    "grants.svg",
 )
 
 
@@ -250,6 +253,19 @@ async def drive(app: AuthorizerApp, root: Path, clock: StageClock, outdir: Path)
             )
         )
         await shooter.shoot("review.svg")
+        await shooter.press("escape")
+        await shooter.until(lambda: app.screen is app.queue)
+        granted = next(ask.key for ask in human.pending() if HumanAuthorizer.serving_grants_of(ask))
+        await shooter.select(granted)
+        shooter.advance(5.0)
+        await shooter.press("w")
+        await shooter.until(lambda: isinstance(app.screen, GrantConfirmScreen))
+        await shooter.press("y")
+        await shooter.until(lambda: human.get(granted) is None)
+        shooter.advance(30.0)
+        await shooter.press("W")
+        await shooter.until(lambda: isinstance(app.screen, GrantsScreen) and bool(app.screen.entries))
+        await shooter.shoot("grants.svg")
         await app.stop_serving()
 
 

@@ -20,6 +20,7 @@ EXPECTED = {
     "sessions.svg": "019ff96b-2222-7000-8000-bbbbbbbbbbbb",
     "deny-with-reason.svg": "CI&#160;passes",
     "review.svg": "denied_with_reason",
+    "grants.svg": "answering",
 }
 
 

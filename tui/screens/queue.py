@@ -358,12 +358,12 @@ class QueueScreen(Screen[None]):
     def action_expand(self) -> None:
         ask = self.current_ask()
         if ask is not None:
-            self._push_modal(ExpandScreen(ask))
+            self.push_modal(ExpandScreen(ask))
 
     def action_scroll_detail(self, lines: int) -> None:
         self.detail.scroll_relative(y=lines, animate=False)
 
-    def _push_modal(self, screen: Screen[R], callback: ScreenResultCallbackType[R] | None = None) -> None:
+    def push_modal(self, screen: Screen[R], callback: ScreenResultCallbackType[R] | None = None) -> None:
         """A step over the ask: its keys are inert from now until it closes and the ask is painted again."""
         self.safety.open_modal(screen)
         self.app.push_screen(screen, callback)
@@ -448,7 +448,7 @@ class QueueScreen(Screen[None]):
 
             await self._commit(deny_with_reason, key)
 
-        self._push_modal(ReasonScreen(ask), done)
+        self.push_modal(ReasonScreen(ask), done)
 
     def action_approve_serving(self) -> None:
         ask = self.current_ask()
@@ -458,7 +458,7 @@ class QueueScreen(Screen[None]):
         if not ask.has_facts:
             self.set_status(Content.styled(
                 "No whole-session grant for an ask without facts; nothing was decided.", WARN))
-            self._push_modal(GrantNoFactsScreen(ask, self.key_for("approve"),
+            self.push_modal(GrantNoFactsScreen(ask, self.key_for("approve"),
                                                 self.key_for("approve_session")))
             return
         try:
@@ -471,7 +471,7 @@ class QueueScreen(Screen[None]):
         if refusal is not None:
             self.set_status(Content.assemble(("Whole-session grant refused: ", "bold $text-error"),
                                              (safe_plain(refusal, 300), "")))
-            self._push_modal(GrantRefusedScreen(ask, refusal))
+            self.push_modal(GrantRefusedScreen(ask, refusal))
             return
 
         async def done(confirmed: bool | None) -> None:
@@ -489,4 +489,4 @@ class QueueScreen(Screen[None]):
                     (f" — and it decided {len(also)} other pending ask{'s' if len(also) != 1 else ''}.",
                      "bold")))
 
-        self._push_modal(GrantConfirmScreen(ask, grants, reach, self.safety, self.key_time), done)
+        self.push_modal(GrantConfirmScreen(ask, grants, reach, self.safety, self.key_time), done)

@@ -10,6 +10,7 @@ from textual.content import Content
 from textual.widgets import Static
 
 from core.asks import Ask, AskKey
+from core.risk import RiskHint
 from tui.widgets.ask_view import (
     DIM,
     VALUE_LIMIT,
@@ -18,6 +19,7 @@ from tui.widgets.ask_view import (
     agent_content,
     agent_warning,
     ask_has_hidden,
+    ask_risk,
     display_content,
     duration,
     facts_content,
@@ -25,6 +27,7 @@ from tui.widgets.ask_view import (
     provenance_content,
     value_content,
 )
+from tui.widgets.change_view import FileChange, change_from_evidence, change_renderable
 from tui.widgets.painted import PaintProbe
 
 NO_FACTS_BANNER = (
@@ -34,6 +37,21 @@ NO_FACTS_BANNER = (
 HIDDEN_BANNER = (
     "⚠ CONTAINS HIDDEN CHARACTERS, shown as ␛ / ⟨U+…⟩ tokens. Every decision key needs a second press."
 )
+
+
+def ask_change(ask: Ask) -> FileChange | None:
+    """The write's or edit's content when the child's payload carries it (see `change_view`)."""
+    payload = ask.request.payload
+    if payload is None:
+        return None
+    return change_from_evidence(payload.request.value, payload.evidence)
+
+
+def risk_content(hints: tuple[RiskHint, ...]) -> Content:
+    """The risk badge: labelled a hint, because it never decides anything."""
+    parts = [Content.styled(f" {h.label} ", "reverse bold") + Content(" ") + value_content(h.why, Clip(120))
+             for h in hints]
+    return Content.assemble(("Hint, not a decision: ", "bold"), Content("  ·  ").join(parts))
 
 
 def header_content(ask: Ask, now: float, position: int, total: int) -> Content:
@@ -59,8 +77,10 @@ class AskDetail(VerticalScroll):
         yield Static(id="banner-hidden", classes="banner -warning", markup=False)
         yield Static(id="banner-nofacts", classes="banner -warning", markup=False)
         yield Static(id="banner-agent", classes="banner -error", markup=False)
+        yield Static(id="banner-risk", classes="banner -warning", markup=False)
         yield Static(id="facts", classes="panel", markup=False)
         yield Static(id="display", classes="panel", markup=False)
+        yield Static(id="change", classes="panel", markup=False)
         yield Static(id="grants", classes="panel", markup=False)
         yield Static(id="provenance", classes="panel", markup=False)
 
@@ -69,6 +89,7 @@ class AskDetail(VerticalScroll):
         self.query_one("#provenance", Static).border_title = "Why this node asks — provenance"
         self.query_one("#grants", Static).border_title = "Session grant it would record (surface pattern)"
         self.query_one("#display", Static).border_title = "Child's rendering — display only, not facts"
+        self.query_one("#change", Static).border_title = "The change — from the child's payload, display only"
         self.show(None, 0.0, 0, 0)
 
     def show(self, ask: Ask | None, now: float, position: int, total: int) -> bool:
@@ -81,8 +102,9 @@ class AskDetail(VerticalScroll):
             self.shown = key
             self.scroll_home(animate=False, immediate=True)
         header = self.query_one("#detail-header", Static)
-        panels = [self.query_one(f"#{n}", Static) for n in ("facts", "provenance", "grants", "display")]
-        banners = {n: self.query_one(f"#banner-{n}", Static) for n in ("hidden", "nofacts", "agent")}
+        names = ("facts", "provenance", "grants", "display", "change")
+        panels = [self.query_one(f"#{n}", Static) for n in names]
+        banners = {n: self.query_one(f"#banner-{n}", Static) for n in ("hidden", "nofacts", "agent", "risk")}
         if ask is None:
             header.update(Content.styled("No pending asks. Children's asks appear here as they arrive.", DIM))
             for widget in (*panels, *banners.values()):
@@ -104,12 +126,21 @@ class AskDetail(VerticalScroll):
                     (f": {warning}. The name is reported by the child and unauthenticated.", ""),
                 )
             )
+        hints = ask_risk(ask)
+        banners["risk"].display = bool(hints)
+        if hints:
+            banners["risk"].update(risk_content(hints))
         builders = (facts_content, display_content, grants_content, provenance_content)
         order = ("facts", "display", "grants", "provenance")
         for name, build in zip(order, builders, strict=True):
             widget = self.query_one(f"#{name}", Static)
             widget.display = True
             widget.update(build(ask, clip))
+        change = ask_change(ask)
+        change_panel = self.query_one("#change", Static)
+        change_panel.display = change is not None
+        if change is not None:
+            change_panel.update(change_renderable(change))
         return clip.clipped > 0
 
     def expect_paint(self, token: Hashable, callback: Callable[[Hashable], object]) -> None:

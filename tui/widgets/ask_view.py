@@ -14,6 +14,7 @@ from textual.content import Content
 
 from core.asks import Ask
 from core.human import HumanAuthorizer
+from core.risk import RiskHint, risk_hints
 from tui.sanitize import has_hidden, is_hidden, sanitize
 
 LABEL_STYLE = "bold $text-primary"
@@ -76,6 +77,20 @@ def agent_warning(name: str) -> str | None:
     if any(is_hidden(c) or c in "\n\t" for c in name):
         return "contains control or hidden characters"
     return None
+
+
+def ask_risk(ask: Ask) -> tuple[RiskHint, ...]:
+    """Risk hints from the child's facts (from its display text when it sent none). Never decides."""
+    intent = ask.parsed.access_intent
+    if intent is not None:
+        return risk_hints(intent.surface, intent.match_values, intent.requester_cwd, intent.boundary_value)
+    request = ask.request
+    return risk_hints(request.surface or "", [request.value or ""])
+
+
+def risk_label(hints: tuple[RiskHint, ...]) -> str:
+    """The column text: the labels, joined (empty when there is nothing to point at)."""
+    return ", ".join(hint.label for hint in hints)
 
 
 def primary_surface(ask: Ask) -> str:

@@ -8,13 +8,14 @@ from textual.widgets.data_table import RowKey
 
 from core.asks import Ask, AskKey
 from tui.sanitize import sanitize
-from tui.widgets.ask_view import age_seconds, duration, primary_surface, primary_value
+from tui.widgets.ask_view import age_seconds, ask_risk, duration, primary_surface, primary_value, risk_label
 
 COLUMNS = (
     ("age", "Age", 6),
     ("left", "Left", 7),
     ("agent", "Agent", 16),
     ("surface", "Surface", 14),
+    ("risk", "Risk (hint)", 12),
     ("value", "Value", None),
 )
 
@@ -94,13 +95,14 @@ class AsksTable(DataTable[Text]):
         return Text(duration(age_seconds(ask, now))), Text(duration(left_s), style=left_style)
 
     @staticmethod
-    def _static_cells(ask: Ask) -> tuple[Text, Text, Text]:
+    def _static_cells(ask: Ask) -> tuple[Text, Text, Text, Text]:
         agent = sanitize(ask.request.requester_agent_name, single_line=True).text()
         surface = sanitize(primary_surface(ask), single_line=True).text()
+        risk = Text(risk_label(ask_risk(ask)), style="bold yellow", no_wrap=True, overflow="ellipsis")
         value_style = "" if ask.has_facts else "italic"
         value = sanitize(primary_value(ask), single_line=True).text(value_style)
         value.truncate(400, overflow="ellipsis")
-        return agent, surface, value
+        return agent, surface, risk, value
 
     def row_key_for(self, key: AskKey) -> RowKey:
         return RowKey(row_key_of(key))
