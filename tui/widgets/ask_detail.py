@@ -7,7 +7,7 @@ from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.widgets import Static
 
-from core.asks import Ask
+from core.asks import Ask, AskKey
 from tui.widgets.ask_view import (
     DIM,
     VALUE_LIMIT,
@@ -33,22 +33,44 @@ HIDDEN_BANNER = (
 )
 
 
+HIDDEN_CONTENT = Content(HIDDEN_BANNER)
+NOFACTS_CONTENT = Content(NO_FACTS_BANNER)
+PANELS = (
+    ("facts", facts_content),
+    ("display", display_content),
+    ("grants", grants_content),
+    ("provenance", provenance_content),
+)
+
+
 def header_content(ask: Ask, now: float, position: int, total: int) -> Content:
     return Content.assemble(
         (f"Ask {position}/{total}", "bold"),
         ("  from ", DIM),
         agent_content(ask.request.requester_agent_name, short=True),
-        ("  ·  waiting ", DIM),
+        (" · waiting ", DIM),
         (duration(age_seconds(ask, now)), ""),
-        ("  ·  child gives up in ", DIM),
+        (" · child gives up in ", DIM),
         (duration(ask.seconds_left(now)), "bold"),
     )
 
 
 class AskDetail(VerticalScroll):
-    """Read-only panels; nothing here is clickable (child text is literal `Content`)."""
+    """Read-only panels; nothing here is clickable (child text is literal `Content`).
+
+    Moving through a long queue re-renders only what changed: the panels of an ask are built once
+    and kept (a small cache by ask key), and a panel whose content is the same is not updated, so
+    the layout is not recomputed for it.
+    """
 
     can_focus = False
+    CACHE = 64
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._built: dict[AskKey, tuple[dict[str, Content], bool]] = {}
+        self._shown: dict[str, Content | bool] = {}
+        self._ask: AskKey | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(id="detail-header", markup=False)
@@ -62,44 +84,65 @@ class AskDetail(VerticalScroll):
 
     def on_mount(self) -> None:
         self.query_one("#facts", Static).border_title = "Facts — fixed by the child"
-        self.query_one("#provenance", Static).border_title = "Why this node asks — provenance"
+        self.query_one("#provenance", Static).border_title = "Why this node asks"
         self.query_one("#grants", Static).border_title = "Session grant it would record (surface pattern)"
         self.query_one("#display", Static).border_title = "Child's rendering — display only, not facts"
+        self.query_one("#banner-hidden", Static).update(HIDDEN_BANNER)
+        self.query_one("#banner-nofacts", Static).update(NO_FACTS_BANNER)
         self.show(None, 0.0, 0, 0)
 
-    def show(self, ask: Ask | None, now: float, position: int, total: int) -> bool:
-        """Render `ask` (or the empty state); True when a value was shortened."""
-        header = self.query_one("#detail-header", Static)
-        panels = [self.query_one(f"#{n}", Static) for n in ("facts", "provenance", "grants", "display")]
-        banners = {n: self.query_one(f"#banner-{n}", Static) for n in ("hidden", "nofacts", "agent")}
-        if ask is None:
-            header.update(Content.styled("No pending asks. Children's asks appear here as they arrive.", DIM))
-            for widget in (*panels, *banners.values()):
+    def _set(self, name: str, content: Content | None) -> None:
+        """Show `content` in panel `name` (None hides it); nothing happens when it is already shown."""
+        widget = self.query_one(f"#{name}", Static)
+        if content is None:
+            if self._shown.get(name) is not False:
                 widget.display = False
-            return False
-        clip = Clip(VALUE_LIMIT)
-        header.update(header_content(ask, now, position, total))
-        banners["hidden"].display = ask_has_hidden(ask)
-        banners["hidden"].update(HIDDEN_BANNER)
-        banners["nofacts"].display = not ask.has_facts
-        banners["nofacts"].update(NO_FACTS_BANNER)
-        warning = agent_warning(ask.request.requester_agent_name)
-        banners["agent"].display = warning is not None
-        if warning is not None:
-            banners["agent"].update(
-                Content.assemble(
+                self._shown[name] = False
+            return
+        if self._shown.get(name) is False or name not in self._shown:
+            widget.display = True
+        if self._shown.get(name) != content:
+            widget.update(content)
+        self._shown[name] = content
+
+    def _build(self, ask: Ask) -> tuple[dict[str, Content], bool]:
+        cached = self._built.pop(ask.key, None)
+        if cached is None:
+            clip = Clip(VALUE_LIMIT)
+            panels = {name: build(ask, clip) for name, build in PANELS}
+            warning = agent_warning(ask.request.requester_agent_name)
+            if warning is not None:
+                panels["banner-agent"] = Content.assemble(
                     ("⚠ SUSPICIOUS AGENT NAME ", "bold"),
                     value_content(ask.request.requester_agent_name, Clip(80)),
                     (f": {warning}. The name is reported by the child and unauthenticated.", ""),
                 )
-            )
-        builders = (facts_content, display_content, grants_content, provenance_content)
-        order = ("facts", "display", "grants", "provenance")
-        for name, build in zip(order, builders, strict=True):
-            widget = self.query_one(f"#{name}", Static)
-            widget.display = True
-            widget.update(build(ask, clip))
-        return clip.clipped > 0
+            cached = (panels, clip.clipped > 0)
+            while len(self._built) >= self.CACHE:
+                self._built.pop(next(iter(self._built)))
+        self._built[ask.key] = cached
+        return cached
+
+    def show(self, ask: Ask | None, now: float, position: int, total: int) -> bool:
+        """Render `ask` (or the empty state); True when a value was shortened."""
+        header = self.query_one("#detail-header", Static)
+        if ask is None:
+            self._ask = None
+            header.update(Content.styled("No pending asks. Children's asks appear here as they arrive.", DIM))
+            for name in ("banner-hidden", "banner-nofacts", "banner-agent", *(n for n, _ in PANELS)):
+                self._set(name, None)
+            return False
+        if ask.key != self._ask:
+            self._ask = ask.key
+            self.scroll_home(animate=False)  # another ask: read it from the top
+        panels, clipped = self._build(ask)
+        header.update(header_content(ask, now, position, total))
+        self._set("banner-hidden", HIDDEN_CONTENT if ask_has_hidden(ask) else None)
+        self._set("banner-nofacts", NOFACTS_CONTENT if not ask.has_facts else None)
+        self._set("banner-agent", panels.get("banner-agent"))
+        for name, _ in PANELS:
+            self._set(name, panels[name])
+        return clipped
 
     def update_header(self, ask: Ask | None, now: float, position: int, total: int) -> None:
         if ask is not None:

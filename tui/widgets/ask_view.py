@@ -85,6 +85,13 @@ def primary_surface(ask: Ask) -> str:
     return ask.request.surface or "?"
 
 
+def child_values(ask: Ask) -> list[str]:
+    """What a one-line listing of the ask shows: agent, surface and every value the child sent."""
+    intent = ask.parsed.access_intent
+    values = list(intent.match_values) if intent is not None else [ask.request.value or ""]
+    return [ask.request.requester_agent_name, primary_surface(ask), *values]
+
+
 def primary_value(ask: Ask) -> str:
     intent = ask.parsed.access_intent
     if intent is not None and intent.match_values:
