@@ -309,7 +309,7 @@ async def test_grace_window_after_a_decision_protects_the_next_ask(tmp_path: Pat
         assert [a.key.name for a in rig.human.pending()] == ["req-b.json"]
 
 
-async def test_queue_is_in_created_order_and_the_cursor_stays_when_asks_arrive_during_a_decision(tmp_path: Path) -> None:
+async def test_queue_is_in_created_order_and_the_cursor_stays_during_a_decision(tmp_path: Path) -> None:
     from tests.tui.support import write_request
 
     rig = make_rig(tmp_path)
