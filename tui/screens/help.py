@@ -19,6 +19,14 @@ SAFETY_NOTES = (
     "With double press on, y / s / n arm on the first press and commit on the second; an ask with "
     "hidden characters always needs the second press.",
     "w shows the exact rule(s) it would record and asks again; r needs a reason.",
+    "Batches: space marks an ask, * marks every ask shown; Y / N list every marked ask in full (agent, "
+    "surface, values) and decide them only on y in that list, with the same grace window and double "
+    "press. Each ask is answered and recorded on its own. An ask with hidden characters (or a value "
+    "too long to list whole) is never in a batch: it is selected for you to decide alone.",
+    "/ filters the queue (agent: session: surface: terms and free text); esc clears it. While the "
+    "filter field has focus every key types into it and none decides.",
+    "A value cut to fit ends with …+N: N more characters are hidden; enter shows the ask in full.",
+    "ctrl+p lists every action by name; choosing a decision there only tells you its key.",
     "esc never denies: it disarms, or goes back. Clicking never decides an ask.",
     "A withdrawn ask (the child stopped waiting) leaves the queue; it was never denied.",
 )

@@ -173,6 +173,8 @@ class QueueScreen(Screen[None]):
         self._refresh_pending = False
         self._status_about: AskKey | None = None
         self._status_until: float | None = None
+        self._legend_shown: Content | None = None
+        self._status_shown = False
 
     # -- layout -----------------------------------------------------------------------------------
 
@@ -375,7 +377,9 @@ class QueueScreen(Screen[None]):
             return
         self._status_about = about
         self._status_until = None if ttl is None else time.monotonic() + ttl
-        self.query_one("#status", Static).update(content)
+        if content or self._status_shown:
+            self.query_one("#status", Static).update(content)
+        self._status_shown = bool(content)
 
     @property
     def status_text(self) -> str:
@@ -428,7 +432,10 @@ class QueueScreen(Screen[None]):
                 batch.append((f"{marked} marked", "bold $text-accent"))
             if Content.assemble(*batch).cell_length <= width:
                 break
-        self.query_one("#legend", Static).update(Content("\n").join([first, Content.assemble(*batch)]))
+        legend = Content("\n").join([first, Content.assemble(*batch)])
+        if legend != self._legend_shown:  # moving through the queue mostly leaves it as it is
+            self._legend_shown = legend
+            self.query_one("#legend", Static).update(legend)
 
     # -- bindings ---------------------------------------------------------------------------------
 

@@ -33,6 +33,7 @@ HIDDEN_BANNER = (
 )
 
 
+HEADER_AGENT_LIMIT = 24
 HIDDEN_CONTENT = Content(HIDDEN_BANNER)
 NOFACTS_CONTENT = Content(NO_FACTS_BANNER)
 PANELS = (
@@ -44,10 +45,11 @@ PANELS = (
 
 
 def header_content(ask: Ask, now: float, position: int, total: int) -> Content:
+    """One line (its size never changes, so updating it every second costs no layout)."""
     return Content.assemble(
         (f"Ask {position}/{total}", "bold"),
-        ("  from ", DIM),
-        agent_content(ask.request.requester_agent_name, short=True),
+        (" · from ", DIM),
+        agent_content(ask.request.requester_agent_name, Clip(HEADER_AGENT_LIMIT), short=True, note=False),
         (" · waiting ", DIM),
         (duration(age_seconds(ask, now)), ""),
         (" · child gives up in ", DIM),
@@ -136,7 +138,7 @@ class AskDetail(VerticalScroll):
             self._ask = ask.key
             self.scroll_home(animate=False)  # another ask: read it from the top
         panels, clipped = self._build(ask)
-        header.update(header_content(ask, now, position, total))
+        header.update(header_content(ask, now, position, total), layout=False)
         self._set("banner-hidden", HIDDEN_CONTENT if ask_has_hidden(ask) else None)
         self._set("banner-nofacts", NOFACTS_CONTENT if not ask.has_facts else None)
         self._set("banner-agent", panels.get("banner-agent"))
@@ -146,4 +148,5 @@ class AskDetail(VerticalScroll):
 
     def update_header(self, ask: Ask | None, now: float, position: int, total: int) -> None:
         if ask is not None:
-            self.query_one("#detail-header", Static).update(header_content(ask, now, position, total))
+            self.query_one("#detail-header", Static).update(header_content(ask, now, position, total),
+                                                            layout=False)

@@ -14,7 +14,7 @@ from textual.content import Content
 
 from core.asks import Ask
 from core.human import HumanAuthorizer
-from tui.sanitize import has_hidden, is_hidden, sanitize
+from tui.sanitize import elision, has_hidden, is_hidden, sanitize
 
 LABEL_STYLE = "bold $text-primary"
 DIM = "$text-muted"
@@ -122,28 +122,30 @@ class Clip:
     clipped: int = 0
 
 
-def value_content(value: str | None, clip: Clip, style: str = "") -> Content:
-    """One child value, sanitised; newlines shown with ⏎ and kept; shortened only with a note."""
+def value_content(value: str | None, clip: Clip, style: str = "", *, note: bool = True) -> Content:
+    """One child value, sanitised; newlines shown with ⏎ and kept; shortened only with a note
+    (`note=False`: the short form, `…+N`, where there is no room for the sentence)."""
     if value is None:
         return Content.styled("null", DIM)
     if value == "":
         return Content.styled("(empty)", DIM)
     text = value
-    note: Content | None = None
+    cut: str | None = None
     if clip.limit is not None:
         lines = text.split("\n")
         if len(text) > clip.limit or len(lines) > LINE_LIMIT:
             shown = "\n".join(lines[:LINE_LIMIT])[: clip.limit]
             clip.clipped += 1
-            note = Content.styled(f" … {len(text) - len(shown)} more characters (enter: see all)", WARN)
+            hidden = len(text) - len(shown)
+            cut = (f" … {hidden} more characters (enter: see all)" if note else elision(hidden))
             text = shown
     parts: list[Content] = []
     for index, line in enumerate(text.split("\n")):
         if index:
             parts.append(Content.styled("⏎\n", DIM))
         parts.append(sanitize(line).content(style))
-    if note is not None:
-        parts.append(note)
+    if cut is not None:
+        parts.append(Content.styled(cut, WARN))
     return Content("").join(parts)
 
 
@@ -212,7 +214,9 @@ def provenance_content(ask: Ask, clip: Clip) -> Content:
     for error in ask.judgment.config_errors:
         rows.append(Content.assemble(("config error: ", ERROR), value_content(error, clip)))
     if ask.judgment.trail:
-        rows.append(Content.styled(f"({len(ask.judgment.trail)} resolution steps recorded)", DIM))
+        steps = len(ask.judgment.trail)
+        rows.append(Content.styled(f"({steps} step{'s' if steps != 1 else ''} of rule evaluation recorded; "
+                                   "`pi-authorizer explain` replays them)", DIM))
     return _lines(rows)
 
 
@@ -290,13 +294,13 @@ def display_content(ask: Ask, clip: Clip) -> Content:
     return _lines(rows)
 
 
-def agent_content(name: str, clip: Clip | None = None, *, short: bool = False) -> Content:
+def agent_content(name: str, clip: Clip | None = None, *, short: bool = False, note: bool = True) -> Content:
     """The child-reported agent name, with a warning when it looks forged."""
     clip = clip or Clip(80)
     warning = agent_warning(name)
-    shown = value_content(name, clip, "bold")
+    shown = value_content(name, clip, "bold", note=note)
     if warning is None:
-        return Content.assemble(shown, (" (unauthenticated)", DIM))
+        return shown if not note else Content.assemble(shown, (" (unauthenticated)", DIM))
     if short:
         return Content.assemble(shown, (" ⚠ suspicious", ERROR))
     return Content.assemble(shown, (f" ⚠ suspicious agent name: {warning}", ERROR))
