@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
@@ -253,7 +253,7 @@ class AuthorizerApp(App[int]):
             sections.append((title, rows))
         self.push_screen(HelpScreen(sections))
 
-    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         """The command palette: every action of the screen it was opened on, with its key.
 
         Choosing a decision only says which key takes it: no palette entry (and so no click)

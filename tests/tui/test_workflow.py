@@ -194,7 +194,7 @@ async def test_filter_home_end_and_the_session_column(tmp_path: Path) -> None:
         await pilot.press("ctrl+a", "ctrl+k", *"deploy", "enter")
         await wait_rows(pilot, rig.app, 1)
         assert names(rig.app) == ["s-3"] and selected(rig.app) == "s-3"
-        assert "1 shown" in rig.app.queue.sub_title
+        assert "1 shown" in str(rig.app.queue.sub_title)
         await pilot.press("escape")
         await wait_rows(pilot, rig.app, 3)
         assert selected(rig.app) == "s-3"

@@ -31,8 +31,13 @@ VERDICT_STYLE = {
     "denied": "bold red",
     "denied_with_reason": "bold red",
 }
-_COLUMNS = (("time", "Time", 14), ("agent", "Agent", 14), ("surface", "Surface", 10), ("verdict", "Verdict", 20),
-            ("by", "Decided by", 26))
+_COLUMNS = (
+    ("time", "Time", 14),
+    ("agent", "Agent", 14),
+    ("surface", "Surface", 10),
+    ("verdict", "Verdict", 20),
+    ("by", "Decided by", 26),
+)
 GAP = "  "
 
 
