@@ -22,6 +22,7 @@ from tui.widgets.ask_view import age_seconds, duration, primary_surface, primary
 
 CELL_PADDING = 1  # DataTable's default padding on each side of a cell
 MIN_VALUE_WIDTH = 12
+NARROW = 110
 MARK = "●"
 
 
@@ -43,22 +44,24 @@ def _value(ask: Ask) -> Text:
 
 @dataclass(frozen=True)
 class Column:
-    """One table column. `width=None`: takes what the fixed columns leave (at most one such column)."""
+    """One table column. `width=None`: takes what the fixed columns leave (at most one such column);
+    `narrow`: its width in a narrow table (under `NARROW` cells), to leave the value more room."""
 
     key: str
     label: str
     width: int | None
     cell: Callable[[Ask], Text] | None = None  # None: the screen fills it (marks, times)
     optional: bool = False
+    narrow: int | None = None
 
 
 COLUMNS: tuple[Column, ...] = (
     Column("mark", "", 1),
     Column("age", "Age", 6),
     Column("left", "Left", 7),
-    Column("session", "Session", 12, _session, optional=True),
-    Column("agent", "Agent", 16, _agent),
-    Column("surface", "Surface", 14, _surface),
+    Column("session", "Session", 12, _session, optional=True, narrow=8),
+    Column("agent", "Agent", 16, _agent, narrow=12),
+    Column("surface", "Surface", 14, _surface, narrow=10),
     Column("value", "Value", None, _value),
 )
 
@@ -122,21 +125,25 @@ class AsksTable(DataTable[Text]):
             self.add_column(Text(column.label), key=column.key, width=self._cut_widths[column.key])
 
     def _widths(self) -> dict[str, int]:
-        fixed = sum(c.width for c in self._columns if c.width is not None)
+        room = self.scrollable_content_region.width
+        narrow = room < NARROW
+        fixed = {c.key: (c.narrow if narrow and c.narrow else c.width) for c in self._columns
+                 if c.width is not None}
         gutters = 2 * CELL_PADDING * len(self._columns) + self.styles.scrollbar_size_vertical
-        rest = max(MIN_VALUE_WIDTH, self.scrollable_content_region.width - fixed - gutters)
-        return {c.key: c.width if c.width is not None else rest for c in self._columns}
+        rest = max(MIN_VALUE_WIDTH, room - sum(w for w in fixed.values() if w is not None) - gutters)
+        return {c.key: fixed.get(c.key) or rest for c in self._columns}
 
     def on_resize(self, event: Resize) -> None:
         widths = self._widths()
         if widths == self._cut_widths:
             return
         self._cut_widths = widths
-        for column in self._columns:
+        changed = [c for c in self._columns if self.columns[ColumnKey(c.key)].width != widths[c.key]]
+        for column in changed:
             self.columns[ColumnKey(column.key)].width = widths[column.key]
         for rk, ask in self._asks.items():
-            for column in self._columns:
-                if column.cell is not None and column.width is None:
+            for column in changed:
+                if column.cell is not None:
                     self.update_cell(rk, column.key, self._cell(column, ask))
         self._require_update_dimensions = True  # textual 8.2: a changed column width is not noticed
         self.refresh()
