@@ -280,7 +280,7 @@ def batch_line(index: int | None, ask: Ask, clip: Clip) -> Content:
         agent_content(ask.request.requester_agent_name, clip, short=True),
         ("  ", ""),
         value_content(surface, clip, "bold"),
-        ("" if ask.has_facts else "  (no child-fixed facts: the child's display text)", DIM),
+        ("" if ask.has_facts else "  (no facts: the child's display text)", DIM),
     )
     indent = "       " if index is not None else "  "
     rows = [head, *(Content.assemble((indent, ""), value_content(v, clip)) for v in values)]
