@@ -205,7 +205,7 @@ class Walk:
         batchable = total - 1
         self.check(f"these {batchable} asks?" in preview,
                    f"the preview lists the {batchable} batchable asks")
-        self.check("hidden characters" in preview, "the hidden-character ask is listed apart, not in the batch")
+        self.check("hidden characters" in preview, "the hidden-character ask is listed apart, not batched")
         time.sleep(GRACE_S)
         self.keys("y")
         try:
