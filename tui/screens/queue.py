@@ -174,6 +174,7 @@ class QueueScreen(Screen[None]):
         self._status_about: AskKey | None = None
         self._status_until: float | None = None
         self._legend_shown: Content | None = None
+        self._key_labels: tuple[object, dict[str, str]] | None = None
         self._status_shown = False
 
     # -- layout -----------------------------------------------------------------------------------
@@ -387,13 +388,19 @@ class QueueScreen(Screen[None]):
 
     def key_for(self, action: str) -> str:
         """The key currently bound to `action` (after the user's keymap), for messages."""
-        for active in self.active_bindings.values():
-            if active.binding.action == action:
-                return self.app.get_key_display(active.binding)
-        for binding in self._bindings:
-            if binding[1].action == action:
-                return self.app.get_key_display(binding[1])
-        return "?"
+        return self.key_labels().get(action, "?")
+
+    def key_labels(self) -> dict[str, str]:
+        """Every action's key as shown; computed once per keymap (the legend asks on every move)."""
+        keymap = self.app._keymap
+        if self._key_labels is None or self._key_labels[0] is not keymap:
+            labels: dict[str, str] = {}
+            bindings = self._bindings.copy()
+            bindings.apply_keymap(keymap)
+            for _, binding in bindings:
+                labels.setdefault(binding.action, self.app.get_key_display(binding))
+            self._key_labels = (keymap, labels)
+        return self._key_labels[1]
 
     def _render_legend(self) -> None:
         if not self._composed:
@@ -402,6 +409,7 @@ class QueueScreen(Screen[None]):
         grace = self.in_grace
         has_grants = ask is not None and bool(HumanAuthorizer.serving_grants_of(ask))
         width = max(20, self.size.width - 2)
+        labels = self.key_labels()
         possible = {"approve_session": has_grants, "approve_serving": has_grants}
         for wording in (0, 1):
             parts: list[tuple[str, str]] = []
@@ -411,7 +419,7 @@ class QueueScreen(Screen[None]):
                 key_style = (
                     "reverse bold $text-warning" if armed else ("reverse bold" if usable else "reverse dim")
                 )
-                parts.append((f" {self.key_for(action)} ", key_style))
+                parts.append((f" {labels[action]} ", key_style))
                 parts.append((f" {words[wording]}  ", "" if usable else DIM))
             if ask is not None and grace:
                 parts.append((("⏳ keys wait a moment (new ask shown)", "⏳ wait")[wording], WARN))
@@ -426,7 +434,7 @@ class QueueScreen(Screen[None]):
             batch = []
             for action, words in LEGEND_BATCH:
                 usable = ask is not None and (marked > 0 or action.startswith(("mark", "filter")))
-                batch.append((f" {self.key_for(action)} ", "reverse bold" if usable else "reverse dim"))
+                batch.append((f" {labels[action]} ", "reverse bold" if usable else "reverse dim"))
                 batch.append((f" {words[wording]}  ", "" if usable else DIM))
             if marked:
                 batch.append((f"{marked} marked", "bold $text-accent"))
