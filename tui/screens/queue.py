@@ -367,7 +367,8 @@ class QueueScreen(Screen[None]):
         position = keys.index(ask.key) + 1 if ask is not None and ask.key in keys else 0
         self.detail.show(ask, self.clock(), position, len(keys))
         if ask is not None and self.on_shown is not None:
-            self.on_shown(ask.key)
+            # After the frame that shows it: truer "shown" time, and the write is off the key-to-paint path.
+            self.call_after_refresh(self.on_shown, ask.key)
         self._render_legend()
         self._subtitle()
 
