@@ -205,18 +205,19 @@ def facts_content(ask: Ask, clip: Clip) -> Content:
 
 
 def provenance_content(ask: Ask, clip: Clip) -> Content:
+    """Why the ask came to a person, in words first; then the rules' evaluation as a dimmed trace."""
     lines = ask.judgment.explanation
     rows: list[Content] = []
     if not lines:
         rows.append(Content.styled("(this node's rules gave no explanation)", DIM))
-    for line in lines:
-        rows.append(value_content(line, clip))
+    for index, line in enumerate(lines):
+        if index == 1:
+            rows.append(Content.styled("How this node's rules were evaluated, step by step:", DIM))
+        rows.append(value_content(line, clip, "" if index == 0 else DIM))
     for error in ask.judgment.config_errors:
         rows.append(Content.assemble(("config error: ", ERROR), value_content(error, clip)))
     if ask.judgment.trail:
-        steps = len(ask.judgment.trail)
-        rows.append(Content.styled(f"({steps} step{'s' if steps != 1 else ''} of rule evaluation recorded; "
-                                   "`pi-authorizer explain` replays them)", DIM))
+        rows.append(Content.styled("(`pi-authorizer explain` on the request file prints the same)", DIM))
     return _lines(rows)
 
 
