@@ -11,7 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from rich.style import Style
 from rich.text import Text
+from textual._types import SegmentLines
+from textual.coordinate import Coordinate
 from textual.events import Resize
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
@@ -24,6 +27,7 @@ CELL_PADDING = 1  # DataTable's default padding on each side of a cell
 MIN_VALUE_WIDTH = 12
 NARROW = 110
 MARK = "●"
+ELSEWHERE = Coordinate(-9, -9)  # not a row or column (the header row is -1)
 
 
 def _agent(ask: Ask) -> Text:
@@ -235,6 +239,24 @@ class AsksTable(DataTable[Text]):
         left_s = ask.seconds_left(now)
         left_style = "bold red" if left_s < 60 else ("yellow" if left_s < 180 else "")
         return Text(duration(age_seconds(ask, now))), Text(duration(left_s), style=left_style)
+
+    def _render_line_in_row(
+        self,
+        row_key: RowKey,
+        line_no: int,
+        base_style: Style,
+        cursor_location: Coordinate,
+        hover_location: Coordinate,
+    ) -> tuple[SegmentLines, SegmentLines]:
+        """Textual caches a rendered row under the cursor's position, so every `j` re-renders every
+        visible row. For a row the cursor (or hover) is not on, its position does not change the
+        row's look: pass one fixed "elsewhere" so those rows stay cached (textual 8.2's private hook)."""
+        row = self._row_locations.get(row_key)
+        if cursor_location.row != row:
+            cursor_location = ELSEWHERE
+        if hover_location.row != row:
+            hover_location = ELSEWHERE
+        return super()._render_line_in_row(row_key, line_no, base_style, cursor_location, hover_location)
 
     def row_key_for(self, key: AskKey) -> RowKey:
         return RowKey(row_key_of(key))
