@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rich.text import Text
 from textual.widgets import Static
 
@@ -34,6 +36,7 @@ from tui.screens.modals import BatchPreviewScreen, ReasonScreen
 from tui.screens.queue import QueueScreen
 from tui.screens.review import ReviewScreen
 from tui.settings import UiSettings
+from tui.widgets.ask_filter import AskFilter
 
 pytestmark = pytest.mark.timeout(30)
 OTHER = "019ff96b-2222-7000-8000-bbbbbbbbbbbb"
@@ -325,3 +328,26 @@ async def test_help_on_the_history_view_lists_its_keys(tmp_path: Path) -> None:
             assert f"[{binding_id}]" in text, binding_id
         assert "[history.back]" not in text  # the plain run list is not what `h` opens here
         assert "[batch.confirm]" in text and "[queue.filter]" in text
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(), st.integers(min_value=6, max_value=120))
+def test_property_a_cut_is_never_silent(value: str, width: int) -> None:
+    text = Text(value.replace("\n", " "))
+    cut = fit(text, width)
+    assert cut.cell_len <= width
+    if text.cell_len <= width:
+        assert cut.plain == text.plain
+    else:
+        head, _, hidden = cut.plain.rpartition("…+")
+        assert value.replace("\n", " ").startswith(head) and int(hidden) == len(text.plain) - len(head)
+    short = elide(value, width)
+    kept = short.rpartition("…+")[0]
+    assert len(short) <= width and (short == value or short == f"{kept}…+{len(value) - len(kept)}")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=200))
+def test_property_any_filter_text_parses(query: str) -> None:
+    parsed = AskFilter.parse(query)
+    assert parsed.active == bool(query.split())
