@@ -117,8 +117,9 @@ class HumanAuthorizer:
         self._listeners.append(listener)
 
     def pending(self) -> list[Ask]:
-        """Oldest first: a new ask is appended and never moves the ones before it."""
-        return list(self._pending.values())
+        """In the children's `createdAt` order, then arrival: an ask from an inbox adopted late joins the
+        queue where it was created, not at the end. (A screen keeps its cursor on the same ask.)"""
+        return sorted(self._pending.values(), key=lambda a: (a.request.created_at, a.arrived_at))
 
     def get(self, key: AskKey) -> Ask | None:
         return self._pending.get(key)

@@ -37,8 +37,8 @@ log = logging.getLogger("pi_authorizer.serve")
 
 SAFETY_RESCAN_S = 1.0
 NO_FACTS_EXPLANATION = (
-    "No usable accessIntent: this request carries no child-fixed facts, so this node's rules "
-    "cannot judge it (version-skew floor, ADR 0008 §4). It goes to a person."
+    "This request carries no child-fixed facts (no usable accessIntent, as from every 20.7.3 child), "
+    "so this node's rules cannot judge it: it comes to you."
 )
 
 

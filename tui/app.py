@@ -16,13 +16,16 @@ import sys
 import termios
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from textual import events
-from textual.app import App
+from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
+from textual.content import Content
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.worker import Worker
@@ -40,6 +43,7 @@ from tui.screens.help import HelpScreen
 from tui.screens.history import HistoryEntry, HistoryScreen
 from tui.screens.modals import (
     AskModal,
+    BatchPreviewScreen,
     ExpandScreen,
     GrantConfirmScreen,
     GrantNoFactsScreen,
@@ -47,10 +51,12 @@ from tui.screens.modals import (
     QuitConfirmScreen,
     ReasonScreen,
 )
-from tui.screens.queue import QueueScreen, ask_label
-from tui.screens.review import ConfirmRuleScreen, ReviewScreen
+from tui.screens.queue import GUARDED, QueueScreen, ask_label
+from tui.screens.review import ConfirmRuleScreen, DetailScreen, ReviewScreen, SuggestionsScreen
 from tui.screens.sessions import SessionsScreen
 from tui.settings import NOTIFICATION_CHANNELS, UiSettings, dialog_keymap
+from tui.widgets.ask_view import DIM, WARN
+from tui.widgets.history_list import HistoryList
 
 ATTENTION_COALESCE_S = 0.05
 ARM_EXPIRY_S = 5.0
@@ -103,7 +109,7 @@ def _signal_safe(text: str) -> str:
 class AuthorizerApp(App[int]):
     CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute, so subclasses elsewhere find it
     TITLE = "pi-authorizer"
-    ENABLE_COMMAND_PALETTE = False
+    ENABLE_COMMAND_PALETTE = True  # ctrl+p: every action of the screen, by name (none decides an ask)
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark", "help", "Help", key_display="?", id="app.help",
@@ -150,6 +156,7 @@ class AuthorizerApp(App[int]):
         self.rules = core.judge.store if isinstance(core.judge, RecordedAuthority) else None
         self._shown: set[AskKey] = set()
         self.queue.on_shown = self._mark_shown
+        self.queue.sessions_served = lambda: len(core.sessions)
         self._tmux = bool(os.environ.get("TMUX"))
         self._new_asks: list[Ask] = []
         self._attention_timer: Timer | None = None
@@ -367,25 +374,82 @@ class AuthorizerApp(App[int]):
     def action_sessions(self) -> None:
         self._show(lambda: SessionsScreen(self.core, self.human), SessionsScreen)
 
-    def action_help(self) -> None:
-        sections: list[tuple[str, list[tuple[str, Binding]]]] = []
-        groups: tuple[tuple[str, Sequence[BindingType]], ...] = (
+    def help_groups(self) -> list[tuple[str, Sequence[BindingType]]]:
+        """Every screen's bindings, as the help screen lists them (the history view this app uses)."""
+        history: list[tuple[str, Sequence[BindingType]]] = (
+            [("History view (h)", [*ReviewScreen.BINDINGS, *HistoryList.BINDINGS]),
+             ("One past ask", DetailScreen.BINDINGS),
+             ("Suggested rules", SuggestionsScreen.BINDINGS),
+             ("Writing a suggested rule", ConfirmRuleScreen.BINDINGS)]
+            if self.store is not None else [("History view (h)", HistoryScreen.BINDINGS)]
+        )
+        return [
             ("Deciding the selected ask", QueueScreen.BINDINGS),
-            ("Everywhere", self.BINDINGS),
+            ("Everywhere", [*self.BINDINGS, Binding(self.COMMAND_PALETTE_BINDING, "command_palette",
+                                                    "Every action by name", id="app.palette")]),
+            ("Batch preview", BatchPreviewScreen.BINDINGS),
             ("Whole-session confirmation", GrantConfirmScreen.BINDINGS),
             ("Whole-session refusal", GrantRefusedScreen.BINDINGS),
             ("Whole-session grant on an ask without facts", GrantNoFactsScreen.BINDINGS),
             ("Reason editor (keys type into the field; none decides)", ReasonScreen.BINDINGS),
             ("Expanded ask", ExpandScreen.BINDINGS),
             ("Quit confirmation", QuitConfirmScreen.BINDINGS),
-            ("Sessions view", SessionsScreen.BINDINGS),
-            ("Grants view", GrantsScreen.BINDINGS),
-            ("History view", HistoryScreen.BINDINGS),
-        )
-        for title, bindings in groups:
+            ("Sessions view (S)", SessionsScreen.BINDINGS),
+            ("Grants view (W)", GrantsScreen.BINDINGS),
+            *history,
+        ]
+
+    def action_help(self) -> None:
+        sections: list[tuple[str, list[tuple[str, Binding]]]] = []
+        for title, bindings in self.help_groups():
             rows = [(self.keys_of(b), b) for b in bindings if isinstance(b, Binding)]
             sections.append((title, rows))
         self.push_screen(HelpScreen(sections))
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        """The command palette: every action of the screen it was opened on, with its key.
+
+        Choosing a decision only says which key takes it: no palette entry (and so no click)
+        decides an ask."""
+        seen: set[str] = set()
+        for active in screen.active_bindings.values():
+            binding = active.binding
+            if binding.action in seen or binding.action == "command_palette":
+                continue
+            seen.add(binding.action)
+            keys = self.keys_of(binding)
+            title = f"{binding.description} ({keys})"
+            name = binding.action.partition("(")[0]
+            if isinstance(active.node, QueueScreen) and name in GUARDED:
+                yield SystemCommand(title, "A decision: press its key on the ask (the palette never decides)",
+                                    partial(self._say_key, binding.description, keys))
+            else:
+                yield SystemCommand(title, binding.tooltip or binding.description,
+                                    partial(self.run_action, binding.action, active.node))
+
+    def _say_key(self, description: str, keys: str) -> None:
+        self.notify(f"{description}: press {keys} with the ask on screen.", markup=False)
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
+        """On a small terminal a toast would cover the ask and the keys: it goes to the status line."""
+        queue = self.queue
+        if severity != "error" and queue.is_current and queue.compact:
+            lines = [line for line in message.splitlines() if line.strip()]
+            more = f" (+{len(lines) - 1} more)" if len(lines) > 1 else ""
+            head = f"{title}: " if title else ""
+            style = WARN if severity == "warning" else "bold"
+            queue.set_status(Content.assemble((head, style), (lines[0] if lines else "", ""), (more, DIM)),
+                             ttl=timeout or 8)
+            return
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
 
     # -- events from the core ------------------------------------------------------------------
 

@@ -21,6 +21,8 @@ EXPECTED = {
     "deny-with-reason.svg": "CI&#160;passes",
     "review.svg": "denied_with_reason",
     "grants.svg": "answering",
+    "batch-preview.svg": "Exactly&#160;what&#160;will&#160;be&#160;decided",
+    "queue-80x24.svg": "…+",
 }
 
 

@@ -37,7 +37,7 @@ from core.history.suggest import (
 from core.keysafety import KeySafety
 from core.rules import PolicyStore
 from tui.sanitize import sanitize
-from tui.widgets.history_list import HistoryList
+from tui.widgets.history_list import HistoryList, header_text
 from tui.widgets.painted import PaintProbe
 
 FILTER_DEBOUNCE_S = 0.15
@@ -161,6 +161,7 @@ class ReviewScreen(Screen[None]):
             placeholder="filter: agent:NAME session:ID surface:S verdict:V  free text", id="review-filter"
         )
         yield Static(id="review-summary", markup=False)
+        yield Static(header_text(), id="review-header", markup=False)
         yield HistoryList(self.store, id="review-list")
         yield Footer(show_command_palette=False)
 
