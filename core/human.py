@@ -92,8 +92,12 @@ class GrantBook(Protocol):
     def record(self, session_id: str, grants: Sequence[SessionGrant], agent_name: str) -> None:
         """Record all grants or none (raises `GrantRefused`)."""
 
-    def judge(self, parsed: ParsedRequest, session_id: str, extra: Sequence[SessionGrant] = ()) -> Judgment:
-        """This node's verdict on `parsed`, as if `extra` grants were recorded for `session_id` too."""
+    def judge(
+        self, parsed: ParsedRequest, session_id: str, extra: Sequence[SessionGrant] = (),
+        preview: bool = False,
+    ) -> Judgment:
+        """This node's verdict on `parsed`, as if `extra` grants were recorded for `session_id` too
+        (`preview`: a what-if, not a decision)."""
 
 
 class HumanAuthorizer:
@@ -113,8 +117,9 @@ class HumanAuthorizer:
         self._listeners.append(listener)
 
     def pending(self) -> list[Ask]:
-        """Oldest first: a new ask is appended and never moves the ones before it."""
-        return list(self._pending.values())
+        """In the children's `createdAt` order, then arrival: an ask from an inbox adopted late joins the
+        queue where it was created, not at the end. (A screen keeps its cursor on the same ask.)"""
+        return sorted(self._pending.values(), key=lambda a: (a.request.created_at, a.arrived_at))
 
     def get(self, key: AskKey) -> Ask | None:
         return self._pending.get(key)
@@ -169,8 +174,8 @@ class HumanAuthorizer:
             other for other in self._pending.values()
             if other.key != key and other.key.session_id == key.session_id and other.has_facts
             and not other.withdrawn
-            and book.judge(other.parsed, key.session_id).verdict == "ask"
-            and book.judge(other.parsed, key.session_id, grants).verdict == "allow"
+            and book.judge(other.parsed, key.session_id, preview=True).verdict == "ask"
+            and book.judge(other.parsed, key.session_id, grants, preview=True).verdict == "allow"
         )
 
     async def approve_for_serving_session(self, key: AskKey) -> AskDecided:

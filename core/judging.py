@@ -18,6 +18,7 @@ import watchfiles
 
 from core.asks import Deferred, Judgment
 from core.authorizers import AuthorizerChain, LinkFacts
+from core.grants import GrantEntry, GrantLog
 from core.human import GrantRefused
 from core.logline import log_safe
 from core.rules import ConfigError, PolicyStore, SessionGrants
@@ -48,6 +49,7 @@ class RecordedAuthority:
         #: Called with each config change held because it widens (the app shows it and asks).
         self.on_pending: list[Callable[[PendingReload], None]] = []
         store.subscribe(self._held)
+        self.grant_log = GrantLog()
 
     def grants_for(self, session_id: str) -> SessionGrants:
         if session_id not in self._grants:
@@ -65,9 +67,16 @@ class RecordedAuthority:
         )
         return explain(self.store, intent, agent, rules)
 
-    def judge(self, parsed: ParsedRequest, session_id: str, extra: Sequence[SessionGrant] = ()) -> Judgment:
-        """One judgment; the explanation lines and trail are `Deferred` until someone reads them."""
+    def judge(
+        self, parsed: ParsedRequest, session_id: str, extra: Sequence[SessionGrant] = (),
+        preview: bool = False,
+    ) -> Judgment:
+        """One judgment; the explanation is `Deferred` until someone reads it.
+
+        `preview`: a what-if (a grant's reach), not a decision: no grant's use is counted."""
         explanation = self.explain(parsed, session_id, extra)
+        if not preview and not extra:
+            self.grant_log.decided(session_id, explanation.decided_by, self.grants_for(session_id))
         self._log_errors(explanation.config_errors)
         errors = tuple(str(e) for e in explanation.config_errors)
         return Judgment(
@@ -91,9 +100,25 @@ class RecordedAuthority:
 
     def record(self, session_id: str, grants: Sequence[SessionGrant], agent_name: str) -> None:
         try:
-            self.grants_for(session_id).add([(g.surface, g.pattern) for g in grants], agent_name)
+            added = self.grants_for(session_id).add([(g.surface, g.pattern) for g in grants], agent_name)
         except RulesGrantRefused as exc:
             raise GrantRefused(str(exc)) from exc
+        self.grant_log.made(session_id, added, agent_name)
+
+    # -- grants a person can see and revoke --------------------------------------------------------
+
+    def list_grants(self) -> list[GrantEntry]:
+        """Every live whole-serving-session grant of this node, with provenance and use."""
+        return self.grant_log.entries(self._grants)
+
+    def revoke_grant(self, session_id: str, grant_id: str) -> bool:
+        """Remove a grant: the next ask is judged without it. False when it was already gone."""
+        book = self._grants.get(session_id)
+        if book is None or not book.revoke(grant_id):
+            return False
+        self.grant_log.forget(session_id, grant_id)
+        log.info("session grant %s of %s revoked", grant_id, log_safe(session_id))
+        return True
 
     # -- config watching -------------------------------------------------------------------------
 

@@ -16,4 +16,8 @@ def log_safe(text: str, limit: int = 120) -> str:
         else:
             out.append(ch)
     joined = "".join(out)
-    return joined if len(joined) <= limit else joined[: limit - 1] + "…"
+    if len(joined) <= limit:
+        return joined
+    # A cut says how much it hid (`…+N`), as everywhere in the app.
+    keep = max(0, limit - len(f"…+{len(joined)}"))
+    return f"{joined[:keep]}…+{len(joined) - keep}"

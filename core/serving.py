@@ -58,8 +58,8 @@ STEP_FAILURE_PAUSE_S = 1.0
 READ_BATCH = 32
 _T = TypeVar("_T")
 NO_FACTS_EXPLANATION = (
-    "No usable accessIntent: this request carries no child-fixed facts, so this node's rules "
-    "cannot judge it (version-skew floor, ADR 0008 §4). It goes to a person."
+    "This request carries no child-fixed facts (no usable accessIntent, as from every 20.7.3 child), "
+    "so this node's rules cannot judge it: it comes to you."
 )
 
 

@@ -9,32 +9,42 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
+import sys
+import termios
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from textual import events
-from textual.app import App
+from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
+from textual.content import Content
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.worker import Worker
 
 from core.asks import Ask, AskKey
 from core.history import HistoryStore
+from core.history.suggest import SuggestionRefused, suggestion_from_ask
 from core.human import AskAdded, AskDecided, AskWithdrawn, HumanAuthorizer, HumanEvent
 from core.judging import RecordedAuthority
 from core.keysafety import KeyClock, KeyRules, KeySafety, SystemClock
 from core.rules.reloads import PendingReload
 from core.serving import ServeEvent, ServingCore
 from tui.sanitize import safe_plain
+from tui.screens.grants import GrantsScreen
 from tui.screens.help import HelpScreen
 from tui.screens.history import HistoryEntry, HistoryScreen
 from tui.screens.modals import (
     AskModal,
+    BatchPreviewScreen,
     ExpandScreen,
     GrantConfirmScreen,
     GrantNoFactsScreen,
@@ -42,17 +52,43 @@ from tui.screens.modals import (
     QuitConfirmScreen,
     ReasonScreen,
 )
-from tui.screens.queue import QueueScreen, ask_label
+from tui.screens.queue import GUARDED, QueueScreen, ask_label
 from tui.screens.reload import ReloadReviewScreen
-from tui.screens.review import ReviewScreen
+from tui.screens.review import ConfirmRuleScreen, DetailScreen, ReviewScreen, SuggestionsScreen
 from tui.screens.sessions import SessionsScreen
 from tui.settings import NOTIFICATION_CHANNELS, UiSettings, dialog_keymap
+from tui.widgets.ask_view import DIM, WARN
+from tui.widgets.history_list import HistoryList
 
 ATTENTION_COALESCE_S = 0.05
 ARM_EXPIRY_S = 5.0
 #: Outcomes of decisions the person keyed: the app's history already has them from `AskDecided`.
 PERSON_OUTCOMES = frozenset({"user", "user_grant", "session_grant"})
 WHO = {"approved_by_serving_grant": "grant"}
+#: After SIGHUP/SIGTERM, how long the graceful quit may take before the app exits without it.
+FORCED_EXIT_S = 0.9
+#: Leave the alternate screen, show the cursor, stop mouse reporting (what Textual's exit undoes).
+_RESTORE_SEQUENCE = b"\x1b[?1049l\x1b[?25h\x1b[?1000l\x1b[?1003l\x1b[?1015l\x1b[?1006l\x1b[?2004l"
+
+
+def restore_terminal_modes() -> None:
+    """Best effort, from any thread, when Textual's own exit did not run: a usable shell prompt."""
+    with contextlib.suppress(OSError):
+        os.set_blocking(1, False)
+        os.write(1, _RESTORE_SEQUENCE)
+    with contextlib.suppress(OSError, termios.error):
+        attrs = termios.tcgetattr(0)
+        attrs[3] |= termios.ECHO | termios.ICANON | termios.ISIG | termios.IEXTEN
+        termios.tcsetattr(0, termios.TCSANOW, attrs)
+
+
+def detach_from_terminal() -> None:
+    """The terminal is gone: point stdin/stdout/stderr at /dev/null so no read or write blocks or fails."""
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        with contextlib.suppress(OSError):
+            os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 def osc_sequence(channel: str, title: str, body: str, tmux: bool) -> str:
@@ -75,7 +111,7 @@ def _signal_safe(text: str) -> str:
 class AuthorizerApp(App[int]):
     CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute, so subclasses elsewhere find it
     TITLE = "pi-authorizer"
-    ENABLE_COMMAND_PALETTE = False
+    ENABLE_COMMAND_PALETTE = True  # ctrl+p: every action of the screen, by name (none decides an ask)
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark", "help", "Help", key_display="?", id="app.help",
@@ -84,6 +120,11 @@ class AuthorizerApp(App[int]):
                 tooltip="Every ask served: filter, details, rule suggestions"),
         Binding("S", "sessions", "Sessions", id="app.sessions",
                 tooltip="Served sessions, env lines, other inboxes (adopt unserved ones)"),
+        Binding("R", "rule_from_ask", "Rule from ask", id="app.rule_from_ask",
+                tooltip="Propose the persistent rule that would have decided the selected ask "
+                "(JSON, file, diff; written only when you confirm)"),
+        Binding("W", "grants", "Grants", id="app.grants",
+                tooltip="Whole-session grants: who made them, what they decided; revoke one"),
         Binding("q", "quit", "Quit", id="app.quit",
                 tooltip="Stop serving; pending asks stay in the inbox for the next authorizer"),
     ]
@@ -118,11 +159,15 @@ class AuthorizerApp(App[int]):
         self.rules = self.authority.store if self.authority is not None else None
         self._shown: set[AskKey] = set()
         self.queue.on_shown = self._mark_shown
+        self.queue.sessions_served = lambda: len(core.sessions)
         self._tmux = bool(os.environ.get("TMUX"))
         self._new_asks: list[Ask] = []
         self._attention_timer: Timer | None = None
         self._core_worker: Worker[None] | None = None
         self._stopping = False
+        self._forced_exit: threading.Timer | None = None
+        #: Run (from another thread) when a signal's graceful quit times out, before `os._exit`.
+        self.forced_exit_cleanups: list[Callable[[], None]] = []
         self._keymap_ids: dict[str, str] = {}
         reserved = frozenset(
             key for binding in (*QueueScreen.BINDINGS, *self.BINDINGS) if isinstance(binding, Binding)
@@ -198,14 +243,61 @@ class AuthorizerApp(App[int]):
             self.notify("The serving core stopped.", severity="error", markup=False, timeout=60)
 
     def _install_signal_handlers(self) -> None:
-        """A closed terminal (SIGHUP) or a kill (SIGTERM) still removes heartbeats and locks."""
+        """A closed terminal (SIGHUP) or a kill (SIGTERM) still removes heartbeats and locks.
+
+        Plain `signal.signal` handlers, not the loop's: they run in the main thread even while the
+        event loop is stuck writing to a terminal that is gone (Textual's output queue is bounded
+        and its writer thread dies on the first EIO), which is where a loop handler never runs.
+        """
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGHUP):
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.add_signal_handler(sig, self._signalled)
+            with contextlib.suppress(ValueError, OSError):  # not the main thread: nothing to install
+                signal.signal(sig, lambda signum, _frame: self._signalled(signum, loop))
 
-    def _signalled(self) -> None:
-        self.run_worker(self._quit_now(), name="quit-on-signal", exclusive=True, group="quit")
+    def _signalled(self, signum: int, loop: asyncio.AbstractEventLoop) -> None:
+        if signum == signal.SIGHUP:
+            detach_from_terminal()
+        if self._forced_exit is None:
+            self._forced_exit = threading.Timer(
+                FORCED_EXIT_S, self._force_exit, (128 + signum, signum != signal.SIGHUP)
+            )
+            self._forced_exit.daemon = True
+            self._forced_exit.start()
+        quit_now = self._quit_after_hangup() if signum == signal.SIGHUP else self._quit_now()
+        loop.call_soon_threadsafe(
+            lambda: self.run_worker(quit_now, name="quit-on-signal", exclusive=True, group="quit")
+        )
+
+    def exit_process_if_signalled(self) -> None:
+        """After a signal, once the command has done its own cleanup and printing: end the process
+        now. Tearing down the interpreter (every Textual object) took up to a second on a busy
+        machine, and the daemon watchdog cannot act during that teardown."""
+        if self._forced_exit is None:
+            return
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        logging.shutdown()
+        os._exit(0)
+
+    async def _quit_after_hangup(self) -> None:
+        """No terminal is left to restore: stop serving (heartbeats, locks, history), clean up, exit."""
+        await self.stop_serving()
+        self._force_exit(0)
+
+    def _force_exit(self, code: int, restore_terminal: bool = False) -> None:
+        """The graceful quit did not finish in time: do its essential part from this thread, exit."""
+        if restore_terminal:
+            restore_terminal_modes()
+        for served in list(self.core.sessions.values()):
+            with contextlib.suppress(Exception):
+                served.heartbeat.clear()
+            with contextlib.suppress(Exception):
+                served.lock.release()
+        for cleanup in self.forced_exit_cleanups:
+            with contextlib.suppress(Exception):
+                cleanup()
+        os._exit(code)
 
     async def stop_serving(self) -> None:
         """Stop the core and wait for it: heartbeats removed, locks released, requests left."""
@@ -254,14 +346,55 @@ class AuthorizerApp(App[int]):
             self._shown.add(key)
             self.store.mark_shown(key)
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "rule_from_ask":
+            return self.screen is self.queue  # it reads the queue's selected ask
+        return True
+
+    def action_rule_from_ask(self) -> None:
+        ask = self.queue.current_ask()
+        if ask is None or self.rules is None:
+            self.notify("No ask selected, or this authorizer has no rules to add to.", markup=False)
+            return
+        intent = ask.parsed.access_intent
+        try:
+            offer = suggestion_from_ask(
+                self.rules,
+                intent.surface if intent else None,
+                intent.match_values if intent else (),
+                [(g.surface, g.pattern) for g in HumanAuthorizer.serving_grants_of(ask)],
+                intent.principal.agent_name if intent else ask.request.requester_agent_name,
+                self.clock(),
+            )
+        except SuggestionRefused as exc:
+            self.notify(safe_plain(str(exc), 300), title="No rule proposed", severity="warning", markup=False)
+            return
+        self.queue.push_modal(ConfirmRuleScreen(offer, self.rules, self.safety, self.key_time))
+
+    def action_grants(self) -> None:
+        authority = self.core.judge
+        if not isinstance(authority, RecordedAuthority):
+            self.notify("This authorizer records no whole-session grants.", markup=False)
+            return
+        self._show(lambda: GrantsScreen(authority), GrantsScreen)
+
     def action_sessions(self) -> None:
         self._show(lambda: SessionsScreen(self.core, self.human), SessionsScreen)
 
-    def action_help(self) -> None:
-        sections: list[tuple[str, list[tuple[str, Binding]]]] = []
-        groups: tuple[tuple[str, Sequence[BindingType]], ...] = (
+    def help_groups(self) -> list[tuple[str, Sequence[BindingType]]]:
+        """Every screen's bindings, as the help screen lists them (the history view this app uses)."""
+        history: list[tuple[str, Sequence[BindingType]]] = (
+            [("History view (h)", [*ReviewScreen.BINDINGS, *HistoryList.BINDINGS]),
+             ("One past ask", DetailScreen.BINDINGS),
+             ("Suggested rules", SuggestionsScreen.BINDINGS),
+             ("Writing a suggested rule", ConfirmRuleScreen.BINDINGS)]
+            if self.store is not None else [("History view (h)", HistoryScreen.BINDINGS)]
+        )
+        return [
             ("Deciding the selected ask", QueueScreen.BINDINGS),
-            ("Everywhere", self.BINDINGS),
+            ("Everywhere", [*self.BINDINGS, Binding(self.COMMAND_PALETTE_BINDING, "command_palette",
+                                                    "Every action by name", id="app.palette")]),
+            ("Batch preview", BatchPreviewScreen.BINDINGS),
             ("Whole-session confirmation", GrantConfirmScreen.BINDINGS),
             ("Whole-session refusal", GrantRefusedScreen.BINDINGS),
             ("Whole-session grant on an ask without facts", GrantNoFactsScreen.BINDINGS),
@@ -269,10 +402,14 @@ class AuthorizerApp(App[int]):
             ("Reason editor (keys type into the field; none decides)", ReasonScreen.BINDINGS),
             ("Expanded ask", ExpandScreen.BINDINGS),
             ("Quit confirmation", QuitConfirmScreen.BINDINGS),
-            ("Sessions view", SessionsScreen.BINDINGS),
-            ("History view", HistoryScreen.BINDINGS),
-        )
-        for title, bindings in groups:
+            ("Sessions view (S)", SessionsScreen.BINDINGS),
+            ("Grants view (W)", GrantsScreen.BINDINGS),
+            *history,
+        ]
+
+    def action_help(self) -> None:
+        sections: list[tuple[str, list[tuple[str, Binding]]]] = []
+        for title, bindings in self.help_groups():
             rows = [(self.keys_of(b), b) for b in bindings if isinstance(b, Binding)]
             sections.append((title, rows))
         self.push_screen(HelpScreen(sections))
@@ -299,6 +436,51 @@ class AuthorizerApp(App[int]):
                             severity="warning", markup=False)
 
         self.push_screen(ReloadReviewScreen(pending, self.settings.input_grace_ms), decided)
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        """The command palette: every action of the screen it was opened on, with its key.
+
+        Choosing a decision only says which key takes it: no palette entry (and so no click)
+        decides an ask."""
+        seen: set[str] = set()
+        for active in screen.active_bindings.values():
+            binding = active.binding
+            if binding.action in seen or binding.action == "command_palette":
+                continue
+            seen.add(binding.action)
+            keys = self.keys_of(binding)
+            title = f"{binding.description} ({keys})"
+            name = binding.action.partition("(")[0]
+            if isinstance(active.node, QueueScreen) and name in GUARDED:
+                yield SystemCommand(title, "A decision: press its key on the ask (the palette never decides)",
+                                    partial(self._say_key, binding.description, keys))
+            else:
+                yield SystemCommand(title, binding.tooltip or binding.description,
+                                    partial(self.run_action, binding.action, active.node))
+
+    def _say_key(self, description: str, keys: str) -> None:
+        self.notify(f"{description}: press {keys} with the ask on screen.", markup=False)
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
+        """On a small terminal a toast would cover the ask and the keys: it goes to the status line."""
+        queue = self.queue
+        if severity != "error" and queue.is_current and queue.compact:
+            lines = [line for line in message.splitlines() if line.strip()]
+            more = f" (+{len(lines) - 1} more)" if len(lines) > 1 else ""
+            head = f"{title}: " if title else ""
+            style = WARN if severity == "warning" else "bold"
+            queue.set_status(Content.assemble((head, style), (lines[0] if lines else "", ""), (more, DIM)),
+                             ttl=timeout or 8)
+            return
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
 
     # -- events from the core ------------------------------------------------------------------
 

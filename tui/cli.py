@@ -5,12 +5,22 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
+from core.logline import log_safe
 from tui.commands import app, demo, explain, history, run, serve
+from tui.commands.common import CliError
+
+
+class Parser(argparse.ArgumentParser):
+    """Usage errors as one sanitised line (`pi-authorizer: error: ...`); `-h` still shows the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {log_safe(message, 400)} (see --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="pi-authorizer",
         description="Serve pi subagents' forwarded permission asks from a side terminal.",
     )
@@ -41,7 +51,11 @@ def with_default_command(parser: argparse.ArgumentParser, argv: Sequence[str]) -
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(with_default_command(parser, sys.argv[1:] if argv is None else argv))
-    code: int = args.handler(args)
+    try:
+        code: int = args.handler(args)
+    except CliError as exc:
+        print(f"pi-authorizer: {log_safe(str(exc), 400)}", file=sys.stderr)
+        return 2
     return code
 
 

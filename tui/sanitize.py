@@ -191,9 +191,34 @@ def has_hidden(values: Iterable[str | None]) -> bool:
     return any(v and any(is_hidden(c) for c in v) for v in values)
 
 
+def elision(hidden: int) -> str:
+    """The mark a shortened value ends with: an ellipsis and how many characters are hidden."""
+    return f"…+{hidden}"
+
+
+def elide(text: str, limit: int) -> str:
+    """`text` in at most `limit` characters; when shortened it says so, with how much is hidden."""
+    if len(text) <= limit:
+        return text
+    keep = max(0, limit - len(elision(len(text))))
+    return text[:keep] + elision(len(text) - keep)
+
+
+def fit(text: Text, width: int, mark_style: str = "bold yellow") -> Text:
+    """A one-line `Text` cut to `width` cells; a cut ends with `…+N` (N characters hidden), never silent."""
+    if text.cell_len <= width:
+        return text
+    plain = text.plain
+    keep = max(0, width - len(elision(len(plain))))
+    while keep > 0 and text[:keep].cell_len + len(elision(len(plain) - keep)) > width:
+        keep -= 1
+    out = text[:keep]
+    out.no_wrap, out.overflow = True, "crop"
+    out.append(elision(len(plain) - keep), mark_style)
+    return out
+
+
 def safe_plain(value: str | None, limit: int | None = None, *, single_line: bool = True) -> str:
-    """Sanitised, optionally shortened plain text (with an explicit ellipsis, never silent)."""
+    """Sanitised, optionally shortened plain text (a cut says how much it hid; never silent)."""
     text = sanitize(value, single_line=single_line).plain
-    if limit is not None and len(text) > limit:
-        return text[: max(0, limit - 1)] + "…"
-    return text
+    return text if limit is None else elide(text, limit)

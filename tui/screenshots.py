@@ -36,6 +36,8 @@ from tui.app import AuthorizerApp
 from tui.commands.app import ui_settings
 from tui.commands.common import build_core, take_sessions
 from tui.commands.demo import DEMO_SESSION, demo_args
+from tui.screens.grants import GrantsScreen
+from tui.screens.modals import BatchPreviewScreen, GrantConfirmScreen
 from tui.screens.review import ReviewScreen
 from tui.screens.sessions import SessionsScreen
 from tui.settings import UiSettings
@@ -55,6 +57,9 @@ SHOTS = (
     "sessions.svg",
     "deny-with-reason.svg",
     "review.svg",
+    "grants.svg",
+    "batch-preview.svg",
+    "queue-80x24.svg",
 )
 
 
@@ -220,6 +225,13 @@ async def drive(app: AuthorizerApp, root: Path, clock: StageClock, outdir: Path)
         no_facts = next(ask.key for ask in asks if not ask.has_facts)
         await shooter.select(second)
         await shooter.shoot("queue.svg")
+        await pilot.resize_terminal(80, 24)
+        await shooter.shoot("queue-80x24.svg")
+        await pilot.resize_terminal(*SIZE)
+        await shooter.press("asterisk", "Y")  # every ask shown marked: the hostile one is left out
+        await shooter.until(lambda: isinstance(app.screen, BatchPreviewScreen))
+        await shooter.shoot("batch-preview.svg")
+        await shooter.press("escape", "asterisk")  # cancel, unmark
         await shooter.select(no_facts)
         await shooter.shoot("no-facts.svg")
         await shooter.select(asks[-1].key)
@@ -250,6 +262,19 @@ async def drive(app: AuthorizerApp, root: Path, clock: StageClock, outdir: Path)
             )
         )
         await shooter.shoot("review.svg")
+        await shooter.press("escape")
+        await shooter.until(lambda: app.screen is app.queue)
+        granted = next(ask.key for ask in human.pending() if HumanAuthorizer.serving_grants_of(ask))
+        await shooter.select(granted)
+        shooter.advance(5.0)
+        await shooter.press("w")
+        await shooter.until(lambda: isinstance(app.screen, GrantConfirmScreen))
+        await shooter.press("y")
+        await shooter.until(lambda: human.get(granted) is None)
+        shooter.advance(30.0)
+        await shooter.press("W")
+        await shooter.until(lambda: isinstance(app.screen, GrantsScreen) and bool(app.screen.entries))
+        await shooter.shoot("grants.svg")
         await app.stop_serving()
 
 

@@ -20,7 +20,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -125,7 +125,8 @@ class HistoryRow:
         return source if isinstance(source, dict) else None
 
     def to_json(self) -> dict[str, Any]:
-        """Every column; BLOBs as base64, JSON columns as nested values."""
+        """Every column; BLOBs as base64, JSON columns as nested values, and one time unit:
+        milliseconds (instants since the epoch, as the child's `createdAt`; `decide_ms` a span)."""
         out: dict[str, Any] = {}
         for name in COLUMNS:
             value = getattr(self, name)
@@ -133,11 +134,15 @@ class HistoryRow:
                 value = base64.b64encode(value).decode("ascii")
             elif name in ("facts", "decided_by"):
                 value = _loads(value)
+            elif name in _SECONDS_COLUMNS and value is not None:
+                value = round(value * 1000, 3)
             out[name] = value
         return out
 
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(HistoryRow))
+#: Instants stored in seconds (the child's `created_at` is already milliseconds).
+_SECONDS_COLUMNS = frozenset({"arrived_at", "shown_at", "decided_at", "ended_at"})
 _SELECT = f"SELECT {', '.join(COLUMNS)} FROM asks"
 
 
@@ -348,7 +353,8 @@ class HistoryStore(HistoryReader):
         now = time.time()
         source = response.decided_by
         with self._tx(durable=True) as conn:
-            row_id, arrived_at = self._open_row(conn, key) or self._insert_arrival(conn, key, parsed, now)
+            # The person's time counts from when the ask was shown; a rule's from its arrival.
+            row_id, started = self._open_row(conn, key) or self._insert_arrival(conn, key, parsed, now)
             conn.execute(
                 "UPDATE asks SET decided_at = ?, verdict = ?, decided_by = ?, decider = ?, "
                 "responder_session = ?, decide_ms = ?, outcome = ?, reason = ?, response = ?, "
@@ -360,7 +366,7 @@ class HistoryStore(HistoryReader):
                         _dumps(decision_source_json(source)) if source is not None else None,
                         describe_decider(source, outcome),
                         response.responder_session_id,
-                        (now - arrived_at) * 1000,
+                        (now - started) * 1000,
                         outcome_kind(outcome, source),
                         response.denial_reason,
                         body,
@@ -408,6 +414,26 @@ class HistoryStore(HistoryReader):
             self._set_open(event.key, "reason = ?", (event.reason,))
         elif event.kind in ("quarantined", "forged"):
             self._quarantined(event)
+
+    def reconcile_open(self, session_id: str, present: Collection[str], at: float | None = None) -> int:
+        """At start, before serving: an open row whose request file is gone was withdrawn while no
+        one served the session (a `left` one was most likely answered elsewhere and stays `left`).
+        Returns how many rows were closed."""
+        ended = time.time() if at is None else at
+        with self._tx() as conn:
+            rows = conn.execute(
+                "SELECT id, request_name FROM asks WHERE served_session = ? AND verdict IS NULL "
+                "AND outcome IN (?, ?) AND ended_at IS NULL",
+                (session_id, *_OPEN),
+            ).fetchall()
+            gone = [row_id for row_id, name in rows if name not in present]
+            for row_id in gone:
+                conn.execute(
+                    "UPDATE asks SET ended_at = ?, outcome = CASE outcome WHEN 'left' THEN 'left' "
+                    "ELSE 'withdrawn' END, reason = COALESCE(reason, ?) WHERE id = ?",
+                    (ended, "the request file was gone when serving resumed", row_id),
+                )
+        return len(gone)
 
     def mark_shown(self, key: AskKey, at: float | None = None) -> None:
         """The TUI showed this ask to the person (the first time counts)."""
@@ -459,9 +485,11 @@ class HistoryStore(HistoryReader):
     # -- rows -----------------------------------------------------------------------------------
 
     def _open_row(self, conn: sqlite3.Connection, key: AskKey) -> tuple[int, float] | None:
+        """The open row of this request file: its id and when it was shown (else arrived)."""
         found = conn.execute(
-            "SELECT id, arrived_at FROM asks WHERE served_session = ? AND request_name = ? "
-            "AND verdict IS NULL AND outcome IN (?, ?) AND ended_at IS NULL ORDER BY id DESC LIMIT 1",
+            "SELECT id, COALESCE(shown_at, arrived_at) FROM asks WHERE served_session = ? "
+            "AND request_name = ? AND verdict IS NULL AND outcome IN (?, ?) AND ended_at IS NULL "
+            "ORDER BY id DESC LIMIT 1",
             (key.session_id, key.name, *_OPEN),
         ).fetchone()
         return None if found is None else (found[0], found[1])

@@ -119,6 +119,37 @@ def suggest(
     return offers
 
 
+def suggestion_from_ask(
+    rules: PolicyStore,
+    surface: str | None,
+    match_values: Sequence[str],
+    session_grants: Sequence[tuple[str, str]],
+    agent: str,
+    at: float,
+) -> Suggestion:
+    """The allow rule that would have decided this one ask: the child's own session suggestion when
+    it sent one (it covers the ask), else the exact value. Raises `SuggestionRefused` when no rule
+    could match it (no child-fixed facts), when one rule cannot cover it, or when the rule would
+    loosen an explicit deny of this node's config."""
+    if surface is None:
+        raise SuggestionRefused("the ask carries no child-fixed facts: no rule of this node could match it")
+    candidates = [(s, p) for s, p in session_grants if s and p]
+    if not candidates:
+        values = list(dict.fromkeys(match_values))
+        if surface in PATH_SURFACES and values:
+            values = values[:1]  # a path's alias set names one file: its first (absolute) form
+        if len(values) != 1:
+            raise SuggestionRefused("the ask has several values and no child suggestion covering them")
+        if set(values[0]) & {"*", "?"}:
+            raise SuggestionRefused("the value holds wildcard characters, so an exact rule cannot be written")
+        candidates = [(surface, values[0])]
+    rule_surface, pattern = candidates[0]
+    why = shadowed_deny(rules, rule_surface, pattern, {agent, ""})
+    if why is not None:
+        raise SuggestionRefused(f"this allow would loosen an explicit deny: {why}")
+    return Suggestion(rule_surface, pattern, 1, (agent,), tuple(match_values[:5]), at)
+
+
 def shadowed_deny(rules: PolicyStore, surface: str, pattern: str, agents: Iterable[str]) -> str | None:
     """The explicit deny this allow would override for any of `agents` (the rules engine's check)."""
     for agent in sorted(agents):

@@ -69,7 +69,21 @@ def _units(step: Mapping[str, Any]) -> list[str]:
 
 def _verdict(step: Mapping[str, Any]) -> list[str]:
     decided = step.get("decidedBy")
-    return [f"verdict: {step['verdict']}" + (f" decidedBy {decided}" if decided else "")]
+    return [f"verdict: {step['verdict']}" + (f", decided by {describe_source(decided)}" if decided else "")]
+
+
+def describe_source(source: Mapping[str, Any]) -> str:
+    """A `decidedBy` object in words: `rule bash 'git *' [global]`, else its fields as `key=value`."""
+    if source.get("kind") == "rule":
+        text = f"rule {source.get('surface')} {source.get('pattern')!r} [{source.get('origin') or '?'}]"
+        return text + (f" from {source['source']}" if source.get("source") else "")
+    return _fields(source)
+
+
+def _fields(mapping: Mapping[str, Any]) -> str:
+    return ", ".join(
+        f"{key}={value!r}" if isinstance(value, str) else f"{key}={value}" for key, value in mapping.items()
+    )
 
 
 def _grant_overridden(step: Mapping[str, Any]) -> list[str]:
@@ -82,7 +96,7 @@ def _no_facts(step: Mapping[str, Any]) -> list[str]:
 
 
 def _generic(step: Mapping[str, Any]) -> list[str]:
-    return [str(dict(step))]
+    return [f"{step.get('step', 'step')}: {_fields({k: v for k, v in step.items() if k != 'step'})}"]
 
 
 def _pi_reading(step: Mapping[str, Any]) -> list[str]:

@@ -13,7 +13,7 @@ import pytest
 
 from core.history import HistoryStore
 from core.history.store import COLUMNS, HISTORY_FILE
-from tui.commands import history
+from tui.commands import common, history
 
 HOSTILE = "git status\x1b[2J\u202eevil\u200b [bold]x[/]"
 
@@ -72,7 +72,7 @@ def test_table_escapes_child_text(state: Path, capsys: pytest.CaptureFixture[str
     assert lines[0].split() == ["TIME", "AGENT", "SURFACE", "VALUE", "VERDICT", "BY", "WAIT"]
     assert "ls" in lines[1] and "1ms" in lines[1]  # oldest first, like a log
     assert "\\u001b[2J" in lines[2] and "\\u202eevil\\u200b" in lines[2] and "Evil\\u202e" in lines[2]
-    assert "4.2s" in lines[2] and "[bo…" in lines[2]  # shortened with a visible ellipsis
+    assert "4.2s" in lines[2] and "\\u200b …+10" in lines[2]  # shortened, saying how much is hidden
     hidden = [c for c in "".join(lines) if unicodedata.category(c) in {"Cc", "Cf"}]
     assert hidden == []
 
@@ -103,9 +103,9 @@ def test_filters(
 
 
 def test_durations() -> None:
-    assert history.duration_arg("1h30m") == 5400 and history.duration_arg("90") == 90
+    assert common.duration_arg("1h30m") == 5400 and common.duration_arg("90") == 90
     with pytest.raises(argparse.ArgumentTypeError):
-        history.duration_arg("soon")
+        common.duration_arg("soon")
 
 
 def test_no_history_yet(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

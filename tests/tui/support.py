@@ -134,7 +134,10 @@ class RefusingGrantBook:
         self.denied = set(denied)
         self.recorded: list[tuple[str, tuple[SessionGrant, ...]]] = []
 
-    def judge(self, parsed: ParsedRequest, session_id: str, extra: Sequence[SessionGrant] = ()) -> Judgment:
+    def judge(
+        self, parsed: ParsedRequest, session_id: str, extra: Sequence[SessionGrant] = (),
+        preview: bool = False,
+    ) -> Judgment:
         intent = parsed.access_intent
         grants = [g for sid, gs in self.recorded if sid == session_id for g in gs] + list(extra)
         for grant in grants:

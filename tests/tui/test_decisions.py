@@ -355,7 +355,7 @@ async def test_grace_window_after_a_decision_protects_the_next_ask(tmp_path: Pat
         assert [a.key.name for a in rig.human.pending()] == ["req-b.json"]
 
 
-async def test_queue_is_fifo_and_stable_when_asks_arrive_during_a_decision(tmp_path: Path) -> None:
+async def test_queue_is_in_created_order_and_the_cursor_stays_during_a_decision(tmp_path: Path) -> None:
     from tests.tui.support import write_request
 
     rig = make_rig(tmp_path)
@@ -370,7 +370,9 @@ async def test_queue_is_fifo_and_stable_when_asks_arrive_during_a_decision(tmp_p
         write_request(rig.root, request_body("req-3"))
         await wait_rows(pilot, rig.app, 4)
         names = [k.name for k in rig.app.queue.table.ask_keys]
-        assert names == ["req-1.json", "req-2.json", "req-0.json", "req-3.json"]  # appended, never inserted
+        # createdAt order: an ask created earlier (e.g. from an adopted inbox) joins in its place...
+        assert names == ["req-0.json", "req-1.json", "req-2.json", "req-3.json"]
+        # ...and the ask under the cursor stays the one under the cursor.
         assert rig.app.queue.selected is not None and rig.app.queue.selected.name == "req-2.json"
         await pilot.press(*"not now", "enter")
         response = await wait_response(pilot, rig.root, "req-2")
@@ -378,9 +380,9 @@ async def test_queue_is_fifo_and_stable_when_asks_arrive_during_a_decision(tmp_p
         for other in ("req-0", "req-1", "req-3"):
             assert read_response(rig.root, other) is None
         await wait_rows(pilot, rig.app, 3)
-        assert [k.name for k in rig.app.queue.table.ask_keys] == ["req-1.json", "req-0.json", "req-3.json"]
+        assert [k.name for k in rig.app.queue.table.ask_keys] == ["req-0.json", "req-1.json", "req-3.json"]
         # The cursor lands on the ask that took req-2's place.
-        assert rig.app.queue.selected is not None and rig.app.queue.selected.name == "req-0.json"
+        assert rig.app.queue.selected is not None and rig.app.queue.selected.name == "req-3.json"
 
 
 async def test_new_ask_never_moves_the_cursor(tmp_path: Path) -> None:

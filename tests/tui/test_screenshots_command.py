@@ -20,6 +20,9 @@ EXPECTED = {
     "sessions.svg": "019ff96b-2222-7000-8000-bbbbbbbbbbbb",
     "deny-with-reason.svg": "CI&#160;passes",
     "review.svg": "denied_with_reason",
+    "grants.svg": "answering",
+    "batch-preview.svg": "Exactly&#160;what&#160;will&#160;be&#160;decided",
+    "queue-80x24.svg": "…+",
 }
 
 

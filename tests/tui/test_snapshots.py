@@ -158,6 +158,26 @@ def test_snapshot_history(snap_compare: SnapCompare) -> None:
                         run_before=ready(rig, 3, press_painted("y", "y", "n", "n", "h")))
 
 
+def test_snapshot_queue_80x24(snap_compare: SnapCompare) -> None:
+    rig = fixture_rig("queue-80x24")
+    assert snap_compare(rig.app, terminal_size=(80, 24), run_before=ready(rig, 3))
+
+
+def test_snapshot_queue_200x50(snap_compare: SnapCompare) -> None:
+    rig = fixture_rig("queue-200x50")
+    assert snap_compare(rig.app, terminal_size=(200, 50), run_before=ready(rig, 3))
+
+
+def test_snapshot_batch_preview(snap_compare: SnapCompare) -> None:
+    rig = fixture_rig("batch")
+    assert snap_compare(rig.app, terminal_size=SIZE, press=["asterisk", "Y"], run_before=ready(rig, 3))
+
+
+def test_snapshot_batch_preview_80x24(snap_compare: SnapCompare) -> None:
+    rig = fixture_rig("batch-80x24")
+    assert snap_compare(rig.app, terminal_size=(80, 24), press=["asterisk", "Y"], run_before=ready(rig, 3))
+
+
 def test_snapshot_empty_queue(snap_compare: SnapCompare) -> None:
     rig = fixture_rig("empty", asks=False)
     assert snap_compare(rig.app, terminal_size=SIZE, run_before=ready(rig, 0))

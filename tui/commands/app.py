@@ -22,8 +22,10 @@ from tui.commands.common import (
     add_rules_options,
     add_serving_options,
     build_core,
+    check_serving_dirs,
     configure_logging,
     env_line,
+    non_negative_int,
     session_ids,
     state_dir,
     take_sessions,
@@ -48,7 +50,7 @@ def add_app_options(parser: argparse.ArgumentParser) -> None:
         help="commit y / s / n on the first press (an ask with hidden characters still needs two)",
     )
     parser.add_argument(
-        "--grace-ms", type=int, default=None, metavar="MS",
+        "--grace-ms", type=non_negative_int, default=None, metavar="MS",
         help="decision keys are inert this long after the visible ask changes (default 500)",
     )
 
@@ -107,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
     if not sys.stdin.isatty() or not sys.stdout.isatty():
         print("pi-authorizer: the app needs a terminal; use `pi-authorizer serve` headless.", file=sys.stderr)
         return 2
+    check_serving_dirs(args)
     log_file = log_to_file(state_dir(args), getattr(args, "verbose", False))
     human = HumanAuthorizer()
     core, authority = build_core(args, human)
@@ -129,4 +132,5 @@ def run(args: argparse.Namespace) -> int:
         print(f"pi-authorizer: served {taken[0]}; agents forward here with:\n  {env_line(taken[0])}",
               file=sys.stderr)
     print(f"pi-authorizer: log in {log_file}", file=sys.stderr)
+    app.exit_process_if_signalled()
     return code if isinstance(code, int) else 0

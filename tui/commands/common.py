@@ -6,15 +6,17 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import re
 import signal
 import sqlite3
 import sys
+import tempfile
 import uuid
 from pathlib import Path
 
 from core.asks import TerminalSlot
 from core.authorizers import AuthorizerChain, parse_link_spec
-from core.history import HistoryStore, HistoryTooNew
+from core.history import HistoryStore, HistoryTooNew, Retention
 from core.judging import LinkChain, RecordedAuthority
 from core.liveness import SessionHeld
 from core.paths import (
@@ -30,13 +32,97 @@ from core.tree import Anchor, UnsafeFolder, read_small, replace_file
 
 DEFAULT_SESSION_FILE = "default-session-id"
 
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_PART = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+
+
+def duration_arg(text: str) -> float:
+    """argparse type: `90s`, `15m`, `2h`, `7d`, `1w` or a sum like `1h30m` (seconds)."""
+    cleaned = text.strip().lower()
+    if re.fullmatch(r"\d+(?:\.\d+)?", cleaned):
+        return float(cleaned)
+    if not cleaned or _PART.sub("", cleaned):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 90s, 15m, 2h, 7d or 1h30m")
+    return sum(float(n) * _UNITS[unit] for n, unit in _PART.findall(cleaned))
+
+
+class CliError(Exception):
+    """Command-line input this command cannot use: printed as one line (no traceback), exit 2."""
+
 
 def session_id_arg(raw: str) -> str:
     """argparse type: a session id pi would accept, or a usage error saying why not."""
     try:
-        return normalize_session_id(raw)
+        session_id = normalize_session_id(raw)
     except InvalidSessionId as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
+    if session_id in {".", ".."}:
+        # encodeURIComponent leaves dots alone: the inbox would be `sessions/..`, outside the tree.
+        raise argparse.ArgumentTypeError(f"session id {raw!r} would name a folder outside sessions/")
+    return session_id
+
+
+def non_negative_int(raw: str) -> int:
+    """argparse type: a whole number >= 0."""
+    try:
+        value = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{raw!r} is negative")
+    return value
+
+
+def positive_float(raw: str) -> float:
+    """argparse type: a number of seconds > 0."""
+    try:
+        value = float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a number") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{raw!r} must be a positive number of seconds")
+    return value
+
+
+def existing_file(raw: str) -> Path:
+    """argparse type: a file that exists now (a missing rules file is a typo, not an empty config)."""
+    path = Path(raw).expanduser()
+    if not path.exists():
+        raise argparse.ArgumentTypeError(f"{raw}: no such file")
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"{raw}: not a regular file")
+    return path
+
+
+def link_spec_arg(raw: str) -> str:
+    """argparse type: `NAME=COMMAND`, checked now so a typo is not found at the first ask."""
+    try:
+        parse_link_spec(raw)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return raw
+
+
+def usable_dir(label: str, path: Path) -> Path:
+    """Create `path` if missing and prove it writable, or raise `CliError` saying which and why."""
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CliError(f"{label} {path}: cannot create it ({exc.strerror or exc})") from None
+    if not path.is_dir():
+        raise CliError(f"{label} {path}: not a directory")
+    try:
+        probe = tempfile.NamedTemporaryFile(dir=path, prefix=".pi-authorizer-probe-")  # noqa: SIM115
+    except OSError as exc:
+        raise CliError(f"{label} {path}: not writable ({exc.strerror or exc})") from None
+    probe.close()
+    return path
+
+
+def check_serving_dirs(args: argparse.Namespace) -> None:
+    """The state dir and forwarding root must be usable before anything is served or locked."""
+    usable_dir("state dir", state_dir(args))
+    usable_dir("forwarding root", forwarding_root(args))
 
 
 def add_serving_options(parser: argparse.ArgumentParser) -> None:
@@ -70,7 +156,32 @@ def add_serving_options(parser: argparse.ArgumentParser) -> None:
         default=True,
         help="record every ask served in the state dir's history (default: on)",
     )
+    add_retention_options(parser)
 
+
+def add_retention_options(parser: argparse.ArgumentParser) -> None:
+    """How long the history keeps rows (applied when it opens, then every few hundred asks)."""
+    defaults = Retention()
+    parser.add_argument(
+        "--keep-history",
+        type=duration_arg,
+        default=defaults.max_age_s,
+        metavar="DURATION",
+        help="drop history rows older than this, e.g. 30d (0: no age limit; default 180d)",
+    )
+    parser.add_argument(
+        "--keep-history-rows",
+        type=non_negative_int,
+        default=defaults.max_rows,
+        metavar="N",
+        help=f"keep at most N history rows (0: no limit; default {defaults.max_rows:,})",
+    )
+
+
+def retention(args: argparse.Namespace) -> Retention:
+    age: float | None = args.keep_history
+    rows: int | None = args.keep_history_rows
+    return Retention(max_age_s=age or None, max_rows=rows or None)
 
 def forwarding_root(args: argparse.Namespace) -> Path:
     root: Path | None = args.forwarding_root
@@ -130,12 +241,17 @@ def take_sessions(core: ServingCore, ids: list[str]) -> list[str]:
     taken: list[str] = []
     for sid in ids:
         try:
-            core.add_session(sid)
+            served = core.add_session(sid)
             taken.append(sid)
         except SessionHeld as exc:
             print(f"pi-authorizer: not serving {sid!r}: {exc.holder} serves it", file=sys.stderr)
+            continue
         except UnsafeFolder as exc:
             print(f"pi-authorizer: not serving {sid!r}: {exc}", file=sys.stderr)
+            continue
+        if isinstance(core.ledger, HistoryStore):
+            # Asks whose children gave up while nobody served: closed now, not `pending` forever.
+            core.ledger.reconcile_open(sid, set(served.inbox.list_request_names()))
     return taken
 
 
@@ -163,7 +279,7 @@ def add_rules_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--rules",
-        type=Path,
+        type=existing_file,
         default=None,
         metavar="FILE",
         help="pi-authorizer's own rules file (config.json shape), applied last with origin 'authorizer'",
@@ -179,12 +295,13 @@ def add_rules_options(parser: argparse.ArgumentParser) -> None:
         dest="links",
         action="append",
         default=[],
+        type=link_spec_arg,
         metavar="NAME=COMMAND",
         help="a chain link: run COMMAND with the facts as JSON on stdin (repeatable, in order)",
     )
     parser.add_argument(
         "--link-timeout",
-        type=float,
+        type=positive_float,
         default=10.0,
         metavar="SECONDS",
         help="how long a chain link may take before it counts as defer (default 10)",
@@ -229,6 +346,6 @@ def open_history(args: argparse.Namespace) -> HistoryStore | None:
     if not args.history:
         return None
     try:
-        return HistoryStore.in_state_dir(state_dir(args))
+        return HistoryStore.in_state_dir(state_dir(args), retention(args))
     except (sqlite3.Error, HistoryTooNew) as exc:
         raise SystemExit(f"pi-authorizer: the history cannot be opened ({exc}); use --no-history") from exc

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -17,7 +18,6 @@ from pathlib import Path
 from core.human import HumanAuthorizer
 from core.simulate import DEMO_CONFIG, ChildResult, run_children
 from tui.commands.app import ui_settings, with_defaults
-from tui.sanitize import safe_plain
 
 DEMO_SESSION = "pi-authorizer-demo"
 
@@ -36,6 +36,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def describe(result: ChildResult) -> str:
     """One line for the person: what the child received, as the child read it."""
+    from tui.sanitize import safe_plain  # Textual: only the commands that draw import it
+
     response = result.response
     if response is None:
         return safe_plain(f"{result.agent}: gave up waiting ({result.summary})")
@@ -98,8 +100,10 @@ def run(args: argparse.Namespace) -> int:
                 )
 
         app = DemoApp(core, human, ui_settings(options, authority))
+        app.forced_exit_cleanups.append(lambda: shutil.rmtree(tmp, ignore_errors=True))
         app.run()
     print("What the simulated children received:")
     for line in received:
         print(f"  {line}")
+    app.exit_process_if_signalled()
     return 0

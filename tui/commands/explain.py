@@ -15,7 +15,8 @@ from pathlib import Path
 
 from core.rules import PolicyStore
 from core.rules.explain import explain
-from core.wire import RequestRejected, parse_request
+from core.wire import ParsedRequest, RequestRejected, parse_request
+from tui.commands.common import existing_file
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -38,7 +39,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     parser.add_argument(
         "--rules",
-        type=Path,
+        type=existing_file,
         default=None,
         metavar="FILE",
         help="pi-authorizer's own rules file, applied last (origin 'authorizer')",
@@ -71,11 +72,38 @@ def run(args: argparse.Namespace) -> int:
     agent = intent.principal.agent_name if intent else parsed.request.requester_agent_name
     result = explain(store, intent, agent)
     if args.json:
-        print(json.dumps(result.to_json(), ensure_ascii=False))
+        # ASCII only: a bidi or other invisible character in a child's value stays a \\u escape.
+        print(json.dumps(result.to_json(), ensure_ascii=True))
         return 0
     for error in result.config_errors:
-        print(f"config error: {error.path}: {error.key}: {error.reason}", file=sys.stderr)
-    print("\n".join(result.text))
+        print(_safe(f"config error: {error.path}: {error.key}: {error.reason}"), file=sys.stderr)
+    lines = [*request_lines(parsed), "", *result.text]
     if result.deny_reason:
-        print(f"deny reason: {result.deny_reason}")
+        lines.append(f"deny reason: {result.deny_reason}")
+    print("\n".join(_safe(line) for line in lines))
     return 0
+
+
+def _safe(line: str) -> str:
+    """Every printed line as the app shows child text: controls, escapes, bidi as visible tokens."""
+    from tui.sanitize import safe_plain  # imports Textual: only when there is something to print
+
+    return safe_plain(line)
+
+
+def request_lines(parsed: ParsedRequest) -> list[str]:
+    """The facts the verdict is about, before the trail (child text, sanitised by the caller)."""
+    request = parsed.request
+    intent = parsed.access_intent
+    lines = [f"request {request.id} from agent {request.requester_agent_name}"]
+    if intent is None:
+        lines.append("no usable accessIntent (no child-fixed facts): rules cannot match it")
+        lines.append(f"display: {request.surface or '?'} {request.value or ''}")
+        return lines
+    if intent.principal.agent_name != request.requester_agent_name:
+        lines.append(f"principal agent {intent.principal.agent_name} (the rules use this one)")
+    lines.append(f"surface {intent.surface}")
+    lines += [f"  value {value}" for value in intent.match_values]
+    if intent.boundary_value is not None:
+        lines.append(f"boundary {intent.boundary_value}")
+    return lines

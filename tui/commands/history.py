@@ -9,18 +9,24 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
+import sqlite3
 import sys
 import time
 from pathlib import Path
 
-from core.history import HISTORY_FILE, HistoryFilter, HistoryRow, HistoryStore
+from core.history import HISTORY_FILE, HistoryFilter, HistoryRow, HistoryStore, HistoryTooNew
 from core.history.review_log import default_review_log, import_review_log
 from core.logline import log_safe
 from core.paths import default_state_dir
+from tui.commands.common import (
+    CliError,
+    add_retention_options,
+    duration_arg,
+    non_negative_int,
+    retention,
+    session_id_arg,
+)
 
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_PART = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
 _COLUMNS = (
     ("TIME", 19),
     ("AGENT", 14),
@@ -32,33 +38,29 @@ _COLUMNS = (
 )
 
 
-def duration_arg(text: str) -> float:
-    """argparse type: `90s`, `15m`, `2h`, `7d`, `1w` or a sum like `1h30m` (seconds)."""
-    cleaned = text.strip().lower()
-    if re.fullmatch(r"\d+(?:\.\d+)?", cleaned):
-        return float(cleaned)
-    if not cleaned or _PART.sub("", cleaned):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 90s, 15m, 2h, 7d or 1h30m")
-    return sum(float(n) * _UNITS[unit] for n, unit in _PART.findall(cleaned))
-
-
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("history", help="show the asks this authorizer served")
     parser.add_argument(
         "--json",
         action="store_true",
-        help="one JSON object per line with every stored field (bytes as base64)",
+        help="one JSON object per line with every stored field (bytes as base64; every time in "
+        "milliseconds: instants since the epoch, decide_ms a span)",
     )
     parser.add_argument("--since", type=duration_arg, metavar="DURATION", help="only asks newer than this")
     parser.add_argument("--agent", metavar="NAME", help="only this agent's asks")
-    parser.add_argument("--session", metavar="ID", help="only asks served for, or sent from, this session")
+    parser.add_argument(
+        "--session", metavar="ID", type=session_id_arg,
+        help="only asks served for, or sent from, this session",
+    )
     parser.add_argument(
         "--verdict",
         metavar="V",
         help="approved, denied (each with its variants), an exact state, or an outcome "
         "such as withdrawn, quarantined, left, pending",
     )
-    parser.add_argument("--limit", type=int, default=50, metavar="N", help="newest N asks (0: all; 50)")
+    parser.add_argument(
+        "--limit", type=non_negative_int, default=50, metavar="N", help="newest N asks (0: all; 50)"
+    )
     parser.add_argument(
         "--state-dir",
         type=Path,
@@ -66,6 +68,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="DIR",
         help="pi-authorizer's state dir (default: the user state dir)",
     )
+    add_retention_options(parser)
     parser.add_argument(
         "--import-pi-log",
         type=Path,
@@ -85,7 +88,10 @@ def run(args: argparse.Namespace) -> int:
     if not path.exists() and args.import_pi_log is None:
         print(f"pi-authorizer: no history yet ({path})", file=sys.stderr)
         return 0
-    store = HistoryStore(path)
+    try:
+        store = HistoryStore(path, retention(args))
+    except (sqlite3.Error, HistoryTooNew, OSError) as exc:
+        raise CliError(f"the history {path} cannot be opened: {exc}") from None
     try:
         if args.import_pi_log is not None:
             try:

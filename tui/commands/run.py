@@ -11,6 +11,7 @@ from tui.commands.common import (
     add_rules_options,
     add_serving_options,
     build_core,
+    check_serving_dirs,
     configure_logging,
     forwarding_env,
     forwarding_root,
@@ -39,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
             "pi-authorizer run: give the command after --, e.g. run -- pi -p 'fix the tests'", file=sys.stderr
         )
         return 2
+    check_serving_dirs(args)
     configure_logging(args.verbose)
     return asyncio.run(_run(args, command))
 

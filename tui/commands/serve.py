@@ -11,6 +11,7 @@ from tui.commands.common import (
     add_rules_options,
     add_serving_options,
     build_core,
+    check_serving_dirs,
     configure_logging,
     env_line,
     install_stop_signals,
@@ -42,6 +43,7 @@ def terminal_for(on_ask: str) -> TerminalSlot:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_serving_dirs(args)
     configure_logging(args.verbose)
     return asyncio.run(_serve(args))
 

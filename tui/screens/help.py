@@ -27,6 +27,14 @@ SAFETY_NOTES = (
     "w shows the exact rule(s) it would record and how many other pending asks it would approve, "
     "and asks again; its y counts only after the confirmation is painted, plus the grace. On an ask "
     "without facts w explains why no grant can apply. r needs a reason.",
+    "Batches: space marks an ask, * marks every ask shown; Y / N list every marked ask in full (agent, "
+    "surface, values) and decide them only on y in that list, with the same grace window and double "
+    "press. Each ask is answered and recorded on its own. An ask with hidden characters (or a value "
+    "too long to list whole) is never in a batch: it is selected for you to decide alone.",
+    "/ filters the queue (agent: session: surface: terms and free text); esc clears it. While the "
+    "filter field has focus every key types into it and none decides.",
+    "A value cut to fit ends with …+N: N more characters are hidden; enter shows the ask in full.",
+    "ctrl+p lists every action by name; choosing a decision there only tells you its key.",
     "esc never denies: it disarms, or goes back. Clicking never decides an ask.",
     "A withdrawn ask (the child stopped waiting) leaves the queue; it was never denied.",
 )

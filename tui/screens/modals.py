@@ -23,6 +23,7 @@ from core.wire import SessionGrant
 from tui.sanitize import sanitize
 from tui.widgets.ask_view import (
     DIM,
+    VALUE_LIMIT,
     WARN,
     Clip,
     agent_content,
@@ -278,6 +279,10 @@ class ReasonScreen(AskModal[str | None]):
                 ),
                 markup=False,
             )
+            what = Static(batch_line(None, self.ask, Clip(VALUE_LIMIT)), id="reason-ask", classes="panel",
+                          markup=False)
+            what.border_title = "The ask you are denying"
+            yield what
             yield Static("The reason is relayed to the child's agent. enter: deny · esc: back", markup=False)
             yield Input(
                 placeholder="Reason shown back to the agent", id="reason-input", select_on_focus=False
@@ -333,3 +338,141 @@ class ExpandScreen(AskModal[None]):
 
     def action_scroll(self, lines: int) -> None:
         self.query_one("#expand-body", VerticalScroll).scroll_relative(y=lines, animate=False)
+
+
+BATCH_VERBS = {"approve": "Approve once", "deny": "Deny"}
+
+
+def batch_line(index: int | None, ask: Ask, clip: Clip) -> Content:
+    """One ask (of a batch): agent, surface and every value, exactly as the child sent them."""
+    intent = ask.parsed.access_intent
+    surface = intent.surface if intent is not None else (ask.request.surface or "?")
+    values = list(intent.match_values) if intent is not None else [ask.request.value or ""]
+    head = Content.assemble(
+        (f"{index:>3}. " if index is not None else "", DIM),
+        agent_content(ask.request.requester_agent_name, clip, short=True),
+        ("  ", ""),
+        value_content(surface, clip, "bold"),
+        ("" if ask.has_facts else "  (no facts: the child's display text)", DIM),
+    )
+    indent = "       " if index is not None else "  "
+    rows = [head, *(Content.assemble((indent, ""), value_content(v, clip)) for v in values)]
+    return Content("\n").join(rows)
+
+
+class BatchPreviewScreen(ModalScreen[bool]):
+    """Every ask a batch decision would answer, listed in full; one confirmation decides them all.
+
+    `y` counts only once a frame showing the list was painted, plus the grace (`KeySafety.confirm`,
+    as for every confirmation step) and, with double press on, arms on the first press and commits on
+    the second: the same rules as a single decision, through one gate (`gate`). Asks that cannot be
+    batched (hidden characters, values too long to show whole) are listed apart and left pending,
+    for an individual look.
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("y", "confirm", "Decide every listed ask", id="batch.confirm"),
+        Binding("n", "cancel", "Cancel", id="batch.cancel"),
+        Binding("escape", "cancel", "Back (nothing decided)", id="batch.back"),
+        Binding("j,down", "scroll(1)", "Down", show=False, id="batch.down"),
+        Binding("k,up", "scroll(-1)", "Up", show=False, id="batch.up"),
+        Binding("pagedown", "scroll(8)", "Page down", show=False, id="batch.page_down"),
+        Binding("pageup", "scroll(-8)", "Page up", show=False, id="batch.page_up"),
+    ]
+
+    def __init__(
+        self,
+        verb: str,
+        included: Sequence[Ask],
+        excluded: Sequence[tuple[Ask, str]],
+        safety: KeySafety,
+        key_time: Callable[[], float],
+        *,
+        double_press: bool,
+    ) -> None:
+        """`safety`: the queue's key safety (the queue calls `open_modal(self)` when it pushes this)."""
+        super().__init__(classes="confirm batch")
+        self.verb = verb
+        self.included = tuple(included)
+        self.excluded = tuple(excluded)
+        self.safety = safety
+        self.key_time = key_time
+        self._double_press = double_press
+        self._armed = False
+
+    def compose(self) -> ComposeResult:
+        count = len(self.included)
+        asks = "1 ask" if count == 1 else f"{count} asks"
+        style = "bold $text-success" if self.verb == "approve" else "bold $text-error"
+        with Vertical(id="dialog"):
+            yield Static(Content.assemble((f"{BATCH_VERBS[self.verb]} ", style), (f"these {asks}?", "bold")),
+                         markup=False)
+            yield Static(Content.styled(
+                "Each is answered and recorded on its own, exactly as if decided alone. Nothing else is "
+                "decided: asks that arrive meanwhile wait in the queue.", DIM), markup=False)
+            with VerticalScroll(id="batch-list"):
+                clip = Clip(None)
+                lines = [batch_line(i, ask, clip) for i, ask in enumerate(self.included, 1)]
+                yield Static(Content("\n").join(lines), id="batch-included", markup=False)
+                if self.excluded:
+                    out = [Content.styled(f"Not in this batch ({len(self.excluded)}): look at each alone",
+                                          "bold $text-warning")]
+                    for ask, why in self.excluded:
+                        out.append(Content.assemble(("  • ", DIM), agent_content(
+                            ask.request.requester_agent_name, Clip(40), short=True), (f" — {why}", WARN)))
+                    yield Static(Content("\n").join(out), id="batch-excluded", markup=False)
+            yield PaintProbe(id="batch-keys", markup=False)
+
+    def on_mount(self) -> None:
+        self.query_one("#batch-list", VerticalScroll).border_title = "Exactly what will be decided"
+        self._render_keys()
+        self.query_one("#batch-keys", PaintProbe).expect(self, self._painted)
+
+    def _painted(self, token: Hashable) -> None:
+        """The grace window counts from the frame that shows the list, not from construction."""
+        self.safety.painted(token)
+        self._render_keys()
+        ready = self.safety.ready_at()
+        if ready is not None and not self.safety.accepting():
+            self.set_timer(max(0.0, ready - self.safety.clock()) + 0.01, self._render_keys)
+
+    def gate(self) -> str:
+        """The one place a batch confirmation is judged: "commit", "arm" or "ignore"."""
+        if self.safety.confirm(self, self.key_time()).outcome != "commit":
+            return "ignore"
+        if self._double_press and not self._armed:
+            return "arm"
+        return "commit"
+
+    def _waiting(self) -> bool:
+        return not self.safety.accepting()
+
+    def _render_keys(self) -> None:
+        waiting = self._waiting()
+        count = len(self.included)
+        what = f"approve all {count} once" if self.verb == "approve" else f"deny all {count}"
+        if self._armed:
+            first = (f" press y again to {what} ", "reverse bold $text-warning")
+        else:
+            first = (" y ", "reverse bold" if not waiting else "reverse $text-muted")
+        self.query_one("#batch-keys", Static).update(Content.assemble(
+            first,
+            ("" if self._armed else f" {what}   ", "" if not waiting else DIM),
+            ("  n / esc ", "reverse bold"),
+            (" cancel (nothing is decided)   ", ""),
+            ("j/k scroll", DIM),
+        ))
+
+    def action_confirm(self) -> None:
+        verdict = self.gate()
+        if verdict == "commit":
+            self.dismiss(True)
+        elif verdict == "arm":
+            self._armed = True
+            self._render_keys()
+
+    def action_cancel(self) -> None:
+        self.dismiss(False)
+
+    def action_scroll(self, lines: int) -> None:
+        self.query_one("#batch-list", VerticalScroll).scroll_relative(y=lines, animate=False)

@@ -10,6 +10,7 @@ shown in a plain legend instead, so no mouse path decides an ask.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Hashable
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
@@ -19,7 +20,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.content import Content
 from textual.screen import Screen, ScreenResultCallbackType
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Footer, Header, Input, Static
 
 from core.asks import Ask, AskKey
 from core.human import (
@@ -36,6 +37,7 @@ from core.keysafety import Armed, KeySafety, Verdict
 from core.wire import GrantWidth
 from tui.sanitize import safe_plain
 from tui.screens.modals import (
+    BatchPreviewScreen,
     ExpandScreen,
     GrantConfirmScreen,
     GrantNoFactsScreen,
@@ -44,7 +46,17 @@ from tui.screens.modals import (
 )
 from tui.settings import UiSettings
 from tui.widgets.ask_detail import AskDetail
-from tui.widgets.ask_view import DIM, WARN, ask_has_hidden, primary_surface, primary_value
+from tui.widgets.ask_filter import AskFilter
+from tui.widgets.ask_view import (
+    DIM,
+    LINE_LIMIT,
+    VALUE_LIMIT,
+    WARN,
+    ask_has_hidden,
+    child_values,
+    primary_surface,
+    primary_value,
+)
 from tui.widgets.asks_table import AsksTable
 
 if TYPE_CHECKING:
@@ -54,6 +66,27 @@ R = TypeVar("R")
 
 DECISIONS = frozenset(
     {"approve", "approve_session", "approve_session_both", "approve_serving", "deny", "deny_reason"}
+)
+BATCH = frozenset({"batch"})
+GUARDED = DECISIONS | BATCH
+STATUS_TTL_S = 15.0
+FILTER_HINT = "filter: agent:NAME session:ID surface:S  free text  (enter keeps it, esc clears it)"
+COMPACT_WIDTH = 100
+COMPACT_HEIGHT = 30
+LEGEND_DECISIONS = (
+    ("approve", ("approve once", "once")),
+    ("approve_session", ("subagent session", "subagent")),
+    ("approve_session_both", ("both directions", "both")),
+    ("approve_serving", ("whole session…", "session…")),
+    ("deny", ("deny", "deny")),
+    ("deny_reason", ("deny with reason…", "reason…")),
+)
+LEGEND_BATCH = (
+    ("mark", ("mark", "mark")),
+    ("mark_all", ("mark all shown", "all")),
+    ("batch('approve')", ("approve marked…", "approve…")),
+    ("batch('deny')", ("deny marked…", "deny…")),
+    ("filter", ("filter", "filter")),
 )
 VERBS = {
     "approve": "approve",
@@ -77,9 +110,20 @@ def ask_label(ask: Ask) -> str:
             f"{safe_plain(primary_value(ask), 60)}")
 
 
+def batch_exclusion(ask: Ask) -> str | None:
+    """Why an ask may not be decided in a batch (it needs a look of its own), or None."""
+    if ask_has_hidden(ask):
+        return "it contains hidden characters"
+    for value in child_values(ask):
+        if len(value) > VALUE_LIMIT or value.count("\n") >= LINE_LIMIT:
+            return "a value is too long to show whole in a list"
+    return None
+
+
 class QueueScreen(Screen[None]):
     """Pending asks and the decision keys. Every binding has an id (see `App.set_keymap`)."""
 
+    AUTO_FOCUS = ""  # the keys belong to the queue; the filter field takes focus only on `/`
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y", "approve", "Approve once", show=False, id="ask.approve",
                 tooltip="Allow this one call (approved)"),
@@ -96,13 +140,25 @@ class QueueScreen(Screen[None]):
         Binding("n", "deny", "Deny", show=False, id="ask.deny", tooltip="Deny (denied)"),
         Binding("r", "deny_reason", "Deny with reason", show=False, id="ask.deny_reason",
                 tooltip="Deny with a reason relayed to the agent (denied_with_reason)"),
+        Binding("space", "mark", "Mark / unmark", show=False, id="queue.mark",
+                tooltip="Mark the selected ask for a batch decision and move to the next"),
+        Binding("asterisk", "mark_all", "Mark all shown", show=False, key_display="*", id="queue.mark_all",
+                tooltip="Mark every ask the filter shows (again: unmark them)"),
+        Binding("Y", "batch('approve')", "Approve marked…", show=False, id="batch.approve",
+                tooltip="Preview every marked ask, then approve each once on confirmation"),
+        Binding("N", "batch('deny')", "Deny marked…", show=False, id="batch.deny",
+                tooltip="Preview every marked ask, then deny each on confirmation"),
         Binding("j,down", "cursor(1)", "Next", key_display="j/↓", id="queue.down"),
         Binding("k,up", "cursor(-1)", "Prev", key_display="k/↑", id="queue.up"),
+        Binding("home,g", "jump(0)", "First ask", show=False, id="queue.first"),
+        Binding("end,G", "jump(-1)", "Last ask", show=False, id="queue.last"),
+        Binding("slash", "filter", "Filter", key_display="/", id="queue.filter",
+                tooltip="Show only asks matching agent: session: surface: terms and free text"),
         Binding("enter", "expand", "Expand", id="queue.expand", tooltip="Show every value in full"),
         Binding("pagedown", "scroll_detail(8)", "Scroll detail", show=False, id="queue.scroll_down"),
         Binding("pageup", "scroll_detail(-8)", "Scroll detail", show=False, id="queue.scroll_up"),
-        Binding("escape", "disarm", "Disarm", show=False, id="queue.disarm",
-                tooltip="Cancel an armed first press (never denies)"),
+        Binding("escape", "disarm", "Disarm / clear filter", show=False, id="queue.disarm",
+                tooltip="Cancel an armed first press, or clear the filter (never denies)"),
     ]
 
     def __init__(
@@ -123,16 +179,25 @@ class QueueScreen(Screen[None]):
         self.key_time = key_time
         self.selected: AskKey | None = None
         self._ready_timer: Timer | None = None
+        self.marked: dict[AskKey, None] = {}  # ordered set
+        self.ask_filter = AskFilter()
         self._busy = False
         self._composed = False
         self.on_shown: Callable[[AskKey], None] | None = None
+        self.sessions_served: Callable[[], int] = lambda: 1
         self._refresh_pending = False
+        self._status_about: AskKey | None = None
+        self._status_until: float | None = None
+        self._legend_shown: Content | None = None
+        self._key_labels: tuple[object, dict[str, str]] | None = None
+        self._status_shown = False
 
     # -- layout -----------------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False, icon="")
         with Vertical(id="queue-body"):
+            yield Input(placeholder=FILTER_HINT, id="queue-filter", select_on_focus=False)
             yield AsksTable(id="asks")
             yield AskDetail(id="detail")
             yield Static(id="status", markup=False)
@@ -147,21 +212,41 @@ class QueueScreen(Screen[None]):
     def detail(self) -> AskDetail:
         return self.query_one(AskDetail)
 
+    @property
+    def filter_input(self) -> Input:
+        return self.query_one("#queue-filter", Input)
+
+    @property
+    def compact(self) -> bool:
+        """A small terminal (80×24 is first class): no toasts over the ask, short legend words."""
+        return self.size.width < COMPACT_WIDTH or self.size.height < COMPACT_HEIGHT
+
     def on_mount(self) -> None:
         self._composed = True
-        self.query_one("#asks", AsksTable).border_title = "Pending asks — oldest first"
+        self._show_filter(False)
+        self._title_table()
         self.set_interval(1.0, self._tick)
         self.refresh_queue()
         self._render_legend()
 
+    def on_resize(self) -> None:
+        self._render_legend()
+
     def on_screen_resume(self) -> None:
-        # Coming back from another screen or a modal: what is visible is new to the eye.
+        # Coming back from another screen or a modal: what is visible is new to the eye (and a
+        # session may have been adopted meanwhile).
+        self.refresh_queue()
         self._show_selected()
 
     # -- state ------------------------------------------------------------------------------------
 
     def current_ask(self) -> Ask | None:
         return None if self.selected is None else self.human.get(self.selected)
+
+    def visible_asks(self) -> list[Ask]:
+        """What the table shows: every pending ask the filter lets through, in `createdAt` order."""
+        asks = self.human.pending()
+        return [a for a in asks if self.ask_filter.matches(a)] if self.ask_filter.active else asks
 
     @property
     def armed(self) -> Armed | None:
@@ -171,18 +256,20 @@ class QueueScreen(Screen[None]):
     def handle_event(self, event: HumanEvent) -> None:
         """Called synchronously for every `HumanAuthorizer` event."""
         if isinstance(event, AskWithdrawn):
+            self.marked.pop(event.ask.key, None)
             self.set_status(Content.assemble(
                 ("⚠ Withdrawn by the child (it stopped waiting): ", WARN),
                 (ask_label(event.ask), ""),
                 (" — not answered, and not a denial.", DIM),
-            ))
+            ), ttl=STATUS_TTL_S)
         elif isinstance(event, AskDecided):
+            self.marked.pop(event.ask.key, None)
             line = Content.assemble((KIND_WORDS.get(event.kind, event.kind) + ": ", "bold"),
                                     (ask_label(event.ask), ""))
             if event.response.denial_reason:
                 line = Content.assemble(line, (" — reason: ", DIM),
                                         (safe_plain(event.response.denial_reason, 80), ""))
-            self.set_status(line)
+            self.set_status(line, ttl=STATUS_TTL_S)
         if isinstance(event, AskAdded):
             # Arrivals come in bursts: sync the table once per burst, not once per ask.
             if not self._refresh_pending:
@@ -198,14 +285,15 @@ class QueueScreen(Screen[None]):
             self._render_legend()
 
     def refresh_queue(self) -> None:
-        """Sync rows with the pending asks; keep the cursor on the same ask whenever it still exists."""
+        """Sync rows with the shown asks; keep the cursor on the same ask whenever it is still shown."""
         if not self._composed:
             return
         table = self.table
+        table.show_columns(["session"] if self.sessions_served() > 1 else [])
         before = self.selected
         before_index = None if before is None else table.index_of(before)
-        asks = self.human.pending()
-        table.sync(asks, self.clock())
+        table.sync(self.visible_asks(), self.clock())
+        table.set_marked(set(self.marked))
         keys = table.ask_keys
         if not keys:
             new: AskKey | None = None
@@ -219,17 +307,37 @@ class QueueScreen(Screen[None]):
             index = keys.index(new)
             if table.cursor_row != index:
                 table.move_cursor(row=index, animate=False, scroll=True)
+        self._title_table()
         if new != before:
             self._select(new)
         elif new is not None:
             # Same ask on screen: only its position and the counts change.
             self.detail.update_header(self.current_ask(), self.clock(), keys.index(new) + 1, len(keys))
-            self.sub_title = f"{len(keys)} pending"
+            self._subtitle()
         else:
             self._render_detail()
 
+    def _title_table(self) -> None:
+        title = "Pending asks — oldest first"
+        if self.ask_filter.active:
+            shown, total = self.table.row_count, len(self.human.pending())
+            title = f"Pending asks — filter: {safe_plain(self.filter_input.value, 40)} ({shown} of {total})"
+        self.table.border_title = title
+        marked = len(self.marked)
+        self.table.border_subtitle = f"{marked} marked" if marked else ""
+
+    def _subtitle(self) -> None:
+        shown = self.table.row_count
+        total = len(self.human.pending())
+        text = f"{total} pending" if total else "no pending asks"
+        if self.ask_filter.active:
+            text += f" · {shown} shown"
+        self.sub_title = text
+
     def _select(self, key: AskKey | None) -> None:
         self.selected = key
+        if self._status_about is not None and self._status_about != key:
+            self.set_status("")  # a note about another ask no longer applies
         self._render_detail()
         self._show_selected()
 
@@ -259,14 +367,17 @@ class QueueScreen(Screen[None]):
 
     def _tick(self) -> None:
         now = self.clock()
-        self.table.sync(self.human.pending(), now)
+        self.table.sync(self.visible_asks(), now)
         keys = self.table.ask_keys
         ask = self.current_ask()
         if ask is not None and ask.key in keys:
             self.detail.update_header(ask, now, keys.index(ask.key) + 1, len(keys))
         if self.safety.expire():
-            self.set_status(Content.styled("First press expired; press again to arm.", DIM))
+            self.set_status(Content.styled("First press expired; press again to arm.", DIM),
+                            about=ask.key if ask is not None else None, ttl=STATUS_TTL_S)
             self._render_legend()
+        if self._status_until is not None and time.monotonic() > self._status_until:
+            self.set_status("")
 
     def _render_detail(self) -> None:
         keys = self.table.ask_keys
@@ -274,23 +385,41 @@ class QueueScreen(Screen[None]):
         position = keys.index(ask.key) + 1 if ask is not None and ask.key in keys else 0
         self.detail.show(ask, self.clock(), position, len(keys))
         if ask is not None and self.on_shown is not None:
-            self.on_shown(ask.key)
+            # After the frame that shows it: truer "shown" time, and the write is off the key-to-paint path.
+            self.call_after_refresh(self.on_shown, ask.key)
         self._render_legend()
-        self.sub_title = f"{len(keys)} pending" if keys else "no pending asks"
+        self._subtitle()
 
-    def set_status(self, content: Content | str) -> None:
-        if self._composed:
+    def set_status(self, content: Content | str, *, about: AskKey | None = None, ttl: float | None = None,
+                   ) -> None:
+        """The line under the ask. `about`: cleared when another ask is selected; `ttl`: after seconds."""
+        if not self._composed:
+            return
+        self._status_about = about
+        self._status_until = None if ttl is None else time.monotonic() + ttl
+        if content or self._status_shown:
             self.query_one("#status", Static).update(content)
+        self._status_shown = bool(content)
+
+    @property
+    def status_text(self) -> str:
+        return str(self.query_one("#status", Static).render())
 
     def key_for(self, action: str) -> str:
         """The key currently bound to `action` (after the user's keymap), for messages."""
-        for active in self.active_bindings.values():
-            if active.binding.action == action:
-                return self.app.get_key_display(active.binding)
-        for binding in self._bindings:
-            if binding[1].action == action:
-                return self.app.get_key_display(binding[1])
-        return "?"
+        return self.key_labels().get(action, "?")
+
+    def key_labels(self) -> dict[str, str]:
+        """Every action's key as shown; computed once per keymap (the legend asks on every move)."""
+        keymap = self.app._keymap
+        if self._key_labels is None or self._key_labels[0] is not keymap:
+            labels: dict[str, str] = {}
+            bindings = self._bindings.copy()
+            bindings.apply_keymap(keymap)
+            for _, binding in bindings:
+                labels.setdefault(binding.action, self.app.get_key_display(binding))
+            self._key_labels = (keymap, labels)
+        return self._key_labels[1]
 
     def _render_legend(self) -> None:
         if not self._composed:
@@ -299,40 +428,75 @@ class QueueScreen(Screen[None]):
         grace = ask is not None and not self.safety.accepting()
         grants = HumanAuthorizer.serving_grants_of(ask) if ask is not None else ()
         has_grants = bool(grants)
-        parts: list[tuple[str, str]] = []
-        entries = (("approve", "approve once", True), ("approve_session", "subagent session", has_grants),
-                   ("approve_session_both", "both directions", proven_direction(grants) is not None),
-                   ("approve_serving", "whole session…", has_grants and ask is not None and ask.has_facts),
-                   ("deny", "deny", True), ("deny_reason", "deny with reason…", True))
         armed_press = self.safety.armed
-        for action, words, possible in entries:
-            if action == "approve_session_both" and not possible:
-                continue  # offered only when it is a different width, as in pi
-            usable = ask is not None and possible and not grace
-            armed = armed_press is not None and armed_press.action == action
-            key_style = (
-                "reverse bold $text-warning" if armed else ("reverse bold" if usable else "reverse dim")
-            )
-            parts.append((f" {self.key_for(action)} ", key_style))
-            parts.append((f" {words}  ", "" if usable else DIM))
-        if ask is not None and grace:
-            parts.append(("⏳ keys wait a moment (new ask shown)", WARN))
-        elif ask is not None and (self.settings.double_press or ask_has_hidden(ask)):
-            parts.append(("press twice to commit", DIM))
-        self.query_one("#legend", Static).update(Content.assemble(*parts))
+        width = max(20, self.size.width - 2)
+        labels = self.key_labels()
+        possible = {"approve_session": has_grants,
+                    "approve_session_both": proven_direction(grants) is not None,
+                    "approve_serving": has_grants and ask is not None and ask.has_facts}
+        for wording in (0, 1):
+            parts: list[tuple[str, str]] = []
+            for action, words in LEGEND_DECISIONS:
+                if action == "approve_session_both" and not possible[action]:
+                    continue  # offered only when it is a different width, as in pi
+                usable = ask is not None and possible.get(action, True) and not grace
+                armed = armed_press is not None and armed_press.action == action
+                key_style = (
+                    "reverse bold $text-warning" if armed else ("reverse bold" if usable else "reverse dim")
+                )
+                parts.append((f" {labels[action]} ", key_style))
+                parts.append((f" {words[wording]}  ", "" if usable else DIM))
+            if ask is not None and grace:
+                parts.append((("⏳ keys wait a moment (new ask shown)", "⏳ wait")[wording], WARN))
+            elif ask is not None and (self.settings.double_press or ask_has_hidden(ask)):
+                parts.append((("press twice to commit", "twice")[wording], DIM))
+            first = Content.assemble(*parts)
+            if first.cell_length <= width:
+                break
+        batch: list[tuple[str, str]] = []
+        marked = len(self.marked)
+        for wording in (0, 1):
+            batch = []
+            for action, words in LEGEND_BATCH:
+                usable = ask is not None and (marked > 0 or action.startswith(("mark", "filter")))
+                batch.append((f" {labels[action]} ", "reverse bold" if usable else "reverse dim"))
+                batch.append((f" {words[wording]}  ", "" if usable else DIM))
+            if marked:
+                batch.append((f"{marked} marked", "bold $text-accent"))
+            if Content.assemble(*batch).cell_length <= width:
+                break
+        legend = Content("\n").join([first, Content.assemble(*batch)])
+        if legend != self._legend_shown:  # moving through the queue mostly leaves it as it is
+            self._legend_shown = legend
+            self.query_one("#legend", Static).update(legend)
 
     # -- bindings ---------------------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # Timing is judged per key by `self.safety` (it knows when the key was read).
-        return not (action in DECISIONS and (self._busy or self.current_ask() is None))
+        if action in GUARDED:
+            return not (self._busy or self.current_ask() is None or self.typing)
+        return True
+
+    @property
+    def typing(self) -> bool:
+        """The filter field has focus: every key types into it and none decides."""
+        return self._composed and self.focused is self.filter_input
 
     def action_cursor(self, delta: int) -> None:
         keys = self.table.ask_keys
         if not keys:
             return
         index = keys.index(self.selected) if self.selected in keys else 0
-        target = max(0, min(len(keys) - 1, index + delta))
+        self._move_to(max(0, min(len(keys) - 1, index + delta)))
+
+    def action_jump(self, where: int) -> None:
+        keys = self.table.ask_keys
+        if keys:
+            self._move_to(where if where >= 0 else len(keys) - 1)
+
+    def _move_to(self, target: int) -> None:
+        keys = self.table.ask_keys
         if keys[target] != self.selected:
             self.table.move_cursor(row=target, animate=False, scroll=True)
             self._select(keys[target])
@@ -351,19 +515,59 @@ class QueueScreen(Screen[None]):
         event.stop()  # a click on a highlighted row decides nothing
 
     def action_disarm(self) -> None:
-        if self.safety.disarm():
-            self.set_status(Content.styled("Disarmed: nothing was decided.", DIM))
+        if self.typing or (self.safety.armed is None and self.ask_filter.active):
+            self._clear_filter()
+        elif self.safety.disarm():
+            self.set_status(Content.styled("Disarmed: nothing was decided.", DIM), about=self.selected)
             self._render_legend()
+
+    # -- filter -----------------------------------------------------------------------------------
+
+    def action_filter(self) -> None:
+        self.safety.disarm()
+        self._show_filter(True)
+        self.filter_input.focus()
+        self._render_legend()
+
+    @on(Input.Changed, "#queue-filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        event.stop()
+        self.ask_filter = AskFilter.parse(event.value)
+        self.refresh_queue()
+
+    @on(Input.Submitted, "#queue-filter")
+    def _filter_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.set_focus(None)
+        if not self.ask_filter.active:
+            self._show_filter(False)
+        self._show_selected()  # the keys come back to the queue: what is on screen is new to them
+
+    def _show_filter(self, shown: bool) -> None:
+        """A hidden filter field is also disabled: it can never hold focus and swallow keys unseen."""
+        field = self.filter_input
+        field.display = shown
+        field.disabled = not shown
+
+    def _clear_filter(self) -> None:
+        self.filter_input.value = ""
+        self._show_filter(False)
+        self.set_focus(None)
+        self.ask_filter = AskFilter()
+        self.refresh_queue()
+        self._show_selected()
+
+    # -- one ask ------------------------------------------------------------------------------------
 
     def action_expand(self) -> None:
         ask = self.current_ask()
         if ask is not None:
-            self._push_modal(ExpandScreen(ask))
+            self.push_modal(ExpandScreen(ask))
 
     def action_scroll_detail(self, lines: int) -> None:
         self.detail.scroll_relative(y=lines, animate=False)
 
-    def _push_modal(self, screen: Screen[R], callback: ScreenResultCallbackType[R] | None = None) -> None:
+    def push_modal(self, screen: Screen[R], callback: ScreenResultCallbackType[R] | None = None) -> None:
         """A step over the ask: its keys are inert from now until it closes and the ask is painted again."""
         self.safety.open_modal(screen)
         self.app.push_screen(screen, callback)
@@ -377,22 +581,25 @@ class QueueScreen(Screen[None]):
             note = " (this ask contains hidden characters)" if verdict.hidden else ""
             expired = "The earlier first press expired. " if verdict.reason == "expired" else ""
             sentence = f"{expired}Press {self.key_for(action)} again to {VERBS.get(action, action)}."
-            self.set_status(Content.assemble((sentence, "bold $text-warning"), (note, WARN)))
+            self.set_status(Content.assemble((sentence, "bold $text-warning"), (note, WARN)),
+                            about=self.selected)
         elif verdict.reason in ("not-painted", "in-grace"):
-            self.set_status(Content.styled(verdict.why, WARN))
+            self.set_status(Content.styled(verdict.why, WARN), about=self.selected)
         self._render_legend()
         return False
 
-    async def _commit(self, call: Callable[[AskKey], Awaitable[object]], key: AskKey) -> None:
+    async def _commit(self, call: Callable[[AskKey], Awaitable[object]], key: AskKey) -> bool:
+        """Decide one ask; False (and said so) when it could not be decided."""
         self._busy = True
         try:
             await call(key)
+            return True
         except (DecisionRefused, GrantRefused) as exc:
             self.app.notify(str(exc), title="Not decided", severity="error", markup=False)
             self.set_status(Content.assemble(("Not decided: ", "bold $text-error"), (str(exc), "")))
+            return False
         finally:
             self._busy = False
-            self.refresh_bindings()
             self._render_legend()
 
     async def action_approve(self) -> None:
@@ -413,7 +620,7 @@ class QueueScreen(Screen[None]):
         if ask.request.session_approval is None:
             self.set_status(Content.styled(
                 "The child sent no session suggestion, so there is nothing to record: use once or deny.",
-                WARN))
+                WARN), about=ask.key)
             return
         if width == "family" and proven_direction(HumanAuthorizer.serving_grants_of(ask)) is None:
             self.set_status(Content.styled(
@@ -440,7 +647,8 @@ class QueueScreen(Screen[None]):
             if self.human.get(key) is None:
                 return  # withdrawn meanwhile: the withdrawal note stays
             if reason is None:
-                self.set_status(Content.styled("Back from the reason editor: nothing was decided.", DIM))
+                self.set_status(Content.styled("Back from the reason editor: nothing was decided.", DIM),
+                                about=key)
                 return
 
             async def deny_with_reason(k: AskKey) -> object:
@@ -448,7 +656,7 @@ class QueueScreen(Screen[None]):
 
             await self._commit(deny_with_reason, key)
 
-        self._push_modal(ReasonScreen(ask), done)
+        self.push_modal(ReasonScreen(ask), done)
 
     def action_approve_serving(self) -> None:
         ask = self.current_ask()
@@ -458,7 +666,7 @@ class QueueScreen(Screen[None]):
         if not ask.has_facts:
             self.set_status(Content.styled(
                 "No whole-session grant for an ask without facts; nothing was decided.", WARN))
-            self._push_modal(GrantNoFactsScreen(ask, self.key_for("approve"),
+            self.push_modal(GrantNoFactsScreen(ask, self.key_for("approve"),
                                                 self.key_for("approve_session")))
             return
         try:
@@ -470,15 +678,16 @@ class QueueScreen(Screen[None]):
             return
         if refusal is not None:
             self.set_status(Content.assemble(("Whole-session grant refused: ", "bold $text-error"),
-                                             (safe_plain(refusal, 300), "")))
-            self._push_modal(GrantRefusedScreen(ask, refusal))
+                                             (safe_plain(refusal, 300), "")), about=key)
+            self.push_modal(GrantRefusedScreen(ask, refusal))
             return
 
         async def done(confirmed: bool | None) -> None:
             if self.human.get(key) is None:
                 return  # withdrawn meanwhile: the withdrawal note stays
             if not confirmed:
-                self.set_status(Content.styled("Whole-session grant cancelled: nothing was decided.", DIM))
+                self.set_status(Content.styled("Whole-session grant cancelled: nothing was decided.", DIM),
+                                about=key)
                 return
             before = len(self.human.decided)
             await self._commit(self.human.approve_for_serving_session, key)
@@ -489,4 +698,101 @@ class QueueScreen(Screen[None]):
                     (f" — and it decided {len(also)} other pending ask{'s' if len(also) != 1 else ''}.",
                      "bold")))
 
-        self._push_modal(GrantConfirmScreen(ask, grants, reach, self.safety, self.key_time), done)
+        self.push_modal(GrantConfirmScreen(ask, grants, reach, self.safety, self.key_time), done)
+
+    # -- batches ------------------------------------------------------------------------------------
+
+    def action_mark(self) -> None:
+        ask = self.current_ask()
+        if ask is None:
+            return
+        if ask.key in self.marked:
+            del self.marked[ask.key]
+        else:
+            self.marked[ask.key] = None
+        self.table.set_marked(set(self.marked))
+        self._title_table()
+        self.action_cursor(1)
+        self._render_legend()
+
+    def action_mark_all(self) -> None:
+        shown = self.table.ask_keys
+        if shown and all(k in self.marked for k in shown):
+            for key in shown:
+                self.marked.pop(key, None)
+        else:
+            self.marked.update(dict.fromkeys(shown))
+        self.table.set_marked(set(self.marked))
+        self._title_table()
+        self._render_legend()
+
+    def batch_split(self) -> tuple[list[Ask], list[tuple[Ask, str]]]:
+        """The marked asks still pending, in queue order: those a batch may decide, and those it may not."""
+        included: list[Ask] = []
+        excluded: list[tuple[Ask, str]] = []
+        for ask in self.human.pending():
+            if ask.key not in self.marked:
+                continue
+            why = batch_exclusion(ask)
+            if why is None:
+                included.append(ask)
+            else:
+                excluded.append((ask, why))
+        return included, excluded
+
+    def action_batch(self, verb: str) -> None:
+        included, excluded = self.batch_split()
+        if not included and not excluded:
+            self.set_status(Content.styled(
+                f"Nothing is marked: mark asks with {self.key_for('mark')} "
+                f"(or {self.key_for('mark_all')} for every ask shown), then press "
+                f"{self.key_for(f'batch({verb!r})')} again.", WARN))
+            return
+        if not included:
+            self._look_alone(excluded)
+            return
+        if not self._allowed("batch"):  # the preview is a step: one press, after the paint and grace
+            return
+
+        async def done(confirmed: bool | None) -> None:
+            if confirmed:
+                await self._decide_batch(verb, [a.key for a in included], excluded)
+            else:
+                self.set_status(Content.styled("Batch cancelled: nothing was decided.", DIM))
+
+        self.push_modal(BatchPreviewScreen(
+            verb, included, excluded, self.safety, self.key_time,
+            double_press=self.settings.double_press), done)
+
+    async def _decide_batch(self, verb: str, keys: list[AskKey], excluded: list[tuple[Ask, str]]) -> None:
+        """Each listed ask still pending is decided through the same call as a single decision."""
+        call = self.human.approve_once if verb == "approve" else self.human.deny
+        decided = skipped = failed = 0
+        for key in keys:
+            if self.human.get(key) is None:
+                skipped += 1  # answered or withdrawn since the preview: never decided twice
+                continue
+            if await self._commit(call, key):
+                decided += 1
+            else:
+                failed += 1
+        words = "Approved once" if verb == "approve" else "Denied"
+        parts: list[tuple[str, str]] = [(f"{words}: {decided} ask{'s' if decided != 1 else ''}", "bold")]
+        parts.append((" (each recorded on its own)", DIM))
+        if skipped:
+            parts.append((f"; {skipped} already gone (withdrawn or answered)", WARN))
+        if failed:
+            parts.append((f"; {failed} not decided", "bold $text-error"))
+        self.set_status(Content.assemble(*parts), ttl=STATUS_TTL_S)
+        if excluded:
+            self._look_alone(excluded)
+
+    def _look_alone(self, excluded: list[tuple[Ask, str]]) -> None:
+        """Asks a batch may not decide: select the first, so the person looks at it alone."""
+        ask, why = excluded[0]
+        if ask.key in self.table.ask_keys and ask.key != self.selected:
+            self.table.move_cursor(row=self.table.ask_keys.index(ask.key), animate=False, scroll=True)
+            self._select(ask.key)
+        others = f" (and {len(excluded) - 1} more)" if len(excluded) > 1 else ""
+        self.set_status(Content.assemble(("Decide this ask alone: ", WARN), (why, ""), (others, DIM)),
+                        about=ask.key)

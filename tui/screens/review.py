@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Hashable
 from typing import ClassVar
 
 from textual import on, work
@@ -33,9 +34,11 @@ from core.history.suggest import (
     suggest,
     targets,
 )
+from core.keysafety import KeySafety
 from core.rules import PolicyStore
 from tui.sanitize import sanitize
-from tui.widgets.history_list import HistoryList
+from tui.widgets.history_list import HistoryList, header_text
+from tui.widgets.painted import PaintProbe
 
 FILTER_DEBOUNCE_S = 0.15
 _MODAL_CSS = """
@@ -162,6 +165,7 @@ class ReviewScreen(Screen[None]):
             placeholder="filter: agent:NAME session:ID surface:S verdict:V  free text", id="review-filter"
         )
         yield Static(id="review-summary", markup=False)
+        yield Static(header_text(), id="review-header", markup=False)
         yield HistoryList(self.store, id="review-list")
         yield Footer(show_command_palette=False)
 
@@ -299,10 +303,20 @@ class ConfirmRuleScreen(ModalScreen[bool]):
         Binding("n,escape", "cancel", "Cancel", id="review.rule.cancel"),
     ]
 
-    def __init__(self, offer: Suggestion, rules: PolicyStore) -> None:
+    def __init__(
+        self,
+        offer: Suggestion,
+        rules: PolicyStore,
+        safety: KeySafety | None = None,
+        key_time: Callable[[], float] | None = None,
+    ) -> None:
+        """`safety`: opened from the queue, where `y` also approves, so a `y` meant for an ask must not
+        write a rule: `y` counts only after this step was painted plus the grace (`core.keysafety`)."""
         super().__init__()
         self.offer = offer
         self.rules = rules
+        self.safety = safety
+        self.key_time = key_time
         self.targets = targets(rules)
         # The --rules file is the default; a pi config layer only when the person picks it (`t`).
         self.chosen = 0 if self.targets[0].kind == "authorizer" else -1
@@ -310,10 +324,24 @@ class ConfirmRuleScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(), VerticalScroll():
-            yield Static(id="review-rule", markup=False)
+            yield PaintProbe(id="review-rule", markup=False)
 
     def on_mount(self) -> None:
         self._show()
+        if self.safety is not None:
+            self.query_one("#review-rule", PaintProbe).expect(self, self._painted)
+
+    def _painted(self, token: Hashable) -> None:
+        assert self.safety is not None
+        self.safety.painted(token)
+        ready = self.safety.ready_at()
+        if ready is not None and not self.safety.accepting():
+            self.set_timer(max(0.0, ready - self.safety.clock()) + 0.01, self.refresh_bindings)
+        else:
+            self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return not (action == "confirm" and self.safety is not None and not self.safety.accepting())
 
     def _show(self) -> None:
         body = self.query_one("#review-rule", Static)
@@ -337,6 +365,11 @@ class ConfirmRuleScreen(ModalScreen[bool]):
         self._show()
 
     def action_confirm(self) -> None:
+        if self.safety is not None and self.key_time is not None:
+            verdict = self.safety.confirm(self, self.key_time())
+            if verdict.outcome != "commit":
+                self.notify(verdict.why, markup=False)
+                return
         if self.change is None:
             self.notify("Nothing to write for this file.", severity="warning", markup=False)
             return

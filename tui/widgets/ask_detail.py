@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.widgets import Static
 
 from core.asks import Ask, AskKey
+from core.risk import RiskHint
 from tui.widgets.ask_view import (
     DIM,
     VALUE_LIMIT,
@@ -18,6 +20,7 @@ from tui.widgets.ask_view import (
     agent_content,
     agent_warning,
     ask_has_hidden,
+    ask_risk,
     display_content,
     duration,
     facts_content,
@@ -25,6 +28,7 @@ from tui.widgets.ask_view import (
     provenance_content,
     value_content,
 )
+from tui.widgets.change_view import FileChange, change_from_evidence, change_renderable
 from tui.widgets.painted import PaintProbe
 
 NO_FACTS_BANNER = (
@@ -36,81 +40,146 @@ HIDDEN_BANNER = (
 )
 
 
+def ask_change(ask: Ask) -> FileChange | None:
+    """The write's or edit's content when the child's payload carries it (see `change_view`)."""
+    payload = ask.request.payload
+    if payload is None:
+        return None
+    return change_from_evidence(payload.request.value, payload.evidence)
+
+
+def risk_content(hints: tuple[RiskHint, ...]) -> Content:
+    """The risk badge: labelled a hint, because it never decides anything."""
+    parts = [Content.styled(f" {h.label} ", "reverse bold") + Content(" ") + value_content(h.why, Clip(120))
+             for h in hints]
+    return Content.assemble(("Hint, not a decision: ", "bold"), Content("  ·  ").join(parts))
+
+
+HEADER_AGENT_LIMIT = 24
+HIDDEN_CONTENT = Content(HIDDEN_BANNER)
+NOFACTS_CONTENT = Content(NO_FACTS_BANNER)
+PANELS = (
+    ("facts", facts_content),
+    ("display", display_content),
+    ("grants", grants_content),
+    ("provenance", provenance_content),
+)
+
+
 def header_content(ask: Ask, now: float, position: int, total: int) -> Content:
+    """One line (its size never changes, so updating it every second costs no layout)."""
     return Content.assemble(
         (f"Ask {position}/{total}", "bold"),
-        ("  from ", DIM),
-        agent_content(ask.request.requester_agent_name, short=True),
-        ("  ·  waiting ", DIM),
+        (" · from ", DIM),
+        agent_content(ask.request.requester_agent_name, Clip(HEADER_AGENT_LIMIT), short=True, note=False),
+        (" · waiting ", DIM),
         (duration(age_seconds(ask, now)), ""),
-        ("  ·  child gives up in ", DIM),
+        (" · child gives up in ", DIM),
         (duration(ask.seconds_left(now)), "bold"),
     )
 
 
 class AskDetail(VerticalScroll):
-    """Read-only panels; nothing here is clickable (child text is literal `Content`)."""
+    """Read-only panels; nothing here is clickable (child text is literal `Content`).
+
+    Moving through a long queue re-renders only what changed: the panels of an ask are built once
+    and kept (a small cache by ask key), and a panel whose content is the same is not updated, so
+    the layout is not recomputed for it.
+    """
 
     can_focus = False
-    shown: AskKey | None = None
+    CACHE = 64
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._built: dict[AskKey, tuple[dict[str, Content | Text], bool]] = {}
+        self._shown: dict[str, Content | Text | bool] = {}
+        self._ask: AskKey | None = None
 
     def compose(self) -> ComposeResult:
         yield PaintProbe(id="detail-header", markup=False)
         yield Static(id="banner-hidden", classes="banner -warning", markup=False)
         yield Static(id="banner-nofacts", classes="banner -warning", markup=False)
         yield Static(id="banner-agent", classes="banner -error", markup=False)
+        yield Static(id="banner-risk", classes="banner -warning", markup=False)
         yield Static(id="facts", classes="panel", markup=False)
         yield Static(id="display", classes="panel", markup=False)
+        yield Static(id="change", classes="panel", markup=False)
         yield Static(id="grants", classes="panel", markup=False)
         yield Static(id="provenance", classes="panel", markup=False)
 
     def on_mount(self) -> None:
         self.query_one("#facts", Static).border_title = "Facts — fixed by the child"
-        self.query_one("#provenance", Static).border_title = "Why this node asks — provenance"
+        self.query_one("#provenance", Static).border_title = "Why this node asks"
         self.query_one("#grants", Static).border_title = "Session grant it would record (surface pattern)"
         self.query_one("#display", Static).border_title = "Child's rendering — display only, not facts"
+        self.query_one("#change", Static).border_title = "The change — from the child's payload, display only"
+        self.query_one("#banner-hidden", Static).update(HIDDEN_BANNER)
+        self.query_one("#banner-nofacts", Static).update(NO_FACTS_BANNER)
         self.show(None, 0.0, 0, 0)
 
-    def show(self, ask: Ask | None, now: float, position: int, total: int) -> bool:
-        """Render `ask` (or the empty state); True when a value was shortened.
-
-        Another ask opens at the top: reading must never start in the middle of its facts.
-        """
-        key = None if ask is None else ask.key
-        if key != self.shown:
-            self.shown = key
-            self.scroll_home(animate=False, immediate=True)
-        header = self.query_one("#detail-header", Static)
-        panels = [self.query_one(f"#{n}", Static) for n in ("facts", "provenance", "grants", "display")]
-        banners = {n: self.query_one(f"#banner-{n}", Static) for n in ("hidden", "nofacts", "agent")}
-        if ask is None:
-            header.update(Content.styled("No pending asks. Children's asks appear here as they arrive.", DIM))
-            for widget in (*panels, *banners.values()):
+    def _set(self, name: str, content: Content | Text | None) -> None:
+        """Show `content` in panel `name` (None hides it); nothing happens when it is already shown."""
+        widget = self.query_one(f"#{name}", Static)
+        if content is None:
+            if self._shown.get(name) is not False:
                 widget.display = False
-            return False
-        clip = Clip(VALUE_LIMIT)
-        header.update(header_content(ask, now, position, total))
-        banners["hidden"].display = ask_has_hidden(ask)
-        banners["hidden"].update(HIDDEN_BANNER)
-        banners["nofacts"].display = not ask.has_facts
-        banners["nofacts"].update(NO_FACTS_BANNER)
-        warning = agent_warning(ask.request.requester_agent_name)
-        banners["agent"].display = warning is not None
-        if warning is not None:
-            banners["agent"].update(
-                Content.assemble(
+                self._shown[name] = False
+            return
+        if self._shown.get(name) is False or name not in self._shown:
+            widget.display = True
+        if self._shown.get(name) != content:
+            widget.update(content)
+        self._shown[name] = content
+
+    def _build(self, ask: Ask) -> tuple[dict[str, Content | Text], bool]:
+        cached = self._built.pop(ask.key, None)
+        if cached is None:
+            clip = Clip(VALUE_LIMIT)
+            panels: dict[str, Content | Text] = {name: build(ask, clip) for name, build in PANELS}
+            change = ask_change(ask)
+            if change is not None:
+                panels["change"] = change_renderable(change)
+            warning = agent_warning(ask.request.requester_agent_name)
+            if warning is not None:
+                panels["banner-agent"] = Content.assemble(
                     ("⚠ SUSPICIOUS AGENT NAME ", "bold"),
                     value_content(ask.request.requester_agent_name, Clip(80)),
                     (f": {warning}. The name is reported by the child and unauthenticated.", ""),
                 )
-            )
-        builders = (facts_content, display_content, grants_content, provenance_content)
-        order = ("facts", "display", "grants", "provenance")
-        for name, build in zip(order, builders, strict=True):
-            widget = self.query_one(f"#{name}", Static)
-            widget.display = True
-            widget.update(build(ask, clip))
-        return clip.clipped > 0
+            hints = ask_risk(ask)
+            if hints:
+                panels["banner-risk"] = risk_content(hints)
+            cached = (panels, clip.clipped > 0)
+            while len(self._built) >= self.CACHE:
+                self._built.pop(next(iter(self._built)))
+        self._built[ask.key] = cached
+        return cached
+
+    def show(self, ask: Ask | None, now: float, position: int, total: int) -> bool:
+        """Render `ask` (or the empty state); True when a value was shortened."""
+        header = self.query_one("#detail-header", Static)
+        if ask is None:
+            self._ask = None
+            header.update(Content.styled("No pending asks. Children's asks appear here as they arrive.", DIM))
+            for name in ("banner-hidden", "banner-nofacts", "banner-agent", "banner-risk",
+                         *(n for n, _ in PANELS), "change"):
+                self._set(name, None)
+            return False
+        if ask.key != self._ask:
+            self._ask = ask.key
+            # another ask: read it from the top, never from the middle of its facts
+            self.scroll_home(animate=False, immediate=True)
+        panels, clipped = self._build(ask)
+        header.update(header_content(ask, now, position, total), layout=False)
+        self._set("banner-hidden", HIDDEN_CONTENT if ask_has_hidden(ask) else None)
+        self._set("banner-nofacts", NOFACTS_CONTENT if not ask.has_facts else None)
+        self._set("banner-agent", panels.get("banner-agent"))
+        self._set("banner-risk", panels.get("banner-risk"))
+        for name, _ in PANELS:
+            self._set(name, panels[name])
+        self._set("change", panels.get("change"))
+        return clipped
 
     def expect_paint(self, token: Hashable, callback: Callable[[Hashable], object]) -> None:
         """`callback(token)` once a frame showing this ask's header has been painted."""
@@ -118,4 +187,5 @@ class AskDetail(VerticalScroll):
 
     def update_header(self, ask: Ask | None, now: float, position: int, total: int) -> None:
         if ask is not None:
-            self.query_one("#detail-header", Static).update(header_content(ask, now, position, total))
+            self.query_one("#detail-header", Static).update(header_content(ask, now, position, total),
+                                                            layout=False)

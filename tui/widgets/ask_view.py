@@ -15,7 +15,8 @@ from textual.content import Content
 from core.asks import Ask
 from core.human import HumanAuthorizer
 from core.principal import agent_mismatch, principal_agent
-from tui.sanitize import has_hidden, is_hidden, sanitize
+from core.risk import RiskHint, risk_hints
+from tui.sanitize import elision, has_hidden, is_hidden, sanitize
 
 LABEL_STYLE = "bold $text-primary"
 DIM = "$text-muted"
@@ -79,11 +80,32 @@ def agent_warning(name: str) -> str | None:
     return None
 
 
+def ask_risk(ask: Ask) -> tuple[RiskHint, ...]:
+    """Risk hints from the child's facts (from its display text when it sent none). Never decides."""
+    intent = ask.parsed.access_intent
+    if intent is not None:
+        return risk_hints(intent.surface, intent.match_values, intent.requester_cwd, intent.boundary_value)
+    request = ask.request
+    return risk_hints(request.surface or "", [request.value or ""])
+
+
+def risk_label(hints: tuple[RiskHint, ...]) -> str:
+    """The column text: the labels, joined (empty when there is nothing to point at)."""
+    return ", ".join(hint.label for hint in hints)
+
+
 def primary_surface(ask: Ask) -> str:
     intent = ask.parsed.access_intent
     if intent is not None:
         return intent.surface
     return ask.request.surface or "?"
+
+
+def child_values(ask: Ask) -> list[str]:
+    """What a one-line listing of the ask shows: agent, surface and every value the child sent."""
+    intent = ask.parsed.access_intent
+    values = list(intent.match_values) if intent is not None else [ask.request.value or ""]
+    return [ask.request.requester_agent_name, primary_surface(ask), *values]
 
 
 def primary_value(ask: Ask) -> str:
@@ -116,28 +138,30 @@ class Clip:
     clipped: int = 0
 
 
-def value_content(value: str | None, clip: Clip, style: str = "") -> Content:
-    """One child value, sanitised; newlines shown with ⏎ and kept; shortened only with a note."""
+def value_content(value: str | None, clip: Clip, style: str = "", *, note: bool = True) -> Content:
+    """One child value, sanitised; newlines shown with ⏎ and kept; shortened only with a note
+    (`note=False`: the short form, `…+N`, where there is no room for the sentence)."""
     if value is None:
         return Content.styled("null", DIM)
     if value == "":
         return Content.styled("(empty)", DIM)
     text = value
-    note: Content | None = None
+    cut: str | None = None
     if clip.limit is not None:
         lines = text.split("\n")
         if len(text) > clip.limit or len(lines) > LINE_LIMIT:
             shown = "\n".join(lines[:LINE_LIMIT])[: clip.limit]
             clip.clipped += 1
-            note = Content.styled(f" … {len(text) - len(shown)} more characters (enter: see all)", WARN)
+            hidden = len(text) - len(shown)
+            cut = (f" … {hidden} more characters (enter: see all)" if note else elision(hidden))
             text = shown
     parts: list[Content] = []
     for index, line in enumerate(text.split("\n")):
         if index:
             parts.append(Content.styled("⏎\n", DIM))
         parts.append(sanitize(line).content(style))
-    if note is not None:
-        parts.append(note)
+    if cut is not None:
+        parts.append(Content.styled(cut, WARN))
     return Content("").join(parts)
 
 
@@ -202,16 +226,19 @@ def facts_content(ask: Ask, clip: Clip) -> Content:
 
 
 def provenance_content(ask: Ask, clip: Clip) -> Content:
+    """Why the ask came to a person, in words first; then the rules' evaluation as a dimmed trace."""
     lines = ask.judgment.explanation
     rows: list[Content] = []
     if not lines:
         rows.append(Content.styled("(this node's rules gave no explanation)", DIM))
-    for line in lines:
-        rows.append(value_content(line, clip))
+    for index, line in enumerate(lines):
+        if index == 1:
+            rows.append(Content.styled("How this node's rules were evaluated, step by step:", DIM))
+        rows.append(value_content(line, clip, "" if index == 0 else DIM))
     for error in ask.judgment.config_errors:
         rows.append(Content.assemble(("config error: ", ERROR), value_content(error, clip)))
     if ask.judgment.trail:
-        rows.append(Content.styled(f"({len(ask.judgment.trail)} resolution steps recorded)", DIM))
+        rows.append(Content.styled("(`pi-authorizer explain` on the request file prints the same)", DIM))
     return _lines(rows)
 
 
@@ -289,13 +316,13 @@ def display_content(ask: Ask, clip: Clip) -> Content:
     return _lines(rows)
 
 
-def agent_content(name: str, clip: Clip | None = None, *, short: bool = False) -> Content:
+def agent_content(name: str, clip: Clip | None = None, *, short: bool = False, note: bool = True) -> Content:
     """The child-reported agent name, with a warning when it looks forged."""
     clip = clip or Clip(80)
     warning = agent_warning(name)
-    shown = value_content(name, clip, "bold")
+    shown = value_content(name, clip, "bold", note=note)
     if warning is None:
-        return Content.assemble(shown, (" (unauthenticated)", DIM))
+        return shown if not note else Content.assemble(shown, (" (unauthenticated)", DIM))
     if short:
         return Content.assemble(shown, (" ⚠ suspicious", ERROR))
     return Content.assemble(shown, (f" ⚠ suspicious agent name: {warning}", ERROR))

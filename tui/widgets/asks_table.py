@@ -1,26 +1,88 @@
-"""The pending asks, oldest first, diff-updated by row key (never cleared and re-added)."""
+"""The pending asks in `createdAt` order, diff-updated by row key (never cleared and re-added).
+
+Columns are data (`Column`): a column is a key, a label, a width and how to make its cell from an
+ask, so adding one is one entry in `COLUMNS`. Optional columns (the session column, shown when more
+than one session is served) are switched with `show_columns`. A value cut to fit its column ends
+with `…+N` (N characters hidden), never silently.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from rich.style import Style
 from rich.text import Text
+from textual._types import SegmentLines
+from textual.coordinate import Coordinate
+from textual.events import Resize
 from textual.widgets import DataTable
-from textual.widgets.data_table import RowKey
+from textual.widgets.data_table import ColumnKey, RowKey
 
 from core.asks import Ask, AskKey
-from tui.sanitize import sanitize
-from tui.widgets.ask_view import age_seconds, duration, primary_surface, primary_value
+from tui.sanitize import fit, sanitize
+from tui.widgets.ask_view import age_seconds, ask_risk, duration, primary_surface, primary_value, risk_label
 
-COLUMNS = (
-    ("age", "Age", 6),
-    ("left", "Left", 7),
-    ("agent", "Agent", 16),
-    ("surface", "Surface", 14),
-    ("value", "Value", None),
+CELL_PADDING = 1  # DataTable's default padding on each side of a cell
+MIN_VALUE_WIDTH = 12
+NARROW = 110
+MARK = "●"
+ELSEWHERE = Coordinate(-9, -9)  # not a row or column (the header row is -1)
+
+
+def _agent(ask: Ask) -> Text:
+    return sanitize(ask.request.requester_agent_name, single_line=True).text()
+
+
+def _surface(ask: Ask) -> Text:
+    return sanitize(primary_surface(ask), single_line=True).text()
+
+
+def _session(ask: Ask) -> Text:
+    return sanitize(ask.key.session_id, single_line=True).text("dim")
+
+
+def _risk(ask: Ask) -> Text:
+    """A hint from the facts (never a decision): empty when none applies."""
+    return Text(risk_label(ask_risk(ask)), style="bold yellow", no_wrap=True)
+
+
+def _value(ask: Ask) -> Text:
+    return sanitize(primary_value(ask), single_line=True).text("" if ask.has_facts else "italic")
+
+
+@dataclass(frozen=True)
+class Column:
+    """One table column. `width=None`: takes what the fixed columns leave (at most one such column);
+    `narrow`: its width in a narrow table (under `NARROW` cells), to leave the value more room."""
+
+    key: str
+    label: str
+    width: int | None
+    cell: Callable[[Ask], Text] | None = None  # None: the screen fills it (marks, times)
+    optional: bool = False
+    narrow: int | None = None
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("mark", "", 1),
+    Column("age", "Age", 6),
+    Column("left", "Left", 7),
+    Column("session", "Session", 12, _session, optional=True, narrow=8),
+    Column("agent", "Agent", 16, _agent, narrow=12),
+    Column("surface", "Surface", 14, _surface, narrow=10),
+    Column("risk", "Risk (hint)", 12, _risk, narrow=8),
+    Column("value", "Value", None, _value),
 )
 
 
 def row_key_of(key: AskKey) -> str:
     return f"{key.session_id}\x00{key.name}"
+
+
+def order_of(ask: Ask) -> tuple[float, float]:
+    """Display order: the child's `createdAt`, then arrival (asks adopted from another inbox interleave)."""
+    return (ask.request.created_at, ask.arrived_at)
 
 
 class AsksTable(DataTable[Text]):
@@ -32,22 +94,80 @@ class AsksTable(DataTable[Text]):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=True, show_cursor=True)
         self._keys: dict[str, AskKey] = {}
+        self._asks: dict[str, Ask] = {}
+        self._order: list[str] = []  # row keys in display order
         self._times_shown: dict[str, tuple[str, str, str]] = {}
+        self._marked: set[str] = set()
+        self._optional_shown: frozenset[str] = frozenset()
+        self._columns: tuple[Column, ...] = ()
+        self._cut_widths: dict[str, int] = {}
+        self._now = 0.0
 
     def on_mount(self) -> None:
-        self._ensure_columns()
+        self._build_columns()
 
-    def _ensure_columns(self) -> None:
-        """Columns first: asks may arrive (from the serving core) before this table is mounted, and a
-        row added before its columns would size the value column by its label alone."""
-        if not self.columns:
-            for key, label, width in COLUMNS:
-                self.add_column(Text(label), key=key, width=width)
+    # -- columns -----------------------------------------------------------------------------------
+
+    def show_columns(self, optional: Sequence[str]) -> None:
+        """Show exactly these optional columns; a change rebuilds the table (rare: e.g. an adoption)."""
+        wanted = frozenset(optional)
+        if wanted == self._optional_shown:
+            return
+        self._optional_shown = wanted
+        asks = [self._asks[rk] for rk in self._order]
+        self.clear(columns=True)
+        self._keys.clear()
+        self._asks.clear()
+        self._order.clear()
+        self._times_shown.clear()
+        self._marked.clear()
+        self._build_columns()
+        self._append(asks, self._now)
+
+    @property
+    def column_keys(self) -> list[str]:
+        return [c.key for c in self._columns]
+
+    def _build_columns(self) -> None:
+        self._columns = tuple(c for c in COLUMNS if not c.optional or c.key in self._optional_shown)
+        self._cut_widths = self._widths()
+        for column in self._columns:
+            self.add_column(Text(column.label), key=column.key, width=self._cut_widths[column.key])
+
+    def _widths(self) -> dict[str, int]:
+        room = self.scrollable_content_region.width
+        narrow = room < NARROW
+        fixed = {c.key: (c.narrow if narrow and c.narrow else c.width) for c in self._columns
+                 if c.width is not None}
+        gutters = 2 * CELL_PADDING * len(self._columns) + self.styles.scrollbar_size_vertical
+        rest = max(MIN_VALUE_WIDTH, room - sum(w for w in fixed.values() if w is not None) - gutters)
+        return {c.key: fixed.get(c.key) or rest for c in self._columns}
+
+    def on_resize(self, event: Resize) -> None:
+        widths = self._widths()
+        if widths == self._cut_widths:
+            return
+        self._cut_widths = widths
+        changed = [c for c in self._columns if self.columns[ColumnKey(c.key)].width != widths[c.key]]
+        for column in changed:
+            self.columns[ColumnKey(column.key)].width = widths[column.key]
+        for rk, ask in self._asks.items():
+            for column in changed:
+                if column.cell is not None:
+                    self.update_cell(rk, column.key, self._cell(column, ask))
+        self._require_update_dimensions = True  # textual 8.2: a changed column width is not noticed
+        self.refresh()
+
+    def _cell(self, column: Column, ask: Ask) -> Text:
+        assert column.cell is not None
+        return fit(column.cell(ask), self._cut_widths.get(column.key, column.width or MIN_VALUE_WIDTH))
+
+    # -- rows --------------------------------------------------------------------------------------
 
     @property
     def ask_keys(self) -> list[AskKey]:
-        """In display order (the order rows were added: arrival order)."""
-        return [self._keys[row.key.value] for row in self.ordered_rows if row.key.value in self._keys]
+        """In display order."""
+        return [self._keys[rk] for rk in self._order]
 
     def key_at_cursor(self) -> AskKey | None:
         if not self.row_count:
@@ -61,45 +181,64 @@ class AsksTable(DataTable[Text]):
             return None
         return self.get_row_index(rk)
 
+    def set_marked(self, keys: set[AskKey]) -> None:
+        """Show a mark in the first column of exactly these rows."""
+        wanted = {row_key_of(k) for k in keys} & set(self._keys)
+        for rk in wanted ^ self._marked:
+            self.update_cell(rk, "mark", Text(MARK if rk in wanted else "", "bold $accent"))
+        self._marked = wanted
+
     def sync(self, asks: list[Ask], now: float) -> None:
-        """Remove gone rows, append new ones at the end, refresh times of the rest."""
-        self._ensure_columns()
-        added = False
+        """Remove gone rows, add new ones in `createdAt` order, refresh times of the visible rest."""
         wanted = {row_key_of(a.key): a for a in asks}
-        top = int(self.scroll_offset.y)
-        bottom = top + max(self.size.height, 1)
         for rk in [k for k in self._keys if k not in wanted]:
             self.remove_row(rk)
             del self._keys[rk]
+            del self._asks[rk]
             self._times_shown.pop(rk, None)
-        for rk, ask in wanted.items():
+            self._marked.discard(rk)
+        if len(self._order) != len(self._keys):
+            self._order = [rk for rk in self._order if rk in self._keys]
+        self._now = now
+        self._append([a for rk, a in wanted.items() if rk not in self._keys], now)
+        self._refresh_times(now)
+
+    def _append(self, asks: list[Ask], now: float) -> None:
+        if not asks:
+            return
+        asks = sorted(asks, key=order_of)
+        last = order_of(self._asks[self._order[-1]]) if self._order else None
+        for ask in asks:
+            rk = row_key_of(ask.key)
+            self._keys[rk] = ask.key
+            self._asks[rk] = ask
             age, left = self._times(ask, now)
+            given = {"mark": Text(""), "age": age, "left": left}
+            self.add_row(*(given[c.key] if c.cell is None else self._cell(c, ask) for c in self._columns),
+                         key=rk)
+            self._times_shown[rk] = (age.plain, left.plain, str(left.style))
+        self._order += [row_key_of(a.key) for a in asks]
+        if last is not None and order_of(asks[0]) < last:
+            # An ask created before the last one shown (e.g. from an adopted inbox) joins in its place.
+            self._order.sort(key=lambda rk: order_of(self._asks[rk]))
+            position = {rk: i for i, rk in enumerate(self._order)}
+            rows = {id(self.get_row(rk)[0]): position[rk] for rk in self._order}
+            self.sort(key=lambda cells: rows[id(cells[0])])
+
+    def _refresh_times(self, now: float) -> None:
+        top = int(self.scroll_offset.y)
+        bottom = top + max(self.size.height, 1)
+        for index in range(max(0, top - 1), min(len(self._order), bottom + 1)):
+            rk = self._order[index]
+            age, left = self._times(self._asks[rk], now)
             shown = (age.plain, left.plain, str(left.style))
-            if rk in self._keys:
-                # Only touch cells whose text changed and that are on screen: with a thousand asks
-                # pending, a per-second refresh of every row would stall key handling.
-                if self._times_shown.get(rk) == shown or not self._on_screen(rk, top, bottom):
-                    continue
-                self.update_cell(rk, "age", age)
-                self.update_cell(rk, "left", left)
-            else:
-                self._keys[rk] = ask.key
-                self.add_row(age, left, *self._static_cells(ask), key=rk)
-                added = True
+            # Only touch cells whose text changed and that are on screen: with a thousand asks
+            # pending, a per-second refresh of every row would stall key handling.
+            if self._times_shown.get(rk) == shown:
+                continue
+            self.update_cell(rk, "age", age)
+            self.update_cell(rk, "left", left)
             self._times_shown[rk] = shown
-        if added:
-            # DataTable measures auto-width columns on idle but caches a cell rendered before that
-            # (keyed without the width): a row painted in between kept a value cut to the label's
-            # width. Drop the render caches once the new widths are in.
-            self.call_after_refresh(self.notify_style_update)
-
-    def _on_screen(self, rk: str, top: int, bottom: int) -> bool:
-        index = self.get_row_index(rk)
-        return top - 1 <= index <= bottom
-
-    def on_data_table_row_highlighted(self) -> None:
-        """Rows scrolled into view may show ages from before: let the next sync refresh them."""
-        self._times_shown.clear()
 
     @staticmethod
     def _times(ask: Ask, now: float) -> tuple[Text, Text]:
@@ -107,14 +246,23 @@ class AsksTable(DataTable[Text]):
         left_style = "bold red" if left_s < 60 else ("yellow" if left_s < 180 else "")
         return Text(duration(age_seconds(ask, now))), Text(duration(left_s), style=left_style)
 
-    @staticmethod
-    def _static_cells(ask: Ask) -> tuple[Text, Text, Text]:
-        agent = sanitize(ask.request.requester_agent_name, single_line=True).text()
-        surface = sanitize(primary_surface(ask), single_line=True).text()
-        value_style = "" if ask.has_facts else "italic"
-        value = sanitize(primary_value(ask), single_line=True).text(value_style)
-        value.truncate(400, overflow="ellipsis")
-        return agent, surface, value
+    def _render_line_in_row(
+        self,
+        row_key: RowKey,
+        line_no: int,
+        base_style: Style,
+        cursor_location: Coordinate,
+        hover_location: Coordinate,
+    ) -> tuple[SegmentLines, SegmentLines]:
+        """Textual caches a rendered row under the cursor's position, so every `j` re-renders every
+        visible row. For a row the cursor (or hover) is not on, its position does not change the
+        row's look: pass one fixed "elsewhere" so those rows stay cached (textual 8.2's private hook)."""
+        row = self._row_locations.get(row_key)
+        if cursor_location.row != row:
+            cursor_location = ELSEWHERE
+        if hover_location.row != row:
+            hover_location = ELSEWHERE
+        return super()._render_line_in_row(row_key, line_no, base_style, cursor_location, hover_location)
 
     def row_key_for(self, key: AskKey) -> RowKey:
         return RowKey(row_key_of(key))

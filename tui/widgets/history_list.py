@@ -22,7 +22,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from core.history import HistoryRow, HistoryStore
-from tui.sanitize import sanitize
+from tui.sanitize import fit, sanitize
 
 PAGE = 100
 VERDICT_STYLE = {
@@ -31,12 +31,28 @@ VERDICT_STYLE = {
     "denied": "bold red",
     "denied_with_reason": "bold red",
 }
-_COLUMNS = (("time", 15), ("agent", 14), ("surface", 10), ("verdict", 20), ("by", 26))
+_COLUMNS = (
+    ("time", "Time", 14),
+    ("agent", "Agent", 14),
+    ("surface", "Surface", 10),
+    ("verdict", "Verdict", 20),
+    ("by", "Decided by", 26),
+)
+GAP = "  "
 
 
-def row_text(row: HistoryRow) -> Text:
-    """One history line: time, agent, surface, verdict (or outcome), decider, value."""
-    line = Text(no_wrap=True, overflow="ellipsis")
+def header_text(width: int | None = None) -> Text:
+    """The column headers, aligned with `row_text`."""
+    line = Text(no_wrap=True, overflow="crop", style="bold")
+    for _, label, cell_width in _COLUMNS:
+        line.append(label.ljust(cell_width) + GAP)
+    line.append("Value")
+    return line
+
+
+def row_text(row: HistoryRow, width: int | None = None) -> Text:
+    """One history line: time, agent, surface, verdict (or outcome), decider, value; a cut says `…+N`."""
+    line = Text(no_wrap=True, overflow="crop")
     stamp = time.strftime("%m-%d %H:%M:%S", time.localtime(row.arrived_at))
     cells = {
         "time": Text(stamp, "dim"),
@@ -45,14 +61,17 @@ def row_text(row: HistoryRow) -> Text:
         "verdict": Text(row.verdict or row.outcome, VERDICT_STYLE.get(row.verdict or "", "bold yellow")),
         "by": sanitize(row.decider or row.outcome, single_line=True).text("dim"),
     }
-    for name, width in _COLUMNS:
-        cell = cells[name]
-        cell.truncate(width - 1, overflow="ellipsis", pad=True)
+    for name, _, cell_width in _COLUMNS:
+        cell = fit(cells[name], cell_width)
+        cell.pad_right(cell_width - cell.cell_len)
         line.append_text(cell)
-        line.append(" ")
-    line.append_text(sanitize(row.value or "", single_line=True).text())
+        line.append(GAP)
+    value = sanitize(row.value or "", single_line=True).text()
     if row.source != "served":
-        line.append(f"  [{row.source}]", "dim italic")
+        value.append(f"  [{row.source}]", "dim italic")
+    if width is not None:
+        value = fit(value, max(8, width - line.cell_len))
+    line.append_text(value)
     return line
 
 
@@ -125,7 +144,7 @@ class HistoryList(ScrollView, can_focus=True):
         base = self.rich_style
         if selected:
             base += self.get_component_rich_style("history-list--cursor")
-        segments = list(row_text(row).render(self.app.console))
+        segments = list(row_text(row, width).render(self.app.console))
         strip = Strip(Segment.apply_style(segments, base)).crop_extend(0, width, base)
         self._lines[key] = strip
         return strip
