@@ -8,7 +8,7 @@ decisive key: it counts only after a frame showing the confirmation was painted,
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
-from typing import ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -36,6 +36,17 @@ from tui.widgets.ask_view import (
 from tui.widgets.painted import PaintProbe
 
 T = TypeVar("T")
+
+
+
+def keys_follow_grace(screen: ModalScreen[Any], safety: KeySafety, token: Hashable,
+                      render_keys: Callable[[], None]) -> None:
+    """A modal's frame was painted: start its grace there and redraw its keys when the grace ends."""
+    safety.painted(token)
+    render_keys()
+    ready = safety.ready_at()
+    if ready is not None and not safety.accepting():
+        screen.set_timer(max(0.0, ready - safety.clock()) + 0.01, render_keys)
 
 
 class AskModal(ModalScreen[T]):
@@ -129,11 +140,7 @@ class GrantConfirmScreen(AskModal[bool]):
         self.query_one("#grant-keys", PaintProbe).expect(self, self._painted)
 
     def _painted(self, token: Hashable) -> None:
-        self.safety.painted(token)
-        self._render_keys()
-        ready = self.safety.ready_at()
-        if ready is not None and not self.safety.accepting():
-            self.set_timer(max(0.0, ready - self.safety.clock()) + 0.01, self._render_keys)
+        keys_follow_grace(self, self.safety, token, self._render_keys)
 
     def _render_keys(self, note: str = "") -> None:
         waiting = not self.safety.accepting()
@@ -430,11 +437,7 @@ class BatchPreviewScreen(ModalScreen[bool]):
 
     def _painted(self, token: Hashable) -> None:
         """The grace window counts from the frame that shows the list, not from construction."""
-        self.safety.painted(token)
-        self._render_keys()
-        ready = self.safety.ready_at()
-        if ready is not None and not self.safety.accepting():
-            self.set_timer(max(0.0, ready - self.safety.clock()) + 0.01, self._render_keys)
+        keys_follow_grace(self, self.safety, token, self._render_keys)
 
     def gate(self) -> str:
         """The one place a batch confirmation is judged: "commit", "arm" or "ignore"."""
