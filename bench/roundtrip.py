@@ -19,15 +19,23 @@ SESSION = "bench-session"
 REPO = Path(__file__).resolve().parents[1]
 
 
-def start_serve(root: Path, state: Path, extra: list[str]) -> subprocess.Popen[bytes]:
+def start_serve(
+    root: Path,
+    state: Path,
+    extra: list[str],
+    sessions: tuple[str, ...] = (SESSION,),
+    stderr: int = subprocess.DEVNULL,
+) -> subprocess.Popen[bytes]:
+    """Start `serve` for `sessions`; returns once every session's heartbeat exists."""
+    flags = [arg for sid in sessions for arg in ("--session", sid)]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tui.cli", "serve", "--session", SESSION, "--forwarding-root", str(root),
+        [sys.executable, "-m", "tui.cli", "serve", *flags, "--forwarding-root", str(root),
          "--state-dir", str(state), *extra],
-        cwd=REPO, stderr=subprocess.DEVNULL, start_new_session=True,
+        cwd=REPO, stderr=stderr, start_new_session=True,
     )
-    heartbeat = root / "serving" / f"{encode_session_id(SESSION)}.json"
+    beats = [root / "serving" / f"{encode_session_id(sid)}.json" for sid in sessions]
     deadline = time.monotonic() + 20
-    while not heartbeat.exists():
+    while not all(beat.exists() for beat in beats):
         if time.monotonic() > deadline or proc.poll() is not None:
             proc.kill()
             raise RuntimeError("serve did not start")
