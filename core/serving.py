@@ -332,7 +332,7 @@ class ServingCore:
         while not self._stop.is_set():
             try:
                 async for folders in watch_session_folders(
-                    self.root, self._stop, self.force_polling, self.tree
+                    self.root, self._stop, self.force_polling, self.tree, self._settled
                 ):
                     targets = (
                         list(self.sessions.values())
@@ -344,6 +344,14 @@ class ServingCore:
             except Exception:
                 log.error("watching the forwarding root failed; restarting the watch", exc_info=True)
                 await self._pause(STEP_FAILURE_PAUSE_S)
+
+    def _settled(self, folder: str, name: str) -> bool:
+        """An answered request was removed (by us, or by its child): forget it without a rescan."""
+        served = self._by_folder.get(folder)
+        if served is None or served.tracked.get(name) != "answered":
+            return False
+        self._forget(served, name)
+        return True
 
     async def _safety_rescan_loop(self) -> None:
         while not self._stop.is_set():

@@ -12,15 +12,17 @@ import contextlib
 import logging
 import os
 import stat
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import watchfiles
 
 from core.inotify import (
     DIRECTORY_EVENTS,
+    IN_DELETE,
     IN_DONT_FOLLOW,
     IN_IGNORED,
+    IN_MOVED_FROM,
     IN_Q_OVERFLOW,
     Event,
     Inotify,
@@ -36,6 +38,14 @@ _UNSAFE_RETRY_S = 5.0
 RESCAN_ALL: frozenset[str] = frozenset()
 """Yielded when the watcher cannot say which folders changed (overflow, restart)."""
 
+Settled = Callable[[str, str], bool]
+"""`settled(folder, name)`, told that `requests/<name>` was removed: True when the core had answered
+it (and now forgets it), so the removal is no news and needs no rescan."""
+
+
+def nothing_settled(folder: str, name: str) -> bool:
+    return False
+
 
 class _SessionTree:
     """inotify watches on `sessions/`, each `sessions/<folder>/` and each `.../requests/`.
@@ -44,9 +54,11 @@ class _SessionTree:
     `/proc/self/fd/<fd>`, so a linked session folder never makes a foreign folder watched.
     """
 
-    def __init__(self, sessions_dir: Path, tree: Anchor) -> None:
+    def __init__(self, sessions_dir: Path, tree: Anchor, settled: Settled = nothing_settled) -> None:
         self.sessions_dir = sessions_dir
         self.tree = tree
+        self.settled = settled
+        self.inboxes: set[int] = set()
         self.ino = Inotify()
         self.folder_of: dict[int, str | None] = {}
         self.changed: set[str] = set()
@@ -66,21 +78,25 @@ class _SessionTree:
         self.rescan_all = True
         self.ready.set()
 
-    def _watch(self, parts: tuple[str, ...], folder: str) -> None:
+    def _watch(self, parts: tuple[str, ...], folder: str, inbox: bool = False) -> None:
         try:
             with self.tree.folder(parts) as fd:
-                self._watch_fd(fd, folder)
+                self._watch_fd(fd, folder, inbox)
         except (FileNotFoundError, UnsafeFolder):
             return  # not there (yet), or a link: serving reports it, nothing is watched through it
 
-    def _watch_fd(self, fd: int, folder: str | None) -> None:
+    def _watch_fd(self, fd: int, folder: str | None, inbox: bool = False) -> None:
         wd = self.ino.add_watch(f"/proc/self/fd/{fd}", DIRECTORY_EVENTS & ~IN_DONT_FOLLOW)
         if wd is not None:
             self.folder_of[wd] = folder
+            if inbox:
+                self.inboxes.add(wd)
+            else:
+                self.inboxes.discard(wd)
 
     def _watch_folder(self, folder: str) -> None:
         self._watch(("sessions", folder), folder)
-        self._watch(("sessions", folder, "requests"), folder)
+        self._watch(("sessions", folder, "requests"), folder, inbox=True)
         # Whatever arrived before the watch existed is found by the rescan this triggers.
         self.changed.add(folder)
 
@@ -105,6 +121,7 @@ class _SessionTree:
         folder = self.folder_of[event.wd]
         if event.mask & IN_IGNORED:
             del self.folder_of[event.wd]
+            self.inboxes.discard(event.wd)
             if folder is None:  # `sessions/` itself went away: recreate and start over
                 self.rescan_all = True
                 with contextlib.suppress(OSError):
@@ -114,9 +131,22 @@ class _SessionTree:
             if event.name:
                 self._watch_folder(event.name)
             return
+        if event.wd in self.inboxes and self._no_news(folder, event):
+            return
         if event.name == "requests":
-            self._watch(("sessions", folder, "requests"), folder)
+            self._watch(("sessions", folder, "requests"), folder, inbox=True)
         self.changed.add(folder)
+
+    def _no_news(self, folder: str, event: Event) -> bool:
+        """A child's temp file being written, or an answered request being removed: no rescan.
+
+        A burst would otherwise rescan a folder of thousands of names once per file event.
+        """
+        if not event.name:  # the inbox itself (moved, deleted, its mode changed): rescan
+            return False
+        if not event.name.endswith(".json"):
+            return True
+        return bool(event.mask & (IN_DELETE | IN_MOVED_FROM)) and self.settled(folder, event.name)
 
     def take(self) -> set[str]:
         self.ready.clear()
@@ -131,8 +161,10 @@ class _SessionTree:
         self.ino.close()
 
 
-async def _inotify_changes(sessions_dir: Path, tree: Anchor, stop: asyncio.Event) -> AsyncIterator[set[str]]:
-    watched = _SessionTree(sessions_dir, tree)
+async def _inotify_changes(
+    sessions_dir: Path, tree: Anchor, stop: asyncio.Event, settled: Settled
+) -> AsyncIterator[set[str]]:
+    watched = _SessionTree(sessions_dir, tree, settled)
     loop = asyncio.get_running_loop()
     loop.add_reader(watched.ino.fd, watched.on_readable)
     try:
@@ -220,7 +252,11 @@ async def _sessions_folder_ready(tree: Anchor, stop: asyncio.Event) -> None:
 
 
 async def watch_session_folders(
-    forwarding_root: Path, stop: asyncio.Event, force_polling: bool = False, tree: Anchor | None = None
+    forwarding_root: Path,
+    stop: asyncio.Event,
+    force_polling: bool = False,
+    tree: Anchor | None = None,
+    settled: Settled = nothing_settled,
 ) -> AsyncIterator[set[str]]:
     """Yield the `sessions/<folder>` names touched since the last yield, until `stop`.
 
@@ -233,7 +269,7 @@ async def watch_session_folders(
         return
     if not force_polling:
         try:
-            async for folders in _inotify_changes(sessions_dir, tree, stop):
+            async for folders in _inotify_changes(sessions_dir, tree, stop, settled):
                 yield folders
             return
         except InotifyUnavailable as exc:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from core.asks import DenyingTerminal
-from tests.helpers import read_response_when_written, write_request
+from tests.helpers import read_response_when_written, wait_for, write_request
 from tests.history.support import Node, S, intent
 from tui.commands.history import _cells
 
@@ -26,6 +26,11 @@ async def test_log_and_history_show_both_names_when_they_differ(
             write_request(node.root, S, "r2", requesterAgentName="Explore",
                           accessIntent=intent("bash", "git log", agent="Explore"))
             await read_response_when_written(node.root, S, "r2")
+            # The served line is logged once the request is removed, a moment after the response.
+            await wait_for(
+                lambda: any("request=r2" in (m := r.getMessage()) and "->" in m for r in caplog.records),
+                what="r2's served line",
+            )
     finally:
         await node.stop()
     messages = [record.getMessage() for record in caplog.records]
