@@ -56,6 +56,15 @@ def response_path(root: Path, session_id: str, request_id: str) -> Path:
     return session_dir(root, session_id) / "responses" / f"{request_id}.json"
 
 
+def poll_until(predicate: Callable[[], bool], within: float = 30.0, what: str = "condition") -> None:
+    """Blocking twin of `wait_for` for tests that drive subprocesses; `within` is only a hang guard."""
+    deadline = time.monotonic() + within
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {within}s waiting for {what}")
+        time.sleep(0.01)
+
+
 async def wait_for(predicate: Callable[[], bool], within: float = 30.0, what: str = "condition") -> None:
     deadline = time.monotonic() + within
     while not predicate():

@@ -17,7 +17,6 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -30,6 +29,7 @@ from core.liveness import heartbeat_path, read_heartbeat
 from core.serving import RecordedVerdict, ServeEvent, ServingCore
 from core.wire import ForwardedResponse, ParsedRequest
 from tests.helpers import (
+    poll_until,
     read_response_when_written,
     response_path,
     session_dir,
@@ -291,13 +291,6 @@ def test_restart_takes_over_at_once_after_kill_9(tmp_path: Path) -> None:
     finally:
         first.kill()
         first.wait(10)
-
-
-def poll_until(predicate: Callable[[], bool], within: float = 30.0) -> None:
-    deadline = time.monotonic() + within
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
 
 
 def _zombie_or_gone(pid: int) -> bool:

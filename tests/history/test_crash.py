@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ import pytest
 from core.history import HistoryStore
 from core.history.store import CRASH_ENV, CRASH_STEPS
 from core.liveness import heartbeat_path
-from tests.helpers import response_path, session_dir, write_request
+from tests.helpers import poll_until, response_path, session_dir, write_request
 from tests.history.support import S
 
 REPO = Path(__file__).resolve().parents[2]
@@ -49,13 +48,6 @@ def serve(tmp_path: Path, crash_at: str | None) -> subprocess.Popen[bytes]:
         str(tmp_path),
     ]
     return subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-
-
-def wait_until(predicate: object, within: float = 10.0) -> None:
-    deadline = time.monotonic() + within
-    while not predicate():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
 
 
 def serving_pid(root: Path) -> int | None:
@@ -99,7 +91,7 @@ def test_killed_at_each_step_answers_once_after_restart(tmp_path: Path, step: st
 
     second = serve(tmp_path, None)
     try:
-        wait_until(lambda: serving_pid(tmp_path / "root") == second.pid)
+        poll_until(lambda: serving_pid(tmp_path / "root") == second.pid)
     finally:
         # Its stop signal is handled from before the heartbeat, and `run()` finishes its first scan
         # before it honours a stop: once it has exited, any second answer would be on disk.
@@ -133,7 +125,7 @@ def test_the_republish_window_is_bounded_to_the_same_bytes_once(tmp_path: Path) 
     response.unlink()  # the child read it and removed it; its request is still there
     second = serve(tmp_path, None)
     try:
-        wait_until(lambda: response.exists() and not request.exists())
+        poll_until(lambda: response.exists() and not request.exists())
     finally:
         stop(second)
     assert response.read_bytes() == published
