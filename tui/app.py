@@ -36,6 +36,8 @@ from core.human import AskAdded, AskDecided, AskWithdrawn, HumanAuthorizer, Huma
 from core.judging import RecordedAuthority
 from core.keysafety import KeyClock, KeyRules, KeySafety, SystemClock
 from core.serving import ServeEvent, ServingCore
+from tui.render.facts import ask_label
+from tui.render.styles import DIM, WARN
 from tui.sanitize import safe_plain
 from tui.screens.history import HistoryEntry, HistoryScreen
 from tui.screens.modals import (
@@ -48,9 +50,8 @@ from tui.screens.modals import (
     QuitConfirmScreen,
     ReasonScreen,
 )
-from tui.screens.queue import GUARDED, QueueScreen, ask_label
+from tui.screens.queue import GUARDED, QueueScreen
 from tui.settings import NOTIFICATION_CHANNELS, UiSettings, dialog_keymap
-from tui.widgets.ask_view import DIM, WARN
 
 if TYPE_CHECKING:
     from core.rules.reloads import PendingReload

@@ -20,11 +20,7 @@ from textual.widgets import Input, Static
 from core.asks import Ask, AskKey
 from core.keysafety import KeySafety
 from core.wire import SessionGrant
-from tui.sanitize import sanitize
-from tui.widgets.ask_view import (
-    DIM,
-    VALUE_LIMIT,
-    WARN,
+from tui.render.ask import (
     Clip,
     agent_content,
     display_content,
@@ -33,6 +29,10 @@ from tui.widgets.ask_view import (
     provenance_content,
     value_content,
 )
+from tui.render.facts import VALUE_LIMIT
+from tui.render.lines import batch_line
+from tui.render.styles import DIM, WARN
+from tui.sanitize import sanitize
 from tui.widgets.painted import PaintProbe
 
 T = TypeVar("T")
@@ -350,23 +350,6 @@ class ExpandScreen(AskModal[None]):
 BATCH_VERBS = {"approve": "Approve once", "deny": "Deny"}
 #: What each agent reads when a batch is denied and the person typed no reason.
 BATCH_DENY_REASON = "Denied by the person at pi-authorizer in a batch decision (no reason was typed)."
-
-
-def batch_line(index: int | None, ask: Ask, clip: Clip) -> Content:
-    """One ask (of a batch): agent, surface and every value, exactly as the child sent them."""
-    intent = ask.parsed.access_intent
-    surface = intent.surface if intent is not None else (ask.request.surface or "?")
-    values = list(intent.match_values) if intent is not None else [ask.request.value or ""]
-    head = Content.assemble(
-        (f"{index:>3}. " if index is not None else "", DIM),
-        agent_content(ask.request.requester_agent_name, clip, short=True),
-        ("  ", ""),
-        value_content(surface, clip, "bold"),
-        ("" if ask.has_facts else "  (no facts: the child's display text)", DIM),
-    )
-    indent = "       " if index is not None else "  "
-    rows = [head, *(Content.assemble((indent, ""), value_content(v, clip)) for v in values)]
-    return Content("\n").join(rows)
 
 
 class BatchPreviewScreen(ModalScreen[bool]):

@@ -35,6 +35,14 @@ from core.human import (
 )
 from core.keysafety import Armed, KeySafety, Verdict
 from core.wire import GrantWidth
+from tui.render.facts import (
+    LINE_LIMIT,
+    VALUE_LIMIT,
+    ask_has_hidden,
+    ask_label,
+    child_values,
+)
+from tui.render.styles import DIM, WARN
 from tui.sanitize import safe_plain
 from tui.screens.modals import (
     BatchPreviewScreen,
@@ -47,16 +55,6 @@ from tui.screens.modals import (
 from tui.settings import UiSettings
 from tui.widgets.ask_detail import AskDetail
 from tui.widgets.ask_filter import AskFilter
-from tui.widgets.ask_view import (
-    DIM,
-    LINE_LIMIT,
-    VALUE_LIMIT,
-    WARN,
-    ask_has_hidden,
-    child_values,
-    primary_surface,
-    primary_value,
-)
 from tui.widgets.asks_table import AsksTable
 
 if TYPE_CHECKING:
@@ -102,12 +100,6 @@ KIND_WORDS = {
     "denied": "Denied",
     "denied_with_reason": "Denied with reason",
 }
-
-
-def ask_label(ask: Ask) -> str:
-    """A short sanitised one-liner: agent, surface, value."""
-    return (f"{safe_plain(ask.request.requester_agent_name, 24)} {safe_plain(primary_surface(ask), 20)} "
-            f"{safe_plain(primary_value(ask), 60)}")
 
 
 def batch_exclusion(ask: Ask) -> str | None:

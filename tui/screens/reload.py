@@ -18,8 +18,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from core.rules.reloads import PendingReload
+from tui.render.styles import DIM, WARN
 from tui.sanitize import sanitize
-from tui.widgets.ask_view import DIM, WARN
 
 
 class ReloadReviewScreen(ModalScreen[bool]):

@@ -20,8 +20,8 @@ from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
 
 from core.asks import Ask, AskKey
+from tui.render.facts import age_seconds, ask_risk, duration, primary_surface, primary_value, risk_label
 from tui.sanitize import fit, sanitize
-from tui.widgets.ask_view import age_seconds, ask_risk, duration, primary_surface, primary_value, risk_label
 
 CELL_PADDING = 1  # DataTable's default padding on each side of a cell
 MIN_VALUE_WIDTH = 12
