@@ -358,7 +358,7 @@ class AuthorizerApp(App[int]):
             self.notify("No ask selected, or this authorizer has no rules to add to.", markup=False)
             return
         from core.history.suggest import SuggestionRefused, suggestion_from_ask
-        from tui.screens.review import ConfirmRuleScreen
+        from tui.screens.review_steps import ConfirmRuleScreen
 
         intent = ask.parsed.access_intent
         try:
@@ -393,7 +393,8 @@ class AuthorizerApp(App[int]):
         """Every screen's bindings, as the help screen lists them (the history view this app uses)."""
         from tui.screens.grants import GrantsScreen
         from tui.screens.reload import ReloadReviewScreen
-        from tui.screens.review import ConfirmRuleScreen, DetailScreen, ReviewScreen, SuggestionsScreen
+        from tui.screens.review import ReviewScreen
+        from tui.screens.review_steps import ConfirmRuleScreen, DetailScreen, SuggestionsScreen
         from tui.screens.sessions import SessionsScreen
         from tui.widgets.history_list import HistoryList
 

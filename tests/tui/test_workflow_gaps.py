@@ -198,7 +198,8 @@ def test_the_app_imports_no_screen_it_does_not_show_at_start() -> None:
     """Screens opened later (grants, help, review, sessions, config review) and the rule suggester load
     when first opened, not before the first frame."""
     later = ["tui.screens.grants", "tui.screens.help", "tui.screens.review", "tui.screens.sessions",
-             "tui.screens.reload", "core.history.suggest", "tui.widgets.history_list"]
+             "tui.screens.reload", "tui.screens.review_steps", "core.history.suggest",
+             "tui.widgets.history_list"]
     code = f"import sys, json, tui.app; print(json.dumps([m for m in {later!r} if m in sys.modules]))"
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True,
                          timeout=60)
