@@ -39,18 +39,12 @@ from core.serving import ServeEvent, ServingCore
 from tui.render.facts import ask_label
 from tui.render.styles import DIM, WARN
 from tui.sanitize import safe_plain
+from tui.screens.ask_steps import AskModal, ExpandScreen, ReasonScreen
+from tui.screens.batch_preview import BatchPreviewScreen
+from tui.screens.grant_steps import GrantConfirmScreen, GrantNoFactsScreen, GrantRefusedScreen
 from tui.screens.history import HistoryEntry, HistoryScreen
-from tui.screens.modals import (
-    AskModal,
-    BatchPreviewScreen,
-    ExpandScreen,
-    GrantConfirmScreen,
-    GrantNoFactsScreen,
-    GrantRefusedScreen,
-    QuitConfirmScreen,
-    ReasonScreen,
-)
 from tui.screens.queue import GUARDED, QueueScreen
+from tui.screens.quit import QuitConfirmScreen
 from tui.settings import NOTIFICATION_CHANNELS, UiSettings, dialog_keymap
 
 if TYPE_CHECKING:

@@ -28,7 +28,7 @@ from tests.tui.support import (
     wait_rows,
     write_request,
 )
-from tui.screens.modals import BATCH_DENY_REASON, BatchPreviewScreen
+from tui.screens.batch_preview import BATCH_DENY_REASON, BatchPreviewScreen
 from tui.screens.queue import QueueScreen
 from tui.settings import UiSettings
 from tui.widgets.asks_table import COLUMNS

@@ -44,14 +44,9 @@ from tui.render.facts import (
 )
 from tui.render.styles import DIM, WARN
 from tui.sanitize import safe_plain
-from tui.screens.modals import (
-    BatchPreviewScreen,
-    ExpandScreen,
-    GrantConfirmScreen,
-    GrantNoFactsScreen,
-    GrantRefusedScreen,
-    ReasonScreen,
-)
+from tui.screens.ask_steps import ExpandScreen, ReasonScreen
+from tui.screens.batch_preview import BatchPreviewScreen
+from tui.screens.grant_steps import GrantConfirmScreen, GrantNoFactsScreen, GrantRefusedScreen
 from tui.settings import UiSettings
 from tui.widgets.ask_detail import AskDetail
 from tui.widgets.ask_filter import AskFilter
