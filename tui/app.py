@@ -31,6 +31,7 @@ from textual.timer import Timer
 from textual.worker import Worker
 
 from core.asks import Ask, AskKey
+from core.clock import SYSTEM_CLOCK
 from core.history import HistoryStore
 from core.human import AskAdded, AskDecided, AskWithdrawn, HumanAuthorizer, HumanEvent
 from core.judging import RecordedAuthority
@@ -43,7 +44,8 @@ from tui.screens.ask_steps import AskModal, ExpandScreen, ReasonScreen
 from tui.screens.batch_preview import BatchPreviewScreen
 from tui.screens.grant_steps import GrantConfirmScreen, GrantNoFactsScreen, GrantRefusedScreen
 from tui.screens.history import HistoryEntry, HistoryScreen
-from tui.screens.queue import GUARDED, QueueScreen
+from tui.screens.queue import QueueScreen
+from tui.screens.queue_view import GUARDED
 from tui.screens.quit import QuitConfirmScreen
 from tui.settings import NOTIFICATION_CHANNELS, UiSettings, dialog_keymap
 
@@ -128,7 +130,7 @@ class AuthorizerApp(App[int]):
         human: HumanAuthorizer,
         settings: UiSettings | None = None,
         *,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = SYSTEM_CLOCK.wall,
         key_clock: KeyClock | None = None,
     ) -> None:
         """`clock`: wall time for ages; `key_clock`: the monotonic clock of key safety (tests pass a fake)."""
