@@ -31,7 +31,7 @@ from tests.tui.support import (
 from tui.screens.batch_preview import BATCH_DENY_REASON, BatchPreviewScreen
 from tui.screens.queue import QueueScreen
 from tui.settings import UiSettings
-from tui.widgets.asks_table import COLUMNS
+from tui.widgets.ask_columns import COLUMNS
 
 pytestmark = pytest.mark.timeout(30)
 OTHER = "019ff96b-2222-7000-8000-bbbbbbbbbbbb"
