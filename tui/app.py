@@ -134,8 +134,7 @@ class AuthorizerApp(Views, CoreEvents, SignalQuit):
     # -- lifecycle -------------------------------------------------------------------------------
 
     def on_mount(self) -> None:
-        self.human.subscribe(self._on_human)
-        self.core.subscribe(self._on_serve)
+        self.listen()
         self.push_screen(self.queue)
         if self.authority is not None:
             self.authority.on_pending.append(self._pending_reload)

@@ -1,16 +1,22 @@
 """What the app does with the core's events: the queue follows the person's asks (added, decided,
 withdrawn), this run's history gets a line for every answer, and problems become notices.
+
+Asks arrive as Textual Messages (`HumanChanged`), and so do the serving core's events
+(`ServingChanged`): their handlers run in the app's message loop like any other event. A decision
+or withdrawal is handled at once, in order with the app's own call that caused or met it (its
+status line must not overwrite the one that call sets afterwards, e.g. "Not decided").
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from textual.message import Message
 from textual.timer import Timer
 
 from core.asks import Ask
 from core.human import AskAdded, AskDecided, AskWithdrawn, HumanEvent
-from core.serving import ServeEvent
+from core.serving import ServeEvent, ServingCore
 from tui.attention import ATTENTION_COALESCE_S, Attention
 from tui.render.facts import ask_label
 from tui.sanitize import safe_plain
@@ -26,17 +32,53 @@ PERSON_OUTCOMES = frozenset({"user", "user_grant", "session_grant"})
 WHO = {"approved_by_serving_grant": "grant"}
 
 
+class HumanChanged(Message):
+    """An ask arrived for the person (from `HumanAuthorizer`)."""
+
+    def __init__(self, event: HumanEvent) -> None:
+        super().__init__()
+        self.event = event
+
+
+class ServingChanged(Message):
+    """The serving core answered, set a file aside, or stopped or resumed serving a session."""
+
+    def __init__(self, event: ServeEvent) -> None:
+        super().__init__()
+        self.event = event
+
+
 class CoreEvents(Attention):
     """The event handlers of `AuthorizerApp` (its base class)."""
 
+    core: ServingCore
     queue: QueueScreen
     history: list[HistoryEntry]
     clock: Callable[[], float]
     _new_asks: list[Ask]
     _attention_timer: Timer | None
 
+    def listen(self) -> None:
+        """Receive the core's events as Messages from now on."""
+        def human(event: HumanEvent) -> None:
+            if isinstance(event, AskAdded):
+                self.post_message(HumanChanged(event))
+            else:  # the outcome of a call the app made, or a withdrawal met by one: in order with it
+                self._on_human(event)
+
+        def serving(event: ServeEvent) -> None:
+            self.post_message(ServingChanged(event))
+
+        self.human.subscribe(human)
+        self.core.subscribe(serving)
+
+    def on_human_changed(self, message: HumanChanged) -> None:
+        self._on_human(message.event)
+
+    def on_serving_changed(self, message: ServingChanged) -> None:
+        self._on_serve(message.event)
+
     def _on_human(self, event: HumanEvent) -> None:
-        """Synchronous, on the event loop: the queue is consistent as soon as a decision returns."""
         if isinstance(event, AskDecided):
             reason = event.response.denial_reason
             detail = f"reason: {safe_plain(reason, 120)}" if reason else ""
