@@ -4,7 +4,8 @@ Generated, not drawn, so they cannot drift from the app: the same wiring `pi-aut
 (`build_core`: recorded authority over a small pi config, the history ledger, a `HumanAuthorizer`)
 on a temporary forwarding root, fed by the simulated children of `core.simulate`, run headless.
 
-Deterministic: the work folder has a fixed name under the system temp dir and is recreated; wall
+Deterministic: each run works in a fresh temp folder, and the app is given paths relative to it, so no
+shot shows where that folder was; wall
 time (`time.time` / `time.time_ns`, which the core and the history read) is a stage clock that
 moves only when this script says so, and the app gets the same clock; request ids and `createdAt`
 are fixed; local time is UTC; the reason editor's cursor does not blink.
@@ -17,7 +18,6 @@ import asyncio
 import contextlib
 import dataclasses
 import os
-import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -43,7 +43,6 @@ from tui.screens.sessions import SessionsScreen
 from tui.settings import UiSettings
 
 DEFAULT_OUTDIR = Path(__file__).resolve().parent.parent / "screenshots"
-DEFAULT_WORKDIR = Path(tempfile.gettempdir()) / "pi-authorizer-screenshots"
 SIZE = (140, 45)
 START = 1_790_000_000.0  # wall time when the first child asks (2026-09-21 UTC)
 ASK_SPACING_S = 9.0
@@ -167,14 +166,17 @@ class Shooter:
         await self.until(lambda: self.app.human.get(key) is None)
 
 
-def generate(outdir: Path = DEFAULT_OUTDIR, workdir: Path = DEFAULT_WORKDIR) -> list[Path]:
-    """Recreate `workdir`, run the app on it, write every file of `SHOTS` into `outdir`."""
+def generate(outdir: Path = DEFAULT_OUTDIR) -> list[Path]:
+    """Run the app in a fresh temp folder, write every file of `SHOTS` into `outdir`."""
+    outdir = outdir.resolve()
+    outdir.mkdir(parents=True, exist_ok=True)
     clock = StageClock(START)
-    with staged(clock):
-        shutil.rmtree(workdir, ignore_errors=True)
-        workdir.mkdir(parents=True)
-        outdir.mkdir(parents=True, exist_ok=True)
-        app, root = build_app(workdir, clock)
+    with (
+        tempfile.TemporaryDirectory(prefix="pi-authorizer-screenshots-") as work,
+        contextlib.chdir(work),
+        staged(clock),
+    ):
+        app, root = build_app(Path(), clock)
         asyncio.run(drive(app, root, clock, outdir))
     return [outdir / name for name in SHOTS]
 
