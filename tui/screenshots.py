@@ -34,8 +34,8 @@ from core.serving import ServingCore
 from core.simulate import SimulatedChild, demo_scenarios, legacy
 from tui.app import AuthorizerApp
 from tui.commands.app import ui_settings
-from tui.commands.common import build_core, take_sessions
 from tui.commands.demo import DEMO_SESSION, demo_args
+from tui.commands.wiring import person_core, take_sessions
 from tui.screens.grants import GrantsScreen
 from tui.screens.modals import BatchPreviewScreen, GrantConfirmScreen
 from tui.screens.review import ReviewScreen
@@ -187,9 +187,7 @@ def demo_parts(workdir: Path) -> tuple[ServingCore, HumanAuthorizer, UiSettings,
     Also used by `bench.bench_tui`. Returns the forwarding root last.
     """
     options = demo_args(workdir, 0.0)
-    human = HumanAuthorizer()
-    core, authority = build_core(options, human)
-    human.grants = authority
+    core, human, authority = person_core(options)
     take_sessions(core, options.sessions)
     return core, human, ui_settings(options, authority), options.forwarding_root
 

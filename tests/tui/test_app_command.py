@@ -11,7 +11,7 @@ import pytest
 from core.human import HumanAuthorizer
 from core.judging import RecordedAuthority
 from tui.commands import app as app_command
-from tui.commands.common import build_core
+from tui.commands.wiring import build_core
 
 
 def parse(*argv: str) -> argparse.Namespace:

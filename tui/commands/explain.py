@@ -16,7 +16,7 @@ from pathlib import Path
 from core.rules import PolicyStore
 from core.rules.explain import explain
 from core.wire import ParsedRequest, RequestRejected, parse_request
-from tui.commands.common import existing_file
+from tui.commands.arguments import existing_file
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
