@@ -13,6 +13,8 @@ import shlex
 import signal
 import sqlite3
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
@@ -41,8 +43,10 @@ def policy_store(args: argparse.Namespace) -> PolicyStore:
     )
 
 
-def build_core(args: argparse.Namespace, terminal: TerminalSlot) -> tuple[ServingCore, RecordedAuthority]:
-    """The serving core with this node's recorded authority, chain and config watcher."""
+def build_core(
+    args: argparse.Namespace, terminal: TerminalSlot, clock: Callable[[], float] = time.time
+) -> tuple[ServingCore, RecordedAuthority]:
+    """The serving core with this node's recorded authority, chain and config watcher; `clock`: wall time."""
     authority = RecordedAuthority(policy_store(args))
     links = [parse_link_spec(spec, args.link_timeout) for spec in args.links]
     history = open_history(args)
@@ -54,6 +58,7 @@ def build_core(args: argparse.Namespace, terminal: TerminalSlot) -> tuple[Servin
         chain=LinkChain(AuthorizerChain(links)) if links else None,
         timeout_ms=lambda: authority.store.policy("").settings.forwarding_timeout_ms,
         ledger=history,
+        clock=clock,
     )
     if history is not None:
         core.subscribe(history.observe)
@@ -62,10 +67,12 @@ def build_core(args: argparse.Namespace, terminal: TerminalSlot) -> tuple[Servin
     return core, authority
 
 
-def person_core(args: argparse.Namespace) -> tuple[ServingCore, HumanAuthorizer, RecordedAuthority]:
+def person_core(
+    args: argparse.Namespace, clock: Callable[[], float] = time.time
+) -> tuple[ServingCore, HumanAuthorizer, RecordedAuthority]:
     """`build_core` with the person as the terminal slot; the recorded authority keeps their grants."""
     human = HumanAuthorizer()
-    core, authority = build_core(args, human)
+    core, authority = build_core(args, human, clock)
     human.grants = authority
     return core, human, authority
 
