@@ -1,7 +1,9 @@
-"""The suite enforces the style gate: ruff clean, mypy --strict clean, and the layers of `pyproject.toml`."""
+"""The suite enforces the style gate: ruff clean, mypy --strict clean, the layers of `pyproject.toml`, and
+small modules (a shipped module over `MAX_LINES` says why in a docstring line starting `Size:`)."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +12,29 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 LINT_IMPORTS = str(Path(sys.executable).with_name("lint-imports"))
+MAX_LINES = 250
+SHIPPED = sorted(path.relative_to(REPO).as_posix() for package in ("core", "tui")
+                 for path in (REPO / package).rglob("*.py"))
+# Over the limit when this test was written, with splits under way: each passes once split or explained.
+OVERSIZED_TODAY = frozenset({
+    "core/history/store.py",
+    "core/history/suggest.py",
+    "core/human.py",
+    "core/judging.py",
+    "core/rules/config.py",
+    "core/rules/resolver.py",
+    "core/serving.py",
+    "core/simulate.py",
+    "core/tree.py",
+    "core/watch.py",
+    "core/wire.py",
+    "tui/app.py",
+    "tui/screens/modals.py",
+    "tui/screens/queue.py",
+    "tui/screens/review.py",
+    "tui/widgets/ask_view.py",
+    "tui/widgets/asks_table.py",
+})
 
 
 @pytest.mark.timeout(300)
@@ -37,3 +62,16 @@ def test_importing_core_loads_no_textual() -> None:
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                             timeout=60, check=True)
     assert result.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    "module",
+    [pytest.param(m, marks=pytest.mark.xfail(reason="oversized before the split", strict=False))
+     if m in OVERSIZED_TODAY else m for m in SHIPPED],
+)
+def test_a_module_over_the_limit_says_why(module: str) -> None:
+    text = (REPO / module).read_text(encoding="utf-8")
+    lines = len(text.splitlines())
+    docstring = ast.get_docstring(ast.parse(text)) or ""
+    reasons = [line for line in docstring.splitlines() if line.strip().startswith("Size:")]
+    assert lines <= MAX_LINES or reasons, f"{module}: {lines} lines and no `Size:` line in its docstring"
