@@ -4,6 +4,7 @@ small modules (a shipped module over `MAX_LINES` says why in a docstring line st
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -75,3 +76,14 @@ def test_a_module_over_the_limit_says_why(module: str) -> None:
     docstring = ast.get_docstring(ast.parse(text)) or ""
     reasons = [line for line in docstring.splitlines() if line.strip().startswith("Size:")]
     assert lines <= MAX_LINES or reasons, f"{module}: {lines} lines and no `Size:` line in its docstring"
+
+
+def test_the_readme_layout_names_every_module() -> None:
+    """README "Layout" names each module of `core/` and `tui/` that exists, and no module that does not."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    layout = readme.split("## Layout", 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"`([a-z_]+\.(?:py|tcss))`", layout))
+    shipped = {path.name for package in ("core", "tui") for path in (REPO / package).rglob("*")
+               if path.suffix in {".py", ".tcss"} and path.name != "__init__.py"}
+    assert sorted(shipped - named) == [], "modules missing from README Layout"
+    assert sorted(named - shipped) == [], "README Layout names modules that do not exist"
