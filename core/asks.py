@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, TypeVar, overload
 
+from core.rules.settings import DEFAULT_FORWARDING_TIMEOUT_MS as DEFAULT_FORWARDING_TIMEOUT_MS
 from core.wire import (
     DecisionSource,
     ForwardedRequest,
@@ -22,7 +23,6 @@ from core.wire import (
 )
 
 Verdict = Literal["allow", "deny", "ask"]
-DEFAULT_FORWARDING_TIMEOUT_MS = 600_000
 T = TypeVar("T")
 
 

@@ -15,6 +15,7 @@ from typing import Literal, Protocol
 
 from core.asks import Answered, Ask, AskKey, Judgment
 from core.rules.model import DIRECTIONAL_SURFACES
+from core.rules.session import GrantRefused as GrantRefused  # re-exported for tui.screens.queue
 from core.wire import (
     ForwardedResponse,
     GrantWidth,
@@ -73,10 +74,6 @@ class AskDecided:
 
 
 HumanEvent = AskAdded | AskWithdrawn | AskDecided
-
-
-class GrantRefused(Exception):
-    """A whole-serving-session grant that would shadow an explicit deny of this node's config."""
 
 
 class DecisionRefused(Exception):

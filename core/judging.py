@@ -19,10 +19,8 @@ import watchfiles
 from core.asks import Deferred, Judgment
 from core.authorizers import AuthorizerChain, LinkFacts
 from core.grants import GrantEntry, GrantLog
-from core.human import GrantRefused
 from core.logline import log_safe
 from core.rules import ConfigError, PolicyStore, SessionGrants
-from core.rules import GrantRefused as RulesGrantRefused
 from core.rules.explain import Explanation, explain, facts_from_intent
 from core.rules.reloads import PendingReload
 from core.rules.session import grant_rules
@@ -99,10 +97,7 @@ class RecordedAuthority:
         return None
 
     def record(self, session_id: str, grants: Sequence[SessionGrant], agent_name: str) -> None:
-        try:
-            added = self.grants_for(session_id).add([(g.surface, g.pattern) for g in grants], agent_name)
-        except RulesGrantRefused as exc:
-            raise GrantRefused(str(exc)) from exc
+        added = self.grants_for(session_id).add([(g.surface, g.pattern) for g in grants], agent_name)
         self.grant_log.made(session_id, added, agent_name)
 
     # -- grants a person can see and revoke --------------------------------------------------------

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from core.paths import encode_session_id
+from core.rules.settings import DEFAULT_FORWARDING_TIMEOUT_MS
 from core.wire import ReadResponse, parse_response
 
 CHILD_POLL_S = 0.25
@@ -262,7 +263,7 @@ DEMO_CONFIG: dict[str, Any] = {
         "bash": {"git status *": "allow", "rm -rf *": "deny"},
         "path_write": {"*.env*": {"action": "deny", "reason": "secrets stay out of agent hands"}},
     },
-    "forwardingTimeoutMs": 600_000,
+    "forwardingTimeoutMs": DEFAULT_FORWARDING_TIMEOUT_MS,
 }
 
 

@@ -114,6 +114,9 @@ class ForwardedAccessIntent(_Wire):
 
 
 class SessionGrant(_Wire):
+    """One (surface, pattern) of the child's `sessionApproval` suggestion. Not yet a grant of this node:
+    that is `core.rules.session.RecordedGrant`, made only when a person approves for the serving session."""
+
     surface: Annotated[str, Field(min_length=1)]
     pattern: str
 

@@ -13,7 +13,7 @@ from core.rules.policy import Policy
 from core.rules.render import render_trail
 from core.rules.resolver import Resolution, Resolver, explain_no_facts, resolve_with_policy
 from core.rules.scopes import FileSignature
-from core.rules.session import GrantRefused, SessionGrant, SessionGrants, ShadowedDeny
+from core.rules.session import GrantRefused, RecordedGrant, SessionGrants, ShadowedDeny
 from core.rules.settings import Settings
 
 __all__ = [
@@ -25,10 +25,10 @@ __all__ = [
     "IntentFacts",
     "Policy",
     "PolicyStore",
+    "RecordedGrant",
     "Resolution",
     "Resolver",
     "Rule",
-    "SessionGrant",
     "SessionGrants",
     "Settings",
     "ShadowedDeny",

@@ -14,9 +14,9 @@ import pytest
 
 from core.asks import AskKey, LeavingTerminal, TerminalSlot
 from core.authorizers import AuthorizerChain, CommandLink
-from core.human import DecisionRefused, GrantRefused, HumanAuthorizer
+from core.human import DecisionRefused, HumanAuthorizer
 from core.judging import LinkChain, RecordedAuthority
-from core.rules import PolicyStore
+from core.rules import GrantRefused, PolicyStore
 from core.serving import ServeEvent, ServingCore
 from tests.helpers import read_response_when_written, response_path, wait_for, write_request
 
