@@ -17,17 +17,16 @@ from typing import Literal
 import watchfiles
 
 from core.asks import Deferred, Judgment
-from core.authorizers import AuthorizerChain, LinkFacts
+from core.authorizers import AuthorizerChain
 from core.grants import GrantEntry, GrantLog
 from core.logline import log_safe
 from core.rules import ConfigError, PolicyStore, SessionGrants
-from core.rules.explain import Explanation, explain, facts_from_intent
+from core.rules.explain import Explanation, explain
 from core.rules.reloads import PendingReload
 from core.rules.session import grant_rules
 from core.serving import NO_FACTS_EXPLANATION
 from core.wire import (
     AuthorizerDecision,
-    ForwardedAccessIntent,
     ParsedRequest,
     SessionGrant,
 )
@@ -58,12 +57,10 @@ class RecordedAuthority:
         self, parsed: ParsedRequest, session_id: str, extra: Sequence[SessionGrant] = ()
     ) -> Explanation:
         """`extra`: grants judged as if recorded after this session's own (a grant's preview)."""
-        intent = parsed.access_intent
-        agent = intent.principal.agent_name if intent else parsed.request.requester_agent_name
         rules = self.grants_for(session_id).rules() + tuple(
             rule for g in extra for rule in grant_rules(g.surface, g.pattern, self.store.home)
         )
-        return explain(self.store, intent, agent, rules)
+        return explain(self.store, parsed.facts, parsed.agent_name, rules)
 
     def judge(
         self, parsed: ParsedRequest, session_id: str, extra: Sequence[SessionGrant] = (),
@@ -220,10 +217,10 @@ class LinkChain:
         self.chain = chain
 
     async def review(self, parsed: ParsedRequest) -> Judgment | None:
-        intent = parsed.access_intent
-        if intent is None:
+        facts = parsed.facts
+        if facts is None:
             return None
-        decision = await self.chain.review(link_facts(intent))
+        decision = await self.chain.review(facts)
         if decision is None:
             return None
         kind = decision.verdict.kind
@@ -236,13 +233,3 @@ class LinkChain:
             explanation=(f"chain link {decision.link!r} said {kind}",),
         )
 
-
-def link_facts(intent: ForwardedAccessIntent) -> LinkFacts:
-    facts = facts_from_intent(intent)
-    return LinkFacts(
-        surface=facts.surface,
-        match_values=facts.match_values,
-        boundary_value=facts.boundary_value,
-        floor=facts.floor,
-        asking_units=facts.asking_units,
-    )

@@ -17,6 +17,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PlainValidator,
     StrictStr,
     TypeAdapter,
     ValidationError,
@@ -24,6 +25,8 @@ from pydantic import (
     model_validator,
 )
 from pydantic.alias_generators import to_camel
+
+from core.rules.facts import AskingUnit, IntentFacts
 
 MAX_REQUEST_BYTES = 1024 * 1024
 MAX_DECISION_DEPTH = 4
@@ -71,11 +74,22 @@ class Principal(_Wire):
     agent_name: str
 
 
-class AskingUnit(_Wire):
-    command: str
-    floor: str | None = None
-
-    _floor_not_null = field_validator("floor", mode="before")(_reject_null)
+def _read_asking_units(value: object) -> tuple[AskingUnit, ...]:
+    """`askingUnits` as the rules' own `AskingUnit` values: a non-empty array of `{command, floor?}`
+    objects (unknown keys ignored, a present `floor` must be a string)."""
+    if not isinstance(value, list | tuple) or not value:
+        raise ValueError("must be a non-empty array when present")
+    units = []
+    for item in value:
+        if isinstance(item, AskingUnit):
+            units.append(item)
+            continue
+        if not isinstance(item, dict) or not isinstance(item.get("command"), str):
+            raise ValueError("each unit must be an object with a string command")
+        if "floor" in item and not isinstance(item["floor"], str):
+            raise ValueError("a unit's floor must be a string when present")
+        units.append(AskingUnit(item["command"], item.get("floor")))
+    return tuple(units)
 
 
 class ForwardedAccessIntent(_Wire):
@@ -87,18 +101,9 @@ class ForwardedAccessIntent(_Wire):
     requester_cwd: str
     principal: Principal
     floor: str | None = None
-    asking_units: Annotated[tuple[AskingUnit, ...] | None, Field(strict=False)] = None
+    asking_units: Annotated[tuple[AskingUnit, ...] | None, PlainValidator(_read_asking_units)] = None
 
     _floor_not_null = field_validator("floor", mode="before")(_reject_null)
-
-    @field_validator("asking_units", mode="before")
-    @classmethod
-    def _units_non_empty(cls, value: object) -> object:
-        if value is None:
-            raise ValueError("must be a non-empty array when present")
-        if isinstance(value, list) and not value:
-            raise ValueError("must not be empty")
-        return value
 
     @model_validator(mode="before")
     @classmethod
@@ -107,6 +112,11 @@ class ForwardedAccessIntent(_Wire):
         if isinstance(data, dict) and "boundaryValue" not in data and "boundary_value" not in data:
             raise ValueError("boundaryValue is required (a string or null)")
         return data
+
+    def facts(self) -> IntentFacts:
+        """The judged part (rules and chain links), exactly as sent: provenance is left out."""
+        return IntentFacts(self.surface, tuple(self.match_values), self.boundary_value, self.floor,
+                           self.asking_units)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -215,6 +225,18 @@ class ParsedRequest:
     @property
     def access_intent(self) -> ForwardedAccessIntent | None:
         return self.request.access_intent
+
+    @property
+    def facts(self) -> IntentFacts | None:
+        """What this node's rules judge; None without usable facts (the ask floors to a person)."""
+        intent = self.request.access_intent
+        return None if intent is None else intent.facts()
+
+    @property
+    def agent_name(self) -> str:
+        """The agent whose rules judge this ask: the child-fixed principal, else the display name."""
+        intent = self.request.access_intent
+        return intent.principal.agent_name if intent else self.request.requester_agent_name
 
 
 class RequestRejected(ValueError):

@@ -68,9 +68,7 @@ def run(args: argparse.Namespace) -> int:
     project = (args.project or Path.cwd()).expanduser()
     rules_file = args.rules.expanduser() if args.rules else None
     store = PolicyStore(_agent_dir(args.agent_dir), project, rules_file)
-    intent = parsed.access_intent
-    agent = intent.principal.agent_name if intent else parsed.request.requester_agent_name
-    result = explain(store, intent, agent)
+    result = explain(store, parsed.facts, parsed.agent_name)
     if args.json:
         # ASCII only: a bidi or other invisible character in a child's value stays a \\u escape.
         print(json.dumps(result.to_json(), ensure_ascii=True))
