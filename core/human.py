@@ -7,6 +7,7 @@ serving core hands asks over and goes on.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -64,13 +65,15 @@ class AskWithdrawn:
 
 @dataclass(frozen=True)
 class AskDecided:
-    """`granted_on` names the ask whose whole-session grant decided this one (kind `..._by_serving_grant`)."""
+    """`granted_on` names the ask whose whole-session grant decided this one (kind `..._by_serving_grant`);
+    `also`, on the grant's own decision, the other pending asks that grant decided at once."""
 
     ask: Ask
     kind: DecisionKind
     response: ForwardedResponse
     decided_at: float
     granted_on: AskKey | None = None
+    also: tuple[AskDecided, ...] = ()
 
 
 HumanEvent = AskAdded | AskWithdrawn | AskDecided
@@ -106,7 +109,6 @@ class HumanAuthorizer:
         self._pending: dict[AskKey, Ask] = {}
         self._listeners: list[Callable[[HumanEvent], None]] = []
         self.grants = grants
-        self.decided: list[AskDecided] = []
 
     # -- the seam the TUI uses --------------------------------------------------------------
 
@@ -191,12 +193,12 @@ class HumanAuthorizer:
             "approved_for_serving_session",
             approve(responder=ask.responder_session_id, at_ms=_now_ms(), decided_by=USER),
         )
-        await self._decide_by_grant(key, reach)
-        return decided
+        return dataclasses.replace(decided, also=await self._decide_by_grant(key, reach))
 
-    async def _decide_by_grant(self, granted_on: AskKey, reach: Sequence[Ask]) -> None:
+    async def _decide_by_grant(self, granted_on: AskKey, reach: Sequence[Ask]) -> tuple[AskDecided, ...]:
         """Answer each ask of `reach` still pending that this node's rules now allow (thanks to the grant)."""
         assert self.grants is not None
+        also: list[AskDecided] = []
         for other in reach:
             if self._pending.get(other.key) is not other or other.withdrawn:
                 continue
@@ -206,9 +208,10 @@ class HumanAuthorizer:
             response = approve(responder=other.responder_session_id, at_ms=_now_ms(),
                                decided_by=judgment.decided_by)
             try:
-                await self._commit(other, "approved_by_serving_grant", response, granted_on)
+                also.append(await self._commit(other, "approved_by_serving_grant", response, granted_on))
             except DecisionRefused as exc:  # gone meanwhile, or a failed write: it stays or leaves
                 log.warning("grant decision of %s not written: %s", other.key.name, exc)
+        return tuple(also)
 
     async def deny(self, key: AskKey, reason: str | None = None) -> AskDecided:
         ask = self._take(key)
@@ -253,7 +256,6 @@ class HumanAuthorizer:
         self._pending.pop(ask.key, None)
         decided = AskDecided(ask=ask, kind=kind, response=response, decided_at=time.time(),
                              granted_on=granted_on)
-        self.decided.append(decided)
         self._emit(decided)
         return decided
 

@@ -184,11 +184,11 @@ def leftover_temp_files(dir_fd: int) -> list[tuple[str, int]]:
     return found
 
 
-def replace_file(dir_fd: int, name: str, data: bytes) -> None:
+def replace_file(dir_fd: int, name: str, data: bytes, mode: int = FILE_MODE) -> None:
     """Write-then-rename for files this node owns outright (a rename replaces a link, never follows it)."""
     temp = temp_name(check_name(name))
     try:
-        write_new(dir_fd, temp, data)
+        write_new(dir_fd, temp, data, mode)
         os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
         remove(dir_fd, temp)

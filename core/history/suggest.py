@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from core.history.store import APPROVED_STATES, HistoryRow, HistoryStore
-from core.inbox import FILE_MODE, fsync_dir, temp_name_for, write_new_file
 from core.rules.config import EXTENSION, PROJECT_CONFIG, PolicyStore
 from core.rules.evaluate import any_value
 from core.rules.jsonc import strip_comments
@@ -25,6 +24,7 @@ from core.rules.model import PATH_SURFACES, family_members
 from core.rules.policy import Policy
 from core.rules.session import find_shadowed_deny
 from core.rules.validate import validate_config
+from core.tree import FILE_MODE, replace_file
 
 DEFAULT_THRESHOLD = 5
 RECENT_DECISIONS = 5000
@@ -219,17 +219,15 @@ def apply(
 
 
 def _replace_atomically(path: Path, data: bytes) -> None:
+    """Write-then-rename beside the file (keeping its mode), then make the rename durable."""
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = path.stat().st_mode & 0o777 if path.exists() else FILE_MODE
-    temp = temp_name_for(path)
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        write_new_file(temp, data)
-        os.chmod(temp, mode)
-        os.replace(temp, path)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-    fsync_dir(path.parent)
+        replace_file(fd, path.name, data, mode)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _candidate_patterns(row: HistoryRow) -> list[tuple[str, str]]:

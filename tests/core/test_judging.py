@@ -148,7 +148,8 @@ async def test_whole_session_grant_previews_and_decides_the_other_pending_asks_i
     b = await read_response_when_written(node.root, S, "b")
     assert b["state"] == "approved"
     assert b["decidedBy"] == {"kind": "session_approval", "surface": "bash", "pattern": "npm run *"}
-    [by_grant] = [d for d in human.decided if d.granted_on == key]
+    [by_grant] = decided.also
+    assert by_grant.granted_on == key
     assert by_grant.kind == "approved_by_serving_grant" and by_grant.ask.request.id == "b"
     assert sorted(a.request.id for a in human.pending()) == ["c", "d"]
 

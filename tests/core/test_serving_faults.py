@@ -24,9 +24,9 @@ import pytest
 from core.asks import AskKey, DenyingTerminal, LeavingTerminal, TerminalSlot
 from core.history import HistoryStore
 from core.human import HumanAuthorizer
-from core.inbox import DiskWriter
 from core.liveness import heartbeat_path, read_heartbeat
 from core.serving import RecordedVerdict, ServeEvent, ServingCore
+from core.tree import DiskWriter
 from core.wire import ForwardedResponse, ParsedRequest
 from tests.helpers import (
     poll_until,

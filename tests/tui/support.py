@@ -15,7 +15,7 @@ from textual.pilot import Pilot
 from textual.strip import Strip
 
 from core.asks import Judgment
-from core.human import HumanAuthorizer
+from core.human import AskDecided, HumanAuthorizer
 from core.liveness import heartbeat_path
 from core.paths import encode_session_id
 from core.rules.matcher import compile_wildcard
@@ -169,6 +169,8 @@ class Rig:
     app: AuthorizerApp
     book: RefusingGrantBook = field(default_factory=RefusingGrantBook)
     keys: FakeKeyClock = field(default_factory=FakeKeyClock)
+    #: Every decision the person's slot published, in order (recorded from its events).
+    decided: list[AskDecided] = field(default_factory=list)
 
     @property
     def heartbeat(self) -> Path:
@@ -195,7 +197,9 @@ def make_rig(
         core.add_session(sid)
     keys = keys or FakeKeyClock()
     app = AuthorizerApp(core, human, settings or UiSettings(input_grace_ms=0), clock=clock, key_clock=keys)
-    return Rig(root, state, core, human, app, book, keys)
+    rig = Rig(root, state, core, human, app, book, keys)
+    human.subscribe(lambda event: rig.decided.append(event) if isinstance(event, AskDecided) else None)
+    return rig
 
 
 async def wait_for(pilot: Pilot[Any], predicate: Callable[[], bool], within: float = 30.0) -> None:

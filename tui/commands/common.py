@@ -26,6 +26,8 @@ from core.paths import (
     default_state_dir,
     normalize_session_id,
 )
+from core.paths import env_line as env_line  # re-exported: tui.commands.{app,serve} import it here
+from core.paths import forwarding_env as forwarding_env  # re-exported: tui.commands.run imports it here
 from core.rules import PolicyStore
 from core.serving import ServingCore
 from core.tree import Anchor, UnsafeFolder, read_small, replace_file
@@ -214,17 +216,6 @@ def session_ids(args: argparse.Namespace) -> list[str]:
     if not given:
         return [default_session_id(state_dir(args))]
     return list(dict.fromkeys(given))
-
-
-def forwarding_env(session_id: str) -> dict[str, str]:
-    """What a headless pi needs to forward here (20.7.3 also needs the subagent marker)."""
-    return {"PI_SUBAGENT_PARENT_SESSION": session_id, "PI_IS_SUBAGENT": "1"}
-
-
-def env_line(session_id: str) -> str:
-    import shlex
-
-    return " ".join(f"{k}={shlex.quote(v)}" for k, v in forwarding_env(session_id).items())
 
 
 def configure_logging(verbose: bool = False) -> None:

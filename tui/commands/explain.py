@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
+from core.paths import agent_dir
 from core.rules import PolicyStore
 from core.rules.explain import explain
 from core.wire import ParsedRequest, RequestRejected, parse_request
@@ -49,10 +49,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def _agent_dir(given: Path | None) -> Path:
-    if given is not None:
-        return given.expanduser()
-    configured = os.environ.get("PI_CODING_AGENT_DIR", "").strip()
-    return Path(configured).expanduser() if configured else Path.home() / ".pi" / "agent"
+    return given.expanduser() if given is not None else agent_dir()
 
 
 def run(args: argparse.Namespace) -> int:
