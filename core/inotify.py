@@ -12,7 +12,6 @@ import os
 import struct
 from dataclasses import dataclass
 
-IN_MODIFY = 0x002
 IN_ATTRIB = 0x004
 IN_CLOSE_WRITE = 0x008
 IN_MOVED_FROM = 0x040

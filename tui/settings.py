@@ -1,11 +1,9 @@
-"""What the app takes from the pi config (filled by the CLI): confirmation, timeout, signals, keys."""
+"""What the app takes from the pi config (filled by the CLI): confirmation, signals, keys."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-
-from core.rules.settings import DEFAULT_FORWARDING_TIMEOUT_MS
 
 #: pi's `permissionDialogKeys` names → this app's binding ids.
 DIALOG_KEY_BINDINGS: Mapping[str, str] = {
@@ -23,7 +21,6 @@ class UiSettings:
     """The person-facing knobs. `dialog_keys` uses pi's names (`approve`, `deny`, ...)."""
 
     double_press: bool = True
-    forwarding_timeout_ms: int = DEFAULT_FORWARDING_TIMEOUT_MS
     prompt_notifications: tuple[str, ...] = ()
     input_grace_ms: int = 500
     dialog_keys: dict[str, str] = field(default_factory=dict)

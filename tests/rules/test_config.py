@@ -178,8 +178,7 @@ def test_knobs_come_from_config_files_only(tmp_path: Path) -> None:
     store = layout.store()
     settings = store.policy("x").settings
     assert (settings.yolo_mode, settings.double_press_to_confirm, settings.forwarding_timeout_ms,
-            settings.prompt_notifications, settings.authorizer_chain) == (
-        False, True, 600000, (), ())
+            settings.prompt_notifications) == (False, True, 600000, ())
     layout.write_global({"doublePressToConfirm": False, "forwardingTimeoutMs": 5000,
                          "promptNotifications": ["bell"], "authorizerChain": ["judge"],
                          "permissionDialogKeys": {"approve": "1"}})
@@ -190,7 +189,6 @@ def test_knobs_come_from_config_files_only(tmp_path: Path) -> None:
     assert settings.double_press_to_confirm is False
     assert settings.forwarding_timeout_ms == 7000
     assert settings.prompt_notifications == ("osc9",)
-    assert settings.authorizer_chain == ("judge",)
     assert settings.permission_dialog_keys == {"approve": "1"}
     assert settings.yolo_mode is False
 

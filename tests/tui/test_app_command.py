@@ -44,7 +44,6 @@ def test_ui_settings_come_from_the_pi_config(tmp_path: Path) -> None:
     assert isinstance(authority, RecordedAuthority)
     settings = app_command.ui_settings(args, authority)
     assert settings.double_press is False
-    assert settings.forwarding_timeout_ms == 120_000
     assert settings.prompt_notifications == ("osc9",)
     assert settings.dialog_keys == {"approve": "a"}
     assert settings.input_grace_ms == 250

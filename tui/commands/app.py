@@ -72,7 +72,6 @@ def ui_settings(args: argparse.Namespace, authority: RecordedAuthority) -> UiSet
         knobs = authority.store.policy("").settings
         base = UiSettings(
             double_press=knobs.double_press_to_confirm,
-            forwarding_timeout_ms=knobs.forwarding_timeout_ms,
             prompt_notifications=tuple(knobs.prompt_notifications),
             dialog_keys=dict(knobs.permission_dialog_keys),
         )
@@ -80,7 +79,6 @@ def ui_settings(args: argparse.Namespace, authority: RecordedAuthority) -> UiSet
         log.error("pi config knobs not read (%s); using the defaults", exc)
     return UiSettings(
         double_press=False if args.no_double_press else base.double_press,
-        forwarding_timeout_ms=base.forwarding_timeout_ms,
         prompt_notifications=base.prompt_notifications,
         input_grace_ms=max(0, args.grace_ms) if args.grace_ms is not None else base.input_grace_ms,
         dialog_keys=base.dialog_keys,
