@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from core.rules.facts import IntentFacts
+from core.facts import IntentFacts
 from core.rules.model import PATH_SURFACES
 
 log = logging.getLogger("pi_authorizer.chain")

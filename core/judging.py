@@ -9,16 +9,14 @@ never reaches either: missing facts make judgment impossible, so it goes to a pe
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-import watchfiles
-
 from core.asks import Deferred, Judgment
 from core.authorizers import AuthorizerChain
 from core.grants import GrantEntry, GrantLog
+from core.inotify import FolderWatch
 from core.logline import log_safe
 from core.rules import ConfigError, PolicyStore, SessionGrants
 from core.rules.explain import Explanation, explain
@@ -115,25 +113,17 @@ class RecordedAuthority:
     # -- config watching -------------------------------------------------------------------------
 
     async def watch_config(self, stop: asyncio.Event) -> None:
-        """Reload when a config file changes: watchfiles on their folders, plus a cheap re-check."""
-        while not stop.is_set():
-            folders = sorted({p.parent for p in self.store.watched_paths() if p.parent.is_dir()})
-            if not folders:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), CONFIG_RECHECK_S)
-                self.reload()
-                continue
-            async for _ in watchfiles.awatch(
-                *folders,
-                stop_event=stop,
-                rust_timeout=int(CONFIG_RECHECK_S * 1000),
-                yield_on_timeout=True,
-                ignore_permission_denied=True,
-            ):
-                self.reload()
-                current = sorted({p.parent for p in self.store.watched_paths() if p.parent.is_dir()})
-                if current != folders:
-                    break
+        """Reload when a config file changes: inotify on their folders wakes it at once, and a cheap
+        re-check every `CONFIG_RECHECK_S` catches the rest (a folder made later, no inotify)."""
+        watch = FolderWatch()
+        try:
+            while not stop.is_set():
+                watch.arm(sorted({str(p.parent) for p in self.store.watched_paths() if p.parent.is_dir()}))
+                await watch.wait(stop, CONFIG_RECHECK_S)
+                if not stop.is_set():
+                    self.reload()
+        finally:
+            watch.close()
 
     def report_config(self) -> None:
         """Log the config errors of the agent-neutral layers now, not at the first ask."""

@@ -17,6 +17,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PlainSerializer,
     PlainValidator,
     StrictStr,
     TypeAdapter,
@@ -26,7 +27,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from core.rules.facts import AskingUnit, IntentFacts
+from core.facts import AskingUnit, IntentFacts
 
 MAX_REQUEST_BYTES = 1024 * 1024
 MAX_DECISION_DEPTH = 4
@@ -92,6 +93,10 @@ def _read_asking_units(value: object) -> tuple[AskingUnit, ...]:
     return tuple(units)
 
 
+def _asking_units_json(units: tuple[AskingUnit, ...] | None) -> list[dict[str, str | None]] | None:
+    return None if units is None else [{"command": u.command, "floor": u.floor} for u in units]
+
+
 class ForwardedAccessIntent(_Wire):
     """What is accessed, in every form the child's gate recognises, and by whom. Never re-derived."""
 
@@ -101,7 +106,9 @@ class ForwardedAccessIntent(_Wire):
     requester_cwd: str
     principal: Principal
     floor: str | None = None
-    asking_units: Annotated[tuple[AskingUnit, ...] | None, PlainValidator(_read_asking_units)] = None
+    asking_units: Annotated[
+        tuple[AskingUnit, ...] | None, PlainValidator(_read_asking_units), PlainSerializer(_asking_units_json)
+    ] = None
 
     _floor_not_null = field_validator("floor", mode="before")(_reject_null)
 

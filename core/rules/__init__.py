@@ -6,8 +6,8 @@ and one `SessionGrants` per served session, converts each forwarded `accessInten
 rules: `explain_no_facts()` is its verdict (`ask`).
 """
 
+from core.facts import AskingUnit, IntentFacts
 from core.rules.config import PolicyStore, suspicious_agent_reason
-from core.rules.facts import AskingUnit, IntentFacts
 from core.rules.model import Action, ConfigError, Rule
 from core.rules.policy import Policy
 from core.rules.render import render_trail

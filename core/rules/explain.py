@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
+from core.facts import IntentFacts
 from core.rules.config import PolicyStore
-from core.rules.facts import IntentFacts
 from core.rules.model import Action, ConfigError, Rule
 from core.rules.render import render_trail
 from core.rules.resolver import Resolution, RulesDecision, explain_no_facts, resolve_with_policy

@@ -22,9 +22,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from core.facts import AskingUnit, IntentFacts
 from core.rules import evaluate
 from core.rules.config import PolicyStore
-from core.rules.facts import AskingUnit, IntentFacts
 from core.rules.model import PATH_SURFACES, Action, Rule, family_members, more_restrictive
 from core.rules.pi_reading import beyond_bmp, facts_as_pi
 from core.rules.policy import Policy
