@@ -34,6 +34,7 @@ from core.tree import (
     open_dir,
     read_small,
     remove,
+    write_all,
     write_new,
 )
 from core.wire import compact_json
@@ -225,9 +226,7 @@ def _copy_regular(source: int, name: str, held: int, stem: str) -> None:
                       dir_fd=held)
         try:
             while chunk := os.read(src, _COPY_CHUNK):
-                view = memoryview(chunk)
-                while view:
-                    view = view[os.write(dst, view) :]
+                write_all(dst, chunk)
             os.fsync(dst)
         finally:
             os.close(dst)

@@ -19,7 +19,7 @@ import stat
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 log = logging.getLogger("pi_authorizer.tree")
@@ -56,16 +56,25 @@ def open_dir(base_fd: int, parts: Sequence[str], create: bool = False, shown: st
     Missing folders are created (mode 0700) when `create`, else `FileNotFoundError`. The first
     component that is a link or not a folder raises `UnsafeFolder`, named `shown/parts...`.
     """
-    return _walk(os.open(".", _DIR_FLAGS, dir_fd=base_fd), parts, create, shown)
+    return _walk(os.open(".", _DIR_FLAGS, dir_fd=base_fd), parts, create, _named_under(shown))
 
 
-def _walk(current: int, parts: Sequence[str], create: bool, shown: str) -> int:
-    """Descend from `current` (owned: closed on the way) to `parts`; returns the last folder's descriptor."""
-    walked = [shown] if shown else []
+def _named_under(shown: str) -> Callable[[list[str]], str]:
+    """Names a refused folder `shown/part/part...` (the parts walked so far)."""
+    return lambda walked: "/".join([shown, *walked] if shown else walked)
+
+
+def _walk(
+    current: int, parts: Sequence[str], create: bool, where: Callable[[list[str]], str],
+    flags: int = _DIR_FLAGS,
+) -> int:
+    """Descend from `current` (owned: closed on the way) to `parts`; returns the last folder's descriptor.
+    A refusal is named `where(parts walked so far)`."""
+    walked: list[str] = []
     try:
         for part in parts:
             walked.append(check_name(part))
-            child = _open_child(current, part, create, "/".join(walked))
+            child = _open_child(current, part, create, where(walked), flags)
             os.close(current)
             current = child
     except BaseException:
@@ -124,12 +133,17 @@ def write_new(dir_fd: int, name: str, data: bytes, mode: int = FILE_MODE) -> Non
     """Create `name` exclusively (never through a link) and make its bytes durable."""
     fd = os.open(check_name(name), _NEW_FILE_FLAGS, mode, dir_fd=dir_fd)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        write_all(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Every byte of `data` (`os.write` may write fewer)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 class DiskWriter:
@@ -249,7 +263,7 @@ class Anchor:
             if not parts:
                 return os.open(".", _DIR_FLAGS, dir_fd=anchor)
             first = _open_child(anchor, check_name(parts[0]), create, f"{shown}/{parts[0]}")
-        return _walk(first, parts[1:], create, f"{shown}/{parts[0]}")
+        return _walk(first, parts[1:], create, _named_under(f"{shown}/{parts[0]}"))
 
     @contextlib.contextmanager
     def folder(self, parts: Sequence[str] = (), create: bool = False) -> Iterator[int]:
@@ -287,16 +301,11 @@ class Anchor:
 
 def _open_real_path(real: str, create: bool, label: str) -> int:
     """Walk an absolute real path from `/` with `O_PATH | O_NOFOLLOW` (search permission suffices)."""
-    current = os.open("/", _PATH_FLAGS)
-    try:
-        for part in Path(real).parts[1:]:
-            child = _open_child(current, part, create, f"{label} {real}: {part}", _PATH_FLAGS)
-            os.close(current)
-            current = child
-    except BaseException:
-        os.close(current)
-        raise
-    return current
+
+    def where(walked: list[str]) -> str:
+        return f"{label} {real}: {walked[-1]}"
+
+    return _walk(os.open("/", _PATH_FLAGS), Path(real).parts[1:], create, where, _PATH_FLAGS)
 
 
 def _close_all(held: list[int]) -> None:
