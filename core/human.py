@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from core.asks import Answered, Ask, AskKey, Judgment
+from core.clock import SYSTEM_CLOCK, Clock, wall_ms
 from core.rules.model import DIRECTIONAL_SURFACES
 from core.rules.session import GrantRefused as GrantRefused  # re-exported for tui.screens.queue
 from core.wire import (
@@ -105,7 +105,8 @@ class HumanAuthorizer:
 
     name = "person"
 
-    def __init__(self, grants: GrantBook | None = None) -> None:
+    def __init__(self, grants: GrantBook | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.clock = clock
         self._pending: dict[AskKey, Ask] = {}
         self._listeners: list[Callable[[HumanEvent], None]] = []
         self.grants = grants
@@ -125,9 +126,8 @@ class HumanAuthorizer:
 
     async def approve_once(self, key: AskKey) -> AskDecided:
         ask = self._take(key)
-        return await self._commit(
-            ask, "approved", approve(responder=ask.responder_session_id, at_ms=_now_ms(), decided_by=USER)
-        )
+        response = approve(responder=ask.responder_session_id, at_ms=self._now_ms(), decided_by=USER)
+        return await self._commit(ask, "approved", response)
 
     async def approve_for_requester_session(self, key: AskKey, width: GrantWidth = "proven") -> AskDecided:
         """`approved_for_session`: the child records its own suggestion for its session.
@@ -140,7 +140,7 @@ class HumanAuthorizer:
         if width == "family" and proven_direction(self.serving_grants_of(ask)) is None:
             raise DecisionRefused("both directions applies only when every grant proves one direction")
         response = approve_for_session(
-            responder=ask.responder_session_id, at_ms=_now_ms(), decided_by=USER, width=width
+            responder=ask.responder_session_id, at_ms=self._now_ms(), decided_by=USER, width=width
         )
         return await self._commit(ask, "approved_for_session", response)
 
@@ -191,7 +191,7 @@ class HumanAuthorizer:
         decided = await self._commit(
             ask,
             "approved_for_serving_session",
-            approve(responder=ask.responder_session_id, at_ms=_now_ms(), decided_by=USER),
+            approve(responder=ask.responder_session_id, at_ms=self._now_ms(), decided_by=USER),
         )
         return dataclasses.replace(decided, also=await self._decide_by_grant(key, reach))
 
@@ -205,7 +205,7 @@ class HumanAuthorizer:
             judgment = self.grants.judge(other.parsed, granted_on.session_id)
             if judgment.verdict != "allow":
                 continue
-            response = approve(responder=other.responder_session_id, at_ms=_now_ms(),
+            response = approve(responder=other.responder_session_id, at_ms=self._now_ms(),
                                decided_by=judgment.decided_by)
             try:
                 also.append(await self._commit(other, "approved_by_serving_grant", response, granted_on))
@@ -217,7 +217,9 @@ class HumanAuthorizer:
         ask = self._take(key)
         if reason is not None and not reason.strip():
             raise DecisionRefused("A reason is required.")
-        response = deny(responder=ask.responder_session_id, at_ms=_now_ms(), decided_by=USER, reason=reason)
+        response = deny(
+            responder=ask.responder_session_id, at_ms=self._now_ms(), decided_by=USER, reason=reason
+        )
         return await self._commit(ask, response.state, response)
 
     # -- the terminal-slot side ---------------------------------------------------------------
@@ -238,6 +240,9 @@ class HumanAuthorizer:
         suggestion = ask.request.session_approval
         return () if suggestion is None else suggestion.grants
 
+    def _now_ms(self) -> int:
+        return wall_ms(self.clock)
+
     def _take(self, key: AskKey) -> Ask:
         ask = self._pending.get(key)
         if ask is None or ask.withdrawn:
@@ -254,7 +259,7 @@ class HumanAuthorizer:
             # A failed write leaves the ask pending, in its place in the queue.
             raise DecisionRefused(result.why_not or "the answer could not be written")
         self._pending.pop(ask.key, None)
-        decided = AskDecided(ask=ask, kind=kind, response=response, decided_at=time.time(),
+        decided = AskDecided(ask=ask, kind=kind, response=response, decided_at=self.clock.wall(),
                              granted_on=granted_on)
         self._emit(decided)
         return decided
@@ -275,6 +280,3 @@ def proven_direction(grants: Sequence[SessionGrant]) -> str | None:
         return None
     return directions.pop()
 
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000

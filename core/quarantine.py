@@ -19,11 +19,11 @@ import re
 import shutil
 import stat
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
+from core.clock import SYSTEM_CLOCK, Clock
 from core.inbox import SessionInbox
 from core.tree import (
     FILE_MODE,
@@ -68,7 +68,7 @@ class Quarantine:
         self,
         state_dir: Path,
         anchor: Anchor | None = None,
-        clock: Callable[[], float] = time.time,
+        clock: Clock = SYSTEM_CLOCK,
         max_age_s: float = QUARANTINE_MAX_AGE_S,
         max_entries: int = QUARANTINE_MAX_ENTRIES,
     ) -> None:
@@ -84,7 +84,7 @@ class Quarantine:
         """Move `requests/<name>` out of the inbox (as it is, symlink included) and record why."""
         if self._holds_since_prune is None or self._holds_since_prune >= PRUNE_EVERY:
             self.prune()
-        now = self.clock()
+        now = self.clock.wall()
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
         safe = quote(os.fsencode(name), safe="-_.")[:180]
         digits = int(now * 1e9) % 1_000_000_000
@@ -153,7 +153,7 @@ class Quarantine:
                 if match is not None and name.endswith(_REASON):
                     entries.append((f"{match[1]}-{match[2]}", folder, stem))
         entries.sort()
-        cutoff = self.clock() - self.max_age_s
+        cutoff = self.clock.wall() - self.max_age_s
         excess = len(entries) - self.max_entries
         doomed = [
             (folder, stem)

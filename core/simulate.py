@@ -12,12 +12,12 @@ import contextlib
 import itertools
 import json
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.clock import SYSTEM_CLOCK, Clock, wall_ms
 from core.paths import encode_session_id
 from core.rules.settings import DEFAULT_FORWARDING_TIMEOUT_MS
 from core.wire import ReadResponse, parse_response
@@ -44,6 +44,7 @@ class SimulatedChild:
     agent: str
     session_id: str
     cwd: str
+    clock: Clock = SYSTEM_CLOCK
 
     @property
     def folder(self) -> Path:
@@ -54,7 +55,7 @@ class SimulatedChild:
         for path in (self.folder, requests, responses):
             path.mkdir(parents=True, exist_ok=True)
         target = requests / f"{body['id']}.json"
-        temp = target.with_name(f"{target.name}.{os.getpid()}.{time.time_ns() // 1_000_000}.tmp")
+        temp = target.with_name(f"{target.name}.{os.getpid()}.{wall_ms(self.clock)}.tmp")
         temp.write_bytes(json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode())
         temp.rename(target)
         return target
@@ -65,9 +66,9 @@ class SimulatedChild:
         """Send one ask and wait for the verdict like a child; withdraw it on timeout."""
         request = self.write(body)
         response = self.folder / "responses" / f"{body['id']}.json"
-        deadline = time.monotonic() + timeout_s
+        deadline = self.clock.monotonic() + timeout_s
         try:
-            while time.monotonic() < deadline:
+            while self.clock.monotonic() < deadline:
                 if response.exists():
                     read = parse_response(response.read_bytes())
                     response.unlink(missing_ok=True)
@@ -90,7 +91,7 @@ _ids = itertools.count(1)
 def _base(child: SimulatedChild, request_id: str) -> dict[str, Any]:
     return {
         "id": request_id,
-        "createdAt": time.time_ns() // 1_000_000,
+        "createdAt": wall_ms(child.clock),
         "requesterSessionId": child.session_id,
         "targetSessionId": child.target,
         "requesterAgentName": child.agent,
@@ -156,7 +157,7 @@ def newest(
 
 def legacy(child: SimulatedChild, surface: str, value: str, patterns: list[str]) -> dict[str, Any]:
     """A 20.7.3 request: display fields and a `{surface, patterns}` suggestion, no facts."""
-    rid = f"{time.time_ns() // 1_000_000}-demo{next(_ids):04d}-{os.getpid()}"
+    rid = f"{wall_ms(child.clock)}-demo{next(_ids):04d}-{os.getpid()}"
     body = _base(child, rid)
     body.update(
         {

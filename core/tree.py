@@ -17,10 +17,11 @@ import os
 import re
 import stat
 import threading
-import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+
+from core.clock import SYSTEM_CLOCK, wall_ms
 
 log = logging.getLogger("pi_authorizer.tree")
 
@@ -126,7 +127,7 @@ def require_folder_or_absent(dir_fd: int, name: str, where: str) -> None:
 
 def temp_name(name: str) -> str:
     """`<name>.<pid>.<ms>.tmp`, the reference's temp naming (skipped by every `.json` lister)."""
-    return f"{name}.{os.getpid()}.{time.time_ns() // 1_000_000}.tmp"
+    return f"{name}.{os.getpid()}.{wall_ms(SYSTEM_CLOCK)}.tmp"
 
 
 def write_new(dir_fd: int, name: str, data: bytes, mode: int = FILE_MODE) -> None:

@@ -21,10 +21,10 @@ every witness is not reported, since the grant would not change its outcome.
 from __future__ import annotations
 
 import itertools
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from core.clock import SYSTEM_CLOCK, Clock
 from core.rules.config import PolicyStore
 from core.rules.evaluate import any_value
 from core.rules.matcher import compile_wildcard, expand_home
@@ -77,8 +77,9 @@ class GrantRefused(ValueError):
 class SessionGrants:
     """The grants of one served session: in memory only, cleared with the session."""
 
-    def __init__(self, store: PolicyStore) -> None:
+    def __init__(self, store: PolicyStore, clock: Clock = SYSTEM_CLOCK) -> None:
         self.store = store
+        self.clock = clock
         self._grants: dict[str, RecordedGrant] = {}
         self._ids = itertools.count(1)
 
@@ -93,7 +94,7 @@ class SessionGrants:
         added = []
         for surface, pattern in wanted:
             rules = grant_rules(surface, pattern, self.store.home)
-            grant = RecordedGrant(f"g{next(self._ids)}", surface, pattern, time.time(), rules)
+            grant = RecordedGrant(f"g{next(self._ids)}", surface, pattern, self.clock.wall(), rules)
             self._grants[grant.id] = grant
             added.append(grant)
         return added

@@ -115,7 +115,7 @@ class FakeKeyClock:
         self.t = start
         self._changes: list[tuple[float, float]] = [(float("-inf"), start)]
 
-    def now(self) -> float:
+    def monotonic(self) -> float:
         return self.t
 
     def key_time(self, stamped: float) -> float:

@@ -179,7 +179,7 @@ async def test_batch_keys_are_inert_in_the_grace_window_and_while_typing(tmp_pat
         rig.app.safety.rules = dataclasses.replace(rig.app.safety.rules, grace_s=60.0)
         queue._show_selected()
         await wait_painted(pilot, rig.app)
-        assert rig.app.safety.press("batch", rig.keys.now()).reason == "in-grace"
+        assert rig.app.safety.press("batch", rig.keys.monotonic()).reason == "in-grace"
 
 
 # -- find, jump, order, sessions -------------------------------------------------------------------------
