@@ -13,14 +13,9 @@ from typing import Literal, Protocol, TypeVar, overload
 
 from core.clock import SYSTEM_CLOCK, Clock, wall_ms
 from core.rules.settings import DEFAULT_FORWARDING_TIMEOUT_MS as DEFAULT_FORWARDING_TIMEOUT_MS
-from core.wire import (
-    DecisionSource,
-    ForwardedRequest,
-    ForwardedResponse,
-    ParsedRequest,
-    UnavailableDecision,
-    deny,
-)
+from core.wire.decisions import DecisionSource, UnavailableDecision
+from core.wire.request import ForwardedRequest, ParsedRequest
+from core.wire.response import ForwardedResponse, deny
 
 Verdict = Literal["allow", "deny", "ask"]
 T = TypeVar("T")

@@ -17,16 +17,9 @@ from core.asks import Answered, Ask, AskKey, Judgment
 from core.clock import SYSTEM_CLOCK, Clock, wall_ms
 from core.rules.model import DIRECTIONAL_SURFACES
 from core.rules.session import GrantRefused as GrantRefused  # re-exported for tui.screens.queue
-from core.wire import (
-    ForwardedResponse,
-    GrantWidth,
-    ParsedRequest,
-    SessionGrant,
-    UserDecision,
-    approve,
-    approve_for_session,
-    deny,
-)
+from core.wire.decisions import UserDecision
+from core.wire.request import ParsedRequest, SessionGrant
+from core.wire.response import ForwardedResponse, GrantWidth, approve, approve_for_session, deny
 
 log = logging.getLogger("pi_authorizer.human")
 

@@ -26,7 +26,7 @@ from core.tree import (
     remove,
     require_folder_or_absent,
 )
-from core.wire import MAX_REQUEST_BYTES
+from core.wire.limits import MAX_REQUEST_BYTES
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 

@@ -23,11 +23,8 @@ from core.rules.explain import Explanation, explain
 from core.rules.reloads import PendingReload
 from core.rules.session import grant_rules
 from core.serving import NO_FACTS_EXPLANATION
-from core.wire import (
-    AuthorizerDecision,
-    ParsedRequest,
-    SessionGrant,
-)
+from core.wire.decisions import AuthorizerDecision
+from core.wire.request import ParsedRequest, SessionGrant
 
 log = logging.getLogger("pi_authorizer.rules")
 

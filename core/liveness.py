@@ -21,7 +21,7 @@ from typing import Literal
 from core.clock import SYSTEM_CLOCK, Clock, wall_ms
 from core.paths import encode_session_id
 from core.tree import Anchor, UnsafeFolder, read_small, remove, replace_file
-from core.wire import compact_json
+from core.wire.base import compact_json
 
 HEARTBEAT_INTERVAL_S = 1.0
 HEARTBEAT_STALE_MS = 5_000

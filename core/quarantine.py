@@ -37,7 +37,7 @@ from core.tree import (
     write_all,
     write_new,
 )
-from core.wire import compact_json
+from core.wire.base import compact_json
 
 log = logging.getLogger("pi_authorizer.quarantine")
 

@@ -20,7 +20,7 @@ from typing import Any
 from core.clock import SYSTEM_CLOCK, Clock, wall_ms
 from core.paths import encode_session_id
 from core.rules.settings import DEFAULT_FORWARDING_TIMEOUT_MS
-from core.wire import ReadResponse, parse_response
+from core.wire.response import ReadResponse, parse_response
 
 CHILD_POLL_S = 0.25
 

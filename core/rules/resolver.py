@@ -29,7 +29,7 @@ from core.rules.model import PATH_SURFACES, Action, Rule, family_members, more_r
 from core.rules.pi_reading import beyond_bmp, facts_as_pi
 from core.rules.policy import Policy
 from core.rules.values import bash_match_value
-from core.wire import RuleDecision, SessionApprovalDecision, decision_source_json
+from core.wire.decisions import RuleDecision, SessionApprovalDecision, decision_source_json
 
 Step = dict[str, object]
 RulesDecision = RuleDecision | SessionApprovalDecision

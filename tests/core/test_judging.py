@@ -287,7 +287,8 @@ async def test_grant_for_one_agent_is_refused_when_another_agents_rules_deny(nod
 
 def test_judge_once_builds_no_trail_and_decided_by_is_the_wire_type(tmp_path: Path) -> None:
     from core.asks import Deferred
-    from core.wire import RuleDecision, parse_request
+    from core.wire.decisions import RuleDecision
+    from core.wire.reader import parse_request
 
     node = Node(tmp_path, {"permission": {"bash": {"git *": "allow"}}})
     body = {"id": "r", "createdAt": 1, "requesterSessionId": "child", "requesterAgentName": "Explore",

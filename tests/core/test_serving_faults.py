@@ -28,7 +28,8 @@ from core.human import HumanAuthorizer
 from core.liveness import heartbeat_path, read_heartbeat
 from core.serving import RecordedVerdict, ServeEvent, ServingCore
 from core.tree import DiskWriter
-from core.wire import ForwardedResponse, ParsedRequest
+from core.wire.request import ParsedRequest
+from core.wire.response import ForwardedResponse
 from tests.helpers import (
     poll_until,
     read_response_when_written,

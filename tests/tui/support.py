@@ -20,7 +20,8 @@ from core.liveness import heartbeat_path
 from core.paths import encode_session_id
 from core.rules.matcher import compile_wildcard
 from core.serving import ServingCore
-from core.wire import ParsedRequest, SessionApprovalDecision, SessionGrant
+from core.wire.decisions import SessionApprovalDecision
+from core.wire.request import ParsedRequest, SessionGrant
 from tui.app import AuthorizerApp
 from tui.settings import UiSettings
 

@@ -15,7 +15,8 @@ from pathlib import Path
 from core.paths import agent_dir
 from core.rules import PolicyStore
 from core.rules.explain import explain
-from core.wire import ParsedRequest, RequestRejected, parse_request
+from core.wire.reader import RequestRejected, parse_request
+from core.wire.request import ParsedRequest
 from tui.commands.common import existing_file
 
 

@@ -34,7 +34,7 @@ from core.human import (
     proven_direction,
 )
 from core.keysafety import Armed, KeySafety, Verdict
-from core.wire import GrantWidth
+from core.wire.response import GrantWidth
 from tui.sanitize import safe_plain
 from tui.screens.modals import (
     BatchPreviewScreen,
