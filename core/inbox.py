@@ -16,16 +16,9 @@ from contextlib import contextmanager
 from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 
+from core.files import DISK, DiskWriter, publish_once, remove
 from core.paths import encode_session_id, normalize_session_id
-from core.tree import (
-    DISK,
-    Anchor,
-    DiskWriter,
-    lstat_or_none,
-    publish_once,
-    remove,
-    require_folder_or_absent,
-)
+from core.tree import Anchor, lstat_or_none, require_folder_or_absent
 from core.wire.limits import MAX_REQUEST_BYTES
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC

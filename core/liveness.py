@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Literal
 
 from core.clock import SYSTEM_CLOCK, Clock, wall_ms
+from core.files import read_small, remove, replace_file
 from core.paths import encode_session_id
-from core.tree import Anchor, UnsafeFolder, read_small, remove, replace_file
+from core.tree import Anchor, UnsafeFolder
 from core.wire.base import compact_json
 
 HEARTBEAT_INTERVAL_S = 1.0

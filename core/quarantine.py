@@ -24,19 +24,9 @@ from pathlib import Path
 from urllib.parse import quote
 
 from core.clock import SYSTEM_CLOCK, Clock
+from core.files import read_small, remove, write_all, write_new
 from core.inbox import SessionInbox
-from core.tree import (
-    FILE_MODE,
-    Anchor,
-    UnsafeFolder,
-    check_name,
-    lstat_or_none,
-    open_dir,
-    read_small,
-    remove,
-    write_all,
-    write_new,
-)
+from core.tree import FILE_MODE, Anchor, UnsafeFolder, check_name, lstat_or_none, open_dir
 from core.wire.base import compact_json
 
 log = logging.getLogger("pi_authorizer.quarantine")

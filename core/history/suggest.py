@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.files import replace_file
 from core.history.store import APPROVED_STATES, HistoryRow, HistoryStore
 from core.rules.config import EXTENSION, PROJECT_CONFIG, PolicyStore
 from core.rules.evaluate import any_value
@@ -24,7 +25,7 @@ from core.rules.model import PATH_SURFACES, family_members
 from core.rules.policy import Policy
 from core.rules.session import find_shadowed_deny
 from core.rules.validate import validate_config
-from core.tree import FILE_MODE, replace_file
+from core.tree import FILE_MODE
 
 DEFAULT_THRESHOLD = 5
 RECENT_DECISIONS = 5000

@@ -23,11 +23,11 @@ import pytest
 
 from core.asks import AskKey, DenyingTerminal, LeavingTerminal, TerminalSlot
 from core.clock import ManualClock
+from core.files import DiskWriter
 from core.history import HistoryStore
 from core.human import HumanAuthorizer
 from core.liveness import heartbeat_path, read_heartbeat
 from core.serving import RecordedVerdict, ServeEvent, ServingCore
-from core.tree import DiskWriter
 from core.wire.request import ParsedRequest
 from core.wire.response import ForwardedResponse
 from tests.helpers import (

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from core.asks import TerminalSlot
 from core.authorizers import AuthorizerChain, parse_link_spec
+from core.files import read_small, replace_file
 from core.history import HistoryStore, HistoryTooNew, Retention
 from core.judging import LinkChain, RecordedAuthority
 from core.liveness import SessionHeld
@@ -30,7 +31,7 @@ from core.paths import env_line as env_line  # re-exported: tui.commands.{app,se
 from core.paths import forwarding_env as forwarding_env  # re-exported: tui.commands.run imports it here
 from core.rules import PolicyStore
 from core.serving import ServingCore
-from core.tree import Anchor, UnsafeFolder, read_small, replace_file
+from core.tree import Anchor, UnsafeFolder
 
 DEFAULT_SESSION_FILE = "default-session-id"
 
