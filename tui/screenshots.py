@@ -29,9 +29,10 @@ from textual.pilot import Pilot
 from textual.widgets import Input, Static
 
 from core.asks import AskKey
+from core.demo_asks import demo_scenarios, legacy
 from core.human import HumanAuthorizer
 from core.serving import ServingCore
-from core.simulate import SimulatedChild, demo_scenarios, legacy
+from core.simulate import SimulatedChild
 from tui.app import AuthorizerApp
 from tui.commands.app import ui_settings
 from tui.commands.common import build_core, take_sessions

@@ -7,10 +7,11 @@ import json
 from pathlib import Path
 
 from core.asks import DenyingTerminal
+from core.demo_asks import DEMO_CONFIG, demo_scenarios, run_children
 from core.judging import RecordedAuthority
 from core.rules import PolicyStore
 from core.serving import ServingCore
-from core.simulate import DEMO_CONFIG, ChildResult, demo_scenarios, run_children
+from core.simulate import ChildResult
 from core.wire.reader import parse_request
 
 

@@ -15,8 +15,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from core.demo_asks import DEMO_CONFIG, run_children
 from core.human import HumanAuthorizer
-from core.simulate import DEMO_CONFIG, ChildResult, run_children
+from core.simulate import ChildResult
 from tui.commands.app import ui_settings, with_defaults
 
 DEMO_SESSION = "pi-authorizer-demo"
