@@ -25,15 +25,13 @@ from core.inotify import (
     Inotify,
     InotifyUnavailable,
 )
+from core.poll import POLL_S, RESCAN_ALL, polled_changes
 from core.tree import Anchor, UnsafeFolder
 
 log = logging.getLogger("pi_authorizer.watch")
 
-_POLL_S = 0.25
 _UNSAFE_RETRY_S = 5.0
 
-RESCAN_ALL: frozenset[str] = frozenset()
-"""Yielded when the watcher cannot say which folders changed (overflow, restart)."""
 
 Settled = Callable[[str, str], bool]
 """`settled(folder, name)`, told that `requests/<name>` was removed: True when the core had answered
@@ -181,41 +179,6 @@ async def _inotify_changes(
         watched.close()
 
 
-async def _polled_changes(tree: Anchor, stop: asyncio.Event) -> AsyncIterator[set[str]]:
-    """Where inotify is missing: list `sessions/`, each session folder and its `requests/` every
-    `_POLL_S` (the reference's own poll interval), each by descriptor and without recursion, and yield
-    the folders whose entries changed. The first yield is a full rescan."""
-    seen = _listing(tree)
-    yield set(RESCAN_ALL)
-    while not stop.is_set():
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), _POLL_S)
-        now = _listing(tree)
-        changed = {folder for folder in seen.keys() | now.keys() if seen.get(folder) != now.get(folder)}
-        seen = now
-        if changed and not stop.is_set():
-            yield changed
-
-
-Listing = frozenset[tuple[str, int]]
-
-
-def _entries(tree: Anchor, parts: tuple[str, ...]) -> Listing:
-    """(name, inode) of each entry (a name replaced by another file counts as a change); nothing for
-    a folder that is missing or a link (never listed through)."""
-    try:
-        with tree.folder(parts) as fd, os.scandir(fd) as entries:
-            return frozenset((entry.name, entry.inode()) for entry in entries)
-    except OSError:  # missing, or `UnsafeFolder`
-        return frozenset()
-
-
-def _listing(tree: Anchor) -> dict[str, tuple[Listing, Listing]]:
-    """Each session folder's entries and its `requests/` entries."""
-    names = (name for name, _ in _entries(tree, ("sessions",)))
-    return {f: (_entries(tree, ("sessions", f)), _entries(tree, ("sessions", f, "requests"))) for f in names}
-
-
 async def _sessions_folder_ready(tree: Anchor, stop: asyncio.Event) -> None:
     """Create `sessions/` from the root down; while it is a link, wait (serving reports it) and retry."""
     while not stop.is_set():
@@ -250,6 +213,6 @@ async def watch_session_folders(
                 yield folders
             return
         except InotifyUnavailable as exc:
-            log.warning("inotify is unavailable (%s); polling every %.2f s instead", exc, _POLL_S)
-    async for folders in _polled_changes(tree, stop):
+            log.warning("inotify is unavailable (%s); polling every %.2f s instead", exc, POLL_S)
+    async for folders in polled_changes(tree, stop):
         yield folders

@@ -3,6 +3,9 @@
 An offer is only computed here; nothing is written until `apply` is called with the file the person
 confirmed, after seeing `preview` (the JSON, the file, the diff). An offer that would loosen an
 explicit deny of this node's config, or that the person's own denials contradict, is never made.
+
+Over 250 lines on purpose: offering, previewing and writing a rule are one workflow with one deny
+guard, checked when the rule is offered and again when it is written.
 """
 
 from __future__ import annotations
