@@ -15,13 +15,12 @@ import os
 import sys
 from pathlib import Path
 
-from core.human import HumanAuthorizer
 from core.judging import RecordedAuthority
 from core.tree import FILE_MODE, Anchor
 from tui.commands.common import (
     add_rules_options,
     add_serving_options,
-    build_core,
+    build_attended,
     check_serving_dirs,
     configure_logging,
     env_line,
@@ -109,9 +108,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     check_serving_dirs(args)
     log_file = log_to_file(state_dir(args), getattr(args, "verbose", False))
-    human = HumanAuthorizer()
-    core, authority = build_core(args, human)
-    human.grants = authority
+    core, authority, human = build_attended(args)
     settings = ui_settings(args, authority)
     taken = take_sessions(core, session_ids(args))
     if not taken:

@@ -15,10 +15,11 @@ import uuid
 from pathlib import Path
 
 from core.asks import TerminalSlot
-from core.authorizers import AuthorizerChain, parse_link_spec
+from core.authorizers import parse_link_spec
 from core.files import read_small, replace_file
 from core.history import HistoryStore, HistoryTooNew, Retention
-from core.judging import LinkChain, RecordedAuthority
+from core.human import HumanAuthorizer
+from core.judging import RecordedAuthority
 from core.liveness import SessionHeld
 from core.paths import (
     InvalidSessionId,
@@ -29,9 +30,9 @@ from core.paths import (
 )
 from core.paths import env_line as env_line  # re-exported: tui.commands.{app,serve} import it here
 from core.paths import forwarding_env as forwarding_env  # re-exported: tui.commands.run imports it here
-from core.rules import PolicyStore
 from core.serving import ServingCore
 from core.tree import Anchor, UnsafeFolder
+from core.wiring import NodeOptions, build_attended_node, build_node
 
 DEFAULT_SESSION_FILE = "default-session-id"
 
@@ -300,37 +301,32 @@ def add_rules_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def policy_store(args: argparse.Namespace) -> PolicyStore:
+def node_options(args: argparse.Namespace) -> NodeOptions:
+    """The command line as `core.wiring` options (paths expanded, links parsed)."""
     given: Path | None = args.agent_dir
     project: Path | None = args.project
     rules: Path | None = args.rules
-    return PolicyStore(
-        (given or agent_dir()).expanduser(),
-        (project or Path.cwd()).expanduser(),
-        rules.expanduser() if rules else None,
+    return NodeOptions(
+        forwarding_root=forwarding_root(args),
+        state_dir=state_dir(args),
+        agent_dir=(given or agent_dir()).expanduser(),
+        project=(project or Path.cwd()).expanduser(),
+        rules_file=rules.expanduser() if rules else None,
         accept_widening=bool(getattr(args, "accept_widening_reloads", False)),
+        links=tuple(parse_link_spec(spec, args.link_timeout) for spec in args.links),
     )
 
 
 def build_core(args: argparse.Namespace, terminal: TerminalSlot) -> tuple[ServingCore, RecordedAuthority]:
-    """The serving core with this node's recorded authority, chain and config watcher."""
-    authority = RecordedAuthority(policy_store(args))
-    links = [parse_link_spec(spec, args.link_timeout) for spec in args.links]
-    history = open_history(args)
-    core = ServingCore(
-        forwarding_root(args),
-        state_dir(args),
-        terminal,
-        judge=authority,
-        chain=LinkChain(AuthorizerChain(links)) if links else None,
-        timeout_ms=lambda: authority.store.policy("").settings.forwarding_timeout_ms,
-        ledger=history,
-    )
-    if history is not None:
-        core.subscribe(history.observe)
-    core.add_background(authority.watch_config)
-    authority.report_config()
-    return core, authority
+    """A headless node for these options (`core.wiring.build_node`)."""
+    node = build_node(node_options(args), open_history(args), terminal)
+    return node.core, node.authority
+
+
+def build_attended(args: argparse.Namespace) -> tuple[ServingCore, RecordedAuthority, HumanAuthorizer]:
+    """A node a person attends, for these options (`core.wiring.build_attended_node`)."""
+    node, person = build_attended_node(node_options(args), open_history(args))
+    return node.core, node.authority, person
 
 
 def open_history(args: argparse.Namespace) -> HistoryStore | None:

@@ -16,7 +16,6 @@ import tempfile
 from pathlib import Path
 
 from core.demo_asks import DEMO_CONFIG, run_children
-from core.human import HumanAuthorizer
 from core.simulate import ChildResult
 from tui.commands.app import ui_settings, with_defaults
 
@@ -66,7 +65,7 @@ def demo_args(base: Path, pause: float) -> argparse.Namespace:
 
 def run(args: argparse.Namespace) -> int:
     from tui.app import AuthorizerApp
-    from tui.commands.common import build_core, take_sessions
+    from tui.commands.common import build_attended, take_sessions
 
     if not sys.stdin.isatty() or not sys.stdout.isatty():
         print("pi-authorizer demo: the app needs a terminal.", file=sys.stderr)
@@ -74,9 +73,7 @@ def run(args: argparse.Namespace) -> int:
     received: list[str] = []
     with tempfile.TemporaryDirectory(prefix="pi-authorizer-demo-") as tmp:
         options = demo_args(Path(tmp), args.pause)
-        human = HumanAuthorizer()
-        core, authority = build_core(options, human)
-        human.grants = authority
+        core, authority, human = build_attended(options)
         if not take_sessions(core, options.sessions):
             return 3
 
