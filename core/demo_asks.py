@@ -103,6 +103,11 @@ def legacy(child: SimulatedChild, surface: str, value: str, patterns: list[str])
     return body
 
 
+def _single_value(child: SimulatedChild, surface: str, value: str, grant: str) -> dict[str, Any]:
+    """A newest-generation ask whose surface is also its payload kind, with one match value."""
+    return newest(child, surface, value, _intent(child, surface, [value]), [(surface, grant)], surface)
+
+
 Scenario = Callable[[SimulatedChild], tuple[str, dict[str, Any]]]
 
 
@@ -152,24 +157,10 @@ def demo_scenarios() -> list[tuple[str, Scenario]]:
         )
 
     def mcp(c: SimulatedChild) -> tuple[str, dict[str, Any]]:
-        return "MCP tool call", newest(
-            c,
-            "mcp",
-            "github:create_issue",
-            _intent(c, "mcp", ["github:create_issue"]),
-            [("mcp", "github:*")],
-            "mcp",
-        )
+        return "MCP tool call", _single_value(c, "mcp", "github:create_issue", "github:*")
 
     def skill(c: SimulatedChild) -> tuple[str, dict[str, Any]]:
-        return "skill", newest(
-            c,
-            "skill",
-            "release-notes",
-            _intent(c, "skill", ["release-notes"]),
-            [("skill", "release-notes")],
-            "skill",
-        )
+        return "skill", _single_value(c, "skill", "release-notes", "release-notes")
 
     def old_child(c: SimulatedChild) -> tuple[str, dict[str, Any]]:
         return "legacy 20.7.3 request (no facts)", legacy(c, "bash", "make deploy", ["make deploy *"])
