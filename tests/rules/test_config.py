@@ -211,14 +211,14 @@ def test_suspicious_agent_names_load_no_agent_file(tmp_path: Path, name: str) ->
     layout.write_agent("x", "permission:\n  bash: allow\n")
     store = layout.store()
     policy = store.policy(name)
-    assert policy.suspicious_agent
+    assert policy.suspicious_agent_reason is not None
     assert all("agents" not in s.path for s in policy.sources)
     assert resolve(store, "bash", "ls", agent=name).verdict == "ask"
 
 
 def test_ordinary_agent_name_is_not_suspicious(tmp_path: Path) -> None:
     policy = Layout(tmp_path).store().policy("code-reviewer.v2")
-    assert not policy.suspicious_agent
+    assert policy.suspicious_agent_reason is None
 
 
 def test_agent_frontmatter_parsing(tmp_path: Path) -> None:
