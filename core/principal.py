@@ -9,7 +9,7 @@ thinking of the wrong agent.
 from __future__ import annotations
 
 from core.logline import log_safe
-from core.wire import ParsedRequest
+from core.wire.request import ParsedRequest
 
 
 def principal_agent(parsed: ParsedRequest) -> str:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Literal, Protocol, TypeVar
 
 from core.asks import DEFAULT_FORWARDING_TIMEOUT_MS, Answered, Ask, AskKey, Judgment, TerminalSlot
+from core.files import DISK, DiskWriter, leftover_temp_files, remove
 from core.inbox import SessionInbox, UnreadableRequest, display_name
 from core.liveness import (
     HEARTBEAT_INTERVAL_S,
@@ -32,7 +33,7 @@ from core.logline import log_safe
 from core.paths import is_safe_request_id, normalize_session_id
 from core.principal import log_agents
 from core.quarantine import Quarantine
-from core.tree import DISK, Anchor, DiskWriter, UnsafeFolder, leftover_temp_files, remove
+from core.tree import Anchor, UnsafeFolder
 from core.watch import watch_session_folders
 from core.wire import (
     ForwardedResponse,

@@ -18,19 +18,19 @@ import asyncio
 import contextlib
 import dataclasses
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 from textual.widgets import Input, Static
 
+from core.clock import SYSTEM_CLOCK, Clock
+from core.demo_asks import demo_scenarios, legacy
 from core.human import HumanAuthorizer
 from core.serving import ServingCore
-from core.simulate import SimulatedChild, demo_scenarios, legacy
+from core.simulate import SimulatedChild
 from tui.app import AuthorizerApp
 from tui.commands.app import ui_settings
 from tui.commands.demo import DEMO_SESSION, demo_args
-from tui.commands.wiring import person_core, take_sessions
+from tui.commands.node import person_core, take_sessions
 from tui.screens.grants import GrantsScreen
 from tui.screens.modals import BatchPreviewScreen, GrantConfirmScreen
 from tui.screens.review import ReviewScreen
@@ -74,7 +74,7 @@ def generate(outdir: Path = DEFAULT_OUTDIR) -> list[Path]:
 
 
 def demo_parts(
-    workdir: Path, clock: Callable[[], float] = time.time
+    workdir: Path, clock: Clock = SYSTEM_CLOCK
 ) -> tuple[ServingCore, HumanAuthorizer, UiSettings, Path]:
     """Core, person and settings as `pi-authorizer app` builds them, on the demo config in `workdir`.
 
@@ -87,7 +87,7 @@ def demo_parts(
 
 
 def build_app(workdir: Path, clock: StageClock) -> tuple[AuthorizerApp, Path]:
-    core, human, settings, root = demo_parts(workdir, clock.time)
+    core, human, settings, root = demo_parts(workdir, clock)
     # The shots show the ask, not the half-second pause of the keys after it appears.
     app = AuthorizerApp(core, human, dataclasses.replace(settings, input_grace_ms=0), clock=clock.time)
     return app, root

@@ -14,7 +14,8 @@ from unittest import mock
 from textual.pilot import Pilot
 
 from core.asks import AskKey
-from core.simulate import SimulatedChild, demo_scenarios
+from core.demo_asks import demo_scenarios
+from core.simulate import SimulatedChild
 from tui.app import AuthorizerApp
 
 
@@ -29,6 +30,13 @@ class StageClock:
 
     def time_ns(self) -> int:
         return round(self.now * 1_000_000) * 1000
+
+    def wall(self) -> float:
+        return self.now
+
+    def monotonic(self) -> float:
+        """Real: Textual measures its own timers and key grace on it."""
+        return time.monotonic()
 
     def advance(self, seconds: float) -> None:
         self.now += seconds

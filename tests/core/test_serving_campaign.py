@@ -30,7 +30,8 @@ from core.judging import RecordedAuthority
 from core.paths import encode_session_id, is_safe_request_id
 from core.rules import PolicyStore
 from core.serving import ServingCore
-from core.wire import parse_request, parse_response
+from core.wire.reader import parse_request
+from core.wire.response import parse_response
 from tests.helpers import request_body
 
 S = "019ff969-c34c-70be-9034-fae19c852932"

@@ -16,8 +16,10 @@ import sys
 from pathlib import Path
 
 from core.judging import RecordedAuthority
+from core.paths import env_line
 from core.tree import FILE_MODE, Anchor
 from tui.commands.arguments import non_negative_int
+from tui.commands.node import configure_logging, person_core, take_sessions
 from tui.commands.options import (
     add_rules_options,
     add_serving_options,
@@ -25,7 +27,6 @@ from tui.commands.options import (
     session_ids,
     state_dir,
 )
-from tui.commands.wiring import configure_logging, env_line, person_core, take_sessions
 from tui.settings import UiSettings
 
 log = logging.getLogger("pi_authorizer.app")
@@ -68,7 +69,6 @@ def ui_settings(args: argparse.Namespace, authority: RecordedAuthority) -> UiSet
         knobs = authority.store.policy("").settings
         base = UiSettings(
             double_press=knobs.double_press_to_confirm,
-            forwarding_timeout_ms=knobs.forwarding_timeout_ms,
             prompt_notifications=tuple(knobs.prompt_notifications),
             dialog_keys=dict(knobs.permission_dialog_keys),
         )
@@ -76,7 +76,6 @@ def ui_settings(args: argparse.Namespace, authority: RecordedAuthority) -> UiSet
         log.error("pi config knobs not read (%s); using the defaults", exc)
     return UiSettings(
         double_press=False if args.no_double_press else base.double_press,
-        forwarding_timeout_ms=base.forwarding_timeout_ms,
         prompt_notifications=base.prompt_notifications,
         input_grace_ms=max(0, args.grace_ms) if args.grace_ms is not None else base.input_grace_ms,
         dialog_keys=base.dialog_keys,

@@ -7,6 +7,13 @@ import asyncio
 import os
 import sys
 
+from core.paths import forwarding_env
+from tui.commands.node import (
+    build_core,
+    configure_logging,
+    install_stop_signals,
+    take_sessions,
+)
 from tui.commands.options import (
     add_rules_options,
     add_serving_options,
@@ -15,13 +22,6 @@ from tui.commands.options import (
     session_ids,
 )
 from tui.commands.serve import add_on_ask_option, terminal_for
-from tui.commands.wiring import (
-    build_core,
-    configure_logging,
-    forwarding_env,
-    install_stop_signals,
-    take_sessions,
-)
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

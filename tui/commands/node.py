@@ -1,7 +1,7 @@
-"""The one place the serving object graph is built for `serve`, `run`, `app` and `demo`.
+"""The command line's side of building a node for `serve`, `run`, `app` and `demo`.
 
-`build_core` puts together this node's recorded authority (the pi config it reads), the chain links,
-the history ledger and the serving core; `person_core` adds the person as the terminal slot.
+The options become a `core.wiring.NodeOptions` and `core.wiring` builds the object graph (the one place
+that does); here: the history as the CLI opens it, taking sessions, stop signals and log lines.
 """
 
 from __future__ import annotations
@@ -9,72 +9,57 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import shlex
 import signal
 import sqlite3
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
 from core.asks import TerminalSlot
-from core.authorizers import AuthorizerChain, parse_link_spec
+from core.authorizers import parse_link_spec
+from core.clock import SYSTEM_CLOCK, Clock
 from core.history import HistoryStore, HistoryTooNew
 from core.human import HumanAuthorizer
-from core.judging import LinkChain, RecordedAuthority
+from core.judging import RecordedAuthority
 from core.liveness import SessionHeld
 from core.paths import agent_dir
-from core.rules import PolicyStore
 from core.serving import ServingCore
 from core.tree import UnsafeFolder
+from core.wiring import NodeOptions, build_attended_node, build_node
 from tui.commands.options import forwarding_root, retention, state_dir
 
 
-def policy_store(args: argparse.Namespace) -> PolicyStore:
+def node_options(args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK) -> NodeOptions:
+    """The command line as `core.wiring` options (paths expanded, links parsed)."""
     given: Path | None = args.agent_dir
     project: Path | None = args.project
     rules: Path | None = args.rules
-    return PolicyStore(
-        (given or agent_dir()).expanduser(),
-        (project or Path.cwd()).expanduser(),
-        rules.expanduser() if rules else None,
+    return NodeOptions(
+        forwarding_root=forwarding_root(args),
+        state_dir=state_dir(args),
+        agent_dir=(given or agent_dir()).expanduser(),
+        project=(project or Path.cwd()).expanduser(),
+        rules_file=rules.expanduser() if rules else None,
         accept_widening=bool(getattr(args, "accept_widening_reloads", False)),
+        links=tuple(parse_link_spec(spec, args.link_timeout) for spec in args.links),
+        clock=clock,
     )
 
 
 def build_core(
-    args: argparse.Namespace, terminal: TerminalSlot, clock: Callable[[], float] = time.time
+    args: argparse.Namespace, terminal: TerminalSlot, clock: Clock = SYSTEM_CLOCK
 ) -> tuple[ServingCore, RecordedAuthority]:
-    """The serving core with this node's recorded authority, chain and config watcher; `clock`: wall time."""
-    authority = RecordedAuthority(policy_store(args))
-    links = [parse_link_spec(spec, args.link_timeout) for spec in args.links]
-    history = open_history(args)
-    core = ServingCore(
-        forwarding_root(args),
-        state_dir(args),
-        terminal,
-        judge=authority,
-        chain=LinkChain(AuthorizerChain(links)) if links else None,
-        timeout_ms=lambda: authority.store.policy("").settings.forwarding_timeout_ms,
-        ledger=history,
-        clock=clock,
-    )
-    if history is not None:
-        core.subscribe(history.observe)
-    core.add_background(authority.watch_config)
-    authority.report_config()
-    return core, authority
+    """A headless node for these options (`core.wiring.build_node`)."""
+    node = build_node(node_options(args, clock), open_history(args), terminal)
+    return node.core, node.authority
 
 
 def person_core(
-    args: argparse.Namespace, clock: Callable[[], float] = time.time
+    args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK
 ) -> tuple[ServingCore, HumanAuthorizer, RecordedAuthority]:
-    """`build_core` with the person as the terminal slot; the recorded authority keeps their grants."""
-    human = HumanAuthorizer()
-    core, authority = build_core(args, human, clock)
-    human.grants = authority
-    return core, human, authority
+    """A node a person attends (`core.wiring.build_attended_node`)."""
+    node, person = build_attended_node(node_options(args, clock), open_history(args))
+    return node.core, person, node.authority
 
 
 def open_history(args: argparse.Namespace) -> HistoryStore | None:
@@ -120,12 +105,3 @@ def configure_logging(verbose: bool = False, stream: TextIO | None = None) -> No
     root.handlers[:] = [handler]
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
     root.propagate = False
-
-
-def forwarding_env(session_id: str) -> dict[str, str]:
-    """What a headless pi needs to forward here (20.7.3 also needs the subagent marker)."""
-    return {"PI_SUBAGENT_PARENT_SESSION": session_id, "PI_IS_SUBAGENT": "1"}
-
-
-def env_line(session_id: str) -> str:
-    return " ".join(f"{k}={shlex.quote(v)}" for k, v in forwarding_env(session_id).items())
