@@ -1,7 +1,7 @@
 """`uv run python -m tui.screenshots [OUTDIR]`: SVG screenshots of the real app (default `screenshots/`).
 
 Generated, not drawn, so they cannot drift from the app: the same wiring `pi-authorizer app` uses
-(`build_core`: recorded authority over a small pi config, the history ledger, a `HumanAuthorizer`)
+(`build_attended`: recorded authority over a small pi config, the history ledger, a `HumanAuthorizer`)
 on a temporary forwarding root, fed by the simulated children of `core.simulate`, run headless.
 
 Deterministic: the work folder has a fixed name under the system temp dir and is recreated; wall
@@ -35,7 +35,7 @@ from core.serving import ServingCore
 from core.simulate import SimulatedChild
 from tui.app import AuthorizerApp
 from tui.commands.app import ui_settings
-from tui.commands.common import build_core, take_sessions
+from tui.commands.common import build_attended, take_sessions
 from tui.commands.demo import DEMO_SESSION, demo_args
 from tui.screens.grants import GrantsScreen
 from tui.screens.modals import BatchPreviewScreen, GrantConfirmScreen
@@ -186,9 +186,7 @@ def demo_parts(workdir: Path) -> tuple[ServingCore, HumanAuthorizer, UiSettings,
     Also used by `bench.bench_tui`. Returns the forwarding root last.
     """
     options = demo_args(workdir, 0.0)
-    human = HumanAuthorizer()
-    core, authority = build_core(options, human)
-    human.grants = authority
+    core, authority, human = build_attended(options)
     take_sessions(core, options.sessions)
     return core, human, ui_settings(options, authority), options.forwarding_root
 
