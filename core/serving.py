@@ -1,8 +1,10 @@
 """The serving core: drain each served inbox, judge, escalate what is left, answer exactly once.
 
-Per request: read (hostile-safe) → validate → recorded authority → chain → terminal slot. Unlike the
-reference, one undecided ask never blocks the inbox: rule-decided asks keep flowing while a person
-(or a slow chain link) thinks, and every session is rescanned as soon as inotify says it changed.
+Per request: read (hostile-safe) → validate → recorded authority → chain → terminal slot →
+publisher. Unlike the reference, one undecided ask never blocks the inbox: rule-decided asks keep
+flowing while a person (or a slow chain link) thinks, and every session is rescanned as soon as
+inotify says it changed. What a rescan finds is read in one trip off the event loop and served
+together, so the answers ready at once share one group commit (`core.publishing`).
 """
 
 from __future__ import annotations
@@ -11,15 +13,16 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
+import os
 import sqlite3
-import time
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol, TypeVar
 
 from core.asks import DEFAULT_FORWARDING_TIMEOUT_MS, Answered, Ask, AskKey, Judgment, TerminalSlot
-from core.inbox import SessionInbox, UnreadableRequest, display_name
+from core.clock import SYSTEM_CLOCK, Clock, wall_ms
+from core.inbox import SessionInbox, UnreadableRequest, display_name, read_request_in
 from core.liveness import (
     HEARTBEAT_INTERVAL_S,
     Heartbeat,
@@ -31,12 +34,23 @@ from core.liveness import (
 from core.logline import log_safe
 from core.paths import is_safe_request_id, normalize_session_id
 from core.principal import log_agents
+from core.publishing import (
+    MAX_BATCH,
+    RETRY_DELAYS_S,
+    FaultHook,
+    Ledger,
+    Publisher,
+    RecordedVerdict,
+    VerdictRecord,
+    WrittenMark,
+    gate_denial,
+    no_fault,
+)
 from core.quarantine import Quarantine
 from core.tree import DISK, Anchor, DiskWriter, UnsafeFolder, leftover_temp_files, remove
 from core.watch import watch_session_folders
 from core.wire import (
     ForwardedResponse,
-    GateErrorDecision,
     ParsedRequest,
     RequestRejected,
     approve,
@@ -49,13 +63,10 @@ from core.wire import (
 log = logging.getLogger("pi_authorizer.serve")
 
 SAFETY_RESCAN_S = 1.0
-#: Backoff between attempts of a failed response or history write (disk full, EIO): the first
-#: attempt, then one after each delay. A write that still fails is retried at the next rescan.
-RETRY_DELAYS_S = (0.05, 0.25, 1.0)
 #: After a failing loop step, wait this long before the step runs again (no hot error loop).
 STEP_FAILURE_PAUSE_S = 1.0
-#: Request files read per trip off the event loop (at most 32 MiB held at once).
-READ_BATCH = 32
+#: Request bytes one intake trip may hold (with at most `MAX_BATCH` files): memory stays bounded.
+READ_BUDGET = 32 << 20
 _T = TypeVar("_T")
 NO_FACTS_EXPLANATION = (
     "This request carries no child-fixed facts (no usable accessIntent, as from every 20.7.3 child), "
@@ -73,26 +84,6 @@ class Chain(Protocol):
     """Non-terminal judges after the rules; `None` means every link deferred."""
 
     async def review(self, parsed: ParsedRequest) -> Judgment | None: ...
-
-
-@dataclass(frozen=True)
-class RecordedVerdict:
-    """A verdict the ledger holds for a request: its exact response bytes, and whether it is visible."""
-
-    body: bytes
-    written: bool
-
-
-class Ledger(Protocol):
-    """Durable history: a verdict is recorded before its response file becomes visible."""
-
-    def record_verdict(
-        self, key: AskKey, parsed: ParsedRequest, response: ForwardedResponse, body: bytes, outcome: str
-    ) -> None: ...
-
-    def mark_written(self, key: AskKey, request_id: str, written: bool) -> None: ...
-
-    def recorded_verdict(self, session_id: str, request_id: str) -> RecordedVerdict | None: ...
 
 
 class NoRecordedAuthority:
@@ -166,10 +157,12 @@ class ServingCore:
         timeout_ms: Callable[[], int] = lambda: DEFAULT_FORWARDING_TIMEOUT_MS,
         force_polling: bool = False,
         ledger: Ledger | None = None,
-        clock: Callable[[], float] = time.time,
+        clock: Clock = SYSTEM_CLOCK,
         retry_delays: Sequence[float] = RETRY_DELAYS_S,
         writer: DiskWriter = DISK,
+        fault: FaultHook = no_fault,
     ) -> None:
+        """`fault` is a test seam: called at each stage of every published batch (`BATCH_STAGES`)."""
         self.root = forwarding_root
         self.state_dir = state_dir
         self.terminal = terminal
@@ -181,6 +174,7 @@ class ServingCore:
         self.clock = clock
         self.retry_delays = tuple(retry_delays)
         self.writer = writer
+        self.publisher = Publisher(ledger, writer, clock, retry_delays, fault)
         self.tree = Anchor(forwarding_root, "forwarding root")
         self.state_tree = Anchor(state_dir, "state dir")
         self.quarantine = Quarantine(state_dir, anchor=self.state_tree)
@@ -259,6 +253,7 @@ class ServingCore:
         for task in pending:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        await self.publisher.close()
         for served in self.sessions.values():
             with contextlib.suppress(OSError):
                 served.heartbeat.clear()
@@ -318,7 +313,7 @@ class ServingCore:
         if known is not None and known.reason == reason:
             return
         key = AskKey(served.inbox.session_id, exc.where)
-        event = ServeEvent("unsafe_folder", key, time.time(), reason=reason)
+        event = ServeEvent("unsafe_folder", key, self.clock.wall(), reason=reason)
         served.problems[part] = event
         self._emit(event)
         log.warning("session=%s %s", log_safe(served.inbox.session_id), log_safe(reason, 400))
@@ -398,19 +393,23 @@ class ServingCore:
                 self._forget(served, name)
         await self._detect_forgeries(served)
         new = [name for name in names if name not in served.tracked]
-        for start in range(0, len(new), READ_BATCH):
-            # One trip off the loop reads a batch, so a burst reaches the terminal together.
-            batch = new[start : start + READ_BATCH]
-            reads = await asyncio.to_thread(_read_batch, served.inbox, batch)
-            for name, read in zip(batch, reads, strict=True):
-                if name not in served.tracked:
-                    served.tracked[name] = "processing"
-                    try:
-                        await self._serve_file(served, name, read)
-                    except UnsafeFolder:
-                        if served.tracked.get(name) == "processing":
-                            del served.tracked[name]  # nothing was done: served once the folder is sound
-                        raise
+        while new:
+            # One trip off the loop reads a batch, so a burst is judged, recorded and published together.
+            intake = await asyncio.to_thread(_take_in, served.inbox, new[:MAX_BATCH], self.ledger)
+            new = new[len(intake.reads) :]
+            await self._serve_batch(served, intake)
+
+    async def _serve_batch(self, served: ServedSession, intake: _Intake) -> None:
+        """Serve the files of one intake concurrently: their answers join one batch of the publisher."""
+        jobs = []
+        for name, read in intake.reads:
+            if name not in served.tracked:
+                served.tracked[name] = "processing"
+                jobs.append(self._serve_file(served, name, read, intake))
+        results = await asyncio.gather(*jobs, return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result  # `UnsafeFolder`: the session tree is refused (every other failure is handled)
 
     def _set_unservable(self, served: ServedSession, reason: str | None) -> None:
         """Say (log, event) when a session cannot be served at all, and when it can again."""
@@ -420,10 +419,10 @@ class ServingCore:
         previous, served.unservable = served.unservable, reason
         if reason is not None:
             log.error("NOT SERVING session %s: %s", log_safe(served.inbox.session_id), log_safe(reason, 300))
-            self._emit(ServeEvent("not_serving", key, self.clock(), reason=reason))
+            self._emit(ServeEvent("not_serving", key, self.clock.wall(), reason=reason))
         elif previous is not None:
             log.info("serving session %s again", log_safe(served.inbox.session_id))
-            self._emit(ServeEvent("serving_again", key, self.clock()))
+            self._emit(ServeEvent("serving_again", key, self.clock.wall()))
 
     def _forget(self, served: ServedSession, name: str) -> None:
         state = served.tracked.pop(name)
@@ -433,17 +432,20 @@ class ServingCore:
             if ask is not None:
                 ask.withdrawn = True
             self.terminal.withdraw(key)
-            self._emit(ServeEvent("withdrawn", key, self.clock(), parsed=ask.parsed if ask else None))
+            self._emit(ServeEvent("withdrawn", key, self.clock.wall(), parsed=ask.parsed if ask else None))
             log.info(
                 "%s withdrawn by the child before an answer", self._label(key, ask.parsed if ask else None)
             )
 
-    async def _serve_file(self, served: ServedSession, name: str, read: _Read) -> None:
+    async def _serve_file(self, served: ServedSession, name: str, read: _Read, intake: _Intake) -> None:
         """Serve one file; whatever goes wrong, it is quarantined with the reason and serving goes on."""
         try:
-            await self._serve_unguarded(served, name, read)
+            await self._serve_unguarded(served, name, read, intake)
         except UnsafeFolder:
-            raise  # the session tree is refused, not this file: reported, served once it is sound
+            # The session tree is refused, not this file: reported, served once it is sound.
+            if served.tracked.get(name) == "processing":
+                del served.tracked[name]
+            raise
         except Exception as exc:
             key = AskKey(served.inbox.session_id, name)
             log.error("%s: serving failed", self._label(key, None), exc_info=True)
@@ -454,10 +456,8 @@ class ServingCore:
             reason = f"serving this file failed ({type(exc).__name__}: {exc})"
             await self._reject(served, name, reason, None)
 
-    async def _serve_unguarded(self, served: ServedSession, name: str, read: _Read) -> None:
+    async def _serve_unguarded(self, served: ServedSession, name: str, read: _Read, intake: _Intake) -> None:
         key = AskKey(served.inbox.session_id, name)
-        if read.unsafe is not None:
-            raise read.unsafe
         if read.gone:
             served.tracked.pop(name, None)
             return
@@ -484,17 +484,20 @@ class ServingCore:
             )
             await self._reject(served, name, reason, read.raw)
             return
-        if served.inbox.has_response(request.id):
-            await self._response_already_there(served, name, parsed)
+        recorded = intake.recorded.get(request.id)
+        if f"{request.id}.json" in intake.responses:
+            await self._response_already_there(served, name, parsed, recorded)
             return
-        if await self._reconcile(served, name, parsed):
+        if recorded is not None:
+            await self._reconcile(served, name, parsed, recorded)
             return
-        self._emit(ServeEvent("arrived", key, self.clock(), parsed=parsed, raw=read.raw))
+        now = self.clock.wall()
+        self._emit(ServeEvent("arrived", key, now, parsed=parsed, raw=read.raw))
         ask = Ask(
             key=key,
             parsed=parsed,
             judgment=Judgment(verdict="ask"),
-            arrived_at=self.clock(),
+            arrived_at=now,
             timeout_ms=self.timeout_ms(),
             answer_with=lambda response, outcome: self._answer(served, name, response, outcome),
             responder_session_id=served.inbox.session_id,
@@ -539,19 +542,20 @@ class ServingCore:
         await self.terminal.receive(ask)
         if ask.outcome == "left" and served.tracked.get(ask.key.name) == "pending":
             served.tracked[ask.key.name] = "left"
-            self._emit(ServeEvent("left", ask.key, self.clock(), parsed=ask.parsed))
+            self._emit(ServeEvent("left", ask.key, self.clock.wall(), parsed=ask.parsed))
             log.info("%s left for another authorizer", self._label(ask.key, ask.parsed))
 
-    async def _response_already_there(self, served: ServedSession, name: str, parsed: ParsedRequest) -> None:
+    async def _response_already_there(
+        self, served: ServedSession, name: str, parsed: ParsedRequest, recorded: RecordedVerdict | None
+    ) -> None:
         """A response exists before this node answered: ours from before a restart, or a forgery."""
         key = AskKey(served.inbox.session_id, name)
         request_id = parsed.request.id
-        recorded = await self._recorded(key, request_id)
-        if recorded is not None:
+        if recorded is not None and self.ledger is not None:
             # An earlier run died between answering and deleting the request: it is answered.
             served.tracked[name] = "answered"
             if not recorded.written:
-                await asyncio.to_thread(self.ledger.mark_written, key, request_id, True)  # type: ignore[union-attr]
+                await asyncio.to_thread(self.ledger.mark_written, [WrittenMark(key, request_id, True)])
             await self._remove_request(served, name)
             log.info(
                 "%s was answered by this node before a restart; request removed", self._label(key, parsed)
@@ -592,30 +596,27 @@ class ServingCore:
         log.warning("%s %s", self._label(key, parsed), log_safe(reason, 400))
         await self._quarantine(served, name, reason, False, parsed.raw, kind="forged")
 
-    async def _reconcile(self, served: ServedSession, name: str, parsed: ParsedRequest) -> bool:
+    async def _reconcile(
+        self, served: ServedSession, name: str, parsed: ParsedRequest, recorded: RecordedVerdict
+    ) -> None:
         """A verdict an earlier run recorded: publish it (once) instead of judging again."""
-        if self.ledger is None:
-            return False
+        assert self.ledger is not None
+        ledger = self.ledger
         request_id = parsed.request.id
         key = AskKey(served.inbox.session_id, name)
-        recorded = await self._recorded(key, request_id)
-        if recorded is None:
-            return False
         if recorded.written:
             # Answered, and the response already consumed: a request under a used id is never
             # answered a second time.
             reason = f"request id {request_id!r} was already answered by this node; not answered twice"
             await self._reject(served, name, reason, parsed.raw, answer=False)
-            return True
+            return
         served.tracked[name] = "answered"
         written = await self._retrying(
             "publishing a recorded verdict", lambda: served.inbox.write_response(request_id, recorded.body)
         )
-        ledger = self.ledger
-        await asyncio.to_thread(ledger.mark_written, key, request_id, written)
+        await asyncio.to_thread(ledger.mark_written, [WrittenMark(key, request_id, written)])
         log.info("%s recorded verdict published after a restart", self._label(key, None))
         await self._remove_request(served, name)
-        return True
 
     async def _remove_request(self, served: ServedSession, name: str) -> None:
         """Delete an answered request; once gone, its name is free for a new request."""
@@ -623,19 +624,8 @@ class ServingCore:
         if served.tracked.get(name) == "answered":
             del served.tracked[name]
 
-    async def _recorded(self, key: AskKey, request_id: str) -> RecordedVerdict | None:
-        """The ledger's verdict for this request; an unreadable history counts as none recorded
-        (`link()` still never replaces a response, and recording the new verdict will fail safe)."""
-        if self.ledger is None:
-            return None
-        try:
-            return await asyncio.to_thread(self.ledger.recorded_verdict, key.session_id, request_id)
-        except Exception as exc:
-            log.error("%s: reading the history failed: %s", self._label(key, None), exc)
-            return None
-
     def _rule_response(self, served: ServedSession, judgment: Judgment) -> ForwardedResponse:
-        now = int(self.clock() * 1000)
+        now = wall_ms(self.clock)
         if judgment.verdict == "allow":
             return approve(responder=served.inbox.session_id, at_ms=now, decided_by=judgment.decided_by)
         return deny(
@@ -647,12 +637,7 @@ class ServingCore:
 
     def _gate_denial(self, served: ServedSession, reason: str) -> ForwardedResponse:
         """A denial no person made, with the reason the child passes on to its agent."""
-        return deny(
-            responder=served.inbox.session_id,
-            at_ms=int(self.clock() * 1000),
-            decided_by=GateErrorDecision(reason=reason),
-            reason=f"pi-authorizer could not serve this request: {reason}",
-        )
+        return gate_denial(served.inbox.session_id, self.clock, reason)
 
     async def _retrying(self, step: str, action: Callable[[], _T]) -> _T:
         """Run blocking `action` off the event loop; retry transient failures with backoff."""
@@ -671,7 +656,8 @@ class ServingCore:
     async def _answer(
         self, served: ServedSession, name: str, response: ForwardedResponse, outcome: str
     ) -> Answered:
-        """Record (durable), publish once, then delete the request (the reference's order)."""
+        """Recorded (durable), published once, in the batch ready with it; the publisher then deletes
+        the request (the reference's order)."""
         key = AskKey(served.inbox.session_id, name)
         ask = served.asks.get(name)
         state = served.tracked.get(name)
@@ -680,52 +666,34 @@ class ServingCore:
         if state in {"answered", "answering"}:
             return Answered(False, "this request was already answered")
         served.tracked[name] = "answering"
-        body = encode_response(response)
-        history_failed: str | None = None
-        if self.ledger is not None:
-            ledger = self.ledger
-            try:
-                await self._retrying(
-                    "recording the verdict",
-                    lambda: ledger.record_verdict(key, ask.parsed, response, body, outcome),
-                )
-            except Exception as exc:
-                # Durable before visible: an unrecorded verdict is never published. The child is
-                # still answered, with a fail-safe denial that says why.
-                log.error("%s: recording the verdict failed: %s", self._label(key, ask.parsed), exc)
-                history_failed = f"the history could not record the verdict ({type(exc).__name__}: {exc})"
-                response = self._gate_denial(served, f"{history_failed}; denied for safety")
-                body = encode_response(response)
-                outcome = "fail-safe"
-        try:
-            written = await self._retrying(
-                "writing the response", lambda: served.inbox.write_response(ask.request.id, body)
-            )
-            if self.ledger is not None and history_failed is None:
-                await asyncio.to_thread(self.ledger.mark_written, key, ask.request.id, written)
-        except Exception as exc:
-            log.error("%s: writing the response failed: %s", self._label(key, ask.parsed), exc)
-            self._emit(ServeEvent("answer_failed", key, self.clock(), parsed=ask.parsed, reason=str(exc)))
+        verdict = VerdictRecord(key, ask.parsed, response, encode_response(response), outcome)
+        published = await self.publisher.publish(served.inbox, verdict)
+        response, outcome = published.verdict.response, published.verdict.outcome
+        if published.write_failed is not None:
+            error = published.write_failed
+            log.error("%s: writing the response failed: %s", self._label(key, ask.parsed), error)
+            self._emit(ServeEvent("answer_failed", key, self.clock.wall(), parsed=ask.parsed, reason=error))
             if outcome == "user":
-                served.tracked[name] = state  # the person's ask stays pending, in its place
-                return Answered(False, f"writing the response failed: {exc}", gone=False)
+                if served.tracked.get(name) == "answering":
+                    served.tracked[name] = state  # the person's ask stays pending, in its place
+                return Answered(False, f"writing the response failed: {error}", gone=False)
             # Forget it: the next rescan serves it again (a recorded verdict is published as is).
-            served.tracked.pop(name, None)
+            if served.tracked.get(name) == "answering":
+                served.tracked.pop(name, None)
             served.asks.pop(name, None)
-            return Answered(False, f"writing the response failed: {exc}", gone=False)
-        served.tracked[name] = "answered"
+            return Answered(False, f"writing the response failed: {error}", gone=False)
+        if name in served.tracked:
+            served.tracked[name] = "answered"
         served.asks.pop(name, None)
         ask.outcome = outcome
-        if not written:
+        if not published.written:
             await self._forged(served, name, ask.parsed, "before this node's verdict could be written")
             return Answered(False, "a response this node did not write was already there")
-        await self._remove_request(served, name)
-        self._emit(
-            ServeEvent("answered", key, self.clock(), parsed=ask.parsed, response=response, outcome=outcome)
-        )
-        log.info("%s %s", self._label(key, ask.parsed), _describe(response, outcome, ask, self.clock()))
-        if history_failed is not None:
-            return Answered(False, f"{history_failed}; the child was denied for safety")
+        now = self.clock.wall()
+        self._emit(ServeEvent("answered", key, now, parsed=ask.parsed, response=response, outcome=outcome))
+        log.info("%s %s", self._label(key, ask.parsed), _describe(response, outcome, ask, now))
+        if published.history_failed is not None:
+            return Answered(False, f"{published.history_failed}; the child was denied for safety")
         return Answered(True)
 
     async def _reject(
@@ -770,7 +738,7 @@ class ServingCore:
                 where = f"quarantined to {record.moved_to}" if record.moved_to else "already gone"
                 # Moved out: a new file under the same name later is a new request, served as such.
                 served.tracked.pop(name, None)
-        self._emit(ServeEvent(kind, key, self.clock(), reason=reason, raw=raw))
+        self._emit(ServeEvent(kind, key, self.clock.wall(), reason=reason, raw=raw))
         log.warning(
             "session=%s file=%s rejected: %s; %s%s",
             log_safe(served.inbox.session_id),
@@ -832,34 +800,66 @@ class _Read:
     raw: bytes | None = None
     parsed: ParsedRequest | None = None
     rejection: str | None = None
-    unsafe: UnsafeFolder | None = None
 
 
-def _read_and_parse(inbox: SessionInbox, name: str) -> _Read:
+@dataclass(frozen=True)
+class _Intake:
+    """What one trip off the event loop found: the files read (in order), the names already in
+    `responses/`, and the verdicts the ledger holds for the request ids read."""
+
+    reads: list[tuple[str, _Read]]
+    responses: frozenset[str]
+    recorded: dict[str, RecordedVerdict]
+
+
+def _take_in(inbox: SessionInbox, names: Sequence[str], ledger: Ledger | None) -> _Intake:
+    """Read and parse up to `READ_BUDGET` bytes of the named files (at least one), through one
+    descriptor of `requests/`; then list `responses/` and look up recorded verdicts, once for all.
+    Raises `UnsafeFolder` when a folder of the session tree is refused."""
+    reads: list[tuple[str, _Read]] = []
+    held = 0
     try:
-        raw = inbox.read_request(name)
+        fd = inbox.tree.open(("sessions", inbox.folder_name, "requests"))
+    except FileNotFoundError:
+        return _Intake([(name, _Read(gone=True)) for name in names], frozenset(), {})
+    try:
+        for name in names:
+            read = _read_guarded(fd, name)
+            reads.append((name, read))
+            held += len(read.raw or b"")
+            if held >= READ_BUDGET:
+                break
+    finally:
+        os.close(fd)
+    responses = frozenset(inbox.list_response_names())
+    ids = [read.parsed.request.id for _, read in reads if read.parsed is not None]
+    recorded: dict[str, RecordedVerdict] = {}
+    if ledger is not None and ids:
+        try:
+            recorded = ledger.recorded_verdicts(inbox.session_id, ids)
+        except Exception as exc:
+            # Counts as none recorded: publication never replaces a response, and recording the
+            # new verdict fails safe.
+            log.error("session=%s: reading the history failed: %s", log_safe(inbox.session_id), exc)
+    return _Intake(reads, responses, recorded)
+
+
+def _read_guarded(dir_fd: int, name: str) -> _Read:
+    """One file read and parsed; any failure becomes a rejection, so one file never fails a batch."""
+    try:
+        raw = read_request_in(dir_fd, name)
     except FileNotFoundError:
         return _Read(gone=True)
     except UnreadableRequest as exc:
         return _Read(rejection=f"request file {exc.reason}")
+    except Exception as exc:
+        return _Read(rejection=f"reading this file failed ({type(exc).__name__}: {exc})")
     try:
         return _Read(raw=raw, parsed=parse_request(raw))
     except RequestRejected as exc:
         return _Read(raw=raw, rejection=f"unusable request: {exc.reason}")
-
-
-def _read_batch(inbox: SessionInbox, names: Sequence[str]) -> list[_Read]:
-    return [_read_guarded(inbox, name) for name in names]
-
-
-def _read_guarded(inbox: SessionInbox, name: str) -> _Read:
-    """`_read_and_parse` that turns any failure into a rejection, so one file never fails a batch."""
-    try:
-        return _read_and_parse(inbox, name)
-    except UnsafeFolder as exc:
-        return _Read(unsafe=exc)
     except Exception as exc:
-        return _Read(rejection=f"reading this file failed ({type(exc).__name__}: {exc})")
+        return _Read(raw=raw, rejection=f"reading this file failed ({type(exc).__name__}: {exc})")
 
 
 def _describe(response: ForwardedResponse, outcome: str, ask: Ask, now: float) -> str:

@@ -1,11 +1,13 @@
 """One SQLite row per ask served: the ledger the serving core writes before answering, and its reader.
 
-Durability order (the reason this is a ledger and not a log): `record_verdict` commits with
-`synchronous=FULL` before the core links the response into place, so a verdict can never be
-visible without being in the history; on restart `recorded_verdict` hands the core the exact bytes
-to publish instead of judging again. Everything else (arrival, shown, written, withdrawn) commits
-with `synchronous=NORMAL`: it survives a killed process, and losing it to a power cut only loses
-display data, never an answer.
+Durability order (the reason this is a ledger and not a log): `record_verdicts` commits a batch
+with `synchronous=FULL` before the publisher (`core.publishing`) links its responses into place, so
+a verdict can never be visible without being in the history; on restart `recorded_verdicts` hands
+the core the exact bytes to publish instead of judging again. Everything else (arrival, shown,
+written, withdrawn) commits with `synchronous=NORMAL`: it survives a killed process, and losing it
+to a power cut only loses display data, never an answer. The arrivals of a burst are written
+together: queued as they are observed and written in the next transaction (or on a worker at the
+end of the event-loop turn), before anything else reads or writes the history.
 """
 
 # SQL text here is assembled from constant fragments only; every value is a bound parameter.
@@ -13,13 +15,14 @@ display data, never an answer.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import json
+import logging
 import os
 import sqlite3
 import threading
-import time
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -27,15 +30,16 @@ from typing import Any
 from urllib.parse import quote
 
 from core.asks import AskKey
+from core.clock import SYSTEM_CLOCK, Clock
 from core.history.schema import migrate
 from core.principal import agent_mismatch
-from core.serving import RecordedVerdict, ServeEvent
+from core.publishing import RecordedVerdict, VerdictRecord, WrittenMark
+from core.serving import ServeEvent
 from core.tree import FILE_MODE, Anchor
 from core.wire import (
     AuthorizerDecision,
     DecisionSource,
     ForwardedDecision,
-    ForwardedResponse,
     GateErrorDecision,
     ParsedRequest,
     RequestRejected,
@@ -49,12 +53,7 @@ from core.wire import (
 )
 
 HISTORY_FILE = "history.sqlite3"
-#: Test-only: `PI_AUTHORIZER_TEST_CRASH_AT=<step>` makes the process `os._exit(137)` right after
-#: that step, so the crash tests can kill a real `serve` at an exact point. Steps, in order:
-#: `arrived` (arrival recorded), `recorded` (verdict durable, response not linked), `linked`
-#: (response linked, request not deleted), `deleted` (request deleted).
-CRASH_ENV = "PI_AUTHORIZER_TEST_CRASH_AT"
-CRASH_STEPS = ("arrived", "recorded", "linked", "deleted")
+log = logging.getLogger("pi_authorizer.history")
 
 APPROVED_STATES = ("approved", "approved_for_session")
 DENIED_STATES = ("denied", "denied_with_reason")
@@ -247,6 +246,11 @@ class HistoryReader:
         with self._lock:
             self._conn.close()
 
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[None]:
+        with self._lock:
+            yield
+
     # -- reading --------------------------------------------------------------------------------
 
     def ids(self, where: HistoryFilter | None = None, limit: int | None = None) -> list[int]:
@@ -256,7 +260,7 @@ class HistoryReader:
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
-        with self._lock:
+        with self._reading():
             return [r[0] for r in self._conn.execute(sql, params)]
 
     def rows(self, ids: Sequence[int]) -> list[HistoryRow]:
@@ -264,7 +268,7 @@ class HistoryReader:
         if not ids:
             return []
         marks = ", ".join("?" for _ in ids)
-        with self._lock:
+        with self._reading():
             found = {
                 r[0]: HistoryRow(*r)
                 for r in self._conn.execute(f"{_SELECT} WHERE id IN ({marks})", tuple(ids))
@@ -278,7 +282,7 @@ class HistoryReader:
     def summary(self, where: HistoryFilter | None = None) -> Summary:
         """Two scans of the matching rows: per-agent counts (totals summed from them), then the median."""
         clause, params = (where or HistoryFilter()).where()
-        with self._lock:
+        with self._reading():
             groups = self._conn.execute(
                 "SELECT agent, COUNT(*), COUNT(verdict), "
                 "COUNT(CASE WHEN verdict IN ('approved', 'approved_for_session') THEN 1 END), "
@@ -311,7 +315,7 @@ class HistoryReader:
         """Values seen in one filterable column (for filter hints and suggestion checks)."""
         if column not in {"agent", "surface", "served_session", "verdict", "outcome"}:
             raise ValueError(f"not a filterable column: {column}")
-        with self._lock:
+        with self._reading():
             sql = f"SELECT DISTINCT {column} FROM asks WHERE {column} IS NOT NULL ORDER BY 1"
             return [r[0] for r in self._conn.execute(sql)]
 
@@ -319,9 +323,10 @@ class HistoryReader:
 class HistoryStore(HistoryReader):
     """The history file: a `core.serving.Ledger`, a serve observer (`observe`), and its queries."""
 
-    def __init__(self, path: Path, retention: Retention | None = None) -> None:
+    def __init__(self, path: Path, retention: Retention | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
         self.path = path
         self.retention = retention or Retention()
+        self.clock = clock
         with Anchor(path.parent, "state dir").folder(create=True) as folder:
             # Created owner-only, and refused (ELOOP) when a link stands in its place; SQLite then
             # opens it by path: the state dir is this node's own, children never write there.
@@ -332,12 +337,18 @@ class HistoryStore(HistoryReader):
         self._conn.execute("PRAGMA synchronous=NORMAL")
         migrate(self._conn)
         self._since_prune = 0
-        self._crash_at = os.environ.get(CRASH_ENV)
+        self._arrivals: list[ServeEvent] = []
         self.prune()
 
     @classmethod
-    def in_state_dir(cls, state_dir: Path, retention: Retention | None = None) -> HistoryStore:
-        return cls(state_dir / HISTORY_FILE, retention)
+    def in_state_dir(
+        cls, state_dir: Path, retention: Retention | None = None, clock: Clock = SYSTEM_CLOCK
+    ) -> HistoryStore:
+        return cls(state_dir / HISTORY_FILE, retention, clock)
+
+    def close(self) -> None:
+        self.write_arrivals()
+        super().close()
 
     def reader(self) -> HistoryReader:
         """A second, read-only connection (for a thread worker: never holds up the ledger)."""
@@ -346,56 +357,62 @@ class HistoryStore(HistoryReader):
 
     # -- the Ledger protocol --------------------------------------------------------------------
 
-    def record_verdict(
-        self, key: AskKey, parsed: ParsedRequest, response: ForwardedResponse, body: bytes, outcome: str
-    ) -> None:
-        """Durable on return (fsynced WAL): the core links the response only after this."""
-        now = time.time()
-        source = response.decided_by
+    def record_verdicts(self, verdicts: Sequence[VerdictRecord]) -> None:
+        """Durable on return (one fsynced transaction): the publisher links the responses only after this."""
+        now = self.clock.wall()
         with self._tx(durable=True) as conn:
-            # The person's time counts from when the ask was shown; a rule's from its arrival.
-            row_id, started = self._open_row(conn, key) or self._insert_arrival(conn, key, parsed, now)
-            conn.execute(
-                "UPDATE asks SET decided_at = ?, verdict = ?, decided_by = ?, decider = ?, "
-                "responder_session = ?, decide_ms = ?, outcome = ?, reason = ?, response = ?, "
-                "written = NULL WHERE id = ?",
-                _storable(
-                    (
-                        now,
-                        response.state,
-                        _dumps(decision_source_json(source)) if source is not None else None,
-                        describe_decider(source, outcome),
-                        response.responder_session_id,
-                        (now - started) * 1000,
-                        outcome_kind(outcome, source),
-                        response.denial_reason,
-                        body,
-                        row_id,
-                    )
-                ),
-            )
-        self._crash_point("recorded")
+            for verdict in verdicts:
+                response = verdict.response
+                source = response.decided_by
+                # The person's time counts from when the ask was shown; a rule's from its arrival.
+                found = self._open_row(conn, verdict.key)
+                row_id, started = found or self._insert_arrival(conn, verdict.key, verdict.parsed, now)
+                conn.execute(
+                    "UPDATE asks SET decided_at = ?, verdict = ?, decided_by = ?, decider = ?, "
+                    "responder_session = ?, decide_ms = ?, outcome = ?, reason = ?, response = ?, "
+                    "written = NULL WHERE id = ?",
+                    _storable(
+                        (
+                            now,
+                            response.state,
+                            _dumps(decision_source_json(source)) if source is not None else None,
+                            describe_decider(source, verdict.outcome),
+                            response.responder_session_id,
+                            (now - started) * 1000,
+                            outcome_kind(verdict.outcome, source),
+                            response.denial_reason,
+                            verdict.body,
+                            row_id,
+                        )
+                    ),
+                )
 
-    def mark_written(self, key: AskKey, request_id: str, written: bool) -> None:
-        """The response was linked (or found already there): for the child the ask has ended."""
-        self._crash_point("linked")
+    def mark_written(self, marks: Sequence[WrittenMark]) -> None:
+        """The responses were linked (or found already there): for their children the asks have ended."""
+        now = self.clock.wall()
         with self._tx() as conn:
-            conn.execute(
+            conn.executemany(
                 "UPDATE asks SET written = ?, ended_at = CASE WHEN ? THEN ? ELSE ended_at END "
                 "WHERE id = (SELECT id FROM asks WHERE served_session = ? AND request_id = ? "
                 "AND response IS NOT NULL ORDER BY id DESC LIMIT 1)",
-                (int(written), written, time.time(), key.session_id, request_id),
+                [(int(m.written), m.written, now, m.key.session_id, m.request_id) for m in marks],
             )
 
-    def recorded_verdict(self, session_id: str, request_id: str) -> RecordedVerdict | None:
-        """The verdict recorded for this request, if any (request ids are unique per ask)."""
-        with self._lock:
-            found = self._conn.execute(
-                "SELECT response, written FROM asks WHERE served_session = ? AND request_id = ? "
-                "AND response IS NOT NULL ORDER BY id DESC LIMIT 1",
-                (session_id, request_id),
-            ).fetchone()
-        return None if found is None else RecordedVerdict(body=found[0], written=bool(found[1]))
+    def recorded_verdicts(self, session_id: str, request_ids: Collection[str]) -> dict[str, RecordedVerdict]:
+        """The verdicts recorded for these requests, by id (ids are unique per ask; the newest wins)."""
+        found: dict[str, RecordedVerdict] = {}
+        ids = list(dict.fromkeys(request_ids))
+        with self._reading():
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                marks = ", ".join("?" for _ in chunk)
+                for request_id, body, written in self._conn.execute(
+                    "SELECT request_id, response, written FROM asks WHERE served_session = ? "
+                    f"AND request_id IN ({marks}) AND response IS NOT NULL ORDER BY id",
+                    (session_id, *chunk),
+                ):
+                    found[request_id] = RecordedVerdict(body=body, written=bool(written))
+        return found
 
     # -- the observer ---------------------------------------------------------------------------
 
@@ -403,9 +420,6 @@ class HistoryStore(HistoryReader):
         """Subscribe this to `ServingCore.subscribe`: every request file's fate lands in a row."""
         if event.kind == "arrived":
             self._arrived(event)
-        elif event.kind == "answered":
-            # Everything about it is already recorded; only the test-only crash point is left.
-            self._crash_point("deleted")
         elif event.kind == "withdrawn":
             self._withdrawn(event)
         elif event.kind == "left":
@@ -419,7 +433,7 @@ class HistoryStore(HistoryReader):
         """At start, before serving: an open row whose request file is gone was withdrawn while no
         one served the session (a `left` one was most likely answered elsewhere and stays `left`).
         Returns how many rows were closed."""
-        ended = time.time() if at is None else at
+        ended = self.clock.wall() if at is None else at
         with self._tx() as conn:
             rows = conn.execute(
                 "SELECT id, request_name FROM asks WHERE served_session = ? AND verdict IS NULL "
@@ -437,18 +451,45 @@ class HistoryStore(HistoryReader):
 
     def mark_shown(self, key: AskKey, at: float | None = None) -> None:
         """The TUI showed this ask to the person (the first time counts)."""
-        self._set_open(key, "shown_at = COALESCE(shown_at, ?)", (time.time() if at is None else at,))
+        self._set_open(key, "shown_at = COALESCE(shown_at, ?)", (self.clock.wall() if at is None else at,))
 
     def _arrived(self, event: ServeEvent) -> None:
+        """Queued: a burst's arrivals are written together (see the module docstring)."""
         assert event.parsed is not None
-        with self._tx() as conn:
+        with self._lock:
+            self._arrivals.append(event)
+            first = len(self._arrivals) == 1
+        if not first:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.write_arrivals()
+            return
+        loop.call_soon(loop.run_in_executor, None, self._write_arrivals_soon)
+
+    def _write_arrivals_soon(self) -> None:
+        try:
+            self.write_arrivals()
+        except Exception as exc:  # kept queued: the next transaction writes them
+            log.error("writing arrivals to the history failed: %s", exc)
+
+    def write_arrivals(self) -> None:
+        """Write the arrivals not written yet, in one transaction."""
+        with self._lock:
+            if self._arrivals:
+                with self._tx():
+                    pass
+
+    def _write_arrivals(self, conn: sqlite3.Connection, pending: Sequence[ServeEvent]) -> None:
+        for event in pending:
+            assert event.parsed is not None
             found = self._open_row(conn, event.key)
             if found is None:
                 self._insert_arrival(conn, event.key, event.parsed, event.at, event.raw)
             else:
                 # Served again after a restart: the same ask, so the same row.
                 conn.execute("UPDATE asks SET outcome = 'pending' WHERE id = ?", (found[0],))
-        self._crash_point("arrived")
 
     def _withdrawn(self, event: ServeEvent) -> None:
         with self._tx() as conn:
@@ -546,7 +587,7 @@ class HistoryStore(HistoryReader):
         self._since_prune = 0
         with self._tx() as conn:
             if self.retention.max_age_s is not None:
-                cutoff = (time.time() if now is None else now) - self.retention.max_age_s
+                cutoff = (self.clock.wall() if now is None else now) - self.retention.max_age_s
                 removed += conn.execute(
                     f"DELETE FROM asks WHERE arrived_at < ? AND {keep}",
                     (cutoff,),
@@ -566,27 +607,34 @@ class HistoryStore(HistoryReader):
     # -- plumbing -------------------------------------------------------------------------------
 
     @contextlib.contextmanager
+    def _reading(self) -> Iterator[None]:
+        with self._lock:
+            if self._arrivals:
+                self.write_arrivals()
+            yield
+
+    @contextlib.contextmanager
     def _tx(self, durable: bool = False) -> Iterator[sqlite3.Connection]:
+        """A write transaction; queued arrivals are written first, in it (every row it looks for exists)."""
         with self._lock:
             conn = self._conn
             if durable:
                 conn.execute("PRAGMA synchronous=FULL")
             try:
                 conn.execute("BEGIN IMMEDIATE")
+                pending, self._arrivals = self._arrivals, []
                 try:
+                    self._write_arrivals(conn, pending)
                     yield conn
                 except BaseException:
                     conn.execute("ROLLBACK")
+                    self._arrivals = pending + self._arrivals  # written by the next transaction
                     raise
                 conn.execute("COMMIT")
             finally:
                 if durable:
                     conn.execute("PRAGMA synchronous=NORMAL")
         self._maybe_prune()
-
-    def _crash_point(self, step: str) -> None:
-        if self._crash_at == step:
-            os._exit(137)
 
 
 def facts_columns(parsed: ParsedRequest) -> dict[str, object]:
