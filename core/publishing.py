@@ -56,6 +56,10 @@ attempt, then one after each delay. A write that still fails is retried at the n
 BATCH_STAGES = ("arrived", "recorded", "staged", "durable", "half-linked", "linked", "marked", "deleted")
 """Fault points in order; at `arrived` the batch's asks are judged and reported, nothing recorded."""
 FaultHook = Callable[[str], None]
+Settled = Callable[[AskKey, "Published"], None]
+"""Told, on the event loop, what became of an answer, before anyone waiting on it resumes."""
+Removed = Callable[[Sequence[tuple[AskKey, "Published"]]], None]
+"""Told, on the event loop, which answered requests are gone from their inboxes (and by which answer)."""
 TRANSIENT = (OSError, sqlite3.OperationalError)
 
 
@@ -161,6 +165,8 @@ class Publisher:
         retry_delays: Sequence[float] = RETRY_DELAYS_S,
         fault: FaultHook = no_fault,
         max_batch: int = MAX_BATCH,
+        on_published: Settled | None = None,
+        on_removed: Removed | None = None,
     ) -> None:
         self.ledger = ledger
         self.writer = writer
@@ -168,12 +174,16 @@ class Publisher:
         self.retry_delays = tuple(retry_delays)
         self.fault = fault
         self.max_batch = max_batch
+        self.on_published = on_published
+        self.on_removed = on_removed
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._queue: list[_Item] = []
         self._drain: asyncio.Task[None] | None = None
         self._remover = ThreadPoolExecutor(1, thread_name_prefix="pi-authorizer-remove")
 
     async def publish(self, inbox: SessionInbox, verdict: VerdictRecord) -> Published:
-        done: asyncio.Future[Published] = asyncio.get_running_loop().create_future()
+        self._loop = asyncio.get_running_loop()
+        done: asyncio.Future[Published] = self._loop.create_future()
         self._queue.append(_Item(inbox, verdict, done))
         if self._drain is None or self._drain.done():
             self._drain = asyncio.ensure_future(self._draining())
@@ -197,10 +207,15 @@ class Publisher:
                 for item in batch:
                     if item.written is None:
                         item.write_failed = item.write_failed or f"publishing failed ({_what(exc)})"
+            answered: list[tuple[_Item, Published]] = []
             for item in batch:
+                published = item.result()
+                if self.on_published is not None:
+                    self.on_published(item.verdict.key, published)
                 if not item.done.done():
-                    item.done.set_result(item.result())
-            answered = [item for item in batch if item.result().written]
+                    item.done.set_result(published)
+                if published.written:
+                    answered.append((item, published))
             if answered:
                 self._remover.submit(self._remove_requests, answered)
 
@@ -371,26 +386,35 @@ class Publisher:
             if item.write_failed is None:
                 return
 
-    def _remove_requests(self, items: Sequence[_Item]) -> None:
+    def _remove_requests(self, answered: Sequence[tuple[_Item, Published]]) -> None:
         """Delete answered requests (one folder descriptor per session); a child's removal is fine."""
-        folders: dict[str, list[_Item]] = {}
-        for item in items:
-            folders.setdefault(item.inbox.folder_name, []).append(item)
+        folders: dict[str, list[tuple[_Item, Published]]] = {}
+        for pair in answered:
+            folders.setdefault(pair[0].inbox.folder_name, []).append(pair)
+        gone: list[tuple[AskKey, Published]] = []
         for group in folders.values():
             try:
-                fd = _open(group[0].inbox, "requests")
+                fd = _open(group[0][0].inbox, "requests")
+            except FileNotFoundError:
+                gone += [(item.verdict.key, published) for item, published in group]
+                continue
             except OSError:
                 continue
             try:
-                for item in group:
+                for item, published in group:
                     try:
                         remove(fd, item.verdict.key.name)
                     except OSError as exc:
                         log.warning("deleting answered request %s failed: %s",
                                     log_safe(display_name(item.verdict.key.name)), exc)
+                        continue
+                    gone.append((item.verdict.key, published))
             finally:
                 os.close(fd)
         self.fault("deleted")
+        if self.on_removed is not None and self._loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nothing is tracked any more
+                self._loop.call_soon_threadsafe(self.on_removed, gone)
 
 
 def _fail(items: Sequence[_Item], exc: BaseException) -> None:

@@ -39,6 +39,7 @@ from core.publishing import (
     RETRY_DELAYS_S,
     FaultHook,
     Ledger,
+    Published,
     Publisher,
     RecordedVerdict,
     VerdictRecord,
@@ -140,6 +141,8 @@ class ServedSession:
     asks: dict[str, Ask] = field(default_factory=dict)
     scan_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     unservable: str | None = None
+    settling: dict[str, Published] = field(default_factory=dict)
+    """Answered requests being removed by the publisher, with the answer that removes each."""
     problems: dict[str, ServeEvent] = field(default_factory=dict)
     """Refused folders by part (`inbox`, `heartbeat`): the `unsafe_folder` event that reported each."""
 
@@ -174,7 +177,9 @@ class ServingCore:
         self.clock = clock
         self.retry_delays = tuple(retry_delays)
         self.writer = writer
-        self.publisher = Publisher(ledger, writer, clock, retry_delays, fault)
+        self.publisher = Publisher(
+            ledger, writer, clock, retry_delays, fault, on_published=self._published, on_removed=self._removed
+        )
         self.tree = Anchor(forwarding_root, "forwarding root")
         self.state_tree = Anchor(state_dir, "state dir")
         self.quarantine = Quarantine(state_dir, anchor=self.state_tree)
@@ -348,6 +353,25 @@ class ServingCore:
         self._forget(served, name)
         return True
 
+    def _published(self, key: AskKey, published: Published) -> None:
+        """An answer's batch is done: a visible answer is answered at once, before its request goes."""
+        served = self.sessions.get(key.session_id)
+        if served is None or served.tracked.get(key.name) != "answering" or published.write_failed:
+            return
+        served.tracked[key.name] = "answered"
+        if published.written:
+            served.settling[key.name] = published
+
+    def _removed(self, gone: Sequence[tuple[AskKey, Published]]) -> None:
+        """The publisher removed these answered requests: their names are free for new requests (each
+        only if it still stands for that answer: a removal seen first by the watcher already freed it)."""
+        for key, published in gone:
+            served = self.sessions.get(key.session_id)
+            if served is not None and served.settling.get(key.name) is published:
+                del served.settling[key.name]
+                if served.tracked.get(key.name) == "answered":
+                    self._forget(served, key.name)
+
     async def _safety_rescan_loop(self) -> None:
         while not self._stop.is_set():
             await self._pause(SAFETY_RESCAN_S)
@@ -425,6 +449,7 @@ class ServingCore:
             self._emit(ServeEvent("serving_again", key, self.clock.wall()))
 
     def _forget(self, served: ServedSession, name: str) -> None:
+        served.settling.pop(name, None)
         state = served.tracked.pop(name)
         ask = served.asks.pop(name, None)
         if state in {"pending", "left", "processing"}:
@@ -682,8 +707,6 @@ class ServingCore:
                 served.tracked.pop(name, None)
             served.asks.pop(name, None)
             return Answered(False, f"writing the response failed: {error}", gone=False)
-        if name in served.tracked:
-            served.tracked[name] = "answered"
         served.asks.pop(name, None)
         ask.outcome = outcome
         if not published.written:
