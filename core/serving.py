@@ -403,8 +403,11 @@ class ServingCore:
 
     async def _drain(self, served: ServedSession) -> None:
         """One pass over the inbox; raises `UnsafeFolder` when a folder of the session tree is refused."""
+        known = frozenset(served.tracked)
         try:
-            names = await asyncio.to_thread(served.inbox.list_request_names)
+            # One trip off the loop lists the inbox and reads the first batch of new files, so a burst
+            # is judged, recorded and published together (and a single ask pays one trip).
+            names, intake = await asyncio.to_thread(_scan, served.inbox, known, self.ledger)
         except UnsafeFolder:
             raise
         except Exception as exc:
@@ -416,12 +419,13 @@ class ServingCore:
             if name not in present:
                 self._forget(served, name)
         await self._detect_forgeries(served)
-        new = [name for name in names if name not in served.tracked]
-        while new:
-            # One trip off the loop reads a batch, so a burst is judged, recorded and published together.
-            intake = await asyncio.to_thread(_take_in, served.inbox, new[:MAX_BATCH], self.ledger)
-            new = new[len(intake.reads) :]
+        new = [name for name in names if name not in known]
+        while intake is not None:
             await self._serve_batch(served, intake)
+            new = new[len(intake.reads) :]
+            if not new:
+                break
+            intake = await asyncio.to_thread(_take_in, served.inbox, new[:MAX_BATCH], self.ledger)
 
     async def _serve_batch(self, served: ServedSession, intake: _Intake) -> None:
         """Serve the files of one intake concurrently: their answers join one batch of the publisher."""
@@ -833,6 +837,15 @@ class _Intake:
     reads: list[tuple[str, _Read]]
     responses: frozenset[str]
     recorded: dict[str, RecordedVerdict]
+
+
+def _scan(
+    inbox: SessionInbox, known: frozenset[str], ledger: Ledger | None
+) -> tuple[list[str], _Intake | None]:
+    """The inbox listing, and the first batch of the files not in `known` (None when there are none)."""
+    names = inbox.list_request_names()
+    new = [name for name in names if name not in known]
+    return names, (_take_in(inbox, new[:MAX_BATCH], ledger) if new else None)
 
 
 def _take_in(inbox: SessionInbox, names: Sequence[str], ledger: Ledger | None) -> _Intake:
