@@ -178,6 +178,7 @@ class Publisher:
         self.on_removed = on_removed
         self._loop: asyncio.AbstractEventLoop | None = None
         self._queue: list[_Item] = []
+        self._room = asyncio.Event()
         self._drain: asyncio.Task[None] | None = None
         self._remover = ThreadPoolExecutor(1, thread_name_prefix="pi-authorizer-remove")
 
@@ -188,6 +189,12 @@ class Publisher:
         if self._drain is None or self._drain.done():
             self._drain = asyncio.ensure_future(self._draining())
         return await asyncio.shield(done)
+
+    async def room(self) -> None:
+        """Wait while a whole batch is already queued behind the one being committed (backpressure)."""
+        while len(self._queue) >= self.max_batch:
+            self._room.clear()
+            await self._room.wait()
 
     async def close(self) -> None:
         """Finish the batches queued and the removals asked for."""
@@ -200,6 +207,7 @@ class Publisher:
         await asyncio.sleep(0)  # every answer already runnable joins the first batch
         while self._queue:
             batch, self._queue = self._queue[: self.max_batch], self._queue[self.max_batch :]
+            self._room.set()
             try:
                 await asyncio.to_thread(self._commit, batch)
             except Exception as exc:  # a bug must not strand the answers waiting on this batch

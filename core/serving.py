@@ -66,6 +66,8 @@ log = logging.getLogger("pi_authorizer.serve")
 SAFETY_RESCAN_S = 1.0
 #: After a failing loop step, wait this long before the step runs again (no hot error loop).
 STEP_FAILURE_PAUSE_S = 1.0
+#: At shutdown, how long the files already taken in may take to be served to the end.
+SHUTDOWN_GRACE_S = 10.0
 #: Request bytes one intake trip may hold (with at most `MAX_BATCH` files): memory stays bounded.
 READ_BUDGET = 32 << 20
 _T = TypeVar("_T")
@@ -190,6 +192,7 @@ class ServingCore:
         self._observers: list[Observer] = []
         self._stop = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._serving: set[asyncio.Task[None]] = set()
         self._background: list[Callable[[asyncio.Event], Coroutine[object, object, None]]] = []
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -258,6 +261,11 @@ class ServingCore:
         for task in pending:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        if self._serving:
+            # Files already taken in are served to the end (answered, or handed to their terminal).
+            _, late = await asyncio.wait(self._serving, timeout=SHUTDOWN_GRACE_S)
+            for task in late:
+                task.cancel()
         await self.publisher.close()
         for served in self.sessions.values():
             with contextlib.suppress(OSError):
@@ -267,13 +275,15 @@ class ServingCore:
         self.tree.close()
         self.state_tree.close()
 
-    def _spawn(self, coro: Coroutine[object, object, None]) -> None:
+    def _spawn(self, coro: Coroutine[object, object, None], serving: bool = False) -> None:
+        """Run `coro` alongside; a `serving` one (a file being served) is let finish at shutdown."""
         task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
+        (self._serving if serving else self._tasks).add(task)
         task.add_done_callback(self._task_done)
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
+        self._serving.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.error("serving task failed", exc_info=task.exception())
 
@@ -428,16 +438,17 @@ class ServingCore:
             intake = await asyncio.to_thread(_take_in, served.inbox, new[:MAX_BATCH], self.ledger)
 
     async def _serve_batch(self, served: ServedSession, intake: _Intake) -> None:
-        """Serve the files of one intake concurrently: their answers join one batch of the publisher."""
-        jobs = []
+        """Serve the files of one intake concurrently: their answers join one batch of the publisher.
+
+        Returns once each has been judged and handed on (not published): the next intake is judged
+        while this batch is being committed, and waits only when the publisher is a batch behind.
+        """
         for name, read in intake.reads:
             if name not in served.tracked:
                 served.tracked[name] = "processing"
-                jobs.append(self._serve_file(served, name, read, intake))
-        results = await asyncio.gather(*jobs, return_exceptions=True)
-        for result in results:
-            if isinstance(result, BaseException):
-                raise result  # `UnsafeFolder`: the session tree is refused (every other failure is handled)
+                self._spawn(self._serve_file(served, name, read, intake), serving=True)
+        await asyncio.sleep(0)  # each runs up to its answer, or into its terminal
+        await self.publisher.room()
 
     def _set_unservable(self, served: ServedSession, reason: str | None) -> None:
         """Say (log, event) when a session cannot be served at all, and when it can again."""
@@ -470,11 +481,11 @@ class ServingCore:
         """Serve one file; whatever goes wrong, it is quarantined with the reason and serving goes on."""
         try:
             await self._serve_unguarded(served, name, read, intake)
-        except UnsafeFolder:
+        except UnsafeFolder as exc:
             # The session tree is refused, not this file: reported, served once it is sound.
             if served.tracked.get(name) == "processing":
                 del served.tracked[name]
-            raise
+            self._report_unsafe(served, "inbox", exc, "this session's requests are not served")
         except Exception as exc:
             key = AskKey(served.inbox.session_id, name)
             log.error("%s: serving failed", self._label(key, None), exc_info=True)

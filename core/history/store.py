@@ -338,6 +338,8 @@ class HistoryStore(HistoryReader):
         migrate(self._conn)
         self._since_prune = 0
         self._arrivals: list[ServeEvent] = []
+        # Its own lock: the event loop queues an arrival without waiting for a transaction in progress.
+        self._queue_lock = threading.Lock()
         self.prune()
 
     @classmethod
@@ -456,7 +458,7 @@ class HistoryStore(HistoryReader):
     def _arrived(self, event: ServeEvent) -> None:
         """Queued: a burst's arrivals are written together (see the module docstring)."""
         assert event.parsed is not None
-        with self._lock:
+        with self._queue_lock:
             self._arrivals.append(event)
             first = len(self._arrivals) == 1
         if not first:
@@ -622,13 +624,15 @@ class HistoryStore(HistoryReader):
                 conn.execute("PRAGMA synchronous=FULL")
             try:
                 conn.execute("BEGIN IMMEDIATE")
-                pending, self._arrivals = self._arrivals, []
+                with self._queue_lock:
+                    pending, self._arrivals = self._arrivals, []
                 try:
                     self._write_arrivals(conn, pending)
                     yield conn
                 except BaseException:
                     conn.execute("ROLLBACK")
-                    self._arrivals = pending + self._arrivals  # written by the next transaction
+                    with self._queue_lock:
+                        self._arrivals = pending + self._arrivals  # written by the next transaction
                     raise
                 conn.execute("COMMIT")
             finally:
