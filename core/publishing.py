@@ -181,6 +181,7 @@ class Publisher:
         self._room = asyncio.Event()
         self._drain: asyncio.Task[None] | None = None
         self._remover = ThreadPoolExecutor(1, thread_name_prefix="pi-authorizer-remove")
+        self._stager = ThreadPoolExecutor(1, thread_name_prefix="pi-authorizer-stage")
 
     async def publish(self, inbox: SessionInbox, verdict: VerdictRecord) -> Published:
         self._loop = asyncio.get_running_loop()
@@ -202,6 +203,7 @@ class Publisher:
             with contextlib.suppress(Exception):
                 await self._drain
         await asyncio.to_thread(self._remover.shutdown, True)
+        self._stager.shutdown(wait=False)
 
     async def _draining(self) -> None:
         await asyncio.sleep(0)  # every answer already runnable joins the first batch
@@ -230,10 +232,27 @@ class Publisher:
     # -- the stages, on a worker thread -----------------------------------------------------------
 
     def _commit(self, batch: Sequence[_Item]) -> None:
+        """The stages, in order. The bodies are staged (written, not visible) while the ledger
+        records, on a second thread: the two wait on the disk side by side, never in turn."""
         self.fault("arrived")
-        self._record(batch)
-        self.fault("recorded")
-        self._write(batch, together=len(batch) >= SYNCFS_FROM, fault=self.fault)
+        together = len(batch) >= SYNCFS_FROM
+        opened = self._open_folders(batch)
+        try:
+            staging = self._stager.submit(self._stage_all, opened, together)
+            try:
+                self._record(batch)
+            finally:
+                staging.result()
+            self.fault("recorded")
+            for fd, items in opened:
+                for item in items:
+                    if item.history_failed is not None and item.temp is not None:
+                        # Staged with the verdict the ledger refused: never placed; the denial is.
+                        _drop_temp(fd, item)
+                        self._stage(fd, item, sync=not together)
+            self._place_all(opened, together, self.fault)
+        finally:
+            _close_folders(opened)
         for item in batch:
             if item.write_failed is not None and item.written is None:
                 self._write_alone(item)
@@ -293,49 +312,53 @@ class Publisher:
                 return exc
         raise AssertionError("unreachable")
 
-    def _write(self, batch: Sequence[_Item], together: bool, fault: FaultHook) -> None:
-        """Stage, make durable and place every response of the batch, one folder at a time."""
+    def _write(self, batch: Sequence[_Item]) -> None:
+        """Stage, make durable and place responses one after the other (a retry)."""
+        opened = self._open_folders(batch)
+        try:
+            self._stage_all(opened, together=False)
+            self._place_all(opened, together=False, fault=no_fault)
+        finally:
+            _close_folders(opened)
+
+    def _open_folders(self, batch: Sequence[_Item]) -> list[tuple[int, list[_Item]]]:
+        """Each session's `responses/` once (created from the root down, never through a link)."""
         folders: dict[str, list[_Item]] = {}
         for item in batch:
             folders.setdefault(item.inbox.folder_name, []).append(item)
         opened: list[tuple[int, list[_Item]]] = []
-        try:
-            for items in folders.values():
-                try:
-                    fd = _open(items[0].inbox, "responses", create=True)
-                except Exception as exc:
-                    _fail(items, exc)
-                    continue
-                opened.append((fd, items))
-                for item in items:
-                    self._stage(fd, item, sync=not together)
-            fault("staged")
-            if together:
-                for fd, items in opened:
-                    self._sync(fd, items)
-            fault("durable")
-            staged = [(fd, item) for fd, items in opened for item in items if item.temp is not None]
-            half = len(staged) // 2
-            placed: set[int] = set()
-            for index, (fd, item) in enumerate(staged):
-                if index == half and index > 0:
-                    fault("half-linked")
-                if self._place(fd, item):
-                    placed.add(fd)
-            for fd in placed:
-                try:
-                    self.writer.fsync_dir(fd)
-                except OSError as exc:
-                    log.error("fsync of a responses folder failed after publishing: %s", exc)
-            fault("linked")
-        finally:
+        for items in folders.values():
+            try:
+                opened.append((_open(items[0].inbox, "responses", create=True), items))
+            except Exception as exc:
+                _fail(items, exc)
+        return opened
+
+    def _stage_all(self, opened: Sequence[tuple[int, list[_Item]]], together: bool) -> None:
+        for fd, items in opened:
+            for item in items:
+                self._stage(fd, item, sync=not together)
+
+    def _place_all(self, opened: Sequence[tuple[int, list[_Item]]], together: bool, fault: FaultHook) -> None:
+        fault("staged")
+        if together:
             for fd, items in opened:
-                for item in items:
-                    if item.temp is not None:
-                        with contextlib.suppress(OSError):
-                            remove(fd, item.temp)
-                        item.temp = None
-                os.close(fd)
+                self._sync(fd, items)
+        fault("durable")
+        staged = [(fd, item) for fd, items in opened for item in items if item.temp is not None]
+        half = len(staged) // 2
+        placed: set[int] = set()
+        for index, (fd, item) in enumerate(staged):
+            if index == half and index > 0:
+                fault("half-linked")
+            if self._place(fd, item):
+                placed.add(fd)
+        for fd in placed:
+            try:
+                self.writer.fsync_dir(fd)
+            except OSError as exc:
+                log.error("fsync of a responses folder failed after publishing: %s", exc)
+        fault("linked")
 
     def _stage(self, fd: int, item: _Item, sync: bool) -> None:
         temp = temp_name(f"{item.verdict.request_id}.json")
@@ -390,7 +413,7 @@ class Publisher:
                         attempt, attempts, item.write_failed)
             time.sleep(delay)
             item.write_failed = None
-            self._write([item], together=False, fault=no_fault)
+            self._write([item])
             if item.write_failed is None:
                 return
 
@@ -423,6 +446,21 @@ class Publisher:
         if self.on_removed is not None and self._loop is not None:
             with contextlib.suppress(RuntimeError):  # the loop is closed: nothing is tracked any more
                 self._loop.call_soon_threadsafe(self.on_removed, gone)
+
+
+def _close_folders(opened: Sequence[tuple[int, list[_Item]]]) -> None:
+    """Remove what was staged and not placed, and let go of the folders."""
+    for fd, items in opened:
+        for item in items:
+            _drop_temp(fd, item)
+        os.close(fd)
+
+
+def _drop_temp(fd: int, item: _Item) -> None:
+    if item.temp is not None:
+        with contextlib.suppress(OSError):
+            remove(fd, item.temp)
+        item.temp = None
 
 
 def _fail(items: Sequence[_Item], exc: BaseException) -> None:

@@ -35,7 +35,6 @@ from core.logline import log_safe
 from core.paths import is_safe_request_id, normalize_session_id
 from core.principal import log_agents
 from core.publishing import (
-    MAX_BATCH,
     RETRY_DELAYS_S,
     FaultHook,
     Ledger,
@@ -68,7 +67,10 @@ SAFETY_RESCAN_S = 1.0
 STEP_FAILURE_PAUSE_S = 1.0
 #: At shutdown, how long the files already taken in may take to be served to the end.
 SHUTDOWN_GRACE_S = 10.0
-#: Request bytes one intake trip may hold (with at most `MAX_BATCH` files): memory stays bounded.
+#: Files one intake trip reads: small enough that a burst is judged while its first files are being
+#: committed (the publisher then takes everything queued, up to `MAX_BATCH`, as one batch).
+INTAKE_FILES = 256
+#: Request bytes one intake trip may hold (with at most `INTAKE_FILES` files): memory stays bounded.
 READ_BUDGET = 32 << 20
 _T = TypeVar("_T")
 NO_FACTS_EXPLANATION = (
@@ -435,7 +437,7 @@ class ServingCore:
             new = new[len(intake.reads) :]
             if not new:
                 break
-            intake = await asyncio.to_thread(_take_in, served.inbox, new[:MAX_BATCH], self.ledger)
+            intake = await asyncio.to_thread(_take_in, served.inbox, new[:INTAKE_FILES], self.ledger)
 
     async def _serve_batch(self, served: ServedSession, intake: _Intake) -> None:
         """Serve the files of one intake concurrently: their answers join one batch of the publisher.
@@ -856,7 +858,7 @@ def _scan(
     """The inbox listing, and the first batch of the files not in `known` (None when there are none)."""
     names = inbox.list_request_names()
     new = [name for name in names if name not in known]
-    return names, (_take_in(inbox, new[:MAX_BATCH], ledger) if new else None)
+    return names, (_take_in(inbox, new[:INTAKE_FILES], ledger) if new else None)
 
 
 def _take_in(inbox: SessionInbox, names: Sequence[str], ledger: Ledger | None) -> _Intake:
