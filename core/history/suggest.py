@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.history.store import APPROVED_STATES, HistoryRow, HistoryStore
+from core.history.rows import APPROVED_STATES, HistoryRow
+from core.history.store import HistoryStore
 from core.inbox import FILE_MODE, fsync_dir, temp_name_for, write_new_file
 from core.rules.config import EXTENSION, PROJECT_CONFIG, PolicyStore
 from core.rules.evaluate import any_value
