@@ -1,38 +1,32 @@
-"""The serving core: drain each served inbox, judge, escalate what is left, answer exactly once.
+"""The serving loop: drain each served inbox, judge, escalate what is left, answer exactly once.
 
 Per request: read (hostile-safe) → validate → recorded authority → chain → terminal slot →
 publisher. Unlike the reference, one undecided ask never blocks the inbox: rule-decided asks keep
 flowing while a person (or a slow chain link) thinks, and every session is rescanned as soon as
 inotify says it changed. What a rescan finds is read in one trip off the event loop and served
 together, so the answers ready at once share one group commit (`core.publishing`).
+
+The stages: intake (`core.serving.intake`), the judgment (`core.serving.judgment`), escalation
+(the chain, then the terminal slot), the publisher (`core.publishing`); events go out as
+`core.serving.events.ServeEvent`. Over 250 lines: the loop still holds the sessions it serves
+(locks, heartbeats, refused folders) and the quarantine and forgery paths (issue 13 splits further).
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import logging
-import os
 import sqlite3
 from collections.abc import Callable, Coroutine, Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol, TypeVar
+from typing import TypeVar
 
 from core.asks import DEFAULT_FORWARDING_TIMEOUT_MS, Answered, Ask, AskKey, Judgment, TerminalSlot
 from core.clock import SYSTEM_CLOCK, Clock, wall_ms
-from core.inbox import SessionInbox, UnreadableRequest, display_name, read_request_in
-from core.liveness import (
-    HEARTBEAT_INTERVAL_S,
-    Heartbeat,
-    SessionHeld,
-    SessionLock,
-    live_foreign_server,
-    pid_alive,
-)
+from core.inbox import display_name
 from core.logline import log_safe
-from core.paths import is_safe_request_id, normalize_session_id
+from core.paths import is_safe_request_id
 from core.principal import log_agents
 from core.publishing import (
     RETRY_DELAYS_S,
@@ -47,17 +41,19 @@ from core.publishing import (
     no_fault,
 )
 from core.quarantine import Quarantine
-from core.tree import DISK, Anchor, DiskWriter, UnsafeFolder, leftover_temp_files, remove
+from core.serving.events import EventKind, Observer, ServeEvent
+from core.serving.intake import INTAKE_FILES, Intake, Read, rejection, scan, take_in
+from core.serving.judgment import Chain, Judge, NoRecordedAuthority
+from core.serving.sessions import ServedSession, Sessions
+from core.tree import DISK, Anchor, DiskWriter, UnsafeFolder
 from core.watch import watch_session_folders
 from core.wire import (
     ForwardedResponse,
     ParsedRequest,
-    RequestRejected,
     approve,
     deny,
     encode_response,
     over_limit,
-    parse_request,
 )
 
 log = logging.getLogger("pi_authorizer.serve")
@@ -67,90 +63,7 @@ SAFETY_RESCAN_S = 1.0
 STEP_FAILURE_PAUSE_S = 1.0
 #: At shutdown, how long the files already taken in may take to be served to the end.
 SHUTDOWN_GRACE_S = 10.0
-#: Files one intake trip reads: small enough that a burst is judged while its first files are being
-#: committed (the publisher then takes everything queued, up to `MAX_BATCH`, as one batch).
-INTAKE_FILES = 256
-#: Request bytes one intake trip may hold (with at most `INTAKE_FILES` files): memory stays bounded.
-READ_BUDGET = 32 << 20
 _T = TypeVar("_T")
-NO_FACTS_EXPLANATION = (
-    "This request carries no child-fixed facts (no usable accessIntent, as from every 20.7.3 child), "
-    "so this node's rules cannot judge it: it comes to you."
-)
-
-
-class Judge(Protocol):
-    """Recorded authority: this node's own rules, on the child's facts, scoped to its agent."""
-
-    def judge(self, parsed: ParsedRequest, session_id: str) -> Judgment: ...
-
-
-class Chain(Protocol):
-    """Non-terminal judges after the rules; `None` means every link deferred."""
-
-    async def review(self, parsed: ParsedRequest) -> Judgment | None: ...
-
-
-class NoRecordedAuthority:
-    """A node with no rules: everything with facts asks by default, everything without floors to ask."""
-
-    def judge(self, parsed: ParsedRequest, session_id: str) -> Judgment:
-        if parsed.access_intent is None:
-            return Judgment(verdict="ask", explanation=(NO_FACTS_EXPLANATION,))
-        return Judgment(verdict="ask", explanation=("No rules are loaded on this node: default ask.",))
-
-
-EventKind = Literal[
-    "arrived",
-    "answered",
-    "withdrawn",
-    "quarantined",
-    "left",
-    "answer_failed",
-    "forged",
-    "not_serving",
-    "serving_again",
-    "unsafe_folder",
-]
-
-
-@dataclass(frozen=True)
-class ServeEvent:
-    """What happened to one request file; observers (TUI, history) subscribe to these.
-
-    `unsafe_folder` is about a folder, not a file: `key.name` is the refused folder's path and
-    `reason` says why it is not served (a link planted in the session tree, never followed).
-    """
-
-    kind: EventKind
-    key: AskKey
-    at: float
-    parsed: ParsedRequest | None = None
-    response: ForwardedResponse | None = None
-    outcome: str | None = None
-    reason: str | None = None
-    raw: bytes | None = None
-
-
-Observer = Callable[[ServeEvent], None]
-_Track = Literal["processing", "answering", "answered", "pending", "left", "quarantined"]
-
-
-@dataclass
-class ServedSession:
-    inbox: SessionInbox
-    lock: SessionLock
-    heartbeat: Heartbeat
-    tracked: dict[str, _Track] = field(default_factory=dict)
-    asks: dict[str, Ask] = field(default_factory=dict)
-    scan_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    unservable: str | None = None
-    settling: dict[str, Published] = field(default_factory=dict)
-    """Answered requests being removed by the publisher, with the answer that removes each."""
-    problems: dict[str, ServeEvent] = field(default_factory=dict)
-    """Refused folders by part (`inbox`, `heartbeat`): the `unsafe_folder` event that reported each."""
-
-
 class ServingCore:
     """Serves a set of sessions under one forwarding root until `stop()`."""
 
@@ -187,11 +100,12 @@ class ServingCore:
         self.tree = Anchor(forwarding_root, "forwarding root")
         self.state_tree = Anchor(state_dir, "state dir")
         self.quarantine = Quarantine(state_dir, anchor=self.state_tree)
-        # Heartbeats get their own thread: a busy default executor never delays a beat.
-        self._beats = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="heartbeat")
-        self.sessions: dict[str, ServedSession] = {}
-        self._by_folder: dict[str, ServedSession] = {}
         self._observers: list[Observer] = []
+        self.roster = Sessions(
+            forwarding_root, state_dir, self.tree, self.state_tree, writer, clock, self._emit
+        )
+        self.sessions = self.roster.by_id
+        self._by_folder = self.roster.by_folder
         self._stop = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
         self._serving: set[asyncio.Task[None]] = set()
@@ -212,25 +126,8 @@ class ServingCore:
 
     def add_session(self, raw_id: str) -> ServedSession:
         """Take a session: lock it, publish the heartbeat. Raises `SessionHeld` if served elsewhere."""
-        session_id = normalize_session_id(raw_id)
-        if session_id in self.sessions:
-            return self.sessions[session_id]
-        lock = SessionLock(self.state_dir, session_id, self.state_tree)
-        lock.acquire()
-        foreign = live_foreign_server(self.root, session_id, self.tree)
-        if foreign is not None and foreign.pid != lock.previous_pid:
-            # A live server that is not the authorizer whose lock we just took over (a pi parent).
-            lock.release()
-            raise SessionHeld(session_id, f"pid {foreign.pid} (live serving heartbeat)")
-        inbox = SessionInbox(self.root, session_id, self.tree, self.writer)
-        _remove_leftover_temps(self.tree, ("sessions", inbox.folder_name, "responses"), ("serving",))
-        heartbeat = Heartbeat(self.root, session_id, self.tree)
-        served = ServedSession(inbox=inbox, lock=lock, heartbeat=heartbeat)
-        self._beat(served)
-        self.sessions[session_id] = served
-        self._by_folder[inbox.folder_name] = served
-        log.info("serving session %s (inbox %s)", log_safe(session_id), inbox.requests_dir)
-        if self._tasks:
+        served, new = self.roster.add(raw_id)
+        if new and self._tasks:
             self._spawn(self.rescan(served))
         return served
 
@@ -240,7 +137,7 @@ class ServingCore:
     async def run(self) -> None:
         """Serve until `stop()`; on exit heartbeats are removed and locks released."""
         try:
-            self._spawn(self._heartbeat_loop())
+            self._spawn(self.roster.heartbeat_loop(self._stop))
             self._spawn(self._watch_loop())
             self._spawn(self._safety_rescan_loop())
             for background in self._background:
@@ -269,11 +166,7 @@ class ServingCore:
             for task in late:
                 task.cancel()
         await self.publisher.close()
-        for served in self.sessions.values():
-            with contextlib.suppress(OSError):
-                served.heartbeat.clear()
-            served.lock.release()
-        self._beats.shutdown(wait=False)
+        self.roster.release()
         self.tree.close()
         self.state_tree.close()
 
@@ -289,55 +182,9 @@ class ServingCore:
         if not task.cancelled() and task.exception() is not None:
             log.error("serving task failed", exc_info=task.exception())
 
-    async def _heartbeat_loop(self) -> None:
-        """Beat every second in a thread of its own; a session that cannot be served is not beaten
-        for, and its heartbeat is removed, so no child or authorizer takes it for served."""
-        loop = asyncio.get_running_loop()
-        while not self._stop.is_set():
-            for served in list(self.sessions.values()):
-                beat = served.heartbeat.clear if served.unservable else served.heartbeat.beat
-                try:
-                    await loop.run_in_executor(self._beats, beat)
-                except UnsafeFolder as exc:
-                    self._beat_refused(served, exc)
-                    continue
-                except Exception as exc:
-                    log.warning("heartbeat for %s failed: %s", log_safe(served.inbox.session_id), exc)
-                    continue
-                if not served.unservable:
-                    self._clear_unsafe(served, "heartbeat")
-            await self._pause(HEARTBEAT_INTERVAL_S)
-
     async def _pause(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stop.wait(), timeout=seconds)
-
-    def _beat(self, served: ServedSession) -> None:
-        try:
-            served.heartbeat.beat()
-        except UnsafeFolder as exc:
-            self._beat_refused(served, exc)
-            return
-        self._clear_unsafe(served, "heartbeat")
-
-    def _beat_refused(self, served: ServedSession, exc: UnsafeFolder) -> None:
-        self._report_unsafe(served, "heartbeat", exc, "no serving heartbeat is published")
-
-    def _report_unsafe(self, served: ServedSession, part: str, exc: UnsafeFolder, consequence: str) -> None:
-        """A folder of the session tree is a link (or not a folder): said once in the log and to observers."""
-        reason = f"{exc}: {consequence} until it is removed"
-        known = served.problems.get(part)
-        if known is not None and known.reason == reason:
-            return
-        key = AskKey(served.inbox.session_id, exc.where)
-        event = ServeEvent("unsafe_folder", key, self.clock.wall(), reason=reason)
-        served.problems[part] = event
-        self._emit(event)
-        log.warning("session=%s %s", log_safe(served.inbox.session_id), log_safe(reason, 400))
-
-    def _clear_unsafe(self, served: ServedSession, part: str) -> None:
-        if served.problems.pop(part, None) is not None:
-            log.info("session=%s %s folders are sound again", log_safe(served.inbox.session_id), part)
 
     async def _watch_loop(self) -> None:
         """Supervised: a failing watcher is logged with its traceback and started again."""
@@ -408,10 +255,10 @@ class ServingCore:
             try:
                 await self._drain(served)
             except UnsafeFolder as exc:
-                self._report_unsafe(served, "inbox", exc, "this session's requests are not served")
-                self._set_unservable(served, f"a folder of its inbox is refused: {exc}")
+                self.roster.report_unsafe(served, "inbox", exc, "this session's requests are not served")
+                self.roster.set_unservable(served, f"a folder of its inbox is refused: {exc}")
                 return
-            self._clear_unsafe(served, "inbox")
+            self.roster.clear_unsafe(served, "inbox")
 
     async def _drain(self, served: ServedSession) -> None:
         """One pass over the inbox; raises `UnsafeFolder` when a folder of the session tree is refused."""
@@ -419,13 +266,13 @@ class ServingCore:
         try:
             # One trip off the loop lists the inbox and reads the first batch of new files, so a burst
             # is judged, recorded and published together (and a single ask pays one trip).
-            names, intake = await asyncio.to_thread(_scan, served.inbox, known, self.ledger)
+            names, intake = await asyncio.to_thread(scan, served.inbox, known, self.ledger)
         except UnsafeFolder:
             raise
         except Exception as exc:
-            self._set_unservable(served, f"its inbox cannot be listed: {exc}")
+            self.roster.set_unservable(served, f"its inbox cannot be listed: {exc}")
             return
-        self._set_unservable(served, None)
+        self.roster.set_unservable(served, None)
         present = set(names)
         for name in list(served.tracked):
             if name not in present:
@@ -437,9 +284,9 @@ class ServingCore:
             new = new[len(intake.reads) :]
             if not new:
                 break
-            intake = await asyncio.to_thread(_take_in, served.inbox, new[:INTAKE_FILES], self.ledger)
+            intake = await asyncio.to_thread(take_in, served.inbox, new[:INTAKE_FILES], self.ledger)
 
-    async def _serve_batch(self, served: ServedSession, intake: _Intake) -> None:
+    async def _serve_batch(self, served: ServedSession, intake: Intake) -> None:
         """Serve the files of one intake concurrently: their answers join one batch of the publisher.
 
         Returns once each has been judged and handed on (not published): the next intake is judged
@@ -451,19 +298,6 @@ class ServingCore:
                 self._spawn(self._serve_file(served, name, read, intake), serving=True)
         await asyncio.sleep(0)  # each runs up to its answer, or into its terminal
         await self.publisher.room()
-
-    def _set_unservable(self, served: ServedSession, reason: str | None) -> None:
-        """Say (log, event) when a session cannot be served at all, and when it can again."""
-        if reason == served.unservable:
-            return
-        key = AskKey(served.inbox.session_id, "")
-        previous, served.unservable = served.unservable, reason
-        if reason is not None:
-            log.error("NOT SERVING session %s: %s", log_safe(served.inbox.session_id), log_safe(reason, 300))
-            self._emit(ServeEvent("not_serving", key, self.clock.wall(), reason=reason))
-        elif previous is not None:
-            log.info("serving session %s again", log_safe(served.inbox.session_id))
-            self._emit(ServeEvent("serving_again", key, self.clock.wall()))
 
     def _forget(self, served: ServedSession, name: str) -> None:
         served.settling.pop(name, None)
@@ -479,7 +313,7 @@ class ServingCore:
                 "%s withdrawn by the child before an answer", self._label(key, ask.parsed if ask else None)
             )
 
-    async def _serve_file(self, served: ServedSession, name: str, read: _Read, intake: _Intake) -> None:
+    async def _serve_file(self, served: ServedSession, name: str, read: Read, intake: Intake) -> None:
         """Serve one file; whatever goes wrong, it is quarantined with the reason and serving goes on."""
         try:
             await self._serve_unguarded(served, name, read, intake)
@@ -487,7 +321,7 @@ class ServingCore:
             # The session tree is refused, not this file: reported, served once it is sound.
             if served.tracked.get(name) == "processing":
                 del served.tracked[name]
-            self._report_unsafe(served, "inbox", exc, "this session's requests are not served")
+            self.roster.report_unsafe(served, "inbox", exc, "this session's requests are not served")
         except Exception as exc:
             key = AskKey(served.inbox.session_id, name)
             log.error("%s: serving failed", self._label(key, None), exc_info=True)
@@ -498,34 +332,17 @@ class ServingCore:
             reason = f"serving this file failed ({type(exc).__name__}: {exc})"
             await self._reject(served, name, reason, None)
 
-    async def _serve_unguarded(self, served: ServedSession, name: str, read: _Read, intake: _Intake) -> None:
+    async def _serve_unguarded(self, served: ServedSession, name: str, read: Read, intake: Intake) -> None:
         key = AskKey(served.inbox.session_id, name)
         if read.gone:
             served.tracked.pop(name, None)
             return
-        stem = name.removesuffix(".json")
-        if not is_safe_request_id(stem):
-            reason = f"file name {display_name(name)!r} is not a request id (^[A-Za-z0-9._-]+$, not . or ..)"
-            await self._reject(served, name, reason, read.raw)
-            return
-        if read.parsed is None:
-            await self._reject(served, name, read.rejection or "unusable request", read.raw)
+        reason = rejection(name, read, served.inbox.session_id)
+        if reason is not None or read.parsed is None:
+            await self._reject(served, name, reason or "unusable request", read.raw)
             return
         parsed = read.parsed
         request = parsed.request
-        if request.id != stem:
-            await self._reject(
-                served, name, f"request id {request.id!r} does not match its file name", read.raw
-            )
-            return
-        target = request.target_session_id.strip()
-        if target != served.inbox.session_id:
-            reason = (
-                f"request targets session {target!r} but was found in the inbox of "
-                f"{served.inbox.session_id!r}"
-            )
-            await self._reject(served, name, reason, read.raw)
-            return
         recorded = intake.recorded.get(request.id)
         if f"{request.id}.json" in intake.responses:
             await self._response_already_there(served, name, parsed, recorded)
@@ -764,11 +581,11 @@ class ServingCore:
         key = AskKey(served.inbox.session_id, name)
         try:
             record = await asyncio.to_thread(self.quarantine.hold, served.inbox, name, reason, answered)
-            self._clear_unsafe(served, "quarantine")
+            self.roster.clear_unsafe(served, "quarantine")
         except Exception as exc:
             where = f"could not be quarantined ({exc}); left in place and ignored"
             if isinstance(exc, UnsafeFolder):
-                self._report_unsafe(served, "quarantine", exc, "unusable requests are left in place")
+                self.roster.report_unsafe(served, "quarantine", exc, "unusable requests are left in place")
             served.tracked[name] = "quarantined"
         else:
             if record.left_in_place is not None:
@@ -813,102 +630,6 @@ class ServingCore:
     def pending_names(self, session_id: str) -> Iterable[str]:
         served = self.sessions.get(session_id)
         return [] if served is None else [n for n, s in served.tracked.items() if s in {"pending", "left"}]
-
-
-def _remove_leftover_temps(tree: Anchor, *folders: tuple[str, ...]) -> None:
-    """Temp files of a writer that was killed (`kill -9`) mid-write: never linked, so never seen
-    by a child; removed (by descriptor, never through a link) when a session is taken so they do
-    not pile up."""
-    for parts in folders:
-        try:
-            with tree.folder(parts) as fd:
-                for name, pid in leftover_temp_files(fd):
-                    if not pid_alive(pid):
-                        with contextlib.suppress(OSError):
-                            remove(fd, name)
-                            log.info("removed a leftover temp file %s/%s", "/".join(parts),
-                                     log_safe(display_name(name), 300))
-        except OSError:
-            continue
-
-
-@dataclass(frozen=True)
-class _Read:
-    """One request file as read off the event loop: gone, unusable (with why), or parsed."""
-
-    gone: bool = False
-    raw: bytes | None = None
-    parsed: ParsedRequest | None = None
-    rejection: str | None = None
-
-
-@dataclass(frozen=True)
-class _Intake:
-    """What one trip off the event loop found: the files read (in order), the names already in
-    `responses/`, and the verdicts the ledger holds for the request ids read."""
-
-    reads: list[tuple[str, _Read]]
-    responses: frozenset[str]
-    recorded: dict[str, RecordedVerdict]
-
-
-def _scan(
-    inbox: SessionInbox, known: frozenset[str], ledger: Ledger | None
-) -> tuple[list[str], _Intake | None]:
-    """The inbox listing, and the first batch of the files not in `known` (None when there are none)."""
-    names = inbox.list_request_names()
-    new = [name for name in names if name not in known]
-    return names, (_take_in(inbox, new[:INTAKE_FILES], ledger) if new else None)
-
-
-def _take_in(inbox: SessionInbox, names: Sequence[str], ledger: Ledger | None) -> _Intake:
-    """Read and parse up to `READ_BUDGET` bytes of the named files (at least one), through one
-    descriptor of `requests/`; then list `responses/` and look up recorded verdicts, once for all.
-    Raises `UnsafeFolder` when a folder of the session tree is refused."""
-    reads: list[tuple[str, _Read]] = []
-    held = 0
-    try:
-        fd = inbox.tree.open(("sessions", inbox.folder_name, "requests"))
-    except FileNotFoundError:
-        return _Intake([(name, _Read(gone=True)) for name in names], frozenset(), {})
-    try:
-        for name in names:
-            read = _read_guarded(fd, name)
-            reads.append((name, read))
-            held += len(read.raw or b"")
-            if held >= READ_BUDGET:
-                break
-    finally:
-        os.close(fd)
-    responses = frozenset(inbox.list_response_names())
-    ids = [read.parsed.request.id for _, read in reads if read.parsed is not None]
-    recorded: dict[str, RecordedVerdict] = {}
-    if ledger is not None and ids:
-        try:
-            recorded = ledger.recorded_verdicts(inbox.session_id, ids)
-        except Exception as exc:
-            # Counts as none recorded: publication never replaces a response, and recording the
-            # new verdict fails safe.
-            log.error("session=%s: reading the history failed: %s", log_safe(inbox.session_id), exc)
-    return _Intake(reads, responses, recorded)
-
-
-def _read_guarded(dir_fd: int, name: str) -> _Read:
-    """One file read and parsed; any failure becomes a rejection, so one file never fails a batch."""
-    try:
-        raw = read_request_in(dir_fd, name)
-    except FileNotFoundError:
-        return _Read(gone=True)
-    except UnreadableRequest as exc:
-        return _Read(rejection=f"request file {exc.reason}")
-    except Exception as exc:
-        return _Read(rejection=f"reading this file failed ({type(exc).__name__}: {exc})")
-    try:
-        return _Read(raw=raw, parsed=parse_request(raw))
-    except RequestRejected as exc:
-        return _Read(raw=raw, rejection=f"unusable request: {exc.reason}")
-    except Exception as exc:
-        return _Read(raw=raw, rejection=f"reading this file failed ({type(exc).__name__}: {exc})")
 
 
 def _describe(response: ForwardedResponse, outcome: str, ask: Ask, now: float) -> str:
