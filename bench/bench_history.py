@@ -26,7 +26,9 @@ from core.asks import AskKey
 from core.history import HistoryFilter, HistoryStore, Retention
 from core.publishing import VerdictRecord, WrittenMark
 from core.serving import ServeEvent
-from core.wire import UserDecision, approve, encode_response, parse_request
+from core.wire.decisions import UserDecision
+from core.wire.reader import parse_request
+from core.wire.response import approve, encode_response
 from tui.screens.review import ReviewScreen
 from tui.widgets.history_list import HistoryList
 

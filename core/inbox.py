@@ -16,33 +16,10 @@ from contextlib import contextmanager
 from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 
+from core.files import DISK, DiskWriter, publish_once, remove
 from core.paths import encode_session_id, normalize_session_id
-from core.tree import (
-    DIR_MODE,
-    DISK,
-    FILE_MODE,
-    Anchor,
-    DiskWriter,
-    UnsafeFolder,
-    lstat_or_none,
-    publish_once,
-    remove,
-    require_folder_or_absent,
-    temp_name,
-    write_new,
-)
-from core.wire import MAX_REQUEST_BYTES
-
-__all__ = [
-    "DIR_MODE",
-    "DISK",
-    "FILE_MODE",
-    "DiskWriter",
-    "SessionInbox",
-    "UnreadableRequest",
-    "UnsafeFolder",
-    "display_name",
-]
+from core.tree import Anchor, lstat_or_none, require_folder_or_absent
+from core.wire.limits import MAX_REQUEST_BYTES
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
@@ -53,28 +30,6 @@ class UnreadableRequest(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_new_file(path: Path, data: bytes) -> None:
-    """Create `path` exclusively with mode 0600 and make its bytes durable (files outside the tree)."""
-    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        write_new(fd, path.name, data)
-    finally:
-        os.close(fd)
-
-
-def temp_name_for(target: Path) -> Path:
-    """`<target>.<pid>.<ms>.tmp`, the reference's temp naming (skipped by every `.json` lister)."""
-    return target.with_name(temp_name(target.name))
 
 
 def display_name(name: str) -> str:

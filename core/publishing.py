@@ -21,6 +21,9 @@ A restart reconciles a stop between any two stages (see `ServingCore._serve_file
 verdict without its response is published with the recorded bytes; a response without its note is
 noted; a request whose response exists is removed. Every file operation goes through the
 `DiskWriter` seam, relative to folder descriptors from `core.tree` (no link is ever followed).
+
+Size: over 250 lines because the stages share one item record and must stay in one order in one
+place (reading them side by side is how "recorded before visible" is checked).
 """
 
 from __future__ import annotations
@@ -38,10 +41,12 @@ from typing import Protocol
 
 from core.asks import AskKey
 from core.clock import SYSTEM_CLOCK, Clock, wall_ms
+from core.files import DiskWriter, remove, temp_name
 from core.inbox import SessionInbox, display_name
 from core.logline import log_safe
-from core.tree import DiskWriter, remove, temp_name
-from core.wire import ForwardedResponse, GateErrorDecision, ParsedRequest, deny, encode_response
+from core.wire.decisions import GateErrorDecision
+from core.wire.request import ParsedRequest
+from core.wire.response import ForwardedResponse, deny, encode_response
 
 log = logging.getLogger("pi_authorizer.publish")
 

@@ -31,11 +31,12 @@ from textual.timer import Timer
 from textual.worker import Worker
 
 from core.asks import Ask, AskKey
+from core.clock import SYSTEM_CLOCK, KeyClock
 from core.history import HistoryStore
 from core.history.suggest import SuggestionRefused, suggestion_from_ask
 from core.human import AskAdded, AskDecided, AskWithdrawn, HumanAuthorizer, HumanEvent
 from core.judging import RecordedAuthority
-from core.keysafety import KeyClock, KeyRules, KeySafety, SystemClock
+from core.keysafety import KeyRules, KeySafety
 from core.rules.reloads import PendingReload
 from core.serving import ServeEvent, ServingCore
 from tui.sanitize import safe_plain
@@ -144,11 +145,11 @@ class AuthorizerApp(App[int]):
         self.human = human
         self.settings = settings or UiSettings()
         self.clock = clock
-        self.key_clock: KeyClock = key_clock or SystemClock(time.monotonic)
+        self.key_clock: KeyClock = key_clock or SYSTEM_CLOCK
         self._key_at: float | None = None
         self.history: list[HistoryEntry] = []
         self.signals: list[str] = []
-        self.safety = KeySafety(self.key_clock.now, KeyRules(
+        self.safety = KeySafety(self.key_clock.monotonic, KeyRules(
             grace_s=max(0, self.settings.input_grace_ms) / 1000,
             double_press=self.settings.double_press,
             arm_expiry_s=ARM_EXPIRY_S,
@@ -210,7 +211,7 @@ class AuthorizerApp(App[int]):
 
     def key_time(self) -> float:
         """When the key being handled was read (now, outside a key)."""
-        return self.key_clock.now() if self._key_at is None else self._key_at
+        return self.key_clock.monotonic() if self._key_at is None else self._key_at
 
     # -- lifecycle -------------------------------------------------------------------------------
 

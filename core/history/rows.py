@@ -9,18 +9,18 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from core.principal import agent_mismatch
-from core.wire import (
+from core.wire.decisions import (
     AuthorizerDecision,
     DecisionSource,
     ForwardedDecision,
     GateErrorDecision,
-    ParsedRequest,
     RuleDecision,
     SessionApprovalDecision,
     UnavailableDecision,
     UserDecision,
     YoloDecision,
 )
+from core.wire.request import ParsedRequest
 
 APPROVED_STATES = ("approved", "approved_for_session")
 DENIED_STATES = ("denied", "denied_with_reason")

@@ -1,8 +1,9 @@
 """One SQLite row per ask served: the ledger the serving core writes before answering, and its observer.
 
-Rows and their columns are in `core.history.rows`, queries in `core.history.reader`. Over 250 lines
-because `HistoryStore` is one connection and one lock: the ledger (verdicts, marks), the observer
-(arrivals, withdrawals, quarantines) and retention share its transaction plumbing.
+Rows and their columns are in `core.history.rows`, queries in `core.history.reader`.
+
+Size: over 250 lines because `HistoryStore` is one connection and one lock: the ledger (verdicts,
+marks), the observer (arrivals, withdrawals, quarantines) and retention share its transactions.
 
 Durability order (the reason this is a ledger and not a log): `record_verdicts` commits a batch
 with `synchronous=FULL` before the publisher (`core.publishing`) links its responses into place, so
@@ -38,7 +39,9 @@ from core.history.schema import migrate
 from core.publishing import RecordedVerdict, VerdictRecord, WrittenMark
 from core.serving import ServeEvent
 from core.tree import FILE_MODE, Anchor
-from core.wire import ParsedRequest, RequestRejected, decision_source_json, parse_request
+from core.wire.decisions import decision_source_json
+from core.wire.reader import RequestRejected, parse_request
+from core.wire.request import ParsedRequest
 
 HISTORY_FILE = "history.sqlite3"
 log = logging.getLogger("pi_authorizer.history")

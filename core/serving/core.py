@@ -8,8 +8,10 @@ together, so the answers ready at once share one group commit (`core.publishing`
 
 The stages: intake (`core.serving.intake`), the judgment (`core.serving.judgment`), escalation
 (the chain, then the terminal slot), the publisher (`core.publishing`); events go out as
-`core.serving.events.ServeEvent`. Over 250 lines: the loop still holds the sessions it serves
-(locks, heartbeats, refused folders) and the quarantine and forgery paths (issue 13 splits further).
+`core.serving.events.ServeEvent`; the sessions served are `core.serving.sessions`.
+
+Size: over 250 lines while the loop still holds the answer's bookkeeping and the set-aside paths
+(rejection, quarantine, forgeries, restart reconciliation), which are the next split.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import TypeVar
 
 from core.asks import DEFAULT_FORWARDING_TIMEOUT_MS, Answered, Ask, AskKey, Judgment, TerminalSlot
 from core.clock import SYSTEM_CLOCK, Clock, wall_ms
+from core.files import DISK, DiskWriter
 from core.inbox import display_name
 from core.logline import log_safe
 from core.paths import is_safe_request_id
@@ -45,16 +48,11 @@ from core.serving.events import EventKind, Observer, ServeEvent
 from core.serving.intake import INTAKE_FILES, Intake, Read, rejection, scan, take_in
 from core.serving.judgment import Chain, Judge, NoRecordedAuthority
 from core.serving.sessions import ServedSession, Sessions
-from core.tree import DISK, Anchor, DiskWriter, UnsafeFolder
+from core.tree import Anchor, UnsafeFolder
 from core.watch import watch_session_folders
-from core.wire import (
-    ForwardedResponse,
-    ParsedRequest,
-    approve,
-    deny,
-    encode_response,
-    over_limit,
-)
+from core.wire.limits import over_limit
+from core.wire.request import ParsedRequest
+from core.wire.response import ForwardedResponse, approve, deny, encode_response
 
 log = logging.getLogger("pi_authorizer.serve")
 

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from core.asks import AskKey
-from core.wire import ForwardedResponse, ParsedRequest
+from core.wire.request import ParsedRequest
+from core.wire.response import ForwardedResponse
 
 EventKind = Literal[
     "arrived",

@@ -17,7 +17,8 @@ from core.inbox import SessionInbox, UnreadableRequest, display_name, read_reque
 from core.logline import log_safe
 from core.paths import is_safe_request_id
 from core.publishing import Ledger, RecordedVerdict
-from core.wire import ParsedRequest, RequestRejected, parse_request
+from core.wire.reader import RequestRejected, parse_request
+from core.wire.request import ParsedRequest
 
 log = logging.getLogger("pi_authorizer.serve")
 

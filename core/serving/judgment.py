@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from core.asks import Judgment
-from core.wire import ParsedRequest
+from core.wire.request import ParsedRequest
 
 NO_FACTS_EXPLANATION = (
     "This request carries no child-fixed facts (no usable accessIntent, as from every 20.7.3 child), "

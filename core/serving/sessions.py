@@ -13,6 +13,7 @@ from typing import Literal
 
 from core.asks import Ask, AskKey
 from core.clock import Clock
+from core.files import DiskWriter, leftover_temp_files, remove
 from core.inbox import SessionInbox, display_name
 from core.liveness import (
     HEARTBEAT_INTERVAL_S,
@@ -26,7 +27,7 @@ from core.logline import log_safe
 from core.paths import normalize_session_id
 from core.publishing import Published
 from core.serving.events import ServeEvent
-from core.tree import Anchor, DiskWriter, UnsafeFolder, leftover_temp_files, remove
+from core.tree import Anchor, UnsafeFolder
 
 log = logging.getLogger("pi_authorizer.serve")
 

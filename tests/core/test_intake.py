@@ -10,7 +10,8 @@ from core.history import HistoryStore
 from core.inbox import SessionInbox
 from core.publishing import VerdictRecord
 from core.serving.intake import READ_BUDGET, Read, rejection, scan, take_in
-from core.wire import deny, encode_response, parse_request
+from core.wire.reader import parse_request
+from core.wire.response import deny, encode_response
 from tests.helpers import request_body, session_dir, write_request, write_request_bytes
 from tests.history.support import S
 

@@ -24,9 +24,9 @@ import pytest
 
 from core.asks import DenyingTerminal, LeavingTerminal, TerminalSlot
 from core.clock import ManualClock
+from core.files import DiskWriter
 from core.history import HistoryStore
 from core.human import HumanAuthorizer
-from core.inbox import DiskWriter
 from core.liveness import heartbeat_path, read_heartbeat
 from core.publishing import RecordedVerdict, VerdictRecord, WrittenMark
 from core.serving import ServeEvent, ServingCore
@@ -188,19 +188,19 @@ async def test_inbox_deleted_and_recreated_is_served_again(tmp_path: Path) -> No
 
 
 async def test_clock_jumps_change_nothing_but_timestamps(tmp_path: Path) -> None:
-    clock = ManualClock(wall=1_800_000_000.0)
-    async with Served(tmp_path, DenyingTerminal(clock.wall), clock=clock) as served:
+    clock = ManualClock(1_800_000_000.0)
+    async with Served(tmp_path, DenyingTerminal(clock), clock=clock) as served:
         write_request(served.root, S, "before")
         assert (await read_response_when_written(served.root, S, "before"))[
             "respondedAt"
         ] == 1_800_000_000_000
-        clock.advance(-86_400 * 365)  # a year back
+        clock.jump_wall(-86_400 * 365)  # a year back
         write_request(served.root, S, "back")
         write_request(served.root, S, "bad1", createdAt=None)
         write_request(served.root, S, "bad2", createdAt=None)
         assert (await read_response_when_written(served.root, S, "back"))["respondedAt"] == 1_768_464_000_000
         await read_response_when_written(served.root, S, "bad2")
-        clock.advance(86_400 * 3650)  # ten years forward
+        clock.jump_wall(86_400 * 3650)  # ten years forward
         write_request(served.root, S, "forward")
         await read_response_when_written(served.root, S, "forward")
         await wait_for(lambda: len(served.core.quarantine.records()) == 2, what="both kept")

@@ -11,7 +11,8 @@ import pytest
 from core.asks import DenyingTerminal, Judgment, LeavingTerminal
 from core.human import AskAdded, HumanAuthorizer
 from core.publishing import RecordedVerdict
-from core.wire import AuthorizerDecision, ParsedRequest
+from core.wire.decisions import AuthorizerDecision
+from core.wire.request import ParsedRequest
 from tests.helpers import response_path, wait_for, write_request, write_request_bytes
 from tests.history.support import Node, S, intent, suggestion
 

@@ -11,7 +11,7 @@ import pytest
 from core.human import HumanAuthorizer
 from core.judging import RecordedAuthority
 from tui.commands import app as app_command
-from tui.commands.common import build_core
+from tui.commands.node import build_core
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -44,7 +44,6 @@ def test_ui_settings_come_from_the_pi_config(tmp_path: Path) -> None:
     assert isinstance(authority, RecordedAuthority)
     settings = app_command.ui_settings(args, authority)
     assert settings.double_press is False
-    assert settings.forwarding_timeout_ms == 120_000
     assert settings.prompt_notifications == ("osc9",)
     assert settings.dialog_keys == {"approve": "a"}
     assert settings.input_grace_ms == 250

@@ -19,7 +19,7 @@ from textual.widgets import Input, Static
 
 from core.asks import Ask, AskKey
 from core.keysafety import KeySafety
-from core.wire import SessionGrant
+from core.wire.request import SessionGrant
 from tui.sanitize import sanitize
 from tui.widgets.ask_view import (
     DIM,
