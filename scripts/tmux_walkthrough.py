@@ -46,9 +46,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from core.demo_asks import legacy, newest  # noqa: E402
 from core.liveness import heartbeat_path  # noqa: E402
 from core.paths import encode_session_id  # noqa: E402
-from core.simulate import SimulatedChild, legacy, newest  # noqa: E402
+from core.simulate import SimulatedChild  # noqa: E402
 
 NODE_DIR = REPO / "tests" / "interop" / "node"
 GRACE_S = 0.8  # a little over the app's default 500 ms input grace

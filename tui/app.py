@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
@@ -26,11 +25,11 @@ from textual.timer import Timer
 from textual.worker import Worker
 
 from core.asks import Ask, AskKey
-from core.clock import SYSTEM_CLOCK
+from core.clock import SYSTEM_CLOCK, KeyClock
 from core.history import HistoryStore
 from core.human import HumanAuthorizer
 from core.judging import RecordedAuthority
-from core.keysafety import KeyClock, KeyRules, KeySafety, SystemClock
+from core.keysafety import KeyRules, KeySafety
 from core.serving import ServingCore
 from tui.app_events import CoreEvents
 from tui.app_signals import SignalQuit
@@ -80,11 +79,11 @@ class AuthorizerApp(Views, CoreEvents, SignalQuit):
         self.human = human
         self.settings = settings or UiSettings()
         self.clock = clock
-        self.key_clock: KeyClock = key_clock or SystemClock(time.monotonic)
+        self.key_clock: KeyClock = key_clock or SYSTEM_CLOCK
         self._key_at: float | None = None
         self.history: list[HistoryEntry] = []
         self.signals: list[str] = []
-        self.safety = KeySafety(self.key_clock.now, KeyRules(
+        self.safety = KeySafety(self.key_clock.monotonic, KeyRules(
             grace_s=max(0, self.settings.input_grace_ms) / 1000,
             double_press=self.settings.double_press,
             arm_expiry_s=ARM_EXPIRY_S,
@@ -129,7 +128,7 @@ class AuthorizerApp(Views, CoreEvents, SignalQuit):
 
     def key_time(self) -> float:
         """When the key being handled was read (now, outside a key)."""
-        return self.key_clock.now() if self._key_at is None else self._key_at
+        return self.key_clock.monotonic() if self._key_at is None else self._key_at
 
     # -- lifecycle -------------------------------------------------------------------------------
 

@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.asks import Answered, Ask, AskKey, Judgment
-from core.wire import ForwardedResponse, parse_request
+from core.wire.reader import parse_request
+from core.wire.response import ForwardedResponse
 from tests.tui.support import FIXED_CREATED, SERVED, request_body
 from tui.render.ask import (
     Clip,

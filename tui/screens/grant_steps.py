@@ -15,7 +15,7 @@ from textual.widgets import Static
 
 from core.asks import Ask
 from core.keysafety import KeySafety
-from core.wire import SessionGrant
+from core.wire.request import SessionGrant
 from tui.render.ask import (
     Clip,
     agent_content,

@@ -12,13 +12,14 @@ from textual.screen import Screen, ScreenResultCallbackType
 
 from core.asks import AskKey
 from core.human import (
+    AskDecided,
     DecisionRefused,
     GrantRefused,
     HumanAuthorizer,
     proven_direction,
 )
 from core.keysafety import Verdict
-from core.wire import GrantWidth
+from core.wire.response import GrantWidth
 from tui.render.facts import (
     ask_label,
 )
@@ -173,9 +174,13 @@ class DecidingQueue(NavigableQueue):
                 self.set_status(Content.styled("Whole-session grant cancelled: nothing was decided.", DIM),
                                 about=key)
                 return
-            before = len(self.human.decided)
-            await self._commit(self.human.approve_for_serving_session, key)
-            also = [d for d in self.human.decided[before:] if d.granted_on == key]
+            granted: list[AskDecided] = []
+
+            async def grant(key: AskKey) -> None:
+                granted.append(await self.human.approve_for_serving_session(key))
+
+            await self._commit(grant, key)
+            also = granted[0].also if granted else ()
             if also:
                 self.set_status(Content.assemble(
                     ("Recorded the whole-session grant: ", "bold"), (ask_label(ask), ""),

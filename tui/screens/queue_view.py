@@ -1,7 +1,7 @@
 """The queue screen's state: the table and the selected ask in sync with the pending asks, the
 status line, the paint of the selected ask, and the legend.
 
-Over 250 lines on purpose: selection, paint and status change together (the key safety reads
+Size: over 250 lines on purpose: selection, paint and status change together (the key safety reads
 them), so they stay in one class; navigation, decisions and batches are the subclasses in
 `queue_nav.py`, `queue_decide.py` and `queue.py`.
 """
