@@ -1,4 +1,7 @@
-"""The wire's read and write rules (wire-contract.md §1.7, §2, §3), on real bytes."""
+"""The wire's read and write rules, on real bytes.
+
+`docs/contract.md` § Reading requests, § Writing responses.
+"""
 
 from __future__ import annotations
 

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from core.human import HumanAuthorizer
 from core.judging import RecordedAuthority
 from tui.commands import app as app_command
-from tui.commands.common import build_attended
+from tui.commands.node import build_core
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -38,8 +39,9 @@ def test_ui_settings_come_from_the_pi_config(tmp_path: Path) -> None:
     args = parse("--agent-dir", str(agent), "--project", str(tmp_path / "project"),
                  "--forwarding-root", str(tmp_path / "root"), "--state-dir", str(tmp_path / "state"),
                  "--grace-ms", "250")
-    core, authority, human = build_attended(args)
-    assert isinstance(authority, RecordedAuthority) and human.grants is authority and core.terminal is human
+    human = HumanAuthorizer()
+    core, authority = build_core(args, human)
+    assert isinstance(authority, RecordedAuthority)
     settings = app_command.ui_settings(args, authority)
     assert settings.double_press is False
     assert settings.prompt_notifications == ("osc9",)

@@ -65,7 +65,7 @@ def demo_args(base: Path, pause: float) -> argparse.Namespace:
 
 def run(args: argparse.Namespace) -> int:
     from tui.app import AuthorizerApp
-    from tui.commands.common import build_attended, take_sessions
+    from tui.commands.node import person_core, take_sessions
 
     if not sys.stdin.isatty() or not sys.stdout.isatty():
         print("pi-authorizer demo: the app needs a terminal.", file=sys.stderr)
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     received: list[str] = []
     with tempfile.TemporaryDirectory(prefix="pi-authorizer-demo-") as tmp:
         options = demo_args(Path(tmp), args.pause)
-        core, authority, human = build_attended(options)
+        core, human, authority = person_core(options)
         if not take_sessions(core, options.sessions):
             return 3
 

@@ -17,7 +17,7 @@ from core.rules import PolicyStore
 from core.rules.explain import explain
 from core.wire.reader import RequestRejected, parse_request
 from core.wire.request import ParsedRequest
-from tui.commands.common import existing_file
+from tui.commands.arguments import existing_file
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
