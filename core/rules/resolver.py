@@ -119,12 +119,17 @@ def resolve_with_policy(
     """
     ours = _resolve_reading(policy, facts, session_rules)
     pi_facts = facts_as_pi(facts)
-    if policy.pi_reading is None or pi_facts is None or not (
+    pi_policy = policy.pi_reading
+    if pi_facts is None:
+        # A directional ask (only newer children make one): pi's reading of the files, judged
+        # by the newer semantics, so a file pi reads otherwise still tightens the verdict.
+        pi_facts, pi_policy = facts, policy.pi_directional
+    if pi_policy is None or not (
         pi_facts != facts or beyond_bmp(facts) or policy.pi_differs_on(facts.surface)
         or (facts.asking_units and policy.pi_differs_on("bash"))
     ):
         return ours
-    pi = _resolve_reading(policy.pi_reading, pi_facts, session_rules)
+    pi = _resolve_reading(pi_policy, pi_facts, session_rules)
     if _deciding(pi) == _deciding(ours):
         return ours
     chosen = ours if more_restrictive(ours.verdict, pi.verdict) else pi
