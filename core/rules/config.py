@@ -360,15 +360,12 @@ class PolicyStore:
 
     def _with_pi(self, ours: Policy, agent_name: str, reason: str | None, *, include_agent_files: bool,
                  agent_scopes: list[Scope] | None = None) -> Policy:
-        """`ours` with pi 20.7.3's reading attached, and, when the files carry directional keys
-        (which 20.7.3 does not fold), pi's reading of the files composed with the family fold,
-        for asks on a directional surface."""
+        """`ours` with pi 20.7.3's reading attached, and pi's reading of the files composed with
+        the family fold (which 20.7.3 does not know), for asks on a directional surface."""
         pi = self._compose_layers(agent_name, reason, include_agent_files=include_agent_files,
                                   as_pi=True, agent_scopes=agent_scopes)
-        directional = pi
-        if not pi.folds:
-            directional = self._compose_layers(agent_name, reason, include_agent_files=include_agent_files,
-                                               as_pi=True, agent_scopes=agent_scopes, fold_families=True)
+        directional = self._compose_layers(agent_name, reason, include_agent_files=include_agent_files,
+                                           as_pi=True, agent_scopes=agent_scopes, fold_families=True)
         return dataclasses.replace(ours, pi_reading=pi, pi_directional=directional,
                                    pi_differs=_signature(pi) != _signature(ours))
 

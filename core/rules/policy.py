@@ -126,9 +126,10 @@ def compose(
         permission = merge_permission(permission, scope.permission)
     folds = True
     if as_pi:
-        # Without explicit members, expanding the bare family keys after the merge is the same
-        # as expanding them per file; with them, 20.7.3 knows no families at all.
-        folds = fold_families or not any(surface in DIRECTIONAL_SURFACES for surface in permission)
+        # 20.7.3 knows no families: a `path` ask meets the rules whose surface matches `path`
+        # (`path`, `pa*`, `*`), in their own places. `fold_families` composes pi's reading of the
+        # files with the newer family fold instead (for asks on a directional surface).
+        folds = fold_families
         if folds:
             permission = expand_families(permission)
         permission = {surface: type(value)(value.is_map, js_key_order(value.patterns))

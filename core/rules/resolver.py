@@ -229,8 +229,11 @@ class _Judge:
     def _member(self, surface: str, values: Sequence[str], unit: str | None) -> Outcome:
         candidates = self.policy.candidates(surface)
         if self.session:
+            # Without the fold (pi 20.7.3's reading), a family ask still meets the grants this
+            # node recorded on its members.
+            names = (surface,) if self.policy.folds else (surface, *family_members(surface))
             candidates = candidates.with_tail(
-                [r for r in self.session if r.surface_wildcard.matches(surface)])
+                [r for r in self.session if any(r.surface_wildcard.matches(n) for n in names)])
         originals = tuple(values) or (("",) if surface in _SINGLE_VALUE_SURFACES else ("*",))
         if surface in PATH_SURFACES:
             evaluator = "any-value"
