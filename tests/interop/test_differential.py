@@ -51,10 +51,12 @@ FIXED: dict[str, Case] = {
         {**_global({"bash": "allow"}), agent_file("a\u200db"): "---\npermission:\n  bash: deny\n---\n"},
         "a\u200db", "bash", ("ls",)),
     "agent name with a tab": Case(
-        {**_global({"*": "allow"}), agent_file("tab\tname", project=True): "---\npermission:\n  skill: deny\n---\n"},
+        {**_global({"*": "allow"}),
+         agent_file("tab\tname", project=True): "---\npermission:\n  skill: deny\n---\n"},
         "tab\tname", "skill", ("lint",)),
     "agent name with a path separator: pi opens agents/sub/x.md": Case(
-        {**_global({"bash": "allow"}), agent_file("sub/x"): "---\npermission:\n  bash:\n    '*': deny\n---\n"},
+        {**_global({"bash": "allow"}),
+         agent_file("sub/x"): "---\npermission:\n  bash:\n    '*': deny\n---\n"},
         "sub/x", "bash", ("ls",)),
     "padded bash surface: pi trims the tool name and judges an empty command": Case(
         _global({"*": "allow", "bash": "deny"}), "Explore", "bash ", ("ls",)),
@@ -155,8 +157,11 @@ def fixed_verdicts(
 
 
 @pytest.mark.parametrize("name", sorted(FIXED))
-def test_fixed_disagreements_stay_fixed(name: str, fixed_verdicts: dict[str, tuple[Verdict, Verdict]]) -> None:
+def test_fixed_disagreements_stay_fixed(
+    name: str, fixed_verdicts: dict[str, tuple[Verdict, Verdict]]
+) -> None:
     case = FIXED[name]
     ours, theirs = fixed_verdicts[name]
-    assert theirs.state == ("ask" if name.startswith("directional") else "deny"), case.reproduction(ours, theirs)
+    expected = "ask" if name.startswith("directional") else "deny"
+    assert theirs.state == expected, case.reproduction(ours, theirs)
     assert ours == theirs, case.reproduction(ours, theirs)
