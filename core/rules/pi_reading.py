@@ -13,9 +13,12 @@ verdict (see `docs/fidelity.md`). The differences live here, as facts about pi's
   `{action: deny}` map) is dropped, as is a map left empty.
 - `${HOME}` is not a home form in 20.7.3 (only `~` and `$HOME`).
 - `?` matches one UTF-16 unit (JavaScript regexes without the `u` flag), not one character.
-- The agent name `unknown` is an ordinary file name to pi.
+- Any non-empty agent name is a file name to pi: `unknown`, a tab, a zero-width joiner, `sub/x`.
 - A tool surface (not bash, skill, mcp or a path surface) is judged on `"*"`: pi builds the
-  tool's input as `{}`, so the child's `matchValues` are not consulted.
+  tool's input as `{}`, so the child's `matchValues` are not consulted; pi trims the tool's name
+  (`"bash "` is a bash call without a command).
+- There are no surface families: a `path` ask meets the rules whose surface matches `path` itself
+  (`path`, `pa*`, `*`, not `*_*`), in their own places.
 """
 
 from __future__ import annotations

@@ -120,7 +120,11 @@ def resolve_with_policy(
     ours = _resolve_reading(policy, facts, session_rules)
     pi_facts = facts_as_pi(facts)
     pi_policy = policy.pi_reading
+    note = ("pi 20.7.3 reads these files or facts differently (docs/fidelity.md); "
+            "the more restrictive verdict is kept, pi's on a tie")
     if pi_facts is None:
+        note = ("a directional ask: the files as pi 20.7.3 reads them, judged with the family fold "
+                "(docs/fidelity.md); the more restrictive verdict is kept, pi's on a tie")
         # A directional ask (only newer children make one): pi's reading of the files, judged
         # by the newer semantics, so a file pi reads otherwise still tightens the verdict.
         pi_facts, pi_policy = facts, policy.pi_directional
@@ -135,8 +139,7 @@ def resolve_with_policy(
     chosen = ours if more_restrictive(ours.verdict, pi.verdict) else pi
     step: Step = {
         "step": "pi-reading",
-        "note": "pi 20.7.3 reads these files or facts differently (docs/fidelity.md); "
-                "the more restrictive verdict is kept, pi's on a tie",
+        "note": note,
         "ours": {"verdict": ours.verdict, "decidedBy": ours.decided_by()},
         "pi": {"verdict": pi.verdict, "decidedBy": pi.decided_by()},
         "kept": "ours" if chosen is ours else "pi",
