@@ -42,7 +42,7 @@ sys.path.insert(0, str(REPO))
 
 from core.rules import PolicyStore  # noqa: E402
 from core.rules.explain import explain  # noqa: E402
-from core.wire import RequestRejected, parse_request  # noqa: E402
+from core.wire.reader import RequestRejected, parse_request  # noqa: E402
 
 NODE_DIR = REPO / "tests" / "interop" / "node"
 HOME = "/home/tester"
