@@ -18,13 +18,11 @@ SHIPPED = sorted(path.relative_to(REPO).as_posix() for package in ("core", "tui"
                  for path in (REPO / package).rglob("*.py"))
 # Over the limit when this test was written, with splits under way: each passes once split or explained.
 OVERSIZED_TODAY = frozenset({
-    "core/history/store.py",
     "core/history/suggest.py",
     "core/human.py",
     "core/judging.py",
     "core/rules/config.py",
     "core/rules/resolver.py",
-    "core/serving.py",
     "core/simulate.py",
     "core/tree.py",
     "core/watch.py",
