@@ -24,6 +24,7 @@ from textual.strip import Strip
 
 from core.asks import AskKey
 from core.history import HistoryFilter, HistoryStore, Retention
+from core.publishing import VerdictRecord, WrittenMark
 from core.serving import ServeEvent
 from core.wire.decisions import UserDecision
 from core.wire.reader import parse_request
@@ -98,8 +99,8 @@ def bench_inserts(folder: Path) -> tuple[float, float]:
     for i, p in enumerate(parsed):
         key = AskKey("s", f"r{i}.json")
         store.observe(ServeEvent("arrived", key, time.time(), parsed=p, raw=p.raw))
-        store.record_verdict(key, p, response, body, "user")
-        store.mark_written(key, p.request.id, True)
+        store.record_verdicts([VerdictRecord(key, p, response, body, "user")])
+        store.mark_written([WrittenMark(key, p.request.id, True)])
     asks = ASKS / (time.perf_counter() - started)
     store.close()
     return arrivals, asks

@@ -5,6 +5,8 @@ removed relative to that descriptor, never through a link.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
 import os
 import re
 import stat
@@ -20,12 +22,13 @@ def temp_name(name: str) -> str:
     return f"{name}.{os.getpid()}.{wall_ms(SYSTEM_CLOCK)}.tmp"
 
 
-def write_new(dir_fd: int, name: str, data: bytes, mode: int = FILE_MODE) -> None:
-    """Create `name` exclusively (never through a link) and make its bytes durable."""
+def write_new(dir_fd: int, name: str, data: bytes, mode: int = FILE_MODE, sync: bool = True) -> None:
+    """Create `name` exclusively (never through a link) and, unless told the caller syncs, make it durable."""
     fd = os.open(check_name(name), _NEW_FILE_FLAGS, mode, dir_fd=dir_fd)
     try:
         write_all(fd, data)
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
 
@@ -35,6 +38,38 @@ def write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
+
+
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_RENAMEAT2 = getattr(_LIBC, "renameat2", None)
+_SYNCFS = getattr(_LIBC, "syncfs", None)
+_RENAME_NOREPLACE = 1
+
+
+def rename_noreplace(dir_fd: int, source: str, target: str) -> bool | None:
+    """`renameat2(RENAME_NOREPLACE)` within one folder: `True` done, `False` the target exists,
+    `None` when the kernel or filesystem does not offer it (the caller falls back to `link()`)."""
+    if _RENAMEAT2 is None:
+        return None
+    src, dst = os.fsencode(check_name(source)), os.fsencode(check_name(target))
+    if _RENAMEAT2(dir_fd, src, dir_fd, dst, _RENAME_NOREPLACE) == 0:
+        return True
+    error = ctypes.get_errno()
+    if error == errno.EEXIST:
+        return False
+    if error in {errno.EINVAL, errno.ENOSYS, errno.ENOTSUP}:
+        return None
+    raise OSError(error, os.strerror(error), target)
+
+
+def syncfs(fd: int) -> bool:
+    """Flush the whole filesystem holding `fd` (one call for a batch of files); `False` when unavailable."""
+    if _SYNCFS is None:
+        return False
+    if _SYNCFS(fd) == 0:
+        return True
+    error = ctypes.get_errno()
+    raise OSError(error, os.strerror(error), "syncfs")
 
 
 class DiskWriter:
@@ -50,6 +85,26 @@ class DiskWriter:
 
     def fsync_dir(self, dir_fd: int) -> None:
         os.fsync(dir_fd)
+
+    def write_unsynced(self, dir_fd: int, name: str, data: bytes) -> None:
+        """`write_new` without the fsync: a batch makes all its files durable at once (`sync_all`)."""
+        write_new(dir_fd, name, data, sync=False)
+
+    def sync_all(self, dir_fd: int) -> bool:
+        """Make every file written on `dir_fd`'s filesystem durable (`syncfs`); `False` if unavailable."""
+        return syncfs(dir_fd)
+
+    def place(self, dir_fd: int, source: str, target: str) -> bool:
+        """Give the durable file `source` the name `target` unless it exists (`False` then); never
+        replaces. On `True` the name `source` may remain (the `link()` fallback): remove it after."""
+        done = rename_noreplace(dir_fd, source, target)
+        if done is not None:
+            return done
+        try:
+            self.link(dir_fd, source, target)
+        except FileExistsError:
+            return False
+        return True
 
 
 DISK = DiskWriter()

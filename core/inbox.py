@@ -37,6 +37,39 @@ def display_name(name: str) -> str:
     return os.fsencode(name).decode("utf-8", "backslashreplace").encode("unicode_escape").decode("ascii")
 
 
+def read_request_in(dir_fd: int, name: str) -> bytes:
+    """The bytes of request file `name` in the folder `dir_fd`, never following a symlink or blocking
+    on a FIFO. Raises `FileNotFoundError` when the child withdrew it, `UnreadableRequest` otherwise."""
+    try:
+        fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            raise FileNotFoundError(errno.ENOENT, "request withdrawn", name) from exc
+        if exc.errno == errno.ELOOP:
+            raise UnreadableRequest("is a symbolic link (never followed)") from exc
+        raise UnreadableRequest(f"cannot be opened: {exc.strerror}") from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise UnreadableRequest("is not a regular file")
+        if info.st_size > MAX_REQUEST_BYTES:
+            raise UnreadableRequest(f"is {info.st_size} bytes, over the {MAX_REQUEST_BYTES}-byte limit")
+        chunks: list[bytes] = []
+        remaining = MAX_REQUEST_BYTES + 1
+        while remaining > 0:
+            chunk = os.read(fd, min(remaining, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        data = b"".join(chunks)
+        if len(data) > MAX_REQUEST_BYTES:
+            raise UnreadableRequest(f"grew over the {MAX_REQUEST_BYTES}-byte limit")
+        return data
+    finally:
+        os.close(fd)
+
+
 @dataclass(frozen=True)
 class SessionInbox:
     """`<root>/sessions/<enc(id)>/{requests,responses}` for one served session.
@@ -97,39 +130,12 @@ class SessionInbox:
         return sorted(name for name in names if name.endswith(".json"))
 
     def read_request(self, name: str) -> bytes:
-        """The file's bytes, never following a symlink or blocking on a FIFO.
-
-        Raises `FileNotFoundError` when the child withdrew it, `UnreadableRequest` otherwise.
-        """
+        """The file's bytes, never following a symlink or blocking on a FIFO (see `read_request_in`)."""
         with self.folder("requests") as dir_fd:
             try:
-                fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
-            except OSError as exc:
-                if exc.errno == errno.ENOENT:
-                    raise FileNotFoundError(self.requests_dir / name) from exc
-                if exc.errno == errno.ELOOP:
-                    raise UnreadableRequest("is a symbolic link (never followed)") from exc
-                raise UnreadableRequest(f"cannot be opened: {exc.strerror}") from exc
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise UnreadableRequest("is not a regular file")
-            if info.st_size > MAX_REQUEST_BYTES:
-                raise UnreadableRequest(f"is {info.st_size} bytes, over the {MAX_REQUEST_BYTES}-byte limit")
-            chunks: list[bytes] = []
-            remaining = MAX_REQUEST_BYTES + 1
-            while remaining > 0:
-                chunk = os.read(fd, min(remaining, 1 << 16))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                remaining -= len(chunk)
-            data = b"".join(chunks)
-            if len(data) > MAX_REQUEST_BYTES:
-                raise UnreadableRequest(f"grew over the {MAX_REQUEST_BYTES}-byte limit")
-            return data
-        finally:
-            os.close(fd)
+                return read_request_in(dir_fd, name)
+            except FileNotFoundError as exc:
+                raise FileNotFoundError(self.requests_dir / name) from exc
 
     def response_path(self, request_id: str) -> Path:
         return self.responses_dir / f"{request_id}.json"

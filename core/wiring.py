@@ -77,7 +77,7 @@ def _node(
         chain=LinkChain(AuthorizerChain(options.links)) if options.links else None,
         timeout_ms=lambda: authority.store.policy("").settings.forwarding_timeout_ms,
         ledger=history,
-        clock=options.clock.wall,
+        clock=options.clock,
     )
     if history is not None:
         core.subscribe(history.observe)

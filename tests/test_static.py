@@ -20,10 +20,8 @@ SHIPPED = sorted(path.relative_to(REPO).as_posix() for package in ("core", "tui"
                  for path in (REPO / package).rglob("*.py"))
 # Over the limit when this test was written, with splits under way: each passes once split or explained.
 OVERSIZED_TODAY = frozenset({
-    "core/history/store.py",
     "core/rules/config.py",
     "core/rules/resolver.py",
-    "core/serving.py",
     "tui/app.py",
     "tui/screens/modals.py",
     "tui/screens/queue.py",

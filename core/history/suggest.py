@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from core.files import replace_file
-from core.history.store import APPROVED_STATES, HistoryRow, HistoryStore
+from core.history.rows import APPROVED_STATES, HistoryRow
+from core.history.store import HistoryStore
 from core.rules.config import EXTENSION, PROJECT_CONFIG, PolicyStore
 from core.rules.evaluate import any_value
 from core.rules.jsonc import strip_comments

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from core.history import HistoryStore
-from core.history.store import COLUMNS, HISTORY_FILE
+from core.history.rows import COLUMNS
+from core.history.store import HISTORY_FILE
 from tui.commands import arguments, history
 
 HOSTILE = "git status\x1b[2J\u202eevil\u200b [bold]x[/]"
