@@ -24,8 +24,11 @@ from textual.strip import Strip
 
 from core.asks import AskKey
 from core.history import HistoryFilter, HistoryStore, Retention
+from core.publishing import VerdictRecord, WrittenMark
 from core.serving import ServeEvent
-from core.wire import UserDecision, approve, encode_response, parse_request
+from core.wire.decisions import UserDecision
+from core.wire.reader import parse_request
+from core.wire.response import approve, encode_response
 from tui.screens.review import ReviewScreen
 from tui.widgets.history_list import HistoryList
 
@@ -96,8 +99,8 @@ def bench_inserts(folder: Path) -> tuple[float, float]:
     for i, p in enumerate(parsed):
         key = AskKey("s", f"r{i}.json")
         store.observe(ServeEvent("arrived", key, time.time(), parsed=p, raw=p.raw))
-        store.record_verdict(key, p, response, body, "user")
-        store.mark_written(key, p.request.id, True)
+        store.record_verdicts([VerdictRecord(key, p, response, body, "user")])
+        store.mark_written([WrittenMark(key, p.request.id, True)])
     asks = ASKS / (time.perf_counter() - started)
     store.close()
     return arrivals, asks

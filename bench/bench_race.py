@@ -212,10 +212,18 @@ def main() -> None:
                     rate = burst(server, body, size)
                     rates[server.label].append(rate)
                     ratios[server.label].append(rate / ref_rate)
-            print(f"  [{kind}] reference: {statistics.median(rates[REFERENCE.label]):,.0f}/s")
+            print(f"  [{kind}] reference: {statistics.median(rates[REFERENCE.label]):,.0f}/s"
+                  f"  rounds {_figures(rates[REFERENCE.label])}")
             for server in ours:
                 rate, ratio = statistics.median(rates[server.label]), statistics.median(ratios[server.label])
-                print(f"  [{kind}] {server.label}: {rate:,.0f}/s  -> {ratio:.2f}x the reference")
+                print(f"  [{kind}] {server.label}: {rate:,.0f}/s  -> {ratio:.2f}x the reference"
+                      f"  rounds {_figures(rates[server.label])}, paired ratios"
+                      f" {', '.join(f'{r:.2f}' for r in ratios[server.label])}")
+
+
+def _figures(values: list[float]) -> str:
+    return ", ".join(f"{v:,.0f}" for v in values)
+
 
 if __name__ == "__main__":
     main()

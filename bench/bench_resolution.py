@@ -16,7 +16,8 @@ from pathlib import Path
 
 from core.judging import RecordedAuthority
 from core.rules import AskingUnit, IntentFacts, PolicyStore, Resolver
-from core.wire import ParsedRequest, parse_request
+from core.wire.reader import parse_request
+from core.wire.request import ParsedRequest
 
 RULES = 500
 REQUESTS = 10_000

@@ -25,7 +25,8 @@ from pathlib import Path
 
 from core.judging import RecordedAuthority
 from core.rules import PolicyStore
-from core.wire import ParsedRequest, parse_request
+from core.wire.reader import parse_request
+from core.wire.request import ParsedRequest
 
 SCENARIOS = ("rules-5000", "names-3000", "agent-files-600")
 TOOLS = ("git", "npm", "cargo", "make", "docker", "kubectl", "python", "rm", "ls", "cat")

@@ -7,22 +7,17 @@ terminal needs: `answer()`, which writes the verdict at most once.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, TypeVar, overload
 
-from core.wire import (
-    DecisionSource,
-    ForwardedRequest,
-    ForwardedResponse,
-    ParsedRequest,
-    UnavailableDecision,
-    deny,
-)
+from core.clock import SYSTEM_CLOCK, Clock, wall_ms
+from core.rules.settings import DEFAULT_FORWARDING_TIMEOUT_MS as DEFAULT_FORWARDING_TIMEOUT_MS
+from core.wire.decisions import DecisionSource, UnavailableDecision
+from core.wire.request import ForwardedRequest, ParsedRequest
+from core.wire.response import ForwardedResponse, deny
 
 Verdict = Literal["allow", "deny", "ask"]
-DEFAULT_FORWARDING_TIMEOUT_MS = 600_000
 T = TypeVar("T")
 
 
@@ -117,9 +112,9 @@ class Ask:
         """When the child gives up: `createdAt` + `forwardingTimeoutMs` (child clock)."""
         return self.request.created_at + self.timeout_ms
 
-    def seconds_left(self, now: float | None = None) -> float:
-        now_ms = (time.time() if now is None else now) * 1000
-        return max(0.0, (self.deadline_ms - now_ms) / 1000)
+    def seconds_left(self, now: float) -> float:
+        """Seconds until the child gives up, at wall time `now` (from the caller's clock)."""
+        return max(0.0, (self.deadline_ms - now * 1000) / 1000)
 
     async def answer(self, response: ForwardedResponse, outcome: str) -> Answered:
         """Write the verdict once; `outcome` names who decided (`user`, `fail-safe`, ...)."""
@@ -149,13 +144,13 @@ class DenyingTerminal:
 
     name = "deny"
 
-    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
         self.clock = clock
 
     async def receive(self, ask: Ask) -> None:
         response = deny(
             responder=ask.responder_session_id,
-            at_ms=int(self.clock() * 1000),
+            at_ms=wall_ms(self.clock),
             decided_by=UnavailableDecision(reason=UNATTENDED_REASON),
             reason=UNATTENDED_DENIAL,
         )

@@ -1,7 +1,7 @@
 """The non-terminal judges that run after recorded authority and before the human (ADR 0007).
 
-Links see only the facts — surface, match values, boundary value, floor and asking units —
-never `requesterCwd` or the principal. The chain returns the first verdict that is not `defer`.
+Links see only the facts (`IntentFacts`: surface, match values, boundary value, floor and asking
+units), never `requesterCwd` or the principal. The chain returns the first verdict that is not `defer`.
 
 Delegation envelope: a link's `allow` is capped to `defer` unless the surface is a known
 non-path surface. Capped are the `path` and `external_directory` families (the reference's
@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from core.rules.facts import AskingUnit
+from core.facts import IntentFacts
 from core.rules.model import PATH_SURFACES
 
 log = logging.getLogger("pi_authorizer.chain")
@@ -39,31 +39,21 @@ DEFAULT_LINK_TIMEOUT_S = 30.0
 _MAX_OUTPUT = 64 * 1024
 
 
-@dataclass(frozen=True, slots=True)
-class LinkFacts:
-    """What a link may see of an ask."""
-
-    surface: str
-    match_values: tuple[str, ...]
-    boundary_value: str | None = None
-    floor: str | None = None
-    asking_units: tuple[AskingUnit, ...] | None = None
-
-    def to_json(self) -> dict[str, object]:
-        """The wire-shaped facts a command link receives on stdin."""
-        data: dict[str, object] = {
-            "surface": self.surface,
-            "matchValues": list(self.match_values),
-            "boundaryValue": self.boundary_value,
-        }
-        if self.floor is not None:
-            data["floor"] = self.floor
-        if self.asking_units is not None:
-            data["askingUnits"] = [
-                {"command": u.command, **({"floor": u.floor} if u.floor is not None else {})}
-                for u in self.asking_units
-            ]
-        return data
+def facts_json(facts: IntentFacts) -> dict[str, object]:
+    """The wire-shaped facts a command link receives on stdin."""
+    data: dict[str, object] = {
+        "surface": facts.surface,
+        "matchValues": list(facts.match_values),
+        "boundaryValue": facts.boundary_value,
+    }
+    if facts.floor is not None:
+        data["floor"] = facts.floor
+    if facts.asking_units is not None:
+        data["askingUnits"] = [
+            {"command": u.command, **({"floor": u.floor} if u.floor is not None else {})}
+            for u in facts.asking_units
+        ]
+    return data
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +73,7 @@ class Link(Protocol):
     @property
     def name(self) -> str: ...
 
-    async def review(self, facts: LinkFacts) -> LinkVerdict: ...
+    async def review(self, facts: IntentFacts) -> LinkVerdict: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,11 +82,6 @@ class ChainDecision:
 
     link: str
     verdict: LinkVerdict
-
-    def decided_by(self) -> dict[str, object]:
-        """The response `decidedBy` (`kind: "authorizer"`)."""
-        return {"kind": "authorizer", "name": self.link, "verdict": self.verdict.kind,
-                "reason": self.verdict.reason}
 
 
 def allow_is_capped(surface: str) -> bool:
@@ -113,7 +98,7 @@ class AuthorizerChain:
             raise ValueError(f"duplicate link names in {names}")
         self.links = tuple(links)
 
-    async def review(self, facts: LinkFacts) -> ChainDecision | None:
+    async def review(self, facts: IntentFacts) -> ChainDecision | None:
         """The deciding link's verdict, or None when every link deferred."""
         for link in self.links:
             try:
@@ -137,9 +122,9 @@ class CommandLink:
     argv: tuple[str, ...]
     timeout_s: float = DEFAULT_LINK_TIMEOUT_S
 
-    async def review(self, facts: LinkFacts) -> LinkVerdict:
+    async def review(self, facts: IntentFacts) -> LinkVerdict:
         """Run the command once for `facts`; every failure is a logged defer."""
-        payload = json.dumps(facts.to_json()).encode()
+        payload = json.dumps(facts_json(facts)).encode()
         try:
             process = await asyncio.create_subprocess_exec(
                 *self.argv,

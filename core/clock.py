@@ -20,14 +20,28 @@ class Clock(Protocol):
         ...
 
 
+class KeyClock(Protocol):
+    """Key safety's clock (`core.keysafety`): monotonic time, and a key event's own stamp on it."""
+
+    def monotonic(self) -> float: ...
+
+    def key_time(self, stamped: float) -> float:
+        """When the key was read, from the UI toolkit's stamp of the key event."""
+        ...
+
+
 class SystemClock:
-    """The real clocks."""
+    """The real clocks (a `Clock` and a `KeyClock`)."""
 
     def wall(self) -> float:
         return time.time()
 
     def monotonic(self) -> float:
         return time.monotonic()
+
+    def key_time(self, stamped: float) -> float:
+        """Textual stamps key events with `time.monotonic`: the stamp already is this clock's time."""
+        return stamped
 
 
 class ManualClock:
@@ -47,10 +61,14 @@ class ManualClock:
         self._wall += seconds
         self._monotonic += seconds
 
+    def jump_wall(self, seconds: float) -> None:
+        """Step only the wall clock (NTP, a person setting the time): monotonic time does not move."""
+        self._wall += seconds
+
 
 def wall_ms(clock: Clock) -> int:
     """Wall time in whole milliseconds, the unit of every timestamp on the wire."""
     return int(clock.wall() * 1000)
 
 
-SYSTEM_CLOCK: Clock = SystemClock()
+SYSTEM_CLOCK = SystemClock()

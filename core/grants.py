@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from core.rules import SessionGrants
 from core.rules.model import family_members
-from core.rules.session import SessionGrant
+from core.rules.session import RecordedGrant
 
 #: Session rules are appended to every agent's policy in the session (`RecordedAuthority.explain`).
 SESSION_SCOPE = "all agents of the session"
@@ -49,7 +49,7 @@ class GrantLog:
         self._made: dict[tuple[str, str], _Provenance] = {}
         self._decided: Counter[tuple[str, str]] = Counter()
 
-    def made(self, session_id: str, grants: Sequence[SessionGrant], asked_by: str, by: str = "you") -> None:
+    def made(self, session_id: str, grants: Sequence[RecordedGrant], asked_by: str, by: str = "you") -> None:
         """`by` recorded `grants` while answering an ask of agent `asked_by`."""
         for grant in grants:
             self._made[(session_id, grant.id)] = _Provenance(by, asked_by)

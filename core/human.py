@@ -3,28 +3,26 @@
 The TUI subscribes to `HumanAuthorizer` events and calls its decision methods; nothing here knows a
 screen exists, so every decision path is tested without one. Deciding never blocks draining: the
 serving core hands asks over and goes on.
+
+Over 250 lines on purpose: every decision a person can take (and the whole-session grant's reach)
+is one API the app drives, kept in one room so no decision path bypasses `_take`/`_commit`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from core.asks import Answered, Ask, AskKey, Judgment
+from core.clock import SYSTEM_CLOCK, Clock, wall_ms
 from core.rules.model import DIRECTIONAL_SURFACES
-from core.wire import (
-    ForwardedResponse,
-    GrantWidth,
-    ParsedRequest,
-    SessionGrant,
-    UserDecision,
-    approve,
-    approve_for_session,
-    deny,
-)
+from core.rules.session import GrantRefused as GrantRefused  # re-exported for tui.screens.queue
+from core.wire.decisions import UserDecision
+from core.wire.request import ParsedRequest, SessionGrant
+from core.wire.response import ForwardedResponse, GrantWidth, approve, approve_for_session, deny
 
 log = logging.getLogger("pi_authorizer.human")
 
@@ -63,20 +61,18 @@ class AskWithdrawn:
 
 @dataclass(frozen=True)
 class AskDecided:
-    """`granted_on` names the ask whose whole-session grant decided this one (kind `..._by_serving_grant`)."""
+    """`granted_on` names the ask whose whole-session grant decided this one (kind `..._by_serving_grant`);
+    `also`, on the grant's own decision, the other pending asks that grant decided at once."""
 
     ask: Ask
     kind: DecisionKind
     response: ForwardedResponse
     decided_at: float
     granted_on: AskKey | None = None
+    also: tuple[AskDecided, ...] = ()
 
 
 HumanEvent = AskAdded | AskWithdrawn | AskDecided
-
-
-class GrantRefused(Exception):
-    """A whole-serving-session grant that would shadow an explicit deny of this node's config."""
 
 
 class DecisionRefused(Exception):
@@ -105,11 +101,11 @@ class HumanAuthorizer:
 
     name = "person"
 
-    def __init__(self, grants: GrantBook | None = None) -> None:
+    def __init__(self, grants: GrantBook | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.clock = clock
         self._pending: dict[AskKey, Ask] = {}
         self._listeners: list[Callable[[HumanEvent], None]] = []
         self.grants = grants
-        self.decided: list[AskDecided] = []
 
     # -- the seam the TUI uses --------------------------------------------------------------
 
@@ -126,9 +122,8 @@ class HumanAuthorizer:
 
     async def approve_once(self, key: AskKey) -> AskDecided:
         ask = self._take(key)
-        return await self._commit(
-            ask, "approved", approve(responder=ask.responder_session_id, at_ms=_now_ms(), decided_by=USER)
-        )
+        response = approve(responder=ask.responder_session_id, at_ms=self._now_ms(), decided_by=USER)
+        return await self._commit(ask, "approved", response)
 
     async def approve_for_requester_session(self, key: AskKey, width: GrantWidth = "proven") -> AskDecided:
         """`approved_for_session`: the child records its own suggestion for its session.
@@ -141,7 +136,7 @@ class HumanAuthorizer:
         if width == "family" and proven_direction(self.serving_grants_of(ask)) is None:
             raise DecisionRefused("both directions applies only when every grant proves one direction")
         response = approve_for_session(
-            responder=ask.responder_session_id, at_ms=_now_ms(), decided_by=USER, width=width
+            responder=ask.responder_session_id, at_ms=self._now_ms(), decided_by=USER, width=width
         )
         return await self._commit(ask, "approved_for_session", response)
 
@@ -192,32 +187,35 @@ class HumanAuthorizer:
         decided = await self._commit(
             ask,
             "approved_for_serving_session",
-            approve(responder=ask.responder_session_id, at_ms=_now_ms(), decided_by=USER),
+            approve(responder=ask.responder_session_id, at_ms=self._now_ms(), decided_by=USER),
         )
-        await self._decide_by_grant(key, reach)
-        return decided
+        return dataclasses.replace(decided, also=await self._decide_by_grant(key, reach))
 
-    async def _decide_by_grant(self, granted_on: AskKey, reach: Sequence[Ask]) -> None:
+    async def _decide_by_grant(self, granted_on: AskKey, reach: Sequence[Ask]) -> tuple[AskDecided, ...]:
         """Answer each ask of `reach` still pending that this node's rules now allow (thanks to the grant)."""
         assert self.grants is not None
+        also: list[AskDecided] = []
         for other in reach:
             if self._pending.get(other.key) is not other or other.withdrawn:
                 continue
             judgment = self.grants.judge(other.parsed, granted_on.session_id)
             if judgment.verdict != "allow":
                 continue
-            response = approve(responder=other.responder_session_id, at_ms=_now_ms(),
+            response = approve(responder=other.responder_session_id, at_ms=self._now_ms(),
                                decided_by=judgment.decided_by)
             try:
-                await self._commit(other, "approved_by_serving_grant", response, granted_on)
+                also.append(await self._commit(other, "approved_by_serving_grant", response, granted_on))
             except DecisionRefused as exc:  # gone meanwhile, or a failed write: it stays or leaves
                 log.warning("grant decision of %s not written: %s", other.key.name, exc)
+        return tuple(also)
 
     async def deny(self, key: AskKey, reason: str | None = None) -> AskDecided:
         ask = self._take(key)
         if reason is not None and not reason.strip():
             raise DecisionRefused("A reason is required.")
-        response = deny(responder=ask.responder_session_id, at_ms=_now_ms(), decided_by=USER, reason=reason)
+        response = deny(
+            responder=ask.responder_session_id, at_ms=self._now_ms(), decided_by=USER, reason=reason
+        )
         return await self._commit(ask, response.state, response)
 
     # -- the terminal-slot side ---------------------------------------------------------------
@@ -238,6 +236,9 @@ class HumanAuthorizer:
         suggestion = ask.request.session_approval
         return () if suggestion is None else suggestion.grants
 
+    def _now_ms(self) -> int:
+        return wall_ms(self.clock)
+
     def _take(self, key: AskKey) -> Ask:
         ask = self._pending.get(key)
         if ask is None or ask.withdrawn:
@@ -254,9 +255,8 @@ class HumanAuthorizer:
             # A failed write leaves the ask pending, in its place in the queue.
             raise DecisionRefused(result.why_not or "the answer could not be written")
         self._pending.pop(ask.key, None)
-        decided = AskDecided(ask=ask, kind=kind, response=response, decided_at=time.time(),
+        decided = AskDecided(ask=ask, kind=kind, response=response, decided_at=self.clock.wall(),
                              granted_on=granted_on)
-        self.decided.append(decided)
         self._emit(decided)
         return decided
 
@@ -276,6 +276,3 @@ def proven_direction(grants: Sequence[SessionGrant]) -> str | None:
         return None
     return directions.pop()
 
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000

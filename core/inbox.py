@@ -16,33 +16,10 @@ from contextlib import contextmanager
 from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 
+from core.files import DISK, DiskWriter, publish_once, remove
 from core.paths import encode_session_id, normalize_session_id
-from core.tree import (
-    DIR_MODE,
-    DISK,
-    FILE_MODE,
-    Anchor,
-    DiskWriter,
-    UnsafeFolder,
-    lstat_or_none,
-    publish_once,
-    remove,
-    require_folder_or_absent,
-    temp_name,
-    write_new,
-)
-from core.wire import MAX_REQUEST_BYTES
-
-__all__ = [
-    "DIR_MODE",
-    "DISK",
-    "FILE_MODE",
-    "DiskWriter",
-    "SessionInbox",
-    "UnreadableRequest",
-    "UnsafeFolder",
-    "display_name",
-]
+from core.tree import Anchor, lstat_or_none, require_folder_or_absent
+from core.wire.limits import MAX_REQUEST_BYTES
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
@@ -55,31 +32,42 @@ class UnreadableRequest(Exception):
         self.reason = reason
 
 
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_new_file(path: Path, data: bytes) -> None:
-    """Create `path` exclusively with mode 0600 and make its bytes durable (files outside the tree)."""
-    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        write_new(fd, path.name, data)
-    finally:
-        os.close(fd)
-
-
-def temp_name_for(target: Path) -> Path:
-    """`<target>.<pid>.<ms>.tmp`, the reference's temp naming (skipped by every `.json` lister)."""
-    return target.with_name(temp_name(target.name))
-
-
 def display_name(name: str) -> str:
     """A file name safe to print: undecodable bytes and controls are escaped."""
     return os.fsencode(name).decode("utf-8", "backslashreplace").encode("unicode_escape").decode("ascii")
+
+
+def read_request_in(dir_fd: int, name: str) -> bytes:
+    """The bytes of request file `name` in the folder `dir_fd`, never following a symlink or blocking
+    on a FIFO. Raises `FileNotFoundError` when the child withdrew it, `UnreadableRequest` otherwise."""
+    try:
+        fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            raise FileNotFoundError(errno.ENOENT, "request withdrawn", name) from exc
+        if exc.errno == errno.ELOOP:
+            raise UnreadableRequest("is a symbolic link (never followed)") from exc
+        raise UnreadableRequest(f"cannot be opened: {exc.strerror}") from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise UnreadableRequest("is not a regular file")
+        if info.st_size > MAX_REQUEST_BYTES:
+            raise UnreadableRequest(f"is {info.st_size} bytes, over the {MAX_REQUEST_BYTES}-byte limit")
+        chunks: list[bytes] = []
+        remaining = MAX_REQUEST_BYTES + 1
+        while remaining > 0:
+            chunk = os.read(fd, min(remaining, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        data = b"".join(chunks)
+        if len(data) > MAX_REQUEST_BYTES:
+            raise UnreadableRequest(f"grew over the {MAX_REQUEST_BYTES}-byte limit")
+        return data
+    finally:
+        os.close(fd)
 
 
 @dataclass(frozen=True)
@@ -142,39 +130,12 @@ class SessionInbox:
         return sorted(name for name in names if name.endswith(".json"))
 
     def read_request(self, name: str) -> bytes:
-        """The file's bytes, never following a symlink or blocking on a FIFO.
-
-        Raises `FileNotFoundError` when the child withdrew it, `UnreadableRequest` otherwise.
-        """
+        """The file's bytes, never following a symlink or blocking on a FIFO (see `read_request_in`)."""
         with self.folder("requests") as dir_fd:
             try:
-                fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
-            except OSError as exc:
-                if exc.errno == errno.ENOENT:
-                    raise FileNotFoundError(self.requests_dir / name) from exc
-                if exc.errno == errno.ELOOP:
-                    raise UnreadableRequest("is a symbolic link (never followed)") from exc
-                raise UnreadableRequest(f"cannot be opened: {exc.strerror}") from exc
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise UnreadableRequest("is not a regular file")
-            if info.st_size > MAX_REQUEST_BYTES:
-                raise UnreadableRequest(f"is {info.st_size} bytes, over the {MAX_REQUEST_BYTES}-byte limit")
-            chunks: list[bytes] = []
-            remaining = MAX_REQUEST_BYTES + 1
-            while remaining > 0:
-                chunk = os.read(fd, min(remaining, 1 << 16))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                remaining -= len(chunk)
-            data = b"".join(chunks)
-            if len(data) > MAX_REQUEST_BYTES:
-                raise UnreadableRequest(f"grew over the {MAX_REQUEST_BYTES}-byte limit")
-            return data
-        finally:
-            os.close(fd)
+                return read_request_in(dir_fd, name)
+            except FileNotFoundError as exc:
+                raise FileNotFoundError(self.requests_dir / name) from exc
 
     def response_path(self, request_id: str) -> Path:
         return self.responses_dir / f"{request_id}.json"

@@ -1,18 +1,22 @@
 """A minimal Linux inotify binding on the asyncio loop (ctypes over libc; no thread, no polling).
 
-`watchfiles` wakes on a sleep loop (a few ms per event, and a steady idle cost); the kernel's fd
-readiness costs nothing while idle and delivers an event in well under a millisecond.
+The one change-notification stack of this node (the forwarding root's watcher and config reloads):
+the kernel's fd readiness costs nothing while idle and delivers an event in well under a
+millisecond, where a polling library wakes on a sleep loop. Where inotify is missing, each user
+falls back to what it already has for missed events (a rescan, a re-check), so no second stack.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import ctypes.util
+import functools
 import os
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-IN_MODIFY = 0x002
 IN_ATTRIB = 0x004
 IN_CLOSE_WRITE = 0x008
 IN_MOVED_FROM = 0x040
@@ -54,14 +58,20 @@ class InotifyUnavailable(OSError):
     """No inotify here (not Linux, or the instance/watch limit is reached)."""
 
 
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    """Found once: `find_library` runs a helper process."""
+    path = ctypes.util.find_library("c")
+    if path is None:
+        raise InotifyUnavailable("libc not found")
+    return ctypes.CDLL(path, use_errno=True)
+
+
 class Inotify:
     """One inotify instance: add watches on directories, read decoded events without blocking."""
 
     def __init__(self) -> None:
-        path = ctypes.util.find_library("c")
-        if path is None:
-            raise InotifyUnavailable("libc not found")
-        libc = ctypes.CDLL(path, use_errno=True)
+        libc = _libc()
         try:
             self._add = libc.inotify_add_watch
             self._rm = libc.inotify_rm_watch
@@ -86,6 +96,10 @@ class Inotify:
             return None
         raise InotifyUnavailable(err, f"inotify_add_watch({path!r}) failed: {os.strerror(err)}")
 
+    def rm_watch(self, wd: int) -> None:
+        """Stop watching; a watch the kernel already dropped (its folder went away) is no error."""
+        self._rm(self.fd, wd)
+
     def read_events(self) -> list[Event]:
         try:
             data = os.read(self.fd, 64 * 1024)
@@ -103,3 +117,58 @@ class Inotify:
 
     def close(self) -> None:
         os.close(self.fd)
+
+
+class FolderWatch:
+    """Wakes `wait` as soon as anything changes in a few folders named by path (this node's config
+    folders: the person's own, so links are followed). Without inotify it never wakes early and
+    `wait` returns when its time is up: the caller's re-check does the work."""
+
+    def __init__(self) -> None:
+        self.changed = asyncio.Event()
+        self._folders: tuple[str, ...] = ()
+        self._wds: list[int] = []
+        try:
+            self._ino: Inotify | None = Inotify()
+        except InotifyUnavailable:
+            self._ino = None
+            return
+        asyncio.get_running_loop().add_reader(self._ino.fd, self._on_readable)
+
+    def arm(self, folders: Sequence[str]) -> None:
+        """Watch exactly `folders` (a folder that is not there is skipped until the next `arm`)."""
+        if self._ino is None or tuple(folders) == self._folders:
+            return
+        for wd in self._wds:
+            self._ino.rm_watch(wd)
+        self._folders = tuple(folders)
+        found = (self._ino.add_watch(f, DIRECTORY_EVENTS & ~IN_DONT_FOLLOW) for f in self._folders)
+        self._wds = [wd for wd in found if wd is not None]
+
+    async def wait(self, stop: asyncio.Event, at_most_s: float) -> None:
+        """Until a change, `stop`, or `at_most_s` seconds; a change seen before the call counts too."""
+        waiters = {asyncio.ensure_future(self.changed.wait()), asyncio.ensure_future(stop.wait())}
+        try:
+            await asyncio.wait(waiters, timeout=at_most_s, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+        self.changed.clear()
+
+    def _on_readable(self) -> None:
+        if self._ino is None:
+            return
+        try:
+            events = self._ino.read_events()
+        except OSError:
+            events = [Event(-1, IN_IGNORED, "")]
+        if any(e.mask & IN_IGNORED for e in events):
+            self._folders = ()  # a watched folder went away (or reading failed): arm afresh next time
+        if events:
+            self.changed.set()
+
+    def close(self) -> None:
+        if self._ino is not None:
+            asyncio.get_running_loop().remove_reader(self._ino.fd)
+            self._ino.close()
+            self._ino = None

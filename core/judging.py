@@ -9,30 +9,22 @@ never reaches either: missing facts make judgment impossible, so it goes to a pe
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-import watchfiles
-
 from core.asks import Deferred, Judgment
-from core.authorizers import AuthorizerChain, LinkFacts
+from core.authorizers import AuthorizerChain
 from core.grants import GrantEntry, GrantLog
-from core.human import GrantRefused
+from core.inotify import FolderWatch
 from core.logline import log_safe
 from core.rules import ConfigError, PolicyStore, SessionGrants
-from core.rules import GrantRefused as RulesGrantRefused
-from core.rules.explain import Explanation, explain, facts_from_intent
+from core.rules.explain import Explanation, explain
 from core.rules.reloads import PendingReload
 from core.rules.session import grant_rules
 from core.serving import NO_FACTS_EXPLANATION
-from core.wire import (
-    AuthorizerDecision,
-    ForwardedAccessIntent,
-    ParsedRequest,
-    SessionGrant,
-)
+from core.wire.decisions import AuthorizerDecision
+from core.wire.request import ParsedRequest, SessionGrant
 
 log = logging.getLogger("pi_authorizer.rules")
 
@@ -60,12 +52,10 @@ class RecordedAuthority:
         self, parsed: ParsedRequest, session_id: str, extra: Sequence[SessionGrant] = ()
     ) -> Explanation:
         """`extra`: grants judged as if recorded after this session's own (a grant's preview)."""
-        intent = parsed.access_intent
-        agent = intent.principal.agent_name if intent else parsed.request.requester_agent_name
         rules = self.grants_for(session_id).rules() + tuple(
             rule for g in extra for rule in grant_rules(g.surface, g.pattern, self.store.home)
         )
-        return explain(self.store, intent, agent, rules)
+        return explain(self.store, parsed.facts, parsed.agent_name, rules)
 
     def judge(
         self, parsed: ParsedRequest, session_id: str, extra: Sequence[SessionGrant] = (),
@@ -99,10 +89,7 @@ class RecordedAuthority:
         return None
 
     def record(self, session_id: str, grants: Sequence[SessionGrant], agent_name: str) -> None:
-        try:
-            added = self.grants_for(session_id).add([(g.surface, g.pattern) for g in grants], agent_name)
-        except RulesGrantRefused as exc:
-            raise GrantRefused(str(exc)) from exc
+        added = self.grants_for(session_id).add([(g.surface, g.pattern) for g in grants], agent_name)
         self.grant_log.made(session_id, added, agent_name)
 
     # -- grants a person can see and revoke --------------------------------------------------------
@@ -123,25 +110,17 @@ class RecordedAuthority:
     # -- config watching -------------------------------------------------------------------------
 
     async def watch_config(self, stop: asyncio.Event) -> None:
-        """Reload when a config file changes: watchfiles on their folders, plus a cheap re-check."""
-        while not stop.is_set():
-            folders = sorted({p.parent for p in self.store.watched_paths() if p.parent.is_dir()})
-            if not folders:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), CONFIG_RECHECK_S)
-                self.reload()
-                continue
-            async for _ in watchfiles.awatch(
-                *folders,
-                stop_event=stop,
-                rust_timeout=int(CONFIG_RECHECK_S * 1000),
-                yield_on_timeout=True,
-                ignore_permission_denied=True,
-            ):
-                self.reload()
-                current = sorted({p.parent for p in self.store.watched_paths() if p.parent.is_dir()})
-                if current != folders:
-                    break
+        """Reload when a config file changes: inotify on their folders wakes it at once, and a cheap
+        re-check every `CONFIG_RECHECK_S` catches the rest (a folder made later, no inotify)."""
+        watch = FolderWatch()
+        try:
+            while not stop.is_set():
+                watch.arm(sorted({str(p.parent) for p in self.store.watched_paths() if p.parent.is_dir()}))
+                await watch.wait(stop, CONFIG_RECHECK_S)
+                if not stop.is_set():
+                    self.reload()
+        finally:
+            watch.close()
 
     def report_config(self) -> None:
         """Log the config errors of the agent-neutral layers now, not at the first ask."""
@@ -225,10 +204,10 @@ class LinkChain:
         self.chain = chain
 
     async def review(self, parsed: ParsedRequest) -> Judgment | None:
-        intent = parsed.access_intent
-        if intent is None:
+        facts = parsed.facts
+        if facts is None:
             return None
-        decision = await self.chain.review(link_facts(intent))
+        decision = await self.chain.review(facts)
         if decision is None:
             return None
         kind = decision.verdict.kind
@@ -241,13 +220,3 @@ class LinkChain:
             explanation=(f"chain link {decision.link!r} said {kind}",),
         )
 
-
-def link_facts(intent: ForwardedAccessIntent) -> LinkFacts:
-    facts = facts_from_intent(intent)
-    return LinkFacts(
-        surface=facts.surface,
-        match_values=facts.match_values,
-        boundary_value=facts.boundary_value,
-        floor=facts.floor,
-        asking_units=facts.asking_units,
-    )

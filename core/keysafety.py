@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Literal
 
 Outcome = Literal["commit", "arm", "ignore"]
 Reason = Literal[
@@ -64,29 +64,6 @@ _WHY: dict[Reason, str] = {
     "opens-step": "Opens its confirmation step.",
     "confirmed": "Confirmed.",
 }
-
-
-class KeyClock(Protocol):
-    """The monotonic clock, and how a key's own read time is expressed on it."""
-
-    def now(self) -> float: ...
-
-    def key_time(self, stamped: float) -> float:
-        """`stamped` is the UI toolkit's monotonic stamp of the key event."""
-        ...
-
-
-@dataclass(frozen=True)
-class SystemClock:
-    """Production: `time.monotonic`, which is also what Textual stamps key events with."""
-
-    monotonic: Callable[[], float]
-
-    def now(self) -> float:
-        return self.monotonic()
-
-    def key_time(self, stamped: float) -> float:
-        return stamped
 
 
 @dataclass(frozen=True)

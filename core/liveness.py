@@ -18,9 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from core.clock import SYSTEM_CLOCK, Clock, wall_ms
+from core.files import read_small, remove, replace_file
 from core.paths import encode_session_id
-from core.tree import Anchor, UnsafeFolder, read_small, remove, replace_file
-from core.wire import compact_json
+from core.tree import Anchor, UnsafeFolder
+from core.wire.base import compact_json
 
 HEARTBEAT_INTERVAL_S = 1.0
 HEARTBEAT_STALE_MS = 5_000
@@ -109,13 +111,16 @@ class Heartbeat:
     `UnsafeFolder` and nothing is written or removed through it.
     """
 
-    def __init__(self, root: Path, session_id: str, anchor: Anchor | None = None) -> None:
+    def __init__(
+        self, root: Path, session_id: str, anchor: Anchor | None = None, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
         self.session_id = session_id
         self.path = heartbeat_path(root, session_id)
         self.tree = anchor or Anchor(root, "forwarding root")
+        self.clock = clock
 
     def beat(self) -> None:
-        record = {"sessionId": self.session_id, "pid": os.getpid(), "updatedAt": _now_ms()}
+        record = {"sessionId": self.session_id, "pid": os.getpid(), "updatedAt": wall_ms(self.clock)}
         with self.tree.folder(("serving",), create=True) as fd:
             replace_file(fd, self.path.name, compact_json(record))
 
@@ -140,10 +145,13 @@ class SessionHeld(Exception):
 class SessionLock:
     """An exclusive, non-blocking `flock` on `<state>/locks/<enc(id)>.lock` naming its holder."""
 
-    def __init__(self, state_dir: Path, session_id: str, anchor: Anchor | None = None) -> None:
+    def __init__(
+        self, state_dir: Path, session_id: str, anchor: Anchor | None = None, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
         self.session_id = session_id
         self.path = state_dir / "locks" / f"{encode_session_id(session_id)}.lock"
         self.tree = anchor or Anchor(state_dir, "state dir")
+        self.clock = clock
         self._fd: int | None = None
         self.previous_pid: int | None = None
 
@@ -159,7 +167,7 @@ class SessionLock:
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise UnsafeFolder(str(self.path), "is not a regular file")
-            deadline = time.monotonic() + DEAD_HOLDER_GRACE_S
+            deadline = self.clock.monotonic() + DEAD_HOLDER_GRACE_S
             while True:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -168,7 +176,7 @@ class SessionLock:
                     # A holder killed with -9 is a zombie while its other threads still exit; the
                     # kernel drops its lock a moment later. Only a live holder refuses at once.
                     pid = _holder_pid(fd)
-                    if pid is None or pid_alive(pid) or time.monotonic() > deadline:
+                    if pid is None or pid_alive(pid) or self.clock.monotonic() > deadline:
                         raise SessionHeld(self.session_id, _describe_holder(fd)) from None
                     time.sleep(0.005)
         except BaseException:
@@ -177,7 +185,8 @@ class SessionLock:
         # Who held it last (a process killed with -9 leaves its record): its heartbeat is not a server.
         self.previous_pid = _holder_pid(fd)
         os.ftruncate(fd, 0)
-        os.write(fd, compact_json({"pid": os.getpid(), "sessionId": self.session_id, "since": _now_ms()}))
+        record = {"pid": os.getpid(), "sessionId": self.session_id, "since": wall_ms(self.clock)}
+        os.write(fd, compact_json(record))
         self._fd = fd
 
     def release(self) -> None:
@@ -188,12 +197,14 @@ class SessionLock:
             self._fd = None
 
 
-def live_foreign_server(root: Path, session_id: str, anchor: Anchor | None = None) -> HeartbeatRecord | None:
+def live_foreign_server(
+    root: Path, session_id: str, anchor: Anchor | None = None, clock: Clock = SYSTEM_CLOCK
+) -> HeartbeatRecord | None:
     """A fresh heartbeat of another live process (a pi parent, another authorizer), if any."""
     record = read_heartbeat_in(anchor or Anchor(root, "forwarding root"), session_id)
     if record is None or record.pid == os.getpid():
         return None
-    return record if record.state(_now_ms()) == "alive" else None
+    return record if record.state(wall_ms(clock)) == "alive" else None
 
 
 def _holder_pid(fd: int) -> int | None:
@@ -209,6 +220,3 @@ def _describe_holder(fd: int) -> str:
     pid = _holder_pid(fd)
     return f"pi-authorizer pid {pid}" if pid is not None else "another pi-authorizer process"
 
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000

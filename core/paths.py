@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from pathlib import Path
 from urllib.parse import quote
 
@@ -60,3 +61,13 @@ def default_forwarding_root() -> Path:
 def default_state_dir() -> Path:
     """pi-authorizer's own state (locks, quarantine, history): never inside the forwarding root."""
     return Path(platformdirs.user_state_dir("pi-authorizer", appauthor=False))
+
+
+def forwarding_env(session_id: str) -> dict[str, str]:
+    """What a headless pi needs to forward to `session_id` (20.7.3 also needs the subagent marker)."""
+    return {"PI_SUBAGENT_PARENT_SESSION": session_id, "PI_IS_SUBAGENT": "1"}
+
+
+def env_line(session_id: str) -> str:
+    """`forwarding_env` as one shell line a person pastes before an agent's command."""
+    return " ".join(f"{k}={shlex.quote(v)}" for k, v in forwarding_env(session_id).items())

@@ -1,14 +1,15 @@
 """Whose rules judge an ask: `principal.agentName` (the child's fact), not `requesterAgentName`.
 
-Both names are unauthenticated child text. The rules are scoped to the principal (ADR 0008); when
-the two differ, every place that shows the ask (the log line, the app, the history) shows both and
-flags the difference, so a person never approves thinking of the wrong agent.
+Both names are unauthenticated child text. The rules are scoped to the principal
+(`docs/contract.md` § Facts and judgment); when the two differ, every place that shows the ask (the
+log line, the app, the history) shows both and flags the difference, so a person never approves
+thinking of the wrong agent.
 """
 
 from __future__ import annotations
 
 from core.logline import log_safe
-from core.wire import ParsedRequest
+from core.wire.request import ParsedRequest
 
 
 def principal_agent(parsed: ParsedRequest) -> str:

@@ -19,24 +19,15 @@ import re
 import shutil
 import stat
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
+from core.clock import SYSTEM_CLOCK, Clock
+from core.files import read_small, remove, write_all, write_new
 from core.inbox import SessionInbox
-from core.tree import (
-    FILE_MODE,
-    Anchor,
-    UnsafeFolder,
-    check_name,
-    lstat_or_none,
-    open_dir,
-    read_small,
-    remove,
-    write_new,
-)
-from core.wire import compact_json
+from core.tree import FILE_MODE, Anchor, UnsafeFolder, check_name, lstat_or_none, open_dir
+from core.wire.base import compact_json
 
 log = logging.getLogger("pi_authorizer.quarantine")
 
@@ -67,7 +58,7 @@ class Quarantine:
         self,
         state_dir: Path,
         anchor: Anchor | None = None,
-        clock: Callable[[], float] = time.time,
+        clock: Clock = SYSTEM_CLOCK,
         max_age_s: float = QUARANTINE_MAX_AGE_S,
         max_entries: int = QUARANTINE_MAX_ENTRIES,
     ) -> None:
@@ -83,7 +74,7 @@ class Quarantine:
         """Move `requests/<name>` out of the inbox (as it is, symlink included) and record why."""
         if self._holds_since_prune is None or self._holds_since_prune >= PRUNE_EVERY:
             self.prune()
-        now = self.clock()
+        now = self.clock.wall()
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
         safe = quote(os.fsencode(name), safe="-_.")[:180]
         digits = int(now * 1e9) % 1_000_000_000
@@ -152,7 +143,7 @@ class Quarantine:
                 if match is not None and name.endswith(_REASON):
                     entries.append((f"{match[1]}-{match[2]}", folder, stem))
         entries.sort()
-        cutoff = self.clock() - self.max_age_s
+        cutoff = self.clock.wall() - self.max_age_s
         excess = len(entries) - self.max_entries
         doomed = [
             (folder, stem)
@@ -225,9 +216,7 @@ def _copy_regular(source: int, name: str, held: int, stem: str) -> None:
                       dir_fd=held)
         try:
             while chunk := os.read(src, _COPY_CHUNK):
-                view = memoryview(chunk)
-                while view:
-                    view = view[os.write(dst, view) :]
+                write_all(dst, chunk)
             os.fsync(dst)
         finally:
             os.close(dst)

@@ -7,12 +7,12 @@ inboxes that hold requests lets a person adopt them.
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 from urllib.parse import unquote
 
+from core.clock import SYSTEM_CLOCK, Clock, wall_ms
 from core.liveness import read_heartbeat_in
 from core.tree import Anchor, UnsafeFolder
 
@@ -34,7 +34,9 @@ class InboxStatus:
         return self.serving != "alive" and self.waiting > 0
 
 
-def survey_inboxes(forwarding_root: Path, anchor: Anchor | None = None) -> list[InboxStatus]:
+def survey_inboxes(
+    forwarding_root: Path, anchor: Anchor | None = None, clock: Clock = SYSTEM_CLOCK
+) -> list[InboxStatus]:
     """One status per folder under `sessions/`, sorted by name (read by descriptor, never through a link)."""
     tree = anchor or Anchor(forwarding_root, "forwarding root")
     try:
@@ -42,7 +44,7 @@ def survey_inboxes(forwarding_root: Path, anchor: Anchor | None = None) -> list[
             folders = sorted(os.listdir(fd))
     except (FileNotFoundError, UnsafeFolder):
         return []
-    now_ms = time.time_ns() / 1_000_000
+    now_ms = wall_ms(clock)
     out: list[InboxStatus] = []
     for folder in folders:
         session_id = unquote(folder, errors="replace")

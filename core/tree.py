@@ -4,8 +4,8 @@ A child can plant a symbolic link anywhere below the forwarding root, and a path
 follows links at every component but the last. So every folder below an anchor is opened one
 component at a time (`O_DIRECTORY | O_NOFOLLOW`, relative to its parent's descriptor), created with
 `mkdirat` when missing, and files are opened, linked, renamed and removed relative to the folder's
-descriptor. The anchor itself is the person's configuration: links in its own path are resolved once,
-at first use, and its real path is then walked with `O_NOFOLLOW` like everything below it.
+descriptor (`core.files`). The anchor itself is the person's configuration: links in its own path are
+resolved once, at first use, and its real path is then walked with `O_NOFOLLOW` like everything below it.
 """
 
 from __future__ import annotations
@@ -14,12 +14,10 @@ import contextlib
 import errno
 import logging
 import os
-import re
 import stat
 import threading
-import time
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 log = logging.getLogger("pi_authorizer.tree")
@@ -28,7 +26,6 @@ DIR_MODE = 0o700
 FILE_MODE = 0o600
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _PATH_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class UnsafeFolder(OSError):
@@ -56,16 +53,25 @@ def open_dir(base_fd: int, parts: Sequence[str], create: bool = False, shown: st
     Missing folders are created (mode 0700) when `create`, else `FileNotFoundError`. The first
     component that is a link or not a folder raises `UnsafeFolder`, named `shown/parts...`.
     """
-    return _walk(os.open(".", _DIR_FLAGS, dir_fd=base_fd), parts, create, shown)
+    return _walk(os.open(".", _DIR_FLAGS, dir_fd=base_fd), parts, create, _named_under(shown))
 
 
-def _walk(current: int, parts: Sequence[str], create: bool, shown: str) -> int:
-    """Descend from `current` (owned: closed on the way) to `parts`; returns the last folder's descriptor."""
-    walked = [shown] if shown else []
+def _named_under(shown: str) -> Callable[[list[str]], str]:
+    """Names a refused folder `shown/part/part...` (the parts walked so far)."""
+    return lambda walked: "/".join([shown, *walked] if shown else walked)
+
+
+def _walk(
+    current: int, parts: Sequence[str], create: bool, where: Callable[[list[str]], str],
+    flags: int = _DIR_FLAGS,
+) -> int:
+    """Descend from `current` (owned: closed on the way) to `parts`; returns the last folder's descriptor.
+    A refusal is named `where(parts walked so far)`."""
+    walked: list[str] = []
     try:
         for part in parts:
             walked.append(check_name(part))
-            child = _open_child(current, part, create, "/".join(walked))
+            child = _open_child(current, part, create, where(walked), flags)
             os.close(current)
             current = child
     except BaseException:
@@ -115,109 +121,6 @@ def require_folder_or_absent(dir_fd: int, name: str, where: str) -> None:
         raise UnsafeFolder(where, describe_entry(dir_fd, name))
 
 
-def temp_name(name: str) -> str:
-    """`<name>.<pid>.<ms>.tmp`, the reference's temp naming (skipped by every `.json` lister)."""
-    return f"{name}.{os.getpid()}.{time.time_ns() // 1_000_000}.tmp"
-
-
-def write_new(dir_fd: int, name: str, data: bytes, mode: int = FILE_MODE) -> None:
-    """Create `name` exclusively (never through a link) and make its bytes durable."""
-    fd = os.open(check_name(name), _NEW_FILE_FLAGS, mode, dir_fd=dir_fd)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-class DiskWriter:
-    """The file-system calls that publish a response, all relative to a folder's descriptor. An
-    explicit seam: fault tests inject a writer that fails like a full or broken disk (ENOSPC, EIO)
-    or a slow one, without patching this module."""
-
-    def write_new(self, dir_fd: int, name: str, data: bytes) -> None:
-        write_new(dir_fd, name, data)
-
-    def link(self, dir_fd: int, source: str, target: str) -> None:
-        os.link(source, target, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
-
-    def fsync_dir(self, dir_fd: int) -> None:
-        os.fsync(dir_fd)
-
-
-DISK = DiskWriter()
-_TEMP_NAME = re.compile(r"^.+\.(?P<pid>[0-9]+)\.[0-9]+\.tmp$")
-
-
-def publish_once(dir_fd: int, name: str, data: bytes, disk: DiskWriter = DISK) -> bool:
-    """Publish `name` atomically; `False` when it already exists.
-
-    The temp file is fsynced and then hard-linked into place: `link()` never replaces an existing
-    name, so two writers (or a retry) can never publish one name twice.
-    """
-    temp = temp_name(check_name(name))
-    try:
-        disk.write_new(dir_fd, temp, data)
-        try:
-            disk.link(dir_fd, temp, name)
-        except FileExistsError:
-            return False
-        disk.fsync_dir(dir_fd)
-        return True
-    finally:
-        remove(dir_fd, temp)
-
-
-def leftover_temp_files(dir_fd: int) -> list[tuple[str, int]]:
-    """`<name>.<pid>.<ms>.tmp` entries this node's writers leave when killed, with the writer's pid."""
-    try:
-        names = os.listdir(dir_fd)
-    except OSError:
-        return []
-    found = []
-    for name in names:
-        match = _TEMP_NAME.match(name)
-        if match is not None:
-            found.append((name, int(match["pid"])))
-    return found
-
-
-def replace_file(dir_fd: int, name: str, data: bytes) -> None:
-    """Write-then-rename for files this node owns outright (a rename replaces a link, never follows it)."""
-    temp = temp_name(check_name(name))
-    try:
-        write_new(dir_fd, temp, data)
-        os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-    except BaseException:
-        remove(dir_fd, temp)
-        raise
-
-
-def remove(dir_fd: int, name: str) -> None:
-    """Safe delete of one entry (a link is removed itself): already gone is not an error."""
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(check_name(name), dir_fd=dir_fd)
-
-
-def read_small(dir_fd: int, name: str, limit: int) -> bytes | None:
-    """A regular file's bytes (at most `limit`), or `None` if missing, a link, not regular or larger."""
-    try:
-        fd = os.open(check_name(name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                     dir_fd=dir_fd)
-    except OSError:
-        return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
-            return None
-        data = os.read(fd, limit + 1)
-        return data if len(data) <= limit else None
-    finally:
-        os.close(fd)
-
-
 class Anchor:
     """A folder the person configured (forwarding root, state dir), resolved once, then walked by descriptor.
 
@@ -249,7 +152,7 @@ class Anchor:
             if not parts:
                 return os.open(".", _DIR_FLAGS, dir_fd=anchor)
             first = _open_child(anchor, check_name(parts[0]), create, f"{shown}/{parts[0]}")
-        return _walk(first, parts[1:], create, f"{shown}/{parts[0]}")
+        return _walk(first, parts[1:], create, _named_under(f"{shown}/{parts[0]}"))
 
     @contextlib.contextmanager
     def folder(self, parts: Sequence[str] = (), create: bool = False) -> Iterator[int]:
@@ -287,16 +190,11 @@ class Anchor:
 
 def _open_real_path(real: str, create: bool, label: str) -> int:
     """Walk an absolute real path from `/` with `O_PATH | O_NOFOLLOW` (search permission suffices)."""
-    current = os.open("/", _PATH_FLAGS)
-    try:
-        for part in Path(real).parts[1:]:
-            child = _open_child(current, part, create, f"{label} {real}: {part}", _PATH_FLAGS)
-            os.close(current)
-            current = child
-    except BaseException:
-        os.close(current)
-        raise
-    return current
+
+    def where(walked: list[str]) -> str:
+        return f"{label} {real}: {walked[-1]}"
+
+    return _walk(os.open("/", _PATH_FLAGS), Path(real).parts[1:], create, where, _PATH_FLAGS)
 
 
 def _close_all(held: list[int]) -> None:

@@ -1,4 +1,4 @@
-"""Change notification for the forwarding root: kernel inotify events, `watchfiles` polling as fallback.
+"""Change notification for the forwarding root: kernel inotify events, listing each folder as fallback.
 
 The reference polls every 250 ms; a person at a side terminal should see an ask within
 milliseconds. The watcher only says *which session folders changed*; the serving loop then rescans
@@ -11,11 +11,8 @@ import asyncio
 import contextlib
 import logging
 import os
-import stat
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-
-import watchfiles
 
 from core.inotify import (
     DIRECTORY_EVENTS,
@@ -28,15 +25,13 @@ from core.inotify import (
     Inotify,
     InotifyUnavailable,
 )
-from core.tree import Anchor, UnsafeFolder, lstat_or_none
+from core.poll import POLL_S, RESCAN_ALL, polled_changes
+from core.tree import Anchor, UnsafeFolder
 
 log = logging.getLogger("pi_authorizer.watch")
 
-_POLL_DELAY_MS = 50
 _UNSAFE_RETRY_S = 5.0
 
-RESCAN_ALL: frozenset[str] = frozenset()
-"""Yielded when the watcher cannot say which folders changed (overflow, restart)."""
 
 Settled = Callable[[str, str], bool]
 """`settled(folder, name)`, told that `requests/<name>` was removed: True when the core had answered
@@ -184,61 +179,6 @@ async def _inotify_changes(
         watched.close()
 
 
-async def _polled_changes(sessions_dir: Path, tree: Anchor, stop: asyncio.Event) -> AsyncIterator[set[str]]:
-    """Poll `sessions/`, each session folder and its `requests/`, each without recursion.
-
-    The poller follows links when it recurses, so a session folder linked to `/` would make it walk
-    the whole disk every poll: it is given only the folders that are real (checked by descriptor),
-    and re-armed whenever a session folder comes or goes.
-    """
-    while not stop.is_set():
-        yield set(RESCAN_ALL)
-        try:
-            async for changes in watchfiles.awatch(
-                *_poll_targets(sessions_dir, tree),
-                watch_filter=None,
-                stop_event=stop,
-                force_polling=True,
-                poll_delay_ms=_POLL_DELAY_MS,
-                debounce=_POLL_DELAY_MS,
-                step=5,
-                recursive=False,
-                ignore_permission_denied=True,
-            ):
-                yield {f for _, path in changes if (f := _session_folder(sessions_dir, path))}
-                if any(Path(path).parent == sessions_dir for _, path in changes):
-                    break  # a session folder came or went: poll the new set
-        except OSError as exc:  # a polled folder vanished while arming: arm again
-            log.debug("re-arming the poller: %s", exc)
-        await _sessions_folder_ready(tree, stop)
-
-
-def _poll_targets(sessions_dir: Path, tree: Anchor) -> list[Path]:
-    targets = [sessions_dir]
-    try:
-        with tree.folder(("sessions",)) as fd:
-            for folder in sorted(os.listdir(fd)):
-                try:
-                    with tree.folder(("sessions", folder)) as session_fd:
-                        targets.append(sessions_dir / folder)
-                        info = lstat_or_none(session_fd, "requests")
-                        if info is not None and stat.S_ISDIR(info.st_mode):
-                            targets.append(sessions_dir / folder / "requests")
-                except (FileNotFoundError, UnsafeFolder):
-                    continue
-    except (FileNotFoundError, UnsafeFolder):
-        pass
-    return targets
-
-
-def _session_folder(sessions_dir: Path, changed: str) -> str | None:
-    try:
-        relative = Path(changed).relative_to(sessions_dir)
-    except ValueError:
-        return None
-    return relative.parts[0] if relative.parts else None
-
-
 async def _sessions_folder_ready(tree: Anchor, stop: asyncio.Event) -> None:
     """Create `sessions/` from the root down; while it is a link, wait (serving reports it) and retry."""
     while not stop.is_set():
@@ -273,6 +213,6 @@ async def watch_session_folders(
                 yield folders
             return
         except InotifyUnavailable as exc:
-            log.warning("inotify is unavailable (%s); polling every %d ms instead", exc, _POLL_DELAY_MS)
-    async for folders in _polled_changes(sessions_dir, tree, stop):
+            log.warning("inotify is unavailable (%s); polling every %.2f s instead", exc, POLL_S)
+    async for folders in polled_changes(tree, stop):
         yield folders

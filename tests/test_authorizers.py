@@ -14,14 +14,13 @@ import pytest
 from core.authorizers import (
     AuthorizerChain,
     CommandLink,
-    LinkFacts,
     LinkVerdict,
     allow_is_capped,
     parse_link_spec,
 )
-from core.rules import AskingUnit
+from core.rules import AskingUnit, IntentFacts
 
-BASH = LinkFacts("bash", ("git status",))
+BASH = IntentFacts("bash", ("git status",))
 
 
 def script(tmp_path: Path, body: str) -> tuple[str, ...]:
@@ -49,7 +48,7 @@ def echo_link(tmp_path: Path, answer: str, name: str = "judge") -> CommandLink:
     ],
 )
 async def test_command_link_verdicts(tmp_path: Path, answer: str, expected: LinkVerdict) -> None:
-    facts = LinkFacts("bash", ("git push",), None, "<opaque-bash-wrapper>",
+    facts = IntentFacts("bash", ("git push",), None, "<opaque-bash-wrapper>",
                       (AskingUnit("git push", "<opaque-bash-wrapper>"),))
     assert await echo_link(tmp_path, answer).review(facts) == expected
     seen = (tmp_path / "seen.json").read_text()
@@ -108,7 +107,7 @@ class Fixed:
     verdict: LinkVerdict
     calls: int = 0
 
-    async def review(self, facts: LinkFacts) -> LinkVerdict:
+    async def review(self, facts: IntentFacts) -> LinkVerdict:
         self.calls += 1
         return self.verdict
 
@@ -116,7 +115,7 @@ class Fixed:
 class Broken:
     name = "broken"
 
-    async def review(self, facts: LinkFacts) -> LinkVerdict:
+    async def review(self, facts: IntentFacts) -> LinkVerdict:
         raise RuntimeError("boom")
 
 
@@ -126,8 +125,7 @@ async def test_chain_returns_first_non_defer() -> None:
                              Fixed("b", LinkVerdict("deny", "no")), later])
     decision = await chain.review(BASH)
     assert decision is not None
-    assert decision.decided_by() == {"kind": "authorizer", "name": "b", "verdict": "deny",
-                                     "reason": "no"}
+    assert (decision.link, decision.verdict) == ("b", LinkVerdict("deny", "no"))
     assert later.calls == 0
     assert await AuthorizerChain([Fixed("a", LinkVerdict("defer"))]).review(BASH) is None
 
@@ -136,7 +134,7 @@ async def test_chain_returns_first_non_defer() -> None:
                                      "external_directory_read", "external_directory_write",
                                      "read", "edit", "", "  "])
 async def test_path_surface_allow_is_capped_to_defer(tmp_path: Path, surface: str) -> None:
-    facts = LinkFacts(surface, ("/etc/passwd",), "/etc/passwd")
+    facts = IntentFacts(surface, ("/etc/passwd",), "/etc/passwd")
     link = echo_link(tmp_path, '{"verdict": "allow"}')
     assert await AuthorizerChain([link]).review(facts) is None
     deny = Fixed("d", LinkVerdict("deny"))

@@ -9,7 +9,7 @@ import pytest
 
 from core.history import HistoryStore
 from tui.commands.app import log_to_file
-from tui.commands.common import DEFAULT_SESSION_FILE, default_session_id
+from tui.commands.options import DEFAULT_SESSION_FILE, default_session_id
 
 
 def victim(tmp_path: Path) -> Path:

@@ -1,8 +1,10 @@
-"""The suite enforces the style gate: ruff clean and mypy --strict clean, and core/ free of Textual."""
+"""The suite enforces the style gate: ruff clean, mypy --strict clean, the layers of `pyproject.toml`, and
+small modules (a shipped module over `MAX_LINES` says why in a docstring line starting `Size:`)."""
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,37 +12,76 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+LINT_IMPORTS = str(Path(sys.executable).with_name("lint-imports"))
+MAX_LINES = 250
+SHIPPED = sorted(path.relative_to(REPO).as_posix() for package in ("core", "tui")
+                 for path in (REPO / package).rglob("*.py"))
+# Over the limit when this test was written, with splits under way: each passes once split or explained.
+OVERSIZED_TODAY = frozenset({
+    "core/history/suggest.py",
+    "core/human.py",
+    "core/judging.py",
+    "core/rules/config.py",
+    "core/rules/resolver.py",
+    "core/simulate.py",
+    "core/tree.py",
+    "core/watch.py",
+    "core/wire.py",
+    "tui/app.py",
+    "tui/screens/modals.py",
+    "tui/screens/queue.py",
+    "tui/screens/review.py",
+    "tui/widgets/ask_view.py",
+    "tui/widgets/asks_table.py",
+})
 
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize(
     "command",
-    [[sys.executable, "-m", "ruff", "check", "."], [sys.executable, "-m", "mypy"]],
-    ids=["ruff", "mypy-strict"],
+    [
+        [sys.executable, "-m", "ruff", "check", "."],
+        [sys.executable, "-m", "mypy"],
+        # The import-linter contracts: core never imports tui, Textual or Rich; the rules never reach
+        # serving; the app is layered (cli → commands → app → screens → widgets).
+        [LINT_IMPORTS, "--no-cache"],
+    ],
+    ids=["ruff", "mypy-strict", "import-linter"],
 )
 def test_static_check_is_clean(command: list[str]) -> None:
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=280, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_core_never_imports_the_ui() -> None:
-    offenders: list[str] = []
-    for path in sorted((REPO / "core").rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
-            names: list[str] = []
-            if isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                names = [node.module]
-            offenders += [f"{path.relative_to(REPO)}: {n}" for n in names
-                          if n.split(".")[0] in {"textual", "tui", "rich"}]
-    assert offenders == []
-
-
 def test_importing_core_loads_no_textual() -> None:
-    code = ("import sys, core.serving, core.human, core.wire, core.inbox, core.survey;"
+    """What the contracts cannot see: a third-party package that core uses pulling Textual or Rich in."""
+    code = ("import importlib, pkgutil, sys, core;"
+            "[importlib.import_module(m.name) for m in pkgutil.walk_packages(core.__path__, 'core.')];"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in {'textual', 'tui', 'rich'}))")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                             timeout=60, check=True)
     assert result.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    "module",
+    [pytest.param(m, marks=pytest.mark.xfail(reason="oversized before the split", strict=False))
+     if m in OVERSIZED_TODAY else m for m in SHIPPED],
+)
+def test_a_module_over_the_limit_says_why(module: str) -> None:
+    text = (REPO / module).read_text(encoding="utf-8")
+    lines = len(text.splitlines())
+    docstring = ast.get_docstring(ast.parse(text)) or ""
+    reasons = [line for line in docstring.splitlines() if line.strip().startswith("Size:")]
+    assert lines <= MAX_LINES or reasons, f"{module}: {lines} lines and no `Size:` line in its docstring"
+
+
+def test_the_readme_layout_names_every_module() -> None:
+    """README "Layout" names each module of `core/` and `tui/` that exists, and no module that does not."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    layout = readme.split("## Layout", 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"`([a-z_]+\.(?:py|tcss))`", layout))
+    shipped = {path.name for package in ("core", "tui") for path in (REPO / package).rglob("*")
+               if path.suffix in {".py", ".tcss"} and path.name != "__init__.py"}
+    assert sorted(shipped - named) == [], "modules missing from README Layout"
+    assert sorted(named - shipped) == [], "README Layout names modules that do not exist"

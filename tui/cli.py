@@ -9,7 +9,7 @@ from typing import NoReturn
 
 from core.logline import log_safe
 from tui.commands import app, demo, explain, history, run, serve
-from tui.commands.common import CliError
+from tui.commands.arguments import CliError
 
 
 class Parser(argparse.ArgumentParser):

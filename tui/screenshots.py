@@ -1,13 +1,14 @@
 """`uv run python -m tui.screenshots [OUTDIR]`: SVG screenshots of the real app (default `screenshots/`).
 
 Generated, not drawn, so they cannot drift from the app: the same wiring `pi-authorizer app` uses
-(`build_core`: recorded authority over a small pi config, the history ledger, a `HumanAuthorizer`)
+(`person_core`: recorded authority over a small pi config, the history ledger, a `HumanAuthorizer`)
 on a temporary forwarding root, fed by the simulated children of `core.simulate`, run headless.
 
-Deterministic: the work folder has a fixed name under the system temp dir and is recreated; wall
-time (`time.time` / `time.time_ns`, which the core and the history read) is a stage clock that
-moves only when this script says so, and the app gets the same clock; request ids and `createdAt`
-are fixed; local time is UTC; the reason editor's cursor does not blink.
+Deterministic: each run works in a fresh temp folder, and the app is given paths relative to it, so no
+shot shows where that folder was; wall time is a stage clock (`tui.stage`) that moves only when this
+script says so, given to the core and the app, and standing in for `time.time` while shooting (the
+history reads it there); request ids and `createdAt` are fixed; local time is UTC; the reason
+editor's cursor does not blink.
 """
 
 from __future__ import annotations
@@ -16,34 +17,28 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
-import os
-import shutil
 import tempfile
-import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
-from unittest import mock
 
-from textual.pilot import Pilot
 from textual.widgets import Input, Static
 
-from core.asks import AskKey
+from core.clock import SYSTEM_CLOCK, Clock
+from core.demo_asks import demo_scenarios, legacy
 from core.human import HumanAuthorizer
 from core.serving import ServingCore
-from core.simulate import SimulatedChild, demo_scenarios, legacy
+from core.simulate import SimulatedChild
 from tui.app import AuthorizerApp
 from tui.commands.app import ui_settings
-from tui.commands.common import build_core, take_sessions
 from tui.commands.demo import DEMO_SESSION, demo_args
+from tui.commands.node import person_core, take_sessions
 from tui.screens.grants import GrantsScreen
 from tui.screens.modals import BatchPreviewScreen, GrantConfirmScreen
 from tui.screens.review import ReviewScreen
 from tui.screens.sessions import SessionsScreen
 from tui.settings import UiSettings
+from tui.stage import Shooter, StageClock, arrived, children, fixed, staged
 
 DEFAULT_OUTDIR = Path(__file__).resolve().parent.parent / "screenshots"
-DEFAULT_WORKDIR = Path(tempfile.gettempdir()) / "pi-authorizer-screenshots"
 SIZE = (140, 45)
 START = 1_790_000_000.0  # wall time when the first child asks (2026-09-21 UTC)
 ASK_SPACING_S = 9.0
@@ -63,137 +58,36 @@ SHOTS = (
 )
 
 
-class StageClock:
-    """The process's wall time while shooting: fixed, moved only by `advance`."""
-
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def time(self) -> float:
-        return self.now
-
-    def time_ns(self) -> int:
-        return round(self.now * 1_000_000) * 1000
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-@contextlib.contextmanager
-def staged(clock: StageClock) -> Iterator[None]:
-    """Wall time from `clock` and UTC local time, restored afterwards (Textual reads monotonic only)."""
-    tz = os.environ.get("TZ")
-    os.environ["TZ"] = "UTC"
-    time.tzset()
-    try:
-        with mock.patch("time.time", clock.time), mock.patch("time.time_ns", clock.time_ns):
-            yield
-    finally:
-        if tz is None:
-            os.environ.pop("TZ", None)
-        else:
-            os.environ["TZ"] = tz
-        time.tzset()
-
-
-def children(root: Path, target: str) -> dict[str, SimulatedChild]:
-    """One child per demo agent, each in its own worktree, with fixed session ids."""
-    agents = dict.fromkeys(agent for agent, _ in demo_scenarios())
-    return {
-        agent: SimulatedChild(
-            root, target, agent, f"019ff96a-{i + 1:04x}-7000-8000-{i + 1:012x}", f"/worktrees/issue-{40 + i}"
-        )
-        for i, agent in enumerate(agents)
-    }
-
-
-def fixed(body: dict[str, Any], request_id: str, created_s: float) -> dict[str, Any]:
-    """The scenario's body with a fixed id and `createdAt` (the builders use the real clock)."""
-    return {**body, "id": request_id, "createdAt": int(created_s * 1000)}
-
-
-def arrived(app: AuthorizerApp, child: SimulatedChild, request_id: str) -> Callable[[], bool]:
-    """The ask is in the queue, or this node's rules have already answered it."""
-    answer = child.folder / "responses" / f"{request_id}.json"
-    return lambda: answer.exists() or any(ask.request.id == request_id for ask in app.human.pending())
-
-
-class Shooter:
-    """Drives one headless run of the app, pressing keys as a person does, and saves screens."""
-
-    def __init__(self, app: AuthorizerApp, pilot: Pilot[int], clock: StageClock, outdir: Path) -> None:
-        self.app, self.pilot, self.clock, self.outdir = app, pilot, clock, outdir
-
-    async def until(self, predicate: Callable[[], bool], within: float = 10.0) -> None:
-        deadline = time.monotonic() + within
-        while not predicate():
-            if time.monotonic() > deadline:
-                raise TimeoutError("the app did not reach the state to shoot")
-            await self.pilot.pause(0.02)
-
-    async def press(self, *keys: str) -> None:
-        await self.pilot.press(*keys)
-
-    async def until_keys_count(self) -> None:
-        """Decision keys count only once the ask is painted (`core.keysafety`): wait for that."""
-        await self.until(self.app.safety.accepting)
-
-    def advance(self, seconds: float) -> None:
-        """Let stage time pass, and show it (the queue's own tick comes only once a second)."""
-        self.clock.advance(seconds)
-        self.app.queue.refresh_queue()
-
-    async def shoot(self, name: str) -> None:
-        await self.pilot.pause(0.05)
-        await self.pilot.wait_for_scheduled_animations()
-        self.app.clear_notifications()
-        await self.pilot.pause()
-        self.app.save_screenshot(name, str(self.outdir))
-
-    async def select(self, key: AskKey) -> None:
-        """Move the queue cursor with j / k onto the ask `key`."""
-        queue = self.app.queue
-        keys = queue.table.ask_keys
-        while queue.selected != key:
-            here = keys.index(queue.selected) if queue.selected in keys else 0
-            await self.press("j" if here < keys.index(key) else "k")
-
-    async def decide(self, key: AskKey, *presses: str, think_s: float) -> None:
-        """Select the ask, look at it for `think_s` of stage time, press the keys until it is gone."""
-        await self.select(key)
-        self.advance(think_s)
-        await self.until_keys_count()
-        await self.press(*presses)
-        await self.until(lambda: self.app.human.get(key) is None)
-
-
-def generate(outdir: Path = DEFAULT_OUTDIR, workdir: Path = DEFAULT_WORKDIR) -> list[Path]:
-    """Recreate `workdir`, run the app on it, write every file of `SHOTS` into `outdir`."""
+def generate(outdir: Path = DEFAULT_OUTDIR) -> list[Path]:
+    """Run the app in a fresh temp folder, write every file of `SHOTS` into `outdir`."""
+    outdir = outdir.resolve()
+    outdir.mkdir(parents=True, exist_ok=True)
     clock = StageClock(START)
-    with staged(clock):
-        shutil.rmtree(workdir, ignore_errors=True)
-        workdir.mkdir(parents=True)
-        outdir.mkdir(parents=True, exist_ok=True)
-        app, root = build_app(workdir, clock)
+    with (
+        tempfile.TemporaryDirectory(prefix="pi-authorizer-screenshots-") as work,
+        contextlib.chdir(work),
+        staged(clock),
+    ):
+        app, root = build_app(Path(), clock)
         asyncio.run(drive(app, root, clock, outdir))
     return [outdir / name for name in SHOTS]
 
 
-def demo_parts(workdir: Path) -> tuple[ServingCore, HumanAuthorizer, UiSettings, Path]:
+def demo_parts(
+    workdir: Path, clock: Clock = SYSTEM_CLOCK
+) -> tuple[ServingCore, HumanAuthorizer, UiSettings, Path]:
     """Core, person and settings as `pi-authorizer app` builds them, on the demo config in `workdir`.
 
     Also used by `bench.bench_tui`. Returns the forwarding root last.
     """
     options = demo_args(workdir, 0.0)
-    human = HumanAuthorizer()
-    core, authority = build_core(options, human)
-    human.grants = authority
+    core, human, authority = person_core(options, clock)
     take_sessions(core, options.sessions)
     return core, human, ui_settings(options, authority), options.forwarding_root
 
 
 def build_app(workdir: Path, clock: StageClock) -> tuple[AuthorizerApp, Path]:
-    core, human, settings, root = demo_parts(workdir)
+    core, human, settings, root = demo_parts(workdir, clock)
     # The shots show the ask, not the half-second pause of the keys after it appears.
     app = AuthorizerApp(core, human, dataclasses.replace(settings, input_grace_ms=0), clock=clock.time)
     return app, root

@@ -1,4 +1,4 @@
-"""What the app takes from the pi config (filled by the CLI): confirmation, timeout, signals, keys."""
+"""What the app takes from the pi config (filled by the CLI): confirmation, signals, keys."""
 
 from __future__ import annotations
 
@@ -21,7 +21,6 @@ class UiSettings:
     """The person-facing knobs. `dialog_keys` uses pi's names (`approve`, `deny`, ...)."""
 
     double_press: bool = True
-    forwarding_timeout_ms: int = 600_000
     prompt_notifications: tuple[str, ...] = ()
     input_grace_ms: int = 500
     dialog_keys: dict[str, str] = field(default_factory=dict)

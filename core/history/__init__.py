@@ -1,15 +1,9 @@
 """A durable, reviewable history of every ask served (SQLite, WAL), and what it can suggest."""
 
+from core.history.reader import HistoryFilter, HistoryReader, Summary
+from core.history.rows import HistoryRow
 from core.history.schema import VERSION, HistoryTooNew, migrate
-from core.history.store import (
-    HISTORY_FILE,
-    HistoryFilter,
-    HistoryReader,
-    HistoryRow,
-    HistoryStore,
-    Retention,
-    Summary,
-)
+from core.history.store import HISTORY_FILE, HistoryStore, Retention
 
 __all__ = [
     "HISTORY_FILE",

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from core.clock import SYSTEM_CLOCK, Clock
 from core.history.store import HistoryStore
 from core.paths import agent_dir
 
@@ -46,13 +46,13 @@ def default_review_log() -> Path:
     return agent_dir() / REVIEW_LOG
 
 
-def import_review_log(store: HistoryStore, path: Path) -> ImportResult:
+def import_review_log(store: HistoryStore, path: Path, clock: Clock = SYSTEM_CLOCK) -> ImportResult:
     """Add the dialog decisions of `path` to `store`; waiting→decided pairs give the time to decide."""
     waiting: dict[str, float] = {}
     rows: list[dict[str, object]] = []
     skipped = expired = 0
     max_age = store.retention.max_age_s
-    cutoff = time.time() - max_age if max_age is not None else None
+    cutoff = clock.wall() - max_age if max_age is not None else None
     with path.open("rb") as handle:
         for line in handle:
             record = _record(line)

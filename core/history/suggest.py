@@ -3,6 +3,9 @@
 An offer is only computed here; nothing is written until `apply` is called with the file the person
 confirmed, after seeing `preview` (the JSON, the file, the diff). An offer that would loosen an
 explicit deny of this node's config, or that the person's own denials contradict, is never made.
+
+Over 250 lines on purpose: offering, previewing and writing a rule are one workflow with one deny
+guard, checked when the rule is offered and again when it is written.
 """
 
 from __future__ import annotations
@@ -15,8 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.history.store import APPROVED_STATES, HistoryRow, HistoryStore
-from core.inbox import FILE_MODE, fsync_dir, temp_name_for, write_new_file
+from core.files import replace_file
+from core.history.rows import APPROVED_STATES, HistoryRow
+from core.history.store import HistoryStore
 from core.rules.config import EXTENSION, PROJECT_CONFIG, PolicyStore
 from core.rules.evaluate import any_value
 from core.rules.jsonc import strip_comments
@@ -25,6 +29,7 @@ from core.rules.model import PATH_SURFACES, family_members
 from core.rules.policy import Policy
 from core.rules.session import find_shadowed_deny
 from core.rules.validate import validate_config
+from core.tree import FILE_MODE
 
 DEFAULT_THRESHOLD = 5
 RECENT_DECISIONS = 5000
@@ -219,17 +224,15 @@ def apply(
 
 
 def _replace_atomically(path: Path, data: bytes) -> None:
+    """Write-then-rename beside the file (keeping its mode), then make the rename durable."""
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = path.stat().st_mode & 0o777 if path.exists() else FILE_MODE
-    temp = temp_name_for(path)
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        write_new_file(temp, data)
-        os.chmod(temp, mode)
-        os.replace(temp, path)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-    fsync_dir(path.parent)
+        replace_file(fd, path.name, data, mode)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _candidate_patterns(row: HistoryRow) -> list[tuple[str, str]]:

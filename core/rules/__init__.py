@@ -6,14 +6,14 @@ and one `SessionGrants` per served session, converts each forwarded `accessInten
 rules: `explain_no_facts()` is its verdict (`ask`).
 """
 
+from core.facts import AskingUnit, IntentFacts
 from core.rules.config import PolicyStore, suspicious_agent_reason
-from core.rules.facts import AskingUnit, IntentFacts
 from core.rules.model import Action, ConfigError, Rule
 from core.rules.policy import Policy
 from core.rules.render import render_trail
 from core.rules.resolver import Resolution, Resolver, explain_no_facts, resolve_with_policy
 from core.rules.scopes import FileSignature
-from core.rules.session import GrantRefused, SessionGrant, SessionGrants, ShadowedDeny
+from core.rules.session import GrantRefused, RecordedGrant, SessionGrants, ShadowedDeny
 from core.rules.settings import Settings
 
 __all__ = [
@@ -25,10 +25,10 @@ __all__ = [
     "IntentFacts",
     "Policy",
     "PolicyStore",
+    "RecordedGrant",
     "Resolution",
     "Resolver",
     "Rule",
-    "SessionGrant",
     "SessionGrants",
     "Settings",
     "ShadowedDeny",

@@ -1,7 +1,7 @@
 """One explanation of how this node's rules judge a request: the `explain` command and the TUI.
 
-Takes the wire's access intent structurally (any object with the fields below), so this module
-stays independent of the wire models. A request without an intent gets the no-facts floor.
+Takes the child-fixed `IntentFacts` (the wire reads them), so this module stays independent of the
+wire models. A request without facts gets the no-facts floor.
 """
 
 from __future__ import annotations
@@ -9,51 +9,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Protocol
 
+from core.facts import IntentFacts
 from core.rules.config import PolicyStore
-from core.rules.facts import AskingUnit, IntentFacts
 from core.rules.model import Action, ConfigError, Rule
 from core.rules.render import render_trail
 from core.rules.resolver import Resolution, RulesDecision, explain_no_facts, resolve_with_policy
 
 Step = dict[str, object]
-
-
-class WireAskingUnit(Protocol):
-    """A forwarded asking unit, as the wire layer models it."""
-
-    @property
-    def command(self) -> str: ...
-    @property
-    def floor(self) -> str | None: ...
-
-
-class WireIntent(Protocol):
-    """The judged part of a forwarded `accessIntent` (provenance fields are not read)."""
-
-    @property
-    def surface(self) -> str: ...
-    @property
-    def match_values(self) -> Sequence[str]: ...
-    @property
-    def boundary_value(self) -> str | None: ...
-    @property
-    def floor(self) -> str | None: ...
-    @property
-    def asking_units(self) -> Sequence[WireAskingUnit] | None: ...
-
-
-def facts_from_intent(intent: WireIntent) -> IntentFacts:
-    """Copy the child-fixed facts as they are; nothing is re-derived."""
-    units = intent.asking_units
-    return IntentFacts(
-        surface=intent.surface,
-        match_values=tuple(intent.match_values),
-        boundary_value=intent.boundary_value,
-        floor=intent.floor,
-        asking_units=tuple(AskingUnit(u.command, u.floor) for u in units) if units else None,
-    )
 
 
 @dataclass(frozen=True)
@@ -105,15 +68,11 @@ class Explanation:
 
 def explain(
     store: PolicyStore,
-    intent: WireIntent | None,
+    facts: IntentFacts | None,
     agent_name: str,
     session_rules: Sequence[Rule] = (),
 ) -> Explanation:
     """Explain the recorded-authority verdict for one request (`agent_name` is the principal's)."""
     policy = store.policy(agent_name)
-    resolution: Resolution
-    if intent is None:
-        resolution = explain_no_facts()
-    else:
-        resolution = resolve_with_policy(policy, facts_from_intent(intent), session_rules)
+    resolution = explain_no_facts() if facts is None else resolve_with_policy(policy, facts, session_rules)
     return Explanation(resolution, policy.errors, policy.suspicious_agent_reason)

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from core.rules.facts import IntentFacts
+from core.facts import IntentFacts
 from core.rules.matcher import utf16_units
 from core.rules.model import DIRECTIONAL_SURFACES
 from core.rules.values import js_trim

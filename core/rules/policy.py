@@ -56,11 +56,6 @@ class Policy:
     _by_surface: dict[str, Candidates] = field(default_factory=dict, repr=False, compare=False)
     _pi_differs_on: dict[str, bool] = field(default_factory=dict, repr=False, compare=False)
 
-    @property
-    def suspicious_agent(self) -> bool:
-        """The agent name was unusable as a file name, so no agent file was loaded."""
-        return self.suspicious_agent_reason is not None
-
     def candidates(self, surface: str) -> Candidates:
         """The effective rules whose surface side matches `surface`, in position order (cached)."""
         cached = self._by_surface.get(surface)

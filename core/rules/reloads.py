@@ -62,10 +62,6 @@ class PendingReload:
     new: Scope
     changes: tuple[Change, ...]
 
-    @property
-    def widening(self) -> tuple[Change, ...]:
-        return tuple(c for c in self.changes if c.widens)
-
     def diff_lines(self) -> list[str]:
         """The diff a person reviews (widening lines marked), then the new file's config errors."""
         lines = [c.describe() for c in self.changes]

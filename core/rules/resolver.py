@@ -22,14 +22,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from core.facts import AskingUnit, IntentFacts
 from core.rules import evaluate
 from core.rules.config import PolicyStore
-from core.rules.facts import AskingUnit, IntentFacts
 from core.rules.model import PATH_SURFACES, Action, Rule, family_members, more_restrictive
 from core.rules.pi_reading import beyond_bmp, facts_as_pi
 from core.rules.policy import Policy
 from core.rules.values import bash_match_value
-from core.wire import RuleDecision, SessionApprovalDecision, decision_source_json
+from core.wire.decisions import RuleDecision, SessionApprovalDecision, decision_source_json
 
 Step = dict[str, object]
 RulesDecision = RuleDecision | SessionApprovalDecision

@@ -21,10 +21,10 @@ every witness is not reported, since the grant would not change its outcome.
 from __future__ import annotations
 
 import itertools
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from core.clock import SYSTEM_CLOCK, Clock
 from core.rules.config import PolicyStore
 from core.rules.evaluate import any_value
 from core.rules.matcher import compile_wildcard, expand_home
@@ -33,8 +33,9 @@ from core.rules.policy import Policy
 
 
 @dataclass(frozen=True, slots=True)
-class SessionGrant:
-    """One recorded grant: an allow of `pattern` on `surface` (a family covers both members)."""
+class RecordedGrant:
+    """One grant this node recorded (a person's whole-serving-session approval): an allow of
+    `pattern` on `surface` (a family covers both members)."""
 
     id: str
     surface: str
@@ -65,38 +66,40 @@ class ShadowedDeny:
 
 
 class GrantRefused(ValueError):
-    """Recording the grants would let a session allow shadow an explicit deny."""
+    """A whole-serving-session grant that cannot be recorded; the message says why in words a person
+    reads. `shadowed` names the explicit denies it would override (empty for other reasons)."""
 
-    def __init__(self, shadowed: tuple[ShadowedDeny, ...]) -> None:
-        super().__init__("; ".join(s.describe() for s in shadowed))
+    def __init__(self, reason: str, shadowed: tuple[ShadowedDeny, ...] = ()) -> None:
+        super().__init__(reason)
         self.shadowed = shadowed
 
 
 class SessionGrants:
     """The grants of one served session: in memory only, cleared with the session."""
 
-    def __init__(self, store: PolicyStore) -> None:
+    def __init__(self, store: PolicyStore, clock: Clock = SYSTEM_CLOCK) -> None:
         self.store = store
-        self._grants: dict[str, SessionGrant] = {}
+        self.clock = clock
+        self._grants: dict[str, RecordedGrant] = {}
         self._ids = itertools.count(1)
 
-    def add(self, grants: Iterable[tuple[str, str]], agent_name: str) -> list[SessionGrant]:
+    def add(self, grants: Iterable[tuple[str, str]], agent_name: str) -> list[RecordedGrant]:
         """Record all `(surface, pattern)` grants, or none: raises `GrantRefused` on a shadow."""
         wanted = [(s, p) for s, p in grants if s and p]
         shadowed = tuple(
             found for s, p in wanted if (found := self.would_shadow_deny(agent_name, s, p))
         )
         if shadowed:
-            raise GrantRefused(shadowed)
+            raise GrantRefused("; ".join(s.describe() for s in shadowed), shadowed)
         added = []
         for surface, pattern in wanted:
             rules = grant_rules(surface, pattern, self.store.home)
-            grant = SessionGrant(f"g{next(self._ids)}", surface, pattern, time.time(), rules)
+            grant = RecordedGrant(f"g{next(self._ids)}", surface, pattern, self.clock.wall(), rules)
             self._grants[grant.id] = grant
             added.append(grant)
         return added
 
-    def list(self) -> tuple[SessionGrant, ...]:
+    def list(self) -> tuple[RecordedGrant, ...]:
         """Grants in recording order."""
         return tuple(self._grants.values())
 

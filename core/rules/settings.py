@@ -1,4 +1,7 @@
-"""The scalar knobs the TUI needs, merged from config files only (never from agent files)."""
+"""The scalar knobs this node reads, merged from config files only (never from agent files).
+
+Other pi knobs (`authorizerChain`, `promptMaxRows`, ...) are validated (`validate.py`) but not kept:
+nothing here acts on them."""
 
 from __future__ import annotations
 
@@ -18,9 +21,6 @@ class Settings:
     forwarding_timeout_ms: int = DEFAULT_FORWARDING_TIMEOUT_MS
     prompt_notifications: tuple[str, ...] = ()
     permission_dialog_keys: Mapping[str, str] = field(default_factory=dict)
-    authorizer_chain: tuple[str, ...] = ()
-    prompt_max_rows: int = 24
-    prompt_field_max_width: int = 400
 
     @classmethod
     def merged(cls, layers: Iterable[Mapping[str, Any]]) -> Settings:
@@ -37,7 +37,4 @@ class Settings:
             forwarding_timeout_ms=int(knobs.get("forwardingTimeoutMs", defaults.forwarding_timeout_ms)),
             prompt_notifications=tuple(knobs.get("promptNotifications", ())),
             permission_dialog_keys=dict(knobs.get("permissionDialogKeys", {})),
-            authorizer_chain=tuple(knobs.get("authorizerChain", ())),
-            prompt_max_rows=int(knobs.get("promptMaxRows", defaults.prompt_max_rows)),
-            prompt_field_max_width=int(knobs.get("promptFieldMaxWidth", defaults.prompt_field_max_width)),
         )

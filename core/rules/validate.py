@@ -1,4 +1,4 @@
-"""Strict validation of one config document, mirroring the reference schema (contract §6.1).
+"""Strict validation of one config document, mirroring the reference schema (`docs/contract.md` § Rules).
 
 Any problem rejects the whole scope, so the caller gets every error (file, key, reason) and no
 partial config: an unknown top-level key is "Unrecognized config key", a wrong type or value is

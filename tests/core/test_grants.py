@@ -9,7 +9,8 @@ from pathlib import Path
 from core.grants import SESSION_SCOPE
 from core.judging import RecordedAuthority
 from core.rules import PolicyStore
-from core.wire import ParsedRequest, SessionGrant, parse_request
+from core.wire.reader import parse_request
+from core.wire.request import ParsedRequest, SessionGrant
 
 S = "served-session"
 

@@ -14,9 +14,9 @@ import pytest
 
 from core.asks import AskKey, LeavingTerminal, TerminalSlot
 from core.authorizers import AuthorizerChain, CommandLink
-from core.human import DecisionRefused, GrantRefused, HumanAuthorizer
+from core.human import DecisionRefused, HumanAuthorizer
 from core.judging import LinkChain, RecordedAuthority
-from core.rules import PolicyStore
+from core.rules import GrantRefused, PolicyStore
 from core.serving import ServeEvent, ServingCore
 from tests.helpers import read_response_when_written, response_path, wait_for, write_request
 
@@ -148,7 +148,8 @@ async def test_whole_session_grant_previews_and_decides_the_other_pending_asks_i
     b = await read_response_when_written(node.root, S, "b")
     assert b["state"] == "approved"
     assert b["decidedBy"] == {"kind": "session_approval", "surface": "bash", "pattern": "npm run *"}
-    [by_grant] = [d for d in human.decided if d.granted_on == key]
+    [by_grant] = decided.also
+    assert by_grant.granted_on == key
     assert by_grant.kind == "approved_by_serving_grant" and by_grant.ask.request.id == "b"
     assert sorted(a.request.id for a in human.pending()) == ["c", "d"]
 
@@ -286,7 +287,8 @@ async def test_grant_for_one_agent_is_refused_when_another_agents_rules_deny(nod
 
 def test_judge_once_builds_no_trail_and_decided_by_is_the_wire_type(tmp_path: Path) -> None:
     from core.asks import Deferred
-    from core.wire import RuleDecision, parse_request
+    from core.wire.decisions import RuleDecision
+    from core.wire.reader import parse_request
 
     node = Node(tmp_path, {"permission": {"bash": {"git *": "allow"}}})
     body = {"id": "r", "createdAt": 1, "requesterSessionId": "child", "requesterAgentName": "Explore",

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.keysafety import DEFAULT_DOUBLE, KeyRules, KeySafety, SystemClock
+from core.clock import SYSTEM_CLOCK
+from core.keysafety import DEFAULT_DOUBLE, KeyRules, KeySafety
 
 ACTIONS = ("approve", "approve_session", "approve_session_both", "deny", "approve_serving", "deny_reason")
 STEP_ACTIONS = ("approve_serving", "deny_reason")
@@ -184,8 +185,7 @@ def test_modal_confirm_waits_for_its_own_paint_and_grace() -> None:
 
 
 def test_system_clock_uses_the_toolkit_stamp() -> None:
-    clock = SystemClock(lambda: 5.0)
-    assert clock.now() == 5.0 and clock.key_time(3.0) == 3.0
+    assert SYSTEM_CLOCK.key_time(3.0) == 3.0
 
 
 def test_verdicts_explain_themselves() -> None:

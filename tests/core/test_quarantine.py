@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from core.clock import ManualClock
 from core.inbox import SessionInbox
 from core.paths import encode_session_id
 from core.quarantine import PRUNE_EVERY, QUARANTINE_MAX_AGE_S, QUARANTINE_MAX_ENTRIES, Quarantine
@@ -12,14 +13,6 @@ from tests.helpers import write_request_bytes
 
 S = "S"
 DAY = 24 * 3600.0
-
-
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def hold(quarantine: Quarantine, root: Path, name: str) -> None:
@@ -38,22 +31,22 @@ def test_defaults_are_documented_values() -> None:
 
 
 def test_entries_older_than_the_age_limit_are_pruned(tmp_path: Path) -> None:
-    clock = Clock(1_800_000_000.0)
+    clock = ManualClock(1_800_000_000.0)
     quarantine = Quarantine(tmp_path / "state", clock=clock, max_age_s=7 * DAY)
     hold(quarantine, tmp_path / "root", "old.json")
-    clock.now += 5 * DAY
+    clock.advance(5 * DAY)
     hold(quarantine, tmp_path / "root", "recent.json")
-    clock.now += 3 * DAY
+    clock.advance(3 * DAY)
     assert quarantine.prune() == 1
     assert kept(tmp_path / "state") == ["recent.json"]
-    assert [r["quarantinedAt"] for r in quarantine.records()] == [int((clock.now - 3 * DAY) * 1000)]
+    assert [r["quarantinedAt"] for r in quarantine.records()] == [int((clock.wall() - 3 * DAY) * 1000)]
 
 
 def test_beyond_the_count_limit_the_oldest_go_first(tmp_path: Path) -> None:
-    clock = Clock(1_800_000_000.0)
+    clock = ManualClock(1_800_000_000.0)
     quarantine = Quarantine(tmp_path / "state", clock=clock, max_entries=3)
     for index in range(5):
-        clock.now += 1
+        clock.advance(1)
         hold(quarantine, tmp_path / "root", f"r{index}.json")
     assert quarantine.prune() == 2
     assert kept(tmp_path / "state") == ["r2.json", "r3.json", "r4.json"]
@@ -61,7 +54,7 @@ def test_beyond_the_count_limit_the_oldest_go_first(tmp_path: Path) -> None:
 
 
 def test_holding_prunes_first_and_then_every_hundred_holds(tmp_path: Path) -> None:
-    clock = Clock(1_800_000_000.0)
+    clock = ManualClock(1_800_000_000.0)
     quarantine = Quarantine(tmp_path / "state", clock=clock, max_entries=2)
     for index in range(PRUNE_EVERY):
         hold(quarantine, tmp_path / "root", f"r{index:03d}.json")
@@ -71,7 +64,7 @@ def test_holding_prunes_first_and_then_every_hundred_holds(tmp_path: Path) -> No
 
 
 def test_entries_with_one_timestamp_never_replace_each_other(tmp_path: Path) -> None:
-    quarantine = Quarantine(tmp_path / "state", clock=Clock(1_800_000_000.0))
+    quarantine = Quarantine(tmp_path / "state", clock=ManualClock(1_800_000_000.0))
     for content in (b"first", b"second"):
         write_request_bytes(tmp_path / "root", S, "same.json", content)
         quarantine.hold(SessionInbox(tmp_path / "root", S), "same.json", "unusable", answered=False)
@@ -81,7 +74,7 @@ def test_entries_with_one_timestamp_never_replace_each_other(tmp_path: Path) -> 
 
 
 def test_pruning_removes_linked_and_folder_entries_without_following_them(tmp_path: Path) -> None:
-    clock = Clock(1_800_000_000.0)
+    clock = ManualClock(1_800_000_000.0)
     quarantine = Quarantine(tmp_path / "state", clock=clock, max_age_s=DAY)
     victim = tmp_path / "victim"
     (victim / "inner").mkdir(parents=True)
@@ -93,7 +86,7 @@ def test_pruning_removes_linked_and_folder_entries_without_following_them(tmp_pa
     (inbox.requests_dir / "dir.json" / "inner").symlink_to(victim / "inner")
     for name in ("link.json", "dir.json"):
         quarantine.hold(inbox, name, "unusable", answered=False)
-    clock.now += 2 * DAY
+    clock.advance(2 * DAY)
     assert quarantine.prune() == 2
     assert (victim / "inner" / "keep.txt").read_text() == "keep"
     assert os.listdir(tmp_path / "state" / "quarantine" / encode_session_id(S)) == []
@@ -107,7 +100,7 @@ def test_a_linked_quarantine_folder_is_neither_read_nor_pruned(tmp_path: Path) -
     (victim / f"{old}.reason.json").write_text("{}")
     (tmp_path / "state" / "quarantine").mkdir(parents=True)
     (tmp_path / "state" / "quarantine" / encode_session_id(S)).symlink_to(victim)
-    quarantine = Quarantine(tmp_path / "state", clock=Clock(1_800_000_000.0), max_age_s=DAY)
+    quarantine = Quarantine(tmp_path / "state", clock=ManualClock(1_800_000_000.0), max_age_s=DAY)
     assert quarantine.prune() == 0
     assert quarantine.records() == []
     assert sorted(os.listdir(victim)) == [old, f"{old}.reason.json"]
@@ -124,7 +117,7 @@ def test_across_filesystems_files_and_links_are_copied_and_folders_left_in_place
         pytest.skip("needs a second filesystem (/dev/shm) for the state dir")
     state = Path(tempfile.mkdtemp(dir=shm))
     try:
-        quarantine = Quarantine(state, clock=Clock(1_800_000_000.0))
+        quarantine = Quarantine(state, clock=ManualClock(1_800_000_000.0))
         inbox = SessionInbox(tmp_path / "root", S)
         write_request_bytes(tmp_path / "root", S, "file.json", b"bytes")
         (inbox.requests_dir / "link.json").symlink_to(tmp_path / "victim")

@@ -14,7 +14,8 @@ from core.asks import UNATTENDED_DENIAL, DenyingTerminal, Judgment, LeavingTermi
 from core.human import AskAdded, AskWithdrawn, HumanAuthorizer
 from core.liveness import SessionHeld, heartbeat_path, read_heartbeat
 from core.serving import ServeEvent, ServingCore
-from core.wire import ParsedRequest, RuleDecision
+from core.wire.decisions import RuleDecision
+from core.wire.request import ParsedRequest
 from tests.helpers import (
     read_response_when_written,
     request_body,

@@ -30,7 +30,8 @@ from core.judging import RecordedAuthority
 from core.paths import encode_session_id, is_safe_request_id
 from core.rules import PolicyStore
 from core.serving import ServingCore
-from core.wire import parse_request, parse_response
+from core.wire.reader import parse_request
+from core.wire.response import parse_response
 from tests.helpers import request_body
 
 S = "019ff969-c34c-70be-9034-fae19c852932"
@@ -212,7 +213,8 @@ def test_hostile_request_files_never_stop_serving_nor_widen_a_grant(
     assert read is not None, body  # a real child can read every answer
     if read.approved:
         # Only this node's rules grant, and they allow exactly one bash command: a bash ask is
-        # judged on its first value, or on every asking unit when it has them (wire contract §5.3).
+        # judged on its first value, or on every asking unit when it has them
+        # (`docs/contract.md` § Facts and judgment).
         facts = parse_request(data).access_intent
         assert facts is not None and facts.surface == "bash", data
         judged = (

@@ -2,7 +2,7 @@
 state dir, an inbox deleted and recreated, a clock that jumps, forged responses, a killed holder.
 
 Faults come through explicit seams: an injected `DiskWriter` that fails like a full or broken disk,
-and a ledger wrapper that fails like a broken history; never a patch of shipped code.
+a ledger wrapper that fails like a broken history, an injected clock; never a patch of shipped code.
 """
 
 from __future__ import annotations
@@ -17,17 +17,19 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 import pytest
 
-from core.asks import AskKey, DenyingTerminal, LeavingTerminal, TerminalSlot
+from core.asks import DenyingTerminal, LeavingTerminal, TerminalSlot
+from core.clock import ManualClock
+from core.files import DiskWriter
 from core.history import HistoryStore
 from core.human import HumanAuthorizer
-from core.inbox import DiskWriter
 from core.liveness import heartbeat_path, read_heartbeat
-from core.serving import RecordedVerdict, ServeEvent, ServingCore
-from core.wire import ForwardedResponse, ParsedRequest
+from core.publishing import RecordedVerdict, VerdictRecord, WrittenMark
+from core.serving import ServeEvent, ServingCore
 from tests.helpers import (
     poll_until,
     read_response_when_written,
@@ -42,17 +44,17 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 class FailingDisk(DiskWriter):
-    """Fails the next `failures` links (or every one, with -1) with `code`, then works."""
+    """Fails the next `failures` publications (or every one, with -1) with `code`, then works."""
 
     def __init__(self, code: int, failures: int) -> None:
         self.code, self.failures, self.attempts = code, failures, 0
 
-    def link(self, dir_fd: int, source: str, target: str) -> None:
+    def place(self, dir_fd: int, source: str, target: str) -> bool:
         self.attempts += 1
         if self.failures != 0:
             self.failures -= 1
             raise OSError(self.code, os.strerror(self.code))
-        super().link(dir_fd, source, target)
+        return super().place(dir_fd, source, target)
 
 
 class FailingLedger:
@@ -61,20 +63,18 @@ class FailingLedger:
     def __init__(self, store: HistoryStore, failures: int, error: str = "disk I/O error") -> None:
         self.store, self.failures, self.error, self.attempts = store, failures, error, 0
 
-    def record_verdict(
-        self, key: AskKey, parsed: ParsedRequest, response: ForwardedResponse, body: bytes, outcome: str
-    ) -> None:
+    def record_verdicts(self, verdicts: Sequence[VerdictRecord]) -> None:
         self.attempts += 1
         if self.failures != 0:
             self.failures -= 1
             raise sqlite3.OperationalError(self.error)
-        self.store.record_verdict(key, parsed, response, body, outcome)
+        self.store.record_verdicts(verdicts)
 
-    def mark_written(self, key: AskKey, request_id: str, written: bool) -> None:
-        self.store.mark_written(key, request_id, written)
+    def mark_written(self, marks: Sequence[WrittenMark]) -> None:
+        self.store.mark_written(marks)
 
-    def recorded_verdict(self, session_id: str, request_id: str) -> RecordedVerdict | None:
-        return self.store.recorded_verdict(session_id, request_id)
+    def recorded_verdicts(self, session_id: str, request_ids: Collection[str]) -> dict[str, RecordedVerdict]:
+        return self.store.recorded_verdicts(session_id, request_ids)
 
 
 class Served:
@@ -188,19 +188,19 @@ async def test_inbox_deleted_and_recreated_is_served_again(tmp_path: Path) -> No
 
 
 async def test_clock_jumps_change_nothing_but_timestamps(tmp_path: Path) -> None:
-    now = [1_800_000_000.0]
-    async with Served(tmp_path, DenyingTerminal(lambda: now[0]), clock=lambda: now[0]) as served:
+    clock = ManualClock(1_800_000_000.0)
+    async with Served(tmp_path, DenyingTerminal(clock), clock=clock) as served:
         write_request(served.root, S, "before")
         assert (await read_response_when_written(served.root, S, "before"))[
             "respondedAt"
         ] == 1_800_000_000_000
-        now[0] -= 86_400 * 365  # a year back
+        clock.jump_wall(-86_400 * 365)  # a year back
         write_request(served.root, S, "back")
         write_request(served.root, S, "bad1", createdAt=None)
         write_request(served.root, S, "bad2", createdAt=None)
         assert (await read_response_when_written(served.root, S, "back"))["respondedAt"] == 1_768_464_000_000
         await read_response_when_written(served.root, S, "bad2")
-        now[0] += 86_400 * 3650  # ten years forward
+        clock.jump_wall(86_400 * 3650)  # ten years forward
         write_request(served.root, S, "forward")
         await read_response_when_written(served.root, S, "forward")
         await wait_for(lambda: len(served.core.quarantine.records()) == 2, what="both kept")
@@ -301,14 +301,18 @@ def _zombie_or_gone(pid: int) -> bool:
 
 
 class SlowDisk(DiskWriter):
-    """A disk whose every fsync takes `seconds` (slow hardware, a saturated device)."""
+    """A disk where every response file takes `seconds` to write (slow hardware, a saturated device)."""
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
 
-    def fsync_dir(self, dir_fd: int) -> None:
+    def write_new(self, dir_fd: int, name: str, data: bytes) -> None:
         time.sleep(self.seconds)
-        super().fsync_dir(dir_fd)
+        super().write_new(dir_fd, name, data)
+
+    def write_unsynced(self, dir_fd: int, name: str, data: bytes) -> None:
+        time.sleep(self.seconds)
+        super().write_unsynced(dir_fd, name, data)
 
 
 async def test_heartbeat_is_refreshed_while_slow_writes_drain_a_flood(tmp_path: Path) -> None:
@@ -326,5 +330,5 @@ async def test_heartbeat_is_refreshed_while_slow_writes_drain_a_flood(tmp_path: 
                 seen.add(record.updated_at_ms)
             await asyncio.sleep(0.02)
         assert not served.task.done()
-    # 12 responses x 0.25 s of fsync took 3 s or more: the heartbeat was refreshed meanwhile.
+    # 12 responses x 0.25 s of writing took 3 s or more: the heartbeat was refreshed meanwhile.
     assert len(seen) >= 3, seen

@@ -7,11 +7,12 @@ import json
 from pathlib import Path
 
 from core.asks import DenyingTerminal
+from core.demo_asks import DEMO_CONFIG, demo_scenarios, run_children
 from core.judging import RecordedAuthority
 from core.rules import PolicyStore
 from core.serving import ServingCore
-from core.simulate import DEMO_CONFIG, ChildResult, demo_scenarios, run_children
-from core.wire import parse_request
+from core.simulate import ChildResult
+from core.wire.reader import parse_request
 
 
 async def test_every_simulated_child_gets_its_verdict(tmp_path: Path) -> None:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from core.tree import Anchor, UnsafeFolder, open_dir, publish_once, replace_file
+from core.files import publish_once, replace_file
+from core.tree import Anchor, UnsafeFolder, open_dir
 
 
 def test_missing_folders_are_created_owner_only_component_by_component(tmp_path: Path) -> None:

@@ -16,7 +16,8 @@ from core.asks import DenyingTerminal, Judgment
 from core.liveness import heartbeat_path
 from core.paths import encode_session_id
 from core.serving import ServeEvent, ServingCore
-from core.wire import ParsedRequest, RuleDecision
+from core.wire.decisions import RuleDecision
+from core.wire.request import ParsedRequest
 from tests.helpers import request_body, response_path, session_dir, wait_for, write_request
 
 S = "019ff969-c34c-70be-9034-fae19c852932"

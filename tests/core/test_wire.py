@@ -1,4 +1,7 @@
-"""The wire's read and write rules (wire-contract.md §1.7, §2, §3), on real bytes."""
+"""The wire's read and write rules, on real bytes.
+
+`docs/contract.md` § Reading requests, § Writing responses.
+"""
 
 from __future__ import annotations
 
@@ -7,21 +10,22 @@ from typing import Any
 
 import pytest
 
-from core.wire import (
+from core.wire.decisions import (
     AuthorizerDecision,
     ForwardedDecision,
-    ForwardedResponse,
     GateErrorDecision,
-    RequestRejected,
     RuleDecision,
     UserDecision,
+    read_decision_source,
+)
+from core.wire.reader import RequestRejected, parse_request
+from core.wire.response import (
+    ForwardedResponse,
     approve,
     approve_for_session,
     deny,
     encode_response,
-    parse_request,
     parse_response,
-    read_decision_source,
 )
 
 BASE: dict[str, Any] = {

@@ -10,6 +10,7 @@ from typing import Any
 from core.asks import TerminalSlot
 from core.history import HistoryRow, HistoryStore
 from core.judging import RecordedAuthority
+from core.publishing import FaultHook, no_fault
 from core.rules import PolicyStore
 from core.serving import Chain, ServeEvent, ServingCore
 
@@ -44,10 +45,12 @@ class Node:
         self.authority = RecordedAuthority(self.rules)
         self.history = HistoryStore.in_state_dir(self.state)
         self.events: list[ServeEvent] = []
+        self.fault: FaultHook = no_fault
 
     async def start(self, terminal: TerminalSlot, chain: Chain | None = None) -> ServingCore:
         core = ServingCore(
-            self.root, self.state, terminal, judge=self.authority, chain=chain, ledger=self.history
+            self.root, self.state, terminal, judge=self.authority, chain=chain, ledger=self.history,
+            fault=self.fault,
         )
         core.subscribe(self.history.observe)
         core.subscribe(self.events.append)

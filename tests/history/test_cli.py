@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from core.history import HistoryStore
-from core.history.store import COLUMNS, HISTORY_FILE
-from tui.commands import common, history
+from core.history.rows import COLUMNS
+from core.history.store import HISTORY_FILE
+from tui.commands import arguments, history
 
 HOSTILE = "git status\x1b[2J\u202eevil\u200b [bold]x[/]"
 
@@ -103,9 +104,9 @@ def test_filters(
 
 
 def test_durations() -> None:
-    assert common.duration_arg("1h30m") == 5400 and common.duration_arg("90") == 90
+    assert arguments.duration_arg("1h30m") == 5400 and arguments.duration_arg("90") == 90
     with pytest.raises(argparse.ArgumentTypeError):
-        common.duration_arg("soon")
+        arguments.duration_arg("soon")
 
 
 def test_no_history_yet(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

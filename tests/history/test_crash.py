@@ -1,53 +1,52 @@
-"""A real `serve` killed at each step of answering, then restarted: every ask answered exactly once.
+"""A real serving process killed at each stage of answering, then restarted: every ask answered exactly once.
 
-The kill is the test-only `PI_AUTHORIZER_TEST_CRASH_AT` hook (`os._exit(137)`: no cleanup, no
-flush, like SIGKILL) at an exact step; the restart runs without it.
+The kill comes through the core's explicit `fault` seam (`tests/history/crash_child.py` exits with
+`os._exit(137)`: no cleanup, no flush, like SIGKILL) at an exact stage of a batch; the restart runs
+the production `serve` (or, for the many generated cases, a serving core in this process).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-import os
 import signal
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from core.history import HistoryStore
-from core.history.store import CRASH_ENV, CRASH_STEPS
+from core.asks import DenyingTerminal
+from core.history import HistoryRow, HistoryStore
 from core.liveness import heartbeat_path
-from tests.helpers import poll_until, response_path, session_dir, write_request
-from tests.history.support import S
+from core.publishing import BATCH_STAGES
+from tests.helpers import poll_until, response_path, session_dir, wait_for, write_request, write_request_bytes
+from tests.history.support import Node, S, intent
 
 REPO = Path(__file__).resolve().parents[2]
+ALLOW_LS = {"bash": {"*": "ask", "ls *": "allow"}}
 
 
-def serve(tmp_path: Path, crash_at: str | None) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if k != CRASH_ENV}
-    if crash_at:
-        env[CRASH_ENV] = crash_at
+def serve(tmp_path: Path) -> subprocess.Popen[bytes]:
+    """The production `serve --on-ask deny`, on the same root, state dir and (empty) rules."""
     (tmp_path / "agent").mkdir(exist_ok=True)
     command = [
-        sys.executable,
-        "-m",
-        "tui.cli",
-        "serve",
-        "--session",
-        S,
-        "--forwarding-root",
-        str(tmp_path / "root"),
-        "--state-dir",
-        str(tmp_path / "state"),
-        "--on-ask",
-        "deny",
-        "--agent-dir",
-        str(tmp_path / "agent"),
-        "--project",
-        str(tmp_path),
-    ]
-    return subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        sys.executable, "-m", "tui.cli", "serve", "--session", S,
+        "--forwarding-root", str(tmp_path / "root"), "--state-dir", str(tmp_path / "state"),
+        "--on-ask", "deny", "--agent-dir", str(tmp_path / "agent"), "--project", str(tmp_path),
+    ]  # fmt: skip
+    return subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def run_until_killed(tmp_path: Path, stage: str) -> subprocess.CompletedProcess[bytes]:
+    """A real serving process on `tmp_path`'s dirs, killed by its own fault seam at `stage`."""
+    (tmp_path / "agent").mkdir(exist_ok=True)
+    folders = (tmp_path / "root", tmp_path / "state", tmp_path / "agent")
+    command = [sys.executable, "-m", "tests.history.crash_child", *map(str, folders), stage]
+    return subprocess.run(command, cwd=REPO, capture_output=True, timeout=120, check=False)
 
 
 def serving_pid(root: Path) -> int | None:
@@ -64,32 +63,36 @@ def stop(process: subprocess.Popen[bytes]) -> None:
     process.wait(10)
 
 
-# What must be on disk, and in the history, right after the kill at each step.
+# What must be on disk, and in the history, right after the kill at each stage (one request).
 AFTER_CRASH = {
     "arrived": {"request": True, "response": False, "verdict": False},
     "recorded": {"request": True, "response": False, "verdict": True},
+    "staged": {"request": True, "response": False, "verdict": True},
+    "durable": {"request": True, "response": False, "verdict": True},
     "linked": {"request": True, "response": True, "verdict": True},
+    "marked": {"request": True, "response": True, "verdict": True},
     "deleted": {"request": False, "response": True, "verdict": True},
 }
 
 
-@pytest.mark.parametrize("step", CRASH_STEPS)
-def test_killed_at_each_step_answers_once_after_restart(tmp_path: Path, step: str) -> None:
+@pytest.mark.parametrize("stage", list(AFTER_CRASH))
+def test_killed_at_each_stage_answers_once_after_restart(tmp_path: Path, stage: str) -> None:
     request = write_request(tmp_path / "root", S, "r1")
     response = response_path(tmp_path / "root", S, "r1")
-    first = serve(tmp_path, step)
-    assert first.wait(20) == 137, first.stderr.read() if first.stderr else b""
+    first = run_until_killed(tmp_path, stage)
+    assert first.returncode == 137, first.stderr
 
-    expected = AFTER_CRASH[step]
+    expected = AFTER_CRASH[stage]
     assert (request.exists(), response.exists()) == (expected["request"], expected["response"])
     history = HistoryStore.in_state_dir(tmp_path / "state")
-    [row] = history.query()
-    assert (row.verdict is not None) == expected["verdict"]
+    rows = history.query()
+    assert len(rows) <= 1  # an arrival is written with its verdict, or a moment after it was seen
+    assert any(row.verdict is not None for row in rows) == expected["verdict"]
     published = response.read_bytes() if response.exists() else None
-    recorded = row.response
+    recorded = rows[0].response if rows else None
     history.close()
 
-    second = serve(tmp_path, None)
+    second = serve(tmp_path)
     try:
         poll_until(lambda: serving_pid(tmp_path / "root") == second.pid)
     finally:
@@ -104,7 +107,7 @@ def test_killed_at_each_step_answers_once_after_restart(tmp_path: Path, step: st
     if recorded is not None:
         assert body == recorded  # the verdict recorded before the kill, not a second judgment
     leftovers = sorted(p.name for p in (session_dir(tmp_path / "root", S) / "responses").iterdir())
-    assert leftovers == ["r1.json"]
+    assert leftovers == ["r1.json"]  # the killed run's temp files are removed too
     history = HistoryStore.in_state_dir(tmp_path / "state")
     [row] = history.query()
     assert (row.outcome, row.verdict, row.written) == ("fail-safe", "denied_with_reason", 1)
@@ -113,17 +116,17 @@ def test_killed_at_each_step_answers_once_after_restart(tmp_path: Path, step: st
 
 
 def test_the_republish_window_is_bounded_to_the_same_bytes_once(tmp_path: Path) -> None:
-    """The one window left (documented in docs/reliability.md): killed after `link()` and before the
-    history notes it, while the child consumes the response in that instant. The restart cannot tell
-    "never linked" from "linked and consumed", so it publishes the RECORDED bytes once more: the same
-    verdict, never a new judgment, and the request is then removed."""
+    """The one window left (documented in docs/reliability.md): killed after the response is linked
+    and before the history notes it, while the child consumes the response in that instant. The
+    restart cannot tell "never linked" from "linked and consumed", so it publishes the RECORDED bytes
+    once more: the same verdict, never a new judgment, and the request is then removed."""
     request = write_request(tmp_path / "root", S, "r1")
     response = response_path(tmp_path / "root", S, "r1")
-    first = serve(tmp_path, "linked")
-    assert first.wait(20) == 137
+    first = run_until_killed(tmp_path, "linked")
+    assert first.returncode == 137, first.stderr
     published = response.read_bytes()
     response.unlink()  # the child read it and removed it; its request is still there
-    second = serve(tmp_path, None)
+    second = serve(tmp_path)
     try:
         poll_until(lambda: response.exists() and not request.exists())
     finally:
@@ -134,3 +137,102 @@ def test_the_republish_window_is_bounded_to_the_same_bytes_once(tmp_path: Path) 
     history = HistoryStore.in_state_dir(tmp_path / "state")
     [row] = history.query()
     assert (row.written, row.response) == (1, published)
+
+
+KINDS = st.sampled_from(["allowed", "fail-safe", "hostile"])
+
+
+def write_case(root: Path, kinds: list[str]) -> tuple[list[str], list[str]]:
+    """Requests of each kind: a rule allows it, none applies (fail-safe denial), or unusable."""
+    valid, hostile = [], []
+    for i, kind in enumerate(kinds):
+        rid = f"c{i:03d}"
+        if kind == "allowed":
+            write_request(root, S, rid, accessIntent=intent("bash", f"ls {rid}"))
+        elif kind == "fail-safe":
+            write_request(root, S, rid)
+        else:
+            write_request_bytes(root, S, f"{rid}.json", b'{"id": "' + rid.encode() + b'", "createdAt": "no"}')
+            hostile.append(rid)
+            continue
+        valid.append(rid)
+    return valid, hostile
+
+
+def responses_on_disk(root: Path) -> dict[str, bytes]:
+    folder = session_dir(root, S) / "responses"
+    return {p.name.removesuffix(".json"): p.read_bytes() for p in folder.iterdir() if p.suffix == ".json"}
+
+
+def verdict_rows(history: HistoryStore) -> dict[str, HistoryRow]:
+    rows = [row for row in history.query() if row.verdict is not None]
+    counted = Counter(row.request_id for row in rows)
+    assert all(n == 1 for n in counted.values()), f"a request recorded twice: {counted}"
+    return {row.request_id or "": row for row in rows}
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(kinds=st.lists(KINDS, min_size=1, max_size=24), stage=st.sampled_from(BATCH_STAGES))
+def test_a_batch_killed_at_any_stage_is_answered_exactly_once(
+    tmp_path_factory: pytest.TempPathFactory, kinds: list[str], stage: str
+) -> None:
+    tmp = tmp_path_factory.mktemp("crash")
+    if all(k == "hostile" for k in kinds):
+        kinds = [*kinds, "fail-safe"]  # a batch with an answer to publish, so every stage is reached
+    if stage == "half-linked" and sum(k != "hostile" for k in kinds) < 2:
+        kinds = [*kinds, "allowed", "fail-safe"]
+    node = Node(tmp, ALLOW_LS)
+    valid, hostile = write_case(node.root, kinds)
+    (tmp / "agent" / "extensions" / "pi-permission-system" / "config.json").write_text(
+        json.dumps({"permission": ALLOW_LS})
+    )
+    killed = run_until_killed(tmp, stage)
+    assert killed.returncode == 137, killed.stderr
+
+    # Recorded before visible: every verdict on disk is one the history holds, byte for byte (an
+    # unusable file is answered with a gate-error denial and recorded as quarantined, no verdict).
+    seen = responses_on_disk(node.root)
+    rows = verdict_rows(node.history)
+    for rid in valid:
+        if rid in seen:
+            assert rid in rows and rows[rid].response == seen[rid], rid
+
+    asyncio.run(restart_and_drain(node, valid))
+
+    published = responses_on_disk(node.root)
+    assert set(valid) <= set(published)  # nothing lost
+    for rid, body in seen.items():
+        assert published[rid] == body  # never rewritten
+    rows = verdict_rows(node.history)
+    assert sorted(rows) == sorted(valid)
+    for i, kind in enumerate(kinds):
+        rid = f"c{i:03d}"
+        if kind == "hostile":
+            assert rid not in published or json.loads(published[rid])["approved"] is False
+            continue
+        row = rows[rid]
+        assert row.response == published[rid] and row.written == 1
+        assert json.loads(published[rid])["approved"] is (kind == "allowed")
+    requests = session_dir(node.root, S) / "requests"
+    assert sorted(p.name for p in requests.iterdir()) == []  # answered, or quarantined with a reason
+    # Every unusable file is kept in the quarantine (its reason too, unless the kill fell between the
+    # quarantine's move and its reason file: the file is kept either way).
+    kept = [p.name for p in (node.state / "quarantine").rglob("*")]
+    assert all(any(name.endswith(f"-{rid}.json") for name in kept) for rid in hostile), kept
+    node.history.close()
+
+
+async def restart_and_drain(node: Node, valid: list[str]) -> None:
+    await node.start(DenyingTerminal())
+    try:
+        requests = session_dir(node.root, S) / "requests"
+        await wait_for(
+            lambda: not [p for p in requests.iterdir() if p.suffix == ".json"]
+            and set(responses_on_disk(node.root)) >= set(valid),
+            what="every request answered or set aside",
+        )
+        await wait_for(
+            lambda: all(r.written == 1 for r in verdict_rows(node.history).values()), what="all noted"
+        )
+    finally:
+        await node.stop()

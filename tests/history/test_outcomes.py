@@ -10,8 +10,9 @@ import pytest
 
 from core.asks import DenyingTerminal, Judgment, LeavingTerminal
 from core.human import AskAdded, HumanAuthorizer
-from core.serving import RecordedVerdict
-from core.wire import AuthorizerDecision, ParsedRequest
+from core.publishing import RecordedVerdict
+from core.wire.decisions import AuthorizerDecision
+from core.wire.request import ParsedRequest
 from tests.helpers import response_path, wait_for, write_request, write_request_bytes
 from tests.history.support import Node, S, intent, suggestion
 
@@ -44,7 +45,8 @@ async def test_fail_safe_denial_keeps_raw_bytes_response_and_provenance(node: No
     assert row.responder_session == S and row.agent == "Explore" and row.surface == "bash"
     assert row.decide_ms is not None and 0 <= row.decide_ms < 5000
     assert row.decided_at is not None and row.arrived_at <= row.decided_at <= row.ended_at  # type: ignore[operator]
-    assert node.history.recorded_verdict(S, "r1") == RecordedVerdict(row.response or b"", written=True)
+    recorded = RecordedVerdict(row.response or b"", written=True)
+    assert node.history.recorded_verdicts(S, ["r1", "r2"]) == {"r1": recorded}
 
 
 async def test_rule_decision_names_the_rule(node: Node) -> None:

@@ -12,9 +12,9 @@ from textual.app import App
 from textual.widgets import Input, Static
 
 from core.history import HistoryStore
-from core.history.store import facts_columns
+from core.history.rows import facts_columns
 from core.rules import PolicyStore
-from core.wire import parse_request
+from core.wire.reader import parse_request
 from tests.helpers import request_body
 from tests.history.support import S, intent, suggestion
 from tests.tui.support import wait_for

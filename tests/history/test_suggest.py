@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from core.history import HistoryStore
-from core.history.store import facts_columns
+from core.history.rows import facts_columns
 from core.history.suggest import SuggestionRefused, apply, preview, suggest, targets
 from core.rules import PolicyStore
-from core.wire import parse_request
+from core.wire.reader import parse_request
 from tests.helpers import request_body
 from tests.history.support import S, intent, suggestion
 

@@ -15,7 +15,8 @@ from core.human import HumanAuthorizer
 from core.serving import ServingCore
 from tests.helpers import wait_for, write_request
 from tests.history.support import Node, S, intent
-from tui.commands.common import add_serving_options, take_sessions
+from tui.commands.node import take_sessions
+from tui.commands.options import add_serving_options
 
 
 @pytest.fixture
@@ -71,7 +72,7 @@ async def test_an_ask_withdrawn_while_no_one_served_is_closed_at_start(node: Nod
 
 def test_retention_from_the_command_line(tmp_path: Path) -> None:
     from core.history import HistoryStore
-    from tui.commands.common import open_history
+    from tui.commands.node import open_history
 
     state = tmp_path / "state"
     old = {"served_session": "s", "request_name": "old.json", "arrived_at": time.time() - 3 * 86400,

@@ -18,17 +18,23 @@ STATES = ["approved", "approved_for_session", "denied", "denied_with_reason"]
 
 
 def _build(state: str, with_decided_by: bool, responder: str) -> Any:
-    from core import wire
+    from core.wire.decisions import UserDecision
+    from core.wire.response import (
+        ForwardedResponse,
+        approve,
+        approve_for_session,
+        deny,
+    )
 
-    decided_by = wire.UserDecision(via="dialog") if with_decided_by else None
+    decided_by = UserDecision(via="dialog") if with_decided_by else None
     at = int(time.time() * 1000)
-    makers: dict[str, Callable[[], wire.ForwardedResponse]] = {
-        "approved": lambda: wire.approve(responder=responder, at_ms=at, decided_by=decided_by),
-        "approved_for_session": lambda: wire.approve_for_session(
+    makers: dict[str, Callable[[], ForwardedResponse]] = {
+        "approved": lambda: approve(responder=responder, at_ms=at, decided_by=decided_by),
+        "approved_for_session": lambda: approve_for_session(
             responder=responder, at_ms=at, decided_by=decided_by
         ),
-        "denied": lambda: wire.deny(responder=responder, at_ms=at, decided_by=decided_by),
-        "denied_with_reason": lambda: wire.deny(
+        "denied": lambda: deny(responder=responder, at_ms=at, decided_by=decided_by),
+        "denied_with_reason": lambda: deny(
             responder=responder, at_ms=at, decided_by=decided_by, reason="  use the staging remote "
         ),
     }
@@ -40,12 +46,15 @@ def _build(state: str, with_decided_by: bool, responder: str) -> Any:
 def test_package_reads_our_response(
     node_driver: NodeDriver, tmp_path: Path, state: str, with_decided_by: bool
 ) -> None:
-    from core import wire
     from core.inbox import SessionInbox
+    from core.wire.response import (
+        encode_response,
+        parse_response,
+    )
 
     responder = ODD_SESSION if state == "denied" else UUID_SESSION
     response = _build(state, with_decided_by, responder)
-    data = wire.encode_response(response)
+    data = encode_response(response)
     assert not data.endswith(b"\n")
     inbox = SessionInbox(tmp_path, responder)
     request_id = "1752600000123-k3j9x0qa-48211"
@@ -66,7 +75,7 @@ def test_package_reads_our_response(
     # 20.7.3 rebuilds only the fields it knows: decidedBy and sessionGrantWidth are dropped.
     assert read == expected
     # Our own child-side reader agrees with the package's.
-    ours = wire.parse_response(data)
+    ours = parse_response(data)
     assert ours is not None
     assert (ours.approved, ours.state, ours.responder_session_id, ours.denial_reason) == (
         expected["approved"],
@@ -78,10 +87,12 @@ def test_package_reads_our_response(
 
 def test_package_rejects_what_we_reject(node_driver: NodeDriver, tmp_path: Path) -> None:
     """Sanity check of the driver: a malformed response reads as null on both sides."""
-    from core import wire
+    from core.wire.response import (
+        parse_response,
+    )
 
     path = tmp_path / "bad.json"
     bad = b'{"approved":"yes","state":"approved","responderSessionId":"x"}'
     path.write_bytes(bad)
     assert node_driver.run("read_response.ts", [str(path)]).json_line() is None
-    assert wire.parse_response(bad) is None
+    assert parse_response(bad) is None

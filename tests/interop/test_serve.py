@@ -95,7 +95,7 @@ def test_real_child_is_denied_by_serve_on_ask_deny(
 def test_real_child_request_is_read_by_our_parser(
     node_driver: NodeDriver, forwarding_root: Path, state_dir: Path, workdir: Path
 ) -> None:
-    from core import wire
+    from core.wire.reader import parse_request
 
     requests_dir = forwarding_root / "sessions" / ODD_SESSION_FOLDER / "requests"
     with (
@@ -129,7 +129,7 @@ def test_real_child_request_is_read_by_our_parser(
     raw = json.loads(raw_bytes)
     assert theirs == raw  # the package's reader keeps every field its writer wrote
     assert not raw_bytes.endswith(b"\n")
-    parsed = wire.parse_request(raw_bytes)
+    parsed = parse_request(raw_bytes)
     assert parsed.dropped == {}
     req = parsed.request
     assert req.id == request_id == raw["id"]

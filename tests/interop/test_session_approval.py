@@ -27,23 +27,25 @@ ASK: dict[str, Any] = {
 
 def _respond(forwarding_root: Path, state: str) -> Any:
     """Serve one ask like a serving node: read it via core.inbox/core.wire, answer, withdraw."""
-    from core import wire
     from core.inbox import SessionInbox
+    from core.wire.decisions import UserDecision
+    from core.wire.reader import parse_request
+    from core.wire.response import approve, approve_for_session, deny, encode_response
 
     inbox = SessionInbox(forwarding_root, UUID_SESSION)
     wait_until(lambda: bool(inbox.list_request_names()), 20, f"a request in {inbox.requests_dir}")
     [name] = inbox.list_request_names()
-    parsed = wire.parse_request(inbox.read_request(name))
+    parsed = parse_request(inbox.read_request(name))
     req = parsed.request
     at = int(time.time() * 1000)
-    by = wire.UserDecision(via="dialog")
+    by = UserDecision(via="dialog")
     if state == "approved_for_session":
-        response = wire.approve_for_session(responder=UUID_SESSION, at_ms=at, decided_by=by)
+        response = approve_for_session(responder=UUID_SESSION, at_ms=at, decided_by=by)
     elif state == "approved":
-        response = wire.approve(responder=UUID_SESSION, at_ms=at, decided_by=by)
+        response = approve(responder=UUID_SESSION, at_ms=at, decided_by=by)
     else:
-        response = wire.deny(responder=UUID_SESSION, at_ms=at, decided_by=by, reason="not today")
-    assert inbox.write_response(req.id, wire.encode_response(response))
+        response = deny(responder=UUID_SESSION, at_ms=at, decided_by=by, reason="not today")
+    assert inbox.write_response(req.id, encode_response(response))
     inbox.delete_request(name)
     return parsed
 

@@ -1,4 +1,4 @@
-"""ADR 0008: the child owns the facts, this node owns the judgment."""
+"""The child owns the facts, this node owns the judgment (`docs/contract.md` § Facts and judgment)."""
 
 from __future__ import annotations
 

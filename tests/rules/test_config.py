@@ -178,8 +178,7 @@ def test_knobs_come_from_config_files_only(tmp_path: Path) -> None:
     store = layout.store()
     settings = store.policy("x").settings
     assert (settings.yolo_mode, settings.double_press_to_confirm, settings.forwarding_timeout_ms,
-            settings.prompt_notifications, settings.authorizer_chain) == (
-        False, True, 600000, (), ())
+            settings.prompt_notifications) == (False, True, 600000, ())
     layout.write_global({"doublePressToConfirm": False, "forwardingTimeoutMs": 5000,
                          "promptNotifications": ["bell"], "authorizerChain": ["judge"],
                          "permissionDialogKeys": {"approve": "1"}})
@@ -190,7 +189,6 @@ def test_knobs_come_from_config_files_only(tmp_path: Path) -> None:
     assert settings.double_press_to_confirm is False
     assert settings.forwarding_timeout_ms == 7000
     assert settings.prompt_notifications == ("osc9",)
-    assert settings.authorizer_chain == ("judge",)
     assert settings.permission_dialog_keys == {"approve": "1"}
     assert settings.yolo_mode is False
 
@@ -213,14 +211,14 @@ def test_suspicious_agent_names_load_no_agent_file(tmp_path: Path, name: str) ->
     layout.write_agent("x", "permission:\n  bash: allow\n")
     store = layout.store()
     policy = store.policy(name)
-    assert policy.suspicious_agent
+    assert policy.suspicious_agent_reason is not None
     assert all("agents" not in s.path for s in policy.sources)
     assert resolve(store, "bash", "ls", agent=name).verdict == "ask"
 
 
 def test_ordinary_agent_name_is_not_suspicious(tmp_path: Path) -> None:
     policy = Layout(tmp_path).store().policy("code-reviewer.v2")
-    assert not policy.suspicious_agent
+    assert policy.suspicious_agent_reason is None
 
 
 def test_agent_frontmatter_parsing(tmp_path: Path) -> None:

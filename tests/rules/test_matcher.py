@@ -1,4 +1,4 @@
-"""The wildcard matcher (contract §6.3)."""
+"""The wildcard matcher (`docs/contract.md` § Rules)."""
 
 from __future__ import annotations
 

@@ -15,12 +15,13 @@ from textual.pilot import Pilot
 from textual.strip import Strip
 
 from core.asks import Judgment
-from core.human import HumanAuthorizer
+from core.human import AskDecided, HumanAuthorizer
 from core.liveness import heartbeat_path
 from core.paths import encode_session_id
 from core.rules.matcher import compile_wildcard
 from core.serving import ServingCore
-from core.wire import ParsedRequest, SessionApprovalDecision, SessionGrant
+from core.wire.decisions import SessionApprovalDecision
+from core.wire.request import ParsedRequest, SessionGrant
 from tui.app import AuthorizerApp
 from tui.settings import UiSettings
 
@@ -115,7 +116,7 @@ class FakeKeyClock:
         self.t = start
         self._changes: list[tuple[float, float]] = [(float("-inf"), start)]
 
-    def now(self) -> float:
+    def monotonic(self) -> float:
         return self.t
 
     def key_time(self, stamped: float) -> float:
@@ -169,6 +170,8 @@ class Rig:
     app: AuthorizerApp
     book: RefusingGrantBook = field(default_factory=RefusingGrantBook)
     keys: FakeKeyClock = field(default_factory=FakeKeyClock)
+    #: Every decision the person's slot published, in order (recorded from its events).
+    decided: list[AskDecided] = field(default_factory=list)
 
     @property
     def heartbeat(self) -> Path:
@@ -195,7 +198,9 @@ def make_rig(
         core.add_session(sid)
     keys = keys or FakeKeyClock()
     app = AuthorizerApp(core, human, settings or UiSettings(input_grace_ms=0), clock=clock, key_clock=keys)
-    return Rig(root, state, core, human, app, book, keys)
+    rig = Rig(root, state, core, human, app, book, keys)
+    human.subscribe(lambda event: rig.decided.append(event) if isinstance(event, AskDecided) else None)
+    return rig
 
 
 async def wait_for(pilot: Pilot[Any], predicate: Callable[[], bool], within: float = 30.0) -> None:

@@ -15,7 +15,8 @@ from textual.strip import Strip
 from textual.widgets import Footer, Static
 
 from core.asks import Answered, Ask, AskKey, Judgment
-from core.wire import ForwardedResponse, parse_request
+from core.wire.reader import parse_request
+from core.wire.response import ForwardedResponse
 from tests.tui.support import (
     SERVED,
     make_rig,

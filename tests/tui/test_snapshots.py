@@ -1,13 +1,13 @@
-"""SVG snapshots of the main screens, on a fixed forwarding root with a fixed clock.
+"""SVG snapshots of the main screens, with a fixed clock, each on a forwarding root of its own.
+
+The sessions screen shows the forwarding root as given: each test serves a relative root inside its
+own temp dir (its working directory), so the picture is the same wherever the dir is.
 
 Update with `uv run pytest tests/tui/test_snapshots.py --snapshot-update`.
 """
 
 from __future__ import annotations
 
-import fcntl
-import os
-import shutil
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -35,16 +35,12 @@ from tui.settings import UiSettings
 pytestmark = pytest.mark.timeout(120)  # a hang guard, not a speed check
 SnapCompare = Callable[..., bool]
 SIZE = (120, 44)
-BASE = Path("/tmp/pi-authorizer-snapshots")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def exclusive_base() -> Iterator[None]:
-    """The fixed root is shared by every checkout on this machine: concurrent runs take turns."""
-    BASE.mkdir(parents=True, exist_ok=True)
-    with (BASE.parent / "pi-authorizer-snapshots.lock").open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
+@pytest.fixture(autouse=True)
+def own_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Relative paths (the roots of `fixture_rig`) land in this test's own temp dir."""
+    monkeypatch.chdir(tmp_path)
 
 
 @pytest.fixture(autouse=True)
@@ -57,9 +53,7 @@ def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 def fixture_rig(name: str, asks: bool = True, orphan: bool = False) -> Rig:
-    where = BASE / name
-    shutil.rmtree(where, ignore_errors=True)
-    rig = make_rig(where, UiSettings(input_grace_ms=0), clock=lambda: FIXED_NOW)
+    rig = make_rig(Path(name), UiSettings(input_grace_ms=0), clock=lambda: FIXED_NOW)
     if asks:
         write_request(rig.root, request_body("1790000000000-a", created_at=FIXED_CREATED))
         write_request(rig.root, request_body("1790000000000-b", created_at=FIXED_CREATED + 20_000,
@@ -181,8 +175,3 @@ def test_snapshot_batch_preview_80x24(snap_compare: SnapCompare) -> None:
 def test_snapshot_empty_queue(snap_compare: SnapCompare) -> None:
     rig = fixture_rig("empty", asks=False)
     assert snap_compare(rig.app, terminal_size=SIZE, run_before=ready(rig, 0))
-
-
-def test_fixture_root_is_fixed() -> None:
-    # Paths appear on the sessions screen; a random tmp dir would change the snapshot.
-    assert str(BASE).startswith("/tmp/") and os.sep == "/"

@@ -20,6 +20,7 @@ from core.human import AskDecided, HumanAuthorizer
 from core.serving import ServingCore
 from tests.tui.support import (
     SERVED,
+    Rig,
     make_rig,
     read_response,
     rendered_text,
@@ -54,8 +55,8 @@ def selected(app: AuthorizerApp) -> str:
     return app.queue.selected.name.removesuffix(".json")
 
 
-def decided(human: HumanAuthorizer) -> list[tuple[str, str]]:
-    return [(d.ask.request.id, d.kind) for d in human.decided]
+def decided(rig: Rig) -> list[tuple[str, str]]:
+    return [(d.ask.request.id, d.kind) for d in rig.decided]
 
 
 def three(root: Path, start: float) -> None:
@@ -101,7 +102,7 @@ async def test_batch_approve_previews_every_marked_ask_and_decides_each_on_its_o
             assert body["state"] == "approved" and body["decidedBy"] == {"kind": "user", "via": "dialog"}
         await wait_rows(pilot, rig.app, 1)
         # Each one recorded on its own, through the same path as a single decision.
-        assert sorted(decided(rig.human)) == [("b-1", "approved"), ("b-3", "approved")]
+        assert sorted(decided(rig)) == [("b-1", "approved"), ("b-3", "approved")]
         assert len(events) == 2
         # The ask with hidden characters was left pending and is now selected for a look of its own.
         assert read_response(rig.root, "b-2") is None
@@ -124,8 +125,8 @@ async def test_batch_deny_of_what_the_filter_shows(tmp_path: Path) -> None:
         await wait_for(pilot, lambda: isinstance(rig.app.screen, BatchPreviewScreen))
         await wait_painted(pilot, rig.app)
         await pilot.press("y")
-        for rid in ("d-1", "d-3"):
-            assert (await wait_response(pilot, rig.root, rid))["state"] == "denied"
+        for rid in ("d-1", "d-3"):  # a batch denial always carries a reason (here the default)
+            assert (await wait_response(pilot, rig.root, rid))["state"] == "denied_with_reason"
         assert read_response(rig.root, "d-2") is None  # not shown, so not marked, so not decided
         await pilot.press("escape")  # clears the filter
         await wait_rows(pilot, rig.app, 1)
@@ -153,7 +154,7 @@ async def test_batch_cancel_and_the_grace_window_decide_nothing(tmp_path: Path) 
         await pilot.press("y", "y", "y")
         await settle(pilot)
         assert isinstance(rig.app.screen, BatchPreviewScreen)
-        assert read_response(rig.root, "c-1") is None and rig.human.decided == []
+        assert read_response(rig.root, "c-1") is None and rig.decided == []
 
 
 async def test_batch_keys_are_inert_in_the_grace_window_and_while_typing(tmp_path: Path) -> None:
@@ -170,7 +171,7 @@ async def test_batch_keys_are_inert_in_the_grace_window_and_while_typing(tmp_pat
         await pilot.press("Y", "y", "n")  # typed into the filter field
         await settle(pilot)
         assert queue.filter_input.value == "Yyn"
-        assert not isinstance(rig.app.screen, BatchPreviewScreen) and rig.human.decided == []
+        assert not isinstance(rig.app.screen, BatchPreviewScreen) and rig.decided == []
         await pilot.press("escape")
         await settle(pilot)
         assert not queue.typing and queue.filter_input.value == ""
@@ -178,7 +179,7 @@ async def test_batch_keys_are_inert_in_the_grace_window_and_while_typing(tmp_pat
         rig.app.safety.rules = dataclasses.replace(rig.app.safety.rules, grace_s=60.0)
         queue._show_selected()
         await wait_painted(pilot, rig.app)
-        assert rig.app.safety.press("batch", rig.keys.now()).reason == "in-grace"
+        assert rig.app.safety.press("batch", rig.keys.monotonic()).reason == "in-grace"
 
 
 # -- find, jump, order, sessions -------------------------------------------------------------------------
@@ -313,7 +314,7 @@ async def test_palette_lists_every_action_and_never_decides(tmp_path: Path) -> N
         await pilot.pause(0.2)
         await pilot.press(*"Approve once", "enter")
         await pilot.pause(0.2)
-        assert read_response(rig.root, "p-1") is None and rig.human.decided == []
+        assert read_response(rig.root, "p-1") is None and rig.decided == []
 
 
 async def test_help_on_the_history_view_lists_its_keys(tmp_path: Path) -> None:

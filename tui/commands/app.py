@@ -15,20 +15,17 @@ import os
 import sys
 from pathlib import Path
 
-from core.human import HumanAuthorizer
 from core.judging import RecordedAuthority
+from core.paths import env_line
 from core.tree import FILE_MODE, Anchor
-from tui.commands.common import (
+from tui.commands.arguments import non_negative_int
+from tui.commands.node import configure_logging, person_core, take_sessions
+from tui.commands.options import (
     add_rules_options,
     add_serving_options,
-    build_core,
     check_serving_dirs,
-    configure_logging,
-    env_line,
-    non_negative_int,
     session_ids,
     state_dir,
-    take_sessions,
 )
 from tui.settings import UiSettings
 
@@ -72,7 +69,6 @@ def ui_settings(args: argparse.Namespace, authority: RecordedAuthority) -> UiSet
         knobs = authority.store.policy("").settings
         base = UiSettings(
             double_press=knobs.double_press_to_confirm,
-            forwarding_timeout_ms=knobs.forwarding_timeout_ms,
             prompt_notifications=tuple(knobs.prompt_notifications),
             dialog_keys=dict(knobs.permission_dialog_keys),
         )
@@ -80,7 +76,6 @@ def ui_settings(args: argparse.Namespace, authority: RecordedAuthority) -> UiSet
         log.error("pi config knobs not read (%s); using the defaults", exc)
     return UiSettings(
         double_press=False if args.no_double_press else base.double_press,
-        forwarding_timeout_ms=base.forwarding_timeout_ms,
         prompt_notifications=base.prompt_notifications,
         input_grace_ms=max(0, args.grace_ms) if args.grace_ms is not None else base.input_grace_ms,
         dialog_keys=base.dialog_keys,
@@ -93,12 +88,7 @@ def log_to_file(state: Path, verbose: bool) -> Path:
     flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
     with Anchor(state, "state dir").folder(create=True) as fd:
         log_fd = os.open(path.name, flags, FILE_MODE, dir_fd=fd)  # a link in its place is refused
-    handler = logging.StreamHandler(os.fdopen(log_fd, "a", encoding="utf-8"))
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%Y-%m-%dT%H:%M:%S"))
-    root = logging.getLogger("pi_authorizer")
-    root.handlers[:] = [handler]
-    root.setLevel(logging.DEBUG if verbose else logging.INFO)
-    root.propagate = False
+    configure_logging(verbose, os.fdopen(log_fd, "a", encoding="utf-8"))
     return path
 
 
@@ -111,9 +101,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     check_serving_dirs(args)
     log_file = log_to_file(state_dir(args), getattr(args, "verbose", False))
-    human = HumanAuthorizer()
-    core, authority = build_core(args, human)
-    human.grants = authority
+    core, human, authority = person_core(args)
     settings = ui_settings(args, authority)
     taken = take_sessions(core, session_ids(args))
     if not taken:

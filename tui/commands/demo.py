@@ -15,8 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from core.human import HumanAuthorizer
-from core.simulate import DEMO_CONFIG, ChildResult, run_children
+from core.demo_asks import DEMO_CONFIG, run_children
+from core.simulate import ChildResult
 from tui.commands.app import ui_settings, with_defaults
 
 DEMO_SESSION = "pi-authorizer-demo"
@@ -65,7 +65,7 @@ def demo_args(base: Path, pause: float) -> argparse.Namespace:
 
 def run(args: argparse.Namespace) -> int:
     from tui.app import AuthorizerApp
-    from tui.commands.common import build_core, take_sessions
+    from tui.commands.node import person_core, take_sessions
 
     if not sys.stdin.isatty() or not sys.stdout.isatty():
         print("pi-authorizer demo: the app needs a terminal.", file=sys.stderr)
@@ -73,9 +73,7 @@ def run(args: argparse.Namespace) -> int:
     received: list[str] = []
     with tempfile.TemporaryDirectory(prefix="pi-authorizer-demo-") as tmp:
         options = demo_args(Path(tmp), args.pause)
-        human = HumanAuthorizer()
-        core, authority = build_core(options, human)
-        human.grants = authority
+        core, human, authority = person_core(options)
         if not take_sessions(core, options.sessions):
             return 3
 

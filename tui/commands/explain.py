@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
+from core.paths import agent_dir
 from core.rules import PolicyStore
 from core.rules.explain import explain
-from core.wire import ParsedRequest, RequestRejected, parse_request
-from tui.commands.common import existing_file
+from core.wire.reader import RequestRejected, parse_request
+from core.wire.request import ParsedRequest
+from tui.commands.arguments import existing_file
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -49,10 +50,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def _agent_dir(given: Path | None) -> Path:
-    if given is not None:
-        return given.expanduser()
-    configured = os.environ.get("PI_CODING_AGENT_DIR", "").strip()
-    return Path(configured).expanduser() if configured else Path.home() / ".pi" / "agent"
+    return given.expanduser() if given is not None else agent_dir()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -68,9 +66,7 @@ def run(args: argparse.Namespace) -> int:
     project = (args.project or Path.cwd()).expanduser()
     rules_file = args.rules.expanduser() if args.rules else None
     store = PolicyStore(_agent_dir(args.agent_dir), project, rules_file)
-    intent = parsed.access_intent
-    agent = intent.principal.agent_name if intent else parsed.request.requester_agent_name
-    result = explain(store, intent, agent)
+    result = explain(store, parsed.facts, parsed.agent_name)
     if args.json:
         # ASCII only: a bidi or other invisible character in a child's value stays a \\u escape.
         print(json.dumps(result.to_json(), ensure_ascii=True))

@@ -18,14 +18,8 @@ from core.history import HISTORY_FILE, HistoryFilter, HistoryRow, HistoryStore, 
 from core.history.review_log import default_review_log, import_review_log
 from core.logline import log_safe
 from core.paths import default_state_dir
-from tui.commands.common import (
-    CliError,
-    add_retention_options,
-    duration_arg,
-    non_negative_int,
-    retention,
-    session_id_arg,
-)
+from tui.commands.arguments import CliError, duration_arg, non_negative_int, session_id_arg
+from tui.commands.options import add_retention_options, retention
 
 _COLUMNS = (
     ("TIME", 19),

@@ -7,17 +7,19 @@ import asyncio
 import os
 import sys
 
-from tui.commands.common import (
+from core.paths import forwarding_env
+from tui.commands.node import (
+    build_core,
+    configure_logging,
+    install_stop_signals,
+    take_sessions,
+)
+from tui.commands.options import (
     add_rules_options,
     add_serving_options,
-    build_core,
     check_serving_dirs,
-    configure_logging,
-    forwarding_env,
     forwarding_root,
-    install_stop_signals,
     session_ids,
-    take_sessions,
 )
 from tui.commands.serve import add_on_ask_option, terminal_for
 

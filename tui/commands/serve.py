@@ -7,17 +7,9 @@ import asyncio
 import sys
 
 from core.asks import DenyingTerminal, LeavingTerminal, TerminalSlot
-from tui.commands.common import (
-    add_rules_options,
-    add_serving_options,
-    build_core,
-    check_serving_dirs,
-    configure_logging,
-    env_line,
-    install_stop_signals,
-    session_ids,
-    take_sessions,
-)
+from core.paths import env_line
+from tui.commands.node import build_core, configure_logging, install_stop_signals, take_sessions
+from tui.commands.options import add_rules_options, add_serving_options, check_serving_dirs, session_ids
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

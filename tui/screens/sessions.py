@@ -6,7 +6,6 @@ process serves is read-only (answering it too would race that server, contract Â
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -20,16 +19,11 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from core.human import HumanAuthorizer
 from core.liveness import SessionHeld
-from core.paths import InvalidSessionId
+from core.paths import InvalidSessionId, env_line
 from core.serving import ServingCore
 from core.survey import survey_inboxes
 from tui.sanitize import sanitize
 from tui.widgets.ask_view import DIM, WARN
-
-
-def env_line(session_id: str) -> str:
-    """What a headless pi needs to forward here (20.7.3 also needs the subagent marker)."""
-    return f"PI_SUBAGENT_PARENT_SESSION={shlex.quote(session_id)} PI_IS_SUBAGENT=1"
 
 
 @dataclass(frozen=True)

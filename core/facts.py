@@ -1,6 +1,7 @@
-"""The child-fixed facts a judgment runs on (ADR 0008 §2), as plain values.
+"""The child-fixed facts a judgment runs on (ADR 0008 §2), as plain values: what the rules and the
+chain links judge, and what the wire reads `accessIntent` into (a leaf: it imports nothing).
 
-The wire layer converts a forwarded `accessIntent` into these; nothing here re-derives a path.
+Nothing here re-derives a path.
 `requesterCwd` and `principal` are deliberately absent: they are provenance, not facts to judge.
 """
 

@@ -1,158 +1,67 @@
-"""The serving core: drain each served inbox, judge, escalate what is left, answer exactly once.
+"""The serving loop: drain each served inbox, judge, escalate what is left, answer exactly once.
 
-Per request: read (hostile-safe) → validate → recorded authority → chain → terminal slot. Unlike the
-reference, one undecided ask never blocks the inbox: rule-decided asks keep flowing while a person
-(or a slow chain link) thinks, and every session is rescanned as soon as inotify says it changed.
+Per request: read (hostile-safe) → validate → recorded authority → chain → terminal slot →
+publisher. Unlike the reference, one undecided ask never blocks the inbox: rule-decided asks keep
+flowing while a person (or a slow chain link) thinks, and every session is rescanned as soon as
+inotify says it changed. What a rescan finds is read in one trip off the event loop and served
+together, so the answers ready at once share one group commit (`core.publishing`).
+
+The stages: intake (`core.serving.intake`), the judgment (`core.serving.judgment`), escalation
+(the chain, then the terminal slot), the publisher (`core.publishing`); events go out as
+`core.serving.events.ServeEvent`; the sessions served are `core.serving.sessions`.
+
+Size: over 250 lines while the loop still holds the answer's bookkeeping and the set-aside paths
+(rejection, quarantine, forgeries, restart reconciliation), which are the next split.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import logging
 import sqlite3
-import time
 from collections.abc import Callable, Coroutine, Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol, TypeVar
+from typing import TypeVar
 
 from core.asks import DEFAULT_FORWARDING_TIMEOUT_MS, Answered, Ask, AskKey, Judgment, TerminalSlot
-from core.inbox import SessionInbox, UnreadableRequest, display_name
-from core.liveness import (
-    HEARTBEAT_INTERVAL_S,
-    Heartbeat,
-    SessionHeld,
-    SessionLock,
-    live_foreign_server,
-    pid_alive,
-)
+from core.clock import SYSTEM_CLOCK, Clock, wall_ms
+from core.files import DISK, DiskWriter
+from core.inbox import display_name
 from core.logline import log_safe
-from core.paths import is_safe_request_id, normalize_session_id
+from core.paths import is_safe_request_id
 from core.principal import log_agents
-from core.quarantine import Quarantine
-from core.tree import DISK, Anchor, DiskWriter, UnsafeFolder, leftover_temp_files, remove
-from core.watch import watch_session_folders
-from core.wire import (
-    ForwardedResponse,
-    GateErrorDecision,
-    ParsedRequest,
-    RequestRejected,
-    approve,
-    deny,
-    encode_response,
-    over_limit,
-    parse_request,
+from core.publishing import (
+    RETRY_DELAYS_S,
+    FaultHook,
+    Ledger,
+    Published,
+    Publisher,
+    RecordedVerdict,
+    VerdictRecord,
+    WrittenMark,
+    gate_denial,
+    no_fault,
 )
+from core.quarantine import Quarantine
+from core.serving.events import EventKind, Observer, ServeEvent
+from core.serving.intake import INTAKE_FILES, Intake, Read, rejection, scan, take_in
+from core.serving.judgment import Chain, Judge, NoRecordedAuthority
+from core.serving.sessions import ServedSession, Sessions
+from core.tree import Anchor, UnsafeFolder
+from core.watch import watch_session_folders
+from core.wire.limits import over_limit
+from core.wire.request import ParsedRequest
+from core.wire.response import ForwardedResponse, approve, deny, encode_response
 
 log = logging.getLogger("pi_authorizer.serve")
 
 SAFETY_RESCAN_S = 1.0
-#: Backoff between attempts of a failed response or history write (disk full, EIO): the first
-#: attempt, then one after each delay. A write that still fails is retried at the next rescan.
-RETRY_DELAYS_S = (0.05, 0.25, 1.0)
 #: After a failing loop step, wait this long before the step runs again (no hot error loop).
 STEP_FAILURE_PAUSE_S = 1.0
-#: Request files read per trip off the event loop (at most 32 MiB held at once).
-READ_BATCH = 32
+#: At shutdown, how long the files already taken in may take to be served to the end.
+SHUTDOWN_GRACE_S = 10.0
 _T = TypeVar("_T")
-NO_FACTS_EXPLANATION = (
-    "This request carries no child-fixed facts (no usable accessIntent, as from every 20.7.3 child), "
-    "so this node's rules cannot judge it: it comes to you."
-)
-
-
-class Judge(Protocol):
-    """Recorded authority: this node's own rules, on the child's facts, scoped to its agent."""
-
-    def judge(self, parsed: ParsedRequest, session_id: str) -> Judgment: ...
-
-
-class Chain(Protocol):
-    """Non-terminal judges after the rules; `None` means every link deferred."""
-
-    async def review(self, parsed: ParsedRequest) -> Judgment | None: ...
-
-
-@dataclass(frozen=True)
-class RecordedVerdict:
-    """A verdict the ledger holds for a request: its exact response bytes, and whether it is visible."""
-
-    body: bytes
-    written: bool
-
-
-class Ledger(Protocol):
-    """Durable history: a verdict is recorded before its response file becomes visible."""
-
-    def record_verdict(
-        self, key: AskKey, parsed: ParsedRequest, response: ForwardedResponse, body: bytes, outcome: str
-    ) -> None: ...
-
-    def mark_written(self, key: AskKey, request_id: str, written: bool) -> None: ...
-
-    def recorded_verdict(self, session_id: str, request_id: str) -> RecordedVerdict | None: ...
-
-
-class NoRecordedAuthority:
-    """A node with no rules: everything with facts asks by default, everything without floors to ask."""
-
-    def judge(self, parsed: ParsedRequest, session_id: str) -> Judgment:
-        if parsed.access_intent is None:
-            return Judgment(verdict="ask", explanation=(NO_FACTS_EXPLANATION,))
-        return Judgment(verdict="ask", explanation=("No rules are loaded on this node: default ask.",))
-
-
-EventKind = Literal[
-    "arrived",
-    "answered",
-    "withdrawn",
-    "quarantined",
-    "left",
-    "answer_failed",
-    "forged",
-    "not_serving",
-    "serving_again",
-    "unsafe_folder",
-]
-
-
-@dataclass(frozen=True)
-class ServeEvent:
-    """What happened to one request file; observers (TUI, history) subscribe to these.
-
-    `unsafe_folder` is about a folder, not a file: `key.name` is the refused folder's path and
-    `reason` says why it is not served (a link planted in the session tree, never followed).
-    """
-
-    kind: EventKind
-    key: AskKey
-    at: float
-    parsed: ParsedRequest | None = None
-    response: ForwardedResponse | None = None
-    outcome: str | None = None
-    reason: str | None = None
-    raw: bytes | None = None
-
-
-Observer = Callable[[ServeEvent], None]
-_Track = Literal["processing", "answering", "answered", "pending", "left", "quarantined"]
-
-
-@dataclass
-class ServedSession:
-    inbox: SessionInbox
-    lock: SessionLock
-    heartbeat: Heartbeat
-    tracked: dict[str, _Track] = field(default_factory=dict)
-    asks: dict[str, Ask] = field(default_factory=dict)
-    scan_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    unservable: str | None = None
-    problems: dict[str, ServeEvent] = field(default_factory=dict)
-    """Refused folders by part (`inbox`, `heartbeat`): the `unsafe_folder` event that reported each."""
-
-
 class ServingCore:
     """Serves a set of sessions under one forwarding root until `stop()`."""
 
@@ -166,10 +75,12 @@ class ServingCore:
         timeout_ms: Callable[[], int] = lambda: DEFAULT_FORWARDING_TIMEOUT_MS,
         force_polling: bool = False,
         ledger: Ledger | None = None,
-        clock: Callable[[], float] = time.time,
+        clock: Clock = SYSTEM_CLOCK,
         retry_delays: Sequence[float] = RETRY_DELAYS_S,
         writer: DiskWriter = DISK,
+        fault: FaultHook = no_fault,
     ) -> None:
+        """`fault` is a test seam: called at each stage of every published batch (`BATCH_STAGES`)."""
         self.root = forwarding_root
         self.state_dir = state_dir
         self.terminal = terminal
@@ -181,16 +92,21 @@ class ServingCore:
         self.clock = clock
         self.retry_delays = tuple(retry_delays)
         self.writer = writer
+        self.publisher = Publisher(
+            ledger, writer, clock, retry_delays, fault, on_published=self._published, on_removed=self._removed
+        )
         self.tree = Anchor(forwarding_root, "forwarding root")
         self.state_tree = Anchor(state_dir, "state dir")
         self.quarantine = Quarantine(state_dir, anchor=self.state_tree)
-        # Heartbeats get their own thread: a busy default executor never delays a beat.
-        self._beats = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="heartbeat")
-        self.sessions: dict[str, ServedSession] = {}
-        self._by_folder: dict[str, ServedSession] = {}
         self._observers: list[Observer] = []
+        self.roster = Sessions(
+            forwarding_root, state_dir, self.tree, self.state_tree, writer, clock, self._emit
+        )
+        self.sessions = self.roster.by_id
+        self._by_folder = self.roster.by_folder
         self._stop = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._serving: set[asyncio.Task[None]] = set()
         self._background: list[Callable[[asyncio.Event], Coroutine[object, object, None]]] = []
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -208,25 +124,8 @@ class ServingCore:
 
     def add_session(self, raw_id: str) -> ServedSession:
         """Take a session: lock it, publish the heartbeat. Raises `SessionHeld` if served elsewhere."""
-        session_id = normalize_session_id(raw_id)
-        if session_id in self.sessions:
-            return self.sessions[session_id]
-        lock = SessionLock(self.state_dir, session_id, self.state_tree)
-        lock.acquire()
-        foreign = live_foreign_server(self.root, session_id, self.tree)
-        if foreign is not None and foreign.pid != lock.previous_pid:
-            # A live server that is not the authorizer whose lock we just took over (a pi parent).
-            lock.release()
-            raise SessionHeld(session_id, f"pid {foreign.pid} (live serving heartbeat)")
-        inbox = SessionInbox(self.root, session_id, self.tree, self.writer)
-        _remove_leftover_temps(self.tree, ("sessions", inbox.folder_name, "responses"), ("serving",))
-        heartbeat = Heartbeat(self.root, session_id, self.tree)
-        served = ServedSession(inbox=inbox, lock=lock, heartbeat=heartbeat)
-        self._beat(served)
-        self.sessions[session_id] = served
-        self._by_folder[inbox.folder_name] = served
-        log.info("serving session %s (inbox %s)", log_safe(session_id), inbox.requests_dir)
-        if self._tasks:
+        served, new = self.roster.add(raw_id)
+        if new and self._tasks:
             self._spawn(self.rescan(served))
         return served
 
@@ -236,7 +135,7 @@ class ServingCore:
     async def run(self) -> None:
         """Serve until `stop()`; on exit heartbeats are removed and locks released."""
         try:
-            self._spawn(self._heartbeat_loop())
+            self._spawn(self.roster.heartbeat_loop(self._stop))
             self._spawn(self._watch_loop())
             self._spawn(self._safety_rescan_loop())
             for background in self._background:
@@ -259,73 +158,31 @@ class ServingCore:
         for task in pending:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        for served in self.sessions.values():
-            with contextlib.suppress(OSError):
-                served.heartbeat.clear()
-            served.lock.release()
-        self._beats.shutdown(wait=False)
+        if self._serving:
+            # Files already taken in are served to the end (answered, or handed to their terminal).
+            _, late = await asyncio.wait(self._serving, timeout=SHUTDOWN_GRACE_S)
+            for task in late:
+                task.cancel()
+        await self.publisher.close()
+        self.roster.release()
         self.tree.close()
         self.state_tree.close()
 
-    def _spawn(self, coro: Coroutine[object, object, None]) -> None:
+    def _spawn(self, coro: Coroutine[object, object, None], serving: bool = False) -> None:
+        """Run `coro` alongside; a `serving` one (a file being served) is let finish at shutdown."""
         task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
+        (self._serving if serving else self._tasks).add(task)
         task.add_done_callback(self._task_done)
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
+        self._serving.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.error("serving task failed", exc_info=task.exception())
-
-    async def _heartbeat_loop(self) -> None:
-        """Beat every second in a thread of its own; a session that cannot be served is not beaten
-        for, and its heartbeat is removed, so no child or authorizer takes it for served."""
-        loop = asyncio.get_running_loop()
-        while not self._stop.is_set():
-            for served in list(self.sessions.values()):
-                beat = served.heartbeat.clear if served.unservable else served.heartbeat.beat
-                try:
-                    await loop.run_in_executor(self._beats, beat)
-                except UnsafeFolder as exc:
-                    self._beat_refused(served, exc)
-                    continue
-                except Exception as exc:
-                    log.warning("heartbeat for %s failed: %s", log_safe(served.inbox.session_id), exc)
-                    continue
-                if not served.unservable:
-                    self._clear_unsafe(served, "heartbeat")
-            await self._pause(HEARTBEAT_INTERVAL_S)
 
     async def _pause(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stop.wait(), timeout=seconds)
-
-    def _beat(self, served: ServedSession) -> None:
-        try:
-            served.heartbeat.beat()
-        except UnsafeFolder as exc:
-            self._beat_refused(served, exc)
-            return
-        self._clear_unsafe(served, "heartbeat")
-
-    def _beat_refused(self, served: ServedSession, exc: UnsafeFolder) -> None:
-        self._report_unsafe(served, "heartbeat", exc, "no serving heartbeat is published")
-
-    def _report_unsafe(self, served: ServedSession, part: str, exc: UnsafeFolder, consequence: str) -> None:
-        """A folder of the session tree is a link (or not a folder): said once in the log and to observers."""
-        reason = f"{exc}: {consequence} until it is removed"
-        known = served.problems.get(part)
-        if known is not None and known.reason == reason:
-            return
-        key = AskKey(served.inbox.session_id, exc.where)
-        event = ServeEvent("unsafe_folder", key, time.time(), reason=reason)
-        served.problems[part] = event
-        self._emit(event)
-        log.warning("session=%s %s", log_safe(served.inbox.session_id), log_safe(reason, 400))
-
-    def _clear_unsafe(self, served: ServedSession, part: str) -> None:
-        if served.problems.pop(part, None) is not None:
-            log.info("session=%s %s folders are sound again", log_safe(served.inbox.session_id), part)
 
     async def _watch_loop(self) -> None:
         """Supervised: a failing watcher is logged with its traceback and started again."""
@@ -353,6 +210,25 @@ class ServingCore:
         self._forget(served, name)
         return True
 
+    def _published(self, key: AskKey, published: Published) -> None:
+        """An answer's batch is done: a visible answer is answered at once, before its request goes."""
+        served = self.sessions.get(key.session_id)
+        if served is None or served.tracked.get(key.name) != "answering" or published.write_failed:
+            return
+        served.tracked[key.name] = "answered"
+        if published.written:
+            served.settling[key.name] = published
+
+    def _removed(self, gone: Sequence[tuple[AskKey, Published]]) -> None:
+        """The publisher removed these answered requests: their names are free for new requests (each
+        only if it still stands for that answer: a removal seen first by the watcher already freed it)."""
+        for key, published in gone:
+            served = self.sessions.get(key.session_id)
+            if served is not None and served.settling.get(key.name) is published:
+                del served.settling[key.name]
+                if served.tracked.get(key.name) == "answered":
+                    self._forget(served, key.name)
+
     async def _safety_rescan_loop(self) -> None:
         while not self._stop.is_set():
             await self._pause(SAFETY_RESCAN_S)
@@ -377,55 +253,52 @@ class ServingCore:
             try:
                 await self._drain(served)
             except UnsafeFolder as exc:
-                self._report_unsafe(served, "inbox", exc, "this session's requests are not served")
-                self._set_unservable(served, f"a folder of its inbox is refused: {exc}")
+                self.roster.report_unsafe(served, "inbox", exc, "this session's requests are not served")
+                self.roster.set_unservable(served, f"a folder of its inbox is refused: {exc}")
                 return
-            self._clear_unsafe(served, "inbox")
+            self.roster.clear_unsafe(served, "inbox")
 
     async def _drain(self, served: ServedSession) -> None:
         """One pass over the inbox; raises `UnsafeFolder` when a folder of the session tree is refused."""
+        known = frozenset(served.tracked)
         try:
-            names = await asyncio.to_thread(served.inbox.list_request_names)
+            # One trip off the loop lists the inbox and reads the first batch of new files, so a burst
+            # is judged, recorded and published together (and a single ask pays one trip).
+            names, intake = await asyncio.to_thread(scan, served.inbox, known, self.ledger)
         except UnsafeFolder:
             raise
         except Exception as exc:
-            self._set_unservable(served, f"its inbox cannot be listed: {exc}")
+            self.roster.set_unservable(served, f"its inbox cannot be listed: {exc}")
             return
-        self._set_unservable(served, None)
+        self.roster.set_unservable(served, None)
         present = set(names)
         for name in list(served.tracked):
             if name not in present:
                 self._forget(served, name)
         await self._detect_forgeries(served)
-        new = [name for name in names if name not in served.tracked]
-        for start in range(0, len(new), READ_BATCH):
-            # One trip off the loop reads a batch, so a burst reaches the terminal together.
-            batch = new[start : start + READ_BATCH]
-            reads = await asyncio.to_thread(_read_batch, served.inbox, batch)
-            for name, read in zip(batch, reads, strict=True):
-                if name not in served.tracked:
-                    served.tracked[name] = "processing"
-                    try:
-                        await self._serve_file(served, name, read)
-                    except UnsafeFolder:
-                        if served.tracked.get(name) == "processing":
-                            del served.tracked[name]  # nothing was done: served once the folder is sound
-                        raise
+        new = [name for name in names if name not in known]
+        while intake is not None:
+            await self._serve_batch(served, intake)
+            new = new[len(intake.reads) :]
+            if not new:
+                break
+            intake = await asyncio.to_thread(take_in, served.inbox, new[:INTAKE_FILES], self.ledger)
 
-    def _set_unservable(self, served: ServedSession, reason: str | None) -> None:
-        """Say (log, event) when a session cannot be served at all, and when it can again."""
-        if reason == served.unservable:
-            return
-        key = AskKey(served.inbox.session_id, "")
-        previous, served.unservable = served.unservable, reason
-        if reason is not None:
-            log.error("NOT SERVING session %s: %s", log_safe(served.inbox.session_id), log_safe(reason, 300))
-            self._emit(ServeEvent("not_serving", key, self.clock(), reason=reason))
-        elif previous is not None:
-            log.info("serving session %s again", log_safe(served.inbox.session_id))
-            self._emit(ServeEvent("serving_again", key, self.clock()))
+    async def _serve_batch(self, served: ServedSession, intake: Intake) -> None:
+        """Serve the files of one intake concurrently: their answers join one batch of the publisher.
+
+        Returns once each has been judged and handed on (not published): the next intake is judged
+        while this batch is being committed, and waits only when the publisher is a batch behind.
+        """
+        for name, read in intake.reads:
+            if name not in served.tracked:
+                served.tracked[name] = "processing"
+                self._spawn(self._serve_file(served, name, read, intake), serving=True)
+        await asyncio.sleep(0)  # each runs up to its answer, or into its terminal
+        await self.publisher.room()
 
     def _forget(self, served: ServedSession, name: str) -> None:
+        served.settling.pop(name, None)
         state = served.tracked.pop(name)
         ask = served.asks.pop(name, None)
         if state in {"pending", "left", "processing"}:
@@ -433,17 +306,20 @@ class ServingCore:
             if ask is not None:
                 ask.withdrawn = True
             self.terminal.withdraw(key)
-            self._emit(ServeEvent("withdrawn", key, self.clock(), parsed=ask.parsed if ask else None))
+            self._emit(ServeEvent("withdrawn", key, self.clock.wall(), parsed=ask.parsed if ask else None))
             log.info(
                 "%s withdrawn by the child before an answer", self._label(key, ask.parsed if ask else None)
             )
 
-    async def _serve_file(self, served: ServedSession, name: str, read: _Read) -> None:
+    async def _serve_file(self, served: ServedSession, name: str, read: Read, intake: Intake) -> None:
         """Serve one file; whatever goes wrong, it is quarantined with the reason and serving goes on."""
         try:
-            await self._serve_unguarded(served, name, read)
-        except UnsafeFolder:
-            raise  # the session tree is refused, not this file: reported, served once it is sound
+            await self._serve_unguarded(served, name, read, intake)
+        except UnsafeFolder as exc:
+            # The session tree is refused, not this file: reported, served once it is sound.
+            if served.tracked.get(name) == "processing":
+                del served.tracked[name]
+            self.roster.report_unsafe(served, "inbox", exc, "this session's requests are not served")
         except Exception as exc:
             key = AskKey(served.inbox.session_id, name)
             log.error("%s: serving failed", self._label(key, None), exc_info=True)
@@ -454,47 +330,31 @@ class ServingCore:
             reason = f"serving this file failed ({type(exc).__name__}: {exc})"
             await self._reject(served, name, reason, None)
 
-    async def _serve_unguarded(self, served: ServedSession, name: str, read: _Read) -> None:
+    async def _serve_unguarded(self, served: ServedSession, name: str, read: Read, intake: Intake) -> None:
         key = AskKey(served.inbox.session_id, name)
-        if read.unsafe is not None:
-            raise read.unsafe
         if read.gone:
             served.tracked.pop(name, None)
             return
-        stem = name.removesuffix(".json")
-        if not is_safe_request_id(stem):
-            reason = f"file name {display_name(name)!r} is not a request id (^[A-Za-z0-9._-]+$, not . or ..)"
-            await self._reject(served, name, reason, read.raw)
-            return
-        if read.parsed is None:
-            await self._reject(served, name, read.rejection or "unusable request", read.raw)
+        reason = rejection(name, read, served.inbox.session_id)
+        if reason is not None or read.parsed is None:
+            await self._reject(served, name, reason or "unusable request", read.raw)
             return
         parsed = read.parsed
         request = parsed.request
-        if request.id != stem:
-            await self._reject(
-                served, name, f"request id {request.id!r} does not match its file name", read.raw
-            )
+        recorded = intake.recorded.get(request.id)
+        if f"{request.id}.json" in intake.responses:
+            await self._response_already_there(served, name, parsed, recorded)
             return
-        target = request.target_session_id.strip()
-        if target != served.inbox.session_id:
-            reason = (
-                f"request targets session {target!r} but was found in the inbox of "
-                f"{served.inbox.session_id!r}"
-            )
-            await self._reject(served, name, reason, read.raw)
+        if recorded is not None:
+            await self._reconcile(served, name, parsed, recorded)
             return
-        if served.inbox.has_response(request.id):
-            await self._response_already_there(served, name, parsed)
-            return
-        if await self._reconcile(served, name, parsed):
-            return
-        self._emit(ServeEvent("arrived", key, self.clock(), parsed=parsed, raw=read.raw))
+        now = self.clock.wall()
+        self._emit(ServeEvent("arrived", key, now, parsed=parsed, raw=read.raw))
         ask = Ask(
             key=key,
             parsed=parsed,
             judgment=Judgment(verdict="ask"),
-            arrived_at=self.clock(),
+            arrived_at=now,
             timeout_ms=self.timeout_ms(),
             answer_with=lambda response, outcome: self._answer(served, name, response, outcome),
             responder_session_id=served.inbox.session_id,
@@ -539,19 +399,20 @@ class ServingCore:
         await self.terminal.receive(ask)
         if ask.outcome == "left" and served.tracked.get(ask.key.name) == "pending":
             served.tracked[ask.key.name] = "left"
-            self._emit(ServeEvent("left", ask.key, self.clock(), parsed=ask.parsed))
+            self._emit(ServeEvent("left", ask.key, self.clock.wall(), parsed=ask.parsed))
             log.info("%s left for another authorizer", self._label(ask.key, ask.parsed))
 
-    async def _response_already_there(self, served: ServedSession, name: str, parsed: ParsedRequest) -> None:
+    async def _response_already_there(
+        self, served: ServedSession, name: str, parsed: ParsedRequest, recorded: RecordedVerdict | None
+    ) -> None:
         """A response exists before this node answered: ours from before a restart, or a forgery."""
         key = AskKey(served.inbox.session_id, name)
         request_id = parsed.request.id
-        recorded = await self._recorded(key, request_id)
-        if recorded is not None:
+        if recorded is not None and self.ledger is not None:
             # An earlier run died between answering and deleting the request: it is answered.
             served.tracked[name] = "answered"
             if not recorded.written:
-                await asyncio.to_thread(self.ledger.mark_written, key, request_id, True)  # type: ignore[union-attr]
+                await asyncio.to_thread(self.ledger.mark_written, [WrittenMark(key, request_id, True)])
             await self._remove_request(served, name)
             log.info(
                 "%s was answered by this node before a restart; request removed", self._label(key, parsed)
@@ -592,30 +453,27 @@ class ServingCore:
         log.warning("%s %s", self._label(key, parsed), log_safe(reason, 400))
         await self._quarantine(served, name, reason, False, parsed.raw, kind="forged")
 
-    async def _reconcile(self, served: ServedSession, name: str, parsed: ParsedRequest) -> bool:
+    async def _reconcile(
+        self, served: ServedSession, name: str, parsed: ParsedRequest, recorded: RecordedVerdict
+    ) -> None:
         """A verdict an earlier run recorded: publish it (once) instead of judging again."""
-        if self.ledger is None:
-            return False
+        assert self.ledger is not None
+        ledger = self.ledger
         request_id = parsed.request.id
         key = AskKey(served.inbox.session_id, name)
-        recorded = await self._recorded(key, request_id)
-        if recorded is None:
-            return False
         if recorded.written:
             # Answered, and the response already consumed: a request under a used id is never
             # answered a second time.
             reason = f"request id {request_id!r} was already answered by this node; not answered twice"
             await self._reject(served, name, reason, parsed.raw, answer=False)
-            return True
+            return
         served.tracked[name] = "answered"
         written = await self._retrying(
             "publishing a recorded verdict", lambda: served.inbox.write_response(request_id, recorded.body)
         )
-        ledger = self.ledger
-        await asyncio.to_thread(ledger.mark_written, key, request_id, written)
+        await asyncio.to_thread(ledger.mark_written, [WrittenMark(key, request_id, written)])
         log.info("%s recorded verdict published after a restart", self._label(key, None))
         await self._remove_request(served, name)
-        return True
 
     async def _remove_request(self, served: ServedSession, name: str) -> None:
         """Delete an answered request; once gone, its name is free for a new request."""
@@ -623,19 +481,8 @@ class ServingCore:
         if served.tracked.get(name) == "answered":
             del served.tracked[name]
 
-    async def _recorded(self, key: AskKey, request_id: str) -> RecordedVerdict | None:
-        """The ledger's verdict for this request; an unreadable history counts as none recorded
-        (`link()` still never replaces a response, and recording the new verdict will fail safe)."""
-        if self.ledger is None:
-            return None
-        try:
-            return await asyncio.to_thread(self.ledger.recorded_verdict, key.session_id, request_id)
-        except Exception as exc:
-            log.error("%s: reading the history failed: %s", self._label(key, None), exc)
-            return None
-
     def _rule_response(self, served: ServedSession, judgment: Judgment) -> ForwardedResponse:
-        now = int(self.clock() * 1000)
+        now = wall_ms(self.clock)
         if judgment.verdict == "allow":
             return approve(responder=served.inbox.session_id, at_ms=now, decided_by=judgment.decided_by)
         return deny(
@@ -647,12 +494,7 @@ class ServingCore:
 
     def _gate_denial(self, served: ServedSession, reason: str) -> ForwardedResponse:
         """A denial no person made, with the reason the child passes on to its agent."""
-        return deny(
-            responder=served.inbox.session_id,
-            at_ms=int(self.clock() * 1000),
-            decided_by=GateErrorDecision(reason=reason),
-            reason=f"pi-authorizer could not serve this request: {reason}",
-        )
+        return gate_denial(served.inbox.session_id, self.clock, reason)
 
     async def _retrying(self, step: str, action: Callable[[], _T]) -> _T:
         """Run blocking `action` off the event loop; retry transient failures with backoff."""
@@ -671,7 +513,8 @@ class ServingCore:
     async def _answer(
         self, served: ServedSession, name: str, response: ForwardedResponse, outcome: str
     ) -> Answered:
-        """Record (durable), publish once, then delete the request (the reference's order)."""
+        """Recorded (durable), published once, in the batch ready with it; the publisher then deletes
+        the request (the reference's order)."""
         key = AskKey(served.inbox.session_id, name)
         ask = served.asks.get(name)
         state = served.tracked.get(name)
@@ -680,52 +523,32 @@ class ServingCore:
         if state in {"answered", "answering"}:
             return Answered(False, "this request was already answered")
         served.tracked[name] = "answering"
-        body = encode_response(response)
-        history_failed: str | None = None
-        if self.ledger is not None:
-            ledger = self.ledger
-            try:
-                await self._retrying(
-                    "recording the verdict",
-                    lambda: ledger.record_verdict(key, ask.parsed, response, body, outcome),
-                )
-            except Exception as exc:
-                # Durable before visible: an unrecorded verdict is never published. The child is
-                # still answered, with a fail-safe denial that says why.
-                log.error("%s: recording the verdict failed: %s", self._label(key, ask.parsed), exc)
-                history_failed = f"the history could not record the verdict ({type(exc).__name__}: {exc})"
-                response = self._gate_denial(served, f"{history_failed}; denied for safety")
-                body = encode_response(response)
-                outcome = "fail-safe"
-        try:
-            written = await self._retrying(
-                "writing the response", lambda: served.inbox.write_response(ask.request.id, body)
-            )
-            if self.ledger is not None and history_failed is None:
-                await asyncio.to_thread(self.ledger.mark_written, key, ask.request.id, written)
-        except Exception as exc:
-            log.error("%s: writing the response failed: %s", self._label(key, ask.parsed), exc)
-            self._emit(ServeEvent("answer_failed", key, self.clock(), parsed=ask.parsed, reason=str(exc)))
+        verdict = VerdictRecord(key, ask.parsed, response, encode_response(response), outcome)
+        published = await self.publisher.publish(served.inbox, verdict)
+        response, outcome = published.verdict.response, published.verdict.outcome
+        if published.write_failed is not None:
+            error = published.write_failed
+            log.error("%s: writing the response failed: %s", self._label(key, ask.parsed), error)
+            self._emit(ServeEvent("answer_failed", key, self.clock.wall(), parsed=ask.parsed, reason=error))
             if outcome == "user":
-                served.tracked[name] = state  # the person's ask stays pending, in its place
-                return Answered(False, f"writing the response failed: {exc}", gone=False)
+                if served.tracked.get(name) == "answering":
+                    served.tracked[name] = state  # the person's ask stays pending, in its place
+                return Answered(False, f"writing the response failed: {error}", gone=False)
             # Forget it: the next rescan serves it again (a recorded verdict is published as is).
-            served.tracked.pop(name, None)
+            if served.tracked.get(name) == "answering":
+                served.tracked.pop(name, None)
             served.asks.pop(name, None)
-            return Answered(False, f"writing the response failed: {exc}", gone=False)
-        served.tracked[name] = "answered"
+            return Answered(False, f"writing the response failed: {error}", gone=False)
         served.asks.pop(name, None)
         ask.outcome = outcome
-        if not written:
+        if not published.written:
             await self._forged(served, name, ask.parsed, "before this node's verdict could be written")
             return Answered(False, "a response this node did not write was already there")
-        await self._remove_request(served, name)
-        self._emit(
-            ServeEvent("answered", key, self.clock(), parsed=ask.parsed, response=response, outcome=outcome)
-        )
-        log.info("%s %s", self._label(key, ask.parsed), _describe(response, outcome, ask, self.clock()))
-        if history_failed is not None:
-            return Answered(False, f"{history_failed}; the child was denied for safety")
+        now = self.clock.wall()
+        self._emit(ServeEvent("answered", key, now, parsed=ask.parsed, response=response, outcome=outcome))
+        log.info("%s %s", self._label(key, ask.parsed), _describe(response, outcome, ask, now))
+        if published.history_failed is not None:
+            return Answered(False, f"{published.history_failed}; the child was denied for safety")
         return Answered(True)
 
     async def _reject(
@@ -756,11 +579,11 @@ class ServingCore:
         key = AskKey(served.inbox.session_id, name)
         try:
             record = await asyncio.to_thread(self.quarantine.hold, served.inbox, name, reason, answered)
-            self._clear_unsafe(served, "quarantine")
+            self.roster.clear_unsafe(served, "quarantine")
         except Exception as exc:
             where = f"could not be quarantined ({exc}); left in place and ignored"
             if isinstance(exc, UnsafeFolder):
-                self._report_unsafe(served, "quarantine", exc, "unusable requests are left in place")
+                self.roster.report_unsafe(served, "quarantine", exc, "unusable requests are left in place")
             served.tracked[name] = "quarantined"
         else:
             if record.left_in_place is not None:
@@ -770,7 +593,7 @@ class ServingCore:
                 where = f"quarantined to {record.moved_to}" if record.moved_to else "already gone"
                 # Moved out: a new file under the same name later is a new request, served as such.
                 served.tracked.pop(name, None)
-        self._emit(ServeEvent(kind, key, self.clock(), reason=reason, raw=raw))
+        self._emit(ServeEvent(kind, key, self.clock.wall(), reason=reason, raw=raw))
         log.warning(
             "session=%s file=%s rejected: %s; %s%s",
             log_safe(served.inbox.session_id),
@@ -805,61 +628,6 @@ class ServingCore:
     def pending_names(self, session_id: str) -> Iterable[str]:
         served = self.sessions.get(session_id)
         return [] if served is None else [n for n, s in served.tracked.items() if s in {"pending", "left"}]
-
-
-def _remove_leftover_temps(tree: Anchor, *folders: tuple[str, ...]) -> None:
-    """Temp files of a writer that was killed (`kill -9`) mid-write: never linked, so never seen
-    by a child; removed (by descriptor, never through a link) when a session is taken so they do
-    not pile up."""
-    for parts in folders:
-        try:
-            with tree.folder(parts) as fd:
-                for name, pid in leftover_temp_files(fd):
-                    if not pid_alive(pid):
-                        with contextlib.suppress(OSError):
-                            remove(fd, name)
-                            log.info("removed a leftover temp file %s/%s", "/".join(parts),
-                                     log_safe(display_name(name), 300))
-        except OSError:
-            continue
-
-
-@dataclass(frozen=True)
-class _Read:
-    """One request file as read off the event loop: gone, unusable (with why), or parsed."""
-
-    gone: bool = False
-    raw: bytes | None = None
-    parsed: ParsedRequest | None = None
-    rejection: str | None = None
-    unsafe: UnsafeFolder | None = None
-
-
-def _read_and_parse(inbox: SessionInbox, name: str) -> _Read:
-    try:
-        raw = inbox.read_request(name)
-    except FileNotFoundError:
-        return _Read(gone=True)
-    except UnreadableRequest as exc:
-        return _Read(rejection=f"request file {exc.reason}")
-    try:
-        return _Read(raw=raw, parsed=parse_request(raw))
-    except RequestRejected as exc:
-        return _Read(raw=raw, rejection=f"unusable request: {exc.reason}")
-
-
-def _read_batch(inbox: SessionInbox, names: Sequence[str]) -> list[_Read]:
-    return [_read_guarded(inbox, name) for name in names]
-
-
-def _read_guarded(inbox: SessionInbox, name: str) -> _Read:
-    """`_read_and_parse` that turns any failure into a rejection, so one file never fails a batch."""
-    try:
-        return _read_and_parse(inbox, name)
-    except UnsafeFolder as exc:
-        return _Read(unsafe=exc)
-    except Exception as exc:
-        return _Read(rejection=f"reading this file failed ({type(exc).__name__}: {exc})")
 
 
 def _describe(response: ForwardedResponse, outcome: str, ask: Ask, now: float) -> str:

@@ -1,0 +1,178 @@
+"""Entries of a folder opened by descriptor (`core.tree`): written, published, replaced, read and
+removed relative to that descriptor, never through a link.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import os
+import re
+import stat
+
+from core.clock import SYSTEM_CLOCK, wall_ms
+from core.tree import FILE_MODE, check_name
+
+_NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def temp_name(name: str) -> str:
+    """`<name>.<pid>.<ms>.tmp`, the reference's temp naming (skipped by every `.json` lister)."""
+    return f"{name}.{os.getpid()}.{wall_ms(SYSTEM_CLOCK)}.tmp"
+
+
+def write_new(dir_fd: int, name: str, data: bytes, mode: int = FILE_MODE, sync: bool = True) -> None:
+    """Create `name` exclusively (never through a link) and, unless told the caller syncs, make it durable."""
+    fd = os.open(check_name(name), _NEW_FILE_FLAGS, mode, dir_fd=dir_fd)
+    try:
+        write_all(fd, data)
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Every byte of `data` (`os.write` may write fewer)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_RENAMEAT2 = getattr(_LIBC, "renameat2", None)
+_SYNCFS = getattr(_LIBC, "syncfs", None)
+_RENAME_NOREPLACE = 1
+
+
+def rename_noreplace(dir_fd: int, source: str, target: str) -> bool | None:
+    """`renameat2(RENAME_NOREPLACE)` within one folder: `True` done, `False` the target exists,
+    `None` when the kernel or filesystem does not offer it (the caller falls back to `link()`)."""
+    if _RENAMEAT2 is None:
+        return None
+    src, dst = os.fsencode(check_name(source)), os.fsencode(check_name(target))
+    if _RENAMEAT2(dir_fd, src, dir_fd, dst, _RENAME_NOREPLACE) == 0:
+        return True
+    error = ctypes.get_errno()
+    if error == errno.EEXIST:
+        return False
+    if error in {errno.EINVAL, errno.ENOSYS, errno.ENOTSUP}:
+        return None
+    raise OSError(error, os.strerror(error), target)
+
+
+def syncfs(fd: int) -> bool:
+    """Flush the whole filesystem holding `fd` (one call for a batch of files); `False` when unavailable."""
+    if _SYNCFS is None:
+        return False
+    if _SYNCFS(fd) == 0:
+        return True
+    error = ctypes.get_errno()
+    raise OSError(error, os.strerror(error), "syncfs")
+
+
+class DiskWriter:
+    """The file-system calls that publish a response, all relative to a folder's descriptor. An
+    explicit seam: fault tests inject a writer that fails like a full or broken disk (ENOSPC, EIO)
+    or a slow one, without patching this module."""
+
+    def write_new(self, dir_fd: int, name: str, data: bytes) -> None:
+        write_new(dir_fd, name, data)
+
+    def link(self, dir_fd: int, source: str, target: str) -> None:
+        os.link(source, target, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+
+    def fsync_dir(self, dir_fd: int) -> None:
+        os.fsync(dir_fd)
+
+    def write_unsynced(self, dir_fd: int, name: str, data: bytes) -> None:
+        """`write_new` without the fsync: a batch makes all its files durable at once (`sync_all`)."""
+        write_new(dir_fd, name, data, sync=False)
+
+    def sync_all(self, dir_fd: int) -> bool:
+        """Make every file written on `dir_fd`'s filesystem durable (`syncfs`); `False` if unavailable."""
+        return syncfs(dir_fd)
+
+    def place(self, dir_fd: int, source: str, target: str) -> bool:
+        """Give the durable file `source` the name `target` unless it exists (`False` then); never
+        replaces. On `True` the name `source` may remain (the `link()` fallback): remove it after."""
+        done = rename_noreplace(dir_fd, source, target)
+        if done is not None:
+            return done
+        try:
+            self.link(dir_fd, source, target)
+        except FileExistsError:
+            return False
+        return True
+
+
+DISK = DiskWriter()
+_TEMP_NAME = re.compile(r"^.+\.(?P<pid>[0-9]+)\.[0-9]+\.tmp$")
+
+
+def publish_once(dir_fd: int, name: str, data: bytes, disk: DiskWriter = DISK) -> bool:
+    """Publish `name` atomically; `False` when it already exists.
+
+    The temp file is fsynced and then hard-linked into place: `link()` never replaces an existing
+    name, so two writers (or a retry) can never publish one name twice.
+    """
+    temp = temp_name(check_name(name))
+    try:
+        disk.write_new(dir_fd, temp, data)
+        try:
+            disk.link(dir_fd, temp, name)
+        except FileExistsError:
+            return False
+        disk.fsync_dir(dir_fd)
+        return True
+    finally:
+        remove(dir_fd, temp)
+
+
+def leftover_temp_files(dir_fd: int) -> list[tuple[str, int]]:
+    """`<name>.<pid>.<ms>.tmp` entries this node's writers leave when killed, with the writer's pid."""
+    try:
+        names = os.listdir(dir_fd)
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        match = _TEMP_NAME.match(name)
+        if match is not None:
+            found.append((name, int(match["pid"])))
+    return found
+
+
+def replace_file(dir_fd: int, name: str, data: bytes, mode: int = FILE_MODE) -> None:
+    """Write-then-rename for files this node owns outright (a rename replaces a link, never follows it)."""
+    temp = temp_name(check_name(name))
+    try:
+        write_new(dir_fd, temp, data, mode)
+        os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        remove(dir_fd, temp)
+        raise
+
+
+def remove(dir_fd: int, name: str) -> None:
+    """Safe delete of one entry (a link is removed itself): already gone is not an error."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(check_name(name), dir_fd=dir_fd)
+
+
+def read_small(dir_fd: int, name: str, limit: int) -> bytes | None:
+    """A regular file's bytes (at most `limit`), or `None` if missing, a link, not regular or larger."""
+    try:
+        fd = os.open(check_name(name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                     dir_fd=dir_fd)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            return None
+        data = os.read(fd, limit + 1)
+        return data if len(data) <= limit else None
+    finally:
+        os.close(fd)

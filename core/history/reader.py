@@ -1,0 +1,191 @@
+"""Queries over the history: filters (the review screen's box), summaries, and a reader connection."""
+
+# SQL text here is assembled from constant fragments only; every value is a bound parameter.
+# ruff: noqa: S608
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from core.history.rows import APPROVED_STATES, DENIED_STATES, SELECT_ROWS, HistoryRow
+
+
+@dataclass(frozen=True)
+class HistoryFilter:
+    """Which rows to show. `session` matches the served or the requesting session; `text` is a
+    case-insensitive substring of agent, surface, value, decider, reason or request id (not of the
+    message, which restates the value and would make every search scan much more text)."""
+
+    agent: str | None = None
+    session: str | None = None
+    surface: str | None = None
+    verdict: str | None = None
+    text: str | None = None
+    since: float | None = None
+    source: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> HistoryFilter:
+        """The review screen's filter box: `agent:` `session:` `surface:` `verdict:` terms, rest free text."""
+        terms: dict[str, str] = {}
+        words = []
+        for word in text.split():
+            name, colon, value = word.partition(":")
+            if colon and value and name in {"agent", "session", "surface", "verdict", "source"}:
+                terms[name] = value
+            else:
+                words.append(word)
+        return cls(
+            agent=terms.get("agent"),
+            session=terms.get("session"),
+            surface=terms.get("surface"),
+            verdict=terms.get("verdict"),
+            source=terms.get("source"),
+            text=" ".join(words) or None,
+        )
+
+    def where(self) -> tuple[str, list[object]]:
+        clauses: list[str] = []
+        params: list[object] = []
+        if self.agent:
+            clauses.append("agent = ?")
+            params.append(self.agent)
+        if self.session:
+            clauses.append("(served_session = ? OR requester_session = ?)")
+            params += [self.session, self.session]
+        if self.surface:
+            clauses.append("surface = ?")
+            params.append(self.surface)
+        if self.verdict:
+            clause, values = _verdict_clause(self.verdict)
+            clauses.append(clause)
+            params += values
+        if self.text:
+            needle = f"%{self.text.replace('^', '^^').replace('%', '^%').replace('_', '^_')}%"
+            searched = ("agent", "surface", "value", "decider", "reason", "request_id")
+            clauses.append("(" + " OR ".join(f"{c} LIKE ? ESCAPE '^'" for c in searched) + ")")
+            params += [needle] * len(searched)
+        if self.since is not None:
+            clauses.append("arrived_at >= ?")
+            params.append(self.since)
+        if self.source:
+            clauses.append("source = ?")
+            params.append(self.source)
+        return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+
+def _verdict_clause(verdict: str) -> tuple[str, list[object]]:
+    """`approved`/`denied` cover their variants; an outcome name (`withdrawn`...) matches outcomes."""
+    if verdict == "approved":
+        return "verdict IN (?, ?)", list(APPROVED_STATES)
+    if verdict == "denied":
+        return "verdict IN (?, ?)", list(DENIED_STATES)
+    return "(verdict = ? OR (verdict IS NULL AND outcome = ?))", [verdict, verdict]
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What the review screen's summary line says about a filtered set."""
+
+    total: int
+    per_agent: tuple[tuple[str, int], ...]
+    decided: int
+    approved: int
+    withdrawn: int
+    median_person_ms: float | None
+
+    @property
+    def share_approved(self) -> float | None:
+        return self.approved / self.decided if self.decided else None
+
+
+class HistoryReader:
+    """Queries over the history file; a `HistoryStore` is one, and `reader()` opens another
+    connection for work off the serving thread (WAL lets it read while the store writes)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+        self._lock = threading.RLock()
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[None]:
+        with self._lock:
+            yield
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def ids(self, where: HistoryFilter | None = None, limit: int | None = None) -> list[int]:
+        """Matching row ids, newest first: the review list pages through these."""
+        clause, params = (where or HistoryFilter()).where()
+        sql = f"SELECT id FROM asks{clause} ORDER BY arrived_at DESC, id DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        with self._reading():
+            return [r[0] for r in self._conn.execute(sql, params)]
+
+    def rows(self, ids: Sequence[int]) -> list[HistoryRow]:
+        """The rows with these ids, in the order given."""
+        if not ids:
+            return []
+        marks = ", ".join("?" for _ in ids)
+        with self._reading():
+            found = {
+                r[0]: HistoryRow(*r)
+                for r in self._conn.execute(f"{SELECT_ROWS} WHERE id IN ({marks})", tuple(ids))
+            }
+        return [found[i] for i in ids if i in found]
+
+    def query(self, where: HistoryFilter | None = None, limit: int | None = None) -> list[HistoryRow]:
+        """The newest `limit` matching rows, newest first."""
+        return self.rows(self.ids(where, limit))
+
+    def summary(self, where: HistoryFilter | None = None) -> Summary:
+        """Two scans of the matching rows: per-agent counts (totals summed from them), then the median."""
+        clause, params = (where or HistoryFilter()).where()
+        with self._reading():
+            groups = self._conn.execute(
+                "SELECT agent, COUNT(*), COUNT(verdict), "
+                "COUNT(CASE WHEN verdict IN ('approved', 'approved_for_session') THEN 1 END), "
+                "COUNT(CASE WHEN outcome = 'withdrawn' THEN 1 END), "
+                "COUNT(CASE WHEN outcome IN ('user', 'user_grant') AND decide_ms IS NOT NULL THEN 1 END) "
+                f"FROM asks{clause} GROUP BY agent",
+                params,
+            ).fetchall()
+            people = sum(g[5] for g in groups)
+            median = None
+            if people:
+                joiner = " AND " if clause else " WHERE "
+                median = self._conn.execute(
+                    f"SELECT decide_ms FROM asks{clause}{joiner}outcome IN ('user', 'user_grant') "
+                    "AND decide_ms IS NOT NULL "
+                    "ORDER BY decide_ms LIMIT 1 OFFSET ?",
+                    [*params, (people - 1) // 2],
+                ).fetchone()[0]
+        per_agent = tuple(sorted(((g[0] or "?", g[1]) for g in groups), key=lambda p: (-p[1], p[0])))
+        return Summary(
+            total=sum(g[1] for g in groups),
+            per_agent=per_agent,
+            decided=sum(g[2] for g in groups),
+            approved=sum(g[3] for g in groups),
+            withdrawn=sum(g[4] for g in groups),
+            median_person_ms=median,
+        )
+
+    def distinct(self, column: str) -> list[str]:
+        """Values seen in one filterable column (for filter hints and suggestion checks)."""
+        if column not in {"agent", "surface", "served_session", "verdict", "outcome"}:
+            raise ValueError(f"not a filterable column: {column}")
+        with self._reading():
+            sql = f"SELECT DISTINCT {column} FROM asks WHERE {column} IS NOT NULL ORDER BY 1"
+            return [r[0] for r in self._conn.execute(sql)]
+
+

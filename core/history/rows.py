@@ -1,0 +1,190 @@
+"""A history row and the columns it is stored as: one shape from the parsed facts to `history --json`."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, fields
+from typing import Any
+
+from core.principal import agent_mismatch
+from core.wire.decisions import (
+    AuthorizerDecision,
+    DecisionSource,
+    ForwardedDecision,
+    GateErrorDecision,
+    RuleDecision,
+    SessionApprovalDecision,
+    UnavailableDecision,
+    UserDecision,
+    YoloDecision,
+)
+from core.wire.request import ParsedRequest
+
+APPROVED_STATES = ("approved", "approved_for_session")
+DENIED_STATES = ("denied", "denied_with_reason")
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    """A stored ask; field names are the column names (and the `history --json` keys).
+
+    `outcome` is `pending` until the ask ends; `ended_at` is when it stopped being open for the
+    child: its response linked, or withdrawn, or quarantined.
+    """
+
+    id: int
+    served_session: str
+    request_name: str
+    request_id: str | None
+    raw: bytes | None
+    agent: str | None
+    requester_session: str | None
+    surface: str | None
+    value: str | None
+    message: str | None
+    facts: str | None
+    created_at: float | None
+    arrived_at: float
+    shown_at: float | None
+    decided_at: float | None
+    verdict: str | None
+    decided_by: str | None
+    decider: str | None
+    responder_session: str | None
+    decide_ms: float | None
+    outcome: str
+    reason: str | None
+    response: bytes | None
+    written: int | None
+    ended_at: float | None
+    source: str
+    import_key: str | None
+
+    def facts_json(self) -> dict[str, Any]:
+        facts = loads(self.facts)
+        return facts if isinstance(facts, dict) else {}
+
+    def requester_agent(self) -> str | None:
+        """The child's `requesterAgentName` (`agent` is `principal.agentName`, which the rules use)."""
+        name = self.facts_json().get("requesterAgentName")
+        return name if isinstance(name, str) else None
+
+    def agent_mismatch(self) -> str | None:
+        """The warning when the requester and principal agent names differ, else None."""
+        requester = self.requester_agent()
+        return None if requester is None else agent_mismatch(requester, self.agent or "")
+
+    def decided_by_json(self) -> dict[str, Any] | None:
+        source = loads(self.decided_by)
+        return source if isinstance(source, dict) else None
+
+    def to_json(self) -> dict[str, Any]:
+        """Every column; BLOBs as base64, JSON columns as nested values, and one time unit:
+        milliseconds (instants since the epoch, as the child's `createdAt`; `decide_ms` a span)."""
+        out: dict[str, Any] = {}
+        for name in COLUMNS:
+            value = getattr(self, name)
+            if isinstance(value, bytes):
+                value = base64.b64encode(value).decode("ascii")
+            elif name in ("facts", "decided_by"):
+                value = loads(value)
+            elif name in SECONDS_COLUMNS and value is not None:
+                value = round(value * 1000, 3)
+            out[name] = value
+        return out
+
+
+COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(HistoryRow))
+#: Instants stored in seconds (the child's `created_at` is already milliseconds).
+SECONDS_COLUMNS = frozenset({"arrived_at", "shown_at", "decided_at", "ended_at"})
+SELECT_ROWS = f"SELECT {', '.join(COLUMNS)} FROM asks"  # noqa: S608 (constant column names)
+
+
+def facts_columns(parsed: ParsedRequest) -> dict[str, object]:
+    """The parsed facts as columns: child-fixed facts (what the rules judged) win over display fields."""
+    request = parsed.request
+    intent = parsed.access_intent
+    surface = intent.surface if intent else request.surface
+    value = intent.match_values[0] if intent and intent.match_values else request.value
+    facts: dict[str, Any] = {
+        "accessIntent": intent.model_dump(by_alias=True, mode="json") if intent else None,
+        "sessionApproval": (
+            [g.model_dump(mode="json") for g in request.session_approval.grants]
+            if request.session_approval
+            else None
+        ),
+        "source": request.source,
+        "displaySurface": request.surface,
+        "displayValue": request.value,
+        "dropped": parsed.dropped or None,
+        "requesterAgentName": request.requester_agent_name,
+    }
+    return {
+        "request_id": request.id,
+        "agent": intent.principal.agent_name if intent else request.requester_agent_name,
+        "requester_session": request.requester_session_id,
+        "surface": surface,
+        "value": value,
+        "message": request.message,
+        "facts": dumps(facts),
+        "created_at": request.created_at,
+    }
+
+
+def outcome_kind(outcome: str, source: DecisionSource | None) -> str:
+    """The core's outcome, with a rule decision that came from a session grant named as such."""
+    granted = isinstance(source, RuleDecision) and source.origin == "session"
+    if outcome == "rule" and (granted or isinstance(source, SessionApprovalDecision)):
+        return "session_grant"
+    return outcome
+
+
+def describe_decider(source: DecisionSource | None, outcome: str) -> str:
+    """Who or what decided, in words (the `decidedBy` JSON is stored beside it)."""
+    if isinstance(source, UserDecision):
+        scope = {"user_grant": ", recorded a whole-session grant"}.get(outcome, "")
+        return f"person ({source.via}){scope}"
+    if isinstance(source, SessionApprovalDecision):
+        by = "the grant just recorded: " if outcome == "session_grant" else ""
+        return f"{by}session grant {source.surface} {source.pattern!r}"
+    if isinstance(source, RuleDecision):
+        return f"rule {source.surface} {source.pattern!r} ({source.origin or '?'})"
+    if isinstance(source, AuthorizerDecision):
+        return f"chain link {source.name}"
+    if isinstance(source, UnavailableDecision):
+        return f"fail-safe: {source.reason}"
+    if isinstance(source, GateErrorDecision):
+        return f"gate error: {source.reason}"
+    if isinstance(source, YoloDecision):
+        return "yolo"
+    if isinstance(source, ForwardedDecision):
+        inner = describe_decider(source.decision, outcome)
+        return f"forwarded by {source.responder_session_id or '?'}: {inner}"
+    if source is None:
+        return outcome
+    return source.kind
+
+
+def storable(params: Iterable[object]) -> tuple[object, ...]:
+    """SQL parameters SQLite can take: a lone surrogate (the real child writes one when its text
+    truncation splits a pair) is kept as its `\\udXXX` escape, which in a JSON column is exactly the
+    JSON escape of that character. Everything else is bound unchanged."""
+    return tuple(_text(p) if isinstance(p, str) else p for p in params)
+
+
+def _text(value: str) -> str:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
+
+
+def dumps(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)

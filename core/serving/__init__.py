@@ -1,0 +1,19 @@
+"""Serving: the pipeline that takes a request file to its response file (see `core.serving.core`)."""
+
+from core.serving.core import ServingCore
+from core.serving.events import EventKind, Observer, ServeEvent
+from core.serving.judgment import NO_FACTS_EXPLANATION, Chain, Judge, NoRecordedAuthority
+from core.serving.sessions import ServedSession, Sessions
+
+__all__ = [
+    "NO_FACTS_EXPLANATION",
+    "Chain",
+    "EventKind",
+    "Judge",
+    "NoRecordedAuthority",
+    "Observer",
+    "ServeEvent",
+    "ServedSession",
+    "ServingCore",
+    "Sessions",
+]

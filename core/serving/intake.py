@@ -1,0 +1,124 @@
+"""Intake: an inbox listed and its new files read, parsed and checked, in one trip off the event loop.
+
+Every file is read through one descriptor of `requests/` (never through a link, never blocking on a
+FIFO), at most `INTAKE_FILES` files and `READ_BUDGET` bytes a trip; `responses/` is listed once and
+the ledger asked once for the verdicts it already holds. Any failure of one file becomes that file's
+rejection (it is quarantined with the reason); a refused folder raises `UnsafeFolder`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from core.inbox import SessionInbox, UnreadableRequest, display_name, read_request_in
+from core.logline import log_safe
+from core.paths import is_safe_request_id
+from core.publishing import Ledger, RecordedVerdict
+from core.wire.reader import RequestRejected, parse_request
+from core.wire.request import ParsedRequest
+
+log = logging.getLogger("pi_authorizer.serve")
+
+#: Files one intake trip reads: small enough that a burst is judged while its first files are being
+#: committed (the publisher then takes everything queued, up to `MAX_BATCH`, as one batch).
+INTAKE_FILES = 256
+#: Request bytes one intake trip may hold (with at most `INTAKE_FILES` files): memory stays bounded.
+READ_BUDGET = 32 << 20
+
+
+@dataclass(frozen=True)
+class Read:
+    """One request file as read off the event loop: gone, unusable (with why), or parsed."""
+
+    gone: bool = False
+    raw: bytes | None = None
+    parsed: ParsedRequest | None = None
+    rejection: str | None = None
+
+
+@dataclass(frozen=True)
+class Intake:
+    """What one trip off the event loop found: the files read (in order), the names already in
+    `responses/`, and the verdicts the ledger holds for the request ids read."""
+
+    reads: list[tuple[str, Read]]
+    responses: frozenset[str]
+    recorded: dict[str, RecordedVerdict]
+
+
+def scan(
+    inbox: SessionInbox, known: frozenset[str], ledger: Ledger | None
+) -> tuple[list[str], Intake | None]:
+    """The inbox listing, and the first batch of the files not in `known` (None when there are none)."""
+    names = inbox.list_request_names()
+    new = [name for name in names if name not in known]
+    return names, (take_in(inbox, new[:INTAKE_FILES], ledger) if new else None)
+
+
+def take_in(inbox: SessionInbox, names: Sequence[str], ledger: Ledger | None) -> Intake:
+    """Read and parse up to `READ_BUDGET` bytes of the named files (at least one), through one
+    descriptor of `requests/`; then list `responses/` and look up recorded verdicts, once for all.
+    Raises `UnsafeFolder` when a folder of the session tree is refused."""
+    reads: list[tuple[str, Read]] = []
+    held = 0
+    try:
+        fd = inbox.tree.open(("sessions", inbox.folder_name, "requests"))
+    except FileNotFoundError:
+        return Intake([(name, Read(gone=True)) for name in names], frozenset(), {})
+    try:
+        for name in names:
+            read = read_guarded(fd, name)
+            reads.append((name, read))
+            held += len(read.raw or b"")
+            if held >= READ_BUDGET:
+                break
+    finally:
+        os.close(fd)
+    responses = frozenset(inbox.list_response_names())
+    ids = [read.parsed.request.id for _, read in reads if read.parsed is not None]
+    recorded: dict[str, RecordedVerdict] = {}
+    if ledger is not None and ids:
+        try:
+            recorded = ledger.recorded_verdicts(inbox.session_id, ids)
+        except Exception as exc:
+            # Counts as none recorded: publication never replaces a response, and recording the
+            # new verdict fails safe.
+            log.error("session=%s: reading the history failed: %s", log_safe(inbox.session_id), exc)
+    return Intake(reads, responses, recorded)
+
+
+def read_guarded(dir_fd: int, name: str) -> Read:
+    """One file read and parsed; any failure becomes a rejection, so one file never fails a batch."""
+    try:
+        raw = read_request_in(dir_fd, name)
+    except FileNotFoundError:
+        return Read(gone=True)
+    except UnreadableRequest as exc:
+        return Read(rejection=f"request file {exc.reason}")
+    except Exception as exc:
+        return Read(rejection=f"reading this file failed ({type(exc).__name__}: {exc})")
+    try:
+        return Read(raw=raw, parsed=parse_request(raw))
+    except RequestRejected as exc:
+        return Read(raw=raw, rejection=f"unusable request: {exc.reason}")
+    except Exception as exc:
+        return Read(raw=raw, rejection=f"reading this file failed ({type(exc).__name__}: {exc})")
+
+
+def rejection(name: str, read: Read, session_id: str) -> str | None:
+    """Why a file that was read cannot be served as a request of `session_id` (None: it can)."""
+    stem = name.removesuffix(".json")
+    if not is_safe_request_id(stem):
+        return f"file name {display_name(name)!r} is not a request id (^[A-Za-z0-9._-]+$, not . or ..)"
+    if read.parsed is None:
+        return read.rejection or "unusable request"
+    request = read.parsed.request
+    if request.id != stem:
+        return f"request id {request.id!r} does not match its file name"
+    target = request.target_session_id.strip()
+    if target != session_id:
+        return f"request targets session {target!r} but was found in the inbox of {session_id!r}"
+    return None

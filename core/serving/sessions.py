@@ -1,0 +1,177 @@
+"""The sessions a core serves: each one's lock, heartbeat, inbox and what is tracked in it."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from core.asks import Ask, AskKey
+from core.clock import Clock
+from core.files import DiskWriter, leftover_temp_files, remove
+from core.inbox import SessionInbox, display_name
+from core.liveness import (
+    HEARTBEAT_INTERVAL_S,
+    Heartbeat,
+    SessionHeld,
+    SessionLock,
+    live_foreign_server,
+    pid_alive,
+)
+from core.logline import log_safe
+from core.paths import normalize_session_id
+from core.publishing import Published
+from core.serving.events import ServeEvent
+from core.tree import Anchor, UnsafeFolder
+
+log = logging.getLogger("pi_authorizer.serve")
+
+Track = Literal["processing", "answering", "answered", "pending", "left", "quarantined"]
+
+
+@dataclass
+class ServedSession:
+    inbox: SessionInbox
+    lock: SessionLock
+    heartbeat: Heartbeat
+    tracked: dict[str, Track] = field(default_factory=dict)
+    asks: dict[str, Ask] = field(default_factory=dict)
+    scan_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    unservable: str | None = None
+    settling: dict[str, Published] = field(default_factory=dict)
+    """Answered requests being removed by the publisher, with the answer that removes each."""
+    problems: dict[str, ServeEvent] = field(default_factory=dict)
+    """Refused folders by part (`inbox`, `heartbeat`): the `unsafe_folder` event that reported each."""
+
+class Sessions:
+    """The sessions one core serves, by id and by folder: taking one (lock, heartbeat), beating for
+    them, and saying (once, in the log and as an event) when one cannot be served and why."""
+
+    def __init__(
+        self,
+        root: Path,
+        state_dir: Path,
+        tree: Anchor,
+        state_tree: Anchor,
+        writer: DiskWriter,
+        clock: Clock,
+        emit: Callable[[ServeEvent], None],
+    ) -> None:
+        self.root, self.state_dir, self.tree, self.state_tree = root, state_dir, tree, state_tree
+        self.writer, self.clock, self.emit = writer, clock, emit
+        self.by_id: dict[str, ServedSession] = {}
+        self.by_folder: dict[str, ServedSession] = {}
+        # Heartbeats get their own thread: a busy default executor never delays a beat.
+        self._beats = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="heartbeat")
+
+    def add(self, raw_id: str) -> tuple[ServedSession, bool]:
+        """The session, and whether it was taken just now. Raises `SessionHeld` if served elsewhere."""
+        session_id = normalize_session_id(raw_id)
+        if session_id in self.by_id:
+            return self.by_id[session_id], False
+        lock = SessionLock(self.state_dir, session_id, self.state_tree)
+        lock.acquire()
+        foreign = live_foreign_server(self.root, session_id, self.tree)
+        if foreign is not None and foreign.pid != lock.previous_pid:
+            # A live server that is not the authorizer whose lock we just took over (a pi parent).
+            lock.release()
+            raise SessionHeld(session_id, f"pid {foreign.pid} (live serving heartbeat)")
+        inbox = SessionInbox(self.root, session_id, self.tree, self.writer)
+        _remove_leftover_temps(self.tree, ("sessions", inbox.folder_name, "responses"), ("serving",))
+        heartbeat = Heartbeat(self.root, session_id, self.tree)
+        served = ServedSession(inbox=inbox, lock=lock, heartbeat=heartbeat)
+        self._beat(served)
+        self.by_id[session_id] = served
+        self.by_folder[inbox.folder_name] = served
+        log.info("serving session %s (inbox %s)", log_safe(session_id), inbox.requests_dir)
+        return served, True
+
+    def release(self) -> None:
+        """Heartbeats removed, locks released: the sessions are free for another authorizer."""
+        for served in self.by_id.values():
+            with contextlib.suppress(OSError):
+                served.heartbeat.clear()
+            served.lock.release()
+        self._beats.shutdown(wait=False)
+
+    async def heartbeat_loop(self, stop: asyncio.Event) -> None:
+        """Beat every second in a thread of its own; a session that cannot be served is not beaten
+        for, and its heartbeat is removed, so no child or authorizer takes it for served."""
+        loop = asyncio.get_running_loop()
+        while not stop.is_set():
+            for served in list(self.by_id.values()):
+                beat = served.heartbeat.clear if served.unservable else served.heartbeat.beat
+                try:
+                    await loop.run_in_executor(self._beats, beat)
+                except UnsafeFolder as exc:
+                    self._beat_refused(served, exc)
+                    continue
+                except Exception as exc:
+                    log.warning("heartbeat for %s failed: %s", log_safe(served.inbox.session_id), exc)
+                    continue
+                if not served.unservable:
+                    self.clear_unsafe(served, "heartbeat")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=HEARTBEAT_INTERVAL_S)
+
+    def _beat(self, served: ServedSession) -> None:
+        try:
+            served.heartbeat.beat()
+        except UnsafeFolder as exc:
+            self._beat_refused(served, exc)
+            return
+        self.clear_unsafe(served, "heartbeat")
+
+    def _beat_refused(self, served: ServedSession, exc: UnsafeFolder) -> None:
+        self.report_unsafe(served, "heartbeat", exc, "no serving heartbeat is published")
+
+    def report_unsafe(self, served: ServedSession, part: str, exc: UnsafeFolder, consequence: str) -> None:
+        """A folder of the session tree is a link (or not a folder): said once in the log and to observers."""
+        reason = f"{exc}: {consequence} until it is removed"
+        known = served.problems.get(part)
+        if known is not None and known.reason == reason:
+            return
+        key = AskKey(served.inbox.session_id, exc.where)
+        event = ServeEvent("unsafe_folder", key, self.clock.wall(), reason=reason)
+        served.problems[part] = event
+        self.emit(event)
+        log.warning("session=%s %s", log_safe(served.inbox.session_id), log_safe(reason, 400))
+
+    def clear_unsafe(self, served: ServedSession, part: str) -> None:
+        if served.problems.pop(part, None) is not None:
+            log.info("session=%s %s folders are sound again", log_safe(served.inbox.session_id), part)
+
+    def set_unservable(self, served: ServedSession, reason: str | None) -> None:
+        """Say (log, event) when a session cannot be served at all, and when it can again."""
+        if reason == served.unservable:
+            return
+        key = AskKey(served.inbox.session_id, "")
+        previous, served.unservable = served.unservable, reason
+        if reason is not None:
+            log.error("NOT SERVING session %s: %s", log_safe(served.inbox.session_id), log_safe(reason, 300))
+            self.emit(ServeEvent("not_serving", key, self.clock.wall(), reason=reason))
+        elif previous is not None:
+            log.info("serving session %s again", log_safe(served.inbox.session_id))
+            self.emit(ServeEvent("serving_again", key, self.clock.wall()))
+
+
+def _remove_leftover_temps(tree: Anchor, *folders: tuple[str, ...]) -> None:
+    """Temp files of a writer that was killed (`kill -9`) mid-write: never linked, so never seen
+    by a child; removed (by descriptor, never through a link) when a session is taken so they do
+    not pile up."""
+    for parts in folders:
+        try:
+            with tree.folder(parts) as fd:
+                for name, pid in leftover_temp_files(fd):
+                    if not pid_alive(pid):
+                        with contextlib.suppress(OSError):
+                            remove(fd, name)
+                            log.info("removed a leftover temp file %s/%s", "/".join(parts),
+                                     log_safe(display_name(name), 300))
+        except OSError:
+            continue

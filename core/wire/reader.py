@@ -1,0 +1,134 @@
+"""The tolerant reader of request files (`wire-contract.md` §1.7, §2), as the reference reads them.
+
+Five required fields decide whether a request is usable, a malformed optional field is dropped on
+its own (with its reason kept), and `accessIntent`, `payload` and `sessionApproval` are
+all-or-nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Annotated, Any
+
+from pydantic import Field, ValidationError
+
+from core.wire.base import StrTuple, WireModel, reject_json_constant
+from core.wire.limits import MAX_REQUEST_BYTES
+from core.wire.request import (
+    ForwardedAccessIntent,
+    ForwardedRequest,
+    ParsedRequest,
+    PromptPayload,
+    SessionGrant,
+    SuggestedGrants,
+)
+
+
+class _LegacySessionApproval(WireModel):
+    surface: Annotated[str, Field(min_length=1)]
+    patterns: StrTuple
+
+
+class _GrantsSessionApproval(WireModel):
+    grants: Annotated[tuple[SessionGrant, ...], Field(min_length=1, strict=False)]
+
+
+class RequestRejected(ValueError):
+    """The file is not a usable request; `reason` says why in words a person can act on."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+_REQUIRED_STRINGS = ("id", "requesterSessionId", "targetSessionId", "requesterAgentName")
+_OPTIONAL_STRINGS = ("message", "surface", "value")
+_SOURCES: frozenset[str] = frozenset({"tool_call", "skill_input", "skill_read"})
+
+
+def _decode_json_object(data: bytes) -> dict[str, Any]:
+    if len(data) > MAX_REQUEST_BYTES:
+        raise RequestRejected(f"file is {len(data)} bytes, over the {MAX_REQUEST_BYTES}-byte limit")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RequestRejected(f"not valid UTF-8 (byte {exc.start})") from exc
+    try:
+        value = json.loads(text, parse_constant=reject_json_constant)
+    except (json.JSONDecodeError, ValueError, RecursionError) as exc:
+        raise RequestRejected(f"not valid JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise RequestRejected(f"JSON is not an object (got {type(value).__name__})")
+    return value
+
+
+def _finite_time(value: object) -> float:
+    """`createdAt` as a float; a bool, a non-number or one beyond a float's range is refused."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise RequestRejected("required field 'createdAt' must be a finite number")
+    try:
+        as_float = float(value)
+    except OverflowError:
+        as_float = math.inf
+    if not math.isfinite(as_float):
+        raise RequestRejected("required field 'createdAt' must be a finite number")
+    return as_float
+
+
+def _short_error(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "value"
+    return f"{where}: {first['msg']}"
+
+
+def _read_session_approval(value: object) -> SuggestedGrants:
+    if isinstance(value, dict) and "grants" in value:
+        newest = _GrantsSessionApproval.model_validate(value)
+        return SuggestedGrants(shape="grants", grants=newest.grants)
+    legacy = _LegacySessionApproval.model_validate(value)
+    grants = tuple(SessionGrant(surface=legacy.surface, pattern=p) for p in legacy.patterns)
+    return SuggestedGrants(shape="legacy", grants=grants)
+
+
+def parse_request(data: bytes) -> ParsedRequest:
+    """Read a request file's bytes; raise `RequestRejected` when the request is unusable."""
+    obj = _decode_json_object(data)
+    fields: dict[str, Any] = {}
+    for key in _REQUIRED_STRINGS:
+        if key not in obj:
+            raise RequestRejected(f"required field {key!r} is missing")
+        if not isinstance(obj[key], str):
+            raise RequestRejected(f"required field {key!r} must be a string")
+        fields[key] = obj[key]
+    created = obj.get("createdAt")
+    if "createdAt" not in obj:
+        raise RequestRejected("required field 'createdAt' is missing")
+    fields["createdAt"] = _finite_time(created)
+
+    dropped: dict[str, str] = {}
+    for key in _OPTIONAL_STRINGS:
+        if key in obj and obj[key] is not None:
+            if isinstance(obj[key], str):
+                fields[key] = obj[key]
+            else:
+                dropped[key] = "not a string"
+    if "source" in obj:
+        if isinstance(obj["source"], str) and obj["source"] in _SOURCES:
+            fields["source"] = obj["source"]
+        else:
+            dropped["source"] = "not one of tool_call, skill_input, skill_read"
+
+    readers: dict[str, Any] = {
+        "sessionApproval": _read_session_approval,
+        "payload": PromptPayload.model_validate,
+        "accessIntent": ForwardedAccessIntent.model_validate,
+    }
+    for key, reader in readers.items():
+        if key not in obj:
+            continue
+        try:
+            fields[key] = reader(obj[key])
+        except ValidationError as exc:
+            dropped[key] = _short_error(exc)
+    return ParsedRequest(request=ForwardedRequest.model_validate(fields), raw=data, dropped=dropped)

@@ -1,0 +1,86 @@
+"""The one place that builds a serving node's object graph, for every command (`serve`, `run`, the app,
+`demo`): the rules, the chain, the history ledger, the serving core and its terminal slot.
+
+Commands turn their options into a `NodeOptions` and call `build_node`; nothing else wires these
+parts together, so what serves an ask is read here, top to bottom.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.asks import TerminalSlot
+from core.authorizers import AuthorizerChain, CommandLink
+from core.clock import SYSTEM_CLOCK, Clock
+from core.history import HistoryStore
+from core.human import HumanAuthorizer
+from core.judging import LinkChain, RecordedAuthority
+from core.rules import PolicyStore
+from core.serving import ServingCore
+
+
+@dataclass(frozen=True)
+class NodeOptions:
+    """Where a node serves and what it judges with."""
+
+    forwarding_root: Path
+    state_dir: Path
+    agent_dir: Path
+    project: Path
+    rules_file: Path | None = None
+    accept_widening: bool = False
+    links: tuple[CommandLink, ...] = ()
+    clock: Clock = SYSTEM_CLOCK
+
+
+@dataclass(frozen=True)
+class Node:
+    """A built node: the serving core, this node's recorded authority, and its ledger (if any)."""
+
+    core: ServingCore
+    authority: RecordedAuthority
+    history: HistoryStore | None
+
+
+def build_node(options: NodeOptions, history: HistoryStore | None, terminal: TerminalSlot) -> Node:
+    """A headless node: `terminal` (deny, leave) is its last judge.
+
+    `history` is opened by the caller, who decides what an unusable one means (the CLI refuses to
+    serve: never silently without it)."""
+    return _node(options, history, _authority(options), terminal)
+
+
+def build_attended_node(options: NodeOptions, history: HistoryStore | None) -> tuple[Node, HumanAuthorizer]:
+    """A node a person attends (the app): the person is its last judge, and records whole-session
+    grants in this node's recorded authority."""
+    authority = _authority(options)
+    person = HumanAuthorizer(grants=authority, clock=options.clock)
+    return _node(options, history, authority, person), person
+
+
+def _authority(options: NodeOptions) -> RecordedAuthority:
+    return RecordedAuthority(
+        PolicyStore(options.agent_dir, options.project, options.rules_file,
+                    accept_widening=options.accept_widening)
+    )
+
+
+def _node(
+    options: NodeOptions, history: HistoryStore | None, authority: RecordedAuthority, terminal: TerminalSlot
+) -> Node:
+    core = ServingCore(
+        options.forwarding_root,
+        options.state_dir,
+        terminal,
+        judge=authority,
+        chain=LinkChain(AuthorizerChain(options.links)) if options.links else None,
+        timeout_ms=lambda: authority.store.policy("").settings.forwarding_timeout_ms,
+        ledger=history,
+        clock=options.clock,
+    )
+    if history is not None:
+        core.subscribe(history.observe)
+    core.add_background(authority.watch_config)
+    authority.report_config()
+    return Node(core, authority, history)

@@ -1,0 +1,38 @@
+"""Every test runs with a home and a pi agent dir of its own: none can read or write the real ones.
+
+`HOME` (so `~`, `Path.home()` and the user state dir) and `$PI_CODING_AGENT_DIR` point into a fresh
+temp folder per test; the XDG variables are dropped so the state dir follows `HOME`. Fixtures wider
+than one test get one such folder for the whole run. Subprocesses inherit the same environment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+XDG_DIRS = ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_RUNTIME_DIR")
+
+
+def isolate(home: Path, env: pytest.MonkeyPatch) -> Path:
+    """Point HOME and pi's agent dir at `home`; drop the XDG overrides."""
+    env.setenv("HOME", str(home))
+    env.setenv("PI_CODING_AGENT_DIR", str(home / ".pi" / "agent"))
+    for name in XDG_DIRS:
+        env.delenv(name, raising=False)
+    return home
+
+
+@pytest.fixture(scope="session", autouse=True)
+def run_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """For session- and module-scoped fixtures, set up before any per-test home exists."""
+    with pytest.MonkeyPatch.context() as env:
+        yield isolate(tmp_path_factory.mktemp("run-home"), env)
+
+
+@pytest.fixture(autouse=True)
+def private_home(run_home: Path, tmp_path_factory: pytest.TempPathFactory,
+                 monkeypatch: pytest.MonkeyPatch) -> Path:
+    """This test's own, empty home."""
+    return isolate(tmp_path_factory.mktemp("home"), monkeypatch)

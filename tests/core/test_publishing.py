@@ -1,0 +1,206 @@
+"""Group commit keeps its promises: recorded before visible, every ask answered exactly once.
+
+A burst is served in batches (one transaction, one durability step, one folder fsync each), through
+a real serving core on real files, real SQLite and real inotify; stages are observed through the
+core's explicit `fault` seam (here only counted; `tests/history/test_crash.py` kills at them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from collections.abc import Collection, Sequence
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from core.asks import DenyingTerminal
+from core.history import HistoryRow, HistoryStore
+from core.publishing import RecordedVerdict, VerdictRecord, WrittenMark
+from core.serving import ServingCore
+from tests.helpers import session_dir, wait_for, write_request, write_request_bytes
+from tests.history.support import Node, S, intent
+
+ALLOW_LS = {"bash": {"*": "ask", "ls *": "allow"}}
+
+
+def write_burst(root: Path, count: int, prefix: str = "b") -> list[str]:
+    """Half the asks carry facts a rule allows, half carry none (a fail-safe denial answers them)."""
+    ids = [f"{prefix}{i:04d}" for i in range(count)]
+    for i, rid in enumerate(ids):
+        if i % 2:
+            write_request(root, S, rid, accessIntent=intent("bash", f"ls {rid}"))
+        else:
+            write_request(root, S, rid)
+    return ids
+
+
+def responses(root: Path) -> dict[str, bytes]:
+    folder = session_dir(root, S) / "responses"
+    if not folder.exists():
+        return {}
+    return {p.name.removesuffix(".json"): p.read_bytes() for p in folder.iterdir() if p.suffix == ".json"}
+
+
+def requests_left(root: Path) -> list[str]:
+    return sorted(p.name for p in (session_dir(root, S) / "requests").iterdir())
+
+
+def rows_by_request(history: HistoryStore) -> dict[str, HistoryRow]:
+    rows = [row for row in history.query() if row.outcome != "quarantined"]
+    counted = Counter(row.request_id for row in rows)
+    assert all(n == 1 for n in counted.values()), f"more than one row for a request: {counted}"
+    return {row.request_id or "": row for row in rows}
+
+
+async def serve_until_answered(node: Node, ids: Collection[str], stages: list[str]) -> None:
+    node.fault = stages.append
+    await node.start(DenyingTerminal())
+    try:
+        await wait_for(
+            lambda: set(responses(node.root)) >= set(ids) and not requests_left(node.root),
+            within=60,
+            what="every ask answered and its request removed",
+        )
+        await wait_for(lambda: all(r.written == 1 for r in node.history.query() if r.verdict), what="noted")
+    finally:
+        await node.stop()
+
+
+def assert_answered_once(node: Node, ids: list[str]) -> None:
+    """Each request: gone from the inbox, one response whose bytes are its one recorded verdict."""
+    published = responses(node.root)
+    assert sorted(published) == sorted(ids)
+    rows = rows_by_request(node.history)
+    assert sorted(rows) == sorted(ids)
+    for rid in ids:
+        row = rows[rid]
+        allowed = int(rid[-4:]) % 2 == 1
+        assert row.response == published[rid]
+        assert (row.verdict, row.written) == ("approved" if allowed else "denied_with_reason", 1)
+        assert row.ended_at is not None
+    answered = Counter(e.key.name for e in node.events if e.kind == "answered")
+    assert answered == Counter(f"{rid}.json" for rid in ids)
+    folder = session_dir(node.root, S) / "responses"
+    assert [p.name for p in folder.iterdir() if p.name.endswith(".tmp")] == []
+
+
+async def test_a_burst_is_answered_once_in_fewer_batches_than_asks(tmp_path: Path) -> None:
+    node = Node(tmp_path, ALLOW_LS)
+    ids = write_burst(node.root, 300)
+    stages: list[str] = []
+    await serve_until_answered(node, ids, stages)
+    assert_answered_once(node, ids)
+    batches = stages.count("recorded")
+    assert 1 <= batches < len(ids)
+    # Each batch went through every stage, in order, before the next began.
+    order = [s for s in stages if s != "deleted"]
+    assert order[:6] == ["arrived", "recorded", "staged", "durable", "half-linked", "linked"]
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(waves=st.lists(st.integers(min_value=1, max_value=40), min_size=1, max_size=3))
+def test_bursts_of_any_size_answered_exactly_once(
+    tmp_path_factory: pytest.TempPathFactory, waves: list[int]
+) -> None:
+    node = Node(tmp_path_factory.mktemp("waves"), ALLOW_LS)
+    ids = asyncio.run(serve_waves(node, waves))
+    assert_answered_once(node, ids)
+    node.history.close()
+
+
+async def serve_waves(node: Node, waves: list[int]) -> list[str]:
+    stages: list[str] = []
+    node.fault = stages.append
+    await node.start(DenyingTerminal())
+    ids: list[str] = []
+    try:
+        for wave, size in enumerate(waves):
+            # A wave lands while the previous ones may still be publishing.
+            ids += write_burst(node.root, size, prefix=f"w{wave}x")
+            await asyncio.sleep(0)
+        await wait_for(
+            lambda: set(responses(node.root)) >= set(ids) and not requests_left(node.root),
+            within=60,
+            what="every wave answered",
+        )
+        await wait_for(lambda: all(r.written == 1 for r in node.history.query() if r.verdict), what="noted")
+    finally:
+        await node.stop()
+    assert 1 <= stages.count("recorded") <= len(ids)
+    return ids
+
+
+async def test_hostile_files_in_a_batch_are_quarantined_and_the_rest_answered(tmp_path: Path) -> None:
+    node = Node(tmp_path, ALLOW_LS)
+    ids = write_burst(node.root, 20)
+    hostile = {
+        "not-json.json": b"\x00\xff{",
+        "wrong-id.json": json.dumps({"id": "other", "createdAt": 1}).encode(),
+        "bad time.json": b"{}",
+        "no-created.json": json.dumps({"id": "no-created", "targetSessionId": S}).encode(),
+    }
+    for name, data in hostile.items():
+        write_request_bytes(node.root, S, name, data)
+    (session_dir(node.root, S) / "requests" / "loop.json").symlink_to("/etc/passwd")
+    stages: list[str] = []
+    await serve_until_answered(node, ids, stages)
+    assert stages.count("recorded") == 1  # one intake, one batch: the hostile files held up nothing
+    published = responses(node.root)
+    for rid in ids:
+        assert rows_by_request(node.history)[rid].response == published[rid]
+    quarantined = {e.key.name: e.reason for e in node.events if e.kind == "quarantined"}
+    assert set(quarantined) == {*hostile, "loop.json"}
+    assert all(quarantined.values())
+    # A hostile file with a usable id is answered with a denial that says why, never approved.
+    for rid in ("wrong-id", "no-created"):
+        body = json.loads(published[rid])
+        assert body["approved"] is False and body["decidedBy"]["kind"] == "gate_error"
+        assert body["denialReason"]
+    assert not requests_left(node.root)
+
+
+class PoisonLedger:
+    """A real history that refuses any transaction holding one request's verdict."""
+
+    def __init__(self, store: HistoryStore, poison: str) -> None:
+        self.store, self.poison, self.refused = store, poison, 0
+
+    def record_verdicts(self, verdicts: Sequence[VerdictRecord]) -> None:
+        if any(v.request_id == self.poison for v in verdicts):
+            self.refused += 1
+            raise ValueError("this verdict cannot be stored")
+        self.store.record_verdicts(verdicts)
+
+    def mark_written(self, marks: Sequence[WrittenMark]) -> None:
+        self.store.mark_written(marks)
+
+    def recorded_verdicts(self, session_id: str, request_ids: Collection[str]) -> dict[str, RecordedVerdict]:
+        return self.store.recorded_verdicts(session_id, request_ids)
+
+
+async def test_a_verdict_the_history_refuses_is_denied_and_holds_up_no_other(tmp_path: Path) -> None:
+    node = Node(tmp_path, ALLOW_LS)
+    ids = write_burst(node.root, 12)
+    poison = ids[3]  # a rule allows it: an approval must never be published without its record
+    ledger = PoisonLedger(node.history, poison)
+    core = ServingCore(node.root, node.state, DenyingTerminal(), judge=node.authority, ledger=ledger)
+    core.subscribe(node.history.observe)
+    core.add_session(S)
+    task = asyncio.create_task(core.run())
+    try:
+        await wait_for(lambda: set(responses(node.root)) >= set(ids), what="all answered")
+    finally:
+        core.stop()
+        await asyncio.wait_for(task, 10)
+    body = json.loads(responses(node.root)[poison])
+    assert body["approved"] is False and body["decidedBy"]["kind"] == "gate_error"
+    assert "history could not record" in body["denialReason"]
+    rows = {row.request_id: row for row in node.history.query()}
+    assert rows[poison].verdict is None  # not recorded, and not approved
+    others = [rid for rid in ids if rid != poison]
+    assert all(rows[rid].response == responses(node.root)[rid] for rid in others)
+    assert ledger.refused >= 2  # the batch, then the verdict alone

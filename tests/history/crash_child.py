@@ -1,0 +1,50 @@
+"""A real serving process that dies (`os._exit(137)`: no cleanup, no flush, like SIGKILL) at one stage.
+
+Run: `python -m tests.history.crash_child ROOT STATE AGENT_DIR STAGE [NTH]`. The process is wired like
+`serve --on-ask deny` (this node's rules, the history as ledger and observer); the stage comes through
+the core's explicit `fault` seam and kills the process the NTH time (default 1) it is reached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+from core.asks import DenyingTerminal
+from core.history import HistoryStore
+from core.judging import RecordedAuthority
+from core.publishing import BATCH_STAGES
+from core.rules import PolicyStore
+from core.serving import ServingCore
+from tests.history.support import S
+
+
+async def serve(root: Path, state: Path, agent_dir: Path, stage: str, nth: int) -> None:
+    history = HistoryStore.in_state_dir(state)
+    authority = RecordedAuthority(PolicyStore(agent_dir, None, None, home="/home/me"))
+    reached = [0]
+
+    def fault(at: str) -> None:
+        if at == stage:
+            reached[0] += 1
+            if reached[0] == nth:
+                os._exit(137)
+
+    core = ServingCore(root, state, DenyingTerminal(), judge=authority, ledger=history, fault=fault)
+    core.subscribe(history.observe)
+    core.add_session(S)
+    await core.run()
+
+
+def main() -> None:
+    root, state, agent_dir, stage = sys.argv[1:5]
+    nth = int(sys.argv[5]) if len(sys.argv) > 5 else 1
+    if stage not in BATCH_STAGES:
+        raise SystemExit(f"unknown stage {stage!r}")
+    asyncio.run(serve(Path(root), Path(state), Path(agent_dir), stage, nth))
+
+
+if __name__ == "__main__":
+    main()

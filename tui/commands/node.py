@@ -1,0 +1,107 @@
+"""The command line's side of building a node for `serve`, `run`, `app` and `demo`.
+
+The options become a `core.wiring.NodeOptions` and `core.wiring` builds the object graph (the one place
+that does); here: the history as the CLI opens it, taking sessions, stop signals and log lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sqlite3
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from core.asks import TerminalSlot
+from core.authorizers import parse_link_spec
+from core.clock import SYSTEM_CLOCK, Clock
+from core.history import HistoryStore, HistoryTooNew
+from core.human import HumanAuthorizer
+from core.judging import RecordedAuthority
+from core.liveness import SessionHeld
+from core.paths import agent_dir
+from core.serving import ServingCore
+from core.tree import UnsafeFolder
+from core.wiring import NodeOptions, build_attended_node, build_node
+from tui.commands.options import forwarding_root, retention, state_dir
+
+
+def node_options(args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK) -> NodeOptions:
+    """The command line as `core.wiring` options (paths expanded, links parsed)."""
+    given: Path | None = args.agent_dir
+    project: Path | None = args.project
+    rules: Path | None = args.rules
+    return NodeOptions(
+        forwarding_root=forwarding_root(args),
+        state_dir=state_dir(args),
+        agent_dir=(given or agent_dir()).expanduser(),
+        project=(project or Path.cwd()).expanduser(),
+        rules_file=rules.expanduser() if rules else None,
+        accept_widening=bool(getattr(args, "accept_widening_reloads", False)),
+        links=tuple(parse_link_spec(spec, args.link_timeout) for spec in args.links),
+        clock=clock,
+    )
+
+
+def build_core(
+    args: argparse.Namespace, terminal: TerminalSlot, clock: Clock = SYSTEM_CLOCK
+) -> tuple[ServingCore, RecordedAuthority]:
+    """A headless node for these options (`core.wiring.build_node`)."""
+    node = build_node(node_options(args, clock), open_history(args), terminal)
+    return node.core, node.authority
+
+
+def person_core(
+    args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK
+) -> tuple[ServingCore, HumanAuthorizer, RecordedAuthority]:
+    """A node a person attends (`core.wiring.build_attended_node`)."""
+    node, person = build_attended_node(node_options(args, clock), open_history(args))
+    return node.core, person, node.authority
+
+
+def open_history(args: argparse.Namespace) -> HistoryStore | None:
+    """The history ledger in the state dir, unless `--no-history`; unusable means refuse to serve."""
+    if not args.history:
+        return None
+    try:
+        return HistoryStore.in_state_dir(state_dir(args), retention(args))
+    except (sqlite3.Error, HistoryTooNew) as exc:
+        raise SystemExit(f"pi-authorizer: the history cannot be opened ({exc}); use --no-history") from exc
+
+
+def take_sessions(core: ServingCore, ids: list[str]) -> list[str]:
+    """Serve what can be served; say who serves the rest. Returns the ids taken."""
+    taken: list[str] = []
+    for sid in ids:
+        try:
+            served = core.add_session(sid)
+            taken.append(sid)
+        except SessionHeld as exc:
+            print(f"pi-authorizer: not serving {sid!r}: {exc.holder} serves it", file=sys.stderr)
+            continue
+        except UnsafeFolder as exc:
+            print(f"pi-authorizer: not serving {sid!r}: {exc}", file=sys.stderr)
+            continue
+        if isinstance(core.ledger, HistoryStore):
+            # Asks whose children gave up while nobody served: closed now, not `pending` forever.
+            core.ledger.reconcile_open(sid, set(served.inbox.list_request_names()))
+    return taken
+
+
+def install_stop_signals(core: ServingCore) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, core.stop)
+
+
+def configure_logging(verbose: bool = False, stream: TextIO | None = None) -> None:
+    """The `pi_authorizer` log lines go to `stream`: stderr unless the app draws there."""
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%Y-%m-%dT%H:%M:%S"))
+    root = logging.getLogger("pi_authorizer")
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    root.propagate = False

@@ -1,0 +1,186 @@
+"""The options the serving commands share and what they resolve to: where, which sessions, how long."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import tempfile
+import uuid
+from pathlib import Path
+
+from core.files import read_small, replace_file
+from core.history import Retention
+from core.paths import InvalidSessionId, default_forwarding_root, default_state_dir, normalize_session_id
+from core.tree import Anchor
+from tui.commands.arguments import (
+    CliError,
+    duration_arg,
+    existing_file,
+    link_spec_arg,
+    non_negative_int,
+    positive_float,
+    session_id_arg,
+)
+
+DEFAULT_SESSION_FILE = "default-session-id"
+
+
+def add_serving_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--session",
+        dest="sessions",
+        action="append",
+        default=[],
+        metavar="ID",
+        type=session_id_arg,
+        help="a session id to serve (repeatable); default: this authorizer's own session id",
+    )
+    parser.add_argument(
+        "--forwarding-root",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="forwarding root (default: $PI_CODING_AGENT_DIR or ~/.pi/agent, then "
+        "sessions/permission-forwarding)",
+    )
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="pi-authorizer's own state: locks, quarantine, history (default: the user state dir)",
+    )
+    parser.add_argument(
+        "--history",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="record every ask served in the state dir's history (default: on)",
+    )
+    add_retention_options(parser)
+
+
+def add_retention_options(parser: argparse.ArgumentParser) -> None:
+    """How long the history keeps rows (applied when it opens, then every few hundred asks)."""
+    defaults = Retention()
+    parser.add_argument(
+        "--keep-history",
+        type=duration_arg,
+        default=defaults.max_age_s,
+        metavar="DURATION",
+        help="drop history rows older than this, e.g. 30d (0: no age limit; default 180d)",
+    )
+    parser.add_argument(
+        "--keep-history-rows",
+        type=non_negative_int,
+        default=defaults.max_rows,
+        metavar="N",
+        help=f"keep at most N history rows (0: no limit; default {defaults.max_rows:,})",
+    )
+
+
+def add_rules_options(parser: argparse.ArgumentParser) -> None:
+    """Where this node's own rules come from (the pi config a user already has) and its chain."""
+    parser.add_argument(
+        "--agent-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="pi agent dir whose config and agents/ apply (default: $PI_CODING_AGENT_DIR or ~/.pi/agent)",
+    )
+    parser.add_argument(
+        "--project",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="project whose .pi config and .pi/agents apply (default: the current directory)",
+    )
+    parser.add_argument(
+        "--rules",
+        type=existing_file,
+        default=None,
+        metavar="FILE",
+        help="pi-authorizer's own rules file (config.json shape), applied last with origin 'authorizer'",
+    )
+    parser.add_argument(
+        "--accept-widening-reloads",
+        action="store_true",
+        help="apply a config change that widens a permission (a new allow, a removed deny, yolo) "
+        "without review; by default it is logged and held (the app asks)",
+    )
+    parser.add_argument(
+        "--link",
+        dest="links",
+        action="append",
+        default=[],
+        type=link_spec_arg,
+        metavar="NAME=COMMAND",
+        help="a chain link: run COMMAND with the facts as JSON on stdin (repeatable, in order)",
+    )
+    parser.add_argument(
+        "--link-timeout",
+        type=positive_float,
+        default=10.0,
+        metavar="SECONDS",
+        help="how long a chain link may take before it counts as defer (default 10)",
+    )
+
+
+def retention(args: argparse.Namespace) -> Retention:
+    age: float | None = args.keep_history
+    rows: int | None = args.keep_history_rows
+    return Retention(max_age_s=age or None, max_rows=rows or None)
+
+
+def forwarding_root(args: argparse.Namespace) -> Path:
+    root: Path | None = args.forwarding_root
+    return (root or default_forwarding_root()).expanduser()
+
+
+def state_dir(args: argparse.Namespace) -> Path:
+    base: Path | None = args.state_dir
+    return (base or default_state_dir()).expanduser()
+
+
+def usable_dir(label: str, path: Path) -> Path:
+    """Create `path` if missing and prove it writable, or raise `CliError` saying which and why."""
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CliError(f"{label} {path}: cannot create it ({exc.strerror or exc})") from None
+    if not path.is_dir():
+        raise CliError(f"{label} {path}: not a directory")
+    try:
+        probe = tempfile.NamedTemporaryFile(dir=path, prefix=".pi-authorizer-probe-")  # noqa: SIM115
+    except OSError as exc:
+        raise CliError(f"{label} {path}: not writable ({exc.strerror or exc})") from None
+    probe.close()
+    return path
+
+
+def check_serving_dirs(args: argparse.Namespace) -> None:
+    """The state dir and forwarding root must be usable before anything is served or locked."""
+    usable_dir("state dir", state_dir(args))
+    usable_dir("forwarding root", forwarding_root(args))
+
+
+def default_session_id(state: Path) -> str:
+    """This authorizer's own session id: minted once, kept in the state dir so env lines stay valid.
+
+    Read and written by descriptor: a link in its place is replaced, never followed.
+    """
+    with Anchor(state, "state dir").folder(create=True) as fd:
+        data = read_small(fd, DEFAULT_SESSION_FILE, 4096)
+        with contextlib.suppress(UnicodeDecodeError, InvalidSessionId):
+            if data is not None:
+                return normalize_session_id(data.decode("utf-8"))
+        minted = f"pi-authorizer-{uuid.uuid4()}"
+        replace_file(fd, DEFAULT_SESSION_FILE, (minted + "\n").encode("utf-8"))
+        return minted
+
+
+def session_ids(args: argparse.Namespace) -> list[str]:
+    """The sessions named on the command line (validated), or the default one."""
+    given: list[str] = args.sessions
+    if not given:
+        return [default_session_id(state_dir(args))]
+    return list(dict.fromkeys(given))
