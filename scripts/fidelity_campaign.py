@@ -42,7 +42,7 @@ sys.path.insert(0, str(REPO))
 
 from core.rules import PolicyStore  # noqa: E402
 from core.rules.explain import explain  # noqa: E402
-from core.wire import RequestRejected, parse_request  # noqa: E402
+from core.wire.reader import RequestRejected, parse_request  # noqa: E402
 
 NODE_DIR = REPO / "tests" / "interop" / "node"
 HOME = "/home/tester"
@@ -555,9 +555,7 @@ def ours(case: Case, root: Path) -> tuple[Verdict, bool]:
     except RequestRejected as exc:
         raise AssertionError(f"campaign wrote an unusable request: {exc.reason}") from exc
     store = PolicyStore(root / "agentdir", root / "proj", home=HOME)
-    intent = parsed.access_intent
-    agent = intent.principal.agent_name if intent else parsed.request.requester_agent_name
-    result = explain(store, intent, agent)
+    result = explain(store, parsed.facts, parsed.agent_name)
     outcome = result.resolution.outcome
     decided = result.decided_by
     if outcome is None:

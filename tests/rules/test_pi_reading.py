@@ -7,7 +7,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.rules.facts import IntentFacts
+from core.facts import IntentFacts
 from core.rules.frontmatter import FrontmatterError, read_permission_block
 from core.rules.matcher import compile_wildcard, utf16_units
 from core.rules.pi_reading import facts_as_pi, is_array_index, js_key_order, read_permission_block_as_pi
