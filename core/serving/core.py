@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from core.asks import DEFAULT_FORWARDING_TIMEOUT_MS, Answered, Ask, AskKey, Judgment, TerminalSlot
-from core.clock import SYSTEM_CLOCK, Clock, wall_ms
+from core.clock import SYSTEM_CLOCK, Clock
 from core.files import DISK, DiskWriter
 from core.inbox import display_name
 from core.logline import log_safe
@@ -46,13 +46,12 @@ from core.publishing import (
 from core.quarantine import Quarantine
 from core.serving.events import EventKind, Observer, ServeEvent
 from core.serving.intake import INTAKE_FILES, Intake, Read, rejection, scan, take_in
-from core.serving.judgment import Chain, Judge, NoRecordedAuthority
+from core.serving.judgment import Chain, Judge, NoRecordedAuthority, judge_ask, review_by_chain
 from core.serving.sessions import ServedSession, Sessions
 from core.tree import Anchor, UnsafeFolder
 from core.watch import watch_session_folders
-from core.wire.limits import over_limit
 from core.wire.request import ParsedRequest
-from core.wire.response import ForwardedResponse, approve, deny, encode_response
+from core.wire.response import ForwardedResponse, encode_response
 
 log = logging.getLogger("pi_authorizer.serve")
 
@@ -360,16 +359,9 @@ class ServingCore:
             responder_session_id=served.inbox.session_id,
         )
         served.asks[name] = ask
-        limit = over_limit(parsed.access_intent)
-        if limit is not None:
-            # Refused before any rule sees it: bounded work, and the agent is told which limit.
-            ask.judgment = Judgment(verdict="deny", explanation=(f"over the per-request limit: {limit}",))
-            await ask.answer(self._gate_denial(served, f"the ask is too large: {limit}"), "over-limit")
-            return
-        judgment = self.judge.judge(parsed, served.inbox.session_id)
-        ask.judgment = judgment
-        if judgment.verdict != "ask":
-            await ask.answer(self._rule_response(served, judgment), "rule")
+        ask.judgment, decision = judge_ask(self.judge, parsed, served.inbox.session_id, self.clock)
+        if decision is not None:
+            await ask.answer(decision.response, decision.outcome)
             return
         if self.chain is not None:
             self._spawn(self._after_chain(served, ask))
@@ -378,18 +370,13 @@ class ServingCore:
 
     async def _after_chain(self, served: ServedSession, ask: Ask) -> None:
         assert self.chain is not None
-        try:
-            verdict = await self.chain.review(ask.parsed)
-        except Exception:
-            log.error(
-                "%s: the chain failed; it counts as defer", self._label(ask.key, ask.parsed), exc_info=True
-            )
-            verdict = None
+        label = self._label(ask.key, ask.parsed)
+        reviewed = await review_by_chain(self.chain, ask.parsed, served.inbox.session_id, self.clock, label)
         if ask.withdrawn:
             return
-        if verdict is not None:
-            ask.judgment = verdict
-            await ask.answer(self._rule_response(served, verdict), "chain")
+        if reviewed is not None:
+            ask.judgment, decision = reviewed
+            await ask.answer(decision.response, decision.outcome)
             return
         await self._to_terminal(served, ask)
 
@@ -480,17 +467,6 @@ class ServingCore:
         await asyncio.to_thread(served.inbox.delete_request, name)
         if served.tracked.get(name) == "answered":
             del served.tracked[name]
-
-    def _rule_response(self, served: ServedSession, judgment: Judgment) -> ForwardedResponse:
-        now = wall_ms(self.clock)
-        if judgment.verdict == "allow":
-            return approve(responder=served.inbox.session_id, at_ms=now, decided_by=judgment.decided_by)
-        return deny(
-            responder=served.inbox.session_id,
-            at_ms=now,
-            decided_by=judgment.decided_by,
-            reason=judgment.reason,
-        )
 
     def _gate_denial(self, served: ServedSession, reason: str) -> ForwardedResponse:
         """A denial no person made, with the reason the child passes on to its agent."""
