@@ -156,7 +156,15 @@ class FolderWatch:
         self.changed.clear()
 
     def _on_readable(self) -> None:
-        if self._ino is not None and self._ino.read_events():
+        if self._ino is None:
+            return
+        try:
+            events = self._ino.read_events()
+        except OSError:
+            events = [Event(-1, IN_IGNORED, "")]
+        if any(e.mask & IN_IGNORED for e in events):
+            self._folders = ()  # a watched folder went away (or reading failed): arm afresh next time
+        if events:
             self.changed.set()
 
     def close(self) -> None:

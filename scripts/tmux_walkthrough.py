@@ -1,4 +1,4 @@
-"""A person's walk through the real app in tmux, with real children: a batch approval, then a closed terminal.
+"""A person's walk through the real app in tmux, with real children: batches, a grant and its revoke, a close.
 
     uv run python scripts/tmux_walkthrough.py [--size 80x24] [--size 200x50] [--no-node] [--keep]
 
@@ -13,7 +13,15 @@ script then types what a person types (`send-keys`) and reads what they see (`ca
    leave the hidden-character one out; after the grace window `y` `y` (double press) confirms.
 2. Every batched child must receive `approved` decided by the user; the hidden-character ask must
    still be pending and selected for a look of its own.
-3. The terminal is closed (`tmux kill-session`: SIGHUP to the app). The app must end within
+3. A grant: a child asks `npm run lint` suggesting `npm run *`; `G` selects it, `w` and the
+   confirmation's `y` record the whole-session grant. That child receives `approved` (the user); a
+   second child's `npm run test` is then approved by the grant with no key pressed
+   (`decidedBy.kind` `session_approval`).
+4. Its revoke: `W` lists the grant, `x` `x` revokes it, `esc` goes back; a third child's
+   `npm run docs` then waits in the queue (the grant no longer decides it).
+5. A batch denial with a reason: `G` `space` marks that ask, `N` previews, `r` + typed text +
+   `enter` sets the reason, `y` `y` confirms; the child receives `denied_with_reason` with that text.
+6. The terminal is closed (`tmux kill-session`: SIGHUP to the app). The app must end within
    `CLOSE_LIMIT_S`, remove its serving heartbeat, and leave the unanswered request in the inbox for
    the next authorizer; that child received nothing.
 
@@ -45,7 +53,8 @@ from core.simulate import SimulatedChild  # noqa: E402
 
 NODE_DIR = REPO / "tests" / "interop" / "node"
 GRACE_S = 0.8  # a little over the app's default 500 ms input grace
-CLOSE_LIMIT_S = 2.0
+CLOSE_LIMIT_S = 1.0
+REASON = "not today: the release is frozen"
 WAIT_S = 30.0
 HIDDEN = "ls \u202eexe.txt\u200b \x1b]0;PWNED\x07"
 REAL_ASK = {
@@ -71,6 +80,9 @@ def child_body(kind: str, child: SimulatedChild) -> dict[str, Any]:
         return newest(child, "bash", value, intent(value), [("bash", "npm run *")], "bash")
     if kind == "legacy":
         return legacy(child, "bash", "make lint", ["make *"])
+    if kind.startswith("npm:"):
+        value = kind.removeprefix("npm:")
+        return newest(child, "bash", value, intent(value), [("bash", "npm run *")], "bash")
     return newest(child, "bash", HIDDEN, intent(HIDDEN), [], "bash")
 
 
@@ -123,6 +135,20 @@ class Walk:
     def keys(self, *keys: str) -> None:
         for key in keys:
             self.tmux("send-keys", "-t", self.name, key)
+
+    def type(self, text: str) -> None:
+        self.tmux("send-keys", "-t", self.name, "-l", text)
+
+    def received(self, out: Path, within: float = WAIT_S) -> Any:
+        """What a simulated child received (its raw response), waiting for it; None if nothing came."""
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            if out.exists():
+                got = json.loads(out.read_text())["response"]
+                if got is not None:
+                    return got
+            time.sleep(0.1)
+        return None
 
     def wait_screen(self, pattern: str, within: float = WAIT_S) -> str:
         deadline = time.monotonic() + within
@@ -243,6 +269,8 @@ class Walk:
             self.check(isinstance(decision, dict) and decision.get("approved") is True
                        and decision.get("state") == "approved", f"the real 20.7.3 child received {decision}")
 
+        self.grant_and_revoke()
+
         heartbeat = heartbeat_path(self.root, self.session)
         self.check(heartbeat.exists(), "the serving heartbeat is there while the app runs")
         start = time.monotonic()
@@ -262,6 +290,64 @@ class Walk:
         self.check(left["response"] is None and Path(left["request"]).exists()
                    and not (inbox / "responses" / f"{left['id']}.json").exists(),
                    "the hidden-character ask stays in the inbox, unanswered, for the next authorizer")
+
+
+    def grant_and_revoke(self) -> None:
+        """A whole-session grant decides the next ask by itself; after its revoke the person decides again."""
+        granter = self.simulated("Granter", "npm:npm run lint")
+        self.wait_screen(r"2 pending")
+        self.keys("G")
+        time.sleep(GRACE_S)
+        self.keys("w")
+        confirm = self.wait_screen(r"Approve for the WHOLE serving session")
+        self.show("the whole-session confirmation", confirm)
+        time.sleep(GRACE_S)
+        self.keys("y")
+        got = self.received(granter)
+        self.check(got is not None and got.get("state") == "approved"
+                   and got.get("decidedBy") == {"kind": "user", "via": "dialog"},
+                   f"the child whose ask made the grant received approved, by the user: {got}")
+        follower = self.simulated("Follower", "npm:npm run test")
+        got = self.received(follower)
+        self.check(got is not None and got.get("state") == "approved"
+                   and (got.get("decidedBy") or {}).get("kind") == "session_approval",
+                   f"the next matching ask was approved by the grant, no key pressed: {got}")
+
+        self.keys("W")
+        grants = self.wait_screen(r"npm run \*")
+        self.show("the grants screen", grants)
+        self.keys("x")
+        self.wait_screen(r"again to revoke")
+        self.keys("x")
+        revoked = self.wait_screen(r"Revoked:")
+        self.show("after the revoke", revoked)
+        self.keys("Escape")
+        after = self.simulated("After", "npm:npm run docs")
+        queue = self.wait_screen(r"2 pending")
+        self.check(json.loads(after.read_text())["response"] is None,
+                   "after the revoke the next matching ask waits for the person")
+
+        self.keys("G")
+        time.sleep(GRACE_S)
+        self.keys("Space", "N")
+        preview = self.wait_screen(r"these 1 ask\?")
+        self.keys("r")
+        self.wait_screen(r"typing the reason")
+        self.type(REASON)
+        self.keys("Enter")
+        self.wait_screen(r"press\s+y\s+again|deny all 1")
+        time.sleep(GRACE_S)
+        self.keys("y")
+        self.wait_screen(r"press\s+y\s+again")
+        preview = self.screen()
+        self.show("the batch denial, reason typed, armed", preview)
+        self.keys("y")
+        got = self.received(after)
+        self.check(got is not None and got.get("state") == "denied_with_reason"
+                   and got.get("denialReason") == REASON,
+                   f"the denied child received the typed reason: {got}")
+        self.show("the queue after the denial", self.wait_screen(r"1 pending"))
+        del queue
 
 
 def _where(pid: int) -> str:

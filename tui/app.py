@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import events
 from textual.app import App, SystemCommand
@@ -33,15 +33,12 @@ from textual.worker import Worker
 from core.asks import Ask, AskKey
 from core.clock import SYSTEM_CLOCK, KeyClock
 from core.history import HistoryStore
-from core.history.suggest import SuggestionRefused, suggestion_from_ask
 from core.human import AskAdded, AskDecided, AskWithdrawn, HumanAuthorizer, HumanEvent
 from core.judging import RecordedAuthority
 from core.keysafety import KeyRules, KeySafety
 from core.rules.reloads import PendingReload
 from core.serving import ServeEvent, ServingCore
 from tui.sanitize import safe_plain
-from tui.screens.grants import GrantsScreen
-from tui.screens.help import HelpScreen
 from tui.screens.history import HistoryEntry, HistoryScreen
 from tui.screens.modals import (
     AskModal,
@@ -54,12 +51,14 @@ from tui.screens.modals import (
     ReasonScreen,
 )
 from tui.screens.queue import GUARDED, QueueScreen, ask_label
-from tui.screens.reload import ReloadReviewScreen
-from tui.screens.review import ConfirmRuleScreen, DetailScreen, ReviewScreen, SuggestionsScreen
-from tui.screens.sessions import SessionsScreen
 from tui.settings import NOTIFICATION_CHANNELS, UiSettings, dialog_keymap
 from tui.widgets.ask_view import DIM, WARN
-from tui.widgets.history_list import HistoryList
+
+if TYPE_CHECKING:
+    from core.rules.reloads import PendingReload
+
+# Screens not shown at start (grants, help, review, sessions, config review) and the rule
+# suggester are imported when first opened: the first frame waits for nothing it does not show.
 
 ATTENTION_COALESCE_S = 0.05
 ARM_EXPIRY_S = 5.0
@@ -337,6 +336,8 @@ class AuthorizerApp(App[int]):
     def action_history(self) -> None:
         """The durable history when this app records one, else this run's decisions."""
         if self.store is not None:
+            from tui.screens.review import ReviewScreen
+
             store, rules = self.store, self.rules
             self._show(lambda: ReviewScreen(store, rules), ReviewScreen)
         else:
@@ -357,6 +358,9 @@ class AuthorizerApp(App[int]):
         if ask is None or self.rules is None:
             self.notify("No ask selected, or this authorizer has no rules to add to.", markup=False)
             return
+        from core.history.suggest import SuggestionRefused, suggestion_from_ask
+        from tui.screens.review import ConfirmRuleScreen
+
         intent = ask.parsed.access_intent
         try:
             offer = suggestion_from_ask(
@@ -373,6 +377,8 @@ class AuthorizerApp(App[int]):
         self.queue.push_modal(ConfirmRuleScreen(offer, self.rules, self.safety, self.key_time))
 
     def action_grants(self) -> None:
+        from tui.screens.grants import GrantsScreen
+
         authority = self.core.judge
         if not isinstance(authority, RecordedAuthority):
             self.notify("This authorizer records no whole-session grants.", markup=False)
@@ -380,10 +386,18 @@ class AuthorizerApp(App[int]):
         self._show(lambda: GrantsScreen(authority), GrantsScreen)
 
     def action_sessions(self) -> None:
+        from tui.screens.sessions import SessionsScreen
+
         self._show(lambda: SessionsScreen(self.core, self.human), SessionsScreen)
 
     def help_groups(self) -> list[tuple[str, Sequence[BindingType]]]:
         """Every screen's bindings, as the help screen lists them (the history view this app uses)."""
+        from tui.screens.grants import GrantsScreen
+        from tui.screens.reload import ReloadReviewScreen
+        from tui.screens.review import ConfirmRuleScreen, DetailScreen, ReviewScreen, SuggestionsScreen
+        from tui.screens.sessions import SessionsScreen
+        from tui.widgets.history_list import HistoryList
+
         history: list[tuple[str, Sequence[BindingType]]] = (
             [("History view (h)", [*ReviewScreen.BINDINGS, *HistoryList.BINDINGS]),
              ("One past ask", DetailScreen.BINDINGS),
@@ -409,6 +423,8 @@ class AuthorizerApp(App[int]):
         ]
 
     def action_help(self) -> None:
+        from tui.screens.help import HelpScreen
+
         sections: list[tuple[str, list[tuple[str, Binding]]]] = []
         for title, bindings in self.help_groups():
             rows = [(self.keys_of(b), b) for b in bindings if isinstance(b, Binding)]
@@ -421,6 +437,8 @@ class AuthorizerApp(App[int]):
         self.call_later(self._review_reload, pending)
 
     def _review_reload(self, pending: PendingReload) -> None:
+        from tui.screens.reload import ReloadReviewScreen
+
         authority = self.authority
         if authority is None or pending not in authority.store.pending():
             return  # superseded by a newer change, which has its own review

@@ -1,7 +1,7 @@
 """`uv run python -m tui.screenshots [OUTDIR]`: SVG screenshots of the real app (default `screenshots/`).
 
 Generated, not drawn, so they cannot drift from the app: the same wiring `pi-authorizer app` uses
-(`build_core`: recorded authority over a small pi config, the history ledger, a `HumanAuthorizer`)
+(`person_core`: recorded authority over a small pi config, the history ledger, a `HumanAuthorizer`)
 on a temporary forwarding root, fed by the simulated children of `core.simulate`, run headless.
 
 Deterministic: each run works in a fresh temp folder, and the app is given paths relative to it, so no

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from core.human import HumanAuthorizer
 from core.judging import RecordedAuthority
 from tui.commands import app as app_command
-from tui.commands.node import build_core
+from tui.commands.node import person_core
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -39,9 +38,8 @@ def test_ui_settings_come_from_the_pi_config(tmp_path: Path) -> None:
     args = parse("--agent-dir", str(agent), "--project", str(tmp_path / "project"),
                  "--forwarding-root", str(tmp_path / "root"), "--state-dir", str(tmp_path / "state"),
                  "--grace-ms", "250")
-    human = HumanAuthorizer()
-    core, authority = build_core(args, human)
-    assert isinstance(authority, RecordedAuthority)
+    core, human, authority = person_core(args)
+    assert isinstance(authority, RecordedAuthority) and human.grants is authority and core.terminal is human
     settings = app_command.ui_settings(args, authority)
     assert settings.double_press is False
     assert settings.prompt_notifications == ("osc9",)

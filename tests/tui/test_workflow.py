@@ -125,8 +125,8 @@ async def test_batch_deny_of_what_the_filter_shows(tmp_path: Path) -> None:
         await wait_for(pilot, lambda: isinstance(rig.app.screen, BatchPreviewScreen))
         await wait_painted(pilot, rig.app)
         await pilot.press("y")
-        for rid in ("d-1", "d-3"):
-            assert (await wait_response(pilot, rig.root, rid))["state"] == "denied"
+        for rid in ("d-1", "d-3"):  # a batch denial always carries a reason (here the default)
+            assert (await wait_response(pilot, rig.root, rid))["state"] == "denied_with_reason"
         assert read_response(rig.root, "d-2") is None  # not shown, so not marked, so not decided
         await pilot.press("escape")  # clears the filter
         await wait_rows(pilot, rig.app, 1)

@@ -348,6 +348,8 @@ class ExpandScreen(AskModal[None]):
 
 
 BATCH_VERBS = {"approve": "Approve once", "deny": "Deny"}
+#: What each agent reads when a batch is denied and the person typed no reason.
+BATCH_DENY_REASON = "Denied by the person at pi-authorizer in a batch decision (no reason was typed)."
 
 
 def batch_line(index: int | None, ask: Ask, clip: Clip) -> Content:
@@ -374,12 +376,16 @@ class BatchPreviewScreen(ModalScreen[bool]):
     as for every confirmation step) and, with double press on, arms on the first press and commits on
     the second: the same rules as a single decision, through one gate (`gate`). Asks that cannot be
     batched (hidden characters, values too long to show whole) are listed apart and left pending,
-    for an individual look.
+    for an individual look. A batch denial always carries a reason each agent can read: the one the
+    person types (`r`), else `BATCH_DENY_REASON`. While the reason field has focus every key types
+    into it and none decides; `enter` gives the keys back.
     """
 
+    AUTO_FOCUS = ""  # the keys belong to the preview; the reason field takes focus only on `r`
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y", "confirm", "Decide every listed ask", id="batch.confirm"),
         Binding("n", "cancel", "Cancel", id="batch.cancel"),
+        Binding("r", "reason", "Type the reason relayed to every agent (deny)", id="batch.reason"),
         Binding("escape", "cancel", "Back (nothing decided)", id="batch.back"),
         Binding("j,down", "scroll(1)", "Down", show=False, id="batch.down"),
         Binding("k,up", "scroll(-1)", "Up", show=False, id="batch.up"),
@@ -428,6 +434,9 @@ class BatchPreviewScreen(ModalScreen[bool]):
                         out.append(Content.assemble(("  • ", DIM), agent_content(
                             ask.request.requester_agent_name, Clip(40), short=True), (f" — {why}", WARN)))
                     yield Static(Content("\n").join(out), id="batch-excluded", markup=False)
+            if self.verb == "deny":
+                yield Input(placeholder=f"Reason relayed to every agent (r) — empty: {BATCH_DENY_REASON}",
+                            id="batch-reason", select_on_focus=False)
             yield PaintProbe(id="batch-keys", markup=False)
 
     def on_mount(self) -> None:
@@ -450,6 +459,32 @@ class BatchPreviewScreen(ModalScreen[bool]):
     def _waiting(self) -> bool:
         return not self.safety.accepting()
 
+    @property
+    def reason(self) -> str | None:
+        """The reason a batch denial relays (None for an approval): typed, or the default."""
+        if self.verb != "deny":
+            return None
+        typed = self.query_one("#batch-reason", Input).value.strip()
+        return typed or BATCH_DENY_REASON
+
+    @property
+    def typing(self) -> bool:
+        return self.verb == "deny" and self.focused is self.query_one("#batch-reason", Input)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "reason":
+            return self.verb == "deny"
+        return not (action == "confirm" and self.typing)
+
+    def action_reason(self) -> None:
+        self.query_one("#batch-reason", Input).focus()
+        self._render_keys()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.set_focus(None)
+        self._render_keys()
+
     def _render_keys(self) -> None:
         waiting = self._waiting()
         count = len(self.included)
@@ -458,9 +493,16 @@ class BatchPreviewScreen(ModalScreen[bool]):
             first = (f" press y again to {what} ", "reverse bold $text-warning")
         else:
             first = (" y ", "reverse bold" if not waiting else "reverse $text-muted")
+        if self.typing:
+            self.query_one("#batch-keys", Static).update(Content.assemble(
+                ("typing the reason: ", "bold"), (" enter ", "reverse bold"), (" done   ", ""),
+                (" esc ", "reverse bold"), (" cancel (nothing is decided)", "")))
+            return
+        reason = ((" r ", "reverse bold"), (" reason   ", "")) if self.verb == "deny" else ()
         self.query_one("#batch-keys", Static).update(Content.assemble(
             first,
             ("" if self._armed else f" {what}   ", "" if not waiting else DIM),
+            *reason,
             ("  n / esc ", "reverse bold"),
             (" cancel (nothing is decided)   ", ""),
             ("j/k scroll", DIM),

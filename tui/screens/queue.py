@@ -191,6 +191,7 @@ class QueueScreen(Screen[None]):
         self._legend_shown: Content | None = None
         self._key_labels: tuple[object, dict[str, str]] | None = None
         self._status_shown = False
+        self._bindings_for: tuple[bool, bool] | None = None
 
     # -- layout -----------------------------------------------------------------------------------
 
@@ -348,7 +349,11 @@ class QueueScreen(Screen[None]):
         if ask is not None and self._composed:
             self.detail.expect_paint(ask.key, self._painted)
         self._render_legend()
-        self.refresh_bindings()
+        # The footer rebuilds itself on every bindings refresh: only when what the keys may do changed.
+        enabled = (ask is not None, self.typing)
+        if enabled != self._bindings_for:
+            self._bindings_for = enabled
+            self.refresh_bindings()
 
     def _painted(self, token: Hashable) -> None:
         self.safety.painted(token)
@@ -758,19 +763,26 @@ class QueueScreen(Screen[None]):
         if not self._allowed("batch"):  # the preview is a step: one press, after the paint and grace
             return
 
+        preview = BatchPreviewScreen(verb, included, excluded, self.safety, self.key_time,
+                                     double_press=self.settings.double_press)
+
         async def done(confirmed: bool | None) -> None:
             if confirmed:
-                await self._decide_batch(verb, [a.key for a in included], excluded)
+                await self._decide_batch(verb, [a.key for a in included], excluded, preview.reason)
             else:
                 self.set_status(Content.styled("Batch cancelled: nothing was decided.", DIM))
 
-        self.push_modal(BatchPreviewScreen(
-            verb, included, excluded, self.safety, self.key_time,
-            double_press=self.settings.double_press), done)
+        self.push_modal(preview, done)
 
-    async def _decide_batch(self, verb: str, keys: list[AskKey], excluded: list[tuple[Ask, str]]) -> None:
-        """Each listed ask still pending is decided through the same call as a single decision."""
-        call = self.human.approve_once if verb == "approve" else self.human.deny
+    async def _decide_batch(self, verb: str, keys: list[AskKey], excluded: list[tuple[Ask, str]],
+                            reason: str | None) -> None:
+        """Each listed ask still pending is decided through the same call as a single decision
+        (a denial with the batch's reason, as `r` would with the same text)."""
+
+        async def deny(key: AskKey) -> object:
+            return await self.human.deny(key, reason)
+
+        call = self.human.approve_once if verb == "approve" else deny
         decided = skipped = failed = 0
         for key in keys:
             if self.human.get(key) is None:

@@ -126,11 +126,21 @@ class AskDetail(VerticalScroll):
                 widget.display = False
                 self._shown[name] = False
             return
-        if self._shown.get(name) is False or name not in self._shown:
+        shown = self._shown.get(name)
+        if shown is False or shown is None:
             widget.display = True
-        if self._shown.get(name) != content:
             widget.update(content)
+        elif shown != content:
+            self._update_in_place(widget, content)
         self._shown[name] = content
+
+    def _update_in_place(self, widget: Static, content: Content | Text) -> None:
+        """Lay the detail out again only when the panel's height changes: moving between asks of the
+        same shape (most of a long queue) then repaints the panels and nothing else."""
+        width, before = widget.content_size
+        widget.update(content, layout=False)
+        if not width or widget.get_content_height(self.size, self.app.size, width) != before:
+            widget.refresh(layout=True)
 
     def _build(self, ask: Ask) -> tuple[dict[str, Content | Text], bool]:
         cached = self._built.pop(ask.key, None)

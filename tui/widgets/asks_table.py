@@ -54,7 +54,8 @@ def _value(ask: Ask) -> Text:
 @dataclass(frozen=True)
 class Column:
     """One table column. `width=None`: takes what the fixed columns leave (at most one such column);
-    `narrow`: its width in a narrow table (under `NARROW` cells), to leave the value more room."""
+    `narrow`: its width in a narrow table (under `NARROW` cells), to leave the value more room, and
+    `short` its label there. A header is never cut: a column is at least as wide as its label."""
 
     key: str
     label: str
@@ -62,6 +63,10 @@ class Column:
     cell: Callable[[Ask], Text] | None = None  # None: the screen fills it (marks, times)
     optional: bool = False
     narrow: int | None = None
+    short: str | None = None
+
+    def label_for(self, narrow: bool) -> str:
+        return self.short if narrow and self.short is not None else self.label
 
 
 COLUMNS: tuple[Column, ...] = (
@@ -71,7 +76,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("session", "Session", 12, _session, optional=True, narrow=8),
     Column("agent", "Agent", 16, _agent, narrow=12),
     Column("surface", "Surface", 14, _surface, narrow=10),
-    Column("risk", "Risk (hint)", 12, _risk, narrow=8),
+    Column("risk", "Risk (hint)", 18, _risk, narrow=8, short="Hint"),
     Column("value", "Value", None, _value),
 )
 
@@ -131,16 +136,22 @@ class AsksTable(DataTable[Text]):
     def _build_columns(self) -> None:
         self._columns = tuple(c for c in COLUMNS if not c.optional or c.key in self._optional_shown)
         self._cut_widths = self._widths()
+        narrow = self._narrow
         for column in self._columns:
-            self.add_column(Text(column.label), key=column.key, width=self._cut_widths[column.key])
+            label = Text(column.label_for(narrow))
+            self.add_column(label, key=column.key, width=self._cut_widths[column.key])
+
+    @property
+    def _narrow(self) -> bool:
+        return self.scrollable_content_region.width < NARROW
 
     def _widths(self) -> dict[str, int]:
         room = self.scrollable_content_region.width
         narrow = room < NARROW
-        fixed = {c.key: (c.narrow if narrow and c.narrow else c.width) for c in self._columns
-                 if c.width is not None}
+        fixed = {c.key: max(len(c.label_for(narrow)), c.narrow if narrow and c.narrow else c.width)
+                 for c in self._columns if c.width is not None}
         gutters = 2 * CELL_PADDING * len(self._columns) + self.styles.scrollbar_size_vertical
-        rest = max(MIN_VALUE_WIDTH, room - sum(w for w in fixed.values() if w is not None) - gutters)
+        rest = max(MIN_VALUE_WIDTH, room - sum(fixed.values()) - gutters)
         return {c.key: fixed.get(c.key) or rest for c in self._columns}
 
     def on_resize(self, event: Resize) -> None:
@@ -148,9 +159,13 @@ class AsksTable(DataTable[Text]):
         if widths == self._cut_widths:
             return
         self._cut_widths = widths
+        narrow = self._narrow
         changed = [c for c in self._columns if self.columns[ColumnKey(c.key)].width != widths[c.key]]
+        for column in self._columns:
+            self.columns[ColumnKey(column.key)].label = Text(column.label_for(narrow))
         for column in changed:
             self.columns[ColumnKey(column.key)].width = widths[column.key]
+        self._clear_caches()  # a label may have changed with the width (the header row is cached)
         for rk, ask in self._asks.items():
             for column in changed:
                 if column.cell is not None:
