@@ -23,7 +23,7 @@ class Principal(WireModel):
 
 
 def _read_asking_units(value: object) -> tuple[AskingUnit, ...]:
-    """`askingUnits` as the rules' own `AskingUnit` values: a non-empty array of `{command, floor?}`
+    """`askingUnits` as `core.facts.AskingUnit` values: a non-empty array of `{command, floor?}`
     objects (unknown keys ignored, a present `floor` must be a string)."""
     if not isinstance(value, list | tuple) or not value:
         raise ValueError("must be a non-empty array when present")
