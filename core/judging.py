@@ -193,12 +193,13 @@ def _lines(parsed: ParsedRequest, explanation: Explanation, errors: Sequence[str
 
 
 def _why_ask(explanation: Explanation) -> str:
-    decided = explanation.decided_by or {}
-    if not decided:
+    """The rule that said ask (an ask has no `decidedBy`, so the judgment's own outcome says)."""
+    outcome = explanation.resolution.outcome
+    if outcome is not None and outcome.floor:
+        return f"The child's floor {outcome.floor!r} turns this node's allow into ask."
+    if outcome is None or outcome.rule.layer not in ("config", "session"):
         return "No rule of this node decided: the default is ask."
-    pattern = decided.get("pattern")
-    origin = decided.get("origin")
-    return f"This node's rule {pattern!r} ({origin} layer) says ask."
+    return f"This node's rule {outcome.matched_pattern!r} ({outcome.origin} layer) says ask."
 
 
 class LinkChain:

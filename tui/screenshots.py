@@ -30,8 +30,9 @@ from tui.app import AuthorizerApp
 from tui.commands.app import ui_settings
 from tui.commands.demo import DEMO_SESSION, demo_args
 from tui.commands.node import person_core, take_sessions
+from tui.screens.batch_preview import BatchPreviewScreen
+from tui.screens.grant_steps import GrantConfirmScreen
 from tui.screens.grants import GrantsScreen
-from tui.screens.modals import BatchPreviewScreen, GrantConfirmScreen
 from tui.screens.review import ReviewScreen
 from tui.screens.sessions import SessionsScreen
 from tui.settings import UiSettings
