@@ -101,6 +101,7 @@ class AuthorizerApp(Views, CoreEvents, SignalQuit):
         self._core_worker: Worker[None] | None = None
         self._stopping = False
         self._forced_exit: threading.Timer | None = None
+        self._exiting = threading.Lock()
         self.forced_exit_cleanups: list[Callable[[], None]] = []
         self._keymap_ids: dict[str, str] = {}
         reserved = frozenset(

@@ -57,6 +57,7 @@ class SignalQuit(App[int]):
     _forced_exit: threading.Timer | None
     #: Run (from another thread) when a signal's graceful quit times out, before `os._exit`.
     forced_exit_cleanups: list[Callable[[], None]]
+    _exiting: threading.Lock
 
     def _install_signal_handlers(self) -> None:
         """A closed terminal (SIGHUP) or a kill (SIGTERM) still removes heartbeats and locks.
@@ -85,16 +86,17 @@ class SignalQuit(App[int]):
         )
 
     def exit_process_if_signalled(self) -> None:
-        """After a signal, once the command has done its own cleanup and printing: end the process
-        now. Tearing down the interpreter (every Textual object) took up to a second on a busy
-        machine, and the daemon watchdog cannot act during that teardown."""
+        """After a signal, once the command has done its printing: run the forced-exit cleanups and
+        end the process now (exclusive with the watchdog's exit). Tearing down the interpreter (every
+        Textual object) took up to a second on a busy machine, and the daemon watchdog cannot act
+        during that teardown."""
         if self._forced_exit is None:
             return
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()
         logging.shutdown()
-        os._exit(0)
+        self._force_exit(0)
 
     async def _quit_after_hangup(self) -> None:
         """No terminal is left to restore: stop serving (heartbeats, locks, history), clean up, exit."""
@@ -102,7 +104,11 @@ class SignalQuit(App[int]):
         self._force_exit(0)
 
     def _force_exit(self, code: int, restore_terminal: bool = False) -> None:
-        """The graceful quit did not finish in time: do its essential part from this thread, exit."""
+        """The graceful quit did not finish in time: do its essential part from this thread, exit.
+
+        One thread at a time (the watchdog's and the quit's may both get here): the one that comes
+        second waits for the exit instead of ending the process in the middle of the cleanups."""
+        self._exiting.acquire()  # never released: this thread ends the process
         if restore_terminal:
             restore_terminal_modes()
         for served in list(self.core.sessions.values()):

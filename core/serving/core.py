@@ -419,6 +419,9 @@ class ServingCore:
         except OSError:
             return
         for name in held:
+            # Read again after the listing: an answer of ours may have been published meanwhile.
+            if served.tracked.get(name) not in {"pending", "processing"}:
+                continue
             ask = served.asks.get(name)
             if ask is not None and f"{ask.request.id}.json" in responses and not ask.withdrawn:
                 ask.withdrawn = True

@@ -92,12 +92,15 @@ class Sessions:
         return served, True
 
     def release(self) -> None:
-        """Heartbeats removed, locks released: the sessions are free for another authorizer."""
+        """Heartbeats removed, locks released: the sessions are free for another authorizer.
+
+        The beat thread is stopped first, waiting for a beat in flight: cancelling the heartbeat loop
+        does not stop a beat already running there, which would write the file again once removed."""
+        self._beats.shutdown(wait=True)
         for served in self.by_id.values():
             with contextlib.suppress(OSError):
                 served.heartbeat.clear()
             served.lock.release()
-        self._beats.shutdown(wait=False)
 
     async def heartbeat_loop(self, stop: asyncio.Event) -> None:
         """Beat every second in a thread of its own; a session that cannot be served is not beaten

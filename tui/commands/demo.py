@@ -20,6 +20,7 @@ from core.simulate import ChildResult
 from tui.commands.app import ui_settings, with_defaults
 
 DEMO_SESSION = "pi-authorizer-demo"
+REMOVAL_PASSES = 20
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -71,8 +72,9 @@ def run(args: argparse.Namespace) -> int:
         print("pi-authorizer demo: the app needs a terminal.", file=sys.stderr)
         return 2
     received: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="pi-authorizer-demo-") as tmp:
-        options = demo_args(Path(tmp), args.pause)
+    tmp = Path(tempfile.mkdtemp(prefix="pi-authorizer-demo-"))
+    try:
+        options = demo_args(tmp, args.pause)
         core, human, authority = person_core(options)
         if not take_sessions(core, options.sessions):
             return 3
@@ -98,10 +100,25 @@ def run(args: argparse.Namespace) -> int:
                 )
 
         app = DemoApp(core, human, ui_settings(options, authority))
-        app.forced_exit_cleanups.append(lambda: shutil.rmtree(tmp, ignore_errors=True))
+        app.forced_exit_cleanups.append(lambda: remove_tree(tmp))
         app.run()
-    print("What the simulated children received:")
-    for line in received:
-        print(f"  {line}")
-    app.exit_process_if_signalled()
+        print("What the simulated children received:")
+        for line in received:
+            print(f"  {line}")
+        # After a signal the temp root is removed there, by the one thread that ends the process: a
+        # removal here could be cut short by the watchdog's exit.
+        app.exit_process_if_signalled()
+    finally:
+        remove_tree(tmp)
     return 0
+
+
+def remove_tree(path: Path) -> None:
+    """Remove the demo's temporary root. Until the process ends, its event loop (the children, the
+    serving core) may still write into it from another thread, and a folder that gained an entry
+    after it was emptied stays: each pass removes what the previous one left, a bounded number of
+    times (the writers add a file per ask, a few per pass at most)."""
+    for _ in range(REMOVAL_PASSES):
+        shutil.rmtree(path, ignore_errors=True)
+        if not path.exists():
+            return

@@ -1,0 +1,52 @@
+"""Shutdown against a heartbeat in flight: once `run()` returns, nothing of ours is left in `serving/`."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+
+from core.asks import DenyingTerminal
+from core.liveness import Heartbeat
+from core.serving import ServingCore
+from tests.helpers import wait_for
+
+S = "019ff969-c34c-70be-9034-fae19c852932"
+
+
+class HeldHeartbeat(Heartbeat):
+    """The real heartbeat, held in its thread until its file has been removed (a shutdown that does
+    not wait for the beat removes it at once), or for at most `hold_s` (one that waits cannot)."""
+
+    def __init__(self, root: Path, session_id: str, hold_s: float = 1.0) -> None:
+        super().__init__(root, session_id)
+        self.hold_s = hold_s
+        self.entered, self.finished = threading.Event(), threading.Event()
+
+    def beat(self) -> None:
+        if not self.entered.is_set():
+            self.entered.set()
+            until = time.monotonic() + self.hold_s
+            while self.path.exists() and time.monotonic() < until:
+                time.sleep(0.005)
+        try:
+            super().beat()
+        finally:
+            self.finished.set()
+
+
+async def test_a_beat_in_flight_at_shutdown_never_writes_the_heartbeat_again(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    core = ServingCore(root, tmp_path / "state", DenyingTerminal())
+    served = core.add_session(S)
+    held = HeldHeartbeat(root, S)
+    served.heartbeat = held
+    assert held.path.exists()  # published when the session was taken
+    task = asyncio.create_task(core.run())
+    await wait_for(held.entered.is_set, what="the heartbeat loop's first beat")
+    core.stop()
+    await asyncio.wait_for(task, 30)  # a hang guard
+    # The beat was let finish before the heartbeat was removed: it cannot write it again later.
+    assert held.finished.is_set()
+    assert not held.path.exists()
