@@ -3,7 +3,8 @@
 Adapts `core.rules` (this node's own config, scoped to the child's `principal.agentName`, matched
 on the child's facts as sent) and `core.authorizers` (non-terminal links) to the serving core's
 `Judge`/`Chain` seams, and keeps this node's serving-session grants. A request without usable facts
-never reaches either: missing facts make judgment impossible, so it goes to a person (ADR 0008 §4).
+never reaches either: missing facts make judgment impossible, so it goes to a person
+(`docs/contract.md` § Facts and judgment).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Literal
 
 from core.asks import Deferred, Judgment
 from core.authorizers import AuthorizerChain
+from core.clock import SYSTEM_CLOCK, Clock
 from core.grants import GrantEntry, GrantLog
 from core.inotify import FolderWatch
 from core.logline import log_safe
@@ -34,8 +36,10 @@ CONFIG_RECHECK_S = 2.0
 class RecordedAuthority:
     """This node's rules plus its serving-session grants (one grant book per served session)."""
 
-    def __init__(self, store: PolicyStore) -> None:
+    def __init__(self, store: PolicyStore, clock: Clock = SYSTEM_CLOCK) -> None:
+        """`clock`: when each serving-session grant was made (the grants screen shows it)."""
         self.store = store
+        self.clock = clock
         self._grants: dict[str, SessionGrants] = {}
         self._reported: set[str] = set()
         #: Called with each config change held because it widens (the app shows it and asks).
@@ -45,7 +49,7 @@ class RecordedAuthority:
 
     def grants_for(self, session_id: str) -> SessionGrants:
         if session_id not in self._grants:
-            self._grants[session_id] = SessionGrants(self.store)
+            self._grants[session_id] = SessionGrants(self.store, self.clock)
         return self._grants[session_id]
 
     def explain(
@@ -81,7 +85,7 @@ class RecordedAuthority:
     # -- the GrantBook the person's "whole serving session" approval uses ------------------------
 
     def refusal(self, agent_name: str, grants: Sequence[SessionGrant]) -> str | None:
-        book = SessionGrants(self.store)
+        book = SessionGrants(self.store, self.clock)
         for grant in grants:
             shadowed = book.would_shadow_deny(agent_name, grant.surface, grant.pattern)
             if shadowed is not None:
@@ -199,7 +203,7 @@ def _why_ask(explanation: Explanation) -> str:
 
 
 class LinkChain:
-    """The ADR 0007 chain on the child's facts; links never see `requesterCwd` or `principal`."""
+    """The chain on the child's facts; links never see `requesterCwd` or `principal`."""
 
     def __init__(self, chain: AuthorizerChain) -> None:
         self.chain = chain

@@ -1,8 +1,9 @@
 """The one place that builds a serving node's object graph, for every command (`serve`, `run`, the app,
 `demo`): the rules, the chain, the history ledger, the serving core and its terminal slot.
 
-Commands turn their options into a `NodeOptions` and call `build_node`; nothing else wires these
-parts together, so what serves an ask is read here, top to bottom.
+Commands turn their options into a `NodeOptions` and call `build_node` (headless) or
+`build_attended_node` (a person decides); nothing else wires these parts together, so what serves
+an ask is read here, top to bottom.
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ def build_attended_node(options: NodeOptions, history: HistoryStore | None) -> t
 def _authority(options: NodeOptions) -> RecordedAuthority:
     return RecordedAuthority(
         PolicyStore(options.agent_dir, options.project, options.rules_file,
-                    accept_widening=options.accept_widening)
+                    accept_widening=options.accept_widening),
+        options.clock,
     )
 
 

@@ -119,7 +119,7 @@ class Case:
         (root / "proj").mkdir(parents=True, exist_ok=True)
 
     def reference_call(self, root: Path) -> dict[str, object]:
-        """The `check()` input pi's server builds from these facts (ADR 0008 §5.3)."""
+        """The `check()` input pi's server builds from these facts (docs/contract.md, facts and judgment)."""
         call: dict[str, object] = {"agentDir": str(root / "agentdir"), "cwd": str(root / "proj"),
                                    "agent": self.agent, "surface": self.surface}
         values = self.values or []

@@ -1,6 +1,6 @@
 """The layered config of this node, loaded per agent, cached, and reloaded when files change.
 
-Layers, lowest first (contract §6.1): global `<agentDir>/extensions/pi-permission-system/
+Layers, lowest first (`docs/contract.md` § Rules): global `<agentDir>/extensions/pi-permission-system/
 config.json`, project `<project>/.pi/extensions/pi-permission-system/config.json`, global agent
 `<agentDir>/agents/<agent>.md`, project agent `<project>/.pi/agents/<agent>.md`, and last the
 optional pi-authorizer rules file (`--rules FILE`, config.json shape, origin `authorizer`). Its

@@ -1,4 +1,6 @@
-"""Recorded-authority judgment of child-fixed facts against this node's policy (contract §5.3).
+"""Recorded-authority judgment of child-fixed facts against this node's policy.
+
+`docs/contract.md` § Facts and judgment and § Rules state the semantics followed here.
 
 Path surfaces match the child's alias set as sent (no re-normalization, no home expansion); bash
 matches the command as the reference reads it (comment lines stripped, trimmed: `values.py`),
@@ -174,7 +176,10 @@ def _resolve_reading(
 
 
 def explain_no_facts(surface: str | None = None) -> Resolution:
-    """The verdict for a request without usable facts: always `ask`, never rules (ADR 0008 §4)."""
+    """The verdict for a request without usable facts: always `ask`, never rules.
+
+    `docs/contract.md` § Facts and judgment.
+    """
     steps: list[Step] = [
         {"step": "no-facts", "reason": NO_FACTS_REASON},
         {"step": "verdict", "verdict": "ask", "decidedBy": None},

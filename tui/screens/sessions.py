@@ -1,7 +1,8 @@
 """Sessions: what this instance serves (with the env line to copy) and every other inbox.
 
 An unserved inbox with children waiting can be adopted with one key; an inbox another live
-process serves is read-only (answering it too would race that server, contract §8.2).
+process serves is read-only (answering it too would race that server: `docs/contract.md` § Serving
+from a side terminal).
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from core.liveness import SessionHeld
 from core.paths import InvalidSessionId, env_line
 from core.serving import ServingCore
 from core.survey import survey_inboxes
+from tui.render.styles import DIM, WARN
 from tui.sanitize import sanitize
-from tui.widgets.ask_view import DIM, WARN
 
 
 @dataclass(frozen=True)
