@@ -4,7 +4,7 @@ The TUI subscribes to `HumanAuthorizer` events and calls its decision methods; n
 screen exists, so every decision path is tested without one. Deciding never blocks draining: the
 serving core hands asks over and goes on.
 
-Over 250 lines on purpose: every decision a person can take (and the whole-session grant's reach)
+Size: over 250 lines on purpose: every decision a person can take (and the whole-session grant's reach)
 is one API the app drives, kept in one room so no decision path bypasses `_take`/`_commit`.
 """
 

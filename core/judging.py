@@ -3,7 +3,8 @@
 Adapts `core.rules` (this node's own config, scoped to the child's `principal.agentName`, matched
 on the child's facts as sent) and `core.authorizers` (non-terminal links) to the serving core's
 `Judge`/`Chain` seams, and keeps this node's serving-session grants. A request without usable facts
-never reaches either: missing facts make judgment impossible, so it goes to a person (ADR 0008 §4).
+never reaches either: missing facts make judgment impossible, so it goes to a person
+(`docs/contract.md` § Facts and judgment).
 """
 
 from __future__ import annotations
@@ -198,7 +199,7 @@ def _why_ask(explanation: Explanation) -> str:
 
 
 class LinkChain:
-    """The ADR 0007 chain on the child's facts; links never see `requesterCwd` or `principal`."""
+    """The chain on the child's facts; links never see `requesterCwd` or `principal`."""
 
     def __init__(self, chain: AuthorizerChain) -> None:
         self.chain = chain

@@ -4,7 +4,7 @@ An offer is only computed here; nothing is written until `apply` is called with 
 confirmed, after seeing `preview` (the JSON, the file, the diff). An offer that would loosen an
 explicit deny of this node's config, or that the person's own denials contradict, is never made.
 
-Over 250 lines on purpose: offering, previewing and writing a rule are one workflow with one deny
+Size: over 250 lines on purpose: offering, previewing and writing a rule are one workflow with one deny
 guard, checked when the rule is offered and again when it is written.
 """
 

@@ -1,4 +1,6 @@
-"""Recorded authority: this node's own rules, judged against child-fixed facts (ADR 0008).
+"""Recorded authority: this node's own rules, judged against child-fixed facts.
+
+The child owns the facts, this node the judgment: `docs/contract.md` § Facts and judgment.
 
 Pure Python (no UI imports). The serving layer builds one `PolicyStore`, a `Resolver` over it
 and one `SessionGrants` per served session, converts each forwarded `accessIntent` into

@@ -1,6 +1,6 @@
 """The layered config of this node, loaded per agent, cached, and reloaded when files change.
 
-Layers, lowest first (contract §6.1): global `<agentDir>/extensions/pi-permission-system/
+Layers, lowest first (`docs/contract.md` § Rules): global `<agentDir>/extensions/pi-permission-system/
 config.json`, project `<project>/.pi/extensions/pi-permission-system/config.json`, global agent
 `<agentDir>/agents/<agent>.md`, project agent `<project>/.pi/agents/<agent>.md`, and last the
 optional pi-authorizer rules file (`--rules FILE`, config.json shape, origin `authorizer`). Its
@@ -65,6 +65,12 @@ def suspicious_agent_reason(name: str) -> str | None:
     return None
 
 
+def pi_opens(name: str) -> bool:
+    """pi 20.7.3 opens `<agents>/<name>.md` for this name (any non-empty name a file can have)."""
+    return bool(name) and "\x00" not in name and not any(
+        unicodedata.category(c) == "Cs" for c in name)
+
+
 class PolicyStore:
     """Loads scopes once, composes one policy per agent name, and gates reloads of changed files."""
 
@@ -83,6 +89,7 @@ class PolicyStore:
         self.home = home if home is not None else str(Path.home())
         self.accept_widening = accept_widening
         self._scopes: dict[ScopeKey, Scope] = {}
+        self._pi_only: dict[Path, Scope] = {}
         self._policies: OrderedDict[str, Policy] = OrderedDict()
         self._neutral: Policy | None = None
         self._pending: dict[ScopeKey, PendingReload] = {}
@@ -120,7 +127,7 @@ class PolicyStore:
     def watched_paths(self) -> tuple[Path, ...]:
         """Every file a cached policy was (or would be) built from; a watcher should watch their
         parent folders too, since a file that does not exist yet may be created."""
-        paths = {path for _, path in self._scopes} | set(self._config_paths().values())
+        paths = {path for _, path in self._scopes} | set(self._config_paths().values()) | set(self._pi_only)
         return tuple(sorted(paths))
 
     # -- the reload gate ---------------------------------------------------------------------------
@@ -166,6 +173,12 @@ class PolicyStore:
         stale = [(key, scope) for key, scope in self._scopes.items()
                  if FileSignature.of(key[1]) != scope.signature]
         applied = False
+        changed_pi_only = [p for p, scope in self._pi_only.items() if FileSignature.of(p) != scope.signature]
+        if changed_pi_only:  # read by pi's reading alone, so a change can only tighten a verdict
+            for path in changed_pi_only:
+                del self._pi_only[path]
+            self._policies.clear()
+            applied = True
         for key, scope in stale:
             self._pending.pop(key, None)
             applied |= self._offer(key, scope, self._load(key, agent_file=scope.origin in _AGENT_ORIGINS))
@@ -233,9 +246,7 @@ class PolicyStore:
                         if count >= MAX_AGENT_FILES:
                             break
                         name = entry.name.removesuffix(".md")
-                        # `unknown.md` counts: pi's reading loads it (see `_compose`).
-                        if entry.name.endswith(".md") and suspicious_agent_reason(name) in (
-                                None, UNKNOWN_AGENT_REASON):
+                        if entry.name.endswith(".md") and suspicious_agent_reason(name) is None:
                             files.append(folder / entry.name)
             except OSError:
                 continue
@@ -298,20 +309,26 @@ class PolicyStore:
         reason = suspicious_agent_reason(agent_name)
         if reason is None and self._has_agent_file(agent_name):
             return self._compose_both(agent_name, None, include_agent_files=True)
-        if reason == UNKNOWN_AGENT_REASON and self._has_agent_file(agent_name):
-            # pi opens `unknown.md` (any spelling) like any agent file, so its reading loads it;
-            # ours never uses the name as a file name.
+        pi_only = [self._pi_only_scope(o, p) for o, p in self._pi_agent_paths(agent_name)] \
+            if reason is not None else []
+        if any(scope.signature.exists for scope in pi_only):
+            # pi opens `<name>.md` for any non-empty name (`unknown`, a tab, a zero-width joiner,
+            # `sub/x`), so its reading loads the file and its denies and asks still hold; ours
+            # never uses a suspicious name as a file name, so its allows never do. Such a file
+            # is read in pi's reading only, past the reload gate: it can only tighten a verdict.
             ours = self._compose_layers(agent_name, reason, include_agent_files=False, as_pi=False)
-            pi = self._compose_layers(agent_name, reason, include_agent_files=True, as_pi=True)
-            return _with_pi(ours, pi)
+            return self._with_pi(ours, agent_name, reason, include_agent_files=True, agent_scopes=pi_only)
         # Shares the neutral policy's compiled rules and per-surface candidates (both readings).
         neutral = self._neutral_policy()
-        pi_reading = neutral.pi_reading
+        pi_reading, directional = neutral.pi_reading, neutral.pi_directional
         if pi_reading is not None:
             pi_reading = dataclasses.replace(pi_reading, agent_name=agent_name,
                                              suspicious_agent_reason=reason)
+        if directional is not None:
+            directional = dataclasses.replace(directional, agent_name=agent_name,
+                                              suspicious_agent_reason=reason)
         return dataclasses.replace(neutral, agent_name=agent_name, suspicious_agent_reason=reason,
-                                   pi_reading=pi_reading)
+                                   pi_reading=pi_reading, pi_directional=directional)
 
     def _has_agent_file(self, agent_name: str) -> bool:
         return any(self._scope(origin, path, agent_file=True).signature.exists
@@ -323,28 +340,65 @@ class PolicyStore:
             paths.append(("project-agent", self.project_dir / ".pi" / "agents" / f"{agent_name}.md"))
         return paths
 
+    def _pi_agent_paths(self, agent_name: str) -> list[ScopeKey]:
+        """The agent files pi opens for a suspicious `agent_name` (joined as node's `path.join`
+        does); a name that leaves the agents folder (`../x`) is not followed."""
+        if not pi_opens(agent_name):
+            return []
+        paths: list[ScopeKey] = []
+        for origin, folder in self._agent_paths("x"):
+            base = os.path.normpath(folder.parent)
+            joined = os.path.normpath(os.path.join(base, f"{agent_name}.md"))
+            if os.path.commonpath([base, joined]) == base and joined != base:
+                paths.append((origin, Path(joined)))
+        return paths
+
     def _compose_both(self, agent_name: str, reason: str | None, *, include_agent_files: bool) -> Policy:
         ours = self._compose_layers(agent_name, reason, include_agent_files=include_agent_files,
                                     as_pi=False)
+        return self._with_pi(ours, agent_name, reason, include_agent_files=include_agent_files)
+
+    def _with_pi(self, ours: Policy, agent_name: str, reason: str | None, *, include_agent_files: bool,
+                 agent_scopes: list[Scope] | None = None) -> Policy:
+        """`ours` with pi 20.7.3's reading attached, and pi's reading of the files composed with
+        the family fold (which 20.7.3 does not know), for asks on a directional surface."""
         pi = self._compose_layers(agent_name, reason, include_agent_files=include_agent_files,
-                                  as_pi=True)
-        return _with_pi(ours, pi)
+                                  as_pi=True, agent_scopes=agent_scopes)
+        directional = self._compose_layers(agent_name, reason, include_agent_files=include_agent_files,
+                                           as_pi=True, agent_scopes=agent_scopes, fold_families=True)
+        return dataclasses.replace(ours, pi_reading=pi, pi_directional=directional,
+                                   pi_differs=_signature(pi) != _signature(ours))
+
+    def _pi_only_scope(self, origin: str, path: Path) -> Scope:
+        """pi's reading of an agent file only pi opens (cached while its signature holds)."""
+        cached = self._pi_only.get(path)
+        if cached is not None and cached.signature == FileSignature.of(path):
+            return cached
+        if len(self._pi_only) >= MAX_CACHED_POLICIES:
+            self._pi_only.clear()
+        scope = self._load_reading((origin, path), agent_file=True, as_pi=True)
+        self._pi_only[path] = scope
+        return scope
 
     def _compose_layers(
-        self, agent_name: str, reason: str | None, *, include_agent_files: bool, as_pi: bool
+        self, agent_name: str, reason: str | None, *, include_agent_files: bool, as_pi: bool,
+        agent_scopes: list[Scope] | None = None, fold_families: bool = False,
     ) -> Policy:
         configs = {o: _reading(self._scope(o, p, agent_file=False), as_pi)
                    for o, p in self._config_paths().items()}
         layers = [configs[GLOBAL]]
         if "project" in configs:
             layers.append(configs["project"])
-        if include_agent_files:
+        if agent_scopes is not None:
+            layers += agent_scopes
+        elif include_agent_files:
             layers += [_reading(self._scope(o, p, agent_file=True), as_pi)
                        for o, p in self._agent_paths(agent_name)]
         if AUTHORIZER in configs:
             layers.append(configs[AUTHORIZER])
         settings_layers = [s for s in layers if s.origin in configs and not s.invalid]
-        return compose(agent_name, reason, layers, settings_layers, self.home, as_pi=as_pi)
+        return compose(agent_name, reason, layers, settings_layers, self.home, as_pi=as_pi,
+                       fold_families=fold_families)
 
 
 _AGENT_ORIGINS = frozenset({"agent", "project-agent"})
@@ -356,10 +410,6 @@ def _reading(scope: Scope, as_pi: bool) -> Scope:
     if as_pi and scope.pi_reading is not None:
         return scope.pi_reading
     return scope
-
-
-def _with_pi(ours: Policy, pi: Policy) -> Policy:
-    return dataclasses.replace(ours, pi_reading=pi, pi_differs=_signature(pi) != _signature(ours))
 
 
 def _signature(policy: Policy) -> tuple[object, ...]:

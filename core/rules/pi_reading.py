@@ -13,9 +13,12 @@ verdict (see `docs/fidelity.md`). The differences live here, as facts about pi's
   `{action: deny}` map) is dropped, as is a map left empty.
 - `${HOME}` is not a home form in 20.7.3 (only `~` and `$HOME`).
 - `?` matches one UTF-16 unit (JavaScript regexes without the `u` flag), not one character.
-- The agent name `unknown` is an ordinary file name to pi.
+- Any non-empty agent name is a file name to pi: `unknown`, a tab, a zero-width joiner, `sub/x`.
 - A tool surface (not bash, skill, mcp or a path surface) is judged on `"*"`: pi builds the
-  tool's input as `{}`, so the child's `matchValues` are not consulted.
+  tool's input as `{}`, so the child's `matchValues` are not consulted; pi trims the tool's name
+  (`"bash "` is a bash call without a command).
+- There are no surface families: a `path` ask meets the rules whose surface matches `path` itself
+  (`path`, `pa*`, `*`, not `*_*`), in their own places.
 """
 
 from __future__ import annotations
@@ -26,12 +29,14 @@ from typing import Any
 
 from core.facts import IntentFacts
 from core.rules.matcher import utf16_units
-from core.rules.model import DIRECTIONAL_SURFACES, PATH_SURFACES
+from core.rules.model import DIRECTIONAL_SURFACES
 from core.rules.values import js_trim
 
 _ARRAY_INDEX_LIMIT = 2**32 - 1
 _STATES = ("allow", "deny", "ask")
-_VALUE_SURFACES = frozenset({"bash", "skill", "mcp"}) | PATH_SURFACES
+# Judged on the values as sent (`path-values`): 20.7.3's path surfaces and `mcp`'s candidates.
+_PATH_VALUE_SURFACES = frozenset({"read", "write", "edit", "find", "grep", "ls", "path",
+                                  "external_directory", "mcp"})
 
 
 def is_array_index(key: str) -> bool:
@@ -125,14 +130,28 @@ def read_permission_block_as_pi(markdown: str) -> dict[str, Any] | None:
 def facts_as_pi(facts: IntentFacts) -> IntentFacts | None:
     """The facts pi 20.7.3 would judge: a tool surface's values are not consulted (`"*"`).
 
+    A path surface or `mcp` is judged on the values as sent. Any other surface is a tool call
+    whose input pi builds from the surface as sent (`bash` -> `{command}`, `skill` -> `{name}`,
+    else `{}`) and whose name it then trims: `"bash "` is a bash call without a command (`""`),
+    `" skill"` a skill without a name (`"*"`), `"mcp "` the targets `mcp_status`, `mcp`.
     None for a directional surface (`path_read`, ...): 20.7.3 children never ask on one, so
     there is no 20.7.3 meaning to follow.
     """
-    if facts.surface in DIRECTIONAL_SURFACES:
+    surface = facts.surface
+    if surface in DIRECTIONAL_SURFACES:
         return None
-    if facts.surface in _VALUE_SURFACES or not facts.match_values:
+    if surface in _PATH_VALUE_SURFACES or surface in ("bash", "skill"):
         return facts
-    return replace(facts, match_values=())
+    name = js_trim(surface)
+    if name == "bash":
+        return replace(facts, surface=name, match_values=("",))
+    if name == "skill":
+        return replace(facts, surface=name, match_values=("*",))
+    if name == "mcp":
+        return replace(facts, surface=name, match_values=("mcp_status", "mcp"))
+    if name == surface and not facts.match_values:
+        return facts
+    return replace(facts, surface=name, match_values=())
 
 
 def beyond_bmp(facts: IntentFacts) -> bool:

@@ -1,6 +1,6 @@
 """A composed, compiled policy for one agent: the rules in evaluation order plus the knobs.
 
-Composition follows contract §6.2: `[default */*] + [mcp baseline] + [config rules in merged
+Composition follows `docs/contract.md` § Rules: `[default */*] + [mcp baseline] + [config rules in merged
 key order]`; session rules are appended by the resolver at check time. A present-but-invalid
 non-global scope floors every `allow` to `ask` (origin `fail-closed`); yolo then rewrites every
 `ask` to `allow` (origin `yolo`), leaving `deny` alone.
@@ -47,6 +47,9 @@ class Policy:
     # the more restrictive of the two verdicts.
     pi_reading: Policy | None = field(default=None, repr=False, compare=False)
     pi_differs: bool = field(default=False, repr=False, compare=False)
+    # pi's reading of the files composed with the family fold, for asks on a directional surface
+    # (which 20.7.3 never makes): the files read as pi reads them, judged by the newer semantics.
+    pi_directional: Policy | None = field(default=None, repr=False, compare=False)
     # False for pi 20.7.3's reading of files with directional keys (`path_read`, ...): 20.7.3 has
     # no families, so a `path` ask meets the `path` rules only.
     folds: bool = True
@@ -65,7 +68,7 @@ class Policy:
         """pi's reading judges an ask on `surface` by other rules than this reading (cached)."""
         cached = self._pi_differs_on.get(surface)
         if cached is None:
-            pi = self.pi_reading
+            pi = self.pi_directional if surface in DIRECTIONAL_SURFACES else self.pi_reading
             if pi is None or not self.pi_differs:
                 cached = False
             elif pi.folds != self.folds and surface in FAMILIES:
@@ -106,6 +109,7 @@ def compose(
     home: str,
     *,
     as_pi: bool = False,
+    fold_families: bool = False,
 ) -> Policy:
     """Merge `scopes` (lowest first) into a compiled policy.
 
@@ -117,9 +121,10 @@ def compose(
         permission = merge_permission(permission, scope.permission)
     folds = True
     if as_pi:
-        # Without explicit members, expanding the bare family keys after the merge is the same
-        # as expanding them per file; with them, 20.7.3 knows no families at all.
-        folds = not any(surface in DIRECTIONAL_SURFACES for surface in permission)
+        # 20.7.3 knows no families: a `path` ask meets the rules whose surface matches `path`
+        # (`path`, `pa*`, `*`), in their own places. `fold_families` composes pi's reading of the
+        # files with the newer family fold instead (for asks on a directional surface).
+        folds = fold_families
         if folds:
             permission = expand_families(permission)
         permission = {surface: type(value)(value.is_map, js_key_order(value.patterns))

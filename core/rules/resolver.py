@@ -1,4 +1,6 @@
-"""Recorded-authority judgment of child-fixed facts against this node's policy (contract §5.3).
+"""Recorded-authority judgment of child-fixed facts against this node's policy.
+
+`docs/contract.md` § Facts and judgment and § Rules state the semantics followed here.
 
 Path surfaces match the child's alias set as sent (no re-normalization, no home expansion); bash
 matches the command as the reference reads it (comment lines stripped, trimmed: `values.py`),
@@ -119,19 +121,27 @@ def resolve_with_policy(
     """
     ours = _resolve_reading(policy, facts, session_rules)
     pi_facts = facts_as_pi(facts)
-    if policy.pi_reading is None or pi_facts is None or not (
+    pi_policy = policy.pi_reading
+    note = ("pi 20.7.3 reads these files or facts differently (docs/fidelity.md); "
+            "the more restrictive verdict is kept, pi's on a tie")
+    if pi_facts is None:
+        note = ("a directional ask: the files as pi 20.7.3 reads them, judged with the family fold "
+                "(docs/fidelity.md); the more restrictive verdict is kept, pi's on a tie")
+        # A directional ask (only newer children make one): pi's reading of the files, judged
+        # by the newer semantics, so a file pi reads otherwise still tightens the verdict.
+        pi_facts, pi_policy = facts, policy.pi_directional
+    if pi_policy is None or not (
         pi_facts != facts or beyond_bmp(facts) or policy.pi_differs_on(facts.surface)
         or (facts.asking_units and policy.pi_differs_on("bash"))
     ):
         return ours
-    pi = _resolve_reading(policy.pi_reading, pi_facts, session_rules)
+    pi = _resolve_reading(pi_policy, pi_facts, session_rules)
     if _deciding(pi) == _deciding(ours):
         return ours
     chosen = ours if more_restrictive(ours.verdict, pi.verdict) else pi
     step: Step = {
         "step": "pi-reading",
-        "note": "pi 20.7.3 reads these files or facts differently (docs/fidelity.md); "
-                "the more restrictive verdict is kept, pi's on a tie",
+        "note": note,
         "ours": {"verdict": ours.verdict, "decidedBy": ours.decided_by()},
         "pi": {"verdict": pi.verdict, "decidedBy": pi.decided_by()},
         "kept": "ours" if chosen is ours else "pi",
@@ -166,7 +176,10 @@ def _resolve_reading(
 
 
 def explain_no_facts(surface: str | None = None) -> Resolution:
-    """The verdict for a request without usable facts: always `ask`, never rules (ADR 0008 §4)."""
+    """The verdict for a request without usable facts: always `ask`, never rules.
+
+    `docs/contract.md` § Facts and judgment.
+    """
     steps: list[Step] = [
         {"step": "no-facts", "reason": NO_FACTS_REASON},
         {"step": "verdict", "verdict": "ask", "decidedBy": None},
@@ -224,8 +237,11 @@ class _Judge:
     def _member(self, surface: str, values: Sequence[str], unit: str | None) -> Outcome:
         candidates = self.policy.candidates(surface)
         if self.session:
+            # Without the fold (pi 20.7.3's reading), a family ask still meets the grants this
+            # node recorded on its members.
+            names = (surface,) if self.policy.folds else (surface, *family_members(surface))
             candidates = candidates.with_tail(
-                [r for r in self.session if r.surface_wildcard.matches(surface)])
+                [r for r in self.session if any(r.surface_wildcard.matches(n) for n in names)])
         originals = tuple(values) or (("",) if surface in _SINGLE_VALUE_SURFACES else ("*",))
         if surface in PATH_SURFACES:
             evaluator = "any-value"

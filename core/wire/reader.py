@@ -1,4 +1,4 @@
-"""The tolerant reader of request files (`wire-contract.md` §1.7, §2), as the reference reads them.
+"""The tolerant reader of request files (`docs/contract.md` § Reading requests), as the reference reads them.
 
 Five required fields decide whether a request is usable, a malformed optional field is dropped on
 its own (with its reason kept), and `accessIntent`, `payload` and `sessionApproval` are

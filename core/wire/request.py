@@ -1,5 +1,6 @@
-"""The forwarded request as this node models it: the child-fixed facts (`accessIntent`, ADR 0008 §2)
-and the display-side optional fields. Reading a file into these is `core.wire.reader`'s job.
+"""The forwarded request as this node models it: the child-fixed facts (`accessIntent`) and the
+display-side optional fields (`docs/contract.md` § Reading requests, § Facts and judgment). Reading
+a file into these is `core.wire.reader`'s job.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from core.facts import AskingUnit, IntentFacts
 from core.wire.base import StrTuple, WireModel, reject_null
 
 # ---------------------------------------------------------------------------------------------
-# ForwardedAccessIntent: the child-fixed facts (ADR 0008 §2)
+# ForwardedAccessIntent: the child-fixed facts (`docs/contract.md` § Facts and judgment)
 
 
 class Principal(WireModel):
@@ -22,7 +23,7 @@ class Principal(WireModel):
 
 
 def _read_asking_units(value: object) -> tuple[AskingUnit, ...]:
-    """`askingUnits` as the rules' own `AskingUnit` values: a non-empty array of `{command, floor?}`
+    """`askingUnits` as `core.facts.AskingUnit` values: a non-empty array of `{command, floor?}`
     objects (unknown keys ignored, a present `floor` must be a string)."""
     if not isinstance(value, list | tuple) or not value:
         raise ValueError("must be a non-empty array when present")

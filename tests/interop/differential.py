@@ -28,16 +28,27 @@ TOOL_PATTERNS = ("*", "x", "?")
 PATTERNS = {"bash": BASH_PATTERNS, "skill": SKILL_PATTERNS, "mcp": MCP_PATTERNS}
 PATH_ASK_SURFACES = ("read", "write", "edit", "grep", "find", "ls", "path", "external_directory")
 ASK_SURFACES = ("bash", "bash", "bash", *PATH_ASK_SURFACES, "skill", "mcp", "task")
+# Surfaces a hostile or buggy child may pad: pi trims a tool call's name.
+PADDED_SURFACES = ("bash ", " skill", "mcp ", " read", "task\t")
+# Agent names pi opens a file for although pi-authorizer never uses them as file names.
+ODD_AGENTS = ("a\u200db", "tab\tname", "sub/x", " ", "a\u202eb", "unknown")
+# Surface keys that are wildcards themselves; pi matches them against the asked surface as is.
+WILDCARD_SURFACE_KEYS = ("b*", "ba?h", "*", "re*d", "sk*", "*_directory", "pa*", "p?th", "*_*")
 ACTIONS = ("allow", "deny", "ask")
 SPECIAL_BASH_VALUES = (" rm -rf /", "# clean up\nrm -rf build", "  # only\n", "git  status", "git",
                        "\tgit push origin", "git push\n", "rm -rf", "\u00a0rm x", "\ufeffgit status",
-                       "echo a\n# tail", "ls -la", "sudo rm -rf /", "git status --short", "")
+                       "echo a\n# tail", "ls -la", "sudo rm -rf /", "git status --short", "",
+                       "git status\r\n", "# a\r\nrm -rf x", "\u2028rm -rf /", "\x1crm -rf /",
+                       "\u200brm -rf /", "cat <<EOF\nrm -rf /\nEOF", "cd x && rm -rf /", "git\npush",
+                       "  \t# one\n   # two\n\u3000git push --force y")
 SPECIAL_PATH_VALUES = ("~/notes.md", f"{HOME}/.ssh/id_rsa", "/.ssh/id_rsa", f"{HOME}/build\\",
                        f"{HOME}/notes.md", "/home/.ssh/id_rsa", ".env", "src/.env", ".env.example",
                        "/repo/src/a.ts", "src/a.ts", f"{HOME}", f"{HOME}/", "/secrets/" * 3 + "k.pem",
-                       "~/.ssh/config", "abc", "/repo/a/x")
+                       "~/.ssh/config", "abc", "/repo/a/x", f"{HOME}//.ssh/id_rsa", f"{HOME}/x/../.ssh/k",
+                       "/repo/src/", "/repo/src//a.ts", "caf\u0065\u0301", "caf\u00e9", " /repo/x")
 INTEGER_KEYS = ("42", "7", "0")
-FRONTMATTER_QUIRKS = ("tab", "ragged", "open-space", "crlf", "empty-map", "long-reason", "comment")
+FRONTMATTER_QUIRKS = ("tab", "ragged", "open-space", "crlf", "empty-map", "long-reason", "comment",
+                      "comment-opener", "malformed")
 
 
 def _surface_patterns(surface: str) -> tuple[str, ...]:
@@ -90,8 +101,11 @@ def _permission(rng: random.Random, ask_surface: str, tags: set[str]) -> dict[st
     permission: dict[str, object] = {}
     if rng.random() < 0.2:
         permission["*"] = rng.choice(ACTIONS) if rng.random() < 0.9 else {"x": rng.choice(ACTIONS)}
-    if rng.random() < 0.05:
-        permission[rng.choice(["b*", "ba?h", "*", "re*d", "sk*"])] = _pattern_map(rng, "bash", tags)
+    if rng.random() < 0.08:
+        key = rng.choice(WILDCARD_SURFACE_KEYS)
+        permission[key] = _pattern_map(rng, "path" if "_" in key or key.startswith("p") else "bash", tags)
+        if key in ("*_*", "*_directory", "p?th"):  # meets a family name or its members, not both
+            tags.add("wildcard-member")
     if rng.random() < 0.04:  # newer directional members: unknown surfaces to 20.7.3
         member = rng.choice(["path_read", "path_write", "external_directory_read",
                              "external_directory_write"])
@@ -118,7 +132,8 @@ def _frontmatter(rng: random.Random, permission: dict[str, object], tags: set[st
     """An agent file whose `permission:` block both readers parse alike, unless a quirk is drawn."""
     quirk = rng.choice(FRONTMATTER_QUIRKS) if rng.random() < 0.15 else None
     indent = "\t" if quirk == "tab" else "  "
-    lines = ["name: helper", "description: generated", "permission:"]
+    lines = ["name: helper", "description: generated",
+             "permission:  # rules" if quirk == "comment-opener" else "permission:"]
     for surface, value in permission.items():
         if isinstance(value, str):
             comment = "  # set by hand" if quirk == "comment" else ""
@@ -137,6 +152,11 @@ def _frontmatter(rng: random.Random, permission: dict[str, object], tags: set[st
             lines.append(f"{inner}{_yaml_key(pattern, tags)}: {action}")
     if quirk == "empty-map":
         lines.append(f"{indent}write:")
+    if quirk == "malformed":  # pi drops the entry; pi-authorizer rejects the file (fails closed)
+        lines.append(f"{indent}bash:")
+        lines.append(f"{indent * 2}\"rm *\":")
+        lines.append(f"{indent * 3}action: deny")
+        lines.append(f"{indent * 3}reason:")
     if quirk == "long-reason":
         lines.append(f"{indent}bash:")
         lines.append(f"{indent * 2}\"rm *\":")
@@ -147,7 +167,7 @@ def _frontmatter(rng: random.Random, permission: dict[str, object], tags: set[st
     if quirk == "crlf":
         text = text.replace("\n", "\r\n")
     if quirk:
-        tags.add(f"frontmatter-{quirk}")
+        tags.add({"comment-opener": "frontmatter-comment"}.get(quirk, f"frontmatter-{quirk}"))
     return text
 
 
@@ -175,7 +195,12 @@ def generate_case(rng: random.Random) -> tuple[Case, frozenset[str]]:
     """One case and the documented differences it may exercise."""
     tags: set[str] = set()
     surface = rng.choice(ASK_SURFACES)
+    if rng.random() < 0.03:
+        surface = rng.choice(PADDED_SURFACES)
+        tags.add("padded-surface")
     agent = rng.choice(["unknown", "Unknown"]) if rng.random() < 0.03 else rng.choice(["Explore", "builder"])
+    if rng.random() < 0.04:
+        agent = rng.choice(ODD_AGENTS)
     files: dict[str, str] = {GLOBAL: json.dumps({"permission": _permission(rng, surface, tags)})}
     if rng.random() < 0.1:  # JSONC: comments outside strings, `//` inside one
         files[GLOBAL] = "// global\n/* rules */" + files[GLOBAL].replace(", ", ", // x\n", 1)
@@ -188,6 +213,8 @@ def generate_case(rng: random.Random) -> tuple[Case, frozenset[str]]:
     values = _values(rng, surface, files)
     if agent.lower() == "unknown" and any(name.endswith(f"/{agent}.md") for name in files):
         tags.add("agent-unknown")
+    if agent in ODD_AGENTS and any(name.endswith(f"/{agent}.md") for name in files):
+        tags.add("agent-odd")
     if surface == "task" and values:
         tags.add("tool-values")
     if any(ord(char) > 0xFFFF for value in values for char in value):

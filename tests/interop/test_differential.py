@@ -25,7 +25,7 @@ import pytest
 from core.rules.model import more_restrictive
 from tests.interop.differential import generate
 from tests.interop.harness import NodeDriver
-from tests.interop.reference import Case, Verdict, our_verdict, reference_verdicts
+from tests.interop.reference import GLOBAL, Case, Verdict, agent_file, our_verdict, reference_verdicts
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(900)]
 
@@ -33,10 +33,42 @@ CASES = int(os.environ.get("DIFFERENTIAL_CASES", "3000"))
 SEED = int(os.environ.get("DIFFERENTIAL_SEED", "20261203"))
 SHRINK_ROUNDS = 12
 DOCUMENTED = frozenset({
-    "integer-key", "non-bmp", "tool-values", "agent-unknown", "frontmatter-tab", "frontmatter-ragged",
-    "frontmatter-open-space", "frontmatter-crlf", "frontmatter-empty-map", "frontmatter-long-reason",
-    "frontmatter-comment", "frontmatter-colon-key", "frontmatter-escape", "directional",
+    "integer-key", "non-bmp", "tool-values", "agent-unknown", "agent-odd", "frontmatter-tab",
+    "frontmatter-ragged", "frontmatter-open-space", "frontmatter-crlf", "frontmatter-empty-map",
+    "frontmatter-long-reason", "frontmatter-comment", "frontmatter-colon-key", "frontmatter-escape",
+    "frontmatter-malformed", "directional", "padded-surface", "wildcard-member",
 })
+
+
+def _global(permission: dict[str, object]) -> dict[str, str]:
+    return {GLOBAL: json.dumps({"permission": permission})}
+
+
+# Disagreements found by the independent campaign (`scripts/fidelity_campaign.py`), each one a bug
+# where pi-authorizer was looser than pi; now pi-authorizer must give pi's verdict and rule.
+FIXED: dict[str, Case] = {
+    "agent name with a zero-width joiner: pi opens its file, whose deny applies": Case(
+        {**_global({"bash": "allow"}), agent_file("a\u200db"): "---\npermission:\n  bash: deny\n---\n"},
+        "a\u200db", "bash", ("ls",)),
+    "agent name with a tab": Case(
+        {**_global({"*": "allow"}),
+         agent_file("tab\tname", project=True): "---\npermission:\n  skill: deny\n---\n"},
+        "tab\tname", "skill", ("lint",)),
+    "agent name with a path separator: pi opens agents/sub/x.md": Case(
+        {**_global({"bash": "allow"}),
+         agent_file("sub/x"): "---\npermission:\n  bash:\n    '*': deny\n---\n"},
+        "sub/x", "bash", ("ls",)),
+    "padded bash surface: pi trims the tool name and judges an empty command": Case(
+        _global({"*": "allow", "bash": "deny"}), "Explore", "bash ", ("ls",)),
+    "padded skill surface: pi judges a skill without a name": Case(
+        _global({"*": "allow", "skill": {"*": "deny", "lint": "allow"}}), "Explore", " skill", ("lint",)),
+    "wildcard surface key on a family ask (pi does not fold)": Case(
+        _global({"*": "allow", "*_directory": "deny"}), "Explore", "external_directory", ("/x",)),
+    "directional ask: an agent file pi does not read grants nothing": Case(
+        {**_global({"*": "ask"}),
+         agent_file("Explore"): "---\npermission:  # rules\n  external_directory_write: allow\n---\n"},
+        "Explore", "external_directory_write", ("/x",)),
+}
 
 
 def _acceptable(ours: Verdict, theirs: Verdict, tags: frozenset[str]) -> bool:
@@ -113,3 +145,23 @@ def test_resolution_agrees_with_the_reference(node_driver: NodeDriver, tmp_path:
     agreeing = sum(ours == theirs for ours, theirs in results)
     print(f"differential: {agreeing}/{CASES} identical, documented stricter: {dict(documented)}")
     assert agreeing >= CASES * 0.95
+
+
+@pytest.fixture(scope="module")
+def fixed_verdicts(
+    node_driver: NodeDriver, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, tuple[Verdict, Verdict]]:
+    """Every fixed case judged by both, the reference in one node run."""
+    results = _judge(node_driver, list(FIXED.values()), tmp_path_factory.mktemp("fixed"))
+    return dict(zip(FIXED, results, strict=True))
+
+
+@pytest.mark.parametrize("name", sorted(FIXED))
+def test_fixed_disagreements_stay_fixed(
+    name: str, fixed_verdicts: dict[str, tuple[Verdict, Verdict]]
+) -> None:
+    case = FIXED[name]
+    ours, theirs = fixed_verdicts[name]
+    expected = "ask" if name.startswith("directional") else "deny"
+    assert theirs.state == expected, case.reproduction(ours, theirs)
+    assert ours == theirs, case.reproduction(ours, theirs)

@@ -7,9 +7,10 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core.facts import IntentFacts
 from core.rules.frontmatter import FrontmatterError, read_permission_block
 from core.rules.matcher import compile_wildcard, utf16_units
-from core.rules.pi_reading import is_array_index, js_key_order, read_permission_block_as_pi
+from core.rules.pi_reading import facts_as_pi, is_array_index, js_key_order, read_permission_block_as_pi
 from core.rules.values import bash_match_value
 from tests.rules.support import Layout, resolve
 
@@ -90,3 +91,30 @@ def test_directional_members_never_loosen_a_20_7_3_path_deny(tmp_path: Path) -> 
     member = resolve(store, "path_read", "src/a.ts")
     assert member.verdict == "allow"
     assert resolve(store, "external_directory_read", "/cache/x").verdict == "allow"
+
+
+def test_pi_trims_a_padded_tool_surface_and_builds_its_input_from_the_name_as_sent() -> None:
+    assert facts_as_pi(IntentFacts("bash ", ("rm -rf /",))) == IntentFacts("bash", ("",))
+    assert facts_as_pi(IntentFacts(" skill", ("lint",))) == IntentFacts("skill", ("*",))
+    assert facts_as_pi(IntentFacts("mcp\t", ("srv:tool",))) == IntentFacts("mcp", ("mcp_status", "mcp"))
+    assert facts_as_pi(IntentFacts(" read", ("/x",))) == IntentFacts("read", ())
+    assert facts_as_pi(IntentFacts(" read ", ())) == IntentFacts("read", ())
+    # As sent: path surfaces, mcp, bash and skill themselves.
+    for facts in (IntentFacts("read", ("/x",)), IntentFacts("mcp", ("srv:tool",)),
+                  IntentFacts("bash", ("ls", "x")), IntentFacts("skill", ())):
+        assert facts_as_pi(facts) == facts
+    assert facts_as_pi(IntentFacts("path_read", ("/x",))) is None
+
+
+def test_a_padded_bash_surface_meets_the_bash_rules_as_pi_reads_it(tmp_path: Path) -> None:
+    layout = Layout(tmp_path)
+    layout.write_global({"permission": {"*": "allow", "bash": "deny"}})
+    result = resolve(layout.store(), "bash ", "ls")
+    assert result.verdict == "deny"
+    assert any(step.get("step") == "pi-reading" for step in result.trail)
+
+
+def test_a_family_ask_meets_a_wildcard_surface_key_as_pi_reads_it(tmp_path: Path) -> None:
+    layout = Layout(tmp_path)
+    layout.write_global({"permission": {"*": "allow", "*_directory": "deny"}})
+    assert resolve(layout.store(), "external_directory", "/x").verdict == "deny"

@@ -72,3 +72,39 @@ def test_an_unknown_md_present_at_start_is_trusted_in_pi_reading(tmp_path: Path)
     assert not store.pending()
     assert policy.pi_reading is not None
     assert any(r.pattern == "git *" for r in policy.pi_reading.effective_rules)
+
+
+def test_an_odd_agent_name_reads_its_file_in_pi_reading_only(tmp_path: Path) -> None:
+    layout = Layout(tmp_path)
+    layout.write_global({"permission": {"bash": "allow"}})
+    for name in ("a\u200db", "tab\tname", " "):
+        layout.write_agent(name, "permission:\n  bash: deny\n  skill: allow\n")
+        store = layout.store()
+        assert resolve(store, "bash", "ls", agent=name).verdict == "deny", name
+        assert resolve(store, "skill", "lint", agent=name).verdict == "ask", name  # its allow: never
+    assert not store.pending()
+
+
+def test_a_name_with_a_separator_is_followed_inside_the_agents_folder_only(tmp_path: Path) -> None:
+    layout = Layout(tmp_path)
+    layout.write_global({"permission": {"bash": "allow"}})
+    layout.write(layout.agent_file("sub/x"), "---\npermission:\n  bash: deny\n---\n")
+    layout.write(layout.agent_file("x").parent.parent / "y.md", "---\npermission:\n  bash: deny\n---\n")
+    store = layout.store()
+    assert resolve(store, "bash", "ls", agent="sub/x").verdict == "deny"
+    assert resolve(store, "bash", "ls", agent="../y").verdict == "allow"  # not followed out
+    assert not store.pending()
+
+
+def test_a_change_to_a_file_only_pi_reads_is_applied_without_review(tmp_path: Path) -> None:
+    layout = Layout(tmp_path)
+    layout.write_global({"permission": {"bash": "allow"}})
+    path = layout.write_agent("a\u200db", "permission:\n  skill: deny\n")
+    store = layout.store()
+    assert resolve(store, "bash", "ls", agent="a\u200db").verdict == "allow"
+    layout.write_agent("a\u200db", "permission:\n  bash: deny\n")
+    _bump(path)
+    assert store.reload_if_changed()
+    assert not store.pending()
+    assert resolve(store, "bash", "ls", agent="a\u200db").verdict == "deny"
+    assert path in store.watched_paths()

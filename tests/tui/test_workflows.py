@@ -83,7 +83,7 @@ async def test_grants_screen_lists_counts_and_revokes_for_the_next_ask(tmp_path:
         await pilot.press("x")
         await settle(pilot)
         assert node.authority.list_grants() == []
-        assert "Revoked" in rendered_text(app)
+        await wait_for(pilot, lambda: "Revoked" in rendered_text(app))  # painted a moment later under load
         assert screen.query_one("#grants-table", DataTable).row_count == 0
 
         await pilot.press("escape")

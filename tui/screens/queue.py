@@ -1,11 +1,11 @@
 """The main screen: pending asks oldest first, the selected one in full, decision keys.
 
-Guards against accidental approval (tui-guide §A): the queue never reorders under the cursor; every
-timing and press rule (grace after the ask is painted, double press, hidden characters, modal
-grace, armed-press expiry) is `core.keysafety.KeySafety`, fed from here: the selection, the paint
-of the ask's header (`PaintProbe`), and each key's read time. `w` and `r` open an explicit
-confirmation step; `esc` never decides. Decision bindings are hidden from the clickable Footer and
-shown in a plain legend instead, so no mouse path decides an ask.
+Guards against accidental approval (`docs/contract.md` § Approval safety): the queue never reorders
+under the cursor; every timing and press rule (grace after the ask is painted, double press, hidden
+characters, modal grace, armed-press expiry) is `core.keysafety.KeySafety`, fed from here: the
+selection, the paint of the ask's header (`PaintProbe`), and each key's read time. `w` and `r` open
+an explicit confirmation step; `esc` never decides. Decision bindings are hidden from the clickable
+Footer and shown in a plain legend instead, so no mouse path decides an ask.
 """
 
 from __future__ import annotations

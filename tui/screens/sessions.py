@@ -1,7 +1,8 @@
 """Sessions: what this instance serves (with the env line to copy) and every other inbox.
 
 An unserved inbox with children waiting can be adopted with one key; an inbox another live
-process serves is read-only (answering it too would race that server, contract §8.2).
+process serves is read-only (answering it too would race that server: `docs/contract.md` § Serving
+from a side terminal).
 """
 
 from __future__ import annotations
