@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, ValidationError
 
-from core.wire.base import StrTuple, WireModel, reject_json_constant
+from core.wire.base import StrTuple, WireModel, strict_json_loads
 from core.wire.limits import MAX_REQUEST_BYTES
 from core.wire.request import (
     ForwardedAccessIntent,
@@ -55,7 +55,7 @@ def _decode_json_object(data: bytes) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise RequestRejected(f"not valid UTF-8 (byte {exc.start})") from exc
     try:
-        value = json.loads(text, parse_constant=reject_json_constant)
+        value = strict_json_loads(text)
     except (json.JSONDecodeError, ValueError, RecursionError) as exc:
         raise RequestRejected(f"not valid JSON: {exc}") from exc
     if not isinstance(value, dict):
