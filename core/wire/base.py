@@ -53,9 +53,14 @@ def strict_json_loads(text: str) -> object:
     return _STRICT_DECODER.decode(text)
 
 
+# Built once: `json.dumps` with options builds an encoder on every call.
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+_COMPACT_ASCII = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True)
+
+
 def compact_json(value: object) -> bytes:
     """`JSON.stringify` bytes: compact, UTF-8, no trailing newline (lone surrogates escaped)."""
     try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        return _COMPACT.encode(value).encode("utf-8")
     except UnicodeEncodeError:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+        return _COMPACT_ASCII.encode(value).encode("ascii")
