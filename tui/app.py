@@ -55,7 +55,7 @@ class AuthorizerApp(Views, CoreEvents, SignalQuit):
                 tooltip="Every ask served: filter, details, rule suggestions"),
         Binding("S", "sessions", "Sessions", id="app.sessions",
                 tooltip="Served sessions, env lines, other inboxes (adopt unserved ones)"),
-        Binding("R", "rule_from_ask", "Rule from ask", id="app.rule_from_ask",
+        Binding("R", "rule_from_ask", "Rule", id="app.rule_from_ask",
                 tooltip="Propose the persistent rule that would have decided the selected ask "
                 "(JSON, file, diff; written only when you confirm)"),
         Binding("W", "grants", "Grants", id="app.grants",

@@ -71,7 +71,7 @@ class QueueScreen(DecidingQueue):
         Binding("k,up", "cursor(-1)", "Prev", key_display="k/↑", id="queue.up"),
         Binding("home,g", "jump(0)", "First ask", show=False, id="queue.first"),
         Binding("end,G", "jump(-1)", "Last ask", show=False, id="queue.last"),
-        Binding("slash", "filter", "Filter", key_display="/", id="queue.filter",
+        Binding("slash", "filter", "Filter", key_display="/", show=False, id="queue.filter",
                 tooltip="Show only asks matching agent: session: surface: terms and free text"),
         Binding("enter", "expand", "Expand", id="queue.expand", tooltip="Show every value in full"),
         Binding("pagedown", "scroll_detail(8)", "Scroll detail", show=False, id="queue.scroll_down"),

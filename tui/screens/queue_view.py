@@ -60,6 +60,9 @@ KIND_WORDS = {
     "denied_with_reason": "Denied with reason",
 }
 
+# Below this many columns the footer drops its padding, so every key fits at 80x24.
+COMPACT_FOOTER_BELOW = 110
+
 
 
 class QueueView(Screen[None]):
@@ -140,6 +143,7 @@ class QueueView(Screen[None]):
 
     def on_resize(self) -> None:
         self._render_legend()
+        self.query_one(Footer).compact = self.size.width < COMPACT_FOOTER_BELOW
 
     def on_screen_resume(self) -> None:
         # Coming back from another screen or a modal: what is visible is new to the eye (and a
