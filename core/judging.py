@@ -16,6 +16,7 @@ from typing import Literal
 
 from core.asks import Deferred, Judgment
 from core.authorizers import AuthorizerChain
+from core.clock import SYSTEM_CLOCK, Clock
 from core.grants import GrantEntry, GrantLog
 from core.inotify import FolderWatch
 from core.logline import log_safe
@@ -35,8 +36,10 @@ CONFIG_RECHECK_S = 2.0
 class RecordedAuthority:
     """This node's rules plus its serving-session grants (one grant book per served session)."""
 
-    def __init__(self, store: PolicyStore) -> None:
+    def __init__(self, store: PolicyStore, clock: Clock = SYSTEM_CLOCK) -> None:
+        """`clock`: when each serving-session grant was made (the grants screen shows it)."""
         self.store = store
+        self.clock = clock
         self._grants: dict[str, SessionGrants] = {}
         self._reported: set[str] = set()
         #: Called with each config change held because it widens (the app shows it and asks).
@@ -46,7 +49,7 @@ class RecordedAuthority:
 
     def grants_for(self, session_id: str) -> SessionGrants:
         if session_id not in self._grants:
-            self._grants[session_id] = SessionGrants(self.store)
+            self._grants[session_id] = SessionGrants(self.store, self.clock)
         return self._grants[session_id]
 
     def explain(
@@ -82,7 +85,7 @@ class RecordedAuthority:
     # -- the GrantBook the person's "whole serving session" approval uses ------------------------
 
     def refusal(self, agent_name: str, grants: Sequence[SessionGrant]) -> str | None:
-        book = SessionGrants(self.store)
+        book = SessionGrants(self.store, self.clock)
         for grant in grants:
             shadowed = book.would_shadow_deny(agent_name, grant.surface, grant.pattern)
             if shadowed is not None:
@@ -190,12 +193,13 @@ def _lines(parsed: ParsedRequest, explanation: Explanation, errors: Sequence[str
 
 
 def _why_ask(explanation: Explanation) -> str:
-    decided = explanation.decided_by or {}
-    if not decided:
+    """The rule that said ask (an ask has no `decidedBy`, so the judgment's own outcome says)."""
+    outcome = explanation.resolution.outcome
+    if outcome is not None and outcome.floor:
+        return f"The child's floor {outcome.floor!r} turns this node's allow into ask."
+    if outcome is None or outcome.rule.layer not in ("config", "session"):
         return "No rule of this node decided: the default is ask."
-    pattern = decided.get("pattern")
-    origin = decided.get("origin")
-    return f"This node's rule {pattern!r} ({origin} layer) says ask."
+    return f"This node's rule {outcome.matched_pattern!r} ({outcome.origin} layer) says ask."
 
 
 class LinkChain:

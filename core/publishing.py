@@ -29,6 +29,7 @@ place (reading them side by side is how "recorded before visible" is checked).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import os
@@ -186,6 +187,7 @@ class Publisher:
         self._room = asyncio.Event()
         self._drain: asyncio.Task[None] | None = None
         self._remover = ThreadPoolExecutor(1, thread_name_prefix="pi-authorizer-remove")
+        self._removing: concurrent.futures.Future[None] | None = None
         self._stager = ThreadPoolExecutor(1, thread_name_prefix="pi-authorizer-stage")
 
     async def publish(self, inbox: SessionInbox, verdict: VerdictRecord) -> Published:
@@ -207,7 +209,9 @@ class Publisher:
         if self._drain is not None:
             with contextlib.suppress(Exception):
                 await self._drain
-        await asyncio.to_thread(self._remover.shutdown, True)
+        if self._removing is not None and not self._removing.done():
+            await asyncio.wrap_future(self._removing)  # removals run in order: the last one ends last
+        self._remover.shutdown(wait=False)
         self._stager.shutdown(wait=False)
 
     async def _draining(self) -> None:
@@ -232,7 +236,7 @@ class Publisher:
                 if published.written:
                     answered.append((item, published))
             if answered:
-                self._remover.submit(self._remove_requests, answered)
+                self._removing = self._remover.submit(self._remove_requests, answered)
 
     # -- the stages, on a worker thread -----------------------------------------------------------
 

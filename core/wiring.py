@@ -63,7 +63,8 @@ def build_attended_node(options: NodeOptions, history: HistoryStore | None) -> t
 def _authority(options: NodeOptions) -> RecordedAuthority:
     return RecordedAuthority(
         PolicyStore(options.agent_dir, options.project, options.rules_file,
-                    accept_widening=options.accept_widening)
+                    accept_widening=options.accept_widening),
+        options.clock,
     )
 
 

@@ -83,6 +83,12 @@ ASK_SURFACES = (("bash", 5), ("read", 2), ("write", 1), ("edit", 1), ("grep", 1)
                 ("extension", 2))
 
 
+# Tags of the documented differences (docs/fidelity.md); a case with none of them is "plain".
+QUIRKS = frozenset({"agent-name", "integer-key", "astral", "unknown-member", "directional", "newer-knob",
+                    "tool-surface", "long-reason", "empty-map", "broken-json", "surface-wildcard",
+                    "brace-home", "no-facts"})
+
+
 def _weighted(rng: random.Random, pairs: tuple[tuple[str, int], ...]) -> str:
     return rng.choices([p for p, _ in pairs], weights=[w for _, w in pairs])[0]
 
@@ -510,6 +516,10 @@ class Generator:
             tags.add("path-surface")
         if surface == "bash":
             tags.add("bash")
+        if any("${HOME}" in text for text in files.values()):
+            tags.add("brace-home")
+        if not tags & QUIRKS and not any(tag.startswith("fm-") for tag in tags):
+            tags.add("plain")  # nothing a documented difference is about
         return Case(files, agent, surface, values, tags)
 
 
@@ -557,24 +567,23 @@ def ours(case: Case, root: Path) -> tuple[Verdict, bool]:
     return verdict, documented
 
 
-def start_reference(calls: list[dict[str, object]], node: str) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(
-        [node, str(NODE_DIR / "node_modules" / "tsx" / "dist" / "cli.mjs"), str(NODE_DIR / "judge.ts")],
-        cwd=NODE_DIR, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={"HOME": HOME, "PATH": "/usr/bin:/bin:/usr/local/bin"}, start_new_session=True,
-    )
-    assert proc.stdin is not None
-    proc.stdin.write(json.dumps(calls))
-    proc.stdin.close()
-    return proc
+def start_reference(calls: list[dict[str, object]], node: str, folder: Path) -> subprocess.Popen[bytes]:
+    """Start judge.ts on `calls`; its stdin, stdout and stderr are files, so nothing can fill a pipe."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "in.json").write_text(json.dumps(calls), encoding="utf-8")
+    with (folder / "in.json").open("rb") as stdin, (folder / "out.json").open("wb") as out, \
+            (folder / "err.txt").open("wb") as err:
+        return subprocess.Popen(
+            [node, str(NODE_DIR / "node_modules" / "tsx" / "dist" / "cli.mjs"), str(NODE_DIR / "judge.ts")],
+            cwd=NODE_DIR, stdin=stdin, stdout=out, stderr=err,
+            env={"HOME": HOME, "PATH": "/usr/bin:/bin:/usr/local/bin"}, start_new_session=True,
+        )
 
 
-def finish_reference(proc: subprocess.Popen[str], expected: int) -> list[Verdict]:
-    assert proc.stdout is not None and proc.stderr is not None
-    out = proc.stdout.read()
-    err = proc.stderr.read()
-    if proc.wait(timeout=600) != 0:
-        raise RuntimeError(f"judge.ts failed:\n{err[-2000:]}")
+def finish_reference(proc: subprocess.Popen[bytes], folder: Path, expected: int) -> list[Verdict]:
+    if proc.wait(timeout=1800) != 0:
+        raise RuntimeError(f"judge.ts failed:\n{(folder / 'err.txt').read_text()[-2000:]}")
+    out = (folder / "out.json").read_text(encoding="utf-8")
     rows = json.loads([line for line in out.splitlines() if line.strip()][-1])
     if len(rows) != expected:
         raise RuntimeError(f"judge.ts answered {len(rows)} of {expected} cases")
@@ -619,14 +628,14 @@ def run(cases_total: int, seed: int, batch: int, show: int, counts_file: Path | 
     by_class: Counter[str] = Counter()
     by_tag: dict[str, Counter[str]] = defaultdict(Counter)
     examples: dict[str, list[str]] = defaultdict(list)
-    pending: tuple[list[Case], list[Path], subprocess.Popen[str] | None] | None = None
+    pending: tuple[list[Case], list[Path], subprocess.Popen[bytes] | None] | None = None
     done = 0
     dump = dump_file.open("w", encoding="utf-8") if dump_file is not None else None
 
-    def settle(cases: list[Case], roots: list[Path], proc: subprocess.Popen[str] | None) -> None:
+    def settle(cases: list[Case], roots: list[Path], proc: subprocess.Popen[bytes] | None) -> None:
         judged = [ours(c, root) for c, root in zip(cases, roots, strict=True)]
         expected = sum(c.values is not None for c in cases)
-        it = iter(finish_reference(proc, expected) if proc is not None else [])
+        it = iter(finish_reference(proc, roots[0].parent / "node", expected) if proc is not None else [])
         for case, root, (mine, documented) in zip(cases, roots, judged, strict=True):
             # No facts: pi's server prompts (ask, no rule); pi-authorizer must ask by no rule too.
             reference = Verdict("ask", None, None) if case.values is None else next(it)
@@ -640,12 +649,14 @@ def run(cases_total: int, seed: int, batch: int, show: int, counts_file: Path | 
                                        "tags": sorted(case.tags), "ours": mine.__dict__,
                                        "reference": reference.__dict__}) + "\n")
             if kind != "identical" and len(examples[kind]) < show:
-                alone = finish_reference(start_reference([case.reference_call(root)], node), 1)[0] \
-                    if case.values is not None else reference
+                alone = reference
+                if case.values is not None:
+                    single = root.parent / "alone"
+                    proc1 = start_reference([case.reference_call(root)], node, single)
+                    alone = finish_reference(proc1, single, 1)[0]
                 examples[kind].append(f"{case.reproduction()}\n  pi-authorizer: {mine}\n  reference:     "
                                       f"{reference}" + ("" if alone == reference else f" (alone: {alone})"))
-        for root in roots:
-            shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(roots[0].parent, ignore_errors=True)
 
     try:
         while done < cases_total:
@@ -656,7 +667,7 @@ def run(cases_total: int, seed: int, batch: int, show: int, counts_file: Path | 
                 case.write(root)
             calls = [c.reference_call(root) for c, root in zip(cases, roots, strict=True)
                      if c.values is not None]
-            proc = start_reference(calls, node) if calls else None
+            proc = start_reference(calls, node, roots[0].parent / "node") if calls else None
             if pending is not None:
                 settle(*pending)
             pending = (cases, roots, proc)

@@ -6,9 +6,8 @@ on a temporary forwarding root, fed by the simulated children of `core.simulate`
 
 Deterministic: each run works in a fresh temp folder, and the app is given paths relative to it, so no
 shot shows where that folder was; wall time is a stage clock (`tui.stage`) that moves only when this
-script says so, given to the core and the app, and standing in for `time.time` while shooting (the
-history reads it there); request ids and `createdAt` are fixed; local time is UTC; the reason
-editor's cursor does not blink.
+script says so, injected into the node (core, history, person) and the app, no module patched;
+request ids and `createdAt` are fixed; local time is UTC; the reason editor's cursor does not blink.
 """
 
 from __future__ import annotations
@@ -31,12 +30,13 @@ from tui.app import AuthorizerApp
 from tui.commands.app import ui_settings
 from tui.commands.demo import DEMO_SESSION, demo_args
 from tui.commands.node import person_core, take_sessions
+from tui.screens.batch_preview import BatchPreviewScreen
+from tui.screens.grant_steps import GrantConfirmScreen
 from tui.screens.grants import GrantsScreen
-from tui.screens.modals import BatchPreviewScreen, GrantConfirmScreen
 from tui.screens.review import ReviewScreen
 from tui.screens.sessions import SessionsScreen
 from tui.settings import UiSettings
-from tui.stage import Shooter, StageClock, arrived, children, fixed, staged
+from tui.stage import Shooter, StageClock, arrived, children, fixed, utc
 
 DEFAULT_OUTDIR = Path(__file__).resolve().parent.parent / "screenshots"
 SIZE = (140, 45)
@@ -66,7 +66,7 @@ def generate(outdir: Path = DEFAULT_OUTDIR) -> list[Path]:
     with (
         tempfile.TemporaryDirectory(prefix="pi-authorizer-screenshots-") as work,
         contextlib.chdir(work),
-        staged(clock),
+        utc(),
     ):
         app, root = build_app(Path(), clock)
         asyncio.run(drive(app, root, clock, outdir))

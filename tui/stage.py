@@ -9,7 +9,6 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 from textual.pilot import Pilot
 
@@ -28,9 +27,6 @@ class StageClock:
     def time(self) -> float:
         return self.now
 
-    def time_ns(self) -> int:
-        return round(self.now * 1_000_000) * 1000
-
     def wall(self) -> float:
         return self.now
 
@@ -43,14 +39,13 @@ class StageClock:
 
 
 @contextlib.contextmanager
-def staged(clock: StageClock) -> Iterator[None]:
-    """Wall time from `clock` and UTC local time, restored afterwards (Textual reads monotonic only)."""
+def utc() -> Iterator[None]:
+    """Local time is UTC while shooting (times are shown as local time), restored afterwards."""
     tz = os.environ.get("TZ")
     os.environ["TZ"] = "UTC"
     time.tzset()
     try:
-        with mock.patch("time.time", clock.time), mock.patch("time.time_ns", clock.time_ns):
-            yield
+        yield
     finally:
         if tz is None:
             os.environ.pop("TZ", None)

@@ -10,8 +10,8 @@ The stages: intake (`core.serving.intake`), the judgment (`core.serving.judgment
 (the chain, then the terminal slot), the publisher (`core.publishing`); events go out as
 `core.serving.events.ServeEvent`; the sessions served are `core.serving.sessions`.
 
-Size: over 250 lines while the loop still holds the answer's bookkeeping and the set-aside paths
-(rejection, quarantine, forgeries, restart reconciliation), which are the next split.
+Size: over 250 lines while the loop still holds each ask's bookkeeping (tracked states, the answer
+callback, restart reconciliation): one state record per ask is the next split.
 """
 
 from __future__ import annotations
@@ -19,18 +19,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import sqlite3
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import TypeVar
 
 from core.asks import DEFAULT_FORWARDING_TIMEOUT_MS, Answered, Ask, AskKey, Judgment, TerminalSlot
-from core.clock import SYSTEM_CLOCK, Clock, wall_ms
+from core.clock import SYSTEM_CLOCK, Clock
 from core.files import DISK, DiskWriter
-from core.inbox import display_name
 from core.logline import log_safe
-from core.paths import is_safe_request_id
-from core.principal import log_agents
 from core.publishing import (
     RETRY_DELAYS_S,
     FaultHook,
@@ -44,15 +39,15 @@ from core.publishing import (
     no_fault,
 )
 from core.quarantine import Quarantine
-from core.serving.events import EventKind, Observer, ServeEvent
+from core.serving.events import Observer, ServeEvent
 from core.serving.intake import INTAKE_FILES, Intake, Read, rejection, scan, take_in
-from core.serving.judgment import Chain, Judge, NoRecordedAuthority
+from core.serving.judgment import Chain, Judge, NoRecordedAuthority, judge_ask, review_by_chain
 from core.serving.sessions import ServedSession, Sessions
+from core.serving.setaside import SetAside, label, retrying
 from core.tree import Anchor, UnsafeFolder
 from core.watch import watch_session_folders
-from core.wire.limits import over_limit
 from core.wire.request import ParsedRequest
-from core.wire.response import ForwardedResponse, approve, deny, encode_response
+from core.wire.response import ForwardedResponse, encode_response
 
 log = logging.getLogger("pi_authorizer.serve")
 
@@ -61,7 +56,6 @@ SAFETY_RESCAN_S = 1.0
 STEP_FAILURE_PAUSE_S = 1.0
 #: At shutdown, how long the files already taken in may take to be served to the end.
 SHUTDOWN_GRACE_S = 10.0
-_T = TypeVar("_T")
 class ServingCore:
     """Serves a set of sessions under one forwarding root until `stop()`."""
 
@@ -101,6 +95,9 @@ class ServingCore:
         self._observers: list[Observer] = []
         self.roster = Sessions(
             forwarding_root, state_dir, self.tree, self.state_tree, writer, clock, self._emit
+        )
+        self.set_aside = SetAside(
+            self.quarantine, self.roster, self._emit, clock, retry_delays, keeps_history=ledger is not None
         )
         self.sessions = self.roster.by_id
         self._by_folder = self.roster.by_folder
@@ -308,7 +305,7 @@ class ServingCore:
             self.terminal.withdraw(key)
             self._emit(ServeEvent("withdrawn", key, self.clock.wall(), parsed=ask.parsed if ask else None))
             log.info(
-                "%s withdrawn by the child before an answer", self._label(key, ask.parsed if ask else None)
+                "%s withdrawn by the child before an answer", label(key, ask.parsed if ask else None)
             )
 
     async def _serve_file(self, served: ServedSession, name: str, read: Read, intake: Intake) -> None:
@@ -322,13 +319,13 @@ class ServingCore:
             self.roster.report_unsafe(served, "inbox", exc, "this session's requests are not served")
         except Exception as exc:
             key = AskKey(served.inbox.session_id, name)
-            log.error("%s: serving failed", self._label(key, None), exc_info=True)
+            log.error("%s: serving failed", label(key, None), exc_info=True)
             ask = served.asks.pop(name, None)
             if ask is not None and not ask.withdrawn:
                 ask.withdrawn = True
                 self.terminal.withdraw(key)
             reason = f"serving this file failed ({type(exc).__name__}: {exc})"
-            await self._reject(served, name, reason, None)
+            await self.set_aside.reject(served, name, reason, None)
 
     async def _serve_unguarded(self, served: ServedSession, name: str, read: Read, intake: Intake) -> None:
         key = AskKey(served.inbox.session_id, name)
@@ -337,7 +334,7 @@ class ServingCore:
             return
         reason = rejection(name, read, served.inbox.session_id)
         if reason is not None or read.parsed is None:
-            await self._reject(served, name, reason or "unusable request", read.raw)
+            await self.set_aside.reject(served, name, reason or "unusable request", read.raw)
             return
         parsed = read.parsed
         request = parsed.request
@@ -360,16 +357,9 @@ class ServingCore:
             responder_session_id=served.inbox.session_id,
         )
         served.asks[name] = ask
-        limit = over_limit(parsed.access_intent)
-        if limit is not None:
-            # Refused before any rule sees it: bounded work, and the agent is told which limit.
-            ask.judgment = Judgment(verdict="deny", explanation=(f"over the per-request limit: {limit}",))
-            await ask.answer(self._gate_denial(served, f"the ask is too large: {limit}"), "over-limit")
-            return
-        judgment = self.judge.judge(parsed, served.inbox.session_id)
-        ask.judgment = judgment
-        if judgment.verdict != "ask":
-            await ask.answer(self._rule_response(served, judgment), "rule")
+        ask.judgment, decision = judge_ask(self.judge, parsed, served.inbox.session_id, self.clock)
+        if decision is not None:
+            await ask.answer(decision.response, decision.outcome)
             return
         if self.chain is not None:
             self._spawn(self._after_chain(served, ask))
@@ -378,18 +368,13 @@ class ServingCore:
 
     async def _after_chain(self, served: ServedSession, ask: Ask) -> None:
         assert self.chain is not None
-        try:
-            verdict = await self.chain.review(ask.parsed)
-        except Exception:
-            log.error(
-                "%s: the chain failed; it counts as defer", self._label(ask.key, ask.parsed), exc_info=True
-            )
-            verdict = None
+        named = label(ask.key, ask.parsed)
+        reviewed = await review_by_chain(self.chain, ask.parsed, served.inbox.session_id, self.clock, named)
         if ask.withdrawn:
             return
-        if verdict is not None:
-            ask.judgment = verdict
-            await ask.answer(self._rule_response(served, verdict), "chain")
+        if reviewed is not None:
+            ask.judgment, decision = reviewed
+            await ask.answer(decision.response, decision.outcome)
             return
         await self._to_terminal(served, ask)
 
@@ -400,7 +385,7 @@ class ServingCore:
         if ask.outcome == "left" and served.tracked.get(ask.key.name) == "pending":
             served.tracked[ask.key.name] = "left"
             self._emit(ServeEvent("left", ask.key, self.clock.wall(), parsed=ask.parsed))
-            log.info("%s left for another authorizer", self._label(ask.key, ask.parsed))
+            log.info("%s left for another authorizer", label(ask.key, ask.parsed))
 
     async def _response_already_there(
         self, served: ServedSession, name: str, parsed: ParsedRequest, recorded: RecordedVerdict | None
@@ -415,10 +400,10 @@ class ServingCore:
                 await asyncio.to_thread(self.ledger.mark_written, [WrittenMark(key, request_id, True)])
             await self._remove_request(served, name)
             log.info(
-                "%s was answered by this node before a restart; request removed", self._label(key, parsed)
+                "%s was answered by this node before a restart; request removed", label(key, parsed)
             )
             return
-        await self._forged(served, name, parsed, "before this node served the request")
+        await self.set_aside.forged(served, name, parsed, "before this node served the request")
 
     async def _detect_forgeries(self, served: ServedSession) -> None:
         """A response for an ask this node still holds was written by someone else: report it."""
@@ -442,19 +427,8 @@ class ServingCore:
                 ask.withdrawn = True
                 served.asks.pop(name, None)
                 self.terminal.withdraw(ask.key)
-                await self._forged(served, name, ask.parsed, "while the ask waited for this node's verdict")
-
-    async def _forged(self, served: ServedSession, name: str, parsed: ParsedRequest, when: str) -> None:
-        """Report a response this node did not write (log, event, history) and set the request aside."""
-        key = AskKey(served.inbox.session_id, name)
-        body = await asyncio.to_thread(served.inbox.peek_response, parsed.request.id)
-        ours = "" if self.ledger is not None else " (this node keeps no history, so it may be its own)"
-        reason = (
-            f"FORGED RESPONSE: a response this node did not write appeared {when}{ours}; "
-            f"the child may act on it: {body!r}"
-        )
-        log.warning("%s %s", self._label(key, parsed), log_safe(reason, 400))
-        await self._quarantine(served, name, reason, False, parsed.raw, kind="forged")
+                when = "while the ask waited for this node's verdict"
+                await self.set_aside.forged(served, name, ask.parsed, when)
 
     async def _reconcile(
         self, served: ServedSession, name: str, parsed: ParsedRequest, recorded: RecordedVerdict
@@ -468,14 +442,14 @@ class ServingCore:
             # Answered, and the response already consumed: a request under a used id is never
             # answered a second time.
             reason = f"request id {request_id!r} was already answered by this node; not answered twice"
-            await self._reject(served, name, reason, parsed.raw, answer=False)
+            await self.set_aside.reject(served, name, reason, parsed.raw, answer=False)
             return
         served.tracked[name] = "answered"
-        written = await self._retrying(
+        written = await retrying(self.retry_delays,
             "publishing a recorded verdict", lambda: served.inbox.write_response(request_id, recorded.body)
         )
         await asyncio.to_thread(ledger.mark_written, [WrittenMark(key, request_id, written)])
-        log.info("%s recorded verdict published after a restart", self._label(key, None))
+        log.info("%s recorded verdict published after a restart", label(key, None))
         await self._remove_request(served, name)
 
     async def _remove_request(self, served: ServedSession, name: str) -> None:
@@ -484,34 +458,9 @@ class ServingCore:
         if served.tracked.get(name) == "answered":
             del served.tracked[name]
 
-    def _rule_response(self, served: ServedSession, judgment: Judgment) -> ForwardedResponse:
-        now = wall_ms(self.clock)
-        if judgment.verdict == "allow":
-            return approve(responder=served.inbox.session_id, at_ms=now, decided_by=judgment.decided_by)
-        return deny(
-            responder=served.inbox.session_id,
-            at_ms=now,
-            decided_by=judgment.decided_by,
-            reason=judgment.reason,
-        )
-
     def _gate_denial(self, served: ServedSession, reason: str) -> ForwardedResponse:
         """A denial no person made, with the reason the child passes on to its agent."""
         return gate_denial(served.inbox.session_id, self.clock, reason)
-
-    async def _retrying(self, step: str, action: Callable[[], _T]) -> _T:
-        """Run blocking `action` off the event loop; retry transient failures with backoff."""
-        delays = (0.0, *self.retry_delays)
-        for attempt, delay in enumerate(delays, start=1):
-            if delay:
-                await asyncio.sleep(delay)
-            try:
-                return await asyncio.to_thread(action)
-            except (OSError, sqlite3.OperationalError) as exc:
-                if attempt == len(delays):
-                    raise
-                log.warning("%s failed (attempt %d of %d): %s; retrying", step, attempt, len(delays), exc)
-        raise AssertionError("unreachable")
 
     async def _answer(
         self, served: ServedSession, name: str, response: ForwardedResponse, outcome: str
@@ -531,7 +480,7 @@ class ServingCore:
         response, outcome = published.verdict.response, published.verdict.outcome
         if published.write_failed is not None:
             error = published.write_failed
-            log.error("%s: writing the response failed: %s", self._label(key, ask.parsed), error)
+            log.error("%s: writing the response failed: %s", label(key, ask.parsed), error)
             self._emit(ServeEvent("answer_failed", key, self.clock.wall(), parsed=ask.parsed, reason=error))
             if outcome == "user":
                 if served.tracked.get(name) == "answering":
@@ -545,66 +494,15 @@ class ServingCore:
         served.asks.pop(name, None)
         ask.outcome = outcome
         if not published.written:
-            await self._forged(served, name, ask.parsed, "before this node's verdict could be written")
+            when = "before this node's verdict could be written"
+            await self.set_aside.forged(served, name, ask.parsed, when)
             return Answered(False, "a response this node did not write was already there")
         now = self.clock.wall()
         self._emit(ServeEvent("answered", key, now, parsed=ask.parsed, response=response, outcome=outcome))
-        log.info("%s %s", self._label(key, ask.parsed), _describe(response, outcome, ask, now))
+        log.info("%s %s", label(key, ask.parsed), _describe(response, outcome, ask, now))
         if published.history_failed is not None:
             return Answered(False, f"{published.history_failed}; the child was denied for safety")
         return Answered(True)
-
-    async def _reject(
-        self, served: ServedSession, name: str, reason: str, raw: bytes | None, answer: bool = True
-    ) -> None:
-        """Quarantine an unusable file; answer its child at once when its name is a safe id."""
-        stem = name.removesuffix(".json")
-        answered = False
-        try:
-            if answer and is_safe_request_id(stem) and not served.inbox.has_response(stem):
-                body = encode_response(self._gate_denial(served, reason))
-                answered = await self._retrying(
-                    "answering a rejected request", lambda: served.inbox.write_response(stem, body)
-                )
-        except Exception as exc:
-            log.error("answering rejected %s failed: %s", log_safe(display_name(name)), exc)
-        await self._quarantine(served, name, reason, answered, raw)
-
-    async def _quarantine(
-        self,
-        served: ServedSession,
-        name: str,
-        reason: str,
-        answered: bool,
-        raw: bytes | None = None,
-        kind: EventKind = "quarantined",
-    ) -> None:
-        key = AskKey(served.inbox.session_id, name)
-        try:
-            record = await asyncio.to_thread(self.quarantine.hold, served.inbox, name, reason, answered)
-            self.roster.clear_unsafe(served, "quarantine")
-        except Exception as exc:
-            where = f"could not be quarantined ({exc}); left in place and ignored"
-            if isinstance(exc, UnsafeFolder):
-                self.roster.report_unsafe(served, "quarantine", exc, "unusable requests are left in place")
-            served.tracked[name] = "quarantined"
-        else:
-            if record.left_in_place is not None:
-                where = f"left in place ({record.left_in_place})"
-                served.tracked[name] = "quarantined"
-            else:
-                where = f"quarantined to {record.moved_to}" if record.moved_to else "already gone"
-                # Moved out: a new file under the same name later is a new request, served as such.
-                served.tracked.pop(name, None)
-        self._emit(ServeEvent(kind, key, self.clock.wall(), reason=reason, raw=raw))
-        log.warning(
-            "session=%s file=%s rejected: %s; %s%s",
-            log_safe(served.inbox.session_id),
-            log_safe(display_name(name)),
-            log_safe(reason, 300),
-            where,
-            "; child answered with a gate_error denial" if answered else "",
-        )
 
     def _emit(self, event: ServeEvent) -> None:
         for observer in list(self._observers):
@@ -612,25 +510,6 @@ class ServingCore:
                 observer(event)
             except Exception:
                 log.exception("observer failed on %s", event.kind)
-
-    @staticmethod
-    def _label(key: AskKey, parsed: ParsedRequest | None) -> str:
-        parts = [f"session={log_safe(key.session_id)}", f"request={log_safe(display_name(key.name))}"]
-        if parsed is not None:
-            req = parsed.request
-            intent = parsed.access_intent
-            surface = intent.surface if intent else (req.surface or "?")
-            value = intent.match_values[0] if intent and intent.match_values else (req.value or "")
-            parts += [
-                log_agents(parsed),
-                f"surface={log_safe(surface, 40)}",
-                f"value={log_safe(value, 80)!s}",
-            ]
-        return " ".join(parts)
-
-    def pending_names(self, session_id: str) -> Iterable[str]:
-        served = self.sessions.get(session_id)
-        return [] if served is None else [n for n, s in served.tracked.items() if s in {"pending", "left"}]
 
 
 def _describe(response: ForwardedResponse, outcome: str, ask: Ask, now: float) -> str:

@@ -1,12 +1,23 @@
-"""The judgment stage's seams: this node's recorded authority (`Judge`), the chain after it, and a node
-with no rules. The rules themselves are `core.judging.RecordedAuthority`; links are `core.authorizers`."""
+"""The judgment stage and escalation's first step: each returns a decision, or `None` to go on.
+
+Seams: this node's recorded authority (`Judge`), the chain after it (`Chain`), and a node with no
+rules. The rules themselves are `core.judging.RecordedAuthority`; links are `core.authorizers`.
+"""
 
 from __future__ import annotations
 
+import logging
+from dataclasses import dataclass
 from typing import Protocol
 
 from core.asks import Judgment
+from core.clock import Clock, wall_ms
+from core.publishing import gate_denial
+from core.wire.limits import over_limit
 from core.wire.request import ParsedRequest
+from core.wire.response import ForwardedResponse, approve, deny
+
+log = logging.getLogger("pi_authorizer.serve")
 
 NO_FACTS_EXPLANATION = (
     "This request carries no child-fixed facts (no usable accessIntent, as from every 20.7.3 child), "
@@ -33,3 +44,50 @@ class NoRecordedAuthority:
         if parsed.access_intent is None:
             return Judgment(verdict="ask", explanation=(NO_FACTS_EXPLANATION,))
         return Judgment(verdict="ask", explanation=("No rules are loaded on this node: default ask.",))
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A verdict made without a person: the response to publish and who made it (`outcome`)."""
+
+    response: ForwardedResponse
+    outcome: str
+
+
+def judge_ask(
+    judge: Judge, parsed: ParsedRequest, responder: str, clock: Clock
+) -> tuple[Judgment, Decision | None]:
+    """The judgment: an ask over the per-request limits is refused before any rule sees it (bounded
+    work; the agent is told which limit), else this node's rules decide; `None`: nobody decided."""
+    limit = over_limit(parsed.access_intent)
+    if limit is not None:
+        judgment = Judgment(verdict="deny", explanation=(f"over the per-request limit: {limit}",))
+        denial = gate_denial(responder, clock, f"the ask is too large: {limit}")
+        return judgment, Decision(denial, "over-limit")
+    judgment = judge.judge(parsed, responder)
+    if judgment.verdict == "ask":
+        return judgment, None
+    return judgment, Decision(rule_response(judgment, responder, clock), "rule")
+
+
+async def review_by_chain(
+    chain: Chain, parsed: ParsedRequest, responder: str, clock: Clock, label: str
+) -> tuple[Judgment, Decision] | None:
+    """Escalation's first step: the chain's links in order; `None` when every link deferred (a link
+    that fails counts as defer)."""
+    try:
+        verdict = await chain.review(parsed)
+    except Exception:
+        log.error("%s: the chain failed; it counts as defer", label, exc_info=True)
+        return None
+    if verdict is None:
+        return None
+    return verdict, Decision(rule_response(verdict, responder, clock), "chain")
+
+
+def rule_response(judgment: Judgment, responder: str, clock: Clock) -> ForwardedResponse:
+    """The response for a rule's (or a link's) allow or deny, with its `decidedBy` and reason."""
+    now = wall_ms(clock)
+    if judgment.verdict == "allow":
+        return approve(responder=responder, at_ms=now, decided_by=judgment.decided_by)
+    return deny(responder=responder, at_ms=now, decided_by=judgment.decided_by, reason=judgment.reason)

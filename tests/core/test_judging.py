@@ -18,6 +18,7 @@ from core.human import DecisionRefused, HumanAuthorizer
 from core.judging import LinkChain, RecordedAuthority
 from core.rules import GrantRefused, PolicyStore
 from core.serving import ServeEvent, ServingCore
+from core.wire.reader import parse_request
 from tests.helpers import read_response_when_written, response_path, wait_for, write_request
 
 S = "serving-session"
@@ -300,3 +301,13 @@ def test_judge_once_builds_no_trail_and_decided_by_is_the_wire_type(tmp_path: Pa
     assert isinstance(judgment.trail, Deferred) and not judgment.trail.built
     assert any("evaluate bash" in line for line in judgment.explanation)  # built when read
     assert judgment.trail[-1]["step"] == "verdict"
+
+
+def test_an_ask_said_by_a_rule_names_that_rule(tmp_path: Path) -> None:
+    """An ask has no `decidedBy`; the explanation still names the rule that said ask."""
+    node = Node(tmp_path, {"permission": {"bash": {"*": "allow", "npm *": "ask"}}})
+    request = {"id": "r", "createdAt": 1, "requesterSessionId": "child", "targetSessionId": S,
+               "requesterAgentName": "Explore", "accessIntent": intent("bash", "npm install")}
+    judgment = node.authority.judge(parse_request(json.dumps(request).encode()), S)
+    assert judgment.verdict == "ask" and judgment.decided_by is None
+    assert judgment.explanation[0] == "This node's rule 'npm *' (global layer) says ask."

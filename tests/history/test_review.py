@@ -18,7 +18,8 @@ from core.wire.reader import parse_request
 from tests.helpers import request_body
 from tests.history.support import S, intent, suggestion
 from tests.tui.support import wait_for
-from tui.screens.review import ConfirmRuleScreen, DetailScreen, ReviewScreen, SuggestionsScreen
+from tui.screens.review import ReviewScreen
+from tui.screens.review_steps import ConfirmRuleScreen, DetailScreen, SuggestionsScreen
 from tui.widgets.history_list import HistoryList
 
 HOSTILE = "rm -rf /\x1b[31m\u202eevil [@click=app.quit]x[/]"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tui.widgets.change_view import MAX_LINES, FileChange, change_from_evidence, change_renderable
+from tui.render.change import MAX_LINES, FileChange, change_from_evidence, change_renderable
 
 
 @dataclass(frozen=True)

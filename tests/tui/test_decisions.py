@@ -22,7 +22,9 @@ from tests.tui.support import (
     wait_response,
     wait_rows,
 )
-from tui.screens.modals import GrantConfirmScreen, GrantRefusedScreen, QuitConfirmScreen, ReasonScreen
+from tui.screens.ask_steps import ReasonScreen
+from tui.screens.grant_steps import GrantConfirmScreen, GrantRefusedScreen
+from tui.screens.quit import QuitConfirmScreen
 from tui.settings import UiSettings
 
 pytestmark = pytest.mark.timeout(120)  # a hang guard, not a speed check

@@ -19,7 +19,7 @@ from tests.tui.support import (
     wait_rows,
     write_request,
 )
-from tui.screens.modals import GrantConfirmScreen, GrantNoFactsScreen
+from tui.screens.grant_steps import GrantConfirmScreen, GrantNoFactsScreen
 from tui.settings import UiSettings
 
 pytestmark = pytest.mark.timeout(120)  # a hang guard, not a speed check

@@ -31,7 +31,7 @@ from tests.tui.support import (
 )
 from tui.app import AuthorizerApp
 from tui.sanitize import has_hidden, sanitize, token_for
-from tui.screens.modals import ExpandScreen
+from tui.screens.ask_steps import ExpandScreen
 from tui.widgets.ask_detail import AskDetail
 from tui.widgets.asks_table import AsksTable
 

@@ -29,7 +29,7 @@ from tests.tui.support import (
     write_request,
 )
 from tui.app import AuthorizerApp
-from tui.screens.modals import ReasonScreen
+from tui.screens.ask_steps import ReasonScreen
 from tui.settings import UiSettings
 
 pytestmark = pytest.mark.timeout(120)  # a hang guard, not a speed check

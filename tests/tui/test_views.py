@@ -23,7 +23,7 @@ from tests.tui.support import (
     wait_rows,
     write_request,
 )
-from tui.app import osc_sequence
+from tui.attention import osc_sequence
 from tui.screens.help import HelpScreen
 from tui.screens.history import HistoryScreen
 from tui.screens.queue import QueueScreen

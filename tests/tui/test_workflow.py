@@ -34,8 +34,9 @@ from tests.tui.support import (
 )
 from tui.app import AuthorizerApp
 from tui.sanitize import elide, fit, safe_plain, sanitize
+from tui.screens.ask_steps import ReasonScreen
+from tui.screens.batch_preview import BatchPreviewScreen
 from tui.screens.help import HelpScreen
-from tui.screens.modals import BatchPreviewScreen, ReasonScreen
 from tui.screens.queue import QueueScreen
 from tui.screens.review import ReviewScreen
 from tui.settings import UiSettings

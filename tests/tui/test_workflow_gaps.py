@@ -13,8 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
+from textual.message import Message
 from textual.widgets import Footer, Input, Static
 
+from core.human import AskAdded
 from tests.tui.support import (
     SERVED,
     make_rig,
@@ -28,10 +30,11 @@ from tests.tui.support import (
     wait_rows,
     write_request,
 )
-from tui.screens.modals import BATCH_DENY_REASON, BatchPreviewScreen
+from tui.app_events import HumanChanged, ServingChanged
+from tui.screens.batch_preview import BATCH_DENY_REASON, BatchPreviewScreen
 from tui.screens.queue import QueueScreen
 from tui.settings import UiSettings
-from tui.widgets.asks_table import COLUMNS
+from tui.widgets.ask_columns import COLUMNS
 
 pytestmark = pytest.mark.timeout(30)
 OTHER = "019ff96b-2222-7000-8000-bbbbbbbbbbbb"
@@ -198,8 +201,26 @@ def test_the_app_imports_no_screen_it_does_not_show_at_start() -> None:
     """Screens opened later (grants, help, review, sessions, config review) and the rule suggester load
     when first opened, not before the first frame."""
     later = ["tui.screens.grants", "tui.screens.help", "tui.screens.review", "tui.screens.sessions",
-             "tui.screens.reload", "core.history.suggest", "tui.widgets.history_list"]
+             "tui.screens.reload", "tui.screens.review_steps", "core.history.suggest",
+             "tui.widgets.history_list"]
     code = f"import sys, json, tui.app; print(json.dumps([m for m in {later!r} if m in sys.modules]))"
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True,
                          timeout=60)
     assert json.loads(out.stdout) == []
+
+
+# -- the core's events reach the app as Messages ----------------------------------------------------
+
+
+async def test_asks_and_serving_events_reach_the_app_as_messages(tmp_path: Path) -> None:
+    rig = make_rig(tmp_path, UiSettings(input_grace_ms=0, double_press=False))
+    seen: list[Message] = []
+    write_request(rig.root, request_body("msg-1"))
+    async with rig.app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
+        await wait_rows(pilot, rig.app, 1)
+        added = [m.event for m in seen if isinstance(m, HumanChanged)]
+        assert [type(e) for e in added] == [AskAdded] and added[0].ask.request.id == "msg-1"
+        await pilot.press("y")
+        await wait_response(pilot, rig.root, "msg-1")
+        await wait_for(pilot, lambda: any(isinstance(m, ServingChanged) and m.event.kind == "answered"
+                                          for m in seen))

@@ -27,7 +27,7 @@ from tests.tui.support import (
 from tui.app import AuthorizerApp
 from tui.screens.grants import GrantsScreen
 from tui.screens.help import HelpScreen
-from tui.screens.review import ConfirmRuleScreen
+from tui.screens.review_steps import ConfirmRuleScreen
 from tui.settings import UiSettings
 
 pytestmark = pytest.mark.timeout(60)

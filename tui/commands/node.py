@@ -50,7 +50,7 @@ def build_core(
     args: argparse.Namespace, terminal: TerminalSlot, clock: Clock = SYSTEM_CLOCK
 ) -> tuple[ServingCore, RecordedAuthority]:
     """A headless node for these options (`core.wiring.build_node`)."""
-    node = build_node(node_options(args, clock), open_history(args), terminal)
+    node = build_node(node_options(args, clock), open_history(args, clock), terminal)
     return node.core, node.authority
 
 
@@ -58,16 +58,16 @@ def person_core(
     args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK
 ) -> tuple[ServingCore, HumanAuthorizer, RecordedAuthority]:
     """A node a person attends (`core.wiring.build_attended_node`)."""
-    node, person = build_attended_node(node_options(args, clock), open_history(args))
+    node, person = build_attended_node(node_options(args, clock), open_history(args, clock))
     return node.core, person, node.authority
 
 
-def open_history(args: argparse.Namespace) -> HistoryStore | None:
+def open_history(args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK) -> HistoryStore | None:
     """The history ledger in the state dir, unless `--no-history`; unusable means refuse to serve."""
     if not args.history:
         return None
     try:
-        return HistoryStore.in_state_dir(state_dir(args), retention(args))
+        return HistoryStore.in_state_dir(state_dir(args), retention(args), clock)
     except (sqlite3.Error, HistoryTooNew) as exc:
         raise SystemExit(f"pi-authorizer: the history cannot be opened ({exc}); use --no-history") from exc
 

@@ -21,8 +21,8 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from core.grants import GrantEntry
 from core.judging import RecordedAuthority
+from tui.render.styles import DIM, WARN
 from tui.sanitize import sanitize
-from tui.widgets.ask_view import DIM, WARN
 
 COLUMNS = ("Surface", "Pattern", "Decided", "Made by", "At", "Agent scope", "Session")
 REFRESH_S = 1.0

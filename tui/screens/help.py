@@ -12,7 +12,7 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from tui.widgets.ask_view import DIM
+from tui.render.styles import DIM
 
 SAFETY_NOTES = (
     "Decision keys count only once the ask is on screen (its frame painted), and then after a short "

@@ -14,7 +14,7 @@ from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from tui.widgets.ask_view import DIM
+from tui.render.styles import DIM
 
 
 @dataclass(frozen=True)

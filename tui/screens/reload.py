@@ -7,7 +7,6 @@ force (declining), as it never decides anything else either.
 
 from __future__ import annotations
 
-import time
 from typing import ClassVar
 
 from textual.app import ComposeResult
@@ -17,9 +16,10 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from core.clock import SYSTEM_CLOCK, Clock
 from core.rules.reloads import PendingReload
+from tui.render.styles import DIM, WARN
 from tui.sanitize import sanitize
-from tui.widgets.ask_view import DIM, WARN
 
 
 class ReloadReviewScreen(ModalScreen[bool]):
@@ -31,10 +31,11 @@ class ReloadReviewScreen(ModalScreen[bool]):
         Binding("escape", "decline", "Keep the rules in force", id="reload.back"),
     ]
 
-    def __init__(self, pending: PendingReload, grace_ms: int) -> None:
+    def __init__(self, pending: PendingReload, grace_ms: int, clock: Clock = SYSTEM_CLOCK) -> None:
         super().__init__(classes="confirm")
         self.pending = pending
-        self._armed_at = time.monotonic() + grace_ms / 1000
+        self.clock = clock
+        self._armed_at = clock.monotonic() + grace_ms / 1000
         self._grace_ms = grace_ms
 
     def compose(self) -> ComposeResult:
@@ -64,7 +65,7 @@ class ReloadReviewScreen(ModalScreen[bool]):
         self.refresh_bindings()
 
     def _render_keys(self) -> None:
-        waiting = time.monotonic() < self._armed_at
+        waiting = self.clock.monotonic() < self._armed_at
         self.query_one("#reload-keys", Static).update(Content.assemble(
             (" a ", "reverse bold" if not waiting else "reverse $text-muted"),
             (" apply the change   ", "" if not waiting else DIM),
@@ -73,7 +74,7 @@ class ReloadReviewScreen(ModalScreen[bool]):
         ))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        return not (action == "accept" and time.monotonic() < self._armed_at)
+        return not (action == "accept" and self.clock.monotonic() < self._armed_at)
 
     def action_accept(self) -> None:
         self.dismiss(True)

@@ -23,8 +23,8 @@ from core.liveness import SessionHeld
 from core.paths import InvalidSessionId, env_line
 from core.serving import ServingCore
 from core.survey import survey_inboxes
+from tui.render.styles import DIM, WARN
 from tui.sanitize import sanitize
-from tui.widgets.ask_view import DIM, WARN
 
 
 @dataclass(frozen=True)

@@ -11,24 +11,18 @@ from textual.content import Content
 from textual.widgets import Static
 
 from core.asks import Ask, AskKey
-from core.risk import RiskHint
-from tui.widgets.ask_view import (
-    DIM,
-    VALUE_LIMIT,
+from tui.render.ask import (
     Clip,
-    age_seconds,
-    agent_content,
-    agent_warning,
-    ask_has_hidden,
-    ask_risk,
     display_content,
-    duration,
     facts_content,
     grants_content,
     provenance_content,
     value_content,
 )
-from tui.widgets.change_view import FileChange, change_from_evidence, change_renderable
+from tui.render.change import FileChange, change_from_evidence, change_renderable
+from tui.render.facts import VALUE_LIMIT, agent_warning, ask_has_hidden, ask_risk
+from tui.render.lines import header_content, risk_content
+from tui.render.styles import DIM
 from tui.widgets.painted import PaintProbe
 
 NO_FACTS_BANNER = (
@@ -48,14 +42,6 @@ def ask_change(ask: Ask) -> FileChange | None:
     return change_from_evidence(payload.request.value, payload.evidence)
 
 
-def risk_content(hints: tuple[RiskHint, ...]) -> Content:
-    """The risk badge: labelled a hint, because it never decides anything."""
-    parts = [Content.styled(f" {h.label} ", "reverse bold") + Content(" ") + value_content(h.why, Clip(120))
-             for h in hints]
-    return Content.assemble(("Hint, not a decision: ", "bold"), Content("  ·  ").join(parts))
-
-
-HEADER_AGENT_LIMIT = 24
 HIDDEN_CONTENT = Content(HIDDEN_BANNER)
 NOFACTS_CONTENT = Content(NO_FACTS_BANNER)
 PANELS = (
@@ -64,19 +50,6 @@ PANELS = (
     ("grants", grants_content),
     ("provenance", provenance_content),
 )
-
-
-def header_content(ask: Ask, now: float, position: int, total: int) -> Content:
-    """One line (its size never changes, so updating it every second costs no layout)."""
-    return Content.assemble(
-        (f"Ask {position}/{total}", "bold"),
-        (" · from ", DIM),
-        agent_content(ask.request.requester_agent_name, Clip(HEADER_AGENT_LIMIT), short=True, note=False),
-        (" · waiting ", DIM),
-        (duration(age_seconds(ask, now)), ""),
-        (" · child gives up in ", DIM),
-        (duration(ask.seconds_left(now)), "bold"),
-    )
 
 
 class AskDetail(VerticalScroll):

@@ -1,15 +1,13 @@
 """The pending asks in `createdAt` order, diff-updated by row key (never cleared and re-added).
 
-Columns are data (`Column`): a column is a key, a label, a width and how to make its cell from an
-ask, so adding one is one entry in `COLUMNS`. Optional columns (the session column, shown when more
+Columns are data (`tui/widgets/ask_columns.py`). Optional columns (the session column, shown when more
 than one session is served) are switched with `show_columns`. A value cut to fit its column ends
 with `…+N` (N characters hidden), never silently.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 from rich.style import Style
 from rich.text import Text
@@ -20,74 +18,15 @@ from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
 
 from core.asks import Ask, AskKey
-from tui.sanitize import fit, sanitize
-from tui.widgets.ask_view import age_seconds, ask_risk, duration, primary_surface, primary_value, risk_label
+from tui.render.facts import age_seconds, duration
+from tui.sanitize import fit
+from tui.widgets.ask_columns import COLUMNS, Column, order_of, row_key_of
 
 CELL_PADDING = 1  # DataTable's default padding on each side of a cell
 MIN_VALUE_WIDTH = 12
 NARROW = 110
 MARK = "●"
 ELSEWHERE = Coordinate(-9, -9)  # not a row or column (the header row is -1)
-
-
-def _agent(ask: Ask) -> Text:
-    return sanitize(ask.request.requester_agent_name, single_line=True).text()
-
-
-def _surface(ask: Ask) -> Text:
-    return sanitize(primary_surface(ask), single_line=True).text()
-
-
-def _session(ask: Ask) -> Text:
-    return sanitize(ask.key.session_id, single_line=True).text("dim")
-
-
-def _risk(ask: Ask) -> Text:
-    """A hint from the facts (never a decision): empty when none applies."""
-    return Text(risk_label(ask_risk(ask)), style="bold yellow", no_wrap=True)
-
-
-def _value(ask: Ask) -> Text:
-    return sanitize(primary_value(ask), single_line=True).text("" if ask.has_facts else "italic")
-
-
-@dataclass(frozen=True)
-class Column:
-    """One table column. `width=None`: takes what the fixed columns leave (at most one such column);
-    `narrow`: its width in a narrow table (under `NARROW` cells), to leave the value more room, and
-    `short` its label there. A header is never cut: a column is at least as wide as its label."""
-
-    key: str
-    label: str
-    width: int | None
-    cell: Callable[[Ask], Text] | None = None  # None: the screen fills it (marks, times)
-    optional: bool = False
-    narrow: int | None = None
-    short: str | None = None
-
-    def label_for(self, narrow: bool) -> str:
-        return self.short if narrow and self.short is not None else self.label
-
-
-COLUMNS: tuple[Column, ...] = (
-    Column("mark", "", 1),
-    Column("age", "Age", 6),
-    Column("left", "Left", 7),
-    Column("session", "Session", 12, _session, optional=True, narrow=8),
-    Column("agent", "Agent", 16, _agent, narrow=12),
-    Column("surface", "Surface", 14, _surface, narrow=10),
-    Column("risk", "Risk (hint)", 18, _risk, narrow=8, short="Hint"),
-    Column("value", "Value", None, _value),
-)
-
-
-def row_key_of(key: AskKey) -> str:
-    return f"{key.session_id}\x00{key.name}"
-
-
-def order_of(ask: Ask) -> tuple[float, float]:
-    """Display order: the child's `createdAt`, then arrival (asks adopted from another inbox interleave)."""
-    return (ask.request.created_at, ask.arrived_at)
 
 
 class AsksTable(DataTable[Text]):

@@ -79,10 +79,6 @@ class HistoryList(ScrollView, can_focus=True):
     """Matching rows, newest first; `Chosen` is posted when the person opens one."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {"history-list--cursor"}
-    DEFAULT_CSS = """
-    HistoryList { height: 1fr; }
-    HistoryList > .history-list--cursor { background: $accent 40%; text-style: bold; }
-    """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("j,down", "move(1)", "Down", show=False, id="review.down"),
         Binding("k,up", "move(-1)", "Up", show=False, id="review.up"),

@@ -1,0 +1,99 @@
+"""The pure renderings of an ask (`tui.render`): facts in, literal text out, no app and no widget."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from core.asks import Answered, Ask, AskKey, Judgment
+from core.wire.reader import parse_request
+from core.wire.response import ForwardedResponse
+from tests.tui.support import FIXED_CREATED, SERVED, request_body
+from tui.render.ask import (
+    Clip,
+    agent_content,
+    facts_content,
+    grants_content,
+    provenance_content,
+    value_content,
+)
+from tui.render.facts import (
+    age_seconds,
+    ask_has_hidden,
+    ask_label,
+    ask_risk,
+    child_values,
+    duration,
+    primary_value,
+    risk_label,
+)
+from tui.render.lines import batch_line, header_content, risk_content
+from tui.sanitize import is_hidden
+
+NOW = FIXED_CREATED / 1000 + 75  # 75 s after the child asked
+
+
+async def never(response: ForwardedResponse, outcome: str) -> Answered:
+    return Answered(False, "not answered in a rendering test")
+
+
+def make_ask(body: dict[str, Any], explanation: tuple[str, ...] = ("No rule of this node decided.",)) -> Ask:
+    parsed = parse_request(json.dumps(body).encode())
+    return Ask(key=AskKey(SERVED, f"{body['id']}.json"), parsed=parsed,
+               judgment=Judgment("ask", explanation=explanation), arrived_at=NOW, timeout_ms=600_000,
+               answer_with=never, responder_session_id=SERVED)
+
+
+def test_facts_are_shown_as_sent_and_markup_stays_literal() -> None:
+    ask = make_ask(request_body("r-1", value="rm -rf [bold]x[/bold] && git push --force", agent="Explore",
+                                created_at=FIXED_CREATED))
+    facts = facts_content(ask, Clip(400)).plain
+    assert "rm -rf [bold]x[/bold] && git push --force" in facts  # markup shown, never parsed
+    assert "/worktree/issue-42" in facts and "agentName Explore" in facts
+    assert [h.label for h in ask_risk(ask)] == ["rm -r", "force push"]
+    assert risk_label(ask_risk(ask)) == "rm -r, force push"
+    assert "Hint, not a decision" in risk_content(ask_risk(ask)).plain
+    assert grants_content(ask, Clip(None)).plain == 'bash  "git push *"'
+    assert provenance_content(ask, Clip(None)).plain.startswith("No rule of this node decided.")
+
+
+def test_header_batch_line_and_label() -> None:
+    ask = make_ask(request_body("r-2", value="npm test", agent="Builder", created_at=FIXED_CREATED))
+    assert header_content(ask, NOW, 2, 7).plain == (
+        "Ask 2/7 · from Builder · waiting 1m15s · child gives up in 8m45s")
+    assert batch_line(3, ask, Clip(None)).plain.split("\n") == [
+        "  3. Builder (unauthenticated)  bash", "       npm test"]
+    assert ask_label(ask) == "Builder bash npm test"
+    assert child_values(ask) == ["Builder", "bash", "npm test"] and primary_value(ask) == "npm test"
+    assert age_seconds(ask, NOW) == 75.0 and duration(75) == "1m15s" and duration(3 * 3600) == "3h00m"
+
+
+def test_a_cut_value_says_how_much_is_hidden() -> None:
+    clip = Clip(10)
+    shown = value_content("x" * 25, clip).plain
+    assert shown == "x" * 10 + " … 15 more characters (enter: see all)" and clip.clipped == 1
+    assert value_content("x" * 25, Clip(10), note=False).plain == "x" * 10 + "…+15"
+    assert value_content(None, Clip(10)).plain == "null" and value_content("", Clip(10)).plain == "(empty)"
+
+
+def test_a_forged_agent_name_is_flagged() -> None:
+    assert "suspicious agent name: contains a path separator" in agent_content("../x").plain
+    assert agent_content("Explore").plain == "Explore (unauthenticated)"
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.text(min_size=1, max_size=40))
+def test_property_no_hidden_code_point_in_any_rendering(value: str) -> None:
+    body = request_body("p-1", value=value, agent=value, message=value, created_at=FIXED_CREATED)
+    body["accessIntent"]["requesterCwd"] = value
+    ask = make_ask(body, explanation=(value,))
+    clip = Clip(400)
+    for content in (facts_content(ask, clip), provenance_content(ask, clip), grants_content(ask, clip),
+                    header_content(ask, NOW, 1, 1), batch_line(1, ask, clip), risk_content(ask_risk(ask))):
+        assert not any(is_hidden(c) for c in content.plain if c != "\n"), (value, content.plain)
+    assert not any(is_hidden(c) for c in ask_label(ask))
+    if any(is_hidden(c) for c in value):
+        assert ask_has_hidden(ask)  # and so every decision key needs a second press

@@ -1,0 +1,50 @@
+"""One-line and badge renderings of an ask: the detail's header, the risk badge, a batch listing."""
+
+from __future__ import annotations
+
+from textual.content import Content
+
+from core.asks import Ask
+from core.risk import RiskHint
+from tui.render.ask import Clip, agent_content, value_content
+from tui.render.facts import age_seconds, duration
+from tui.render.styles import DIM
+
+HEADER_AGENT_LIMIT = 24
+
+
+def risk_content(hints: tuple[RiskHint, ...]) -> Content:
+    """The risk badge: labelled a hint, because it never decides anything."""
+    parts = [Content.styled(f" {h.label} ", "reverse bold") + Content(" ") + value_content(h.why, Clip(120))
+             for h in hints]
+    return Content.assemble(("Hint, not a decision: ", "bold"), Content("  ·  ").join(parts))
+
+
+def header_content(ask: Ask, now: float, position: int, total: int) -> Content:
+    """One line (its size never changes, so updating it every second costs no layout)."""
+    return Content.assemble(
+        (f"Ask {position}/{total}", "bold"),
+        (" · from ", DIM),
+        agent_content(ask.request.requester_agent_name, Clip(HEADER_AGENT_LIMIT), short=True, note=False),
+        (" · waiting ", DIM),
+        (duration(age_seconds(ask, now)), ""),
+        (" · child gives up in ", DIM),
+        (duration(ask.seconds_left(now)), "bold"),
+    )
+
+
+def batch_line(index: int | None, ask: Ask, clip: Clip) -> Content:
+    """One ask (of a batch): agent, surface and every value, exactly as the child sent them."""
+    intent = ask.parsed.access_intent
+    surface = intent.surface if intent is not None else (ask.request.surface or "?")
+    values = list(intent.match_values) if intent is not None else [ask.request.value or ""]
+    head = Content.assemble(
+        (f"{index:>3}. " if index is not None else "", DIM),
+        agent_content(ask.request.requester_agent_name, clip, short=True),
+        ("  ", ""),
+        value_content(surface, clip, "bold"),
+        ("" if ask.has_facts else "  (no facts: the child's display text)", DIM),
+    )
+    indent = "       " if index is not None else "  "
+    rows = [head, *(Content.assemble((indent, ""), value_content(v, clip)) for v in values)]
+    return Content("\n").join(rows)

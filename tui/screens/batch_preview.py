@@ -1,0 +1,182 @@
+"""The batch preview: every ask a batch would answer, listed in full; one confirmation decides them all."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical, VerticalScroll
+from textual.content import Content
+from textual.screen import ModalScreen
+from textual.widgets import Input, Static
+
+from core.asks import Ask
+from core.keysafety import KeySafety
+from tui.render.ask import (
+    Clip,
+    agent_content,
+)
+from tui.render.lines import batch_line
+from tui.render.styles import DIM, WARN
+from tui.screens.ask_steps import keys_follow_grace
+from tui.widgets.painted import PaintProbe
+
+BATCH_VERBS = {"approve": "Approve once", "deny": "Deny"}
+#: What each agent reads when a batch is denied and the person typed no reason.
+BATCH_DENY_REASON = "Denied by the person at pi-authorizer in a batch decision (no reason was typed)."
+
+
+class BatchPreviewScreen(ModalScreen[bool]):
+    """Every ask a batch decision would answer, listed in full; one confirmation decides them all.
+
+    `y` counts only once a frame showing the list was painted, plus the grace (`KeySafety.confirm`,
+    as for every confirmation step) and, with double press on, arms on the first press and commits on
+    the second: the same rules as a single decision, through one gate (`gate`). Asks that cannot be
+    batched (hidden characters, values too long to show whole) are listed apart and left pending,
+    for an individual look. A batch denial always carries a reason each agent can read: the one the
+    person types (`r`), else `BATCH_DENY_REASON`. While the reason field has focus every key types
+    into it and none decides; `enter` gives the keys back.
+    """
+
+    AUTO_FOCUS = ""  # the keys belong to the preview; the reason field takes focus only on `r`
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("y", "confirm", "Decide every listed ask", id="batch.confirm"),
+        Binding("n", "cancel", "Cancel", id="batch.cancel"),
+        Binding("r", "reason", "Type the reason relayed to every agent (deny)", id="batch.reason"),
+        Binding("escape", "cancel", "Back (nothing decided)", id="batch.back"),
+        Binding("j,down", "scroll(1)", "Down", show=False, id="batch.down"),
+        Binding("k,up", "scroll(-1)", "Up", show=False, id="batch.up"),
+        Binding("pagedown", "scroll(8)", "Page down", show=False, id="batch.page_down"),
+        Binding("pageup", "scroll(-8)", "Page up", show=False, id="batch.page_up"),
+    ]
+
+    def __init__(
+        self,
+        verb: str,
+        included: Sequence[Ask],
+        excluded: Sequence[tuple[Ask, str]],
+        safety: KeySafety,
+        key_time: Callable[[], float],
+        *,
+        double_press: bool,
+    ) -> None:
+        """`safety`: the queue's key safety (the queue calls `open_modal(self)` when it pushes this)."""
+        super().__init__(classes="confirm batch")
+        self.verb = verb
+        self.included = tuple(included)
+        self.excluded = tuple(excluded)
+        self.safety = safety
+        self.key_time = key_time
+        self._double_press = double_press
+        self._armed = False
+
+    def compose(self) -> ComposeResult:
+        count = len(self.included)
+        asks = "1 ask" if count == 1 else f"{count} asks"
+        style = "bold $text-success" if self.verb == "approve" else "bold $text-error"
+        with Vertical(id="dialog"):
+            yield Static(Content.assemble((f"{BATCH_VERBS[self.verb]} ", style), (f"these {asks}?", "bold")),
+                         markup=False)
+            yield Static(Content.styled(
+                "Each is answered and recorded on its own, exactly as if decided alone. Nothing else is "
+                "decided: asks that arrive meanwhile wait in the queue.", DIM), markup=False)
+            with VerticalScroll(id="batch-list"):
+                clip = Clip(None)
+                lines = [batch_line(i, ask, clip) for i, ask in enumerate(self.included, 1)]
+                yield Static(Content("\n").join(lines), id="batch-included", markup=False)
+                if self.excluded:
+                    out = [Content.styled(f"Not in this batch ({len(self.excluded)}): look at each alone",
+                                          "bold $text-warning")]
+                    for ask, why in self.excluded:
+                        out.append(Content.assemble(("  • ", DIM), agent_content(
+                            ask.request.requester_agent_name, Clip(40), short=True), (f" — {why}", WARN)))
+                    yield Static(Content("\n").join(out), id="batch-excluded", markup=False)
+            if self.verb == "deny":
+                yield Input(placeholder=f"Reason relayed to every agent (r) — empty: {BATCH_DENY_REASON}",
+                            id="batch-reason", select_on_focus=False)
+            yield PaintProbe(id="batch-keys", markup=False)
+
+    def on_mount(self) -> None:
+        self.query_one("#batch-list", VerticalScroll).border_title = "Exactly what will be decided"
+        self._render_keys()
+        self.query_one("#batch-keys", PaintProbe).expect(self, self._painted)
+
+    def _painted(self, token: Hashable) -> None:
+        """The grace window counts from the frame that shows the list, not from construction."""
+        keys_follow_grace(self, self.safety, token, self._render_keys)
+
+    def gate(self) -> str:
+        """The one place a batch confirmation is judged: "commit", "arm" or "ignore"."""
+        if self.safety.confirm(self, self.key_time()).outcome != "commit":
+            return "ignore"
+        if self._double_press and not self._armed:
+            return "arm"
+        return "commit"
+
+    def _waiting(self) -> bool:
+        return not self.safety.accepting()
+
+    @property
+    def reason(self) -> str | None:
+        """The reason a batch denial relays (None for an approval): typed, or the default."""
+        if self.verb != "deny":
+            return None
+        typed = self.query_one("#batch-reason", Input).value.strip()
+        return typed or BATCH_DENY_REASON
+
+    @property
+    def typing(self) -> bool:
+        return self.verb == "deny" and self.focused is self.query_one("#batch-reason", Input)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "reason":
+            return self.verb == "deny"
+        return not (action == "confirm" and self.typing)
+
+    def action_reason(self) -> None:
+        self.query_one("#batch-reason", Input).focus()
+        self._render_keys()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.set_focus(None)
+        self._render_keys()
+
+    def _render_keys(self) -> None:
+        waiting = self._waiting()
+        count = len(self.included)
+        what = f"approve all {count} once" if self.verb == "approve" else f"deny all {count}"
+        if self._armed:
+            first = (f" press y again to {what} ", "reverse bold $text-warning")
+        else:
+            first = (" y ", "reverse bold" if not waiting else "reverse $text-muted")
+        if self.typing:
+            self.query_one("#batch-keys", Static).update(Content.assemble(
+                ("typing the reason: ", "bold"), (" enter ", "reverse bold"), (" done   ", ""),
+                (" esc ", "reverse bold"), (" cancel (nothing is decided)", "")))
+            return
+        reason = ((" r ", "reverse bold"), (" reason   ", "")) if self.verb == "deny" else ()
+        self.query_one("#batch-keys", Static).update(Content.assemble(
+            first,
+            ("" if self._armed else f" {what}   ", "" if not waiting else DIM),
+            *reason,
+            ("  n / esc ", "reverse bold"),
+            (" cancel (nothing is decided)   ", ""),
+            ("j/k scroll", DIM),
+        ))
+
+    def action_confirm(self) -> None:
+        verdict = self.gate()
+        if verdict == "commit":
+            self.dismiss(True)
+        elif verdict == "arm":
+            self._armed = True
+            self._render_keys()
+
+    def action_cancel(self) -> None:
+        self.dismiss(False)
+
+    def action_scroll(self, lines: int) -> None:
+        self.query_one("#batch-list", VerticalScroll).scroll_relative(y=lines, animate=False)

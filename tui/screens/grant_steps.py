@@ -1,0 +1,205 @@
+"""The whole-session grant's steps: its confirmation (exactly what is recorded and what else it decides
+now), a refusal (it would loosen a deny), and the note for an ask without facts (nothing to record).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.content import Content
+from textual.widgets import Static
+
+from core.asks import Ask
+from core.keysafety import KeySafety
+from core.wire.request import SessionGrant
+from tui.render.ask import (
+    Clip,
+    agent_content,
+    grants_content,
+    value_content,
+)
+from tui.render.styles import DIM, WARN
+from tui.sanitize import sanitize
+from tui.screens.ask_steps import AskModal, keys_follow_grace
+from tui.widgets.painted import PaintProbe
+
+
+class GrantConfirmScreen(AskModal[bool]):
+    """Second confirmation of a whole-serving-session grant: the exact rules, and what else it decides."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("y", "confirm", "Record grant and approve", id="grant.confirm"),
+        Binding("n", "cancel", "Cancel", id="grant.cancel"),
+        Binding("escape", "cancel", "Back", id="grant.back"),
+    ]
+
+    def __init__(
+        self,
+        ask: Ask,
+        grants: Sequence[SessionGrant],
+        reach: Sequence[Ask],
+        safety: KeySafety,
+        key_time: Callable[[], float],
+    ) -> None:
+        """`reach`: the other pending asks the grant would decide; `key_time`: the key's read time."""
+        super().__init__(classes="confirm")
+        self.ask = ask
+        self.ask_key = ask.key
+        self.grants = tuple(grants)
+        self.reach = tuple(reach)
+        self.safety = safety
+        self.key_time = key_time
+
+    def compose(self) -> ComposeResult:
+        sid = sanitize(self.ask.key.session_id, single_line=True).content("bold")
+        with Vertical(id="dialog"):
+            yield Static(
+                Content.assemble(
+                    ("Approve for the WHOLE serving session ", "bold"),
+                    sid,
+                ),
+                markup=False,
+            )
+            yield Static(
+                Content.assemble(
+                    (
+                        "This records the rule(s) below in this node's session rules. Every later ask from ",
+                        "",
+                    ),
+                    ("any", "bold"),
+                    (
+                        " subagent of this session that matches is then approved without "
+                        "asking, until this authorizer stops.",
+                        "",
+                    ),
+                ),
+                markup=False,
+            )
+            clip = Clip(None)
+            yield Static(grants_content(self.ask, clip), id="grant-list", classes="panel", markup=False)
+            yield Static(
+                Content.assemble(
+                    ("requested by ", DIM), agent_content(self.ask.request.requester_agent_name)
+                ),
+                markup=False,
+            )
+            yield Static(self._reach_content(), id="grant-reach", markup=False)
+            yield PaintProbe(id="grant-keys", markup=False)
+
+    def _reach_content(self) -> Content:
+        count = len(self.reach)
+        if not count:
+            return Content.styled("It decides no other pending ask now.", DIM)
+        asks = "1 other pending ask" if count == 1 else f"{count} other pending asks"
+        lines = [Content.assemble(("It also approves ", "bold"), (asks, "bold $text-warning"),
+                                  (" now (each recorded as decided by the grant):", "bold"))]
+        for other in self.reach[:5]:
+            lines.append(Content.assemble(
+                ("  • ", DIM), agent_content(other.request.requester_agent_name, short=True), ("  ", ""),
+                value_content(other.parsed.access_intent.match_values[0]
+                              if other.parsed.access_intent and other.parsed.access_intent.match_values
+                              else "", Clip(80))))
+        if count > 5:
+            lines.append(Content.styled(f"  … and {count - 5} more", DIM))
+        return Content("\n").join(lines)
+
+    def on_mount(self) -> None:
+        self.query_one("#grant-list", Static).border_title = "Exactly what will be recorded"
+        self._render_keys()
+        self.query_one("#grant-keys", PaintProbe).expect(self, self._painted)
+
+    def _painted(self, token: Hashable) -> None:
+        keys_follow_grace(self, self.safety, token, self._render_keys)
+
+    def _render_keys(self, note: str = "") -> None:
+        waiting = not self.safety.accepting()
+        self.query_one("#grant-keys", Static).update(
+            Content.assemble(
+                (" y ", "reverse bold" if not waiting else "reverse $text-muted"),
+                (" record and approve   ", "" if not waiting else DIM),
+                (" n / esc ", "reverse bold"),
+                (" cancel (nothing is decided)", ""),
+                (f"   {note}" if note else "", WARN),
+            )
+        )
+
+    def action_confirm(self) -> None:
+        verdict = self.safety.confirm(self, self.key_time())
+        if verdict.outcome == "commit":
+            self.dismiss(True)
+        else:
+            self._render_keys(verdict.why)
+
+    def action_cancel(self) -> None:
+        self.dismiss(False)
+
+
+class GrantRefusedScreen(AskModal[None]):
+    """Why a whole-session grant is refused (it would shadow a deny)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "close", "Back", id="refused.back"),
+        Binding("enter", "close", "Back", show=False, id="refused.close"),
+    ]
+
+    def __init__(self, ask: Ask, reason: str) -> None:
+        super().__init__(classes="confirm")
+        self.ask = ask
+        self.ask_key = ask.key
+        self.reason = reason
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Static(Content.styled("Whole-session grant refused", "bold $text-error"), markup=False)
+            yield Static(grants_content(self.ask, Clip(None)), id="grant-list", classes="panel", markup=False)
+            yield Static(
+                Content.assemble(("Reason: ", "bold"), value_content(self.reason, Clip(None))), markup=False
+            )
+            yield Static(Content.styled("The ask is still pending. esc: back", DIM), markup=False)
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+class GrantNoFactsScreen(AskModal[None]):
+    """`w` on an ask without facts: why no whole-session grant can apply, and what can."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "close", "Back", id="nofacts.back"),
+        Binding("enter", "close", "Back", show=False, id="nofacts.close"),
+    ]
+
+    def __init__(self, ask: Ask, once_key: str, session_key: str) -> None:
+        super().__init__(classes="confirm")
+        self.ask = ask
+        self.ask_key = ask.key
+        self.once_key = once_key
+        self.session_key = session_key
+
+    def compose(self) -> ComposeResult:
+        lines = [
+            Content.styled("No whole-session grant for this ask", "bold $text-warning"),
+            Content(
+                "This ask carries no child-fixed facts (no usable accessIntent, e.g. a 20.7.3 child). "
+                "This node's rules never judge such an ask: it always comes to a person. A whole-session "
+                "grant could therefore never match anything, so none is recorded."
+            ),
+            Content(""),
+            Content.styled("What you can do instead (back on the queue):", "bold"),
+            Content.assemble((f" {self.once_key} ", "reverse bold"), ("  approve this call once", "")),
+        ]
+        if self.ask.request.session_approval is not None:
+            lines.append(Content.assemble(
+                (f" {self.session_key} ", "reverse bold"),
+                ("  approve for this subagent's session: the child records its own suggestion", "")))
+        lines.append(Content(""))
+        lines.append(Content.styled("Nothing was decided. esc: back", DIM))
+        with Vertical(id="dialog"):
+            yield Static(Content("\n").join(lines), id="nofacts-text", markup=False)
+
+    def action_close(self) -> None:
+        self.dismiss(None)

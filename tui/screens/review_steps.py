@@ -1,0 +1,172 @@
+"""The review's steps over the list: one past ask, the suggested rules, and the rule's confirm step.
+
+A suggested rule is written only from `ConfirmRuleScreen`, which shows the exact JSON, the target
+file and the diff first; opened from the queue (`R`), its `y` also waits for the paint and grace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from typing import ClassVar
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical, VerticalScroll
+from textual.content import Content
+from textual.screen import ModalScreen
+from textual.widgets import OptionList, Static
+from textual.widgets.option_list import Option
+
+from core.history import HistoryRow
+from core.history.suggest import Change, Suggestion, SuggestionRefused, apply, preview, targets
+from core.keysafety import KeySafety
+from core.rules import PolicyStore
+from tui.render.history import change_content, detail_content, safe
+from tui.sanitize import sanitize
+from tui.widgets.painted import PaintProbe
+
+
+class DetailScreen(ModalScreen[None]):
+    """One past ask, read-only."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q", "dismiss", "Back", id="review.detail.back"),
+    ]
+
+    def __init__(self, row: HistoryRow) -> None:
+        super().__init__()
+        self.row = row
+
+    def compose(self) -> ComposeResult:
+        with Vertical(), VerticalScroll():
+            yield Static(detail_content(self.row), id="review-detail", markup=False)
+
+
+class SuggestionsScreen(ModalScreen[None]):
+    """Rules the person's repeated approvals suggest; choosing one opens its confirm step."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "dismiss", "Back", id="review.suggestions.back"),
+    ]
+
+    def __init__(self, offers: list[Suggestion], rules: PolicyStore) -> None:
+        super().__init__()
+        self.offers = offers
+        self.rules = rules
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(Content.styled("Suggested rules (enter to review one)", "bold"), markup=False)
+            yield OptionList(
+                *(Option(self._prompt(o), id=str(i)) for i, o in enumerate(self.offers)),
+                id="review-offers",
+            )
+
+    @staticmethod
+    def _prompt(offer: Suggestion) -> Content:
+        return Content.assemble(
+            ("allow ", "bold $text-success"),
+            safe(offer.surface, "bold"),
+            " ",
+            safe(offer.pattern, "bold"),
+            (f"  approved {offer.approvals}× by you, e.g. ", "dim"),
+            safe(offer.examples[0] if offer.examples else ""),
+        )
+
+    @on(OptionList.OptionSelected, "#review-offers")
+    def _chosen(self, event: OptionList.OptionSelected) -> None:
+        offer = self.offers[int(event.option.id or 0)]
+        self.app.push_screen(ConfirmRuleScreen(offer, self.rules))
+
+
+class ConfirmRuleScreen(ModalScreen[bool]):
+    """The only place a suggested rule is written: `y` after reading the JSON, file and diff."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("y", "confirm", "Write the rule", id="review.rule.confirm"),
+        Binding("t", "next_target", "Other file", id="review.rule.target"),
+        Binding("n,escape", "cancel", "Cancel", id="review.rule.cancel"),
+    ]
+
+    def __init__(
+        self,
+        offer: Suggestion,
+        rules: PolicyStore,
+        safety: KeySafety | None = None,
+        key_time: Callable[[], float] | None = None,
+    ) -> None:
+        """`safety`: opened from the queue, where `y` also approves, so a `y` meant for an ask must not
+        write a rule: `y` counts only after this step was painted plus the grace (`core.keysafety`)."""
+        super().__init__()
+        self.offer = offer
+        self.rules = rules
+        self.safety = safety
+        self.key_time = key_time
+        self.targets = targets(rules)
+        # The --rules file is the default; a pi config layer only when the person picks it (`t`).
+        self.chosen = 0 if self.targets[0].kind == "authorizer" else -1
+        self.change: Change | None = None
+
+    def compose(self) -> ComposeResult:
+        with Vertical(), VerticalScroll():
+            yield PaintProbe(id="review-rule", markup=False)
+
+    def on_mount(self) -> None:
+        self._show()
+        if self.safety is not None:
+            self.query_one("#review-rule", PaintProbe).expect(self, self._painted)
+
+    def _painted(self, token: Hashable) -> None:
+        assert self.safety is not None
+        self.safety.painted(token)
+        ready = self.safety.ready_at()
+        if ready is not None and not self.safety.accepting():
+            self.set_timer(max(0.0, ready - self.safety.clock()) + 0.01, self.refresh_bindings)
+        else:
+            self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return not (action == "confirm" and self.safety is not None and not self.safety.accepting())
+
+    def _show(self) -> None:
+        body = self.query_one("#review-rule", Static)
+        self.change = None
+        if self.chosen < 0:
+            body.update(Content("No --rules file is configured: press t to pick a pi config file."))
+            return
+        target = self.targets[self.chosen]
+        try:
+            self.change = preview(self.offer, target.path)
+        except (SuggestionRefused, OSError) as exc:
+            body.update(
+                Content.assemble(("Cannot add it to this file: ", "bold $text-error"), safe(str(exc)))
+            )
+            return
+        hint = Content.styled("\n\ny write it   t other file   n cancel", "dim")
+        body.update(change_content(self.change, target) + hint)
+
+    def action_next_target(self) -> None:
+        self.chosen = (self.chosen + 1) % len(self.targets)
+        self._show()
+
+    def action_confirm(self) -> None:
+        if self.safety is not None and self.key_time is not None:
+            verdict = self.safety.confirm(self, self.key_time())
+            if verdict.outcome != "commit":
+                self.notify(verdict.why, markup=False)
+                return
+        if self.change is None:
+            self.notify("Nothing to write for this file.", severity="warning", markup=False)
+            return
+        try:
+            apply(self.offer, self.change.path, confirmed=self.change, rules=self.rules)
+        except (SuggestionRefused, OSError) as exc:
+            self.notify(sanitize(str(exc), single_line=True).plain, severity="error", markup=False)
+            self._show()
+            return
+        self.notify(sanitize(f"Rule added to {self.change.path}", single_line=True).plain, markup=False)
+        self.dismiss(True)
+
+    def action_cancel(self) -> None:
+        self.dismiss(False)

@@ -1,0 +1,74 @@
+"""The queue table's columns as data: a key, a label (a short one when narrow), a width and how to
+make its cell from an ask. Adding a column is one entry in `COLUMNS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from rich.text import Text
+
+from core.asks import Ask, AskKey
+from tui.render.facts import ask_risk, primary_surface, primary_value, risk_label
+from tui.sanitize import sanitize
+
+
+def _agent(ask: Ask) -> Text:
+    return sanitize(ask.request.requester_agent_name, single_line=True).text()
+
+
+def _surface(ask: Ask) -> Text:
+    return sanitize(primary_surface(ask), single_line=True).text()
+
+
+def _session(ask: Ask) -> Text:
+    return sanitize(ask.key.session_id, single_line=True).text("dim")
+
+
+def _risk(ask: Ask) -> Text:
+    """A hint from the facts (never a decision): empty when none applies."""
+    return Text(risk_label(ask_risk(ask)), style="bold yellow", no_wrap=True)
+
+
+def _value(ask: Ask) -> Text:
+    return sanitize(primary_value(ask), single_line=True).text("" if ask.has_facts else "italic")
+
+
+@dataclass(frozen=True)
+class Column:
+    """One table column. `width=None`: takes what the fixed columns leave (at most one such column);
+    `narrow`: its width in a narrow table (under `NARROW` cells), to leave the value more room, and
+    `short` its label there. A header is never cut: a column is at least as wide as its label."""
+
+    key: str
+    label: str
+    width: int | None
+    cell: Callable[[Ask], Text] | None = None  # None: the screen fills it (marks, times)
+    optional: bool = False
+    narrow: int | None = None
+    short: str | None = None
+
+    def label_for(self, narrow: bool) -> str:
+        return self.short if narrow and self.short is not None else self.label
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("mark", "", 1),
+    Column("age", "Age", 6),
+    Column("left", "Left", 7),
+    Column("session", "Session", 12, _session, optional=True, narrow=8),
+    Column("agent", "Agent", 16, _agent, narrow=12),
+    Column("surface", "Surface", 14, _surface, narrow=10),
+    Column("risk", "Risk (hint)", 18, _risk, narrow=8, short="Hint"),
+    Column("value", "Value", None, _value),
+)
+
+
+def row_key_of(key: AskKey) -> str:
+    return f"{key.session_id}\x00{key.name}"
+
+
+def order_of(ask: Ask) -> tuple[float, float]:
+    """Display order: the child's `createdAt`, then arrival (asks adopted from another inbox interleave)."""
+    return (ask.request.created_at, ask.arrived_at)
