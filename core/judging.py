@@ -25,7 +25,7 @@ from core.rules.explain import Explanation, explain
 from core.rules.reloads import PendingReload
 from core.rules.session import grant_rules
 from core.serving import NO_FACTS_EXPLANATION
-from core.wire.decisions import AuthorizerDecision
+from core.wire.decisions import AuthorizerDecision, SessionApprovalDecision, decision_source_json
 from core.wire.request import ParsedRequest, SessionGrant
 
 log = logging.getLogger("pi_authorizer.rules")
@@ -69,13 +69,15 @@ class RecordedAuthority:
 
         `preview`: a what-if (a grant's reach), not a decision: no grant's use is counted."""
         explanation = self.explain(parsed, session_id, extra)
-        if not preview and not extra:
-            self.grant_log.decided(session_id, explanation.decided_by, self.grants_for(session_id))
+        decision = explanation.decision
+        # Only a session grant's use is counted: other decisions skip building `decidedBy` as JSON.
+        if not preview and not extra and isinstance(decision, SessionApprovalDecision):
+            self.grant_log.decided(session_id, decision_source_json(decision), self.grants_for(session_id))
         self._log_errors(explanation.config_errors)
         errors = tuple(str(e) for e in explanation.config_errors)
         return Judgment(
             verdict=explanation.verdict,
-            decided_by=explanation.decision,
+            decided_by=decision,
             reason=explanation.deny_reason,
             explanation=Deferred(lambda: _lines(parsed, explanation, errors)),
             trail=Deferred(lambda: explanation.trail),

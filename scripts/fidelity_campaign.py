@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -580,8 +582,19 @@ def start_reference(calls: list[dict[str, object]], node: str, folder: Path) -> 
         )
 
 
-def finish_reference(proc: subprocess.Popen[bytes], folder: Path, expected: int) -> list[Verdict]:
-    if proc.wait(timeout=1800) != 0:
+class ReferenceTimeout(RuntimeError):
+    """The reference took too long on a batch (its regexes backtrack on some long patterns)."""
+
+
+def finish_reference(proc: subprocess.Popen[bytes], folder: Path, expected: int,
+                     timeout_s: float = 300.0) -> list[Verdict]:
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired as exc:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise ReferenceTimeout(f"judge.ts took over {timeout_s:.0f} s") from exc
+    if proc.returncode != 0:
         raise RuntimeError(f"judge.ts failed:\n{(folder / 'err.txt').read_text()[-2000:]}")
     out = (folder / "out.json").read_text(encoding="utf-8")
     rows = json.loads([line for line in out.splitlines() if line.strip()][-1])
@@ -635,7 +648,12 @@ def run(cases_total: int, seed: int, batch: int, show: int, counts_file: Path | 
     def settle(cases: list[Case], roots: list[Path], proc: subprocess.Popen[bytes] | None) -> None:
         judged = [ours(c, root) for c, root in zip(cases, roots, strict=True)]
         expected = sum(c.values is not None for c in cases)
-        it = iter(finish_reference(proc, roots[0].parent / "node", expected) if proc is not None else [])
+        try:
+            it = iter(finish_reference(proc, roots[0].parent / "node", expected) if proc is not None else [])
+        except ReferenceTimeout:
+            by_class["reference-timeout (batch skipped)"] += len(cases)
+            shutil.rmtree(roots[0].parent, ignore_errors=True)
+            return
         for case, root, (mine, documented) in zip(cases, roots, judged, strict=True):
             # No facts: pi's server prompts (ask, no rule); pi-authorizer must ask by no rule too.
             reference = Verdict("ask", None, None) if case.values is None else next(it)

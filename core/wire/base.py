@@ -42,9 +42,25 @@ def reject_json_constant(name: str) -> float:
     raise ValueError(f"non-standard JSON number {name}")
 
 
+# One decoder for every read: `json.loads(text, parse_constant=...)` builds a decoder and its scanner
+# on each call, which cost more than the parse itself for a request file. `json.loads` shares its
+# own default decoder across threads the same way.
+_STRICT_DECODER = json.JSONDecoder(parse_constant=reject_json_constant)
+
+
+def strict_json_loads(text: str) -> object:
+    """`json.loads(text)` refusing `NaN`, `Infinity` and `-Infinity` (ValueError), as JSON.parse does."""
+    return _STRICT_DECODER.decode(text)
+
+
+# Built once: `json.dumps` with options builds an encoder on every call.
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+_COMPACT_ASCII = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True)
+
+
 def compact_json(value: object) -> bytes:
     """`JSON.stringify` bytes: compact, UTF-8, no trailing newline (lone surrogates escaped)."""
     try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        return _COMPACT.encode(value).encode("utf-8")
     except UnicodeEncodeError:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+        return _COMPACT_ASCII.encode(value).encode("ascii")

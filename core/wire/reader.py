@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from pydantic import Field, ValidationError
 
-from core.wire.base import StrTuple, WireModel, reject_json_constant
+from core.wire.base import StrTuple, WireModel, strict_json_loads
 from core.wire.limits import MAX_REQUEST_BYTES
 from core.wire.request import (
     ForwardedAccessIntent,
@@ -55,7 +56,7 @@ def _decode_json_object(data: bytes) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise RequestRejected(f"not valid UTF-8 (byte {exc.start})") from exc
     try:
-        value = json.loads(text, parse_constant=reject_json_constant)
+        value = strict_json_loads(text)
     except (json.JSONDecodeError, ValueError, RecursionError) as exc:
         raise RequestRejected(f"not valid JSON: {exc}") from exc
     if not isinstance(value, dict):
@@ -91,6 +92,13 @@ def _read_session_approval(value: object) -> SuggestedGrants:
     return SuggestedGrants(shape="legacy", grants=grants)
 
 
+_ALL_OR_NOTHING: tuple[tuple[str, Callable[[object], object]], ...] = (
+    ("sessionApproval", _read_session_approval),
+    ("payload", PromptPayload.model_validate),
+    ("accessIntent", ForwardedAccessIntent.model_validate),
+)
+
+
 def parse_request(data: bytes) -> ParsedRequest:
     """Read a request file's bytes; raise `RequestRejected` when the request is unusable."""
     obj = _decode_json_object(data)
@@ -119,12 +127,7 @@ def parse_request(data: bytes) -> ParsedRequest:
         else:
             dropped["source"] = "not one of tool_call, skill_input, skill_read"
 
-    readers: dict[str, Any] = {
-        "sessionApproval": _read_session_approval,
-        "payload": PromptPayload.model_validate,
-        "accessIntent": ForwardedAccessIntent.model_validate,
-    }
-    for key, reader in readers.items():
+    for key, reader in _ALL_OR_NOTHING:
         if key not in obj:
             continue
         try:

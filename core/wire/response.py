@@ -6,13 +6,12 @@ with `state`, compact JSON with no trailing newline.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import model_validator
 
-from core.wire.base import WireModel, compact_json, reject_json_constant
+from core.wire.base import WireModel, compact_json, strict_json_loads
 from core.wire.decisions import DecisionSource, decision_source_json, read_decision_source
 
 WireState = Literal["approved", "approved_for_session", "denied", "denied_with_reason"]
@@ -119,7 +118,7 @@ class ReadResponse:
 def parse_response(data: bytes) -> ReadResponse | None:
     """The child's reader: `None` when it would reject the response (and deny)."""
     try:
-        obj = json.loads(data.decode("utf-8"), parse_constant=reject_json_constant)
+        obj = strict_json_loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
         return None
     if not isinstance(obj, dict):
