@@ -55,6 +55,8 @@ class SignalQuit(App[int]):
     _core_worker: Worker[None] | None
     _stopping: bool
     _forced_exit: threading.Timer | None
+    #: Taken by the one thread that runs the exit cleanups and ends the process.
+    _exiting: threading.Lock
     #: Run (from another thread) when a signal's graceful quit times out, before `os._exit`.
     forced_exit_cleanups: list[Callable[[], None]]
     _exiting: threading.Lock
