@@ -59,7 +59,6 @@ class SignalQuit(App[int]):
     _exiting: threading.Lock
     #: Run (from another thread) when a signal's graceful quit times out, before `os._exit`.
     forced_exit_cleanups: list[Callable[[], None]]
-    _exiting: threading.Lock
 
     def _install_signal_handlers(self) -> None:
         """A closed terminal (SIGHUP) or a kill (SIGTERM) still removes heartbeats and locks.
