@@ -33,10 +33,10 @@ async def test_a_linked_responses_folder_is_notified_and_shown_in_the_sessions_v
         assert "responses is a symbolic link (never followed)" in note.message
         await pilot.press("S")
         await wait_for(pilot, lambda: isinstance(rig.app.screen, SessionsScreen), within=30)
-        await pilot.pause(0.2)
-        await settle(pilot)
         screen = rig.app.screen
         assert isinstance(screen, SessionsScreen)
+        await wait_for(pilot, lambda: {SERVED, ORPHAN} <= {row.session_id for row in screen.rows}, within=30)
+        await settle(pilot)
         rows = {row.session_id: row for row in screen.rows}
         assert "responses is a symbolic link" in str(rows[SERVED].problem)
         assert "requests is a symbolic link" in str(rows[ORPHAN].problem)

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.text import Text
+from textual.command import CommandPalette
 from textual.widgets import Static
 
 from core.history import HistoryStore
@@ -246,7 +247,9 @@ async def test_80x24_shows_every_decision_key_and_no_toast_covers_the_ask(tmp_pa
     write_request(rig.root, request_body("small", value=LONG))
     async with rig.app.run_test(size=(80, 24)) as pilot:
         await wait_rows(pilot, rig.app, 1)
-        await pilot.pause(0.2)
+        # The arrival notice is coalesced on a short timer: wait for it, not for a fixed time.
+        await wait_for(pilot, lambda: "Permission asked" in rig.app.queue.status_text)
+        await settle(pilot)
         assert rig.app.queue.compact
         text = rendered_text(rig.app)
         lines = text.splitlines()
@@ -272,8 +275,7 @@ async def test_a_cut_value_says_how_much_is_hidden(tmp_path: Path) -> None:
         value = row[-1]
         assert isinstance(value, Text) and "…+" in value.plain and LONG.startswith(value.plain.split("…")[0])
         await pilot.resize_terminal(200, 30)
-        await pilot.pause(0.2)
-        assert rig.app.queue.table.get_row_at(0)[-1].plain == LONG  # room now: shown whole
+        await wait_for(pilot, lambda: rig.app.queue.table.get_row_at(0)[-1].plain == LONG)  # room now: whole
 
 
 async def test_a_note_about_one_ask_clears_when_another_is_selected(tmp_path: Path) -> None:
@@ -297,8 +299,7 @@ async def test_deny_with_reason_keeps_the_command_in_view(tmp_path: Path) -> Non
         await wait_rows(pilot, rig.app, 1)
         await pilot.press("r")
         await wait_for(pilot, lambda: isinstance(rig.app.screen, ReasonScreen))
-        await pilot.pause(0.1)
-        assert "rm -rf ./build" in rendered_text(rig.app)
+        await wait_for(pilot, lambda: "rm -rf ./build" in rendered_text(rig.app))
 
 
 async def test_palette_lists_every_action_and_never_decides(tmp_path: Path) -> None:
@@ -312,9 +313,10 @@ async def test_palette_lists_every_action_and_never_decides(tmp_path: Path) -> N
                       "History (h)", "Sessions (S)", "Help (?)", "First ask", "Last ask"):
             assert words in titles, words
         await pilot.press("ctrl+p")
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: isinstance(rig.app.screen, CommandPalette))
         await pilot.press(*"Approve once", "enter")
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: isinstance(rig.app.screen, QueueScreen))
+        await settle(pilot)
         assert read_response(rig.root, "p-1") is None and rig.decided == []
 
 
@@ -328,7 +330,7 @@ async def test_help_on_the_history_view_lists_its_keys(tmp_path: Path) -> None:
     async with app.run_test(size=(130, 60)) as pilot:
         await pilot.press("h")
         await wait_for(pilot, lambda: isinstance(app.screen, ReviewScreen))
-        await pilot.pause(0.1)
+        await wait_for(pilot, lambda: "Decided by" in rendered_text(app))
         assert "Decided by" in rendered_text(app) and "Verdict" in rendered_text(app)  # column headers
         await pilot.press("question_mark")
         await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
