@@ -26,7 +26,6 @@ from functools import cached_property
 
 from core.facts import AskingUnit, IntentFacts
 from core.rules import evaluate
-from core.rules.config import PolicyStore
 from core.rules.model import PATH_SURFACES, Action, Rule, family_members, more_restrictive
 from core.rules.pi_reading import beyond_bmp, facts_as_pi
 from core.rules.policy import Policy
@@ -73,11 +72,6 @@ class Resolution:
         return self.outcome.rule if self.outcome else None
 
     @property
-    def is_session_grant(self) -> bool:
-        """Decided by one of this node's serving-session grants."""
-        return self.rule is not None and self.rule.layer == "session"
-
-    @property
     def deny_reason(self) -> str | None:
         """The deciding deny rule's reason, to relay as the response's `denialReason`."""
         return self.rule.reason if self.verdict == "deny" and self.rule else None
@@ -97,23 +91,10 @@ class Resolution:
         return self._trail()
 
 
-class Resolver:
-    """The serving layer's entry point: judge facts for an agent with this node's grants."""
-
-    def __init__(self, store: PolicyStore) -> None:
-        self.store = store
-
-    def resolve(
-        self, facts: IntentFacts, agent_name: str, session_rules: Sequence[Rule] = ()
-    ) -> Resolution:
-        """Resolve `facts` against `agent_name`'s composed policy plus `session_rules`."""
-        return resolve_with_policy(self.store.policy(agent_name), facts, session_rules)
-
-
 def resolve_with_policy(
     policy: Policy, facts: IntentFacts, session_rules: Sequence[Rule] = ()
 ) -> Resolution:
-    """Resolve against an already composed policy (the explain command and tests use this).
+    """Resolve `facts` against a composed policy (`PolicyStore.policy(agent)`) plus `session_rules`.
 
     When pi 20.7.3 would read the files or the facts differently (`core.rules.pi_reading`),
     both readings are judged and the more restrictive verdict is kept; on a tie pi's reading
