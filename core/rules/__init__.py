@@ -10,7 +10,8 @@ never reaches the rules: `explain_no_facts()` is its verdict (`ask`).
 """
 
 from core.facts import AskingUnit, IntentFacts
-from core.rules.config import PolicyStore, suspicious_agent_reason
+from core.rules.agent_names import suspicious_agent_reason
+from core.rules.config import PolicyStore
 from core.rules.model import Action, ConfigError, Rule
 from core.rules.policy import Policy
 from core.rules.render import render_trail
