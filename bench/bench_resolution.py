@@ -1,6 +1,6 @@
 """Resolution throughput: a 500-rule config and 10,000 varied requests, on one core.
 
-Run with `uv run python -m bench.bench_resolution`. Measures `Resolver.resolve` (the rules alone;
+Run with `uv run python -m bench.bench_resolution`. Measures `resolve_with_policy` (the rules alone;
 the explanation trail is built lazily and is timed separately) and `RecordedAuthority.judge` on
 parsed request files (what serving pays per ask, `decidedBy` included), with and without reading
 the explanation the app shows.
@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from core.judging import RecordedAuthority
-from core.rules import AskingUnit, IntentFacts, PolicyStore, Resolver
+from core.rules import AskingUnit, IntentFacts, PolicyStore, resolve_with_policy
 from core.wire.reader import parse_request
 from core.wire.request import ParsedRequest
 
@@ -100,17 +100,16 @@ def main() -> None:
         config.parent.mkdir(parents=True)
         config.write_text(json.dumps(build_config(rng)))
         store = PolicyStore(agent_dir, Path(tmp) / "project")
-        resolver = Resolver(store)
         requests = build_requests(rng)
         verdicts = {"allow": 0, "deny": 0, "ask": 0}
         start = time.perf_counter()
         for facts in requests:
-            verdicts[resolver.resolve(facts, "Explore").verdict] += 1
+            verdicts[resolve_with_policy(store.policy("Explore"), facts).verdict] += 1
         elapsed = time.perf_counter() - start
         sample = requests[:500]
         trail_start = time.perf_counter()
         for facts in sample:
-            _ = resolver.resolve(facts, "Explore").trail
+            _ = resolve_with_policy(store.policy("Explore"), facts).trail
         trail_elapsed = time.perf_counter() - trail_start
         authority = RecordedAuthority(store)
         parsed = [as_request(i, facts) for i, facts in enumerate(requests[:2_000])]

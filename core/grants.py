@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from core.rules import SessionGrants
 from core.rules.model import family_members
 from core.rules.session import RecordedGrant
+from core.wire.decisions import SessionApprovalDecision
 
 #: Session rules are appended to every agent's policy in the session (`RecordedAuthority.explain`).
 SESSION_SCOPE = "all agents of the session"
@@ -54,11 +55,9 @@ class GrantLog:
         for grant in grants:
             self._made[(session_id, grant.id)] = _Provenance(by, asked_by)
 
-    def decided(self, session_id: str, decided_by: Mapping[str, object] | None, book: SessionGrants) -> None:
-        """Count an ask a session grant decided (`decided_by` as the resolver wrote it)."""
-        if not decided_by or decided_by.get("kind") != "session_approval":
-            return
-        surface, pattern = decided_by.get("surface"), decided_by.get("pattern")
+    def decided(self, session_id: str, decision: SessionApprovalDecision, book: SessionGrants) -> None:
+        """Count an ask a session grant decided (`decision` as the resolver made it)."""
+        surface, pattern = decision.surface, decision.pattern
         for grant in book.list():
             if grant.pattern == pattern and surface in (grant.surface, *family_members(grant.surface)):
                 self._decided[(session_id, grant.id)] += 1

@@ -25,7 +25,7 @@ from core.rules.explain import Explanation, explain
 from core.rules.reloads import PendingReload
 from core.rules.session import grant_rules
 from core.serving import NO_FACTS_EXPLANATION
-from core.wire.decisions import AuthorizerDecision, SessionApprovalDecision, decision_source_json
+from core.wire.decisions import AuthorizerDecision, SessionApprovalDecision
 from core.wire.request import ParsedRequest, SessionGrant
 
 log = logging.getLogger("pi_authorizer.rules")
@@ -70,9 +70,9 @@ class RecordedAuthority:
         `preview`: a what-if (a grant's reach), not a decision: no grant's use is counted."""
         explanation = self.explain(parsed, session_id, extra)
         decision = explanation.decision
-        # Only a session grant's use is counted: other decisions skip building `decidedBy` as JSON.
+        # Only a session grant's use is counted.
         if not preview and not extra and isinstance(decision, SessionApprovalDecision):
-            self.grant_log.decided(session_id, decision_source_json(decision), self.grants_for(session_id))
+            self.grant_log.decided(session_id, decision, self.grants_for(session_id))
         self._log_errors(explanation.config_errors)
         errors = tuple(str(e) for e in explanation.config_errors)
         return Judgment(

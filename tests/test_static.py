@@ -18,11 +18,6 @@ LINT_IMPORTS = str(Path(sys.executable).with_name("lint-imports"))
 MAX_LINES = 250
 SHIPPED = sorted(path.relative_to(REPO).as_posix() for package in ("core", "tui")
                  for path in (REPO / package).rglob("*.py"))
-# Over the limit when this test was written, with splits under way: each passes once split or explained.
-OVERSIZED_TODAY = frozenset({
-    "core/rules/config.py",
-    "core/rules/resolver.py",
-})
 
 
 @pytest.mark.timeout(300)
@@ -52,11 +47,7 @@ def test_importing_core_loads_no_textual() -> None:
     assert result.stdout.strip() == "[]"
 
 
-@pytest.mark.parametrize(
-    "module",
-    [pytest.param(m, marks=pytest.mark.xfail(reason="oversized before the split", strict=False))
-     if m in OVERSIZED_TODAY else m for m in SHIPPED],
-)
+@pytest.mark.parametrize("module", SHIPPED)
 def test_a_module_over_the_limit_says_why(module: str) -> None:
     text = (REPO / module).read_text(encoding="utf-8")
     lines = len(text.splitlines())

@@ -21,13 +21,14 @@ from typing import Any
 from core.files import replace_file
 from core.history.rows import APPROVED_STATES, HistoryRow
 from core.history.store import HistoryStore
-from core.rules.config import EXTENSION, PROJECT_CONFIG, PolicyStore
+from core.rules.config import PolicyStore
 from core.rules.evaluate import any_value
 from core.rules.jsonc import strip_comments
 from core.rules.matcher import compile_wildcard, expand_home
 from core.rules.model import PATH_SURFACES, family_members
 from core.rules.policy import Policy
 from core.rules.session import find_shadowed_deny
+from core.rules.sources import EXTENSION, PROJECT_CONFIG
 from core.rules.validate import validate_config
 from core.tree import FILE_MODE
 

@@ -2,18 +2,20 @@
 
 The child owns the facts, this node the judgment: `docs/contract.md` § Facts and judgment.
 
-Pure Python (no UI imports). The serving layer builds one `PolicyStore`, a `Resolver` over it
-and one `SessionGrants` per served session, converts each forwarded `accessIntent` into
-`IntentFacts`, and calls `Resolver.resolve`. A request without usable facts never reaches the
-rules: `explain_no_facts()` is its verdict (`ask`).
+Pure Python (no UI imports). The serving layer builds one `PolicyStore` and one `SessionGrants`
+per served session, converts each forwarded `accessIntent` into `IntentFacts`, and judges them
+with `explain(store, facts, agent, grants.rules())`, which calls
+`resolve_with_policy(store.policy(agent), facts, session_rules)`. A request without usable facts
+never reaches the rules: `explain_no_facts()` is its verdict (`ask`).
 """
 
 from core.facts import AskingUnit, IntentFacts
-from core.rules.config import PolicyStore, suspicious_agent_reason
+from core.rules.agent_names import suspicious_agent_reason
+from core.rules.config import PolicyStore
 from core.rules.model import Action, ConfigError, Rule
 from core.rules.policy import Policy
 from core.rules.render import render_trail
-from core.rules.resolver import Resolution, Resolver, explain_no_facts, resolve_with_policy
+from core.rules.resolver import Resolution, explain_no_facts, resolve_with_policy
 from core.rules.scopes import FileSignature
 from core.rules.session import GrantRefused, RecordedGrant, SessionGrants, ShadowedDeny
 from core.rules.settings import Settings
@@ -29,7 +31,6 @@ __all__ = [
     "PolicyStore",
     "RecordedGrant",
     "Resolution",
-    "Resolver",
     "Rule",
     "SessionGrants",
     "Settings",

@@ -12,9 +12,10 @@ from functools import cached_property
 
 from core.facts import IntentFacts
 from core.rules.config import PolicyStore
+from core.rules.judge import RulesDecision
 from core.rules.model import Action, ConfigError, Rule
 from core.rules.render import render_trail
-from core.rules.resolver import Resolution, RulesDecision, explain_no_facts, resolve_with_policy
+from core.rules.resolver import Resolution, explain_no_facts, resolve_with_policy
 
 Step = dict[str, object]
 

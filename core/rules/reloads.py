@@ -18,13 +18,17 @@ contributes nothing, so its denies count as removed.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from core.rules.model import more_restrictive
+from core.rules.policy import GLOBAL
 from core.rules.scopes import Entry, Scope, SurfaceValue
+from core.rules.sources import ScopeKey, reading
 
+PI_READING_MARK = " [pi 20.7.3 reading]"
 ChangeKind = Literal["added", "removed", "changed", "reordered", "replaced", "knob", "validity"]
 
 
@@ -158,3 +162,29 @@ def _shape(value: SurfaceValue) -> str:
         return f"bare {value.patterns['*'].action}"
     return "{" + ", ".join(f"{p!r}: {e.action}" for p, e in value.patterns.items()) + "}"
 
+
+
+def gated_changes(key: ScopeKey, applied: Scope, fresh: Scope,
+                  scopes: Mapping[ScopeKey, Scope]) -> tuple[Change, ...]:
+    """What changing `key` from `applied` to `fresh` changes, among the other applied `scopes`.
+
+    pi 20.7.3's reading of the same file is gated too: a change that widens only as pi reads it
+    is held like any other (the diff marks those lines with `PI_READING_MARK`).
+    """
+    changes = _reading_changes(key, applied, fresh, scopes, as_pi=False)
+    seen = set(changes)
+    return changes + tuple(
+        dataclasses.replace(change, surface=change.surface + PI_READING_MARK)
+        for change in _reading_changes(key, applied, fresh, scopes, as_pi=True) if change not in seen
+    )
+
+
+def _reading_changes(key: ScopeKey, applied: Scope, fresh: Scope, scopes: Mapping[ScopeKey, Scope],
+                     *, as_pi: bool) -> tuple[Change, ...]:
+    before, after = reading(applied, as_pi), reading(fresh, as_pi)
+    if as_pi and before is applied and after is fresh:
+        return ()
+    bare = frozenset(surface for other, scope in scopes.items() if other != key
+                     for surface, value in reading(scope, as_pi).permission.items()
+                     if not value.is_map)
+    return scope_changes(before, after, floors=key[0] != GLOBAL, bare_elsewhere=bare)

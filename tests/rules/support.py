@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from core.rules import IntentFacts, PolicyStore, Resolution, Resolver
+from core.rules import IntentFacts, PolicyStore, Resolution, resolve_with_policy
 
 HOME = "/home/me"
 
@@ -59,4 +59,4 @@ def resolve(
 ) -> Resolution:
     """Resolve one ask with the given surface and match values."""
     facts = IntentFacts(surface=surface, match_values=tuple(values), **extra)
-    return Resolver(store).resolve(facts, agent)
+    return resolve_with_policy(store.policy(agent), facts)

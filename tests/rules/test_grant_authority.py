@@ -8,8 +8,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.rules import GrantRefused, IntentFacts, PolicyStore, Resolver, SessionGrants
+from core.rules import GrantRefused, IntentFacts, PolicyStore, SessionGrants, resolve_with_policy
 from core.rules.model import Rule, family_members, make_rule
+from core.wire.decisions import SessionApprovalDecision
 from tests.rules.support import HOME, Layout
 
 
@@ -37,13 +38,14 @@ def test_a_recorded_grant_never_overrides_a_deny_at_judgment_time(tmp_path: Path
     store = layout.store()
     grants = SessionGrants(store)
     assert len(grants.add([("bash", "a*c")], "Explore")) == 1
-    resolver = Resolver(store)
-    denied = resolver.resolve(IntentFacts("bash", ("abc",)), "Explore", grants.rules())
+    policy = store.policy("Explore")
+    denied = resolve_with_policy(policy, IntentFacts("bash", ("abc",)), grants.rules())
     assert denied.verdict == "deny"
     assert denied.decided_by() == {"kind": "rule", "surface": "bash", "pattern": "*b*", "origin": "global"}
     assert any(step["step"] == "grant-overridden" for step in denied.trail)
-    granted = resolver.resolve(IntentFacts("bash", ("axc",)), "Explore", grants.rules())
-    assert granted.verdict == "allow" and granted.is_session_grant  # an ask still becomes allow
+    granted = resolve_with_policy(policy, IntentFacts("bash", ("axc",)), grants.rules())
+    # an ask still becomes allow
+    assert granted.verdict == "allow" and isinstance(granted.decision, SessionApprovalDecision)
 
 
 def test_a_deny_added_after_the_grant_wins(tmp_path: Path) -> None:
@@ -54,8 +56,8 @@ def test_a_deny_added_after_the_grant_wins(tmp_path: Path) -> None:
     grants.add([("bash", "curl *")], "Explore")
     layout.write_agent("Reviewer", 'permission:\n  bash:\n    "curl *": deny\n')
     facts = IntentFacts("bash", ("curl evil.example",))
-    assert Resolver(store).resolve(facts, "Reviewer", grants.rules()).verdict == "deny"
-    assert Resolver(store).resolve(facts, "Explore", grants.rules()).verdict == "allow"
+    assert resolve_with_policy(store.policy("Reviewer"), facts, grants.rules()).verdict == "deny"
+    assert resolve_with_policy(store.policy("Explore"), facts, grants.rules()).verdict == "allow"
 
 
 ACTIONS = st.sampled_from(["allow", "deny", "ask"])
@@ -93,7 +95,6 @@ def test_grants_never_widen_past_any_agents_deny(
     for name, permission in agent_rules.items():
         layout.write_agent(name, _frontmatter(permission), project=name == "C")
     store = PolicyStore(layout.agent_dir, layout.project, None, home=HOME)
-    resolver = Resolver(store)
     facts = IntentFacts(surface, tuple(values))
     # Grants recorded through the refusal (what `w` does) ...
     book = SessionGrants(store)
@@ -105,9 +106,9 @@ def test_grants_never_widen_past_any_agents_deny(
         for grant_surface, pattern in grant_patterns for member in family_members(grant_surface)
     ]
     for agent in ("A", "B", "C", "D"):
-        config_only = resolver.resolve(facts, agent).verdict
+        config_only = resolve_with_policy(store.policy(agent), facts).verdict
         for session_rules in (book.rules(), tuple(forced)):
-            with_grants = resolver.resolve(facts, agent, session_rules).verdict
+            with_grants = resolve_with_policy(store.policy(agent), facts, session_rules).verdict
             if config_only == "deny":
                 assert with_grants == "deny", (agent, session_rules)
             else:

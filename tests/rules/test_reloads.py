@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from core.rules import Action, IntentFacts, PolicyStore, Resolver
+from core.rules import Action, IntentFacts, PolicyStore, resolve_with_policy
 from core.rules.model import more_restrictive
 from tests.rules.support import HOME, Layout
 
@@ -26,10 +26,9 @@ VALUES = ["", "a", "b", "ab", "ba", "aab", "x"]
 
 
 def _verdicts(store: PolicyStore) -> dict[tuple[str, str, str], Action]:
-    resolver = Resolver(store)
+    policy = store.policy("Explore")
     return {
-        (agent, surface, value): resolver.resolve(IntentFacts(surface, (value,)), agent).verdict
-        for agent in ("Explore",)
+        ("Explore", surface, value): resolve_with_policy(policy, IntentFacts(surface, (value,))).verdict
         for surface in ("bash", "path_read", "path_write", "read")
         for value in VALUES
     }

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from core.rules import GrantRefused, IntentFacts, Resolver, SessionGrants
+from core.rules import GrantRefused, IntentFacts, SessionGrants, resolve_with_policy
+from core.wire.decisions import SessionApprovalDecision
 from tests.rules.support import Layout, resolve
 
 
@@ -18,14 +19,14 @@ def test_grants_are_appended_last_and_reported_as_session_approval(tmp_path: Pat
     [grant] = grants.add([("bash", "npm test *")], "Explore")
     assert resolve(store, "bash", "npm test --watch").verdict == "ask"  # not given the grants
     facts = IntentFacts("bash", ("npm test --watch",))
-    granted = Resolver(store).resolve(facts, "Explore", grants.rules())
+    granted = resolve_with_policy(store.policy("Explore"), facts, grants.rules())
     assert granted.verdict == "allow"
     assert granted.decided_by() == {"kind": "session_approval", "surface": "bash",
                                     "pattern": "npm test *"}
     assert grants.list() == (grant,)
     assert grants.revoke(grant.id) is True
     assert grants.revoke(grant.id) is False
-    assert Resolver(store).resolve(facts, "Explore", grants.rules()).verdict == "ask"
+    assert resolve_with_policy(store.policy("Explore"), facts, grants.rules()).verdict == "ask"
 
 
 def test_family_grant_covers_both_members_and_ignores_child_floor(tmp_path: Path) -> None:
@@ -36,8 +37,8 @@ def test_family_grant_covers_both_members_and_ignores_child_floor(tmp_path: Path
     assert [r.surface for r in grant.rules] == ["external_directory_read",
                                                 "external_directory_write"]
     facts = IntentFacts("external_directory", ("/other/x",), floor="<opaque-bash-wrapper>")
-    result = Resolver(store).resolve(facts, "Explore", grants.rules())
-    assert result.verdict == "allow" and result.is_session_grant
+    result = resolve_with_policy(store.policy("Explore"), facts, grants.rules())
+    assert result.verdict == "allow" and isinstance(result.decision, SessionApprovalDecision)
 
 
 @pytest.mark.parametrize(

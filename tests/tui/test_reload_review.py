@@ -9,7 +9,7 @@ from pathlib import Path
 
 from core.human import HumanAuthorizer
 from core.judging import RecordedAuthority
-from core.rules import IntentFacts, PolicyStore, Resolver
+from core.rules import IntentFacts, PolicyStore, resolve_with_policy
 from core.serving import ServingCore
 from tests.tui.support import SERVED, rendered_text, settle, wait_for
 from tui.app import AuthorizerApp
@@ -18,7 +18,7 @@ from tui.settings import UiSettings
 
 
 def _verdict(store: PolicyStore, command: str) -> str:
-    return Resolver(store).resolve(IntentFacts("bash", (command,)), "Explore").verdict
+    return resolve_with_policy(store.policy("Explore"), IntentFacts("bash", (command,))).verdict
 
 
 def _write(path: Path, permission: dict[str, object], stamp: int) -> None:

@@ -1,0 +1,190 @@
+"""One judgment of child-fixed facts against one reading of a composed policy.
+
+`core.rules.resolver` runs a `Judge` once per reading (ours, and pi 20.7.3's when it differs) and
+keeps the more restrictive verdict; this module holds the judgment itself. A `Judge` made with a
+step list records the trail from the very same decisions, so the explanation never disagrees with
+the verdict.
+
+Path surfaces match the child's alias set as sent (no re-normalization, no home expansion); bash
+matches the command as the reference reads it (comment lines stripped, trimmed: `values.py`),
+skill the name, other surfaces their candidate values. A bare `path` /
+`external_directory` ask folds over both directional members, most restrictive first. A child
+floor clamps a rule `allow` (never a session grant) to `ask`, unless yolo keeps it. Asking units
+are judged one by one as bash commands with their own floors, and the most restrictive wins.
+
+A session grant that matches is checked once more against the config alone: when the config
+denies, the deny stands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from core.facts import AskingUnit, IntentFacts
+from core.rules import evaluate
+from core.rules.model import PATH_SURFACES, Action, Rule, family_members, more_restrictive
+from core.rules.policy import Policy
+from core.rules.values import bash_match_value
+from core.wire.decisions import RuleDecision, SessionApprovalDecision, decision_source_json
+
+Step = dict[str, object]
+RulesDecision = RuleDecision | SessionApprovalDecision
+# bash matches one command, skill one name; without a value pi matches "" (its input builder's
+# default), every other surface "*".
+_SINGLE_VALUE_SURFACES = frozenset({"bash", "skill"})
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One judged surface (or unit): the winning rule and what it makes of the ask."""
+
+    surface: str
+    rule: Rule
+    value: str
+    verdict: Action
+    origin: str
+    matched_pattern: str | None
+    unit: str | None = None
+    floor: str | None = None
+
+
+class Judge:
+    """One judgment; with `steps` it also records the trail using the very same decisions."""
+
+    def __init__(self, policy: Policy, session: tuple[Rule, ...], steps: list[Step] | None) -> None:
+        self.policy = policy
+        self.session = session
+        self.steps = steps
+
+    def judge(self, facts: IntentFacts) -> Outcome:
+        if self.steps is not None:
+            self.steps.append(_policy_step(self.policy, len(self.session)))
+        if facts.asking_units:
+            outcome = self._units(facts.asking_units)
+        else:
+            outcome = self._floored(self._surface(facts.surface, facts.match_values), facts.floor)
+        if self.steps is not None:
+            self.steps.append({"step": "verdict", "verdict": outcome.verdict,
+                               "decidedBy": _decided_by_preview(facts.surface, outcome)})
+        return outcome
+
+    def _record(self, step: Step) -> None:
+        """Keep a step (only cheap-to-build steps go through here unguarded)."""
+        if self.steps is not None:
+            self.steps.append(step)
+
+    def _units(self, units: Sequence[AskingUnit]) -> Outcome:
+        outcomes = [
+            self._floored(self._surface("bash", (unit.command,), unit.command), unit.floor)
+            for unit in units
+        ]
+        chosen = _most_restrictive(outcomes)
+        self._record({"step": "asking-units", "units": [o.unit for o in outcomes],
+                      "verdicts": [o.verdict for o in outcomes], "chosen": chosen.unit,
+                      "verdict": chosen.verdict,
+                      "note": "chain-level floor and matchValues are not consulted"})
+        return chosen
+
+    def _surface(self, surface: str, values: Sequence[str], unit: str | None = None) -> Outcome:
+        members = family_members(surface) if self.policy.folds else (surface,)
+        outcomes = [self._member(member, values, unit) for member in members]
+        chosen = _most_restrictive(outcomes)
+        if len(outcomes) > 1:
+            self._record({"step": "family-fold", "surface": surface, "members": list(members),
+                          "verdicts": [o.verdict for o in outcomes], "chosen": chosen.surface,
+                          "verdict": chosen.verdict})
+        return chosen
+
+    def _member(self, surface: str, values: Sequence[str], unit: str | None) -> Outcome:
+        candidates = self.policy.candidates(surface)
+        if self.session:
+            # Without the fold (pi 20.7.3's reading), a family ask still meets the grants this
+            # node recorded on its members.
+            names = (surface,) if self.policy.folds else (surface, *family_members(surface))
+            candidates = candidates.with_tail(
+                [r for r in self.session if any(r.surface_wildcard.matches(n) for n in names)])
+        originals = tuple(values) or (("",) if surface in _SINGLE_VALUE_SURFACES else ("*",))
+        if surface in PATH_SURFACES:
+            evaluator = "any-value"
+            matched = originals
+        else:
+            evaluator = "first-candidate"
+            if surface in _SINGLE_VALUE_SURFACES:
+                originals = originals[:1]
+            matched = tuple(bash_match_value(v) for v in originals) if surface == "bash" else originals
+        match = self._match(candidates, surface, matched, originals)
+        if match.rule.layer == "session":
+            config_only = self._match(self.policy.candidates(surface), surface, matched, originals)
+            if config_only.rule.action == "deny":
+                self._record({"step": "grant-overridden", "surface": surface, "unit": unit,
+                              "grant": match.rule.pattern, "deny": config_only.rule.to_json(),
+                              "value": config_only.value})
+                match = config_only
+        rule = match.rule
+        pattern = rule.pattern if rule.layer in ("config", "session") else None
+        outcome = Outcome(surface, rule, match.value, rule.action, rule.origin, pattern, unit)
+        if self.steps is not None:
+            self._record({"step": "evaluate", "surface": surface, "unit": unit,
+                          "evaluator": evaluator, "values": list(originals),
+                          "consulted": evaluate.consulted(candidates, matched, originals),
+                          "winner": {**rule.to_json(), "value": match.value},
+                          "verdict": rule.action})
+        return outcome
+
+    @staticmethod
+    def _match(candidates: evaluate.Candidates, surface: str, matched: Sequence[str],
+               originals: Sequence[str]) -> evaluate.Match:
+        if surface in PATH_SURFACES:
+            return evaluate.any_value(candidates, matched, originals)
+        return evaluate.first_candidate(candidates, matched)
+
+    def _floored(self, outcome: Outcome, floor: str | None) -> Outcome:
+        if not floor:
+            return outcome
+        applies = outcome.verdict == "allow" and outcome.rule.layer != "session"
+        result = outcome
+        if applies:
+            yolo = self.policy.settings.yolo_mode
+            result = Outcome(outcome.surface, outcome.rule, outcome.value,
+                             "allow" if yolo else "ask", "yolo" if yolo else outcome.origin,
+                             floor, outcome.unit, floor)
+        self._record({"step": "child-floor", "floor": floor, "unit": outcome.unit,
+                      "applied": applies, "before": outcome.verdict, "after": result.verdict,
+                      "yolo": self.policy.settings.yolo_mode})
+        return result
+
+
+def _most_restrictive(outcomes: Sequence[Outcome]) -> Outcome:
+    chosen = outcomes[0]
+    for outcome in outcomes[1:]:
+        if more_restrictive(outcome.verdict, chosen.verdict):
+            chosen = outcome
+    return chosen
+
+
+def decision_of(verdict: Action, surface: str, outcome: Outcome | None) -> RulesDecision | None:
+    """The response `decidedBy` of an auto-decision (the wire's own type); None for an ask."""
+    if verdict == "ask" or outcome is None:
+        return None
+    if outcome.rule.layer == "session":
+        return SessionApprovalDecision(surface=surface, pattern=outcome.rule.pattern)
+    return RuleDecision(surface=surface, pattern=outcome.matched_pattern, origin=outcome.origin)
+
+
+def _decided_by_preview(surface: str, outcome: Outcome) -> dict[str, object] | None:
+    decision = decision_of(outcome.verdict, surface, outcome)
+    return None if decision is None else decision_source_json(decision)
+
+
+def _policy_step(policy: Policy, session_rules: int) -> Step:
+    return {
+        "step": "policy",
+        "agent": policy.agent_name,
+        "suspiciousAgent": policy.suspicious_agent_reason,
+        "failClosedScopes": list(policy.fail_closed_scopes),
+        "yolo": policy.settings.yolo_mode,
+        "configErrors": len(policy.errors),
+        "sessionRules": session_rules,
+        "sources": [s.path for s in policy.sources if s.exists],
+    }
