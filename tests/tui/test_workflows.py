@@ -85,6 +85,8 @@ async def test_grants_screen_lists_counts_and_revokes_for_the_next_ask(tmp_path:
         assert node.authority.list_grants() == []
         await wait_for(pilot, lambda: "Revoked" in rendered_text(app))  # painted a moment later under load
         assert screen.query_one("#grants-table", DataTable).row_count == 0
+        screen.refresh_grants()  # the periodic refresh (every second) keeps the answer to the key
+        assert "Revoked" in str(screen.query_one("#grants-status", Static).render())
 
         await pilot.press("escape")
         write_request(node.root, request_body("third", value="git push origin feature"))

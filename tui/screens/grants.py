@@ -59,6 +59,8 @@ class GrantsScreen(Screen[None]):
         self.authority = authority
         self.entries: list[GrantEntry] = []
         self.armed: tuple[str, str] | None = None
+        #: The status line answers a key (armed, revoked): the periodic refresh leaves it alone.
+        self.noted = False
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False, icon="")
@@ -98,9 +100,9 @@ class GrantsScreen(Screen[None]):
         for entry in self.entries:
             table.add_row(*grant_cells(entry), key=f"{entry.session_id}\x00{entry.grant_id}")
         if not self.entries:
-            if self.armed is None and not before:
+            if self.armed is None and not before and not self.noted:
                 self._status(Content.styled(
-                    "No whole-session grants: every ask is judged by the rules or you.", DIM))
+                    "No whole-session grants: every ask is judged by the rules or you.", DIM), noted=False)
             return
         keys = [(e.session_id, e.grant_id) for e in self.entries]
         if before is not None and (before.session_id, before.grant_id) in keys:
@@ -132,5 +134,6 @@ class GrantsScreen(Screen[None]):
         else:
             self._status(Content.styled("That grant was already gone.", DIM))
 
-    def _status(self, content: Content) -> None:
+    def _status(self, content: Content, *, noted: bool = True) -> None:
+        self.noted = noted
         self.query_one("#grants-status", Static).update(content)
