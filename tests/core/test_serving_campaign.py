@@ -32,7 +32,7 @@ from core.rules import PolicyStore
 from core.serving import ServingCore
 from core.wire.reader import parse_request
 from core.wire.response import parse_response
-from tests.helpers import request_body
+from tests.helpers import poll_until, request_body
 
 S = "019ff969-c34c-70be-9034-fae19c852932"
 ALLOWED = "git status"  # the only thing this node's rules allow
@@ -84,11 +84,11 @@ class LongLivedCore:
         return self.thread.is_alive() and self.failure is None
 
     def wait(self, predicate: Any, what: str, within: float = 20.0) -> None:
-        deadline = time.monotonic() + within
-        while not predicate():
+        def ready() -> bool:
             assert self.alive(), f"the core stopped: {self.failure!r}"
-            assert time.monotonic() < deadline, f"timed out waiting for {what}"
-            time.sleep(0.005)
+            return bool(predicate())
+
+        poll_until(ready, within, what)
 
     def drop(self, name: str, data: bytes) -> Path:
         requests = self.folder / "requests"
