@@ -409,9 +409,7 @@ class Publisher:
             return False
         item.write_failed = None
         if item.written:
-            with contextlib.suppress(OSError):
-                remove(fd, item.temp)  # the `link()` fallback leaves the temp name behind
-            item.temp = None
+            item.temp = None  # renamed into place (the writer removes a `link()` fallback's temp)
         return bool(item.written)
 
     def _write_alone(self, item: _Item) -> None:
