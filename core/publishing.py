@@ -148,6 +148,8 @@ class _Item:
     history_failed: str | None = None
     write_failed: str | None = None
     temp: str | None = None
+    synced: bool = False
+    staging: concurrent.futures.Future[None] | None = None
     written: bool | None = None
 
     def result(self) -> Published:
@@ -189,14 +191,30 @@ class Publisher:
         self._remover = ThreadPoolExecutor(1, thread_name_prefix="pi-authorizer-remove")
         self._removing: concurrent.futures.Future[None] | None = None
         self._stager = ThreadPoolExecutor(1, thread_name_prefix="pi-authorizer-stage")
+        self._unstaged: list[_Item] = []
 
     async def publish(self, inbox: SessionInbox, verdict: VerdictRecord) -> Published:
         self._loop = asyncio.get_running_loop()
         done: asyncio.Future[Published] = self._loop.create_future()
-        self._queue.append(_Item(inbox, verdict, done))
+        item = _Item(inbox, verdict, done)
+        self._queue.append(item)
+        if not self._unstaged:
+            self._loop.call_soon(self._stage_ahead)
+        self._unstaged.append(item)
         if self._drain is None or self._drain.done():
             self._drain = asyncio.ensure_future(self._draining())
         return await asyncio.shield(done)
+
+    def _stage_ahead(self) -> None:
+        """The answers queued in one loop turn get their temps written now, on the stager, while
+        earlier batches commit: creating files is the slow part of a burst on a busy disk, and it
+        never waits for a batch. Called on the loop (and before a batch is taken: every item of a
+        batch has its staging job)."""
+        items, self._unstaged = self._unstaged, []
+        if items:
+            job = self._stager.submit(self._stage_items, items)
+            for item in items:
+                item.staging = job
 
     async def room(self) -> None:
         """Wait while a whole batch is already queued behind the one being committed (backpressure)."""
@@ -217,6 +235,7 @@ class Publisher:
     async def _draining(self) -> None:
         await asyncio.sleep(0)  # every answer already runnable joins the first batch
         while self._queue:
+            self._stage_ahead()
             batch, self._queue = self._queue[: self.max_batch], self._queue[self.max_batch :]
             self._room.set()
             try:
@@ -241,23 +260,25 @@ class Publisher:
     # -- the stages, on a worker thread -----------------------------------------------------------
 
     def _commit(self, batch: Sequence[_Item]) -> None:
-        """The stages, in order. The bodies are staged (written, not visible) while the ledger
-        records, on a second thread: the two wait on the disk side by side, never in turn."""
+        """The stages, in order. The bodies were handed to the stager as they were queued (written,
+        not visible), so their files are created while the ledger records, and while the batches
+        before this one committed: the two wait on the disk side by side, never in turn."""
         self.fault("arrived")
         together = len(batch) >= SYNCFS_FROM
         opened = self._open_folders(batch)
         try:
-            staging = self._stager.submit(self._stage_all, opened, together)
             try:
                 self._record(batch)
             finally:
-                staging.result()
+                for job in {id(item.staging): item.staging for item in batch if item.staging}.values():
+                    job.result()
             self.fault("recorded")
             for fd, items in opened:
                 for item in items:
-                    if item.history_failed is not None and item.temp is not None:
+                    if item.history_failed is not None and item.written is None:
                         # Staged with the verdict the ledger refused: never placed; the denial is.
                         _drop_temp(fd, item)
+                        item.write_failed = None
                         self._stage(fd, item, sync=not together)
             self._place_all(opened, together, self.fault)
         finally:
@@ -348,11 +369,23 @@ class Publisher:
             for item in items:
                 self._stage(fd, item, sync=not together)
 
+    def _stage_items(self, items: Sequence[_Item]) -> None:
+        """The stager's job: a temp per answer (fsynced each when fewer than `SYNCFS_FROM`, as
+        their batch will be: a single ask pays its fsync beside the ledger's, not after it)."""
+        opened = self._open_folders(items)
+        try:
+            self._stage_all(opened, together=len(items) >= SYNCFS_FROM)
+        finally:
+            for fd, _ in opened:
+                os.close(fd)
+
     def _place_all(self, opened: Sequence[tuple[int, list[_Item]]], together: bool, fault: FaultHook) -> None:
         fault("staged")
-        if together:
-            for fd, items in opened:
+        for fd, items in opened:
+            if together:
                 self._sync(fd, items)
+            else:
+                self._sync_each(fd, [item for item in items if not item.synced])
         fault("durable")
         staged = [(fd, item) for fd, items in opened for item in items if item.temp is not None]
         half = len(staged) // 2
@@ -381,7 +414,7 @@ class Publisher:
                 remove(fd, temp)
             _fail([item], exc)
             return
-        item.temp = temp
+        item.temp, item.synced = temp, sync
 
     def _sync(self, fd: int, items: list[_Item]) -> None:
         try:
@@ -389,6 +422,9 @@ class Publisher:
                 return
         except OSError as exc:
             log.warning("syncfs failed (%s); fsyncing each response instead", exc)
+        self._sync_each(fd, items)
+
+    def _sync_each(self, fd: int, items: list[_Item]) -> None:
         for item in items:
             if item.temp is None:
                 continue
