@@ -1,4 +1,4 @@
-"""The sessions a core serves: each one's lock, heartbeat, inbox and what is tracked in it."""
+"""The sessions a core serves: each one's lock, heartbeat, inbox and the records of its request files."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
-from core.asks import Ask, AskKey
+from core.asks import AskKey
 from core.clock import Clock
 from core.files import DiskWriter, leftover_temp_files, remove
 from core.inbox import SessionInbox, display_name
@@ -25,13 +24,11 @@ from core.liveness import (
 )
 from core.logline import log_safe
 from core.paths import normalize_session_id
-from core.publishing import Published
 from core.serving.events import ServeEvent
+from core.serving.records import AskRecords
 from core.tree import Anchor, UnsafeFolder
 
 log = logging.getLogger("pi_authorizer.serve")
-
-Track = Literal["processing", "answering", "answered", "pending", "left", "quarantined"]
 
 
 @dataclass
@@ -39,14 +36,16 @@ class ServedSession:
     inbox: SessionInbox
     lock: SessionLock
     heartbeat: Heartbeat
-    tracked: dict[str, Track] = field(default_factory=dict)
-    asks: dict[str, Ask] = field(default_factory=dict)
+    records: AskRecords = field(init=False)
+    """One state record per request file being served (`core.serving.records`)."""
     scan_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     unservable: str | None = None
-    settling: dict[str, Published] = field(default_factory=dict)
-    """Answered requests being removed by the publisher, with the answer that removes each."""
     problems: dict[str, ServeEvent] = field(default_factory=dict)
     """Refused folders by part (`inbox`, `heartbeat`): the `unsafe_folder` event that reported each."""
+
+    def __post_init__(self) -> None:
+        self.records = AskRecords(self.inbox.session_id)
+
 
 class Sessions:
     """The sessions one core serves, by id and by folder: taking one (lock, heartbeat), beating for
