@@ -112,11 +112,8 @@ class SignalQuit(App[int]):
         self._exiting.acquire()  # never released: this thread ends the process
         if restore_terminal:
             restore_terminal_modes()
-        for served in list(self.core.sessions.values()):
-            with contextlib.suppress(Exception):
-                served.heartbeat.clear()
-            with contextlib.suppress(Exception):
-                served.lock.release()
+        with contextlib.suppress(Exception):
+            self.core.served.release_now()
         for cleanup in self.forced_exit_cleanups:
             with contextlib.suppress(Exception):
                 cleanup()

@@ -42,7 +42,7 @@ from core.quarantine import Quarantine
 from core.serving.events import Observer, ServeEvent
 from core.serving.intake import INTAKE_FILES, Intake, Read, rejection, scan, take_in
 from core.serving.judgment import Chain, Judge, NoRecordedAuthority, judge_ask, review_by_chain
-from core.serving.sessions import ServedSession, Sessions
+from core.serving.sessions import ServedSession, ServedSessions, Sessions
 from core.serving.setaside import SetAside, label, retrying
 from core.tree import Anchor, UnsafeFolder
 from core.watch import watch_session_folders
@@ -100,6 +100,8 @@ class ServingCore:
             self.quarantine, self.roster, self._emit, clock, retry_delays, keeps_history=ledger is not None
         )
         self.sessions = self.roster.by_id
+        #: What a front end may see and do of the sessions served (`core.serving.sessions`).
+        self.served: ServedSessions = self.roster
         self._by_folder = self.roster.by_folder
         self._stop = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()

@@ -1,4 +1,9 @@
-"""The sessions a core serves: each one's lock, heartbeat, inbox and what is tracked in it."""
+"""The sessions a core serves: each one's lock, heartbeat, inbox and what is tracked in it.
+
+A front end sees them only through `ServedSessions` (`ServingCore.served`): a snapshot for display,
+the other inboxes under the root, and the emergency release a signal watchdog may call from its
+own thread. The records themselves stay the serving loop's.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +11,12 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
+import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 from core.asks import Ask, AskKey
 from core.clock import Clock
@@ -27,11 +34,16 @@ from core.logline import log_safe
 from core.paths import normalize_session_id
 from core.publishing import Published
 from core.serving.events import ServeEvent
+from core.survey import InboxStatus, survey_inboxes
 from core.tree import Anchor, UnsafeFolder
 
 log = logging.getLogger("pi_authorizer.serve")
 
 Track = Literal["processing", "answering", "answered", "pending", "left", "quarantined"]
+#: Requests of a served inbox still unanswered: what a session's "waiting" counts.
+UNANSWERED: frozenset[Track] = frozenset({"processing", "pending", "left"})
+#: How long `release_now` waits for a heartbeat being written before it releases anyway.
+RELEASE_WAIT_S = 0.5
 
 
 @dataclass
@@ -47,6 +59,28 @@ class ServedSession:
     """Answered requests being removed by the publisher, with the answer that removes each."""
     problems: dict[str, ServeEvent] = field(default_factory=dict)
     """Refused folders by part (`inbox`, `heartbeat`): the `unsafe_folder` event that reported each."""
+
+
+class ServedSessions(Protocol):
+    """All a front end may know and do about the sessions a core serves (no lock, heartbeat or record)."""
+
+    @property
+    def root(self) -> Path:
+        """The forwarding root they are under."""
+
+    def __len__(self) -> int: ...
+
+    def __contains__(self, session_id: object) -> bool: ...
+
+    def statuses(self) -> list[InboxStatus]:
+        """A snapshot of each served session, for display (`waiting`: requests not answered yet)."""
+
+    def others(self) -> list[InboxStatus]:
+        """Every other inbox under the root, and who (if anyone) serves it."""
+
+    def release_now(self) -> None:
+        """Heartbeats removed, locks released, at once and from any thread; never raises."""
+
 
 class Sessions:
     """The sessions one core serves, by id and by folder: taking one (lock, heartbeat), beating for
@@ -68,6 +102,46 @@ class Sessions:
         self.by_folder: dict[str, ServedSession] = {}
         # Heartbeats get their own thread: a busy default executor never delays a beat.
         self._beats = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="heartbeat")
+        # Held while a heartbeat is written or the sessions are released: once released (from the
+        # loop at shutdown, or from a watchdog thread), no beat writes a heartbeat again.
+        self._guard = threading.Lock()
+        self._released = False
+
+    # -- what a front end sees (`ServedSessions`) --------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.by_id)
+
+    def __contains__(self, session_id: object) -> bool:
+        return session_id in self.by_id
+
+    def statuses(self) -> list[InboxStatus]:
+        return [
+            InboxStatus(
+                folder=served.inbox.folder_name,
+                session_id=session_id,
+                serving="alive",
+                serving_pid=os.getpid(),
+                waiting=sum(1 for track in served.tracked.values() if track in UNANSWERED),
+                problem="; ".join(str(e.reason) for e in served.problems.values()) or None,
+            )
+            for session_id, served in list(self.by_id.items())
+        ]
+
+    def others(self) -> list[InboxStatus]:
+        return [status for status in survey_inboxes(self.root, self.tree, self.clock)
+                if status.session_id not in self.by_id]
+
+    def release_now(self, wait_s: float = RELEASE_WAIT_S) -> None:
+        """For a forced exit, when the loop may be stuck: no beat is started again, a beat being
+        written is waited for (at most `wait_s`), then every heartbeat is removed and every lock released."""
+        self._beats.shutdown(wait=False, cancel_futures=True)
+        held = self._guard.acquire(timeout=wait_s)
+        try:
+            self._release_all()
+        finally:
+            if held:
+                self._guard.release()
 
     def add(self, raw_id: str) -> tuple[ServedSession, bool]:
         """The session, and whether it was taken just now. Raises `SessionHeld` if served elsewhere."""
@@ -97,20 +171,34 @@ class Sessions:
         The beat thread is stopped first, waiting for a beat in flight: cancelling the heartbeat loop
         does not stop a beat already running there, which would write the file again once removed."""
         self._beats.shutdown(wait=True)
-        for served in self.by_id.values():
-            with contextlib.suppress(OSError):
+        with self._guard:
+            self._release_all()
+
+    def _release_all(self) -> None:
+        if self._released:
+            return
+        self._released = True
+        for served in list(self.by_id.values()):
+            with contextlib.suppress(Exception):
                 served.heartbeat.clear()
-            served.lock.release()
+            with contextlib.suppress(Exception):
+                served.lock.release()
+
+    def _guarded(self, beat: Callable[[], None]) -> None:
+        """A heartbeat write (or removal), never after the sessions were released."""
+        with self._guard:
+            if not self._released:
+                beat()
 
     async def heartbeat_loop(self, stop: asyncio.Event) -> None:
         """Beat every second in a thread of its own; a session that cannot be served is not beaten
         for, and its heartbeat is removed, so no child or authorizer takes it for served."""
         loop = asyncio.get_running_loop()
-        while not stop.is_set():
+        while not stop.is_set() and not self._released:
             for served in list(self.by_id.values()):
                 beat = served.heartbeat.clear if served.unservable else served.heartbeat.beat
                 try:
-                    await loop.run_in_executor(self._beats, beat)
+                    await loop.run_in_executor(self._beats, self._guarded, beat)
                 except UnsafeFolder as exc:
                     self._beat_refused(served, exc)
                     continue
@@ -124,7 +212,7 @@ class Sessions:
 
     def _beat(self, served: ServedSession) -> None:
         try:
-            served.heartbeat.beat()
+            self._guarded(served.heartbeat.beat)
         except UnsafeFolder as exc:
             self._beat_refused(served, exc)
             return

@@ -18,27 +18,28 @@ from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
-from core.human import HumanAuthorizer
 from core.liveness import SessionHeld
 from core.paths import InvalidSessionId, env_line
 from core.serving import ServingCore
-from core.survey import survey_inboxes
+from core.survey import InboxStatus
 from tui.render.styles import DIM, WARN
 from tui.sanitize import sanitize
 
 
 @dataclass(frozen=True)
 class SessionRow:
-    session_id: str
+    """An inbox as the core reports it, and whether this authorizer serves it."""
+
+    status: InboxStatus
     ours: bool
-    state: str
-    pid: int | None
-    waiting: int
-    problem: str | None = None
+
+    @property
+    def session_id(self) -> str:
+        return self.status.session_id
 
     @property
     def adoptable(self) -> bool:
-        return not self.ours and self.state != "alive" and self.problem is None
+        return not self.ours and self.status.serving != "alive" and self.status.problem is None
 
 
 STATE_WORDS = {
@@ -60,10 +61,9 @@ class SessionsScreen(Screen[None]):
         Binding("k,up", "cursor(-1)", "Prev", key_display="k/↑", id="sessions.up"),
     ]
 
-    def __init__(self, core: ServingCore, human: HumanAuthorizer) -> None:
+    def __init__(self, core: ServingCore) -> None:
         super().__init__(id="sessions")
         self.core = core
-        self.human = human
         self.rows: list[SessionRow] = []
 
     def compose(self) -> ComposeResult:
@@ -86,23 +86,14 @@ class SessionsScreen(Screen[None]):
             self.table.add_column(Text(label), key=key)
         self.query_one("#sessions-env", Static).border_title = "Run a headless pi so it forwards here"
         self.query_one("#sessions-root", Static).update(Content.assemble(
-            ("Forwarding root ", DIM), sanitize(str(self.core.root)).content("bold")))
+            ("Forwarding root ", DIM), sanitize(str(self.core.served.root)).content("bold")))
         self.refresh_rows()
         self.set_interval(1.0, self.refresh_rows)
 
     def collect(self) -> list[SessionRow]:
-        pending: dict[str, int] = {}
-        for ask in self.human.pending():
-            pending[ask.key.session_id] = pending.get(ask.key.session_id, 0) + 1
-        rows = [SessionRow(sid, True, "serving", None, pending.get(sid, 0),
-                           "; ".join(str(e.reason) for e in served.problems.values()) or None)
-                for sid, served in self.core.sessions.items()]
-        for status in survey_inboxes(self.core.root, self.core.tree):
-            if status.session_id in self.core.sessions:
-                continue
-            rows.append(SessionRow(status.session_id, False, status.serving, status.serving_pid,
-                                   status.waiting, status.problem))
-        return rows
+        served = self.core.served
+        return ([SessionRow(status, True) for status in served.statuses()]
+                + [SessionRow(status, False) for status in served.others()])
 
     def refresh_rows(self) -> None:
         selected = self._selected()
@@ -128,20 +119,23 @@ class SessionsScreen(Screen[None]):
 
     @staticmethod
     def _cells(row: SessionRow) -> tuple[Text, Text, Text, Text, Text]:
-        sid = sanitize(row.session_id, single_line=True).text()
-        if row.problem is not None:
+        status = row.status
+        sid = sanitize(status.session_id, single_line=True).text()
+        if status.problem is not None:
             state = Text("not served: unsafe folder" if row.ours else "unsafe folder", style="bold red")
-            note = sanitize(row.problem, single_line=True).text()
+            note = sanitize(status.problem, single_line=True).text()
         elif row.ours:
             state = Text("serving here", style="bold green")
             note = Text("this authorizer")
         else:
-            stuck = row.adoptable and row.waiting > 0
-            state = Text(STATE_WORDS.get(row.state, row.state), style="bold red" if stuck else "")
+            stuck = row.adoptable and status.waiting > 0
+            state = Text(STATE_WORDS.get(status.serving, status.serving), style="bold red" if stuck else "")
             note = Text("children waiting: press a to adopt" if stuck else
-                        ("read-only" if row.state == "alive" else ""), style="yellow" if stuck else "dim")
-        pid = Text("" if row.pid is None else str(row.pid))
-        return sid, state, pid, Text(str(row.waiting)), note
+                        ("read-only" if status.serving == "alive" else ""),
+                        style="yellow" if stuck else "dim")
+        # Our own pid is not news ("this authorizer"); another server's is.
+        pid = Text("" if row.ours or status.serving_pid is None else str(status.serving_pid))
+        return sid, state, pid, Text(str(status.waiting)), note
 
     def _selected(self) -> SessionRow | None:
         table = self.table
@@ -162,10 +156,10 @@ class SessionsScreen(Screen[None]):
         line = sanitize(env_line(row.session_id), single_line=True)
         if row.ours:
             env.update(Content.assemble(line.content("bold"), ("\n(c: copy)", DIM)))
-        elif row.state == "alive":
+        elif row.status.serving == "alive":
             env.update(Content.assemble(
                 ("Served by another live process", WARN),
-                (f" (pid {row.pid})" if row.pid else "", ""),
+                (f" (pid {row.status.serving_pid})" if row.status.serving_pid else "", ""),
                 (": read-only here; answering it too would race that server.", DIM)))
         else:
             env.update(Content.assemble(("Unserved. Press a to adopt it; then children can use:\n", DIM),
@@ -184,13 +178,14 @@ class SessionsScreen(Screen[None]):
         if row.ours:
             note.update(Content.styled("Already served by this authorizer.", DIM))
             return
-        if row.problem is not None:
+        pid = row.status.serving_pid
+        if row.status.problem is not None:
             note.update(Content.assemble(("Not adopted: ", "bold $text-error"),
-                                         sanitize(row.problem, single_line=True).content()))
+                                         sanitize(row.status.problem, single_line=True).content()))
             return
-        if row.state == "alive":
+        if row.status.serving == "alive":
             note.update(Content.assemble(("Read-only: ", WARN), (
-                f"served by live pid {row.pid}." if row.pid else "served by another live process.", "")))
+                f"served by live pid {pid}." if pid else "served by another live process.", "")))
             return
         try:
             self.core.add_session(row.session_id)
