@@ -22,6 +22,8 @@ from core.serving import ServingCore
 
 #: After SIGHUP/SIGTERM, how long the graceful quit may take before the app exits without it.
 FORCED_EXIT_S = 0.9
+#: At a forced exit, how long to wait for a heartbeat being written before releasing anyway.
+FORCED_RELEASE_WAIT_S = 0.5
 
 
 #: Leave the alternate screen, show the cursor, stop mouse reporting (what Textual's exit undoes).
@@ -113,7 +115,7 @@ class SignalQuit(App[int]):
         if restore_terminal:
             restore_terminal_modes()
         with contextlib.suppress(Exception):
-            self.core.served.release_now()
+            self.core.served.release(wait_s=FORCED_RELEASE_WAIT_S)
         for cleanup in self.forced_exit_cleanups:
             with contextlib.suppress(Exception):
                 cleanup()

@@ -1,8 +1,8 @@
 """The sessions a core serves: each one's lock, heartbeat, inbox and what is tracked in it.
 
 A front end sees them only through `ServedSessions` (`ServingCore.served`): a snapshot for display,
-the other inboxes under the root, and the emergency release a signal watchdog may call from its
-own thread. The records themselves stay the serving loop's.
+the other inboxes under the root, and the release a forced exit's watchdog may call from its own
+thread. The records themselves stay the serving loop's.
 """
 
 from __future__ import annotations
@@ -42,8 +42,6 @@ log = logging.getLogger("pi_authorizer.serve")
 Track = Literal["processing", "answering", "answered", "pending", "left", "quarantined"]
 #: Requests of a served inbox still unanswered: what a session's "waiting" counts.
 UNANSWERED: frozenset[Track] = frozenset({"processing", "pending", "left"})
-#: How long `release_now` waits for a heartbeat being written before it releases anyway.
-RELEASE_WAIT_S = 0.5
 
 
 @dataclass
@@ -65,8 +63,7 @@ class ServedSessions(Protocol):
     """All a front end may know and do about the sessions a core serves (no lock, heartbeat or record)."""
 
     @property
-    def root(self) -> Path:
-        """The forwarding root they are under."""
+    def root(self) -> Path: ...
 
     def __len__(self) -> int: ...
 
@@ -78,8 +75,8 @@ class ServedSessions(Protocol):
     def others(self) -> list[InboxStatus]:
         """Every other inbox under the root, and who (if anyone) serves it."""
 
-    def release_now(self) -> None:
-        """Heartbeats removed, locks released, at once and from any thread; never raises."""
+    def release(self, wait_s: float | None = None) -> None:
+        """Heartbeats removed, locks released, from any thread; never raises."""
 
 
 class Sessions:
@@ -116,32 +113,14 @@ class Sessions:
         return session_id in self.by_id
 
     def statuses(self) -> list[InboxStatus]:
-        return [
-            InboxStatus(
-                folder=served.inbox.folder_name,
-                session_id=session_id,
-                serving="alive",
-                serving_pid=os.getpid(),
-                waiting=sum(1 for track in served.tracked.values() if track in UNANSWERED),
-                problem="; ".join(str(e.reason) for e in served.problems.values()) or None,
-            )
-            for session_id, served in list(self.by_id.items())
-        ]
+        return [InboxStatus(served.inbox.folder_name, session_id, "alive", os.getpid(),
+                            waiting=sum(1 for track in served.tracked.values() if track in UNANSWERED),
+                            problem="; ".join(str(e.reason) for e in served.problems.values()) or None)
+                for session_id, served in list(self.by_id.items())]
 
     def others(self) -> list[InboxStatus]:
         return [status for status in survey_inboxes(self.root, self.tree, self.clock)
                 if status.session_id not in self.by_id]
-
-    def release_now(self, wait_s: float = RELEASE_WAIT_S) -> None:
-        """For a forced exit, when the loop may be stuck: no beat is started again, a beat being
-        written is waited for (at most `wait_s`), then every heartbeat is removed and every lock released."""
-        self._beats.shutdown(wait=False, cancel_futures=True)
-        held = self._guard.acquire(timeout=wait_s)
-        try:
-            self._release_all()
-        finally:
-            if held:
-                self._guard.release()
 
     def add(self, raw_id: str) -> tuple[ServedSession, bool]:
         """The session, and whether it was taken just now. Raises `SessionHeld` if served elsewhere."""
@@ -165,24 +144,26 @@ class Sessions:
         log.info("serving session %s (inbox %s)", log_safe(session_id), inbox.requests_dir)
         return served, True
 
-    def release(self) -> None:
-        """Heartbeats removed, locks released: the sessions are free for another authorizer.
+    def release(self, wait_s: float | None = None) -> None:
+        """Heartbeats removed, locks released: the sessions are free for another authorizer. Once, from
+        any thread: at shutdown on the loop, or from a forced exit's watchdog while the loop is stuck.
 
-        The beat thread is stopped first, waiting for a beat in flight: cancelling the heartbeat loop
-        does not stop a beat already running there, which would write the file again once removed."""
-        self._beats.shutdown(wait=True)
-        with self._guard:
-            self._release_all()
-
-    def _release_all(self) -> None:
-        if self._released:
-            return
-        self._released = True
-        for served in list(self.by_id.values()):
-            with contextlib.suppress(Exception):
-                served.heartbeat.clear()
-            with contextlib.suppress(Exception):
-                served.lock.release()
+        No beat starts again; a beat in flight is waited for (at most `wait_s`, if given), since
+        cancelling the heartbeat loop does not stop a beat already running, which would write the file
+        again once removed."""
+        self._beats.shutdown(wait=False, cancel_futures=True)
+        held = self._guard.acquire(timeout=-1 if wait_s is None else wait_s)
+        try:
+            if not self._released:
+                self._released = True
+                for served in list(self.by_id.values()):
+                    with contextlib.suppress(Exception):
+                        served.heartbeat.clear()
+                    with contextlib.suppress(Exception):
+                        served.lock.release()
+        finally:
+            if held:
+                self._guard.release()
 
     def _guarded(self, beat: Callable[[], None]) -> None:
         """A heartbeat write (or removal), never after the sessions were released."""

@@ -72,7 +72,7 @@ def test_a_front_end_sees_a_snapshot_of_the_served_and_the_other_inboxes(tmp_pat
     roster.release()
 
 
-def test_release_now_from_another_thread_waits_for_a_beat_in_flight(tmp_path: Path) -> None:
+def test_a_release_from_another_thread_waits_for_a_beat_in_flight(tmp_path: Path) -> None:
     """The forced exit's release, from the watchdog's thread while the loop may be stuck: the beat
     being written finishes first (it cannot write the heartbeat again after), then all is released."""
     events: list[ServeEvent] = []
@@ -90,7 +90,7 @@ def test_release_now_from_another_thread_waits_for_a_beat_in_flight(tmp_path: Pa
     beating = threading.Thread(target=roster._guarded, args=(slow_beat,))
     beating.start()
     assert entered.wait(30)
-    releasing = threading.Thread(target=roster.release_now, kwargs={"wait_s": 30.0})
+    releasing = threading.Thread(target=roster.release, kwargs={"wait_s": 30.0})
     releasing.start()
     go.set()
     releasing.join(30)
