@@ -178,7 +178,7 @@ class QueueView(Screen[None]):
         return self.safety.armed
 
     def handle_event(self, event: HumanEvent) -> None:
-        """Called synchronously for every `HumanAuthorizer` event."""
+        """Every `HumanAuthorizer` event, in order, from the app's message loop (`HumanChanged`)."""
         if isinstance(event, AskWithdrawn):
             self.marked.pop(event.ask.key, None)
             self.set_status(Content.assemble(
@@ -328,6 +328,12 @@ class QueueView(Screen[None]):
         if content or self._status_shown:
             self.query_one("#status", Static).update(content)
         self._status_shown = bool(content)
+
+    def say_after_events(self, content: Content | str, *, about: AskKey | None = None,
+                         ttl: float | None = None) -> None:
+        """A note about the outcome of this screen's own call to the person's API: shown after the
+        events that call caused, which are Messages already queued to the app (never overwritten by them)."""
+        self.app.call_later(self.set_status, content, about=about, ttl=ttl)
 
     @property
     def status_text(self) -> str:
