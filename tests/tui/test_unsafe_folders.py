@@ -38,8 +38,8 @@ async def test_a_linked_responses_folder_is_notified_and_shown_in_the_sessions_v
         await wait_for(pilot, lambda: {SERVED, ORPHAN} <= {row.session_id for row in screen.rows}, within=30)
         await settle(pilot)
         rows = {row.session_id: row for row in screen.rows}
-        assert "responses is a symbolic link" in str(rows[SERVED].status.problem)
-        assert "requests is a symbolic link" in str(rows[ORPHAN].status.problem)
+        assert "responses is a symbolic link" in str(rows[SERVED].problem)
+        assert "requests is a symbolic link" in str(rows[ORPHAN].problem)
         screen.table.move_cursor(row=[r.session_id for r in screen.rows].index(ORPHAN))
         await pilot.press("a")
         await settle(pilot)

@@ -7,7 +7,6 @@ from a side terminal).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.text import Text
@@ -15,7 +14,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.content import Content
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
 from core.liveness import SessionHeld
@@ -24,23 +22,7 @@ from core.serving import ServingCore
 from core.survey import InboxStatus
 from tui.render.styles import DIM, WARN
 from tui.sanitize import sanitize
-
-
-@dataclass(frozen=True)
-class SessionRow:
-    """An inbox as the core reports it, and whether this authorizer serves it."""
-
-    status: InboxStatus
-    ours: bool
-
-    @property
-    def session_id(self) -> str:
-        return self.status.session_id
-
-    @property
-    def adoptable(self) -> bool:
-        return not self.ours and self.status.serving != "alive" and self.status.problem is None
-
+from tui.screens.rows_screen import RowsScreen, rows_keys
 
 STATE_WORDS = {
     "alive": "served elsewhere",
@@ -50,21 +32,22 @@ STATE_WORDS = {
 }
 
 
-class SessionsScreen(Screen[None]):
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "app.pop_screen", "Back", id="sessions.back"),
+class SessionsScreen(RowsScreen):
+    TABLE = "sessions-table"
+    BINDINGS: ClassVar[list[BindingType]] = rows_keys(
+        "sessions",
         Binding("a", "adopt", "Adopt inbox", id="sessions.adopt",
                 tooltip="Serve the selected unserved inbox from this authorizer"),
         Binding("c", "copy_env", "Copy env line", id="sessions.copy",
                 tooltip="Copy the env line for the selected session (OSC 52)"),
-        Binding("j,down", "cursor(1)", "Next", key_display="j/↓", id="sessions.down"),
-        Binding("k,up", "cursor(-1)", "Prev", key_display="k/↑", id="sessions.up"),
-    ]
+    )
 
     def __init__(self, core: ServingCore) -> None:
         super().__init__(id="sessions")
         self.core = core
-        self.rows: list[SessionRow] = []
+        #: Every inbox as the core reports it: the ones served here first (`ours`), then the others.
+        self.rows: list[InboxStatus] = []
+        self.ours: frozenset[str] = frozenset()
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False, icon="")
@@ -74,10 +57,6 @@ class SessionsScreen(Screen[None]):
             yield Static(id="sessions-env", classes="panel", markup=False)
             yield Static(id="sessions-note", markup=False)
         yield Footer(show_command_palette=False)
-
-    @property
-    def table(self) -> DataTable[Text]:
-        return self.query_one("#sessions-table", DataTable)
 
     def on_mount(self) -> None:
         self.sub_title = "sessions"
@@ -90,22 +69,19 @@ class SessionsScreen(Screen[None]):
         self.refresh_rows()
         self.set_interval(1.0, self.refresh_rows)
 
-    def collect(self) -> list[SessionRow]:
-        served = self.core.served
-        return ([SessionRow(status, True) for status in served.statuses()]
-                + [SessionRow(status, False) for status in served.others()])
-
     def refresh_rows(self) -> None:
         selected = self._selected()
-        rows = self.collect()
-        self.rows = rows
+        served = self.core.served
+        ours = served.statuses()
+        self.ours = frozenset(status.session_id for status in ours)
+        self.rows = rows = ours + served.others()
         table = self.table
         wanted = {row.session_id: row for row in rows}
         for key in [str(r.key.value) for r in table.ordered_rows if r.key.value not in wanted]:
             table.remove_row(key)
         present = {str(r.key.value) for r in table.ordered_rows}
         for row in rows:
-            cells = self._cells(row)
+            cells = self._cells(row, row.session_id in self.ours)
             if row.session_id in present:
                 for column, cell in zip(("session", "state", "pid", "waiting", "note"), cells, strict=True):
                     table.update_cell(row.session_id, column, cell)
@@ -118,26 +94,25 @@ class SessionsScreen(Screen[None]):
         self._render_selection()
 
     @staticmethod
-    def _cells(row: SessionRow) -> tuple[Text, Text, Text, Text, Text]:
-        status = row.status
+    def _cells(status: InboxStatus, ours: bool) -> tuple[Text, Text, Text, Text, Text]:
         sid = sanitize(status.session_id, single_line=True).text()
         if status.problem is not None:
-            state = Text("not served: unsafe folder" if row.ours else "unsafe folder", style="bold red")
+            state = Text("not served: unsafe folder" if ours else "unsafe folder", style="bold red")
             note = sanitize(status.problem, single_line=True).text()
-        elif row.ours:
+        elif ours:
             state = Text("serving here", style="bold green")
             note = Text("this authorizer")
         else:
-            stuck = row.adoptable and status.waiting > 0
+            stuck = status.stuck
             state = Text(STATE_WORDS.get(status.serving, status.serving), style="bold red" if stuck else "")
             note = Text("children waiting: press a to adopt" if stuck else
                         ("read-only" if status.serving == "alive" else ""),
                         style="yellow" if stuck else "dim")
         # Our own pid is not news ("this authorizer"); another server's is.
-        pid = Text("" if row.ours or status.serving_pid is None else str(status.serving_pid))
+        pid = Text("" if ours or status.serving_pid is None else str(status.serving_pid))
         return sid, state, pid, Text(str(status.waiting)), note
 
-    def _selected(self) -> SessionRow | None:
+    def _selected(self) -> InboxStatus | None:
         table = self.table
         if not table.row_count or not self.rows:
             return None
@@ -154,36 +129,31 @@ class SessionsScreen(Screen[None]):
             env.update(Content.styled("No session inboxes yet.", DIM))
             return
         line = sanitize(env_line(row.session_id), single_line=True)
-        if row.ours:
+        if row.session_id in self.ours:
             env.update(Content.assemble(line.content("bold"), ("\n(c: copy)", DIM)))
-        elif row.status.serving == "alive":
+        elif row.serving == "alive":
             env.update(Content.assemble(
                 ("Served by another live process", WARN),
-                (f" (pid {row.status.serving_pid})" if row.status.serving_pid else "", ""),
+                (f" (pid {row.serving_pid})" if row.serving_pid else "", ""),
                 (": read-only here; answering it too would race that server.", DIM)))
         else:
             env.update(Content.assemble(("Unserved. Press a to adopt it; then children can use:\n", DIM),
                                         line.content()))
-
-    def action_cursor(self, delta: int) -> None:
-        table = self.table
-        if table.row_count:
-            table.move_cursor(row=max(0, min(table.row_count - 1, table.cursor_row + delta)), animate=False)
 
     def action_adopt(self) -> None:
         row = self._selected()
         note = self.query_one("#sessions-note", Static)
         if row is None:
             return
-        if row.ours:
+        if row.session_id in self.ours:
             note.update(Content.styled("Already served by this authorizer.", DIM))
             return
-        pid = row.status.serving_pid
-        if row.status.problem is not None:
+        pid = row.serving_pid
+        if row.problem is not None:
             note.update(Content.assemble(("Not adopted: ", "bold $text-error"),
-                                         sanitize(row.status.problem, single_line=True).content()))
+                                         sanitize(row.problem, single_line=True).content()))
             return
-        if row.status.serving == "alive":
+        if row.serving == "alive":
             note.update(Content.assemble(("Read-only: ", WARN), (
                 f"served by live pid {pid}." if pid else "served by another live process.", "")))
             return
