@@ -295,7 +295,12 @@ class QueueView(Screen[None]):
 
     def _tick(self) -> None:
         now = self.clock()
-        self.table.sync(self.visible_asks(), now)
+        asks = self.visible_asks()
+        if [a.key for a in asks] != self.table.ask_keys:
+            # Its event is still on the way: the rows change with the selection, in one place.
+            self.refresh_queue()
+        else:
+            self.table.sync(asks, now)
         keys = self.table.ask_keys
         ask = self.current_ask()
         if ask is not None and ask.key in keys:
