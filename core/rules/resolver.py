@@ -28,7 +28,7 @@ from core.rules.policy import Policy
 from core.wire.decisions import decision_source_json
 
 NO_FACTS_REASON = (
-    "version-skew floor (ADR 0008 §4): the request carries no usable accessIntent, "
+    "version-skew floor (docs/contract.md § Facts and judgment): the request carries no usable accessIntent, "
     "so recorded rules are not consulted and the ask goes to live authority"
 )
 
