@@ -194,6 +194,10 @@ class Publisher:
         self._unstaged: list[_Item] = []
 
     async def publish(self, inbox: SessionInbox, verdict: VerdictRecord) -> Published:
+        return await asyncio.shield(self.enqueue(inbox, verdict))
+
+    def enqueue(self, inbox: SessionInbox, verdict: VerdictRecord) -> asyncio.Future[Published]:
+        """`publish` without waiting (on the loop): the future is set when the answer's batch is done."""
         self._loop = asyncio.get_running_loop()
         done: asyncio.Future[Published] = self._loop.create_future()
         item = _Item(inbox, verdict, done)
@@ -203,7 +207,7 @@ class Publisher:
         self._unstaged.append(item)
         if self._drain is None or self._drain.done():
             self._drain = asyncio.ensure_future(self._draining())
-        return await asyncio.shield(done)
+        return done
 
     def _stage_ahead(self) -> None:
         """The answers queued in one loop turn get their temps written now, on the stager, while

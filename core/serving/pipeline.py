@@ -17,7 +17,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Coroutine
 
-from core.asks import Answered, Ask, Leave, TerminalDecision, TerminalSlot
+from core.asks import Answered, Ask, Decision, Leave, TerminalDecision, TerminalSlot
 from core.clock import Clock
 from core.serving.answering import Answering
 from core.serving.events import ServeEvent
@@ -56,6 +56,51 @@ class Pipeline:
         self.terminal, self.judge, self.chain, self.timeout_ms = terminal, judge, chain, timeout_ms
         self.clock, self.roster, self.set_aside, self.reconcile = clock, roster, set_aside, reconcile
         self.answering, self.emit, self.spawn = answering, emit, spawn
+
+    def start(self, served: ServedSession, record: AskRecord, read: Read, intake: Intake) -> None:
+        """Serve one file of an intake: the common case at once, without a task of its own (a burst
+        of 10,000 would pay 10,000 tasks); any other in a task that runs the whole path."""
+        try:
+            if self._serve_now(served, record, read, intake):
+                return
+        except Exception as exc:
+            self.spawn(self._failed(served, record, exc), True)
+            return
+        self.spawn(self.serve(served, record, read, intake), True)
+
+    def _serve_now(self, served: ServedSession, record: AskRecord, read: Read, intake: Intake) -> bool:
+        """The path for a usable request with nothing to restore, decided at once (by a rule, or a
+        terminal that decides on the spot) and handed to the publisher. False, having changed
+        nothing: the file needs `serve` (set aside, restored, or an ask that waits)."""
+        parsed = read.parsed
+        if not record.live or read.gone or parsed is None:
+            return False
+        request_id = parsed.request.id
+        if f"{request_id}.json" in intake.responses or request_id in intake.recorded:
+            return False
+        if rejection(record.key.name, read, served.inbox.session_id) is not None:
+            return False
+        now = self.clock.wall()
+        served.records.arrive(record, parsed, now)
+        self.emit(ServeEvent("arrived", record.key, now, parsed=parsed, raw=read.raw))
+        judgment, decision = judge_ask(self.judge, parsed, served.inbox.session_id, self.clock)
+        if decision is not None:
+            self.answering.answer_soon(served, record, decision)
+            return True
+        ask = Ask(record.key, parsed, judgment, now, self.timeout_ms(), served.inbox.session_id)
+        if self.chain is not None:
+            self.spawn(self._guarded(served, record, self._escalate(served, record, ask)), False)
+            return True
+        served.records.move(record, "shown")
+        pending = self.terminal.decide(ask)
+        taken = pending.result() if pending.done() and not pending.cancelled() else None
+        if isinstance(taken, Decision) and taken.reply is None and taken.outcome != "user":
+            self.answering.answer_soon(served, record, taken)
+        elif pending.done():
+            self.spawn(self._guarded(served, record, self._decided(served, record, ask, pending)), True)
+        else:
+            self._when_decided(served, record, ask, pending)
+        return True
 
     async def serve(self, served: ServedSession, record: AskRecord, read: Read, intake: Intake) -> None:
         await self._guarded(served, record, self._serve(served, record, read, intake))
@@ -145,16 +190,21 @@ class Pipeline:
         """Run a step of the path; whatever goes wrong, the file is quarantined with the reason."""
         try:
             await step
-        except UnsafeFolder as exc:
-            # The session tree is refused, not this file: reported, served once it is sound.
+        except Exception as exc:
+            await self._failed(served, record, exc)
+
+    async def _failed(self, served: ServedSession, record: AskRecord, exc: Exception) -> None:
+        """A step of the path raised: the file is quarantined with the reason (a refused session
+        tree is reported instead, and the file served once the tree is sound)."""
+        if isinstance(exc, UnsafeFolder):
             self._leave_terminal(record)
             served.records.release(record)
             self.roster.report_unsafe(served, "inbox", exc, "this session's requests are not served")
-        except Exception as exc:
-            log.error("%s: serving failed", label(record.key, None), exc_info=True)
-            self._leave_terminal(record)
-            reason = f"serving this file failed ({type(exc).__name__}: {exc})"
-            await self.set_aside.reject(served, record, reason, None)
+            return
+        log.error("%s: serving failed", label(record.key, None), exc_info=exc)
+        self._leave_terminal(record)
+        reason = f"serving this file failed ({type(exc).__name__}: {exc})"
+        await self.set_aside.reject(served, record, reason, None)
 
     def _leave_terminal(self, record: AskRecord) -> None:
         if record.stage == "shown":
