@@ -24,9 +24,10 @@ from urllib.parse import quote
 
 from core.asks import AskKey
 from core.clock import SYSTEM_CLOCK, Clock
+from core.history.open_rows import OPEN, open_row, open_rows
 from core.history.reader import HistoryReader
-from core.history.rows import describe_decider, dumps, outcome_kind, storable
-from core.history.writer import OPEN, HistoryWriter, Retention
+from core.history.rows import arrival_values, describe_decider, dumps, outcome_kind, storable
+from core.history.writer import HistoryWriter, Retention
 from core.publishing import RecordedVerdict, VerdictRecord, WrittenMark
 from core.serving import ServeEvent
 from core.wire.decisions import decision_source_json
@@ -59,13 +60,13 @@ class HistoryStore(HistoryWriter):
         other updates the open row of its request file (or a row made for it)."""
         now = self.clock.wall()
         with self._tx(durable=True, claim={verdict.key for verdict in verdicts}) as conn:
-            found = self._open_rows(conn, [verdict.key for verdict in verdicts])
+            found = open_rows(conn, [verdict.key for verdict in verdicts])
             for verdict in verdicts:
                 arrival = self._claimed.pop(verdict.key, None)
                 row = found.get(verdict.key)
                 if row is None and arrival is not None:
                     assert arrival.parsed is not None
-                    values = self._arrival_values(verdict.key, arrival.parsed, arrival.at, arrival.raw)
+                    values = arrival_values(verdict.key, arrival.parsed, arrival.at, arrival.raw)
                     values.update(_verdict_columns(verdict, now, arrival.at))
                     self._insert(conn, values)
                     continue
@@ -145,7 +146,7 @@ class HistoryStore(HistoryWriter):
 
     def _withdrawn(self, event: ServeEvent) -> None:
         with self._tx() as conn:
-            found = self._open_row(conn, event.key)
+            found = open_row(conn, event.key)
             if found is None:
                 if event.parsed is None:
                     return
@@ -159,7 +160,7 @@ class HistoryStore(HistoryWriter):
 
     def _set_open(self, key: AskKey, assignment: str, params: Sequence[object]) -> None:
         with self._tx() as conn:
-            found = self._open_row(conn, key)
+            found = open_row(conn, key)
             if found is not None:
                 conn.execute(f"UPDATE asks SET {assignment} WHERE id = ?", storable((*params, found[0])))
 

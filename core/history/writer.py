@@ -26,8 +26,9 @@ from pathlib import Path
 
 from core.asks import AskKey
 from core.clock import SYSTEM_CLOCK, Clock
+from core.history.open_rows import open_rows
 from core.history.reader import HistoryReader
-from core.history.rows import facts_columns, storable
+from core.history.rows import arrival_values, storable
 from core.history.schema import migrate
 from core.serving import ServeEvent
 from core.tree import FILE_MODE, Anchor
@@ -35,8 +36,6 @@ from core.wire.request import ParsedRequest
 
 log = logging.getLogger("pi_authorizer.history")
 
-# The outcomes of a row whose ask has not ended.
-OPEN = ("pending", "left")
 #: How long a queued arrival waits for its verdict's transaction, which writes both as one row, before
 #: a worker writes it alone (an ask that went to a person). A read of the history writes it at once.
 ARRIVALS_WAIT_S = 0.5
@@ -110,7 +109,7 @@ class HistoryWriter(HistoryReader):
 
     def _write_arrivals(self, conn: sqlite3.Connection, pending: Sequence[ServeEvent]) -> None:
         """One lookup of the open rows for the whole queue, then a row per arrival."""
-        found = self._open_rows(conn, [event.key for event in pending])
+        found = open_rows(conn, [event.key for event in pending])
         for event in pending:
             assert event.parsed is not None
             row = found.get(event.key)
@@ -122,36 +121,6 @@ class HistoryWriter(HistoryReader):
 
     # -- rows -----------------------------------------------------------------------------------
 
-    def _open_rows(self, conn: sqlite3.Connection, keys: Sequence[AskKey]) -> dict[AskKey, tuple[int, float]]:
-        """`_open_row` for many request files at once (a burst's arrivals or verdicts): by key."""
-        names: dict[str, dict[str, None]] = {}
-        for key in keys:
-            names.setdefault(key.session_id, {})[key.name] = None
-        found: dict[AskKey, tuple[int, float]] = {}
-        for session_id, unique in names.items():
-            listed = list(unique)
-            for start in range(0, len(listed), 500):
-                chunk = listed[start : start + 500]
-                marks = ", ".join("?" for _ in chunk)
-                for row_id, name, started in conn.execute(
-                    "SELECT id, request_name, COALESCE(shown_at, arrived_at) FROM asks "
-                    f"WHERE served_session = ? AND request_name IN ({marks}) AND verdict IS NULL "
-                    "AND outcome IN (?, ?) AND ended_at IS NULL ORDER BY id",
-                    storable((session_id, *chunk, *OPEN)),
-                ):
-                    found[AskKey(session_id, name)] = (row_id, started)  # the newest wins
-        return found
-
-    def _open_row(self, conn: sqlite3.Connection, key: AskKey) -> tuple[int, float] | None:
-        """The open row of this request file: its id and when it was shown (else arrived)."""
-        found = conn.execute(
-            "SELECT id, COALESCE(shown_at, arrived_at) FROM asks WHERE served_session = ? "
-            "AND request_name = ? AND verdict IS NULL AND outcome IN (?, ?) AND ended_at IS NULL "
-            "ORDER BY id DESC LIMIT 1",
-            (key.session_id, key.name, *OPEN),
-        ).fetchone()
-        return None if found is None else (found[0], found[1])
-
     def _insert_arrival(
         self,
         conn: sqlite3.Connection,
@@ -160,23 +129,7 @@ class HistoryWriter(HistoryReader):
         at: float,
         raw: bytes | None = None,
     ) -> tuple[int, float]:
-        return self._insert(conn, self._arrival_values(key, parsed, at, raw)), at
-
-    @staticmethod
-    def _arrival_values(
-        key: AskKey, parsed: ParsedRequest | None, at: float, raw: bytes | None = None
-    ) -> dict[str, object]:
-        """The columns of a new row for a request file that arrived at `at`."""
-        values: dict[str, object] = {
-            "served_session": key.session_id,
-            "request_name": key.name,
-            "arrived_at": at,
-            "outcome": "pending",
-            "raw": raw if raw is not None else (parsed.raw if parsed else None),
-        }
-        if parsed is not None:
-            values.update(facts_columns(parsed))
-        return values
+        return self._insert(conn, arrival_values(key, parsed, at, raw)), at
 
     def _insert(self, conn: sqlite3.Connection, values: dict[str, object]) -> int:
         names = ", ".join(values)
