@@ -46,6 +46,14 @@ class HistoryStore(HistoryWriter):
     ) -> HistoryStore:
         return cls(state_dir / HISTORY_FILE, retention, clock)
 
+    def __init__(self, path: Path, retention: Retention | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
+        super().__init__(path, retention, clock)
+        self._lookups = self.reader()
+
+    def close(self) -> None:
+        self._lookups.close()
+        super().close()
+
     def reader(self) -> HistoryReader:
         """A second, read-only connection (for a thread worker: never holds up the ledger)."""
         uri = f"file:{quote(str(self.path))}?mode=ro"
@@ -90,20 +98,10 @@ class HistoryStore(HistoryWriter):
             )
 
     def recorded_verdicts(self, session_id: str, request_ids: Collection[str]) -> dict[str, RecordedVerdict]:
-        """The verdicts recorded for these requests, by id (ids are unique per ask; the newest wins)."""
-        found: dict[str, RecordedVerdict] = {}
-        ids = list(dict.fromkeys(request_ids))
-        with self._reading(arrivals=False):  # rows with a response: recorded, never queued
-            for start in range(0, len(ids), 500):
-                chunk = ids[start : start + 500]
-                marks = ", ".join("?" for _ in chunk)
-                for request_id, body, written in self._conn.execute(
-                    "SELECT request_id, response, written FROM asks WHERE served_session = ? "
-                    f"AND request_id IN ({marks}) AND response IS NOT NULL ORDER BY id",
-                    (session_id, *chunk),
-                ):
-                    found[request_id] = RecordedVerdict(body=body, written=bool(written))
-        return found
+        """Read on a connection of its own (WAL), so an intake never waits for a batch's transaction in
+        progress: a verdict is committed before its request's name can be taken in again (the name is
+        freed only once the publisher removed the answered request)."""
+        return self._lookups.recorded_verdicts(session_id, request_ids)
 
     # -- the observer ---------------------------------------------------------------------------
 

@@ -183,11 +183,9 @@ class HistoryWriter(HistoryReader):
     # -- plumbing -------------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def _reading(self, arrivals: bool = True) -> Iterator[None]:
-        """Reads under the lock; queued arrivals are written first unless the reader only looks at
-        rows that are never queued (`arrivals=False`: recorded verdicts)."""
+    def _reading(self) -> Iterator[None]:
         with self._lock:
-            if arrivals and self._arrivals:
+            if self._arrivals:
                 self.write_arrivals()
             yield
 
