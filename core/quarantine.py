@@ -28,10 +28,10 @@ from typing import Any
 from urllib.parse import quote
 
 from core.clock import SYSTEM_CLOCK, Clock
+from core.faults import FaultHook, no_fault
 from core.files import move_entry, read_small, remove, remove_entry, write_new
 from core.inbox import SessionInbox
 from core.liveness import pid_alive
-from core.publishing import FaultHook, no_fault
 from core.tree import FILE_MODE, Anchor, UnsafeFolder, lstat_or_none, open_dir
 from core.wire.base import compact_json
 

@@ -15,9 +15,10 @@ from collections.abc import Callable, Sequence
 
 from core.asks import Answered, AskKey, Decision
 from core.clock import Clock
+from core.faults import FaultHook
 from core.files import DiskWriter
 from core.logline import log_safe
-from core.publishing import FaultHook, Ledger, Published, Publisher, VerdictRecord
+from core.publishing import Ledger, Published, Publisher, VerdictRecord
 from core.serving.events import ServeEvent
 from core.serving.records import HELD, AskRecord
 from core.serving.sessions import ServedSession

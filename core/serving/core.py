@@ -21,8 +21,9 @@ from pathlib import Path
 
 from core.asks import DEFAULT_FORWARDING_TIMEOUT_MS, TerminalSlot
 from core.clock import SYSTEM_CLOCK, Clock
+from core.faults import FaultHook, no_fault
 from core.files import DISK, DiskWriter
-from core.publishing import RETRY_DELAYS_S, FaultHook, Ledger, no_fault
+from core.publishing import RETRY_DELAYS_S, Ledger
 from core.quarantine import Quarantine
 from core.serving.answering import Answering
 from core.serving.drain import Drain
