@@ -29,7 +29,7 @@ from core.serving.answering import Answering
 from core.serving.drain import Drain
 from core.serving.events import Observer, ServeEvent
 from core.serving.judgment import Chain, Judge, NoRecordedAuthority
-from core.serving.pipeline import Pipeline
+from core.serving.pipeline import Pipeline, Shared
 from core.serving.reconcile import Reconcile
 from core.serving.sessions import ServedSession, ServedSessions, Sessions
 from core.serving.setaside import SetAside
@@ -94,14 +94,9 @@ class ServingCore:
         )
         self.publisher = self.answering.publisher
         self.reconcile = Reconcile(ledger, retry_delays, set_aside, terminal)
-        self.pipeline = Pipeline(
-            terminal, self.judge, chain, timeout_ms, clock, self.roster, set_aside,
-            self.reconcile, self.answering, self._emit, self._spawn,
-        )
-        self.drain = Drain(
-            self.roster, ledger, self.pipeline, self.reconcile, self.publisher, terminal, clock, self._emit,
-            self._spawn,
-        )
+        shared = Shared(self.roster, terminal, self.reconcile, clock, self._emit, self._spawn)
+        self.pipeline = Pipeline(shared, self.judge, chain, timeout_ms, set_aside, self.answering)
+        self.drain = Drain(shared, ledger, self.pipeline, self.publisher)
         self._stop = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
         self._serving: set[asyncio.Task[None]] = set()
