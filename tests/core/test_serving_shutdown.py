@@ -3,33 +3,44 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
-import time
 from pathlib import Path
+from types import FrameType
 
 from core.asks import DenyingTerminal
 from core.liveness import Heartbeat
 from core.serving import ServeEvent, ServingCore
-from tests.helpers import response_path, wait_for, write_request
+from core.serving.sessions import Sessions
+from tests.helpers import poll_until, response_path, wait_for, write_request
 
 S = "019ff969-c34c-70be-9034-fae19c852932"
 
 
-class HeldHeartbeat(Heartbeat):
-    """The real heartbeat, held in its thread until its file has been removed (a shutdown that does
-    not wait for the beat removes it at once), or for at most `hold_s` (one that waits cannot)."""
+def releasing() -> bool:
+    """Some thread is inside `Sessions.release` (the shutdown is releasing the sessions served)."""
+    code = Sessions.release.__code__
+    for top in sys._current_frames().values():
+        frame: FrameType | None = top
+        while frame is not None:
+            if frame.f_code is code:
+                return True
+            frame = frame.f_back
+    return False
 
-    def __init__(self, root: Path, session_id: str, hold_s: float = 1.0) -> None:
+
+class HeldHeartbeat(Heartbeat):
+    """The real heartbeat, held in its thread until the shutdown releases the sessions (one that waits
+    for the beat is then waiting) or its file has been removed (one that does not wait removed it)."""
+
+    def __init__(self, root: Path, session_id: str) -> None:
         super().__init__(root, session_id)
-        self.hold_s = hold_s
         self.entered, self.finished = threading.Event(), threading.Event()
 
     def beat(self) -> None:
         if not self.entered.is_set():
             self.entered.set()
-            until = time.monotonic() + self.hold_s
-            while self.path.exists() and time.monotonic() < until:
-                time.sleep(0.005)
+            poll_until(lambda: releasing() or not self.path.exists(), what="the shutdown's release")
         try:
             super().beat()
         finally:
