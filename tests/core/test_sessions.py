@@ -124,8 +124,8 @@ class CountedHeartbeat(Heartbeat):
 
 async def test_the_heartbeat_loop_beats_again_once_its_interval_passed_on_the_clock(tmp_path: Path) -> None:
     root, state = tmp_path / "root", tmp_path / "state"
-    clock = ManualClock()
-    roster = Sessions(root, state, Anchor(root, "root"), Anchor(state, "state"), DISK, clock, [].append)
+    clock, events = ManualClock(), list[ServeEvent]()
+    roster = Sessions(root, state, Anchor(root, "root"), Anchor(state, "state"), DISK, clock, events.append)
     served, _ = roster.add(S)
     served.heartbeat = counted = CountedHeartbeat(root, S)
     stop = asyncio.Event()
