@@ -1,15 +1,18 @@
-"""What the serving core hands on: a judged ask, the terminal slots that take what is left at `ask`.
+"""What the serving core hands on: a judged ask, and the terminal slots that decide what is left at `ask`.
 
-An `Ask` is one request this node could not decide by rule or chain. It carries the child's facts
-(as sent), this node's explanation of why it asks, the child's deadline, and the one capability a
-terminal needs: `answer()`, which writes the verdict at most once.
+An `Ask` is one request this node could not decide by rule or chain: a value carrying the child's
+facts (as sent), this node's explanation of why it asks and the child's deadline. A terminal slot
+never touches the ask or its files: `decide()` returns its decision as a value (`Decision`, or
+`LEAVE`), and the serving core publishes it. What became of a decision reaches the one who waits on
+it through the decision's `reply`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import Literal, Protocol, TypeVar, overload
+import asyncio
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Final, Literal, Protocol, TypeVar, overload
 
 from core.clock import SYSTEM_CLOCK, Clock, wall_ms
 from core.rules.settings import DEFAULT_FORWARDING_TIMEOUT_MS as DEFAULT_FORWARDING_TIMEOUT_MS
@@ -78,26 +81,45 @@ class Judgment:
 
 @dataclass(frozen=True)
 class Answered:
-    """What became of an `answer()` call: `written` is False when the ask was already gone."""
+    """What became of a decision: `written` is False when it was not published; `gone` says whether the
+    ask is gone too (withdrawn, answered, set aside) or still waits for a decision (a failed write)."""
 
     written: bool
     why_not: str | None = None
     gone: bool = True
 
 
-@dataclass
+@dataclass(frozen=True)
+class Decision:
+    """A verdict: the response to publish and who made it (`outcome`: `rule`, `chain`, `fail-safe`,
+    `user`...). `reply`, when set, is told what became of it (the person's decision call waits on it)."""
+
+    response: ForwardedResponse
+    outcome: str
+    reply: asyncio.Future[Answered] | None = None
+
+
+class Leave:
+    """A terminal's decision to answer nothing: the request stays for another authorizer."""
+
+    def __repr__(self) -> str:
+        return "LEAVE"
+
+
+LEAVE: Final = Leave()
+TerminalDecision = Decision | Leave
+
+
+@dataclass(frozen=True)
 class Ask:
-    """A request waiting for a terminal verdict."""
+    """A request waiting for a terminal verdict (a value: nothing outside the serving core changes it)."""
 
     key: AskKey
     parsed: ParsedRequest
     judgment: Judgment
     arrived_at: float
     timeout_ms: int
-    answer_with: Callable[[ForwardedResponse, str], Awaitable[Answered]]
     responder_session_id: str
-    withdrawn: bool = False
-    outcome: str | None = field(default=None)
 
     @property
     def request(self) -> ForwardedRequest:
@@ -116,19 +138,27 @@ class Ask:
         """Seconds until the child gives up, at wall time `now` (from the caller's clock)."""
         return max(0.0, (self.deadline_ms - now * 1000) / 1000)
 
-    async def answer(self, response: ForwardedResponse, outcome: str) -> Answered:
-        """Write the verdict once; `outcome` names who decided (`user`, `fail-safe`, ...)."""
-        return await self.answer_with(response, outcome)
-
 
 class TerminalSlot(Protocol):
     """The last judge of a node: a person, a fail-safe denial, or leaving the ask for another."""
 
     name: str
 
-    async def receive(self, ask: Ask) -> None: ...
+    def decide(self, ask: Ask) -> asyncio.Future[TerminalDecision]:
+        """The decision on `ask`: already done for the fail-safe and leave; pending while a person thinks.
+        Asked again for the same ask when its decision could not be written."""
+        ...
 
-    def withdraw(self, key: AskKey) -> None: ...
+    def withdraw(self, key: AskKey) -> None:
+        """The ask is gone (the child withdrew, or it was set aside): no decision on it is taken."""
+        ...
+
+
+def decided(decision: TerminalDecision) -> asyncio.Future[TerminalDecision]:
+    """A decision taken at once, as a terminal slot returns it."""
+    future: asyncio.Future[TerminalDecision] = asyncio.get_running_loop().create_future()
+    future.set_result(decision)
+    return future
 
 
 UNATTENDED_REASON = "no person is attending this authorizer"
@@ -147,14 +177,14 @@ class DenyingTerminal:
     def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
         self.clock = clock
 
-    async def receive(self, ask: Ask) -> None:
+    def decide(self, ask: Ask) -> asyncio.Future[TerminalDecision]:
         response = deny(
             responder=ask.responder_session_id,
             at_ms=wall_ms(self.clock),
             decided_by=UnavailableDecision(reason=UNATTENDED_REASON),
             reason=UNATTENDED_DENIAL,
         )
-        await ask.answer(response, "fail-safe")
+        return decided(Decision(response, "fail-safe"))
 
     def withdraw(self, key: AskKey) -> None:
         """Nothing is held, so nothing to withdraw."""
@@ -165,8 +195,8 @@ class LeavingTerminal:
 
     name = "leave"
 
-    async def receive(self, ask: Ask) -> None:
-        ask.outcome = "left"
+    def decide(self, ask: Ask) -> asyncio.Future[TerminalDecision]:
+        return decided(LEAVE)
 
     def withdraw(self, key: AskKey) -> None:
         """Nothing is held, so nothing to withdraw."""

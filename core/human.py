@@ -2,7 +2,8 @@
 
 The TUI subscribes to `HumanAuthorizer` events and calls its decision methods; nothing here knows a
 screen exists, so every decision path is tested without one. Deciding never blocks draining: the
-serving core hands asks over and goes on.
+serving core asks for a decision (`decide`), gets a future and goes on; a decision method resolves
+that future with its decision value and waits for the core's `Answered` on the decision's `reply`.
 
 Size: over 250 lines on purpose: every decision a person can take (and the whole-session grant's reach)
 is one API the app drives, kept in one room so no decision path bypasses `_take`/`_commit`.
@@ -10,13 +11,14 @@ is one API the app drives, kept in one room so no decision path bypasses `_take`
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from core.asks import Answered, Ask, AskKey, Judgment
+from core.asks import Answered, Ask, AskKey, Decision, Judgment, TerminalDecision
 from core.clock import SYSTEM_CLOCK, Clock, wall_ms
 from core.rules.model import DIRECTIONAL_SURFACES
 from core.rules.session import GrantRefused as GrantRefused  # re-exported for tui.screens.queue
@@ -104,6 +106,7 @@ class HumanAuthorizer:
     def __init__(self, grants: GrantBook | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
         self.clock = clock
         self._pending: dict[AskKey, Ask] = {}
+        self._deciding: dict[AskKey, asyncio.Future[TerminalDecision]] = {}
         self._listeners: list[Callable[[HumanEvent], None]] = []
         self.grants = grants
 
@@ -168,7 +171,6 @@ class HumanAuthorizer:
         return tuple(
             other for other in self._pending.values()
             if other.key != key and other.key.session_id == key.session_id and other.has_facts
-            and not other.withdrawn
             and book.judge(other.parsed, key.session_id, preview=True).verdict == "ask"
             and book.judge(other.parsed, key.session_id, grants, preview=True).verdict == "allow"
         )
@@ -196,7 +198,7 @@ class HumanAuthorizer:
         assert self.grants is not None
         also: list[AskDecided] = []
         for other in reach:
-            if self._pending.get(other.key) is not other or other.withdrawn:
+            if self._pending.get(other.key) is not other:
                 continue
             judgment = self.grants.judge(other.parsed, granted_on.session_id)
             if judgment.verdict != "allow":
@@ -220,11 +222,20 @@ class HumanAuthorizer:
 
     # -- the terminal-slot side ---------------------------------------------------------------
 
-    async def receive(self, ask: Ask) -> None:
-        self._pending[ask.key] = ask
-        self._emit(AskAdded(ask))
+    def decide(self, ask: Ask) -> asyncio.Future[TerminalDecision]:
+        """Resolved by the person's decision; asked again for the same ask after its decision could not be
+        written (it stays in its place, not added twice)."""
+        future: asyncio.Future[TerminalDecision] = asyncio.get_running_loop().create_future()
+        self._deciding[ask.key] = future
+        if self._pending.get(ask.key) is not ask:
+            self._pending[ask.key] = ask
+            self._emit(AskAdded(ask))
+        return future
 
     def withdraw(self, key: AskKey) -> None:
+        deciding = self._deciding.pop(key, None)
+        if deciding is not None:
+            deciding.cancel()
         ask = self._pending.pop(key, None)
         if ask is not None:
             self._emit(AskWithdrawn(ask))
@@ -240,15 +251,21 @@ class HumanAuthorizer:
         return wall_ms(self.clock)
 
     def _take(self, key: AskKey) -> Ask:
+        """The ask, if a decision on it is awaited (not answered, withdrawn, nor being answered)."""
         ask = self._pending.get(key)
-        if ask is None or ask.withdrawn:
+        deciding = self._deciding.get(key)
+        if ask is None or deciding is None or deciding.done():
             raise DecisionRefused("this ask is no longer pending (answered or withdrawn by the child)")
         return ask
 
     async def _commit(
         self, ask: Ask, kind: DecisionKind, response: ForwardedResponse, granted_on: AskKey | None = None
     ) -> AskDecided:
-        result: Answered = await ask.answer(response, OUTCOMES.get(kind, "user"))
+        """Hand the decision to the serving core (once) and wait for what became of it."""
+        self._take(ask.key)
+        reply: asyncio.Future[Answered] = asyncio.get_running_loop().create_future()
+        self._deciding.pop(ask.key).set_result(Decision(response, OUTCOMES.get(kind, "user"), reply))
+        result = await reply
         if not result.written:
             if result.gone and self._pending.pop(ask.key, None) is not None:
                 self._emit(AskWithdrawn(ask))

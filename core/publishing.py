@@ -17,7 +17,7 @@ stages in order, each one a named fault point (`fault=`, the explicit seam crash
 - `deleted`: the answered request files are removed, on a worker of their own (an unlink of a synced
   file can wait on the filesystem journal; the next batch must not wait behind it).
 
-A restart reconciles a stop between any two stages (see `ServingCore._serve_file`): a recorded
+A restart reconciles a stop between any two stages (see `core.serving.reconcile`): a recorded
 verdict without its response is published with the recorded bytes; a response without its note is
 noted; a request whose response exists is removed. Every file operation goes through the
 `DiskWriter` seam, relative to folder descriptors from `core.tree` (no link is ever followed).

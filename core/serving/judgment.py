@@ -7,10 +7,9 @@ rules. The rules themselves are `core.judging.RecordedAuthority`; links are `cor
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Protocol
 
-from core.asks import Judgment
+from core.asks import Decision, Judgment
 from core.clock import Clock, wall_ms
 from core.publishing import gate_denial
 from core.wire.limits import over_limit
@@ -44,14 +43,6 @@ class NoRecordedAuthority:
         if parsed.access_intent is None:
             return Judgment(verdict="ask", explanation=(NO_FACTS_EXPLANATION,))
         return Judgment(verdict="ask", explanation=("No rules are loaded on this node: default ask.",))
-
-
-@dataclass(frozen=True)
-class Decision:
-    """A verdict made without a person: the response to publish and who made it (`outcome`)."""
-
-    response: ForwardedResponse
-    outcome: str
 
 
 def judge_ask(

@@ -1,4 +1,4 @@
-"""The sessions a core serves: each one's lock, heartbeat, inbox and what is tracked in it.
+"""The sessions a core serves: each one's lock, heartbeat, inbox and the records of its request files.
 
 A front end sees them only through `ServedSessions` (`ServingCore.served`): a snapshot for display,
 the other inboxes under the root, and the release a forced exit's watchdog may call from its own
@@ -16,9 +16,9 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Protocol
 
-from core.asks import Ask, AskKey
+from core.asks import AskKey
 from core.clock import Clock
 from core.files import DiskWriter, leftover_temp_files, remove
 from core.inbox import SessionInbox, display_name
@@ -32,16 +32,12 @@ from core.liveness import (
 )
 from core.logline import log_safe
 from core.paths import normalize_session_id
-from core.publishing import Published
 from core.serving.events import ServeEvent
+from core.serving.records import UNDECIDED, AskRecords
 from core.survey import InboxStatus, survey_inboxes
 from core.tree import Anchor, UnsafeFolder
 
 log = logging.getLogger("pi_authorizer.serve")
-
-Track = Literal["processing", "answering", "answered", "pending", "left", "quarantined"]
-#: Requests of a served inbox still unanswered: what a session's "waiting" counts.
-UNANSWERED: frozenset[Track] = frozenset({"processing", "pending", "left"})
 
 
 @dataclass
@@ -49,15 +45,15 @@ class ServedSession:
     inbox: SessionInbox
     lock: SessionLock
     heartbeat: Heartbeat
-    tracked: dict[str, Track] = field(default_factory=dict)
-    asks: dict[str, Ask] = field(default_factory=dict)
+    records: AskRecords = field(init=False)
+    """One state record per request file being served (`core.serving.records`)."""
     scan_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     unservable: str | None = None
-    settling: dict[str, Published] = field(default_factory=dict)
-    """Answered requests being removed by the publisher, with the answer that removes each."""
     problems: dict[str, ServeEvent] = field(default_factory=dict)
     """Refused folders by part (`inbox`, `heartbeat`): the `unsafe_folder` event that reported each."""
 
+    def __post_init__(self) -> None:
+        self.records = AskRecords(self.inbox.session_id)
 
 class ServedSessions(Protocol):
     """All a front end may know and do about the sessions a core serves (no lock, heartbeat or record)."""
@@ -114,7 +110,7 @@ class Sessions:
 
     def statuses(self) -> list[InboxStatus]:
         return [InboxStatus(served.inbox.folder_name, session_id, "alive", os.getpid(),
-                            waiting=sum(1 for track in served.tracked.values() if track in UNANSWERED),
+                            waiting=sum(1 for record in served.records if record.stage in UNDECIDED),
                             problem="; ".join(str(e.reason) for e in served.problems.values()) or None)
                 for session_id, served in list(self.by_id.items())]
 

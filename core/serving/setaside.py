@@ -19,6 +19,7 @@ from core.principal import log_agents
 from core.publishing import gate_denial
 from core.quarantine import Quarantine
 from core.serving.events import EventKind, ServeEvent
+from core.serving.records import AskRecord
 from core.serving.sessions import ServedSession, Sessions
 from core.tree import UnsafeFolder
 from core.wire.request import ParsedRequest
@@ -43,9 +44,11 @@ class SetAside:
         self.quarantine, self.roster, self.emit, self.clock = quarantine, roster, emit, clock
         self.retry_delays, self.keeps_history = tuple(retry_delays), keeps_history
 
-    async def forged(self, served: ServedSession, name: str, parsed: ParsedRequest, when: str) -> None:
+    async def forged(
+        self, served: ServedSession, record: AskRecord, parsed: ParsedRequest, when: str
+    ) -> None:
         """Report a response this node did not write (log, event, history) and set the request aside."""
-        key = AskKey(served.inbox.session_id, name)
+        key = record.key
         body = await asyncio.to_thread(served.inbox.peek_response, parsed.request.id)
         ours = "" if self.keeps_history else " (this node keeps no history, so it may be its own)"
         reason = (
@@ -53,12 +56,13 @@ class SetAside:
             f"the child may act on it: {body!r}"
         )
         log.warning("%s %s", label(key, parsed), log_safe(reason, 400))
-        await self.quarantine_file(served, name, reason, False, parsed.raw, kind="forged")
+        await self.quarantine_file(served, record, reason, False, parsed.raw, kind="forged")
 
     async def reject(
-        self, served: ServedSession, name: str, reason: str, raw: bytes | None, answer: bool = True
+        self, served: ServedSession, record: AskRecord, reason: str, raw: bytes | None, answer: bool = True
     ) -> None:
         """Quarantine an unusable file; answer its child at once when its name is a safe id."""
+        name = record.key.name
         stem = name.removesuffix(".json")
         answered = False
         try:
@@ -69,34 +73,37 @@ class SetAside:
                 )
         except Exception as exc:
             log.error("answering rejected %s failed: %s", log_safe(display_name(name)), exc)
-        await self.quarantine_file(served, name, reason, answered, raw)
+        await self.quarantine_file(served, record, reason, answered, raw)
 
     async def quarantine_file(
         self,
         served: ServedSession,
-        name: str,
+        record: AskRecord,
         reason: str,
         answered: bool,
         raw: bytes | None = None,
         kind: EventKind = "quarantined",
     ) -> None:
-        key = AskKey(served.inbox.session_id, name)
+        """Move the file to the quarantine; one that cannot be moved is `held` (left in place, ignored)."""
+        key, name = record.key, record.key.name
+        held = True
         try:
-            record = await asyncio.to_thread(self.quarantine.hold, served.inbox, name, reason, answered)
+            kept = await asyncio.to_thread(self.quarantine.hold, served.inbox, name, reason, answered)
             self.roster.clear_unsafe(served, "quarantine")
         except Exception as exc:
             where = f"could not be quarantined ({exc}); left in place and ignored"
             if isinstance(exc, UnsafeFolder):
                 self.roster.report_unsafe(served, "quarantine", exc, "unusable requests are left in place")
-            served.tracked[name] = "quarantined"
         else:
-            if record.left_in_place is not None:
-                where = f"left in place ({record.left_in_place})"
-                served.tracked[name] = "quarantined"
+            if kept.left_in_place is not None:
+                where = f"left in place ({kept.left_in_place})"
             else:
-                where = f"quarantined to {record.moved_to}" if record.moved_to else "already gone"
-                # Moved out: a new file under the same name later is a new request, served as such.
-                served.tracked.pop(name, None)
+                where = f"quarantined to {kept.moved_to}" if kept.moved_to else "already gone"
+                held = False  # moved out: a new file under the same name later is a new request
+        if held and record.live and record.stage != "held":
+            served.records.move(record, "held")
+        elif not held:
+            served.records.release(record)
         self.emit(ServeEvent(kind, key, self.clock.wall(), reason=reason, raw=raw))
         log.warning(
             "session=%s file=%s rejected: %s; %s%s",

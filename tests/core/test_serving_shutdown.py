@@ -9,8 +9,8 @@ from pathlib import Path
 
 from core.asks import DenyingTerminal
 from core.liveness import Heartbeat
-from core.serving import ServingCore
-from tests.helpers import wait_for
+from core.serving import ServeEvent, ServingCore
+from tests.helpers import response_path, wait_for, write_request
 
 S = "019ff969-c34c-70be-9034-fae19c852932"
 
@@ -50,3 +50,38 @@ async def test_a_beat_in_flight_at_shutdown_never_writes_the_heartbeat_again(tmp
     # The beat was let finish before the heartbeat was removed: it cannot write it again later.
     assert held.finished.is_set()
     assert not held.path.exists()
+
+
+class HeldBatch:
+    """A fault hook that holds the publisher's batch at `staged` until released (a slow disk)."""
+
+    def __init__(self) -> None:
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def __call__(self, stage: str) -> None:
+        if stage == "staged":
+            self.entered.set()
+            self.release.wait(30)
+
+
+async def test_an_answer_whose_batch_outlasts_the_grace_is_still_reported(tmp_path: Path) -> None:
+    """Shutdown gives up on the serving task after its grace, but the publisher finishes the batch: the
+    answer it publishes is reported (event and log line) all the same."""
+    root = tmp_path / "root"
+    held = HeldBatch()
+    core = ServingCore(root, tmp_path / "state", DenyingTerminal(), fault=held, shutdown_grace_s=0.0)
+    events: list[ServeEvent] = []
+    core.subscribe(events.append)
+    core.add_session(S)
+    task = asyncio.create_task(core.run())
+    try:
+        write_request(root, S, "late")
+        await wait_for(held.entered.is_set, what="the batch held at staged")
+        core.stop()
+        await wait_for(lambda: not core._serving, what="the serving task given up after the grace")
+    finally:
+        held.release.set()
+    await asyncio.wait_for(task, 30)  # a hang guard
+    assert response_path(root, S, "late").exists()
+    [answered] = [e for e in events if e.kind == "answered"]
+    assert answered.key.name == "late.json" and answered.outcome == "fail-safe"

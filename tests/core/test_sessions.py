@@ -61,13 +61,19 @@ def test_a_front_end_sees_a_snapshot_of_the_served_and_the_other_inboxes(tmp_pat
     requests = tmp_path / "root" / "sessions" / other / "requests"
     requests.mkdir(parents=True)
     (requests / "r1.json").write_text("{}")
-    served.tracked.update({"a.json": "pending", "b.json": "answered", "c.json": "processing"})
+    records = served.records
+    pending = records.take("a.json")
+    records.move(pending, "arrived")
+    records.move(pending, "shown")  # a person's ask
+    records.move(records.take("b.json"), "decided")  # answered: not waiting
+    records.take("c.json")  # being read
     assert len(roster) == 1 and S in roster and other not in roster
     [mine] = roster.statuses()
     assert (mine.session_id, mine.folder, mine.serving, mine.waiting, mine.problem) == (
         S, served.inbox.folder_name, "alive", 2, None)
     assert [(s.session_id, s.serving, s.waiting) for s in roster.others()] == [(other, "absent", 1)]
-    served.tracked.clear()  # a snapshot: what the loop does next never changes what was handed out
+    for record in list(records):
+        records.release(record)  # a snapshot: what the loop does next never changes what was handed out
     assert mine.waiting == 2
     roster.release()
 

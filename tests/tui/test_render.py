@@ -8,9 +8,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.asks import Answered, Ask, AskKey, Judgment
+from core.asks import Ask, AskKey, Judgment
 from core.wire.reader import parse_request
-from core.wire.response import ForwardedResponse
 from tests.tui.support import FIXED_CREATED, SERVED, request_body
 from tui.render.ask import (
     Clip,
@@ -36,15 +35,11 @@ from tui.sanitize import is_hidden
 NOW = FIXED_CREATED / 1000 + 75  # 75 s after the child asked
 
 
-async def never(response: ForwardedResponse, outcome: str) -> Answered:
-    return Answered(False, "not answered in a rendering test")
-
-
 def make_ask(body: dict[str, Any], explanation: tuple[str, ...] = ("No rule of this node decided.",)) -> Ask:
     parsed = parse_request(json.dumps(body).encode())
     return Ask(key=AskKey(SERVED, f"{body['id']}.json"), parsed=parsed,
                judgment=Judgment("ask", explanation=explanation), arrived_at=NOW, timeout_ms=600_000,
-               answer_with=never, responder_session_id=SERVED)
+               responder_session_id=SERVED)
 
 
 def test_facts_are_shown_as_sent_and_markup_stays_literal() -> None:

@@ -14,9 +14,8 @@ from textual.geometry import Region
 from textual.strip import Strip
 from textual.widgets import Footer, Static
 
-from core.asks import Answered, Ask, AskKey, Judgment
+from core.asks import Ask, AskKey, Judgment
 from core.wire.reader import parse_request
-from core.wire.response import ForwardedResponse
 from tests.tui.support import (
     SERVED,
     make_rig,
@@ -125,9 +124,6 @@ async def test_property_no_hidden_code_point_reaches_any_rendered_segment(tmp_pa
         table = rig.app.queue.query_one(AsksTable)
         counter = iter(range(10**6))
 
-        async def never(response: ForwardedResponse, outcome: str) -> Answered:
-            return Answered(False, "test")
-
         @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
         @given(st.text(alphabet=st.one_of(st.characters(), st.sampled_from(list("".join(NASTY)))),
                        min_size=1, max_size=40))
@@ -139,7 +135,7 @@ async def test_property_no_hidden_code_point_reaches_any_rendered_segment(tmp_pa
             parsed = parse_request(json.dumps(body).encode())
             ask = Ask(key=AskKey(SERVED, f"p-{n}.json"), parsed=parsed,
                       judgment=Judgment("ask", explanation=(value,)), arrived_at=time.time(),
-                      timeout_ms=600_000, answer_with=never, responder_session_id=SERVED)
+                      timeout_ms=600_000, responder_session_id=SERVED)
             detail.show(ask, time.time(), 1, 1)
             table.sync([ask], time.time())
             for widget in [*detail.query(Static), table]:

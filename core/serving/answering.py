@@ -1,0 +1,122 @@
+"""Answering: a decision published once, and what became of it reported from the publisher's side.
+
+`answer()` moves an ask's record to `decided` and hands the verdict to the publisher
+(`core.publishing`). The publisher tells `reported()` what became of each answer of a batch, on the
+event loop, before anyone waiting on it resumes: the record moves on there (published; back to the
+person after a failed write of the person's decision; else released, to be served again) and
+observers hear `answered` or `answer_failed` there, so a serving task cancelled at shutdown while its
+batch commits loses no report. `removed()` frees a name once the publisher removed its request.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from core.asks import Answered, AskKey, Decision
+from core.clock import Clock
+from core.files import DiskWriter
+from core.logline import log_safe
+from core.publishing import FaultHook, Ledger, Published, Publisher, VerdictRecord
+from core.serving.events import ServeEvent
+from core.serving.records import HELD, AskRecord
+from core.serving.sessions import ServedSession
+from core.serving.setaside import SetAside, label
+from core.wire.response import ForwardedResponse, encode_response
+
+log = logging.getLogger("pi_authorizer.serve")
+
+
+class Answering:
+    """The publisher's stage of serving: owns the `Publisher` and the records' moves it causes."""
+
+    def __init__(
+        self,
+        sessions: dict[str, ServedSession],
+        set_aside: SetAside,
+        emit: Callable[[ServeEvent], None],
+        clock: Clock,
+        ledger: Ledger | None,
+        writer: DiskWriter,
+        retry_delays: Sequence[float],
+        fault: FaultHook,
+    ) -> None:
+        self.sessions, self.set_aside, self.emit, self.clock = sessions, set_aside, emit, clock
+        self.publisher = Publisher(
+            ledger, writer, clock, retry_delays, fault, on_published=self.reported, on_removed=self.removed
+        )
+
+    async def answer(self, served: ServedSession, record: AskRecord, decision: Decision) -> Answered:
+        """Recorded (durable), published once, in the batch ready with it; the publisher then deletes
+        the request (the reference's order)."""
+        if record.stage not in HELD:
+            return Answered(False, _gone(record))
+        assert record.parsed is not None
+        served.records.move(record, "decided")
+        response = decision.response
+        body = encode_response(response)
+        verdict = VerdictRecord(record.key, record.parsed, response, body, decision.outcome)
+        published = await self.publisher.publish(served.inbox, verdict)
+        if published.write_failed is not None:
+            return Answered(False, f"writing the response failed: {published.write_failed}", gone=False)
+        if not published.written:
+            when = "before this node's verdict could be written"
+            await self.set_aside.forged(served, record, record.parsed, when)
+            return Answered(False, "a response this node did not write was already there")
+        if published.history_failed is not None:
+            return Answered(False, f"{published.history_failed}; the child was denied for safety")
+        return Answered(True)
+
+    def reported(self, key: AskKey, published: Published) -> None:
+        """What became of one answer of a batch: its record moves on, observers are told."""
+        verdict = published.verdict
+        served = self.sessions.get(key.session_id)
+        record = served.records.get(key.name) if served is not None else None
+        if record is not None and (record.stage != "decided" or record.parsed is not verdict.parsed):
+            record = None  # ended meanwhile (the child withdrew): the answer is still reported
+        if published.write_failed is not None:
+            error = published.write_failed
+            log.error("%s: writing the response failed: %s", label(key, verdict.parsed), error)
+            failed = ServeEvent("answer_failed", key, self.clock.wall(), parsed=verdict.parsed, reason=error)
+            self.emit(failed)
+            if served is not None and record is not None:
+                if verdict.outcome == "user":
+                    served.records.move(record, "shown")  # the person's ask stays pending, in its place
+                else:
+                    served.records.release(record)  # served again at the next rescan (recorded: as is)
+            return
+        if not published.written:
+            return  # a response was already there: `answer` sets the request aside as forged
+        if served is not None and record is not None:
+            served.records.publish(record, published)
+        now = self.clock.wall()
+        response, outcome = verdict.response, verdict.outcome
+        self.emit(ServeEvent("answered", key, now, parsed=verdict.parsed, response=response, outcome=outcome))
+        waited = None if record is None else now - record.arrived_at
+        log.info("%s %s", label(key, verdict.parsed), describe(response, outcome, waited))
+
+    def removed(self, gone: Sequence[tuple[AskKey, Published]]) -> None:
+        """The publisher removed these answered requests: their names are free for new requests (each
+        only if it still stands for that answer: a removal seen first by the watcher already freed it)."""
+        for key, published in gone:
+            served = self.sessions.get(key.session_id)
+            record = served.records.get(key.name) if served is not None else None
+            if served is not None and record is not None and record.published is published:
+                served.records.release(record)
+
+
+def _gone(record: AskRecord) -> str:
+    if record.stage in ("decided", "published"):
+        return "this request was already answered"
+    if record.stage == "held":
+        return "this request was set aside"
+    return "the child withdrew this request"
+
+
+def describe(response: ForwardedResponse, outcome: str, waited_s: float | None) -> str:
+    """The answer's part of its log line: state, who decided, the reason, how long the ask waited."""
+    source = response.decided_by
+    by = source.kind if source is not None else "?"
+    reason = f" reason={log_safe(response.denial_reason, 120)}" if response.denial_reason else ""
+    waited = "" if waited_s is None else f" in {waited_s * 1000:.1f}ms"
+    return f"-> {response.state} by={by} ({outcome}){reason}{waited}"

@@ -1,0 +1,110 @@
+"""Draining an inbox: its listing diffed against the session's records.
+
+A new file gets a record and goes down its path (`core.serving.pipeline`) as a file being served; a
+file gone from the listing ends its record, and an ask it held before any decision is reported
+withdrawn (its terminal is told); the asks still held are checked for forged responses
+(`core.serving.reconcile`). New files are read in batches (`core.serving.intake`) so the answers
+ready at once share one batch of the publisher.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from core.asks import TerminalSlot
+from core.clock import Clock
+from core.publishing import Ledger, Publisher
+from core.serving.events import ServeEvent
+from core.serving.intake import INTAKE_FILES, Intake, scan, take_in
+from core.serving.pipeline import Pipeline, Spawn
+from core.serving.reconcile import Reconcile
+from core.serving.sessions import ServedSession, Sessions
+from core.serving.setaside import label
+from core.tree import UnsafeFolder
+
+log = logging.getLogger("pi_authorizer.serve")
+
+
+class Drain:
+    """Rescans of the sessions served."""
+
+    def __init__(
+        self,
+        roster: Sessions,
+        ledger: Ledger | None,
+        pipeline: Pipeline,
+        reconcile: Reconcile,
+        publisher: Publisher,
+        terminal: TerminalSlot,
+        clock: Clock,
+        emit: Callable[[ServeEvent], None],
+        spawn: Spawn,
+    ) -> None:
+        self.roster, self.ledger, self.pipeline, self.reconcile = roster, ledger, pipeline, reconcile
+        self.publisher, self.terminal, self.clock = publisher, terminal, clock
+        self.emit, self.spawn = emit, spawn
+
+    async def rescan(self, served: ServedSession) -> None:
+        """Diff the inbox listing against the records: new files are served, vanished ones withdrawn.
+
+        Never raises: one file's failure quarantines that file, a listing failure marks the session
+        unservable (heartbeat removed) until listing works again.
+        """
+        async with served.scan_lock:
+            try:
+                await self._drain(served)
+            except UnsafeFolder as exc:
+                self.roster.report_unsafe(served, "inbox", exc, "this session's requests are not served")
+                self.roster.set_unservable(served, f"a folder of its inbox is refused: {exc}")
+                return
+            self.roster.clear_unsafe(served, "inbox")
+
+    async def _drain(self, served: ServedSession) -> None:
+        """One pass over the inbox; raises `UnsafeFolder` when a folder of the session tree is refused."""
+        known = served.records.names()
+        try:
+            # One trip off the loop lists the inbox and reads the first batch of new files, so a burst
+            # is judged, recorded and published together (and a single ask pays one trip).
+            names, intake = await asyncio.to_thread(scan, served.inbox, known, self.ledger)
+        except UnsafeFolder:
+            raise
+        except Exception as exc:
+            self.roster.set_unservable(served, f"its inbox cannot be listed: {exc}")
+            return
+        self.roster.set_unservable(served, None)
+        present = set(names)
+        for record in served.records:
+            if record.key.name not in present:
+                self._vanished(served, record.key.name)
+        await self.reconcile.detect_forgeries(served)
+        new = [name for name in names if name not in known]
+        while intake is not None:
+            await self._serve_batch(served, intake)
+            new = new[len(intake.reads) :]
+            if not new:
+                break
+            intake = await asyncio.to_thread(take_in, served.inbox, new[:INTAKE_FILES], self.ledger)
+
+    async def _serve_batch(self, served: ServedSession, intake: Intake) -> None:
+        """Serve the files of one intake concurrently: their answers join one batch of the publisher.
+
+        Returns once each has been judged and handed on (not published): the next intake is judged
+        while this batch is being committed, and waits only when the publisher is a batch behind.
+        """
+        for name, read in intake.reads:
+            if name not in served.records:
+                record = served.records.take(name)
+                self.spawn(self.pipeline.serve(served, record, read, intake), True)
+        await asyncio.sleep(0)  # each runs up to its answer, or into its terminal
+        await self.publisher.room()
+
+    def _vanished(self, served: ServedSession, name: str) -> None:
+        """A file is gone from the inbox: an ask it held before any decision was withdrawn by its child."""
+        record = served.records.vanish(name)
+        if record is None or record.stage != "withdrawn":
+            return
+        self.terminal.withdraw(record.key)
+        self.emit(ServeEvent("withdrawn", record.key, self.clock.wall(), parsed=record.parsed))
+        log.info("%s withdrawn by the child before an answer", label(record.key, record.parsed))

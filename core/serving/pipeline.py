@@ -1,0 +1,161 @@
+"""The path of one request file, read to answered, as a list of stages:
+
+1. check (`intake.rejection`): unusable, misaddressed → set aside with the reason (`setaside`);
+2. restore (`reconcile`): answered by an earlier run, or a response someone else wrote;
+3. judge (`judgment.judge_ask`): this node's rules; a decision is answered at once;
+4. escalate (`judgment.review_by_chain`): the chain's links, off the serving task;
+5. the terminal slot (`core.asks`): its decision is a value; the person's arrives later, when taken;
+6. answer (`answering`): recorded and published once by the publisher.
+
+Each step moves the file's record (`records`); one that ended meanwhile (the child withdrew) stops the
+path. Whatever goes wrong, the file is quarantined with the reason and serving goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine
+
+from core.asks import Answered, Ask, Leave, TerminalDecision, TerminalSlot
+from core.clock import Clock
+from core.serving.answering import Answering
+from core.serving.events import ServeEvent
+from core.serving.intake import Intake, Read, rejection
+from core.serving.judgment import Chain, Judge, judge_ask, review_by_chain
+from core.serving.reconcile import Reconcile
+from core.serving.records import AskRecord
+from core.serving.sessions import ServedSession, Sessions
+from core.serving.setaside import SetAside, label
+from core.tree import UnsafeFolder
+from core.wire.request import ParsedRequest
+
+log = logging.getLogger("pi_authorizer.serve")
+
+Spawn = Callable[[Coroutine[object, object, None], bool], None]
+"""Run a coroutine alongside; `True`: it serves a file and is let finish at shutdown."""
+
+
+class Pipeline:
+    """The stages one request file goes through, wired once per serving core."""
+
+    def __init__(
+        self,
+        terminal: TerminalSlot,
+        judge: Judge,
+        chain: Chain | None,
+        timeout_ms: Callable[[], int],
+        clock: Clock,
+        roster: Sessions,
+        set_aside: SetAside,
+        reconcile: Reconcile,
+        answering: Answering,
+        emit: Callable[[ServeEvent], None],
+        spawn: Spawn,
+    ) -> None:
+        self.terminal, self.judge, self.chain, self.timeout_ms = terminal, judge, chain, timeout_ms
+        self.clock, self.roster, self.set_aside, self.reconcile = clock, roster, set_aside, reconcile
+        self.answering, self.emit, self.spawn = answering, emit, spawn
+
+    async def serve(self, served: ServedSession, record: AskRecord, read: Read, intake: Intake) -> None:
+        await self._guarded(served, record, self._serve(served, record, read, intake))
+
+    async def _serve(self, served: ServedSession, record: AskRecord, read: Read, intake: Intake) -> None:
+        if not record.live:
+            return  # withdrawn before its turn
+        if read.gone:
+            served.records.release(record)
+            return
+        parsed = await self._checked(served, record, read)
+        if parsed is None or await self.reconcile.restore(served, record, parsed, intake):
+            return
+        now = self.clock.wall()
+        served.records.arrive(record, parsed, now)
+        self.emit(ServeEvent("arrived", record.key, now, parsed=parsed, raw=read.raw))
+        judgment, decision = judge_ask(self.judge, parsed, served.inbox.session_id, self.clock)
+        if decision is not None:
+            await self.answering.answer(served, record, decision)
+            return
+        ask = Ask(record.key, parsed, judgment, now, self.timeout_ms(), served.inbox.session_id)
+        if self.chain is not None:
+            self.spawn(self._guarded(served, record, self._escalate(served, record, ask)), False)
+        else:
+            await self._to_terminal(served, record, ask)
+
+    async def _checked(self, served: ServedSession, record: AskRecord, read: Read) -> ParsedRequest | None:
+        """The request, or None when it is set aside as unusable (its child answered with the reason)."""
+        reason = rejection(record.key.name, read, served.inbox.session_id)
+        if reason is not None or read.parsed is None:
+            await self.set_aside.reject(served, record, reason or "unusable request", read.raw)
+            return None
+        return read.parsed
+
+    async def _escalate(self, served: ServedSession, record: AskRecord, ask: Ask) -> None:
+        assert self.chain is not None
+        named = label(ask.key, ask.parsed)
+        reviewed = await review_by_chain(self.chain, ask.parsed, ask.responder_session_id, self.clock, named)
+        if record.stage != "arrived":
+            return  # withdrawn, or set aside as forged, while the chain reviewed it
+        if reviewed is not None:
+            await self.answering.answer(served, record, reviewed[1])
+        else:
+            await self._to_terminal(served, record, ask)
+
+    async def _to_terminal(self, served: ServedSession, record: AskRecord, ask: Ask) -> None:
+        served.records.move(record, "shown")
+        pending = self.terminal.decide(ask)
+        if pending.done():
+            await self._decided(served, record, ask, pending)
+        else:
+            self._when_decided(served, record, ask, pending)
+
+    def _when_decided(
+        self, served: ServedSession, record: AskRecord, ask: Ask, pending: asyncio.Future[TerminalDecision]
+    ) -> None:
+        """A decision still to come (a person thinks): taken as a file being served once it is made;
+        nothing waits meanwhile. A withdrawn ask's decision is cancelled, and so is nothing."""
+
+        def taken(done: asyncio.Future[TerminalDecision]) -> None:
+            if not done.cancelled():
+                self.spawn(self._guarded(served, record, self._decided(served, record, ask, done)), True)
+
+        pending.add_done_callback(taken)
+
+    async def _decided(
+        self, served: ServedSession, record: AskRecord, ask: Ask, done: asyncio.Future[TerminalDecision]
+    ) -> None:
+        decision = done.result()
+        if isinstance(decision, Leave):
+            if served.records.advance(record, "left"):
+                self.emit(ServeEvent("left", ask.key, self.clock.wall(), parsed=ask.parsed))
+                log.info("%s left for another authorizer", label(ask.key, ask.parsed))
+            return
+        answered = Answered(False, "serving this request failed")
+        try:
+            answered = await self.answering.answer(served, record, decision)
+            if record.stage == "shown":  # the person's decision could not be written: asked again
+                self._when_decided(served, record, ask, self.terminal.decide(ask))
+        finally:
+            if decision.reply is not None and not decision.reply.done():
+                decision.reply.set_result(answered)
+
+    async def _guarded(
+        self, served: ServedSession, record: AskRecord, step: Coroutine[object, object, None]
+    ) -> None:
+        """Run a step of the path; whatever goes wrong, the file is quarantined with the reason."""
+        try:
+            await step
+        except UnsafeFolder as exc:
+            # The session tree is refused, not this file: reported, served once it is sound.
+            self._leave_terminal(record)
+            served.records.release(record)
+            self.roster.report_unsafe(served, "inbox", exc, "this session's requests are not served")
+        except Exception as exc:
+            log.error("%s: serving failed", label(record.key, None), exc_info=True)
+            self._leave_terminal(record)
+            reason = f"serving this file failed ({type(exc).__name__}: {exc})"
+            await self.set_aside.reject(served, record, reason, None)
+
+    def _leave_terminal(self, record: AskRecord) -> None:
+        if record.stage == "shown":
+            self.terminal.withdraw(record.key)

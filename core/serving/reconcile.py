@@ -1,0 +1,131 @@
+"""A response this node did not just write: an answer of an earlier run (reconciled after a restart),
+or a forgery (reported, the request set aside).
+
+`restore()` runs for every request read, before it is judged: a verdict the history holds is
+published as recorded (never judged again, never answered twice); a response already there is ours
+from before a restart when the history holds its verdict, else forged. `detect_forgeries()` runs on
+every rescan for the asks this node holds unanswered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Sequence
+
+from core.asks import TerminalSlot
+from core.publishing import Ledger, RecordedVerdict, WrittenMark
+from core.serving.intake import Intake
+from core.serving.records import HELD, AskRecord
+from core.serving.sessions import ServedSession
+from core.serving.setaside import SetAside, label, retrying
+from core.wire.request import ParsedRequest
+
+log = logging.getLogger("pi_authorizer.serve")
+
+
+class Reconcile:
+    """Restart reconciliation and forgery detection for the sessions served."""
+
+    def __init__(
+        self,
+        ledger: Ledger | None,
+        retry_delays: Sequence[float],
+        set_aside: SetAside,
+        terminal: TerminalSlot,
+    ) -> None:
+        self.ledger, self.retry_delays = ledger, tuple(retry_delays)
+        self.set_aside, self.terminal = set_aside, terminal
+
+    async def restore(
+        self, served: ServedSession, record: AskRecord, parsed: ParsedRequest, intake: Intake
+    ) -> bool:
+        """Whether this request was handled here (answered before, or forged) rather than to be judged."""
+        request_id = parsed.request.id
+        recorded = intake.recorded.get(request_id)
+        if f"{request_id}.json" in intake.responses:
+            await self._response_already_there(served, record, parsed, recorded)
+            return True
+        if recorded is not None:
+            await self._republish(served, record, parsed, recorded)
+            return True
+        return False
+
+    async def _response_already_there(
+        self,
+        served: ServedSession,
+        record: AskRecord,
+        parsed: ParsedRequest,
+        recorded: RecordedVerdict | None,
+    ) -> None:
+        """A response exists before this node answered: ours from before a restart, or a forgery."""
+        if recorded is None or self.ledger is None:
+            await self.set_aside.forged(served, record, parsed, "before this node served the request")
+            return
+        # An earlier run died between answering and deleting the request: it is answered.
+        served.records.move(record, "published")
+        if not recorded.written:
+            mark = WrittenMark(record.key, parsed.request.id, True)
+            await asyncio.to_thread(self.ledger.mark_written, [mark])
+        await self._remove_request(served, record)
+        log.info("%s was answered by this node before a restart; request removed", label(record.key, parsed))
+
+    async def _republish(
+        self, served: ServedSession, record: AskRecord, parsed: ParsedRequest, recorded: RecordedVerdict
+    ) -> None:
+        """A verdict an earlier run recorded: publish it (once) instead of judging again."""
+        assert self.ledger is not None
+        request_id = parsed.request.id
+        if recorded.written:
+            # Answered, and the response already consumed: a request under a used id is never
+            # answered a second time.
+            reason = f"request id {request_id!r} was already answered by this node; not answered twice"
+            await self.set_aside.reject(served, record, reason, parsed.raw, answer=False)
+            return
+        served.records.move(record, "decided")
+        written = await retrying(
+            self.retry_delays,
+            "publishing a recorded verdict",
+            lambda: served.inbox.write_response(request_id, recorded.body),
+        )
+        served.records.advance(record, "published")
+        await asyncio.to_thread(self.ledger.mark_written, [WrittenMark(record.key, request_id, written)])
+        log.info("%s recorded verdict published after a restart", label(record.key, None))
+        await self._remove_request(served, record)
+
+    async def _remove_request(self, served: ServedSession, record: AskRecord) -> None:
+        """Delete an answered request; once gone, its name is free for a new request."""
+        await asyncio.to_thread(served.inbox.delete_request, record.key.name)
+        served.records.release(record)
+
+    async def detect_forgeries(self, served: ServedSession) -> None:
+        """A response for an ask this node still holds was written by someone else: report it."""
+        held = held_asks(served.records)
+        if not held:
+            return
+        try:
+            responses = frozenset(await asyncio.to_thread(served.inbox.list_response_names))
+        except OSError:
+            return
+        for record in held:
+            if is_forged(record, responses):
+                assert record.parsed is not None
+                self.terminal.withdraw(record.key)
+                when = "while the ask waited for this node's verdict"
+                await self.set_aside.forged(served, record, record.parsed, when)
+
+
+def held_asks(records: Iterable[AskRecord]) -> list[AskRecord]:
+    """The asks this node holds unanswered (judged, or waiting at the terminal), before a listing."""
+    return [record for record in records if record.stage in HELD]
+
+
+def is_forged(record: AskRecord, responses: frozenset[str]) -> bool:
+    """Whether `record`'s response in a listing taken since is someone else's. Its stage is read now,
+    after the listing: an answer of ours may have been published meanwhile (ours never writes a
+    response while the ask is held)."""
+    return (
+        record.stage in HELD
+        and record.parsed is not None
+        and f"{record.parsed.request.id}.json" in responses
+    )

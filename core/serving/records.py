@@ -1,0 +1,135 @@
+"""One state record per request file of a served session, and the one place its stage changes.
+
+A record is taken when intake finds a new file and ends when the name is free again. Its stages:
+
+    taken ──→ arrived ──→ shown ──→ decided ──→ published ──→ released
+      │          │          │ ↑        │
+      │          │          │ └────────┘  a person's decision that could not be written waits again
+      │          │          └──→ left
+      │          └──────────────→ decided (a rule or a link decided)
+      └──→ decided / published   (answered by an earlier run: republished, or already visible)
+
+From any live stage a record can be set aside (`held`: quarantine failed, the file is left in place and
+ignored) or `released` (the name is free: gone, quarantined, or to be served again). A file that
+vanishes before any decision was taken is `withdrawn` (the child gave up). `withdrawn` and `released`
+are final: a final record is out of the session's table, and no transition leaves it, so an ask the
+child withdrew is never answered and none is published twice. A transition not in `NEXT` raises
+`IllegalTransition`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from core.asks import AskKey
+from core.publishing import Published
+from core.wire.request import ParsedRequest
+
+Stage = Literal["taken", "arrived", "shown", "left", "decided", "published", "held", "withdrawn", "released"]
+
+NEXT: Final[dict[Stage, frozenset[Stage]]] = {
+    "taken": frozenset({"arrived", "decided", "published", "held", "withdrawn", "released"}),
+    "arrived": frozenset({"shown", "decided", "held", "withdrawn", "released"}),
+    "shown": frozenset({"left", "decided", "held", "withdrawn", "released"}),
+    "left": frozenset({"withdrawn", "released"}),
+    "decided": frozenset({"published", "shown", "held", "released"}),
+    "published": frozenset({"held", "released"}),
+    "held": frozenset({"released"}),
+    "withdrawn": frozenset(),
+    "released": frozenset(),
+}
+#: A file that vanishes in one of these stages was withdrawn by its child: no decision was taken yet.
+UNDECIDED: Final = frozenset({"taken", "arrived", "shown", "left"})
+#: Stages in which this node holds an ask it has not answered (a response appearing then is forged).
+HELD: Final = frozenset({"arrived", "shown"})
+
+
+class IllegalTransition(Exception):
+    """A change of stage the lifecycle does not allow (a bug, never a child's doing)."""
+
+
+@dataclass(slots=True, eq=False)
+class AskRecord:
+    """What serving knows of one request file: its stage, the request once it arrived, its answer once
+    published. Changed only through `AskRecords`."""
+
+    key: AskKey
+    stage: Stage = "taken"
+    parsed: ParsedRequest | None = None
+    arrived_at: float = 0.0
+    published: Published | None = None
+
+    @property
+    def live(self) -> bool:
+        return self.stage != "withdrawn" and self.stage != "released"
+
+
+class AskRecords:
+    """The live records of one served session, by request file name."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        self._live: dict[str, AskRecord] = {}
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._live
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    def __iter__(self) -> Iterator[AskRecord]:
+        return iter(list(self._live.values()))
+
+    def names(self) -> frozenset[str]:
+        return frozenset(self._live)
+
+    def get(self, name: str) -> AskRecord | None:
+        return self._live.get(name)
+
+    def take(self, name: str) -> AskRecord:
+        """A new file: its record, `taken`. A name already tracked is refused."""
+        if name in self._live:
+            raise IllegalTransition(f"{name!r} is already tracked")
+        record = self._live[name] = AskRecord(AskKey(self.session_id, name))
+        return record
+
+    def arrive(self, record: AskRecord, parsed: ParsedRequest, at: float) -> None:
+        """A valid request: it is an ask now, to be judged."""
+        self.move(record, "arrived")
+        record.parsed, record.arrived_at = parsed, at
+
+    def publish(self, record: AskRecord, published: Published) -> None:
+        """Its response is visible; the request is being removed (by the answer `published`)."""
+        self.move(record, "published")
+        record.published = published
+
+    def vanish(self, name: str) -> AskRecord | None:
+        """The file is gone: the record ends `withdrawn` when no decision was taken, else `released`."""
+        record = self._live.get(name)
+        if record is not None:
+            self.move(record, "withdrawn" if record.stage in UNDECIDED else "released")
+        return record
+
+    def release(self, record: AskRecord) -> None:
+        """The name is free again; a record already ended stays as it ended."""
+        if record.live:
+            self.move(record, "released")
+
+    def advance(self, record: AskRecord, stage: Stage) -> bool:
+        """`move` a record that is still live; one that ended meanwhile (its file vanished while serving
+        waited on the disk) stays as it ended."""
+        if not record.live:
+            return False
+        self.move(record, stage)
+        return True
+
+    def move(self, record: AskRecord, stage: Stage) -> None:
+        if stage not in NEXT[record.stage]:
+            raise IllegalTransition(f"{record.key.name!r}: {record.stage} → {stage}")
+        if self._live.get(record.key.name) is not record:
+            raise IllegalTransition(f"{record.key.name!r}: not a record of this table")
+        record.stage = stage
+        if not record.live:
+            del self._live[record.key.name]
