@@ -30,6 +30,7 @@ from core.human import HumanAuthorizer
 from core.liveness import heartbeat_path, read_heartbeat
 from core.publishing import RecordedVerdict, VerdictRecord, WrittenMark
 from core.serving import ServeEvent, ServingCore
+from core.tree import UnsafeFolder
 from tests.helpers import (
     poll_until,
     read_response_when_written,
@@ -332,3 +333,34 @@ async def test_heartbeat_is_refreshed_while_slow_writes_drain_a_flood(tmp_path: 
         assert not served.task.done()
     # 12 responses x 0.25 s of writing took 3 s or more: the heartbeat was refreshed meanwhile.
     assert len(seen) >= 3, seen
+
+
+class LinkedAwayDisk(DiskWriter):
+    """Every batch placement fails (EIO), so the verdict is recorded but not visible; then the next
+    `refusals` single writes (the republishing of that recorded verdict) find `responses/` refused."""
+
+    def __init__(self, refusals: int) -> None:
+        self.refusals = refusals
+
+    def place(self, dir_fd: int, source: str, target: str) -> bool:
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    def link(self, dir_fd: int, source: str, target: str) -> None:
+        if self.refusals > 0:
+            self.refusals -= 1
+            raise UnsafeFolder("sessions/x/responses", "is a symbolic link; not followed")
+        super().link(dir_fd, source, target)
+
+
+async def test_a_recorded_verdict_refused_by_an_unsafe_folder_is_published_once_it_is_sound(
+    tmp_path: Path,
+) -> None:
+    """Republishing after a failed write meets a refused folder: the request is served again once the
+    folder is sound, never left marked as answered while nothing answered it."""
+    store = HistoryStore.in_state_dir(tmp_path / "state")
+    disk = LinkedAwayDisk(refusals=4)  # one republishing: the first attempt and its three retries
+    async with Served(tmp_path, DenyingTerminal(), ledger=store, writer=disk) as served:
+        write_request(served.root, S, "stuck")
+        await wait_for(lambda: "unsafe_folder" in served.kinds(), what="the refused folder reported")
+        body = await read_response_when_written(served.root, S, "stuck", within=30)
+        assert body["decidedBy"]["kind"] == "unavailable" and disk.refusals == 0
