@@ -3,7 +3,8 @@
 from core.history.reader import HistoryFilter, HistoryReader, Summary
 from core.history.rows import HistoryRow
 from core.history.schema import VERSION, HistoryTooNew, migrate
-from core.history.store import HISTORY_FILE, HistoryStore, Retention
+from core.history.store import HISTORY_FILE, HistoryStore
+from core.history.writer import Retention
 
 __all__ = [
     "HISTORY_FILE",
