@@ -19,7 +19,7 @@ from core.files import DiskWriter
 from core.logline import log_safe
 from core.publishing import FaultHook, Ledger, Published, Publisher, VerdictRecord
 from core.serving.events import ServeEvent
-from core.serving.records import HELD, AskRecord
+from core.serving.records import AWAITING, AskRecord
 from core.serving.sessions import ServedSession
 from core.serving.setaside import SetAside, label
 from core.wire.response import ForwardedResponse, encode_response
@@ -49,7 +49,7 @@ class Answering:
     async def answer(self, served: ServedSession, record: AskRecord, decision: Decision) -> Answered:
         """Recorded (durable), published once, in the batch ready with it; the publisher then deletes
         the request (the reference's order)."""
-        if record.stage not in HELD:
+        if record.stage not in AWAITING:
             return Answered(False, _gone(record))
         assert record.parsed is not None
         served.records.move(record, "decided")

@@ -42,8 +42,8 @@ NEXT: Final[dict[Stage, frozenset[Stage]]] = {
 }
 #: A file that vanishes in one of these stages was withdrawn by its child: no decision was taken yet.
 UNDECIDED: Final = frozenset({"taken", "arrived", "shown", "left"})
-#: Stages in which this node holds an ask it has not answered (a response appearing then is forged).
-HELD: Final = frozenset({"arrived", "shown"})
+#: Stages of an ask awaiting this node's decision: it writes no response then, so one appearing is forged.
+AWAITING: Final = frozenset({"arrived", "shown"})
 
 
 class IllegalTransition(Exception):

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.publishing import Published, VerdictRecord
-from core.serving.reconcile import held_asks, is_forged
+from core.serving.reconcile import awaiting, is_forged
 from core.serving.records import NEXT, AskRecord, AskRecords, IllegalTransition, Stage
 from core.wire.reader import parse_request
 from core.wire.response import deny, encode_response
@@ -120,8 +120,7 @@ def test_an_answer_published_during_the_forgery_listing_is_not_a_forgery() -> No
     for record in (ours, other):
         table.arrive(record, PARSED, 1.0)
         table.move(record, "shown")
-    held = held_asks(table)
-    assert held == [ours, other]
+    assert awaiting(table) == [ours, other]
     table.move(ours, "decided")  # the person decided; the publisher placed the response...
     listing = frozenset({"r1.json"})  # ...and the listing saw it
     assert not is_forged(ours, listing)
