@@ -26,7 +26,7 @@ from core.asks import DenyingTerminal, LeavingTerminal, TerminalSlot
 from core.clock import ManualClock
 from core.files import DiskWriter
 from core.history import HistoryStore
-from core.human import HumanAuthorizer
+from core.human import DecisionRefused, HumanAuthorizer
 from core.liveness import heartbeat_path, read_heartbeat
 from core.publishing import RecordedVerdict, VerdictRecord, WrittenMark
 from core.serving import ServeEvent, ServingCore
@@ -364,3 +364,24 @@ async def test_a_recorded_verdict_refused_by_an_unsafe_folder_is_published_once_
         await wait_for(lambda: "unsafe_folder" in served.kinds(), what="the refused folder reported")
         body = await read_response_when_written(served.root, S, "stuck", within=30)
         assert body["decidedBy"]["kind"] == "unavailable" and disk.refusals == 0
+
+
+async def test_a_persons_decision_that_cannot_be_written_keeps_the_ask_for_the_next_decision(
+    tmp_path: Path,
+) -> None:
+    disk = FailingDisk(errno.EIO, failures=4)  # the batch's attempt and its three retries
+    human = HumanAuthorizer()
+    async with Served(tmp_path, human, writer=disk) as served:
+        write_request(served.root, S, "first")
+        write_request(served.root, S, "second")
+        await wait_for(lambda: len(human.pending()) == 2, what="two pending asks")
+        key = human.pending()[0].key
+        with pytest.raises(DecisionRefused, match="writing the response failed"):
+            await human.approve_once(key)
+        assert [a.key.name for a in human.pending()] == ["first.json", "second.json"]  # in its place
+        assert not response_path(served.root, S, "first").exists()
+        decided = await human.deny(key, "not this one")  # the disk healed: the next decision is written
+        assert decided.kind == "denied_with_reason"
+        body = await read_response_when_written(served.root, S, "first")
+        assert body["denialReason"] == "not this one"
+        assert served.kinds().count("answer_failed") == 1 and served.kinds().count("answered") == 1
