@@ -58,7 +58,9 @@ class Answering:
         verdict = VerdictRecord(record.key, record.parsed, response, body, decision.outcome)
         published = await self.publisher.publish(served.inbox, verdict)
         if published.write_failed is not None:
-            return Answered(False, f"writing the response failed: {published.write_failed}", gone=False)
+            # Still waiting only if its record went back to the person (not if the child withdrew meanwhile).
+            waits = record.stage == "shown"
+            return Answered(False, f"writing the response failed: {published.write_failed}", gone=not waits)
         if not published.written:
             when = "before this node's verdict could be written"
             await self.set_aside.forged(served, record, record.parsed, when)

@@ -16,6 +16,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Collection, Sequence
 from pathlib import Path
@@ -385,3 +386,38 @@ async def test_a_persons_decision_that_cannot_be_written_keeps_the_ask_for_the_n
         body = await read_response_when_written(served.root, S, "first")
         assert body["denialReason"] == "not this one"
         assert served.kinds().count("answer_failed") == 1 and served.kinds().count("answered") == 1
+
+
+class HeldFailingDisk(FailingDisk):
+    """Fails every placement (EIO); its batches wait at `staged` until released."""
+
+    def __init__(self) -> None:
+        super().__init__(errno.EIO, failures=-1)
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def fault(self, stage: str) -> None:
+        if stage == "staged" and not self.release.is_set():
+            self.entered.set()
+            self.release.wait(30)
+
+
+async def test_an_ask_withdrawn_while_its_failed_decision_is_written_leaves_the_persons_queue(
+    tmp_path: Path,
+) -> None:
+    """The child gives up while the person's decision is being written, and the write fails: the ask
+    cannot be decided again, so it leaves the queue (it used to stay there, undecidable)."""
+    disk = HeldFailingDisk()
+    human = HumanAuthorizer()
+    async with Served(tmp_path, human, writer=disk, fault=disk.fault) as served:
+        request = write_request(served.root, S, "gone")
+        await wait_for(lambda: bool(human.pending()), what="pending ask")
+        approving = asyncio.ensure_future(human.approve_once(human.pending()[0].key))
+        try:
+            await wait_for(disk.entered.is_set, what="the decision's batch held")
+            request.unlink()  # the child withdraws while its answer is being written
+            await served.core.rescan_all()
+        finally:
+            disk.release.set()
+        with pytest.raises(DecisionRefused, match="writing the response failed"):
+            await asyncio.wait_for(approving, 30)
+        assert not human.pending() and not response_path(served.root, S, "gone").exists()
