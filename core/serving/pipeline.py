@@ -76,6 +76,7 @@ class Pipeline:
         if decision is not None:
             await self.answering.answer(served, record, decision)
             return
+        served.records.move(record, "judged")
         ask = Ask(record.key, parsed, judgment, now, self.timeout_ms(), served.inbox.session_id)
         if self.chain is not None:
             self.spawn(self._guarded(served, record, self._escalate(served, record, ask)), False)
@@ -94,7 +95,7 @@ class Pipeline:
         assert self.chain is not None
         named = label(ask.key, ask.parsed)
         reviewed = await review_by_chain(self.chain, ask.parsed, ask.responder_session_id, self.clock, named)
-        if record.stage != "arrived":
+        if record.stage != "judged":
             return  # withdrawn, or set aside as forged, while the chain reviewed it
         if reviewed is not None:
             await self.answering.answer(served, record, reviewed[1])

@@ -95,6 +95,7 @@ def test_a_withdrawn_ask_is_never_decided() -> None:
     table = AskRecords(S)
     record = table.take("a.json")
     table.arrive(record, PARSED, 1.0)
+    table.move(record, "judged")
     table.move(record, "shown")
     assert table.vanish("a.json") is record and record.stage == "withdrawn"
     with pytest.raises(IllegalTransition):
@@ -119,7 +120,8 @@ def test_an_answer_published_during_the_forgery_listing_is_not_a_forgery() -> No
     ours, other = table.take("r1.json"), table.take("r2.json")
     for record in (ours, other):
         table.arrive(record, PARSED, 1.0)
-        table.move(record, "shown")
+        table.move(record, "judged")
+    table.move(record, "shown")
     assert awaiting(table) == [ours, other]
     table.move(ours, "decided")  # the person decided; the publisher placed the response...
     listing = frozenset({"r1.json"})  # ...and the listing saw it
