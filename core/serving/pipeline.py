@@ -17,7 +17,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Coroutine
 
-from core.asks import Answered, Ask, Leave, TerminalDecision, TerminalSlot
+from core.asks import Answered, Ask, Decision, Leave, TerminalDecision, TerminalSlot
 from core.clock import Clock
 from core.serving.answering import Answering
 from core.serving.events import ServeEvent
@@ -32,8 +32,10 @@ from core.wire.request import ParsedRequest
 
 log = logging.getLogger("pi_authorizer.serve")
 
-Spawn = Callable[[Coroutine[object, object, None], bool], None]
+Spawn = Callable[[Coroutine[object, object, None], bool], "asyncio.Task[None]"]
 """Run a coroutine alongside; `True`: it serves a file and is let finish at shutdown."""
+#: What a person's decision call learns when serving ended (shutdown, a failure) before it knew.
+UNSERVED = Answered(False, "serving ended before what became of this decision was known")
 
 
 class Pipeline:
@@ -117,8 +119,13 @@ class Pipeline:
         nothing waits meanwhile. A withdrawn ask's decision is cancelled, and so is nothing."""
 
         def taken(done: asyncio.Future[TerminalDecision]) -> None:
-            if not done.cancelled():
-                self.spawn(self._guarded(served, record, self._decided(served, record, ask, done)), True)
+            if done.cancelled():
+                return
+            task = self.spawn(self._guarded(served, record, self._decided(served, record, ask, done)), True)
+            decision = done.result()
+            reply = decision.reply if isinstance(decision, Decision) else None
+            if reply is not None:  # whatever ends the task (a failure, shutdown), the person learns it
+                task.add_done_callback(lambda _: _settle(reply, UNSERVED))
 
         pending.add_done_callback(taken)
 
@@ -131,14 +138,11 @@ class Pipeline:
                 self.emit(ServeEvent("left", ask.key, self.clock.wall(), parsed=ask.parsed))
                 log.info("%s left for another authorizer", label(ask.key, ask.parsed))
             return
-        answered = Answered(False, "serving this request failed")
-        try:
-            answered = await self.answering.answer(served, record, decision)
-            if record.stage == "shown":  # the person's decision could not be written: asked again
-                self._when_decided(served, record, ask, self.terminal.decide(ask))
-        finally:
-            if decision.reply is not None and not decision.reply.done():
-                decision.reply.set_result(answered)
+        answered = await self.answering.answer(served, record, decision)
+        if record.stage == "shown":  # the person's decision could not be written: asked again
+            self._when_decided(served, record, ask, self.terminal.decide(ask))
+        if decision.reply is not None:
+            _settle(decision.reply, answered)
 
     async def _guarded(
         self, served: ServedSession, record: AskRecord, step: Coroutine[object, object, None]
@@ -160,3 +164,8 @@ class Pipeline:
     def _leave_terminal(self, record: AskRecord) -> None:
         if record.stage == "shown":
             self.terminal.withdraw(record.key)
+
+
+def _settle(reply: asyncio.Future[Answered], answered: Answered) -> None:
+    if not reply.done():
+        reply.set_result(answered)
