@@ -2,7 +2,7 @@
 
 Hypothesis drives random sequences of operations over a few names (a name is reused once its record
 ended) and checks, after every step, what serving relies on: no ask is published twice, a withdrawn
-ask is never decided or published, a final record never moves again, and the table holds exactly
+ask was never published, a final record never moves again, and the table holds exactly
 the live records.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from core.publishing import Published, VerdictRecord
@@ -41,6 +41,8 @@ ops = st.tuples(
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(ops, max_size=40))
+@example([("take", "b.json", "taken"), ("move", "b.json", "decided"), ("move", "b.json", "shown"),
+          ("vanish", "b.json", "taken")])  # a failed write, then the child withdrew: never answered
 def test_random_transitions_keep_the_lifecycle(steps: list[Op]) -> None:
     table = AskRecords(S)
     seen: list[AskRecord] = []
@@ -86,7 +88,9 @@ def test_random_transitions_keep_the_lifecycle(steps: list[Op]) -> None:
         assert stages.count("published") <= 1, f"published twice: {stages}"
         if "withdrawn" in stages:
             assert stages[-1] == "withdrawn", f"moved after its withdrawal: {stages}"
-            assert "decided" not in stages and "published" not in stages
+            # Decided before is possible (a decision that could not be written: back to the person),
+            # answered never.
+            assert "published" not in stages, f"withdrawn after its answer: {stages}"
         for final in ("withdrawn", "released"):
             assert final not in stages[:-1], f"moved after ending: {stages}"
 
