@@ -27,14 +27,15 @@ import logging
 import os
 import shlex
 import signal
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, Protocol, TypeVar
 
 from core.facts import IntentFacts
 from core.rules.model import PATH_SURFACES
 
 log = logging.getLogger("pi_authorizer.chain")
+T = TypeVar("T")
 
 LinkVerdictKind = Literal["allow", "deny", "defer"]
 DEFAULT_LINK_TIMEOUT_S = 30.0
@@ -123,6 +124,8 @@ class CommandLink:
     name: str
     argv: tuple[str, ...]
     timeout_s: float = DEFAULT_LINK_TIMEOUT_S
+    deadline: Callable[[float], Awaitable[None]] = asyncio.sleep
+    """Waits out `timeout_s`: a seam, so a test ends the wait when it chooses, not after real time."""
 
     async def review(self, facts: IntentFacts) -> LinkVerdict:
         """Run the command once for `facts`; every failure is a logged defer."""
@@ -138,7 +141,7 @@ class CommandLink:
         except OSError as exc:
             return self._defer(f"could not start {self.argv[0]!r}: {exc}")
         try:
-            stdout, stderr = await asyncio.wait_for(process.communicate(payload), self.timeout_s)
+            stdout, stderr = await _before(process.communicate(payload), self.deadline(self.timeout_s))
         except TimeoutError:
             await _kill(process)
             return self._defer(f"no answer within {self.timeout_s}s; killed")
@@ -165,6 +168,20 @@ class CommandLink:
     def _defer(self, why: str) -> LinkVerdict:
         log.warning("link %r deferred: %s", self.name, why)
         return DEFER
+
+
+async def _before(work: Awaitable[T], deadline: Awaitable[None]) -> T:
+    """`work`'s result, or `TimeoutError` when `deadline` ends first; the other one is cancelled."""
+    task, timer = asyncio.ensure_future(work), asyncio.ensure_future(deadline)
+    try:
+        done, _ = await asyncio.wait((task, timer), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        timer.cancel()
+        if not task.done():
+            task.cancel()
+    if task not in done:
+        raise TimeoutError
+    return task.result()
 
 
 async def _kill(process: asyncio.subprocess.Process) -> None:

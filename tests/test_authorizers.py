@@ -19,6 +19,7 @@ from core.authorizers import (
     parse_link_spec,
 )
 from core.rules import AskingUnit, IntentFacts
+from tests.helpers import wait_for
 
 BASH = IntentFacts("bash", ("git status",))
 
@@ -87,8 +88,13 @@ async def test_command_link_timeout_kills_the_process(
         open({str(pid_file)!r}, 'w').write(str(os.getpid()))
         time.sleep(60)
     """)
+
+    async def until_started(timeout_s: float) -> None:
+        """The timeout ends once the process is surely running (a fake clock's jump, not real time)."""
+        await wait_for(lambda: pid_file.exists() and pid_file.read_text() != "", what="the link started")
+
     with caplog.at_level(logging.WARNING, logger="pi_authorizer.chain"):
-        verdict = await CommandLink("slow", argv, timeout_s=0.5).review(BASH)
+        verdict = await CommandLink("slow", argv, timeout_s=0.5, deadline=until_started).review(BASH)
     assert verdict == LinkVerdict("defer")
     assert "killed" in caplog.text  # it did not wait for the child's own minute
     pid = int(pid_file.read_text())

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from core.paths import encode_session_id
+from tests.helpers import poll_until
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.timeout(120)  # a hang guard, not a speed check
@@ -122,9 +123,7 @@ def test_serve_without_session_serves_a_stable_own_id_and_prints_the_env(tmp_pat
             text=True,
             start_new_session=True,
         )
-        deadline = time.monotonic() + 20
-        while not list((root / "serving").glob("*.json")) and time.monotonic() < deadline:
-            time.sleep(0.02)
+        poll_until(lambda: bool(list((root / "serving").glob("*.json"))), what="a heartbeat")
         os.killpg(proc.pid, signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
@@ -203,9 +202,7 @@ def test_serve_reports_config_errors_at_start(tmp_path: Path) -> None:
         text=True,
         start_new_session=True,
     )
-    deadline = time.monotonic() + 20
-    while not (root / "serving" / "S.json").exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
+    poll_until((root / "serving" / "S.json").exists, what="the heartbeat")
     os.killpg(proc.pid, signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0

@@ -97,3 +97,40 @@ def test_code_cites_only_documents_in_the_repo() -> None:
         if OUTSIDE_DOCS.search(text)
     ]
     assert offenders == []
+
+
+# What of the serving core the app must not touch: the sessions' records, locks and heartbeats. It
+# sees them through `ServingCore.served` (`core.serving.sessions.ServedSessions`) only.
+CORE_INTERNALS = frozenset({"heartbeat", "lock", "roster", "by_id", "by_folder", "tracked", "scan_lock"})
+#: Names that are internals only on the core itself (`args.sessions` is a command-line option).
+CORE_ONLY = frozenset({"sessions"})
+
+
+def core_internals_touched(source: str) -> list[tuple[int, str]]:
+    """Each `x.<internal>` in `source`, and `core.sessions` / `<...>.core.sessions`, with its line."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Attribute):
+            continue
+        owner = node.value
+        on_core = (isinstance(owner, ast.Name) and owner.id == "core") or (
+            isinstance(owner, ast.Attribute) and owner.attr == "core")
+        if node.attr in CORE_INTERNALS or (node.attr in CORE_ONLY and on_core):
+            found.append((node.lineno, node.attr))
+    return sorted(found)
+
+
+def test_the_internals_check_sees_each_way_in() -> None:
+    source = ("for s in self.core.sessions.values():\n    s.heartbeat.clear(); s.lock.release()\n"
+              "n = len(core.sessions) + len(app.core.roster.by_id)\nok = args.sessions\n")
+    assert core_internals_touched(source) == [
+        (1, "sessions"), (2, "heartbeat"), (2, "lock"), (3, "by_id"), (3, "roster"), (3, "sessions")]
+
+
+def test_the_app_never_reaches_into_core_internals() -> None:
+    offenders = [
+        f"{path.relative_to(REPO)}:{line} .{attr}"
+        for path in sorted((REPO / "tui").rglob("*.py"))
+        for line, attr in core_internals_touched(path.read_text(encoding="utf-8"))
+    ]
+    assert offenders == []

@@ -94,7 +94,7 @@ class AuthorizerApp(Views, CoreEvents, SignalQuit):
         self.rules = self.authority.store if self.authority is not None else None
         self._shown: set[AskKey] = set()
         self.queue.on_shown = self._mark_shown
-        self.queue.sessions_served = lambda: len(core.sessions)
+        self.queue.sessions_served = lambda: len(core.served)
         self._tmux = bool(os.environ.get("TMUX"))
         self._new_asks: list[Ask] = []
         self._attention_timer: Timer | None = None

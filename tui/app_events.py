@@ -1,10 +1,12 @@
 """What the app does with the core's events: the queue follows the person's asks (added, decided,
 withdrawn), this run's history gets a line for every answer, and problems become notices.
 
-Asks arrive as Textual Messages (`HumanChanged`), and so do the serving core's events
-(`ServingChanged`): their handlers run in the app's message loop like any other event. A decision
-or withdrawal is handled at once, in order with the app's own call that caused or met it (its
-status line must not overwrite the one that call sets afterwards, e.g. "Not decided").
+Every event of the person's slot (`HumanChanged`: added, withdrawn, decided) and of the serving core
+(`ServingChanged`) reaches the app only as a Textual Message, posted from the core's callback (thread
+safe) and handled in the app's message loop in the order posted: the queue, the history and the
+status line follow the order of the events. A note the queue sets about its own call to the person's
+API ("Not decided", a batch's summary) is queued behind the events that call caused
+(`QueueView.say_after_events`).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ WHO = {"approved_by_serving_grant": "grant"}
 
 
 class HumanChanged(Message):
-    """An ask arrived for the person (from `HumanAuthorizer`)."""
+    """An ask arrived for the person, was withdrawn by its child, or was decided (`HumanAuthorizer`)."""
 
     def __init__(self, event: HumanEvent) -> None:
         super().__init__()
@@ -59,12 +61,9 @@ class CoreEvents(Attention):
     _attention_timer: Timer | None
 
     def listen(self) -> None:
-        """Receive the core's events as Messages from now on."""
+        """Receive the core's events as Messages from now on (`post_message` is thread safe)."""
         def human(event: HumanEvent) -> None:
-            if isinstance(event, AskAdded):
-                self.post_message(HumanChanged(event))
-            else:  # the outcome of a call the app made, or a withdrawal met by one: in order with it
-                self._on_human(event)
+            self.post_message(HumanChanged(event))
 
         def serving(event: ServeEvent) -> None:
             self.post_message(ServingChanged(event))

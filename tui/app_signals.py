@@ -22,6 +22,8 @@ from core.serving import ServingCore
 
 #: After SIGHUP/SIGTERM, how long the graceful quit may take before the app exits without it.
 FORCED_EXIT_S = 0.9
+#: At a forced exit, how long to wait for a heartbeat being written before releasing anyway.
+FORCED_RELEASE_WAIT_S = 0.5
 
 
 #: Leave the alternate screen, show the cursor, stop mouse reporting (what Textual's exit undoes).
@@ -112,11 +114,8 @@ class SignalQuit(App[int]):
         self._exiting.acquire()  # never released: this thread ends the process
         if restore_terminal:
             restore_terminal_modes()
-        for served in list(self.core.sessions.values()):
-            with contextlib.suppress(Exception):
-                served.heartbeat.clear()
-            with contextlib.suppress(Exception):
-                served.lock.release()
+        with contextlib.suppress(Exception):
+            self.core.served.release(wait_s=FORCED_RELEASE_WAIT_S)
         for cleanup in self.forced_exit_cleanups:
             with contextlib.suppress(Exception):
                 cleanup()

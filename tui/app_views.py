@@ -122,7 +122,7 @@ class Views(App[int]):
     def action_sessions(self) -> None:
         from tui.screens.sessions import SessionsScreen
 
-        self._show(lambda: SessionsScreen(self.core, self.human), SessionsScreen)
+        self._show(lambda: SessionsScreen(self.core), SessionsScreen)
 
     def help_groups(self) -> list[tuple[str, Sequence[BindingType]]]:
         """Every screen's bindings, as the help screen lists them (the history view this app uses)."""

@@ -1,36 +1,25 @@
 """Rules offered from repetition: what the person keeps approving, as one allow rule to confirm.
 
-An offer is only computed here; nothing is written until `apply` is called with the file the person
-confirmed, after seeing `preview` (the JSON, the file, the diff). An offer that would loosen an
-explicit deny of this node's config, or that the person's own denials contradict, is never made.
-
-Size: over 250 lines on purpose: offering, previewing and writing a rule are one workflow with one deny
-guard, checked when the rule is offered and again when it is written.
+An offer is only computed here; nothing is written until `core.history.rule_edit.apply` is called
+with the file the person confirmed, after seeing its `preview` (the JSON, the file, the diff). An
+offer that would loosen an explicit deny of this node's config (`shadowed_deny`, checked again when
+the rule is written), or that the person's own denials contradict, is never made.
 """
 
 from __future__ import annotations
 
-import difflib
-import json
-import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
-from core.files import replace_file
 from core.history.rows import APPROVED_STATES, HistoryRow
 from core.history.store import HistoryStore
 from core.rules.config import PolicyStore
 from core.rules.evaluate import any_value
-from core.rules.jsonc import strip_comments
 from core.rules.matcher import compile_wildcard, expand_home
 from core.rules.model import PATH_SURFACES, family_members
 from core.rules.policy import Policy
 from core.rules.session import find_shadowed_deny
-from core.rules.sources import EXTENSION, PROJECT_CONFIG
-from core.rules.validate import validate_config
-from core.tree import FILE_MODE
 
 DEFAULT_THRESHOLD = 5
 RECENT_DECISIONS = 5000
@@ -51,46 +40,8 @@ class Suggestion:
         return {"permission": {self.surface: {self.pattern: "allow"}}}
 
 
-@dataclass(frozen=True)
-class Target:
-    """A config file a rule can go to; `kind` is `authorizer` (the `--rules` file), `global`, `project`."""
-
-    kind: str
-    path: Path
-
-    @property
-    def label(self) -> str:
-        return {
-            "authorizer": "pi-authorizer rules (--rules)",
-            "global": "pi global config",
-            "project": "pi project config",
-        }[self.kind]
-
-
-@dataclass(frozen=True)
-class Change:
-    """What confirming would do to one file: its text before (None when missing) and after."""
-
-    suggestion: Suggestion
-    path: Path
-    before: str | None
-    after: str
-    diff: str = field(repr=False)
-
-
 class SuggestionRefused(Exception):
     """The rule cannot be written to that file (comments, a deny it would loosen, a changed file...)."""
-
-
-def targets(rules: PolicyStore) -> list[Target]:
-    """The `--rules` file first (the default), then the pi layers, which only a person picks."""
-    found = []
-    if rules.rules_file is not None:
-        found.append(Target("authorizer", rules.rules_file))
-    found.append(Target("global", rules.agent_dir / EXTENSION))
-    if rules.project_dir is not None:
-        found.append(Target("project", rules.project_dir / PROJECT_CONFIG))
-    return found
 
 
 def suggest(
@@ -163,77 +114,6 @@ def shadowed_deny(rules: PolicyStore, surface: str, pattern: str, agents: Iterab
         if found is not None:
             return found.describe()
     return None
-
-
-def preview(suggestion: Suggestion, path: Path) -> Change:
-    """The file's text with the rule appended last in its surface (so it wins there), and the diff."""
-    before = path.read_text(encoding="utf-8") if path.exists() else None
-    if before is not None and strip_comments(before) != before:
-        raise SuggestionRefused(f"{path} has comments, which rewriting would lose: add the rule by hand")
-    try:
-        document = json.loads(before) if before and before.strip() else {}
-    except json.JSONDecodeError as exc:
-        raise SuggestionRefused(f"{path} is not valid JSON: {exc}") from exc
-    if not isinstance(document, dict):
-        raise SuggestionRefused(f"{path} does not hold a JSON object")
-    permission = document.setdefault("permission", {})
-    if not isinstance(permission, dict):
-        raise SuggestionRefused(f"{path}: 'permission' is not an object")
-    current = permission.get(suggestion.surface)
-    if isinstance(current, str):
-        current = {"*": current}  # a bare state is shorthand for {"*": state}
-    if current is None:
-        current = {}
-    if not isinstance(current, dict):
-        raise SuggestionRefused(f"{path}: permission.{suggestion.surface} is not an object")
-    existing = current.pop(suggestion.pattern, None)
-    if existing is not None and existing != "ask":
-        raise SuggestionRefused(f"{path} already sets {suggestion.pattern!r} to {json.dumps(existing)}")
-    current[suggestion.pattern] = "allow"
-    permission[suggestion.surface] = current
-    errors = validate_config(document, str(path))
-    if errors:
-        raise SuggestionRefused("; ".join(str(e) for e in errors))
-    after = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
-    diff = "".join(
-        difflib.unified_diff(
-            (before or "").splitlines(keepends=True),
-            after.splitlines(keepends=True),
-            fromfile=f"{path} (before)" if before is not None else "/dev/null",
-            tofile=str(path),
-        )
-    )
-    return Change(suggestion, path, before, after, diff)
-
-
-def apply(
-    suggestion: Suggestion, path: Path, confirmed: Change | None = None, rules: PolicyStore | None = None
-) -> Change:
-    """Write the rule: only after the person confirmed `confirmed` (the file must not have changed
-    since), re-checking the deny guard against the config as it is now when `rules` is given."""
-    if rules is not None:
-        why = shadowed_deny(rules, suggestion.surface, suggestion.pattern, suggestion.agents)
-        if why is not None:
-            raise SuggestionRefused(f"this allow would loosen an explicit deny: {why}")
-    change = preview(suggestion, path)
-    if confirmed is not None and (confirmed.before, confirmed.after) != (change.before, change.after):
-        raise SuggestionRefused(f"{path} changed since the preview; review the new diff")
-    _replace_atomically(path, change.after.encode("utf-8"))
-    if rules is not None:
-        rules.apply_confirmed(path)  # the person reviewed this diff: not a silent widening
-    return change
-
-
-def _replace_atomically(path: Path, data: bytes) -> None:
-    """Write-then-rename beside the file (keeping its mode), then make the rename durable."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = path.stat().st_mode & 0o777 if path.exists() else FILE_MODE
-    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        replace_file(fd, path.name, data, mode)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _candidate_patterns(row: HistoryRow) -> list[tuple[str, str]]:

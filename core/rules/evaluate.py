@@ -12,9 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from core.rules.model import Rule
-
-Step = dict[str, object]
+from core.rules.model import Rule, Step
 
 
 @dataclass(frozen=True, slots=True)

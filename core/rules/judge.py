@@ -23,12 +23,11 @@ from dataclasses import dataclass
 
 from core.facts import AskingUnit, IntentFacts
 from core.rules import evaluate
-from core.rules.model import PATH_SURFACES, Action, Rule, family_members, more_restrictive
+from core.rules.model import PATH_SURFACES, Action, Rule, Step, family_members, more_restrictive
 from core.rules.policy import Policy
 from core.rules.values import bash_match_value
 from core.wire.decisions import RuleDecision, SessionApprovalDecision, decision_source_json
 
-Step = dict[str, object]
 RulesDecision = RuleDecision | SessionApprovalDecision
 # bash matches one command, skill one name; without a value pi matches "" (its input builder's
 # default), every other surface "*".

@@ -8,6 +8,8 @@ from typing import Literal
 from core.rules.matcher import Wildcard, compile_wildcard
 
 Action = Literal["allow", "deny", "ask"]
+#: One step of a judgment's trail (what was consulted and what it said), as `explain` shows it.
+Step = dict[str, object]
 ACTIONS: tuple[Action, ...] = ("allow", "deny", "ask")
 
 # deny > ask > allow; the lower the rank the more restrictive.

@@ -21,14 +21,14 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from core.facts import IntentFacts
-from core.rules.judge import Judge, Outcome, RulesDecision, Step, decision_of
-from core.rules.model import Action, Rule, more_restrictive
+from core.rules.judge import Judge, Outcome, RulesDecision, decision_of
+from core.rules.model import Action, Rule, Step, more_restrictive
 from core.rules.pi_reading import beyond_bmp, facts_as_pi
 from core.rules.policy import Policy
 from core.wire.decisions import decision_source_json
 
 NO_FACTS_REASON = (
-    "version-skew floor (ADR 0008 §4): the request carries no usable accessIntent, "
+    "version-skew floor (docs/contract.md § Facts and judgment): the request carries no usable accessIntent, "
     "so recorded rules are not consulted and the ask goes to live authority"
 )
 

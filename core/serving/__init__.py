@@ -3,7 +3,7 @@
 from core.serving.core import ServingCore
 from core.serving.events import EventKind, Observer, ServeEvent
 from core.serving.judgment import NO_FACTS_EXPLANATION, Chain, Judge, NoRecordedAuthority
-from core.serving.sessions import ServedSession, Sessions
+from core.serving.sessions import ServedSession, ServedSessions, Sessions
 
 __all__ = [
     "NO_FACTS_EXPLANATION",
@@ -14,6 +14,7 @@ __all__ = [
     "Observer",
     "ServeEvent",
     "ServedSession",
+    "ServedSessions",
     "ServingCore",
     "Sessions",
 ]

@@ -30,7 +30,7 @@ from core.serving.events import Observer, ServeEvent
 from core.serving.judgment import Chain, Judge, NoRecordedAuthority
 from core.serving.pipeline import Pipeline
 from core.serving.reconcile import Reconcile
-from core.serving.sessions import ServedSession, Sessions
+from core.serving.sessions import ServedSession, ServedSessions, Sessions
 from core.serving.setaside import SetAside
 from core.tree import Anchor
 from core.watch import watch_session_folders
@@ -82,6 +82,8 @@ class ServingCore:
             forwarding_root, state_dir, self.tree, self.state_tree, writer, clock, self._emit
         )
         self.sessions = self.roster.by_id
+        #: What a front end may see and do of the sessions served (`core.serving.sessions`).
+        self.served: ServedSessions = self.roster
         self._by_folder = self.roster.by_folder
         set_aside = SetAside(
             self.quarantine, self.roster, self._emit, clock, retry_delays, keeps_history=ledger is not None

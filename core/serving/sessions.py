@@ -1,4 +1,9 @@
-"""The sessions a core serves: each one's lock, heartbeat, inbox and the records of its request files."""
+"""The sessions a core serves: each one's lock, heartbeat, inbox and the records of its request files.
+
+A front end sees them only through `ServedSessions` (`ServingCore.served`): a snapshot for display,
+the other inboxes under the root, and the release a forced exit's watchdog may call from its own
+thread. The records themselves stay the serving loop's.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +11,12 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
+import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from core.asks import AskKey
 from core.clock import Clock
@@ -25,7 +33,8 @@ from core.liveness import (
 from core.logline import log_safe
 from core.paths import normalize_session_id
 from core.serving.events import ServeEvent
-from core.serving.records import AskRecords
+from core.serving.records import UNDECIDED, AskRecords
+from core.survey import InboxStatus, survey_inboxes
 from core.tree import Anchor, UnsafeFolder
 
 log = logging.getLogger("pi_authorizer.serve")
@@ -45,6 +54,25 @@ class ServedSession:
 
     def __post_init__(self) -> None:
         self.records = AskRecords(self.inbox.session_id)
+
+class ServedSessions(Protocol):
+    """All a front end may know and do about the sessions a core serves (no lock, heartbeat or record)."""
+
+    @property
+    def root(self) -> Path: ...
+
+    def __len__(self) -> int: ...
+
+    def __contains__(self, session_id: object) -> bool: ...
+
+    def statuses(self) -> list[InboxStatus]:
+        """A snapshot of each served session, for display (`waiting`: requests not answered yet)."""
+
+    def others(self) -> list[InboxStatus]:
+        """Every other inbox under the root, and who (if anyone) serves it."""
+
+    def release(self, wait_s: float | None = None) -> None:
+        """Heartbeats removed, locks released, from any thread; never raises."""
 
 
 class Sessions:
@@ -67,6 +95,28 @@ class Sessions:
         self.by_folder: dict[str, ServedSession] = {}
         # Heartbeats get their own thread: a busy default executor never delays a beat.
         self._beats = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="heartbeat")
+        # Held while a heartbeat is written or the sessions are released: once released (from the
+        # loop at shutdown, or from a watchdog thread), no beat writes a heartbeat again.
+        self._guard = threading.Lock()
+        self._released = False
+
+    # -- what a front end sees (`ServedSessions`) --------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.by_id)
+
+    def __contains__(self, session_id: object) -> bool:
+        return session_id in self.by_id
+
+    def statuses(self) -> list[InboxStatus]:
+        return [InboxStatus(served.inbox.folder_name, session_id, "alive", os.getpid(),
+                            waiting=sum(1 for record in served.records if record.stage in UNDECIDED),
+                            problem="; ".join(str(e.reason) for e in served.problems.values()) or None)
+                for session_id, served in list(self.by_id.items())]
+
+    def others(self) -> list[InboxStatus]:
+        return [status for status in survey_inboxes(self.root, self.tree, self.clock)
+                if status.session_id not in self.by_id]
 
     def add(self, raw_id: str) -> tuple[ServedSession, bool]:
         """The session, and whether it was taken just now. Raises `SessionHeld` if served elsewhere."""
@@ -90,26 +140,42 @@ class Sessions:
         log.info("serving session %s (inbox %s)", log_safe(session_id), inbox.requests_dir)
         return served, True
 
-    def release(self) -> None:
-        """Heartbeats removed, locks released: the sessions are free for another authorizer.
+    def release(self, wait_s: float | None = None) -> None:
+        """Heartbeats removed, locks released: the sessions are free for another authorizer. Once, from
+        any thread: at shutdown on the loop, or from a forced exit's watchdog while the loop is stuck.
 
-        The beat thread is stopped first, waiting for a beat in flight: cancelling the heartbeat loop
-        does not stop a beat already running there, which would write the file again once removed."""
-        self._beats.shutdown(wait=True)
-        for served in self.by_id.values():
-            with contextlib.suppress(OSError):
-                served.heartbeat.clear()
-            served.lock.release()
+        No beat starts again; a beat in flight is waited for (at most `wait_s`, if given), since
+        cancelling the heartbeat loop does not stop a beat already running, which would write the file
+        again once removed."""
+        self._beats.shutdown(wait=False, cancel_futures=True)
+        held = self._guard.acquire(timeout=-1 if wait_s is None else wait_s)
+        try:
+            if not self._released:
+                self._released = True
+                for served in list(self.by_id.values()):
+                    with contextlib.suppress(Exception):
+                        served.heartbeat.clear()
+                    with contextlib.suppress(Exception):
+                        served.lock.release()
+        finally:
+            if held:
+                self._guard.release()
+
+    def _guarded(self, beat: Callable[[], None]) -> None:
+        """A heartbeat write (or removal), never after the sessions were released."""
+        with self._guard:
+            if not self._released:
+                beat()
 
     async def heartbeat_loop(self, stop: asyncio.Event) -> None:
         """Beat every second in a thread of its own; a session that cannot be served is not beaten
         for, and its heartbeat is removed, so no child or authorizer takes it for served."""
         loop = asyncio.get_running_loop()
-        while not stop.is_set():
+        while not stop.is_set() and not self._released:
             for served in list(self.by_id.values()):
                 beat = served.heartbeat.clear if served.unservable else served.heartbeat.beat
                 try:
-                    await loop.run_in_executor(self._beats, beat)
+                    await loop.run_in_executor(self._beats, self._guarded, beat)
                 except UnsafeFolder as exc:
                     self._beat_refused(served, exc)
                     continue
@@ -123,7 +189,7 @@ class Sessions:
 
     def _beat(self, served: ServedSession) -> None:
         try:
-            served.heartbeat.beat()
+            self._guarded(served.heartbeat.beat)
         except UnsafeFolder as exc:
             self._beat_refused(served, exc)
             return

@@ -17,7 +17,6 @@ import sqlite3
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
@@ -302,38 +301,49 @@ def _zombie_or_gone(pid: int) -> bool:
         return True
 
 
-class SlowDisk(DiskWriter):
-    """A disk where every response file takes `seconds` to write (slow hardware, a saturated device)."""
+class GatedDisk(DiskWriter):
+    """A disk where every response file waits, in its worker thread, until the test opens the gate
+    (slow hardware, a saturated device). A write that was not let through after `HANG_GUARD_S`
+    goes on and is counted as forced: it held up whatever waited for the gate."""
 
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
+    HANG_GUARD_S = 60.0
+
+    def __init__(self) -> None:
+        self.entered, self.gate, self.forced = threading.Event(), threading.Event(), 0
+
+    def _wait(self) -> None:
+        self.entered.set()
+        if not self.gate.wait(self.HANG_GUARD_S):
+            self.forced += 1
 
     def write_new(self, dir_fd: int, name: str, data: bytes) -> None:
-        time.sleep(self.seconds)
+        self._wait()
         super().write_new(dir_fd, name, data)
 
     def write_unsynced(self, dir_fd: int, name: str, data: bytes) -> None:
-        time.sleep(self.seconds)
+        self._wait()
         super().write_unsynced(dir_fd, name, data)
 
 
-async def test_heartbeat_is_refreshed_while_slow_writes_drain_a_flood(tmp_path: Path) -> None:
-    """Blocking work runs off the event loop: the heartbeat keeps beating while the inbox drains."""
+async def test_a_blocked_response_write_never_holds_up_the_loop(tmp_path: Path) -> None:
+    """Blocking work runs off the event loop: while a response write hangs, the loop goes on (this
+    test runs, a new request arrives, the heartbeat stands); on the loop the write would hold all
+    of that up until the gate's hang guard, and count as forced."""
     root = tmp_path / "root"
-    for i in range(12):
-        write_request(root, S, f"flood-{i:02d}")
-    beat = heartbeat_path(root, S)
-    async with Served(tmp_path, DenyingTerminal(), writer=SlowDisk(0.25)) as served:
-        seen: set[float] = set()
-        last = response_path(root, S, "flood-11")
-        while not last.exists():
-            record = read_heartbeat(beat)
-            if record is not None:
-                seen.add(record.updated_at_ms)
-            await asyncio.sleep(0.02)
+    write_request(root, S, "first")
+    disk = GatedDisk()
+    async with Served(tmp_path, DenyingTerminal(), writer=disk) as served:
+        await wait_for(disk.entered.is_set, what="a response write waiting at the gate")
+        write_request(root, S, "second")
+        await wait_for(lambda: "second.json" in [e.key.name for e in served.events if e.kind == "arrived"],
+                       what="the next request read while the write waits")
+        record = read_heartbeat(heartbeat_path(root, S))
+        assert record is not None and record.pid == os.getpid()
+        disk.gate.set()
+        for request_id in ("first", "second"):
+            assert (await read_response_when_written(root, S, request_id))["state"] == "denied_with_reason"
         assert not served.task.done()
-    # 12 responses x 0.25 s of writing took 3 s or more: the heartbeat was refreshed meanwhile.
-    assert len(seen) >= 3, seen
+    assert disk.forced == 0
 
 
 class LinkedAwayDisk(DiskWriter):

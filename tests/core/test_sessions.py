@@ -3,6 +3,7 @@ refused folders and unservable inboxes said once each, released for the next aut
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from core.clock import ManualClock
@@ -50,3 +51,58 @@ def test_unservable_and_refused_folders_are_said_once_each(tmp_path: Path) -> No
     roster.clear_unsafe(served, "inbox")
     assert not served.problems
     roster.release()
+
+
+def test_a_front_end_sees_a_snapshot_of_the_served_and_the_other_inboxes(tmp_path: Path) -> None:
+    events: list[ServeEvent] = []
+    roster = sessions(tmp_path, events)
+    served, _ = roster.add(S)
+    other = "019ff96a-2222-7000-8000-bbbbbbbbbbbb"
+    requests = tmp_path / "root" / "sessions" / other / "requests"
+    requests.mkdir(parents=True)
+    (requests / "r1.json").write_text("{}")
+    records = served.records
+    pending = records.take("a.json")
+    records.move(pending, "arrived")
+    records.move(pending, "shown")  # a person's ask
+    records.move(records.take("b.json"), "decided")  # answered: not waiting
+    records.take("c.json")  # being read
+    assert len(roster) == 1 and S in roster and other not in roster
+    [mine] = roster.statuses()
+    assert (mine.session_id, mine.folder, mine.serving, mine.waiting, mine.problem) == (
+        S, served.inbox.folder_name, "alive", 2, None)
+    assert [(s.session_id, s.serving, s.waiting) for s in roster.others()] == [(other, "absent", 1)]
+    for record in list(records):
+        records.release(record)  # a snapshot: what the loop does next never changes what was handed out
+    assert mine.waiting == 2
+    roster.release()
+
+
+def test_a_release_from_another_thread_waits_for_a_beat_in_flight(tmp_path: Path) -> None:
+    """The forced exit's release, from the watchdog's thread while the loop may be stuck: the beat
+    being written finishes first (it cannot write the heartbeat again after), then all is released."""
+    events: list[ServeEvent] = []
+    roster = sessions(tmp_path, events)
+    served, _ = roster.add(S)
+    path = heartbeat_path(tmp_path / "root", S)
+    entered, go, finished = threading.Event(), threading.Event(), threading.Event()
+
+    def slow_beat() -> None:
+        entered.set()
+        go.wait(30)  # a hang guard
+        served.heartbeat.beat()
+        finished.set()
+
+    beating = threading.Thread(target=roster._guarded, args=(slow_beat,))
+    beating.start()
+    assert entered.wait(30)
+    releasing = threading.Thread(target=roster.release, kwargs={"wait_s": 30.0})
+    releasing.start()
+    go.set()
+    releasing.join(30)
+    beating.join(30)
+    assert finished.is_set() and not path.exists()
+    roster._guarded(served.heartbeat.beat)  # a beat after the release writes nothing
+    assert not path.exists()
+    roster.release()  # the loop's own release at shutdown, after it: nothing left to do, no error
+    assert sessions(tmp_path, events).add(S)[1]  # the lock is free for the next one

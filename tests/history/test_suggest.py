@@ -11,7 +11,8 @@ import pytest
 
 from core.history import HistoryStore
 from core.history.rows import facts_columns
-from core.history.suggest import SuggestionRefused, apply, preview, suggest, targets
+from core.history.rule_edit import apply, preview, targets
+from core.history.suggest import SuggestionRefused, suggest
 from core.rules import PolicyStore
 from core.wire.reader import parse_request
 from tests.helpers import request_body

@@ -18,6 +18,7 @@ from core.asks import Judgment
 from core.human import AskDecided, HumanAuthorizer
 from core.liveness import heartbeat_path
 from core.paths import encode_session_id
+from core.publishing import FaultHook, no_fault
 from core.rules.matcher import compile_wildcard
 from core.serving import ServingCore
 from core.wire.decisions import SessionApprovalDecision
@@ -186,14 +187,16 @@ def make_rig(
     clock: Callable[[], float] = time.time,
     sessions: Sequence[str] = (SERVED,),
     keys: FakeKeyClock | None = None,
+    fault: FaultHook = no_fault,
 ) -> Rig:
-    """`keys`: the key-safety clock, fake, so no test depends on how fast the machine is."""
+    """`keys`: the key-safety clock, fake, so no test depends on how fast the machine is; `fault`: the
+    publisher's stage hook (`ServingCore(fault=)`), to hold a decision's write at a stage."""
     root = tmp / "forwarding"
     state = tmp / "state"
     root.mkdir(parents=True, exist_ok=True)
     book = book or RefusingGrantBook()
     human = HumanAuthorizer(grants=book)
-    core = ServingCore(root, state, terminal=human, force_polling=False)
+    core = ServingCore(root, state, terminal=human, force_polling=False, fault=fault)
     for sid in sessions:
         core.add_session(sid)
     keys = keys or FakeKeyClock()

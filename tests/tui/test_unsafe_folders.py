@@ -44,5 +44,5 @@ async def test_a_linked_responses_folder_is_notified_and_shown_in_the_sessions_v
         await pilot.press("a")
         await settle(pilot)
         assert "Not adopted" in str(screen.query_one("#sessions-note", Static).render())
-        assert ORPHAN not in rig.core.sessions
+        assert ORPHAN not in rig.core.served
     assert os.listdir(sibling) == []

@@ -67,11 +67,11 @@ async def test_sessions_view_lists_served_unserved_and_foreign_inboxes(tmp_path:
         await pilot.press("a")
         await settle(pilot)
         assert "Read-only" in str(screen.query_one("#sessions-note", Static).render())
-        assert BUSY not in rig.core.sessions
+        assert BUSY not in rig.core.served
         # The orphan is adopted with one key; its waiting child's ask reaches the queue.
         table.move_cursor(row=rows.index(ORPHAN))
         await pilot.press("a")
-        await wait_for(pilot, lambda: ORPHAN in rig.core.sessions)
+        await wait_for(pilot, lambda: ORPHAN in rig.core.served)
         assert heartbeat_path(rig.root, ORPHAN).exists()
         await pilot.press("escape")
         await wait_for(pilot, lambda: isinstance(rig.app.screen, QueueScreen))

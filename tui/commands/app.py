@@ -112,9 +112,7 @@ def run(args: argparse.Namespace) -> int:
         code = app.run()
     finally:
         # Belt and braces: `stop_serving` already did this on a normal quit.
-        for served in core.sessions.values():
-            served.heartbeat.clear()
-            served.lock.release()
+        core.served.release()
     configure_logging(getattr(args, "verbose", False))
     if not args.sessions:
         print(f"pi-authorizer: served {taken[0]}; agents forward here with:\n  {env_line(taken[0])}",

@@ -12,7 +12,7 @@ import time
 from textual.content import Content
 
 from core.history import HistoryRow, Summary
-from core.history.suggest import Change, Target
+from core.history.rule_edit import Change, Target
 from tui.sanitize import sanitize
 
 

@@ -16,13 +16,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.content import Content
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
 from core.grants import GrantEntry
 from core.judging import RecordedAuthority
 from tui.render.styles import DIM, WARN
 from tui.sanitize import sanitize
+from tui.screens.rows_screen import RowsScreen, rows_keys
 
 COLUMNS = ("Surface", "Pattern", "Decided", "Made by", "At", "Agent scope", "Session")
 REFRESH_S = 1.0
@@ -43,16 +43,15 @@ def grant_cells(entry: GrantEntry) -> tuple[Text, ...]:
     )
 
 
-class GrantsScreen(Screen[None]):
+class GrantsScreen(RowsScreen):
     """Every binding has an id; the help screen lists them."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "app.pop_screen", "Back", id="grants.back"),
+    TABLE = "grants-table"
+    BINDINGS: ClassVar[list[BindingType]] = rows_keys(
+        "grants",
         Binding("x,delete", "revoke", "Revoke (press twice)", id="grants.revoke",
                 tooltip="Revoke the selected grant: the next ask is judged without it"),
-        Binding("j,down", "cursor(1)", "Next", key_display="j/↓", id="grants.down"),
-        Binding("k,up", "cursor(-1)", "Prev", key_display="k/↑", id="grants.up"),
-    ]
+    )
 
     def __init__(self, authority: RecordedAuthority) -> None:
         super().__init__(id="grants-screen")
@@ -82,10 +81,6 @@ class GrantsScreen(Screen[None]):
         self.set_interval(REFRESH_S, self.refresh_grants)
         table.focus()
 
-    @property
-    def table(self) -> DataTable[Text]:
-        return self.query_one("#grants-table", DataTable)
-
     def selected(self) -> GrantEntry | None:
         if not self.entries:
             return None
@@ -110,7 +105,7 @@ class GrantsScreen(Screen[None]):
 
     def action_cursor(self, delta: int) -> None:
         self.armed = None
-        self.table.move_cursor(row=self.table.cursor_row + delta, animate=False)
+        super().action_cursor(delta)
 
     def action_revoke(self) -> None:
         entry = self.selected()

@@ -169,9 +169,9 @@ class QueueScreen(DecidingQueue):
             parts.append((f"; {skipped} already gone (withdrawn or answered)", WARN))
         if failed:
             parts.append((f"; {failed} not decided", "bold $text-error"))
-        self.set_status(Content.assemble(*parts), ttl=STATUS_TTL_S)
+        self.say_after_events(Content.assemble(*parts), ttl=STATUS_TTL_S)
         if excluded:
-            self._look_alone(excluded)
+            self.app.call_later(self._look_alone, excluded)
 
     def _look_alone(self, excluded: list[tuple[Ask, str]]) -> None:
         """Asks a batch may not decide: select the first, so the person looks at it alone."""

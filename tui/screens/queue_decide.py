@@ -81,7 +81,7 @@ class DecidingQueue(NavigableQueue):
             return True
         except (DecisionRefused, GrantRefused) as exc:
             self.app.notify(str(exc), title="Not decided", severity="error", markup=False)
-            self.set_status(Content.assemble(("Not decided: ", "bold $text-error"), (str(exc), "")))
+            self.say_after_events(Content.assemble(("Not decided: ", "bold $text-error"), (str(exc), "")))
             return False
         finally:
             self._busy = False
@@ -182,7 +182,7 @@ class DecidingQueue(NavigableQueue):
             await self._commit(grant, key)
             also = granted[0].also if granted else ()
             if also:
-                self.set_status(Content.assemble(
+                self.say_after_events(Content.assemble(
                     ("Recorded the whole-session grant: ", "bold"), (ask_label(ask), ""),
                     (f" — and it decided {len(also)} other pending ask{'s' if len(also) != 1 else ''}.",
                      "bold")))

@@ -178,7 +178,7 @@ class QueueView(Screen[None]):
         return self.safety.armed
 
     def handle_event(self, event: HumanEvent) -> None:
-        """Called synchronously for every `HumanAuthorizer` event."""
+        """Every `HumanAuthorizer` event, in order, from the app's message loop (`HumanChanged`)."""
         if isinstance(event, AskWithdrawn):
             self.marked.pop(event.ask.key, None)
             self.set_status(Content.assemble(
@@ -295,7 +295,12 @@ class QueueView(Screen[None]):
 
     def _tick(self) -> None:
         now = self.clock()
-        self.table.sync(self.visible_asks(), now)
+        asks = self.visible_asks()
+        if [a.key for a in asks] != self.table.ask_keys:
+            # Its event is still on the way: the rows change with the selection, in one place.
+            self.refresh_queue()
+        else:
+            self.table.sync(asks, now)
         keys = self.table.ask_keys
         ask = self.current_ask()
         if ask is not None and ask.key in keys:
@@ -328,6 +333,12 @@ class QueueView(Screen[None]):
         if content or self._status_shown:
             self.query_one("#status", Static).update(content)
         self._status_shown = bool(content)
+
+    def say_after_events(self, content: Content | str, *, about: AskKey | None = None,
+                         ttl: float | None = None) -> None:
+        """A note about the outcome of this screen's own call to the person's API: shown after the
+        events that call caused, which are Messages already queued to the app (never overwritten by them)."""
+        self.app.call_later(self.set_status, content, about=about, ttl=ttl)
 
     @property
     def status_text(self) -> str:

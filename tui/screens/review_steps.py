@@ -19,7 +19,8 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from core.history import HistoryRow
-from core.history.suggest import Change, Suggestion, SuggestionRefused, apply, preview, targets
+from core.history.rule_edit import Change, apply, preview, targets
+from core.history.suggest import Suggestion, SuggestionRefused
 from core.keysafety import KeySafety
 from core.rules import PolicyStore
 from tui.render.history import change_content, detail_content, safe

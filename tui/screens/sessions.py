@@ -7,7 +7,6 @@ from a side terminal).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.text import Text
@@ -15,31 +14,15 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.content import Content
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
-from core.human import HumanAuthorizer
 from core.liveness import SessionHeld
 from core.paths import InvalidSessionId, env_line
 from core.serving import ServingCore
-from core.survey import survey_inboxes
+from core.survey import InboxStatus
 from tui.render.styles import DIM, WARN
 from tui.sanitize import sanitize
-
-
-@dataclass(frozen=True)
-class SessionRow:
-    session_id: str
-    ours: bool
-    state: str
-    pid: int | None
-    waiting: int
-    problem: str | None = None
-
-    @property
-    def adoptable(self) -> bool:
-        return not self.ours and self.state != "alive" and self.problem is None
-
+from tui.screens.rows_screen import RowsScreen, rows_keys
 
 STATE_WORDS = {
     "alive": "served elsewhere",
@@ -49,22 +32,22 @@ STATE_WORDS = {
 }
 
 
-class SessionsScreen(Screen[None]):
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "app.pop_screen", "Back", id="sessions.back"),
+class SessionsScreen(RowsScreen):
+    TABLE = "sessions-table"
+    BINDINGS: ClassVar[list[BindingType]] = rows_keys(
+        "sessions",
         Binding("a", "adopt", "Adopt inbox", id="sessions.adopt",
                 tooltip="Serve the selected unserved inbox from this authorizer"),
         Binding("c", "copy_env", "Copy env line", id="sessions.copy",
                 tooltip="Copy the env line for the selected session (OSC 52)"),
-        Binding("j,down", "cursor(1)", "Next", key_display="j/↓", id="sessions.down"),
-        Binding("k,up", "cursor(-1)", "Prev", key_display="k/↑", id="sessions.up"),
-    ]
+    )
 
-    def __init__(self, core: ServingCore, human: HumanAuthorizer) -> None:
+    def __init__(self, core: ServingCore) -> None:
         super().__init__(id="sessions")
         self.core = core
-        self.human = human
-        self.rows: list[SessionRow] = []
+        #: Every inbox as the core reports it: the ones served here first (`ours`), then the others.
+        self.rows: list[InboxStatus] = []
+        self.ours: frozenset[str] = frozenset()
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False, icon="")
@@ -75,10 +58,6 @@ class SessionsScreen(Screen[None]):
             yield Static(id="sessions-note", markup=False)
         yield Footer(show_command_palette=False)
 
-    @property
-    def table(self) -> DataTable[Text]:
-        return self.query_one("#sessions-table", DataTable)
-
     def on_mount(self) -> None:
         self.sub_title = "sessions"
         for key, label in (("session", "Session"), ("state", "State"), ("pid", "Pid"),
@@ -86,35 +65,23 @@ class SessionsScreen(Screen[None]):
             self.table.add_column(Text(label), key=key)
         self.query_one("#sessions-env", Static).border_title = "Run a headless pi so it forwards here"
         self.query_one("#sessions-root", Static).update(Content.assemble(
-            ("Forwarding root ", DIM), sanitize(str(self.core.root)).content("bold")))
+            ("Forwarding root ", DIM), sanitize(str(self.core.served.root)).content("bold")))
         self.refresh_rows()
         self.set_interval(1.0, self.refresh_rows)
 
-    def collect(self) -> list[SessionRow]:
-        pending: dict[str, int] = {}
-        for ask in self.human.pending():
-            pending[ask.key.session_id] = pending.get(ask.key.session_id, 0) + 1
-        rows = [SessionRow(sid, True, "serving", None, pending.get(sid, 0),
-                           "; ".join(str(e.reason) for e in served.problems.values()) or None)
-                for sid, served in self.core.sessions.items()]
-        for status in survey_inboxes(self.core.root, self.core.tree):
-            if status.session_id in self.core.sessions:
-                continue
-            rows.append(SessionRow(status.session_id, False, status.serving, status.serving_pid,
-                                   status.waiting, status.problem))
-        return rows
-
     def refresh_rows(self) -> None:
         selected = self._selected()
-        rows = self.collect()
-        self.rows = rows
+        served = self.core.served
+        ours = served.statuses()
+        self.ours = frozenset(status.session_id for status in ours)
+        self.rows = rows = ours + served.others()
         table = self.table
         wanted = {row.session_id: row for row in rows}
         for key in [str(r.key.value) for r in table.ordered_rows if r.key.value not in wanted]:
             table.remove_row(key)
         present = {str(r.key.value) for r in table.ordered_rows}
         for row in rows:
-            cells = self._cells(row)
+            cells = self._cells(row, row.session_id in self.ours)
             if row.session_id in present:
                 for column, cell in zip(("session", "state", "pid", "waiting", "note"), cells, strict=True):
                     table.update_cell(row.session_id, column, cell)
@@ -127,23 +94,25 @@ class SessionsScreen(Screen[None]):
         self._render_selection()
 
     @staticmethod
-    def _cells(row: SessionRow) -> tuple[Text, Text, Text, Text, Text]:
-        sid = sanitize(row.session_id, single_line=True).text()
-        if row.problem is not None:
-            state = Text("not served: unsafe folder" if row.ours else "unsafe folder", style="bold red")
-            note = sanitize(row.problem, single_line=True).text()
-        elif row.ours:
+    def _cells(status: InboxStatus, ours: bool) -> tuple[Text, Text, Text, Text, Text]:
+        sid = sanitize(status.session_id, single_line=True).text()
+        if status.problem is not None:
+            state = Text("not served: unsafe folder" if ours else "unsafe folder", style="bold red")
+            note = sanitize(status.problem, single_line=True).text()
+        elif ours:
             state = Text("serving here", style="bold green")
             note = Text("this authorizer")
         else:
-            stuck = row.adoptable and row.waiting > 0
-            state = Text(STATE_WORDS.get(row.state, row.state), style="bold red" if stuck else "")
+            stuck = status.stuck
+            state = Text(STATE_WORDS.get(status.serving, status.serving), style="bold red" if stuck else "")
             note = Text("children waiting: press a to adopt" if stuck else
-                        ("read-only" if row.state == "alive" else ""), style="yellow" if stuck else "dim")
-        pid = Text("" if row.pid is None else str(row.pid))
-        return sid, state, pid, Text(str(row.waiting)), note
+                        ("read-only" if status.serving == "alive" else ""),
+                        style="yellow" if stuck else "dim")
+        # Our own pid is not news ("this authorizer"); another server's is.
+        pid = Text("" if ours or status.serving_pid is None else str(status.serving_pid))
+        return sid, state, pid, Text(str(status.waiting)), note
 
-    def _selected(self) -> SessionRow | None:
+    def _selected(self) -> InboxStatus | None:
         table = self.table
         if not table.row_count or not self.rows:
             return None
@@ -160,37 +129,33 @@ class SessionsScreen(Screen[None]):
             env.update(Content.styled("No session inboxes yet.", DIM))
             return
         line = sanitize(env_line(row.session_id), single_line=True)
-        if row.ours:
+        if row.session_id in self.ours:
             env.update(Content.assemble(line.content("bold"), ("\n(c: copy)", DIM)))
-        elif row.state == "alive":
+        elif row.serving == "alive":
             env.update(Content.assemble(
                 ("Served by another live process", WARN),
-                (f" (pid {row.pid})" if row.pid else "", ""),
+                (f" (pid {row.serving_pid})" if row.serving_pid else "", ""),
                 (": read-only here; answering it too would race that server.", DIM)))
         else:
             env.update(Content.assemble(("Unserved. Press a to adopt it; then children can use:\n", DIM),
                                         line.content()))
-
-    def action_cursor(self, delta: int) -> None:
-        table = self.table
-        if table.row_count:
-            table.move_cursor(row=max(0, min(table.row_count - 1, table.cursor_row + delta)), animate=False)
 
     def action_adopt(self) -> None:
         row = self._selected()
         note = self.query_one("#sessions-note", Static)
         if row is None:
             return
-        if row.ours:
+        if row.session_id in self.ours:
             note.update(Content.styled("Already served by this authorizer.", DIM))
             return
+        pid = row.serving_pid
         if row.problem is not None:
             note.update(Content.assemble(("Not adopted: ", "bold $text-error"),
                                          sanitize(row.problem, single_line=True).content()))
             return
-        if row.state == "alive":
+        if row.serving == "alive":
             note.update(Content.assemble(("Read-only: ", WARN), (
-                f"served by live pid {row.pid}." if row.pid else "served by another live process.", "")))
+                f"served by live pid {pid}." if pid else "served by another live process.", "")))
             return
         try:
             self.core.add_session(row.session_id)
