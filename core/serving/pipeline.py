@@ -116,7 +116,7 @@ class Pipeline:
         self, served: ServedSession, record: AskRecord, ask: Ask, pending: asyncio.Future[TerminalDecision]
     ) -> None:
         """A decision still to come (a person thinks): taken as a file being served once it is made;
-        nothing waits meanwhile. A withdrawn ask's decision is cancelled, and so is nothing."""
+        nothing waits meanwhile. A withdrawn ask's decision is cancelled: nothing is taken then."""
 
         def taken(done: asyncio.Future[TerminalDecision]) -> None:
             if done.cancelled():
