@@ -25,6 +25,7 @@ from core.keysafety import KeySafety
 from core.rules import PolicyStore
 from tui.render.history import change_content, detail_content, safe
 from tui.sanitize import sanitize
+from tui.screens.ask_steps import keys_follow_grace
 from tui.widgets.painted import PaintProbe
 
 
@@ -120,12 +121,7 @@ class ConfirmRuleScreen(ModalScreen[bool]):
 
     def _painted(self, token: Hashable) -> None:
         assert self.safety is not None
-        self.safety.painted(token)
-        ready = self.safety.ready_at()
-        if ready is not None and not self.safety.accepting():
-            self.set_timer(max(0.0, ready - self.safety.clock()) + 0.01, self.refresh_bindings)
-        else:
-            self.refresh_bindings()
+        keys_follow_grace(self, self.safety, token, self.refresh_bindings)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         return not (action == "confirm" and self.safety is not None and not self.safety.accepting())
