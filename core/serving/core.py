@@ -161,11 +161,12 @@ class ServingCore:
         self.tree.close()
         self.state_tree.close()
 
-    def _spawn(self, coro: Coroutine[object, object, None], serving: bool = False) -> None:
+    def _spawn(self, coro: Coroutine[object, object, None], serving: bool = False) -> asyncio.Task[None]:
         """Run `coro` alongside; a `serving` one (a file being served) is let finish at shutdown."""
         task = asyncio.ensure_future(coro)
         (self._serving if serving else self._tasks).add(task)
         task.add_done_callback(self._task_done)
+        return task
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)

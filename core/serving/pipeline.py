@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 
-from core.asks import Answered, Ask, Leave, TerminalDecision, TerminalSlot
+from core.asks import Answered, Ask, Decision, Leave, TerminalDecision, TerminalSlot
 from core.clock import Clock
 from core.serving.answering import Answering
 from core.serving.events import ServeEvent
@@ -33,8 +33,10 @@ from core.wire.request import ParsedRequest
 
 log = logging.getLogger("pi_authorizer.serve")
 
-Spawn = Callable[[Coroutine[object, object, None], bool], None]
+Spawn = Callable[[Coroutine[object, object, None], bool], "asyncio.Task[None]"]
 """Run a coroutine alongside; `True`: it serves a file and is let finish at shutdown."""
+#: What a person's decision call learns when serving ended (shutdown, a failure) before it knew.
+UNSERVED = Answered(False, "serving ended before what became of this decision was known")
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,7 @@ class Pipeline:
         if decision is not None:
             await self.answering.answer(served, record, decision)
             return
+        served.records.move(record, "judged")
         ask = Ask(record.key, parsed, judgment, now, self.timeout_ms(), served.inbox.session_id)
         if self.chain is not None:
             self.shared.spawn(self._guarded(served, record, self._escalate(served, record, ask)), False)
@@ -103,7 +106,7 @@ class Pipeline:
         named = label(ask.key, ask.parsed)
         clock = self.shared.clock
         reviewed = await review_by_chain(self.chain, ask.parsed, ask.responder_session_id, clock, named)
-        if record.stage != "arrived":
+        if record.stage != "judged":
             return  # withdrawn, or set aside as forged, while the chain reviewed it
         if reviewed is not None:
             await self.answering.answer(served, record, reviewed[1])
@@ -122,12 +125,17 @@ class Pipeline:
         self, served: ServedSession, record: AskRecord, ask: Ask, pending: asyncio.Future[TerminalDecision]
     ) -> None:
         """A decision still to come (a person thinks): taken as a file being served once it is made;
-        nothing waits meanwhile. A withdrawn ask's decision is cancelled, and so is nothing."""
+        nothing waits meanwhile. A withdrawn ask's decision is cancelled: nothing is taken then."""
 
         def taken(done: asyncio.Future[TerminalDecision]) -> None:
-            if not done.cancelled():
-                decided = self._decided(served, record, ask, done)
-                self.shared.spawn(self._guarded(served, record, decided), True)
+            if done.cancelled():
+                return
+            decided = self._decided(served, record, ask, done)
+            task = self.shared.spawn(self._guarded(served, record, decided), True)
+            decision = done.result()
+            reply = decision.reply if isinstance(decision, Decision) else None
+            if reply is not None:  # whatever ends the task (a failure, shutdown), the person learns it
+                task.add_done_callback(lambda _: _settle(reply, UNSERVED))
 
         pending.add_done_callback(taken)
 
@@ -140,14 +148,11 @@ class Pipeline:
                 self.shared.emit(ServeEvent("left", ask.key, self.shared.clock.wall(), parsed=ask.parsed))
                 log.info("%s left for another authorizer", label(ask.key, ask.parsed))
             return
-        answered = Answered(False, "serving this request failed")
-        try:
-            answered = await self.answering.answer(served, record, decision)
-            if record.stage == "shown":  # the person's decision could not be written: asked again
-                self._when_decided(served, record, ask, self.shared.terminal.decide(ask))
-        finally:
-            if decision.reply is not None and not decision.reply.done():
-                decision.reply.set_result(answered)
+        answered = await self.answering.answer(served, record, decision)
+        if record.stage == "shown":  # the person's decision could not be written: asked again
+            self._when_decided(served, record, ask, self.shared.terminal.decide(ask))
+        if decision.reply is not None:
+            _settle(decision.reply, answered)
 
     async def _guarded(
         self, served: ServedSession, record: AskRecord, step: Coroutine[object, object, None]
@@ -169,3 +174,8 @@ class Pipeline:
     def _leave_terminal(self, record: AskRecord) -> None:
         if record.stage == "shown":
             self.shared.terminal.withdraw(record.key)
+
+
+def _settle(reply: asyncio.Future[Answered], answered: Answered) -> None:
+    if not reply.done():
+        reply.set_result(answered)

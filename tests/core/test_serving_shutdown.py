@@ -8,7 +8,10 @@ import threading
 from pathlib import Path
 from types import FrameType
 
+import pytest
+
 from core.asks import DenyingTerminal
+from core.human import DecisionRefused, HumanAuthorizer
 from core.liveness import Heartbeat
 from core.serving import ServeEvent, ServingCore
 from core.serving.sessions import Sessions
@@ -96,3 +99,27 @@ async def test_an_answer_whose_batch_outlasts_the_grace_is_still_reported(tmp_pa
     assert response_path(root, S, "late").exists()
     [answered] = [e for e in events if e.kind == "answered"]
     assert answered.key.name == "late.json" and answered.outcome == "fail-safe"
+
+
+async def test_a_persons_call_whose_decision_is_cut_off_by_shutdown_returns(tmp_path: Path) -> None:
+    """Shutdown gives up on publishing the person's decision after the grace: the call returns (it is
+    told what became of its decision, as the publisher reports it), it does not wait forever."""
+    root = tmp_path / "root"
+    held = HeldBatch()
+    human = HumanAuthorizer()
+    core = ServingCore(root, tmp_path / "state", human, fault=held, shutdown_grace_s=0.0)
+    core.add_session(S)
+    task = asyncio.create_task(core.run())
+    try:
+        write_request(root, S, "cut")
+        await wait_for(lambda: bool(human.pending()), what="pending ask")
+        approving = asyncio.ensure_future(human.approve_once(human.pending()[0].key))
+        await wait_for(held.entered.is_set, what="the decision's batch held at staged")
+        core.stop()
+        await wait_for(lambda: not core._serving, what="the serving task given up after the grace")
+    finally:
+        held.release.set()
+    await asyncio.wait_for(task, 30)
+    with pytest.raises(DecisionRefused, match="serving ended before what became of this decision was known"):
+        await asyncio.wait_for(approving, 30)  # a hang guard
+    assert response_path(root, S, "cut").exists()  # the publisher finished the batch all the same

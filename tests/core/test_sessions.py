@@ -66,6 +66,7 @@ def test_a_front_end_sees_a_snapshot_of_the_served_and_the_other_inboxes(tmp_pat
     records = served.records
     pending = records.take("a.json")
     records.move(pending, "arrived")
+    records.move(pending, "judged")
     records.move(pending, "shown")  # a person's ask
     records.move(records.take("b.json"), "decided")  # answered: not waiting
     records.take("c.json")  # being read
