@@ -27,18 +27,11 @@ from dataclasses import replace
 
 from core.asks import AskKey
 from core.clock import SYSTEM_CLOCK, Clock
+from core.faults import FaultHook, no_fault
 from core.files import DiskWriter
 from core.inbox import SessionInbox, display_name
 from core.logline import log_safe
-from core.response_files import (
-    SYNCFS_FROM,
-    FaultHook,
-    ResponseFiles,
-    close_folders,
-    drop_temp,
-    no_fault,
-    what,
-)
+from core.response_files import SYNCFS_FROM, ResponseFiles, close_folders, drop_temp, what
 from core.verdicts import (
     BatchItem,
     Ledger,
@@ -51,8 +44,8 @@ from core.verdicts import (
 from core.wire.response import encode_response
 
 __all__ = [  # what other modules take from here (the records are `core.verdicts`'s)
-    "BATCH_STAGES", "MAX_BATCH", "RETRY_DELAYS_S", "SYNCFS_FROM", "FaultHook", "Ledger", "Published",
-    "Publisher", "RecordedVerdict", "VerdictRecord", "WrittenMark", "gate_denial", "no_fault",
+    "BATCH_STAGES", "MAX_BATCH", "RETRY_DELAYS_S", "SYNCFS_FROM", "Ledger", "Published", "Publisher",
+    "RecordedVerdict", "VerdictRecord", "WrittenMark", "gate_denial",
 ]
 
 log = logging.getLogger("pi_authorizer.publish")

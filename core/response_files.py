@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from core.asks import AskKey
+from core.faults import FaultHook, no_fault
 from core.files import DiskWriter, remove, temp_name
 from core.inbox import SessionInbox, display_name
 from core.logline import log_safe
@@ -27,11 +28,6 @@ TRANSIENT = (OSError, sqlite3.OperationalError)
 
 SYNCFS_FROM = 4
 """From this many response files in a batch, one `syncfs` beats an `fsync` per file."""
-FaultHook = Callable[[str], None]
-
-
-def no_fault(stage: str) -> None:
-    """The production fault hook: every stage simply goes on."""
 
 
 class ResponseFiles:

@@ -16,11 +16,12 @@ from collections.abc import Callable, Coroutine, Sequence
 
 from core.asks import Answered, AskKey, Decision
 from core.clock import Clock
+from core.faults import FaultHook
 from core.files import DiskWriter
 from core.logline import log_safe
-from core.publishing import FaultHook, Ledger, Published, Publisher, VerdictRecord
+from core.publishing import Ledger, Published, Publisher, VerdictRecord
 from core.serving.events import ServeEvent
-from core.serving.records import HELD, AskRecord
+from core.serving.records import AWAITING, AskRecord
 from core.serving.sessions import ServedSession
 from core.serving.setaside import SetAside, label
 from core.wire.response import ForwardedResponse, encode_response
@@ -41,7 +42,7 @@ class Answering:
         writer: DiskWriter,
         retry_delays: Sequence[float],
         fault: FaultHook,
-        spawn: Callable[[Coroutine[object, object, None], bool], None],
+        spawn: Callable[[Coroutine[object, object, None], bool], object],
     ) -> None:
         self.sessions, self.set_aside, self.emit, self.clock = sessions, set_aside, emit, clock
         self.spawn = spawn
@@ -52,13 +53,15 @@ class Answering:
     async def answer(self, served: ServedSession, record: AskRecord, decision: Decision) -> Answered:
         """Recorded (durable), published once, in the batch ready with it; the publisher then deletes
         the request (the reference's order)."""
-        if record.stage not in HELD:
+        if record.stage not in AWAITING:
             return Answered(False, _gone(record))
         parsed = record.parsed
         assert parsed is not None
         published = await asyncio.shield(self._enqueue(served, record, decision))
         if published.write_failed is not None:
-            return Answered(False, f"writing the response failed: {published.write_failed}", gone=False)
+            # Still waiting only if its record went back to the person (not if the child withdrew meanwhile).
+            waits = record.stage == "shown"
+            return Answered(False, f"writing the response failed: {published.write_failed}", gone=not waits)
         if not published.written:
             when = "before this node's verdict could be written"
             await self.set_aside.forged(served, record, parsed, when)
@@ -71,7 +74,7 @@ class Answering:
         """`answer` for a decision no one waits on (a rule's, the fail-safe's), without a task: what
         became of it is reported as for any answer (`reported`); a response found already there is
         set aside as forged, the one outcome that needs a task."""
-        if record.stage not in HELD:
+        if record.stage not in AWAITING:
             return
         self._enqueue(served, record, decision).add_done_callback(
             lambda done: self._forged_soon(served, record, done)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 
 from core.asks import Answered, Ask, Decision, Leave, TerminalDecision, TerminalSlot
 from core.clock import Clock
@@ -32,8 +33,23 @@ from core.wire.request import ParsedRequest
 
 log = logging.getLogger("pi_authorizer.serve")
 
-Spawn = Callable[[Coroutine[object, object, None], bool], None]
+Spawn = Callable[[Coroutine[object, object, None], bool], "asyncio.Task[None]"]
 """Run a coroutine alongside; `True`: it serves a file and is let finish at shutdown."""
+#: What a person's decision call learns when serving ended (shutdown, a failure) before it knew.
+UNSERVED = Answered(False, "serving ended before what became of this decision was known")
+
+
+@dataclass(frozen=True)
+class Shared:
+    """What the stages of serving all reach (wired once by `ServingCore`): the sessions served, the
+    terminal slot, the restore stage, the clock, where events go and how a task is run alongside."""
+
+    roster: Sessions
+    terminal: TerminalSlot
+    reconcile: Reconcile
+    clock: Clock
+    emit: Callable[[ServeEvent], None]
+    spawn: Spawn
 
 
 class Pipeline:
@@ -41,21 +57,15 @@ class Pipeline:
 
     def __init__(
         self,
-        terminal: TerminalSlot,
+        shared: Shared,
         judge: Judge,
         chain: Chain | None,
         timeout_ms: Callable[[], int],
-        clock: Clock,
-        roster: Sessions,
         set_aside: SetAside,
-        reconcile: Reconcile,
         answering: Answering,
-        emit: Callable[[ServeEvent], None],
-        spawn: Spawn,
     ) -> None:
-        self.terminal, self.judge, self.chain, self.timeout_ms = terminal, judge, chain, timeout_ms
-        self.clock, self.roster, self.set_aside, self.reconcile = clock, roster, set_aside, reconcile
-        self.answering, self.emit, self.spawn = answering, emit, spawn
+        self.shared, self.judge, self.chain, self.timeout_ms = shared, judge, chain, timeout_ms
+        self.set_aside, self.answering = set_aside, answering
 
     def start(self, served: ServedSession, record: AskRecord, read: Read, intake: Intake) -> None:
         """Serve one file of an intake: the common case at once, without a task of its own (a burst
@@ -64,14 +74,14 @@ class Pipeline:
             if self._serve_now(served, record, read, intake):
                 return
         except Exception as exc:
-            self.spawn(self._failed(served, record, exc), True)
+            self.shared.spawn(self._failed(served, record, exc), True)
             return
-        self.spawn(self.serve(served, record, read, intake), True)
+        self.shared.spawn(self.serve(served, record, read, intake), True)
 
     def _serve_now(self, served: ServedSession, record: AskRecord, read: Read, intake: Intake) -> bool:
-        """The path for a usable request with nothing to restore, decided at once (by a rule, or a
-        terminal that decides on the spot) and handed to the publisher. False, having changed
-        nothing: the file needs `serve` (set aside, restored, or an ask that waits)."""
+        """The path of a usable request with nothing to restore, decided at once (by a rule, or a
+        terminal that decides on the spot and waits for no reply) and handed to the publisher.
+        False, having changed nothing: the file needs `serve` (set aside, restored, or it waits)."""
         parsed = read.parsed
         if not record.live or read.gone or parsed is None:
             return False
@@ -80,26 +90,25 @@ class Pipeline:
             return False
         if rejection(record.key.name, read, served.inbox.session_id) is not None:
             return False
-        now = self.clock.wall()
+        now = self.shared.clock.wall()
         served.records.arrive(record, parsed, now)
-        self.emit(ServeEvent("arrived", record.key, now, parsed=parsed, raw=read.raw))
-        judgment, decision = judge_ask(self.judge, parsed, served.inbox.session_id, self.clock)
+        self.shared.emit(ServeEvent("arrived", record.key, now, parsed=parsed, raw=read.raw))
+        judgment, decision = judge_ask(self.judge, parsed, served.inbox.session_id, self.shared.clock)
         if decision is not None:
             self.answering.answer_soon(served, record, decision)
             return True
+        served.records.move(record, "judged")
         ask = Ask(record.key, parsed, judgment, now, self.timeout_ms(), served.inbox.session_id)
         if self.chain is not None:
-            self.spawn(self._guarded(served, record, self._escalate(served, record, ask)), False)
+            self.shared.spawn(self._guarded(served, record, self._escalate(served, record, ask)), False)
             return True
         served.records.move(record, "shown")
-        pending = self.terminal.decide(ask)
+        pending = self.shared.terminal.decide(ask)
         taken = pending.result() if pending.done() and not pending.cancelled() else None
         if isinstance(taken, Decision) and taken.reply is None and taken.outcome != "user":
             self.answering.answer_soon(served, record, taken)
-        elif pending.done():
-            self.spawn(self._guarded(served, record, self._decided(served, record, ask, pending)), True)
         else:
-            self._when_decided(served, record, ask, pending)
+            self._when_decided(served, record, ask, pending)  # taken in a task, done or not
         return True
 
     async def serve(self, served: ServedSession, record: AskRecord, read: Read, intake: Intake) -> None:
@@ -112,18 +121,19 @@ class Pipeline:
             served.records.release(record)
             return
         parsed = await self._checked(served, record, read)
-        if parsed is None or await self.reconcile.restore(served, record, parsed, intake):
+        if parsed is None or await self.shared.reconcile.restore(served, record, parsed, intake):
             return
-        now = self.clock.wall()
+        now = self.shared.clock.wall()
         served.records.arrive(record, parsed, now)
-        self.emit(ServeEvent("arrived", record.key, now, parsed=parsed, raw=read.raw))
-        judgment, decision = judge_ask(self.judge, parsed, served.inbox.session_id, self.clock)
+        self.shared.emit(ServeEvent("arrived", record.key, now, parsed=parsed, raw=read.raw))
+        judgment, decision = judge_ask(self.judge, parsed, served.inbox.session_id, self.shared.clock)
         if decision is not None:
             await self.answering.answer(served, record, decision)
             return
+        served.records.move(record, "judged")
         ask = Ask(record.key, parsed, judgment, now, self.timeout_ms(), served.inbox.session_id)
         if self.chain is not None:
-            self.spawn(self._guarded(served, record, self._escalate(served, record, ask)), False)
+            self.shared.spawn(self._guarded(served, record, self._escalate(served, record, ask)), False)
         else:
             await self._to_terminal(served, record, ask)
 
@@ -138,8 +148,9 @@ class Pipeline:
     async def _escalate(self, served: ServedSession, record: AskRecord, ask: Ask) -> None:
         assert self.chain is not None
         named = label(ask.key, ask.parsed)
-        reviewed = await review_by_chain(self.chain, ask.parsed, ask.responder_session_id, self.clock, named)
-        if record.stage != "arrived":
+        clock = self.shared.clock
+        reviewed = await review_by_chain(self.chain, ask.parsed, ask.responder_session_id, clock, named)
+        if record.stage != "judged":
             return  # withdrawn, or set aside as forged, while the chain reviewed it
         if reviewed is not None:
             await self.answering.answer(served, record, reviewed[1])
@@ -148,7 +159,7 @@ class Pipeline:
 
     async def _to_terminal(self, served: ServedSession, record: AskRecord, ask: Ask) -> None:
         served.records.move(record, "shown")
-        pending = self.terminal.decide(ask)
+        pending = self.shared.terminal.decide(ask)
         if pending.done():
             await self._decided(served, record, ask, pending)
         else:
@@ -158,11 +169,17 @@ class Pipeline:
         self, served: ServedSession, record: AskRecord, ask: Ask, pending: asyncio.Future[TerminalDecision]
     ) -> None:
         """A decision still to come (a person thinks): taken as a file being served once it is made;
-        nothing waits meanwhile. A withdrawn ask's decision is cancelled, and so is nothing."""
+        nothing waits meanwhile. A withdrawn ask's decision is cancelled: nothing is taken then."""
 
         def taken(done: asyncio.Future[TerminalDecision]) -> None:
-            if not done.cancelled():
-                self.spawn(self._guarded(served, record, self._decided(served, record, ask, done)), True)
+            if done.cancelled():
+                return
+            decided = self._decided(served, record, ask, done)
+            task = self.shared.spawn(self._guarded(served, record, decided), True)
+            decision = done.result()
+            reply = decision.reply if isinstance(decision, Decision) else None
+            if reply is not None:  # whatever ends the task (a failure, shutdown), the person learns it
+                task.add_done_callback(lambda _: _settle(reply, UNSERVED))
 
         pending.add_done_callback(taken)
 
@@ -172,17 +189,14 @@ class Pipeline:
         decision = done.result()
         if isinstance(decision, Leave):
             if served.records.advance(record, "left"):
-                self.emit(ServeEvent("left", ask.key, self.clock.wall(), parsed=ask.parsed))
+                self.shared.emit(ServeEvent("left", ask.key, self.shared.clock.wall(), parsed=ask.parsed))
                 log.info("%s left for another authorizer", label(ask.key, ask.parsed))
             return
-        answered = Answered(False, "serving this request failed")
-        try:
-            answered = await self.answering.answer(served, record, decision)
-            if record.stage == "shown":  # the person's decision could not be written: asked again
-                self._when_decided(served, record, ask, self.terminal.decide(ask))
-        finally:
-            if decision.reply is not None and not decision.reply.done():
-                decision.reply.set_result(answered)
+        answered = await self.answering.answer(served, record, decision)
+        if record.stage == "shown":  # the person's decision could not be written: asked again
+            self._when_decided(served, record, ask, self.shared.terminal.decide(ask))
+        if decision.reply is not None:
+            _settle(decision.reply, answered)
 
     async def _guarded(
         self, served: ServedSession, record: AskRecord, step: Coroutine[object, object, None]
@@ -199,7 +213,7 @@ class Pipeline:
         if isinstance(exc, UnsafeFolder):
             self._leave_terminal(record)
             served.records.release(record)
-            self.roster.report_unsafe(served, "inbox", exc, "this session's requests are not served")
+            self.shared.roster.report_unsafe(served, "inbox", exc, "this session's requests are not served")
             return
         log.error("%s: serving failed", label(record.key, None), exc_info=exc)
         self._leave_terminal(record)
@@ -208,4 +222,9 @@ class Pipeline:
 
     def _leave_terminal(self, record: AskRecord) -> None:
         if record.stage == "shown":
-            self.terminal.withdraw(record.key)
+            self.shared.terminal.withdraw(record.key)
+
+
+def _settle(reply: asyncio.Future[Answered], answered: Answered) -> None:
+    if not reply.done():
+        reply.set_result(answered)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,7 @@ from core.human import HumanAuthorizer
 from core.serving import ServingCore
 from tests.interop.harness import NodeDriver, child_ask_args, child_env
 from tests.interop.ids import CHILD_SESSION, UUID_SESSION
-from tests.tui.support import FakeKeyClock, wait_painted
+from tests.tui.support import FakeKeyClock, wait_for, wait_painted
 from tui.app import AuthorizerApp
 from tui.settings import UiSettings
 
@@ -45,11 +44,11 @@ async def test_real_child_is_approved_with_a_double_press(
         env=child_env(UUID_SESSION),
     ) as child:
         async with app.run_test(size=(140, 45)) as pilot:
-            deadline = time.monotonic() + 30
-            while not human.pending():
-                assert time.monotonic() < deadline, child.stderr_text()
-                assert child.proc.poll() is None, child.stderr_text()
-                await pilot.pause(0.05)
+            def arrived() -> bool:
+                assert child.proc.poll() is None, child.stderr_text()  # a child that died fails at once
+                return bool(human.pending())
+
+            await wait_for(pilot, arrived)
             ask = human.pending()[0]
             assert ask.request.value == "git push origin main" and not ask.has_facts
             await wait_painted(pilot, app)

@@ -7,6 +7,9 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from textual.message import Message
+
+from core.human import AskDecided
 from core.serving import ServeEvent
 from tests.tui.support import (
     make_rig,
@@ -18,6 +21,7 @@ from tests.tui.support import (
     wait_rows,
     write_request,
 )
+from tui.app_events import HumanChanged, ServingChanged
 from tui.settings import UiSettings
 
 
@@ -40,7 +44,8 @@ async def test_a_decision_is_not_overwritten_by_an_event_posted_before_it(tmp_pa
 
     rig = make_rig(tmp_path, UiSettings(input_grace_ms=0, double_press=False), fault=hold_the_first_write)
     write_request(rig.root, request_body("first"))
-    async with rig.app.run_test(size=(80, 24)) as pilot:
+    seen: list[Message] = []
+    async with rig.app.run_test(size=(80, 24), message_hook=seen.append) as pilot:
         def observed(event: ServeEvent) -> None:  # subscribed after the app: its Message is posted first
             if event.kind == "quarantined":
                 quarantined.set()
@@ -55,3 +60,8 @@ async def test_a_decision_is_not_overwritten_by_an_event_posted_before_it(tmp_pa
         kinds = [e.what for e in rig.app.history]
         assert kinds.index("quarantined") < kinds.index("approved")  # the history is in event order
         assert rig.app.queue.status_text.startswith("Approved once: "), rig.app.queue.status_text
+        # Both reached the app as Messages, the decision too, in the order the events happened.
+        order = [("decided" if isinstance(m, HumanChanged) else "quarantined") for m in seen
+                 if (isinstance(m, HumanChanged) and isinstance(m.event, AskDecided))
+                 or (isinstance(m, ServingChanged) and m.event.kind == "quarantined")]
+        assert order == ["quarantined", "decided"]
