@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from core.history import HistoryStore
 from core.human import HumanAuthorizer
 from core.serving import ServingCore
 from core.wiring import AttendedNode
+from tests.helpers import wait_for as until
 from tests.tui.support import (
     SERVED,
     request_body,
@@ -18,7 +20,10 @@ from tests.tui.support import (
 )
 from tui.app import AuthorizerApp
 from tui.screens.review import ReviewScreen
+from tui.screens.sessions import SessionsScreen
 from tui.settings import UiSettings
+
+OTHER = "019ff96b-2222-7000-8000-bbbbbbbbbbbb"
 
 
 async def test_h_opens_the_review_and_decisions_are_recorded_with_shown_time(tmp_path: Path) -> None:
@@ -45,3 +50,38 @@ async def test_h_opens_the_review_and_decisions_are_recorded_with_shown_time(tmp
     [row] = store.reader().query()
     assert row.outcome == "user" and row.verdict == "approved"
     assert row.shown_at is not None and row.shown_at >= row.arrived_at
+
+
+async def test_adopting_an_inbox_closes_the_asks_withdrawn_while_no_one_served_it(tmp_path: Path) -> None:
+    """`a` in the sessions view takes a session as the start does (`AttendedNode.take_session`)."""
+    root, state = tmp_path / "forwarding", tmp_path / "state"
+    store = HistoryStore.in_state_dir(state)
+    earlier_person = HumanAuthorizer()
+    earlier = ServingCore(root, state, terminal=earlier_person, ledger=store)
+    earlier.subscribe(store.observe)
+    earlier.add_session(OTHER)
+    serving = asyncio.create_task(earlier.run())
+    gone = write_request(root, request_body("gone", target=OTHER), OTHER)
+    await until(lambda: len(earlier_person.pending()) == 1, what="the earlier run holds the ask")
+    earlier.stop()
+    await asyncio.wait_for(serving, 10)
+    gone.unlink()  # its child gave up while no one served the inbox
+    assert [row.outcome for row in store.reader().query()] == ["pending"]
+
+    human = HumanAuthorizer()
+    core = ServingCore(root, state, terminal=human, ledger=store)
+    core.subscribe(store.observe)
+    core.add_session(SERVED)
+    app = AuthorizerApp(AttendedNode(core, human, history=store),
+                        UiSettings(input_grace_ms=0, double_press=False))
+    async with app.run_test(size=(140, 45)) as pilot:
+        await pilot.press("S")
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionsScreen))
+        screen = app.screen
+        assert isinstance(screen, SessionsScreen)
+        await wait_for(pilot, lambda: [row.session_id for row in screen.rows] == [SERVED, OTHER])
+        await pilot.press("j", "a")
+        await wait_for(pilot, lambda: OTHER in screen.ours)
+        await pilot.press("q")
+    [row] = store.reader().query()
+    assert row.outcome == "withdrawn" and row.ended_at is not None
