@@ -5,7 +5,9 @@ Durability: every transaction commits with `synchronous=NORMAL` (it survives a k
 losing it to a power cut only loses display data) except a `durable` one, which commits with
 `synchronous=FULL` (the ledger's verdicts, see `core.history.store`). The arrivals of a burst are
 written together: queued as they are observed and written in the next transaction (or on a worker
-at the end of the event-loop turn), before anything else reads or writes the history.
+at the end of the event-loop turn), before anything else reads or writes the history. A fail-safe
+denial sent because the ledger refused a verdict is queued the same way: a transaction that fails
+keeps the queue, so its row is closed truthfully by the first one that works (not left `pending`).
 """
 
 # SQL text here is assembled from constant fragments only; every value is a bound parameter.
@@ -25,6 +27,7 @@ from pathlib import Path
 
 from core.asks import AskKey
 from core.clock import SYSTEM_CLOCK, Clock
+from core.faults import FaultHook, no_fault
 from core.history.reader import HistoryReader
 from core.history.rows import facts_columns, storable
 from core.history.schema import migrate
@@ -50,10 +53,18 @@ class Retention:
 class HistoryWriter(HistoryReader):
     """The history file opened for writing: its transactions, the arrival queue, inserts, retention."""
 
-    def __init__(self, path: Path, retention: Retention | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(
+        self,
+        path: Path,
+        retention: Retention | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        fault: FaultHook = no_fault,
+    ) -> None:
+        """`fault` is a test seam: called as `history` at the start of every write transaction."""
         self.path = path
         self.retention = retention or Retention()
         self.clock = clock
+        self.fault = fault
         with Anchor(path.parent, "state dir").folder(create=True) as folder:
             # Created owner-only, and refused (ELOOP) when a link stands in its place; SQLite then
             # opens it by path: the state dir is this node's own, children never write there.
@@ -70,13 +81,17 @@ class HistoryWriter(HistoryReader):
         self.prune()
 
     def close(self) -> None:
-        self.write_arrivals()
+        try:
+            self.write_arrivals()
+        except Exception as exc:
+            log.error("%d queued rows were not written to the history: %s", len(self._arrivals), exc)
         super().close()
 
     # -- the arrival queue ----------------------------------------------------------------------
 
     def _arrived(self, event: ServeEvent) -> None:
-        """Queued: a burst's arrivals are written together (see the module docstring)."""
+        """Queued: a burst's arrivals (and unrecorded fail-safe answers) are written together (see the
+        module docstring)."""
         assert event.parsed is not None
         with self._queue_lock:
             self._arrivals.append(event)
@@ -97,7 +112,7 @@ class HistoryWriter(HistoryReader):
             log.error("writing arrivals to the history failed: %s", exc)
 
     def write_arrivals(self) -> None:
-        """Write the arrivals not written yet, in one transaction."""
+        """Write the queued events not written yet, in one transaction."""
         with self._lock:
             if self._arrivals:
                 with self._tx():
@@ -215,6 +230,7 @@ class HistoryWriter(HistoryReader):
                 with self._queue_lock:
                     pending, self._arrivals = self._arrivals, []
                 try:
+                    self.fault("history")
                     self._write_arrivals(conn, pending)
                     yield conn
                 except BaseException:
