@@ -5,8 +5,9 @@ screen exists, so every decision path is tested without one. Deciding never bloc
 serving core asks for a decision (`decide`), gets a future and goes on; a decision method resolves
 that future with its decision value and waits for the core's `Answered` on the decision's `reply`.
 
-Size: over 250 lines on purpose: every decision a person can take (and the whole-session grant's reach)
-is one API the app drives, kept in one room so no decision path bypasses `_take`/`_commit`.
+Every decision a person can take is one API the app drives, kept in one room so no decision path
+bypasses `_take`/`_commit`. Its events and the grant book it needs are `core.human_events`; what a
+whole-session grant would record and decide is `core.grant_reach`.
 """
 
 from __future__ import annotations
@@ -15,87 +16,40 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Literal, Protocol
 
-from core.asks import Answered, Ask, AskKey, Decision, Judgment, TerminalDecision
+from core.asks import Answered, Ask, AskKey, Decision, TerminalDecision
 from core.clock import SYSTEM_CLOCK, Clock, wall_ms
-from core.rules.model import DIRECTIONAL_SURFACES
-from core.rules.session import GrantRefused as GrantRefused  # re-exported for tui.screens.queue
+from core.grant_reach import grant_reach, grant_refusal, proven_direction, serving_grants_of
+from core.human_events import (
+    OUTCOMES,
+    AskAdded,
+    AskDecided,
+    AskWithdrawn,
+    DecisionKind,
+    DecisionRefused,
+    GrantBook,
+    HumanEvent,
+)
+from core.rules.session import GrantRefused
 from core.wire.decisions import UserDecision
-from core.wire.request import ParsedRequest, SessionGrant
+from core.wire.request import SessionGrant
 from core.wire.response import ForwardedResponse, GrantWidth, approve, approve_for_session, deny
+
+# The person's surface for the app: its events and refusals come from here with it.
+__all__ = [
+    "AskAdded",
+    "AskDecided",
+    "AskWithdrawn",
+    "DecisionRefused",
+    "GrantRefused",
+    "HumanAuthorizer",
+    "HumanEvent",
+    "proven_direction",
+]
 
 log = logging.getLogger("pi_authorizer.human")
 
 USER = UserDecision(via="dialog")
-DecisionKind = Literal[
-    "approved",
-    "approved_for_session",
-    "approved_for_serving_session",
-    "approved_by_serving_grant",
-    "denied",
-    "denied_with_reason",
-]
-#: The history's `outcome` for each kind (default `user`): `w` and the asks its grant decided differ
-#: from a plain `y`, whose response is the same `approved`.
-OUTCOMES: dict[str, str] = {
-    "approved_for_serving_session": "user_grant",
-    "approved_by_serving_grant": "session_grant",
-}
-NO_FACTS_GRANT = (
-    "a whole-session grant cannot apply to asks without facts: this node's rules never judge such an "
-    "ask (it always goes to a person), so the grant could never match anything"
-)
-
-
-@dataclass(frozen=True)
-class AskAdded:
-    ask: Ask
-
-
-@dataclass(frozen=True)
-class AskWithdrawn:
-    """The child gave up (timeout or abandon): the ask can no longer be answered."""
-
-    ask: Ask
-
-
-@dataclass(frozen=True)
-class AskDecided:
-    """`granted_on` names the ask whose whole-session grant decided this one (kind `..._by_serving_grant`);
-    `also`, on the grant's own decision, the other pending asks that grant decided at once."""
-
-    ask: Ask
-    kind: DecisionKind
-    response: ForwardedResponse
-    decided_at: float
-    granted_on: AskKey | None = None
-    also: tuple[AskDecided, ...] = ()
-
-
-HumanEvent = AskAdded | AskWithdrawn | AskDecided
-
-
-class DecisionRefused(Exception):
-    """The decision cannot be taken for this ask (gone, no suggestion, blank reason...)."""
-
-
-class GrantBook(Protocol):
-    """This node's serving-session grants (recorded authority for later forwards)."""
-
-    def refusal(self, agent_name: str, grants: Sequence[SessionGrant]) -> str | None:
-        """Why recording these grants must be refused (the deny they would shadow), or None."""
-
-    def record(self, session_id: str, grants: Sequence[SessionGrant], agent_name: str) -> None:
-        """Record all grants or none (raises `GrantRefused`)."""
-
-    def judge(
-        self, parsed: ParsedRequest, session_id: str, extra: Sequence[SessionGrant] = (),
-        preview: bool = False,
-    ) -> Judgment:
-        """This node's verdict on `parsed`, as if `extra` grants were recorded for `session_id` too
-        (`preview`: a what-if, not a decision)."""
 
 
 class HumanAuthorizer:
@@ -145,35 +99,14 @@ class HumanAuthorizer:
 
     def serving_grants(self, key: AskKey) -> tuple[SessionGrant, ...]:
         """The exact (surface, pattern) rules a whole-session approval would record."""
-        return self.serving_grants_of(self._take(key))
+        return serving_grants_of(self._take(key))
 
     def serving_grant_refusal(self, key: AskKey) -> str | None:
-        ask = self._take(key)
-        grants = self.serving_grants(key)
-        if not ask.has_facts:
-            return NO_FACTS_GRANT
-        if not grants:
-            return "the child sent no session suggestion, so there is no grant to record"
-        if self.grants is None:
-            return "this authorizer keeps no serving-session grants"
-        return self.grants.refusal(ask.request.requester_agent_name, grants)
+        return grant_refusal(self._take(key), self.grants)
 
     def grant_reach(self, key: AskKey) -> tuple[Ask, ...]:
-        """The other pending asks a whole-session grant from `key` would decide (shown before confirming).
-
-        Same served session, with facts, asking now, and allowed once the grant is recorded.
-        """
-        ask = self._take(key)
-        grants = self.serving_grants_of(ask)
-        if self.grants is None or not grants:
-            return ()
-        book = self.grants
-        return tuple(
-            other for other in self._pending.values()
-            if other.key != key and other.key.session_id == key.session_id and other.has_facts
-            and book.judge(other.parsed, key.session_id, preview=True).verdict == "ask"
-            and book.judge(other.parsed, key.session_id, grants, preview=True).verdict == "allow"
-        )
+        """The other pending asks a whole-session grant from `key` would decide (`core.grant_reach`)."""
+        return grant_reach(self._take(key), self.grants, self._pending.values())
 
     async def approve_for_serving_session(self, key: AskKey) -> AskDecided:
         """Record the child's suggestion as this node's session rules, answer `approved`, then answer
@@ -244,8 +177,7 @@ class HumanAuthorizer:
 
     @staticmethod
     def serving_grants_of(ask: Ask) -> tuple[SessionGrant, ...]:
-        suggestion = ask.request.session_approval
-        return () if suggestion is None else suggestion.grants
+        return serving_grants_of(ask)
 
     def _now_ms(self) -> int:
         return wall_ms(self.clock)
@@ -283,13 +215,3 @@ class HumanAuthorizer:
                 listener(event)
             except Exception:
                 log.exception("listener failed on %s", type(event).__name__)
-
-
-def proven_direction(grants: Sequence[SessionGrant]) -> str | None:
-    """`read` or `write` when every grant is on a directional surface of that one direction, else None
-    (pi's `provenDirectionOf`: only then is "both directions" a different width)."""
-    directions = {g.surface.rsplit("_", 1)[-1] for g in grants if g.surface in DIRECTIONAL_SURFACES}
-    if not grants or len(directions) != 1 or any(g.surface not in DIRECTIONAL_SURFACES for g in grants):
-        return None
-    return directions.pop()
-

@@ -137,6 +137,14 @@ class SessionInbox:
             except FileNotFoundError as exc:
                 raise FileNotFoundError(self.requests_dir / name) from exc
 
+    def has_request(self, name: str) -> bool:
+        """Whether `requests/<name>` is still there (its child has not withdrawn it)."""
+        try:
+            with self.folder("requests") as fd:
+                return lstat_or_none(fd, name) is not None
+        except FileNotFoundError:
+            return False
+
     def response_path(self, request_id: str) -> Path:
         return self.responses_dir / f"{request_id}.json"
 

@@ -8,7 +8,9 @@ with `synchronous=FULL` before the publisher (`core.publishing`) links its respo
 a verdict can never be visible without being in the history; on restart `recorded_verdicts` hands
 the core the exact bytes to publish instead of judging again. Everything else (arrival, shown,
 written, withdrawn) commits with `synchronous=NORMAL`: it survives a killed process, and losing it
-to a power cut only loses display data, never an answer.
+to a power cut only loses display data, never an answer. A verdict the ledger refused was replaced
+by a fail-safe denial (`core.publishing`); its `answered` event (with the reason) closes the row as
+`fail-safe`, queued like an arrival until a transaction works.
 """
 
 # SQL text here is assembled from constant fragments only; every value is a bound parameter.
@@ -24,6 +26,7 @@ from urllib.parse import quote
 
 from core.asks import AskKey
 from core.clock import SYSTEM_CLOCK, Clock
+from core.faults import FaultHook, no_fault
 from core.history.open_rows import OPEN, open_row, open_rows
 from core.history.reader import HistoryReader
 from core.history.rows import arrival_values, describe_decider, dumps, outcome_kind, storable
@@ -33,6 +36,7 @@ from core.serving import ServeEvent
 from core.wire.decisions import decision_source_json
 from core.wire.reader import RequestRejected, parse_request
 from core.wire.request import ParsedRequest
+from core.wire.response import encode_response
 
 HISTORY_FILE = "history.sqlite3"
 
@@ -42,12 +46,22 @@ class HistoryStore(HistoryWriter):
 
     @classmethod
     def in_state_dir(
-        cls, state_dir: Path, retention: Retention | None = None, clock: Clock = SYSTEM_CLOCK
+        cls,
+        state_dir: Path,
+        retention: Retention | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        fault: FaultHook = no_fault,
     ) -> HistoryStore:
-        return cls(state_dir / HISTORY_FILE, retention, clock)
+        return cls(state_dir / HISTORY_FILE, retention, clock, fault)
 
-    def __init__(self, path: Path, retention: Retention | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
-        super().__init__(path, retention, clock)
+    def __init__(
+        self,
+        path: Path,
+        retention: Retention | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        fault: FaultHook = no_fault,
+    ) -> None:
+        super().__init__(path, retention, clock, fault)
         self._lookups = self.reader()
 
     def close(self) -> None:
@@ -109,8 +123,8 @@ class HistoryStore(HistoryWriter):
 
     def observe(self, event: ServeEvent) -> None:
         """Subscribe this to `ServingCore.subscribe`: every request file's fate lands in a row."""
-        if event.kind == "arrived":
-            self._arrived(event)
+        if event.kind == "arrived" or (event.kind == "answered" and event.reason is not None):
+            self._arrived(event)  # an answer with a reason: the ledger refused its verdict
         elif event.kind == "withdrawn":
             self._withdrawn(event)
         elif event.kind == "left":
@@ -143,6 +157,41 @@ class HistoryStore(HistoryWriter):
     def mark_shown(self, key: AskKey, at: float | None = None) -> None:
         """The TUI showed this ask to the person (the first time counts)."""
         self._set_open(key, "shown_at = COALESCE(shown_at, ?)", (self.clock.wall() if at is None else at,))
+
+    def _write_arrivals(self, conn: sqlite3.Connection, pending: Sequence[ServeEvent]) -> None:
+        """The queue: arrivals, then the fail-safe answers the ledger did not record."""
+        super()._write_arrivals(conn, [event for event in pending if event.kind == "arrived"])
+        for event in pending:
+            if event.kind == "answered":
+                self._close_unrecorded(conn, event, open_row(conn, event.key))
+
+    def _close_unrecorded(
+        self, conn: sqlite3.Connection, event: ServeEvent, found: tuple[int, float] | None
+    ) -> None:
+        """The fail-safe denial published when the ledger refused the verdict: the row says so, and
+        keeps its bytes (a request under that id is never answered twice)."""
+        assert event.parsed is not None and event.response is not None
+        row_id, started = found or self._insert_arrival(conn, event.key, event.parsed, event.at)
+        response, source = event.response, event.response.decided_by
+        conn.execute(
+            "UPDATE asks SET decided_at = ?, verdict = ?, decided_by = ?, decider = ?, "
+            "responder_session = ?, decide_ms = ?, outcome = 'fail-safe', reason = ?, response = ?, "
+            "written = 1, ended_at = ? WHERE id = ?",
+            storable(
+                (
+                    event.at,
+                    response.state,
+                    dumps(decision_source_json(source)) if source is not None else None,
+                    describe_decider(source, "fail-safe"),
+                    response.responder_session_id,
+                    (event.at - started) * 1000,
+                    response.denial_reason,
+                    encode_response(response),
+                    event.at,
+                    row_id,
+                )
+            ),
+        )
 
     def _withdrawn(self, event: ServeEvent) -> None:
         with self._tx() as conn:

@@ -7,6 +7,7 @@ losing it to a power cut only loses display data) except a `durable` one, which 
 written together: queued as they are observed; the verdict transaction of a batch takes the
 arrivals of its own asks and writes each with its verdict as one row; any other transaction, any
 read, or a worker `ARRIVALS_WAIT_S` later (an ask that went to a person) writes what is queued.
+A failed transaction keeps the queue (with any fail-safe answer the ledger refused, see the store).
 """
 
 # SQL text here is assembled from constant fragments only; every value is a bound parameter.
@@ -26,6 +27,7 @@ from pathlib import Path
 
 from core.asks import AskKey
 from core.clock import SYSTEM_CLOCK, Clock
+from core.faults import FaultHook, no_fault
 from core.history.open_rows import open_rows
 from core.history.reader import HistoryReader
 from core.history.rows import arrival_values, storable
@@ -53,10 +55,15 @@ class Retention:
 class HistoryWriter(HistoryReader):
     """The history file opened for writing: its transactions, the arrival queue, inserts, retention."""
 
-    def __init__(self, path: Path, retention: Retention | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(
+        self, path: Path, retention: Retention | None = None, clock: Clock = SYSTEM_CLOCK,
+        fault: FaultHook = no_fault,
+    ) -> None:
+        """`fault` is a test seam: called as `history` at the start of every write transaction."""
         self.path = path
         self.retention = retention or Retention()
         self.clock = clock
+        self.fault = fault
         with Anchor(path.parent, "state dir").folder(create=True) as folder:
             # Created owner-only, and refused (ELOOP) when a link stands in its place; SQLite then
             # opens it by path: the state dir is this node's own, children never write there.
@@ -74,13 +81,17 @@ class HistoryWriter(HistoryReader):
         self.prune()
 
     def close(self) -> None:
-        self.write_arrivals()
+        try:
+            self.write_arrivals()
+        except Exception as exc:
+            log.error("%d queued rows were not written to the history: %s", len(self._arrivals), exc)
         super().close()
 
     # -- the arrival queue ----------------------------------------------------------------------
 
     def _arrived(self, event: ServeEvent) -> None:
-        """Queued: a burst's arrivals are written together (see the module docstring)."""
+        """Queued: a burst's arrivals (and unrecorded fail-safe answers) are written together (see the
+        module docstring)."""
         assert event.parsed is not None
         with self._queue_lock:
             self._arrivals.append(event)
@@ -101,7 +112,7 @@ class HistoryWriter(HistoryReader):
             log.error("writing arrivals to the history failed: %s", exc)
 
     def write_arrivals(self) -> None:
-        """Write the arrivals not written yet, in one transaction."""
+        """Write the queued events not written yet, in one transaction."""
         with self._lock:
             if self._arrivals:
                 with self._tx():
@@ -208,8 +219,11 @@ class HistoryWriter(HistoryReader):
                 conn.execute("BEGIN IMMEDIATE")
                 with self._queue_lock:
                     if claim is not None:
-                        pending = [e for e in self._arrivals if e.key in claim]
-                        self._arrivals = [e for e in self._arrivals if e.key not in claim]
+                        # Arrivals only: a queued fail-safe answer is written as it is, never claimed.
+                        pending = [e for e in self._arrivals if e.kind == "arrived" and e.key in claim]
+                        self._arrivals = [
+                            e for e in self._arrivals if not (e.kind == "arrived" and e.key in claim)
+                        ]
                     elif arrivals:
                         pending, self._arrivals = self._arrivals, []
                     else:
@@ -218,6 +232,7 @@ class HistoryWriter(HistoryReader):
                 for event in pending if claim else ():
                     self._claimed.setdefault(event.key, event)  # a repeat would only reopen that row
                 try:
+                    self.fault("history")
                     self._write_arrivals(conn, [e for e in pending if e.key not in self._claimed])
                     yield conn
                     self._write_arrivals(conn, list(self._claimed.values()))  # any the caller left

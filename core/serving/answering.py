@@ -121,7 +121,9 @@ class Answering:
             served.records.publish(record, published)
         now = self.clock.wall()
         response, outcome = verdict.response, verdict.outcome
-        self.emit(ServeEvent("answered", key, now, parsed=verdict.parsed, response=response, outcome=outcome))
+        # With the ledger's refusal as its reason, the history closes the row as fail-safe from it.
+        reason = published.history_failed
+        self.emit(ServeEvent("answered", key, now, verdict.parsed, response, outcome, reason))
         waited = None if record is None else now - record.arrived_at
         log.info("%s %s", label(key, verdict.parsed), describe(response, outcome, waited))
 

@@ -216,6 +216,8 @@ class Pipeline:
             self.shared.roster.report_unsafe(served, "inbox", exc, "this session's requests are not served")
             return
         log.error("%s: serving failed", label(record.key, None), exc_info=exc)
+        if not record.live:
+            return  # its file is gone (withdrawn, or answered and removed): nothing to set aside
         self._leave_terminal(record)
         reason = f"serving this file failed ({type(exc).__name__}: {exc})"
         await self.set_aside.reject(served, record, reason, None)

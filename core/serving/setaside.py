@@ -61,15 +61,18 @@ class SetAside:
     async def reject(
         self, served: ServedSession, record: AskRecord, reason: str, raw: bytes | None, answer: bool = True
     ) -> None:
-        """Quarantine an unusable file; answer its child at once when its name is a safe id."""
+        """Quarantine an unusable file; answer its child at once when its name is a safe id and the
+        file is still there (a withdrawn request's child is gone: a response would be left behind)."""
         name = record.key.name
         stem = name.removesuffix(".json")
         answered = False
+        inbox = served.inbox
         try:
-            if answer and is_safe_request_id(stem) and not served.inbox.has_response(stem):
-                body = encode_response(gate_denial(served.inbox.session_id, self.clock, reason))
+            answer = answer and is_safe_request_id(stem) and inbox.has_request(name)
+            if answer and not inbox.has_response(stem):
+                body = encode_response(gate_denial(inbox.session_id, self.clock, reason))
                 answered = await retrying(self.retry_delays,
-                    "answering a rejected request", lambda: served.inbox.write_response(stem, body)
+                    "answering a rejected request", lambda: inbox.write_response(stem, body)
                 )
         except Exception as exc:
             log.error("answering rejected %s failed: %s", log_safe(display_name(name)), exc)

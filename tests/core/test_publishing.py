@@ -200,7 +200,9 @@ async def test_a_verdict_the_history_refuses_is_denied_and_holds_up_no_other(tmp
     assert body["approved"] is False and body["decidedBy"]["kind"] == "gate_error"
     assert "history could not record" in body["denialReason"]
     rows = {row.request_id: row for row in node.history.query()}
-    assert rows[poison].verdict is None  # not recorded, and not approved
+    # The approval is never recorded; the row holds the denial the child got, closed as fail-safe.
+    assert rows[poison].verdict == "denied_with_reason" and rows[poison].outcome == "fail-safe"
+    assert rows[poison].response == responses(node.root)[poison]
     others = [rid for rid in ids if rid != poison]
     assert all(rows[rid].response == responses(node.root)[rid] for rid in others)
     assert ledger.refused >= 2  # the batch, then the verdict alone

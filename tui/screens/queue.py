@@ -127,8 +127,9 @@ class QueueScreen(DecidingQueue):
                 f"(or {self.key_for('mark_all')} for every ask shown), then press "
                 f"{self.key_for(f'batch({verb!r})')} again.", WARN))
             return
-        if not included:
-            self._look_alone(excluded)
+        if not included:  # no batch runs: they are unmarked, not left to be carried by the next one
+            self._unmark(excluded)
+            self._look_alone(excluded, "No batch: every marked ask needs a look of its own (unmarked). ")
             return
         if not self._allowed("batch"):  # the preview is a step: one press, after the paint and grace
             return
@@ -171,21 +172,24 @@ class QueueScreen(DecidingQueue):
             parts.append((f"; {failed} not decided", "bold $text-error"))
         self.say_after_events(Content.assemble(*parts), ttl=STATUS_TTL_S)
         if excluded:
-            # Left out of the batch, they are unmarked too: the person decides each alone, and a later
-            # batch starts from what is marked again, not from what this one could not take.
-            for ask, _ in excluded:
-                self.marked.pop(ask.key, None)
-            self.table.set_marked(set(self.marked))
-            self._title_table()
-            self._render_legend()
+            self._unmark(excluded)
             self.app.call_later(self._look_alone, excluded)
 
-    def _look_alone(self, excluded: list[tuple[Ask, str]]) -> None:
+    def _unmark(self, excluded: list[tuple[Ask, str]]) -> None:
+        """Left out of a batch, they are unmarked too: the person decides each alone, and a later batch
+        starts from what is marked again, not from what this one could not take."""
+        for ask, _ in excluded:
+            self.marked.pop(ask.key, None)
+        self.table.set_marked(set(self.marked))
+        self._title_table()
+        self._render_legend()
+
+    def _look_alone(self, excluded: list[tuple[Ask, str]], lead: str = "") -> None:
         """Asks a batch may not decide: select the first, so the person looks at it alone."""
         ask, why = excluded[0]
         if ask.key in self.table.ask_keys and ask.key != self.selected:
             self.table.move_cursor(row=self.table.ask_keys.index(ask.key), animate=False, scroll=True)
             self._select(ask.key)
         others = f" (and {len(excluded) - 1} more)" if len(excluded) > 1 else ""
-        self.set_status(Content.assemble(("Decide this ask alone: ", WARN), (why, ""), (others, DIM)),
+        self.set_status(Content.assemble((f"{lead}Decide this ask alone: ", WARN), (why, ""), (others, DIM)),
                         about=ask.key)
