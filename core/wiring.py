@@ -9,6 +9,7 @@ an ask is read here, top to bottom. A built node hands out its parts by name (th
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,12 +64,27 @@ class AttendedNode:
         return take_session(self.core, self.history, raw_id)
 
 
+class HistoryFailed(Exception):
+    """The session is served, but its history could not be reconciled: the database failed.
+
+    Its open rows stay `pending` until a later start reconciles them; serving goes on (no answer is
+    published without the ledger's commit, so a failing database holds answers back, never loses them)."""
+
+    def __init__(self, served: ServedSession, cause: sqlite3.Error) -> None:
+        super().__init__(str(cause))
+        self.served = served
+
+
 def take_session(core: ServingCore, history: HistoryStore | None, raw_id: str) -> ServedSession:
     """Serve a session (raises what `ServingCore.add_session` raises), then close in the history the
-    asks whose request files went while nobody served it: not `pending` forever."""
+    asks whose request files went while nobody served it: not `pending` forever. Raises
+    `HistoryFailed` (the session served) when the database fails."""
     served = core.add_session(raw_id)
     if history is not None:
-        history.reconcile_open(served.inbox.session_id, set(served.inbox.list_request_names()))
+        try:
+            history.reconcile_open(served.inbox.session_id, set(served.inbox.list_request_names()))
+        except sqlite3.Error as exc:
+            raise HistoryFailed(served, exc) from exc
     return served
 
 

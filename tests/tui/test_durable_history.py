@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
+
+import pytest
+from textual.widgets import Static
 
 from core.history import HistoryStore
 from core.human import HumanAuthorizer
@@ -19,6 +23,7 @@ from tests.tui.support import (
     write_request,
 )
 from tui.app import AuthorizerApp
+from tui.commands.node import take_sessions
 from tui.screens.review import ReviewScreen
 from tui.screens.sessions import SessionsScreen
 from tui.settings import UiSettings
@@ -52,10 +57,8 @@ async def test_h_opens_the_review_and_decisions_are_recorded_with_shown_time(tmp
     assert row.shown_at is not None and row.shown_at >= row.arrived_at
 
 
-async def test_adopting_an_inbox_closes_the_asks_withdrawn_while_no_one_served_it(tmp_path: Path) -> None:
-    """`a` in the sessions view takes a session as the start does (`AttendedNode.take_session`)."""
-    root, state = tmp_path / "forwarding", tmp_path / "state"
-    store = HistoryStore.in_state_dir(state)
+async def pending_row_gone(root: Path, state: Path, store: HistoryStore) -> None:
+    """An earlier run held an ask of `OTHER` whose child gave up while no one served the inbox."""
     earlier_person = HumanAuthorizer()
     earlier = ServingCore(root, state, terminal=earlier_person, ledger=store)
     earlier.subscribe(store.observe)
@@ -65,15 +68,38 @@ async def test_adopting_an_inbox_closes_the_asks_withdrawn_while_no_one_served_i
     await until(lambda: len(earlier_person.pending()) == 1, what="the earlier run holds the ask")
     earlier.stop()
     await asyncio.wait_for(serving, 10)
-    gone.unlink()  # its child gave up while no one served the inbox
+    gone.unlink()
+    store.write_arrivals()  # queued for a burst (`ARRIVALS_WAIT_S`): written before this run ends
     assert [row.outcome for row in store.reader().query()] == ["pending"]
 
+
+def attended(root: Path, state: Path, store: HistoryStore) -> AttendedNode:
     human = HumanAuthorizer()
     core = ServingCore(root, state, terminal=human, ledger=store)
     core.subscribe(store.observe)
     core.add_session(SERVED)
-    app = AuthorizerApp(AttendedNode(core, human, history=store),
-                        UiSettings(input_grace_ms=0, double_press=False))
+    return AttendedNode(core, human, history=store)
+
+
+#: A database message with markup, a newline and a bidi override: it must be shown literally.
+HOSTILE = "[bold red]disk[/] full\n\u202efake"
+
+
+def fail_updates(store: HistoryStore) -> None:
+    """The real SQLite file refuses every update of a row (a trigger): the store's own calls fail."""
+    conn = sqlite3.connect(store.path)
+    message = HOSTILE.replace("'", "''")
+    conn.execute(f"CREATE TRIGGER refuse BEFORE UPDATE ON asks BEGIN SELECT RAISE(ABORT, '{message}'); END")
+    conn.commit()
+    conn.close()
+
+
+async def test_adopting_an_inbox_closes_the_asks_withdrawn_while_no_one_served_it(tmp_path: Path) -> None:
+    """`a` in the sessions view takes a session as the start does (`AttendedNode.take_session`)."""
+    root, state = tmp_path / "forwarding", tmp_path / "state"
+    store = HistoryStore.in_state_dir(state)
+    await pending_row_gone(root, state, store)
+    app = AuthorizerApp(attended(root, state, store), UiSettings(input_grace_ms=0, double_press=False))
     async with app.run_test(size=(140, 45)) as pilot:
         await pilot.press("S")
         await wait_for(pilot, lambda: isinstance(app.screen, SessionsScreen))
@@ -85,3 +111,43 @@ async def test_adopting_an_inbox_closes_the_asks_withdrawn_while_no_one_served_i
         await pilot.press("q")
     [row] = store.reader().query()
     assert row.outcome == "withdrawn" and row.ended_at is not None
+
+
+async def test_a_failing_history_on_adopting_is_shown_literally_and_the_app_goes_on(tmp_path: Path) -> None:
+    root, state = tmp_path / "forwarding", tmp_path / "state"
+    store = HistoryStore.in_state_dir(state)
+    await pending_row_gone(root, state, store)
+    fail_updates(store)
+    app = AuthorizerApp(attended(root, state, store), UiSettings(input_grace_ms=0, double_press=False))
+    async with app.run_test(size=(140, 45)) as pilot:
+        await pilot.press("S")
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionsScreen))
+        screen = app.screen
+        assert isinstance(screen, SessionsScreen)
+        await wait_for(pilot, lambda: [row.session_id for row in screen.rows] == [SERVED, OTHER])
+        await pilot.press("j", "a")
+        note = screen.query_one("#sessions-note", Static)
+        await wait_for(pilot, lambda: "History failed" in str(note.render()))
+        shown = str(note.render())
+        assert OTHER in screen.ours  # served all the same: the failure is the history's, not the inbox's
+        assert shown.startswith(f"History failed (serving {OTHER} anyway): [bold red]disk[/] full")
+        assert "\n" not in shown and "\u202e" not in shown and shown.endswith("RLO⟩fake")
+        await pilot.press("j")  # still running: keys are served
+        await pilot.press("q")
+    [row] = store.reader().query()
+    assert row.outcome == "pending"  # reconciled by a later start
+
+
+async def test_the_start_says_a_failing_history_in_one_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, state = tmp_path / "forwarding", tmp_path / "state"
+    store = HistoryStore.in_state_dir(state)
+    await pending_row_gone(root, state, store)
+    fail_updates(store)
+    node = attended(root, state, store)
+    assert take_sessions(node, [OTHER]) == [OTHER]
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"pi-authorizer: error: serving '{OTHER}', but the history failed")
+    assert line.endswith("no one served it: [bold red]disk[/] full⏎⟨U+202E RLO⟩fake")
+    assert OTHER in {status.session_id for status in node.core.served.statuses()}

@@ -23,7 +23,7 @@ from core.liveness import SessionHeld
 from core.paths import agent_dir
 from core.serving import ServingCore
 from core.tree import UnsafeFolder
-from core.wiring import AttendedNode, Node, NodeOptions, build_attended_node, build_node
+from core.wiring import AttendedNode, HistoryFailed, Node, NodeOptions, build_attended_node, build_node
 from tui.commands.log_sink import TurnBufferedHandler
 from tui.commands.options import forwarding_root, retention, state_dir
 
@@ -77,6 +77,12 @@ def take_sessions(node: Node | AttendedNode, ids: list[str]) -> list[str]:
             print(f"pi-authorizer: not serving {sid!r}: {exc.holder} serves it", file=sys.stderr)
         except UnsafeFolder as exc:
             print(f"pi-authorizer: not serving {sid!r}: {exc}", file=sys.stderr)
+        except HistoryFailed as exc:
+            from tui.sanitize import safe_plain  # imports Textual: only when there is something to print
+
+            taken.append(sid)
+            print(f"pi-authorizer: error: serving {sid!r}, but the history failed to close the asks "
+                  f"withdrawn while no one served it: {safe_plain(str(exc))}", file=sys.stderr)
     return taken
 
 

@@ -51,9 +51,28 @@ def keys_after_paint(screen: ModalScreen[Any], probe: PaintProbe, safety: KeySaf
 
 
 class AskModal(ModalScreen[T]):
-    """A modal about one ask; the app dismisses it when that ask is withdrawn."""
+    """A modal about one ask; the app dismisses it when that ask (`ask_key`) is withdrawn."""
 
-    ask_key: AskKey | None = None
+    def __init__(self, ask: Ask, classes: str = "confirm") -> None:
+        super().__init__(classes=classes)
+        self.ask = ask
+        self.ask_key: AskKey = ask.key
+
+
+def back_keys(area: str, *own: BindingType) -> list[BindingType]:
+    """`esc` (and a hidden `enter`) go back, then the step's `own` keys; ids `<area>.back`, `.close`."""
+    return [
+        Binding("escape", "close", "Back", id=f"{area}.back"),
+        Binding("enter", "close", "Back", show=False, id=f"{area}.close"),
+        *own,
+    ]
+
+
+class BackModal(AskModal[None]):
+    """A read-only step about one ask: every key of `back_keys` only goes back."""
+
+    def action_close(self) -> None:
+        self.dismiss(None)
 
 
 class ReasonScreen(AskModal[str | None]):
@@ -62,11 +81,6 @@ class ReasonScreen(AskModal[str | None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back (nothing decided)", id="reason.back"),
     ]
-
-    def __init__(self, ask: Ask) -> None:
-        super().__init__(classes="confirm")
-        self.ask = ask
-        self.ask_key = ask.key
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
@@ -101,20 +115,17 @@ class ReasonScreen(AskModal[str | None]):
         self.dismiss(None)
 
 
-class ExpandScreen(AskModal[None]):
+class ExpandScreen(BackModal):
     """Every value of the ask, unshortened (still sanitised)."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "close", "Back", id="expand.back"),
-        Binding("enter", "close", "Back", show=False, id="expand.close"),
+    BINDINGS: ClassVar[list[BindingType]] = back_keys(
+        "expand",
         Binding("j,down", "scroll(1)", "Down", show=False, id="expand.down"),
         Binding("k,up", "scroll(-1)", "Up", show=False, id="expand.up"),
-    ]
+    )
 
     def __init__(self, ask: Ask) -> None:
-        super().__init__(classes="expand")
-        self.ask = ask
-        self.ask_key = ask.key
+        super().__init__(ask, classes="expand")
 
     def compose(self) -> ComposeResult:
         clip = Clip(None)
@@ -129,9 +140,6 @@ class ExpandScreen(AskModal[None]):
                 panel = Static(build(self.ask, clip), classes="panel", markup=False)
                 panel.border_title = title
                 yield panel
-
-    def action_close(self) -> None:
-        self.dismiss(None)
 
     def action_scroll(self, lines: int) -> None:
         self.query_one("#expand-body", VerticalScroll).scroll_relative(y=lines, animate=False)

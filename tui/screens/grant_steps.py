@@ -24,7 +24,7 @@ from tui.render.ask import (
 )
 from tui.render.styles import DIM, WARN
 from tui.sanitize import sanitize
-from tui.screens.ask_steps import AskModal, keys_after_paint
+from tui.screens.ask_steps import AskModal, BackModal, back_keys, keys_after_paint
 from tui.widgets.painted import PaintProbe
 
 
@@ -46,9 +46,7 @@ class GrantConfirmScreen(AskModal[bool]):
         key_time: Callable[[], float],
     ) -> None:
         """`reach`: the other pending asks the grant would decide; `key_time`: the key's read time."""
-        super().__init__(classes="confirm")
-        self.ask = ask
-        self.ask_key = ask.key
+        super().__init__(ask)
         self.grants = tuple(grants)
         self.reach = tuple(reach)
         self.safety = safety
@@ -135,18 +133,13 @@ class GrantConfirmScreen(AskModal[bool]):
         self.dismiss(False)
 
 
-class GrantRefusedScreen(AskModal[None]):
+class GrantRefusedScreen(BackModal):
     """Why a whole-session grant is refused (it would shadow a deny)."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "close", "Back", id="refused.back"),
-        Binding("enter", "close", "Back", show=False, id="refused.close"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = back_keys("refused")
 
     def __init__(self, ask: Ask, reason: str) -> None:
-        super().__init__(classes="confirm")
-        self.ask = ask
-        self.ask_key = ask.key
+        super().__init__(ask)
         self.reason = reason
 
     def compose(self) -> ComposeResult:
@@ -158,22 +151,14 @@ class GrantRefusedScreen(AskModal[None]):
             )
             yield Static(Content.styled("The ask is still pending. esc: back", DIM), markup=False)
 
-    def action_close(self) -> None:
-        self.dismiss(None)
 
-
-class GrantNoFactsScreen(AskModal[None]):
+class GrantNoFactsScreen(BackModal):
     """`w` on an ask without facts: why no whole-session grant can apply, and what can."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "close", "Back", id="nofacts.back"),
-        Binding("enter", "close", "Back", show=False, id="nofacts.close"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = back_keys("nofacts")
 
     def __init__(self, ask: Ask, once_key: str, session_key: str) -> None:
-        super().__init__(classes="confirm")
-        self.ask = ask
-        self.ask_key = ask.key
+        super().__init__(ask)
         self.once_key = once_key
         self.session_key = session_key
 
@@ -197,6 +182,3 @@ class GrantNoFactsScreen(AskModal[None]):
         lines.append(Content.styled("Nothing was decided. esc: back", DIM))
         with Vertical(id="dialog"):
             yield Static(Content("\n").join(lines), id="nofacts-text", markup=False)
-
-    def action_close(self) -> None:
-        self.dismiss(None)

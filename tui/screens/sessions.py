@@ -21,6 +21,7 @@ from core.liveness import SessionHeld
 from core.paths import InvalidSessionId, env_line
 from core.serving import ServedSession, ServedSessions
 from core.survey import InboxStatus
+from core.wiring import HistoryFailed
 from tui.render.styles import DIM, WARN
 from tui.sanitize import sanitize
 from tui.screens.rows_screen import RowsScreen, rows_keys
@@ -160,15 +161,24 @@ class SessionsScreen(RowsScreen):
             note.update(Content.assemble(("Read-only: ", WARN), (
                 f"served by live pid {pid}." if pid else "served by another live process.", "")))
             return
+        sid = sanitize(row.session_id, single_line=True).content("bold")
         try:
             self.adopt(row.session_id)
         except (SessionHeld, InvalidSessionId, OSError) as exc:
-            note.update(Content.assemble(("Not adopted: ", "bold $text-error"), (str(exc), "")))
-            self.app.notify(str(exc), title="Not adopted", severity="error", markup=False)
+            self._failed("Not adopted", Content(), exc)
             return
-        note.update(Content.assemble(("Now serving ", "bold"),
-                                     sanitize(row.session_id, single_line=True).content("bold")))
+        except HistoryFailed as exc:
+            self._failed("History failed", Content.assemble(" (serving ", sid, " anyway)"), exc)
+        else:
+            note.update(Content.assemble(("Now serving ", "bold"), sid))
         self.refresh_rows()
+
+    def _failed(self, title: str, what: Content, exc: Exception) -> None:
+        """The error's text (untrusted: an OS or database message may quote a path) in the status line."""
+        why = sanitize(str(exc), single_line=True)
+        self.query_one("#sessions-note", Static).update(
+            Content.assemble((title, "bold $text-error"), what, ": ", why.content()))
+        self.app.notify(why.plain, title=title, severity="error", markup=False)
 
     def action_copy_env(self) -> None:
         row = self._selected()
