@@ -70,8 +70,9 @@ class HistoryStore(HistoryWriter):
 
     def reader(self) -> HistoryReader:
         """A second, read-only connection (for a thread worker: never holds up the ledger). Arrivals
-        still queued are written first, so it sees every ask observed so far."""
-        self.write_arrivals()
+        still queued are written first, so it sees every ask observed so far (if the history cannot
+        write now, they stay queued and the read goes on without them)."""
+        self._write_arrivals_soon()
         uri = f"file:{quote(str(self.path))}?mode=ro"
         return HistoryReader(sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=10))
 
