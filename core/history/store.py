@@ -55,7 +55,9 @@ class HistoryStore(HistoryWriter):
         super().close()
 
     def reader(self) -> HistoryReader:
-        """A second, read-only connection (for a thread worker: never holds up the ledger)."""
+        """A second, read-only connection (for a thread worker: never holds up the ledger). Arrivals
+        still queued are written first, so it sees every ask observed so far."""
+        self.write_arrivals()
         uri = f"file:{quote(str(self.path))}?mode=ro"
         return HistoryReader(sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=10))
 
