@@ -183,6 +183,7 @@ async def test_existing_response_is_never_overwritten(tmp_path: Path) -> None:
         ("target.json", json.dumps(request_body("target", "someone-else")).encode(),
          "targets session 'someone-else'"),
     ],
+    ids=["garbage", "array", "utf8", "noid", "mismatch", "target"],  # fixed: the bodies hold the time
 )
 async def test_unusable_request_is_quarantined_and_child_answered(
     tmp_path: Path, denying: Running, name: str, data: bytes, reason: str

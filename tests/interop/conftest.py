@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import shutil
 import subprocess
@@ -46,16 +47,21 @@ def _installed_matches_pins() -> bool:
 
 @pytest.fixture(scope="session")
 def node_driver() -> NodeDriver:
-    """node + the pinned package installed in tests/interop/node (runs `npm ci` once if needed)."""
+    """node + the pinned package installed in tests/interop/node (runs `npm ci` once if needed).
+
+    The check and the install hold a lock on package.json: the suite's parallel workers each reach
+    this fixture, and only one of them may install while the others wait and then find it done."""
     node = shutil.which("node")
     if node is None:
         pytest.skip("node is not installed: interop tests need node")
     driver = NodeDriver(node=node)
-    if not _installed_matches_pins() or not driver.tsx_cli.is_file():
-        npm = shutil.which("npm")
-        if npm is None:
-            pytest.skip("npm is not installed: interop tests need it to install the node driver")
-        _npm_ci(npm)
+    with (NODE_DIR / "package.json").open("rb") as pins:
+        fcntl.flock(pins, fcntl.LOCK_EX)
+        if not _installed_matches_pins() or not driver.tsx_cli.is_file():
+            npm = shutil.which("npm")
+            if npm is None:
+                pytest.skip("npm is not installed: interop tests need it to install the node driver")
+            _npm_ci(npm)
     return driver
 
 
