@@ -69,3 +69,44 @@ def test_a_decision_is_never_applied_to_a_request_changed_while_the_person_decid
             await asyncio.wait_for(task, 30)
 
     asyncio.run(run())
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="R3, left for the lead: a rule's deny without a configured reason is written as a plain "
+    "`denied`, which 20.7.3 relays to the agent as 'User denied …' though no person decided; "
+    "reliability.md promises every denial without a person is `denied_with_reason`. Changing the "
+    "wire state of rule denials is a product decision (tests/core/test_judging.py pins `denied`).",
+)
+def test_a_rule_denial_tells_the_agent_why(tmp_path: Path) -> None:
+    from core.asks import DenyingTerminal
+    from core.judging import RecordedAuthority
+    from core.rules import PolicyStore
+    from tests.helpers import read_response_when_written
+
+    agent = tmp_path / "agent"
+    config = agent / "extensions" / "pi-permission-system" / "config.json"
+    config.parent.mkdir(parents=True)
+    config.write_text(json.dumps({"permission": {"bash": {"*": "ask", "rm *": "deny"}}}))
+    judge = RecordedAuthority(PolicyStore(agent, None, None, home="/home/me"))
+
+    async def run() -> dict[str, object]:
+        core = ServingCore(tmp_path / "root", tmp_path / "state", DenyingTerminal(), judge=judge)
+        core.add_session(S)
+        task = asyncio.create_task(core.run())
+        try:
+            intent = {
+                "surface": "bash",
+                "matchValues": ["rm -rf /tmp/x"],
+                "boundaryValue": None,
+                "requesterCwd": "/w",
+                "principal": {"sessionId": "c", "agentName": "Explore"},
+            }
+            write_request(tmp_path / "root", S, "r1", value="rm -rf /tmp/x", accessIntent=intent)
+            return await read_response_when_written(tmp_path / "root", S, "r1")
+        finally:
+            core.stop()
+            await asyncio.wait_for(task, 30)
+
+    response = asyncio.run(run())
+    assert response["state"] == "denied_with_reason" and response["denialReason"], response
