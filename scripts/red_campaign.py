@@ -83,6 +83,10 @@ def body(request_id: str, command: str, facts: bool = True) -> dict[str, Any]:
     return data
 
 
+SWAP = threading.Lock()
+"""`responses/` is swapped for a link by one child at a time (the campaign's own moves use paths)."""
+
+
 class Tree:
     """The session's folders, and atomic writes the way a child does them."""
 
@@ -273,14 +277,17 @@ def child(tree: Tree, outside: Path, rng: random.Random, log: Log, stop: threadi
                     with contextlib.suppress(FileNotFoundError):
                         (tree.requests / f"{rid}.json").unlink()
                     log.note("consume", rid)
-            elif op == "swap_responses" and tree.responses.is_dir():
-                moved = tree.session / f"responses.away.{n}"
-                os.rename(tree.responses, moved)
-                with contextlib.suppress(OSError):  # the server may have made a new one meanwhile
-                    os.symlink(outside / "elsewhere", tree.responses)
-                time.sleep(rng.uniform(0.0, 0.3))
-                put_back(tree, moved)
-                log.note("swap", "responses")
+            elif op == "swap_responses" and SWAP.acquire(blocking=False):  # one swap at a time
+                try:
+                    moved = tree.session / f"responses.away.{n}"
+                    os.rename(tree.responses, moved)
+                    with contextlib.suppress(OSError):  # the server may have made a new one meanwhile
+                        os.symlink(outside / "elsewhere", tree.responses)
+                    time.sleep(rng.uniform(0.0, 0.3))
+                    put_back(tree, moved)
+                    log.note("swap", "responses")
+                finally:
+                    SWAP.release()
         except OSError:
             pass  # a folder swapped away by a sibling at this moment
         time.sleep(rng.uniform(0, 0.02))
@@ -290,10 +297,11 @@ def put_back(tree: Tree, moved: Path) -> None:
     """The real `responses/` back in place; what the server wrote into a new one meanwhile joins it."""
     if tree.responses.is_symlink():
         os.unlink(tree.responses)
-    elif tree.responses.is_dir():
+    while tree.responses.is_dir():  # the server may write into it while it is emptied
         for entry in tree.responses.iterdir():
             os.rename(entry, moved / entry.name)
-        os.rmdir(tree.responses)
+        with contextlib.suppress(OSError):
+            os.rmdir(tree.responses)
     os.rename(moved, tree.responses)
 
 
