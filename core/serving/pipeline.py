@@ -205,21 +205,17 @@ class Pipeline:
             _settle(decision.reply, answered)
 
     async def _still_asked(self, served: ServedSession, record: AskRecord, ask: Ask) -> bool:
-        """Whether the request file still holds the ask the person decided. One replaced or rewritten
-        while the person thought (the listing never saw its name go) is another ask: the decision is
-        not applied to it; the old ask ends withdrawn and the file is served anew at the next rescan."""
-        if record.stage != "shown":
-            return True  # ended meanwhile: answering says so
+        """Whether the request file still holds the ask the person decided: one replaced, rewritten or
+        withdrawn meanwhile is not that ask; it ends withdrawn (a new file is served at the next rescan)."""
         try:
             raw = await asyncio.to_thread(served.inbox.read_request, record.key.name)
         except (FileNotFoundError, UnreadableRequest):
             raw = None
         if raw == ask.parsed.raw or record.stage != "shown":
-            return True
+            return True  # unchanged, or ended meanwhile (answering says so)
         served.records.vanish(record.key.name)
         self.shared.emit(ServeEvent("withdrawn", record.key, self.shared.clock.wall(), parsed=ask.parsed))
-        log.warning("%s changed or withdrawn while the person decided; the decision is not applied to it",
-                    label(record.key, ask.parsed))
+        log.warning("%s changed or withdrawn before the decision was written", label(record.key, ask.parsed))
         return False
 
     async def _guarded(
