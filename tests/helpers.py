@@ -74,7 +74,7 @@ async def wait_for(predicate: Callable[[], bool], within: float = 30.0, what: st
 
 
 async def read_response_when_written(
-    root: Path, session_id: str, request_id: str, within: float = 10.0
+    root: Path, session_id: str, request_id: str, within: float = 30.0
 ) -> dict[str, Any]:
     path = response_path(root, session_id, request_id)
     await wait_for(path.exists, within, what=f"response {path}")
