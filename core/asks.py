@@ -154,7 +154,7 @@ class TerminalSlot(Protocol):
         ...
 
 
-def decided(decision: TerminalDecision) -> asyncio.Future[TerminalDecision]:
+def at_once(decision: TerminalDecision) -> asyncio.Future[TerminalDecision]:
     """A decision taken at once, as a terminal slot returns it."""
     future: asyncio.Future[TerminalDecision] = asyncio.get_running_loop().create_future()
     future.set_result(decision)
@@ -184,7 +184,7 @@ class DenyingTerminal:
             decided_by=UnavailableDecision(reason=UNATTENDED_REASON),
             reason=UNATTENDED_DENIAL,
         )
-        return decided(Decision(response, "fail-safe"))
+        return at_once(Decision(response, "fail-safe"))
 
     def withdraw(self, key: AskKey) -> None:
         """Nothing is held, so nothing to withdraw."""
@@ -196,7 +196,7 @@ class LeavingTerminal:
     name = "leave"
 
     def decide(self, ask: Ask) -> asyncio.Future[TerminalDecision]:
-        return decided(LEAVE)
+        return at_once(LEAVE)
 
     def withdraw(self, key: AskKey) -> None:
         """Nothing is held, so nothing to withdraw."""

@@ -1,11 +1,14 @@
 """The one clock of the process: every time read in shipped code goes through a `Clock`, so tests drive time.
 
 Wall time stamps what is recorded and sent (history rows, `respondedAt`, quarantine ages); monotonic time
-measures windows and deadlines (key grace, heartbeats) and never jumps. Both come from one injected object.
+measures windows and deadlines (key grace, heartbeats) and never jumps. Both come from one injected object,
+and so does waiting for an interval (`wait`): a test's `ManualClock` ends the wait when it is advanced.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from typing import Protocol
 
@@ -17,6 +20,10 @@ class Clock(Protocol):
 
     def monotonic(self) -> float:
         """Seconds on a clock that never goes back; only differences mean anything."""
+        ...
+
+    async def wait(self, event: asyncio.Event, seconds: float) -> bool:
+        """Until `event` is set or `seconds` of monotonic time have passed; whether `event` is set."""
         ...
 
 
@@ -39,6 +46,11 @@ class SystemClock:
     def monotonic(self) -> float:
         return time.monotonic()
 
+    async def wait(self, event: asyncio.Event, seconds: float) -> bool:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(event.wait(), timeout=seconds)
+        return event.is_set()
+
     def key_time(self, stamped: float) -> float:
         """Textual stamps key events with `time.monotonic`: the stamp already is this clock's time."""
         return stamped
@@ -50,6 +62,8 @@ class ManualClock:
     def __init__(self, wall: float = 1_700_000_000.0, monotonic: float = 1_000.0) -> None:
         self._wall = wall
         self._monotonic = monotonic
+        #: Waits in progress: (monotonic deadline, its loop, the event set when the deadline is reached).
+        self._waits: list[tuple[float, asyncio.AbstractEventLoop, asyncio.Event]] = []
 
     def wall(self) -> float:
         return self._wall
@@ -57,9 +71,35 @@ class ManualClock:
     def monotonic(self) -> float:
         return self._monotonic
 
+    @property
+    def waiting(self) -> int:
+        """How many waits are in progress (a test advances once the code under test waits)."""
+        return len(self._waits)
+
+    async def wait(self, event: asyncio.Event, seconds: float) -> bool:
+        """Ends when `event` is set, or when `advance` has moved monotonic time `seconds` on."""
+        due = asyncio.Event()
+        entry = (self._monotonic + seconds, asyncio.get_running_loop(), due)
+        self._waits.append(entry)
+        try:
+            if self._monotonic < entry[0]:
+                waiters = [asyncio.ensure_future(event.wait()), asyncio.ensure_future(due.wait())]
+                try:
+                    await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    for waiter in waiters:
+                        waiter.cancel()
+        finally:
+            self._waits.remove(entry)
+        return event.is_set()
+
     def advance(self, seconds: float) -> None:
+        """Move both clocks on; waits whose interval has passed end (from any thread)."""
         self._wall += seconds
         self._monotonic += seconds
+        for deadline, loop, due in list(self._waits):
+            if deadline <= self._monotonic and not loop.is_closed():
+                loop.call_soon_threadsafe(due.set)
 
     def jump_wall(self, seconds: float) -> None:
         """Step only the wall clock (NTP, a person setting the time): monotonic time does not move."""

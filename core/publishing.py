@@ -42,6 +42,7 @@ from typing import Protocol
 
 from core.asks import AskKey
 from core.clock import SYSTEM_CLOCK, Clock, wall_ms
+from core.faults import FaultHook, no_fault
 from core.files import DiskWriter, remove, temp_name
 from core.inbox import SessionInbox, display_name
 from core.logline import log_safe
@@ -61,16 +62,11 @@ attempt, then one after each delay. A write that still fails is retried at the n
 
 BATCH_STAGES = ("arrived", "recorded", "staged", "durable", "half-linked", "linked", "marked", "deleted")
 """Fault points in order; at `arrived` the batch's asks are judged and reported, nothing recorded."""
-FaultHook = Callable[[str], None]
 Settled = Callable[[AskKey, "Published"], None]
 """Told, on the event loop, what became of an answer, before anyone waiting on it resumes."""
 Removed = Callable[[Sequence[tuple[AskKey, "Published"]]], None]
 """Told, on the event loop, which answered requests are gone from their inboxes (and by which answer)."""
 TRANSIENT = (OSError, sqlite3.OperationalError)
-
-
-def no_fault(stage: str) -> None:
-    """The production fault hook: every stage simply goes on."""
 
 
 @dataclass(frozen=True)

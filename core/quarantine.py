@@ -28,10 +28,10 @@ from typing import Any
 from urllib.parse import quote
 
 from core.clock import SYSTEM_CLOCK, Clock
+from core.faults import FaultHook, no_fault
 from core.files import move_entry, read_small, remove, remove_entry, write_new
 from core.inbox import SessionInbox
 from core.liveness import pid_alive
-from core.publishing import FaultHook, no_fault
 from core.tree import FILE_MODE, Anchor, UnsafeFolder, lstat_or_none, open_dir
 from core.wire.base import compact_json
 
@@ -152,13 +152,13 @@ class Quarantine:
         """Remove entries older than `max_age_s`, then the oldest beyond `max_entries`; returns how many."""
         self._holds_since_prune = 0
         entries: list[tuple[str, str, str]] = []  # (stamp+ns, folder, stem)
+        cutoff = self.clock.wall() - self.max_age_s
         for folder, fd, names in self._folders():
-            for name in _recover(fd, names):
+            for name in _recover(fd, names, cutoff):
                 match = _STEM.match(name)
                 if match is not None and name.endswith(_REASON):
                     entries.append((f"{match[1]}-{match[2]}", folder, name.removesuffix(_REASON)))
         entries.sort()
-        cutoff = self.clock.wall() - self.max_age_s
         doomed: dict[str, list[str]] = {}
         for index, (key, folder, stem) in enumerate(entries):
             if index < len(entries) - self.max_entries or _stamp_time(key) < cutoff:
@@ -192,10 +192,11 @@ class Quarantine:
             log.warning("quarantine: %s; not read and not pruned", exc)
 
 
-def _recover(fd: int, names: list[str]) -> list[str]:
-    """What a killed `hold` left (see the module docstring), when that process is gone: a pending
-    reason beside its held file is completed; one alone, and a copy's temp file, are removed."""
-    pending = [name for name in names if name.endswith(_PENDING) and _holder_gone(name)]
+def _recover(fd: int, names: list[str], cutoff: float) -> list[str]:
+    """What a killed `hold` left (see the module docstring), when that process is gone (or its pid
+    taken by another, once older than `cutoff`): a pending reason beside its held file is
+    completed; one alone, and a copy's temp file, are removed."""
+    pending = [name for name in names if name.endswith(_PENDING) and _holder_gone(name, cutoff)]
     for name in pending:
         stem = name.removesuffix(_PENDING)
         for temp in (n for n in names if n.startswith(stem) and _COPY_TEMP.fullmatch(n[len(stem) :])):
@@ -211,11 +212,14 @@ def _stamp_time(key: str) -> float:
     return calendar.timegm(time.strptime(key[:16], "%Y%m%dT%H%M%SZ"))
 
 
-def _holder_gone(name: str) -> bool:
-    """The entry's name holds the pid of a process that is gone (this one is not)."""
+def _holder_gone(name: str, cutoff: float) -> bool:
+    """The entry's name holds the pid of a process that is gone (this one is not), or is so old
+    that no hold can still be under way."""
     match = _STEM.match(name)
-    pid = int(match[3]) if match is not None and match[3] is not None else None
-    return pid is not None and pid != os.getpid() and not pid_alive(pid)
+    if match is None or match[3] is None:
+        return False
+    pid = int(match[3])
+    return _stamp_time(match[1]) < cutoff or (pid != os.getpid() and not pid_alive(pid))
 
 
 def _free_stem(held: int, now: float, name: str, unique: str) -> str:

@@ -18,13 +18,13 @@ markup in child text is never interpreted.
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import lru_cache
 
 from rich.text import Text
 from textual.content import Content
+
+from core.hidden import is_hidden as is_hidden
 
 #: Textual style of a token in widgets (theme-aware) and its Rich equivalent for table cells.
 TOKEN_STYLE = "bold $text-warning on $warning-muted"  # noqa: S105
@@ -76,34 +76,6 @@ _SHORT_NAMES: dict[int, str] = {
     0xFFFA: "IAS",
     0xFFFB: "IAT",
 }
-_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cn", "Cs", "Co"})
-# Default_Ignorable_Code_Point members that are not Cf (they render as nothing).
-_IGNORABLE_RANGES: tuple[tuple[int, int], ...] = (
-    (0x034F, 0x034F),
-    (0x115F, 0x1160),
-    (0x17B4, 0x17B5),
-    (0x180B, 0x180F),
-    (0x3164, 0x3164),
-    (0xFE00, 0xFE0F),
-    (0xFFA0, 0xFFA0),
-    (0xE0000, 0xE0FFF),
-)
-
-
-@lru_cache(maxsize=4096)
-def is_hidden(char: str) -> bool:
-    """True when `char` must never reach the terminal as itself."""
-    if char in "\n\t":
-        return False
-    point = ord(char)
-    category = unicodedata.category(char)
-    if category in _HIDDEN_CATEGORIES:
-        return True
-    if category == "Zs" and char != " ":
-        return True
-    return any(low <= point <= high for low, high in _IGNORABLE_RANGES)
-
-
 def token_for(char: str) -> str:
     """The visible stand-in for a hidden code point."""
     point = ord(char)

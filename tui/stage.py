@@ -13,13 +13,14 @@ from typing import Any
 from textual.pilot import Pilot
 
 from core.asks import AskKey
+from core.clock import SystemClock
 from core.demo_asks import demo_scenarios
 from core.simulate import SimulatedChild
 from tui.app import AuthorizerApp
 
 
-class StageClock:
-    """The process's wall time while shooting: fixed, moved only by `advance`."""
+class StageClock(SystemClock):
+    """The process's wall time while shooting: fixed, moved only by `advance` (waits are real)."""
 
     def __init__(self, now: float) -> None:
         self.now = now

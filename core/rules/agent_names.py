@@ -1,33 +1,35 @@
 """Agent names as the child sends them: untrusted, so checked before one becomes a file name.
 
-A name that could escape the agents folder, or that names nobody, loads no agent file and marks
-the policy suspicious (`core.rules.config`); pi 20.7.3 still opens a file for most such names
-(`pi_opens`), which pi's reading honours.
+One check for the judgment and the app: a name that could escape the agents folder, that names
+nobody, or that hides or fakes characters loads no agent file, marks the policy suspicious
+(`core.rules.config`) and is flagged to the person with the same words. pi 20.7.3 still opens a
+file for most such names (`pi_opens`), which pi's reading honours.
 """
 
 from __future__ import annotations
 
 import unicodedata
 
-UNKNOWN_AGENT_REASON = "agent name is 'unknown' (the child could not tell)"
+from core.hidden import is_hidden
 
 
 def suspicious_agent_reason(name: str) -> str | None:
-    """Why `name` must not be used as a file name, or None when it is usable."""
+    """Why `name` must not be used as a file name (words that follow "suspicious agent name: "),
+    or None when it is usable."""
     if not name.strip():
         return "empty agent name"
     if name.strip().lower() == "unknown":
-        return UNKNOWN_AGENT_REASON
+        return "named 'unknown' (the child could not tell its agent name)"
     if "\x00" in name:
-        return "agent name contains NUL"
+        return "contains NUL"
     if "/" in name or "\\" in name:
-        return "agent name contains a path separator"
+        return "contains a path separator"
     if ".." in name:
-        return "agent name contains '..'"
-    if any(unicodedata.category(c) in ("Cc", "Cf") for c in name):
-        return "agent name contains control characters"
+        return "contains '..'"
     if any(unicodedata.category(c) == "Cs" for c in name):
-        return "agent name contains a lone surrogate (no file can have that name)"
+        return "contains a lone surrogate (no file can have that name)"
+    if any(is_hidden(c) or c in "\n\t" for c in name):
+        return "contains control or hidden characters"
     return None
 
 

@@ -15,11 +15,12 @@ from collections.abc import Callable, Sequence
 
 from core.asks import Answered, AskKey, Decision
 from core.clock import Clock
+from core.faults import FaultHook
 from core.files import DiskWriter
 from core.logline import log_safe
-from core.publishing import FaultHook, Ledger, Published, Publisher, VerdictRecord
+from core.publishing import Ledger, Published, Publisher, VerdictRecord
 from core.serving.events import ServeEvent
-from core.serving.records import HELD, AskRecord
+from core.serving.records import AWAITING, AskRecord
 from core.serving.sessions import ServedSession
 from core.serving.setaside import SetAside, label
 from core.wire.response import ForwardedResponse, encode_response
@@ -49,7 +50,7 @@ class Answering:
     async def answer(self, served: ServedSession, record: AskRecord, decision: Decision) -> Answered:
         """Recorded (durable), published once, in the batch ready with it; the publisher then deletes
         the request (the reference's order)."""
-        if record.stage not in HELD:
+        if record.stage not in AWAITING:
             return Answered(False, _gone(record))
         assert record.parsed is not None
         served.records.move(record, "decided")
@@ -58,7 +59,9 @@ class Answering:
         verdict = VerdictRecord(record.key, record.parsed, response, body, decision.outcome)
         published = await self.publisher.publish(served.inbox, verdict)
         if published.write_failed is not None:
-            return Answered(False, f"writing the response failed: {published.write_failed}", gone=False)
+            # Still waiting only if its record went back to the person (not if the child withdrew meanwhile).
+            waits = record.stage == "shown"
+            return Answered(False, f"writing the response failed: {published.write_failed}", gone=not waits)
         if not published.written:
             when = "before this node's verdict could be written"
             await self.set_aside.forged(served, record, record.parsed, when)

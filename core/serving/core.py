@@ -21,14 +21,15 @@ from pathlib import Path
 
 from core.asks import DEFAULT_FORWARDING_TIMEOUT_MS, TerminalSlot
 from core.clock import SYSTEM_CLOCK, Clock
+from core.faults import FaultHook, no_fault
 from core.files import DISK, DiskWriter
-from core.publishing import RETRY_DELAYS_S, FaultHook, Ledger, no_fault
+from core.publishing import RETRY_DELAYS_S, Ledger
 from core.quarantine import Quarantine
 from core.serving.answering import Answering
 from core.serving.drain import Drain
 from core.serving.events import Observer, ServeEvent
 from core.serving.judgment import Chain, Judge, NoRecordedAuthority
-from core.serving.pipeline import Pipeline
+from core.serving.pipeline import Pipeline, Shared
 from core.serving.reconcile import Reconcile
 from core.serving.sessions import ServedSession, ServedSessions, Sessions
 from core.serving.setaside import SetAside
@@ -93,14 +94,9 @@ class ServingCore:
         )
         self.publisher = self.answering.publisher
         self.reconcile = Reconcile(ledger, retry_delays, set_aside, terminal)
-        self.pipeline = Pipeline(
-            terminal, self.judge, chain, timeout_ms, clock, self.roster, set_aside,
-            self.reconcile, self.answering, self._emit, self._spawn,
-        )
-        self.drain = Drain(
-            self.roster, ledger, self.pipeline, self.reconcile, self.publisher, terminal, clock, self._emit,
-            self._spawn,
-        )
+        shared = Shared(self.roster, terminal, self.reconcile, clock, self._emit, self._spawn)
+        self.pipeline = Pipeline(shared, self.judge, chain, timeout_ms, set_aside, self.answering)
+        self.drain = Drain(shared, ledger, self.pipeline, self.publisher)
         self._stop = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
         self._serving: set[asyncio.Task[None]] = set()
@@ -165,11 +161,12 @@ class ServingCore:
         self.tree.close()
         self.state_tree.close()
 
-    def _spawn(self, coro: Coroutine[object, object, None], serving: bool = False) -> None:
+    def _spawn(self, coro: Coroutine[object, object, None], serving: bool = False) -> asyncio.Task[None]:
         """Run `coro` alongside; a `serving` one (a file being served) is let finish at shutdown."""
         task = asyncio.ensure_future(coro)
         (self._serving if serving else self._tasks).add(task)
         task.add_done_callback(self._task_done)
+        return task
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)

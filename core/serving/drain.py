@@ -11,16 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 
-from core.asks import TerminalSlot
-from core.clock import Clock
 from core.publishing import Ledger, Publisher
 from core.serving.events import ServeEvent
 from core.serving.intake import INTAKE_FILES, Intake, scan, take_in
-from core.serving.pipeline import Pipeline, Spawn
-from core.serving.reconcile import Reconcile
-from core.serving.sessions import ServedSession, Sessions
+from core.serving.pipeline import Pipeline, Shared
+from core.serving.sessions import ServedSession
 from core.serving.setaside import label
 from core.tree import UnsafeFolder
 
@@ -31,20 +27,9 @@ class Drain:
     """Rescans of the sessions served."""
 
     def __init__(
-        self,
-        roster: Sessions,
-        ledger: Ledger | None,
-        pipeline: Pipeline,
-        reconcile: Reconcile,
-        publisher: Publisher,
-        terminal: TerminalSlot,
-        clock: Clock,
-        emit: Callable[[ServeEvent], None],
-        spawn: Spawn,
+        self, shared: Shared, ledger: Ledger | None, pipeline: Pipeline, publisher: Publisher
     ) -> None:
-        self.roster, self.ledger, self.pipeline, self.reconcile = roster, ledger, pipeline, reconcile
-        self.publisher, self.terminal, self.clock = publisher, terminal, clock
-        self.emit, self.spawn = emit, spawn
+        self.shared, self.ledger, self.pipeline, self.publisher = shared, ledger, pipeline, publisher
 
     async def rescan(self, served: ServedSession) -> None:
         """Diff the inbox listing against the records: new files are served, vanished ones withdrawn.
@@ -56,10 +41,11 @@ class Drain:
             try:
                 await self._drain(served)
             except UnsafeFolder as exc:
-                self.roster.report_unsafe(served, "inbox", exc, "this session's requests are not served")
-                self.roster.set_unservable(served, f"a folder of its inbox is refused: {exc}")
+                why = "this session's requests are not served"
+                self.shared.roster.report_unsafe(served, "inbox", exc, why)
+                self.shared.roster.set_unservable(served, f"a folder of its inbox is refused: {exc}")
                 return
-            self.roster.clear_unsafe(served, "inbox")
+            self.shared.roster.clear_unsafe(served, "inbox")
 
     async def _drain(self, served: ServedSession) -> None:
         """One pass over the inbox; raises `UnsafeFolder` when a folder of the session tree is refused."""
@@ -71,14 +57,14 @@ class Drain:
         except UnsafeFolder:
             raise
         except Exception as exc:
-            self.roster.set_unservable(served, f"its inbox cannot be listed: {exc}")
+            self.shared.roster.set_unservable(served, f"its inbox cannot be listed: {exc}")
             return
-        self.roster.set_unservable(served, None)
+        self.shared.roster.set_unservable(served, None)
         present = set(names)
         for record in served.records:
             if record.key.name not in present:
                 self._vanished(served, record.key.name)
-        await self.reconcile.detect_forgeries(served)
+        await self.shared.reconcile.detect_forgeries(served)
         new = [name for name in names if name not in known]
         while intake is not None:
             await self._serve_batch(served, intake)
@@ -96,7 +82,7 @@ class Drain:
         for name, read in intake.reads:
             if name not in served.records:
                 record = served.records.take(name)
-                self.spawn(self.pipeline.serve(served, record, read, intake), True)
+                self.shared.spawn(self.pipeline.serve(served, record, read, intake), True)
         await asyncio.sleep(0)  # each runs up to its answer, or into its terminal
         await self.publisher.room()
 
@@ -105,6 +91,6 @@ class Drain:
         record = served.records.vanish(name)
         if record is None or record.stage != "withdrawn":
             return
-        self.terminal.withdraw(record.key)
-        self.emit(ServeEvent("withdrawn", record.key, self.clock.wall(), parsed=record.parsed))
+        self.shared.terminal.withdraw(record.key)
+        self.shared.emit(ServeEvent("withdrawn", record.key, self.shared.clock.wall(), parsed=record.parsed))
         log.info("%s withdrawn by the child before an answer", label(record.key, record.parsed))

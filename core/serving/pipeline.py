@@ -16,8 +16,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 
-from core.asks import Answered, Ask, Leave, TerminalDecision, TerminalSlot
+from core.asks import Answered, Ask, Decision, Leave, TerminalDecision, TerminalSlot
 from core.clock import Clock
 from core.serving.answering import Answering
 from core.serving.events import ServeEvent
@@ -32,8 +33,23 @@ from core.wire.request import ParsedRequest
 
 log = logging.getLogger("pi_authorizer.serve")
 
-Spawn = Callable[[Coroutine[object, object, None], bool], None]
+Spawn = Callable[[Coroutine[object, object, None], bool], "asyncio.Task[None]"]
 """Run a coroutine alongside; `True`: it serves a file and is let finish at shutdown."""
+#: What a person's decision call learns when serving ended (shutdown, a failure) before it knew.
+UNSERVED = Answered(False, "serving ended before what became of this decision was known")
+
+
+@dataclass(frozen=True)
+class Shared:
+    """What the stages of serving all reach (wired once by `ServingCore`): the sessions served, the
+    terminal slot, the restore stage, the clock, where events go and how a task is run alongside."""
+
+    roster: Sessions
+    terminal: TerminalSlot
+    reconcile: Reconcile
+    clock: Clock
+    emit: Callable[[ServeEvent], None]
+    spawn: Spawn
 
 
 class Pipeline:
@@ -41,21 +57,15 @@ class Pipeline:
 
     def __init__(
         self,
-        terminal: TerminalSlot,
+        shared: Shared,
         judge: Judge,
         chain: Chain | None,
         timeout_ms: Callable[[], int],
-        clock: Clock,
-        roster: Sessions,
         set_aside: SetAside,
-        reconcile: Reconcile,
         answering: Answering,
-        emit: Callable[[ServeEvent], None],
-        spawn: Spawn,
     ) -> None:
-        self.terminal, self.judge, self.chain, self.timeout_ms = terminal, judge, chain, timeout_ms
-        self.clock, self.roster, self.set_aside, self.reconcile = clock, roster, set_aside, reconcile
-        self.answering, self.emit, self.spawn = answering, emit, spawn
+        self.shared, self.judge, self.chain, self.timeout_ms = shared, judge, chain, timeout_ms
+        self.set_aside, self.answering = set_aside, answering
 
     async def serve(self, served: ServedSession, record: AskRecord, read: Read, intake: Intake) -> None:
         await self._guarded(served, record, self._serve(served, record, read, intake))
@@ -67,18 +77,19 @@ class Pipeline:
             served.records.release(record)
             return
         parsed = await self._checked(served, record, read)
-        if parsed is None or await self.reconcile.restore(served, record, parsed, intake):
+        if parsed is None or await self.shared.reconcile.restore(served, record, parsed, intake):
             return
-        now = self.clock.wall()
+        now = self.shared.clock.wall()
         served.records.arrive(record, parsed, now)
-        self.emit(ServeEvent("arrived", record.key, now, parsed=parsed, raw=read.raw))
-        judgment, decision = judge_ask(self.judge, parsed, served.inbox.session_id, self.clock)
+        self.shared.emit(ServeEvent("arrived", record.key, now, parsed=parsed, raw=read.raw))
+        judgment, decision = judge_ask(self.judge, parsed, served.inbox.session_id, self.shared.clock)
         if decision is not None:
             await self.answering.answer(served, record, decision)
             return
+        served.records.move(record, "judged")
         ask = Ask(record.key, parsed, judgment, now, self.timeout_ms(), served.inbox.session_id)
         if self.chain is not None:
-            self.spawn(self._guarded(served, record, self._escalate(served, record, ask)), False)
+            self.shared.spawn(self._guarded(served, record, self._escalate(served, record, ask)), False)
         else:
             await self._to_terminal(served, record, ask)
 
@@ -93,8 +104,9 @@ class Pipeline:
     async def _escalate(self, served: ServedSession, record: AskRecord, ask: Ask) -> None:
         assert self.chain is not None
         named = label(ask.key, ask.parsed)
-        reviewed = await review_by_chain(self.chain, ask.parsed, ask.responder_session_id, self.clock, named)
-        if record.stage != "arrived":
+        clock = self.shared.clock
+        reviewed = await review_by_chain(self.chain, ask.parsed, ask.responder_session_id, clock, named)
+        if record.stage != "judged":
             return  # withdrawn, or set aside as forged, while the chain reviewed it
         if reviewed is not None:
             await self.answering.answer(served, record, reviewed[1])
@@ -103,7 +115,7 @@ class Pipeline:
 
     async def _to_terminal(self, served: ServedSession, record: AskRecord, ask: Ask) -> None:
         served.records.move(record, "shown")
-        pending = self.terminal.decide(ask)
+        pending = self.shared.terminal.decide(ask)
         if pending.done():
             await self._decided(served, record, ask, pending)
         else:
@@ -113,11 +125,17 @@ class Pipeline:
         self, served: ServedSession, record: AskRecord, ask: Ask, pending: asyncio.Future[TerminalDecision]
     ) -> None:
         """A decision still to come (a person thinks): taken as a file being served once it is made;
-        nothing waits meanwhile. A withdrawn ask's decision is cancelled, and so is nothing."""
+        nothing waits meanwhile. A withdrawn ask's decision is cancelled: nothing is taken then."""
 
         def taken(done: asyncio.Future[TerminalDecision]) -> None:
-            if not done.cancelled():
-                self.spawn(self._guarded(served, record, self._decided(served, record, ask, done)), True)
+            if done.cancelled():
+                return
+            decided = self._decided(served, record, ask, done)
+            task = self.shared.spawn(self._guarded(served, record, decided), True)
+            decision = done.result()
+            reply = decision.reply if isinstance(decision, Decision) else None
+            if reply is not None:  # whatever ends the task (a failure, shutdown), the person learns it
+                task.add_done_callback(lambda _: _settle(reply, UNSERVED))
 
         pending.add_done_callback(taken)
 
@@ -127,17 +145,14 @@ class Pipeline:
         decision = done.result()
         if isinstance(decision, Leave):
             if served.records.advance(record, "left"):
-                self.emit(ServeEvent("left", ask.key, self.clock.wall(), parsed=ask.parsed))
+                self.shared.emit(ServeEvent("left", ask.key, self.shared.clock.wall(), parsed=ask.parsed))
                 log.info("%s left for another authorizer", label(ask.key, ask.parsed))
             return
-        answered = Answered(False, "serving this request failed")
-        try:
-            answered = await self.answering.answer(served, record, decision)
-            if record.stage == "shown":  # the person's decision could not be written: asked again
-                self._when_decided(served, record, ask, self.terminal.decide(ask))
-        finally:
-            if decision.reply is not None and not decision.reply.done():
-                decision.reply.set_result(answered)
+        answered = await self.answering.answer(served, record, decision)
+        if record.stage == "shown":  # the person's decision could not be written: asked again
+            self._when_decided(served, record, ask, self.shared.terminal.decide(ask))
+        if decision.reply is not None:
+            _settle(decision.reply, answered)
 
     async def _guarded(
         self, served: ServedSession, record: AskRecord, step: Coroutine[object, object, None]
@@ -149,7 +164,7 @@ class Pipeline:
             # The session tree is refused, not this file: reported, served once it is sound.
             self._leave_terminal(record)
             served.records.release(record)
-            self.roster.report_unsafe(served, "inbox", exc, "this session's requests are not served")
+            self.shared.roster.report_unsafe(served, "inbox", exc, "this session's requests are not served")
         except Exception as exc:
             log.error("%s: serving failed", label(record.key, None), exc_info=True)
             self._leave_terminal(record)
@@ -158,4 +173,9 @@ class Pipeline:
 
     def _leave_terminal(self, record: AskRecord) -> None:
         if record.stage == "shown":
-            self.terminal.withdraw(record.key)
+            self.shared.terminal.withdraw(record.key)
+
+
+def _settle(reply: asyncio.Future[Answered], answered: Answered) -> None:
+    if not reply.done():
+        reply.set_result(answered)

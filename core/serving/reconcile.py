@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from core.asks import TerminalSlot
 from core.publishing import Ledger, RecordedVerdict, WrittenMark
 from core.serving.intake import Intake
-from core.serving.records import HELD, AskRecord
+from core.serving.records import AWAITING, AskRecord
 from core.serving.sessions import ServedSession
 from core.serving.setaside import SetAside, label, retrying
 from core.wire.request import ParsedRequest
@@ -100,14 +100,14 @@ class Reconcile:
 
     async def detect_forgeries(self, served: ServedSession) -> None:
         """A response for an ask this node still holds was written by someone else: report it."""
-        held = held_asks(served.records)
-        if not held:
+        waiting = awaiting(served.records)
+        if not waiting:
             return
         try:
             responses = frozenset(await asyncio.to_thread(served.inbox.list_response_names))
         except OSError:
             return
-        for record in held:
+        for record in waiting:
             if is_forged(record, responses):
                 assert record.parsed is not None
                 self.terminal.withdraw(record.key)
@@ -115,17 +115,17 @@ class Reconcile:
                 await self.set_aside.forged(served, record, record.parsed, when)
 
 
-def held_asks(records: Iterable[AskRecord]) -> list[AskRecord]:
-    """The asks this node holds unanswered (judged, or waiting at the terminal), before a listing."""
-    return [record for record in records if record.stage in HELD]
+def awaiting(records: Iterable[AskRecord]) -> list[AskRecord]:
+    """The asks awaiting this node's decision (being judged, or at the terminal), before a listing."""
+    return [record for record in records if record.stage in AWAITING]
 
 
 def is_forged(record: AskRecord, responses: frozenset[str]) -> bool:
     """Whether `record`'s response in a listing taken since is someone else's. Its stage is read now,
     after the listing: an answer of ours may have been published meanwhile (ours never writes a
-    response while the ask is held)."""
+    response while the ask awaits its decision)."""
     return (
-        record.stage in HELD
+        record.stage in AWAITING
         and record.parsed is not None
         and f"{record.parsed.request.id}.json" in responses
     )

@@ -2,19 +2,20 @@
 
 A record is taken when intake finds a new file and ends when the name is free again. Its stages:
 
-    taken ──→ arrived ──→ shown ──→ decided ──→ published ──→ released
-      │          │          │ ↑        │
-      │          │          │ └────────┘  a person's decision that could not be written waits again
-      │          │          └──→ left
-      │          └──────────────→ decided (a rule or a link decided)
-      └──→ decided / published   (answered by an earlier run: republished, or already visible)
+    taken ─→ arrived ─→ judged ─→ shown ─→ decided ─→ published ─→ released
+      │         │          │         │ ↑       │
+      │         │          │         │ └───────┘  a person's decision that could not be written waits again
+      │         │          │         └─→ left
+      │         │          └─→ decided   (a chain link decided)
+      │         └─→ decided              (this node's rules decided)
+      └─→ decided / published            (answered by an earlier run: republished, or already visible)
 
-From any live stage a record can be set aside (`held`: quarantine failed, the file is left in place and
-ignored) or `released` (the name is free: gone, quarantined, or to be served again). A file that
-vanishes before any decision was taken is `withdrawn` (the child gave up). `withdrawn` and `released`
-are final: a final record is out of the session's table, and no transition leaves it, so an ask the
-child withdrew is never answered and none is published twice. A transition not in `NEXT` raises
-`IllegalTransition`.
+A live record can be set aside (`held`: quarantine failed, the file is left in place and ignored;
+not once `left`) or `released` (the name is free: gone, quarantined, or to be served again). A file
+that vanishes before any decision was taken is `withdrawn` (the child gave up). `withdrawn` and
+`released` are final: a final record is out of the session's table, and no transition leaves it, so
+an ask the child withdrew is never answered and none is published twice. A transition not in `NEXT`
+raises `IllegalTransition`.
 """
 
 from __future__ import annotations
@@ -27,11 +28,14 @@ from core.asks import AskKey
 from core.publishing import Published
 from core.wire.request import ParsedRequest
 
-Stage = Literal["taken", "arrived", "shown", "left", "decided", "published", "held", "withdrawn", "released"]
+Stage = Literal[
+    "taken", "arrived", "judged", "shown", "left", "decided", "published", "held", "withdrawn", "released"
+]
 
 NEXT: Final[dict[Stage, frozenset[Stage]]] = {
     "taken": frozenset({"arrived", "decided", "published", "held", "withdrawn", "released"}),
-    "arrived": frozenset({"shown", "decided", "held", "withdrawn", "released"}),
+    "arrived": frozenset({"judged", "decided", "held", "withdrawn", "released"}),
+    "judged": frozenset({"shown", "decided", "held", "withdrawn", "released"}),
     "shown": frozenset({"left", "decided", "held", "withdrawn", "released"}),
     "left": frozenset({"withdrawn", "released"}),
     "decided": frozenset({"published", "shown", "held", "released"}),
@@ -41,9 +45,9 @@ NEXT: Final[dict[Stage, frozenset[Stage]]] = {
     "released": frozenset(),
 }
 #: A file that vanishes in one of these stages was withdrawn by its child: no decision was taken yet.
-UNDECIDED: Final = frozenset({"taken", "arrived", "shown", "left"})
-#: Stages in which this node holds an ask it has not answered (a response appearing then is forged).
-HELD: Final = frozenset({"arrived", "shown"})
+UNDECIDED: Final = frozenset({"taken", "arrived", "judged", "shown", "left"})
+#: Stages of an ask awaiting this node's decision: it writes no response then, so one appearing is forged.
+AWAITING: Final = frozenset({"arrived", "judged", "shown"})
 
 
 class IllegalTransition(Exception):

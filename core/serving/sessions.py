@@ -184,8 +184,7 @@ class Sessions:
                     continue
                 if not served.unservable:
                     self.clear_unsafe(served, "heartbeat")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=HEARTBEAT_INTERVAL_S)
+            await self.clock.wait(stop, HEARTBEAT_INTERVAL_S)
 
     def _beat(self, served: ServedSession) -> None:
         try:

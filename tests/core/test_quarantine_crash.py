@@ -11,13 +11,15 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from core.asks import DenyingTerminal
+from core.clock import ManualClock
 from core.paths import encode_session_id
-from core.quarantine import HOLD_STAGES, Quarantine
+from core.quarantine import HOLD_STAGES, QUARANTINE_MAX_AGE_S, Quarantine
 from tests.helpers import session_dir, wait_for, write_request_bytes
 from tests.history.support import Node, S
 
@@ -95,8 +97,9 @@ async def test_a_serving_core_started_after_the_kill_holds_the_file_once_with_it
         await node.stop()
 
 
-def test_a_live_holder_s_pending_reason_is_left_alone(tmp_path: Path) -> None:
-    """Another process may be holding right now: only a dead process's leftovers are touched."""
+def test_a_live_holder_s_pending_reason_is_left_alone_until_it_is_too_old(tmp_path: Path) -> None:
+    """Another process may be holding right now: only a dead process's leftovers are touched, or
+    one older than the age limit (its pid now another process's)."""
     killed_holding(tmp_path, "reasoned")
     folder = tmp_path / "state" / "quarantine" / encode_session_id(S)
     (pending,) = os.listdir(folder)
@@ -105,6 +108,9 @@ def test_a_live_holder_s_pending_reason_is_left_alone(tmp_path: Path) -> None:
     os.rename(folder / pending, folder / live)
     assert Quarantine(tmp_path / "state").prune() == 0
     assert os.listdir(folder) == [live]
+    later = ManualClock(time.time() + QUARANTINE_MAX_AGE_S + 60)
+    assert Quarantine(tmp_path / "state", clock=later).prune() == 0
+    assert os.listdir(folder) == []
 
 
 def test_a_copy_cut_short_across_filesystems_is_removed_with_its_pending_reason(tmp_path: Path) -> None:

@@ -26,10 +26,11 @@ from core.asks import DenyingTerminal, LeavingTerminal, TerminalSlot
 from core.clock import ManualClock
 from core.files import DiskWriter
 from core.history import HistoryStore
-from core.human import HumanAuthorizer
+from core.human import DecisionRefused, HumanAuthorizer
 from core.liveness import heartbeat_path, read_heartbeat
 from core.publishing import RecordedVerdict, VerdictRecord, WrittenMark
 from core.serving import ServeEvent, ServingCore
+from core.tree import UnsafeFolder
 from tests.helpers import (
     poll_until,
     read_response_when_written,
@@ -343,3 +344,90 @@ async def test_a_blocked_response_write_never_holds_up_the_loop(tmp_path: Path) 
             assert (await read_response_when_written(root, S, request_id))["state"] == "denied_with_reason"
         assert not served.task.done()
     assert disk.forced == 0
+
+
+class LinkedAwayDisk(DiskWriter):
+    """Every batch placement fails (EIO), so the verdict is recorded but not visible; then the next
+    `refusals` single writes (the republishing of that recorded verdict) find `responses/` refused."""
+
+    def __init__(self, refusals: int) -> None:
+        self.refusals = refusals
+
+    def place(self, dir_fd: int, source: str, target: str) -> bool:
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    def link(self, dir_fd: int, source: str, target: str) -> None:
+        if self.refusals > 0:
+            self.refusals -= 1
+            raise UnsafeFolder("sessions/x/responses", "is a symbolic link; not followed")
+        super().link(dir_fd, source, target)
+
+
+async def test_a_recorded_verdict_refused_by_an_unsafe_folder_is_published_once_it_is_sound(
+    tmp_path: Path,
+) -> None:
+    """Republishing after a failed write meets a refused folder: the request is served again once the
+    folder is sound, never left marked as answered while nothing answered it."""
+    store = HistoryStore.in_state_dir(tmp_path / "state")
+    disk = LinkedAwayDisk(refusals=4)  # one republishing: the first attempt and its three retries
+    async with Served(tmp_path, DenyingTerminal(), ledger=store, writer=disk) as served:
+        write_request(served.root, S, "stuck")
+        await wait_for(lambda: "unsafe_folder" in served.kinds(), what="the refused folder reported")
+        body = await read_response_when_written(served.root, S, "stuck", within=30)
+        assert body["decidedBy"]["kind"] == "unavailable" and disk.refusals == 0
+
+
+async def test_a_persons_decision_that_cannot_be_written_keeps_the_ask_for_the_next_decision(
+    tmp_path: Path,
+) -> None:
+    disk = FailingDisk(errno.EIO, failures=4)  # the batch's attempt and its three retries
+    human = HumanAuthorizer()
+    async with Served(tmp_path, human, writer=disk) as served:
+        write_request(served.root, S, "first")
+        write_request(served.root, S, "second")
+        await wait_for(lambda: len(human.pending()) == 2, what="two pending asks")
+        key = human.pending()[0].key
+        with pytest.raises(DecisionRefused, match="writing the response failed"):
+            await human.approve_once(key)
+        assert [a.key.name for a in human.pending()] == ["first.json", "second.json"]  # in its place
+        assert not response_path(served.root, S, "first").exists()
+        decided = await human.deny(key, "not this one")  # the disk healed: the next decision is written
+        assert decided.kind == "denied_with_reason"
+        body = await read_response_when_written(served.root, S, "first")
+        assert body["denialReason"] == "not this one"
+        assert served.kinds().count("answer_failed") == 1 and served.kinds().count("answered") == 1
+
+
+class HeldFailingDisk(FailingDisk):
+    """Fails every placement (EIO); its batches wait at `staged` until released."""
+
+    def __init__(self) -> None:
+        super().__init__(errno.EIO, failures=-1)
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def fault(self, stage: str) -> None:
+        if stage == "staged" and not self.release.is_set():
+            self.entered.set()
+            self.release.wait(30)
+
+
+async def test_an_ask_withdrawn_while_its_failed_decision_is_written_leaves_the_persons_queue(
+    tmp_path: Path,
+) -> None:
+    """The child gives up while the person's decision is being written, and the write fails: the ask
+    cannot be decided again, so it leaves the queue (it used to stay there, undecidable)."""
+    disk = HeldFailingDisk()
+    human = HumanAuthorizer()
+    async with Served(tmp_path, human, writer=disk, fault=disk.fault) as served:
+        request = write_request(served.root, S, "gone")
+        await wait_for(lambda: bool(human.pending()), what="pending ask")
+        approving = asyncio.ensure_future(human.approve_once(human.pending()[0].key))
+        try:
+            await wait_for(disk.entered.is_set, what="the decision's batch held")
+            request.unlink()  # the child withdraws while its answer is being written
+            await served.core.rescan_all()
+        finally:
+            disk.release.set()
+        with pytest.raises(DecisionRefused, match="writing the response failed"):
+            await asyncio.wait_for(approving, 30)
+        assert not human.pending() and not response_path(served.root, S, "gone").exists()

@@ -3,33 +3,47 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
-import time
 from pathlib import Path
+from types import FrameType
+
+import pytest
 
 from core.asks import DenyingTerminal
+from core.human import DecisionRefused, HumanAuthorizer
 from core.liveness import Heartbeat
 from core.serving import ServeEvent, ServingCore
-from tests.helpers import response_path, wait_for, write_request
+from core.serving.sessions import Sessions
+from tests.helpers import poll_until, response_path, wait_for, write_request
 
 S = "019ff969-c34c-70be-9034-fae19c852932"
 
 
-class HeldHeartbeat(Heartbeat):
-    """The real heartbeat, held in its thread until its file has been removed (a shutdown that does
-    not wait for the beat removes it at once), or for at most `hold_s` (one that waits cannot)."""
+def releasing() -> bool:
+    """Some thread is inside `Sessions.release` (the shutdown is releasing the sessions served)."""
+    code = Sessions.release.__code__
+    for top in sys._current_frames().values():
+        frame: FrameType | None = top
+        while frame is not None:
+            if frame.f_code is code:
+                return True
+            frame = frame.f_back
+    return False
 
-    def __init__(self, root: Path, session_id: str, hold_s: float = 1.0) -> None:
+
+class HeldHeartbeat(Heartbeat):
+    """The real heartbeat, held in its thread until the shutdown releases the sessions (one that waits
+    for the beat is then waiting) or its file has been removed (one that does not wait removed it)."""
+
+    def __init__(self, root: Path, session_id: str) -> None:
         super().__init__(root, session_id)
-        self.hold_s = hold_s
         self.entered, self.finished = threading.Event(), threading.Event()
 
     def beat(self) -> None:
         if not self.entered.is_set():
             self.entered.set()
-            until = time.monotonic() + self.hold_s
-            while self.path.exists() and time.monotonic() < until:
-                time.sleep(0.005)
+            poll_until(lambda: releasing() or not self.path.exists(), what="the shutdown's release")
         try:
             super().beat()
         finally:
@@ -85,3 +99,27 @@ async def test_an_answer_whose_batch_outlasts_the_grace_is_still_reported(tmp_pa
     assert response_path(root, S, "late").exists()
     [answered] = [e for e in events if e.kind == "answered"]
     assert answered.key.name == "late.json" and answered.outcome == "fail-safe"
+
+
+async def test_a_persons_call_whose_decision_is_cut_off_by_shutdown_returns(tmp_path: Path) -> None:
+    """Shutdown gives up on publishing the person's decision after the grace: the call returns (it is
+    told what became of its decision, as the publisher reports it), it does not wait forever."""
+    root = tmp_path / "root"
+    held = HeldBatch()
+    human = HumanAuthorizer()
+    core = ServingCore(root, tmp_path / "state", human, fault=held, shutdown_grace_s=0.0)
+    core.add_session(S)
+    task = asyncio.create_task(core.run())
+    try:
+        write_request(root, S, "cut")
+        await wait_for(lambda: bool(human.pending()), what="pending ask")
+        approving = asyncio.ensure_future(human.approve_once(human.pending()[0].key))
+        await wait_for(held.entered.is_set, what="the decision's batch held at staged")
+        core.stop()
+        await wait_for(lambda: not core._serving, what="the serving task given up after the grace")
+    finally:
+        held.release.set()
+    await asyncio.wait_for(task, 30)
+    with pytest.raises(DecisionRefused, match="serving ended before what became of this decision was known"):
+        await asyncio.wait_for(approving, 30)  # a hang guard
+    assert response_path(root, S, "cut").exists()  # the publisher finished the batch all the same

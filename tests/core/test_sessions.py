@@ -3,15 +3,17 @@ refused folders and unservable inboxes said once each, released for the next aut
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from pathlib import Path
 
 from core.clock import ManualClock
 from core.files import DISK
-from core.liveness import heartbeat_path, read_heartbeat
+from core.liveness import HEARTBEAT_INTERVAL_S, Heartbeat, heartbeat_path, read_heartbeat
 from core.serving.events import ServeEvent
 from core.serving.sessions import Sessions
 from core.tree import Anchor, UnsafeFolder
+from tests.helpers import wait_for
 from tests.history.support import S
 
 
@@ -64,6 +66,7 @@ def test_a_front_end_sees_a_snapshot_of_the_served_and_the_other_inboxes(tmp_pat
     records = served.records
     pending = records.take("a.json")
     records.move(pending, "arrived")
+    records.move(pending, "judged")
     records.move(pending, "shown")  # a person's ask
     records.move(records.take("b.json"), "decided")  # answered: not waiting
     records.take("c.json")  # being read
@@ -106,3 +109,38 @@ def test_a_release_from_another_thread_waits_for_a_beat_in_flight(tmp_path: Path
     assert not path.exists()
     roster.release()  # the loop's own release at shutdown, after it: nothing left to do, no error
     assert sessions(tmp_path, events).add(S)[1]  # the lock is free for the next one
+
+
+class CountedHeartbeat(Heartbeat):
+    """The real heartbeat, counting its beats."""
+
+    def __init__(self, root: Path, session_id: str) -> None:
+        super().__init__(root, session_id)
+        self.beats = 0
+
+    def beat(self) -> None:
+        super().beat()
+        self.beats += 1
+
+
+async def test_the_heartbeat_loop_beats_again_once_its_interval_passed_on_the_clock(tmp_path: Path) -> None:
+    root, state = tmp_path / "root", tmp_path / "state"
+    clock, events = ManualClock(), list[ServeEvent]()
+    roster = Sessions(root, state, Anchor(root, "root"), Anchor(state, "state"), DISK, clock, events.append)
+    served, _ = roster.add(S)
+    served.heartbeat = counted = CountedHeartbeat(root, S)
+    stop = asyncio.Event()
+    loop = asyncio.create_task(roster.heartbeat_loop(stop))
+    try:
+        await wait_for(lambda: counted.beats == 1 and clock.waiting == 1, what="the first beat, then a wait")
+        clock.advance(HEARTBEAT_INTERVAL_S / 2)
+        await wait_for(lambda: clock.waiting == 1, what="still waiting")  # half an interval: no beat
+        assert counted.beats == 1
+        clock.advance(HEARTBEAT_INTERVAL_S / 2)
+        await wait_for(lambda: counted.beats == 2 and clock.waiting == 1, what="the second beat, then a wait")
+        stop.set()
+        await asyncio.wait_for(loop, 30)  # stopping ends the wait at once (a hang guard)
+    finally:
+        loop.cancel()
+        roster.release()
+    assert counted.beats == 2 and not heartbeat_path(root, S).exists()

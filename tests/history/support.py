@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from core.asks import TerminalSlot
+from core.faults import FaultHook, no_fault
 from core.history import HistoryRow, HistoryStore
 from core.judging import RecordedAuthority
-from core.publishing import FaultHook, no_fault
 from core.rules import PolicyStore
 from core.serving import Chain, ServeEvent, ServingCore
 

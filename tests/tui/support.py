@@ -15,10 +15,10 @@ from textual.pilot import Pilot
 from textual.strip import Strip
 
 from core.asks import Judgment
+from core.faults import FaultHook, no_fault
 from core.human import AskDecided, HumanAuthorizer
 from core.liveness import heartbeat_path
 from core.paths import encode_session_id
-from core.publishing import FaultHook, no_fault
 from core.rules.matcher import compile_wildcard
 from core.serving import ServingCore
 from core.wire.decisions import SessionApprovalDecision

@@ -13,7 +13,6 @@ import struct
 import sys
 import termios
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from core.paths import encode_session_id
-from tests.helpers import response_path, session_dir, write_request
+from tests.helpers import poll_until, response_path, session_dir, write_request
 
 REPO = Path(__file__).resolve().parents[2]
 SESSION = "hangup-session"
@@ -68,26 +67,25 @@ class Terminal:
         os.close(self.master)
 
     def wait_exit(self, within: float = WITHIN_S) -> int:
-        deadline = time.monotonic() + within
-        while time.monotonic() < deadline:
+        """The exit code, once the process has ended (it is killed if it outlives `within`)."""
+        codes: list[int] = []
+
+        def ended() -> bool:
             pid, status = os.waitpid(self.pid, os.WNOHANG)
             if pid:
-                return os.waitstatus_to_exitcode(status)
-            time.sleep(0.02)  # polling a condition (the process has ended), not waiting out time
-        os.kill(self.pid, signal.SIGKILL)
-        os.waitpid(self.pid, 0)
-        raise AssertionError(f"still running {within}s after the signal")
+                codes.append(os.waitstatus_to_exitcode(status))
+            return bool(codes)
+
+        try:
+            poll_until(ended, within, what="the process to end after the signal")
+        except AssertionError:
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+            raise
+        return codes[0]
 
 
 Spawn = Callable[..., Terminal]
-
-
-def wait_until(predicate: Callable[[], bool], what: str, within: float = WITHIN_S) -> None:
-    deadline = time.monotonic() + within
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 @pytest.fixture
@@ -138,7 +136,7 @@ def test_the_app_ends_cleanly_and_leaves_pending_asks(tmp_path: Path, spawn: Spa
     request = write_request(root, SESSION, "left-for-later", requesterAgentName="builder")
     heartbeat = root / "serving" / f"{encode_session_id(SESSION)}.json"
     terminal = spawn(*app_argv(tmp_path))
-    wait_until(lambda: heartbeat.exists() and terminal.seen("builder"), "the ask on screen")
+    poll_until(lambda: heartbeat.exists() and terminal.seen("builder"), what="the ask on screen")
     if how == "hangup":
         terminal.hang_up()
     else:
@@ -150,7 +148,7 @@ def test_the_app_ends_cleanly_and_leaves_pending_asks(tmp_path: Path, spawn: Spa
     assert list((session_dir(root, SESSION) / "responses").iterdir()) == []
     # The session is free: the next authorizer takes it over at once and shows the same ask.
     again = spawn(*app_argv(tmp_path))
-    wait_until(lambda: heartbeat.exists() and again.seen("builder"), "the next authorizer serving it")
+    poll_until(lambda: heartbeat.exists() and again.seen("builder"), what="the next authorizer serving it")
     os.kill(again.pid, signal.SIGTERM)
     again.wait_exit()
 
@@ -158,9 +156,9 @@ def test_the_app_ends_cleanly_and_leaves_pending_asks(tmp_path: Path, spawn: Spa
 @pytest.mark.parametrize("how", ["hangup", "sigterm"])
 def test_demo_ends_cleanly(tmp_path: Path, spawn: Spawn, how: str) -> None:
     terminal = spawn("demo", "--pause", "0.05")
-    wait_until(lambda: terminal.seen("Pending asks") and terminal.seen("demo"), "the demo on screen")
+    poll_until(lambda: terminal.seen("Pending asks") and terminal.seen("demo"), what="the demo on screen")
     temp = tmp_path / "tmp"
-    wait_until(lambda: any(temp.iterdir()), "the demo's temporary root")
+    poll_until(lambda: any(temp.iterdir()), what="the demo's temporary root")
     if how == "hangup":
         terminal.hang_up()
     else:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.asks import Ask, AskKey, Judgment
 from core.wire.reader import parse_request
+from tests.rules.test_agent_names import ODD_NAMES, USABLE
 from tests.tui.support import FIXED_CREATED, SERVED, request_body
 from tui.render.ask import (
     Clip,
@@ -74,9 +76,15 @@ def test_a_cut_value_says_how_much_is_hidden() -> None:
     assert value_content(None, Clip(10)).plain == "null" and value_content("", Clip(10)).plain == "(empty)"
 
 
-def test_a_forged_agent_name_is_flagged() -> None:
-    assert "suspicious agent name: contains a path separator" in agent_content("../x").plain
-    assert agent_content("Explore").plain == "Explore (unauthenticated)"
+@pytest.mark.parametrize(("name", "reason"), ODD_NAMES.items())
+def test_a_forged_agent_name_is_flagged_with_the_judgments_reason(name: str, reason: str) -> None:
+    assert agent_content(name).plain.endswith(f" ⚠ suspicious agent name: {reason}")
+    assert agent_content(name, short=True).plain.endswith(" ⚠ suspicious")
+
+
+@pytest.mark.parametrize("name", USABLE)
+def test_an_ordinary_agent_name_is_not_flagged(name: str) -> None:
+    assert agent_content(name, Clip(None)).plain == f"{name} (unauthenticated)"
 
 
 @settings(max_examples=80, deadline=None)

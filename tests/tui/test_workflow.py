@@ -110,6 +110,7 @@ async def test_batch_approve_previews_every_marked_ask_and_decides_each_on_its_o
         assert read_response(rig.root, "b-2") is None
         assert selected(rig.app) == "b-2"
         assert "Decide this ask alone" in rig.app.queue.status_text
+        assert not rig.app.queue.marked  # left out of the batch, it is not left marked either
 
 
 async def test_batch_deny_of_what_the_filter_shows(tmp_path: Path) -> None:

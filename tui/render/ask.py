@@ -16,7 +16,8 @@ from textual.content import Content
 from core.asks import Ask
 from core.human import HumanAuthorizer
 from core.principal import agent_mismatch, principal_agent
-from tui.render.facts import LINE_LIMIT, agent_warning
+from core.rules.agent_names import suspicious_agent_reason
+from tui.render.facts import LINE_LIMIT
 from tui.render.styles import DIM, ERROR, LABEL_STYLE, WARN
 from tui.sanitize import elision, sanitize
 
@@ -210,7 +211,7 @@ def display_content(ask: Ask, clip: Clip) -> Content:
 def agent_content(name: str, clip: Clip | None = None, *, short: bool = False, note: bool = True) -> Content:
     """The child-reported agent name, with a warning when it looks forged."""
     clip = clip or Clip(80)
-    warning = agent_warning(name)
+    warning = suspicious_agent_reason(name)
     shown = value_content(name, clip, "bold", note=note)
     if warning is None:
         return shown if not note else Content.assemble(shown, (" (unauthenticated)", DIM))

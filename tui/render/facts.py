@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from core.asks import Ask
 from core.risk import RiskHint, risk_hints
-from tui.sanitize import has_hidden, is_hidden, safe_plain
+from tui.sanitize import has_hidden, safe_plain
 
 VALUE_LIMIT = 400
 LINE_LIMIT = 12
@@ -49,23 +49,6 @@ def child_strings(ask: Ask) -> list[str | None]:
 
 def ask_has_hidden(ask: Ask) -> bool:
     return has_hidden(child_strings(ask))
-
-
-def agent_warning(name: str) -> str | None:
-    """Why the child-reported agent name looks forged or unusable, or None."""
-    if not name.strip():
-        return "empty agent name"
-    if name.strip().lower() == "unknown":
-        return "the child could not tell its agent name"
-    if "\x00" in name:
-        return "contains NUL"
-    if "/" in name or "\\" in name:
-        return "contains a path separator"
-    if ".." in name:
-        return "contains '..'"
-    if any(is_hidden(c) or c in "\n\t" for c in name):
-        return "contains control or hidden characters"
-    return None
 
 
 def ask_risk(ask: Ask) -> tuple[RiskHint, ...]:

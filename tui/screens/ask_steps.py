@@ -2,7 +2,7 @@
 
 No modal has a clickable confirm: deciding takes a key press (no mouse path decides an ask), and
 `esc` only ever goes back. A step's decisive key asks `core.keysafety.KeySafety`: it counts only
-after a frame showing the step was painted, plus the grace (`keys_follow_grace`).
+after a frame showing the step was painted, plus the grace (`keys_after_paint`).
 """
 
 from __future__ import annotations
@@ -30,18 +30,24 @@ from tui.render.ask import (
 from tui.render.facts import VALUE_LIMIT
 from tui.render.lines import batch_line
 from tui.render.styles import WARN
+from tui.widgets.painted import PaintProbe
 
 T = TypeVar("T")
 
 
-def keys_follow_grace(screen: ModalScreen[Any], safety: KeySafety, token: Hashable,
-                      render_keys: Callable[[], None]) -> None:
-    """A modal's frame was painted: start its grace there and redraw its keys when the grace ends."""
-    safety.painted(token)
-    render_keys()
-    ready = safety.ready_at()
-    if ready is not None and not safety.accepting():
-        screen.set_timer(max(0.0, ready - safety.clock()) + 0.01, render_keys)
+def keys_after_paint(screen: ModalScreen[Any], probe: PaintProbe, safety: KeySafety,
+                     render_keys: Callable[[], None]) -> None:
+    """A step's grace starts at the first frame `probe` paints; its keys are drawn again then and
+    when the grace ends."""
+
+    def painted(token: Hashable) -> None:
+        safety.painted(token)
+        render_keys()
+        ready = safety.ready_at()
+        if ready is not None and not safety.accepting():
+            screen.set_timer(max(0.0, ready - safety.clock()) + 0.01, render_keys)
+
+    probe.expect(screen, painted)
 
 
 class AskModal(ModalScreen[T]):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 from textual.app import ComposeResult
@@ -20,7 +20,7 @@ from tui.render.ask import (
 )
 from tui.render.lines import batch_line
 from tui.render.styles import DIM, WARN
-from tui.screens.ask_steps import keys_follow_grace
+from tui.screens.ask_steps import keys_after_paint
 from tui.widgets.painted import PaintProbe
 
 BATCH_VERBS = {"approve": "Approve once", "deny": "Deny"}
@@ -101,11 +101,8 @@ class BatchPreviewScreen(ModalScreen[bool]):
     def on_mount(self) -> None:
         self.query_one("#batch-list", VerticalScroll).border_title = "Exactly what will be decided"
         self._render_keys()
-        self.query_one("#batch-keys", PaintProbe).expect(self, self._painted)
-
-    def _painted(self, token: Hashable) -> None:
-        """The grace window counts from the frame that shows the list, not from construction."""
-        keys_follow_grace(self, self.safety, token, self._render_keys)
+        # The grace window counts from the frame that shows the list, not from construction.
+        keys_after_paint(self, self.query_one("#batch-keys", PaintProbe), self.safety, self._render_keys)
 
     def gate(self) -> str:
         """The one place a batch confirmation is judged: "commit", "arm" or "ignore"."""

@@ -4,7 +4,7 @@ now), a refusal (it would loosen a deny), and the note for an ask without facts 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 from textual.app import ComposeResult
@@ -24,7 +24,7 @@ from tui.render.ask import (
 )
 from tui.render.styles import DIM, WARN
 from tui.sanitize import sanitize
-from tui.screens.ask_steps import AskModal, keys_follow_grace
+from tui.screens.ask_steps import AskModal, keys_after_paint
 from tui.widgets.painted import PaintProbe
 
 
@@ -110,10 +110,7 @@ class GrantConfirmScreen(AskModal[bool]):
     def on_mount(self) -> None:
         self.query_one("#grant-list", Static).border_title = "Exactly what will be recorded"
         self._render_keys()
-        self.query_one("#grant-keys", PaintProbe).expect(self, self._painted)
-
-    def _painted(self, token: Hashable) -> None:
-        keys_follow_grace(self, self.safety, token, self._render_keys)
+        keys_after_paint(self, self.query_one("#grant-keys", PaintProbe), self.safety, self._render_keys)
 
     def _render_keys(self, note: str = "") -> None:
         waiting = not self.safety.accepting()

@@ -171,6 +171,13 @@ class QueueScreen(DecidingQueue):
             parts.append((f"; {failed} not decided", "bold $text-error"))
         self.say_after_events(Content.assemble(*parts), ttl=STATUS_TTL_S)
         if excluded:
+            # Left out of the batch, they are unmarked too: the person decides each alone, and a later
+            # batch starts from what is marked again, not from what this one could not take.
+            for ask, _ in excluded:
+                self.marked.pop(ask.key, None)
+            self.table.set_marked(set(self.marked))
+            self._title_table()
+            self._render_legend()
             self.app.call_later(self._look_alone, excluded)
 
     def _look_alone(self, excluded: list[tuple[Ask, str]]) -> None:

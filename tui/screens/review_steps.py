@@ -6,7 +6,7 @@ file and the diff first; opened from the queue (`R`), its `y` also waits for the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from typing import ClassVar
 
 from textual import on
@@ -25,7 +25,7 @@ from core.keysafety import KeySafety
 from core.rules import PolicyStore
 from tui.render.history import change_content, detail_content, safe
 from tui.sanitize import sanitize
-from tui.screens.ask_steps import keys_follow_grace
+from tui.screens.ask_steps import keys_after_paint
 from tui.widgets.painted import PaintProbe
 
 
@@ -117,11 +117,8 @@ class ConfirmRuleScreen(ModalScreen[bool]):
     def on_mount(self) -> None:
         self._show()
         if self.safety is not None:
-            self.query_one("#review-rule", PaintProbe).expect(self, self._painted)
-
-    def _painted(self, token: Hashable) -> None:
-        assert self.safety is not None
-        keys_follow_grace(self, self.safety, token, self.refresh_bindings)
+            probe = self.query_one("#review-rule", PaintProbe)
+            keys_after_paint(self, probe, self.safety, self.refresh_bindings)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         return not (action == "confirm" and self.safety is not None and not self.safety.accepting())

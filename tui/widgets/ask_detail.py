@@ -11,6 +11,7 @@ from textual.content import Content
 from textual.widgets import Static
 
 from core.asks import Ask, AskKey
+from core.rules.agent_names import suspicious_agent_reason
 from tui.render.ask import (
     Clip,
     display_content,
@@ -20,7 +21,7 @@ from tui.render.ask import (
     value_content,
 )
 from tui.render.change import FileChange, change_from_evidence, change_renderable
-from tui.render.facts import VALUE_LIMIT, agent_warning, ask_has_hidden, ask_risk
+from tui.render.facts import VALUE_LIMIT, ask_has_hidden, ask_risk
 from tui.render.lines import header_content, risk_content
 from tui.render.styles import DIM
 from tui.widgets.painted import PaintProbe
@@ -123,7 +124,7 @@ class AskDetail(VerticalScroll):
             change = ask_change(ask)
             if change is not None:
                 panels["change"] = change_renderable(change)
-            warning = agent_warning(ask.request.requester_agent_name)
+            warning = suspicious_agent_reason(ask.request.requester_agent_name)
             if warning is not None:
                 panels["banner-agent"] = Content.assemble(
                     ("⚠ SUSPICIOUS AGENT NAME ", "bold"),
