@@ -83,8 +83,8 @@ class FrameApp(AuthorizerApp):
 
 
 def frame_app(workdir: Path) -> tuple[FrameApp, Path]:
-    core, human, settings, root = demo_parts(workdir)
-    return FrameApp(core, human, settings), root / "sessions" / encode_session_id(DEMO_SESSION)
+    node, settings, root = demo_parts(workdir)
+    return FrameApp(node, settings), root / "sessions" / encode_session_id(DEMO_SESSION)
 
 
 def request(i: int, command: str) -> bytes:
@@ -193,9 +193,9 @@ async def keypresses(workdir: Path) -> tuple[float, list[float]]:
 
 
 async def first_frame(workdir: Path) -> float:
-    core, human, settings, _ = demo_parts(workdir)
+    node, settings, _ = demo_parts(workdir)
     start = time.perf_counter()
-    app = FrameApp(core, human, settings)
+    app = FrameApp(node, settings)
     app.expect("Pending asks")
     async with app.run_test(size=SIZE):
         elapsed = await painted(app, 10.0) - start
@@ -207,8 +207,8 @@ def first_frame_in_child(workdir: str) -> None:
     """Run in a fresh process: say when the first frame is produced (os.write: Textual owns stdout)."""
 
     async def run() -> None:
-        core, human, settings, _ = demo_parts(Path(workdir))
-        app = FrameApp(core, human, settings)
+        node, settings, _ = demo_parts(Path(workdir))
+        app = FrameApp(node, settings)
         app.expect("Pending asks")
         async with app.run_test(size=SIZE):
             await painted(app, 10.0)

@@ -96,16 +96,23 @@ class DiskWriter:
         """Make every file written on `dir_fd`'s filesystem durable (`syncfs`); `False` if unavailable."""
         return syncfs(dir_fd)
 
+    def rename_noreplace(self, dir_fd: int, source: str, target: str) -> bool | None:
+        """`rename_noreplace` (a test seam: `None` stands for a filesystem without it)."""
+        return rename_noreplace(dir_fd, source, target)
+
     def place(self, dir_fd: int, source: str, target: str) -> bool:
-        """Give the durable file `source` the name `target` unless it exists (`False` then); never
-        replaces. On `True` the name `source` may remain (the `link()` fallback): remove it after."""
-        done = rename_noreplace(dir_fd, source, target)
+        """Give the durable file `source` the name `target` unless it exists (`False` then: `source`
+        stays); never replaces. On `True` the name `source` is gone (the `link()` fallback removes it,
+        so a rename, the usual case, costs no second call)."""
+        done = self.rename_noreplace(dir_fd, source, target)
         if done is not None:
             return done
         try:
             self.link(dir_fd, source, target)
         except FileExistsError:
             return False
+        with contextlib.suppress(OSError):
+            remove(dir_fd, source)
         return True
 
 

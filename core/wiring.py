@@ -3,7 +3,8 @@
 
 Commands turn their options into a `NodeOptions` and call `build_node` (headless) or
 `build_attended_node` (a person decides); nothing else wires these parts together, so what serves
-an ask is read here, top to bottom.
+an ask is read here, top to bottom. A built node hands out its parts by name (the app is given an
+`AttendedNode` and never looks inside the core for them), and takes a session with `take_session`.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from core.history import HistoryStore
 from core.human import HumanAuthorizer
 from core.judging import LinkChain, RecordedAuthority
 from core.rules import PolicyStore
-from core.serving import ServingCore
+from core.serving import ServedSession, ServingCore
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,33 @@ class Node:
     authority: RecordedAuthority
     history: HistoryStore | None
 
+    def take_session(self, raw_id: str) -> ServedSession:
+        return take_session(self.core, self.history, raw_id)
+
+
+@dataclass(frozen=True)
+class AttendedNode:
+    """What the app is handed, each part by name: the serving core (`run`, `stop`, `subscribe`,
+    `served`), the person's API, this node's recorded authority (rules, whole-session grants, config
+    reviews) and its history; `None` where a node has none (tests attend bare cores)."""
+
+    core: ServingCore
+    person: HumanAuthorizer
+    authority: RecordedAuthority | None = None
+    history: HistoryStore | None = None
+
+    def take_session(self, raw_id: str) -> ServedSession:
+        return take_session(self.core, self.history, raw_id)
+
+
+def take_session(core: ServingCore, history: HistoryStore | None, raw_id: str) -> ServedSession:
+    """Serve a session (raises what `ServingCore.add_session` raises), then close in the history the
+    asks whose request files went while nobody served it: not `pending` forever."""
+    served = core.add_session(raw_id)
+    if history is not None:
+        history.reconcile_open(served.inbox.session_id, set(served.inbox.list_request_names()))
+    return served
+
 
 def build_node(options: NodeOptions, history: HistoryStore | None, terminal: TerminalSlot) -> Node:
     """A headless node: `terminal` (deny, leave) is its last judge.
@@ -52,12 +80,13 @@ def build_node(options: NodeOptions, history: HistoryStore | None, terminal: Ter
     return _node(options, history, _authority(options), terminal)
 
 
-def build_attended_node(options: NodeOptions, history: HistoryStore | None) -> tuple[Node, HumanAuthorizer]:
+def build_attended_node(options: NodeOptions, history: HistoryStore | None) -> AttendedNode:
     """A node a person attends (the app): the person is its last judge, and records whole-session
     grants in this node's recorded authority."""
     authority = _authority(options)
     person = HumanAuthorizer(grants=authority, clock=options.clock)
-    return _node(options, history, authority, person), person
+    node = _node(options, history, authority, person)
+    return AttendedNode(node.core, person, authority, history)
 
 
 def _authority(options: NodeOptions) -> RecordedAuthority:

@@ -99,9 +99,12 @@ def test_code_cites_only_documents_in_the_repo() -> None:
     assert offenders == []
 
 
-# What of the serving core the app must not touch: the sessions' records, locks and heartbeats. It
-# sees them through `ServingCore.served` (`core.serving.sessions.ServedSessions`) only.
-CORE_INTERNALS = frozenset({"heartbeat", "lock", "roster", "by_id", "by_folder", "tracked", "scan_lock"})
+# What of the serving core the app must not touch: the sessions' records, locks and heartbeats (it
+# sees them through `ServingCore.served`, `core.serving.sessions.ServedSessions`, only), and the core's
+# judge and ledger (the app is handed the recorded authority and the history by name:
+# `core.wiring.AttendedNode`). Forbidden on any object, so an alias of the core cannot hide them.
+CORE_INTERNALS = frozenset({"heartbeat", "lock", "roster", "by_id", "by_folder", "tracked", "scan_lock",
+                            "judge", "ledger"})
 #: Names that are internals only on the core itself (`args.sessions` is a command-line option).
 CORE_ONLY = frozenset({"sessions"})
 
@@ -122,9 +125,11 @@ def core_internals_touched(source: str) -> list[tuple[int, str]]:
 
 def test_the_internals_check_sees_each_way_in() -> None:
     source = ("for s in self.core.sessions.values():\n    s.heartbeat.clear(); s.lock.release()\n"
-              "n = len(core.sessions) + len(app.core.roster.by_id)\nok = args.sessions\n")
+              "n = len(core.sessions) + len(app.core.roster.by_id)\nok = args.sessions\n"
+              "c = self.core\nstore, judge = c.ledger, c.judge\n")
     assert core_internals_touched(source) == [
-        (1, "sessions"), (2, "heartbeat"), (2, "lock"), (3, "by_id"), (3, "roster"), (3, "sessions")]
+        (1, "sessions"), (2, "heartbeat"), (2, "lock"), (3, "by_id"), (3, "roster"), (3, "sessions"),
+        (6, "judge"), (6, "ledger")]
 
 
 def test_the_app_never_reaches_into_core_internals() -> None:

@@ -1,6 +1,7 @@
 """`AuthorizerApp`: the person at the terminal slot of a running `ServingCore`.
 
-The app is handed a built `ServingCore` and the `HumanAuthorizer` it escalates to, runs
+The app is handed a built node (`core.wiring.AttendedNode`: the `ServingCore`, the
+`HumanAuthorizer` it escalates to, its recorded authority and history, each by name), runs
 `core.run()` as a worker in its own event loop, and stops it on quit (heartbeats removed; pending
 requests stay in their inbox for the next authorizer). All decisions go through `HumanAuthorizer`.
 
@@ -26,11 +27,8 @@ from textual.worker import Worker
 
 from core.asks import Ask, AskKey
 from core.clock import SYSTEM_CLOCK, KeyClock
-from core.history import HistoryStore
-from core.human import HumanAuthorizer
-from core.judging import RecordedAuthority
 from core.keysafety import KeyRules, KeySafety
-from core.serving import ServingCore
+from core.wiring import AttendedNode
 from tui.app_events import CoreEvents
 from tui.app_signals import SignalQuit
 from tui.app_views import Views
@@ -66,8 +64,7 @@ class AuthorizerApp(Views, CoreEvents, SignalQuit):
 
     def __init__(
         self,
-        core: ServingCore,
-        human: HumanAuthorizer,
+        node: AttendedNode,
         settings: UiSettings | None = None,
         *,
         clock: Callable[[], float] = SYSTEM_CLOCK.wall,
@@ -75,8 +72,9 @@ class AuthorizerApp(Views, CoreEvents, SignalQuit):
     ) -> None:
         """`clock`: wall time for ages; `key_clock`: the monotonic clock of key safety (tests pass a fake)."""
         super().__init__()
-        self.core = core
-        self.human = human
+        self.node = node
+        self.core = core = node.core
+        self.human = human = node.person
         self.settings = settings or UiSettings()
         self.clock = clock
         self.key_clock: KeyClock = key_clock or SYSTEM_CLOCK
@@ -89,8 +87,8 @@ class AuthorizerApp(Views, CoreEvents, SignalQuit):
             arm_expiry_s=ARM_EXPIRY_S,
         ))
         self.queue = QueueScreen(human, self.settings, clock, self.safety, self.key_time)
-        self.store = core.ledger if isinstance(core.ledger, HistoryStore) else None
-        self.authority = core.judge if isinstance(core.judge, RecordedAuthority) else None
+        self.store = node.history
+        self.authority = node.authority
         self.rules = self.authority.store if self.authority is not None else None
         self._shown: set[AskKey] = set()
         self.queue.on_shown = self._mark_shown

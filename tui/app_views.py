@@ -20,6 +20,7 @@ from core.judging import RecordedAuthority
 from core.keysafety import KeySafety
 from core.rules import PolicyStore
 from core.serving import ServingCore
+from core.wiring import AttendedNode
 from tui.sanitize import safe_plain
 from tui.screens.ask_steps import ExpandScreen, ReasonScreen
 from tui.screens.batch_preview import BatchPreviewScreen
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 class Views(App[int]):
     """The views of `AuthorizerApp` (its base class)."""
 
+    node: AttendedNode
     core: ServingCore
     human: HumanAuthorizer
     settings: UiSettings
@@ -113,8 +115,8 @@ class Views(App[int]):
     def action_grants(self) -> None:
         from tui.screens.grants import GrantsScreen
 
-        authority = self.core.judge
-        if not isinstance(authority, RecordedAuthority):
+        authority = self.authority
+        if authority is None:
             self.notify("This authorizer records no whole-session grants.", markup=False)
             return
         self._show(lambda: GrantsScreen(authority), GrantsScreen)
@@ -122,7 +124,7 @@ class Views(App[int]):
     def action_sessions(self) -> None:
         from tui.screens.sessions import SessionsScreen
 
-        self._show(lambda: SessionsScreen(self.core), SessionsScreen)
+        self._show(lambda: SessionsScreen(self.core.served, self.node.take_session), SessionsScreen)
 
     def help_groups(self) -> list[tuple[str, Sequence[BindingType]]]:
         """Every screen's bindings, as the help screen lists them (the history view this app uses)."""

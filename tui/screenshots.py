@@ -1,7 +1,7 @@
 """`uv run python -m tui.screenshots [OUTDIR]`: SVG screenshots of the real app (default `screenshots/`).
 
 Generated, not drawn, so they cannot drift from the app: the same wiring `pi-authorizer app` uses
-(`person_core`: recorded authority over a small pi config, the history ledger, a `HumanAuthorizer`)
+(`attended_node`: recorded authority over a small pi config, the history ledger, a `HumanAuthorizer`)
 on a temporary forwarding root, fed by the simulated children of `core.simulate`, run headless.
 
 Deterministic: each run works in a fresh temp folder, and the app is given paths relative to it, so no
@@ -24,12 +24,12 @@ from textual.widgets import Input, Static
 from core.clock import SYSTEM_CLOCK, Clock
 from core.demo_asks import demo_scenarios, legacy
 from core.human import HumanAuthorizer
-from core.serving import ServingCore
 from core.simulate import SimulatedChild
+from core.wiring import AttendedNode
 from tui.app import AuthorizerApp
 from tui.commands.app import ui_settings
 from tui.commands.demo import DEMO_SESSION, demo_args
-from tui.commands.node import person_core, take_sessions
+from tui.commands.node import attended_node, take_sessions
 from tui.screens.batch_preview import BatchPreviewScreen
 from tui.screens.grant_steps import GrantConfirmScreen
 from tui.screens.grants import GrantsScreen
@@ -73,23 +73,21 @@ def generate(outdir: Path = DEFAULT_OUTDIR) -> list[Path]:
     return [outdir / name for name in SHOTS]
 
 
-def demo_parts(
-    workdir: Path, clock: Clock = SYSTEM_CLOCK
-) -> tuple[ServingCore, HumanAuthorizer, UiSettings, Path]:
-    """Core, person and settings as `pi-authorizer app` builds them, on the demo config in `workdir`.
+def demo_parts(workdir: Path, clock: Clock = SYSTEM_CLOCK) -> tuple[AttendedNode, UiSettings, Path]:
+    """The node and settings as `pi-authorizer app` builds them, on the demo config in `workdir`.
 
     Also used by `bench.bench_tui`. Returns the forwarding root last.
     """
     options = demo_args(workdir, 0.0)
-    core, human, authority = person_core(options, clock)
-    take_sessions(core, options.sessions)
-    return core, human, ui_settings(options, authority), options.forwarding_root
+    node = attended_node(options, clock)
+    take_sessions(node, options.sessions)
+    return node, ui_settings(options, node.authority), options.forwarding_root
 
 
 def build_app(workdir: Path, clock: StageClock) -> tuple[AuthorizerApp, Path]:
-    core, human, settings, root = demo_parts(workdir, clock)
+    node, settings, root = demo_parts(workdir, clock)
     # The shots show the ask, not the half-second pause of the keys after it appears.
-    app = AuthorizerApp(core, human, dataclasses.replace(settings, input_grace_ms=0), clock=clock.time)
+    app = AuthorizerApp(node, dataclasses.replace(settings, input_grace_ms=0), clock=clock.time)
     return app, root
 
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 
 from core.history.rows import APPROVED_STATES, DENIED_STATES, SELECT_ROWS, HistoryRow
+from core.verdicts import RecordedVerdict
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,22 @@ class HistoryReader:
             yield
 
     # -- reading --------------------------------------------------------------------------------
+
+    def recorded_verdicts(self, session_id: str, request_ids: Collection[str]) -> dict[str, RecordedVerdict]:
+        """The verdicts recorded for these requests, by id (ids are unique per ask; the newest wins)."""
+        found: dict[str, RecordedVerdict] = {}
+        ids = list(dict.fromkeys(request_ids))
+        with self._reading():
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                marks = ", ".join("?" for _ in chunk)
+                for request_id, body, written in self._conn.execute(
+                    "SELECT request_id, response, written FROM asks WHERE served_session = ? "
+                    f"AND request_id IN ({marks}) AND response IS NOT NULL ORDER BY id",
+                    (session_id, *chunk),
+                ):
+                    found[request_id] = RecordedVerdict(body=body, written=bool(written))
+        return found
 
     def ids(self, where: HistoryFilter | None = None, limit: int | None = None) -> list[int]:
         """Matching row ids, newest first: the review list pages through these."""

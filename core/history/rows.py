@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from typing import Any
 
+from core.asks import AskKey
 from core.principal import agent_mismatch
 from core.wire.decisions import (
     AuthorizerDecision,
@@ -131,6 +132,22 @@ def facts_columns(parsed: ParsedRequest) -> dict[str, object]:
         "facts": dumps(facts),
         "created_at": request.created_at,
     }
+
+
+def arrival_values(
+    key: AskKey, parsed: ParsedRequest | None, at: float, raw: bytes | None = None
+) -> dict[str, object]:
+    """The columns of a new row for a request file that arrived at `at`."""
+    values: dict[str, object] = {
+        "served_session": key.session_id,
+        "request_name": key.name,
+        "arrived_at": at,
+        "outcome": "pending",
+        "raw": raw if raw is not None else (parsed.raw if parsed else None),
+    }
+    if parsed is not None:
+        values.update(facts_columns(parsed))
+    return values
 
 
 def outcome_kind(outcome: str, source: DecisionSource | None) -> str:

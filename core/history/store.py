@@ -24,9 +24,10 @@ from urllib.parse import quote
 
 from core.asks import AskKey
 from core.clock import SYSTEM_CLOCK, Clock
+from core.history.open_rows import OPEN, open_row, open_rows
 from core.history.reader import HistoryReader
-from core.history.rows import describe_decider, dumps, outcome_kind, storable
-from core.history.writer import OPEN, HistoryWriter, Retention
+from core.history.rows import arrival_values, describe_decider, dumps, outcome_kind, storable
+from core.history.writer import HistoryWriter, Retention
 from core.publishing import RecordedVerdict, VerdictRecord, WrittenMark
 from core.serving import ServeEvent
 from core.wire.decisions import decision_source_json
@@ -45,6 +46,14 @@ class HistoryStore(HistoryWriter):
     ) -> HistoryStore:
         return cls(state_dir / HISTORY_FILE, retention, clock)
 
+    def __init__(self, path: Path, retention: Retention | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
+        super().__init__(path, retention, clock)
+        self._lookups = self.reader()
+
+    def close(self) -> None:
+        self._lookups.close()
+        super().close()
+
     def reader(self) -> HistoryReader:
         """A second, read-only connection (for a thread worker: never holds up the ledger)."""
         uri = f"file:{quote(str(self.path))}?mode=ro"
@@ -53,39 +62,34 @@ class HistoryStore(HistoryWriter):
     # -- the Ledger protocol --------------------------------------------------------------------
 
     def record_verdicts(self, verdicts: Sequence[VerdictRecord]) -> None:
-        """Durable on return (one fsynced transaction): the publisher links the responses only after this."""
+        """Durable on return (one fsynced transaction): the publisher links the responses only after this.
+
+        A verdict whose arrival is still queued (a burst) is written with it as one new row; any
+        other updates the open row of its request file (or a row made for it)."""
         now = self.clock.wall()
-        with self._tx(durable=True) as conn:
+        with self._tx(durable=True, claim={verdict.key for verdict in verdicts}) as conn:
+            found = open_rows(conn, [verdict.key for verdict in verdicts])
             for verdict in verdicts:
-                response = verdict.response
-                source = response.decided_by
+                arrival = self._claimed.pop(verdict.key, None)
+                row = found.get(verdict.key)
+                if row is None and arrival is not None:
+                    assert arrival.parsed is not None
+                    values = arrival_values(verdict.key, arrival.parsed, arrival.at, arrival.raw)
+                    values.update(_verdict_columns(verdict, now, arrival.at))
+                    self._insert(conn, values)
+                    continue
                 # The person's time counts from when the ask was shown; a rule's from its arrival.
-                found = self._open_row(conn, verdict.key)
-                row_id, started = found or self._insert_arrival(conn, verdict.key, verdict.parsed, now)
+                row_id, started = row or self._insert_arrival(conn, verdict.key, verdict.parsed, now)
+                columns = _verdict_columns(verdict, now, started)
+                assignments = ", ".join(f"{name} = ?" for name in columns)
                 conn.execute(
-                    "UPDATE asks SET decided_at = ?, verdict = ?, decided_by = ?, decider = ?, "
-                    "responder_session = ?, decide_ms = ?, outcome = ?, reason = ?, response = ?, "
-                    "written = NULL WHERE id = ?",
-                    storable(
-                        (
-                            now,
-                            response.state,
-                            dumps(decision_source_json(source)) if source is not None else None,
-                            describe_decider(source, verdict.outcome),
-                            response.responder_session_id,
-                            (now - started) * 1000,
-                            outcome_kind(verdict.outcome, source),
-                            response.denial_reason,
-                            verdict.body,
-                            row_id,
-                        )
-                    ),
+                    f"UPDATE asks SET {assignments} WHERE id = ?", storable((*columns.values(), row_id))
                 )
 
     def mark_written(self, marks: Sequence[WrittenMark]) -> None:
         """The responses were linked (or found already there): for their children the asks have ended."""
         now = self.clock.wall()
-        with self._tx() as conn:
+        with self._tx(arrivals=False) as conn:  # rows with a response: recorded, never queued
             conn.executemany(
                 "UPDATE asks SET written = ?, ended_at = CASE WHEN ? THEN ? ELSE ended_at END "
                 "WHERE id = (SELECT id FROM asks WHERE served_session = ? AND request_id = ? "
@@ -94,20 +98,10 @@ class HistoryStore(HistoryWriter):
             )
 
     def recorded_verdicts(self, session_id: str, request_ids: Collection[str]) -> dict[str, RecordedVerdict]:
-        """The verdicts recorded for these requests, by id (ids are unique per ask; the newest wins)."""
-        found: dict[str, RecordedVerdict] = {}
-        ids = list(dict.fromkeys(request_ids))
-        with self._reading():
-            for start in range(0, len(ids), 500):
-                chunk = ids[start : start + 500]
-                marks = ", ".join("?" for _ in chunk)
-                for request_id, body, written in self._conn.execute(
-                    "SELECT request_id, response, written FROM asks WHERE served_session = ? "
-                    f"AND request_id IN ({marks}) AND response IS NOT NULL ORDER BY id",
-                    (session_id, *chunk),
-                ):
-                    found[request_id] = RecordedVerdict(body=body, written=bool(written))
-        return found
+        """Read on a connection of its own (WAL), so an intake never waits for a batch's transaction in
+        progress: a verdict is committed before its request's name can be taken in again (the name is
+        freed only once the publisher removed the answered request)."""
+        return self._lookups.recorded_verdicts(session_id, request_ids)
 
     # -- the observer ---------------------------------------------------------------------------
 
@@ -150,7 +144,7 @@ class HistoryStore(HistoryWriter):
 
     def _withdrawn(self, event: ServeEvent) -> None:
         with self._tx() as conn:
-            found = self._open_row(conn, event.key)
+            found = open_row(conn, event.key)
             if found is None:
                 if event.parsed is None:
                     return
@@ -164,7 +158,7 @@ class HistoryStore(HistoryWriter):
 
     def _set_open(self, key: AskKey, assignment: str, params: Sequence[object]) -> None:
         with self._tx() as conn:
-            found = self._open_row(conn, key)
+            found = open_row(conn, key)
             if found is not None:
                 conn.execute(f"UPDATE asks SET {assignment} WHERE id = ?", storable((*params, found[0])))
 
@@ -179,3 +173,21 @@ class HistoryStore(HistoryWriter):
                 "UPDATE asks SET outcome = ?, reason = ?, ended_at = ? WHERE id = ?",
                 storable((event.kind, event.reason, event.at, row_id)),
             )
+
+
+def _verdict_columns(verdict: VerdictRecord, now: float, started: float) -> dict[str, object]:
+    """What recording a verdict stores in its row (`started`: when the ask arrived, or was shown)."""
+    response = verdict.response
+    source = response.decided_by
+    return {
+        "decided_at": now,
+        "verdict": response.state,
+        "decided_by": dumps(decision_source_json(source)) if source is not None else None,
+        "decider": describe_decider(source, verdict.outcome),
+        "responder_session": response.responder_session_id,
+        "decide_ms": (now - started) * 1000,
+        "outcome": outcome_kind(verdict.outcome, source),
+        "reason": response.denial_reason,
+        "response": verdict.body,
+        "written": None,
+    }

@@ -4,8 +4,9 @@ row inserts and retention. `core.history.store.HistoryStore` builds the ledger a
 Durability: every transaction commits with `synchronous=NORMAL` (it survives a killed process;
 losing it to a power cut only loses display data) except a `durable` one, which commits with
 `synchronous=FULL` (the ledger's verdicts, see `core.history.store`). The arrivals of a burst are
-written together: queued as they are observed and written in the next transaction (or on a worker
-at the end of the event-loop turn), before anything else reads or writes the history.
+written together: queued as they are observed; the verdict transaction of a batch takes the
+arrivals of its own asks and writes each with its verdict as one row; any other transaction, any
+read, or a worker `ARRIVALS_WAIT_S` later (an ask that went to a person) writes what is queued.
 """
 
 # SQL text here is assembled from constant fragments only; every value is a bound parameter.
@@ -19,14 +20,15 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from core.asks import AskKey
 from core.clock import SYSTEM_CLOCK, Clock
+from core.history.open_rows import open_rows
 from core.history.reader import HistoryReader
-from core.history.rows import facts_columns, storable
+from core.history.rows import arrival_values, storable
 from core.history.schema import migrate
 from core.serving import ServeEvent
 from core.tree import FILE_MODE, Anchor
@@ -34,8 +36,9 @@ from core.wire.request import ParsedRequest
 
 log = logging.getLogger("pi_authorizer.history")
 
-# The outcomes of a row whose ask has not ended.
-OPEN = ("pending", "left")
+#: How long a queued arrival waits for its verdict's transaction, which writes both as one row, before
+#: a worker writes it alone (an ask that went to a person). A read of the history writes it at once.
+ARRIVALS_WAIT_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,7 @@ class HistoryWriter(HistoryReader):
         migrate(self._conn)
         self._since_prune = 0
         self._arrivals: list[ServeEvent] = []
+        self._claimed: dict[AskKey, ServeEvent] = {}
         # Its own lock: the event loop queues an arrival without waiting for a transaction in progress.
         self._queue_lock = threading.Lock()
         self.prune()
@@ -88,7 +92,7 @@ class HistoryWriter(HistoryReader):
         except RuntimeError:
             self.write_arrivals()
             return
-        loop.call_soon(loop.run_in_executor, None, self._write_arrivals_soon)
+        loop.call_later(ARRIVALS_WAIT_S, loop.run_in_executor, None, self._write_arrivals_soon)
 
     def _write_arrivals_soon(self) -> None:
         try:
@@ -104,26 +108,18 @@ class HistoryWriter(HistoryReader):
                     pass
 
     def _write_arrivals(self, conn: sqlite3.Connection, pending: Sequence[ServeEvent]) -> None:
+        """One lookup of the open rows for the whole queue, then a row per arrival."""
+        found = open_rows(conn, [event.key for event in pending])
         for event in pending:
             assert event.parsed is not None
-            found = self._open_row(conn, event.key)
-            if found is None:
-                self._insert_arrival(conn, event.key, event.parsed, event.at, event.raw)
+            row = found.get(event.key)
+            if row is None:
+                found[event.key] = self._insert_arrival(conn, event.key, event.parsed, event.at, event.raw)
             else:
                 # Served again after a restart: the same ask, so the same row.
-                conn.execute("UPDATE asks SET outcome = 'pending' WHERE id = ?", (found[0],))
+                conn.execute("UPDATE asks SET outcome = 'pending' WHERE id = ?", (row[0],))
 
     # -- rows -----------------------------------------------------------------------------------
-
-    def _open_row(self, conn: sqlite3.Connection, key: AskKey) -> tuple[int, float] | None:
-        """The open row of this request file: its id and when it was shown (else arrived)."""
-        found = conn.execute(
-            "SELECT id, COALESCE(shown_at, arrived_at) FROM asks WHERE served_session = ? "
-            "AND request_name = ? AND verdict IS NULL AND outcome IN (?, ?) AND ended_at IS NULL "
-            "ORDER BY id DESC LIMIT 1",
-            (key.session_id, key.name, *OPEN),
-        ).fetchone()
-        return None if found is None else (found[0], found[1])
 
     def _insert_arrival(
         self,
@@ -133,17 +129,7 @@ class HistoryWriter(HistoryReader):
         at: float,
         raw: bytes | None = None,
     ) -> tuple[int, float]:
-        values: dict[str, object] = {
-            "served_session": key.session_id,
-            "request_name": key.name,
-            "arrived_at": at,
-            "outcome": "pending",
-            "raw": raw if raw is not None else (parsed.raw if parsed else None),
-        }
-        if parsed is not None:
-            values.update(facts_columns(parsed))
-        row_id = self._insert(conn, values)
-        return row_id, at
+        return self._insert(conn, arrival_values(key, parsed, at, raw)), at
 
     def _insert(self, conn: sqlite3.Connection, values: dict[str, object]) -> int:
         names = ", ".join(values)
@@ -204,8 +190,16 @@ class HistoryWriter(HistoryReader):
             yield
 
     @contextlib.contextmanager
-    def _tx(self, durable: bool = False) -> Iterator[sqlite3.Connection]:
-        """A write transaction; queued arrivals are written first, in it (every row it looks for exists)."""
+    def _tx(
+        self, durable: bool = False, claim: Collection[AskKey] | None = None, arrivals: bool = True
+    ) -> Iterator[sqlite3.Connection]:
+        """A write transaction; queued arrivals are written first, in it (every row it looks for exists).
+
+        With `claim`, only the queued arrivals of those keys are taken, and not written: they are
+        left in `self._claimed` for the caller, which writes each with what it records (a burst's
+        verdict joins its arrival in one row instead of an insert and an update); the rest stay
+        queued for their own verdicts. Without `arrivals` the queue is left as it is (the caller
+        touches only rows that were never queued: recorded verdicts)."""
         with self._lock:
             conn = self._conn
             if durable:
@@ -213,10 +207,20 @@ class HistoryWriter(HistoryReader):
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 with self._queue_lock:
-                    pending, self._arrivals = self._arrivals, []
+                    if claim is not None:
+                        pending = [e for e in self._arrivals if e.key in claim]
+                        self._arrivals = [e for e in self._arrivals if e.key not in claim]
+                    elif arrivals:
+                        pending, self._arrivals = self._arrivals, []
+                    else:
+                        pending = []
+                self._claimed = {}
+                for event in pending if claim else ():
+                    self._claimed.setdefault(event.key, event)  # a repeat would only reopen that row
                 try:
-                    self._write_arrivals(conn, pending)
+                    self._write_arrivals(conn, [e for e in pending if e.key not in self._claimed])
                     yield conn
+                    self._write_arrivals(conn, list(self._claimed.values()))  # any the caller left
                 except BaseException:
                     conn.execute("ROLLBACK")
                     with self._queue_lock:
@@ -224,6 +228,7 @@ class HistoryWriter(HistoryReader):
                     raise
                 conn.execute("COMMIT")
             finally:
+                self._claimed = {}
                 if durable:
                     conn.execute("PRAGMA synchronous=NORMAL")
         self._maybe_prune()

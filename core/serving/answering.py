@@ -10,8 +10,9 @@ batch commits loses no report. `removed()` frees a name once the publisher remov
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 
 from core.asks import Answered, AskKey, Decision
 from core.clock import Clock
@@ -41,8 +42,10 @@ class Answering:
         writer: DiskWriter,
         retry_delays: Sequence[float],
         fault: FaultHook,
+        spawn: Callable[[Coroutine[object, object, None], bool], object],
     ) -> None:
         self.sessions, self.set_aside, self.emit, self.clock = sessions, set_aside, emit, clock
+        self.spawn = spawn
         self.publisher = Publisher(
             ledger, writer, clock, retry_delays, fault, on_published=self.reported, on_removed=self.removed
         )
@@ -52,23 +55,47 @@ class Answering:
         the request (the reference's order)."""
         if record.stage not in AWAITING:
             return Answered(False, _gone(record))
-        assert record.parsed is not None
-        served.records.move(record, "decided")
-        response = decision.response
-        body = encode_response(response)
-        verdict = VerdictRecord(record.key, record.parsed, response, body, decision.outcome)
-        published = await self.publisher.publish(served.inbox, verdict)
+        parsed = record.parsed
+        assert parsed is not None
+        published = await asyncio.shield(self._enqueue(served, record, decision))
         if published.write_failed is not None:
             # Still waiting only if its record went back to the person (not if the child withdrew meanwhile).
             waits = record.stage == "shown"
             return Answered(False, f"writing the response failed: {published.write_failed}", gone=not waits)
         if not published.written:
             when = "before this node's verdict could be written"
-            await self.set_aside.forged(served, record, record.parsed, when)
+            await self.set_aside.forged(served, record, parsed, when)
             return Answered(False, "a response this node did not write was already there")
         if published.history_failed is not None:
             return Answered(False, f"{published.history_failed}; the child was denied for safety")
         return Answered(True)
+
+    def answer_soon(self, served: ServedSession, record: AskRecord, decision: Decision) -> None:
+        """`answer` for a decision no one waits on (a rule's, the fail-safe's), without a task: what
+        became of it is reported as for any answer (`reported`); a response found already there is
+        set aside as forged, the one outcome that needs a task."""
+        if record.stage not in AWAITING:
+            return
+        self._enqueue(served, record, decision).add_done_callback(
+            lambda done: self._forged_soon(served, record, done)
+        )
+
+    def _enqueue(
+        self, served: ServedSession, record: AskRecord, decision: Decision
+    ) -> asyncio.Future[Published]:
+        assert record.parsed is not None
+        served.records.move(record, "decided")
+        response = decision.response
+        body = encode_response(response)
+        verdict = VerdictRecord(record.key, record.parsed, response, body, decision.outcome)
+        return self.publisher.enqueue(served.inbox, verdict)
+
+    def _forged_soon(self, served: ServedSession, record: AskRecord, done: asyncio.Future[Published]) -> None:
+        if done.cancelled() or done.result().write_failed is not None or done.result().written:
+            return
+        assert record.parsed is not None
+        when = "before this node's verdict could be written"
+        self.spawn(self.set_aside.forged(served, record, record.parsed, when), True)
 
     def reported(self, key: AskKey, published: Published) -> None:
         """What became of one answer of a batch: its record moves on, observers are told."""

@@ -90,7 +90,7 @@ class ServingCore:
             self.quarantine, self.roster, self._emit, clock, retry_delays, keeps_history=ledger is not None
         )
         self.answering = Answering(
-            self.sessions, set_aside, self._emit, clock, ledger, writer, retry_delays, fault
+            self.sessions, set_aside, self._emit, clock, ledger, writer, retry_delays, fault, self._spawn
         )
         self.publisher = self.answering.publisher
         self.reconcile = Reconcile(ledger, retry_delays, set_aside, terminal)

@@ -81,9 +81,8 @@ class Drain:
         """
         for name, read in intake.reads:
             if name not in served.records:
-                record = served.records.take(name)
-                self.shared.spawn(self.pipeline.serve(served, record, read, intake), True)
-        await asyncio.sleep(0)  # each runs up to its answer, or into its terminal
+                self.pipeline.start(served, served.records.take(name), read, intake)
+        await asyncio.sleep(0)  # the files served in a task run up to their answer, or into their terminal
         await self.publisher.room()
 
     def _vanished(self, served: ServedSession, name: str) -> None:

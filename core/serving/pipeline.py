@@ -67,6 +67,50 @@ class Pipeline:
         self.shared, self.judge, self.chain, self.timeout_ms = shared, judge, chain, timeout_ms
         self.set_aside, self.answering = set_aside, answering
 
+    def start(self, served: ServedSession, record: AskRecord, read: Read, intake: Intake) -> None:
+        """Serve one file of an intake: the common case at once, without a task of its own (a burst
+        of 10,000 would pay 10,000 tasks); any other in a task that runs the whole path."""
+        try:
+            if self._serve_now(served, record, read, intake):
+                return
+        except Exception as exc:
+            self.shared.spawn(self._failed(served, record, exc), True)
+            return
+        self.shared.spawn(self.serve(served, record, read, intake), True)
+
+    def _serve_now(self, served: ServedSession, record: AskRecord, read: Read, intake: Intake) -> bool:
+        """The path of a usable request with nothing to restore, decided at once (by a rule, or a
+        terminal that decides on the spot and waits for no reply) and handed to the publisher.
+        False, having changed nothing: the file needs `serve` (set aside, restored, or it waits)."""
+        parsed = read.parsed
+        if not record.live or read.gone or parsed is None:
+            return False
+        request_id = parsed.request.id
+        if f"{request_id}.json" in intake.responses or request_id in intake.recorded:
+            return False
+        if rejection(record.key.name, read, served.inbox.session_id) is not None:
+            return False
+        now = self.shared.clock.wall()
+        served.records.arrive(record, parsed, now)
+        self.shared.emit(ServeEvent("arrived", record.key, now, parsed=parsed, raw=read.raw))
+        judgment, decision = judge_ask(self.judge, parsed, served.inbox.session_id, self.shared.clock)
+        if decision is not None:
+            self.answering.answer_soon(served, record, decision)
+            return True
+        served.records.move(record, "judged")
+        ask = Ask(record.key, parsed, judgment, now, self.timeout_ms(), served.inbox.session_id)
+        if self.chain is not None:
+            self.shared.spawn(self._guarded(served, record, self._escalate(served, record, ask)), False)
+            return True
+        served.records.move(record, "shown")
+        pending = self.shared.terminal.decide(ask)
+        taken = pending.result() if pending.done() and not pending.cancelled() else None
+        if isinstance(taken, Decision) and taken.reply is None and taken.outcome != "user":
+            self.answering.answer_soon(served, record, taken)
+        else:
+            self._when_decided(served, record, ask, pending)  # taken in a task, done or not
+        return True
+
     async def serve(self, served: ServedSession, record: AskRecord, read: Read, intake: Intake) -> None:
         await self._guarded(served, record, self._serve(served, record, read, intake))
 
@@ -160,16 +204,21 @@ class Pipeline:
         """Run a step of the path; whatever goes wrong, the file is quarantined with the reason."""
         try:
             await step
-        except UnsafeFolder as exc:
-            # The session tree is refused, not this file: reported, served once it is sound.
+        except Exception as exc:
+            await self._failed(served, record, exc)
+
+    async def _failed(self, served: ServedSession, record: AskRecord, exc: Exception) -> None:
+        """A step of the path raised: the file is quarantined with the reason (a refused session
+        tree is reported instead, and the file served once the tree is sound)."""
+        if isinstance(exc, UnsafeFolder):
             self._leave_terminal(record)
             served.records.release(record)
             self.shared.roster.report_unsafe(served, "inbox", exc, "this session's requests are not served")
-        except Exception as exc:
-            log.error("%s: serving failed", label(record.key, None), exc_info=True)
-            self._leave_terminal(record)
-            reason = f"serving this file failed ({type(exc).__name__}: {exc})"
-            await self.set_aside.reject(served, record, reason, None)
+            return
+        log.error("%s: serving failed", label(record.key, None), exc_info=exc)
+        self._leave_terminal(record)
+        reason = f"serving this file failed ({type(exc).__name__}: {exc})"
+        await self.set_aside.reject(served, record, reason, None)
 
     def _leave_terminal(self, record: AskRecord) -> None:
         if record.stage == "shown":

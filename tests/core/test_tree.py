@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from core.files import publish_once, replace_file
+from core.files import DiskWriter, publish_once, replace_file
 from core.tree import Anchor, UnsafeFolder, open_dir
 
 
@@ -118,3 +118,25 @@ def test_a_link_appearing_on_the_resolved_path_later_is_refused(tmp_path: Path) 
     with pytest.raises(UnsafeFolder, match="is a symbolic link"):
         anchor.open(("sessions",), create=True)
     assert os.listdir(tmp_path / "b" / "root") == []
+
+
+class NoRenameat2(DiskWriter):
+    """A filesystem that refuses `renameat2(RENAME_NOREPLACE)`: `place` falls back to `link()`."""
+
+    def rename_noreplace(self, dir_fd: int, source: str, target: str) -> bool | None:
+        return None
+
+
+@pytest.mark.parametrize("writer", [DiskWriter(), NoRenameat2()], ids=["renameat2", "link"])
+def test_place_never_replaces_and_leaves_no_temp_once_placed(tmp_path: Path, writer: DiskWriter) -> None:
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        writer.write_new(fd, "a.tmp", b"first")
+        assert writer.place(fd, "a.tmp", "a.json") is True
+        assert sorted(os.listdir(tmp_path)) == ["a.json"]
+        writer.write_new(fd, "b.tmp", b"second")
+        assert writer.place(fd, "b.tmp", "a.json") is False
+        assert (tmp_path / "a.json").read_bytes() == b"first"
+        assert sorted(os.listdir(tmp_path)) == ["a.json", "b.tmp"]  # the caller drops what was refused
+    finally:
+        os.close(fd)

@@ -47,8 +47,10 @@ async def test_a_headless_node_judges_by_rule_denies_the_rest_and_records_both(t
 
 async def test_an_attended_node_hands_the_rest_to_a_person_who_records_grants_here(tmp_path: Path) -> None:
     clock = ManualClock()
-    node, person = build_attended_node(options(tmp_path, clock), None)
+    node = build_attended_node(options(tmp_path, clock), None)
+    person = node.person
     assert node.core.terminal is person and person.grants is node.authority and person.clock is clock
+    assert node.core.judge is node.authority and node.history is None
     node.core.add_session(S)
     serving = asyncio.create_task(node.core.run())
     try:

@@ -13,9 +13,9 @@ import pytest
 from core.asks import AskKey
 from core.human import HumanAuthorizer
 from core.serving import ServingCore
+from core.wiring import take_session
 from tests.helpers import wait_for, write_request
 from tests.history.support import Node, S, intent
-from tui.commands.node import take_sessions
 from tui.commands.options import add_serving_options
 
 
@@ -60,7 +60,7 @@ async def test_an_ask_withdrawn_while_no_one_served_is_closed_at_start(node: Nod
     assert {r.outcome for r in node.history.query()} == {"pending"}
 
     core = ServingCore(node.root, node.state, HumanAuthorizer(), ledger=node.history)
-    assert take_sessions(core, [S]) == [S]
+    assert take_session(core, node.history, S).inbox.session_id == S
     try:
         outcomes = {r.request_id: (r.outcome, r.ended_at is not None) for r in node.history.query()}
         assert outcomes == {"gone": ("withdrawn", True), "stays": ("pending", False)}

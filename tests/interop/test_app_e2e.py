@@ -11,6 +11,7 @@ import pytest
 
 from core.human import HumanAuthorizer
 from core.serving import ServingCore
+from core.wiring import AttendedNode
 from tests.interop.harness import NodeDriver, child_ask_args, child_env
 from tests.interop.ids import CHILD_SESSION, UUID_SESSION
 from tests.tui.support import FakeKeyClock, wait_for, wait_painted
@@ -36,7 +37,8 @@ async def test_real_child_is_approved_with_a_double_press(
     core = ServingCore(forwarding_root, state_dir, terminal=human)
     core.add_session(UUID_SESSION)
     keys = FakeKeyClock()
-    app = AuthorizerApp(core, human, UiSettings(), key_clock=keys)  # double press on, 500 ms grace
+    # double press on, 500 ms grace
+    app = AuthorizerApp(AttendedNode(core, human), UiSettings(), key_clock=keys)
     with node_driver.start(
         "child_ask.ts",
         child_ask_args(forwarding_root, CHILD_SESSION, "Explore", ASK),

@@ -23,6 +23,7 @@ from core.rules.matcher import compile_wildcard
 from core.serving import ServingCore
 from core.wire.decisions import SessionApprovalDecision
 from core.wire.request import ParsedRequest, SessionGrant
+from core.wiring import AttendedNode
 from tui.app import AuthorizerApp
 from tui.settings import UiSettings
 
@@ -200,7 +201,8 @@ def make_rig(
     for sid in sessions:
         core.add_session(sid)
     keys = keys or FakeKeyClock()
-    app = AuthorizerApp(core, human, settings or UiSettings(input_grace_ms=0), clock=clock, key_clock=keys)
+    app = AuthorizerApp(AttendedNode(core, human), settings or UiSettings(input_grace_ms=0), clock=clock,
+                        key_clock=keys)
     rig = Rig(root, state, core, human, app, book, keys)
     human.subscribe(lambda event: rig.decided.append(event) if isinstance(event, AskDecided) else None)
     return rig

@@ -10,7 +10,7 @@ import pytest
 
 from core.judging import RecordedAuthority
 from tui.commands import app as app_command
-from tui.commands.node import person_core
+from tui.commands.node import attended_node
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -38,8 +38,10 @@ def test_ui_settings_come_from_the_pi_config(tmp_path: Path) -> None:
     args = parse("--agent-dir", str(agent), "--project", str(tmp_path / "project"),
                  "--forwarding-root", str(tmp_path / "root"), "--state-dir", str(tmp_path / "state"),
                  "--grace-ms", "250")
-    core, human, authority = person_core(args)
+    node = attended_node(args)
+    core, human, authority = node.core, node.person, node.authority
     assert isinstance(authority, RecordedAuthority) and human.grants is authority and core.terminal is human
+    assert core.judge is authority and node.history is not None
     settings = app_command.ui_settings(args, authority)
     assert settings.double_press is False
     assert settings.prompt_notifications == ("osc9",)

@@ -7,6 +7,7 @@ from pathlib import Path
 from core.history import HistoryStore
 from core.human import HumanAuthorizer
 from core.serving import ServingCore
+from core.wiring import AttendedNode
 from tests.tui.support import (
     SERVED,
     request_body,
@@ -27,7 +28,8 @@ async def test_h_opens_the_review_and_decisions_are_recorded_with_shown_time(tmp
     core = ServingCore(root, state, terminal=human, ledger=store)
     core.subscribe(store.observe)
     core.add_session(SERVED)
-    app = AuthorizerApp(core, human, UiSettings(input_grace_ms=0, double_press=False))
+    app = AuthorizerApp(AttendedNode(core, human, history=store),
+                        UiSettings(input_grace_ms=0, double_press=False))
     async with app.run_test(size=(140, 45)) as pilot:
         write_request(root, request_body("seen-1"))
         await wait_for(pilot, lambda: len(human.pending()) == 1)

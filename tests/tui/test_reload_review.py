@@ -11,6 +11,7 @@ from core.human import HumanAuthorizer
 from core.judging import RecordedAuthority
 from core.rules import IntentFacts, PolicyStore, resolve_with_policy
 from core.serving import ServingCore
+from core.wiring import AttendedNode
 from tests.tui.support import SERVED, rendered_text, settle, wait_for
 from tui.app import AuthorizerApp
 from tui.screens.reload import ReloadReviewScreen
@@ -38,7 +39,7 @@ async def test_widening_reload_is_reviewed_declined_then_accepted(tmp_path: Path
     core = ServingCore(tmp_path / "root", tmp_path / "state", terminal=human, judge=authority)
     core.add_background(authority.watch_config)
     core.add_session(SERVED)
-    app = AuthorizerApp(core, human, UiSettings(input_grace_ms=0))
+    app = AuthorizerApp(AttendedNode(core, human, authority), UiSettings(input_grace_ms=0))
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         _write(config, {"bash": {"*": "allow"}}, 1)

@@ -19,6 +19,7 @@ from textual.widgets import Static
 from core.history import HistoryStore
 from core.human import AskDecided, HumanAuthorizer
 from core.serving import ServingCore
+from core.wiring import AttendedNode
 from tests.tui.support import (
     SERVED,
     Rig,
@@ -327,7 +328,7 @@ async def test_help_on_the_history_view_lists_its_keys(tmp_path: Path) -> None:
     human = HumanAuthorizer()
     core = ServingCore(root, state, terminal=human, ledger=store)
     core.add_session(SERVED)
-    app = AuthorizerApp(core, human, UiSettings(input_grace_ms=0))
+    app = AuthorizerApp(AttendedNode(core, human, history=store), UiSettings(input_grace_ms=0))
     async with app.run_test(size=(130, 60)) as pilot:
         await pilot.press("h")
         await wait_for(pilot, lambda: isinstance(app.screen, ReviewScreen))

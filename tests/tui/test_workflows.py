@@ -14,6 +14,7 @@ from core.human import HumanAuthorizer
 from core.judging import RecordedAuthority
 from core.rules import PolicyStore
 from core.serving import ServingCore
+from core.wiring import AttendedNode
 from tests.tui.support import (
     SERVED,
     rendered_text,
@@ -52,7 +53,8 @@ class Node:
         self.human = HumanAuthorizer(grants=self.authority)
         self.core = ServingCore(self.root, tmp / "state", self.human, judge=self.authority)
         self.core.add_session(SERVED)
-        self.app = AuthorizerApp(self.core, self.human, UiSettings(input_grace_ms=0, double_press=False))
+        self.attended = AttendedNode(self.core, self.human, self.authority)
+        self.app = AuthorizerApp(self.attended, UiSettings(input_grace_ms=0, double_press=False))
 
 
 async def test_grants_screen_lists_counts_and_revokes_for_the_next_ask(tmp_path: Path) -> None:
@@ -219,7 +221,7 @@ async def test_an_ask_without_content_shows_no_change_panel(tmp_path: Path) -> N
 
 async def test_a_y_pressed_right_after_r_writes_no_rule(tmp_path: Path) -> None:
     node = Node(tmp_path)
-    app = AuthorizerApp(node.core, node.human, UiSettings(input_grace_ms=60_000, double_press=False))
+    app = AuthorizerApp(node.attended, UiSettings(input_grace_ms=60_000, double_press=False))
     async with app.run_test(size=(160, 50)) as pilot:
         write_request(node.root, request_body("lint", value="npm run lint", suggestion=False))
         await wait_rows(pilot, app, 1)
@@ -240,7 +242,8 @@ async def test_time_to_decide_in_the_app_counts_from_when_the_ask_was_shown(tmp_
     core = ServingCore(node.root, state, node.human, judge=node.authority, ledger=history)
     core.subscribe(history.observe)
     core.add_session(SERVED)
-    app = AuthorizerApp(core, node.human, UiSettings(input_grace_ms=0, double_press=False))
+    app = AuthorizerApp(AttendedNode(core, node.human, node.authority, history),
+                        UiSettings(input_grace_ms=0, double_press=False))
     async with app.run_test(size=(160, 50)) as pilot:
         write_request(node.root, request_body("timed", value="make", suggestion=False))
         await wait_rows(pilot, app, 1)

@@ -19,7 +19,7 @@ from core.judging import RecordedAuthority
 from core.paths import env_line
 from core.tree import FILE_MODE, Anchor
 from tui.commands.arguments import non_negative_int
-from tui.commands.node import configure_logging, person_core, take_sessions
+from tui.commands.node import attended_node, configure_logging, take_sessions
 from tui.commands.options import (
     add_rules_options,
     add_serving_options,
@@ -62,16 +62,18 @@ def with_defaults(args: argparse.Namespace) -> argparse.Namespace:
     return filled
 
 
-def ui_settings(args: argparse.Namespace, authority: RecordedAuthority) -> UiSettings:
-    """The pi config's knobs (config files only, never agent files), then command-line overrides."""
+def ui_settings(args: argparse.Namespace, authority: RecordedAuthority | None) -> UiSettings:
+    """The pi config's knobs (config files only, never agent files; none without an authority), then
+    command-line overrides."""
     base = UiSettings()
     try:
-        knobs = authority.store.policy("").settings
-        base = UiSettings(
-            double_press=knobs.double_press_to_confirm,
-            prompt_notifications=tuple(knobs.prompt_notifications),
-            dialog_keys=dict(knobs.permission_dialog_keys),
-        )
+        if authority is not None:
+            knobs = authority.store.policy("").settings
+            base = UiSettings(
+                double_press=knobs.double_press_to_confirm,
+                prompt_notifications=tuple(knobs.prompt_notifications),
+                dialog_keys=dict(knobs.permission_dialog_keys),
+            )
     except Exception as exc:  # an unreadable config must not keep the person from the asks
         log.error("pi config knobs not read (%s); using the defaults", exc)
     return UiSettings(
@@ -101,18 +103,18 @@ def run(args: argparse.Namespace) -> int:
         return 2
     check_serving_dirs(args)
     log_file = log_to_file(state_dir(args), getattr(args, "verbose", False))
-    core, human, authority = person_core(args)
-    settings = ui_settings(args, authority)
-    taken = take_sessions(core, session_ids(args))
+    node = attended_node(args)
+    settings = ui_settings(args, node.authority)
+    taken = take_sessions(node, session_ids(args))
     if not taken:
         print("pi-authorizer: no session left to serve", file=sys.stderr)
         return 3
-    app = AuthorizerApp(core, human, settings)
+    app = AuthorizerApp(node, settings)
     try:
         code = app.run()
     finally:
         # Belt and braces: `stop_serving` already did this on a normal quit.
-        core.served.release()
+        node.core.served.release()
     configure_logging(getattr(args, "verbose", False))
     if not args.sessions:
         print(f"pi-authorizer: served {taken[0]}; agents forward here with:\n  {env_line(taken[0])}",

@@ -66,7 +66,7 @@ def demo_args(base: Path, pause: float) -> argparse.Namespace:
 
 def run(args: argparse.Namespace) -> int:
     from tui.app import AuthorizerApp
-    from tui.commands.node import person_core, take_sessions
+    from tui.commands.node import attended_node, take_sessions
 
     if not sys.stdin.isatty() or not sys.stdout.isatty():
         print("pi-authorizer demo: the app needs a terminal.", file=sys.stderr)
@@ -75,8 +75,8 @@ def run(args: argparse.Namespace) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="pi-authorizer-demo-"))
     try:
         options = demo_args(tmp, args.pause)
-        core, human, authority = person_core(options)
-        if not take_sessions(core, options.sessions):
+        node = attended_node(options)
+        if not take_sessions(node, options.sessions):
             return 3
 
         class DemoApp(AuthorizerApp):
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
                     options.forwarding_root, DEMO_SESSION, report, asyncio.Event(), pause_s=options.pause
                 )
 
-        app = DemoApp(core, human, ui_settings(options, authority))
+        app = DemoApp(node, ui_settings(options, node.authority))
         app.forced_exit_cleanups.append(lambda: remove_tree(tmp))
         app.run()
         print("What the simulated children received:")

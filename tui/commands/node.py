@@ -19,13 +19,12 @@ from core.asks import TerminalSlot
 from core.authorizers import parse_link_spec
 from core.clock import SYSTEM_CLOCK, Clock
 from core.history import HistoryStore, HistoryTooNew
-from core.human import HumanAuthorizer
-from core.judging import RecordedAuthority
 from core.liveness import SessionHeld
 from core.paths import agent_dir
 from core.serving import ServingCore
 from core.tree import UnsafeFolder
-from core.wiring import NodeOptions, build_attended_node, build_node
+from core.wiring import AttendedNode, Node, NodeOptions, build_attended_node, build_node
+from tui.commands.log_sink import TurnBufferedHandler
 from tui.commands.options import forwarding_root, retention, state_dir
 
 
@@ -46,20 +45,14 @@ def node_options(args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK) -> NodeO
     )
 
 
-def build_core(
-    args: argparse.Namespace, terminal: TerminalSlot, clock: Clock = SYSTEM_CLOCK
-) -> tuple[ServingCore, RecordedAuthority]:
+def headless_node(args: argparse.Namespace, terminal: TerminalSlot, clock: Clock = SYSTEM_CLOCK) -> Node:
     """A headless node for these options (`core.wiring.build_node`)."""
-    node = build_node(node_options(args, clock), open_history(args, clock), terminal)
-    return node.core, node.authority
+    return build_node(node_options(args, clock), open_history(args, clock), terminal)
 
 
-def person_core(
-    args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK
-) -> tuple[ServingCore, HumanAuthorizer, RecordedAuthority]:
+def attended_node(args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK) -> AttendedNode:
     """A node a person attends (`core.wiring.build_attended_node`)."""
-    node, person = build_attended_node(node_options(args, clock), open_history(args, clock))
-    return node.core, person, node.authority
+    return build_attended_node(node_options(args, clock), open_history(args, clock))
 
 
 def open_history(args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK) -> HistoryStore | None:
@@ -72,22 +65,18 @@ def open_history(args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK) -> Histo
         raise SystemExit(f"pi-authorizer: the history cannot be opened ({exc}); use --no-history") from exc
 
 
-def take_sessions(core: ServingCore, ids: list[str]) -> list[str]:
-    """Serve what can be served; say who serves the rest. Returns the ids taken."""
+def take_sessions(node: Node | AttendedNode, ids: list[str]) -> list[str]:
+    """Serve what can be served (`take_session`: the history reconciled); say who serves the rest.
+    Returns the ids taken."""
     taken: list[str] = []
     for sid in ids:
         try:
-            served = core.add_session(sid)
+            node.take_session(sid)
             taken.append(sid)
         except SessionHeld as exc:
             print(f"pi-authorizer: not serving {sid!r}: {exc.holder} serves it", file=sys.stderr)
-            continue
         except UnsafeFolder as exc:
             print(f"pi-authorizer: not serving {sid!r}: {exc}", file=sys.stderr)
-            continue
-        if isinstance(core.ledger, HistoryStore):
-            # Asks whose children gave up while nobody served: closed now, not `pending` forever.
-            core.ledger.reconcile_open(sid, set(served.inbox.list_request_names()))
     return taken
 
 
@@ -99,7 +88,9 @@ def install_stop_signals(core: ServingCore) -> None:
 
 def configure_logging(verbose: bool = False, stream: TextIO | None = None) -> None:
     """The `pi_authorizer` log lines go to `stream`: stderr unless the app draws there."""
-    handler = logging.StreamHandler(stream or sys.stderr)
+    handler = TurnBufferedHandler(stream or sys.stderr)
+    # The format uses none of these: a record need not look them up (about 2 µs a line).
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%Y-%m-%dT%H:%M:%S"))
     root = logging.getLogger("pi_authorizer")
     root.handlers[:] = [handler]

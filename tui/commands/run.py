@@ -9,8 +9,8 @@ import sys
 
 from core.paths import forwarding_env
 from tui.commands.node import (
-    build_core,
     configure_logging,
+    headless_node,
     install_stop_signals,
     take_sessions,
 )
@@ -60,10 +60,11 @@ def child_environment(session_id: str, root_given: bool, root: str) -> dict[str,
 
 
 async def _run(args: argparse.Namespace, command: list[str]) -> int:
-    core, _ = build_core(args, terminal_for(args.on_ask))
+    node = headless_node(args, terminal_for(args.on_ask))
+    core = node.core
     ids = session_ids(args)[:1]
     install_stop_signals(core)  # before the heartbeat exists, so a stop is never lost
-    if not take_sessions(core, ids):
+    if not take_sessions(node, ids):
         return 3
     server = asyncio.create_task(core.run())
     env = child_environment(ids[0], args.forwarding_root is not None, str(forwarding_root(args)))

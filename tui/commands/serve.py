@@ -8,7 +8,7 @@ import sys
 
 from core.asks import DenyingTerminal, LeavingTerminal, TerminalSlot
 from core.paths import env_line
-from tui.commands.node import build_core, configure_logging, install_stop_signals, take_sessions
+from tui.commands.node import configure_logging, headless_node, install_stop_signals, take_sessions
 from tui.commands.options import add_rules_options, add_serving_options, check_serving_dirs, session_ids
 
 
@@ -41,10 +41,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _serve(args: argparse.Namespace) -> int:
-    core, _ = build_core(args, terminal_for(args.on_ask))
+    node = headless_node(args, terminal_for(args.on_ask))
+    core = node.core
     ids = session_ids(args)
     install_stop_signals(core)  # before the heartbeat exists, so a stop is never lost
-    taken = take_sessions(core, ids)
+    taken = take_sessions(node, ids)
     if not taken:
         print("pi-authorizer: no session left to serve", file=sys.stderr)
         return 3

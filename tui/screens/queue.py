@@ -25,7 +25,7 @@ from tui.render.facts import (
 from tui.render.styles import DIM, WARN
 from tui.screens.batch_preview import BatchPreviewScreen
 from tui.screens.queue_decide import DecidingQueue
-from tui.screens.queue_view import STATUS_TTL_S
+from tui.screens.queue_status import STATUS_TTL_S
 
 if TYPE_CHECKING:
     pass

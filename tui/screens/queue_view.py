@@ -1,71 +1,39 @@
-"""The queue screen's state: the table and the selected ask in sync with the pending asks, the
-status line, the paint of the selected ask, and the legend.
+"""The queue screen's state: the table and the selected ask in sync with the pending asks, and the
+paint of the selected ask (the key safety reads both).
 
-Size: over 250 lines on purpose: selection, paint and status change together (the key safety reads
-them), so they stay in one class; navigation, decisions and batches are the subclasses in
-`queue_nav.py`, `queue_decide.py` and `queue.py`.
+Its base, `queue_status.py`, holds the status line and the legend; navigation, decisions and batches
+are the subclasses in `queue_nav.py`, `queue_decide.py` and `queue.py`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.content import Content
-from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, Static
 
 from core.asks import Ask, AskKey
 from core.clock import SYSTEM_CLOCK, Clock
-from core.human import (
-    AskAdded,
-    AskDecided,
-    AskWithdrawn,
-    HumanAuthorizer,
-    HumanEvent,
-)
-from core.keysafety import Armed, KeySafety
-from tui.render.facts import (
-    ask_has_hidden,
-    ask_label,
-)
-from tui.render.styles import DIM, WARN
+from core.human import AskAdded, AskDecided, AskWithdrawn, HumanAuthorizer, HumanEvent
+from core.keysafety import KeySafety
+from tui.render.facts import ask_has_hidden
 from tui.sanitize import safe_plain
-from tui.screens.queue_legend import legend_content
+from tui.screens.queue_status import QueueStatus
 from tui.settings import UiSettings
 from tui.widgets.ask_detail import AskDetail
 from tui.widgets.ask_filter import AskFilter
 from tui.widgets.asks_table import AsksTable
-
-if TYPE_CHECKING:
-    from textual.timer import Timer
 
 DECISIONS = frozenset(
     {"approve", "approve_session", "approve_session_both", "approve_serving", "deny", "deny_reason"}
 )
 BATCH = frozenset({"batch"})
 GUARDED = DECISIONS | BATCH
-STATUS_TTL_S = 15.0
 FILTER_HINT = "filter: agent:NAME session:ID surface:S  free text  (enter keeps it, esc clears it)"
-COMPACT_WIDTH = 100
-COMPACT_HEIGHT = 30
-KIND_WORDS = {
-    "approved": "Approved once",
-    "approved_for_session": "Approved for the subagent's session",
-    "approved_for_serving_session": "Approved and recorded a whole-session grant",
-    "approved_by_serving_grant": "Approved by the whole-session grant",
-    "denied": "Denied",
-    "denied_with_reason": "Denied with reason",
-}
-
-# Below this many columns the footer drops its padding, so every key fits at 80x24.
-COMPACT_FOOTER_BELOW = 110
 
 
-
-class QueueView(Screen[None]):
+class QueueView(QueueStatus):
     """Pending asks in `createdAt` order, the selected one in full, the status line and the legend."""
 
     AUTO_FOCUS = ""  # the keys belong to the queue; the filter field takes focus only on `/`
@@ -81,7 +49,7 @@ class QueueView(Screen[None]):
     ) -> None:
         """`clock` is wall time (ages); `safety` and `key_time` (the current key's read time) share
         the monotonic clock; `ticks` times the status line's notes."""
-        super().__init__(id="queue")
+        super().__init__("queue")
         self.human = human
         self.settings = settings
         self.clock = clock
@@ -89,7 +57,6 @@ class QueueView(Screen[None]):
         self.key_time = key_time
         self.ticks = ticks
         self.selected: AskKey | None = None
-        self._ready_timer: Timer | None = None
         self.marked: dict[AskKey, None] = {}  # ordered set
         self.ask_filter = AskFilter()
         self._busy = False
@@ -97,11 +64,6 @@ class QueueView(Screen[None]):
         self.on_shown: Callable[[AskKey], None] | None = None
         self.sessions_served: Callable[[], int] = lambda: 1
         self._refresh_pending = False
-        self._status_about: AskKey | None = None
-        self._status_until: float | None = None
-        self._legend_shown: Content | None = None
-        self._key_labels: tuple[object, dict[str, str]] | None = None
-        self._status_shown = False
         self._bindings_for: tuple[bool, bool] | None = None
 
     # -- layout -----------------------------------------------------------------------------------
@@ -128,11 +90,6 @@ class QueueView(Screen[None]):
     def filter_input(self) -> Input:
         return self.query_one("#queue-filter", Input)
 
-    @property
-    def compact(self) -> bool:
-        """A small terminal (80×24 is first class): no toasts over the ask, short legend words."""
-        return self.size.width < COMPACT_WIDTH or self.size.height < COMPACT_HEIGHT
-
     def on_mount(self) -> None:
         self._composed = True
         self._show_filter(False)
@@ -140,10 +97,6 @@ class QueueView(Screen[None]):
         self.set_interval(1.0, self._tick)
         self.refresh_queue()
         self._render_legend()
-
-    def on_resize(self) -> None:
-        self._render_legend()
-        self.query_one(Footer).compact = self.size.width < COMPACT_FOOTER_BELOW
 
     def on_screen_resume(self) -> None:
         # Coming back from another screen or a modal: what is visible is new to the eye (and a
@@ -172,28 +125,11 @@ class QueueView(Screen[None]):
         """The filter field has focus: every key types into it and none decides."""
         return self._composed and self.focused is self.filter_input
 
-    @property
-    def armed(self) -> Armed | None:
-        """The armed first press, if any."""
-        return self.safety.armed
-
     def handle_event(self, event: HumanEvent) -> None:
         """Every `HumanAuthorizer` event, in order, from the app's message loop (`HumanChanged`)."""
-        if isinstance(event, AskWithdrawn):
+        if isinstance(event, AskWithdrawn | AskDecided):
             self.marked.pop(event.ask.key, None)
-            self.set_status(Content.assemble(
-                ("⚠ Withdrawn by the child (it stopped waiting): ", WARN),
-                (ask_label(event.ask), ""),
-                (" — not answered, and not a denial.", DIM),
-            ), ttl=STATUS_TTL_S)
-        elif isinstance(event, AskDecided):
-            self.marked.pop(event.ask.key, None)
-            line = Content.assemble((KIND_WORDS.get(event.kind, event.kind) + ": ", "bold"),
-                                    (ask_label(event.ask), ""))
-            if event.response.denial_reason:
-                line = Content.assemble(line, (" — reason: ", DIM),
-                                        (safe_plain(event.response.denial_reason, 80), ""))
-            self.set_status(line, ttl=STATUS_TTL_S)
+            self.note_event(event)
         if isinstance(event, AskAdded):
             # Arrivals come in bursts: sync the table once per burst, not once per ask.
             if not self._refresh_pending:
@@ -282,17 +218,6 @@ class QueueView(Screen[None]):
         self.safety.painted(token)
         self._legend_when_ready()
 
-    def _legend_when_ready(self) -> None:
-        """Re-render the legend when the keys start to count (cosmetic: the safety decides)."""
-        if self._ready_timer is not None:
-            self._ready_timer.stop()
-            self._ready_timer = None
-        ready = self.safety.ready_at()
-        if ready is not None and not self.safety.accepting():
-            self._ready_timer = self.set_timer(max(0.0, ready - self.safety.clock()) + 0.01,
-                                               self._render_legend)
-        self._render_legend()
-
     def _tick(self) -> None:
         now = self.clock()
         asks = self.visible_asks()
@@ -305,12 +230,7 @@ class QueueView(Screen[None]):
         ask = self.current_ask()
         if ask is not None and ask.key in keys:
             self.detail.update_header(ask, now, keys.index(ask.key) + 1, len(keys))
-        if self.safety.expire():
-            self.set_status(Content.styled("First press expired; press again to arm.", DIM),
-                            about=ask.key if ask is not None else None, ttl=STATUS_TTL_S)
-            self._render_legend()
-        if self._status_until is not None and self.ticks.monotonic() > self._status_until:
-            self.set_status("")
+        self._tick_status(ask)
 
     def _render_detail(self) -> None:
         keys = self.table.ask_keys
@@ -322,54 +242,3 @@ class QueueView(Screen[None]):
             self.call_after_refresh(self.on_shown, ask.key)
         self._render_legend()
         self._subtitle()
-
-    def set_status(self, content: Content | str, *, about: AskKey | None = None, ttl: float | None = None,
-                   ) -> None:
-        """The line under the ask. `about`: cleared when another ask is selected; `ttl`: after seconds."""
-        if not self._composed:
-            return
-        self._status_about = about
-        self._status_until = None if ttl is None else self.ticks.monotonic() + ttl
-        if content or self._status_shown:
-            self.query_one("#status", Static).update(content)
-        self._status_shown = bool(content)
-
-    def say_after_events(self, content: Content | str, *, about: AskKey | None = None,
-                         ttl: float | None = None) -> None:
-        """A note about the outcome of this screen's own call to the person's API: shown after the
-        events that call caused, which are Messages already queued to the app (never overwritten by them)."""
-        self.app.call_later(self.set_status, content, about=about, ttl=ttl)
-
-    @property
-    def status_text(self) -> str:
-        return str(self.query_one("#status", Static).render())
-
-    def key_for(self, action: str) -> str:
-        """The key currently bound to `action` (after the user's keymap), for messages."""
-        return self.key_labels().get(action, "?")
-
-    def key_labels(self) -> dict[str, str]:
-        """Every action's key as shown; computed once per keymap (the legend asks on every move)."""
-        keymap = self.app._keymap
-        if self._key_labels is None or self._key_labels[0] is not keymap:
-            labels: dict[str, str] = {}
-            bindings = self._bindings.copy()
-            bindings.apply_keymap(keymap)
-            for _, binding in bindings:
-                labels.setdefault(binding.action, self.app.get_key_display(binding))
-            self._key_labels = (keymap, labels)
-        return self._key_labels[1]
-
-    def _render_legend(self) -> None:
-        if not self._composed:
-            return
-        ask = self.current_ask()
-        armed = self.safety.armed
-        legend = legend_content(
-            ask, grace=ask is not None and not self.safety.accepting(),
-            armed=armed.action if armed is not None else None, double_press=self.settings.double_press,
-            labels=self.key_labels(), marked=len(self.marked), width=max(20, self.size.width - 2))
-        if legend != self._legend_shown:  # moving through the queue mostly leaves it as it is
-            self._legend_shown = legend
-            self.query_one("#legend", Static).update(legend)
-

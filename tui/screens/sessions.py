@@ -7,6 +7,7 @@ from a side terminal).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar
 
 from rich.text import Text
@@ -18,7 +19,7 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from core.liveness import SessionHeld
 from core.paths import InvalidSessionId, env_line
-from core.serving import ServingCore
+from core.serving import ServedSession, ServedSessions
 from core.survey import InboxStatus
 from tui.render.styles import DIM, WARN
 from tui.sanitize import sanitize
@@ -42,9 +43,11 @@ class SessionsScreen(RowsScreen):
                 tooltip="Copy the env line for the selected session (OSC 52)"),
     )
 
-    def __init__(self, core: ServingCore) -> None:
+    def __init__(self, served: ServedSessions, adopt: Callable[[str], ServedSession]) -> None:
+        """`adopt` takes a session as the node does at start (`core.wiring.take_session`)."""
         super().__init__(id="sessions")
-        self.core = core
+        self.served = served
+        self.adopt = adopt
         #: Every inbox as the core reports it: the ones served here first (`ours`), then the others.
         self.rows: list[InboxStatus] = []
         self.ours: frozenset[str] = frozenset()
@@ -65,13 +68,13 @@ class SessionsScreen(RowsScreen):
             self.table.add_column(Text(label), key=key)
         self.query_one("#sessions-env", Static).border_title = "Run a headless pi so it forwards here"
         self.query_one("#sessions-root", Static).update(Content.assemble(
-            ("Forwarding root ", DIM), sanitize(str(self.core.served.root)).content("bold")))
+            ("Forwarding root ", DIM), sanitize(str(self.served.root)).content("bold")))
         self.refresh_rows()
         self.set_interval(1.0, self.refresh_rows)
 
     def refresh_rows(self) -> None:
         selected = self._selected()
-        served = self.core.served
+        served = self.served
         ours = served.statuses()
         self.ours = frozenset(status.session_id for status in ours)
         self.rows = rows = ours + served.others()
@@ -158,7 +161,7 @@ class SessionsScreen(RowsScreen):
                 f"served by live pid {pid}." if pid else "served by another live process.", "")))
             return
         try:
-            self.core.add_session(row.session_id)
+            self.adopt(row.session_id)
         except (SessionHeld, InvalidSessionId, OSError) as exc:
             note.update(Content.assemble(("Not adopted: ", "bold $text-error"), (str(exc), "")))
             self.app.notify(str(exc), title="Not adopted", severity="error", markup=False)

@@ -1,0 +1,51 @@
+"""The open row of a request file: the row of an ask that has not ended (no verdict, not withdrawn).
+
+Every later fact about an ask (its verdict, shown, left, withdrawn) lands in that row; a request served
+again after a restart reopens it instead of adding a second one.
+"""
+
+# SQL text here is assembled from constant fragments only; every value is a bound parameter.
+# ruff: noqa: S608
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+
+from core.asks import AskKey
+from core.history.rows import storable
+
+# The outcomes of a row whose ask has not ended.
+OPEN = ("pending", "left")
+
+
+def open_row(conn: sqlite3.Connection, key: AskKey) -> tuple[int, float] | None:
+    """The open row of this request file: its id and when it was shown (else arrived)."""
+    found = conn.execute(
+        "SELECT id, COALESCE(shown_at, arrived_at) FROM asks WHERE served_session = ? "
+        "AND request_name = ? AND verdict IS NULL AND outcome IN (?, ?) AND ended_at IS NULL "
+        "ORDER BY id DESC LIMIT 1",
+        (key.session_id, key.name, *OPEN),
+    ).fetchone()
+    return None if found is None else (found[0], found[1])
+
+
+def open_rows(conn: sqlite3.Connection, keys: Sequence[AskKey]) -> dict[AskKey, tuple[int, float]]:
+    """`open_row` for many request files at once (a burst's arrivals or verdicts), by key."""
+    names: dict[str, dict[str, None]] = {}
+    for key in keys:
+        names.setdefault(key.session_id, {})[key.name] = None
+    found: dict[AskKey, tuple[int, float]] = {}
+    for session_id, unique in names.items():
+        listed = list(unique)
+        for start in range(0, len(listed), 500):
+            chunk = listed[start : start + 500]
+            marks = ", ".join("?" for _ in chunk)
+            for row_id, name, started in conn.execute(
+                "SELECT id, request_name, COALESCE(shown_at, arrived_at) FROM asks "
+                f"WHERE served_session = ? AND request_name IN ({marks}) AND verdict IS NULL "
+                "AND outcome IN (?, ?) AND ended_at IS NULL ORDER BY id",
+                storable((session_id, *chunk, *OPEN)),
+            ):
+                found[AskKey(session_id, name)] = (row_id, started)  # the newest wins
+    return found
