@@ -80,3 +80,14 @@ async def read_response_when_written(
     await wait_for(path.exists, within, what=f"response {path}")
     body: dict[str, Any] = json.loads(path.read_bytes())
     return body
+
+
+async def read_response_when_done(
+    root: Path, session_id: str, request_id: str, within: float = 30.0
+) -> dict[str, Any]:
+    """The response once serving is done with the ask: the request is removed AFTER the response is
+    published, so a test that then changes the inbox waits for both or races the server's unlink."""
+    body = await read_response_when_written(root, session_id, request_id, within)
+    request = session_dir(root, session_id) / "requests" / f"{request_id}.json"
+    await wait_for(lambda: not request.exists(), within, what=f"{request} removed")
+    return body
