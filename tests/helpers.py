@@ -74,9 +74,20 @@ async def wait_for(predicate: Callable[[], bool], within: float = 30.0, what: st
 
 
 async def read_response_when_written(
-    root: Path, session_id: str, request_id: str, within: float = 10.0
+    root: Path, session_id: str, request_id: str, within: float = 30.0
 ) -> dict[str, Any]:
     path = response_path(root, session_id, request_id)
     await wait_for(path.exists, within, what=f"response {path}")
     body: dict[str, Any] = json.loads(path.read_bytes())
+    return body
+
+
+async def read_response_when_done(
+    root: Path, session_id: str, request_id: str, within: float = 30.0
+) -> dict[str, Any]:
+    """The response once serving is done with the ask: the request is removed AFTER the response is
+    published, so a test that then changes the inbox waits for both or races the server's unlink."""
+    body = await read_response_when_written(root, session_id, request_id, within)
+    request = session_dir(root, session_id) / "requests" / f"{request_id}.json"
+    await wait_for(lambda: not request.exists(), within, what=f"{request} removed")
     return body

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from core.asks import Answered, Ask, Decision, Leave, TerminalDecision, TerminalSlot
 from core.clock import Clock
+from core.inbox import UnreadableRequest
 from core.serving.answering import Answering
 from core.serving.events import ServeEvent
 from core.serving.intake import Intake, Read, rejection
@@ -37,6 +38,8 @@ Spawn = Callable[[Coroutine[object, object, None], bool], "asyncio.Task[None]"]
 """Run a coroutine alongside; `True`: it serves a file and is let finish at shutdown."""
 #: What a person's decision call learns when serving ended (shutdown, a failure) before it knew.
 UNSERVED = Answered(False, "serving ended before what became of this decision was known")
+#: What a person's decision call learns when the request file no longer holds the ask decided.
+CHANGED = Answered(False, "the request was withdrawn or replaced by another before this decision was written")
 
 
 @dataclass(frozen=True)
@@ -192,11 +195,28 @@ class Pipeline:
                 self.shared.emit(ServeEvent("left", ask.key, self.shared.clock.wall(), parsed=ask.parsed))
                 log.info("%s left for another authorizer", label(ask.key, ask.parsed))
             return
+        if decision.reply is not None and not await self._still_asked(served, record, ask):
+            _settle(decision.reply, CHANGED)
+            return
         answered = await self.answering.answer(served, record, decision)
         if record.stage == "shown":  # the person's decision could not be written: asked again
             self._when_decided(served, record, ask, self.shared.terminal.decide(ask))
         if decision.reply is not None:
             _settle(decision.reply, answered)
+
+    async def _still_asked(self, served: ServedSession, record: AskRecord, ask: Ask) -> bool:
+        """Whether the request file still holds the ask the person decided: one replaced, rewritten or
+        withdrawn meanwhile is not that ask; it ends withdrawn (a new file is served at the next rescan)."""
+        try:
+            raw = await asyncio.to_thread(served.inbox.read_request, record.key.name)
+        except (FileNotFoundError, UnreadableRequest):
+            raw = None
+        if raw == ask.parsed.raw or record.stage != "shown":
+            return True  # unchanged, or ended meanwhile (answering says so)
+        served.records.vanish(record.key.name)
+        self.shared.emit(ServeEvent("withdrawn", record.key, self.shared.clock.wall(), parsed=ask.parsed))
+        log.warning("%s changed or withdrawn before the decision was written", label(record.key, ask.parsed))
+        return False
 
     async def _guarded(
         self, served: ServedSession, record: AskRecord, step: Coroutine[object, object, None]

@@ -15,6 +15,7 @@ import pytest
 from core.asks import DenyingTerminal
 from core.liveness import heartbeat_path
 from tests.helpers import (
+    read_response_when_done,
     read_response_when_written,
     request_body,
     session_dir,
@@ -123,7 +124,7 @@ async def test_an_unlistable_inbox_is_reported_and_served_again_when_it_heals(
         pytest.skip("root lists any folder whatever its mode")
     requests = session_dir(node.root, S) / "requests"
     write_request(node.root, S, "before")
-    await read_response_when_written(node.root, S, "before")
+    await read_response_when_done(node.root, S, "before")
     caplog.set_level(logging.INFO, "pi_authorizer")
     if how == "no-permission":
         requests.chmod(0o000)

@@ -7,6 +7,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from textual.pilot import Pilot
 from textual.widgets import Static
 
 from core.history import HistoryStore
@@ -94,6 +95,17 @@ def fail_updates(store: HistoryStore) -> None:
     conn.close()
 
 
+async def adopt_other(pilot: Pilot[int], app: AuthorizerApp) -> SessionsScreen:
+    """`S`, then `a` on `OTHER` (the row below this node's own session)."""
+    await pilot.press("S")
+    await wait_for(pilot, lambda: isinstance(app.screen, SessionsScreen))
+    screen = app.screen
+    assert isinstance(screen, SessionsScreen)
+    await wait_for(pilot, lambda: [row.session_id for row in screen.rows] == [SERVED, OTHER])
+    await pilot.press("j", "a")
+    return screen
+
+
 async def test_adopting_an_inbox_closes_the_asks_withdrawn_while_no_one_served_it(tmp_path: Path) -> None:
     """`a` in the sessions view takes a session as the start does (`AttendedNode.take_session`)."""
     root, state = tmp_path / "forwarding", tmp_path / "state"
@@ -101,12 +113,7 @@ async def test_adopting_an_inbox_closes_the_asks_withdrawn_while_no_one_served_i
     await pending_row_gone(root, state, store)
     app = AuthorizerApp(attended(root, state, store), UiSettings(input_grace_ms=0, double_press=False))
     async with app.run_test(size=(140, 45)) as pilot:
-        await pilot.press("S")
-        await wait_for(pilot, lambda: isinstance(app.screen, SessionsScreen))
-        screen = app.screen
-        assert isinstance(screen, SessionsScreen)
-        await wait_for(pilot, lambda: [row.session_id for row in screen.rows] == [SERVED, OTHER])
-        await pilot.press("j", "a")
+        screen = await adopt_other(pilot, app)
         await wait_for(pilot, lambda: OTHER in screen.ours)
         await pilot.press("q")
     [row] = store.reader().query()
@@ -120,12 +127,7 @@ async def test_a_failing_history_on_adopting_is_shown_literally_and_the_app_goes
     fail_updates(store)
     app = AuthorizerApp(attended(root, state, store), UiSettings(input_grace_ms=0, double_press=False))
     async with app.run_test(size=(140, 45)) as pilot:
-        await pilot.press("S")
-        await wait_for(pilot, lambda: isinstance(app.screen, SessionsScreen))
-        screen = app.screen
-        assert isinstance(screen, SessionsScreen)
-        await wait_for(pilot, lambda: [row.session_id for row in screen.rows] == [SERVED, OTHER])
-        await pilot.press("j", "a")
+        screen = await adopt_other(pilot, app)
         note = screen.query_one("#sessions-note", Static)
         await wait_for(pilot, lambda: "History failed" in str(note.render()))
         shown = str(note.render())

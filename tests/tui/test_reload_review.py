@@ -43,7 +43,7 @@ async def test_widening_reload_is_reviewed_declined_then_accepted(tmp_path: Path
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         _write(config, {"bash": {"*": "allow"}}, 1)
-        await wait_for(pilot, lambda: isinstance(app.screen, ReloadReviewScreen), within=10)
+        await wait_for(pilot, lambda: isinstance(app.screen, ReloadReviewScreen))
         await wait_for(pilot, lambda: "WIDENS" in rendered_text(app))
         text = rendered_text(app)
         assert "WIDENS" in text and "+ bash '*': allow  (widens)" in text
@@ -54,7 +54,7 @@ async def test_widening_reload_is_reviewed_declined_then_accepted(tmp_path: Path
         assert store.pending() == () and _verdict(store, "rm -rf /") == "deny"
 
         _write(config, {"bash": {"*": "allow", "rm *": "ask"}}, 2)
-        await wait_for(pilot, lambda: isinstance(app.screen, ReloadReviewScreen), within=10)
+        await wait_for(pilot, lambda: isinstance(app.screen, ReloadReviewScreen))
         await pilot.press("a")
         await wait_for(pilot, lambda: _verdict(store, "rm -rf /") == "ask")
         assert store.pending() == ()

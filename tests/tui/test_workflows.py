@@ -141,7 +141,7 @@ async def test_rule_from_the_ask_shows_json_file_and_diff_and_writes_only_on_con
         await wait_for(pilot, lambda: app.screen is app.queue)
         assert json.loads(node.rules_path.read_text()) == {"permission": {"bash": {"npm run lint": "allow"}}}
         write_request(node.root, request_body("lint-again", value="npm run lint", suggestion=False))
-        again = await wait_response(pilot, node.root, "lint-again", within=15)
+        again = await wait_response(pilot, node.root, "lint-again")
         assert again["state"] == "approved" and again["decidedBy"]["kind"] == "rule"
 
 
