@@ -29,10 +29,11 @@ from core.serving.answering import Answering
 from core.serving.drain import Drain
 from core.serving.events import Observer, ServeEvent
 from core.serving.judgment import Chain, Judge, NoRecordedAuthority
-from core.serving.pipeline import Pipeline, Shared
+from core.serving.pipeline import Pipeline
 from core.serving.reconcile import Reconcile
 from core.serving.sessions import ServedSession, ServedSessions, Sessions
 from core.serving.setaside import SetAside
+from core.serving.shared import Shared
 from core.tree import Anchor
 from core.watch import watch_session_folders
 

@@ -15,9 +15,10 @@ import logging
 from core.publishing import Ledger, Publisher
 from core.serving.events import ServeEvent
 from core.serving.intake import INTAKE_FILES, Intake, scan, take_in
-from core.serving.pipeline import Pipeline, Shared
+from core.serving.pipeline import Pipeline
 from core.serving.sessions import ServedSession
 from core.serving.setaside import label
+from core.serving.shared import Shared
 from core.tree import UnsafeFolder
 
 log = logging.getLogger("pi_authorizer.serve")

@@ -12,6 +12,7 @@ from typing import Protocol
 from core.asks import Decision, Judgment
 from core.clock import Clock, wall_ms
 from core.publishing import gate_denial
+from core.wire.decisions import RuleDecision
 from core.wire.limits import over_limit
 from core.wire.request import ParsedRequest
 from core.wire.response import ForwardedResponse, approve, deny
@@ -77,8 +78,21 @@ async def review_by_chain(
 
 
 def rule_response(judgment: Judgment, responder: str, clock: Clock) -> ForwardedResponse:
-    """The response for a rule's (or a link's) allow or deny, with its `decidedBy` and reason."""
+    """The response for a rule's (or a link's) allow or deny, with its `decidedBy` and reason.
+
+    A deny always carries a reason: without one, 20.7.3 tells its agent "User denied …" though no
+    person decided (the reference's own rule denials leave it out; this node does not)."""
     now = wall_ms(clock)
     if judgment.verdict == "allow":
         return approve(responder=responder, at_ms=now, decided_by=judgment.decided_by)
-    return deny(responder=responder, at_ms=now, decided_by=judgment.decided_by, reason=judgment.reason)
+    reason = judgment.reason if judgment.reason and judgment.reason.strip() else unreasoned_denial(judgment)
+    return deny(responder=responder, at_ms=now, decided_by=judgment.decided_by, reason=reason)
+
+
+def unreasoned_denial(judgment: Judgment) -> str:
+    """What the agent reads for a deny that has no reason of its own: who denied, by which rule."""
+    source = judgment.decided_by
+    if isinstance(source, RuleDecision):
+        pattern = "" if source.pattern is None else f" {source.pattern!r}"
+        return f"pi-authorizer denied this by its {source.surface}{pattern} rule (no reason was configured)"
+    return "pi-authorizer denied this by its rules (no reason was configured)"

@@ -16,43 +16,26 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
 
-from core.asks import Answered, Ask, Decision, Leave, TerminalDecision, TerminalSlot
-from core.clock import Clock
+from core.asks import Answered, Ask, Decision, Leave, TerminalDecision
 from core.inbox import UnreadableRequest
 from core.serving.answering import Answering
 from core.serving.events import ServeEvent
 from core.serving.intake import Intake, Read, rejection
 from core.serving.judgment import Chain, Judge, judge_ask, review_by_chain
-from core.serving.reconcile import Reconcile
 from core.serving.records import AskRecord
-from core.serving.sessions import ServedSession, Sessions
+from core.serving.sessions import ServedSession
 from core.serving.setaside import SetAside, label
+from core.serving.shared import Shared
 from core.tree import UnsafeFolder
 from core.wire.request import ParsedRequest
 
 log = logging.getLogger("pi_authorizer.serve")
 
-Spawn = Callable[[Coroutine[object, object, None], bool], "asyncio.Task[None]"]
-"""Run a coroutine alongside; `True`: it serves a file and is let finish at shutdown."""
 #: What a person's decision call learns when serving ended (shutdown, a failure) before it knew.
 UNSERVED = Answered(False, "serving ended before what became of this decision was known")
 #: What a person's decision call learns when the request file no longer holds the ask decided.
 CHANGED = Answered(False, "the request was withdrawn or replaced by another before this decision was written")
-
-
-@dataclass(frozen=True)
-class Shared:
-    """What the stages of serving all reach (wired once by `ServingCore`): the sessions served, the
-    terminal slot, the restore stage, the clock, where events go and how a task is run alongside."""
-
-    roster: Sessions
-    terminal: TerminalSlot
-    reconcile: Reconcile
-    clock: Clock
-    emit: Callable[[ServeEvent], None]
-    spawn: Spawn
 
 
 class Pipeline:

@@ -203,13 +203,18 @@ async def test_subagent_session_approval_needs_a_suggestion(node: Node) -> None:
 async def test_config_change_is_picked_up_while_serving(node: Node) -> None:
     await node.start(LeavingTerminal())
     write_request(node.root, S, "before", accessIntent=intent("bash", "rm -rf build"))
-    assert (await read_response_when_written(node.root, S, "before"))["state"] == "denied"
+    before = await read_response_when_written(node.root, S, "before")
+    # A rule without a reason of its own still tells the agent who denied (not "User denied").
+    assert before["state"] == "denied_with_reason"
+    expected = "pi-authorizer denied this by its bash 'rm *' rule (no reason was configured)"
+    assert before["denialReason"] == expected
     narrowed = {"permission": {"bash": {"git *": "allow", "git push *": {"action": "deny", "reason": "x"},
                                         "rm *": "deny", "make *": "deny"}}}
     node.config_path.write_text(json.dumps(narrowed))  # a new deny: applied at once
     await wait_for(lambda: node.store.policy("Explore").rules[-1].pattern == "make *", what="reload")
     write_request(node.root, S, "after", accessIntent=intent("bash", "make"))
-    assert (await read_response_when_written(node.root, S, "after"))["state"] == "denied"
+    after = await read_response_when_written(node.root, S, "after")
+    assert after["state"] == "denied_with_reason" and "'make *' rule" in after["denialReason"]
 
 
 async def test_a_widening_config_change_is_held_until_accepted(node: Node) -> None:
@@ -219,7 +224,8 @@ async def test_a_widening_config_change_is_held_until_accepted(node: Node) -> No
     node.config_path.write_text(json.dumps({"permission": {"bash": {"make *": "allow"}}}))
     await wait_for(lambda: len(held) == 1, what="the widening reload held")
     write_request(node.root, S, "held", accessIntent=intent("bash", "rm -rf build"))
-    assert (await read_response_when_written(node.root, S, "held"))["state"] == "denied"  # old rules
+    held_body = await read_response_when_written(node.root, S, "held")
+    assert "'rm *' rule" in held_body["denialReason"]  # the old rules decided
     [pending] = node.store.pending()
     assert "+ bash 'make *': allow  (widens)" in pending.diff_lines()
     assert "- bash 'rm *': deny  (widens)" in pending.diff_lines()

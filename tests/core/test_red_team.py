@@ -71,13 +71,6 @@ def test_a_decision_is_never_applied_to_a_request_changed_while_the_person_decid
     asyncio.run(run())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="R3, left for the lead: a rule's deny without a configured reason is written as a plain "
-    "`denied`, which 20.7.3 relays to the agent as 'User denied …' though no person decided; "
-    "reliability.md promises every denial without a person is `denied_with_reason`. Changing the "
-    "wire state of rule denials is a product decision (tests/core/test_judging.py pins `denied`).",
-)
 def test_a_rule_denial_tells_the_agent_why(tmp_path: Path) -> None:
     from core.asks import DenyingTerminal
     from core.judging import RecordedAuthority

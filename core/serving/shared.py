@@ -1,0 +1,29 @@
+"""What every stage of serving reaches, wired once by `ServingCore`, so no stage takes a long list."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+
+from core.asks import TerminalSlot
+from core.clock import Clock
+from core.serving.events import ServeEvent
+from core.serving.reconcile import Reconcile
+from core.serving.sessions import Sessions
+
+Spawn = Callable[[Coroutine[object, object, None], bool], "asyncio.Task[None]"]
+"""Run a coroutine alongside; `True`: it serves a file and is let finish at shutdown."""
+
+
+@dataclass(frozen=True)
+class Shared:
+    """What the stages of serving all reach (wired once by `ServingCore`): the sessions served, the
+    terminal slot, the restore stage, the clock, where events go and how a task is run alongside."""
+
+    roster: Sessions
+    terminal: TerminalSlot
+    reconcile: Reconcile
+    clock: Clock
+    emit: Callable[[ServeEvent], None]
+    spawn: Spawn
