@@ -83,8 +83,10 @@ class ReviewScreen(Screen[None]):
             self.app.call_from_thread(self._show_summary, where, summary)
 
     def _show_summary(self, where: HistoryFilter, summary: Summary) -> None:
+        """A summary that arrives after the screen closed has nowhere to go (`query`, not `query_one`)."""
         if where == self.filter:
-            self.query_one("#review-summary", Static).update(summary_content(summary))
+            for box in self.query("#review-summary").results(Static):
+                box.update(summary_content(summary))
 
     @on(Input.Changed, "#review-filter")
     def _filter_changed(self, event: Input.Changed) -> None:
