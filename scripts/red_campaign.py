@@ -550,15 +550,15 @@ def kill_mode(seed: int, seconds: float, base: Path) -> list[str]:
     end = time.monotonic() + seconds
     server: subprocess.Popen[bytes] | None = None
     logs = open(base / "serve.log", "ab")  # noqa: SIM115
+
+    def start() -> subprocess.Popen[bytes]:
+        command = serve_command(root, state, rules, project)
+        here = Path(__file__).resolve().parents[1]
+        return subprocess.Popen(command, env=env, stdout=logs, stderr=logs, cwd=here)
+
     try:
         while time.monotonic() < end:
-            server = subprocess.Popen(
-                serve_command(root, state, rules, project),
-                env=env,
-                stdout=logs,
-                stderr=logs,
-                cwd=Path(__file__).resolve().parents[1],
-            )
+            server = start()
             for _ in range(rng.randint(1, 6)):
                 for _ in range(rng.randint(1, 150)):
                     rid = f"k{len(written)}"
@@ -568,13 +568,7 @@ def kill_mode(seed: int, seconds: float, base: Path) -> list[str]:
             server.send_signal(signal.SIGKILL)
             server.wait()
             kills += 1
-        server = subprocess.Popen(
-            serve_command(root, state, rules, project),
-            env=env,
-            stdout=logs,
-            stderr=logs,
-            cwd=Path(__file__).resolve().parents[1],
-        )
+        server = start()
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and any(tree.requests.glob("*.json")):
             time.sleep(0.1)
