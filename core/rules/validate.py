@@ -16,6 +16,7 @@ from core.rules.model import ACTIONS, DIRECTIONAL_SURFACES, ConfigError
 UNRECOGNIZED = "Unrecognized config key"
 INVALID = "Invalid config value"
 _MAX_REASON = 500
+_MAX_SAFE_INTEGER = 2**53 - 1
 _DIALOG_KEYS = frozenset({"approve", "approveSession", "approveSessionBoth", "deny", "denyWithReason"})
 _NOTIFICATIONS = frozenset({"bell", "osc9", "osc777"})
 _TRUST_FAMILIES = frozenset({"external_directory", "path"})
@@ -33,10 +34,14 @@ def _string(value: object) -> str | None:
 
 
 def _positive_int(value: object) -> str | None:
+    """A whole number >= 1 that JavaScript holds exactly: the schema's `int()` refuses anything
+    beyond 2**53 - 1 (`1e20`, `9007199254740994`), and pi 20.7.3 then drops the whole file."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return "expected an integer"
     if isinstance(value, float) and not value.is_integer():
         return "expected an integer"
+    if value > _MAX_SAFE_INTEGER:
+        return f"expected an integer <= {_MAX_SAFE_INTEGER} (2**53 - 1)"
     return None if value >= 1 else "expected an integer >= 1"
 
 
