@@ -258,8 +258,9 @@ def _reader_edges(
                                               f"permission:\n  {surface.strip() or 'bash'}:\n"
                                               f"    __proto__: {action}\n", 1)
         else:
-            inner = f'"__proto__": "{action}", ' if rng.random() < 0.5 else \
-                f'"{surface.strip()}": {{"__proto__": "{action}"}}, '
+            value = f'"{action}"' if rng.random() < 0.8 else "5"  # pi's schema skips it unchecked
+            inner = f'"__proto__": {value}, ' if rng.random() < 0.5 else \
+                f'"{surface.strip()}": {{"__proto__": {value}}}, '
             files[name] = files[name].replace(OPENING, OPENING + inner, 1)
         values = ("__proto__",) if rng.random() < 0.6 else values
         tags.add("proto-key")

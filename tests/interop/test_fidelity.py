@@ -156,6 +156,9 @@ DECISIONS: dict[str, tuple[Case, str, str]] = {
         Case({GLOBAL: json.dumps({"permission": {"*": "allow"}}),
               PROJECT: json.dumps({"toolTextSummaryMaxLength": 2**53 + 2, "permission": {"bash": "deny"}})},
              "Explore", "bash", ("ls",)), "ask", "allow"),
+    "an invalid __proto__ entry: pi's schema skips it, here the file fails closed": (
+        Case({GLOBAL: '{"permission": {"bash": {"__proto__": 5, "*": "allow"}}}'}, "Explore", "bash",
+             ("ls",)), "ask", "allow"),
     "${HOME} allow is not wider than pi": (
         Case(_config({"read": {"*": "ask", "${HOME}/*": "allow"}}), "Explore", "read", (f"{HOME}/x",)),
         "ask", "ask"),
