@@ -294,15 +294,23 @@ def child(tree: Tree, outside: Path, rng: random.Random, log: Log, stop: threadi
 
 
 def put_back(tree: Tree, moved: Path) -> None:
-    """The real `responses/` back in place; what the server wrote into a new one meanwhile joins it."""
-    if tree.responses.is_symlink():
-        os.unlink(tree.responses)
-    while tree.responses.is_dir():  # the server may write into it while it is emptied
-        for entry in tree.responses.iterdir():
-            os.rename(entry, moved / entry.name)
-        with contextlib.suppress(OSError):
-            os.rmdir(tree.responses)
-    os.rename(moved, tree.responses)
+    """The real `responses/` back in place; what the server wrote into a new one meanwhile joins it.
+    Tried until it holds: the server may create, write into or remove entries of a new `responses/`
+    at any moment (a swap left half undone hid the responses written meanwhile from the checks)."""
+    while True:
+        try:
+            if tree.responses.is_symlink():
+                os.unlink(tree.responses)
+            while tree.responses.is_dir():
+                for entry in tree.responses.iterdir():
+                    with contextlib.suppress(FileNotFoundError):  # a temp the server just placed
+                        os.rename(entry, moved / entry.name)
+                with contextlib.suppress(OSError):
+                    os.rmdir(tree.responses)
+            os.rename(moved, tree.responses)
+            return
+        except OSError:
+            continue
 
 
 async def person(
@@ -512,12 +520,16 @@ def check(
                     bad.append(f"{rid}: approved while its file holds another ask")
     # Nothing lost: every request a child wrote and left in place was answered or set aside.
     quarantined = {Path(str(r.get("originalPath", ""))).name for r in core.quarantine.records()}
+    # A recorded verdict published again after a failed write (`reconcile`) is marked written, not evented.
+    written_rows = {rid for (rid,) in store._conn.execute("SELECT request_id FROM asks WHERE written = 1")}
     withdrawn, consumed = log.ids("withdraw"), log.ids("consume")
     for rid in log.ids("write"):
         name = f"{rid}.json"
         if rid in withdrawn or rid in consumed:
             continue
-        answered = "answered" in by_name.get(name, []) or (tree.responses / name).exists()
+        answered = (
+            "answered" in by_name.get(name, []) or (tree.responses / name).exists() or rid in written_rows
+        )
         if not answered and name not in quarantined:
             left = (tree.requests / name).exists()
             bad.append(f"{rid}: lost (events {by_name.get(name)}, request still there: {left})")

@@ -49,3 +49,15 @@ def open_rows(conn: sqlite3.Connection, keys: Sequence[AskKey]) -> dict[AskKey, 
             ):
                 found[AskKey(session_id, name)] = (row_id, started)  # the newest wins
     return found
+
+
+def unwritten_row(conn: sqlite3.Connection, key: AskKey) -> tuple[int, float] | None:
+    """The row of an ask whose verdict was recorded but whose response was never written, and which has
+    not ended: its child is still unanswered (the write failed). A later verdict for the same request
+    file (decided again) or its withdrawal lands in this row, so one ask keeps one row."""
+    found = conn.execute(
+        "SELECT id, COALESCE(shown_at, arrived_at) FROM asks WHERE served_session = ? AND request_name = ? "
+        "AND response IS NOT NULL AND written IS NULL AND ended_at IS NULL ORDER BY id DESC LIMIT 1",
+        storable((key.session_id, key.name)),
+    ).fetchone()
+    return None if found is None else (found[0], found[1])

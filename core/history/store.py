@@ -27,7 +27,7 @@ from urllib.parse import quote
 from core.asks import AskKey
 from core.clock import SYSTEM_CLOCK, Clock
 from core.faults import FaultHook, no_fault
-from core.history.open_rows import OPEN, open_row, open_rows
+from core.history.open_rows import OPEN, open_row, open_rows, unwritten_row
 from core.history.reader import HistoryReader
 from core.history.rows import arrival_values, describe_decider, dumps, outcome_kind, storable
 from core.history.writer import HistoryWriter, Retention
@@ -39,6 +39,8 @@ from core.wire.request import ParsedRequest
 from core.wire.response import encode_response
 
 HISTORY_FILE = "history.sqlite3"
+#: The reason of a row whose recorded verdict never reached its child.
+UNWRITTEN = "decided, but the response could not be written"
 
 
 class HistoryStore(HistoryWriter):
@@ -95,7 +97,9 @@ class HistoryStore(HistoryWriter):
                     values.update(_verdict_columns(verdict, now, arrival.at))
                     self._insert(conn, values)
                     continue
-                # The person's time counts from when the ask was shown; a rule's from its arrival.
+                # The person's time counts from when the ask was shown; a rule's from its arrival. A
+                # verdict recorded before whose response could not be written is replaced: one row per ask.
+                row = row or unwritten_row(conn, verdict.key)
                 row_id, started = row or self._insert_arrival(conn, verdict.key, verdict.parsed, now)
                 columns = _verdict_columns(verdict, now, started)
                 assignments = ", ".join(f"{name} = ?" for name in columns)
@@ -197,6 +201,16 @@ class HistoryStore(HistoryWriter):
     def _withdrawn(self, event: ServeEvent) -> None:
         with self._tx() as conn:
             found = open_row(conn, event.key)
+            unanswered = unwritten_row(conn, event.key) if found is None else None
+            if unanswered is not None:
+                # Decided, but the response was never written: the child gave up unanswered. The
+                # recorded bytes stay (the ledger), the row is no verdict the child received.
+                conn.execute(
+                    "UPDATE asks SET ended_at = ?, outcome = 'withdrawn', verdict = NULL, reason = ? "
+                    "WHERE id = ?",
+                    (event.at, f"{UNWRITTEN}: the child withdrew the request unanswered", unanswered[0]),
+                )
+                return
             if found is None:
                 if event.parsed is None:
                     return
