@@ -19,6 +19,7 @@ by a fail-safe denial (`core.publishing`); its `answered` event (with the reason
 from __future__ import annotations
 
 import contextlib
+import logging
 import sqlite3
 from collections.abc import Collection, Sequence
 from pathlib import Path
@@ -27,6 +28,7 @@ from urllib.parse import quote
 from core.asks import AskKey
 from core.clock import SYSTEM_CLOCK, Clock
 from core.faults import FaultHook, no_fault
+from core.history import spool
 from core.history.open_rows import OPEN, open_row, open_rows, unwritten_row
 from core.history.reader import HistoryReader
 from core.history.rows import arrival_values, describe_decider, dumps, outcome_kind, storable
@@ -37,6 +39,8 @@ from core.wire.decisions import decision_source_json
 from core.wire.reader import RequestRejected, parse_request
 from core.wire.request import ParsedRequest
 from core.wire.response import encode_response
+
+log = logging.getLogger("pi_authorizer.history")
 
 HISTORY_FILE = "history.sqlite3"
 #: The reason of a row whose recorded verdict never reached its child.
@@ -64,11 +68,43 @@ class HistoryStore(HistoryWriter):
         fault: FaultHook = no_fault,
     ) -> None:
         super().__init__(path, retention, clock, fault)
+        self._replay_spool()
         self._lookups = self.reader()
 
     def close(self) -> None:
+        """What the history still cannot write is spooled beside it for the next open (`spool`)."""
         self._lookups.close()
+        try:
+            self.write_arrivals()
+        except Exception as exc:
+            log.error("%d queued rows are kept beside the history for the next start: %s",
+                      len(self._arrivals), exc)
+        with self._queue_lock:
+            queued, self._arrivals = self._arrivals, []
+        try:
+            if queued:
+                spool.save(self.path, queued)
+            elif self._spooled:
+                spool.discard(self.path)
+        except OSError as exc:
+            log.error("%d queued rows were not written to the history: %s", len(queued), exc)
         super().close()
+
+    def _replay_spool(self) -> None:
+        """Queue first what an earlier run could not write; the spool goes once it is written."""
+        queued = spool.load(self.path)
+        self._spooled = bool(queued)
+        if not queued:
+            return
+        with self._queue_lock:
+            self._arrivals[:0] = queued
+        try:
+            self.write_arrivals()
+        except Exception as exc:  # still queued (and still spooled): the next transaction writes them
+            log.error("writing %d spooled rows to the history failed: %s", len(queued), exc)
+            return
+        spool.discard(self.path)
+        self._spooled = False
 
     def reader(self) -> HistoryReader:
         """A second, read-only connection (for a thread worker: never holds up the ledger). Arrivals
@@ -176,6 +212,12 @@ class HistoryStore(HistoryWriter):
         """The fail-safe denial published when the ledger refused the verdict: the row says so, and
         keeps its bytes (a request under that id is never answered twice)."""
         assert event.parsed is not None and event.response is not None
+        body = encode_response(event.response)
+        if found is None and conn.execute(
+            "SELECT 1 FROM asks WHERE served_session = ? AND request_name = ? AND response = ? LIMIT 1",
+            storable((event.key.session_id, event.key.name, body)),
+        ).fetchone():
+            return  # already closed (a spool replayed twice)
         row_id, started = found or self._insert_arrival(conn, event.key, event.parsed, event.at)
         response, source = event.response, event.response.decided_by
         conn.execute(
@@ -191,7 +233,7 @@ class HistoryStore(HistoryWriter):
                     response.responder_session_id,
                     (event.at - started) * 1000,
                     response.denial_reason,
-                    encode_response(response),
+                    body,
                     event.at,
                     row_id,
                 )

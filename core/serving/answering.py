@@ -6,7 +6,8 @@ event loop, before anyone waiting on it resumes: the record moves on there (publ
 person after a failed write of the person's decision; else `unanswered`, served anew at the next
 rescan) and observers hear `answered` or `answer_failed` there, so a serving task cancelled at
 shutdown while its batch commits loses no report. An answer not written for a file that vanished
-meanwhile is reported `withdrawn`: its child gave up unanswered. `removed()` frees a name once the publisher removed its request.
+meanwhile is reported `withdrawn`: its child gave up unanswered. `removed()` frees a name once the
+publisher removed its request.
 """
 
 from __future__ import annotations
