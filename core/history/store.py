@@ -19,7 +19,6 @@ by a fail-safe denial (`core.publishing`); its `answered` event (with the reason
 from __future__ import annotations
 
 import contextlib
-import logging
 import sqlite3
 from collections.abc import Collection, Sequence
 from pathlib import Path
@@ -28,11 +27,11 @@ from urllib.parse import quote
 from core.asks import AskKey
 from core.clock import SYSTEM_CLOCK, Clock
 from core.faults import FaultHook, no_fault
-from core.history import spool
-from core.history.open_rows import OPEN, open_row, open_rows, unwritten_row
+from core.history.open_rows import OPEN, end_unanswered, holds_response, open_row, open_rows, unwritten_row
 from core.history.reader import HistoryReader
 from core.history.rows import arrival_values, describe_decider, dumps, outcome_kind, storable
-from core.history.writer import HistoryWriter, Retention
+from core.history.spool import SpooledWriter
+from core.history.writer import Retention
 from core.publishing import RecordedVerdict, VerdictRecord, WrittenMark
 from core.serving import ServeEvent
 from core.wire.decisions import decision_source_json
@@ -40,14 +39,10 @@ from core.wire.reader import RequestRejected, parse_request
 from core.wire.request import ParsedRequest
 from core.wire.response import encode_response
 
-log = logging.getLogger("pi_authorizer.history")
-
 HISTORY_FILE = "history.sqlite3"
-#: The reason of a row whose recorded verdict never reached its child.
-UNWRITTEN = "decided, but the response could not be written"
 
 
-class HistoryStore(HistoryWriter):
+class HistoryStore(SpooledWriter):
     """The history file: a `core.serving.Ledger`, a serve observer (`observe`), and its queries."""
 
     @classmethod
@@ -68,43 +63,11 @@ class HistoryStore(HistoryWriter):
         fault: FaultHook = no_fault,
     ) -> None:
         super().__init__(path, retention, clock, fault)
-        self._replay_spool()
         self._lookups = self.reader()
 
     def close(self) -> None:
-        """What the history still cannot write is spooled beside it for the next open (`spool`)."""
         self._lookups.close()
-        try:
-            self.write_arrivals()
-        except Exception as exc:
-            log.error("%d queued rows are kept beside the history for the next start: %s",
-                      len(self._arrivals), exc)
-        with self._queue_lock:
-            queued, self._arrivals = self._arrivals, []
-        try:
-            if queued:
-                spool.save(self.path, queued)
-            elif self._spooled:
-                spool.discard(self.path)
-        except OSError as exc:
-            log.error("%d queued rows were not written to the history: %s", len(queued), exc)
         super().close()
-
-    def _replay_spool(self) -> None:
-        """Queue first what an earlier run could not write; the spool goes once it is written."""
-        queued = spool.load(self.path)
-        self._spooled = bool(queued)
-        if not queued:
-            return
-        with self._queue_lock:
-            self._arrivals[:0] = queued
-        try:
-            self.write_arrivals()
-        except Exception as exc:  # still queued (and still spooled): the next transaction writes them
-            log.error("writing %d spooled rows to the history failed: %s", len(queued), exc)
-            return
-        spool.discard(self.path)
-        self._spooled = False
 
     def reader(self) -> HistoryReader:
         """A second, read-only connection (for a thread worker: never holds up the ledger). Arrivals
@@ -133,9 +96,8 @@ class HistoryStore(HistoryWriter):
                     values.update(_verdict_columns(verdict, now, arrival.at))
                     self._insert(conn, values)
                     continue
-                # The person's time counts from when the ask was shown; a rule's from its arrival. A
-                # verdict recorded before whose response could not be written is replaced: one row per ask.
-                row = row or unwritten_row(conn, verdict.key)
+                # The person's time counts from when the ask was shown; a rule's from its arrival.
+                row = row or unwritten_row(conn, verdict.key)  # decided again after a failed write
                 row_id, started = row or self._insert_arrival(conn, verdict.key, verdict.parsed, now)
                 columns = _verdict_columns(verdict, now, started)
                 assignments = ", ".join(f"{name} = ?" for name in columns)
@@ -213,10 +175,7 @@ class HistoryStore(HistoryWriter):
         keeps its bytes (a request under that id is never answered twice)."""
         assert event.parsed is not None and event.response is not None
         body = encode_response(event.response)
-        if found is None and conn.execute(
-            "SELECT 1 FROM asks WHERE served_session = ? AND request_name = ? AND response = ? LIMIT 1",
-            storable((event.key.session_id, event.key.name, body)),
-        ).fetchone():
+        if found is None and holds_response(conn, event.key, body):
             return  # already closed (a spool replayed twice)
         row_id, started = found or self._insert_arrival(conn, event.key, event.parsed, event.at)
         response, source = event.response, event.response.decided_by
@@ -243,18 +202,8 @@ class HistoryStore(HistoryWriter):
     def _withdrawn(self, event: ServeEvent) -> None:
         with self._tx() as conn:
             found = open_row(conn, event.key)
-            unanswered = unwritten_row(conn, event.key) if found is None else None
-            if unanswered is not None:
-                # Decided, but the response was never written: the child gave up unanswered. The
-                # recorded bytes stay (the ledger), the row is no verdict the child received.
-                conn.execute(
-                    "UPDATE asks SET ended_at = ?, outcome = 'withdrawn', verdict = NULL, reason = ? "
-                    "WHERE id = ?",
-                    (event.at, f"{UNWRITTEN}: the child withdrew the request unanswered", unanswered[0]),
-                )
-                return
             if found is None:
-                if event.parsed is None:
+                if end_unanswered(conn, event.key, event.at) or event.parsed is None:
                     return
                 found = self._insert_arrival(conn, event.key, event.parsed, event.at)
             # A left ask that vanishes was most likely answered elsewhere: it stays `left`.
