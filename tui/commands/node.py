@@ -40,7 +40,7 @@ def node_options(args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK) -> NodeO
         project=(project or Path.cwd()).expanduser(),
         rules_file=rules.expanduser() if rules else None,
         accept_widening=bool(getattr(args, "accept_widening_reloads", False)),
-        links=tuple(parse_link_spec(spec, args.link_timeout) for spec in args.links),
+        links=tuple(parse_link_spec(spec, args.link_timeout, clock) for spec in args.links),
         clock=clock,
     )
 
