@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from core.clock import SYSTEM_CLOCK
 from core.history import HISTORY_FILE, HistoryFilter, HistoryRow, HistoryStore, HistoryTooNew
 from core.history.review_log import default_review_log, import_review_log
 from core.logline import log_safe
@@ -102,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
             agent=args.agent,
             session=args.session,
             verdict=args.verdict,
-            since=time.time() - args.since if args.since is not None else None,
+            since=SYSTEM_CLOCK.wall() - args.since if args.since is not None else None,
         )
         rows = store.query(where, args.limit or None)[::-1]
     finally:
