@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     state: Path = (args.state_dir or default_state_dir()).expanduser()
     path = state / HISTORY_FILE
     if not path.exists() and args.import_pi_log is None:
-        print(f"pi-authorizer: no history yet ({path})", file=sys.stderr)
+        print(f"pi-authorizer: no history yet ({log_safe(str(path), 400)})", file=sys.stderr)
         return 0
     try:
         store = HistoryStore(path, retention(args))
@@ -92,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
             try:
                 result = import_review_log(store, args.import_pi_log.expanduser())
             except OSError as exc:
-                print(f"pi-authorizer: cannot read {args.import_pi_log}: {exc}", file=sys.stderr)
+                cause = log_safe(f"{args.import_pi_log}: {exc}", 400)
+                print(f"pi-authorizer: cannot read {cause}", file=sys.stderr)
                 return 1
             print(
                 f"imported {result.imported} decisions from pi's review log ({result.already} already "
