@@ -82,7 +82,8 @@ class HeldBatch:
 
 async def grace_given_up(core: ServingCore, clock: ManualClock) -> None:
     """The shutdown grace runs on the clock: the serving task is waited for until the clock passes it."""
-    await wait_for(lambda: clock.waiting == 1, what="the shutdown waiting out its grace (the only wait left)")
+    # The other tasks are cancelled and done: the one wait left is the grace's.
+    await wait_for(lambda: not core._tasks and clock.waiting == 1, what="the shutdown waiting out its grace")
     assert core._serving  # no real time gives up on it
     clock.advance(SHUTDOWN_GRACE_S - 0.001)
     assert core._serving

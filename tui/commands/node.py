@@ -76,14 +76,15 @@ def take_sessions(node: Node | AttendedNode, ids: list[str]) -> list[str]:
             node.take_session(sid)
             taken.append(sid)
         except SessionHeld as exc:
-            print(f"pi-authorizer: not serving {log_safe(sid)}: {log_safe(exc.holder)} serves it",
-                  file=sys.stderr)
+            print(f"pi-authorizer: not serving {sid!r}: {log_safe(exc.holder)} serves it", file=sys.stderr)
         except UnsafeFolder as exc:
-            print(f"pi-authorizer: not serving {log_safe(sid)}: {log_safe(str(exc), 400)}", file=sys.stderr)
+            print(f"pi-authorizer: not serving {sid!r}: {log_safe(str(exc), 400)}", file=sys.stderr)
         except HistoryFailed as exc:
+            from tui.sanitize import safe_plain  # imports Textual: only when there is something to print
+
             taken.append(sid)
-            print(f"pi-authorizer: error: serving {log_safe(sid)}, but the history failed to close the asks "
-                  f"withdrawn while no one served it: {log_safe(str(exc), 400)}", file=sys.stderr)
+            print(f"pi-authorizer: error: serving {sid!r}, but the history failed to close the asks "
+                  f"withdrawn while no one served it: {safe_plain(str(exc))}", file=sys.stderr)
     return taken
 
 
