@@ -445,16 +445,19 @@ async def test_withdrawn_while_the_reason_editor_is_open(tmp_path: Path) -> None
 async def test_decision_refused_is_shown_and_does_not_crash(tmp_path: Path) -> None:
     from tests.tui.support import write_request
 
-    rig = make_rig(tmp_path, UiSettings(double_press=False, input_grace_ms=0))
+    def answered_behind_our_back(stage: str) -> None:
+        """Someone else answers once the decision is on its way (written earlier, the watcher would set
+        the ask aside as forged before the key: a race under load): our write must not replace theirs."""
+        if stage == "arrived":
+            (responses_dir(rig.root) / "req-dup.json").write_text('{"approved":false,"state":"denied",'
+                                                                  '"responderSessionId":"x"}')
+
+    rig = make_rig(tmp_path, UiSettings(double_press=False, input_grace_ms=0), fault=answered_behind_our_back)
     write_request(rig.root, request_body("req-dup"))
     async with rig.app.run_test(size=(120, 40)) as pilot:
         await wait_rows(pilot, rig.app, 1)
-        # Someone else answered behind our back: our write must not replace theirs.
-        (responses_dir(rig.root) / "req-dup.json").write_text('{"approved":false,"state":"denied",'
-                                                              '"responderSessionId":"x"}')
         await pilot.press("y")
-        await settle(pilot)
-        assert "Not decided" in status_text(rig.app)
+        await wait_for(pilot, lambda: "Not decided" in status_text(rig.app))
         assert read_response(rig.root, "req-dup") == {"approved": False, "state": "denied",
                                                       "responderSessionId": "x"}
         assert rig.app.is_running
