@@ -361,14 +361,17 @@ async def test_queue_is_in_created_order_and_the_cursor_stays_during_a_decision(
     from tests.tui.support import write_request
 
     rig = make_rig(tmp_path)
-    write_request(rig.root, request_body("req-1", created_at=time.time() * 1000 - 3000))
-    write_request(rig.root, request_body("req-2", created_at=time.time() * 1000 - 2000))
+    # One reading of the clock: each ask's createdAt taken at its own write moved req-0 (written later,
+    # "9 s before") after req-1 whenever more than 6 s passed between them on a busy machine.
+    start = time.time() * 1000
+    write_request(rig.root, request_body("req-1", created_at=start - 3000))
+    write_request(rig.root, request_body("req-2", created_at=start - 2000))
     async with rig.app.run_test(size=(120, 40)) as pilot:
         await wait_rows(pilot, rig.app, 2)
         await pilot.press("j")  # the cursor on req-2
         await pilot.press("r")
         await wait_for(pilot, lambda: isinstance(rig.app.screen, ReasonScreen))
-        write_request(rig.root, request_body("req-0", created_at=time.time() * 1000 - 9000))
+        write_request(rig.root, request_body("req-0", created_at=start - 9000))
         write_request(rig.root, request_body("req-3"))
         await wait_rows(pilot, rig.app, 4)
         names = [k.name for k in rig.app.queue.table.ask_keys]
