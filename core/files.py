@@ -9,8 +9,11 @@ import ctypes
 import errno
 import os
 import re
+import resource
 import shutil
 import stat
+import threading
+from dataclasses import dataclass
 
 from core.clock import SYSTEM_CLOCK, wall_ms
 from core.tree import FILE_MODE, check_name, lstat_or_none
@@ -74,10 +77,136 @@ def syncfs(fd: int) -> bool:
     raise OSError(error, os.strerror(error), "syncfs")
 
 
+_ANONYMOUS_FLAGS = os.O_WRONLY | getattr(os, "O_TMPFILE", 0) | os.O_CLOEXEC
+_ANONYMOUS_REFUSED = {errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, errno.ENOENT}
+"""What a kernel without `O_TMPFILE` (`EISDIR`, `EINVAL`) or a filesystem without it answers."""
+ANONYMOUS_MAX = min(4096, resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 4)
+"""Anonymous files held open at once (each is a descriptor until placed); beyond, named temps."""
+
+
+def _proc_fd_path(fd: int) -> str:
+    return f"/proc/self/fd/{fd}"
+
+
+def _proc_names_descriptors() -> bool:
+    """Whether `/proc/self/fd/N` is this process's descriptor N (a real procfs), checked once."""
+    if not _ANONYMOUS_FLAGS & ~(os.O_WRONLY | os.O_CLOEXEC):
+        return False
+    fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        seen, held = os.stat(_proc_fd_path(fd)), os.fstat(fd)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return (seen.st_dev, seen.st_ino) == (held.st_dev, held.st_ino)
+
+
+@dataclass
+class Staged:
+    """A response body written and not yet visible: an anonymous file (`fd`, an `O_TMPFILE` that
+    vanishes with the process) or, where none can be made, the named temp `name` beside its target."""
+
+    name: str
+    fd: int | None = None
+
+
 class DiskWriter:
     """The file-system calls that publish a response, all relative to a folder's descriptor. An
     explicit seam: fault tests inject a writer that fails like a full or broken disk (ENOSPC, EIO)
-    or a slow one, without patching this module."""
+    or a slow one, without patching this module.
+
+    A response is staged as an anonymous file where the kernel and filesystem allow (`anonymous`):
+    creating it does not lock `responses/` (a named create holds the folder while the filesystem
+    looks for a free inode, and every rename and listing of the folder waits behind it), and a
+    killed process leaves nothing behind. It is placed with `linkat` through `/proc/self/fd`, which
+    never replaces an existing name. Elsewhere (no `O_TMPFILE`, no procfs, too many held open) it is
+    a named temp renamed with `RENAME_NOREPLACE`."""
+
+    anonymous = True
+    anonymous_max = ANONYMOUS_MAX
+    _held = 0  # anonymous files this writer holds open
+    _lock = threading.Lock()
+    _usable: bool | None = None  # whether /proc names descriptors, checked once per process
+
+    def stage(self, dir_fd: int, name: str, data: bytes, sync: bool) -> Staged:
+        """`data` in a file that is not visible yet; durable on return when `sync` (else `sync_all`
+        or `sync_file` makes it so before it is placed)."""
+        fd = self._write_anonymous(dir_fd, data) if self.anonymous else None
+        if fd is None:
+            if sync:
+                self.write_new(dir_fd, name, data)
+            else:
+                self.write_unsynced(dir_fd, name, data)
+            return Staged(name)
+        staged = Staged(name, fd)
+        if sync:
+            try:
+                os.fsync(fd)
+            except BaseException:
+                self.discard(dir_fd, staged)
+                raise
+        return staged
+
+    def _write_anonymous(self, dir_fd: int, data: bytes) -> int | None:
+        if DiskWriter._usable is None:
+            DiskWriter._usable = _proc_names_descriptors()
+        with DiskWriter._lock:
+            if not DiskWriter._usable or self._held >= self.anonymous_max:
+                return None
+            self._held += 1
+        try:
+            fd = os.open(".", _ANONYMOUS_FLAGS, FILE_MODE, dir_fd=dir_fd)
+        except OSError as exc:
+            self._let_go()
+            if exc.errno in _ANONYMOUS_REFUSED:
+                return None
+            raise
+        try:
+            write_all(fd, data)
+        except BaseException:
+            os.close(fd)
+            self._let_go()
+            raise
+        return fd
+
+    def _let_go(self) -> None:
+        with DiskWriter._lock:
+            self._held -= 1
+
+    def sync_file(self, dir_fd: int, staged: Staged) -> None:
+        """Make one staged file durable (a batch too small for `sync_all`, or where it is missing)."""
+        if staged.fd is not None:
+            os.fsync(staged.fd)
+            return
+        fd = os.open(check_name(staged.name), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def place(self, dir_fd: int, staged: Staged, target: str) -> bool:
+        """Give the durable `staged` file the name `target` unless it exists (`False` then: it is
+        still staged, the caller discards it); never replaces. On `True` nothing staged is left."""
+        if staged.fd is None:
+            return self.place_named(dir_fd, staged.name, target)
+        try:
+            os.link(_proc_fd_path(staged.fd), check_name(target), dst_dir_fd=dir_fd, follow_symlinks=True)
+        except FileExistsError:
+            return False
+        self.discard(dir_fd, staged)
+        return True
+
+    def discard(self, dir_fd: int, staged: Staged) -> None:
+        """Let go of a staged file that will not be placed (an anonymous one simply vanishes)."""
+        if staged.fd is None:
+            with contextlib.suppress(OSError, ValueError):
+                remove(dir_fd, staged.name)
+            return
+        fd, staged.fd = staged.fd, None
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        self._let_go()
 
     def write_new(self, dir_fd: int, name: str, data: bytes) -> None:
         write_new(dir_fd, name, data)
@@ -100,10 +229,10 @@ class DiskWriter:
         """`rename_noreplace` (a test seam: `None` stands for a filesystem without it)."""
         return rename_noreplace(dir_fd, source, target)
 
-    def place(self, dir_fd: int, source: str, target: str) -> bool:
-        """Give the durable file `source` the name `target` unless it exists (`False` then: `source`
-        stays); never replaces. On `True` the name `source` is gone (the `link()` fallback removes it,
-        so a rename, the usual case, costs no second call)."""
+    def place_named(self, dir_fd: int, source: str, target: str) -> bool:
+        """Give the durable named file `source` the name `target` unless it exists (`False` then:
+        `source` stays); never replaces. On `True` the name `source` is gone (the `link()` fallback
+        removes it, so a rename, the usual case, costs no second call)."""
         done = self.rename_noreplace(dir_fd, source, target)
         if done is not None:
             return done

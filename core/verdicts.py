@@ -13,6 +13,7 @@ from typing import Protocol
 
 from core.asks import AskKey
 from core.clock import Clock, wall_ms
+from core.files import Staged
 from core.inbox import SessionInbox
 from core.wire.decisions import GateErrorDecision
 from core.wire.request import ParsedRequest
@@ -95,7 +96,7 @@ class BatchItem:
     done: asyncio.Future[Published]
     history_failed: str | None = None
     write_failed: str | None = None
-    temp: str | None = None
+    temp: Staged | None = None
     synced: bool = False
     staging: concurrent.futures.Future[None] | None = None
     written: bool | None = None

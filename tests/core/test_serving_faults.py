@@ -24,7 +24,7 @@ import pytest
 
 from core.asks import DenyingTerminal, LeavingTerminal, TerminalSlot
 from core.clock import ManualClock
-from core.files import DiskWriter
+from core.files import DiskWriter, Staged
 from core.history import HistoryStore
 from core.human import DecisionRefused, HumanAuthorizer
 from core.liveness import heartbeat_path, read_heartbeat
@@ -51,12 +51,12 @@ class FailingDisk(DiskWriter):
     def __init__(self, code: int, failures: int) -> None:
         self.code, self.failures, self.attempts = code, failures, 0
 
-    def place(self, dir_fd: int, source: str, target: str) -> bool:
+    def place(self, dir_fd: int, staged: Staged, target: str) -> bool:
         self.attempts += 1
         if self.failures != 0:
             self.failures -= 1
             raise OSError(self.code, os.strerror(self.code))
-        return super().place(dir_fd, source, target)
+        return super().place(dir_fd, staged, target)
 
 
 class FailingLedger:
@@ -317,6 +317,10 @@ class GatedDisk(DiskWriter):
         if not self.gate.wait(self.HANG_GUARD_S):
             self.forced += 1
 
+    def stage(self, dir_fd: int, name: str, data: bytes, sync: bool) -> Staged:
+        self._wait()
+        return super().stage(dir_fd, name, data, sync)
+
     def write_new(self, dir_fd: int, name: str, data: bytes) -> None:
         self._wait()
         super().write_new(dir_fd, name, data)
@@ -354,7 +358,7 @@ class LinkedAwayDisk(DiskWriter):
     def __init__(self, refusals: int) -> None:
         self.refusals = refusals
 
-    def place(self, dir_fd: int, source: str, target: str) -> bool:
+    def place(self, dir_fd: int, staged: Staged, target: str) -> bool:
         raise OSError(errno.EIO, os.strerror(errno.EIO))
 
     def link(self, dir_fd: int, source: str, target: str) -> None:
