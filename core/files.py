@@ -1,5 +1,9 @@
 """Entries of a folder opened by descriptor (`core.tree`): written, published, replaced, read and
 removed relative to that descriptor, never through a link.
+
+Size: the `DiskWriter` seam (every call that publishes a response: staging, syncing, placing) sits
+beside the primitives it wraps, so a fault test subclasses one class; the anonymous files it stages
+are `core.anonymous_files`.
 """
 
 from __future__ import annotations
@@ -9,12 +13,17 @@ import ctypes
 import errno
 import os
 import re
-import resource
 import shutil
 import stat
 import threading
-from dataclasses import dataclass
 
+from core.anonymous_files import (
+    ANONYMOUS_MAX,
+    Staged,
+    link_anonymous,
+    proc_names_descriptors,
+    write_anonymous,
+)
 from core.clock import SYSTEM_CLOCK, wall_ms
 from core.tree import FILE_MODE, check_name, lstat_or_none
 
@@ -77,40 +86,6 @@ def syncfs(fd: int) -> bool:
     raise OSError(error, os.strerror(error), "syncfs")
 
 
-_ANONYMOUS_FLAGS = os.O_WRONLY | getattr(os, "O_TMPFILE", 0) | os.O_CLOEXEC
-_ANONYMOUS_REFUSED = {errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, errno.ENOENT}
-"""What a kernel without `O_TMPFILE` (`EISDIR`, `EINVAL`) or a filesystem without it answers."""
-ANONYMOUS_MAX = min(4096, resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 4)
-"""Anonymous files held open at once (each is a descriptor until placed); beyond, named temps."""
-
-
-def _proc_fd_path(fd: int) -> str:
-    return f"/proc/self/fd/{fd}"
-
-
-def _proc_names_descriptors() -> bool:
-    """Whether `/proc/self/fd/N` is this process's descriptor N (a real procfs), checked once."""
-    if not _ANONYMOUS_FLAGS & ~(os.O_WRONLY | os.O_CLOEXEC):
-        return False
-    fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        seen, held = os.stat(_proc_fd_path(fd)), os.fstat(fd)
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-    return (seen.st_dev, seen.st_ino) == (held.st_dev, held.st_ino)
-
-
-@dataclass
-class Staged:
-    """A response body written and not yet visible: an anonymous file (`fd`, an `O_TMPFILE` that
-    vanishes with the process) or, where none can be made, the named temp `name` beside its target."""
-
-    name: str
-    fd: int | None = None
-
-
 class DiskWriter:
     """The file-system calls that publish a response, all relative to a folder's descriptor. An
     explicit seam: fault tests inject a writer that fails like a full or broken disk (ENOSPC, EIO)
@@ -150,24 +125,18 @@ class DiskWriter:
 
     def _write_anonymous(self, dir_fd: int, data: bytes) -> int | None:
         if DiskWriter._usable is None:
-            DiskWriter._usable = _proc_names_descriptors()
+            DiskWriter._usable = proc_names_descriptors()
         with DiskWriter._lock:
             if not DiskWriter._usable or self._held >= self.anonymous_max:
                 return None
             self._held += 1
         try:
-            fd = os.open(".", _ANONYMOUS_FLAGS, FILE_MODE, dir_fd=dir_fd)
-        except OSError as exc:
-            self._let_go()
-            if exc.errno in _ANONYMOUS_REFUSED:
-                return None
-            raise
-        try:
-            write_all(fd, data)
+            fd = write_anonymous(dir_fd, data)
         except BaseException:
-            os.close(fd)
             self._let_go()
             raise
+        if fd is None:
+            self._let_go()
         return fd
 
     def _let_go(self) -> None:
@@ -190,9 +159,7 @@ class DiskWriter:
         still staged, the caller discards it); never replaces. On `True` nothing staged is left."""
         if staged.fd is None:
             return self.place_named(dir_fd, staged.name, target)
-        try:
-            os.link(_proc_fd_path(staged.fd), check_name(target), dst_dir_fd=dir_fd, follow_symlinks=True)
-        except FileExistsError:
+        if not link_anonymous(staged.fd, dir_fd, check_name(target)):
             return False
         self.discard(dir_fd, staged)
         return True

@@ -11,9 +11,9 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from core.anonymous_files import Staged
 from core.asks import AskKey
 from core.clock import Clock, wall_ms
-from core.files import Staged
 from core.inbox import SessionInbox
 from core.wire.decisions import GateErrorDecision
 from core.wire.request import ParsedRequest

@@ -22,9 +22,10 @@ from pathlib import Path
 
 import pytest
 
+from core.anonymous_files import Staged
 from core.asks import DenyingTerminal, LeavingTerminal, TerminalSlot
 from core.clock import ManualClock
-from core.files import DiskWriter, Staged
+from core.files import DiskWriter
 from core.history import HistoryStore
 from core.human import DecisionRefused, HumanAuthorizer
 from core.liveness import heartbeat_path, read_heartbeat
