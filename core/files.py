@@ -1,5 +1,9 @@
 """Entries of a folder opened by descriptor (`core.tree`): written, published, replaced, read and
 removed relative to that descriptor, never through a link.
+
+Size: the `DiskWriter` seam (every call that publishes a response: staging, syncing, placing) sits
+beside the primitives it wraps, so a fault test subclasses one class; the anonymous files it stages
+are `core.anonymous_files`.
 """
 
 from __future__ import annotations
@@ -11,7 +15,15 @@ import os
 import re
 import shutil
 import stat
+import threading
 
+from core.anonymous_files import (
+    ANONYMOUS_MAX,
+    Staged,
+    link_anonymous,
+    proc_names_descriptors,
+    write_anonymous,
+)
 from core.clock import SYSTEM_CLOCK, wall_ms
 from core.tree import FILE_MODE, check_name, lstat_or_none
 
@@ -77,7 +89,91 @@ def syncfs(fd: int) -> bool:
 class DiskWriter:
     """The file-system calls that publish a response, all relative to a folder's descriptor. An
     explicit seam: fault tests inject a writer that fails like a full or broken disk (ENOSPC, EIO)
-    or a slow one, without patching this module."""
+    or a slow one, without patching this module.
+
+    A response is staged as an anonymous file where the kernel and filesystem allow (`anonymous`):
+    creating it does not lock `responses/` (a named create holds the folder while the filesystem
+    looks for a free inode, and every rename and listing of the folder waits behind it), and a
+    killed process leaves nothing behind. It is placed with `linkat` through `/proc/self/fd`, which
+    never replaces an existing name. Elsewhere (no `O_TMPFILE`, no procfs, too many held open) it is
+    a named temp renamed with `RENAME_NOREPLACE`."""
+
+    anonymous = True
+    anonymous_max = ANONYMOUS_MAX
+    _held = 0  # anonymous files this writer holds open
+    _lock = threading.Lock()
+    _usable: bool | None = None  # whether /proc names descriptors, checked once per process
+
+    def stage(self, dir_fd: int, name: str, data: bytes, sync: bool) -> Staged:
+        """`data` in a file that is not visible yet; durable on return when `sync` (else `sync_all`
+        or `sync_file` makes it so before it is placed)."""
+        fd = self._write_anonymous(dir_fd, data) if self.anonymous else None
+        if fd is None:
+            if sync:
+                self.write_new(dir_fd, name, data)
+            else:
+                self.write_unsynced(dir_fd, name, data)
+            return Staged(name)
+        staged = Staged(name, fd)
+        if sync:
+            try:
+                os.fsync(fd)
+            except BaseException:
+                self.discard(dir_fd, staged)
+                raise
+        return staged
+
+    def _write_anonymous(self, dir_fd: int, data: bytes) -> int | None:
+        if DiskWriter._usable is None:
+            DiskWriter._usable = proc_names_descriptors()
+        with DiskWriter._lock:
+            if not DiskWriter._usable or self._held >= self.anonymous_max:
+                return None
+            self._held += 1
+        try:
+            fd = write_anonymous(dir_fd, data)
+        except BaseException:
+            self._let_go()
+            raise
+        if fd is None:
+            self._let_go()
+        return fd
+
+    def _let_go(self) -> None:
+        with DiskWriter._lock:
+            self._held -= 1
+
+    def sync_file(self, dir_fd: int, staged: Staged) -> None:
+        """Make one staged file durable (a batch too small for `sync_all`, or where it is missing)."""
+        if staged.fd is not None:
+            os.fsync(staged.fd)
+            return
+        fd = os.open(check_name(staged.name), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def place(self, dir_fd: int, staged: Staged, target: str) -> bool:
+        """Give the durable `staged` file the name `target` unless it exists (`False` then: it is
+        still staged, the caller discards it); never replaces. On `True` nothing staged is left."""
+        if staged.fd is None:
+            return self.place_named(dir_fd, staged.name, target)
+        if not link_anonymous(staged.fd, dir_fd, check_name(target)):
+            return False
+        self.discard(dir_fd, staged)
+        return True
+
+    def discard(self, dir_fd: int, staged: Staged) -> None:
+        """Let go of a staged file that will not be placed (an anonymous one simply vanishes)."""
+        if staged.fd is None:
+            with contextlib.suppress(OSError, ValueError):
+                remove(dir_fd, staged.name)
+            return
+        fd, staged.fd = staged.fd, None
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        self._let_go()
 
     def write_new(self, dir_fd: int, name: str, data: bytes) -> None:
         write_new(dir_fd, name, data)
@@ -100,10 +196,10 @@ class DiskWriter:
         """`rename_noreplace` (a test seam: `None` stands for a filesystem without it)."""
         return rename_noreplace(dir_fd, source, target)
 
-    def place(self, dir_fd: int, source: str, target: str) -> bool:
-        """Give the durable file `source` the name `target` unless it exists (`False` then: `source`
-        stays); never replaces. On `True` the name `source` is gone (the `link()` fallback removes it,
-        so a rename, the usual case, costs no second call)."""
+    def place_named(self, dir_fd: int, source: str, target: str) -> bool:
+        """Give the durable named file `source` the name `target` unless it exists (`False` then:
+        `source` stays); never replaces. On `True` the name `source` is gone (the `link()` fallback
+        removes it, so a rename, the usual case, costs no second call)."""
         done = self.rename_noreplace(dir_fd, source, target)
         if done is not None:
             return done

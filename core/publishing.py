@@ -31,7 +31,7 @@ from core.faults import FaultHook, no_fault
 from core.files import DiskWriter
 from core.inbox import SessionInbox, display_name
 from core.logline import log_safe
-from core.response_files import SYNCFS_FROM, ResponseFiles, close_folders, drop_temp, what
+from core.response_files import SYNCFS_FROM, ResponseFiles, what
 from core.verdicts import (
     BatchItem,
     Ledger,
@@ -55,6 +55,9 @@ MAX_BATCH = 1024
 RETRY_DELAYS_S = (0.05, 0.25, 1.0)
 """Backoff between attempts of a failed record or response write (disk full, EIO): the first
 attempt, then one after each delay. A write that still fails is retried at the next rescan."""
+STAGERS = 2
+"""Threads writing temps ahead: an anonymous file is created without locking its folder, so two
+creations (each a search for a free inode, slow on a busy filesystem) run side by side."""
 BATCH_STAGES = ("arrived", "recorded", "staged", "durable", "half-linked", "linked", "marked", "deleted")
 """Fault points in order; at `arrived` the batch's asks are judged and reported, nothing recorded."""
 Settled = Callable[[AskKey, "Published"], None]
@@ -96,7 +99,7 @@ class Publisher(ResponseFiles):
         self._drain: asyncio.Task[None] | None = None
         self._remover = ThreadPoolExecutor(1, thread_name_prefix="pi-authorizer-remove")
         self._removing: concurrent.futures.Future[None] | None = None
-        self._stager = ThreadPoolExecutor(1, thread_name_prefix="pi-authorizer-stage")
+        self._stager = ThreadPoolExecutor(STAGERS, thread_name_prefix="pi-authorizer-stage")
         self._unstaged: list[BatchItem] = []
 
     async def publish(self, inbox: SessionInbox, verdict: VerdictRecord) -> Published:
@@ -187,12 +190,12 @@ class Publisher(ResponseFiles):
                 for item in items:
                     if item.history_failed is not None and item.written is None:
                         # Staged with the verdict the ledger refused: never placed; the denial is.
-                        drop_temp(fd, item)
+                        self.drop_temp(fd, item)
                         item.write_failed = None
                         self._stage(fd, item, sync=not together)
             self._place_all(opened, together, self.fault)
         finally:
-            close_folders(opened)
+            self._close_folders(opened)
         for item in batch:
             if item.write_failed is not None and item.written is None:
                 self._write_alone(item)

@@ -1,5 +1,6 @@
-"""Response files for a batch of answers, on descriptors: staged as temps, made durable, placed
-without replacing, and retried alone when a write fails (the publisher's file stages).
+"""Response files for a batch of answers, on descriptors: staged (an anonymous file, else a named
+temp), made durable, placed without replacing, and retried alone when a write fails (the
+publisher's file stages).
 
 Each stage is a named fault point of `core.publishing` (`FaultHook`). Every file operation goes
 through the `DiskWriter` seam, relative to a `responses/` descriptor opened from the root down
@@ -43,7 +44,7 @@ class ResponseFiles:
             self._stage_all(opened, together=False)
             self._place_all(opened, together=False, fault=no_fault)
         finally:
-            close_folders(opened)
+            self._close_folders(opened)
 
     def _open_folders(self, batch: Sequence[BatchItem]) -> list[tuple[int, list[BatchItem]]]:
         """Each session's `responses/` once (created from the root down, never through a link)."""
@@ -71,7 +72,7 @@ class ResponseFiles:
             self._stage_all(opened, together=len(items) >= SYNCFS_FROM)
         finally:
             for fd, _ in opened:
-                os.close(fd)
+                os.close(fd)  # a staged file outlives it: by its name, or by its own descriptor
 
     def _place_all(
         self, opened: Sequence[tuple[int, list[BatchItem]]], together: bool, fault: FaultHook
@@ -101,16 +102,13 @@ class ResponseFiles:
     def _stage(self, fd: int, item: BatchItem, sync: bool) -> None:
         temp = temp_name(f"{item.verdict.request_id}.json")
         try:
-            if sync:
-                self.writer.write_new(fd, temp, item.verdict.body)
-            else:
-                self.writer.write_unsynced(fd, temp, item.verdict.body)
+            staged = self.writer.stage(fd, temp, item.verdict.body, sync)
         except Exception as exc:
             with contextlib.suppress(OSError, ValueError):
                 remove(fd, temp)
             fail([item], exc)
             return
-        item.temp, item.synced = temp, sync
+        item.temp, item.synced = staged, sync
 
     def _sync(self, fd: int, items: list[BatchItem]) -> None:
         try:
@@ -125,12 +123,10 @@ class ResponseFiles:
             if item.temp is None:
                 continue
             try:
-                _fsync_file(fd, item.temp)
+                self.writer.sync_file(fd, item.temp)
             except OSError as exc:
                 fail([item], exc)
-                with contextlib.suppress(OSError):
-                    remove(fd, item.temp)
-                item.temp = None
+                self.drop_temp(fd, item)
 
     def _place(self, fd: int, item: BatchItem) -> bool:
         assert item.temp is not None
@@ -141,7 +137,7 @@ class ResponseFiles:
             return False
         item.write_failed = None
         if item.written:
-            item.temp = None  # renamed into place (the writer removes a `link()` fallback's temp)
+            item.temp = None  # placed: nothing staged is left (the writer removed or closed it)
         return bool(item.written)
 
     def _write_alone(self, item: BatchItem) -> None:
@@ -203,19 +199,17 @@ class ResponseFiles:
                 os.close(fd)
         return gone
 
-def close_folders(opened: Sequence[tuple[int, list[BatchItem]]]) -> None:
-    """Remove what was staged and not placed, and let go of the folders."""
-    for fd, items in opened:
-        for item in items:
-            drop_temp(fd, item)
-        os.close(fd)
+    def _close_folders(self, opened: Sequence[tuple[int, list[BatchItem]]]) -> None:
+        """Drop what was staged and not placed, and let go of the folders."""
+        for fd, items in opened:
+            for item in items:
+                self.drop_temp(fd, item)
+            os.close(fd)
 
-
-def drop_temp(fd: int, item: BatchItem) -> None:
-    if item.temp is not None:
-        with contextlib.suppress(OSError):
-            remove(fd, item.temp)
-        item.temp = None
+    def drop_temp(self, fd: int, item: BatchItem) -> None:
+        if item.temp is not None:
+            self.writer.discard(fd, item.temp)
+            item.temp = None
 
 
 def fail(items: Sequence[BatchItem], exc: BaseException) -> None:
@@ -226,14 +220,6 @@ def fail(items: Sequence[BatchItem], exc: BaseException) -> None:
 
 def what(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
-
-
-def _fsync_file(dir_fd: int, name: str) -> None:
-    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def open_folder(inbox: SessionInbox, sub: str, create: bool = False) -> int:

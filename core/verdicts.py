@@ -11,6 +11,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from core.anonymous_files import Staged
 from core.asks import AskKey
 from core.clock import Clock, wall_ms
 from core.inbox import SessionInbox
@@ -95,7 +96,7 @@ class BatchItem:
     done: asyncio.Future[Published]
     history_failed: str | None = None
     write_failed: str | None = None
-    temp: str | None = None
+    temp: Staged | None = None
     synced: bool = False
     staging: concurrent.futures.Future[None] | None = None
     written: bool | None = None

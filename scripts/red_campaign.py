@@ -44,6 +44,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from core.anonymous_files import Staged
 from core.files import DiskWriter
 from core.history import HistoryStore
 from core.human import DecisionRefused, HumanAuthorizer
@@ -143,9 +144,13 @@ class FlakyDisk(DiskWriter):
         self._maybe()
         super().write_unsynced(dir_fd, name, data)
 
-    def place(self, dir_fd: int, source: str, target: str) -> bool:
+    def stage(self, dir_fd: int, name: str, data: bytes, sync: bool) -> Staged:
         self._maybe()
-        return super().place(dir_fd, source, target)
+        return super().stage(dir_fd, name, data, sync)
+
+    def place(self, dir_fd: int, staged: Staged, target: str) -> bool:
+        self._maybe()
+        return super().place(dir_fd, staged, target)
 
 
 class FlakyLedger:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from core.anonymous_files import Staged
 from core.asks import Answered, Ask, AskKey, Decision, Judgment, TerminalDecision
 from core.files import DiskWriter
 from core.human import AskAdded, AskDecided, DecisionRefused, HumanAuthorizer, HumanEvent
@@ -119,10 +120,10 @@ class HeldFailingDisk(HeldDisk):
         super().__init__()
         self.broken = True
 
-    def place(self, dir_fd: int, source: str, target: str) -> bool:
+    def place(self, dir_fd: int, staged: Staged, target: str) -> bool:
         if self.broken:
             raise OSError(5, "Input/output error")
-        return super().place(dir_fd, source, target)
+        return super().place(dir_fd, staged, target)
 
 
 async def test_a_cancelled_call_whose_answer_failed_leaves_the_ask_decidable(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from core.anonymous_files import Staged
 from core.asks import DenyingTerminal, LeavingTerminal, TerminalSlot
 from core.clock import ManualClock
 from core.files import DiskWriter
@@ -52,12 +53,12 @@ class FailingDisk(DiskWriter):
     def __init__(self, code: int, failures: int) -> None:
         self.code, self.failures, self.attempts = code, failures, 0
 
-    def place(self, dir_fd: int, source: str, target: str) -> bool:
+    def place(self, dir_fd: int, staged: Staged, target: str) -> bool:
         self.attempts += 1
         if self.failures != 0:
             self.failures -= 1
             raise OSError(self.code, os.strerror(self.code))
-        return super().place(dir_fd, source, target)
+        return super().place(dir_fd, staged, target)
 
 
 class FailingLedger:
@@ -320,6 +321,10 @@ class GatedDisk(DiskWriter):
         if not self.gate.wait(self.HANG_GUARD_S):
             self.forced += 1
 
+    def stage(self, dir_fd: int, name: str, data: bytes, sync: bool) -> Staged:
+        self._wait()
+        return super().stage(dir_fd, name, data, sync)
+
     def write_new(self, dir_fd: int, name: str, data: bytes) -> None:
         self._wait()
         super().write_new(dir_fd, name, data)
@@ -357,7 +362,7 @@ class LinkedAwayDisk(DiskWriter):
     def __init__(self, refusals: int) -> None:
         self.refusals = refusals
 
-    def place(self, dir_fd: int, source: str, target: str) -> bool:
+    def place(self, dir_fd: int, staged: Staged, target: str) -> bool:
         raise OSError(errno.EIO, os.strerror(errno.EIO))
 
     def link(self, dir_fd: int, source: str, target: str) -> None:

@@ -120,23 +120,59 @@ def test_a_link_appearing_on_the_resolved_path_later_is_refused(tmp_path: Path) 
     assert os.listdir(tmp_path / "b" / "root") == []
 
 
-class NoRenameat2(DiskWriter):
+class NamedTemps(DiskWriter):
+    """A filesystem without `O_TMPFILE` (or no procfs): every response is staged as a named temp."""
+
+    anonymous = False
+
+
+class NoRenameat2(NamedTemps):
     """A filesystem that refuses `renameat2(RENAME_NOREPLACE)`: `place` falls back to `link()`."""
 
     def rename_noreplace(self, dir_fd: int, source: str, target: str) -> bool | None:
         return None
 
 
-@pytest.mark.parametrize("writer", [DiskWriter(), NoRenameat2()], ids=["renameat2", "link"])
+@pytest.mark.parametrize(
+    "writer", [DiskWriter(), NamedTemps(), NoRenameat2()], ids=["anonymous", "renameat2", "link"]
+)
 def test_place_never_replaces_and_leaves_no_temp_once_placed(tmp_path: Path, writer: DiskWriter) -> None:
     fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        writer.write_new(fd, "a.tmp", b"first")
-        assert writer.place(fd, "a.tmp", "a.json") is True
+        first = writer.stage(fd, "a.tmp", b"first", sync=True)
+        assert (first.fd is not None) == writer.anonymous
+        assert writer.place(fd, first, "a.json") is True
         assert sorted(os.listdir(tmp_path)) == ["a.json"]
-        writer.write_new(fd, "b.tmp", b"second")
-        assert writer.place(fd, "b.tmp", "a.json") is False
+        second = writer.stage(fd, "b.tmp", b"second", sync=False)
+        writer.sync_file(fd, second)
+        assert writer.place(fd, second, "a.json") is False
         assert (tmp_path / "a.json").read_bytes() == b"first"
-        assert sorted(os.listdir(tmp_path)) == ["a.json", "b.tmp"]  # the caller drops what was refused
+        # What was refused is still staged, for the caller to drop: a named temp beside the target,
+        # an anonymous file held open and never visible.
+        staged_names = [] if writer.anonymous else ["b.tmp"]
+        assert sorted(os.listdir(tmp_path)) == ["a.json", *staged_names]
+        writer.discard(fd, second)
+        assert sorted(os.listdir(tmp_path)) == ["a.json"]
+    finally:
+        os.close(fd)
+
+
+def test_an_anonymous_file_is_invisible_until_placed_and_the_held_ones_are_bounded(tmp_path: Path) -> None:
+    """Beyond `anonymous_max` files held open, responses are staged as named temps (descriptors are
+    bounded); a discarded anonymous file frees its place and leaves nothing behind."""
+    writer = DiskWriter()
+    writer.anonymous_max = 1
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        held = writer.stage(fd, "a.tmp", b"a", sync=False)
+        named = writer.stage(fd, "b.tmp", b"b", sync=False)
+        assert held.fd is not None and named.fd is None
+        assert os.listdir(tmp_path) == ["b.tmp"]
+        writer.discard(fd, held)
+        again = writer.stage(fd, "c.tmp", b"c", sync=True)
+        assert again.fd is not None and os.listdir(tmp_path) == ["b.tmp"]
+        assert writer.place(fd, again, "c.json") is True and writer.place(fd, named, "b.json") is True
+        assert sorted(os.listdir(tmp_path)) == ["b.json", "c.json"]
+        assert [(tmp_path / n).read_bytes() for n in ("b.json", "c.json")] == [b"b", b"c"]
     finally:
         os.close(fd)

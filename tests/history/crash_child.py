@@ -1,8 +1,9 @@
 """A real serving process that dies (`os._exit(137)`: no cleanup, no flush, like SIGKILL) at one stage.
 
-Run: `python -m tests.history.crash_child ROOT STATE AGENT_DIR STAGE [NTH]`. The process is wired like
-`serve --on-ask deny` (this node's rules, the history as ledger and observer); the stage comes through
-the core's explicit `fault` seam and kills the process the NTH time (default 1) it is reached.
+Run: `python -m tests.history.crash_child ROOT STATE AGENT_DIR STAGE [NTH] [named]`. The process is wired
+like `serve --on-ask deny` (this node's rules, the history as ledger and observer); the stage comes
+through the core's explicit `fault` seam and kills the process the NTH time (default 1) it is reached.
+`named` stages responses as named temps, as on a filesystem without anonymous files (`O_TMPFILE`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import sys
 from pathlib import Path
 
 from core.asks import DenyingTerminal
+from core.files import DiskWriter
 from core.history import HistoryStore
 from core.judging import RecordedAuthority
 from core.publishing import BATCH_STAGES
@@ -21,7 +23,11 @@ from core.serving import ServingCore
 from tests.history.support import S
 
 
-async def serve(root: Path, state: Path, agent_dir: Path, stage: str, nth: int) -> None:
+class NamedTemps(DiskWriter):
+    anonymous = False
+
+
+async def serve(root: Path, state: Path, agent_dir: Path, stage: str, nth: int, named: bool) -> None:
     history = HistoryStore.in_state_dir(state)
     authority = RecordedAuthority(PolicyStore(agent_dir, None, None, home="/home/me"))
     reached = [0]
@@ -32,7 +38,9 @@ async def serve(root: Path, state: Path, agent_dir: Path, stage: str, nth: int) 
             if reached[0] == nth:
                 os._exit(137)
 
-    core = ServingCore(root, state, DenyingTerminal(), judge=authority, ledger=history, fault=fault)
+    writer = NamedTemps() if named else DiskWriter()
+    core = ServingCore(root, state, DenyingTerminal(), judge=authority, ledger=history, fault=fault,
+                       writer=writer)
     core.subscribe(history.observe)
     core.add_session(S)
     await core.run()
@@ -41,9 +49,10 @@ async def serve(root: Path, state: Path, agent_dir: Path, stage: str, nth: int) 
 def main() -> None:
     root, state, agent_dir, stage = sys.argv[1:5]
     nth = int(sys.argv[5]) if len(sys.argv) > 5 else 1
+    named = sys.argv[6:7] == ["named"]
     if stage not in BATCH_STAGES:
         raise SystemExit(f"unknown stage {stage!r}")
-    asyncio.run(serve(Path(root), Path(state), Path(agent_dir), stage, nth))
+    asyncio.run(serve(Path(root), Path(state), Path(agent_dir), stage, nth, named))
 
 
 if __name__ == "__main__":

@@ -41,11 +41,14 @@ def serve(tmp_path: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
-def run_until_killed(tmp_path: Path, stage: str) -> subprocess.CompletedProcess[bytes]:
-    """A real serving process on `tmp_path`'s dirs, killed by its own fault seam at `stage`."""
+def run_until_killed(
+    tmp_path: Path, stage: str, staging: str = "anonymous"
+) -> subprocess.CompletedProcess[bytes]:
+    """A real serving process on `tmp_path`'s dirs, killed by its own fault seam at `stage`; `staging`
+    "named" stages responses as named temps (a filesystem without anonymous files)."""
     (tmp_path / "agent").mkdir(exist_ok=True)
     folders = (tmp_path / "root", tmp_path / "state", tmp_path / "agent")
-    command = [sys.executable, "-m", "tests.history.crash_child", *map(str, folders), stage]
+    command = [sys.executable, "-m", "tests.history.crash_child", *map(str, folders), stage, "1", staging]
     return subprocess.run(command, cwd=REPO, capture_output=True, timeout=120, check=False)
 
 
@@ -75,11 +78,12 @@ AFTER_CRASH = {
 }
 
 
+@pytest.mark.parametrize("staging", ["anonymous", "named"])
 @pytest.mark.parametrize("stage", list(AFTER_CRASH))
-def test_killed_at_each_stage_answers_once_after_restart(tmp_path: Path, stage: str) -> None:
+def test_killed_at_each_stage_answers_once_after_restart(tmp_path: Path, stage: str, staging: str) -> None:
     request = write_request(tmp_path / "root", S, "r1")
     response = response_path(tmp_path / "root", S, "r1")
-    first = run_until_killed(tmp_path, stage)
+    first = run_until_killed(tmp_path, stage, staging)
     assert first.returncode == 137, first.stderr
 
     expected = AFTER_CRASH[stage]
@@ -172,9 +176,13 @@ def verdict_rows(history: HistoryStore) -> dict[str, HistoryRow]:
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(kinds=st.lists(KINDS, min_size=1, max_size=24), stage=st.sampled_from(BATCH_STAGES))
+@given(
+    kinds=st.lists(KINDS, min_size=1, max_size=24),
+    stage=st.sampled_from(BATCH_STAGES),
+    staging=st.sampled_from(["anonymous", "named"]),
+)
 def test_a_batch_killed_at_any_stage_is_answered_exactly_once(
-    tmp_path_factory: pytest.TempPathFactory, kinds: list[str], stage: str
+    tmp_path_factory: pytest.TempPathFactory, kinds: list[str], stage: str, staging: str
 ) -> None:
     tmp = tmp_path_factory.mktemp("crash")
     if all(k == "hostile" for k in kinds):
@@ -186,7 +194,7 @@ def test_a_batch_killed_at_any_stage_is_answered_exactly_once(
     (tmp / "agent" / "extensions" / "pi-permission-system" / "config.json").write_text(
         json.dumps({"permission": ALLOW_LS})
     )
-    killed = run_until_killed(tmp, stage)
+    killed = run_until_killed(tmp, stage, staging)
     assert killed.returncode == 137, killed.stderr
 
     # Recorded before visible: every verdict on disk is one the history holds, byte for byte (an

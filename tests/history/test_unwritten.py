@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from core.anonymous_files import Staged
 from core.asks import DenyingTerminal
 from core.files import DiskWriter
 from core.history import HistoryStore
@@ -74,7 +75,7 @@ class HeldFailingDisk(DiskWriter):
             self.entered.set()
             self.release.wait(30)
 
-    def place(self, dir_fd: int, source: str, target: str) -> bool:
+    def place(self, dir_fd: int, staged: Staged, target: str) -> bool:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
