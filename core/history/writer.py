@@ -9,6 +9,9 @@ arrivals of its own asks and writes each with its verdict as one row; any other 
 read write what is queued; a worker writes the arrivals that waited `ARRIVALS_WAIT_S` (an ask that
 went to a person), and only those: in a burst the younger ones are taken by their batches.
 A failed transaction keeps the queue (with any fail-safe answer the ledger refused, see the store).
+
+Size: the arrival queue, its delayed worker and the transactions that drain it are one state under
+one lock (`_tx` takes the queue); split apart, each half would reach into the other's.
 """
 
 # SQL text here is assembled from constant fragments only; every value is a bound parameter.
