@@ -76,7 +76,9 @@ MCP = ("exa:search", "exa_search", "exa", "mcp", "mcp_status", "mcp_list", "gh:c
        "srv:tool:extra", ":x", "x:", "😀:run")
 SKILLS = ("lint", "deploy-prod", "deploy", "Lint", "l", "", "*", "ünï", "a/b")
 TOOLS = ("task", "webfetch", "todo_write", "Task", "tool-😀", "x", "path_read", "path_write",
-         "external_directory_read", "external_directory_write", "path_reed")
+         "external_directory_read", "external_directory_write", "path_reed",
+         # surfaces a buggy or hostile child may send: padded, wildcard, empty, a home form
+         " bash", "bash\n", "read ", "mcp\t", "*", "", "~", HOME, "😀")
 AGENTS = ("Explore", "Explore", "Explore", "builder", "builder", "reviewer", "unknown", "Unknown",
           "x y", "a\u00a0b", "ünï", "😀", "1", "__proto__", "constructor", "a.b", "Explore ")
 
