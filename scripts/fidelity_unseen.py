@@ -90,7 +90,8 @@ class Case:
     surface: str
     values: list[str]
     tags: set[str] = field(default_factory=set)
-    # Provenance the judgment must ignore (ADR 0008): varied so a verdict that moves with them shows.
+    # Provenance the judgment must ignore (docs/contract.md § Facts and judgment): varied, so a
+    # verdict that moves with them shows.
     boundary: str | None = None
     cwd: str = "/repo"
     display_agent: str = "Explore"
