@@ -76,7 +76,9 @@ MCP = ("exa:search", "exa_search", "exa", "mcp", "mcp_status", "mcp_list", "gh:c
        "srv:tool:extra", ":x", "x:", "😀:run")
 SKILLS = ("lint", "deploy-prod", "deploy", "Lint", "l", "", "*", "ünï", "a/b")
 TOOLS = ("task", "webfetch", "todo_write", "Task", "tool-😀", "x", "path_read", "path_write",
-         "external_directory_read", "external_directory_write", "path_reed")
+         "external_directory_read", "external_directory_write", "path_reed",
+         # surfaces a buggy or hostile child may send: padded, wildcard, empty, a home form
+         " bash", "bash\n", "read ", "mcp\t", "*", "", "~", HOME, "😀")
 AGENTS = ("Explore", "Explore", "Explore", "builder", "builder", "reviewer", "unknown", "Unknown",
           "x y", "a\u00a0b", "ünï", "😀", "1", "__proto__", "constructor", "a.b", "Explore ")
 
@@ -88,6 +90,11 @@ class Case:
     surface: str
     values: list[str]
     tags: set[str] = field(default_factory=set)
+    # Provenance the judgment must ignore (docs/contract.md § Facts and judgment): varied, so a
+    # verdict that moves with them shows.
+    boundary: str | None = None
+    cwd: str = "/repo"
+    display_agent: str = "Explore"
 
     def write(self, root: Path) -> None:
         for rel, data in self.files.items():
@@ -113,11 +120,10 @@ class Case:
         return call
 
     def request(self) -> bytes:
-        intent = {"surface": self.surface, "matchValues": self.values,
-                  "boundaryValue": self.values[0] if self.values and self.surface in PATHS else None,
-                  "requesterCwd": "/repo", "principal": {"sessionId": "c1", "agentName": self.agent}}
+        intent = {"surface": self.surface, "matchValues": self.values, "boundaryValue": self.boundary,
+                  "requesterCwd": self.cwd, "principal": {"sessionId": "c1", "agentName": self.agent}}
         return json.dumps({"id": "q1", "createdAt": 1, "requesterSessionId": "c1",
-                           "targetSessionId": "p1", "requesterAgentName": self.agent,
+                           "targetSessionId": "p1", "requesterAgentName": self.display_agent,
                            "surface": self.surface, "value": "v", "accessIntent": intent}).encode()
 
     def reproduction(self) -> str:
@@ -463,7 +469,10 @@ class Gen:
         if any(ord(c) > 0xFFFF for v in values for c in v):
             tags.add("astral")
         tags.add(f"surface:{surface if surface in ('bash', 'mcp', 'skill') or surface in PATHS else 'tool'}")
-        return Case(files, agent, surface, values, tags)
+        boundary = r.choice([values[0] if values else None, None, "/etc/shadow", HOME, "*"])
+        cwd = r.choice(["/repo", HOME, "/", "", "~", "/srv/other"])
+        display = r.choice([agent, agent, "Explore", "unknown", "reviewer"])
+        return Case(files, agent, surface, values, tags, boundary, cwd, display)
 
 
 # -- judging -----------------------------------------------------------------------------------

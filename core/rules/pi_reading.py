@@ -20,8 +20,9 @@ verdict (see `docs/fidelity.md`). The differences live here, as facts about pi's
 - There are no surface families: a `path` ask meets the rules whose surface matches `path` itself
   (`path`, `pa*`, `*`, not `*_*`), in their own places.
 - A `__proto__` key is never an entry: assigning it sets the object's prototype (or does nothing),
-  so such a surface or pattern is dropped, a map holding only it is an empty map, and in the
-  frontmatter a root `__proto__:` map is where `permission` is looked up when the root has none.
+  so such a surface or pattern is dropped (in config.json a map holding only it is an empty map,
+  which still replaces a lower scope's bare state), and in the frontmatter a root `__proto__:`
+  map is where `permission` is looked up when the root has none.
 - Bytes that are not UTF-8 are read as U+FFFD (node's decoder), not refused
   (`core.rules.files.read_config_text(lenient=True)`).
 """
@@ -128,31 +129,21 @@ def _deny_with_reason(value: object) -> bool:
 
 
 def permission_as_pi(value: object) -> dict[str, Any] | None:
-    """pi's `normalizeFlatPermissionValue`: keep states and deny maps, drop the rest and empties.
-
-    A valid entry under `__proto__` counts as "something kept" but is no entry (`_PROTO`), so a
-    map holding only that is kept empty.
-    """
+    """pi's `normalizeFlatPermissionValue`: keep states and deny maps, drop the rest and empties."""
     if not isinstance(value, dict):
         return None
     kept: dict[str, Any] = {}
-    any_kept = False
     for surface, entry in js_key_order(value).items():
         if isinstance(entry, str):
             if entry in _STATES:
-                any_kept = True
-                if surface != _PROTO:
-                    kept[surface] = entry
+                kept[surface] = entry
         elif isinstance(entry, dict):
             patterns = {p: a for p, a in js_key_order(entry).items()
                         if (isinstance(a, str) and a in _STATES) or _deny_with_reason(a)}
             if patterns:
-                any_kept = True
-                if surface != _PROTO:
-                    kept[surface] = {p: ({"action": "deny", "reason": a.get("reason")}
-                                         if isinstance(a, dict) else a)
-                                     for p, a in patterns.items() if p != _PROTO}
-    return kept if any_kept else None
+                kept[surface] = {p: ({"action": "deny", "reason": a.get("reason")}
+                                     if isinstance(a, dict) else a) for p, a in patterns.items()}
+    return kept or None
 
 
 def without_proto_keys(permission: dict[str, Any]) -> dict[str, Any]:

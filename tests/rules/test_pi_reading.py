@@ -118,3 +118,30 @@ def test_a_family_ask_meets_a_wildcard_surface_key_as_pi_reads_it(tmp_path: Path
     layout = Layout(tmp_path)
     layout.write_global({"permission": {"*": "allow", "*_directory": "deny"}})
     assert resolve(layout.store(), "external_directory", "/x").verdict == "deny"
+
+
+def test_pi_reader_proto_keys() -> None:
+    # Assigning `__proto__` sets a prototype (a string is ignored): no entry; a root `__proto__:`
+    # map is where `permission` is found when the root has none.
+    read = read_permission_block_as_pi
+    assert read("---\npermission:\n  bash:\n    __proto__: deny\n    ls: ask\n---\n") == {
+        "bash": {"ls": "ask"}}
+    assert read("---\npermission:\n  bash:\n    __proto__: deny\n---\n") is None
+    assert read("---\n__proto__:\n  permission:\n    bash: deny\n---\n") == {"bash": "deny"}
+    assert read_permission_block_as_pi(
+        "---\n__proto__:\n  permission:\n    bash: deny\npermission:\n  read: ask\n---\n") == {"read": "ask"}
+
+
+def test_pi_reads_bad_utf8_and_rejects_unsafe_integers_as_its_schema_does(tmp_path: Path) -> None:
+    layout = Layout(tmp_path)
+    layout.global_config.parent.mkdir(parents=True)
+    layout.global_config.write_bytes(
+        b'{"permission": {"*": "allow", "bash": {"rm *": {"action": "deny", "reason": "\xff"}}}}')
+    store = layout.store()
+    assert store.policy("Explore").errors  # ours refuses the file and says why
+    denied = resolve(store, "bash", "rm -rf /")
+    assert (denied.verdict, denied.rule and denied.rule.pattern) == ("deny", "rm *")  # pi's reading holds
+    assert resolve(store, "bash", "ls").verdict == "ask"  # ours: the global file gives nothing
+    layout.write_project({"toolInputPreviewMaxLength": 2**53, "permission": {"bash": "allow"}})
+    errors = layout.store().policy("Explore").errors
+    assert any("2**53 - 1" in error.reason for error in errors)
