@@ -481,11 +481,9 @@ async def inproc(seed: int, seconds: float, base: Path, children: int) -> list[s
         if (len(waiting), len(human.pending())) != progress:
             last, progress = time.monotonic(), (len(waiting), len(human.pending()))
         await asyncio.sleep(0.05)
-    stuck = [
-        (r.key.name, r.stage, human_view(human, r.key), failures(events, r.key.name))
-        for r in core.sessions[S].records
-        if r.stage != "held"
-    ]
+    left = [r for r in core.sessions[S].records if r.stage != "held"]
+    stages = Counter(r.stage for r in left)
+    stuck = [(r.key.name, r.stage, human_view(human, r.key), failures(events, r.key.name)) for r in left[:20]]
     ghosts = [a.key.name for a in human.pending() if "decidable: False" in human_view(human, a.key)]
     control = "control-1"
     tree.write(f"{control}.json", json.dumps(body(control, "git status")).encode())
@@ -499,7 +497,9 @@ async def inproc(seed: int, seconds: float, base: Path, children: int) -> list[s
     bad = check(base, tree, store, events, log, decided, errors.records, control, core)
     if ghosts:
         bad.append(f"in front of the person but not decidable: {ghosts[:20]}")
-    return [*bad, f"still being served after the campaign: {stuck[:20]}"] if stuck else bad
+    if stuck:
+        bad.append(f"{len(left)} still being served after the campaign {dict(stages)}: {stuck}")
+    return bad
 
 
 def human_view(human: HumanAuthorizer, key: Any) -> str:
@@ -590,10 +590,11 @@ def check(
             f"rule denial without a reason: {len(plain_rule_denials)} asks, e.g. {plain_rule_denials[0]}"
         )
     # A person's approval is on disk only for the ask the person saw.
+    rewritten_ids = log.ids("rewrite")
     for name, state, raw in decided:
         if state == "approved":
             rid = name.removesuffix(".json")
-            if rid in log.ids("rewrite"):
+            if rid in rewritten_ids:
                 rewritten = json.loads(raw).get("value") == "rm -rf ~"
                 if not rewritten and (tree.requests / name).exists():
                     bad.append(f"{rid}: approved while its file holds another ask")

@@ -189,8 +189,9 @@ class HistoryWriter(HistoryReader):
     # -- retention ------------------------------------------------------------------------------
 
     def prune(self, now: float | None = None) -> int:
-        """Apply the retention limits; a verdict not yet known written is never pruned."""
-        keep = "NOT (response IS NOT NULL AND written IS NULL)"
+        """Apply the retention limits; a verdict not yet known written is never pruned (one that ended
+        unwritten, its child gone, is)."""
+        keep = "NOT (response IS NOT NULL AND written IS NULL AND ended_at IS NULL)"
         removed = 0
         self._since_prune = 0
         with self._tx() as conn:

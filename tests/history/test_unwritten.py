@@ -17,6 +17,7 @@ import contextlib
 import errno
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,7 @@ import pytest
 from core.anonymous_files import Staged
 from core.asks import DenyingTerminal
 from core.files import DiskWriter
-from core.history import HistoryStore
+from core.history import HistoryStore, Retention
 from core.human import DecisionRefused, HumanAuthorizer
 from core.serving import ServeEvent
 from tests.core.test_serving_faults import FailingDisk, Served
@@ -125,3 +126,17 @@ async def test_a_person_deciding_again_after_a_failed_write_leaves_one_row(tmp_p
 
 def one_row_written(store: HistoryStore, request_id: str) -> bool:
     return any(r.written == 1 for r in store.query() if r.request_id == request_id)
+
+
+def test_a_row_that_ended_unanswered_is_pruned_like_any_other(tmp_path: Path) -> None:
+    """Rows whose verdict is not known written are kept from pruning, but not once the ask ended."""
+    now = time.time()
+    store = HistoryStore(tmp_path / "history.sqlite3", Retention(max_age_s=3600, max_rows=None, every=10**9))
+    old = {"served_session": S, "arrived_at": now - 7200, "response": b"{}", "written": None}
+    store.insert_rows([
+        {**old, "request_name": "ended.json", "outcome": "withdrawn", "ended_at": now - 7000},
+        {**old, "request_name": "open.json", "outcome": "user", "verdict": "approved"},
+    ])
+    assert store.prune(now) == 1
+    assert [r.request_name for r in store.query()] == ["open.json"]
+    store.close()
