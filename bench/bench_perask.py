@@ -74,7 +74,7 @@ finally:
 
 
 def burst(session: Path, count: int, body: Callable[[str], dict[str, object]], tag: str) -> float:
-    staged = session.parent / "staging"
+    staged = session.parents[1] / "staging"  # outside sessions/: the watcher sees only the renames in
     staged.mkdir(exist_ok=True)
     names = []
     for i in range(count):

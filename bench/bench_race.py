@@ -12,13 +12,23 @@ Probes: sequential asks (rename → response exists, p50/p99) and bursts of N re
 once (requests/s from the first rename to the last response), each without facts (pi-authorizer:
 fail-safe deny) and with facts (a rule allows), pi-authorizer with and without history. Ratios are
 printed as "x times the reference" (latency: reference/ours; throughput: ours/reference).
+
+The writer waits for responses the same way for every contender: by default on inotify events of
+`responses/` (`ResponseWatch`: it sleeps in the kernel and costs a few µs per response seen);
+`--waiter listdir` is the earlier instrument, a listing of `responses/` every 2 ms in a burst and an
+`exists()` every 0.1 ms for a sequential ask, which on 2 cores takes CPU both servers then lack.
+`--checkout DIR` (repeatable) races pi-authorizer as run from those checkouts instead of this one
+(e.g. a worktree of `main` and one of the change), in the same rounds, so a change is measured
+paired against the code before it.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
+import select
 import signal
 import statistics
 import subprocess
@@ -30,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.roundtrip import REPO, SESSION, base_request, start_serve
+from core.inotify import IN_CREATE, IN_IGNORED, IN_MOVED_TO, IN_ONLYDIR, IN_Q_OVERFLOW, Inotify
 from core.paths import encode_session_id
 
 NODE_DIR = REPO / "tests" / "interop" / "node"
@@ -56,6 +67,7 @@ class Server:
     label: str
     reference: bool
     history: bool = False
+    repo: Path = REPO
 
 
 REFERENCE = Server("reference", reference=True)
@@ -87,7 +99,7 @@ def running(server: Server, tmp: Path) -> Iterator[Path]:
         config.write_text(json.dumps({"permission": {"bash": {"*": "ask", "git *": "allow"}}}))
         extra = ["--on-ask", "deny", "--agent-dir", str(agent), "--project", str(tmp / "project")]
         extra.append("--history" if server.history else "--no-history")
-        proc = start_serve(root, tmp / "state", extra)
+        proc = start_serve(root, tmp / "state", extra, repo=server.repo)
     try:
         yield session
     finally:
@@ -95,12 +107,71 @@ def running(server: Server, tmp: Path) -> Iterator[Path]:
         proc.wait(10)
 
 
+@dataclass(frozen=True)
+class Burst:
+    """One burst: requests/s from the first rename to the last response seen; how long the renames
+    took; when the first response was placed and the longest pause between two responses placed
+    (from the files' change times, which a rename sets: a poll shows as a pause); and the CPU the
+    writer itself spent waiting (CPU both contenders lack on 2 cores), all in ms."""
+
+    rate: float
+    renames_ms: float
+    first_ms: float
+    pause_ms: float
+    waiter_cpu_ms: float
+
+
+class ResponseWatch:
+    """Which of the awaited response files appeared, from inotify events on `responses/` (a response
+    is renamed or linked into place: `IN_MOVED_TO` or `IN_CREATE`); the writer sleeps in the kernel
+    meanwhile. The reference removes an empty `responses/` and makes it again: the watch is then
+    renewed (checked every millisecond while the folder is missing). On a queue overflow, a renewed
+    watch or a quiet second, `responses/` is listed once instead."""
+
+    def __init__(self, responses: Path) -> None:
+        self.responses = responses
+        self.ino = Inotify()
+        self.watching = False
+        self._arm()
+
+    def _arm(self) -> None:
+        mask = IN_MOVED_TO | IN_CREATE | IN_ONLYDIR
+        self.watching = self.ino.add_watch(str(self.responses), mask) is not None
+
+    def wait(self, names: set[str], deadline: float) -> None:
+        """Until every name in `names` exists (they are removed from it)."""
+        while names:
+            ready, _, _ = select.select([self.ino.fd], [], [], 1.0 if self.watching else 0.001)
+            events = self.ino.read_events() if ready else []
+            lost = any(event.mask & (IN_Q_OVERFLOW | IN_IGNORED) for event in events)
+            if lost or not self.watching:
+                self._arm()
+            if not events or lost:
+                found = names.intersection(_listing(self.responses))
+            else:
+                found = {event.name for event in events}
+            names.difference_update(found)
+            if time.perf_counter() > deadline:
+                raise RuntimeError("responses not written within 10 minutes")
+
+    def close(self) -> None:
+        self.ino.close()
+
+
+def _listing(folder: Path) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except FileNotFoundError:
+        return []
+
+
 class Writer:
     """The children's side: stage a request, rename it into `requests/`, wait for its response."""
 
-    def __init__(self, session: Path, body: Body) -> None:
+    def __init__(self, session: Path, body: Body, waiter: str) -> None:
         self.session = session
         self.body = body
+        self.waiter = waiter
         self.staging = session.parents[1] / "staging"
         self.staging.mkdir(exist_ok=True)
         self.serial = 0
@@ -123,36 +194,52 @@ class Writer:
 
     def sequential(self, count: int) -> list[float]:
         samples: list[float] = []
+        watch = ResponseWatch(self.session / "responses") if self.waiter == "inotify" else None
         for _ in range(count):
             rid, temp = self.stage()
             response = self.session / "responses" / f"{rid}.json"
             start = time.perf_counter()
             self.publish(rid, temp)
-            while not os.path.exists(response):
-                time.sleep(0.0001)
+            if watch is not None:
+                watch.wait({response.name}, start + 600)
+            else:
+                while not os.path.exists(response):
+                    time.sleep(0.0001)
             samples.append((time.perf_counter() - start) * 1000)
             response.unlink()
             time.sleep(0.01)  # a child's next ask comes a moment later, not on the same tick
+        if watch is not None:
+            watch.close()
         return samples
 
-    def burst(self, count: int) -> float:
-        """Requests per second: `count` renamed in at once, until the last response exists."""
+    def burst(self, count: int) -> Burst:
+        """`count` renamed in at once, until the last response exists."""
         staged = [self.stage() for _ in range(count)]
         responses = self.session / "responses"
         responses.mkdir(parents=True, exist_ok=True)
+        watch = ResponseWatch(responses) if self.waiter == "inotify" else None
+        wall = time.time_ns()
         start = time.perf_counter()
         for rid, temp in staged:
             self.publish(rid, temp)
+        renamed, cpu = time.perf_counter(), time.process_time()
         deadline = start + 600
-        while sum(1 for n in os.listdir(responses) if n.endswith(".json")) < count:
-            if time.perf_counter() > deadline:
-                raise RuntimeError("burst not answered within 10 minutes")
-            time.sleep(0.002)
-        elapsed = time.perf_counter() - start
+        if watch is not None:
+            watch.wait({f"{rid}.json" for rid, _ in staged}, deadline)
+            watch.close()
+        else:
+            while sum(1 for n in os.listdir(responses) if n.endswith(".json")) < count:
+                if time.perf_counter() > deadline:
+                    raise RuntimeError("burst not answered within 10 minutes")
+                time.sleep(0.002)
+        elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+        placed = sorted(os.stat(responses / f"{rid}.json").st_ctime_ns for rid, _ in staged)
+        pause = max((b - a for a, b in itertools.pairwise(placed)), default=0)
         for name in os.listdir(responses):
             if name.endswith(".json"):
                 (responses / name).unlink(missing_ok=True)
-        return count / elapsed
+        return Burst(
+            count / elapsed, (renamed - start) * 1000, (placed[0] - wall) / 1e6, pause / 1e6, cpu * 1000)
 
 
 def percentile(samples: list[float], q: float) -> float:
@@ -161,20 +248,20 @@ def percentile(samples: list[float], q: float) -> float:
 
 
 @contextmanager
-def probing(server: Server, body: Body) -> Iterator[Writer]:
+def probing(server: Server, body: Body, waiter: str) -> Iterator[Writer]:
     with tempfile.TemporaryDirectory() as tmp, running(server, Path(tmp)) as session:
-        yield Writer(session, body)
+        yield Writer(session, body, waiter)
 
 
-def sequential(server: Server, body: Body, count: int) -> tuple[float, float]:
+def sequential(server: Server, body: Body, count: int, waiter: str) -> tuple[float, float]:
     """(p50, p99) in milliseconds."""
-    with probing(server, body) as writer:
+    with probing(server, body, waiter) as writer:
         samples = writer.sequential(count)
     return statistics.median(samples), percentile(samples, 0.99)
 
 
-def burst(server: Server, body: Body, size: int) -> float:
-    with probing(server, body) as writer:
+def burst(server: Server, body: Body, size: int, waiter: str) -> Burst:
+    with probing(server, body, waiter) as writer:
         return writer.burst(size)
 
 
@@ -183,46 +270,67 @@ def main() -> None:
     parser.add_argument("--sequential", type=int, default=40, help="sequential asks per contender")
     parser.add_argument("--bursts", default="1000,10000", help="burst sizes, comma-separated")
     parser.add_argument("--repeat", type=int, default=1, help="bursts per figure (the median is printed)")
+    parser.add_argument("--waiter", choices=("inotify", "listdir"), default="inotify",
+                        help="how the writer waits for responses (the same for every contender)")
+    parser.add_argument("--ours", default="no-history,history",
+                        help="pi-authorizer contenders, comma-separated: no-history, history")
+    parser.add_argument("--checkout", type=Path, action="append", default=[], metavar="DIR",
+                        help="run the --ours contenders from this checkout (repeatable; default: this one)")
+    parser.add_argument("--facts", default="no,yes", help="probes: no (fail-safe), yes (rule allow)")
     args = parser.parse_args()
     bursts = [int(n) for n in args.bursts.split(",") if n]
-    ours = [Server("serve --no-history", reference=False), Server("serve (history)", False, history=True)]
-    bodies: list[tuple[str, Body]] = [("no facts", base_request), ("facts, rule allow", with_facts)]
+    kinds = {"no-history": ("serve --no-history", False), "history": ("serve (history)", True)}
+    ours: list[Server] = []
+    for repo in args.checkout or [REPO]:
+        suffix = f" @{repo.resolve().name}" if args.checkout else ""
+        for kind in args.ours.split(","):
+            label, history = kinds[kind]
+            ours.append(Server(label + suffix, False, history=history, repo=repo.resolve()))
+    every: dict[str, tuple[str, Body]] = {
+        "no": ("no facts", base_request), "yes": ("facts, rule allow", with_facts)}
+    bodies = [every[f] for f in args.facts.split(",")]
+    waiter = args.waiter
 
     if args.sequential:
-        print(f"sequential asks, rename -> response exists (n={args.sequential} each)")
+        print(f"sequential asks, rename -> response exists (n={args.sequential} each, waiter {waiter})")
     for kind, body in bodies if args.sequential else []:
-        ref_p50, ref_p99 = sequential(REFERENCE, body, args.sequential)
+        ref_p50, ref_p99 = sequential(REFERENCE, body, args.sequential, waiter)
         print(f"  [{kind}] reference: p50 {ref_p50:.1f} ms, p99 {ref_p99:.1f} ms")
         for server in ours:
-            p50, p99 = sequential(server, body, args.sequential)
+            p50, p99 = sequential(server, body, args.sequential, waiter)
             print(
                 f"  [{kind}] {server.label}: p50 {p50:.2f} ms, p99 {p99:.2f} ms"
                 f"  -> p50 {ref_p50 / p50:.0f}x, p99 {ref_p99 / p99:.0f}x faster"
             )
     for size in bursts:
-        print(f"burst of {size:,} renamed in at once, requests/s (median of {args.repeat} rounds)")
+        print(f"burst of {size:,} renamed in at once, requests/s (median of {args.repeat} rounds,"
+              f" waiter {waiter}; per round: rate (renames, first response, longest pause, the"
+              f" waiter's CPU; in ms))")
         for kind, body in bodies:
             # Rounds alternate reference and ours, so each ratio pairs runs made moments apart.
-            rates: dict[str, list[float]] = {s.label: [] for s in (REFERENCE, *ours)}
+            runs: dict[str, list[Burst]] = {s.label: [] for s in (REFERENCE, *ours)}
             ratios: dict[str, list[float]] = {s.label: [] for s in ours}
             for _ in range(args.repeat):
-                ref_rate = burst(REFERENCE, body, size)
-                rates[REFERENCE.label].append(ref_rate)
+                ref = burst(REFERENCE, body, size, waiter)
+                runs[REFERENCE.label].append(ref)
                 for server in ours:
-                    rate = burst(server, body, size)
-                    rates[server.label].append(rate)
-                    ratios[server.label].append(rate / ref_rate)
-            print(f"  [{kind}] reference: {statistics.median(rates[REFERENCE.label]):,.0f}/s"
-                  f"  rounds {_figures(rates[REFERENCE.label])}")
+                    run = burst(server, body, size, waiter)
+                    runs[server.label].append(run)
+                    ratios[server.label].append(run.rate / ref.rate)
+            ref_rate = statistics.median(r.rate for r in runs[REFERENCE.label])
+            print(f"  [{kind}] reference: {ref_rate:,.0f}/s  rounds {_figures(runs[REFERENCE.label])}")
             for server in ours:
-                rate, ratio = statistics.median(rates[server.label]), statistics.median(ratios[server.label])
+                rate = statistics.median(r.rate for r in runs[server.label])
+                ratio = statistics.median(ratios[server.label])
                 print(f"  [{kind}] {server.label}: {rate:,.0f}/s  -> {ratio:.2f}x the reference"
-                      f"  rounds {_figures(rates[server.label])}, paired ratios"
+                      f"  rounds {_figures(runs[server.label])}, paired ratios"
                       f" {', '.join(f'{r:.2f}' for r in ratios[server.label])}")
 
 
-def _figures(values: list[float]) -> str:
-    return ", ".join(f"{v:,.0f}" for v in values)
+def _figures(runs: list[Burst]) -> str:
+    return ", ".join(
+        f"{r.rate:,.0f} ({r.renames_ms:.0f}, {r.first_ms:.0f}, {r.pause_ms:.0f}, {r.waiter_cpu_ms:.0f})"
+        for r in runs)
 
 
 if __name__ == "__main__":

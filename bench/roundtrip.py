@@ -25,13 +25,15 @@ def start_serve(
     extra: list[str],
     sessions: tuple[str, ...] = (SESSION,),
     stderr: int = subprocess.DEVNULL,
+    repo: Path = REPO,
 ) -> subprocess.Popen[bytes]:
-    """Start `serve` for `sessions`; returns once every session's heartbeat exists."""
+    """Start `serve` for `sessions` (from the checkout `repo`); returns once every session's heartbeat
+    exists."""
     flags = [arg for sid in sessions for arg in ("--session", sid)]
     proc = subprocess.Popen(
         [sys.executable, "-m", "tui.cli", "serve", *flags, "--forwarding-root", str(root),
          "--state-dir", str(state), *extra],
-        cwd=REPO, stderr=stderr, start_new_session=True,
+        cwd=repo, stderr=stderr, start_new_session=True,
     )
     beats = [root / "serving" / f"{encode_session_id(sid)}.json" for sid in sessions]
     deadline = time.monotonic() + 20

@@ -50,6 +50,8 @@ __all__ = [
 log = logging.getLogger("pi_authorizer.human")
 
 USER = UserDecision(via="dialog")
+#: What a decision call learns when the core never said what became of it (serving ended).
+UNKNOWN = Answered(False, "serving ended before what became of this decision was known")
 
 
 class HumanAuthorizer:
@@ -193,21 +195,45 @@ class HumanAuthorizer:
     async def _commit(
         self, ask: Ask, kind: DecisionKind, response: ForwardedResponse, granted_on: AskKey | None = None
     ) -> AskDecided:
-        """Hand the decision to the serving core (once) and wait for what became of it."""
+        """Hand the decision to the serving core (once) and wait for what became of it.
+
+        The queue learns what became of it when the core says so, whether or not this call is still
+        waiting (a caller cancelled meanwhile leaves no ask behind that can no longer be decided)."""
         self._take(ask.key)
-        reply: asyncio.Future[Answered] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        reply: asyncio.Future[Answered] = loop.create_future()
+        outcome: asyncio.Future[AskDecided] = loop.create_future()
+        reply.add_done_callback(lambda done: self._settled(ask, kind, response, granted_on, done, outcome))
         self._deciding.pop(ask.key).set_result(Decision(response, OUTCOMES.get(kind, "user"), reply))
-        result = await reply
+        return await asyncio.shield(outcome)
+
+    def _settled(
+        self,
+        ask: Ask,
+        kind: DecisionKind,
+        response: ForwardedResponse,
+        granted_on: AskKey | None,
+        reply: asyncio.Future[Answered],
+        outcome: asyncio.Future[AskDecided],
+    ) -> None:
+        """Apply what became of a decision to the queue. Only this very ask leaves it: a new ask under
+        the same name (its file replaced and served anew) may already stand in its place."""
+        result = UNKNOWN if reply.cancelled() else reply.result()
+        mine = self._pending.get(ask.key) is ask
         if not result.written:
-            if result.gone and self._pending.pop(ask.key, None) is not None:
+            if result.gone and mine:
+                del self._pending[ask.key]
                 self._emit(AskWithdrawn(ask))
             # A failed write leaves the ask pending, in its place in the queue.
-            raise DecisionRefused(result.why_not or "the answer could not be written")
-        self._pending.pop(ask.key, None)
+            outcome.set_exception(DecisionRefused(result.why_not or "the answer could not be written"))
+            outcome.exception()  # retrieved: a caller cancelled meanwhile has nothing to be told
+            return
+        if mine:
+            del self._pending[ask.key]
         decided = AskDecided(ask=ask, kind=kind, response=response, decided_at=self.clock.wall(),
                              granted_on=granted_on)
         self._emit(decided)
-        return decided
+        outcome.set_result(decided)
 
     def _emit(self, event: HumanEvent) -> None:
         for listener in list(self._listeners):

@@ -14,8 +14,9 @@ import ctypes.util
 import functools
 import os
 import struct
+import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 IN_ATTRIB = 0x004
 IN_CLOSE_WRITE = 0x008
@@ -45,10 +46,13 @@ DIRECTORY_EVENTS = (
     | IN_DONT_FOLLOW
 )
 _HEADER = struct.Struct("iIII")
+#: `os.fsdecode` without its per-call lookups (the same encoding and error handler).
+_FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 
 
-@dataclass(frozen=True)
-class Event:
+class Event(NamedTuple):
+    """One decoded event (a tuple: a burst of 10,000 files is 20,000 of them, decoded on the loop)."""
+
     wd: int
     mask: int
     name: str
@@ -106,13 +110,13 @@ class Inotify:
         except BlockingIOError:
             return []
         events: list[Event] = []
-        offset = 0
-        while offset + _HEADER.size <= len(data):
-            wd, mask, _cookie, length = _HEADER.unpack_from(data, offset)
-            offset += _HEADER.size
+        offset, end, size, unpack = 0, len(data), _HEADER.size, _HEADER.unpack_from
+        while offset + size <= end:
+            wd, mask, _cookie, length = unpack(data, offset)
+            offset += size
             raw = data[offset : offset + length].rstrip(b"\0")
             offset += length
-            events.append(Event(wd=wd, mask=mask, name=os.fsdecode(raw)))
+            events.append(Event(wd, mask, raw.decode(_FS_ENCODING, _FS_ERRORS)))
         return events
 
     def close(self) -> None:

@@ -159,6 +159,10 @@ class _SessionTree:
 async def _inotify_changes(
     sessions_dir: Path, tree: Anchor, stop: asyncio.Event, settled: Settled
 ) -> AsyncIterator[set[str]]:
+    """While the consumer rescans what a yield named, the events wait in the kernel and are read in
+    bulk after: a burst's events (a rename in and a removal per request) would otherwise wake the loop
+    every few events during that rescan, and they only say to rescan again once it ends. An overflow
+    meanwhile means "rescan everything"; a removal not read yet is noted by that rescan instead."""
     watched = _SessionTree(sessions_dir, tree, settled)
     loop = asyncio.get_running_loop()
     loop.add_reader(watched.ino.fd, watched.on_readable)
@@ -171,7 +175,13 @@ async def _inotify_changes(
                 await asyncio.wait({ready, stopping}, return_when=asyncio.FIRST_COMPLETED)
                 ready.cancel()
                 if not stop.is_set():
-                    yield watched.take()
+                    taken = watched.take()
+                    loop.remove_reader(watched.ino.fd)
+                    try:
+                        yield taken
+                    finally:
+                        loop.add_reader(watched.ino.fd, watched.on_readable)
+                    watched.on_readable()  # what queued meanwhile, at once
         finally:
             stopping.cancel()
     finally:

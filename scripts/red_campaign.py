@@ -31,6 +31,7 @@ import random
 import shutil
 import signal
 import sqlite3
+import stat
 import subprocess
 import sys
 import tempfile
@@ -197,8 +198,11 @@ def child(tree: Tree, outside: Path, rng: random.Random, log: Log, stop: threadi
                 "garbage",
                 "consume",
                 "swap_responses",
+                "socket",
+                "grow",
+                "swap_session",
             ],
-            [30, 4, 10, 3, 2, 4, 2, 1, 2, 1, 3, 12, 1],
+            [30, 4, 10, 3, 2, 4, 2, 1, 2, 1, 3, 12, 1, 1, 3, 1],
         )[0]
         try:
             if op in ("write", "burst"):
@@ -277,6 +281,36 @@ def child(tree: Tree, outside: Path, rng: random.Random, log: Log, stop: threadi
                     with contextlib.suppress(FileNotFoundError):
                         (tree.requests / f"{rid}.json").unlink()
                     log.note("consume", rid)
+            elif op == "socket":
+                rid = new_id()
+                tree.requests.mkdir(parents=True, exist_ok=True)
+                os.mknod(tree.requests / f"{rid}.json", stat.S_IFSOCK | 0o600)
+                log.note("odd", rid)
+            elif op == "grow":  # a valid request that keeps growing while it is read (trailing spaces)
+                rid = new_id()
+                tree.write(f"{rid}.json", json.dumps(body(rid, rng.choice(COMMANDS))).encode())
+                mine.append(rid)
+                log.note("write", rid)
+                with contextlib.suppress(FileNotFoundError):  # answered and removed already
+                    fd = os.open(tree.requests / f"{rid}.json", os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
+                    try:
+                        for _ in range(rng.randint(1, 5)):
+                            os.write(fd, b" " * rng.randint(1, 4096))
+                            time.sleep(rng.uniform(0, 0.01))
+                    finally:
+                        os.close(fd)
+                    log.note("grow", rid)
+            elif op == "swap_session" and SWAP.acquire(blocking=False):  # the whole session folder
+                try:
+                    moved = tree.session.with_name(f"{tree.session.name}.away.{n}")
+                    os.rename(tree.session, moved)
+                    with contextlib.suppress(OSError):  # the server may have made a new one meanwhile
+                        os.symlink(outside / "bait-session", tree.session)
+                    time.sleep(rng.uniform(0.0, 0.3))
+                    put_back_session(tree, moved)
+                    log.note("swap", "session")
+                finally:
+                    SWAP.release()
             elif op == "swap_responses" and SWAP.acquire(blocking=False):  # one swap at a time
                 try:
                     moved = tree.session / f"responses.away.{n}"
@@ -294,15 +328,46 @@ def child(tree: Tree, outside: Path, rng: random.Random, log: Log, stop: threadi
 
 
 def put_back(tree: Tree, moved: Path) -> None:
-    """The real `responses/` back in place; what the server wrote into a new one meanwhile joins it."""
-    if tree.responses.is_symlink():
-        os.unlink(tree.responses)
-    while tree.responses.is_dir():  # the server may write into it while it is emptied
-        for entry in tree.responses.iterdir():
-            os.rename(entry, moved / entry.name)
-        with contextlib.suppress(OSError):
-            os.rmdir(tree.responses)
-    os.rename(moved, tree.responses)
+    """The real `responses/` back in place; what the server wrote into a new one meanwhile joins it.
+    Tried until it holds: the server may create, write into or remove entries of a new `responses/`
+    at any moment (a swap left half undone hid the responses written meanwhile from the checks)."""
+    while True:
+        try:
+            if tree.responses.is_symlink():
+                os.unlink(tree.responses)
+            while tree.responses.is_dir():
+                for entry in tree.responses.iterdir():
+                    with contextlib.suppress(FileNotFoundError):  # a temp the server just placed
+                        os.rename(entry, moved / entry.name)
+                with contextlib.suppress(OSError):
+                    os.rmdir(tree.responses)
+            os.rename(moved, tree.responses)
+            return
+        except OSError:
+            continue
+
+
+def put_back_session(tree: Tree, moved: Path) -> None:
+    """The real session folder back in place; what the server wrote into a new one meanwhile (its
+    heartbeat, a response) joins it. Tried until it holds, like `put_back`."""
+    while True:
+        try:
+            if tree.session.is_symlink():
+                os.unlink(tree.session)
+            while tree.session.is_dir():
+                for sub in tree.session.iterdir():
+                    (moved / sub.name).mkdir(exist_ok=True)
+                    for entry in sub.iterdir():
+                        with contextlib.suppress(FileNotFoundError):
+                            os.replace(entry, moved / sub.name / entry.name)
+                    with contextlib.suppress(OSError):
+                        os.rmdir(sub)
+                with contextlib.suppress(OSError):
+                    os.rmdir(tree.session)
+            os.rename(moved, tree.session)
+            return
+        except OSError:
+            continue
 
 
 async def person(
@@ -311,18 +376,31 @@ async def person(
     """Approves or denies (with a reason) whatever is pending, at random moments."""
     while not stop.is_set():
         pending = human.pending()
-        if pending:
-            ask = rng.choice(pending)
-            approve = rng.random() < 0.5
-            try:
-                if approve:
-                    done = await human.approve_once(ask.key)
-                else:
-                    done = await human.deny(ask.key, "not now")
-                decided.append((ask.key.name, done.response.state, ask.parsed.raw))
-            except DecisionRefused as exc:
-                decided.append((ask.key.name, f"refused: {exc}", ask.parsed.raw))
+        if pending:  # mostly one at a time; sometimes a batch decided at once (the queue's batch press)
+            batch = rng.sample(pending, min(len(pending), rng.choice([1, 1, 1, 1, 2, 5])))
+            approvals = [rng.random() < 0.5 for _ in batch]
+            pairs = zip(batch, approvals, strict=True)
+            await asyncio.gather(*(decide(human, a, ok, decided) for a, ok in pairs))
         await asyncio.sleep(rng.uniform(0, 0.03))
+
+
+async def decide(
+    human: HumanAuthorizer, ask: Any, approve: bool, decided: list[tuple[str, str, Any]]
+) -> None:
+    try:
+        if approve:
+            done = await human.approve_once(ask.key)
+        else:
+            done = await human.deny(ask.key, "not now")
+        decided.append((ask.key.name, done.response.state, ask.parsed.raw))
+    except DecisionRefused as exc:
+        decided.append((ask.key.name, f"refused: {exc}", ask.parsed.raw))
+
+
+async def deny_left(human: HumanAuthorizer, ask: Any, decided: list[tuple[str, str, Any]]) -> None:
+    with contextlib.suppress(DecisionRefused):
+        done = await human.deny(ask.key, "campaign over")
+        decided.append((ask.key.name, done.response.state, ask.parsed.raw))
 
 
 class Errors(logging.Handler):
@@ -338,9 +416,11 @@ class Errors(logging.Handler):
 
 async def inproc(seed: int, seconds: float, base: Path, children: int) -> list[str]:
     root, state, outside, agent = base / "root", base / "state", base / "outside", base / "agent"
-    for folder in (state, outside / "elsewhere"):
+    bait = outside / "bait-session"
+    for folder in (state, outside / "elsewhere", bait / "requests", bait / "responses"):
         folder.mkdir(parents=True)
     (outside / "secret.json").write_text(json.dumps(body("secret", "git status")))
+    (bait / "requests" / "bait.json").write_text(json.dumps(body("bait", "git status")))
     config = agent / "extensions" / "pi-permission-system" / "config.json"
     config.parent.mkdir(parents=True)
     config.write_text(json.dumps(RULES))
@@ -381,21 +461,27 @@ async def inproc(seed: int, seconds: float, base: Path, children: int) -> list[s
     stop.set()
     for thread in threads:
         await asyncio.to_thread(thread.join)
-    # Quiesce: the person decides what is left at once, until nothing is being served.
+    # Quiesce: the person denies what is left, all at once (a batch decision), until nothing is being
+    # served. The limit is 120 s without progress: on a loaded machine a backlog of hundreds of asks
+    # takes longer than that to drain, and an ask whose last write failed must get its next decision.
     person_stop.set()
     await deciding
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
+    last, progress = time.monotonic(), None
+    while time.monotonic() - last < 120:
         await core.rescan_all()
-        for ask in human.pending():
-            with contextlib.suppress(DecisionRefused):
-                done = await human.deny(ask.key, "campaign over")
-                decided.append((ask.key.name, done.response.state, ask.parsed.raw))
+        await asyncio.gather(*(deny_left(human, ask, decided) for ask in human.pending()))
         waiting = [r for r in core.sessions[S].records if r.stage != "held"]
         if not waiting and not human.pending():
             break
+        if (len(waiting), len(human.pending())) != progress:
+            last, progress = time.monotonic(), (len(waiting), len(human.pending()))
         await asyncio.sleep(0.05)
-    stuck = [(r.key.name, r.stage) for r in core.sessions[S].records if r.stage != "held"]
+    stuck = [
+        (r.key.name, r.stage, human_view(human, r.key), failures(events, r.key.name))
+        for r in core.sessions[S].records
+        if r.stage != "held"
+    ]
+    ghosts = [a.key.name for a in human.pending() if "decidable: False" in human_view(human, a.key)]
     control = "control-1"
     tree.write(f"{control}.json", json.dumps(body(control, "git status")).encode())
     for _ in range(600):
@@ -406,7 +492,24 @@ async def inproc(seed: int, seconds: float, base: Path, children: int) -> list[s
     await asyncio.wait_for(task, 60)
     logging.getLogger("pi_authorizer").removeHandler(errors)
     bad = check(base, tree, store, events, log, decided, errors.records, control, core)
+    if ghosts:
+        bad.append(f"in front of the person but not decidable: {ghosts[:20]}")
     return [*bad, f"still being served after the campaign: {stuck[:20]}"] if stuck else bad
+
+
+def human_view(human: HumanAuthorizer, key: Any) -> str:
+    """Whether the person holds this ask, and whether a decision on it can be taken now."""
+    held = human.get(key) is not None
+    try:
+        human.serving_grants(key)
+        decidable = True
+    except DecisionRefused:
+        decidable = False
+    return f"person holds it: {held}, decidable: {decidable}"
+
+
+def failures(events: list[ServeEvent], name: str) -> list[str]:
+    return [str(e.reason)[:120] for e in events if e.key.name == name and e.kind == "answer_failed"]
 
 
 def check(
@@ -434,6 +537,14 @@ def check(
         bad.append(f"written through a link: {through}")
     if not (outside / "secret.json").is_file():
         bad.append("a file outside the root was moved or removed through a link")
+    # The session folder swapped for a link: nothing served, answered or beaten through it.
+    bait = outside / "bait-session"
+    through = sorted(p.name for p in (bait / "responses").iterdir() if p.stem not in forged)
+    if through or any((bait / "serving").glob("*")):
+        bad.append(f"written through a linked session folder: {through} {list((bait / 'serving').glob('*'))}")
+    if not (bait / "requests" / "bait.json").is_file():
+        bad.append("a request behind a linked session folder was moved or removed")
+    behind = {p.stem for p in (bait / "requests").glob("*.json")}  # written through the link by a child
     by_name: dict[str, list[str]] = defaultdict(list)
     for event in events:
         by_name[event.key.name].append(event.kind)
@@ -483,12 +594,16 @@ def check(
                     bad.append(f"{rid}: approved while its file holds another ask")
     # Nothing lost: every request a child wrote and left in place was answered or set aside.
     quarantined = {Path(str(r.get("originalPath", ""))).name for r in core.quarantine.records()}
+    # A recorded verdict published again after a failed write (`reconcile`) is marked written, not evented.
+    written_rows = {rid for (rid,) in store._conn.execute("SELECT request_id FROM asks WHERE written = 1")}
     withdrawn, consumed = log.ids("withdraw"), log.ids("consume")
     for rid in log.ids("write"):
         name = f"{rid}.json"
-        if rid in withdrawn or rid in consumed:
+        if rid in withdrawn or rid in consumed or rid in behind:
             continue
-        answered = "answered" in by_name.get(name, []) or (tree.responses / name).exists()
+        answered = (
+            "answered" in by_name.get(name, []) or (tree.responses / name).exists() or rid in written_rows
+        )
         if not answered and name not in quarantined:
             left = (tree.requests / name).exists()
             bad.append(f"{rid}: lost (events {by_name.get(name)}, request still there: {left})")

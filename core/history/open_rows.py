@@ -1,4 +1,5 @@
-"""The open row of a request file: the row of an ask that has not ended (no verdict, not withdrawn).
+"""The open row of a request file: the row of an ask that has not ended (no verdict, not withdrawn), and
+the row of an ask decided whose response was never written (it has not ended for its child either).
 
 Every later fact about an ask (its verdict, shown, left, withdrawn) lands in that row; a request served
 again after a restart reopens it instead of adding a second one.
@@ -49,3 +50,36 @@ def open_rows(conn: sqlite3.Connection, keys: Sequence[AskKey]) -> dict[AskKey, 
             ):
                 found[AskKey(session_id, name)] = (row_id, started)  # the newest wins
     return found
+
+
+def unwritten_row(conn: sqlite3.Connection, key: AskKey) -> tuple[int, float] | None:
+    """The row of an ask whose verdict was recorded but whose response was never written, and which has
+    not ended: its child is still unanswered (the write failed). A later verdict for the same request
+    file (decided again) or its withdrawal lands in this row, so one ask keeps one row."""
+    found = conn.execute(
+        "SELECT id, COALESCE(shown_at, arrived_at) FROM asks WHERE served_session = ? AND request_name = ? "
+        "AND response IS NOT NULL AND written IS NULL AND ended_at IS NULL ORDER BY id DESC LIMIT 1",
+        storable((key.session_id, key.name)),
+    ).fetchone()
+    return None if found is None else (found[0], found[1])
+
+
+def end_unanswered(conn: sqlite3.Connection, key: AskKey, at: float) -> bool:
+    """The child withdrew an ask whose recorded verdict was never written: its row ends `withdrawn`,
+    with no verdict (the child received none) and the recorded bytes kept (the ledger's). False when
+    the request file has no such row."""
+    found = unwritten_row(conn, key)
+    if found is not None:
+        conn.execute(
+            "UPDATE asks SET ended_at = ?, outcome = 'withdrawn', verdict = NULL, reason = ? WHERE id = ?",
+            (at, "decided, but the response could not be written before the child withdrew", found[0]),
+        )
+    return found is not None
+
+
+def holds_response(conn: sqlite3.Connection, key: AskKey, body: bytes) -> bool:
+    """Whether a row of this request file already holds exactly this response."""
+    return conn.execute(
+        "SELECT 1 FROM asks WHERE served_session = ? AND request_name = ? AND response = ? LIMIT 1",
+        storable((key.session_id, key.name, body)),
+    ).fetchone() is not None

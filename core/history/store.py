@@ -27,10 +27,11 @@ from urllib.parse import quote
 from core.asks import AskKey
 from core.clock import SYSTEM_CLOCK, Clock
 from core.faults import FaultHook, no_fault
-from core.history.open_rows import OPEN, open_row, open_rows
+from core.history.open_rows import OPEN, end_unanswered, holds_response, open_row, open_rows, unwritten_row
 from core.history.reader import HistoryReader
 from core.history.rows import arrival_values, describe_decider, dumps, outcome_kind, storable
-from core.history.writer import HistoryWriter, Retention
+from core.history.spool import SpooledWriter
+from core.history.writer import Retention
 from core.publishing import RecordedVerdict, VerdictRecord, WrittenMark
 from core.serving import ServeEvent
 from core.wire.decisions import decision_source_json
@@ -41,7 +42,7 @@ from core.wire.response import encode_response
 HISTORY_FILE = "history.sqlite3"
 
 
-class HistoryStore(HistoryWriter):
+class HistoryStore(SpooledWriter):
     """The history file: a `core.serving.Ledger`, a serve observer (`observe`), and its queries."""
 
     @classmethod
@@ -96,6 +97,7 @@ class HistoryStore(HistoryWriter):
                     self._insert(conn, values)
                     continue
                 # The person's time counts from when the ask was shown; a rule's from its arrival.
+                row = row or unwritten_row(conn, verdict.key)  # decided again after a failed write
                 row_id, started = row or self._insert_arrival(conn, verdict.key, verdict.parsed, now)
                 columns = _verdict_columns(verdict, now, started)
                 assignments = ", ".join(f"{name} = ?" for name in columns)
@@ -172,6 +174,9 @@ class HistoryStore(HistoryWriter):
         """The fail-safe denial published when the ledger refused the verdict: the row says so, and
         keeps its bytes (a request under that id is never answered twice)."""
         assert event.parsed is not None and event.response is not None
+        body = encode_response(event.response)
+        if found is None and holds_response(conn, event.key, body):
+            return  # already closed (a spool replayed twice)
         row_id, started = found or self._insert_arrival(conn, event.key, event.parsed, event.at)
         response, source = event.response, event.response.decided_by
         conn.execute(
@@ -187,7 +192,7 @@ class HistoryStore(HistoryWriter):
                     response.responder_session_id,
                     (event.at - started) * 1000,
                     response.denial_reason,
-                    encode_response(response),
+                    body,
                     event.at,
                     row_id,
                 )
@@ -198,7 +203,7 @@ class HistoryStore(HistoryWriter):
         with self._tx() as conn:
             found = open_row(conn, event.key)
             if found is None:
-                if event.parsed is None:
+                if end_unanswered(conn, event.key, event.at) or event.parsed is None:
                     return
                 found = self._insert_arrival(conn, event.key, event.parsed, event.at)
             # A left ask that vanishes was most likely answered elsewhere: it stays `left`.

@@ -30,8 +30,12 @@ class ConfigFileRefused(OSError):
         return self.reason
 
 
-def read_config_text(path: Path) -> str:
-    """The file's text (UTF-8); raises `ConfigFileRefused`, `OSError` or `UnicodeDecodeError`."""
+def read_config_text(path: Path, *, lenient: bool = False) -> str:
+    """The file's text (UTF-8); raises `ConfigFileRefused`, `OSError` or `UnicodeDecodeError`.
+
+    `lenient` decodes as node's `readFileSync(path, "utf-8")` does (pi's reading): each invalid
+    sequence becomes U+FFFD instead of an error, so pi's rules in such a file still count.
+    """
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         info = os.fstat(fd)
@@ -51,7 +55,7 @@ def read_config_text(path: Path) -> str:
             raise ConfigFileRefused(too_large(total))
     finally:
         os.close(fd)
-    return b"".join(chunks).decode("utf-8")
+    return b"".join(chunks).decode("utf-8", "replace" if lenient else "strict")
 
 
 def too_large(size: int) -> str:

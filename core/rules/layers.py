@@ -72,4 +72,5 @@ class Layers:
 def _signature(policy: Policy) -> tuple[object, ...]:
     """What decides a verdict and its provenance: the effective rules in order, as compiled."""
     return (policy.folds, *((r.surface, r.pattern, r.action, r.origin, r.layer, r.reason,
-                             r.pattern_wildcard.expanded) for r in policy.effective_rules))
+                             r.pattern_wildcard.expanded, r.surface_wildcard.expanded)
+                            for r in policy.effective_rules))

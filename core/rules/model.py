@@ -83,8 +83,13 @@ def make_rule(
     source: str | None = None,
     brace_home: bool = True,
     utf16: bool = False,
+    pi_surface: bool = False,
 ) -> Rule:
-    """Build a rule with both sides compiled once (the pattern home-expanded, the surface not)."""
+    """Build a rule with both sides compiled once (the pattern home-expanded, the surface not).
+
+    `pi_surface` compiles the surface key as pi 20.7.3 does, through the same wildcard compiler as
+    a pattern: home-expanded (a key `~` meets the surface `<home>`) and on UTF-16 units.
+    """
     return Rule(
         surface=surface,
         pattern=pattern,
@@ -93,7 +98,8 @@ def make_rule(
         layer=layer,
         reason=reason,
         source=source,
-        surface_wildcard=compile_wildcard(surface),
+        surface_wildcard=(compile_wildcard(surface, home, brace_home=False, utf16=True) if pi_surface
+                          else compile_wildcard(surface)),
         pattern_wildcard=compile_wildcard(pattern, home, brace_home=brace_home, utf16=utf16),
     )
 

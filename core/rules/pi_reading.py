@@ -19,6 +19,11 @@ verdict (see `docs/fidelity.md`). The differences live here, as facts about pi's
   (`"bash "` is a bash call without a command).
 - There are no surface families: a `path` ask meets the rules whose surface matches `path` itself
   (`path`, `pa*`, `*`, not `*_*`), in their own places.
+- A `__proto__` key is never an entry: assigning it sets the object's prototype (or does nothing),
+  so such a surface or pattern is dropped, a map holding only it is an empty map, and in the
+  frontmatter a root `__proto__:` map is where `permission` is looked up when the root has none.
+- Bytes that are not UTF-8 are read as U+FFFD (node's decoder), not refused
+  (`core.rules.files.read_config_text(lenient=True)`).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from core.rules.model import DIRECTIONAL_SURFACES
 from core.rules.values import js_trim
 
 _ARRAY_INDEX_LIMIT = 2**32 - 1
+_PROTO = "__proto__"
 _STATES = ("allow", "deny", "ask")
 # Judged on the values as sent (`path-values`): 20.7.3's path surfaces and `mcp`'s candidates.
 _PATH_VALUE_SURFACES = frozenset({"read", "write", "edit", "find", "grep", "ls", "path",
@@ -66,10 +72,26 @@ def extract_frontmatter_as_pi(markdown: str) -> str:
     return "" if end < 0 else normalized[4:end]
 
 
-def parse_simple_yaml_as_pi(text: str) -> dict[str, Any]:
+class JsObject(dict[str, Any]):
+    """A JavaScript object as pi's YAML reader builds it: its own entries, and the object a
+    `__proto__` key was assigned (JavaScript's setter makes that the prototype, not an entry)."""
+
+    proto: JsObject | None = None
+
+    def lookup(self, key: str) -> Any:
+        """`object[key]`: an own entry, else along the prototype chain."""
+        found: JsObject | None = self
+        while found is not None:
+            if key in found:
+                return found[key]
+            found = found.proto
+        return None
+
+
+def parse_simple_yaml_as_pi(text: str) -> JsObject:
     """pi's minimal YAML map reader (key order kept as JavaScript would keep it)."""
-    root: dict[str, Any] = {}
-    stack: list[tuple[int, dict[str, Any]]] = [(-1, root)]
+    root = JsObject()
+    stack: list[tuple[int, JsObject]] = [(-1, root)]
     for raw in text.replace("\r\n", "\n").split("\n"):
         if not js_trim(raw) or _trim_start(raw).startswith("#"):
             continue
@@ -86,13 +108,17 @@ def parse_simple_yaml_as_pi(text: str) -> dict[str, Any]:
             stack.pop()
         target = stack[-1][1]
         if not value:
-            child: dict[str, Any] = {}
-            target[key] = child
+            child = JsObject()
+            if key == _PROTO:
+                target.proto = child
+            else:
+                target[key] = child
             stack.append((indent, child))
             continue
         if len(value) >= 1 and value[0] == value[-1] and value[0] in "'\"":
             value = value[1:-1]
-        target[key] = value
+        if key != _PROTO:  # the setter ignores a string
+            target[key] = value
     return root
 
 
@@ -102,21 +128,38 @@ def _deny_with_reason(value: object) -> bool:
 
 
 def permission_as_pi(value: object) -> dict[str, Any] | None:
-    """pi's `normalizeFlatPermissionValue`: keep states and deny maps, drop the rest and empties."""
+    """pi's `normalizeFlatPermissionValue`: keep states and deny maps, drop the rest and empties.
+
+    A valid entry under `__proto__` counts as "something kept" but is no entry (`_PROTO`), so a
+    map holding only that is kept empty.
+    """
     if not isinstance(value, dict):
         return None
     kept: dict[str, Any] = {}
+    any_kept = False
     for surface, entry in js_key_order(value).items():
         if isinstance(entry, str):
             if entry in _STATES:
-                kept[surface] = entry
+                any_kept = True
+                if surface != _PROTO:
+                    kept[surface] = entry
         elif isinstance(entry, dict):
             patterns = {p: a for p, a in js_key_order(entry).items()
                         if (isinstance(a, str) and a in _STATES) or _deny_with_reason(a)}
             if patterns:
-                kept[surface] = {p: ({"action": "deny", "reason": a.get("reason")}
-                                     if isinstance(a, dict) else a) for p, a in patterns.items()}
-    return kept or None
+                any_kept = True
+                if surface != _PROTO:
+                    kept[surface] = {p: ({"action": "deny", "reason": a.get("reason")}
+                                         if isinstance(a, dict) else a)
+                                     for p, a in patterns.items() if p != _PROTO}
+    return kept if any_kept else None
+
+
+def without_proto_keys(permission: dict[str, Any]) -> dict[str, Any]:
+    """A validated config.json `permission` block as pi's schema hands it on: every `__proto__`
+    surface or pattern dropped (assigned, not defined), a map of only that left empty."""
+    return {surface: ({p: a for p, a in value.items() if p != _PROTO} if isinstance(value, dict) else value)
+            for surface, value in permission.items() if surface != _PROTO}
 
 
 def read_permission_block_as_pi(markdown: str) -> dict[str, Any] | None:
@@ -124,7 +167,7 @@ def read_permission_block_as_pi(markdown: str) -> dict[str, Any] | None:
     frontmatter = extract_frontmatter_as_pi(markdown)
     if not frontmatter:
         return None
-    return permission_as_pi(parse_simple_yaml_as_pi(frontmatter).get("permission"))
+    return permission_as_pi(parse_simple_yaml_as_pi(frontmatter).lookup("permission"))
 
 
 def facts_as_pi(facts: IntentFacts) -> IntentFacts | None:
@@ -155,6 +198,6 @@ def facts_as_pi(facts: IntentFacts) -> IntentFacts | None:
 
 
 def beyond_bmp(facts: IntentFacts) -> bool:
-    """Some value holds a character beyond the BMP, which pi's `?` sees as two."""
-    values = [*facts.match_values, *(u.command for u in facts.asking_units or ())]
+    """The surface or some value holds a character beyond the BMP, which pi's `?` sees as two."""
+    values = [facts.surface, *facts.match_values, *(u.command for u in facts.asking_units or ())]
     return any(utf16_units(value) != value for value in values)

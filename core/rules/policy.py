@@ -81,8 +81,8 @@ class Policy:
 
 
 def _signature(candidates: Candidates) -> tuple[object, ...]:
-    return tuple((r.surface, r.pattern, r.action, r.origin, r.layer, r.reason, r.pattern_wildcard.expanded)
-                 for r in candidates.rules)
+    return tuple((r.surface, r.pattern, r.action, r.origin, r.layer, r.reason, r.pattern_wildcard.expanded,
+                  r.surface_wildcard.expanded) for r in candidates.rules)
 
 
 def merge_permission(base: Permission, override: Permission) -> Permission:
@@ -169,7 +169,7 @@ def _rules(permission: Permission, home: str, *, pi: bool) -> tuple[Rule, ...]:
     config = [
         make_rule(
             surface, pattern, entry.action, origin=entry.origin, layer="config", home=home,
-            reason=entry.reason, source=entry.source, brace_home=not pi, utf16=pi,
+            reason=entry.reason, source=entry.source, brace_home=not pi, utf16=pi, pi_surface=pi,
         )
         for surface, value in permission.items()
         if surface != "*"

@@ -18,7 +18,7 @@ from core.rules.files import read_config_text
 from core.rules.frontmatter import FrontmatterError, read_permission_block
 from core.rules.jsonc import loads_jsonc
 from core.rules.model import DIRECTIONAL_SURFACES, FAMILIES, Action, ConfigError
-from core.rules.pi_reading import read_permission_block_as_pi
+from core.rules.pi_reading import read_permission_block_as_pi, without_proto_keys
 from core.rules.validate import INVALID, validate_config, validate_permission
 
 
@@ -91,7 +91,7 @@ def load_config_scope(path: Path, origin: str, *, as_pi: bool = False) -> Scope:
     if not signature.exists:
         return Scope(origin, signature)
     try:
-        data = loads_jsonc(read_config_text(path))
+        data = loads_jsonc(read_config_text(path, lenient=as_pi))
     except (OSError, UnicodeDecodeError) as exc:
         return _broken(origin, signature, "(file)", f"unreadable: {exc}")
     except ValueError as exc:
@@ -101,7 +101,8 @@ def load_config_scope(path: Path, origin: str, *, as_pi: bool = False) -> Scope:
         return Scope(origin, signature, errors=tuple(errors))
     document = cast(dict[str, Any], data)
     knobs = {k: v for k, v in document.items() if k not in ("permission", "$schema")}
-    permission = to_permission(document.get("permission", {}), origin, str(path), expand=not as_pi)
+    raw = document.get("permission", {})
+    permission = to_permission(without_proto_keys(raw) if as_pi else raw, origin, str(path), expand=not as_pi)
     return Scope(origin, signature, permission, knobs)
 
 
@@ -111,7 +112,7 @@ def load_agent_scope(path: Path, origin: str, *, as_pi: bool = False) -> Scope:
     if not signature.exists:
         return Scope(origin, signature)
     try:
-        text = read_config_text(path)
+        text = read_config_text(path, lenient=as_pi)
     except (OSError, UnicodeDecodeError) as exc:
         return _broken(origin, signature, "(file)", f"unreadable: {exc}")
     if as_pi:

@@ -16,6 +16,8 @@ from core.rules.model import ACTIONS, DIRECTIONAL_SURFACES, ConfigError
 UNRECOGNIZED = "Unrecognized config key"
 INVALID = "Invalid config value"
 _MAX_REASON = 500
+_MAX_SAFE_INTEGER = 2**53 - 1
+_PROTO = "__proto__"
 _DIALOG_KEYS = frozenset({"approve", "approveSession", "approveSessionBoth", "deny", "denyWithReason"})
 _NOTIFICATIONS = frozenset({"bell", "osc9", "osc777"})
 _TRUST_FAMILIES = frozenset({"external_directory", "path"})
@@ -33,10 +35,14 @@ def _string(value: object) -> str | None:
 
 
 def _positive_int(value: object) -> str | None:
+    """A whole number >= 1 that JavaScript holds exactly: the schema's `int()` refuses anything
+    beyond 2**53 - 1 (`1e20`, `9007199254740994`), and pi 20.7.3 then drops the whole file."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return "expected an integer"
     if isinstance(value, float) and not value.is_integer():
         return "expected an integer"
+    if value > _MAX_SAFE_INTEGER:
+        return f"expected an integer <= {_MAX_SAFE_INTEGER} (2**53 - 1)"
     return None if value >= 1 else "expected an integer >= 1"
 
 
@@ -132,12 +138,16 @@ def validate_permission(
 
     pi checks a deny reason's length only in config.json (its schema); agent frontmatter is not
     schema-checked, so agent files pass `max_reason=None` and a long reason is kept, not fatal.
+    `any_surface` validates as pi 20.7.3's schema does: any non-empty surface key, and a
+    `__proto__` surface or pattern not checked at all (its records skip that key).
     """
     if not isinstance(value, dict):
         return [ConfigError(path, prefix, f"{INVALID}: expected an object keyed by surface")]
     errors: list[ConfigError] = []
     for surface, entry in value.items():
         key = f"{prefix}.{surface}"
+        if any_surface and surface == _PROTO:
+            continue
         if not surface:
             errors.append(ConfigError(path, key, f"{INVALID}: a surface key must not be empty"))
         elif (not any_surface and _DIRECTIONAL_SHAPE.match(surface)
@@ -146,18 +156,20 @@ def validate_permission(
             reason = f"{INVALID}: unknown directional surface key; legal spellings are {legal}"
             errors.append(ConfigError(path, key, reason))
         elif isinstance(entry, dict):
-            errors.extend(_validate_map(entry, path, key, max_reason))
+            errors.extend(_validate_map(entry, path, key, max_reason, skip_proto=any_surface))
         elif entry not in ACTIONS:
             errors.append(ConfigError(path, key, f"{INVALID}: expected allow, ask, deny or a map"))
     return errors
 
 
 def _validate_map(
-    patterns: dict[str, Any], path: str, prefix: str, max_reason: int | None
+    patterns: dict[str, Any], path: str, prefix: str, max_reason: int | None, *, skip_proto: bool
 ) -> list[ConfigError]:
     errors: list[ConfigError] = []
     for pattern, action in patterns.items():
         key = f"{prefix}.{pattern}"
+        if skip_proto and pattern == _PROTO:
+            continue
         if not pattern:
             errors.append(ConfigError(path, key, f"{INVALID}: a pattern must not be empty"))
         elif isinstance(action, dict):

@@ -3,9 +3,11 @@
 `answer()` moves an ask's record to `decided` and hands the verdict to the publisher
 (`core.publishing`). The publisher tells `reported()` what became of each answer of a batch, on the
 event loop, before anyone waiting on it resumes: the record moves on there (published; back to the
-person after a failed write of the person's decision; else released, to be served again) and
-observers hear `answered` or `answer_failed` there, so a serving task cancelled at shutdown while its
-batch commits loses no report. `removed()` frees a name once the publisher removed its request.
+person after a failed write of the person's decision; else `unanswered`, served anew at the next
+rescan) and observers hear `answered` or `answer_failed` there, so a serving task cancelled at
+shutdown while its batch commits loses no report. An answer not written for a file that vanished
+meanwhile is reported `withdrawn`: its child gave up unanswered. `removed()` frees a name once the
+publisher removed its request.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ class Answering:
     ) -> None:
         self.sessions, self.set_aside, self.emit, self.clock = sessions, set_aside, emit, clock
         self.spawn = spawn
+        #: The record of each answer being published, by its request (`id(parsed)`, kept alive here).
+        self._answering: dict[int, AskRecord] = {}
         self.publisher = Publisher(
             ledger, writer, clock, retry_delays, fault, on_published=self.reported, on_removed=self.removed
         )
@@ -85,6 +89,7 @@ class Answering:
     ) -> asyncio.Future[Published]:
         assert record.parsed is not None
         served.records.move(record, "decided")
+        self._answering[id(record.parsed)] = record
         response = decision.response
         body = encode_response(response)
         verdict = VerdictRecord(record.key, record.parsed, response, body, decision.outcome)
@@ -101,9 +106,8 @@ class Answering:
         """What became of one answer of a batch: its record moves on, observers are told."""
         verdict = published.verdict
         served = self.sessions.get(key.session_id)
-        record = served.records.get(key.name) if served is not None else None
-        if record is not None and (record.stage != "decided" or record.parsed is not verdict.parsed):
-            record = None  # ended meanwhile (the child withdrew): the answer is still reported
+        answering = self._answering.pop(id(verdict.parsed), None)
+        record = answering if answering is not None and answering.stage == "decided" else None
         if published.write_failed is not None:
             error = published.write_failed
             log.error("%s: writing the response failed: %s", label(key, verdict.parsed), error)
@@ -113,7 +117,11 @@ class Answering:
                 if verdict.outcome == "user":
                     served.records.move(record, "shown")  # the person's ask stays pending, in its place
                 else:
-                    served.records.release(record)  # served again at the next rescan (recorded: as is)
+                    served.records.move(record, "unanswered")  # served anew at the next rescan, or withdrawn
+            elif answering is not None and answering.stage == "released":
+                # Its file vanished while the answer was being written (a decided record is released
+                # then), and nothing was written: the child gave up unanswered.
+                self.emit(ServeEvent("withdrawn", key, self.clock.wall(), parsed=verdict.parsed))
             return
         if not published.written:
             return  # a response was already there: `answer` sets the request aside as forged

@@ -50,7 +50,8 @@ class Drain:
 
     async def _drain(self, served: ServedSession) -> None:
         """One pass over the inbox; raises `UnsafeFolder` when a folder of the session tree is refused."""
-        known = served.records.names()
+        retry = served.records.unanswered()  # a decision not written: the file is served anew
+        known = served.records.names() - retry
         try:
             # One trip off the loop lists the inbox and reads the first batch of new files, so a burst
             # is judged, recorded and published together (and a single ask pays one trip).
@@ -65,6 +66,8 @@ class Drain:
         for record in served.records:
             if record.key.name not in present:
                 self._vanished(served, record.key.name)
+            elif record.key.name in retry and record.stage == "unanswered":
+                served.records.release(record)
         await self.shared.reconcile.detect_forgeries(served)
         new = [name for name in names if name not in known]
         while intake is not None:

@@ -1,16 +1,19 @@
 """Intake: an inbox listed and its new files read, parsed and checked, in one trip off the event loop.
 
 Every file is read through one descriptor of `requests/` (never through a link, never blocking on a
-FIFO), at most `INTAKE_FILES` files and `READ_BUDGET` bytes a trip; `responses/` is listed once and
-the ledger asked once for the verdicts it already holds. Any failure of one file becomes that file's
-rejection (it is quarantined with the reason); a refused folder raises `UnsafeFolder`.
+FIFO), at most `INTAKE_FILES` files and `READ_BUDGET` bytes a trip; each id read is looked up in
+`responses/` (a `stat` each, through one descriptor: a folder of thousands of answered names is
+never listed per trip) and the ledger asked once for the verdicts it already holds. Any failure of
+one file becomes that file's rejection (it is quarantined with the reason); a refused folder raises
+`UnsafeFolder`.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from core.inbox import SessionInbox, UnreadableRequest, display_name, read_request_in
@@ -41,8 +44,8 @@ class Read:
 
 @dataclass(frozen=True)
 class Intake:
-    """What one trip off the event loop found: the files read (in order), the names already in
-    `responses/`, and the verdicts the ledger holds for the request ids read."""
+    """What one trip off the event loop found: the files read (in order), the `<id>.json` of the ids
+    read that are already in `responses/`, and the verdicts the ledger holds for those ids."""
 
     reads: list[tuple[str, Read]]
     responses: frozenset[str]
@@ -60,7 +63,7 @@ def scan(
 
 def take_in(inbox: SessionInbox, names: Sequence[str], ledger: Ledger | None) -> Intake:
     """Read and parse up to `READ_BUDGET` bytes of the named files (at least one), through one
-    descriptor of `requests/`; then list `responses/` and look up recorded verdicts, once for all.
+    descriptor of `requests/`; then look up their responses and recorded verdicts, once for all.
     Raises `UnsafeFolder` when a folder of the session tree is refused."""
     reads: list[tuple[str, Read]] = []
     held = 0
@@ -77,8 +80,8 @@ def take_in(inbox: SessionInbox, names: Sequence[str], ledger: Ledger | None) ->
                 break
     finally:
         os.close(fd)
-    responses = frozenset(inbox.list_response_names())
     ids = [read.parsed.request.id for _, read in reads if read.parsed is not None]
+    responses = existing_responses(inbox, ids)
     recorded: dict[str, RecordedVerdict] = {}
     if ledger is not None and ids:
         try:
@@ -88,6 +91,31 @@ def take_in(inbox: SessionInbox, names: Sequence[str], ledger: Ledger | None) ->
             # new verdict fails safe.
             log.error("session=%s: reading the history failed: %s", log_safe(inbox.session_id), exc)
     return Intake(reads, responses, recorded)
+
+
+def existing_responses(inbox: SessionInbox, request_ids: Iterable[str]) -> frozenset[str]:
+    """`<id>.json` for each id whose response is already in `responses/` (whatever the entry is: it
+    is never followed). An id that is not a safe file name is skipped: its request is refused before
+    anything looks at responses (`rejection`)."""
+    found: set[str] = set()
+    try:
+        with inbox.folder("responses") as fd:
+            for request_id in request_ids:
+                if not is_safe_request_id(request_id):
+                    continue
+                name = f"{request_id}.json"
+                try:
+                    os.stat(name, dir_fd=fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                except OSError as exc:
+                    if exc.errno == errno.ENAMETOOLONG:
+                        continue  # no such file can exist, nor its request
+                    raise
+                found.add(name)
+    except FileNotFoundError:
+        return frozenset()
+    return frozenset(found)
 
 
 def read_guarded(dir_fd: int, name: str) -> Read:

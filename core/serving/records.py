@@ -3,8 +3,10 @@
 A record is taken when intake finds a new file and ends when the name is free again. Its stages:
 
     taken ─→ arrived ─→ judged ─→ shown ─→ decided ─→ published ─→ released
-      │         │          │         │ ↑       │
-      │         │          │         │ └───────┘  a person's decision that could not be written waits again
+      │         │          │         │ ↑       │ │
+      │         │          │         │ └───────┘ │  a person's decision that could not be written waits again
+      │         │          │         │           └─→ unanswered  (any other decision not written: the next
+      │         │          │         │                rescan serves the file anew, or finds it withdrawn)
       │         │          │         └─→ left
       │         │          └─→ decided   (a chain link decided)
       │         └─→ decided              (this node's rules decided)
@@ -12,7 +14,8 @@ A record is taken when intake finds a new file and ends when the name is free ag
 
 A live record can be set aside (`held`: quarantine failed, the file is left in place and ignored;
 not once `left`) or `released` (the name is free: gone, quarantined, or to be served again). A file
-that vanishes before any decision was taken is `withdrawn` (the child gave up). `withdrawn` and
+that vanishes before any decision was taken, or while its decision could not be written (`unanswered`),
+is `withdrawn` (the child gave up without an answer). `withdrawn` and
 `released` are final: a final record is out of the session's table, and no transition leaves it, so
 an ask the child withdrew is never answered and none is published twice. A transition not in `NEXT`
 raises `IllegalTransition`.
@@ -29,7 +32,8 @@ from core.publishing import Published
 from core.wire.request import ParsedRequest
 
 Stage = Literal[
-    "taken", "arrived", "judged", "shown", "left", "decided", "published", "held", "withdrawn", "released"
+    "taken", "arrived", "judged", "shown", "left", "decided", "published", "unanswered", "held", "withdrawn",
+    "released",
 ]
 
 NEXT: Final[dict[Stage, frozenset[Stage]]] = {
@@ -38,14 +42,17 @@ NEXT: Final[dict[Stage, frozenset[Stage]]] = {
     "judged": frozenset({"shown", "decided", "held", "withdrawn", "released"}),
     "shown": frozenset({"left", "decided", "held", "withdrawn", "released"}),
     "left": frozenset({"withdrawn", "released"}),
-    "decided": frozenset({"published", "shown", "held", "released"}),
+    "decided": frozenset({"published", "shown", "unanswered", "held", "released"}),
     "published": frozenset({"held", "released"}),
+    "unanswered": frozenset({"held", "withdrawn", "released"}),
     "held": frozenset({"released"}),
     "withdrawn": frozenset(),
     "released": frozenset(),
 }
 #: A file that vanishes in one of these stages was withdrawn by its child: no decision was taken yet.
 UNDECIDED: Final = frozenset({"taken", "arrived", "judged", "shown", "left"})
+#: A file that vanishes in one of these stages was withdrawn by its child unanswered.
+UNANSWERED: Final = UNDECIDED | {"unanswered"}
 #: Stages of an ask awaiting this node's decision: it writes no response then, so one appearing is forged.
 AWAITING: Final = frozenset({"arrived", "judged", "shown"})
 
@@ -110,11 +117,16 @@ class AskRecords:
         record.published = published
 
     def vanish(self, name: str) -> AskRecord | None:
-        """The file is gone: the record ends `withdrawn` when no decision was taken, else `released`."""
+        """The file is gone: the record ends `withdrawn` when no answer was written (none taken, or one
+        that could not be written), else `released`."""
         record = self._live.get(name)
         if record is not None:
-            self.move(record, "withdrawn" if record.stage in UNDECIDED else "released")
+            self.move(record, "withdrawn" if record.stage in UNANSWERED else "released")
         return record
+
+    def unanswered(self) -> frozenset[str]:
+        """The names whose decision could not be written: the next rescan reads them anew."""
+        return frozenset(name for name, record in self._live.items() if record.stage == "unanswered")
 
     def release(self, record: AskRecord) -> None:
         """The name is free again; a record already ended stays as it ended."""

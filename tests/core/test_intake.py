@@ -9,7 +9,7 @@ from pathlib import Path
 from core.history import HistoryStore
 from core.inbox import SessionInbox
 from core.publishing import VerdictRecord
-from core.serving.intake import READ_BUDGET, Read, rejection, scan, take_in
+from core.serving.intake import READ_BUDGET, Read, existing_responses, rejection, scan, take_in
 from core.wire.reader import parse_request
 from core.wire.response import deny, encode_response
 from tests.helpers import request_body, session_dir, write_request, write_request_bytes
@@ -77,3 +77,17 @@ def test_recorded_verdicts_are_looked_up_once_for_the_trip(tmp_path: Path) -> No
     assert set(intake.recorded) == {"seen"} and intake.recorded["seen"].body == body
     assert not intake.recorded["seen"].written
     history.close()
+
+
+def test_responses_are_looked_up_per_id_never_through_a_path(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    write_request(root, S, "a")
+    inbox = SessionInbox(root, S)
+    responses = session_dir(root, S) / "responses"
+    responses.rmdir()
+    assert existing_responses(inbox, ["a"]) == frozenset()  # no responses/ folder
+    responses.mkdir()
+    (responses / "a.json").write_text("{}")
+    (responses / "b.json").symlink_to("/nonexistent")  # an entry counts, and is never followed
+    ids = ["a", "b", "c", "../requests/a", "x" * 300]
+    assert existing_responses(inbox, ids) == {"a.json", "b.json"}

@@ -211,15 +211,69 @@ def generate_case(rng: random.Random) -> tuple[Case, frozenset[str]]:
     if rng.random() < 0.2:
         files[agent_file(agent, project=True)] = _frontmatter(rng, _permission(rng, surface, tags), tags)
     values = _values(rng, surface, files)
+    surface, values = _reader_edges(rng, files, agent, surface, values, tags)
     if agent.lower() == "unknown" and any(name.endswith(f"/{agent}.md") for name in files):
         tags.add("agent-unknown")
     if agent in ODD_AGENTS and any(name.endswith(f"/{agent}.md") for name in files):
         tags.add("agent-odd")
-    if surface == "task" and values:
+    if surface not in PATH_ASK_SURFACES and surface not in ("bash", "skill", "mcp") and values:
         tags.add("tool-values")
     if any(ord(char) > 0xFFFF for value in values for char in value):
         tags.add("non-bmp")
     return Case(files, agent, surface, values), frozenset(tags)
+
+
+# Classes found by the value-first campaign (`scripts/fidelity_unseen.py`). A lone surrogate is
+# written with `surrogatepass`: bytes that are not UTF-8 (pi reads them as U+FFFD).
+NOT_UTF8 = "\udcff"
+OPENING = '{"permission": {'
+
+
+def _reader_edges(
+    rng: random.Random, files: dict[str, str], agent: str, surface: str, values: tuple[str, ...],
+    tags: set[str],
+) -> tuple[str, tuple[str, ...]]:
+    """Now and then one edge of how pi READS the files and surface keys; the ask may change."""
+    roll = rng.random()
+    if roll < 0.02:  # a knob beyond 2**53 - 1: pi's schema drops the whole file
+        name = rng.choice([GLOBAL, PROJECT])
+        if name in files:
+            knob = '{"toolInputPreviewMaxLength": 1e+20, '
+            files[name] = files[name].replace(OPENING, knob + OPENING[1:], 1)
+            if name == PROJECT:
+                tags.add("rejected-file")  # here it fails closed; pi just drops it
+    elif roll < 0.04:  # bytes that are not UTF-8: refused here (a config error), U+FFFD to pi
+        name = rng.choice(sorted(files))
+        if name.endswith(".md"):
+            files[name] = files[name].replace("description: gen", f"description: gen{NOT_UTF8}", 1)
+        else:
+            files[name] = files[name].replace(OPENING, f'{{"$schema": "x{NOT_UTF8}", ' + OPENING[1:], 1)
+        tags.add("bad-utf8")
+    elif roll < 0.055:  # a `__proto__` surface or pattern: assigned, never an entry, to pi
+        name = rng.choice(sorted(files))
+        action = rng.choice(ACTIONS)
+        if name.endswith(".md"):
+            files[name] = files[name].replace("permission:\n", f"permission:\n  __proto__: {action}\n"
+                                              if rng.random() < 0.5 else
+                                              f"permission:\n  {surface.strip() or 'bash'}:\n"
+                                              f"    __proto__: {action}\n", 1)
+        else:
+            value = f'"{action}"' if rng.random() < 0.8 else "5"  # pi's schema skips it unchecked
+            inner = f'"__proto__": {value}, ' if rng.random() < 0.5 else \
+                f'"{surface.strip()}": {{"__proto__": {value}}}, '
+            files[name] = files[name].replace(OPENING, OPENING + inner, 1)
+        values = ("__proto__",) if rng.random() < 0.6 else values
+        tags.add("proto-key")
+    elif roll < 0.065 and agent_file(agent) not in files:  # permission found through a root `__proto__`
+        files[agent_file(agent)] = (f"---\n__proto__:\n  permission:\n    {json.dumps(surface)}: "
+                                    f"{rng.choice(ACTIONS)}\n---\n")
+        tags.add("frontmatter-proto")
+    elif roll < 0.075:  # a surface key in a home form, or `?` against a surface beyond the BMP
+        key, surface = rng.choice([("~", HOME), ("$HOME", HOME), ("$HOME/x", f"{HOME}/x"),
+                                   ("~", "~"), ("?", "\U0001f600"), ("??", "\U0001f600")])
+        files[GLOBAL] = files[GLOBAL].replace(OPENING, OPENING + f'"{key}": "{rng.choice(ACTIONS)}", ', 1)
+        tags.add("non-bmp" if key.startswith("?") else "surface-home")
+    return surface, values
 
 
 def generate(seed: int, count: int) -> list[tuple[Case, frozenset[str]]]:

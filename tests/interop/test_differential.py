@@ -39,6 +39,8 @@ DOCUMENTED = frozenset({
     "frontmatter-ragged", "frontmatter-open-space", "frontmatter-crlf", "frontmatter-empty-map",
     "frontmatter-long-reason", "frontmatter-comment", "frontmatter-colon-key", "frontmatter-escape",
     "frontmatter-malformed", "directional", "padded-surface", "wildcard-member",
+    # found by scripts/fidelity_unseen.py
+    "rejected-file", "bad-utf8", "proto-key", "frontmatter-proto", "surface-home",
 })
 
 

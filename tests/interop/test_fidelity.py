@@ -53,6 +53,31 @@ FIXES: dict[str, tuple[Case, str]] = {
     "match values are not home-expanded": (
         Case(_config({"read": {"*": "ask", f"{HOME}/*": "allow"}}), "Explore", "read", ("~/notes.md",)),
         "ask"),
+    # Found by the value-first campaign (scripts/fidelity_unseen.py):
+    "a knob beyond 2**53 - 1: pi's schema drops the whole file": (
+        Case({GLOBAL: json.dumps({"toolInputPreviewMaxLength": 1e20, "permission": {"*": "allow"}})},
+             "Explore", "bash", ("ls",)),
+        "ask"),
+    "invalid UTF-8 in config.json: pi reads U+FFFD, its deny holds": (
+        Case({GLOBAL: json.dumps({"permission": {"*": "allow", "bash": {
+            "rm *": {"action": "deny", "reason": "bad \udcff byte"}}}}, ensure_ascii=False)},
+             "Explore", "bash", ("rm -rf /",)),
+        "deny"),
+    "invalid UTF-8 in an agent file: its deny holds": (
+        Case({**_config({"bash": "allow"}),
+              agent_file("Explore"): "---\ndescription: caf\udce9\npermission:\n  bash: deny\n---\n"},
+             "Explore", "bash", ("ls",)),
+        "deny"),
+    "a surface key ~ is home-expanded by pi": (
+        Case(_config({"*": "allow", "~": "deny"}), "Explore", HOME, ("x",)), "deny"),
+    "a __proto__ pattern in config.json is no rule to pi": (
+        Case(_config({"bash": {"*": "deny", "__proto__": "allow"}}), "Explore", "bash", ("__proto__",)),
+        "deny"),
+    "frontmatter: pi finds permission under a root __proto__ map": (
+        Case({**_config({"bash": "allow"}),
+              agent_file("Explore"): "---\n__proto__:\n  permission:\n    bash: deny\n---\n"},
+             "Explore", "bash", ("ls",)),
+        "deny"),
 }
 
 
@@ -122,6 +147,18 @@ DECISIONS: dict[str, tuple[Case, str, str]] = {
     "${HOME} deny (pi 20.7.3 does not expand it)": (
         Case(_config({"read": {"*": "allow", "${HOME}/.ssh/*": "deny"}}), "Explore", "read",
              (f"{HOME}/.ssh/id_rsa",)), "deny", "allow"),
+    "__proto__ deny in frontmatter: pi drops it, the deny stands here": (
+        Case(_agent("Explore", "---\npermission:\n  bash:\n    __proto__: deny\n---\n", {"bash": "allow"}),
+             "Explore", "bash", ("__proto__",)), "deny", "allow"),
+    "? against a surface beyond the BMP stays a deny": (
+        Case(_config({"*": "allow", "?": "deny"}), "Explore", "\U0001f600", ("x",)), "deny", "allow"),
+    "a knob beyond 2**53 - 1 in the project file: pi drops the file, here it fails closed": (
+        Case({GLOBAL: json.dumps({"permission": {"*": "allow"}}),
+              PROJECT: json.dumps({"toolTextSummaryMaxLength": 2**53 + 2, "permission": {"bash": "deny"}})},
+             "Explore", "bash", ("ls",)), "ask", "allow"),
+    "an invalid __proto__ entry: pi's schema skips it, here the file fails closed": (
+        Case({GLOBAL: '{"permission": {"bash": {"__proto__": 5, "*": "allow"}}}'}, "Explore", "bash",
+             ("ls",)), "ask", "allow"),
     "${HOME} allow is not wider than pi": (
         Case(_config({"read": {"*": "ask", "${HOME}/*": "allow"}}), "Explore", "read", (f"{HOME}/x",)),
         "ask", "ask"),

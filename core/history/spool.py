@@ -1,0 +1,147 @@
+"""What the history could not write by the time it closed, kept beside its file for the next open.
+
+A history still failing at exit holds, in its queue, what only this process knows: arrivals, and the
+fail-safe answers whose verdict the ledger refused (`core.history.store`). Lost, the next start would
+take such an ask's row (still `pending`, its request file gone) for a withdrawal, though its child was
+answered. So they are written, one JSON line each, to `<history file>.unwritten.jsonl` in the state
+dir (created by descriptor, never through a link, made durable, renamed into place); the next open
+queues them first and removes the file once they are written. A replay is harmless twice over: an
+arrival reopens its own row, a fail-safe close already written is not written again.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from core.asks import AskKey
+from core.clock import SYSTEM_CLOCK, Clock
+from core.faults import FaultHook, no_fault
+from core.files import read_small, remove, temp_name, write_new
+from core.history.writer import HistoryWriter, Retention
+from core.serving import ServeEvent
+from core.tree import Anchor
+from core.wire.reader import parse_request
+from core.wire.response import ForwardedResponse, encode_response
+
+log = logging.getLogger("pi_authorizer.history")
+
+#: Spools larger than this are not read back (a queue of that size is not this program's own).
+MAX_SPOOL_BYTES = 256 << 20
+
+
+class SpooledWriter(HistoryWriter):
+    """The history's writer whose queue outlives a process that could not write it."""
+
+    def __init__(
+        self, path: Path, retention: Retention | None = None, clock: Clock = SYSTEM_CLOCK,
+        fault: FaultHook = no_fault,
+    ) -> None:
+        super().__init__(path, retention, clock, fault)
+        queued = load(self.path)
+        self._spooled = bool(queued)
+        if not queued:
+            return
+        with self._queue_lock:  # first: an earlier run's rows before this run's
+            self._arrivals[:0] = queued
+        try:
+            self.write_arrivals()
+        except Exception as exc:  # still queued and still spooled: the next transaction writes them
+            log.error("writing %d spooled rows to the history failed: %s", len(queued), exc)
+            return
+        discard(self.path)
+        self._spooled = False
+
+    def close(self) -> None:
+        """What the history still cannot write is spooled beside it for the next open."""
+        try:
+            self.write_arrivals()
+        except Exception as exc:
+            log.error("%d queued rows are kept beside the history for the next start: %s",
+                      len(self._arrivals), exc)
+        with self._queue_lock:
+            queued, self._arrivals = self._arrivals, []
+        try:
+            if queued:
+                save(self.path, queued)
+            elif self._spooled:
+                discard(self.path)
+        except OSError as exc:
+            log.error("%d queued rows were not written to the history: %s", len(queued), exc)
+        super().close()
+
+
+def spool_name(history: Path) -> str:
+    return f"{history.name}.unwritten.jsonl"
+
+
+def save(history: Path, events: Sequence[ServeEvent]) -> None:
+    """Replace the spool of `history` with `events` (durable before it takes the spool's name)."""
+    lines = b"".join(json.dumps(_encoded(event)).encode() + b"\n" for event in events)
+    name = spool_name(history)
+    with Anchor(history.parent, "state dir").folder(create=True) as folder:
+        temp = temp_name(name)
+        write_new(folder, temp, lines)
+        os.rename(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
+        os.fsync(folder)
+
+
+def load(history: Path) -> list[ServeEvent]:
+    """The events spooled beside `history` (none when there is no spool); unreadable lines are skipped."""
+    with Anchor(history.parent, "state dir").folder(create=True) as folder:
+        data = read_small(folder, spool_name(history), MAX_SPOOL_BYTES)
+    events: list[ServeEvent] = []
+    for number, line in enumerate((data or b"").splitlines(), start=1):
+        try:
+            events.append(_decoded(json.loads(line)))
+        except Exception as exc:  # a line this program did not write: the rest still counts
+            log.error("history spool line %d is unreadable and skipped: %s", number, type(exc).__name__)
+    return events
+
+
+def discard(history: Path) -> None:
+    with Anchor(history.parent, "state dir").folder(create=True) as folder:
+        remove(folder, spool_name(history))
+
+
+def _encoded(event: ServeEvent) -> dict[str, Any]:
+    return {
+        "kind": event.kind,
+        "session": event.key.session_id,
+        "name": event.key.name,
+        "at": event.at,
+        "request": _b64(event.parsed.raw if event.parsed is not None else None),
+        "raw": _b64(event.raw),
+        "response": _b64(encode_response(event.response) if event.response is not None else None),
+        "outcome": event.outcome,
+        "reason": event.reason,
+    }
+
+
+def _decoded(obj: dict[str, Any]) -> ServeEvent:
+    if obj["kind"] not in ("arrived", "answered"):  # what the queue holds, nothing else
+        raise ValueError(f"not a queued event: {obj['kind']!r}")
+    request, raw, response = (_bytes(obj[name]) for name in ("request", "raw", "response"))
+    return ServeEvent(
+        kind=obj["kind"],
+        key=AskKey(str(obj["session"]), str(obj["name"])),
+        at=float(obj["at"]),
+        parsed=parse_request(request) if request is not None else None,
+        response=ForwardedResponse.model_validate_json(response) if response is not None else None,
+        outcome=obj["outcome"],
+        reason=obj["reason"],
+        raw=raw,
+    )
+
+
+def _b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode("ascii")
+
+
+def _bytes(text: object) -> bytes | None:
+    return None if text is None else base64.b64decode(str(text), validate=True)

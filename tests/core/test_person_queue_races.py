@@ -1,0 +1,157 @@
+"""The person's queue never loses an undecided ask whose request still exists (red-team finding 1).
+
+An ask waiting for the person is always either in front of the person (listed and decidable) or being
+answered. Two interleavings used to break that:
+
+- a late reply for an ask whose file was replaced under the same name: the core ends the old ask
+  (`CHANGED`) and serves the new file at once; the reply of the old decision then dropped the NEW ask
+  from the queue (by name), leaving its record `shown` with nobody able to decide it;
+- a person's decision call cancelled (a screen closed) while its answer was being written: the queue
+  never learnt the outcome, so an answered ask stayed listed and could not be decided.
+
+The first is driven without a serving core (the test plays the core's part, as in `test_terminals`);
+the second on a real core whose publisher is held at a named fault point.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from core.asks import Answered, Ask, AskKey, Decision, Judgment, TerminalDecision
+from core.files import DiskWriter
+from core.human import AskAdded, AskDecided, DecisionRefused, HumanAuthorizer, HumanEvent
+from core.wire.reader import parse_request
+from tests.core.test_serving_faults import Served
+from tests.helpers import read_response_when_written, request_body, response_path, wait_for, write_request
+from tests.history.support import S
+
+
+def ask_for(request_id: str, value: str) -> Ask:
+    parsed = parse_request(json.dumps(request_body(request_id, S, value=value)).encode())
+    return Ask(AskKey(S, f"{request_id}.json"), parsed, Judgment("ask"), 1.0, 600_000, S)
+
+
+async def taken(pending: asyncio.Future[TerminalDecision]) -> asyncio.Future[Answered]:
+    """The core's part: the person's decision taken; what it is told goes on its reply (the wait is a
+    hang guard only)."""
+    decision = await asyncio.wait_for(asyncio.shield(pending), 10)
+    assert isinstance(decision, Decision) and decision.reply is not None
+    return decision.reply
+
+
+async def test_a_late_reply_for_a_replaced_ask_leaves_the_new_ask_under_that_name_decidable() -> None:
+    human = HumanAuthorizer()
+    old, new = ask_for("r1", "ls"), ask_for("r1", "rm -rf ~")
+    first = human.decide(old)
+    approving = asyncio.ensure_future(human.approve_once(old.key))
+    reply = await taken(first)
+    # The core's part: the file was replaced, so the old ask ends; the new file is served and shown
+    # before the old decision's call hears back (a rescan that completed in between).
+    second = human.decide(new)
+    reply.set_result(Answered(False, "the request was withdrawn or replaced", gone=True))
+    with pytest.raises(DecisionRefused, match="replaced"):
+        await approving
+    assert human.pending() == [new]  # it used to be dropped here: the record stayed shown, undecidable
+    denying = asyncio.ensure_future(human.deny(new.key, "no"))
+    denial = await taken(second)
+    denial.set_result(Answered(True))
+    assert (await denying).kind == "denied_with_reason" and not human.pending()
+
+
+async def test_a_late_success_for_a_replaced_ask_leaves_the_new_ask_in_the_queue() -> None:
+    human = HumanAuthorizer()
+    old, new = ask_for("r1", "ls"), ask_for("r1", "make")
+    first = human.decide(old)
+    approving = asyncio.ensure_future(human.approve_once(old.key))
+    reply = await taken(first)
+    human.decide(new)
+    reply.set_result(Answered(True))
+    assert (await approving).ask is old
+    assert human.pending() == [new]
+
+
+class HeldDisk(DiskWriter):
+    """A real disk whose batches wait at `staged` until released (the fault seam of the publisher)."""
+
+    def __init__(self) -> None:
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def fault(self, stage: str) -> None:
+        if stage == "staged" and not self.release.is_set():
+            self.entered.set()
+            self.release.wait(30)
+
+
+async def test_a_decision_call_cancelled_while_its_answer_is_written_leaves_no_ask_behind(
+    tmp_path: Path,
+) -> None:
+    disk = HeldDisk()
+    human = HumanAuthorizer()
+    events: list[HumanEvent] = []
+    human.subscribe(events.append)
+    async with Served(tmp_path, human, writer=disk, fault=disk.fault) as served:
+        write_request(served.root, S, "asked")
+        await wait_for(lambda: bool(human.pending()), what="the ask in front of the person")
+        approving = asyncio.ensure_future(human.approve_once(human.pending()[0].key))
+        try:
+            await wait_for(disk.entered.is_set, what="the decision's batch held")
+            approving.cancel()  # the screen that made the call went away
+            with pytest.raises(asyncio.CancelledError):
+                await approving
+        finally:
+            disk.release.set()
+        body = await read_response_when_written(served.root, S, "asked")
+        assert body["state"] == "approved"
+        await wait_for(lambda: not human.pending(), what="the answered ask out of the queue")
+        assert [type(e) for e in events] == [AskAdded, AskDecided]
+        assert served.kinds().count("answered") == 1
+
+
+class HeldFailingDisk(HeldDisk):
+    """Held like `HeldDisk`, and every placement fails (EIO) until `heal`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.broken = True
+
+    def place(self, dir_fd: int, source: str, target: str) -> bool:
+        if self.broken:
+            raise OSError(5, "Input/output error")
+        return super().place(dir_fd, source, target)
+
+
+async def test_a_cancelled_call_whose_answer_failed_leaves_the_ask_decidable(tmp_path: Path) -> None:
+    disk = HeldFailingDisk()
+    human = HumanAuthorizer()
+    async with Served(tmp_path, human, writer=disk, fault=disk.fault) as served:
+        write_request(served.root, S, "asked")
+        await wait_for(lambda: bool(human.pending()), what="the ask in front of the person")
+        key = human.pending()[0].key
+        approving = asyncio.ensure_future(human.approve_once(key))
+        try:
+            await wait_for(disk.entered.is_set, what="the decision's batch held")
+            approving.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await approving
+        finally:
+            disk.release.set()
+        await wait_for(lambda: "answer_failed" in served.kinds(), what="the failed write reported")
+        disk.broken = False
+        decided = await asyncio.wait_for(retry_deny(human, key), 30)  # in front of the person again
+        assert decided.kind == "denied_with_reason"
+        body = await read_response_when_written(served.root, S, "asked")
+        assert body["denialReason"] == "not now" and response_path(served.root, S, "asked").exists()
+
+
+async def retry_deny(human: HumanAuthorizer, key: AskKey) -> AskDecided:
+    """Deny as soon as the ask can be decided again (the core asks again once it knows the write failed)."""
+    while True:
+        try:
+            return await human.deny(key, "not now")
+        except DecisionRefused:
+            await asyncio.sleep(0.01)
