@@ -29,9 +29,8 @@ from tests.interop.reference import GLOBAL, Case, Verdict, agent_file, our_verdi
 
 pytestmark = [pytest.mark.interop, pytest.mark.xdist_group("differential"), pytest.mark.timeout(900)]
 
-# 1,000 cases draw every documented tag; each case is a folder of config files, and on a busy shared
-# disk writing and removing 3,000 of them took over a minute. Bigger runs: DIFFERENTIAL_CASES.
-CASES = int(os.environ.get("DIFFERENTIAL_CASES", "1000"))
+# Issue 11 asks for a few thousand cases in the default run. Bigger runs: DIFFERENTIAL_CASES.
+CASES = int(os.environ.get("DIFFERENTIAL_CASES", "3000"))
 SEED = int(os.environ.get("DIFFERENTIAL_SEED", "20261203"))
 SHRINK_ROUNDS = 12
 DOCUMENTED = frozenset({
