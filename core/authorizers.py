@@ -27,10 +27,11 @@ import logging
 import os
 import shlex
 import signal
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, TypeVar
 
+from core.clock import SYSTEM_CLOCK, Clock
 from core.facts import IntentFacts
 from core.rules.model import PATH_SURFACES
 
@@ -124,8 +125,8 @@ class CommandLink:
     name: str
     argv: tuple[str, ...]
     timeout_s: float = DEFAULT_LINK_TIMEOUT_S
-    deadline: Callable[[float], Awaitable[None]] = asyncio.sleep
-    """Waits out `timeout_s`: a seam, so a test ends the wait when it chooses, not after real time."""
+    clock: Clock = SYSTEM_CLOCK
+    """`timeout_s` is waited out on it: a test's `ManualClock` ends the wait when the test advances it."""
 
     async def review(self, facts: IntentFacts) -> LinkVerdict:
         """Run the command once for `facts`; every failure is a logged defer."""
@@ -141,7 +142,7 @@ class CommandLink:
         except OSError as exc:
             return self._defer(f"could not start {self.argv[0]!r}: {exc}")
         try:
-            stdout, stderr = await _before(process.communicate(payload), self.deadline(self.timeout_s))
+            stdout, stderr = await _before(process.communicate(payload), self._deadline())
         except TimeoutError:
             await _kill(process)
             return self._defer(f"no answer within {self.timeout_s}s; killed")
@@ -149,6 +150,9 @@ class CommandLink:
             tail = stderr.decode(errors="replace").strip()[-200:]
             return self._defer(f"exit status {process.returncode}: {tail}")
         return self._parse(stdout)
+
+    async def _deadline(self) -> None:
+        await self.clock.wait(asyncio.Event(), self.timeout_s)
 
     def _parse(self, stdout: bytes) -> LinkVerdict:
         if len(stdout) > _MAX_OUTPUT:
@@ -193,7 +197,9 @@ async def _kill(process: asyncio.subprocess.Process) -> None:
     await process.wait()
 
 
-def parse_link_spec(spec: str, timeout_s: float = DEFAULT_LINK_TIMEOUT_S) -> CommandLink:
+def parse_link_spec(
+    spec: str, timeout_s: float = DEFAULT_LINK_TIMEOUT_S, clock: Clock = SYSTEM_CLOCK
+) -> CommandLink:
     """`"name=command args"` (shell-style quoting, no shell) as a `CommandLink`."""
     name, sep, command = spec.partition("=")
     name = name.strip()
@@ -202,4 +208,4 @@ def parse_link_spec(spec: str, timeout_s: float = DEFAULT_LINK_TIMEOUT_S) -> Com
     argv = tuple(shlex.split(command))
     if not argv:
         raise ValueError(f"link spec {spec!r} has no command")
-    return CommandLink(name, argv, timeout_s)
+    return CommandLink(name, argv, timeout_s, clock)

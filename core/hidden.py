@@ -8,6 +8,7 @@ not Cf. `\\n` and `\\t` are not hidden (the sanitizer marks them itself).
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from functools import lru_cache
 
@@ -23,6 +24,14 @@ _IGNORABLE_RANGES: tuple[tuple[int, int], ...] = (
     (0xFFA0, 0xFFA0),
     (0xE0000, 0xE0FFF),
 )
+
+_IGNORABLE = re.compile("[" + "".join(f"{chr(low)}-{chr(high)}" for low, high in _IGNORABLE_RANGES) + "]")
+
+
+def none_hidden(text: str) -> bool:
+    """True when no code point of `text` is hidden, nor `\\n` or `\\t` (a fast check, no per-character
+    lookup: `str.isprintable` is False for every hidden category and for whitespace but the space)."""
+    return text.isprintable() and _IGNORABLE.search(text) is None
 
 
 @lru_cache(maxsize=4096)

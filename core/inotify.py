@@ -18,6 +18,8 @@ import sys
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from core.clock import SYSTEM_CLOCK, Clock
+
 IN_ATTRIB = 0x004
 IN_CLOSE_WRITE = 0x008
 IN_MOVED_FROM = 0x040
@@ -149,11 +151,15 @@ class FolderWatch:
         found = (self._ino.add_watch(f, DIRECTORY_EVENTS & ~IN_DONT_FOLLOW) for f in self._folders)
         self._wds = [wd for wd in found if wd is not None]
 
-    async def wait(self, stop: asyncio.Event, at_most_s: float) -> None:
-        """Until a change, `stop`, or `at_most_s` seconds; a change seen before the call counts too."""
-        waiters = {asyncio.ensure_future(self.changed.wait()), asyncio.ensure_future(stop.wait())}
+    async def wait(self, stop: asyncio.Event, at_most_s: float, clock: Clock = SYSTEM_CLOCK) -> None:
+        """Until a change, `stop`, or `at_most_s` seconds on `clock`; a change seen before the call
+        counts too."""
+        woken = asyncio.Event()
+        waiters = [asyncio.ensure_future(self.changed.wait()), asyncio.ensure_future(stop.wait())]
+        for waiter in waiters:
+            waiter.add_done_callback(lambda _: woken.set())
         try:
-            await asyncio.wait(waiters, timeout=at_most_s, return_when=asyncio.FIRST_COMPLETED)
+            await clock.wait(woken, at_most_s)
         finally:
             for waiter in waiters:
                 waiter.cancel()

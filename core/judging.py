@@ -122,7 +122,7 @@ class RecordedAuthority:
         try:
             while not stop.is_set():
                 watch.arm(sorted({str(p.parent) for p in self.store.watched_paths() if p.parent.is_dir()}))
-                await watch.wait(stop, CONFIG_RECHECK_S)
+                await watch.wait(stop, CONFIG_RECHECK_S, self.clock)
                 if not stop.is_set():
                     self.reload()
         finally:

@@ -5,10 +5,10 @@ folder every `POLL_S` and report the session folders whose entries changed.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 from collections.abc import AsyncIterator
 
+from core.clock import SYSTEM_CLOCK, Clock
 from core.tree import Anchor
 
 POLL_S = 0.25
@@ -16,15 +16,16 @@ RESCAN_ALL: frozenset[str] = frozenset()
 """Yielded when the watcher cannot say which folders changed (start, overflow, restart)."""
 
 
-async def polled_changes(tree: Anchor, stop: asyncio.Event) -> AsyncIterator[set[str]]:
+async def polled_changes(
+    tree: Anchor, stop: asyncio.Event, clock: Clock = SYSTEM_CLOCK
+) -> AsyncIterator[set[str]]:
     """Where inotify is missing: list `sessions/`, each session folder and its `requests/` every
-    `POLL_S` (the reference's own poll interval), each by descriptor and without recursion, and yield
-    the folders whose entries changed. The first yield is a full rescan."""
+    `POLL_S` on `clock` (the reference's own poll interval), each by descriptor and without
+    recursion, and yield the folders whose entries changed. The first yield is a full rescan."""
     seen = _listing(tree)
     yield set(RESCAN_ALL)
     while not stop.is_set():
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), POLL_S)
+        await clock.wait(stop, POLL_S)
         now = _listing(tree)
         changed = {folder for folder in seen.keys() | now.keys() if seen.get(folder) != now.get(folder)}
         seen = now

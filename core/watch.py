@@ -14,6 +14,7 @@ import os
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
+from core.clock import SYSTEM_CLOCK, Clock
 from core.inotify import (
     DIRECTORY_EVENTS,
     IN_DELETE,
@@ -189,7 +190,7 @@ async def _inotify_changes(
         watched.close()
 
 
-async def _sessions_folder_ready(tree: Anchor, stop: asyncio.Event) -> None:
+async def _sessions_folder_ready(tree: Anchor, stop: asyncio.Event, clock: Clock) -> None:
     """Create `sessions/` from the root down; while it is a link, wait (serving reports it) and retry."""
     while not stop.is_set():
         try:
@@ -197,8 +198,7 @@ async def _sessions_folder_ready(tree: Anchor, stop: asyncio.Event) -> None:
                 return
         except UnsafeFolder as exc:
             log.warning("not watching the sessions folder: %s", exc)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=_UNSAFE_RETRY_S)
+        await clock.wait(stop, _UNSAFE_RETRY_S)
 
 
 async def watch_session_folders(
@@ -207,14 +207,16 @@ async def watch_session_folders(
     force_polling: bool = False,
     tree: Anchor | None = None,
     settled: Settled = nothing_settled,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> AsyncIterator[set[str]]:
     """Yield the `sessions/<folder>` names touched since the last yield, until `stop`.
 
-    An empty set means "rescan everything" (start, overflow, or the watch was restarted).
+    An empty set means "rescan everything" (start, overflow, or the watch was restarted). The retry
+    while `sessions/` is a link and the fallback's poll interval are waited on `clock`.
     """
     sessions_dir = forwarding_root / "sessions"
     tree = tree or Anchor(forwarding_root, "forwarding root")
-    await _sessions_folder_ready(tree, stop)
+    await _sessions_folder_ready(tree, stop, clock)
     if stop.is_set():
         return
     if not force_polling:
@@ -224,5 +226,5 @@ async def watch_session_folders(
             return
         except InotifyUnavailable as exc:
             log.warning("inotify is unavailable (%s); polling every %.2f s instead", exc, POLL_S)
-    async for folders in polled_changes(tree, stop):
+    async for folders in polled_changes(tree, stop, clock):
         yield folders

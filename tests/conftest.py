@@ -7,6 +7,7 @@ than one test get one such folder for the whole run. Subprocesses inherit the sa
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -36,3 +37,15 @@ def private_home(run_home: Path, tmp_path_factory: pytest.TempPathFactory,
                  monkeypatch: pytest.MonkeyPatch) -> Path:
     """This test's own, empty home."""
     return isolate(tmp_path_factory.mktemp("home"), monkeypatch)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish() -> None:
+    """One full collection now (an object finalised with an error is still reported), then freeze the heap.
+
+    pytest's own cleanup collects five more times after the session, and interpreter exit once more: on a
+    worker's heap (hundreds of thousands of objects) that took over 5 s on a busy machine, past the 5 s
+    execnet gives a worker to finish before it SIGINTs it (the "KeyboardInterrupt in hypothesis' gc
+    callback" warning) and the controller waited for it. Frozen objects are left out of those collections."""
+    gc.collect()
+    gc.freeze()

@@ -10,7 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from core.clock import ManualClock
 from core.paths import encode_session_id
+from core.serving.core import SAFETY_RESCAN_S
 
 CHILD_SESSION = "019ff96a-1111-7000-8000-aaaaaaaaaaaa"
 
@@ -70,6 +72,19 @@ async def wait_for(predicate: Callable[[], bool], within: float = 30.0, what: st
     while not predicate():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {within}s waiting for {what}")
+        await asyncio.sleep(0.005)
+
+
+async def rescanned_until(
+    clock: ManualClock, predicate: Callable[[], bool], within: float = 30.0, what: str = "condition"
+) -> None:
+    """Drive a core's safety rescans on `clock` (one interval per poll) until `predicate` holds: for
+    what no file event announces (a disk that healed, a folder made sound again)."""
+    deadline = time.monotonic() + within
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {within}s waiting for {what}")
+        clock.advance(SAFETY_RESCAN_S)
         await asyncio.sleep(0.005)
 
 

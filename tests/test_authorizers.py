@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import sys
@@ -18,6 +19,7 @@ from core.authorizers import (
     allow_is_capped,
     parse_link_spec,
 )
+from core.clock import ManualClock
 from core.rules import AskingUnit, IntentFacts
 from tests.helpers import wait_for
 
@@ -89,12 +91,15 @@ async def test_command_link_timeout_kills_the_process(
         time.sleep(60)
     """)
 
-    async def until_started(timeout_s: float) -> None:
-        """The timeout ends once the process is surely running (a fake clock's jump, not real time)."""
-        await wait_for(lambda: pid_file.exists() and pid_file.read_text() != "", what="the link started")
-
+    clock = ManualClock()
     with caplog.at_level(logging.WARNING, logger="pi_authorizer.chain"):
-        verdict = await CommandLink("slow", argv, timeout_s=0.5, deadline=until_started).review(BASH)
+        reviewing = asyncio.create_task(CommandLink("slow", argv, timeout_s=0.5, clock=clock).review(BASH))
+        # The timeout ends once the process is surely running and the link waits on the clock.
+        await wait_for(lambda: pid_file.exists() and pid_file.read_text() != "" and clock.waiting == 1,
+                       what="the link started")
+        assert not reviewing.done()  # no real time ends the wait: only the clock does
+        clock.advance(0.5)
+        verdict = await asyncio.wait_for(reviewing, 30)  # a hang guard
     assert verdict == LinkVerdict("defer")
     assert "killed" in caplog.text  # it did not wait for the child's own minute
     pid = int(pid_file.read_text())

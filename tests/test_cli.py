@@ -8,11 +8,13 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from core.liveness import HEARTBEAT_INTERVAL_S
 from core.paths import encode_session_id
 from tests.helpers import poll_until
 
@@ -137,12 +139,26 @@ def test_serve_refuses_a_session_a_live_process_serves(tmp_path: Path) -> None:
     root = tmp_path / "root"
     (root / "serving").mkdir(parents=True)
     heartbeat = root / "serving" / f"{encode_session_id('taken')}.json"
-    heartbeat.write_text(
-        json.dumps({"sessionId": "taken", "pid": os.getppid(), "updatedAt": time.time() * 1000})
-    )
-    result = cli(
-        "serve", "--session", "taken", "--forwarding-root", str(root), "--state-dir", str(tmp_path / "state")
-    )
+    stopped = threading.Event()
+
+    def live_server() -> None:
+        """Beats as a live server does: a heartbeat written once goes stale after 5 s, and on a busy
+        machine the command can take longer than that to start (it then served the session)."""
+        while True:
+            beat = {"sessionId": "taken", "pid": os.getppid(), "updatedAt": time.time() * 1000}
+            heartbeat.with_suffix(".tmp").write_text(json.dumps(beat))
+            heartbeat.with_suffix(".tmp").rename(heartbeat)
+            if stopped.wait(HEARTBEAT_INTERVAL_S):
+                return
+
+    beating = threading.Thread(target=live_server)
+    beating.start()
+    try:
+        result = cli("serve", "--session", "taken", "--forwarding-root", str(root),
+                     "--state-dir", str(tmp_path / "state"))
+    finally:
+        stopped.set()
+        beating.join()
     assert result.returncode == 3
     assert f"pid {os.getppid()}" in result.stderr and "no session left to serve" in result.stderr
     assert heartbeat.exists()

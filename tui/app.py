@@ -33,6 +33,7 @@ from tui.app_events import CoreEvents
 from tui.app_signals import SignalQuit
 from tui.app_views import Views
 from tui.render.styles import DIM, WARN
+from tui.sanitize import safe_plain
 from tui.screens.history import HistoryEntry
 from tui.screens.queue import QueueScreen
 from tui.screens.quit import QuitConfirmScreen
@@ -142,7 +143,7 @@ class AuthorizerApp(Views, CoreEvents, SignalQuit):
         if not self.is_headless:
             self._install_signal_handlers()
         if self.refused_keys:
-            refused = "; ".join(self.refused_keys)
+            refused = safe_plain("; ".join(self.refused_keys), 400)
             self.notify(f"Ignored permissionDialogKeys entries (defaults kept): {refused}",
                         severity="warning", markup=False, timeout=10)
 
@@ -151,8 +152,8 @@ class AuthorizerApp(Views, CoreEvents, SignalQuit):
             await self.core.run()
         except Exception as exc:
             self.sub_title = "NOT SERVING"
-            self.notify(f"The serving core stopped: {exc}", title="Not serving", severity="error",
-                        markup=False, timeout=60)
+            self.notify(f"The serving core stopped: {safe_plain(str(exc), 400)}", title="Not serving",
+                        severity="error", markup=False, timeout=60)
             raise
         if not self._stopping:
             self.sub_title = "NOT SERVING"
@@ -187,7 +188,11 @@ class AuthorizerApp(Views, CoreEvents, SignalQuit):
         timeout: float | None = None,
         markup: bool = True,
     ) -> None:
-        """On a small terminal a toast would cover the ask and the keys: it goes to the status line."""
+        """On a small terminal a toast would cover the ask and the keys: it goes to the status line.
+        Never markup, and whatever a caller passed is shown literally (`tui.sanitize`): the last guard."""
+        message = safe_plain(message, single_line=False)
+        title = safe_plain(title)
+        markup = False
         queue = self.queue
         if severity != "error" and queue.is_current and queue.compact:
             lines = [line for line in message.splitlines() if line.strip()]

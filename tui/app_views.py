@@ -181,10 +181,11 @@ class Views(App[int]):
         def decided(accept: bool | None) -> None:
             if not accept:
                 authority.decline(pending)
-                self.notify(f"Config change NOT applied; the rules in force stay: {pending.path}",
+                path = safe_plain(str(pending.path))
+                self.notify(f"Config change NOT applied; the rules in force stay: {path}",
                             severity="warning", markup=False)
             elif authority.accept(pending):
-                self.notify(f"Config change applied: {pending.path}", markup=False)
+                self.notify(f"Config change applied: {safe_plain(str(pending.path))}", markup=False)
             else:
                 self.notify("That config change was superseded by a newer one (reviewed next).",
                             severity="warning", markup=False)

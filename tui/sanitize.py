@@ -164,6 +164,14 @@ def has_hidden(values: Iterable[str | None]) -> bool:
     return any(v and any(is_hidden(c) for c in v) for v in values)
 
 
+def visible(content: Content) -> Content:
+    """The last guard of a line built from pieces (a status note, a toast): `content` as it is when
+    nothing in it is hidden, else its text sanitised (the styles go: a piece was not sanitised)."""
+    if not any(is_hidden(c) for c in content.plain):
+        return content
+    return sanitize(content.plain).content()
+
+
 def elision(hidden: int) -> str:
     """The mark a shortened value ends with: an ellipsis and how many characters are hidden."""
     return f"…+{hidden}"

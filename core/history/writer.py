@@ -5,9 +5,13 @@ Durability: every transaction commits with `synchronous=NORMAL` (it survives a k
 losing it to a power cut only loses display data) except a `durable` one, which commits with
 `synchronous=FULL` (the ledger's verdicts, see `core.history.store`). The arrivals of a burst are
 written together: queued as they are observed; the verdict transaction of a batch takes the
-arrivals of its own asks and writes each with its verdict as one row; any other transaction, any
-read, or a worker `ARRIVALS_WAIT_S` later (an ask that went to a person) writes what is queued.
+arrivals of its own asks and writes each with its verdict as one row; any other transaction and any
+read write what is queued; a worker writes the arrivals that waited `ARRIVALS_WAIT_S` (an ask that
+went to a person), and only those: in a burst the younger ones are taken by their batches.
 A failed transaction keeps the queue (with any fail-safe answer the ledger refused, see the store).
+
+Size: the arrival queue, its delayed worker and the transactions that drain it are one state under
+one lock (`_tx` takes the queue); split apart, each half would reach into the other's.
 """
 
 # SQL text here is assembled from constant fragments only; every value is a bound parameter.
@@ -76,6 +80,7 @@ class HistoryWriter(HistoryReader):
         self._since_prune = 0
         self._arrivals: list[ServeEvent] = []
         self._claimed: dict[AskKey, ServeEvent] = {}
+        self._worker_armed = False  # a delayed worker is due (set and cleared under the queue lock)
         # Its own lock: the event loop queues an arrival without waiting for a transaction in progress.
         self._queue_lock = threading.Lock()
         self.prune()
@@ -93,29 +98,45 @@ class HistoryWriter(HistoryReader):
         """Queued: a burst's arrivals (and unrecorded fail-safe answers) are written together (see the
         module docstring)."""
         assert event.parsed is not None
-        with self._queue_lock:
-            self._arrivals.append(event)
-            first = len(self._arrivals) == 1
-        if not first:
-            return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
+            with self._queue_lock:
+                self._arrivals.append(event)
             self.write_arrivals()
             return
-        loop.call_later(ARRIVALS_WAIT_S, loop.run_in_executor, None, self._write_arrivals_soon)
+        with self._queue_lock:
+            self._arrivals.append(event)
+            arm, self._worker_armed = not self._worker_armed, True
+        if arm:
+            self._worker_later(loop)
 
-    def _write_arrivals_soon(self) -> None:
+    def _worker_later(self, loop: asyncio.AbstractEventLoop) -> None:
+        loop.call_later(ARRIVALS_WAIT_S, loop.run_in_executor, None, self._write_arrivals_soon, loop)
+
+    def _write_arrivals_soon(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        """The arrivals that waited `ARRIVALS_WAIT_S` (by the clock of their events); if younger ones
+        are left queued, the worker comes back for them."""
         try:
-            self.write_arrivals()
+            self.write_arrivals(self.clock.wall() - ARRIVALS_WAIT_S if loop is not None else None)
         except Exception as exc:  # kept queued: the next transaction writes them
             log.error("writing arrivals to the history failed: %s", exc)
+        if loop is None:
+            return
+        with self._queue_lock:
+            again = self._worker_armed = bool(self._arrivals)
+        if again:
+            try:
+                loop.call_soon_threadsafe(self._worker_later, loop)
+            except RuntimeError:  # the loop is closed: `close` writes them
+                self._worker_armed = False
 
-    def write_arrivals(self) -> None:
-        """Write the queued events not written yet, in one transaction."""
+    def write_arrivals(self, until: float | None = None) -> None:
+        """Write the queued events not written yet (those observed at `until` or before), in one
+        transaction."""
         with self._lock:
-            if self._arrivals:
-                with self._tx():
+            if any(until is None or event.at <= until for event in self._arrivals):
+                with self._tx(until=until):
                     pass
 
     def _write_arrivals(self, conn: sqlite3.Connection, pending: Sequence[ServeEvent]) -> None:
@@ -202,9 +223,11 @@ class HistoryWriter(HistoryReader):
 
     @contextlib.contextmanager
     def _tx(
-        self, durable: bool = False, claim: Collection[AskKey] | None = None, arrivals: bool = True
+        self, durable: bool = False, claim: Collection[AskKey] | None = None, arrivals: bool = True,
+        until: float | None = None,
     ) -> Iterator[sqlite3.Connection]:
-        """A write transaction; queued arrivals are written first, in it (every row it looks for exists).
+        """A write transaction; queued arrivals are written first, in it (every row it looks for exists;
+        with `until`, only those observed then or before: the others stay queued).
 
         With `claim`, only the queued arrivals of those keys are taken, and not written: they are
         left in `self._claimed` for the caller, which writes each with what it records (a burst's
@@ -224,6 +247,9 @@ class HistoryWriter(HistoryReader):
                         self._arrivals = [
                             e for e in self._arrivals if not (e.kind == "arrived" and e.key in claim)
                         ]
+                    elif arrivals and until is not None:
+                        pending = [e for e in self._arrivals if e.at <= until]
+                        self._arrivals = [e for e in self._arrivals if e.at > until]
                     elif arrivals:
                         pending, self._arrivals = self._arrivals, []
                     else:

@@ -5,8 +5,8 @@
 event loop, before anyone waiting on it resumes: the record moves on there (published; back to the
 person after a failed write of the person's decision; else `unanswered`, served anew at the next
 rescan) and observers hear `answered` or `answer_failed` there, so a serving task cancelled at
-shutdown while its batch commits loses no report. An answer not written for a file that vanished
-meanwhile is reported `withdrawn`: its child gave up unanswered. `removed()` frees a name once the
+shutdown while its batch commits loses no report. An answer not written whose file vanished
+meanwhile ends `withdrawn`: its child gave up unanswered. `removed()` frees a name once the
 publisher removed its request.
 """
 
@@ -114,14 +114,13 @@ class Answering:
             failed = ServeEvent("answer_failed", key, self.clock.wall(), parsed=verdict.parsed, reason=error)
             self.emit(failed)
             if served is not None and record is not None:
-                if verdict.outcome == "user":
+                if record.vanished:  # its file went while the answer was written: the child gave up
+                    served.records.move(record, "withdrawn")
+                    self.emit(ServeEvent("withdrawn", key, self.clock.wall(), parsed=verdict.parsed))
+                elif verdict.outcome == "user":
                     served.records.move(record, "shown")  # the person's ask stays pending, in its place
                 else:
                     served.records.move(record, "unanswered")  # served anew at the next rescan, or withdrawn
-            elif answering is not None and answering.stage == "released":
-                # Its file vanished while the answer was being written (a decided record is released
-                # then), and nothing was written: the child gave up unanswered.
-                self.emit(ServeEvent("withdrawn", key, self.clock.wall(), parsed=verdict.parsed))
             return
         if not published.written:
             return  # a response was already there: `answer` sets the request aside as forged

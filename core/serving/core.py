@@ -95,7 +95,7 @@ class ServingCore:
         )
         self.publisher = self.answering.publisher
         self.reconcile = Reconcile(ledger, retry_delays, set_aside, terminal)
-        shared = Shared(self.roster, terminal, self.reconcile, clock, self._emit, self._spawn)
+        shared = Shared(self.roster, terminal, self.reconcile, clock, self._emit, self._spawn, self.rescan)
         self.pipeline = Pipeline(shared, self.judge, chain, timeout_ms, set_aside, self.answering)
         self.drain = Drain(shared, ledger, self.pipeline, self.publisher)
         self._stop = asyncio.Event()
@@ -153,8 +153,9 @@ class ServingCore:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         if self._serving:
-            # Files already taken in are served to the end (answered, or handed to their terminal).
-            _, late = await asyncio.wait(self._serving, timeout=self.shutdown_grace_s)
+            # Files already taken in are served to the end (answered, or handed to their terminal),
+            # for at most the grace on the clock.
+            late = await self._served_within(set(self._serving), self.shutdown_grace_s)
             for task in late:
                 task.cancel()
         await self.publisher.close()
@@ -175,16 +176,32 @@ class ServingCore:
         if not task.cancelled() and task.exception() is not None:
             log.error("serving task failed", exc_info=task.exception())
 
+    async def _served_within(self, tasks: set[asyncio.Task[None]], seconds: float) -> set[asyncio.Task[None]]:
+        """Wait until `tasks` are done or `seconds` passed on the clock; those still running."""
+        all_done = asyncio.Event()
+        left = {task for task in tasks if not task.done()}
+
+        def done(task: asyncio.Task[None]) -> None:
+            left.discard(task)
+            if not left:
+                all_done.set()
+
+        for task in left:
+            task.add_done_callback(done)
+        if left:
+            await self.clock.wait(all_done, seconds)
+        return {task for task in tasks if not task.done()}
+
     async def _pause(self, seconds: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._stop.wait(), timeout=seconds)
+        """`seconds` on the clock, or less when serving stops."""
+        await self.clock.wait(self._stop, seconds)
 
     async def _watch_loop(self) -> None:
         """Supervised: a failing watcher is logged with its traceback and started again."""
         while not self._stop.is_set():
             try:
                 async for folders in watch_session_folders(
-                    self.root, self._stop, self.force_polling, self.tree, self._settled
+                    self.root, self._stop, self.force_polling, self.tree, self._settled, self.clock
                 ):
                     targets = (
                         list(self.sessions.values())

@@ -189,7 +189,8 @@ class Pipeline:
 
     async def _still_asked(self, served: ServedSession, record: AskRecord, ask: Ask) -> bool:
         """Whether the request file still holds the ask the person decided: one replaced, rewritten or
-        withdrawn meanwhile is not that ask; it ends withdrawn (a new file is served at the next rescan)."""
+        withdrawn meanwhile is not that ask; it ends withdrawn, and the inbox is listed again at once: a
+        file rewritten in place while it was shown raised its file event before, so none is coming."""
         try:
             raw = await asyncio.to_thread(served.inbox.read_request, record.key.name)
         except (FileNotFoundError, UnreadableRequest):
@@ -199,6 +200,7 @@ class Pipeline:
         served.records.vanish(record.key.name)
         self.shared.emit(ServeEvent("withdrawn", record.key, self.shared.clock.wall(), parsed=ask.parsed))
         log.warning("%s changed or withdrawn before the decision was written", label(record.key, ask.parsed))
+        self.shared.spawn(self.shared.rescan(served), False)
         return False
 
     async def _guarded(

@@ -84,6 +84,7 @@ class Reconcile:
             return
         served.records.move(record, "decided")
         written = await retrying(
+            self.set_aside.clock,
             self.retry_delays,
             "publishing a recorded verdict",
             lambda: served.inbox.write_response(request_id, recorded.body),

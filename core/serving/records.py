@@ -15,7 +15,8 @@ A record is taken when intake finds a new file and ends when the name is free ag
 A live record can be set aside (`held`: quarantine failed, the file is left in place and ignored;
 not once `left`) or `released` (the name is free: gone, quarantined, or to be served again). A file
 that vanishes before any decision was taken, or while its decision could not be written (`unanswered`),
-is `withdrawn` (the child gave up without an answer). `withdrawn` and
+is `withdrawn` (the child gave up without an answer); one that vanishes while its answer is being
+published keeps its name until the publisher reports (`withdrawn` if nothing was written). `withdrawn` and
 `released` are final: a final record is out of the session's table, and no transition leaves it, so
 an ask the child withdrew is never answered and none is published twice. A transition not in `NEXT`
 raises `IllegalTransition`.
@@ -42,7 +43,7 @@ NEXT: Final[dict[Stage, frozenset[Stage]]] = {
     "judged": frozenset({"shown", "decided", "held", "withdrawn", "released"}),
     "shown": frozenset({"left", "decided", "held", "withdrawn", "released"}),
     "left": frozenset({"withdrawn", "released"}),
-    "decided": frozenset({"published", "shown", "unanswered", "held", "released"}),
+    "decided": frozenset({"published", "shown", "unanswered", "held", "withdrawn", "released"}),
     "published": frozenset({"held", "released"}),
     "unanswered": frozenset({"held", "withdrawn", "released"}),
     "held": frozenset({"released"}),
@@ -71,6 +72,8 @@ class AskRecord:
     parsed: ParsedRequest | None = None
     arrived_at: float = 0.0
     published: Published | None = None
+    #: Its file vanished while its answer was being published.
+    vanished: bool = False
 
     @property
     def live(self) -> bool:
@@ -118,9 +121,13 @@ class AskRecords:
 
     def vanish(self, name: str) -> AskRecord | None:
         """The file is gone: the record ends `withdrawn` when no answer was written (none taken, or one
-        that could not be written), else `released`."""
+        that could not be written), else `released`. A record whose answer is being published
+        (`decided`) keeps its name until the publisher says what became of it: a file back under that
+        name meanwhile (a folder moved away and back) is not judged and answered a second time."""
         record = self._live.get(name)
-        if record is not None:
+        if record is not None and record.stage == "decided":
+            record.vanished = True  # if its answer cannot be written, the child gave up unanswered
+        elif record is not None:
             self.move(record, "withdrawn" if record.stage in UNANSWERED else "released")
         return record
 

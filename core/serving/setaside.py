@@ -71,7 +71,7 @@ class SetAside:
             answer = answer and is_safe_request_id(stem) and inbox.has_request(name)
             if answer and not inbox.has_response(stem):
                 body = encode_response(gate_denial(inbox.session_id, self.clock, reason))
-                answered = await retrying(self.retry_delays,
+                answered = await retrying(self.clock, self.retry_delays,
                     "answering a rejected request", lambda: inbox.write_response(stem, body)
                 )
         except Exception as exc:
@@ -119,12 +119,14 @@ class SetAside:
 
 
 
-async def retrying(delays_after: Sequence[float], step: str, action: Callable[[], _T]) -> _T:
-    """Run blocking `action` off the event loop; retry transient failures with backoff."""
+async def retrying(
+    clock: Clock, delays_after: Sequence[float], step: str, action: Callable[[], _T]
+) -> _T:
+    """Run blocking `action` off the event loop; retry transient failures with backoff on `clock`."""
     delays = (0.0, *delays_after)
     for attempt, delay in enumerate(delays, start=1):
         if delay:
-            await asyncio.sleep(delay)
+            await clock.wait(asyncio.Event(), delay)
         try:
             return await asyncio.to_thread(action)
         except (OSError, sqlite3.OperationalError) as exc:

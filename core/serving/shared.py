@@ -10,7 +10,7 @@ from core.asks import TerminalSlot
 from core.clock import Clock
 from core.serving.events import ServeEvent
 from core.serving.reconcile import Reconcile
-from core.serving.sessions import Sessions
+from core.serving.sessions import ServedSession, Sessions
 
 Spawn = Callable[[Coroutine[object, object, None], bool], "asyncio.Task[None]"]
 """Run a coroutine alongside; `True`: it serves a file and is let finish at shutdown."""
@@ -19,7 +19,8 @@ Spawn = Callable[[Coroutine[object, object, None], bool], "asyncio.Task[None]"]
 @dataclass(frozen=True)
 class Shared:
     """What the stages of serving all reach (wired once by `ServingCore`): the sessions served, the
-    terminal slot, the restore stage, the clock, where events go and how a task is run alongside."""
+    terminal slot, the restore stage, the clock, where events go, how a task is run alongside and how
+    an inbox is listed again."""
 
     roster: Sessions
     terminal: TerminalSlot
@@ -27,3 +28,5 @@ class Shared:
     clock: Clock
     emit: Callable[[ServeEvent], None]
     spawn: Spawn
+    rescan: Callable[[ServedSession], Coroutine[object, object, None]]
+    """List an inbox again now (a file found changed needs no file event, nor the safety rescan)."""

@@ -109,12 +109,17 @@ def test_a_withdrawn_ask_is_never_decided() -> None:
     assert again is not record and table.get("a.json") is again
 
 
-def test_a_decided_ask_that_vanishes_is_released_not_withdrawn() -> None:
+def test_a_decided_ask_that_vanishes_keeps_its_name_until_its_answer_is_reported() -> None:
+    """Its answer is being published: a file back under the name meanwhile is not a new ask."""
     table = AskRecords(S)
     record = table.take("a.json")
     table.arrive(record, PARSED, 1.0)
     table.move(record, "decided")
-    assert table.vanish("a.json") is record and record.stage == "released"
+    assert table.vanish("a.json") is record and record.stage == "decided" and record.vanished
+    with pytest.raises(IllegalTransition):
+        table.take("a.json")
+    table.move(record, "withdrawn")  # nothing could be written: the child gave up unanswered
+    assert "a.json" not in table
 
 
 def test_an_answer_published_during_the_forgery_listing_is_not_a_forgery() -> None:

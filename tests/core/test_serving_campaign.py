@@ -34,6 +34,9 @@ from core.wire.reader import parse_request
 from core.wire.response import parse_response
 from tests.helpers import poll_until, request_body
 
+# One long-lived core for the module (the second test checks what the campaign left): one worker.
+pytestmark = pytest.mark.xdist_group("serving-campaign")
+
 S = "019ff969-c34c-70be-9034-fae19c852932"
 ALLOWED = "git status"  # the only thing this node's rules allow
 _serial = itertools.count()

@@ -36,6 +36,7 @@ from tests.helpers import (
     poll_until,
     read_response_when_done,
     read_response_when_written,
+    rescanned_until,
     response_path,
     session_dir,
     wait_for,
@@ -118,11 +119,13 @@ async def test_disk_full_is_retried_and_the_child_answered(
 
 async def test_eio_that_outlasts_the_retries_is_answered_once_the_disk_heals(tmp_path: Path) -> None:
     disk = FailingDisk(errno.EIO, failures=-1)
-    async with Served(tmp_path, DenyingTerminal(), writer=disk) as served:
+    clock = ManualClock(1_800_000_000.0)
+    async with Served(tmp_path, DenyingTerminal(clock), writer=disk, clock=clock) as served:
         write_request(served.root, S, "eio")
         await wait_for(lambda: "answer_failed" in served.kinds(), what="the failure reported")
         assert not response_path(served.root, S, "eio").exists()
-        disk.failures = 0  # the disk heals: the next rescan serves the request again
+        disk.failures = 0  # the disk heals: no file event says so, the safety rescan serves it again
+        await rescanned_until(clock, response_path(served.root, S, "eio").exists, what="the response")
         body = await read_response_when_written(served.root, S, "eio")
         assert body["state"] == "denied_with_reason"
         write_request(served.root, S, "after")
@@ -376,10 +379,14 @@ async def test_a_recorded_verdict_refused_by_an_unsafe_folder_is_published_once_
     folder is sound, never left marked as answered while nothing answered it."""
     store = HistoryStore.in_state_dir(tmp_path / "state")
     disk = LinkedAwayDisk(refusals=4)  # one republishing: the first attempt and its three retries
-    async with Served(tmp_path, DenyingTerminal(), ledger=store, writer=disk) as served:
+    clock = ManualClock(1_800_000_000.0)
+    async with Served(tmp_path, DenyingTerminal(clock), ledger=store, writer=disk, clock=clock) as served:
         write_request(served.root, S, "stuck")
-        await wait_for(lambda: "unsafe_folder" in served.kinds(), what="the refused folder reported")
-        body = await read_response_when_written(served.root, S, "stuck", within=30)
+        # Neither the recorded verdict's republishing nor the sound folder has a file event: each is
+        # the safety rescan's.
+        await rescanned_until(clock, lambda: "unsafe_folder" in served.kinds(), what="the refused folder")
+        await rescanned_until(clock, response_path(served.root, S, "stuck").exists, what="the response")
+        body = await read_response_when_written(served.root, S, "stuck")
         assert body["decidedBy"]["kind"] == "unavailable" and disk.refusals == 0
 
 

@@ -11,9 +11,11 @@ from types import FrameType
 import pytest
 
 from core.asks import DenyingTerminal
+from core.clock import ManualClock
 from core.human import DecisionRefused, HumanAuthorizer
 from core.liveness import Heartbeat
 from core.serving import ServeEvent, ServingCore
+from core.serving.core import SHUTDOWN_GRACE_S
 from core.serving.sessions import Sessions
 from tests.helpers import poll_until, response_path, wait_for, write_request
 
@@ -78,6 +80,17 @@ class HeldBatch:
             self.release.wait(30)
 
 
+async def grace_given_up(core: ServingCore, clock: ManualClock) -> None:
+    """The shutdown grace runs on the clock: the serving task is waited for until the clock passes it."""
+    # The other tasks are cancelled and done: the one wait left is the grace's.
+    await wait_for(lambda: not core._tasks and clock.waiting == 1, what="the shutdown waiting out its grace")
+    assert core._serving  # no real time gives up on it
+    clock.advance(SHUTDOWN_GRACE_S - 0.001)
+    assert core._serving
+    clock.advance(0.001)
+    await wait_for(lambda: not core._serving, what="the serving task given up after the grace")
+
+
 async def test_an_answer_whose_batch_outlasts_the_grace_is_still_reported(tmp_path: Path) -> None:
     """Shutdown gives up on the serving task after its grace, but the publisher finishes the batch: the
     answer it publishes is reported (event and log line) all the same."""
@@ -106,8 +119,9 @@ async def test_a_persons_call_whose_decision_is_cut_off_by_shutdown_returns(tmp_
     told what became of its decision, as the publisher reports it), it does not wait forever."""
     root = tmp_path / "root"
     held = HeldBatch()
-    human = HumanAuthorizer()
-    core = ServingCore(root, tmp_path / "state", human, fault=held, shutdown_grace_s=0.0)
+    clock = ManualClock()
+    human = HumanAuthorizer(clock=clock)
+    core = ServingCore(root, tmp_path / "state", human, fault=held, clock=clock)
     core.add_session(S)
     task = asyncio.create_task(core.run())
     try:
@@ -116,7 +130,7 @@ async def test_a_persons_call_whose_decision_is_cut_off_by_shutdown_returns(tmp_
         approving = asyncio.ensure_future(human.approve_once(human.pending()[0].key))
         await wait_for(held.entered.is_set, what="the decision's batch held at staged")
         core.stop()
-        await wait_for(lambda: not core._serving, what="the serving task given up after the grace")
+        await grace_given_up(core, clock)
     finally:
         held.release.set()
     await asyncio.wait_for(task, 30)

@@ -3,7 +3,9 @@ first and then updating it (the one-by-one path), on real SQLite files."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 from dataclasses import asdict
 from pathlib import Path
 
@@ -12,11 +14,13 @@ import pytest
 from core.asks import AskKey
 from core.clock import ManualClock
 from core.history import HistoryStore
+from core.history.writer import ARRIVALS_WAIT_S
 from core.publishing import VerdictRecord
 from core.serving import ServeEvent
 from core.wire.decisions import RuleDecision
 from core.wire.reader import parse_request
 from core.wire.response import approve, deny, encode_response
+from tests.helpers import wait_for
 
 S = "served"
 
@@ -78,3 +82,29 @@ async def test_grouped_rows_equal_one_by_one(tmp_path: Path) -> None:
     assert grouped[0]["raw"] == arrival("a", 2.0).raw
     for store in stores.values():
         store.close()
+
+
+def stored_names(path: Path) -> list[str]:
+    """What the file holds now, read beside the store (a read through the store writes the queue)."""
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        return sorted(name for (name,) in conn.execute("SELECT request_name FROM asks"))
+
+
+@pytest.mark.asyncio
+async def test_the_delayed_worker_writes_only_arrivals_that_waited(tmp_path: Path) -> None:
+    """In a burst the younger arrivals are left to their batches (one row with their verdict); one
+    that waited `ARRIVALS_WAIT_S` (an ask at a person) is written by the worker alone."""
+    clock = ManualClock(wall=10.0)
+    path = tmp_path / "history.sqlite3"
+    store = HistoryStore(path, clock=clock)
+    old, young = arrival("old", 10.0), arrival("young", 10.4)
+    store.observe(old)
+    store.observe(young)
+    store.write_arrivals(until=10.0)  # the worker's pass at 10.5
+    assert stored_names(path) == ["old.json"]
+    store.record_verdicts([verdict(young, allow=True)])
+    assert stored_names(path) == ["old.json", "young.json"]
+    store.observe(arrival("late", clock.wall()))
+    clock.advance(ARRIVALS_WAIT_S)  # the worker (armed since the first arrival) comes back for it
+    await wait_for(lambda: stored_names(path) == ["late.json", "old.json", "young.json"], what="late")
+    store.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 import unicodedata
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import Any
 from textual.app import App
 from textual.widgets import Input, Static
 
-from core.history import HistoryStore
+from core.history import HistoryFilter, HistoryReader, HistoryStore, Summary
 from core.history.rows import facts_columns
 from core.rules import PolicyStore
 from core.wire.reader import parse_request
@@ -134,3 +135,35 @@ async def test_suggestion_is_written_only_after_the_confirm_step(tmp_path: Path)
         "yoloMode": False,
         "permission": {"bash": {"git status *": "allow"}},
     }
+
+
+async def test_a_summary_that_arrives_after_the_screen_closed_is_dropped(tmp_path: Path) -> None:
+    """The summary is read while the screen is open and held (the `summaries` seam) until the screen
+    has closed; then it is delivered as the worker delivers it, on the loop. Nothing raises: a
+    `query_one` for the summary box raised NoMatches there (a flake under load took the app down)."""
+    store = HistoryStore(tmp_path / "h.sqlite3")
+    store.insert_rows(rows(3))
+    release, read = threading.Event(), list[Summary]()
+
+    def held(reader: HistoryReader, where: HistoryFilter) -> Summary:
+        read.append(reader.summary(where))
+        release.wait(30)  # a hang guard
+        return read[0]
+
+    class Closing(App[None]):
+        def on_mount(self) -> None:
+            self.push_screen(ReviewScreen(store, None, held))
+
+    async with Closing().run_test(size=(120, 30)) as pilot:
+        screen = pilot.app.screen
+        assert isinstance(screen, ReviewScreen)
+        await wait_for(pilot, lambda: bool(read))
+        pilot.app.pop_screen()
+        await wait_for(pilot, lambda: not screen.is_attached and not screen.children)
+        # The worker's call, arriving now: the screen is closed (its worker cancelled on unmount, so
+        # the worker's own call would raise unseen in its thread; made here, it is seen).
+        screen._show_summary(screen.filter, read[0])
+        release.set()
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause()
+        assert pilot.app.is_running and pilot.app.return_code is None

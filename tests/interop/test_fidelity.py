@@ -16,7 +16,7 @@ from tests.interop.harness import NodeDriver
 from tests.interop.reference import GLOBAL, HOME, PROJECT, Case, Verdict, agent_file, reference_verdicts
 from tui.commands import explain
 
-pytestmark = [pytest.mark.interop, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.interop, pytest.mark.xdist_group("fidelity"), pytest.mark.timeout(120)]
 
 
 def _config(permission: dict[str, object]) -> dict[str, str]:

@@ -361,14 +361,17 @@ async def test_queue_is_in_created_order_and_the_cursor_stays_during_a_decision(
     from tests.tui.support import write_request
 
     rig = make_rig(tmp_path)
-    write_request(rig.root, request_body("req-1", created_at=time.time() * 1000 - 3000))
-    write_request(rig.root, request_body("req-2", created_at=time.time() * 1000 - 2000))
+    # One reading of the clock: each ask's createdAt taken at its own write moved req-0 (written later,
+    # "9 s before") after req-1 whenever more than 6 s passed between them on a busy machine.
+    start = time.time() * 1000
+    write_request(rig.root, request_body("req-1", created_at=start - 3000))
+    write_request(rig.root, request_body("req-2", created_at=start - 2000))
     async with rig.app.run_test(size=(120, 40)) as pilot:
         await wait_rows(pilot, rig.app, 2)
         await pilot.press("j")  # the cursor on req-2
         await pilot.press("r")
         await wait_for(pilot, lambda: isinstance(rig.app.screen, ReasonScreen))
-        write_request(rig.root, request_body("req-0", created_at=time.time() * 1000 - 9000))
+        write_request(rig.root, request_body("req-0", created_at=start - 9000))
         write_request(rig.root, request_body("req-3"))
         await wait_rows(pilot, rig.app, 4)
         names = [k.name for k in rig.app.queue.table.ask_keys]
@@ -445,16 +448,19 @@ async def test_withdrawn_while_the_reason_editor_is_open(tmp_path: Path) -> None
 async def test_decision_refused_is_shown_and_does_not_crash(tmp_path: Path) -> None:
     from tests.tui.support import write_request
 
-    rig = make_rig(tmp_path, UiSettings(double_press=False, input_grace_ms=0))
+    def answered_behind_our_back(stage: str) -> None:
+        """Someone else answers once the decision is on its way (written earlier, the watcher would set
+        the ask aside as forged before the key: a race under load): our write must not replace theirs."""
+        if stage == "arrived":
+            (responses_dir(rig.root) / "req-dup.json").write_text('{"approved":false,"state":"denied",'
+                                                                  '"responderSessionId":"x"}')
+
+    rig = make_rig(tmp_path, UiSettings(double_press=False, input_grace_ms=0), fault=answered_behind_our_back)
     write_request(rig.root, request_body("req-dup"))
     async with rig.app.run_test(size=(120, 40)) as pilot:
         await wait_rows(pilot, rig.app, 1)
-        # Someone else answered behind our back: our write must not replace theirs.
-        (responses_dir(rig.root) / "req-dup.json").write_text('{"approved":false,"state":"denied",'
-                                                              '"responderSessionId":"x"}')
         await pilot.press("y")
-        await settle(pilot)
-        assert "Not decided" in status_text(rig.app)
+        await wait_for(pilot, lambda: "Not decided" in status_text(rig.app))
         assert read_response(rig.root, "req-dup") == {"approved": False, "state": "denied",
                                                       "responderSessionId": "x"}
         assert rig.app.is_running

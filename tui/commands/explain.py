@@ -58,10 +58,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         parsed = parse_request(Path(args.request).read_bytes())
     except OSError as exc:
-        print(f"pi-authorizer explain: cannot read {args.request}: {exc.strerror or exc}", file=sys.stderr)
+        print(_safe(f"pi-authorizer explain: cannot read {args.request}: {exc.strerror or exc}"),
+              file=sys.stderr)
         return 2
     except RequestRejected as exc:
-        print(f"pi-authorizer explain: {args.request} is not a usable request: {exc.reason}", file=sys.stderr)
+        print(_safe(f"pi-authorizer explain: {args.request} is not a usable request: {exc.reason}"),
+              file=sys.stderr)
         return 2
     project = (args.project or Path.cwd()).expanduser()
     rules_file = args.rules.expanduser() if args.rules else None

@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from core.clock import SYSTEM_CLOCK
 from core.history import HISTORY_FILE, HistoryFilter, HistoryRow, HistoryStore, HistoryTooNew
 from core.history.review_log import default_review_log, import_review_log
 from core.logline import log_safe
@@ -80,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     state: Path = (args.state_dir or default_state_dir()).expanduser()
     path = state / HISTORY_FILE
     if not path.exists() and args.import_pi_log is None:
-        print(f"pi-authorizer: no history yet ({path})", file=sys.stderr)
+        print(f"pi-authorizer: no history yet ({log_safe(str(path), 400)})", file=sys.stderr)
         return 0
     try:
         store = HistoryStore(path, retention(args))
@@ -91,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
             try:
                 result = import_review_log(store, args.import_pi_log.expanduser())
             except OSError as exc:
-                print(f"pi-authorizer: cannot read {args.import_pi_log}: {exc}", file=sys.stderr)
+                cause = log_safe(f"{args.import_pi_log}: {exc}", 400)
+                print(f"pi-authorizer: cannot read {cause}", file=sys.stderr)
                 return 1
             print(
                 f"imported {result.imported} decisions from pi's review log ({result.already} already "
@@ -102,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
             agent=args.agent,
             session=args.session,
             verdict=args.verdict,
-            since=time.time() - args.since if args.since is not None else None,
+            since=SYSTEM_CLOCK.wall() - args.since if args.since is not None else None,
         )
         rows = store.query(where, args.limit or None)[::-1]
     finally:

@@ -20,6 +20,7 @@ from core.authorizers import parse_link_spec
 from core.clock import SYSTEM_CLOCK, Clock
 from core.history import HistoryStore, HistoryTooNew
 from core.liveness import SessionHeld
+from core.logline import LineFormatter, log_safe
 from core.paths import agent_dir
 from core.serving import ServingCore
 from core.tree import UnsafeFolder
@@ -40,7 +41,7 @@ def node_options(args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK) -> NodeO
         project=(project or Path.cwd()).expanduser(),
         rules_file=rules.expanduser() if rules else None,
         accept_widening=bool(getattr(args, "accept_widening_reloads", False)),
-        links=tuple(parse_link_spec(spec, args.link_timeout) for spec in args.links),
+        links=tuple(parse_link_spec(spec, args.link_timeout, clock) for spec in args.links),
         clock=clock,
     )
 
@@ -62,7 +63,8 @@ def open_history(args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK) -> Histo
     try:
         return HistoryStore.in_state_dir(state_dir(args), retention(args), clock)
     except (sqlite3.Error, HistoryTooNew) as exc:
-        raise SystemExit(f"pi-authorizer: the history cannot be opened ({exc}); use --no-history") from exc
+        cause = log_safe(str(exc), 400)
+        raise SystemExit(f"pi-authorizer: the history cannot be opened ({cause}); use --no-history") from exc
 
 
 def take_sessions(node: Node | AttendedNode, ids: list[str]) -> list[str]:
@@ -74,9 +76,9 @@ def take_sessions(node: Node | AttendedNode, ids: list[str]) -> list[str]:
             node.take_session(sid)
             taken.append(sid)
         except SessionHeld as exc:
-            print(f"pi-authorizer: not serving {sid!r}: {exc.holder} serves it", file=sys.stderr)
+            print(f"pi-authorizer: not serving {sid!r}: {log_safe(exc.holder)} serves it", file=sys.stderr)
         except UnsafeFolder as exc:
-            print(f"pi-authorizer: not serving {sid!r}: {exc}", file=sys.stderr)
+            print(f"pi-authorizer: not serving {sid!r}: {log_safe(str(exc), 400)}", file=sys.stderr)
         except HistoryFailed as exc:
             from tui.sanitize import safe_plain  # imports Textual: only when there is something to print
 
@@ -97,7 +99,7 @@ def configure_logging(verbose: bool = False, stream: TextIO | None = None) -> No
     handler = TurnBufferedHandler(stream or sys.stderr)
     # The format uses none of these: a record need not look them up (about 2 µs a line).
     logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%Y-%m-%dT%H:%M:%S"))
+    handler.setFormatter(LineFormatter("%(asctime)s %(levelname)s %(message)s", "%Y-%m-%dT%H:%M:%S"))
     root = logging.getLogger("pi_authorizer")
     root.handlers[:] = [handler]
     root.setLevel(logging.DEBUG if verbose else logging.INFO)

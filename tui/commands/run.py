@@ -7,6 +7,7 @@ import asyncio
 import os
 import sys
 
+from core.logline import log_safe
 from core.paths import forwarding_env
 from tui.commands.node import (
     configure_logging,
@@ -71,7 +72,7 @@ async def _run(args: argparse.Namespace, command: list[str]) -> int:
     try:
         child = await asyncio.create_subprocess_exec(*command, env=env)
     except OSError as exc:
-        print(f"pi-authorizer run: cannot start {command[0]!r}: {exc}", file=sys.stderr)
+        print(f"pi-authorizer run: cannot start {log_safe(f'{command[0]!r}: {exc}', 400)}", file=sys.stderr)
         core.stop()
         await server
         return 127

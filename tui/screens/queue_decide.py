@@ -80,8 +80,9 @@ class DecidingQueue(NavigableQueue):
             await call(key)
             return True
         except (DecisionRefused, GrantRefused) as exc:
-            self.app.notify(str(exc), title="Not decided", severity="error", markup=False)
-            self.say_after_events(Content.assemble(("Not decided: ", "bold $text-error"), (str(exc), "")))
+            why = safe_plain(str(exc), 300)
+            self.app.notify(why, title="Not decided", severity="error", markup=False)
+            self.say_after_events(Content.assemble(("Not decided: ", "bold $text-error"), (why, "")))
             return False
         finally:
             self._busy = False
@@ -159,7 +160,7 @@ class DecidingQueue(NavigableQueue):
             grants = self.human.serving_grants(key)
             reach = self.human.grant_reach(key)
         except DecisionRefused as exc:
-            self.app.notify(str(exc), title="Not decided", severity="error", markup=False)
+            self.app.notify(safe_plain(str(exc), 300), title="Not decided", severity="error", markup=False)
             return
         if refusal is not None:
             self.set_status(Content.assemble(("Whole-session grant refused: ", "bold $text-error"),

@@ -19,7 +19,7 @@ from core.human import AskDecided, AskWithdrawn
 from core.keysafety import Armed, KeySafety
 from tui.render.facts import ask_label
 from tui.render.styles import DIM, WARN
-from tui.sanitize import safe_plain
+from tui.sanitize import safe_plain, visible
 from tui.screens.queue_legend import legend_content
 from tui.settings import UiSettings
 
@@ -119,7 +119,8 @@ class QueueStatus(Screen[None]):
         self._status_about = about
         self._status_until = None if ttl is None else self.ticks.monotonic() + ttl
         if content or self._status_shown:
-            self.query_one("#status", Static).update(content)
+            literal = visible(content if isinstance(content, Content) else Content(content))
+            self.query_one("#status", Static).update(literal)
         self._status_shown = bool(content)
 
     def say_after_events(self, content: Content | str, *, about: AskKey | None = None,

@@ -1,0 +1,83 @@
+"""The serving loop's waits run on the injected clock: the safety rescan, the retry while `sessions/` is a
+link, and the backoff before a failed answer is retried. A `ManualClock` ends each wait when advanced,
+so no test waits for real time to pass, and none is decided by how fast the machine is."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+from pathlib import Path
+
+from core.asks import DenyingTerminal
+from core.clock import ManualClock
+from core.files import DiskWriter
+from core.serving import ServingCore
+from core.serving.core import SAFETY_RESCAN_S
+from core.watch import _UNSAFE_RETRY_S
+from tests.helpers import read_response_when_written, response_path, wait_for, write_request
+
+S = "019ff969-c34c-70be-9034-fae19c852932"
+
+
+async def test_the_safety_rescan_and_the_unsafe_sessions_retry_wait_on_the_clock(tmp_path: Path) -> None:
+    """While `sessions/` is a link nothing is watched; once it is a folder, only the safety rescan finds a
+    request (no watch exists to report it) and only the watcher's retry starts watching again."""
+    root, elsewhere = tmp_path / "root", tmp_path / "elsewhere"
+    root.mkdir()
+    elsewhere.mkdir()
+    (root / "sessions").symlink_to(elsewhere)
+    clock = ManualClock()
+    core = ServingCore(root, tmp_path / "state", DenyingTerminal(clock), clock=clock)
+    core.add_session(S)
+    task = asyncio.create_task(core.run())
+    try:
+        # The heartbeat, the safety rescan and the watcher's retry: every loop parked on the clock.
+        await wait_for(lambda: clock.waiting == 3, what="the three waits on the clock")
+        (root / "sessions").unlink()
+        write_request(root, S, "found")
+        assert clock.waiting == 3 and not response_path(root, S, "found").exists()
+        clock.advance(SAFETY_RESCAN_S)
+        assert (await read_response_when_written(root, S, "found"))["state"] == "denied_with_reason"
+        clock.advance(_UNSAFE_RETRY_S - SAFETY_RESCAN_S)  # the watcher's retry: the folder is watched
+        await wait_for(lambda: clock.waiting == 2, what="the watcher watching, the others parked")
+        write_request(root, S, "watched")  # answered with no further advance: by the watch
+        assert (await read_response_when_written(root, S, "watched"))["state"] == "denied_with_reason"
+    finally:
+        core.stop()
+        await asyncio.wait_for(task, 30)  # a hang guard
+
+
+class BrokenLinkOnce(DiskWriter):
+    """The first publication's `link` fails with EIO (a disk hiccup), then the disk works."""
+
+    def __init__(self) -> None:
+        self.failures = 1
+
+    def link(self, dir_fd: int, source: str, target: str) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        super().link(dir_fd, source, target)
+
+
+async def test_a_rejected_requests_answer_is_retried_after_its_backoff_on_the_clock(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    clock = ManualClock()
+    disk = BrokenLinkOnce()
+    core = ServingCore(root, tmp_path / "state", DenyingTerminal(clock), clock=clock, writer=disk,
+                       retry_delays=(30.0,))
+    core.add_session(S)
+    task = asyncio.create_task(core.run())
+    try:
+        await wait_for(lambda: clock.waiting == 2, what="the heartbeat and the safety rescan parked")
+        write_request(root, S, "bad", createdAt="yesterday")
+        await wait_for(lambda: disk.failures == 0 and clock.waiting == 3, what="the retry waits")
+        clock.advance(29.0)  # the safety rescan runs meanwhile; the retry still waits
+        assert not response_path(root, S, "bad").exists()
+        clock.advance(1.0)
+        body = await read_response_when_written(root, S, "bad")
+        assert body["decidedBy"]["kind"] == "gate_error" and "createdAt" in body["denialReason"]
+    finally:
+        core.stop()
+        await asyncio.wait_for(task, 30)  # a hang guard
