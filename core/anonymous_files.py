@@ -1,6 +1,6 @@
 """Anonymous files (`O_TMPFILE`): a response's bytes on the filesystem of its folder, with no name
 until `linkat` gives it one, which never replaces an existing name. Creating one does not lock the
-folder, and a killed process leaves nothing behind (`core.files.DiskWriter` stages responses so).
+folder, and a killed process leaves nothing behind (`core.disk_writer.DiskWriter` stages responses so).
 """
 
 from __future__ import annotations

@@ -16,7 +16,8 @@ from contextlib import contextmanager
 from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 
-from core.files import DISK, DiskWriter, publish_once, remove
+from core.disk_writer import DISK, DiskWriter, publish_once
+from core.files import remove
 from core.paths import encode_session_id, normalize_session_id
 from core.tree import Anchor, lstat_or_none, require_folder_or_absent
 from core.wire.limits import MAX_REQUEST_BYTES

@@ -27,8 +27,8 @@ from dataclasses import replace
 
 from core.asks import AskKey
 from core.clock import SYSTEM_CLOCK, Clock
+from core.disk_writer import DiskWriter
 from core.faults import FaultHook, no_fault
-from core.files import DiskWriter
 from core.inbox import SessionInbox, display_name
 from core.logline import log_safe
 from core.response_files import SYNCFS_FROM, ResponseFiles, what

@@ -17,8 +17,9 @@ import time
 from collections.abc import Callable, Sequence
 
 from core.asks import AskKey
+from core.disk_writer import DiskWriter
 from core.faults import FaultHook, no_fault
-from core.files import DiskWriter, remove, temp_name
+from core.files import remove, temp_name
 from core.inbox import SessionInbox, display_name
 from core.logline import log_safe
 from core.verdicts import BatchItem, Published

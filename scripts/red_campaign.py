@@ -45,7 +45,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from core.anonymous_files import Staged
-from core.files import DiskWriter
+from core.disk_writer import DiskWriter
 from core.history import HistoryStore
 from core.human import DecisionRefused, HumanAuthorizer
 from core.judging import RecordedAuthority

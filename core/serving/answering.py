@@ -18,8 +18,8 @@ from collections.abc import Callable, Coroutine, Sequence
 
 from core.asks import Answered, AskKey, Decision
 from core.clock import Clock
+from core.disk_writer import DiskWriter
 from core.faults import FaultHook
-from core.files import DiskWriter
 from core.logline import log_safe
 from core.publishing import Ledger, Published, Publisher, VerdictRecord
 from core.serving.events import ServeEvent

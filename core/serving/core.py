@@ -21,8 +21,8 @@ from pathlib import Path
 
 from core.asks import DEFAULT_FORWARDING_TIMEOUT_MS, TerminalSlot
 from core.clock import SYSTEM_CLOCK, Clock
+from core.disk_writer import DISK, DiskWriter
 from core.faults import FaultHook, no_fault
-from core.files import DISK, DiskWriter
 from core.publishing import RETRY_DELAYS_S, Ledger
 from core.quarantine import Quarantine
 from core.serving.answering import Answering

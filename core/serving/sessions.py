@@ -20,7 +20,8 @@ from typing import Protocol
 
 from core.asks import AskKey
 from core.clock import Clock
-from core.files import DiskWriter, leftover_temp_files, remove
+from core.disk_writer import DiskWriter
+from core.files import leftover_temp_files, remove
 from core.inbox import SessionInbox, display_name
 from core.liveness import (
     HEARTBEAT_INTERVAL_S,

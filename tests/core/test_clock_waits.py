@@ -11,7 +11,7 @@ from pathlib import Path
 
 from core.asks import DenyingTerminal
 from core.clock import ManualClock
-from core.files import DiskWriter
+from core.disk_writer import DiskWriter
 from core.serving import ServingCore
 from core.serving.core import SAFETY_RESCAN_S
 from core.watch import _UNSAFE_RETRY_S

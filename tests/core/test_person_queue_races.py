@@ -24,7 +24,7 @@ import pytest
 
 from core.anonymous_files import Staged
 from core.asks import Answered, Ask, AskKey, Decision, Judgment, TerminalDecision
-from core.files import DiskWriter
+from core.disk_writer import DiskWriter
 from core.human import AskAdded, AskDecided, DecisionRefused, HumanAuthorizer, HumanEvent
 from core.wire.reader import parse_request
 from tests.core.test_serving_faults import Served

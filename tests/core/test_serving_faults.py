@@ -25,7 +25,7 @@ import pytest
 from core.anonymous_files import Staged
 from core.asks import DenyingTerminal, LeavingTerminal, TerminalSlot
 from core.clock import ManualClock
-from core.files import DiskWriter
+from core.disk_writer import DiskWriter
 from core.history import HistoryStore
 from core.human import DecisionRefused, HumanAuthorizer
 from core.liveness import heartbeat_path, read_heartbeat

@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 
 from core.clock import ManualClock
-from core.files import DISK
+from core.disk_writer import DISK
 from core.liveness import HEARTBEAT_INTERVAL_S, Heartbeat, heartbeat_path, read_heartbeat
 from core.serving.events import ServeEvent
 from core.serving.sessions import Sessions

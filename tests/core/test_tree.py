@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from core.files import DiskWriter, publish_once, replace_file
+from core.disk_writer import DiskWriter, publish_once
+from core.files import replace_file
 from core.tree import Anchor, UnsafeFolder, open_dir
 
 

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from core.asks import DenyingTerminal
-from core.files import DiskWriter
+from core.disk_writer import DiskWriter
 from core.history import HistoryStore
 from core.judging import RecordedAuthority
 from core.publishing import BATCH_STAGES

@@ -24,7 +24,7 @@ import pytest
 
 from core.anonymous_files import Staged
 from core.asks import DenyingTerminal
-from core.files import DiskWriter
+from core.disk_writer import DiskWriter
 from core.history import HistoryStore, Retention
 from core.human import DecisionRefused, HumanAuthorizer
 from core.serving import ServeEvent
