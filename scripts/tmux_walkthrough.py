@@ -143,10 +143,12 @@ class Walk:
         """What a simulated child received (its raw response), waiting for it; None if nothing came."""
         deadline = time.monotonic() + within
         while time.monotonic() < deadline:
-            if out.exists():
+            try:  # the simulated child may be writing it right now
                 got = json.loads(out.read_text())["response"]
-                if got is not None:
-                    return got
+            except (FileNotFoundError, json.JSONDecodeError):
+                got = None
+            if got is not None:
+                return got
             time.sleep(0.1)
         return None
 
