@@ -184,13 +184,16 @@ class HumanAuthorizer:
     def _now_ms(self) -> int:
         return wall_ms(self.clock)
 
-    def _take(self, key: AskKey) -> Ask:
-        """The ask, if a decision on it is awaited (not answered, withdrawn, nor being answered)."""
-        ask = self._pending.get(key)
+    def awaiting(self, key: AskKey) -> bool:
+        """A decision on it is awaited (not answered, withdrawn, nor being answered)."""
         deciding = self._deciding.get(key)
-        if ask is None or deciding is None or deciding.done():
+        return key in self._pending and deciding is not None and not deciding.done()
+
+    def _take(self, key: AskKey) -> Ask:
+        """The ask, if a decision on it is awaited."""
+        if not self.awaiting(key):
             raise DecisionRefused("this ask is no longer pending (answered or withdrawn by the child)")
-        return ask
+        return self._pending[key]
 
     async def _commit(
         self, ask: Ask, kind: DecisionKind, response: ForwardedResponse, granted_on: AskKey | None = None

@@ -143,16 +143,9 @@ async def test_a_cancelled_call_whose_answer_failed_leaves_the_ask_decidable(tmp
             disk.release.set()
         await wait_for(lambda: "answer_failed" in served.kinds(), what="the failed write reported")
         disk.broken = False
-        decided = await asyncio.wait_for(retry_deny(human, key), 30)  # in front of the person again
+        await wait_for(lambda: human.awaiting(key), what="the ask in front of the person again")
+        decided = await human.deny(key, "not now")
         assert decided.kind == "denied_with_reason"
         body = await read_response_when_written(served.root, S, "asked")
         assert body["denialReason"] == "not now" and response_path(served.root, S, "asked").exists()
 
-
-async def retry_deny(human: HumanAuthorizer, key: AskKey) -> AskDecided:
-    """Deny as soon as the ask can be decided again (the core asks again once it knows the write failed)."""
-    while True:
-        try:
-            return await human.deny(key, "not now")
-        except DecisionRefused:
-            await asyncio.sleep(0.01)
