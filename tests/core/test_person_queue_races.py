@@ -17,17 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from pathlib import Path
 
 import pytest
 
-from core.anonymous_files import Staged
 from core.asks import Answered, Ask, AskKey, Decision, Judgment, TerminalDecision
-from core.disk_writer import DiskWriter
 from core.human import AskAdded, AskDecided, DecisionRefused, HumanAuthorizer, HumanEvent
 from core.wire.reader import parse_request
-from tests.core.test_serving_faults import Served
+from tests.core.test_serving_faults import HeldDisk, Served
 from tests.helpers import read_response_when_written, request_body, response_path, wait_for, write_request
 from tests.history.support import S
 
@@ -76,18 +73,6 @@ async def test_a_late_success_for_a_replaced_ask_leaves_the_new_ask_in_the_queue
     assert human.pending() == [new]
 
 
-class HeldDisk(DiskWriter):
-    """A real disk whose batches wait at `staged` until released (the fault seam of the publisher)."""
-
-    def __init__(self) -> None:
-        self.entered, self.release = threading.Event(), threading.Event()
-
-    def fault(self, stage: str) -> None:
-        if stage == "staged" and not self.release.is_set():
-            self.entered.set()
-            self.release.wait(30)
-
-
 async def test_a_decision_call_cancelled_while_its_answer_is_written_leaves_no_ask_behind(
     tmp_path: Path,
 ) -> None:
@@ -113,21 +98,8 @@ async def test_a_decision_call_cancelled_while_its_answer_is_written_leaves_no_a
         assert served.kinds().count("answered") == 1
 
 
-class HeldFailingDisk(HeldDisk):
-    """Held like `HeldDisk`, and every placement fails (EIO) until `heal`."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.broken = True
-
-    def place(self, dir_fd: int, staged: Staged, target: str) -> bool:
-        if self.broken:
-            raise OSError(5, "Input/output error")
-        return super().place(dir_fd, staged, target)
-
-
 async def test_a_cancelled_call_whose_answer_failed_leaves_the_ask_decidable(tmp_path: Path) -> None:
-    disk = HeldFailingDisk()
+    disk = HeldDisk(failures=-1)
     human = HumanAuthorizer()
     async with Served(tmp_path, human, writer=disk, fault=disk.fault) as served:
         write_request(served.root, S, "asked")
@@ -142,7 +114,7 @@ async def test_a_cancelled_call_whose_answer_failed_leaves_the_ask_decidable(tmp
         finally:
             disk.release.set()
         await wait_for(lambda: "answer_failed" in served.kinds(), what="the failed write reported")
-        disk.broken = False
+        disk.failures = 0
         await wait_for(lambda: human.awaiting(key), what="the ask in front of the person again")
         decided = await human.deny(key, "not now")
         assert decided.kind == "denied_with_reason"

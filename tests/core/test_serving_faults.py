@@ -411,11 +411,12 @@ async def test_a_persons_decision_that_cannot_be_written_keeps_the_ask_for_the_n
         assert served.kinds().count("answer_failed") == 1 and served.kinds().count("answered") == 1
 
 
-class HeldFailingDisk(FailingDisk):
-    """Fails every placement (EIO); its batches wait at `staged` until released."""
+class HeldDisk(FailingDisk):
+    """Fails the next `failures` placements with `code` (none unless told); its batches wait at
+    `staged` until released."""
 
-    def __init__(self) -> None:
-        super().__init__(errno.EIO, failures=-1)
+    def __init__(self, code: int = errno.EIO, failures: int = 0) -> None:
+        super().__init__(code, failures)
         self.entered, self.release = threading.Event(), threading.Event()
 
     def fault(self, stage: str) -> None:
@@ -429,7 +430,7 @@ async def test_an_ask_withdrawn_while_its_failed_decision_is_written_leaves_the_
 ) -> None:
     """The child gives up while the person's decision is being written, and the write fails: the ask
     cannot be decided again, so it leaves the queue (it used to stay there, undecidable)."""
-    disk = HeldFailingDisk()
+    disk = HeldDisk(failures=-1)
     human = HumanAuthorizer()
     async with Served(tmp_path, human, writer=disk, fault=disk.fault) as served:
         request = write_request(served.root, S, "gone")

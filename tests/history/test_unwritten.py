@@ -15,20 +15,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import os
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from core.anonymous_files import Staged
 from core.asks import DenyingTerminal
-from core.disk_writer import DiskWriter
 from core.history import HistoryStore, Retention
 from core.human import DecisionRefused, HumanAuthorizer
 from core.serving import ServeEvent
-from tests.core.test_serving_faults import FailingDisk, Served
+from tests.core.test_serving_faults import FailingDisk, HeldDisk, Served
 from tests.helpers import read_response_when_written, response_path, session_dir, wait_for, write_request
 from tests.history.support import S
 
@@ -65,24 +61,9 @@ async def test_a_fail_safe_answer_not_written_then_withdrawn_is_withdrawn(tmp_pa
     store.close()
 
 
-class HeldFailingDisk(DiskWriter):
-    """Every placement fails (disk full); batches wait at `staged` until released."""
-
-    def __init__(self) -> None:
-        self.entered, self.release = threading.Event(), threading.Event()
-
-    def fault(self, stage: str) -> None:
-        if stage == "staged" and not self.release.is_set():
-            self.entered.set()
-            self.release.wait(30)
-
-    def place(self, dir_fd: int, staged: Staged, target: str) -> bool:
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-
 async def test_a_persons_answer_withdrawn_while_it_failed_to_be_written_is_withdrawn(tmp_path: Path) -> None:
     store = HistoryStore.in_state_dir(tmp_path / "state")
-    disk = HeldFailingDisk()
+    disk = HeldDisk(errno.ENOSPC, failures=-1)
     human = HumanAuthorizer()
     async with Served(tmp_path, human, ledger=store, writer=disk, fault=disk.fault) as served:
         served.core.subscribe(store.observe)
