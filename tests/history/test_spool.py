@@ -9,7 +9,6 @@ its fault seam; the next start is a new store on the same state dir.
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -20,17 +19,7 @@ from core.human import DecisionRefused, HumanAuthorizer
 from core.serving import ServingCore
 from tests.helpers import read_response_when_written, wait_for, write_request
 from tests.history.support import S, intent
-
-
-class Breakable:
-    """The history's fault hook: while `broken`, every write transaction fails like a broken disk."""
-
-    def __init__(self) -> None:
-        self.broken = False
-
-    def __call__(self, stage: str) -> None:
-        if self.broken and stage == "history":
-            raise sqlite3.OperationalError("disk I/O error")
+from tests.history.test_unrecorded import Breakable
 
 
 async def serve_until_the_fail_safe(root: Path, store: HistoryStore, fault: Breakable) -> None:
