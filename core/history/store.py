@@ -87,6 +87,7 @@ class HistoryStore(SpooledWriter):
         now = self.clock.wall()
         with self._tx(durable=True, claim={verdict.key for verdict in verdicts}) as conn:
             found = open_rows(conn, [verdict.key for verdict in verdicts])
+            fresh: list[dict[str, object]] = []
             for verdict in verdicts:
                 arrival = self._claimed.pop(verdict.key, None)
                 row = found.get(verdict.key)
@@ -94,7 +95,7 @@ class HistoryStore(SpooledWriter):
                     assert arrival.parsed is not None
                     values = arrival_values(verdict.key, arrival.parsed, arrival.at, arrival.raw)
                     values.update(_verdict_columns(verdict, now, arrival.at))
-                    self._insert(conn, values)
+                    fresh.append(values)
                     continue
                 # The person's time counts from when the ask was shown; a rule's from its arrival.
                 row = row or unwritten_row(conn, verdict.key)  # decided again after a failed write
@@ -104,6 +105,7 @@ class HistoryStore(SpooledWriter):
                 conn.execute(
                     f"UPDATE asks SET {assignments} WHERE id = ?", storable((*columns.values(), row_id))
                 )
+            self._insert_many(conn, fresh)
 
     def mark_written(self, marks: Sequence[WrittenMark]) -> None:
         """The responses were linked (or found already there): for their children the asks have ended."""

@@ -171,6 +171,18 @@ class HistoryWriter(HistoryReader):
         assert cursor.lastrowid is not None
         return cursor.lastrowid
 
+    def _insert_many(self, conn: sqlite3.Connection, rows: Sequence[dict[str, object]]) -> None:
+        """Rows grouped by their columns, a group per `executemany`: one call into SQLite for a
+        burst's rows instead of one per row (each call gives up the interpreter and waits to get it
+        back behind the other busy threads)."""
+        groups: dict[tuple[str, ...], list[tuple[object, ...]]] = {}
+        for values in rows:
+            groups.setdefault(tuple(values), []).append(storable(values.values()))
+        for names, params in groups.items():
+            marks = ", ".join("?" for _ in names)
+            conn.executemany(f"INSERT INTO asks ({', '.join(names)}) VALUES ({marks})", params)
+        self._since_prune += len(rows)
+
     def insert_rows(self, rows: Sequence[dict[str, object]]) -> int:
         """Bulk insert (imports, benchmarks); rows whose `import_key` is already stored are skipped."""
         added = 0
@@ -194,7 +206,8 @@ class HistoryWriter(HistoryReader):
         keep = "NOT (response IS NOT NULL AND written IS NULL AND ended_at IS NULL)"
         removed = 0
         self._since_prune = 0
-        with self._tx() as conn:
+        # Queued arrivals stay queued: a burst's verdicts write each with its arrival as one row.
+        with self._tx(arrivals=False) as conn:
             if self.retention.max_age_s is not None:
                 cutoff = (self.clock.wall() if now is None else now) - self.retention.max_age_s
                 removed += conn.execute(

@@ -15,6 +15,7 @@ import os
 import sys
 from pathlib import Path
 
+from core.heap import settle_for_serving
 from core.judging import RecordedAuthority
 from core.paths import env_line
 from core.tree import FILE_MODE, Anchor
@@ -110,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
         print("pi-authorizer: no session left to serve", file=sys.stderr)
         return 3
     app = AuthorizerApp(node, settings)
+    settle_for_serving()
     try:
         code = app.run()
     finally:

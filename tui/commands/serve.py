@@ -7,6 +7,7 @@ import asyncio
 import sys
 
 from core.asks import DenyingTerminal, LeavingTerminal, TerminalSlot
+from core.heap import settle_for_serving
 from core.paths import env_line
 from tui.commands.node import configure_logging, headless_node, install_stop_signals, take_sessions
 from tui.commands.options import add_rules_options, add_serving_options, check_serving_dirs, session_ids
@@ -54,5 +55,6 @@ async def _serve(args: argparse.Namespace) -> int:
             f"pi-authorizer: serving its own session; run agents with:\n  {env_line(taken[0])}",
             file=sys.stderr,
         )
+    settle_for_serving()
     await core.run()
     return 0
