@@ -19,6 +19,7 @@ from core.anonymous_files import (
     write_anonymous,
 )
 from core.files import remove, temp_name, write_new
+from core.reused_requests import reuse_request
 from core.tree import check_name
 
 _LIBC = ctypes.CDLL(None, use_errno=True)
@@ -63,18 +64,19 @@ class DiskWriter:
     looks for a free inode, and every rename and listing of the folder waits behind it), and a
     killed process leaves nothing behind. It is placed with `linkat` through `/proc/self/fd`, which
     never replaces an existing name. Elsewhere (no `O_TMPFILE`, no procfs, too many held open) it is
-    a named temp renamed with `RENAME_NOREPLACE`."""
+    a named temp renamed with `RENAME_NOREPLACE`. A burst's recorded answers are written into their
+    own request files where those may be reused (`reuse`), and placed the same way."""
 
     anonymous = True
     anonymous_max = ANONYMOUS_MAX
-    _held = 0  # anonymous files this writer holds open
+    _held = 0  # staged descriptors (anonymous or reused files) this writer holds open
     _lock = threading.Lock()
     _usable: bool | None = None  # whether /proc names descriptors, checked once per process
 
     def stage(self, dir_fd: int, name: str, data: bytes, sync: bool) -> Staged:
         """`data` in a file that is not visible yet; durable on return when `sync` (else `sync_all`
         or `sync_file` makes it so before it is placed)."""
-        fd = self._write_anonymous(dir_fd, data) if self.anonymous else None
+        fd = self._write_anonymous(dir_fd, data)
         if fd is None:
             if sync:
                 self.write_new(dir_fd, name, data)
@@ -90,13 +92,37 @@ class DiskWriter:
                 raise
         return staged
 
-    def _write_anonymous(self, dir_fd: int, data: bytes) -> int | None:
+    def reuse(
+        self, requests_fd: int, name: str, judged: bytes, data: bytes, dir_fd: int, target: str
+    ) -> Staged | None:
+        """The request file `name`, holding exactly `judged`, rewritten to hold `data` and staged to
+        be placed as `target` in `dir_fd` like an anonymous file (`core.reused_requests`: no inode is
+        created); None, having changed nothing, where it may not be reused or placed so."""
+        if not self._hold():
+            return None
+        try:
+            fd = reuse_request(requests_fd, name, judged, data, dir_fd, check_name(target))
+        except BaseException:
+            self._let_go()
+            raise
+        if fd is None:
+            self._let_go()
+            return None
+        return Staged(name, fd)
+
+    def _hold(self) -> bool:
+        """Count one more staged descriptor, if `/proc` names descriptors and there is room."""
         if DiskWriter._usable is None:
             DiskWriter._usable = proc_names_descriptors()
         with DiskWriter._lock:
-            if not DiskWriter._usable or self._held >= self.anonymous_max:
-                return None
+            if not self.anonymous or not DiskWriter._usable or self._held >= self.anonymous_max:
+                return False
             self._held += 1
+            return True
+
+    def _write_anonymous(self, dir_fd: int, data: bytes) -> int | None:
+        if not self._hold():
+            return None
         try:
             fd = write_anonymous(dir_fd, data)
         except BaseException:

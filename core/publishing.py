@@ -119,12 +119,13 @@ class Publisher(ResponseFiles):
         return done
 
     def _stage_ahead(self) -> None:
-        """The answers queued in one loop turn get their temps written now, on the stager, while
-        earlier batches commit: creating files is the slow part of a burst on a busy disk, and it
-        never waits for a batch. Called on the loop (and before a batch is taken: every item of a
-        batch has its staging job)."""
+        """Fewer than `SYNCFS_FROM` answers queued in one loop turn get their temps written now, on
+        the stager, beside the ledger's commit (a single ask waits for neither in turn). More, with a
+        ledger, are a burst: each is written into its own request file once recorded
+        (`_reuse_or_stage`), as creating thousands of files is the slow part of a burst. Called on
+        the loop (and before a batch is taken: every item staged ahead has its job)."""
         items, self._unstaged = self._unstaged, []
-        if items:
+        if items and (self.ledger is None or len(items) < SYNCFS_FROM):
             job = self._stager.submit(self._stage_items, items)
             for item in items:
                 item.staging = job
@@ -193,6 +194,7 @@ class Publisher(ResponseFiles):
                         self.drop_temp(fd, item)
                         item.write_failed = None
                         self._stage(fd, item, sync=not together)
+            self._reuse_or_stage(opened, together)
             self._place_all(opened, together, self.fault)
         finally:
             self._close_folders(opened)

@@ -75,6 +75,28 @@ class ResponseFiles:
             for fd, _ in opened:
                 os.close(fd)  # a staged file outlives it: by its name, or by its own descriptor
 
+    def _reuse_or_stage(self, opened: Sequence[tuple[int, list[BatchItem]]], together: bool) -> None:
+        """Once the batch is recorded: each answer not staged ahead is written into its own request
+        file (`DiskWriter.reuse`), or else into a new file."""
+        for fd, items in opened:
+            waiting = [item for item in items if item.temp is None and item.write_failed is None]
+            requests: int | None = None
+            with contextlib.suppress(OSError):
+                requests = open_folder(items[0].inbox, "requests") if waiting else None
+            for item in waiting:
+                verdict = item.verdict
+                if requests is not None and item.history_failed is None:
+                    try:
+                        item.temp = self.writer.reuse(requests, verdict.key.name, verdict.parsed.raw,
+                                                      verdict.body, fd, f"{verdict.request_id}.json")
+                    except (OSError, ValueError) as exc:
+                        log.warning("answering in request %s failed (%s); a new file is made",
+                                    log_safe(display_name(verdict.key.name)), exc)
+                if item.temp is None:
+                    self._stage(fd, item, sync=not together)
+            if requests is not None:
+                os.close(requests)
+
     def _place_all(
         self, opened: Sequence[tuple[int, list[BatchItem]]], together: bool, fault: FaultHook
     ) -> None:
@@ -152,7 +174,6 @@ class ResponseFiles:
             self._write([item])
             if item.write_failed is None:
                 return
-
 
     def _attempts(self, step: str, action: Callable[[], object]) -> Exception | None:
         """Run `action`, retrying transient failures with backoff; the last failure, or None."""

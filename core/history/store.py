@@ -55,13 +55,8 @@ class HistoryStore(SpooledWriter):
     ) -> HistoryStore:
         return cls(state_dir / HISTORY_FILE, retention, clock, fault)
 
-    def __init__(
-        self,
-        path: Path,
-        retention: Retention | None = None,
-        clock: Clock = SYSTEM_CLOCK,
-        fault: FaultHook = no_fault,
-    ) -> None:
+    def __init__(self, path: Path, retention: Retention | None = None, clock: Clock = SYSTEM_CLOCK,
+                 fault: FaultHook = no_fault) -> None:
         super().__init__(path, retention, clock, fault)
         self._lookups = self.reader()
 

@@ -106,6 +106,8 @@ class Pipeline:
         if read.gone:
             served.records.release(record)
             return
+        if read.parsed is None and await self.shared.reconcile.restore_reused(served, record, read, intake):
+            return
         parsed = await self._checked(served, record, read)
         if parsed is None or await self.shared.reconcile.restore(served, record, parsed, intake):
             return

@@ -3,8 +3,9 @@ or a forgery (reported, the request set aside).
 
 `restore()` runs for every request read, before it is judged: a verdict the history holds is
 published as recorded (never judged again, never answered twice); a response already there is ours
-from before a restart when the history holds its verdict, else forged. `detect_forgeries()` runs on
-every rescan for the asks this node holds unanswered.
+from before a restart when the history holds its verdict, else forged. `restore_reused()` runs for
+an unusable file before it is set aside: a request answered in place is its recorded answer's.
+`detect_forgeries()` runs on every rescan for the asks this node holds unanswered.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Iterable, Sequence
 
 from core.asks import TerminalSlot
 from core.publishing import Ledger, RecordedVerdict, WrittenMark
-from core.serving.intake import Intake
+from core.serving.intake import Intake, Read
 from core.serving.records import AWAITING, AskRecord
 from core.serving.sessions import ServedSession
 from core.serving.setaside import SetAside, label, retrying
@@ -62,13 +63,34 @@ class Reconcile:
         if recorded is None or self.ledger is None:
             await self.set_aside.forged(served, record, parsed, "before this node served the request")
             return
-        # An earlier run died between answering and deleting the request: it is answered.
+        await self._answered_before(served, record, parsed.request.id, recorded)
+
+    async def restore_reused(
+        self, served: ServedSession, record: AskRecord, read: Read, intake: Intake
+    ) -> bool:
+        """Whether this unusable file is a request an earlier run answered in place
+        (`core.reused_requests`) and stopped before its request was removed: it holds the start of
+        the response recorded for its name. It is that answer's (published once), never set aside."""
+        request_id = record.key.name.removesuffix(".json")
+        recorded = intake.recorded.get(request_id)
+        if recorded is None or read.raw is None or not read.raw.startswith(recorded.body):
+            return False
+        if recorded.written or f"{request_id}.json" in intake.responses:
+            await self._answered_before(served, record, request_id, recorded)
+        else:
+            await self._publish_recorded(served, record, request_id, recorded)
+        return True
+
+    async def _answered_before(
+        self, served: ServedSession, record: AskRecord, request_id: str, recorded: RecordedVerdict
+    ) -> None:
+        """An earlier run died between answering and deleting the request: it is answered."""
+        assert self.ledger is not None
         served.records.move(record, "published")
         if not recorded.written:
-            mark = WrittenMark(record.key, parsed.request.id, True)
-            await asyncio.to_thread(self.ledger.mark_written, [mark])
+            await asyncio.to_thread(self.ledger.mark_written, [WrittenMark(record.key, request_id, True)])
         await self._remove_request(served, record)
-        log.info("%s was answered by this node before a restart; request removed", label(record.key, parsed))
+        log.info("%s was answered by this node before a restart; request removed", label(record.key, None))
 
     async def _republish(
         self, served: ServedSession, record: AskRecord, parsed: ParsedRequest, recorded: RecordedVerdict
@@ -82,6 +104,12 @@ class Reconcile:
             reason = f"request id {request_id!r} was already answered by this node; not answered twice"
             await self.set_aside.reject(served, record, reason, parsed.raw, answer=False)
             return
+        await self._publish_recorded(served, record, request_id, recorded)
+
+    async def _publish_recorded(
+        self, served: ServedSession, record: AskRecord, request_id: str, recorded: RecordedVerdict
+    ) -> None:
+        assert self.ledger is not None
         served.records.move(record, "decided")
         written = await retrying(
             self.set_aside.clock,
