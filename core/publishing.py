@@ -24,15 +24,15 @@ import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 
+from core.answered_requests import remove_answered
 from core.asks import AskKey
+from core.batch_stages import BatchStages
 from core.clock import SYSTEM_CLOCK, Clock
 from core.disk_writer import DiskWriter
 from core.faults import FaultHook, no_fault
-from core.inbox import SessionInbox, display_name
-from core.logline import log_safe
-from core.response_files import SYNCFS_FROM, ResponseFiles, what
+from core.inbox import SessionInbox
+from core.response_files import SYNCFS_FROM, what
 from core.verdicts import (
     BatchItem,
     Ledger,
@@ -42,7 +42,6 @@ from core.verdicts import (
     WrittenMark,
     gate_denial,
 )
-from core.wire.response import encode_response
 
 __all__ = [  # what other modules take from here (the records are `core.verdicts`'s)
     "BATCH_STAGES", "MAX_BATCH", "RETRY_DELAYS_S", "SYNCFS_FROM", "Ledger", "Published", "Publisher",
@@ -67,7 +66,7 @@ Removed = Callable[[Sequence[tuple[AskKey, "Published"]]], None]
 """Told, on the event loop, which answered requests are gone from their inboxes (and by which answer)."""
 
 
-class Publisher(ResponseFiles):
+class Publisher(BatchStages):
     """Collects the answers ready at one moment and commits them together.
 
     `publish()` queues an answer and waits for its batch; one drain task per burst takes whatever is
@@ -196,79 +195,8 @@ class Publisher(ResponseFiles):
         if answered:
             self._removing = self._remover.submit(self._remove_requests, answered)
 
-    # -- the stages, on worker threads ------------------------------------------------------------
-
-    def _recorded(self, batch: Sequence[BatchItem]) -> None:
-        """The first stages. The bodies of a few answers were handed to the stager as they were
-        queued (written, not visible), so their files are created while the ledger records."""
-        self.fault("arrived")
-        try:
-            self._record(batch)
-        finally:
-            for job in {id(item.staging): item.staging for item in batch if item.staging}.values():
-                job.result()
-        self.fault("recorded")
-
-    def _placed(self, batch: Sequence[BatchItem]) -> None:
-        """The stages from `staged` on, while the next batch is recorded."""
-        together = len(batch) >= SYNCFS_FROM
-        opened = self._open_folders(batch)
-        try:
-            for fd, items in opened:
-                for item in items:
-                    if item.history_failed is not None and item.written is None:
-                        # Staged with the verdict the ledger refused: never placed; the denial is.
-                        self.drop_temp(fd, item)
-                        item.write_failed = None
-                        self._stage(fd, item, sync=not together)
-            self._reuse_or_stage(opened, together)
-            self._place_all(opened, together, self.fault)
-        finally:
-            self._close_folders(opened)
-        for item in batch:
-            if item.write_failed is not None and item.written is None:
-                self._write_alone(item)
-        marks = [
-            WrittenMark(i.verdict.key, i.verdict.request_id, bool(i.written))
-            for i in batch
-            if i.written is not None and i.history_failed is None
-        ]
-        if self.ledger is not None and marks:
-            try:
-                self.ledger.mark_written(marks)
-            except Exception as exc:
-                # The responses are visible; a restart notes them from the files themselves.
-                log.error("noting %d written responses in the history failed: %s", len(marks), exc)
-        self.fault("marked")
-
-    def _record(self, batch: Sequence[BatchItem]) -> None:
-        """One durable transaction for the batch; a refused batch is retried, then each verdict alone,
-        and a verdict still refused is replaced by a fail-safe denial (published unrecorded)."""
-        ledger = self.ledger
-        if ledger is None:
-            return
-        verdicts = [item.verdict for item in batch]
-        error = self._attempts("recording the verdicts", lambda: ledger.record_verdicts(verdicts))
-        if error is None:
-            return
-        for item in batch:
-            if len(batch) > 1:
-                try:
-                    ledger.record_verdicts([item.verdict])
-                    continue
-                except Exception as exc:
-                    error = exc
-            key = item.verdict.key
-            log.error("session=%s request=%s: recording the verdict failed: %s", log_safe(key.session_id),
-                      log_safe(display_name(key.name)), error)
-            item.history_failed = f"the history could not record the verdict ({what(error)})"
-            reason = f"{item.history_failed}; denied for safety"
-            response = gate_denial(item.inbox.session_id, self.clock, reason)
-            item.verdict = replace(item.verdict, response=response, body=encode_response(response),
-                                   outcome="fail-safe")
-
     def _remove_requests(self, answered: Sequence[tuple[BatchItem, Published]]) -> None:
-        gone = self._remove_answered(answered)
+        gone = remove_answered(answered)
         self.fault("deleted")
         if self.on_removed is not None and self._loop is not None:
             with contextlib.suppress(RuntimeError):  # the loop is closed: nothing is tracked any more

@@ -15,19 +15,21 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
-from core.asks import AskKey
 from core.disk_writer import DiskWriter
 from core.faults import FaultHook, no_fault
 from core.files import remove, temp_name
 from core.inbox import SessionInbox, display_name
 from core.logline import log_safe
-from core.verdicts import BatchItem, Published
+from core.verdicts import BatchItem
 
 log = logging.getLogger("pi_authorizer.publish")
 
 TRANSIENT = (OSError, sqlite3.OperationalError)
 
+REUSERS = 3
+"""Threads writing a batch's answers into their requests: this one and the publisher's two stagers."""
 SYNCFS_FROM = 4
 """From this many response files in a batch, one `syncfs` beats an `fsync` per file."""
 
@@ -37,6 +39,7 @@ class ResponseFiles:
 
     writer: DiskWriter
     retry_delays: tuple[float, ...]
+    _stager: ThreadPoolExecutor
 
     def _write(self, batch: Sequence[BatchItem]) -> None:
         """Stage, make durable and place responses one after the other (a retry)."""
@@ -77,25 +80,37 @@ class ResponseFiles:
 
     def _reuse_or_stage(self, opened: Sequence[tuple[int, list[BatchItem]]], together: bool) -> None:
         """Once the batch is recorded: each answer not staged ahead is written into its own request
-        file (`DiskWriter.reuse`), or else into a new file."""
+        file (`DiskWriter.reuse`), a share on each stager thread and one on this one (the writes
+        wait on the filesystem side by side), or else into a new file."""
         for fd, items in opened:
             waiting = [item for item in items if item.temp is None and item.write_failed is None]
             requests: int | None = None
             with contextlib.suppress(OSError):
                 requests = open_folder(items[0].inbox, "requests") if waiting else None
+            if requests is not None:
+                shares = [waiting[i :: REUSERS] for i in range(REUSERS)]
+                jobs = [self._stager.submit(self._reuse, requests, fd, share) for share in shares[1:]]
+                try:
+                    self._reuse(requests, fd, shares[0])
+                finally:
+                    for job in jobs:
+                        job.result()
+                    os.close(requests)
             for item in waiting:
-                verdict = item.verdict
-                if requests is not None and item.history_failed is None:
-                    try:
-                        item.temp = self.writer.reuse(requests, verdict.key.name, verdict.parsed.raw,
-                                                      verdict.body, fd, f"{verdict.request_id}.json")
-                    except (OSError, ValueError) as exc:
-                        log.warning("answering in request %s failed (%s); a new file is made",
-                                    log_safe(display_name(verdict.key.name)), exc)
                 if item.temp is None:
                     self._stage(fd, item, sync=not together)
-            if requests is not None:
-                os.close(requests)
+
+    def _reuse(self, requests: int, fd: int, items: Sequence[BatchItem]) -> None:
+        for item in items:
+            verdict = item.verdict
+            if item.history_failed is not None:
+                continue
+            try:
+                item.temp = self.writer.reuse(requests, verdict.key.name, verdict.parsed.raw, verdict.body,
+                                              fd, f"{verdict.request_id}.json")
+            except (OSError, ValueError) as exc:
+                log.warning("answering in request %s failed (%s); a new file is made",
+                            log_safe(display_name(verdict.key.name)), exc)
 
     def _place_all(
         self, opened: Sequence[tuple[int, list[BatchItem]]], together: bool, fault: FaultHook
@@ -191,35 +206,6 @@ class ResponseFiles:
             except Exception as exc:
                 return exc
         raise AssertionError("unreachable")
-
-    def _remove_answered(
-        self, answered: Sequence[tuple[BatchItem, Published]]
-    ) -> list[tuple[AskKey, Published]]:
-        """Delete answered requests (one folder descriptor per session); a child's removal is fine."""
-        folders: dict[str, list[tuple[BatchItem, Published]]] = {}
-        for pair in answered:
-            folders.setdefault(pair[0].inbox.folder_name, []).append(pair)
-        gone: list[tuple[AskKey, Published]] = []
-        for group in folders.values():
-            try:
-                fd = open_folder(group[0][0].inbox, "requests")
-            except FileNotFoundError:
-                gone += [(item.verdict.key, published) for item, published in group]
-                continue
-            except OSError:
-                continue
-            try:
-                for item, published in group:
-                    try:
-                        remove(fd, item.verdict.key.name)
-                    except OSError as exc:
-                        log.warning("deleting answered request %s failed: %s",
-                                    log_safe(display_name(item.verdict.key.name)), exc)
-                        continue
-                    gone.append((item.verdict.key, published))
-            finally:
-                os.close(fd)
-        return gone
 
     def _close_folders(self, opened: Sequence[tuple[int, list[BatchItem]]]) -> None:
         """Drop what was staged and not placed, and let go of the folders."""

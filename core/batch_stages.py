@@ -1,0 +1,96 @@
+"""The stages of one batch of the publisher, on worker threads: recorded (one durable transaction),
+then placed (`staged` to `marked`, the file stages of `core.response_files`) while the next batch
+is recorded. Their order, and the draining that runs them, is `core.publishing.Publisher`'s."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import replace
+
+from core.clock import Clock
+from core.faults import FaultHook
+from core.inbox import display_name
+from core.logline import log_safe
+from core.response_files import SYNCFS_FROM, ResponseFiles, what
+from core.verdicts import BatchItem, Ledger, WrittenMark, gate_denial
+from core.wire.response import encode_response
+
+log = logging.getLogger("pi_authorizer.publish")
+
+
+class BatchStages(ResponseFiles):
+    """`_recorded` and `_placed`, each for a whole batch."""
+
+    ledger: Ledger | None
+    clock: Clock
+    fault: FaultHook
+
+    def _recorded(self, batch: Sequence[BatchItem]) -> None:
+        """The first stages. The bodies of a few answers were handed to the stager as they were
+        queued (written, not visible), so their files are created while the ledger records."""
+        self.fault("arrived")
+        try:
+            self._record(batch)
+        finally:
+            for job in {id(item.staging): item.staging for item in batch if item.staging}.values():
+                job.result()
+        self.fault("recorded")
+
+    def _placed(self, batch: Sequence[BatchItem]) -> None:
+        """The stages from `staged` on, while the next batch is recorded."""
+        together = len(batch) >= SYNCFS_FROM
+        opened = self._open_folders(batch)
+        try:
+            for fd, items in opened:
+                for item in items:
+                    if item.history_failed is not None and item.written is None:
+                        # Staged with the verdict the ledger refused: never placed; the denial is.
+                        self.drop_temp(fd, item)
+                        item.write_failed = None
+                        self._stage(fd, item, sync=not together)
+            self._reuse_or_stage(opened, together)
+            self._place_all(opened, together, self.fault)
+        finally:
+            self._close_folders(opened)
+        for item in batch:
+            if item.write_failed is not None and item.written is None:
+                self._write_alone(item)
+        marks = [
+            WrittenMark(i.verdict.key, i.verdict.request_id, bool(i.written))
+            for i in batch
+            if i.written is not None and i.history_failed is None
+        ]
+        if self.ledger is not None and marks:
+            try:
+                self.ledger.mark_written(marks)
+            except Exception as exc:
+                # The responses are visible; a restart notes them from the files themselves.
+                log.error("noting %d written responses in the history failed: %s", len(marks), exc)
+        self.fault("marked")
+
+    def _record(self, batch: Sequence[BatchItem]) -> None:
+        """One durable transaction for the batch; a refused batch is retried, then each verdict alone,
+        and a verdict still refused is replaced by a fail-safe denial (published unrecorded)."""
+        ledger = self.ledger
+        if ledger is None:
+            return
+        verdicts = [item.verdict for item in batch]
+        error = self._attempts("recording the verdicts", lambda: ledger.record_verdicts(verdicts))
+        if error is None:
+            return
+        for item in batch:
+            if len(batch) > 1:
+                try:
+                    ledger.record_verdicts([item.verdict])
+                    continue
+                except Exception as exc:
+                    error = exc
+            key = item.verdict.key
+            log.error("session=%s request=%s: recording the verdict failed: %s", log_safe(key.session_id),
+                      log_safe(display_name(key.name)), error)
+            item.history_failed = f"the history could not record the verdict ({what(error)})"
+            reason = f"{item.history_failed}; denied for safety"
+            response = gate_denial(item.inbox.session_id, self.clock, reason)
+            item.verdict = replace(item.verdict, response=response, body=encode_response(response),
+                                   outcome="fail-safe")
