@@ -15,7 +15,6 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 from core.disk_writer import DiskWriter
 from core.faults import FaultHook, no_fault
@@ -28,8 +27,6 @@ log = logging.getLogger("pi_authorizer.publish")
 
 TRANSIENT = (OSError, sqlite3.OperationalError)
 
-REUSERS = 3
-"""Threads writing a batch's answers into their requests: this one and the publisher's two stagers."""
 SYNCFS_FROM = 4
 """From this many response files in a batch, one `syncfs` beats an `fsync` per file."""
 
@@ -39,7 +36,6 @@ class ResponseFiles:
 
     writer: DiskWriter
     retry_delays: tuple[float, ...]
-    _stager: ThreadPoolExecutor
 
     def _write(self, batch: Sequence[BatchItem]) -> None:
         """Stage, make durable and place responses one after the other (a retry)."""
@@ -80,21 +76,16 @@ class ResponseFiles:
 
     def _reuse_or_stage(self, opened: Sequence[tuple[int, list[BatchItem]]], together: bool) -> None:
         """Once the batch is recorded: each answer not staged ahead is written into its own request
-        file (`DiskWriter.reuse`), a share on each stager thread and one on this one (the writes
-        wait on the filesystem side by side), or else into a new file."""
+        file (`DiskWriter.reuse`), or else into a new file."""
         for fd, items in opened:
             waiting = [item for item in items if item.temp is None and item.write_failed is None]
             requests: int | None = None
             with contextlib.suppress(OSError):
                 requests = open_folder(items[0].inbox, "requests") if waiting else None
             if requests is not None:
-                shares = [waiting[i :: REUSERS] for i in range(REUSERS)]
-                jobs = [self._stager.submit(self._reuse, requests, fd, share) for share in shares[1:]]
                 try:
-                    self._reuse(requests, fd, shares[0])
+                    self._reuse(requests, fd, waiting)
                 finally:
-                    for job in jobs:
-                        job.result()
                     os.close(requests)
             for item in waiting:
                 if item.temp is None:
