@@ -1,6 +1,6 @@
-"""The stages of one batch of the publisher, on worker threads: recorded (one durable transaction),
-then placed (`staged` to `marked`, the file stages of `core.response_files`) while the next batch
-is recorded. Their order, and the draining that runs them, is `core.publishing.Publisher`'s."""
+"""The stages of one batch of the publisher, in order, on a worker thread: recorded (one durable
+transaction), then placed (`staged` to `marked`, the file stages of `core.response_files`).
+`core.publishing.Publisher` drains its queue into them a batch at a time."""
 
 from __future__ import annotations
 
@@ -20,28 +20,26 @@ log = logging.getLogger("pi_authorizer.publish")
 
 
 class BatchStages(ResponseFiles):
-    """`_recorded` and `_placed`, each for a whole batch."""
+    """`_commit`: every stage of one batch."""
 
     ledger: Ledger | None
     clock: Clock
     fault: FaultHook
 
-    def _recorded(self, batch: Sequence[BatchItem]) -> None:
-        """The first stages. The bodies of a few answers were handed to the stager as they were
-        queued (written, not visible), so their files are created while the ledger records."""
+    def _commit(self, batch: Sequence[BatchItem]) -> None:
+        """The stages, in order. A few answers' bodies were handed to the stager as they were queued
+        (written, not visible), so their files are created while the ledger records; a burst's are
+        written into their own requests once recorded (`_reuse_or_stage`)."""
         self.fault("arrived")
-        try:
-            self._record(batch)
-        finally:
-            for job in {id(item.staging): item.staging for item in batch if item.staging}.values():
-                job.result()
-        self.fault("recorded")
-
-    def _placed(self, batch: Sequence[BatchItem]) -> None:
-        """The stages from `staged` on, while the next batch is recorded."""
         together = len(batch) >= SYNCFS_FROM
         opened = self._open_folders(batch)
         try:
+            try:
+                self._record(batch)
+            finally:
+                for job in {id(item.staging): item.staging for item in batch if item.staging}.values():
+                    job.result()
+            self.fault("recorded")
             for fd, items in opened:
                 for item in items:
                     if item.history_failed is not None and item.written is None:

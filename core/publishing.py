@@ -12,8 +12,8 @@ temp beside its target, made durable by one `syncfs` (an `fsync` each below `SYN
 of their own. A restart reconciles a stop between any two stages (`core.serving.reconcile`).
 
 The records are `core.verdicts`; the file stages (on descriptors, through the `DiskWriter` seam,
-never through a link) are `core.response_files`; their order is `Publisher._recorded` then
-`Publisher._placed`, here (a batch is recorded while the one before it is placed).
+never through a link) are `core.response_files`; their order is `BatchStages._commit`
+(`core.batch_stages`).
 """
 
 from __future__ import annotations
@@ -147,53 +147,29 @@ class Publisher(BatchStages):
         self._stager.shutdown(wait=False)
 
     async def _draining(self) -> None:
-        """Batches in order, two at a time: one is recorded while the one before it is placed (each
-        still recorded before any of its answers is visible)."""
         await asyncio.sleep(0)  # every answer already runnable joins the first batch
-        placing: tuple[list[BatchItem], asyncio.Future[bool]] | None = None
-        while self._queue or placing is not None:
-            batch: list[BatchItem] = []
-            recorded = False
-            if self._queue:
-                self._stage_ahead()
-                batch, self._queue = self._queue[: self.max_batch], self._queue[self.max_batch :]
-                self._room.set()
-                recorded = await self._step(self._recorded, batch)
-            if placing is not None:
-                await self._settle(*placing)
-                placing = None
-            if recorded:
-                placing = (batch, asyncio.ensure_future(self._step(self._placed, batch)))
-            elif batch:
-                await self._settle(batch, None)
-
-    async def _step(self, stage: Callable[[Sequence[BatchItem]], None], batch: list[BatchItem]) -> bool:
-        """`stage` on a worker thread; False when it failed (a bug must not strand the answers
-        waiting on this batch: each is settled as not written)."""
-        try:
-            await asyncio.to_thread(stage, batch)
-            return True
-        except Exception as exc:
-            log.exception("publishing a batch of %d failed", len(batch))
+        while self._queue:
+            self._stage_ahead()
+            batch, self._queue = self._queue[: self.max_batch], self._queue[self.max_batch :]
+            self._room.set()
+            try:
+                await asyncio.to_thread(self._commit, batch)
+            except Exception as exc:  # a bug must not strand the answers waiting on this batch
+                log.exception("publishing a batch of %d failed", len(batch))
+                for item in batch:
+                    if item.written is None:
+                        item.write_failed = item.write_failed or f"publishing failed ({what(exc)})"
+            answered: list[tuple[BatchItem, Published]] = []
             for item in batch:
-                if item.written is None:
-                    item.write_failed = item.write_failed or f"publishing failed ({what(exc)})"
-            return False
-
-    async def _settle(self, batch: list[BatchItem], placed: asyncio.Future[bool] | None) -> None:
-        if placed is not None:
-            await placed
-        answered: list[tuple[BatchItem, Published]] = []
-        for item in batch:
-            published = item.result()
-            if self.on_published is not None:
-                self.on_published(item.verdict.key, published)
-            if not item.done.done():
-                item.done.set_result(published)
-            if published.written:
-                answered.append((item, published))
-        if answered:
-            self._removing = self._remover.submit(self._remove_requests, answered)
+                published = item.result()
+                if self.on_published is not None:
+                    self.on_published(item.verdict.key, published)
+                if not item.done.done():
+                    item.done.set_result(published)
+                if published.written:
+                    answered.append((item, published))
+            if answered:
+                self._removing = self._remover.submit(self._remove_requests, answered)
 
     def _remove_requests(self, answered: Sequence[tuple[BatchItem, Published]]) -> None:
         gone = remove_answered(answered)
