@@ -93,15 +93,16 @@ class DiskWriter:
         return staged
 
     def reuse(
-        self, requests_fd: int, name: str, judged: bytes, data: bytes, dir_fd: int, target: str
+        self, requests_fd: int, name: str, judged: bytes, data: bytes, dir_fd: int, target: str, device: int
     ) -> Staged | None:
         """The request file `name`, holding exactly `judged`, rewritten to hold `data` and staged to
-        be placed as `target` in `dir_fd` like an anonymous file (`core.reused_requests`: no inode is
-        created); None, having changed nothing, where it may not be reused or placed so."""
+        be placed as `target` in `dir_fd` (on `device`) like an anonymous file
+        (`core.reused_requests`: no inode is created); None, having changed nothing, where it may
+        not be reused or placed so."""
         if not self._hold():
             return None
         try:
-            fd = reuse_request(requests_fd, name, judged, data, dir_fd, check_name(target))
+            fd = reuse_request(requests_fd, name, judged, data, dir_fd, check_name(target), device)
         except BaseException:
             self._let_go()
             raise

@@ -84,21 +84,21 @@ class ResponseFiles:
                 requests = open_folder(items[0].inbox, "requests") if waiting else None
             if requests is not None:
                 try:
-                    self._reuse(requests, fd, waiting)
+                    self._reuse(requests, fd, os.fstat(fd).st_dev, waiting)
                 finally:
                     os.close(requests)
             for item in waiting:
                 if item.temp is None:
                     self._stage(fd, item, sync=not together)
 
-    def _reuse(self, requests: int, fd: int, items: Sequence[BatchItem]) -> None:
+    def _reuse(self, requests: int, fd: int, device: int, items: Sequence[BatchItem]) -> None:
         for item in items:
             verdict = item.verdict
             if item.history_failed is not None:
                 continue
             try:
                 item.temp = self.writer.reuse(requests, verdict.key.name, verdict.parsed.raw, verdict.body,
-                                              fd, f"{verdict.request_id}.json")
+                                              fd, f"{verdict.request_id}.json", device)
             except (OSError, ValueError) as exc:
                 log.warning("answering in request %s failed (%s); a new file is made",
                             log_safe(display_name(verdict.key.name)), exc)

@@ -24,11 +24,12 @@ _FLAGS = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 def reuse_request(
-    requests_fd: int, name: str, judged: bytes, body: bytes, responses_fd: int, target: str
+    requests_fd: int, name: str, judged: bytes, body: bytes, responses_fd: int, target: str, device: int
 ) -> int | None:
     """A descriptor of `requests/<name>` now holding `body` (not synced, mode `FILE_MODE`), to be
-    linked as `target` in `responses_fd`; or None, having changed nothing, when the file may not be
-    reused (see the module docstring) or `target` already exists (it could not be placed)."""
+    linked as `target` in `responses_fd` (on `device`); or None, having changed nothing, when the
+    file may not be reused (see the module docstring) or `target` already exists (it could not be
+    placed)."""
     try:
         os.stat(target, dir_fd=responses_fd, follow_symlinks=False)
         return None
@@ -36,7 +37,6 @@ def reuse_request(
         pass
     except OSError:
         return None
-    device = os.fstat(responses_fd).st_dev
     try:
         fd = os.open(name, _FLAGS, dir_fd=requests_fd)
     except OSError:

@@ -44,7 +44,7 @@ def folders(tmp_path: Path) -> Iterator[tuple[Path, int, int]]:
 
 
 def reuse(req: int, res: int, judged: bytes = REQUEST, body: bytes = BODY) -> int | None:
-    return reuse_request(req, "r1.json", judged, body, res, "r1.json")
+    return reuse_request(req, "r1.json", judged, body, res, "r1.json", os.fstat(res).st_dev)
 
 
 def test_the_request_file_itself_holds_the_answer_and_is_linked_as_the_response(tmp_path: Path) -> None:
