@@ -165,3 +165,35 @@ async def test_without_a_history_nothing_is_answered_in_place(tmp_path: Path) ->
         core.stop()
         await asyncio.wait_for(task, 30)
     assert all((responses / f"{rid}.json").stat().st_ino != inodes[rid] for rid in ids)
+
+
+async def test_a_request_replaced_after_it_was_judged_is_never_written(tmp_path: Path) -> None:
+    """The child replaces one request (a new file under its name) after it was judged and before the
+    batch is recorded: the new file is never rewritten (its bytes are not what was judged)."""
+    node = Node(tmp_path, ALLOW_LS)
+    ids = write_burst(node.root, 12)
+    requests = session_dir(node.root, S) / "requests"
+    judged = (requests / f"{ids[3]}.json").read_bytes()
+    newer = judged.replace(b"ls", b"rm", 1)  # as long as what was judged: only its bytes differ
+    assert newer != judged and len(newer) == len(judged)
+    held: list[int] = []
+
+    def replace_once(stage: str) -> None:
+        if stage == "arrived" and not held:
+            (requests / "swap.tmp").write_bytes(newer)
+            os.replace(requests / "swap.tmp", requests / f"{ids[3]}.json")
+            held.append(os.open(requests / f"{ids[3]}.json", os.O_RDONLY))
+
+    node.fault = replace_once
+    await node.start(DenyingTerminal())
+    try:
+        await wait_for(lambda: bool(held) and all(
+            (session_dir(node.root, S) / "responses" / f"{rid}.json").exists() for rid in ids
+        ), what="every ask answered")
+    finally:
+        await node.stop()
+    try:
+        assert os.pread(held[0], 1024, 0) == newer
+    finally:
+        os.close(held[0])
+    node.history.close()
