@@ -8,7 +8,6 @@ import logging
 from collections.abc import Sequence
 from dataclasses import replace
 
-from core.clock import Clock
 from core.faults import FaultHook
 from core.inbox import display_name
 from core.logline import log_safe
@@ -23,7 +22,6 @@ class BatchStages(ResponseFiles):
     """`_commit`: every stage of one batch."""
 
     ledger: Ledger | None
-    clock: Clock
     fault: FaultHook
 
     def _commit(self, batch: Sequence[BatchItem]) -> None:
@@ -59,12 +57,13 @@ class BatchStages(ResponseFiles):
             for i in batch
             if i.written is not None and i.history_failed is None
         ]
-        if self.ledger is not None and marks:
-            try:
-                self.ledger.mark_written(marks)
-            except Exception as exc:
+        ledger = self.ledger
+        if ledger is not None and marks:
+            # Retried like the record: an unnoted row says a visible response was never written.
+            error = self._attempts("noting the written responses", lambda: ledger.mark_written(marks))
+            if error is not None:
                 # The responses are visible; a restart notes them from the files themselves.
-                log.error("noting %d written responses in the history failed: %s", len(marks), exc)
+                log.error("noting %d written responses in the history failed: %s", len(marks), error)
         self.fault("marked")
 
     def _record(self, batch: Sequence[BatchItem]) -> None:

@@ -2,13 +2,15 @@
 
 Wall time stamps what is recorded and sent (history rows, `respondedAt`, quarantine ages); monotonic time
 measures windows and deadlines (key grace, heartbeats) and never jumps. Both come from one injected object,
-and so does waiting for an interval (`wait`): a test's `ManualClock` ends the wait when it is advanced.
+and so does waiting for an interval (`wait` on the event loop, `sleep` on a worker thread): a test's
+`ManualClock` ends either when it is advanced.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
 from typing import Protocol
 
@@ -24,6 +26,10 @@ class Clock(Protocol):
 
     async def wait(self, event: asyncio.Event, seconds: float) -> bool:
         """Until `event` is set or `seconds` of monotonic time have passed; whether `event` is set."""
+        ...
+
+    def sleep(self, seconds: float) -> None:
+        """Block the calling worker thread for `seconds` of monotonic time (never call it on the loop)."""
         ...
 
 
@@ -51,6 +57,9 @@ class SystemClock:
             await asyncio.wait_for(event.wait(), timeout=seconds)
         return event.is_set()
 
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
     def key_time(self, stamped: float) -> float:
         """Textual stamps key events with `time.monotonic`: the stamp already is this clock's time."""
         return stamped
@@ -64,6 +73,10 @@ class ManualClock:
         self._monotonic = monotonic
         #: Waits in progress: (monotonic deadline, its loop, the event set when the deadline is reached).
         self._waits: list[tuple[float, asyncio.AbstractEventLoop, asyncio.Event]] = []
+        #: Worker threads sleeping: (monotonic deadline, the event set when it is reached); the lock orders
+        #: a sleep's registration against `advance` from another thread, so no wake-up is missed.
+        self._sleeps: list[tuple[float, threading.Event]] = []
+        self._lock = threading.Lock()
 
     def wall(self) -> float:
         return self._wall
@@ -73,8 +86,8 @@ class ManualClock:
 
     @property
     def waiting(self) -> int:
-        """How many waits are in progress (a test advances once the code under test waits)."""
-        return len(self._waits)
+        """How many waits and sleeps are in progress (a test advances once the code under test waits)."""
+        return len(self._waits) + len(self._sleeps)
 
     async def wait(self, event: asyncio.Event, seconds: float) -> bool:
         """Ends when `event` is set, or when `advance` has moved monotonic time `seconds` on."""
@@ -93,10 +106,29 @@ class ManualClock:
             self._waits.remove(entry)
         return event.is_set()
 
+    def sleep(self, seconds: float) -> None:
+        """Blocks this worker thread until `advance` has moved monotonic time `seconds` on (the loop
+        goes on: the test advancing runs there)."""
+        due = threading.Event()
+        with self._lock:
+            entry = (self._monotonic + seconds, due)
+            if entry[0] <= self._monotonic:
+                return
+            self._sleeps.append(entry)
+        try:
+            due.wait()
+        finally:
+            with self._lock:
+                self._sleeps.remove(entry)
+
     def advance(self, seconds: float) -> None:
-        """Move both clocks on; waits whose interval has passed end (from any thread)."""
-        self._wall += seconds
-        self._monotonic += seconds
+        """Move both clocks on; waits and sleeps whose interval has passed end (from any thread)."""
+        with self._lock:
+            self._wall += seconds
+            self._monotonic += seconds
+            for deadline, due_sleep in self._sleeps:
+                if deadline <= self._monotonic:
+                    due_sleep.set()
         for deadline, loop, due in list(self._waits):
             if deadline <= self._monotonic and not loop.is_closed():
                 loop.call_soon_threadsafe(due.set)

@@ -13,9 +13,9 @@ import contextlib
 import logging
 import os
 import sqlite3
-import time
 from collections.abc import Callable, Sequence
 
+from core.clock import Clock
 from core.disk_writer import DiskWriter
 from core.faults import FaultHook, no_fault
 from core.files import remove, temp_name
@@ -35,6 +35,7 @@ class ResponseFiles:
     """The file stages of the publisher (`core.publishing.Publisher` is one)."""
 
     writer: DiskWriter
+    clock: Clock
     retry_delays: tuple[float, ...]
 
     def _write(self, batch: Sequence[BatchItem]) -> None:
@@ -170,23 +171,24 @@ class ResponseFiles:
         return bool(item.written)
 
     def _write_alone(self, item: BatchItem) -> None:
-        """A response whose batch write failed: retried alone with backoff (disk full, EIO)."""
+        """A response whose batch write failed: retried alone with backoff (disk full, EIO), waited on
+        the clock (this worker thread blocks, the loop goes on)."""
         attempts = len(self.retry_delays) + 1
         for attempt, delay in enumerate(self.retry_delays, start=1):
             log.warning("writing the response failed (attempt %d of %d): %s; retrying",
                         attempt, attempts, item.write_failed)
-            time.sleep(delay)
+            self.clock.sleep(delay)
             item.write_failed = None
             self._write([item])
             if item.write_failed is None:
                 return
 
     def _attempts(self, step: str, action: Callable[[], object]) -> Exception | None:
-        """Run `action`, retrying transient failures with backoff; the last failure, or None."""
+        """Run `action`, retrying transient failures with backoff on the clock; the last failure, or None."""
         delays = (0.0, *self.retry_delays)
         for attempt, delay in enumerate(delays, start=1):
             if delay:
-                time.sleep(delay)
+                self.clock.sleep(delay)
             try:
                 action()
                 return None

@@ -1,20 +1,26 @@
 """The serving loop's waits run on the injected clock: the safety rescan, the retry while `sessions/` is a
-link, and the backoff before a failed answer is retried. A `ManualClock` ends each wait when advanced,
-so no test waits for real time to pass, and none is decided by how fast the machine is."""
+link, the backoff before a failed answer is retried, and the publisher's retries of a response write, a
+record and a note of what was written (its worker thread sleeps on the clock). A `ManualClock` ends each
+wait when advanced, so no test waits for real time to pass, and none is decided by how fast the machine is."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import os
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 from core.asks import DenyingTerminal
 from core.clock import ManualClock
 from core.disk_writer import DiskWriter
+from core.history import HistoryStore
 from core.serving import ServingCore
 from core.serving.core import SAFETY_RESCAN_S
 from core.watch import _UNSAFE_RETRY_S
+from tests.core.test_serving_faults import FailingDisk, FailingLedger
 from tests.helpers import read_response_when_written, response_path, wait_for, write_request
 
 S = "019ff969-c34c-70be-9034-fae19c852932"
@@ -81,3 +87,68 @@ async def test_a_rejected_requests_answer_is_retried_after_its_backoff_on_the_cl
     finally:
         core.stop()
         await asyncio.wait_for(task, 30)  # a hang guard
+
+
+@contextlib.asynccontextmanager
+async def serving(tmp_path: Path, clock: ManualClock, **kwargs: Any) -> AsyncIterator[Path]:
+    """A core on `clock`, its heartbeat and safety rescan parked on it; yields the root."""
+    root = tmp_path / "root"
+    core = ServingCore(root, tmp_path / "state", DenyingTerminal(clock), clock=clock, **kwargs)
+    core.add_session(S)
+    task = asyncio.create_task(core.run())
+    try:
+        await wait_for(lambda: clock.waiting == 2, what="the heartbeat and the safety rescan parked")
+        yield root
+    finally:
+        core.stop()
+        await asyncio.wait_for(task, 30)  # a hang guard
+
+
+async def test_a_failed_response_write_is_retried_after_its_backoff_on_the_clock(tmp_path: Path) -> None:
+    """The publisher's worker thread sleeps on the clock; the loop goes on meanwhile (a rejected request
+    is answered while the retry waits)."""
+    clock = ManualClock()
+    disk = FailingDisk(errno.EIO, failures=1)
+    async with serving(tmp_path, clock, writer=disk, retry_delays=(30.0, 60.0)) as root:
+        write_request(root, S, "eio")
+        await wait_for(lambda: disk.attempts == 1 and clock.waiting == 3, what="the retry sleeping")
+        write_request(root, S, "bad", createdAt="yesterday")
+        assert (await read_response_when_written(root, S, "bad"))["decidedBy"]["kind"] == "gate_error"
+        clock.advance(29.0)  # the safety rescan runs meanwhile; the retry still sleeps
+        await wait_for(lambda: clock.waiting == 3, what="the safety rescan parked again")
+        assert disk.attempts == 1 and not response_path(root, S, "eio").exists()
+        clock.advance(1.0)
+        body = await read_response_when_written(root, S, "eio")
+        assert body["state"] == "denied_with_reason" and disk.attempts == 2
+
+
+async def test_a_failed_record_is_retried_after_its_backoff_on_the_clock(tmp_path: Path) -> None:
+    clock = ManualClock()
+    store = HistoryStore.in_state_dir(tmp_path / "state", clock=clock)
+    ledger = FailingLedger(store, failures=1)
+    async with serving(tmp_path, clock, ledger=ledger, retry_delays=(30.0,)) as root:
+        write_request(root, S, "flaky")
+        await wait_for(lambda: ledger.attempts == 1 and clock.waiting == 3, what="the retry sleeping")
+        clock.advance(29.0)
+        await wait_for(lambda: clock.waiting == 3, what="the safety rescan parked again")
+        assert ledger.attempts == 1 and not store.query() and not response_path(root, S, "flaky").exists()
+        clock.advance(1.0)
+        body = await read_response_when_written(root, S, "flaky")
+        assert body["decidedBy"]["kind"] == "unavailable" and ledger.attempts == 2  # recorded, not fail-safe
+        await wait_for(lambda: [r.written for r in store.query()] == [1], what="recorded and noted")
+
+
+async def test_a_failed_note_of_a_written_response_is_retried_on_the_clock(tmp_path: Path) -> None:
+    """A visible response whose note fails once ends noted (`written == 1`), not recorded as unwritten."""
+    clock = ManualClock()
+    store = HistoryStore.in_state_dir(tmp_path / "state", clock=clock)
+    ledger = FailingLedger(store, failures=0, mark_failures=1)
+    async with serving(tmp_path, clock, ledger=ledger, retry_delays=(30.0,)) as root:
+        write_request(root, S, "noted")
+        await read_response_when_written(root, S, "noted")
+        await wait_for(lambda: ledger.mark_attempts == 1 and clock.waiting == 3, what="the retry sleeping")
+        [row] = store.query()
+        assert row.written is None
+        clock.advance(30.0)
+        await wait_for(lambda: [r.written for r in store.query()] == [1], what="the response noted")
+        assert ledger.mark_attempts == 2

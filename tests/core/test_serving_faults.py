@@ -62,10 +62,14 @@ class FailingDisk(DiskWriter):
 
 
 class FailingLedger:
-    """A real history whose verdict writes fail (`sqlite3.OperationalError`) `failures` times."""
+    """A real history whose verdict writes fail (`sqlite3.OperationalError`) `failures` times, and
+    whose notes of written responses fail `mark_failures` times."""
 
-    def __init__(self, store: HistoryStore, failures: int, error: str = "disk I/O error") -> None:
+    def __init__(
+        self, store: HistoryStore, failures: int, error: str = "disk I/O error", mark_failures: int = 0
+    ) -> None:
         self.store, self.failures, self.error, self.attempts = store, failures, error, 0
+        self.mark_failures, self.mark_attempts = mark_failures, 0
 
     def record_verdicts(self, verdicts: Sequence[VerdictRecord]) -> None:
         self.attempts += 1
@@ -75,6 +79,10 @@ class FailingLedger:
         self.store.record_verdicts(verdicts)
 
     def mark_written(self, marks: Sequence[WrittenMark]) -> None:
+        self.mark_attempts += 1
+        if self.mark_failures != 0:
+            self.mark_failures -= 1
+            raise sqlite3.OperationalError(self.error)
         self.store.mark_written(marks)
 
     def recorded_verdicts(self, session_id: str, request_ids: Collection[str]) -> dict[str, RecordedVerdict]:
