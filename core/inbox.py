@@ -113,7 +113,13 @@ class SessionInbox:
             yield fd
 
     def list_request_names(self) -> list[str]:
-        """Names ending in `.json`, sorted like the reference (temp files end in `.tmp`).
+        """`listed_requests`, empty when the inbox does not exist."""
+        return self.listed_requests() or []
+
+    def listed_requests(self) -> list[str] | None:
+        """Names ending in `.json`, sorted like the reference (temp files end in `.tmp`); None when the
+        session folder or `requests/` does not exist: a folder moved away (and back) says nothing of
+        the files it holds, so serving withdraws no ask for it (`core.serving.drain`).
 
         Raises `UnsafeFolder` when the session folder, `requests/` or `responses/` is a link or not
         a folder: such a session is not served until the person removes it.
@@ -121,13 +127,10 @@ class SessionInbox:
         try:
             with self.tree.folder(("sessions", self.folder_name)) as session_fd:
                 require_folder_or_absent(session_fd, "responses", str(self.responses_dir))
-        except FileNotFoundError:
-            return []
-        try:
             with self.folder("requests") as fd:
                 names = os.listdir(fd)
         except FileNotFoundError:
-            return []
+            return None
         return sorted(name for name in names if name.endswith(".json"))
 
     def read_request(self, name: str) -> bytes:
