@@ -19,7 +19,7 @@ from pathlib import Path
 from core.disk_writer import DISK, DiskWriter, publish_once
 from core.files import remove
 from core.paths import encode_session_id, normalize_session_id
-from core.tree import Anchor, lstat_or_none, require_folder_or_absent
+from core.tree import Anchor, UnsafeFolder, lstat_or_none, require_folder_or_absent
 from core.wire.limits import MAX_REQUEST_BYTES
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -132,6 +132,13 @@ class SessionInbox:
         except FileNotFoundError:
             return None
         return sorted(name for name in names if name.endswith(".json"))
+
+    def listable(self) -> bool:
+        """Whether `requests/` can be listed now: it exists, and no folder on its way is refused."""
+        try:
+            return self.listed_requests() is not None
+        except UnsafeFolder:
+            return False
 
     def read_request(self, name: str) -> bytes:
         """The file's bytes, never following a symlink or blocking on a FIFO (see `read_request_in`)."""

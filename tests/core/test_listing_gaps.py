@@ -14,8 +14,10 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
+
 from core.asks import AskKey
-from core.human import HumanAuthorizer
+from core.human import DecisionRefused, HumanAuthorizer
 from tests.core.test_serving_faults import Served
 from tests.helpers import read_response_when_written, session_dir, wait_for, write_request
 from tests.history.support import S
@@ -69,6 +71,29 @@ async def test_session_folder_moved_away_linked_and_back_withdraws_nothing(tmp_p
         await served.core.rescan_all()
         assert "unsafe_folder" in served.kinds()
         assert "withdrawn" not in served.kinds() and human.awaiting(key)
+        folder.unlink()
+        os.rename(away, folder)
+        await served.core.rescan_all()
+        await still_held_then_answered_once(served, human, key)
+
+
+async def test_a_decision_while_the_folder_is_away_or_refused_is_refused_and_the_ask_waits(
+    tmp_path: Path,
+) -> None:
+    """The person decides the ask under the cursor while its file cannot be read: nothing is written,
+    the person is told why, and the ask stays in its place to be decided once the folder is back."""
+    human = HumanAuthorizer()
+    async with Served(tmp_path, human) as served:
+        key = await held_ask(served, human, "kept")
+        folder, away = session_dir(served.root, S), tmp_path / "away"
+        os.rename(folder, away)
+        with pytest.raises(DecisionRefused, match="cannot be read"):
+            await human.approve_once(key)
+        assert human.awaiting(key)
+        folder.symlink_to(away, target_is_directory=True)
+        with pytest.raises(DecisionRefused, match="cannot be read"):
+            await human.deny(key, "not through a link")
+        assert human.awaiting(key)
         folder.unlink()
         os.rename(away, folder)
         await served.core.rescan_all()
