@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from core.anonymous_files import proc_names_descriptors
 from core.asks import DenyingTerminal
 from core.reused_requests import reuse_request
 from core.serving import ServingCore
@@ -27,6 +28,9 @@ from tests.history.support import Node, S
 
 REQUEST = b'{"id":"r1","kind":"a request"}'
 BODY = b'{"approved":true}'
+PLACES_BY_DESCRIPTOR = pytest.mark.skipif(
+    not proc_names_descriptors(), reason="no O_TMPFILE or no procfs here: requests are never rewritten"
+)
 
 
 @contextmanager
@@ -47,6 +51,7 @@ def reuse(req: int, res: int, judged: bytes = REQUEST, body: bytes = BODY) -> in
     return reuse_request(req, "r1.json", judged, body, res, "r1.json", os.fstat(res).st_dev)
 
 
+@PLACES_BY_DESCRIPTOR
 def test_the_request_file_itself_holds_the_answer_and_is_linked_as_the_response(tmp_path: Path) -> None:
     with folders(tmp_path) as (requests, req, res):
         (requests / "r1.json").write_bytes(REQUEST)
@@ -130,6 +135,7 @@ def test_rewritten_exactly_when_it_holds_what_was_judged(
         assert (requests / "r1.json").read_bytes() == (body if held == judged else held)
 
 
+@PLACES_BY_DESCRIPTOR
 async def test_a_burst_answers_hard_linked_requests_in_new_files(tmp_path: Path) -> None:
     """In a burst served with a history, the requests are answered in place, except one that is a
     second name of a file outside the inbox: that file keeps its bytes, its ask is answered all the
@@ -165,3 +171,35 @@ async def test_without_a_history_nothing_is_answered_in_place(tmp_path: Path) ->
         core.stop()
         await asyncio.wait_for(task, 30)
     assert all((responses / f"{rid}.json").stat().st_ino != inodes[rid] for rid in ids)
+
+
+async def test_a_request_replaced_after_it_was_judged_is_never_written(tmp_path: Path) -> None:
+    """The child replaces one request (a new file under its name) after it was judged and before the
+    batch is recorded: the new file is never rewritten (its bytes are not what was judged)."""
+    node = Node(tmp_path, ALLOW_LS)
+    ids = write_burst(node.root, 12)
+    requests = session_dir(node.root, S) / "requests"
+    judged = (requests / f"{ids[3]}.json").read_bytes()
+    newer = judged.replace(b"ls", b"rm", 1)  # as long as what was judged: only its bytes differ
+    assert newer != judged and len(newer) == len(judged)
+    held: list[int] = []
+
+    def replace_once(stage: str) -> None:
+        if stage == "arrived" and not held:
+            (requests / "swap.tmp").write_bytes(newer)
+            os.replace(requests / "swap.tmp", requests / f"{ids[3]}.json")
+            held.append(os.open(requests / f"{ids[3]}.json", os.O_RDONLY))
+
+    node.fault = replace_once
+    await node.start(DenyingTerminal())
+    try:
+        await wait_for(lambda: bool(held) and all(
+            (session_dir(node.root, S) / "responses" / f"{rid}.json").exists() for rid in ids
+        ), what="every ask answered")
+    finally:
+        await node.stop()
+    try:
+        assert os.pread(held[0], 1024, 0) == newer
+    finally:
+        os.close(held[0])
+    node.history.close()

@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from core.anonymous_files import proc_names_descriptors
 from core.asks import DenyingTerminal
 from core.history import HistoryRow, HistoryStore
 from core.liveness import heartbeat_path
@@ -246,6 +247,7 @@ async def restart_and_drain(node: Node, valid: list[str]) -> None:
         await node.stop()
 
 
+@pytest.mark.skipif(not proc_names_descriptors(), reason="no O_TMPFILE or no procfs: never rewritten")
 @pytest.mark.parametrize("stage", ["staged", "durable", "half-linked", "linked", "marked"])
 def test_a_burst_answered_in_its_own_request_files_is_answered_once_after_a_kill(
     tmp_path: Path, stage: str
