@@ -19,7 +19,7 @@ from pathlib import Path
 from core.disk_writer import DISK, DiskWriter, publish_once
 from core.files import remove
 from core.paths import encode_session_id, normalize_session_id
-from core.tree import Anchor, lstat_or_none, require_folder_or_absent
+from core.tree import Anchor, UnsafeFolder, lstat_or_none, require_folder_or_absent
 from core.wire.limits import MAX_REQUEST_BYTES
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -113,7 +113,13 @@ class SessionInbox:
             yield fd
 
     def list_request_names(self) -> list[str]:
-        """Names ending in `.json`, sorted like the reference (temp files end in `.tmp`).
+        """`listed_requests`, empty when the inbox does not exist."""
+        return self.listed_requests() or []
+
+    def listed_requests(self) -> list[str] | None:
+        """Names ending in `.json`, sorted like the reference (temp files end in `.tmp`); None when the
+        session folder or `requests/` does not exist: a folder moved away (and back) says nothing of
+        the files it holds, so serving withdraws no ask for it (`core.serving.drain`).
 
         Raises `UnsafeFolder` when the session folder, `requests/` or `responses/` is a link or not
         a folder: such a session is not served until the person removes it.
@@ -121,14 +127,18 @@ class SessionInbox:
         try:
             with self.tree.folder(("sessions", self.folder_name)) as session_fd:
                 require_folder_or_absent(session_fd, "responses", str(self.responses_dir))
-        except FileNotFoundError:
-            return []
-        try:
             with self.folder("requests") as fd:
                 names = os.listdir(fd)
         except FileNotFoundError:
-            return []
+            return None
         return sorted(name for name in names if name.endswith(".json"))
+
+    def listable(self) -> bool:
+        """Whether `requests/` can be listed now: it exists, and no folder on its way is refused."""
+        try:
+            return self.listed_requests() is not None
+        except UnsafeFolder:
+            return False
 
     def read_request(self, name: str) -> bytes:
         """The file's bytes, never following a symlink or blocking on a FIFO (see `read_request_in`)."""

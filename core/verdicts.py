@@ -22,10 +22,12 @@ from core.wire.response import ForwardedResponse, deny
 
 @dataclass(frozen=True)
 class RecordedVerdict:
-    """A verdict the ledger holds for a request: its exact response bytes, and whether it is visible."""
+    """A verdict the ledger holds for a request: its exact response bytes, whether it is visible, and who
+    decided (`outcome`, as recorded), so republishing it reports the answer as it was made."""
 
     body: bytes
     written: bool
+    outcome: str | None = None
 
 
 @dataclass(frozen=True)

@@ -94,7 +94,7 @@ class ServingCore:
             self.sessions, set_aside, self._emit, clock, ledger, writer, retry_delays, fault, self._spawn
         )
         self.publisher = self.answering.publisher
-        self.reconcile = Reconcile(ledger, retry_delays, set_aside, terminal)
+        self.reconcile = Reconcile(ledger, retry_delays, set_aside, terminal, self._emit)
         shared = Shared(self.roster, terminal, self.reconcile, clock, self._emit, self._spawn, self.rescan)
         self.pipeline = Pipeline(shared, self.judge, chain, timeout_ms, set_aside, self.answering)
         self.drain = Drain(shared, ledger, self.pipeline, self.publisher)

@@ -1,8 +1,9 @@
 """Draining an inbox: its listing diffed against the session's records.
 
 A new file gets a record and goes down its path (`core.serving.pipeline`) as a file being served; a
-file gone from the listing ends its record, and an ask it held before any decision is reported
-withdrawn (its terminal is told); the asks still held are checked for forged responses
+file gone from a listing of its folder ends its record, and an ask it held before any decision is
+reported withdrawn (its terminal is told), while an inbox that cannot be listed (its folder missing,
+or refused) ends none; the asks still held are checked for forged responses
 (`core.serving.reconcile`). New files are read in batches (`core.serving.intake`) so the answers
 ready at once share one batch of the publisher.
 """
@@ -62,6 +63,11 @@ class Drain:
             self.shared.roster.set_unservable(served, f"its inbox cannot be listed: {exc}")
             return
         self.shared.roster.set_unservable(served, None)
+        if names is None:
+            # No session folder or no `requests/`: moved away (and maybe back), or not made yet. That
+            # says nothing of the files: an ask is withdrawn only once a listing of its folder lacks
+            # its file, and the files back with the folder are the asks still held (never served twice).
+            return
         present = set(names)
         for record in served.records:
             if record.key.name not in present:

@@ -54,9 +54,12 @@ class Intake:
 
 def scan(
     inbox: SessionInbox, known: frozenset[str], ledger: Ledger | None
-) -> tuple[list[str], Intake | None]:
-    """The inbox listing, and the first batch of the files not in `known` (None when there are none)."""
-    names = inbox.list_request_names()
+) -> tuple[list[str] | None, Intake | None]:
+    """The inbox listing (None: the inbox does not exist), and the first batch of the files not in
+    `known` (None when there are none)."""
+    names = inbox.listed_requests()
+    if names is None:
+        return None, None
     new = [name for name in names if name not in known]
     return names, (take_in(inbox, new[:INTAKE_FILES], ledger) if new else None)
 

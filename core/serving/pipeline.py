@@ -36,6 +36,8 @@ log = logging.getLogger("pi_authorizer.serve")
 UNSERVED = Answered(False, "serving ended before what became of this decision was known")
 #: What a person's decision call learns when the request file no longer holds the ask decided.
 CHANGED = Answered(False, "the request was withdrawn or replaced by another before this decision was written")
+#: What it learns when the request's folder cannot be read (moved away, refused): the ask waits again.
+AWAY = Answered(False, "the request's folder cannot be read now; decide again once it is back", gone=False)
 
 
 class Pipeline:
@@ -180,8 +182,11 @@ class Pipeline:
                 self.shared.emit(ServeEvent("left", ask.key, self.shared.clock.wall(), parsed=ask.parsed))
                 log.info("%s left for another authorizer", label(ask.key, ask.parsed))
             return
-        if decision.reply is not None and not await self._still_asked(served, record, ask):
-            _settle(decision.reply, CHANGED)
+        unasked = None if decision.reply is None else await self._unasked(served, record, ask)
+        if decision.reply is not None and unasked is not None:
+            if not unasked.gone:  # its inbox cannot be read now: the ask waits in its place
+                self._when_decided(served, record, ask, self.shared.terminal.decide(ask))
+            _settle(decision.reply, unasked)
             return
         answered = await self.answering.answer(served, record, decision)
         if record.stage == "shown":  # the person's decision could not be written: asked again
@@ -189,21 +194,25 @@ class Pipeline:
         if decision.reply is not None:
             _settle(decision.reply, answered)
 
-    async def _still_asked(self, served: ServedSession, record: AskRecord, ask: Ask) -> bool:
-        """Whether the request file still holds the ask the person decided: one replaced, rewritten or
-        withdrawn meanwhile is not that ask; it ends withdrawn, and the inbox is listed again at once: a
-        file rewritten in place while it was shown raised its file event before, so none is coming."""
+    async def _unasked(self, served: ServedSession, record: AskRecord, ask: Ask) -> Answered | None:
+        """None when the request file still holds the ask the person decided. One replaced, rewritten or
+        withdrawn meanwhile is not that ask (`CHANGED`); it ends withdrawn, and the inbox is listed again
+        at once: a file rewritten in place while it was shown raised its file event before, so none is
+        coming. An inbox that cannot be listed now (moved away, refused) withdraws nothing (`AWAY`)."""
         try:
             raw = await asyncio.to_thread(served.inbox.read_request, record.key.name)
-        except (FileNotFoundError, UnreadableRequest):
+        except (FileNotFoundError, UnreadableRequest, UnsafeFolder):
             raw = None
+        away = raw is None and not await asyncio.to_thread(served.inbox.listable)
         if raw == ask.parsed.raw or record.stage != "shown":
-            return True  # unchanged, or ended meanwhile (answering says so)
+            return None  # unchanged, or ended meanwhile (answering says so)
+        if away:
+            return AWAY
         served.records.vanish(record.key.name)
         self.shared.emit(ServeEvent("withdrawn", record.key, self.shared.clock.wall(), parsed=ask.parsed))
         log.warning("%s changed or withdrawn before the decision was written", label(record.key, ask.parsed))
         self.shared.spawn(self.shared.rescan(served), False)
-        return False
+        return CHANGED
 
     async def _guarded(
         self, served: ServedSession, record: AskRecord, step: Coroutine[object, object, None]

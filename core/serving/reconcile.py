@@ -5,22 +5,27 @@ or a forgery (reported, the request set aside).
 published as recorded (never judged again, never answered twice); a response already there is ours
 from before a restart when the history holds its verdict, else forged. `restore_reused()` runs for
 an unusable file before it is set aside: a request answered in place is its recorded answer's.
-`detect_forgeries()` runs on every rescan for the asks this node holds unanswered.
+`detect_forgeries()` runs on every rescan for the asks this node holds unanswered. A recorded verdict
+published now is reported `answered` like any answer, so observers (the app) hear of it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+
+from pydantic import ValidationError
 
 from core.asks import TerminalSlot
 from core.publishing import Ledger, RecordedVerdict, WrittenMark
+from core.serving.events import ServeEvent
 from core.serving.intake import Intake, Read
 from core.serving.records import AWAITING, AskRecord
 from core.serving.sessions import ServedSession
 from core.serving.setaside import SetAside, label, retrying
 from core.wire.request import ParsedRequest
+from core.wire.response import ForwardedResponse
 
 log = logging.getLogger("pi_authorizer.serve")
 
@@ -34,9 +39,10 @@ class Reconcile:
         retry_delays: Sequence[float],
         set_aside: SetAside,
         terminal: TerminalSlot,
+        emit: Callable[[ServeEvent], None],
     ) -> None:
         self.ledger, self.retry_delays = ledger, tuple(retry_delays)
-        self.set_aside, self.terminal = set_aside, terminal
+        self.set_aside, self.terminal, self.emit = set_aside, terminal, emit
 
     async def restore(
         self, served: ServedSession, record: AskRecord, parsed: ParsedRequest, intake: Intake
@@ -78,7 +84,7 @@ class Reconcile:
         if recorded.written or f"{request_id}.json" in intake.responses:
             await self._answered_before(served, record, request_id, recorded)
         else:
-            await self._publish_recorded(served, record, request_id, recorded)
+            await self._publish_recorded(served, record, request_id, recorded, None)
         return True
 
     async def _answered_before(
@@ -104,10 +110,15 @@ class Reconcile:
             reason = f"request id {request_id!r} was already answered by this node; not answered twice"
             await self.set_aside.reject(served, record, reason, parsed.raw, answer=False)
             return
-        await self._publish_recorded(served, record, request_id, recorded)
+        await self._publish_recorded(served, record, request_id, recorded, parsed)
 
     async def _publish_recorded(
-        self, served: ServedSession, record: AskRecord, request_id: str, recorded: RecordedVerdict
+        self,
+        served: ServedSession,
+        record: AskRecord,
+        request_id: str,
+        recorded: RecordedVerdict,
+        parsed: ParsedRequest | None,
     ) -> None:
         assert self.ledger is not None
         served.records.move(record, "decided")
@@ -118,9 +129,20 @@ class Reconcile:
             lambda: served.inbox.write_response(request_id, recorded.body),
         )
         served.records.advance(record, "published")
+        if written:  # visible now: reported before anything else can fail
+            self._answered(record, parsed, recorded)
         await asyncio.to_thread(self.ledger.mark_written, [WrittenMark(record.key, request_id, written)])
         log.info("%s recorded verdict published after a restart", label(record.key, None))
         await self._remove_request(served, record)
+
+    def _answered(self, record: AskRecord, parsed: ParsedRequest | None, recorded: RecordedVerdict) -> None:
+        """Observers hear of the recorded verdict just published, once, as of any answer."""
+        try:
+            response: ForwardedResponse | None = ForwardedResponse.model_validate_json(recorded.body)
+        except ValidationError:  # bytes an older version recorded: the answer is still reported
+            response = None
+        at = self.set_aside.clock.wall()
+        self.emit(ServeEvent("answered", record.key, at, parsed, response, recorded.outcome))
 
     async def _remove_request(self, served: ServedSession, record: AskRecord) -> None:
         """Delete an answered request; once gone, its name is free for a new request."""
