@@ -10,6 +10,7 @@ import ctypes
 import errno
 import os
 import threading
+from collections.abc import Callable
 
 from core.anonymous_files import (
     ANONYMOUS_MAX,
@@ -99,33 +100,24 @@ class DiskWriter:
         be placed as `target` in `dir_fd` (on `device`) like an anonymous file
         (`core.reused_requests`: no inode is created); None, having changed nothing, where it may
         not be reused or placed so."""
-        if not self._hold():
-            return None
-        try:
-            fd = reuse_request(requests_fd, name, judged, data, dir_fd, check_name(target), device)
-        except BaseException:
-            self._let_go()
-            raise
-        if fd is None:
-            self._let_go()
-            return None
-        return Staged(name, fd)
+        target = check_name(target)
+        fd = self._held_open(lambda: reuse_request(requests_fd, name, judged, data, dir_fd, target, device))
+        return None if fd is None else Staged(name, fd)
 
-    def _hold(self) -> bool:
-        """Count one more staged descriptor, if `/proc` names descriptors and there is room."""
+    def _write_anonymous(self, dir_fd: int, data: bytes) -> int | None:
+        return self._held_open(lambda: write_anonymous(dir_fd, data))
+
+    def _held_open(self, make: Callable[[], int | None]) -> int | None:
+        """The descriptor `make` opens, counted as held until placed or discarded; None (nothing
+        counted) when `/proc` does not name descriptors, too many are held, or `make` made none."""
         if DiskWriter._usable is None:
             DiskWriter._usable = proc_names_descriptors()
         with DiskWriter._lock:
             if not self.anonymous or not DiskWriter._usable or self._held >= self.anonymous_max:
-                return False
+                return None
             self._held += 1
-            return True
-
-    def _write_anonymous(self, dir_fd: int, data: bytes) -> int | None:
-        if not self._hold():
-            return None
         try:
-            fd = write_anonymous(dir_fd, data)
+            fd = make()
         except BaseException:
             self._let_go()
             raise
