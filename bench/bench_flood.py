@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 from bench.roundtrip import SESSION, base_request, start_serve
-from core.liveness import read_heartbeat
-from core.paths import encode_session_id
+from core.disk.paths import encode_session_id
+from core.forwarding.liveness import read_heartbeat
 
 
 def main() -> None:

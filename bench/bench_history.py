@@ -22,10 +22,10 @@ from pathlib import Path
 from textual.app import App
 from textual.strip import Strip
 
-from core.asks import AskKey
 from core.history import HistoryFilter, HistoryStore, Retention
-from core.publishing import VerdictRecord, WrittenMark
 from core.serving import ServeEvent
+from core.serving.asks import AskKey
+from core.serving.publisher import VerdictRecord, WrittenMark
 from core.wire.decisions import UserDecision
 from core.wire.reader import parse_request
 from core.wire.response import approve, encode_response

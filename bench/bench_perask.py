@@ -28,8 +28,8 @@ from pathlib import Path
 
 from bench.bench_race import with_facts
 from bench.roundtrip import REPO, SESSION, base_request
-from core.logline import log_safe
-from core.paths import encode_session_id
+from core.disk.paths import encode_session_id
+from core.text import log_safe
 from core.wire.decisions import RuleDecision
 from core.wire.reader import parse_request
 from core.wire.response import approve, deny, encode_response

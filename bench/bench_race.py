@@ -40,8 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.roundtrip import REPO, SESSION, base_request, start_serve
-from core.inotify import IN_CREATE, IN_IGNORED, IN_MOVED_TO, IN_ONLYDIR, IN_Q_OVERFLOW, Inotify
-from core.paths import encode_session_id
+from core.disk.paths import encode_session_id
+from core.forwarding.inotify import IN_CREATE, IN_IGNORED, IN_MOVED_TO, IN_ONLYDIR, IN_Q_OVERFLOW, Inotify
 
 NODE_DIR = REPO / "tests" / "interop" / "node"
 Body = Callable[[str], dict[str, object]]

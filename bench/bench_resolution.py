@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from core.judging import RecordedAuthority
+from core.judging.recorded import RecordedAuthority
 from core.rules import AskingUnit, IntentFacts, PolicyStore, resolve_with_policy
 from core.wire.reader import parse_request
 from core.wire.request import ParsedRequest

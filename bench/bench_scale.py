@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from core.judging import RecordedAuthority
+from core.judging.recorded import RecordedAuthority
 from core.rules import PolicyStore
 from core.wire.reader import parse_request
 from core.wire.request import ParsedRequest

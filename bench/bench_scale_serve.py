@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from bench.roundtrip import SESSION, base_request, start_serve
-from core.paths import encode_session_id
+from core.disk.paths import encode_session_id
 
 
 def peak_rss_mb(pid: int) -> float:

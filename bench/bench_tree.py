@@ -3,7 +3,7 @@
     uv run python -m bench.bench_tree [N]
 
 Every inbox operation opens `sessions/<id>/{requests,responses}` from the root one component at a
-time (`core.tree`); this measures what that costs per request against the same work done by path.
+time (`core.disk.tree`); this measures what that costs per request against the same work done by path.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from core.inbox import SessionInbox
-from core.tree import FILE_MODE
+from core.disk.tree import FILE_MODE
+from core.forwarding.inbox import SessionInbox
 
 
 def by_descriptor(root: Path, count: int) -> float:
@@ -31,7 +31,7 @@ def by_descriptor(root: Path, count: int) -> float:
 
 
 def by_path(root: Path, count: int) -> float:
-    """The same syscalls' payload by path string (what the code did before `core.tree`)."""
+    """The same syscalls' payload by path string (what the code did before `core.disk.tree`)."""
     requests = root / "sessions" / "bench" / "requests"
     responses = root / "sessions" / "bench" / "responses"
     start = time.perf_counter()

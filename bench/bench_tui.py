@@ -45,7 +45,7 @@ from textual import events
 from textual._compositor import CompositorUpdate
 from textual.screen import Screen
 
-from core.paths import encode_session_id
+from core.disk.paths import encode_session_id
 from tui.app import AuthorizerApp
 from tui.commands.demo import DEMO_SESSION
 from tui.screenshots import SIZE, demo_parts

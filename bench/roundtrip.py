@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from core.paths import encode_session_id
+from core.disk.paths import encode_session_id
 
 SESSION = "bench-session"
 REPO = Path(__file__).resolve().parents[1]

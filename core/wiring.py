@@ -13,14 +13,14 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.asks import TerminalSlot
-from core.authorizers import AuthorizerChain, CommandLink
 from core.clock import SYSTEM_CLOCK, Clock
 from core.history import HistoryStore
-from core.human import HumanAuthorizer
-from core.judging import LinkChain, RecordedAuthority
+from core.judging.links import AuthorizerChain, CommandLink
+from core.judging.recorded import LinkChain, RecordedAuthority
+from core.person import HumanAuthorizer
 from core.rules import PolicyStore
 from core.serving import ServedSession, ServingCore
+from core.serving.asks import Arbiter
 
 
 @dataclass(frozen=True)
@@ -88,12 +88,12 @@ def take_session(core: ServingCore, history: HistoryStore | None, raw_id: str) -
     return served
 
 
-def build_node(options: NodeOptions, history: HistoryStore | None, terminal: TerminalSlot) -> Node:
-    """A headless node: `terminal` (deny, leave) is its last judge.
+def build_node(options: NodeOptions, history: HistoryStore | None, arbiter: Arbiter) -> Node:
+    """A headless node: `arbiter` (deny, leave) is its last judge.
 
     `history` is opened by the caller, who decides what an unusable one means (the CLI refuses to
     serve: never silently without it)."""
-    return _node(options, history, _authority(options), terminal)
+    return _node(options, history, _authority(options), arbiter)
 
 
 def build_attended_node(options: NodeOptions, history: HistoryStore | None) -> AttendedNode:
@@ -114,12 +114,12 @@ def _authority(options: NodeOptions) -> RecordedAuthority:
 
 
 def _node(
-    options: NodeOptions, history: HistoryStore | None, authority: RecordedAuthority, terminal: TerminalSlot
+    options: NodeOptions, history: HistoryStore | None, authority: RecordedAuthority, arbiter: Arbiter
 ) -> Node:
     core = ServingCore(
         options.forwarding_root,
         options.state_dir,
-        terminal,
+        arbiter,
         judge=authority,
         chain=LinkChain(AuthorizerChain(options.links)) if options.links else None,
         timeout_ms=lambda: authority.store.policy("").settings.forwarding_timeout_ms,

@@ -44,15 +44,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core.anonymous_files import Staged
-from core.disk_writer import DiskWriter
+from core.disk.anonymous import Staged
+from core.disk.paths import encode_session_id
+from core.disk.writer import DiskWriter
 from core.history import HistoryStore
-from core.human import DecisionRefused, HumanAuthorizer
-from core.judging import RecordedAuthority
-from core.paths import encode_session_id
-from core.publishing import RecordedVerdict, VerdictRecord, WrittenMark
+from core.judging.recorded import RecordedAuthority
+from core.person import DecisionRefused, HumanAuthorizer
 from core.rules import PolicyStore
 from core.serving import ServeEvent, ServingCore
+from core.serving.publisher import RecordedVerdict, VerdictRecord, WrittenMark
 from core.wire.response import parse_response
 
 S = "019ff969-c34c-70be-9034-fae19c852932"

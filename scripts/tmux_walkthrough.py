@@ -4,7 +4,7 @@
 
 For each size: `pi-authorizer app` runs in a detached tmux session of that size on a temporary
 forwarding root (no rules, so every ask reaches the person). Children ask, each in its own process:
-three simulated children (`core.simulate`: a newest-generation bash ask, a 20.7.3-shaped ask, and
+three simulated children (`tui.demo.children`: a newest-generation bash ask, a 20.7.3-shaped ask, and
 one whose command holds hidden characters) and, when node is installed and `npm ci` was run in
 tests/interop/node, the real @gotgenes/pi-permission-system 20.7.3 child (`child_ask.ts`). The
 script then types what a person types (`send-keys`) and reads what they see (`capture-pane -p`):
@@ -46,10 +46,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from core.demo_asks import legacy, newest  # noqa: E402
-from core.liveness import heartbeat_path  # noqa: E402
-from core.paths import encode_session_id  # noqa: E402
-from core.simulate import SimulatedChild  # noqa: E402
+from core.disk.paths import encode_session_id  # noqa: E402
+from core.forwarding.liveness import heartbeat_path  # noqa: E402
+from tui.demo.children import SimulatedChild  # noqa: E402
+from tui.demo.scenario import legacy, newest  # noqa: E402
 
 NODE_DIR = REPO / "tests" / "interop" / "node"
 GRACE_S = 0.8  # a little over the app's default 500 ms input grace

@@ -10,9 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from core.clock import ManualClock
-from core.paths import encode_session_id
-from core.serving.core import SAFETY_RESCAN_S
+from core.disk.paths import encode_session_id
+from core.serving.loop import SAFETY_RESCAN_S
+from core.testing import ManualClock
 
 CHILD_SESSION = "019ff96a-1111-7000-8000-aaaaaaaaaaaa"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from core.hidden import is_hidden
+from core.text import is_hidden
 
 PIECES = [
     "\x1b[31m", "\x1b[2J", "\x1b]0;owned\x07", "\x1b]8;;https://evil.example\x1b\\", "\x9b2J", "\x9d0;t\x9c",

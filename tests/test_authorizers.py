@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from core.authorizers import (
+from core.judging.links import (
     AuthorizerChain,
     CommandLink,
     LinkVerdict,
     allow_is_capped,
     parse_link_spec,
 )
-from core.clock import ManualClock
 from core.rules import AskingUnit, IntentFacts
+from core.testing import ManualClock
 from tests.helpers import wait_for
 
 BASH = IntentFacts("bash", ("git status",))

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from core.liveness import HEARTBEAT_INTERVAL_S
-from core.paths import encode_session_id
+from core.disk.paths import encode_session_id
+from core.forwarding.liveness import HEARTBEAT_INTERVAL_S
 from tests.helpers import poll_until
 
 REPO = Path(__file__).resolve().parents[1]

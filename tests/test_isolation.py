@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from core.paths import agent_dir, default_forwarding_root, default_state_dir
+from core.disk.paths import agent_dir, default_forwarding_root, default_state_dir
 
 REAL_HOME = Path(pwd.getpwuid(os.getuid()).pw_dir)
 REPO = Path(__file__).resolve().parents[1]
@@ -24,7 +24,7 @@ def test_every_default_location_is_inside_this_tests_home(private_home: Path) ->
 
 
 def test_a_command_run_as_a_child_sees_the_same_home(private_home: Path) -> None:
-    code = ("from core.paths import agent_dir, default_state_dir;"
+    code = ("from core.disk.paths import agent_dir, default_state_dir;"
             "print(agent_dir()); print(default_state_dir())")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                          timeout=60, check=True).stdout.split()

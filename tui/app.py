@@ -25,13 +25,13 @@ from textual.notifications import SeverityLevel
 from textual.timer import Timer
 from textual.worker import Worker
 
-from core.asks import Ask, AskKey
 from core.clock import SYSTEM_CLOCK, KeyClock
-from core.keysafety import KeyRules, KeySafety
+from core.serving.asks import Ask, AskKey
 from core.wiring import AttendedNode
 from tui.app_events import CoreEvents
 from tui.app_signals import SignalQuit
 from tui.app_views import Views
+from tui.keysafety import KeyRules, KeySafety
 from tui.render.styles import DIM, WARN
 from tui.sanitize import safe_plain
 from tui.screens.history import HistoryEntry

@@ -16,9 +16,9 @@ from collections.abc import Callable
 from textual.message import Message
 from textual.timer import Timer
 
-from core.asks import Ask
-from core.human import AskAdded, AskDecided, AskWithdrawn, HumanEvent
+from core.person import AskAdded, AskDecided, AskWithdrawn, HumanEvent
 from core.serving import ServeEvent, ServingCore
+from core.serving.asks import Ask
 from tui.attention import ATTENTION_COALESCE_S, Attention
 from tui.render.facts import ask_label
 from tui.sanitize import safe_plain

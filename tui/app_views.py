@@ -15,12 +15,12 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 
 from core.history import HistoryStore
-from core.human import HumanAuthorizer
-from core.judging import RecordedAuthority
-from core.keysafety import KeySafety
+from core.judging.recorded import RecordedAuthority
+from core.person import HumanAuthorizer
 from core.rules import PolicyStore
 from core.serving import ServingCore
 from core.wiring import AttendedNode
+from tui.keysafety import KeySafety
 from tui.sanitize import safe_plain
 from tui.screens.ask_steps import ExpandScreen, ReasonScreen
 from tui.screens.batch_preview import BatchPreviewScreen

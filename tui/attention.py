@@ -7,8 +7,8 @@ from __future__ import annotations
 from textual.app import App
 from textual.timer import Timer
 
-from core.asks import Ask
-from core.human import HumanAuthorizer
+from core.person import HumanAuthorizer
+from core.serving.asks import Ask
 from tui.render.facts import ask_label
 from tui.settings import NOTIFICATION_CHANNELS, UiSettings
 

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from core.logline import log_safe
+from core.text import log_safe
 from tui.commands import app, demo, explain, history, run, serve
 from tui.commands.arguments import CliError
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual.content import Content
 
-from core.hidden import is_hidden as is_hidden
+from core.text import is_hidden as is_hidden
 
 #: Textual style of a token in widgets (theme-aware) and its Rich equivalent for table cells.
 TOKEN_STYLE = "bold $text-warning on $warning-muted"  # noqa: S105

@@ -2,7 +2,7 @@
 
 Generated, not drawn, so they cannot drift from the app: the same wiring `pi-authorizer app` uses
 (`attended_node`: recorded authority over a small pi config, the history ledger, a `HumanAuthorizer`)
-on a temporary forwarding root, fed by the simulated children of `core.simulate`, run headless.
+on a temporary forwarding root, fed by the simulated children of `tui.demo.children`, run headless.
 
 Deterministic: each run works in a fresh temp folder, and the app is given paths relative to it, so no
 shot shows where that folder was; wall time is a stage clock (`tui.stage`) that moves only when this
@@ -22,14 +22,14 @@ from pathlib import Path
 from textual.widgets import Input, Static
 
 from core.clock import SYSTEM_CLOCK, Clock
-from core.demo_asks import demo_scenarios, legacy
-from core.human import HumanAuthorizer
-from core.simulate import SimulatedChild
+from core.person import HumanAuthorizer
 from core.wiring import AttendedNode
 from tui.app import AuthorizerApp
 from tui.commands.app import ui_settings
 from tui.commands.demo import DEMO_SESSION, demo_args
 from tui.commands.node import attended_node, take_sessions
+from tui.demo.children import SimulatedChild
+from tui.demo.scenario import demo_scenarios, legacy
 from tui.screens.batch_preview import BatchPreviewScreen
 from tui.screens.grant_steps import GrantConfirmScreen
 from tui.screens.grants import GrantsScreen

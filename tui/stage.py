@@ -12,11 +12,11 @@ from typing import Any
 
 from textual.pilot import Pilot
 
-from core.asks import AskKey
 from core.clock import SystemClock
-from core.demo_asks import demo_scenarios
-from core.simulate import SimulatedChild
+from core.serving.asks import AskKey
 from tui.app import AuthorizerApp
+from tui.demo.children import SimulatedChild
+from tui.demo.scenario import demo_scenarios
 
 
 class StageClock(SystemClock):
@@ -94,7 +94,7 @@ class Shooter:
         await self.pilot.press(*keys)
 
     async def until_keys_count(self) -> None:
-        """Decision keys count only once the ask is painted (`core.keysafety`): wait for that."""
+        """Decision keys count only once the ask is painted (`tui.keysafety`): wait for that."""
         await self.until(self.app.safety.accepting)
 
     def advance(self, seconds: float) -> None:

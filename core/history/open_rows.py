@@ -13,8 +13,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from core.asks import AskKey
 from core.history.rows import storable
+from core.serving.asks import AskKey
 
 # The outcomes of a row whose ask has not ended.
 OPEN = ("pending", "left")

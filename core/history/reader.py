@@ -12,7 +12,7 @@ from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 
 from core.history.rows import APPROVED_STATES, DENIED_STATES, SELECT_ROWS, HistoryRow
-from core.verdicts import RecordedVerdict
+from core.serving.verdicts import RecordedVerdict
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from core.clock import SYSTEM_CLOCK, Clock
+from core.disk.paths import agent_dir
 from core.history.store import HistoryStore
-from core.paths import agent_dir
 
 REVIEW_LOG = Path(
     "extensions", "pi-permission-system", "logs", "pi-permission-system-permission-review.jsonl"

@@ -8,8 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from typing import Any
 
-from core.asks import AskKey
-from core.principal import agent_mismatch
+from core.serving.asks import AskKey
 from core.wire.decisions import (
     AuthorizerDecision,
     DecisionSource,
@@ -21,6 +20,7 @@ from core.wire.decisions import (
     UserDecision,
     YoloDecision,
 )
+from core.wire.principal import agent_mismatch
 from core.wire.request import ParsedRequest
 
 APPROVED_STATES = ("approved", "approved_for_session")

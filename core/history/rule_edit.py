@@ -11,13 +11,13 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.files import replace_file
+from core.disk.entries import replace_file
+from core.disk.tree import FILE_MODE
 from core.history.suggest import Suggestion, SuggestionRefused, shadowed_deny
 from core.rules.config import PolicyStore
 from core.rules.jsonc import strip_comments
 from core.rules.sources import EXTENSION, PROJECT_CONFIG
 from core.rules.validate import validate_config
-from core.tree import FILE_MODE
 
 
 @dataclass(frozen=True)

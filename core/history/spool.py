@@ -19,13 +19,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from core.asks import AskKey
 from core.clock import SYSTEM_CLOCK, Clock
-from core.faults import FaultHook, no_fault
-from core.files import read_small, remove, temp_name, write_new
+from core.disk.entries import read_small, remove, temp_name, write_new
+from core.disk.tree import Anchor
 from core.history.writer import HistoryWriter, Retention
+from core.seams import FaultHook, no_fault
 from core.serving import ServeEvent
-from core.tree import Anchor
+from core.serving.asks import AskKey
 from core.wire.reader import parse_request
 from core.wire.response import ForwardedResponse, encode_response
 

@@ -4,12 +4,12 @@ Rows and their columns are in `core.history.rows`, queries in `core.history.read
 transactions, arrival queue and retention in `core.history.writer`.
 
 Durability order (the reason this is a ledger and not a log): `record_verdicts` commits a batch
-with `synchronous=FULL` before the publisher (`core.publishing`) links its responses into place, so
+with `synchronous=FULL` before the publisher (`core.serving.publisher`) links its responses into place, so
 a verdict can never be visible without being in the history; on restart `recorded_verdicts` hands
 the core the exact bytes to publish instead of judging again. Everything else (arrival, shown,
 written, withdrawn) commits with `synchronous=NORMAL`: it survives a killed process, and losing it
 to a power cut only loses display data, never an answer. A verdict the ledger refused was replaced
-by a fail-safe denial (`core.publishing`); its `answered` event (with the reason) closes the row as
+by a fail-safe denial (`core.serving.publisher`); its `answered` event (with the reason) closes the row as
 `fail-safe`, queued like an arrival until a transaction works.
 """
 
@@ -24,16 +24,16 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from urllib.parse import quote
 
-from core.asks import AskKey
 from core.clock import SYSTEM_CLOCK, Clock
-from core.faults import FaultHook, no_fault
 from core.history.open_rows import OPEN, end_unanswered, holds_response, open_row, open_rows, unwritten_row
 from core.history.reader import HistoryReader
 from core.history.rows import arrival_values, describe_decider, dumps, outcome_kind, storable
 from core.history.spool import SpooledWriter
 from core.history.writer import Retention
-from core.publishing import RecordedVerdict, VerdictRecord, WrittenMark
+from core.seams import FaultHook, no_fault
 from core.serving import ServeEvent
+from core.serving.asks import AskKey
+from core.serving.publisher import RecordedVerdict, VerdictRecord, WrittenMark
 from core.wire.decisions import decision_source_json
 from core.wire.reader import RequestRejected, parse_request
 from core.wire.request import ParsedRequest

@@ -29,15 +29,15 @@ from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.asks import AskKey
 from core.clock import SYSTEM_CLOCK, Clock
-from core.faults import FaultHook, no_fault
+from core.disk.tree import FILE_MODE, Anchor
 from core.history.open_rows import open_rows
 from core.history.reader import HistoryReader
 from core.history.rows import arrival_values, storable
 from core.history.schema import migrate
+from core.seams import FaultHook, no_fault
 from core.serving import ServeEvent
-from core.tree import FILE_MODE, Anchor
+from core.serving.asks import AskKey
 from core.wire.request import ParsedRequest
 
 log = logging.getLogger("pi_authorizer.history")

@@ -9,7 +9,6 @@ with `explain(store, facts, agent, grants.rules())`, which calls
 never reaches the rules: `explain_no_facts()` is its verdict (`ask`).
 """
 
-from core.facts import AskingUnit, IntentFacts
 from core.rules.agent_names import suspicious_agent_reason
 from core.rules.config import PolicyStore
 from core.rules.model import Action, ConfigError, Rule
@@ -19,6 +18,7 @@ from core.rules.resolver import Resolution, explain_no_facts, resolve_with_polic
 from core.rules.scopes import FileSignature
 from core.rules.session import GrantRefused, RecordedGrant, SessionGrants, ShadowedDeny
 from core.rules.settings import Settings
+from core.wire.facts import AskingUnit, IntentFacts
 
 __all__ = [
     "Action",

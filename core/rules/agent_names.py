@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import unicodedata
 
-from core.hidden import is_hidden
+from core.text import is_hidden
 
 
 def suspicious_agent_reason(name: str) -> str | None:

@@ -1,7 +1,7 @@
 """One judgment of child-fixed facts against one reading of a composed policy.
 
-`core.rules.resolver` runs a `Judge` once per reading (ours, and pi 20.7.3's when it differs) and
-keeps the more restrictive verdict; this module holds the judgment itself. A `Judge` made with a
+`core.rules.resolver` runs a `PolicyJudge` once per reading (ours, and pi 20.7.3's when it differs) and
+keeps the more restrictive verdict; this module holds the judgment itself. A `PolicyJudge` made with a
 step list records the trail from the very same decisions, so the explanation never disagrees with
 the verdict.
 
@@ -21,12 +21,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from core.facts import AskingUnit, IntentFacts
 from core.rules import evaluate
 from core.rules.model import PATH_SURFACES, Action, Rule, Step, family_members, more_restrictive
 from core.rules.policy import Policy
 from core.rules.values import bash_match_value
 from core.wire.decisions import RuleDecision, SessionApprovalDecision, decision_source_json
+from core.wire.facts import AskingUnit, IntentFacts
 
 RulesDecision = RuleDecision | SessionApprovalDecision
 # bash matches one command, skill one name; without a value pi matches "" (its input builder's
@@ -48,7 +48,7 @@ class Outcome:
     floor: str | None = None
 
 
-class Judge:
+class PolicyJudge:
     """One judgment; with `steps` it also records the trail using the very same decisions."""
 
     def __init__(self, policy: Policy, session: tuple[Rule, ...], steps: list[Step] | None) -> None:

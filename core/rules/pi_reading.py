@@ -33,10 +33,10 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from core.facts import IntentFacts
 from core.rules.matcher import utf16_units
 from core.rules.model import DIRECTIONAL_SURFACES
 from core.rules.values import js_trim
+from core.wire.facts import IntentFacts
 
 _ARRAY_INDEX_LIMIT = 2**32 - 1
 _PROTO = "__proto__"

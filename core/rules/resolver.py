@@ -20,12 +20,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from core.facts import IntentFacts
-from core.rules.judge import Judge, Outcome, RulesDecision, decision_of
+from core.rules.judge import Outcome, PolicyJudge, RulesDecision, decision_of
 from core.rules.model import Action, Rule, Step, more_restrictive
 from core.rules.pi_reading import beyond_bmp, facts_as_pi
 from core.rules.policy import Policy
 from core.wire.decisions import decision_source_json
+from core.wire.facts import IntentFacts
 
 NO_FACTS_REASON = (
     "version-skew floor (docs/contract.md § Facts and judgment): the request carries no usable accessIntent, "
@@ -121,11 +121,11 @@ def _resolve_reading(
     policy: Policy, facts: IntentFacts, session_rules: Sequence[Rule] = ()
 ) -> Resolution:
     session = tuple(session_rules)
-    outcome = Judge(policy, session, None).judge(facts)
+    outcome = PolicyJudge(policy, session, None).judge(facts)
 
     def trail() -> list[Step]:
         steps: list[Step] = []
-        Judge(policy, session, steps).judge(facts)
+        PolicyJudge(policy, session, steps).judge(facts)
         return steps
 
     resolution = Resolution(outcome.verdict, facts.surface, outcome, trail)

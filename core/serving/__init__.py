@@ -1,8 +1,8 @@
-"""Serving: the pipeline that takes a request file to its response file (see `core.serving.core`)."""
+"""Serving: the pipeline that takes a request file to its response file (see `core.serving.loop`)."""
 
-from core.serving.core import ServingCore
 from core.serving.events import EventKind, Observer, ServeEvent
 from core.serving.judgment import NO_FACTS_EXPLANATION, Chain, Judge, NoRecordedAuthority
+from core.serving.loop import ServingCore
 from core.serving.sessions import ServedSession, ServedSessions, Sessions
 
 __all__ = [

@@ -1,7 +1,7 @@
 """Answering: a decision published once, and what became of it reported from the publisher's side.
 
 `answer()` moves an ask's record to `decided` and hands the verdict to the publisher
-(`core.publishing`). The publisher tells `reported()` what became of each answer of a batch, on the
+(`core.serving.publisher`). The publisher tells `reported()` what became of each answer of a batch, on the
 event loop, before anyone waiting on it resumes: the record moves on there (published; back to the
 person after a failed write of the person's decision; else `unanswered`, served anew at the next
 rescan) and observers hear `answered` or `answer_failed` there, so a serving task cancelled at
@@ -16,16 +16,16 @@ import asyncio
 import logging
 from collections.abc import Callable, Coroutine, Sequence
 
-from core.asks import Answered, AskKey, Decision
 from core.clock import Clock
-from core.disk_writer import DiskWriter
-from core.faults import FaultHook
-from core.logline import log_safe
-from core.publishing import Ledger, Published, Publisher, VerdictRecord
+from core.disk.writer import DiskWriter
+from core.seams import FaultHook
+from core.serving.asks import Answered, AskKey, Decision
 from core.serving.events import ServeEvent
+from core.serving.publisher import Ledger, Published, Publisher, VerdictRecord
 from core.serving.records import AWAITING, AskRecord
 from core.serving.sessions import ServedSession
 from core.serving.setaside import SetAside, label
+from core.text import log_safe
 from core.wire.response import ForwardedResponse, encode_response
 
 log = logging.getLogger("pi_authorizer.serve")

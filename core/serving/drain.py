@@ -13,14 +13,14 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from core.publishing import Ledger, Publisher
+from core.disk.tree import UnsafeFolder
 from core.serving.events import ServeEvent
 from core.serving.intake import INTAKE_FILES, Intake, scan, take_in
 from core.serving.pipeline import Pipeline
+from core.serving.publisher import Ledger, Publisher
 from core.serving.sessions import ServedSession
 from core.serving.setaside import label
 from core.serving.shared import Shared
-from core.tree import UnsafeFolder
 
 log = logging.getLogger("pi_authorizer.serve")
 
@@ -100,6 +100,6 @@ class Drain:
         record = served.records.vanish(name)
         if record is None or record.stage != "withdrawn":
             return
-        self.shared.terminal.withdraw(record.key)
+        self.shared.arbiter.withdraw(record.key)
         self.shared.emit(ServeEvent("withdrawn", record.key, self.shared.clock.wall(), parsed=record.parsed))
         log.info("%s withdrawn by the child before an answer", label(record.key, record.parsed))

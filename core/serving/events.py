@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from core.asks import AskKey
+from core.serving.asks import AskKey
 from core.wire.request import ParsedRequest
 from core.wire.response import ForwardedResponse
 

@@ -16,10 +16,10 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from core.inbox import SessionInbox, UnreadableRequest, display_name, read_request_in
-from core.logline import log_safe
-from core.paths import is_safe_request_id
-from core.publishing import Ledger, RecordedVerdict
+from core.disk.paths import is_safe_request_id
+from core.forwarding.inbox import SessionInbox, UnreadableRequest, display_name, read_request_in
+from core.serving.publisher import Ledger, RecordedVerdict
+from core.text import log_safe
 from core.wire.reader import RequestRejected, parse_request
 from core.wire.request import ParsedRequest
 
@@ -33,7 +33,7 @@ READ_BUDGET = 32 << 20
 
 
 @dataclass(frozen=True)
-class Read:
+class FileRead:
     """One request file as read off the event loop: gone, unusable (with why), or parsed."""
 
     gone: bool = False
@@ -47,7 +47,7 @@ class Intake:
     """What one trip off the event loop found: the files read (in order), the `<id>.json` of the ids
     read that are already in `responses/`, and the verdicts the ledger holds for those ids."""
 
-    reads: list[tuple[str, Read]]
+    reads: list[tuple[str, FileRead]]
     responses: frozenset[str]
     recorded: dict[str, RecordedVerdict]
 
@@ -65,15 +65,15 @@ def scan(
 
 
 def take_in(inbox: SessionInbox, names: Sequence[str], ledger: Ledger | None) -> Intake:
-    """Read and parse up to `READ_BUDGET` bytes of the named files (at least one), through one
+    """FileRead and parse up to `READ_BUDGET` bytes of the named files (at least one), through one
     descriptor of `requests/`; then look up their responses and recorded verdicts, once for all.
     Raises `UnsafeFolder` when a folder of the session tree is refused."""
-    reads: list[tuple[str, Read]] = []
+    reads: list[tuple[str, FileRead]] = []
     held = 0
     try:
         fd = inbox.tree.open(("sessions", inbox.folder_name, "requests"))
     except FileNotFoundError:
-        return Intake([(name, Read(gone=True)) for name in names], frozenset(), {})
+        return Intake([(name, FileRead(gone=True)) for name in names], frozenset(), {})
     try:
         for name in names:
             read = read_guarded(fd, name)
@@ -125,25 +125,25 @@ def existing_responses(inbox: SessionInbox, request_ids: Iterable[str]) -> froze
     return frozenset(found)
 
 
-def read_guarded(dir_fd: int, name: str) -> Read:
+def read_guarded(dir_fd: int, name: str) -> FileRead:
     """One file read and parsed; any failure becomes a rejection, so one file never fails a batch."""
     try:
         raw = read_request_in(dir_fd, name)
     except FileNotFoundError:
-        return Read(gone=True)
+        return FileRead(gone=True)
     except UnreadableRequest as exc:
-        return Read(rejection=f"request file {exc.reason}")
+        return FileRead(rejection=f"request file {exc.reason}")
     except Exception as exc:
-        return Read(rejection=f"reading this file failed ({type(exc).__name__}: {exc})")
+        return FileRead(rejection=f"reading this file failed ({type(exc).__name__}: {exc})")
     try:
-        return Read(raw=raw, parsed=parse_request(raw))
+        return FileRead(raw=raw, parsed=parse_request(raw))
     except RequestRejected as exc:
-        return Read(raw=raw, rejection=f"unusable request: {exc.reason}")
+        return FileRead(raw=raw, rejection=f"unusable request: {exc.reason}")
     except Exception as exc:
-        return Read(raw=raw, rejection=f"reading this file failed ({type(exc).__name__}: {exc})")
+        return FileRead(raw=raw, rejection=f"reading this file failed ({type(exc).__name__}: {exc})")
 
 
-def rejection(name: str, read: Read, session_id: str) -> str | None:
+def rejection(name: str, read: FileRead, session_id: str) -> str | None:
     """Why a file that was read cannot be served as a request of `session_id` (None: it can)."""
     stem = name.removesuffix(".json")
     if not is_safe_request_id(stem):

@@ -1,7 +1,7 @@
 """The judgment stage and escalation's first step: each returns a decision, or `None` to go on.
 
 Seams: this node's recorded authority (`Judge`), the chain after it (`Chain`), and a node with no
-rules. The rules themselves are `core.judging.RecordedAuthority`; links are `core.authorizers`.
+rules. The rules themselves are `core.judging.recorded.RecordedAuthority`; links are `core.judging.links`.
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
-from core.asks import Decision, Judgment
 from core.clock import Clock, wall_ms
-from core.publishing import gate_denial
+from core.serving.asks import Decision, Judgment
+from core.serving.publisher import gate_denial
 from core.wire.decisions import RuleDecision
 from core.wire.limits import over_limit
 from core.wire.request import ParsedRequest

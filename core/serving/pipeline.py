@@ -4,7 +4,7 @@
 2. restore (`reconcile`): answered by an earlier run, or a response someone else wrote;
 3. judge (`judgment.judge_ask`): this node's rules; a decision is answered at once;
 4. escalate (`judgment.review_by_chain`): the chain's links, off the serving task;
-5. the terminal slot (`core.asks`): its decision is a value; the person's arrives later, when taken;
+5. the terminal slot (`core.serving.asks`): its decision is a value; the person's arrives later, when taken;
 6. answer (`answering`): recorded and published once by the publisher.
 
 Each step moves the file's record (`records`); one that ended meanwhile (the child withdrew) stops the
@@ -17,17 +17,17 @@ import asyncio
 import logging
 from collections.abc import Callable, Coroutine
 
-from core.asks import Answered, Ask, Decision, Leave, TerminalDecision
-from core.inbox import UnreadableRequest
+from core.disk.tree import UnsafeFolder
+from core.forwarding.inbox import UnreadableRequest
 from core.serving.answering import Answering
+from core.serving.asks import Answered, ArbiterDecision, Ask, Decision, Leave
 from core.serving.events import ServeEvent
-from core.serving.intake import Intake, Read, rejection
+from core.serving.intake import FileRead, Intake, rejection
 from core.serving.judgment import Chain, Judge, judge_ask, review_by_chain
 from core.serving.records import AskRecord
 from core.serving.sessions import ServedSession
 from core.serving.setaside import SetAside, label
 from core.serving.shared import Shared
-from core.tree import UnsafeFolder
 from core.wire.request import ParsedRequest
 
 log = logging.getLogger("pi_authorizer.serve")
@@ -55,7 +55,7 @@ class Pipeline:
         self.shared, self.judge, self.chain, self.timeout_ms = shared, judge, chain, timeout_ms
         self.set_aside, self.answering = set_aside, answering
 
-    def start(self, served: ServedSession, record: AskRecord, read: Read, intake: Intake) -> None:
+    def start(self, served: ServedSession, record: AskRecord, read: FileRead, intake: Intake) -> None:
         """Serve one file of an intake: the common case at once, without a task of its own (a burst
         of 10,000 would pay 10,000 tasks); any other in a task that runs the whole path."""
         try:
@@ -66,7 +66,7 @@ class Pipeline:
             return
         self.shared.spawn(self.serve(served, record, read, intake), True)
 
-    def _serve_now(self, served: ServedSession, record: AskRecord, read: Read, intake: Intake) -> bool:
+    def _serve_now(self, served: ServedSession, record: AskRecord, read: FileRead, intake: Intake) -> bool:
         """The path of a usable request with nothing to restore, decided at once (by a rule, or a
         terminal that decides on the spot and waits for no reply) and handed to the publisher.
         False, having changed nothing: the file needs `serve` (set aside, restored, or it waits)."""
@@ -91,7 +91,7 @@ class Pipeline:
             self.shared.spawn(self._guarded(served, record, self._escalate(served, record, ask)), False)
             return True
         served.records.move(record, "shown")
-        pending = self.shared.terminal.decide(ask)
+        pending = self.shared.arbiter.decide(ask)
         taken = pending.result() if pending.done() and not pending.cancelled() else None
         if isinstance(taken, Decision) and taken.reply is None and taken.outcome != "user":
             self.answering.answer_soon(served, record, taken)
@@ -99,10 +99,10 @@ class Pipeline:
             self._when_decided(served, record, ask, pending)  # taken in a task, done or not
         return True
 
-    async def serve(self, served: ServedSession, record: AskRecord, read: Read, intake: Intake) -> None:
+    async def serve(self, served: ServedSession, record: AskRecord, read: FileRead, intake: Intake) -> None:
         await self._guarded(served, record, self._serve(served, record, read, intake))
 
-    async def _serve(self, served: ServedSession, record: AskRecord, read: Read, intake: Intake) -> None:
+    async def _serve(self, served: ServedSession, record: AskRecord, read: FileRead, intake: Intake) -> None:
         if not record.live:
             return  # withdrawn before its turn
         if read.gone:
@@ -127,7 +127,9 @@ class Pipeline:
         else:
             await self._to_terminal(served, record, ask)
 
-    async def _checked(self, served: ServedSession, record: AskRecord, read: Read) -> ParsedRequest | None:
+    async def _checked(
+        self, served: ServedSession, record: AskRecord, read: FileRead
+    ) -> ParsedRequest | None:
         """The request, or None when it is set aside as unusable (its child answered with the reason)."""
         reason = rejection(record.key.name, read, served.inbox.session_id)
         if reason is not None or read.parsed is None:
@@ -149,19 +151,19 @@ class Pipeline:
 
     async def _to_terminal(self, served: ServedSession, record: AskRecord, ask: Ask) -> None:
         served.records.move(record, "shown")
-        pending = self.shared.terminal.decide(ask)
+        pending = self.shared.arbiter.decide(ask)
         if pending.done():
             await self._decided(served, record, ask, pending)
         else:
             self._when_decided(served, record, ask, pending)
 
     def _when_decided(
-        self, served: ServedSession, record: AskRecord, ask: Ask, pending: asyncio.Future[TerminalDecision]
+        self, served: ServedSession, record: AskRecord, ask: Ask, pending: asyncio.Future[ArbiterDecision]
     ) -> None:
         """A decision still to come (a person thinks): taken as a file being served once it is made;
         nothing waits meanwhile. A withdrawn ask's decision is cancelled: nothing is taken then."""
 
-        def taken(done: asyncio.Future[TerminalDecision]) -> None:
+        def taken(done: asyncio.Future[ArbiterDecision]) -> None:
             if done.cancelled():
                 return
             decided = self._decided(served, record, ask, done)
@@ -174,7 +176,7 @@ class Pipeline:
         pending.add_done_callback(taken)
 
     async def _decided(
-        self, served: ServedSession, record: AskRecord, ask: Ask, done: asyncio.Future[TerminalDecision]
+        self, served: ServedSession, record: AskRecord, ask: Ask, done: asyncio.Future[ArbiterDecision]
     ) -> None:
         decision = done.result()
         if isinstance(decision, Leave):
@@ -185,12 +187,12 @@ class Pipeline:
         unasked = None if decision.reply is None else await self._unasked(served, record, ask)
         if decision.reply is not None and unasked is not None:
             if not unasked.gone:  # its inbox cannot be read now: the ask waits in its place
-                self._when_decided(served, record, ask, self.shared.terminal.decide(ask))
+                self._when_decided(served, record, ask, self.shared.arbiter.decide(ask))
             _settle(decision.reply, unasked)
             return
         answered = await self.answering.answer(served, record, decision)
         if record.stage == "shown":  # the person's decision could not be written: asked again
-            self._when_decided(served, record, ask, self.shared.terminal.decide(ask))
+            self._when_decided(served, record, ask, self.shared.arbiter.decide(ask))
         if decision.reply is not None:
             _settle(decision.reply, answered)
 
@@ -240,7 +242,7 @@ class Pipeline:
 
     def _leave_terminal(self, record: AskRecord) -> None:
         if record.stage == "shown":
-            self.shared.terminal.withdraw(record.key)
+            self.shared.arbiter.withdraw(record.key)
 
 
 def _settle(reply: asyncio.Future[Answered], answered: Answered) -> None:

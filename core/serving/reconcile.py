@@ -17,10 +17,10 @@ from collections.abc import Callable, Iterable, Sequence
 
 from pydantic import ValidationError
 
-from core.asks import TerminalSlot
-from core.publishing import Ledger, RecordedVerdict, WrittenMark
+from core.serving.asks import Arbiter
 from core.serving.events import ServeEvent
-from core.serving.intake import Intake, Read
+from core.serving.intake import FileRead, Intake
+from core.serving.publisher import Ledger, RecordedVerdict, WrittenMark
 from core.serving.records import AWAITING, AskRecord
 from core.serving.sessions import ServedSession
 from core.serving.setaside import SetAside, label, retrying
@@ -38,11 +38,11 @@ class Reconcile:
         ledger: Ledger | None,
         retry_delays: Sequence[float],
         set_aside: SetAside,
-        terminal: TerminalSlot,
+        arbiter: Arbiter,
         emit: Callable[[ServeEvent], None],
     ) -> None:
         self.ledger, self.retry_delays = ledger, tuple(retry_delays)
-        self.set_aside, self.terminal, self.emit = set_aside, terminal, emit
+        self.set_aside, self.arbiter, self.emit = set_aside, arbiter, emit
 
     async def restore(
         self, served: ServedSession, record: AskRecord, parsed: ParsedRequest, intake: Intake
@@ -72,10 +72,10 @@ class Reconcile:
         await self._answered_before(served, record, parsed.request.id, recorded)
 
     async def restore_reused(
-        self, served: ServedSession, record: AskRecord, read: Read, intake: Intake
+        self, served: ServedSession, record: AskRecord, read: FileRead, intake: Intake
     ) -> bool:
         """Whether this unusable file is a request an earlier run answered in place
-        (`core.reused_requests`) and stopped before its request was removed: it holds the start of
+        (`core.disk.reused`) and stopped before its request was removed: it holds the start of
         the response recorded for its name. It is that answer's (published once), never set aside."""
         request_id = record.key.name.removesuffix(".json")
         recorded = intake.recorded.get(request_id)
@@ -161,7 +161,7 @@ class Reconcile:
         for record in waiting:
             if is_forged(record, responses):
                 assert record.parsed is not None
-                self.terminal.withdraw(record.key)
+                self.arbiter.withdraw(record.key)
                 when = "while the ask waited for this node's verdict"
                 await self.set_aside.forged(served, record, record.parsed, when)
 

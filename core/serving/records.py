@@ -28,8 +28,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from core.asks import AskKey
-from core.publishing import Published
+from core.serving.asks import AskKey
+from core.serving.publisher import Published
 from core.wire.request import ParsedRequest
 
 Stage = Literal[

@@ -18,12 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from core.asks import AskKey
 from core.clock import Clock
-from core.disk_writer import DiskWriter
-from core.files import leftover_temp_files, remove
-from core.inbox import SessionInbox, display_name
-from core.liveness import (
+from core.disk.entries import leftover_temp_files, remove
+from core.disk.paths import normalize_session_id
+from core.disk.tree import Anchor, UnsafeFolder
+from core.disk.writer import DiskWriter
+from core.forwarding.inbox import SessionInbox, display_name
+from core.forwarding.liveness import (
     HEARTBEAT_INTERVAL_S,
     Heartbeat,
     SessionHeld,
@@ -31,12 +32,11 @@ from core.liveness import (
     live_foreign_server,
     pid_alive,
 )
-from core.logline import log_safe
-from core.paths import normalize_session_id
+from core.forwarding.survey import InboxStatus, survey_inboxes
+from core.serving.asks import AskKey
 from core.serving.events import ServeEvent
 from core.serving.records import UNDECIDED, AskRecords
-from core.survey import InboxStatus, survey_inboxes
-from core.tree import Anchor, UnsafeFolder
+from core.text import log_safe
 
 log = logging.getLogger("pi_authorizer.serve")
 

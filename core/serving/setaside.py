@@ -10,18 +10,18 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from core.asks import AskKey
 from core.clock import Clock
-from core.inbox import display_name
-from core.logline import log_safe
-from core.paths import is_safe_request_id
-from core.principal import log_agents
-from core.publishing import gate_denial
-from core.quarantine import Quarantine
+from core.disk.paths import is_safe_request_id
+from core.disk.tree import UnsafeFolder
+from core.forwarding.inbox import display_name
+from core.serving.asks import AskKey
 from core.serving.events import EventKind, ServeEvent
+from core.serving.publisher import gate_denial
+from core.serving.quarantine import Quarantine
 from core.serving.records import AskRecord
 from core.serving.sessions import ServedSession, Sessions
-from core.tree import UnsafeFolder
+from core.text import log_safe
+from core.wire.principal import log_agents
 from core.wire.request import ParsedRequest
 from core.wire.response import encode_response
 

@@ -6,8 +6,8 @@ import asyncio
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 
-from core.asks import TerminalSlot
 from core.clock import Clock
+from core.serving.asks import Arbiter
 from core.serving.events import ServeEvent
 from core.serving.reconcile import Reconcile
 from core.serving.sessions import ServedSession, Sessions
@@ -23,7 +23,7 @@ class Shared:
     an inbox is listed again."""
 
     roster: Sessions
-    terminal: TerminalSlot
+    arbiter: Arbiter
     reconcile: Reconcile
     clock: Clock
     emit: Callable[[ServeEvent], None]

@@ -10,8 +10,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, PlainSerializer, PlainValidator, field_validator, model_validator
 
-from core.facts import AskingUnit, IntentFacts
 from core.wire.base import StrTuple, WireModel, reject_null
+from core.wire.facts import AskingUnit, IntentFacts
 
 # ---------------------------------------------------------------------------------------------
 # ForwardedAccessIntent: the child-fixed facts (`docs/contract.md` § Facts and judgment)
@@ -23,7 +23,7 @@ class Principal(WireModel):
 
 
 def _read_asking_units(value: object) -> tuple[AskingUnit, ...]:
-    """`askingUnits` as `core.facts.AskingUnit` values: a non-empty array of `{command, floor?}`
+    """`askingUnits` as `core.wire.facts.AskingUnit` values: a non-empty array of `{command, floor?}`
     objects (unknown keys ignored, a present `floor` must be a string)."""
     if not isinstance(value, list | tuple) or not value:
         raise ValueError("must be a non-empty array when present")

@@ -20,9 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.asks import DenyingTerminal
 from core.history import HistoryStore
 from core.serving import ServingCore
+from core.serving.asks import DenyingArbiter
 from tests.helpers import request_body, session_dir, wait_for, write_request_bytes
 from tests.hostile import ESCAPE_MARKS, hides, hostile, raw_hidden
 from tui.cli import main
@@ -130,7 +130,7 @@ async def serve(root: Path, state: Path, fields: list[tuple[str, str, str]]) -> 
     """Serve one request per field triple (value, agent, file name) and one unusable file per triple;
     every one ends answered or quarantined."""
     store = HistoryStore.in_state_dir(state)
-    core = ServingCore(root, state, DenyingTerminal(), ledger=store)
+    core = ServingCore(root, state, DenyingArbiter(), ledger=store)
     core.subscribe(store.observe)
     core.add_session(S)
     task = asyncio.create_task(core.run())

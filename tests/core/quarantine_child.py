@@ -10,8 +10,8 @@ import os
 import sys
 from pathlib import Path
 
-from core.inbox import SessionInbox
-from core.quarantine import HOLD_STAGES, Quarantine
+from core.forwarding.inbox import SessionInbox
+from core.serving.quarantine import HOLD_STAGES, Quarantine
 
 
 def main() -> None:

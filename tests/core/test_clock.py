@@ -1,6 +1,7 @@
 import threading
 
-from core.clock import SYSTEM_CLOCK, ManualClock, wall_ms
+from core.clock import SYSTEM_CLOCK, wall_ms
+from core.testing import ManualClock
 from tests.helpers import poll_until
 
 

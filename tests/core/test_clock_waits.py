@@ -13,13 +13,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from core.asks import DenyingTerminal
-from core.clock import ManualClock
-from core.disk_writer import DiskWriter
+from core.disk.writer import DiskWriter
+from core.forwarding.watch import _UNSAFE_RETRY_S
 from core.history import HistoryStore
 from core.serving import ServingCore
-from core.serving.core import SAFETY_RESCAN_S
-from core.watch import _UNSAFE_RETRY_S
+from core.serving.asks import DenyingArbiter
+from core.serving.loop import SAFETY_RESCAN_S
+from core.testing import ManualClock
 from tests.core.test_serving_faults import FailingDisk, FailingLedger
 from tests.helpers import read_response_when_written, response_path, wait_for, write_request
 
@@ -34,7 +34,7 @@ async def test_the_safety_rescan_and_the_unsafe_sessions_retry_wait_on_the_clock
     elsewhere.mkdir()
     (root / "sessions").symlink_to(elsewhere)
     clock = ManualClock()
-    core = ServingCore(root, tmp_path / "state", DenyingTerminal(clock), clock=clock)
+    core = ServingCore(root, tmp_path / "state", DenyingArbiter(clock), clock=clock)
     core.add_session(S)
     task = asyncio.create_task(core.run())
     try:
@@ -71,7 +71,7 @@ async def test_a_rejected_requests_answer_is_retried_after_its_backoff_on_the_cl
     root = tmp_path / "root"
     clock = ManualClock()
     disk = BrokenLinkOnce()
-    core = ServingCore(root, tmp_path / "state", DenyingTerminal(clock), clock=clock, writer=disk,
+    core = ServingCore(root, tmp_path / "state", DenyingArbiter(clock), clock=clock, writer=disk,
                        retry_delays=(30.0,))
     core.add_session(S)
     task = asyncio.create_task(core.run())
@@ -93,7 +93,7 @@ async def test_a_rejected_requests_answer_is_retried_after_its_backoff_on_the_cl
 async def serving(tmp_path: Path, clock: ManualClock, **kwargs: Any) -> AsyncIterator[Path]:
     """A core on `clock`, its heartbeat and safety rescan parked on it; yields the root."""
     root = tmp_path / "root"
-    core = ServingCore(root, tmp_path / "state", DenyingTerminal(clock), clock=clock, **kwargs)
+    core = ServingCore(root, tmp_path / "state", DenyingArbiter(clock), clock=clock, **kwargs)
     core.add_session(S)
     task = asyncio.create_task(core.run())
     try:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from core.asks import DenyingTerminal, Judgment
 from core.serving import ServeEvent, ServingCore
+from core.serving.asks import DenyingArbiter, Judgment
 from core.wire.request import ParsedRequest
 from tests.helpers import read_response_when_written, response_path, session_dir, wait_for, write_request
 from tests.history.support import S
@@ -29,7 +29,7 @@ class WithdrawnThenFailing:
 async def test_serving_that_fails_after_the_child_withdrew_writes_no_response(tmp_path: Path) -> None:
     root, state = tmp_path / "root", tmp_path / "state"
     events: list[ServeEvent] = []
-    core = ServingCore(root, state, DenyingTerminal(), judge=WithdrawnThenFailing(root))
+    core = ServingCore(root, state, DenyingArbiter(), judge=WithdrawnThenFailing(root))
     core.subscribe(events.append)
     core.add_session(S)
     task = asyncio.create_task(core.run())

@@ -6,7 +6,7 @@ import asyncio
 import shutil
 from pathlib import Path
 
-from core.inotify import FolderWatch
+from core.forwarding.inotify import FolderWatch
 
 RECHECK_S = 600.0  # far beyond the test's hang guard: only a change can end the wait in time
 

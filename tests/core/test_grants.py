@@ -6,8 +6,8 @@ import json
 import time
 from pathlib import Path
 
-from core.grants import SESSION_SCOPE
-from core.judging import RecordedAuthority
+from core.judging.grants import SESSION_SCOPE
+from core.judging.recorded import RecordedAuthority
 from core.rules import PolicyStore
 from core.wire.reader import parse_request
 from core.wire.request import ParsedRequest, SessionGrant

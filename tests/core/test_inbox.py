@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from core.inbox import SessionInbox, UnreadableRequest
-from core.paths import InvalidSessionId, encode_session_id, is_safe_request_id
-from core.quarantine import Quarantine
+from core.disk.paths import InvalidSessionId, encode_session_id, is_safe_request_id
+from core.forwarding.inbox import SessionInbox, UnreadableRequest
+from core.serving.quarantine import Quarantine
 from tests.helpers import write_request
 
 

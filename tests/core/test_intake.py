@@ -6,10 +6,10 @@ import json
 import os
 from pathlib import Path
 
+from core.forwarding.inbox import SessionInbox
 from core.history import HistoryStore
-from core.inbox import SessionInbox
-from core.publishing import VerdictRecord
-from core.serving.intake import READ_BUDGET, Read, existing_responses, rejection, scan, take_in
+from core.serving.intake import READ_BUDGET, FileRead, existing_responses, rejection, scan, take_in
+from core.serving.publisher import VerdictRecord
 from core.wire.reader import parse_request
 from core.wire.response import deny, encode_response
 from tests.helpers import request_body, session_dir, write_request, write_request_bytes
@@ -45,7 +45,7 @@ def test_unusable_files_become_rejections_with_a_reason(tmp_path: Path) -> None:
     assert "not a regular file" in (reasons["pipe.json"] or "")
     assert "does not match its file name" in (reasons["renamed.json"] or "")
     assert "targets session 'someone-else'" in (reasons["other.json"] or "")
-    assert "is not a request id" in (rejection("bad name.json", Read(raw=b"{}"), S) or "")
+    assert "is not a request id" in (rejection("bad name.json", FileRead(raw=b"{}"), S) or "")
 
 
 def test_a_withdrawn_file_is_gone_and_memory_is_bounded(tmp_path: Path) -> None:
@@ -69,7 +69,7 @@ def test_recorded_verdicts_are_looked_up_once_for_the_trip(tmp_path: Path) -> No
     history = HistoryStore.in_state_dir(tmp_path / "state")
     parsed = parse_request((session_dir(root, S) / "requests" / "seen.json").read_bytes())
     response = deny(responder=S, at_ms=1, decided_by=None, reason="no")
-    from core.asks import AskKey
+    from core.serving.asks import AskKey
 
     body = encode_response(response)
     history.record_verdicts([VerdictRecord(AskKey(S, "seen.json"), parsed, response, body, "rule")])

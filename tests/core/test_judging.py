@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from core.asks import AskKey, LeavingTerminal, TerminalSlot
-from core.authorizers import AuthorizerChain, CommandLink
-from core.human import DecisionRefused, HumanAuthorizer
-from core.judging import LinkChain, RecordedAuthority
+from core.judging.links import AuthorizerChain, CommandLink
+from core.judging.recorded import LinkChain, RecordedAuthority
+from core.person import DecisionRefused, HumanAuthorizer
 from core.rules import GrantRefused, PolicyStore
 from core.serving import ServeEvent, ServingCore
+from core.serving.asks import Arbiter, AskKey, LeavingArbiter
 from core.wire.reader import parse_request
 from tests.helpers import read_response_when_written, response_path, wait_for, write_request
 
@@ -42,8 +42,8 @@ class Node:
         self.events: list[ServeEvent] = []
         self.tmp_path = tmp_path
 
-    async def start(self, terminal: TerminalSlot, chain: LinkChain | None = None) -> ServingCore:
-        core = ServingCore(self.root, self.tmp_path / "state", terminal, judge=self.authority, chain=chain)
+    async def start(self, arbiter: Arbiter, chain: LinkChain | None = None) -> ServingCore:
+        core = ServingCore(self.root, self.tmp_path / "state", arbiter, judge=self.authority, chain=chain)
         core.add_background(self.authority.watch_config)
         core.subscribe(self.events.append)
         core.add_session(S)
@@ -70,7 +70,7 @@ async def node(tmp_path: Path) -> AsyncIterator[Node]:
 
 
 async def test_allow_and_deny_by_rule_are_answered_at_once(node: Node) -> None:
-    await node.start(LeavingTerminal())
+    await node.start(LeavingArbiter())
     write_request(node.root, S, "ok", accessIntent=intent("bash", "git status"))
     write_request(node.root, S, "no", accessIntent=intent("bash", "git push origin main"))
     ok = await read_response_when_written(node.root, S, "ok")
@@ -82,7 +82,7 @@ async def test_allow_and_deny_by_rule_are_answered_at_once(node: Node) -> None:
 
 
 async def test_relative_rule_covers_a_child_in_another_worktree(node: Node) -> None:
-    await node.start(LeavingTerminal())
+    await node.start(LeavingArbiter())
     write_request(node.root, S, "wt", accessIntent=intent(
         "path_read", "/worktree/issue-42/src/foo.ts", "src/foo.ts"))
     assert (await read_response_when_written(node.root, S, "wt"))["state"] == "approved"
@@ -201,7 +201,7 @@ async def test_subagent_session_approval_needs_a_suggestion(node: Node) -> None:
 
 
 async def test_config_change_is_picked_up_while_serving(node: Node) -> None:
-    await node.start(LeavingTerminal())
+    await node.start(LeavingArbiter())
     write_request(node.root, S, "before", accessIntent=intent("bash", "rm -rf build"))
     before = await read_response_when_written(node.root, S, "before")
     # A rule without a reason of its own still tells the agent who denied (not "User denied").
@@ -220,7 +220,7 @@ async def test_config_change_is_picked_up_while_serving(node: Node) -> None:
 async def test_a_widening_config_change_is_held_until_accepted(node: Node) -> None:
     held: list[object] = []
     node.authority.on_pending.append(held.append)
-    await node.start(LeavingTerminal())
+    await node.start(LeavingArbiter())
     node.config_path.write_text(json.dumps({"permission": {"bash": {"make *": "allow"}}}))
     await wait_for(lambda: len(held) == 1, what="the widening reload held")
     write_request(node.root, S, "held", accessIntent=intent("bash", "rm -rf build"))
@@ -293,7 +293,7 @@ async def test_grant_for_one_agent_is_refused_when_another_agents_rules_deny(nod
 
 
 def test_judge_once_builds_no_trail_and_decided_by_is_the_wire_type(tmp_path: Path) -> None:
-    from core.asks import Deferred
+    from core.serving.asks import LazySequence
     from core.wire.decisions import RuleDecision
     from core.wire.reader import parse_request
 
@@ -303,8 +303,8 @@ def test_judge_once_builds_no_trail_and_decided_by_is_the_wire_type(tmp_path: Pa
     judgment = node.authority.judge(parse_request(json.dumps(body).encode()), S)
     assert judgment.verdict == "allow"
     assert judgment.decided_by == RuleDecision(surface="bash", pattern="git *", origin="global")
-    assert isinstance(judgment.explanation, Deferred) and not judgment.explanation.built
-    assert isinstance(judgment.trail, Deferred) and not judgment.trail.built
+    assert isinstance(judgment.explanation, LazySequence) and not judgment.explanation.built
+    assert isinstance(judgment.trail, LazySequence) and not judgment.trail.built
     assert any("evaluate bash" in line for line in judgment.explanation)  # built when read
     assert judgment.trail[-1]["step"] == "verdict"
 

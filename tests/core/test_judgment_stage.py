@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from core.asks import Judgment
-from core.clock import ManualClock
-from core.judging import RecordedAuthority
+from core.judging.recorded import RecordedAuthority
 from core.rules import PolicyStore
+from core.serving.asks import Judgment
 from core.serving.judgment import NoRecordedAuthority, judge_ask, review_by_chain
+from core.testing import ManualClock
 from core.wire.reader import parse_request
 from core.wire.request import ParsedRequest
 from tests.helpers import request_body

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.clock import SYSTEM_CLOCK
-from core.keysafety import DEFAULT_DOUBLE, KeyRules, KeySafety
+from tui.keysafety import DEFAULT_DOUBLE, KeyRules, KeySafety
 
 ACTIONS = ("approve", "approve_session", "approve_session_both", "deny", "approve_serving", "deny_reason")
 STEP_ACTIONS = ("approve_serving", "deny_reason")

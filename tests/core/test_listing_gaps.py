@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from core.asks import AskKey
-from core.human import DecisionRefused, HumanAuthorizer
+from core.person import DecisionRefused, HumanAuthorizer
+from core.serving.asks import AskKey
 from tests.core.test_serving_faults import Served
 from tests.helpers import read_response_when_written, session_dir, wait_for, write_request
 from tests.history.support import S

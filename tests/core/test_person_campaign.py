@@ -20,9 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.asks import AskKey
-from core.human import AskDecided, DecisionRefused, HumanAuthorizer
+from core.person import AskDecided, DecisionRefused, HumanAuthorizer
 from core.serving import ServeEvent, ServingCore
+from core.serving.asks import AskKey
 from tests.helpers import response_path, session_dir, wait_for, write_request
 
 S = "019ff969-c34c-70be-9034-fae19c852932"

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from core.asks import Answered, Ask, AskKey, Decision, Judgment, TerminalDecision
-from core.human import AskAdded, AskDecided, DecisionRefused, HumanAuthorizer, HumanEvent
+from core.person import AskAdded, AskDecided, DecisionRefused, HumanAuthorizer, HumanEvent
+from core.serving.asks import Answered, ArbiterDecision, Ask, AskKey, Decision, Judgment
 from core.wire.reader import parse_request
 from tests.core.test_serving_faults import HeldDisk, Served
 from tests.helpers import read_response_when_written, request_body, response_path, wait_for, write_request
@@ -34,7 +34,7 @@ def ask_for(request_id: str, value: str) -> Ask:
     return Ask(AskKey(S, f"{request_id}.json"), parsed, Judgment("ask"), 1.0, 600_000, S)
 
 
-async def taken(pending: asyncio.Future[TerminalDecision]) -> asyncio.Future[Answered]:
+async def taken(pending: asyncio.Future[ArbiterDecision]) -> asyncio.Future[Answered]:
     """The core's part: the person's decision taken; what it is told goes on its reply (the wait is a
     hang guard only)."""
     decision = await asyncio.wait_for(asyncio.shield(pending), 10)

@@ -17,10 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.asks import DenyingTerminal
 from core.history import HistoryRow, HistoryStore
-from core.publishing import RecordedVerdict, VerdictRecord, WrittenMark
 from core.serving import ServingCore
+from core.serving.asks import DenyingArbiter
+from core.serving.publisher import RecordedVerdict, VerdictRecord, WrittenMark
 from tests.helpers import session_dir, wait_for, write_request, write_request_bytes
 from tests.history.support import Node, S, intent
 
@@ -58,7 +58,7 @@ def rows_by_request(history: HistoryStore) -> dict[str, HistoryRow]:
 
 async def serve_until_answered(node: Node, ids: Collection[str], stages: list[str]) -> None:
     node.fault = stages.append
-    await node.start(DenyingTerminal())
+    await node.start(DenyingArbiter())
     try:
         await wait_for(
             lambda: set(responses(node.root)) >= set(ids) and not requests_left(node.root),
@@ -115,7 +115,7 @@ def test_bursts_of_any_size_answered_exactly_once(
 async def serve_waves(node: Node, waves: list[int]) -> list[str]:
     stages: list[str] = []
     node.fault = stages.append
-    await node.start(DenyingTerminal())
+    await node.start(DenyingArbiter())
     ids: list[str] = []
     try:
         for wave, size in enumerate(waves):
@@ -187,7 +187,7 @@ async def test_a_verdict_the_history_refuses_is_denied_and_holds_up_no_other(tmp
     ids = write_burst(node.root, 12)
     poison = ids[3]  # a rule allows it: an approval must never be published without its record
     ledger = PoisonLedger(node.history, poison)
-    core = ServingCore(node.root, node.state, DenyingTerminal(), judge=node.authority, ledger=ledger)
+    core = ServingCore(node.root, node.state, DenyingArbiter(), judge=node.authority, ledger=ledger)
     core.subscribe(node.history.observe)
     core.add_session(S)
     task = asyncio.create_task(core.run())

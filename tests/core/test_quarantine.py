@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from core.clock import ManualClock
-from core.inbox import SessionInbox
-from core.paths import encode_session_id
-from core.quarantine import PRUNE_EVERY, QUARANTINE_MAX_AGE_S, QUARANTINE_MAX_ENTRIES, Quarantine
+from core.disk.paths import encode_session_id
+from core.forwarding.inbox import SessionInbox
+from core.serving.quarantine import PRUNE_EVERY, QUARANTINE_MAX_AGE_S, QUARANTINE_MAX_ENTRIES, Quarantine
+from core.testing import ManualClock
 from tests.helpers import write_request_bytes
 
 S = "S"

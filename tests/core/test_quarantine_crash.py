@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from core.asks import DenyingTerminal
-from core.clock import ManualClock
-from core.paths import encode_session_id
-from core.quarantine import HOLD_STAGES, QUARANTINE_MAX_AGE_S, Quarantine
+from core.disk.paths import encode_session_id
+from core.serving.asks import DenyingArbiter
+from core.serving.quarantine import HOLD_STAGES, QUARANTINE_MAX_AGE_S, Quarantine
+from core.testing import ManualClock
 from tests.helpers import session_dir, wait_for, write_request_bytes
 from tests.history.support import Node, S
 
@@ -88,7 +88,7 @@ async def test_a_serving_core_started_after_the_kill_holds_the_file_once_with_it
 ) -> None:
     killed_holding(tmp_path, stage)
     node = Node(tmp_path)
-    await node.start(DenyingTerminal())
+    await node.start(DenyingArbiter())
     try:
         await wait_for(lambda: not in_inbox(tmp_path) and not any(n.endswith(".pending.json")
                                                                      for n in held(tmp_path)))
@@ -114,7 +114,7 @@ def test_a_live_holder_s_pending_reason_is_left_alone_until_it_is_too_old(tmp_pa
 
 
 def test_a_copy_cut_short_across_filesystems_is_removed_with_its_pending_reason(tmp_path: Path) -> None:
-    """Across filesystems the file is copied under `core.files.temp_name` first: a kill mid-copy
+    """Across filesystems the file is copied under `core.disk.entries.temp_name` first: a kill mid-copy
     leaves that temp beside the pending reason (made here by hand: the copy has no fault point)."""
     killed_holding(tmp_path, "reasoned")
     folder = tmp_path / "state" / "quarantine" / encode_session_id(S)

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from core.publishing import Published, VerdictRecord
+from core.serving.publisher import Published, VerdictRecord
 from core.serving.reconcile import awaiting, is_forged
 from core.serving.records import NEXT, AskRecord, AskRecords, IllegalTransition, Stage
 from core.wire.reader import parse_request

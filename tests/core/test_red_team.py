@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from core.asks import AskKey
 from core.history.store import HistoryStore
-from core.human import DecisionRefused, HumanAuthorizer
+from core.person import DecisionRefused, HumanAuthorizer
 from core.serving import ServeEvent, ServingCore
+from core.serving.asks import AskKey
 from tests.helpers import response_path, session_dir, wait_for, write_request
 
 S = "019ff969-c34c-70be-9034-fae19c852932"
@@ -72,9 +72,9 @@ def test_a_decision_is_never_applied_to_a_request_changed_while_the_person_decid
 
 
 def test_a_rule_denial_tells_the_agent_why(tmp_path: Path) -> None:
-    from core.asks import DenyingTerminal
-    from core.judging import RecordedAuthority
+    from core.judging.recorded import RecordedAuthority
     from core.rules import PolicyStore
+    from core.serving.asks import DenyingArbiter
     from tests.helpers import read_response_when_written
 
     agent = tmp_path / "agent"
@@ -84,7 +84,7 @@ def test_a_rule_denial_tells_the_agent_why(tmp_path: Path) -> None:
     judge = RecordedAuthority(PolicyStore(agent, None, None, home="/home/me"))
 
     async def run() -> dict[str, object]:
-        core = ServingCore(tmp_path / "root", tmp_path / "state", DenyingTerminal(), judge=judge)
+        core = ServingCore(tmp_path / "root", tmp_path / "state", DenyingArbiter(), judge=judge)
         core.add_session(S)
         task = asyncio.create_task(core.run())
         try:

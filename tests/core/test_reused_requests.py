@@ -1,4 +1,4 @@
-"""Answering in a request's own file (`core.reused_requests`): only a file this node could have made
+"""Answering in a request's own file (`core.disk.reused`): only a file this node could have made
 itself, holding exactly what was judged, is ever rewritten; anything else is left byte for byte.
 
 Real files in temp dirs; the serving tests run a real `ServingCore` with a real history.
@@ -17,11 +17,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.anonymous_files import proc_names_descriptors
-from core.asks import DenyingTerminal
-from core.reused_requests import reuse_request
+from core.disk.anonymous import proc_names_descriptors
+from core.disk.reused import reuse_request
+from core.disk.tree import FILE_MODE
 from core.serving import ServingCore
-from core.tree import FILE_MODE
+from core.serving.asks import DenyingArbiter
 from tests.core.test_publishing import ALLOW_LS, assert_answered_once, serve_until_answered, write_burst
 from tests.helpers import session_dir, wait_for
 from tests.history.support import Node, S
@@ -162,7 +162,7 @@ async def test_without_a_history_nothing_is_answered_in_place(tmp_path: Path) ->
     ids = write_burst(root, 20)
     requests, responses = session_dir(root, S) / "requests", session_dir(root, S) / "responses"
     inodes = {rid: (requests / f"{rid}.json").stat().st_ino for rid in ids}
-    core = ServingCore(root, tmp_path / "state", DenyingTerminal())
+    core = ServingCore(root, tmp_path / "state", DenyingArbiter())
     core.add_session(S)
     task = asyncio.create_task(core.run())
     try:
@@ -191,7 +191,7 @@ async def test_a_request_replaced_after_it_was_judged_is_never_written(tmp_path:
             held.append(os.open(requests / f"{ids[3]}.json", os.O_RDONLY))
 
     node.fault = replace_once
-    await node.start(DenyingTerminal())
+    await node.start(DenyingArbiter())
     try:
         await wait_for(lambda: bool(held) and all(
             (session_dir(node.root, S) / "responses" / f"{rid}.json").exists() for rid in ids

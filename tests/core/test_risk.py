@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.risk import MAX_CHARS, RiskHint, risk_hints
+from tui.render.risk import MAX_CHARS, RiskHint, risk_hints
 
 
 def labels(surface: str, *values: str, cwd: str | None = "/repo") -> list[str]:

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from core.asks import UNATTENDED_DENIAL, DenyingTerminal, Judgment, LeavingTerminal, TerminalSlot
-from core.human import AskAdded, AskWithdrawn, HumanAuthorizer
-from core.liveness import SessionHeld, heartbeat_path, read_heartbeat
+from core.forwarding.liveness import SessionHeld, heartbeat_path, read_heartbeat
+from core.person import AskAdded, AskWithdrawn, HumanAuthorizer
 from core.serving import ServeEvent, ServingCore
+from core.serving.asks import UNATTENDED_DENIAL, Arbiter, DenyingArbiter, Judgment, LeavingArbiter
 from core.wire.decisions import RuleDecision
 from core.wire.request import ParsedRequest
 from tests.helpers import (
@@ -48,8 +48,8 @@ class Running:
         await asyncio.wait_for(self.task, 5)
 
 
-async def start(tmp_path: Path, terminal: TerminalSlot, **kwargs: object) -> Running:
-    core = ServingCore(tmp_path / "root", tmp_path / "state", terminal, **kwargs)  # type: ignore[arg-type]
+async def start(tmp_path: Path, arbiter: Arbiter, **kwargs: object) -> Running:
+    core = ServingCore(tmp_path / "root", tmp_path / "state", arbiter, **kwargs)  # type: ignore[arg-type]
     events: list[ServeEvent] = []
     core.subscribe(events.append)
     core.add_session(S)
@@ -60,7 +60,7 @@ async def start(tmp_path: Path, terminal: TerminalSlot, **kwargs: object) -> Run
 
 @pytest.fixture
 async def denying(tmp_path: Path) -> AsyncIterator[Running]:
-    running = await start(tmp_path, DenyingTerminal())
+    running = await start(tmp_path, DenyingArbiter())
     yield running
     await running.stop()
 
@@ -78,7 +78,7 @@ async def test_fail_safe_denial_is_written_and_request_removed(tmp_path: Path, d
 
 async def test_requests_present_at_start_are_served(tmp_path: Path) -> None:
     write_request(tmp_path / "root", S, "early")
-    running = await start(tmp_path, DenyingTerminal())
+    running = await start(tmp_path, DenyingArbiter())
     try:
         body = await read_response_when_written(tmp_path / "root", S, "early")
         assert body["state"] == "denied_with_reason"
@@ -87,7 +87,7 @@ async def test_requests_present_at_start_are_served(tmp_path: Path) -> None:
 
 
 async def test_heartbeat_is_published_and_removed(tmp_path: Path) -> None:
-    running = await start(tmp_path, DenyingTerminal())
+    running = await start(tmp_path, DenyingArbiter())
     path = heartbeat_path(tmp_path / "root", S)
     record = read_heartbeat(path)
     assert record is not None and record.pid == os.getpid() and record.session_id == S
@@ -97,13 +97,13 @@ async def test_heartbeat_is_published_and_removed(tmp_path: Path) -> None:
 
 
 async def test_second_instance_refuses_a_served_session(tmp_path: Path, denying: Running) -> None:
-    other = ServingCore(tmp_path / "root", tmp_path / "state", DenyingTerminal())
+    other = ServingCore(tmp_path / "root", tmp_path / "state", DenyingArbiter())
     with pytest.raises(SessionHeld, match=f"pid {os.getpid()}"):
         other.add_session(S)
 
 
 async def test_rule_decision_answers_with_rule_provenance(tmp_path: Path) -> None:
-    running = await start(tmp_path, LeavingTerminal(), judge=AllowLs())
+    running = await start(tmp_path, LeavingArbiter(), judge=AllowLs())
     try:
         intent = {"surface": "bash", "matchValues": ["ls"], "boundaryValue": None, "requesterCwd": "/w",
                   "principal": {"sessionId": "c", "agentName": "Explore"}}
@@ -116,7 +116,7 @@ async def test_rule_decision_answers_with_rule_provenance(tmp_path: Path) -> Non
 
 
 async def test_leave_keeps_the_request_and_reports_withdrawal(tmp_path: Path) -> None:
-    running = await start(tmp_path, LeavingTerminal())
+    running = await start(tmp_path, LeavingArbiter())
     try:
         request = write_request(tmp_path / "root", S, "left")
         await wait_for(lambda: any(e.kind == "left" for e in running.events), what="left event")
@@ -163,7 +163,7 @@ async def test_existing_response_is_never_overwritten(tmp_path: Path) -> None:
     write_request(root, S, "twice")
     earlier = response_path(root, S, "twice")
     earlier.write_bytes(b'{"approved":true,"state":"approved","responderSessionId":"x"}')
-    running = await start(tmp_path, DenyingTerminal())
+    running = await start(tmp_path, DenyingArbiter())
     try:
         await wait_for(lambda: not (session_dir(root, S) / "requests" / "twice.json").exists(),
                        what="request cleaned up")
@@ -235,7 +235,7 @@ async def test_other_sessions_are_not_touched(tmp_path: Path, denying: Running) 
 
 
 async def test_polling_fallback_serves_too(tmp_path: Path) -> None:
-    running = await start(tmp_path, DenyingTerminal(), force_polling=True)
+    running = await start(tmp_path, DenyingArbiter(), force_polling=True)
     try:
         write_request(tmp_path / "root", S, "polled")
         assert (await read_response_when_written(tmp_path / "root", S, "polled"))["approved"] is False

@@ -24,12 +24,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.asks import DenyingTerminal
+from core.disk.paths import encode_session_id, is_safe_request_id
 from core.history import HistoryStore
-from core.judging import RecordedAuthority
-from core.paths import encode_session_id, is_safe_request_id
+from core.judging.recorded import RecordedAuthority
 from core.rules import PolicyStore
 from core.serving import ServingCore
+from core.serving.asks import DenyingArbiter
 from core.wire.reader import parse_request
 from core.wire.response import parse_response
 from tests.helpers import poll_until, request_body
@@ -53,7 +53,7 @@ class LongLivedCore:
         config.write_text(json.dumps({"permission": {"bash": {"*": "ask", ALLOWED: "allow"}}}))
         self.history = HistoryStore.in_state_dir(self.state)
         judge = RecordedAuthority(PolicyStore(agent, None, None, home="/home/me"))
-        self.core = ServingCore(self.root, self.state, DenyingTerminal(), judge=judge, ledger=self.history)
+        self.core = ServingCore(self.root, self.state, DenyingArbiter(), judge=judge, ledger=self.history)
         self.core.subscribe(self.history.observe)
         self.loop = asyncio.new_event_loop()
         self.failure: BaseException | None = None

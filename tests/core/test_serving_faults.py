@@ -22,16 +22,16 @@ from pathlib import Path
 
 import pytest
 
-from core.anonymous_files import Staged
-from core.asks import DenyingTerminal, LeavingTerminal, TerminalSlot
-from core.clock import ManualClock
-from core.disk_writer import DiskWriter
+from core.disk.anonymous import Staged
+from core.disk.tree import UnsafeFolder
+from core.disk.writer import DiskWriter
+from core.forwarding.liveness import heartbeat_path, read_heartbeat
 from core.history import HistoryStore
-from core.human import DecisionRefused, HumanAuthorizer
-from core.liveness import heartbeat_path, read_heartbeat
-from core.publishing import RecordedVerdict, VerdictRecord, WrittenMark
+from core.person import DecisionRefused, HumanAuthorizer
 from core.serving import ServeEvent, ServingCore
-from core.tree import UnsafeFolder
+from core.serving.asks import Arbiter, DenyingArbiter, LeavingArbiter
+from core.serving.publisher import RecordedVerdict, VerdictRecord, WrittenMark
+from core.testing import ManualClock
 from tests.helpers import (
     poll_until,
     read_response_when_done,
@@ -90,10 +90,10 @@ class FailingLedger:
 
 
 class Served:
-    def __init__(self, tmp_path: Path, terminal: TerminalSlot, **kwargs: object) -> None:
+    def __init__(self, tmp_path: Path, arbiter: Arbiter, **kwargs: object) -> None:
         self.root, self.state = tmp_path / "root", tmp_path / "state"
         self.events: list[ServeEvent] = []
-        self.core = ServingCore(self.root, self.state, terminal, retry_delays=(0.0, 0.0, 0.0), **kwargs)  # type: ignore[arg-type]
+        self.core = ServingCore(self.root, self.state, arbiter, retry_delays=(0.0, 0.0, 0.0), **kwargs)  # type: ignore[arg-type]
         self.core.subscribe(self.events.append)
 
     async def __aenter__(self) -> Served:
@@ -114,7 +114,7 @@ async def test_disk_full_is_retried_and_the_child_answered(
 ) -> None:
     disk = FailingDisk(errno.ENOSPC, failures=2)
     caplog.set_level(logging.WARNING, "pi_authorizer")
-    async with Served(tmp_path, DenyingTerminal(), writer=disk) as served:
+    async with Served(tmp_path, DenyingArbiter(), writer=disk) as served:
         write_request(served.root, S, "full")
         body = await read_response_when_written(served.root, S, "full")
         assert body["state"] == "denied_with_reason" and disk.attempts == 3
@@ -128,7 +128,7 @@ async def test_disk_full_is_retried_and_the_child_answered(
 async def test_eio_that_outlasts_the_retries_is_answered_once_the_disk_heals(tmp_path: Path) -> None:
     disk = FailingDisk(errno.EIO, failures=-1)
     clock = ManualClock(1_800_000_000.0)
-    async with Served(tmp_path, DenyingTerminal(clock), writer=disk, clock=clock) as served:
+    async with Served(tmp_path, DenyingArbiter(clock), writer=disk, clock=clock) as served:
         write_request(served.root, S, "eio")
         await wait_for(lambda: "answer_failed" in served.kinds(), what="the failure reported")
         assert not response_path(served.root, S, "eio").exists()
@@ -143,7 +143,7 @@ async def test_eio_that_outlasts_the_retries_is_answered_once_the_disk_heals(tmp
 async def test_history_write_retried_then_recorded(tmp_path: Path) -> None:
     store = HistoryStore.in_state_dir(tmp_path / "state")
     ledger = FailingLedger(store, failures=2)
-    async with Served(tmp_path, DenyingTerminal(), ledger=ledger) as served:
+    async with Served(tmp_path, DenyingArbiter(), ledger=ledger) as served:
         write_request(served.root, S, "flaky")
         body = await read_response_when_written(served.root, S, "flaky")
         assert body["decidedBy"]["kind"] == "unavailable" and ledger.attempts == 3
@@ -175,7 +175,7 @@ async def test_read_only_state_dir_still_answers_unusable_requests(tmp_path: Pat
     if os.geteuid() != 0:
         state.chmod(0o500)
     try:
-        async with Served(tmp_path, DenyingTerminal()) as served:
+        async with Served(tmp_path, DenyingArbiter()) as served:
             bad = write_request(served.root, S, "bad", createdAt="yesterday")
             body = await read_response_when_written(served.root, S, "bad")
             assert body["decidedBy"]["kind"] == "gate_error" and "createdAt" in body["denialReason"]
@@ -189,7 +189,7 @@ async def test_read_only_state_dir_still_answers_unusable_requests(tmp_path: Pat
 
 
 async def test_inbox_deleted_and_recreated_is_served_again(tmp_path: Path) -> None:
-    async with Served(tmp_path, DenyingTerminal()) as served:
+    async with Served(tmp_path, DenyingArbiter()) as served:
         write_request(served.root, S, "one")
         await read_response_when_done(served.root, S, "one")
         shutil.rmtree(session_dir(served.root, S))
@@ -203,7 +203,7 @@ async def test_inbox_deleted_and_recreated_is_served_again(tmp_path: Path) -> No
 
 async def test_clock_jumps_change_nothing_but_timestamps(tmp_path: Path) -> None:
     clock = ManualClock(1_800_000_000.0)
-    async with Served(tmp_path, DenyingTerminal(clock), clock=clock) as served:
+    async with Served(tmp_path, DenyingArbiter(clock), clock=clock) as served:
         write_request(served.root, S, "before")
         assert (await read_response_when_written(served.root, S, "before"))[
             "respondedAt"
@@ -229,7 +229,7 @@ async def test_response_present_before_serving_is_reported_as_forged(
     forged = b'{"approved":true,"state":"approved","responderSessionId":"' + S.encode() + b'"}'
     request = write_request(root, S, "self-approved")
     response_path(root, S, "self-approved").write_bytes(forged)
-    async with Served(tmp_path, DenyingTerminal(), ledger=store) as served:
+    async with Served(tmp_path, DenyingArbiter(), ledger=store) as served:
         served.core.subscribe(store.observe)
         await wait_for(lambda: "forged" in served.kinds(), what="forgery reported")
         await wait_for(lambda: not request.exists(), what="request set aside")
@@ -252,7 +252,7 @@ async def test_response_appearing_while_a_person_decides_is_reported_as_forged(t
 
 async def test_already_answered_id_is_set_aside_with_a_reason(tmp_path: Path) -> None:
     store = HistoryStore.in_state_dir(tmp_path / "state")
-    async with Served(tmp_path, DenyingTerminal(), ledger=store) as served:
+    async with Served(tmp_path, DenyingArbiter(), ledger=store) as served:
         write_request(served.root, S, "once")
         await read_response_when_written(served.root, S, "once")
         response_path(served.root, S, "once").unlink()  # the child consumed it
@@ -298,7 +298,7 @@ def test_restart_takes_over_at_once_after_kill_9(tmp_path: Path) -> None:
         temp.write_bytes(b"{}")  # a temp file the killed writer left behind
         os.kill(first.pid, signal.SIGKILL)
         poll_until(lambda: _zombie_or_gone(first.pid))
-        core = ServingCore(tmp_path / "root", tmp_path / "state", LeavingTerminal())
+        core = ServingCore(tmp_path / "root", tmp_path / "state", LeavingArbiter())
         core.add_session(S)  # not SessionHeld
         assert not temp.exists()
         core.sessions[S].lock.release()
@@ -349,7 +349,7 @@ async def test_a_blocked_response_write_never_holds_up_the_loop(tmp_path: Path) 
     root = tmp_path / "root"
     write_request(root, S, "first")
     disk = GatedDisk()
-    async with Served(tmp_path, DenyingTerminal(), writer=disk) as served:
+    async with Served(tmp_path, DenyingArbiter(), writer=disk) as served:
         await wait_for(disk.entered.is_set, what="a response write waiting at the gate")
         write_request(root, S, "second")
         await wait_for(lambda: "second.json" in [e.key.name for e in served.events if e.kind == "arrived"],
@@ -388,7 +388,7 @@ async def test_a_recorded_verdict_refused_by_an_unsafe_folder_is_published_once_
     store = HistoryStore.in_state_dir(tmp_path / "state")
     disk = LinkedAwayDisk(refusals=4)  # one republishing: the first attempt and its three retries
     clock = ManualClock(1_800_000_000.0)
-    async with Served(tmp_path, DenyingTerminal(clock), ledger=store, writer=disk, clock=clock) as served:
+    async with Served(tmp_path, DenyingArbiter(clock), ledger=store, writer=disk, clock=clock) as served:
         write_request(served.root, S, "stuck")
         # Neither the recorded verdict's republishing nor the sound folder has a file event: each is
         # the safety rescan's.

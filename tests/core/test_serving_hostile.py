@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from core.asks import DenyingTerminal
-from core.liveness import heartbeat_path
+from core.forwarding.liveness import heartbeat_path
+from core.serving.asks import DenyingArbiter
 from tests.helpers import (
     read_response_when_done,
     read_response_when_written,
@@ -29,7 +29,7 @@ from tests.history.support import Node, S
 @pytest.fixture
 async def node(tmp_path: Path) -> AsyncIterator[Node]:
     running = Node(tmp_path)
-    await running.start(DenyingTerminal())
+    await running.start(DenyingArbiter())
     yield running
     await running.stop()
 
@@ -104,7 +104,7 @@ async def test_history_row_sqlite_cannot_encode_still_answers(tmp_path: Path) ->
     """Whatever SQLite refuses, the child gets an answer with the reason, and serving goes on."""
     node = Node(tmp_path)
     node.history.close()
-    await node.start(DenyingTerminal())
+    await node.start(DenyingArbiter())
     try:
         write_request(node.root, S, "nohist")
         body = await read_response_when_written(node.root, S, "nohist")

@@ -10,13 +10,13 @@ from types import FrameType
 
 import pytest
 
-from core.asks import DenyingTerminal
-from core.clock import ManualClock
-from core.human import DecisionRefused, HumanAuthorizer
-from core.liveness import Heartbeat
+from core.forwarding.liveness import Heartbeat
+from core.person import DecisionRefused, HumanAuthorizer
 from core.serving import ServeEvent, ServingCore
-from core.serving.core import SHUTDOWN_GRACE_S
+from core.serving.asks import DenyingArbiter
+from core.serving.loop import SHUTDOWN_GRACE_S
 from core.serving.sessions import Sessions
+from core.testing import ManualClock
 from tests.helpers import poll_until, response_path, wait_for, write_request
 
 S = "019ff969-c34c-70be-9034-fae19c852932"
@@ -54,7 +54,7 @@ class HeldHeartbeat(Heartbeat):
 
 async def test_a_beat_in_flight_at_shutdown_never_writes_the_heartbeat_again(tmp_path: Path) -> None:
     root = tmp_path / "root"
-    core = ServingCore(root, tmp_path / "state", DenyingTerminal())
+    core = ServingCore(root, tmp_path / "state", DenyingArbiter())
     served = core.add_session(S)
     held = HeldHeartbeat(root, S)
     served.heartbeat = held
@@ -96,7 +96,7 @@ async def test_an_answer_whose_batch_outlasts_the_grace_is_still_reported(tmp_pa
     answer it publishes is reported (event and log line) all the same."""
     root = tmp_path / "root"
     held = HeldBatch()
-    core = ServingCore(root, tmp_path / "state", DenyingTerminal(), fault=held, shutdown_grace_s=0.0)
+    core = ServingCore(root, tmp_path / "state", DenyingArbiter(), fault=held, shutdown_grace_s=0.0)
     events: list[ServeEvent] = []
     core.subscribe(events.append)
     core.add_session(S)

@@ -7,12 +7,12 @@ import asyncio
 import threading
 from pathlib import Path
 
-from core.clock import ManualClock
-from core.disk_writer import DISK
-from core.liveness import HEARTBEAT_INTERVAL_S, Heartbeat, heartbeat_path, read_heartbeat
+from core.disk.tree import Anchor, UnsafeFolder
+from core.disk.writer import DISK
+from core.forwarding.liveness import HEARTBEAT_INTERVAL_S, Heartbeat, heartbeat_path, read_heartbeat
 from core.serving.events import ServeEvent
 from core.serving.sessions import Sessions
-from core.tree import Anchor, UnsafeFolder
+from core.testing import ManualClock
 from tests.helpers import wait_for
 from tests.history.support import S
 

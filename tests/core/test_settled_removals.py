@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from core.asks import DenyingTerminal
 from core.serving import ServingCore
+from core.serving.asks import DenyingArbiter
 from tests.helpers import response_path, session_dir, wait_for, write_request
 
 S = "019ff969-c34c-70be-9034-fae19c852932"
@@ -14,7 +14,7 @@ S = "019ff969-c34c-70be-9034-fae19c852932"
 
 async def test_a_name_reused_after_its_answered_request_was_removed_is_served_again(tmp_path: Path) -> None:
     root = tmp_path / "root"
-    core = ServingCore(root, tmp_path / "state", DenyingTerminal())
+    core = ServingCore(root, tmp_path / "state", DenyingArbiter())
     core.add_session(S)
     task = asyncio.create_task(core.run())
     request = session_dir(root, S) / "requests" / "r1.json"

@@ -6,13 +6,13 @@ import asyncio
 import json
 from pathlib import Path
 
-from core.asks import DenyingTerminal
-from core.demo_asks import DEMO_CONFIG, demo_scenarios, run_children
-from core.judging import RecordedAuthority
+from core.judging.recorded import RecordedAuthority
 from core.rules import PolicyStore
 from core.serving import ServingCore
-from core.simulate import ChildResult
+from core.serving.asks import DenyingArbiter
 from core.wire.reader import parse_request
+from tui.demo.children import ChildResult
+from tui.demo.scenario import DEMO_CONFIG, demo_scenarios, run_children
 
 
 async def test_every_simulated_child_gets_its_verdict(tmp_path: Path) -> None:
@@ -21,7 +21,7 @@ async def test_every_simulated_child_gets_its_verdict(tmp_path: Path) -> None:
     config.parent.mkdir(parents=True)
     config.write_text(json.dumps(DEMO_CONFIG))
     authority = RecordedAuthority(PolicyStore(agent_dir, tmp_path / "project", None))
-    core = ServingCore(tmp_path / "root", tmp_path / "state", DenyingTerminal(), judge=authority)
+    core = ServingCore(tmp_path / "root", tmp_path / "state", DenyingArbiter(), judge=authority)
     core.add_session("demo")
     serving = asyncio.create_task(core.run())
     results: list[ChildResult] = []
@@ -57,7 +57,7 @@ async def test_every_simulated_child_gets_its_verdict(tmp_path: Path) -> None:
 
 
 def test_scenarios_cover_both_generations(tmp_path: Path) -> None:
-    from core.simulate import SimulatedChild
+    from tui.demo.children import SimulatedChild
 
     child = SimulatedChild(tmp_path, "demo", "Explore", "child", "/worktrees/x")
     parsed = [parse_request(json.dumps(build(child)[1]).encode()) for _, build in demo_scenarios()]

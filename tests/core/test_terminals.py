@@ -12,20 +12,20 @@ import json
 
 import pytest
 
-from core.asks import (
+from core.person import AskAdded, AskDecided, AskWithdrawn, DecisionRefused, HumanAuthorizer, HumanEvent
+from core.serving.asks import (
     LEAVE,
     UNATTENDED_DENIAL,
     Answered,
+    ArbiterDecision,
     Ask,
     AskKey,
     Decision,
-    DenyingTerminal,
+    DenyingArbiter,
     Judgment,
-    LeavingTerminal,
-    TerminalDecision,
+    LeavingArbiter,
 )
-from core.clock import ManualClock
-from core.human import AskAdded, AskDecided, AskWithdrawn, DecisionRefused, HumanAuthorizer, HumanEvent
+from core.testing import ManualClock
 from core.wire.reader import parse_request
 from tests.helpers import request_body
 
@@ -37,13 +37,13 @@ def make_ask(request_id: str = "r1") -> Ask:
     return Ask(AskKey(S, f"{request_id}.json"), parsed, Judgment("ask"), 1.0, 600_000, S)
 
 
-def decision_of(pending: asyncio.Future[TerminalDecision]) -> Decision:
+def decision_of(pending: asyncio.Future[ArbiterDecision]) -> Decision:
     decision = pending.result()
     assert isinstance(decision, Decision)
     return decision
 
 
-async def settled(pending: asyncio.Future[TerminalDecision]) -> asyncio.Future[TerminalDecision]:
+async def settled(pending: asyncio.Future[ArbiterDecision]) -> asyncio.Future[ArbiterDecision]:
     """The core's part: wait for the decision (a hang guard only)."""
     await asyncio.wait_for(asyncio.shield(pending), 10)
     return pending
@@ -51,7 +51,7 @@ async def settled(pending: asyncio.Future[TerminalDecision]) -> asyncio.Future[T
 
 async def test_the_fail_safe_returns_an_explained_denial_at_once() -> None:
     clock = ManualClock(1_800_000_000.0)
-    pending = DenyingTerminal(clock).decide(make_ask())
+    pending = DenyingArbiter(clock).decide(make_ask())
     assert pending.done()
     decision = decision_of(pending)
     assert decision.outcome == "fail-safe" and decision.reply is None
@@ -61,7 +61,7 @@ async def test_the_fail_safe_returns_an_explained_denial_at_once() -> None:
 
 
 async def test_leave_returns_leave_at_once() -> None:
-    pending = LeavingTerminal().decide(make_ask())
+    pending = LeavingArbiter().decide(make_ask())
     assert pending.done() and pending.result() is LEAVE
 
 

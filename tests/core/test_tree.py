@@ -1,4 +1,4 @@
-"""`core.tree`: folders opened component by component by descriptor, never through a link."""
+"""`core.disk.tree`: folders opened component by component by descriptor, never through a link."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from core.disk_writer import DiskWriter, publish_once
-from core.files import replace_file
-from core.tree import Anchor, UnsafeFolder, open_dir
+from core.disk.entries import replace_file
+from core.disk.tree import Anchor, UnsafeFolder, open_dir
+from core.disk.writer import DiskWriter, publish_once
 
 
 def test_missing_folders_are_created_owner_only_component_by_component(tmp_path: Path) -> None:

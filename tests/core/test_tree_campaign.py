@@ -17,8 +17,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.asks import DenyingTerminal
 from core.serving import ServeEvent, ServingCore
+from core.serving.asks import DenyingArbiter
 from tests.core.test_tree_links import (
     CONTROL,
     ROOT_LEVELS,
@@ -36,7 +36,7 @@ TARGETS = ("bait", "sibling folder", "sibling requests", "sibling responses")
 
 
 async def serve(base: Path, sibling_served: bool) -> list[ServeEvent]:
-    core = ServingCore(base / "root", base / "state", DenyingTerminal(), judge=AllowAll())
+    core = ServingCore(base / "root", base / "state", DenyingArbiter(), judge=AllowAll())
     events: list[ServeEvent] = []
     core.subscribe(events.append)
     core.add_session(CONTROL)

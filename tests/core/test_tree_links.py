@@ -12,10 +12,10 @@ import os
 import shutil
 from pathlib import Path
 
-from core.asks import DenyingTerminal, Judgment
-from core.liveness import heartbeat_path
-from core.paths import encode_session_id
+from core.disk.paths import encode_session_id
+from core.forwarding.liveness import heartbeat_path
 from core.serving import ServeEvent, ServingCore
+from core.serving.asks import DenyingArbiter, Judgment
 from core.wire.decisions import RuleDecision
 from core.wire.request import ParsedRequest
 from tests.helpers import request_body, response_path, session_dir, wait_for, write_request
@@ -49,7 +49,7 @@ def snapshot(folder: Path) -> dict[str, bytes | str]:
 
 async def serve_once(tmp_path: Path, judge: object, control: str | None = None) -> list[ServeEvent]:
     """Serve S for two full scans (and a control request in a sane session, when given), then stop."""
-    core = ServingCore(tmp_path / "root", tmp_path / "state", DenyingTerminal(), judge=judge)  # type: ignore[arg-type]
+    core = ServingCore(tmp_path / "root", tmp_path / "state", DenyingArbiter(), judge=judge)  # type: ignore[arg-type]
     events: list[ServeEvent] = []
     core.subscribe(events.append)
     core.add_session(S)
@@ -211,7 +211,7 @@ async def test_a_link_in_the_state_dir_is_never_written_through(tmp_path: Path) 
 
 
 async def serve_once_settled(base: Path) -> list[ServeEvent]:
-    core = ServingCore(base / "root", base / "state", DenyingTerminal())
+    core = ServingCore(base / "root", base / "state", DenyingArbiter())
     events: list[ServeEvent] = []
     core.subscribe(events.append)
     core.add_session(S)
@@ -228,7 +228,7 @@ async def serve_once_settled(base: Path) -> list[ServeEvent]:
 def test_a_linked_lock_folder_or_lock_file_refuses_the_session(tmp_path: Path) -> None:
     import pytest
 
-    from core.tree import UnsafeFolder
+    from core.disk.tree import UnsafeFolder
 
     foreign = tmp_path / "foreign"
     plant_bait(foreign)
@@ -236,11 +236,11 @@ def test_a_linked_lock_folder_or_lock_file_refuses_the_session(tmp_path: Path) -
     (tmp_path / "a" / "state").mkdir(parents=True)
     (tmp_path / "a" / "state" / "locks").symlink_to(foreign)
     with pytest.raises(UnsafeFolder, match="locks is a symbolic link"):
-        ServingCore(tmp_path / "a" / "root", tmp_path / "a" / "state", DenyingTerminal()).add_session(S)
+        ServingCore(tmp_path / "a" / "root", tmp_path / "a" / "state", DenyingArbiter()).add_session(S)
     (tmp_path / "b" / "state" / "locks").mkdir(parents=True)
     (tmp_path / "b" / "state" / "locks" / f"{FOLDER}.lock").symlink_to(foreign / f"{FOLDER}.lock")
     with pytest.raises(UnsafeFolder, match="is a symbolic link"):
-        ServingCore(tmp_path / "b" / "root", tmp_path / "b" / "state", DenyingTerminal()).add_session(S)
+        ServingCore(tmp_path / "b" / "root", tmp_path / "b" / "state", DenyingArbiter()).add_session(S)
     assert snapshot(foreign) == before
     assert not (tmp_path / "a" / "root" / "serving").exists()
 
@@ -251,7 +251,7 @@ async def test_a_linked_root_is_served_where_it_resolved(tmp_path: Path) -> None
     real.mkdir(parents=True)
     (tmp_path / "root").symlink_to(real)
     write_request(tmp_path / "root", S, "through-root-link")
-    core = ServingCore(tmp_path / "root", tmp_path / "state", DenyingTerminal(), judge=AllowAll())
+    core = ServingCore(tmp_path / "root", tmp_path / "state", DenyingArbiter(), judge=AllowAll())
     core.add_session(S)
     task = asyncio.create_task(core.run())
     try:
@@ -268,7 +268,7 @@ def test_a_folder_refused_before_an_observer_subscribed_is_reported_to_it(tmp_pa
     (tmp_path / "root").mkdir()
     (tmp_path / "foreign").mkdir()
     (tmp_path / "root" / "serving").symlink_to(tmp_path / "foreign")
-    core = ServingCore(tmp_path / "root", tmp_path / "state", DenyingTerminal())
+    core = ServingCore(tmp_path / "root", tmp_path / "state", DenyingArbiter())
     core.add_session(S)
     events: list[ServeEvent] = []
     core.subscribe(events.append)

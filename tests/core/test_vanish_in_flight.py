@@ -16,8 +16,8 @@ import os
 import threading
 from pathlib import Path
 
-from core.asks import DenyingTerminal
 from core.history import HistoryStore
+from core.serving.asks import DenyingArbiter
 from tests.core.test_serving_faults import Served
 from tests.helpers import read_response_when_written, session_dir, wait_for, write_request
 from tests.history.support import S
@@ -41,7 +41,7 @@ async def test_a_file_moved_away_and_back_while_its_answer_is_published_is_answe
 ) -> None:
     store = HistoryStore.in_state_dir(tmp_path / "state")
     held = HeldAt("arrived")
-    async with Served(tmp_path, DenyingTerminal(), ledger=store, fault=held) as served:
+    async with Served(tmp_path, DenyingArbiter(), ledger=store, fault=held) as served:
         served.core.subscribe(store.observe)
         request = write_request(served.root, S, "back")
         away = session_dir(served.root, S) / "back.json.away"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from core.watch import watch_session_folders
+from core.forwarding.watch import watch_session_folders
 
 
 class Collector:

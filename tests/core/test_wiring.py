@@ -6,9 +6,10 @@ import asyncio
 import json
 from pathlib import Path
 
-from core.asks import DenyingTerminal
-from core.clock import SYSTEM_CLOCK, Clock, ManualClock
+from core.clock import SYSTEM_CLOCK, Clock
 from core.history import HistoryStore
+from core.serving.asks import DenyingArbiter
+from core.testing import ManualClock
 from core.wiring import NodeOptions, build_attended_node, build_node
 from tests.helpers import read_response_when_written, wait_for, write_request
 
@@ -30,7 +31,7 @@ def intent(command: str) -> dict[str, object]:
 
 async def test_a_headless_node_judges_by_rule_denies_the_rest_and_records_both(tmp_path: Path) -> None:
     history = HistoryStore.in_state_dir(tmp_path / "state")
-    node = build_node(options(tmp_path), history, DenyingTerminal())
+    node = build_node(options(tmp_path), history, DenyingArbiter())
     assert node.core.judge is node.authority and node.history is history
     node.core.add_session(S)
     serving = asyncio.create_task(node.core.run())
@@ -49,7 +50,7 @@ async def test_an_attended_node_hands_the_rest_to_a_person_who_records_grants_he
     clock = ManualClock()
     node = build_attended_node(options(tmp_path, clock), None)
     person = node.person
-    assert node.core.terminal is person and person.grants is node.authority and person.clock is clock
+    assert node.core.arbiter is person and person.grants is node.authority and person.clock is clock
     assert node.core.judge is node.authority and node.history is None
     node.core.add_session(S)
     serving = asyncio.create_task(node.core.run())

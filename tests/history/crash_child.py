@@ -13,13 +13,13 @@ import os
 import sys
 from pathlib import Path
 
-from core.asks import DenyingTerminal
-from core.disk_writer import DiskWriter
+from core.disk.writer import DiskWriter
 from core.history import HistoryStore
-from core.judging import RecordedAuthority
-from core.publishing import BATCH_STAGES
+from core.judging.recorded import RecordedAuthority
 from core.rules import PolicyStore
 from core.serving import ServingCore
+from core.serving.asks import DenyingArbiter
+from core.serving.publisher import BATCH_STAGES
 from tests.history.support import S
 
 
@@ -39,7 +39,7 @@ async def serve(root: Path, state: Path, agent_dir: Path, stage: str, nth: int, 
                 os._exit(137)
 
     writer = NamedTemps() if named else DiskWriter()
-    core = ServingCore(root, state, DenyingTerminal(), judge=authority, ledger=history, fault=fault,
+    core = ServingCore(root, state, DenyingArbiter(), judge=authority, ledger=history, fault=fault,
                        writer=writer)
     core.subscribe(history.observe)
     core.add_session(S)

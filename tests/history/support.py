@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from core.asks import TerminalSlot
-from core.faults import FaultHook, no_fault
 from core.history import HistoryRow, HistoryStore
-from core.judging import RecordedAuthority
+from core.judging.recorded import RecordedAuthority
 from core.rules import PolicyStore
+from core.seams import FaultHook, no_fault
 from core.serving import Chain, ServeEvent, ServingCore
+from core.serving.asks import Arbiter
 
 S = "019ff969-c34c-70be-9034-fae19c852932"
 
@@ -47,9 +47,9 @@ class Node:
         self.events: list[ServeEvent] = []
         self.fault: FaultHook = no_fault
 
-    async def start(self, terminal: TerminalSlot, chain: Chain | None = None) -> ServingCore:
+    async def start(self, arbiter: Arbiter, chain: Chain | None = None) -> ServingCore:
         core = ServingCore(
-            self.root, self.state, terminal, judge=self.authority, chain=chain, ledger=self.history,
+            self.root, self.state, arbiter, judge=self.authority, chain=chain, ledger=self.history,
             fault=self.fault,
         )
         core.subscribe(self.history.observe)

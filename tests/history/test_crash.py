@@ -19,11 +19,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.anonymous_files import proc_names_descriptors
-from core.asks import DenyingTerminal
+from core.disk.anonymous import proc_names_descriptors
+from core.forwarding.liveness import heartbeat_path
 from core.history import HistoryRow, HistoryStore
-from core.liveness import heartbeat_path
-from core.publishing import BATCH_STAGES
+from core.serving.asks import DenyingArbiter
+from core.serving.publisher import BATCH_STAGES
 from tests.helpers import poll_until, response_path, session_dir, wait_for, write_request, write_request_bytes
 from tests.history.support import Node, S, intent
 
@@ -232,7 +232,7 @@ def test_a_batch_killed_at_any_stage_is_answered_exactly_once(
 
 
 async def restart_and_drain(node: Node, valid: list[str]) -> None:
-    await node.start(DenyingTerminal())
+    await node.start(DenyingArbiter())
     try:
         requests = session_dir(node.root, S) / "requests"
         await wait_for(
@@ -252,7 +252,7 @@ async def restart_and_drain(node: Node, valid: list[str]) -> None:
 def test_a_burst_answered_in_its_own_request_files_is_answered_once_after_a_kill(
     tmp_path: Path, stage: str
 ) -> None:
-    """A burst's answers are written into the request files themselves (`core.reused_requests`) once
+    """A burst's answers are written into the request files themselves (`core.disk.reused`) once
     recorded: killed before their requests are removed, the requests hold their responses' bytes,
     and the restart publishes what the history recorded (never set aside as unusable, never judged
     again)."""

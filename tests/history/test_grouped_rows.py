@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from core.asks import AskKey
-from core.clock import ManualClock
 from core.history import HistoryStore
 from core.history.writer import ARRIVALS_WAIT_S
-from core.publishing import VerdictRecord
 from core.serving import ServeEvent
+from core.serving.asks import AskKey
+from core.serving.publisher import VerdictRecord
+from core.testing import ManualClock
 from core.wire.decisions import RuleDecision
 from core.wire.reader import parse_request
 from core.wire.response import approve, deny, encode_response

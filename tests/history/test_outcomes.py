@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from core.asks import DenyingTerminal, Judgment, LeavingTerminal
-from core.human import AskAdded, HumanAuthorizer
-from core.publishing import RecordedVerdict
+from core.person import AskAdded, HumanAuthorizer
+from core.serving.asks import DenyingArbiter, Judgment, LeavingArbiter
+from core.serving.publisher import RecordedVerdict
 from core.wire.decisions import AuthorizerDecision
 from core.wire.request import ParsedRequest
 from tests.helpers import response_path, wait_for, write_request, write_request_bytes
@@ -31,7 +31,7 @@ def ended(node: Node) -> bool:
 
 
 async def test_fail_safe_denial_keeps_raw_bytes_response_and_provenance(node: Node) -> None:
-    await node.start(DenyingTerminal())
+    await node.start(DenyingArbiter())
     path = write_request(node.root, S, "r1")
     raw = path.read_bytes()
     await wait_for(lambda: ended(node), what="answered row")
@@ -50,7 +50,7 @@ async def test_fail_safe_denial_keeps_raw_bytes_response_and_provenance(node: No
 
 
 async def test_rule_decision_names_the_rule(node: Node) -> None:
-    await node.start(LeavingTerminal())
+    await node.start(LeavingArbiter())
     write_request(node.root, S, "g", accessIntent=intent("bash", "git status"))
     await wait_for(lambda: ended(node), what="answered row")
     row = node.only_row()
@@ -61,7 +61,7 @@ async def test_rule_decision_names_the_rule(node: Node) -> None:
 
 
 async def test_rule_denial_keeps_the_reason(node: Node) -> None:
-    await node.start(LeavingTerminal())
+    await node.start(LeavingArbiter())
     write_request(node.root, S, "rm", accessIntent=intent("bash", "rm -rf x"))
     await wait_for(lambda: ended(node), what="answered row")
     row = node.only_row()
@@ -70,7 +70,7 @@ async def test_rule_denial_keeps_the_reason(node: Node) -> None:
 
 async def test_session_grant_is_its_own_outcome(node: Node) -> None:
     node.authority.grants_for(S).add([("bash", "ls *")], "Explore")
-    await node.start(LeavingTerminal())
+    await node.start(LeavingArbiter())
     write_request(node.root, S, "ls", accessIntent=intent("bash", "ls -la"))
     await wait_for(lambda: ended(node), what="answered row")
     row = node.only_row()
@@ -84,7 +84,7 @@ class ApprovingLink:
 
 
 async def test_chain_link_decision(node: Node) -> None:
-    await node.start(LeavingTerminal(), chain=ApprovingLink())
+    await node.start(LeavingArbiter(), chain=ApprovingLink())
     write_request(node.root, S, "c", accessIntent=intent("bash", "make test"))
     await wait_for(lambda: ended(node), what="answered row")
     row = node.only_row()
@@ -119,7 +119,7 @@ async def test_withdrawn_by_the_child(node: Node) -> None:
 
 
 async def test_quarantined_keeps_the_raw_bytes_and_reason(node: Node) -> None:
-    await node.start(LeavingTerminal())
+    await node.start(LeavingArbiter())
     write_request_bytes(node.root, S, "bad.json", b'{"id": "bad", "garbage\x1b')
     await wait_for(lambda: ended(node), what="quarantined row")
     row = node.only_row()
@@ -129,7 +129,7 @@ async def test_quarantined_keeps_the_raw_bytes_and_reason(node: Node) -> None:
 
 
 async def test_left_then_gone_stays_left(node: Node) -> None:
-    await node.start(LeavingTerminal())
+    await node.start(LeavingArbiter())
     path = write_request(
         node.root,
         S,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from core.asks import DenyingTerminal
+from core.serving.asks import DenyingArbiter
 from tests.helpers import read_response_when_written, wait_for, write_request
 from tests.history.support import Node, S, intent
 from tui.commands.history import _cells
@@ -17,7 +17,7 @@ async def test_log_and_history_show_both_names_when_they_differ(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     node = Node(tmp_path, {"bash": {"git *": "allow"}})
-    await node.start(DenyingTerminal())
+    await node.start(DenyingArbiter())
     try:
         with caplog.at_level(logging.INFO, logger="pi_authorizer"):
             write_request(node.root, S, "r1", requesterAgentName="Plan",

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from core.asks import AskKey, DenyingTerminal
+from core.serving.asks import AskKey, DenyingArbiter
 from core.wire.response import encode_response
 from tests.helpers import response_path, wait_for, write_request
 from tests.history.support import Node, S, intent
@@ -22,7 +22,7 @@ from tests.history.test_crash import ALLOW_LS, run_until_killed
 
 
 async def restart_until_published(node: Node, request: Path, response: Path) -> None:
-    await node.start(DenyingTerminal())
+    await node.start(DenyingArbiter())
     try:
         await wait_for(lambda: response.exists() and not request.exists(), what="the verdict republished")
         await wait_for(lambda: node.only_row().written == 1, what="the publication noted")

@@ -15,7 +15,7 @@ import pytest
 
 from core.history import HistoryStore
 from core.history.spool import spool_name
-from core.human import DecisionRefused, HumanAuthorizer
+from core.person import DecisionRefused, HumanAuthorizer
 from core.serving import ServingCore
 from tests.helpers import read_response_when_written, wait_for, write_request
 from tests.history.support import S, intent

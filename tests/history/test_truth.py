@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from core.asks import AskKey
-from core.human import HumanAuthorizer
+from core.person import HumanAuthorizer
 from core.serving import ServingCore
+from core.serving.asks import AskKey
 from core.wiring import take_session
 from tests.helpers import wait_for, write_request
 from tests.history.support import Node, S, intent

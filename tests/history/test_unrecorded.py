@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from core.history import HistoryStore
-from core.human import DecisionRefused, HumanAuthorizer
+from core.person import DecisionRefused, HumanAuthorizer
 from core.serving import ServingCore
 from tests.helpers import read_response_when_written, wait_for, write_request
 from tests.history.support import S, intent

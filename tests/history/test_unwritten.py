@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from core.asks import DenyingTerminal
 from core.history import HistoryStore, Retention
-from core.human import DecisionRefused, HumanAuthorizer
+from core.person import DecisionRefused, HumanAuthorizer
 from core.serving import ServeEvent
+from core.serving.asks import DenyingArbiter
 from tests.core.test_serving_faults import FailingDisk, HeldDisk, Served
 from tests.helpers import read_response_when_written, response_path, session_dir, wait_for, write_request
 from tests.history.support import S
@@ -40,7 +40,7 @@ def one_row(store: HistoryStore, request_id: str) -> tuple[str, str | None, int 
 async def test_a_fail_safe_answer_not_written_then_withdrawn_is_withdrawn(tmp_path: Path) -> None:
     store = HistoryStore.in_state_dir(tmp_path / "state")
     disk = FailingDisk(errno.ENOSPC, failures=-1)
-    async with Served(tmp_path, DenyingTerminal(), ledger=store, writer=disk) as served:
+    async with Served(tmp_path, DenyingArbiter(), ledger=store, writer=disk) as served:
         served.core.subscribe(store.observe)
         request = session_dir(served.root, S) / "requests" / "gone.json"
 

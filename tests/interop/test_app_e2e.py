@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from core.human import HumanAuthorizer
+from core.person import HumanAuthorizer
 from core.serving import ServingCore
 from core.wiring import AttendedNode
 from tests.interop.harness import NodeDriver, child_ask_args, child_env
@@ -34,7 +34,7 @@ async def test_real_child_is_approved_with_a_double_press(
     node_driver: NodeDriver, forwarding_root: Path, state_dir: Path, workdir: Path
 ) -> None:
     human = HumanAuthorizer()
-    core = ServingCore(forwarding_root, state_dir, terminal=human)
+    core = ServingCore(forwarding_root, state_dir, arbiter=human)
     core.add_session(UUID_SESSION)
     keys = FakeKeyClock()
     # double press on, 500 ms grace

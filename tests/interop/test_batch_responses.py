@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from core.anonymous_files import proc_names_descriptors
+from core.disk.anonymous import proc_names_descriptors
 from tests.helpers import request_body, session_dir, wait_for, write_request_bytes
 from tests.interop.harness import NodeDriver
 from tests.interop.ids import UUID_SESSION
@@ -37,11 +37,11 @@ def _intent(value: str) -> dict[str, Any]:
 def _serve_burst(tmp_path: Path, inodes: dict[str, int]) -> dict[str, Any]:
     """Write the burst, serve it once; returns what each request is expected to get, by id (and
     fills `inodes` with each request file's inode before it was served)."""
-    from core.asks import DenyingTerminal
     from core.history import HistoryStore
-    from core.judging import RecordedAuthority
+    from core.judging.recorded import RecordedAuthority
     from core.rules import PolicyStore
     from core.serving import ServingCore
+    from core.serving.asks import DenyingArbiter
 
     agent = tmp_path / "agent"
     config = agent / "extensions" / "pi-permission-system" / "config.json"
@@ -64,7 +64,7 @@ def _serve_burst(tmp_path: Path, inodes: dict[str, int]) -> dict[str, Any]:
     async def run() -> None:
         history = HistoryStore.in_state_dir(tmp_path / "state")
         authority = RecordedAuthority(PolicyStore(agent, None, None, home="/home/me"))
-        core = ServingCore(root, tmp_path / "state", DenyingTerminal(), judge=authority, ledger=history)
+        core = ServingCore(root, tmp_path / "state", DenyingArbiter(), judge=authority, ledger=history)
         core.subscribe(history.observe)
         core.add_session(UUID_SESSION)
         task = asyncio.create_task(core.run())
@@ -85,7 +85,7 @@ def test_the_real_reader_accepts_every_response_of_a_batch(node_driver: NodeDriv
     expected = _serve_burst(tmp_path, inodes)
     folder = session_dir(tmp_path / "root", UUID_SESSION) / "responses"
     files = sorted(str(p) for p in folder.glob("*.json"))
-    # Most answers were written into their own request files (`core.reused_requests`): the real
+    # Most answers were written into their own request files (`core.disk.reused`): the real
     # reader takes those as it takes new files.
     reused = [p for p in folder.glob("*.json") if inodes.get(p.stem) == p.stat().st_ino]
     assert len(reused) >= 12 or not proc_names_descriptors()

@@ -26,7 +26,7 @@ REFUSED = ["", "   ", "unknown", " UNKNOWN ", "Unknown"]
 
 
 def test_odd_session_id_folder(node_driver: NodeDriver, tmp_path: Path) -> None:
-    from core.paths import encode_session_id
+    from core.disk.paths import encode_session_id
 
     assert encode_session_id(ODD_SESSION) == ODD_SESSION_FOLDER
     [entry] = node_driver.run("location.ts", [str(tmp_path), ODD_SESSION]).json_line()
@@ -41,7 +41,7 @@ def test_odd_session_id_folder(node_driver: NodeDriver, tmp_path: Path) -> None:
 
 
 def test_encoding_matches_package_for_awkward_ids(node_driver: NodeDriver, tmp_path: Path) -> None:
-    from core.paths import encode_session_id, normalize_session_id
+    from core.disk.paths import encode_session_id, normalize_session_id
 
     entries = node_driver.run("location.ts", [str(tmp_path), *IDS]).json_line()
     assert [e["input"] for e in entries] == IDS
@@ -54,7 +54,7 @@ def test_encoding_matches_package_for_awkward_ids(node_driver: NodeDriver, tmp_p
 
 
 def test_refused_ids_agree_with_package(node_driver: NodeDriver, tmp_path: Path) -> None:
-    from core.paths import InvalidSessionId, encode_session_id
+    from core.disk.paths import InvalidSessionId, encode_session_id
 
     entries = node_driver.run("location.ts", [str(tmp_path), *REFUSED]).json_line()
     for entry in entries:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from core.paths import encode_session_id
+from core.disk.paths import encode_session_id
 from tests.interop.harness import NodeDriver, child_ask_args, child_env, serve, wait_until
 from tests.interop.ids import CHILD_SESSION, UUID_SESSION
 

@@ -46,7 +46,7 @@ def _build(state: str, with_decided_by: bool, responder: str) -> Any:
 def test_package_reads_our_response(
     node_driver: NodeDriver, tmp_path: Path, state: str, with_decided_by: bool
 ) -> None:
-    from core.inbox import SessionInbox
+    from core.forwarding.inbox import SessionInbox
     from core.wire.response import (
         encode_response,
         parse_response,

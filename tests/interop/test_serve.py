@@ -60,7 +60,7 @@ def test_real_child_is_denied_by_serve_on_ask_deny(
     target: str,
     folder: str,
 ) -> None:
-    from core.paths import encode_session_id
+    from core.disk.paths import encode_session_id
 
     beats = [f"{encode_session_id(sid)}.json" for sid in served_ids]
     with serve(served_ids, forwarding_root, state_dir, "deny", workdir, beats) as served:
@@ -75,7 +75,7 @@ def test_real_child_is_denied_by_serve_on_ask_deny(
         served.wait_for_log(request_id)
 
     # 20.7.3 drops decidedBy: the fail-safe denial carries its reason in `denialReason`.
-    from core.asks import UNATTENDED_DENIAL
+    from core.serving.asks import UNATTENDED_DENIAL
 
     assert decision["approved"] is False
     assert decision["state"] == "denied_with_reason"

@@ -26,8 +26,8 @@ ASK: dict[str, Any] = {
 
 
 def _respond(forwarding_root: Path, state: str) -> Any:
-    """Serve one ask like a serving node: read it via core.inbox/core.wire, answer, withdraw."""
-    from core.inbox import SessionInbox
+    """Serve one ask like a serving node: read it via core.forwarding.inbox/core.wire, answer, withdraw."""
+    from core.forwarding.inbox import SessionInbox
     from core.wire.decisions import UserDecision
     from core.wire.reader import parse_request
     from core.wire.response import approve, approve_for_session, deny, encode_response

@@ -7,11 +7,11 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.facts import IntentFacts
 from core.rules.frontmatter import FrontmatterError, read_permission_block
 from core.rules.matcher import compile_wildcard, utf16_units
 from core.rules.pi_reading import facts_as_pi, is_array_index, js_key_order, read_permission_block_as_pi
 from core.rules.values import bash_match_value
+from core.wire.facts import IntentFacts
 from tests.rules.support import Layout, resolve
 
 

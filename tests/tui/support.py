@@ -14,13 +14,13 @@ from typing import Any
 from textual.pilot import Pilot
 from textual.strip import Strip
 
-from core.asks import Judgment
-from core.faults import FaultHook, no_fault
-from core.human import AskDecided, HumanAuthorizer
-from core.liveness import heartbeat_path
-from core.paths import encode_session_id
+from core.disk.paths import encode_session_id
+from core.forwarding.liveness import heartbeat_path
+from core.person import AskDecided, HumanAuthorizer
 from core.rules.matcher import compile_wildcard
+from core.seams import FaultHook, no_fault
 from core.serving import ServingCore
+from core.serving.asks import Judgment
 from core.wire.decisions import SessionApprovalDecision
 from core.wire.request import ParsedRequest, SessionGrant
 from core.wiring import AttendedNode
@@ -197,7 +197,7 @@ def make_rig(
     root.mkdir(parents=True, exist_ok=True)
     book = book or RefusingGrantBook()
     human = HumanAuthorizer(grants=book)
-    core = ServingCore(root, state, terminal=human, force_polling=False, fault=fault)
+    core = ServingCore(root, state, arbiter=human, force_polling=False, fault=fault)
     for sid in sessions:
         core.add_session(sid)
     keys = keys or FakeKeyClock()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from core.judging import RecordedAuthority
+from core.judging.recorded import RecordedAuthority
 from tui.commands import app as app_command
 from tui.commands.node import attended_node
 
@@ -40,7 +40,7 @@ def test_ui_settings_come_from_the_pi_config(tmp_path: Path) -> None:
                  "--grace-ms", "250")
     node = attended_node(args)
     core, human, authority = node.core, node.person, node.authority
-    assert isinstance(authority, RecordedAuthority) and human.grants is authority and core.terminal is human
+    assert isinstance(authority, RecordedAuthority) and human.grants is authority and core.arbiter is human
     assert core.judge is authority and node.history is not None
     settings = app_command.ui_settings(args, authority)
     assert settings.double_press is False

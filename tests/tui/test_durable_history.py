@@ -11,7 +11,7 @@ from textual.pilot import Pilot
 from textual.widgets import Static
 
 from core.history import HistoryStore
-from core.human import HumanAuthorizer
+from core.person import HumanAuthorizer
 from core.serving import ServingCore
 from core.wiring import AttendedNode
 from tests.helpers import wait_for as until
@@ -36,7 +36,7 @@ async def test_h_opens_the_review_and_decisions_are_recorded_with_shown_time(tmp
     root, state = tmp_path / "forwarding", tmp_path / "state"
     store = HistoryStore.in_state_dir(state)
     human = HumanAuthorizer()
-    core = ServingCore(root, state, terminal=human, ledger=store)
+    core = ServingCore(root, state, arbiter=human, ledger=store)
     core.subscribe(store.observe)
     core.add_session(SERVED)
     app = AuthorizerApp(AttendedNode(core, human, history=store),
@@ -61,7 +61,7 @@ async def test_h_opens_the_review_and_decisions_are_recorded_with_shown_time(tmp
 async def pending_row_gone(root: Path, state: Path, store: HistoryStore) -> None:
     """An earlier run held an ask of `OTHER` whose child gave up while no one served the inbox."""
     earlier_person = HumanAuthorizer()
-    earlier = ServingCore(root, state, terminal=earlier_person, ledger=store)
+    earlier = ServingCore(root, state, arbiter=earlier_person, ledger=store)
     earlier.subscribe(store.observe)
     earlier.add_session(OTHER)
     serving = asyncio.create_task(earlier.run())
@@ -76,7 +76,7 @@ async def pending_row_gone(root: Path, state: Path, store: HistoryStore) -> None
 
 def attended(root: Path, state: Path, store: HistoryStore) -> AttendedNode:
     human = HumanAuthorizer()
-    core = ServingCore(root, state, terminal=human, ledger=store)
+    core = ServingCore(root, state, arbiter=human, ledger=store)
     core.subscribe(store.observe)
     core.add_session(SERVED)
     return AttendedNode(core, human, history=store)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from textual.message import Message
 
-from core.human import AskDecided
+from core.person import AskDecided
 from core.serving import ServeEvent
 from tests.tui.support import (
     make_rig,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from core.paths import encode_session_id
+from core.disk.paths import encode_session_id
 from tests.helpers import poll_until, response_path, session_dir, write_request
 
 REPO = Path(__file__).resolve().parents[2]

@@ -7,8 +7,8 @@ import os
 import time
 from pathlib import Path
 
-from core.human import HumanAuthorizer
-from core.judging import RecordedAuthority
+from core.judging.recorded import RecordedAuthority
+from core.person import HumanAuthorizer
 from core.rules import IntentFacts, PolicyStore, resolve_with_policy
 from core.serving import ServingCore
 from core.wiring import AttendedNode
@@ -36,7 +36,7 @@ async def test_widening_reload_is_reviewed_declined_then_accepted(tmp_path: Path
     store = PolicyStore(agent_dir, tmp_path / "project", None, home="/home/me")
     authority = RecordedAuthority(store)
     human = HumanAuthorizer(grants=authority)
-    core = ServingCore(tmp_path / "root", tmp_path / "state", terminal=human, judge=authority)
+    core = ServingCore(tmp_path / "root", tmp_path / "state", arbiter=human, judge=authority)
     core.add_background(authority.watch_config)
     core.add_session(SERVED)
     app = AuthorizerApp(AttendedNode(core, human, authority), UiSettings(input_grace_ms=0))

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.asks import Ask, AskKey, Judgment
+from core.serving.asks import Ask, AskKey, Judgment
 from core.wire.reader import parse_request
 from tests.rules.test_agent_names import ODD_NAMES, USABLE
 from tests.tui.support import FIXED_CREATED, SERVED, request_body

@@ -14,7 +14,7 @@ from textual.geometry import Region
 from textual.strip import Strip
 from textual.widgets import Footer, Static
 
-from core.asks import Ask, AskKey, Judgment
+from core.serving.asks import Ask, AskKey, Judgment
 from core.wire.reader import parse_request
 from tests.tui.support import (
     SERVED,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import DataTable, Static
 
-from core.liveness import heartbeat_path
+from core.forwarding.liveness import heartbeat_path
 from tests.tui.support import (
     SERVED,
     make_rig,

@@ -17,7 +17,7 @@ from textual.command import CommandPalette
 from textual.widgets import Static
 
 from core.history import HistoryStore
-from core.human import AskDecided, HumanAuthorizer
+from core.person import AskDecided, HumanAuthorizer
 from core.serving import ServingCore
 from core.wiring import AttendedNode
 from tests.tui.support import (
@@ -326,7 +326,7 @@ async def test_help_on_the_history_view_lists_its_keys(tmp_path: Path) -> None:
     root, state = tmp_path / "forwarding", tmp_path / "state"
     store = HistoryStore.in_state_dir(state)
     human = HumanAuthorizer()
-    core = ServingCore(root, state, terminal=human, ledger=store)
+    core = ServingCore(root, state, arbiter=human, ledger=store)
     core.add_session(SERVED)
     app = AuthorizerApp(AttendedNode(core, human, history=store), UiSettings(input_grace_ms=0))
     async with app.run_test(size=(130, 60)) as pilot:

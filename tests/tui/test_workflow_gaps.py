@@ -16,7 +16,7 @@ import pytest
 from textual.message import Message
 from textual.widgets import Footer, Input, Static
 
-from core.human import AskAdded
+from core.person import AskAdded
 from tests.tui.support import (
     SERVED,
     make_rig,

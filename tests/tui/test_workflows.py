@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from textual.widgets import DataTable, Static
 
-from core.human import HumanAuthorizer
-from core.judging import RecordedAuthority
+from core.judging.recorded import RecordedAuthority
+from core.person import HumanAuthorizer
 from core.rules import PolicyStore
 from core.serving import ServingCore
 from core.wiring import AttendedNode

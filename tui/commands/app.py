@@ -15,11 +15,11 @@ import os
 import sys
 from pathlib import Path
 
-from core.heap import settle_for_serving
-from core.judging import RecordedAuthority
-from core.paths import env_line
-from core.tree import FILE_MODE, Anchor
+from core.disk.paths import env_line
+from core.disk.tree import FILE_MODE, Anchor
+from core.judging.recorded import RecordedAuthority
 from tui.commands.arguments import non_negative_int
+from tui.commands.collector import settle_for_serving
 from tui.commands.node import attended_node, configure_logging, take_sessions
 from tui.commands.options import (
     add_rules_options,

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from core.authorizers import parse_link_spec
-from core.paths import InvalidSessionId, normalize_session_id
+from core.disk.paths import InvalidSessionId, normalize_session_id
+from core.judging.links import parse_link_spec
 
 _Number = TypeVar("_Number", int, float)
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

@@ -15,9 +15,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from core.demo_asks import DEMO_CONFIG, run_children
-from core.simulate import ChildResult
 from tui.commands.app import ui_settings, with_defaults
+from tui.demo.children import ChildResult
+from tui.demo.scenario import DEMO_CONFIG, run_children
 
 DEMO_SESSION = "pi-authorizer-demo"
 REMOVAL_PASSES = 20

@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from core.paths import agent_dir
+from core.disk.paths import agent_dir
 from core.rules import PolicyStore
 from core.rules.explain import explain
 from core.wire.reader import RequestRejected, parse_request

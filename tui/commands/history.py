@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 
 from core.clock import SYSTEM_CLOCK
+from core.disk.paths import default_state_dir
 from core.history import HISTORY_FILE, HistoryFilter, HistoryRow, HistoryStore, HistoryTooNew
 from core.history.review_log import default_review_log, import_review_log
-from core.logline import log_safe
-from core.paths import default_state_dir
+from core.text import log_safe
 from tui.commands.arguments import CliError, duration_arg, non_negative_int, session_id_arg
 from tui.commands.options import add_retention_options, retention
 

@@ -15,15 +15,15 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from core.asks import TerminalSlot
-from core.authorizers import parse_link_spec
 from core.clock import SYSTEM_CLOCK, Clock
+from core.disk.paths import agent_dir
+from core.disk.tree import UnsafeFolder
+from core.forwarding.liveness import SessionHeld
 from core.history import HistoryStore, HistoryTooNew
-from core.liveness import SessionHeld
-from core.logline import LineFormatter, log_safe
-from core.paths import agent_dir
+from core.judging.links import parse_link_spec
 from core.serving import ServingCore
-from core.tree import UnsafeFolder
+from core.serving.asks import Arbiter
+from core.text import LineFormatter, log_safe
 from core.wiring import AttendedNode, HistoryFailed, Node, NodeOptions, build_attended_node, build_node
 from tui.commands.log_sink import TurnBufferedHandler
 from tui.commands.options import forwarding_root, retention, state_dir
@@ -46,9 +46,9 @@ def node_options(args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK) -> NodeO
     )
 
 
-def headless_node(args: argparse.Namespace, terminal: TerminalSlot, clock: Clock = SYSTEM_CLOCK) -> Node:
+def headless_node(args: argparse.Namespace, arbiter: Arbiter, clock: Clock = SYSTEM_CLOCK) -> Node:
     """A headless node for these options (`core.wiring.build_node`)."""
-    return build_node(node_options(args, clock), open_history(args, clock), terminal)
+    return build_node(node_options(args, clock), open_history(args, clock), arbiter)
 
 
 def attended_node(args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK) -> AttendedNode:

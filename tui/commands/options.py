@@ -8,10 +8,10 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from core.files import read_small, replace_file
+from core.disk.entries import read_small, replace_file
+from core.disk.paths import InvalidSessionId, default_forwarding_root, default_state_dir, normalize_session_id
+from core.disk.tree import Anchor
 from core.history import Retention
-from core.paths import InvalidSessionId, default_forwarding_root, default_state_dir, normalize_session_id
-from core.tree import Anchor
 from tui.commands.arguments import (
     CliError,
     duration_arg,

@@ -7,8 +7,8 @@ import asyncio
 import os
 import sys
 
-from core.logline import log_safe
-from core.paths import forwarding_env
+from core.disk.paths import forwarding_env
+from core.text import log_safe
 from tui.commands.node import (
     configure_logging,
     headless_node,
@@ -22,7 +22,7 @@ from tui.commands.options import (
     forwarding_root,
     session_ids,
 )
-from tui.commands.serve import add_on_ask_option, terminal_for
+from tui.commands.serve import add_on_ask_option, arbiter_for
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -61,7 +61,7 @@ def child_environment(session_id: str, root_given: bool, root: str) -> dict[str,
 
 
 async def _run(args: argparse.Namespace, command: list[str]) -> int:
-    node = headless_node(args, terminal_for(args.on_ask))
+    node = headless_node(args, arbiter_for(args.on_ask))
     core = node.core
     ids = session_ids(args)[:1]
     install_stop_signals(core)  # before the heartbeat exists, so a stop is never lost

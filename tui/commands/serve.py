@@ -6,9 +6,9 @@ import argparse
 import asyncio
 import sys
 
-from core.asks import DenyingTerminal, LeavingTerminal, TerminalSlot
-from core.heap import settle_for_serving
-from core.paths import env_line
+from core.disk.paths import env_line
+from core.serving.asks import Arbiter, DenyingArbiter, LeavingArbiter
+from tui.commands.collector import settle_for_serving
 from tui.commands.node import configure_logging, headless_node, install_stop_signals, take_sessions
 from tui.commands.options import add_rules_options, add_serving_options, check_serving_dirs, session_ids
 
@@ -31,8 +31,8 @@ def add_on_ask_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def terminal_for(on_ask: str) -> TerminalSlot:
-    return DenyingTerminal() if on_ask == "deny" else LeavingTerminal()
+def arbiter_for(on_ask: str) -> Arbiter:
+    return DenyingArbiter() if on_ask == "deny" else LeavingArbiter()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _serve(args: argparse.Namespace) -> int:
-    node = headless_node(args, terminal_for(args.on_ask))
+    node = headless_node(args, arbiter_for(args.on_ask))
     core = node.core
     ids = session_ids(args)
     install_stop_signals(core)  # before the heartbeat exists, so a stop is never lost

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 from textual.content import Content
 
-from core.asks import Ask
-from core.human import HumanAuthorizer
-from core.principal import agent_mismatch, principal_agent
+from core.person import HumanAuthorizer
 from core.rules.agent_names import suspicious_agent_reason
+from core.serving.asks import Ask
+from core.wire.principal import agent_mismatch, principal_agent
 from tui.render.facts import LINE_LIMIT
 from tui.render.styles import DIM, ERROR, LABEL_STYLE, WARN
 from tui.sanitize import elision, sanitize

@@ -6,8 +6,8 @@ every widget read them from here.
 
 from __future__ import annotations
 
-from core.asks import Ask
-from core.risk import RiskHint, risk_hints
+from core.serving.asks import Ask
+from tui.render.risk import RiskHint, risk_hints
 from tui.sanitize import has_hidden, safe_plain
 
 VALUE_LIMIT = 400

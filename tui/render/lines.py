@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from textual.content import Content
 
-from core.asks import Ask
-from core.risk import RiskHint
+from core.serving.asks import Ask
 from tui.render.ask import Clip, agent_content, value_content
 from tui.render.facts import age_seconds, duration
+from tui.render.risk import RiskHint
 from tui.render.styles import DIM
 
 HEADER_AGENT_LIMIT = 24

@@ -1,7 +1,7 @@
 """Steps over one ask: the base of every such modal, the reason editor, the expanded ask.
 
 No modal has a clickable confirm: deciding takes a key press (no mouse path decides an ask), and
-`esc` only ever goes back. A step's decisive key asks `core.keysafety.KeySafety`: it counts only
+`esc` only ever goes back. A step's decisive key asks `tui.keysafety.KeySafety`: it counts only
 after a frame showing the step was painted, plus the grace (`keys_after_paint`).
 """
 
@@ -17,8 +17,8 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
-from core.asks import Ask, AskKey
-from core.keysafety import KeySafety
+from core.serving.asks import Ask, AskKey
+from tui.keysafety import KeySafety
 from tui.render.ask import (
     Clip,
     agent_content,

@@ -12,8 +12,8 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
-from core.asks import Ask
-from core.keysafety import KeySafety
+from core.serving.asks import Ask
+from tui.keysafety import KeySafety
 from tui.render.ask import (
     Clip,
     agent_content,

@@ -13,9 +13,9 @@ from textual.containers import Vertical
 from textual.content import Content
 from textual.widgets import Static
 
-from core.asks import Ask
-from core.keysafety import KeySafety
+from core.serving.asks import Ask
 from core.wire.request import SessionGrant
+from tui.keysafety import KeySafety
 from tui.render.ask import (
     Clip,
     agent_content,

@@ -18,8 +18,8 @@ from textual.containers import Vertical
 from textual.content import Content
 from textual.widgets import DataTable, Footer, Header, Static
 
-from core.grants import GrantEntry
-from core.judging import RecordedAuthority
+from core.judging.grants import GrantEntry
+from core.judging.recorded import RecordedAuthority
 from tui.render.styles import DIM, WARN
 from tui.sanitize import sanitize
 from tui.screens.rows_screen import RowsScreen, rows_keys

@@ -2,7 +2,7 @@
 
 Guards against accidental approval (`docs/contract.md` § Approval safety): the queue never reorders
 under the cursor; every timing and press rule (grace after the ask is painted, double press, hidden
-characters, modal grace, armed-press expiry) is `core.keysafety.KeySafety`, fed from here: the
+characters, modal grace, armed-press expiry) is `tui.keysafety.KeySafety`, fed from here: the
 selection, the paint of the ask's header (`PaintProbe`), and each key's read time. `w` and `r` open
 an explicit confirmation step; `esc` never decides. Decision bindings are hidden from the clickable
 Footer and shown in a plain legend instead, so no mouse path decides an ask.
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, ClassVar
 from textual.binding import Binding, BindingType
 from textual.content import Content
 
-from core.asks import Ask, AskKey
+from core.serving.asks import Ask, AskKey
 from tui.render.facts import (
     LINE_LIMIT,
     VALUE_LIMIT,

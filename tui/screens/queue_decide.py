@@ -10,16 +10,16 @@ from typing import TYPE_CHECKING, TypeVar
 from textual.content import Content
 from textual.screen import Screen, ScreenResultCallbackType
 
-from core.asks import AskKey
-from core.human import (
+from core.person import (
     AskDecided,
     DecisionRefused,
     GrantRefused,
     HumanAuthorizer,
     proven_direction,
 )
-from core.keysafety import Verdict
+from core.serving.asks import AskKey
 from core.wire.response import GrantWidth
+from tui.keysafety import Verdict
 from tui.render.facts import (
     ask_label,
 )

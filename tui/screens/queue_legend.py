@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from textual.content import Content
 
-from core.asks import Ask
-from core.human import HumanAuthorizer, proven_direction
+from core.person import HumanAuthorizer, proven_direction
+from core.serving.asks import Ask
 from tui.render.facts import ask_has_hidden
 from tui.render.styles import DIM, WARN
 

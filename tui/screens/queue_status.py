@@ -13,10 +13,10 @@ from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from core.asks import Ask, AskKey
 from core.clock import Clock
-from core.human import AskDecided, AskWithdrawn
-from core.keysafety import Armed, KeySafety
+from core.person import AskDecided, AskWithdrawn
+from core.serving.asks import Ask, AskKey
+from tui.keysafety import Armed, KeySafety
 from tui.render.facts import ask_label
 from tui.render.styles import DIM, WARN
 from tui.sanitize import safe_plain, visible

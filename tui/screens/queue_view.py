@@ -13,10 +13,10 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Footer, Header, Input, Static
 
-from core.asks import Ask, AskKey
 from core.clock import SYSTEM_CLOCK, Clock
-from core.human import AskAdded, AskDecided, AskWithdrawn, HumanAuthorizer, HumanEvent
-from core.keysafety import KeySafety
+from core.person import AskAdded, AskDecided, AskWithdrawn, HumanAuthorizer, HumanEvent
+from core.serving.asks import Ask, AskKey
+from tui.keysafety import KeySafety
 from tui.render.facts import ask_has_hidden
 from tui.sanitize import safe_plain
 from tui.screens.queue_status import QueueStatus

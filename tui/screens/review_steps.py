@@ -21,8 +21,8 @@ from textual.widgets.option_list import Option
 from core.history import HistoryRow
 from core.history.rule_edit import Change, apply, preview, targets
 from core.history.suggest import Suggestion, SuggestionRefused
-from core.keysafety import KeySafety
 from core.rules import PolicyStore
+from tui.keysafety import KeySafety
 from tui.render.history import change_content, detail_content, safe
 from tui.sanitize import sanitize
 from tui.screens.ask_steps import keys_after_paint
@@ -99,7 +99,7 @@ class ConfirmRuleScreen(ModalScreen[bool]):
         key_time: Callable[[], float] | None = None,
     ) -> None:
         """`safety`: opened from the queue, where `y` also approves, so a `y` meant for an ask must not
-        write a rule: `y` counts only after this step was painted plus the grace (`core.keysafety`)."""
+        write a rule: `y` counts only after this step was painted plus the grace (`tui.keysafety`)."""
         super().__init__()
         self.offer = offer
         self.rules = rules

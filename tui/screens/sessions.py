@@ -17,10 +17,10 @@ from textual.containers import Vertical
 from textual.content import Content
 from textual.widgets import DataTable, Footer, Header, Static
 
-from core.liveness import SessionHeld
-from core.paths import InvalidSessionId, env_line
+from core.disk.paths import InvalidSessionId, env_line
+from core.forwarding.liveness import SessionHeld
+from core.forwarding.survey import InboxStatus
 from core.serving import ServedSession, ServedSessions
-from core.survey import InboxStatus
 from core.wiring import HistoryFailed
 from tui.render.styles import DIM, WARN
 from tui.sanitize import sanitize

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
-from core.asks import Ask, AskKey
+from core.serving.asks import Ask, AskKey
 from tui.render.facts import ask_risk, primary_surface, primary_value, risk_label
 from tui.sanitize import sanitize
 

@@ -10,8 +10,8 @@ from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.widgets import Static
 
-from core.asks import Ask, AskKey
 from core.rules.agent_names import suspicious_agent_reason
+from core.serving.asks import Ask, AskKey
 from tui.render.ask import (
     Clip,
     display_content,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.asks import Ask
+from core.serving.asks import Ask
 from tui.render.facts import primary_surface
 
 FIELDS = ("agent", "session", "surface")

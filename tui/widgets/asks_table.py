@@ -17,7 +17,7 @@ from textual.events import Resize
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
 
-from core.asks import Ask, AskKey
+from core.serving.asks import Ask, AskKey
 from tui.render.facts import age_seconds, duration
 from tui.sanitize import fit
 from tui.widgets.ask_columns import COLUMNS, Column, order_of, row_key_of

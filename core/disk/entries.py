@@ -1,0 +1,146 @@
+"""Entries of a folder opened by descriptor (`core.disk.tree`): written, published, replaced, read and
+removed relative to that descriptor, never through a link.
+
+The seam every response goes through (staging, syncing, placing) is `core.disk.writer`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import re
+import shutil
+import stat
+
+from core.clock import SYSTEM_CLOCK, wall_ms
+from core.disk.tree import FILE_MODE, check_name, lstat_or_none
+
+_NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_COPY_CHUNK = 1 << 20
+
+
+def temp_name(name: str) -> str:
+    """`<name>.<pid>.<ms>.tmp`, the reference's temp naming (skipped by every `.json` lister)."""
+    return f"{name}.{os.getpid()}.{wall_ms(SYSTEM_CLOCK)}.tmp"
+
+
+def write_new(dir_fd: int, name: str, data: bytes, mode: int = FILE_MODE, sync: bool = True) -> None:
+    """Create `name` exclusively (never through a link) and, unless told the caller syncs, make it durable."""
+    fd = os.open(check_name(name), _NEW_FILE_FLAGS, mode, dir_fd=dir_fd)
+    try:
+        write_all(fd, data)
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Every byte of `data` (`os.write` may write fewer)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+_TEMP_NAME = re.compile(r"^.+\.(?P<pid>[0-9]+)\.[0-9]+\.tmp$")
+
+
+def leftover_temp_files(dir_fd: int) -> list[tuple[str, int]]:
+    """`<name>.<pid>.<ms>.tmp` entries this node's writers leave when killed, with the writer's pid."""
+    try:
+        names = os.listdir(dir_fd)
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        match = _TEMP_NAME.match(name)
+        if match is not None:
+            found.append((name, int(match["pid"])))
+    return found
+
+
+def replace_file(dir_fd: int, name: str, data: bytes, mode: int = FILE_MODE) -> None:
+    """Write-then-rename for files this node owns outright (a rename replaces a link, never follows it)."""
+    temp = temp_name(check_name(name))
+    try:
+        write_new(dir_fd, temp, data, mode)
+        os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        remove(dir_fd, temp)
+        raise
+
+
+def remove(dir_fd: int, name: str) -> None:
+    """Safe delete of one entry (a link is removed itself): already gone is not an error."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(check_name(name), dir_fd=dir_fd)
+
+
+def remove_entry(dir_fd: int, name: str) -> None:
+    """Delete a file, a link (itself) or a whole folder (whose links are removed, never followed)."""
+    info = lstat_or_none(dir_fd, name)
+    if info is not None and stat.S_ISDIR(info.st_mode):
+        shutil.rmtree(check_name(name), dir_fd=dir_fd)
+    else:
+        remove(dir_fd, name)
+
+
+def read_small(dir_fd: int, name: str, limit: int) -> bytes | None:
+    """A regular file's bytes (at most `limit`), or `None` if missing, a link, not regular or larger."""
+    try:
+        fd = os.open(check_name(name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                     dir_fd=dir_fd)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            return None
+        data = os.read(fd, limit + 1)
+        return data if len(data) <= limit else None
+    finally:
+        os.close(fd)
+
+
+def move_entry(source: int, name: str, target_dir: int, target: str) -> str | None:
+    """Rename `name` to `target` in another folder (a link is moved itself, never followed); across
+    filesystems a link or a regular file is copied (whole, under a temp name, durable) and then
+    removed. `None` when moved, else why it was left in place."""
+    try:
+        os.rename(check_name(name), check_name(target), src_dir_fd=source, dst_dir_fd=target_dir)
+        return None
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+    info = lstat_or_none(source, name)
+    if info is None:
+        raise FileNotFoundError(errno.ENOENT, "withdrawn", name)
+    if stat.S_ISLNK(info.st_mode):
+        os.symlink(os.readlink(name, dir_fd=source), target, dir_fd=target_dir)
+    elif stat.S_ISREG(info.st_mode):
+        _copy_regular(source, name, target_dir, target)
+    else:
+        return "not a regular file, on another filesystem than the state dir: not copied"
+    os.unlink(name, dir_fd=source)
+    return None
+
+
+def _copy_regular(source: int, name: str, target_dir: int, target: str) -> None:
+    """Copied under a temp name, then renamed: `target` is only ever a whole copy."""
+    temp = temp_name(target)
+    src = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=source)
+    try:
+        dst = os.open(temp, _NEW_FILE_FLAGS, FILE_MODE, dir_fd=target_dir)
+        try:
+            while chunk := os.read(src, _COPY_CHUNK):
+                write_all(dst, chunk)
+            os.fsync(dst)
+        finally:
+            os.close(dst)
+        os.rename(temp, target, src_dir_fd=target_dir, dst_dir_fd=target_dir)
+    except BaseException:
+        remove(target_dir, temp)
+        raise
+    finally:
+        os.close(src)

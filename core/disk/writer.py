@@ -1,0 +1,220 @@
+"""The `DiskWriter` seam: every file-system call that publishes a response (staging, syncing,
+placing), relative to a folder's descriptor and never through a link, so a fault test subclasses
+one class instead of patching; the primitives it wraps are `core.disk.entries` and `core.disk.anonymous`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import os
+import threading
+from collections.abc import Callable
+
+from core.disk.anonymous import (
+    ANONYMOUS_MAX,
+    Staged,
+    link_anonymous,
+    proc_names_descriptors,
+    write_anonymous,
+)
+from core.disk.entries import remove, temp_name, write_new
+from core.disk.reused import reuse_request
+from core.disk.tree import check_name
+
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_RENAMEAT2 = getattr(_LIBC, "renameat2", None)
+_SYNCFS = getattr(_LIBC, "syncfs", None)
+_RENAME_NOREPLACE = 1
+
+
+def rename_noreplace(dir_fd: int, source: str, target: str) -> bool | None:
+    """`renameat2(RENAME_NOREPLACE)` within one folder: `True` done, `False` the target exists,
+    `None` when the kernel or filesystem does not offer it (the caller falls back to `link()`)."""
+    if _RENAMEAT2 is None:
+        return None
+    src, dst = os.fsencode(check_name(source)), os.fsencode(check_name(target))
+    if _RENAMEAT2(dir_fd, src, dir_fd, dst, _RENAME_NOREPLACE) == 0:
+        return True
+    error = ctypes.get_errno()
+    if error == errno.EEXIST:
+        return False
+    if error in {errno.EINVAL, errno.ENOSYS, errno.ENOTSUP}:
+        return None
+    raise OSError(error, os.strerror(error), target)
+
+
+def syncfs(fd: int) -> bool:
+    """Flush the whole filesystem holding `fd` (one call for a batch of files); `False` when unavailable."""
+    if _SYNCFS is None:
+        return False
+    if _SYNCFS(fd) == 0:
+        return True
+    error = ctypes.get_errno()
+    raise OSError(error, os.strerror(error), "syncfs")
+
+
+class DiskWriter:
+    """The file-system calls that publish a response, all relative to a folder's descriptor. An
+    explicit seam: fault tests inject a writer that fails like a full or broken disk (ENOSPC, EIO)
+    or a slow one, without patching this module.
+
+    A response is staged as an anonymous file where the kernel and filesystem allow (`anonymous`):
+    creating it does not lock `responses/` (a named create holds the folder while the filesystem
+    looks for a free inode, and every rename and listing of the folder waits behind it), and a
+    killed process leaves nothing behind. It is placed with `linkat` through `/proc/self/fd`, which
+    never replaces an existing name. Elsewhere (no `O_TMPFILE`, no procfs, too many held open) it is
+    a named temp renamed with `RENAME_NOREPLACE`. A burst's recorded answers are written into their
+    own request files where those may be reused (`reuse`), and placed the same way."""
+
+    anonymous = True
+    anonymous_max = ANONYMOUS_MAX
+    _held = 0  # staged descriptors (anonymous or reused files) this writer holds open
+    _lock = threading.Lock()
+    _usable: bool | None = None  # whether /proc names descriptors, checked once per process
+
+    def stage(self, dir_fd: int, name: str, data: bytes, sync: bool) -> Staged:
+        """`data` in a file that is not visible yet; durable on return when `sync` (else `sync_all`
+        or `sync_file` makes it so before it is placed)."""
+        fd = self._write_anonymous(dir_fd, data)
+        if fd is None:
+            if sync:
+                self.write_new(dir_fd, name, data)
+            else:
+                self.write_unsynced(dir_fd, name, data)
+            return Staged(name)
+        staged = Staged(name, fd)
+        if sync:
+            try:
+                os.fsync(fd)
+            except BaseException:
+                self.discard(dir_fd, staged)
+                raise
+        return staged
+
+    def reuse(
+        self, requests_fd: int, name: str, judged: bytes, data: bytes, dir_fd: int, target: str, device: int
+    ) -> Staged | None:
+        """The request file `name`, holding exactly `judged`, rewritten to hold `data` and staged to
+        be placed as `target` in `dir_fd` (on `device`) like an anonymous file
+        (`core.disk.reused`: no inode is created); None, having changed nothing, where it may
+        not be reused or placed so."""
+        target = check_name(target)
+        fd = self._held_open(lambda: reuse_request(requests_fd, name, judged, data, dir_fd, target, device))
+        return None if fd is None else Staged(name, fd)
+
+    def _write_anonymous(self, dir_fd: int, data: bytes) -> int | None:
+        return self._held_open(lambda: write_anonymous(dir_fd, data))
+
+    def _held_open(self, make: Callable[[], int | None]) -> int | None:
+        """The descriptor `make` opens, counted as held until placed or discarded; None (nothing
+        counted) when `/proc` does not name descriptors, too many are held, or `make` made none."""
+        if DiskWriter._usable is None:
+            DiskWriter._usable = proc_names_descriptors()
+        with DiskWriter._lock:
+            if not self.anonymous or not DiskWriter._usable or self._held >= self.anonymous_max:
+                return None
+            self._held += 1
+        try:
+            fd = make()
+        except BaseException:
+            self._let_go()
+            raise
+        if fd is None:
+            self._let_go()
+        return fd
+
+    def _let_go(self) -> None:
+        with DiskWriter._lock:
+            self._held -= 1
+
+    def sync_file(self, dir_fd: int, staged: Staged) -> None:
+        """Make one staged file durable (a batch too small for `sync_all`, or where it is missing)."""
+        if staged.fd is not None:
+            os.fsync(staged.fd)
+            return
+        fd = os.open(check_name(staged.name), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def place(self, dir_fd: int, staged: Staged, target: str) -> bool:
+        """Give the durable `staged` file the name `target` unless it exists (`False` then: it is
+        still staged, the caller discards it); never replaces. On `True` nothing staged is left."""
+        if staged.fd is None:
+            return self.place_named(dir_fd, staged.name, target)
+        if not link_anonymous(staged.fd, dir_fd, check_name(target)):
+            return False
+        self.discard(dir_fd, staged)
+        return True
+
+    def discard(self, dir_fd: int, staged: Staged) -> None:
+        """Let go of a staged file that will not be placed (an anonymous one simply vanishes)."""
+        if staged.fd is None:
+            with contextlib.suppress(OSError, ValueError):
+                remove(dir_fd, staged.name)
+            return
+        fd, staged.fd = staged.fd, None
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        self._let_go()
+
+    def write_new(self, dir_fd: int, name: str, data: bytes) -> None:
+        write_new(dir_fd, name, data)
+
+    def link(self, dir_fd: int, source: str, target: str) -> None:
+        os.link(source, target, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+
+    def fsync_dir(self, dir_fd: int) -> None:
+        os.fsync(dir_fd)
+
+    def write_unsynced(self, dir_fd: int, name: str, data: bytes) -> None:
+        """`write_new` without the fsync: a batch makes all its files durable at once (`sync_all`)."""
+        write_new(dir_fd, name, data, sync=False)
+
+    def sync_all(self, dir_fd: int) -> bool:
+        """Make every file written on `dir_fd`'s filesystem durable (`syncfs`); `False` if unavailable."""
+        return syncfs(dir_fd)
+
+    def rename_noreplace(self, dir_fd: int, source: str, target: str) -> bool | None:
+        """`rename_noreplace` (a test seam: `None` stands for a filesystem without it)."""
+        return rename_noreplace(dir_fd, source, target)
+
+    def place_named(self, dir_fd: int, source: str, target: str) -> bool:
+        """Give the durable named file `source` the name `target` unless it exists (`False` then:
+        `source` stays); never replaces. On `True` the name `source` is gone (the `link()` fallback
+        removes it, so a rename, the usual case, costs no second call)."""
+        done = self.rename_noreplace(dir_fd, source, target)
+        if done is not None:
+            return done
+        try:
+            self.link(dir_fd, source, target)
+        except FileExistsError:
+            return False
+        with contextlib.suppress(OSError):
+            remove(dir_fd, source)
+        return True
+
+
+DISK = DiskWriter()
+
+
+def publish_once(dir_fd: int, name: str, data: bytes, disk: DiskWriter = DISK) -> bool:
+    """Publish `name` atomically; `False` when it already exists.
+
+    The temp file is fsynced and then hard-linked into place: `link()` never replaces an existing
+    name, so two writers (or a retry) can never publish one name twice.
+    """
+    temp = temp_name(check_name(name))
+    try:
+        disk.write_new(dir_fd, temp, data)
+        try:
+            disk.link(dir_fd, temp, name)
+        except FileExistsError:
+            return False
+        disk.fsync_dir(dir_fd)
+        return True
+    finally:
+        remove(dir_fd, temp)

@@ -1,0 +1,208 @@
+"""One session's forwarding inbox on disk: listing, hostile-safe reading, atomic answering.
+
+Every operation assumes the inbox may hold anything a local process could put there: symlinks
+(never followed, at any level: every folder is opened by descriptor through `core.disk.tree`), FIFOs,
+huge files, names that are not UTF-8. Nothing is deleted without either answering it or keeping a
+copy with the reason (`core.serving.quarantine`).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import InitVar, dataclass, field
+from pathlib import Path
+
+from core.disk.entries import remove
+from core.disk.paths import encode_session_id, normalize_session_id
+from core.disk.tree import Anchor, UnsafeFolder, lstat_or_none, require_folder_or_absent
+from core.disk.writer import DISK, DiskWriter, publish_once
+from core.wire.limits import MAX_REQUEST_BYTES
+
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+class UnreadableRequest(Exception):
+    """The request file exists but cannot be taken as a request; `reason` says why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def display_name(name: str) -> str:
+    """A file name safe to print: undecodable bytes and controls are escaped."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace").encode("unicode_escape").decode("ascii")
+
+
+def read_request_in(dir_fd: int, name: str) -> bytes:
+    """The bytes of request file `name` in the folder `dir_fd`, never following a symlink or blocking
+    on a FIFO. Raises `FileNotFoundError` when the child withdrew it, `UnreadableRequest` otherwise."""
+    try:
+        fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            raise FileNotFoundError(errno.ENOENT, "request withdrawn", name) from exc
+        if exc.errno == errno.ELOOP:
+            raise UnreadableRequest("is a symbolic link (never followed)") from exc
+        raise UnreadableRequest(f"cannot be opened: {exc.strerror}") from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise UnreadableRequest("is not a regular file")
+        if info.st_size > MAX_REQUEST_BYTES:
+            raise UnreadableRequest(f"is {info.st_size} bytes, over the {MAX_REQUEST_BYTES}-byte limit")
+        chunks: list[bytes] = []
+        remaining = MAX_REQUEST_BYTES + 1
+        while remaining > 0:
+            chunk = os.read(fd, min(remaining, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        data = b"".join(chunks)
+        if len(data) > MAX_REQUEST_BYTES:
+            raise UnreadableRequest(f"grew over the {MAX_REQUEST_BYTES}-byte limit")
+        return data
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True)
+class SessionInbox:
+    """`<root>/sessions/<enc(id)>/{requests,responses}` for one served session.
+
+    The `Path` properties are for display; every operation walks the folders from the root by
+    descriptor (`tree`, shared by every inbox of one serving core) and raises `UnsafeFolder` when
+    a folder of this session's tree is a link or not a folder.
+    """
+
+    root: Path
+    session_id: str
+    anchor: InitVar[Anchor | None] = None
+    writer: DiskWriter = field(default=DISK, compare=False, repr=False)
+    tree: Anchor = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self, anchor: Anchor | None) -> None:
+        object.__setattr__(self, "session_id", normalize_session_id(self.session_id))
+        object.__setattr__(self, "tree", anchor or Anchor(self.root, "forwarding root"))
+
+    @property
+    def folder_name(self) -> str:
+        return encode_session_id(self.session_id)
+
+    @property
+    def session_dir(self) -> Path:
+        return self.root / "sessions" / self.folder_name
+
+    @property
+    def requests_dir(self) -> Path:
+        return self.session_dir / "requests"
+
+    @property
+    def responses_dir(self) -> Path:
+        return self.session_dir / "responses"
+
+    @contextmanager
+    def folder(self, sub: str, create: bool = False) -> Iterator[int]:
+        """A descriptor for `requests` or `responses` of this session, opened from the root down."""
+        with self.tree.folder(("sessions", self.folder_name, sub), create) as fd:
+            yield fd
+
+    def list_request_names(self) -> list[str]:
+        """`listed_requests`, empty when the inbox does not exist."""
+        return self.listed_requests() or []
+
+    def listed_requests(self) -> list[str] | None:
+        """Names ending in `.json`, sorted like the reference (temp files end in `.tmp`); None when the
+        session folder or `requests/` does not exist: a folder moved away (and back) says nothing of
+        the files it holds, so serving withdraws no ask for it (`core.serving.drain`).
+
+        Raises `UnsafeFolder` when the session folder, `requests/` or `responses/` is a link or not
+        a folder: such a session is not served until the person removes it.
+        """
+        try:
+            with self.tree.folder(("sessions", self.folder_name)) as session_fd:
+                require_folder_or_absent(session_fd, "responses", str(self.responses_dir))
+            with self.folder("requests") as fd:
+                names = os.listdir(fd)
+        except FileNotFoundError:
+            return None
+        return sorted(name for name in names if name.endswith(".json"))
+
+    def listable(self) -> bool:
+        """Whether `requests/` can be listed now: it exists, and no folder on its way is refused."""
+        try:
+            return self.listed_requests() is not None
+        except UnsafeFolder:
+            return False
+
+    def read_request(self, name: str) -> bytes:
+        """The file's bytes, never following a symlink or blocking on a FIFO (see `read_request_in`)."""
+        with self.folder("requests") as dir_fd:
+            try:
+                return read_request_in(dir_fd, name)
+            except FileNotFoundError as exc:
+                raise FileNotFoundError(self.requests_dir / name) from exc
+
+    def has_request(self, name: str) -> bool:
+        """Whether `requests/<name>` is still there (its child has not withdrawn it)."""
+        try:
+            with self.folder("requests") as fd:
+                return lstat_or_none(fd, name) is not None
+        except FileNotFoundError:
+            return False
+
+    def response_path(self, request_id: str) -> Path:
+        return self.responses_dir / f"{request_id}.json"
+
+    def has_response(self, request_id: str) -> bool:
+        try:
+            with self.folder("responses") as fd:
+                return lstat_or_none(fd, f"{request_id}.json") is not None
+        except FileNotFoundError:
+            return False
+
+    def list_response_names(self) -> list[str]:
+        """Every name in `responses/` (read by descriptor); empty when it does not exist."""
+        try:
+            with self.folder("responses") as fd:
+                return os.listdir(fd)
+        except FileNotFoundError:
+            return []
+
+    def peek_response(self, request_id: str, limit: int = 400) -> bytes:
+        """The start of `responses/<id>.json` for a report, never through a link; empty when unreadable."""
+        try:
+            with self.folder("responses") as dir_fd:
+                fd = os.open(f"{request_id}.json", _READ_FLAGS, dir_fd=dir_fd)
+        except (OSError, ValueError):
+            return b""
+        try:
+            return os.read(fd, limit)
+        except OSError:
+            return b""
+        finally:
+            os.close(fd)
+
+    def write_response(self, request_id: str, body: bytes) -> bool:
+        """Publish `responses/<id>.json` atomically; `False` when a response already exists.
+
+        Missing folders are created from the root down (mode 0700, never through a link); the
+        temp file is fsynced and hard-linked into place, so nothing is ever answered twice.
+        """
+        if "/" in request_id or request_id in {"", ".", ".."} or "\x00" in request_id:
+            raise ValueError(f"request id {request_id!r} cannot name a response file")
+        with self.folder("responses", create=True) as fd:
+            return publish_once(fd, f"{request_id}.json", body, self.writer)
+
+    def delete_request(self, name: str) -> None:
+        """Safe delete: a child that already removed it is not an error."""
+        try:
+            with self.folder("requests") as fd:
+                remove(fd, name)
+        except FileNotFoundError:
+            return

@@ -1,0 +1,222 @@
+"""Proof of serving: the heartbeat newer pi children look for, and the lock that keeps one server.
+
+A newer child abandons after 2 s unless `<root>/serving/<enc(id)>.json` names a live pid with a
+fresh `updatedAt`; two servers on one inbox would race to answer, so a session is held by an
+exclusive `flock` in pi-authorizer's state directory for as long as it is served.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import stat
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from core.clock import SYSTEM_CLOCK, Clock, wall_ms
+from core.disk.entries import read_small, remove, replace_file
+from core.disk.paths import encode_session_id
+from core.disk.tree import Anchor, UnsafeFolder
+from core.wire.base import compact_json
+
+HEARTBEAT_INTERVAL_S = 1.0
+HEARTBEAT_STALE_MS = 5_000
+#: How long a session lock whose recorded holder is dead (a zombie) may take to be released.
+DEAD_HOLDER_GRACE_S = 2.0
+_HEARTBEAT_MAX_BYTES = 64 * 1024
+
+
+def heartbeat_path(root: Path, session_id: str) -> Path:
+    """`<root>/serving/<enc(id)>.json`: beside `sessions/`, never inside it."""
+    return root / "serving" / f"{encode_session_id(session_id)}.json"
+
+
+def pid_alive(pid: int) -> bool:
+    """`kill(pid, 0)` as the reference checks it (EPERM still means the process exists), except that
+    a zombie (killed, not yet reaped by its parent) is dead: it serves nothing."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return not _is_zombie(pid)
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return False
+    # `pid (comm) S ...`: comm may hold spaces and parentheses, the state follows the last `)`.
+    return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] == b"Z"
+
+
+@dataclass(frozen=True)
+class HeartbeatRecord:
+    session_id: str
+    pid: int
+    updated_at_ms: float
+
+    def state(self, now_ms: float) -> Literal["alive", "stale", "dead_pid"]:
+        """`alive`, `stale` or `dead_pid`, the reference's words for a record that exists."""
+        if not pid_alive(self.pid):
+            return "dead_pid"
+        return "stale" if now_ms - self.updated_at_ms > HEARTBEAT_STALE_MS else "alive"
+
+
+def read_heartbeat(path: Path) -> HeartbeatRecord | None:
+    """A heartbeat as a child validates it, or `None` when absent or malformed (tests and tools)."""
+    try:
+        return parse_heartbeat(path.read_bytes())
+    except OSError:
+        return None
+
+
+def read_heartbeat_in(anchor: Anchor, session_id: str) -> HeartbeatRecord | None:
+    """The heartbeat under `anchor`, read through descriptors; a linked `serving/` counts as none."""
+    try:
+        with anchor.folder(("serving",)) as fd:
+            data = read_small(fd, f"{encode_session_id(session_id)}.json", _HEARTBEAT_MAX_BYTES)
+    except OSError:
+        return None
+    return None if data is None else parse_heartbeat(data)
+
+
+def parse_heartbeat(data: bytes) -> HeartbeatRecord | None:
+    try:
+        obj = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    sid, pid, updated = obj.get("sessionId"), obj.get("pid"), obj.get("updatedAt")
+    if not isinstance(sid, str) or not sid or isinstance(pid, bool) or not isinstance(pid, int):
+        return None
+    if pid <= 0 or isinstance(updated, bool) or not isinstance(updated, int | float):
+        return None
+    return HeartbeatRecord(session_id=sid, pid=pid, updated_at_ms=float(updated))
+
+
+class Heartbeat:
+    """Writes and refreshes one session's serving record; removes it on `clear()`.
+
+    `serving/` is opened from the root by descriptor: when it is a link, `beat()` raises
+    `UnsafeFolder` and nothing is written or removed through it.
+    """
+
+    def __init__(
+        self, root: Path, session_id: str, anchor: Anchor | None = None, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
+        self.session_id = session_id
+        self.path = heartbeat_path(root, session_id)
+        self.tree = anchor or Anchor(root, "forwarding root")
+        self.clock = clock
+
+    def beat(self) -> None:
+        record = {"sessionId": self.session_id, "pid": os.getpid(), "updatedAt": wall_ms(self.clock)}
+        with self.tree.folder(("serving",), create=True) as fd:
+            replace_file(fd, self.path.name, compact_json(record))
+
+    def clear(self) -> None:
+        """Remove our record, but never another process's (nor anything through a link)."""
+        current = read_heartbeat_in(self.tree, self.session_id)
+        if current is None or current.pid != os.getpid():
+            return
+        with contextlib.suppress(OSError), self.tree.folder(("serving",)) as fd:
+            remove(fd, self.path.name)
+
+
+class SessionHeld(Exception):
+    """Another process already serves this session; `holder` says who, for the person."""
+
+    def __init__(self, session_id: str, holder: str) -> None:
+        super().__init__(f"session {session_id!r} is already served by {holder}")
+        self.session_id = session_id
+        self.holder = holder
+
+
+class SessionLock:
+    """An exclusive, non-blocking `flock` on `<state>/locks/<enc(id)>.lock` naming its holder."""
+
+    def __init__(
+        self, state_dir: Path, session_id: str, anchor: Anchor | None = None, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
+        self.session_id = session_id
+        self.path = state_dir / "locks" / f"{encode_session_id(session_id)}.lock"
+        self.tree = anchor or Anchor(state_dir, "state dir")
+        self.clock = clock
+        self._fd: int | None = None
+        self.previous_pid: int | None = None
+
+    def acquire(self) -> None:
+        flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+        with self.tree.folder(("locks",), create=True) as locks:
+            try:
+                fd = os.open(self.path.name, flags, 0o600, dir_fd=locks)
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise UnsafeFolder(str(self.path), "is a symbolic link (never followed)") from None
+                raise
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise UnsafeFolder(str(self.path), "is not a regular file")
+            deadline = self.clock.monotonic() + DEAD_HOLDER_GRACE_S
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    # A holder killed with -9 is a zombie while its other threads still exit; the
+                    # kernel drops its lock a moment later. Only a live holder refuses at once.
+                    pid = _holder_pid(fd)
+                    if pid is None or pid_alive(pid) or self.clock.monotonic() > deadline:
+                        raise SessionHeld(self.session_id, _describe_holder(fd)) from None
+                    time.sleep(0.005)
+        except BaseException:
+            os.close(fd)
+            raise
+        # Who held it last (a process killed with -9 leaves its record): its heartbeat is not a server.
+        self.previous_pid = _holder_pid(fd)
+        os.ftruncate(fd, 0)
+        record = {"pid": os.getpid(), "sessionId": self.session_id, "since": wall_ms(self.clock)}
+        os.write(fd, compact_json(record))
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, 0)
+            os.close(self._fd)
+            self._fd = None
+
+
+def live_foreign_server(
+    root: Path, session_id: str, anchor: Anchor | None = None, clock: Clock = SYSTEM_CLOCK
+) -> HeartbeatRecord | None:
+    """A fresh heartbeat of another live process (a pi parent, another authorizer), if any."""
+    record = read_heartbeat_in(anchor or Anchor(root, "forwarding root"), session_id)
+    if record is None or record.pid == os.getpid():
+        return None
+    return record if record.state(wall_ms(clock)) == "alive" else None
+
+
+def _holder_pid(fd: int) -> int | None:
+    try:
+        obj = json.loads(os.pread(fd, 4096, 0) or b"{}")
+    except (OSError, ValueError):
+        return None
+    pid = obj.get("pid") if isinstance(obj, dict) else None
+    return pid if isinstance(pid, int) and not isinstance(pid, bool) else None
+
+
+def _describe_holder(fd: int) -> str:
+    pid = _holder_pid(fd)
+    return f"pi-authorizer pid {pid}" if pid is not None else "another pi-authorizer process"
+

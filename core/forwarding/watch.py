@@ -1,0 +1,230 @@
+"""Change notification for the forwarding root: kernel inotify events, listing each folder as fallback.
+
+The reference polls every 250 ms; a person at a side terminal should see an ask within
+milliseconds. The watcher only says *which session folders changed*; the serving loop then rescans
+those inboxes, so a missed or coalesced event can delay an ask by at most one safety rescan.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+from core.clock import SYSTEM_CLOCK, Clock
+from core.disk.tree import Anchor, UnsafeFolder
+from core.forwarding.inotify import (
+    DIRECTORY_EVENTS,
+    IN_DELETE,
+    IN_DONT_FOLLOW,
+    IN_IGNORED,
+    IN_MOVED_FROM,
+    IN_Q_OVERFLOW,
+    Event,
+    Inotify,
+    InotifyUnavailable,
+)
+from core.forwarding.poll import POLL_S, RESCAN_ALL, polled_changes
+
+log = logging.getLogger("pi_authorizer.watch")
+
+_UNSAFE_RETRY_S = 5.0
+
+
+Settled = Callable[[str, str], bool]
+"""`settled(folder, name)`, told that `requests/<name>` was removed: True when the core had answered
+it (and now forgets it), so the removal is no news and needs no rescan."""
+
+
+def nothing_settled(folder: str, name: str) -> bool:
+    return False
+
+
+class _SessionTree:
+    """inotify watches on `sessions/`, each `sessions/<folder>/` and each `.../requests/`.
+
+    Each folder is opened by descriptor from the root (never through a link) and watched through
+    `/proc/self/fd/<fd>`, so a linked session folder never makes a foreign folder watched.
+    """
+
+    def __init__(self, sessions_dir: Path, tree: Anchor, settled: Settled = nothing_settled) -> None:
+        self.sessions_dir = sessions_dir
+        self.tree = tree
+        self.settled = settled
+        self.inboxes: set[int] = set()
+        self.ino = Inotify()
+        self.folder_of: dict[int, str | None] = {}
+        self.changed: set[str] = set()
+        self.rescan_all = False
+        self.ready = asyncio.Event()
+
+    def start(self) -> None:
+        try:
+            with self.tree.folder(("sessions",), create=True) as fd:
+                folders = os.listdir(fd)
+                self._watch_fd(fd, None)
+        except UnsafeFolder as exc:  # serving reports it; the safety rescan still runs
+            log.warning("not watching the sessions folder: %s", exc)
+            return
+        for folder in folders:
+            self._watch_folder(folder)
+        self.rescan_all = True
+        self.ready.set()
+
+    def _watch(self, parts: tuple[str, ...], folder: str, inbox: bool = False) -> None:
+        try:
+            with self.tree.folder(parts) as fd:
+                self._watch_fd(fd, folder, inbox)
+        except (FileNotFoundError, UnsafeFolder):
+            return  # not there (yet), or a link: serving reports it, nothing is watched through it
+
+    def _watch_fd(self, fd: int, folder: str | None, inbox: bool = False) -> None:
+        wd = self.ino.add_watch(f"/proc/self/fd/{fd}", DIRECTORY_EVENTS & ~IN_DONT_FOLLOW)
+        if wd is not None:
+            self.folder_of[wd] = folder
+            if inbox:
+                self.inboxes.add(wd)
+            else:
+                self.inboxes.discard(wd)
+
+    def _watch_folder(self, folder: str) -> None:
+        self._watch(("sessions", folder), folder)
+        self._watch(("sessions", folder, "requests"), folder, inbox=True)
+        # Whatever arrived before the watch existed is found by the rescan this triggers.
+        self.changed.add(folder)
+
+    def on_readable(self) -> None:
+        try:
+            events = self.ino.read_events()
+        except OSError as exc:
+            log.warning("reading inotify events failed: %s", exc)
+            self.rescan_all = True
+            events = []
+        for event in events:
+            self._handle(event)
+        if self.changed or self.rescan_all:
+            self.ready.set()
+
+    def _handle(self, event: Event) -> None:
+        if event.mask & IN_Q_OVERFLOW:
+            self.rescan_all = True
+            return
+        if event.wd not in self.folder_of:
+            return
+        folder = self.folder_of[event.wd]
+        if event.mask & IN_IGNORED:
+            del self.folder_of[event.wd]
+            self.inboxes.discard(event.wd)
+            if folder is None:  # `sessions/` itself went away: recreate and start over
+                self.rescan_all = True
+                with contextlib.suppress(OSError):
+                    self.start()
+            return
+        if folder is None:
+            if event.name:
+                self._watch_folder(event.name)
+            return
+        if event.wd in self.inboxes and self._no_news(folder, event):
+            return
+        if event.name == "requests":
+            self._watch(("sessions", folder, "requests"), folder, inbox=True)
+        self.changed.add(folder)
+
+    def _no_news(self, folder: str, event: Event) -> bool:
+        """A child's temp file being written, or an answered request being removed: no rescan.
+
+        A burst would otherwise rescan a folder of thousands of names once per file event.
+        """
+        if not event.name:  # the inbox itself (moved, deleted, its mode changed): rescan
+            return False
+        if not event.name.endswith(".json"):
+            return True
+        return bool(event.mask & (IN_DELETE | IN_MOVED_FROM)) and self.settled(folder, event.name)
+
+    def take(self) -> set[str]:
+        self.ready.clear()
+        if self.rescan_all:
+            self.rescan_all = False
+            self.changed.clear()
+            return set(RESCAN_ALL)
+        taken, self.changed = self.changed, set()
+        return taken
+
+    def close(self) -> None:
+        self.ino.close()
+
+
+async def _inotify_changes(
+    sessions_dir: Path, tree: Anchor, stop: asyncio.Event, settled: Settled
+) -> AsyncIterator[set[str]]:
+    """While the consumer rescans what a yield named, the events wait in the kernel and are read in
+    bulk after: a burst's events (a rename in and a removal per request) would otherwise wake the loop
+    every few events during that rescan, and they only say to rescan again once it ends. An overflow
+    meanwhile means "rescan everything"; a removal not read yet is noted by that rescan instead."""
+    watched = _SessionTree(sessions_dir, tree, settled)
+    loop = asyncio.get_running_loop()
+    loop.add_reader(watched.ino.fd, watched.on_readable)
+    try:
+        watched.start()
+        stopping = asyncio.ensure_future(stop.wait())
+        try:
+            while not stop.is_set():
+                ready = asyncio.ensure_future(watched.ready.wait())
+                await asyncio.wait({ready, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                ready.cancel()
+                if not stop.is_set():
+                    taken = watched.take()
+                    loop.remove_reader(watched.ino.fd)
+                    try:
+                        yield taken
+                    finally:
+                        loop.add_reader(watched.ino.fd, watched.on_readable)
+                    watched.on_readable()  # what queued meanwhile, at once
+        finally:
+            stopping.cancel()
+    finally:
+        loop.remove_reader(watched.ino.fd)
+        watched.close()
+
+
+async def _sessions_folder_ready(tree: Anchor, stop: asyncio.Event, clock: Clock) -> None:
+    """Create `sessions/` from the root down; while it is a link, wait (serving reports it) and retry."""
+    while not stop.is_set():
+        try:
+            with tree.folder(("sessions",), create=True):
+                return
+        except UnsafeFolder as exc:
+            log.warning("not watching the sessions folder: %s", exc)
+        await clock.wait(stop, _UNSAFE_RETRY_S)
+
+
+async def watch_session_folders(
+    forwarding_root: Path,
+    stop: asyncio.Event,
+    force_polling: bool = False,
+    tree: Anchor | None = None,
+    settled: Settled = nothing_settled,
+    clock: Clock = SYSTEM_CLOCK,
+) -> AsyncIterator[set[str]]:
+    """Yield the `sessions/<folder>` names touched since the last yield, until `stop`.
+
+    An empty set means "rescan everything" (start, overflow, or the watch was restarted). The retry
+    while `sessions/` is a link and the fallback's poll interval are waited on `clock`.
+    """
+    sessions_dir = forwarding_root / "sessions"
+    tree = tree or Anchor(forwarding_root, "forwarding root")
+    await _sessions_folder_ready(tree, stop, clock)
+    if stop.is_set():
+        return
+    if not force_polling:
+        try:
+            async for folders in _inotify_changes(sessions_dir, tree, stop, settled):
+                yield folders
+            return
+        except InotifyUnavailable as exc:
+            log.warning("inotify is unavailable (%s); polling every %.2f s instead", exc, POLL_S)
+    async for folders in polled_changes(tree, stop, clock):
+        yield folders

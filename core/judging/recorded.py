@@ -1,0 +1,229 @@
+"""Recorded authority and the chain, as the serving core sees them.
+
+Adapts `core.rules` (this node's own config, scoped to the child's `principal.agentName`, matched
+on the child's facts as sent) and `core.judging.links` (non-terminal links) to the serving core's
+`Judge`/`Chain` seams, and keeps this node's serving-session grants. A request without usable facts
+never reaches either: missing facts make judgment impossible, so it goes to a person
+(`docs/contract.md` § Facts and judgment).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from typing import Literal
+
+from core.clock import SYSTEM_CLOCK, Clock
+from core.forwarding.inotify import FolderWatch
+from core.judging.grants import GrantEntry, GrantLog
+from core.judging.links import AuthorizerChain
+from core.rules import ConfigError, PolicyStore, SessionGrants
+from core.rules.explain import Explanation, explain
+from core.rules.reloads import PendingReload
+from core.rules.session import grant_rules
+from core.serving import NO_FACTS_EXPLANATION
+from core.serving.asks import Judgment, LazySequence
+from core.text import log_safe
+from core.wire.decisions import AuthorizerDecision, SessionApprovalDecision
+from core.wire.request import ParsedRequest, SessionGrant
+
+log = logging.getLogger("pi_authorizer.rules")
+
+CONFIG_RECHECK_S = 2.0
+
+
+class RecordedAuthority:
+    """This node's rules plus its serving-session grants (one grant book per served session)."""
+
+    def __init__(self, store: PolicyStore, clock: Clock = SYSTEM_CLOCK) -> None:
+        """`clock`: when each serving-session grant was made (the grants screen shows it)."""
+        self.store = store
+        self.clock = clock
+        self._grants: dict[str, SessionGrants] = {}
+        self._reported: set[str] = set()
+        #: Called with each config change held because it widens (the app shows it and asks).
+        self.on_pending: list[Callable[[PendingReload], None]] = []
+        store.subscribe(self._held)
+        self.grant_log = GrantLog()
+
+    def grants_for(self, session_id: str) -> SessionGrants:
+        if session_id not in self._grants:
+            self._grants[session_id] = SessionGrants(self.store, self.clock)
+        return self._grants[session_id]
+
+    def explain(
+        self, parsed: ParsedRequest, session_id: str, extra: Sequence[SessionGrant] = ()
+    ) -> Explanation:
+        """`extra`: grants judged as if recorded after this session's own (a grant's preview)."""
+        rules = self.grants_for(session_id).rules() + tuple(
+            rule for g in extra for rule in grant_rules(g.surface, g.pattern, self.store.home)
+        )
+        return explain(self.store, parsed.facts, parsed.agent_name, rules)
+
+    def judge(
+        self, parsed: ParsedRequest, session_id: str, extra: Sequence[SessionGrant] = (),
+        preview: bool = False,
+    ) -> Judgment:
+        """One judgment; the explanation is `LazySequence` until someone reads it.
+
+        `preview`: a what-if (a grant's reach), not a decision: no grant's use is counted."""
+        explanation = self.explain(parsed, session_id, extra)
+        decision = explanation.decision
+        # Only a session grant's use is counted.
+        if not preview and not extra and isinstance(decision, SessionApprovalDecision):
+            self.grant_log.decided(session_id, decision, self.grants_for(session_id))
+        self._log_errors(explanation.config_errors)
+        errors = tuple(str(e) for e in explanation.config_errors)
+        return Judgment(
+            verdict=explanation.verdict,
+            decided_by=decision,
+            reason=explanation.deny_reason,
+            explanation=LazySequence(lambda: _lines(parsed, explanation, errors)),
+            trail=LazySequence(lambda: explanation.trail),
+            config_errors=errors,
+        )
+
+    # -- the GrantBook the person's "whole serving session" approval uses ------------------------
+
+    def refusal(self, agent_name: str, grants: Sequence[SessionGrant]) -> str | None:
+        book = SessionGrants(self.store, self.clock)
+        for grant in grants:
+            shadowed = book.would_shadow_deny(agent_name, grant.surface, grant.pattern)
+            if shadowed is not None:
+                return f"recording {grant.surface} {grant.pattern!r} would override {shadowed.describe()}"
+        return None
+
+    def record(self, session_id: str, grants: Sequence[SessionGrant], agent_name: str) -> None:
+        added = self.grants_for(session_id).add([(g.surface, g.pattern) for g in grants], agent_name)
+        self.grant_log.made(session_id, added, agent_name)
+
+    # -- grants a person can see and revoke --------------------------------------------------------
+
+    def list_grants(self) -> list[GrantEntry]:
+        """Every live whole-serving-session grant of this node, with provenance and use."""
+        return self.grant_log.entries(self._grants)
+
+    def revoke_grant(self, session_id: str, grant_id: str) -> bool:
+        """Remove a grant: the next ask is judged without it. False when it was already gone."""
+        book = self._grants.get(session_id)
+        if book is None or not book.revoke(grant_id):
+            return False
+        self.grant_log.forget(session_id, grant_id)
+        log.info("session grant %s of %s revoked", grant_id, log_safe(session_id))
+        return True
+
+    # -- config watching -------------------------------------------------------------------------
+
+    async def watch_config(self, stop: asyncio.Event) -> None:
+        """Reload when a config file changes: inotify on their folders wakes it at once, and a cheap
+        re-check every `CONFIG_RECHECK_S` catches the rest (a folder made later, no inotify)."""
+        watch = FolderWatch()
+        try:
+            while not stop.is_set():
+                watch.arm(sorted({str(p.parent) for p in self.store.watched_paths() if p.parent.is_dir()}))
+                await watch.wait(stop, CONFIG_RECHECK_S, self.clock)
+                if not stop.is_set():
+                    self.reload()
+        finally:
+            watch.close()
+
+    def report_config(self) -> None:
+        """Log the config errors of the agent-neutral layers now, not at the first ask."""
+        self._log_errors(self.store.policy("").errors)
+
+    def reload(self) -> None:
+        if self.store.reload_if_changed():
+            self._applied()
+
+    # -- widening reloads (the trust model: docs/reliability.md) ---------------------------------
+
+    def accept(self, pending: PendingReload) -> bool:
+        """Apply a held change a person reviewed; False when a newer change superseded it."""
+        if not self.store.accept(pending):
+            return False
+        self._applied()
+        return True
+
+    def decline(self, pending: PendingReload) -> bool:
+        """Keep the rules in force; the file is proposed again only when it changes again."""
+        declined = self.store.decline(pending)
+        if declined:
+            log.warning("config change to %s declined; the previous rules stay in force", pending.path)
+        return declined
+
+    def _applied(self) -> None:
+        self._reported.clear()
+        log.info("config changed; rules reloaded")
+        self.report_config()
+
+    def _held(self, pending: PendingReload) -> None:
+        log.warning(
+            "config change to %s widens permissions and is NOT applied (review it in the app, or "
+            "start serve with --accept-widening-reloads): %s",
+            log_safe(pending.path, 300),
+            log_safe("; ".join(pending.diff_lines()), 2000),
+        )
+        for listener in list(self.on_pending):
+            try:
+                listener(pending)
+            except Exception:
+                log.exception("a pending-reload listener failed")
+
+    def _log_errors(self, errors: Sequence[ConfigError]) -> None:
+        for error in errors:
+            text = f"{error.path}: {error.key}: {error.reason}"
+            if text not in self._reported:
+                self._reported.add(text)
+                log.warning("config error (scope ignored or floored): %s", text)
+
+
+def _lines(parsed: ParsedRequest, explanation: Explanation, errors: Sequence[str]) -> list[str]:
+    """What the app shows under "why this node asks": the rendered trail, with context first."""
+    lines = list(explanation.text)
+    if parsed.access_intent is None:
+        why = parsed.dropped.get("accessIntent")
+        lines.insert(0, NO_FACTS_EXPLANATION)
+        if why:
+            lines.insert(1, f"The child's accessIntent was malformed and dropped whole: {why}")
+    elif explanation.verdict == "ask":
+        lines.insert(0, _why_ask(explanation))
+    lines += [f"config error: {e}" for e in errors]
+    if explanation.suspicious_agent_reason:
+        lines.append(f"suspicious agent name: {explanation.suspicious_agent_reason}")
+    return lines
+
+
+def _why_ask(explanation: Explanation) -> str:
+    """The rule that said ask (an ask has no `decidedBy`, so the judgment's own outcome says)."""
+    outcome = explanation.resolution.outcome
+    if outcome is not None and outcome.floor:
+        return f"The child's floor {outcome.floor!r} turns this node's allow into ask."
+    if outcome is None or outcome.rule.layer not in ("config", "session"):
+        return "No rule of this node decided: the default is ask."
+    return f"This node's rule {outcome.matched_pattern!r} ({outcome.origin} layer) says ask."
+
+
+class LinkChain:
+    """The chain on the child's facts; links never see `requesterCwd` or `principal`."""
+
+    def __init__(self, chain: AuthorizerChain) -> None:
+        self.chain = chain
+
+    async def review(self, parsed: ParsedRequest) -> Judgment | None:
+        facts = parsed.facts
+        if facts is None:
+            return None
+        decision = await self.chain.review(facts)
+        if decision is None:
+            return None
+        kind = decision.verdict.kind
+        verdict: Literal["allow", "deny"] = "allow" if kind == "allow" else "deny"
+        source = AuthorizerDecision(name=decision.link, verdict=verdict, reason=decision.verdict.reason)
+        return Judgment(
+            verdict=verdict,
+            decided_by=source,
+            reason=decision.verdict.reason if verdict == "deny" else None,
+            explanation=(f"chain link {decision.link!r} said {kind}",),
+        )
+

@@ -1,0 +1,249 @@
+"""The serving loop: drain each served inbox and hand every new request file down its path.
+
+One undecided ask never blocks the inbox: rule-decided asks keep flowing while a person (or a slow
+chain link) thinks, and every session is rescanned as soon as inotify says it changed. What a rescan
+finds is read in one trip off the event loop (`core.serving.intake`) and served together, so the
+answers ready at once share one group commit (`core.serving.publisher`).
+
+The path of one file is `core.serving.pipeline` (check → restore → judge → escalate → terminal →
+answer); each file's state is one record (`core.serving.records`); answers are published and reported
+by `core.serving.answering`; restarts and forgeries are `core.serving.reconcile`; events go out as
+`core.serving.events.ServeEvent`; the sessions served are `core.serving.sessions`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
+
+from core.clock import SYSTEM_CLOCK, Clock
+from core.disk.tree import Anchor
+from core.disk.writer import DISK, DiskWriter
+from core.forwarding.watch import watch_session_folders
+from core.seams import RETRY_DELAYS_S, FaultHook, no_fault
+from core.serving.answering import Answering
+from core.serving.asks import DEFAULT_FORWARDING_TIMEOUT_MS, Arbiter
+from core.serving.drain import Drain
+from core.serving.events import Observer, ServeEvent
+from core.serving.judgment import Chain, Judge, NoRecordedAuthority
+from core.serving.pipeline import Pipeline
+from core.serving.publisher import Ledger
+from core.serving.quarantine import Quarantine
+from core.serving.reconcile import Reconcile
+from core.serving.sessions import ServedSession, ServedSessions, Sessions
+from core.serving.setaside import SetAside
+from core.serving.shared import Shared
+
+log = logging.getLogger("pi_authorizer.serve")
+
+SAFETY_RESCAN_S = 1.0
+#: After a failing loop step, wait this long before the step runs again (no hot error loop).
+STEP_FAILURE_PAUSE_S = 1.0
+#: At shutdown, how long the files already taken in may take to be served to the end.
+SHUTDOWN_GRACE_S = 10.0
+
+
+class ServingCore:
+    """Serves a set of sessions under one forwarding root until `stop()`."""
+
+    def __init__(
+        self,
+        forwarding_root: Path,
+        state_dir: Path,
+        arbiter: Arbiter,
+        judge: Judge | None = None,
+        chain: Chain | None = None,
+        timeout_ms: Callable[[], int] = lambda: DEFAULT_FORWARDING_TIMEOUT_MS,
+        force_polling: bool = False,
+        ledger: Ledger | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        retry_delays: Sequence[float] = RETRY_DELAYS_S,
+        writer: DiskWriter = DISK,
+        fault: FaultHook = no_fault,
+        shutdown_grace_s: float = SHUTDOWN_GRACE_S,
+    ) -> None:
+        """`fault` is a test seam: called at each stage of every published batch (`BATCH_STAGES`)."""
+        self.root = forwarding_root
+        self.state_dir = state_dir
+        self.arbiter = arbiter
+        self.judge: Judge = judge or NoRecordedAuthority()
+        self.chain = chain
+        self.timeout_ms = timeout_ms
+        self.force_polling = force_polling
+        self.ledger = ledger
+        self.clock = clock
+        self.shutdown_grace_s = shutdown_grace_s
+        self.tree = Anchor(forwarding_root, "forwarding root")
+        self.state_tree = Anchor(state_dir, "state dir")
+        self.quarantine = Quarantine(state_dir, anchor=self.state_tree)
+        self._observers: list[Observer] = []
+        self.roster = Sessions(
+            forwarding_root, state_dir, self.tree, self.state_tree, writer, clock, self._emit
+        )
+        self.sessions = self.roster.by_id
+        #: What a front end may see and do of the sessions served (`core.serving.sessions`).
+        self.served: ServedSessions = self.roster
+        self._by_folder = self.roster.by_folder
+        set_aside = SetAside(
+            self.quarantine, self.roster, self._emit, clock, retry_delays, keeps_history=ledger is not None
+        )
+        self.answering = Answering(
+            self.sessions, set_aside, self._emit, clock, ledger, writer, retry_delays, fault, self._spawn
+        )
+        self.publisher = self.answering.publisher
+        self.reconcile = Reconcile(ledger, retry_delays, set_aside, arbiter, self._emit)
+        shared = Shared(self.roster, arbiter, self.reconcile, clock, self._emit, self._spawn, self.rescan)
+        self.pipeline = Pipeline(shared, self.judge, chain, timeout_ms, set_aside, self.answering)
+        self.drain = Drain(shared, ledger, self.pipeline, self.publisher)
+        self._stop = asyncio.Event()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._serving: set[asyncio.Task[None]] = set()
+        self._background: list[Callable[[asyncio.Event], Coroutine[object, object, None]]] = []
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def subscribe(self, observer: Observer) -> None:
+        """Add an observer; folders already refused (found by `add_session`) are reported to it at once."""
+        self._observers.append(observer)
+        for served in self.sessions.values():
+            for event in served.problems.values():
+                observer(event)
+
+    def add_background(self, task: Callable[[asyncio.Event], Coroutine[object, object, None]]) -> None:
+        """A coroutine to run alongside serving, given the stop event (config watching...)."""
+        self._background.append(task)
+
+    def add_session(self, raw_id: str) -> ServedSession:
+        """Take a session: lock it, publish the heartbeat. Raises `SessionHeld` if served elsewhere."""
+        served, new = self.roster.add(raw_id)
+        if new and self._tasks:
+            self._spawn(self.rescan(served))
+        return served
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def run(self) -> None:
+        """Serve until `stop()`; on exit heartbeats are removed and locks released."""
+        try:
+            self._spawn(self.roster.heartbeat_loop(self._stop))
+            self._spawn(self._watch_loop())
+            self._spawn(self._safety_rescan_loop())
+            for background in self._background:
+                self._spawn(background(self._stop))
+            try:
+                self.quarantine.prune()
+            except OSError as exc:
+                log.warning("pruning the quarantine failed: %s", exc)
+            await self.rescan_all()
+            await self._stop.wait()
+        finally:
+            await self._shutdown()
+
+    async def _shutdown(self) -> None:
+        self._stop.set()
+        current = asyncio.current_task()
+        pending = [t for t in self._tasks if t is not current]
+        for task in pending:
+            task.cancel()
+        for task in pending:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self._serving:
+            # Files already taken in are served to the end (answered, or handed to their arbiter),
+            # for at most the grace on the clock.
+            late = await self._served_within(set(self._serving), self.shutdown_grace_s)
+            for task in late:
+                task.cancel()
+        await self.publisher.close()
+        self.roster.release()
+        self.tree.close()
+        self.state_tree.close()
+
+    def _spawn(self, coro: Coroutine[object, object, None], serving: bool = False) -> asyncio.Task[None]:
+        """Run `coro` alongside; a `serving` one (a file being served) is let finish at shutdown."""
+        task = asyncio.ensure_future(coro)
+        (self._serving if serving else self._tasks).add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self._serving.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("serving task failed", exc_info=task.exception())
+
+    async def _served_within(self, tasks: set[asyncio.Task[None]], seconds: float) -> set[asyncio.Task[None]]:
+        """Wait until `tasks` are done or `seconds` passed on the clock; those still running."""
+        all_done = asyncio.Event()
+        left = {task for task in tasks if not task.done()}
+
+        def done(task: asyncio.Task[None]) -> None:
+            left.discard(task)
+            if not left:
+                all_done.set()
+
+        for task in left:
+            task.add_done_callback(done)
+        if left:
+            await self.clock.wait(all_done, seconds)
+        return {task for task in tasks if not task.done()}
+
+    async def _pause(self, seconds: float) -> None:
+        """`seconds` on the clock, or less when serving stops."""
+        await self.clock.wait(self._stop, seconds)
+
+    async def _watch_loop(self) -> None:
+        """Supervised: a failing watcher is logged with its traceback and started again."""
+        while not self._stop.is_set():
+            try:
+                async for folders in watch_session_folders(
+                    self.root, self._stop, self.force_polling, self.tree, self._settled, self.clock
+                ):
+                    targets = (
+                        list(self.sessions.values())
+                        if not folders
+                        else [s for f in folders if (s := self._by_folder.get(f))]
+                    )
+                    for served in targets:
+                        await self.rescan(served)
+            except Exception:
+                log.error("watching the forwarding root failed; restarting the watch", exc_info=True)
+                await self._pause(STEP_FAILURE_PAUSE_S)
+
+    def _settled(self, folder: str, name: str) -> bool:
+        """An answered request was removed (by us, or by its child): forget it without a rescan."""
+        served = self._by_folder.get(folder)
+        record = served.records.get(name) if served is not None else None
+        if served is None or record is None or record.stage != "published":
+            return False
+        served.records.release(record)
+        return True
+
+    async def _safety_rescan_loop(self) -> None:
+        while not self._stop.is_set():
+            await self._pause(SAFETY_RESCAN_S)
+            try:
+                await self.rescan_all()
+            except Exception:
+                log.error("a safety rescan failed; the next one runs as usual", exc_info=True)
+
+    # -- draining -------------------------------------------------------------------------------
+
+    async def rescan_all(self) -> None:
+        for served in list(self.sessions.values()):
+            await self.rescan(served)
+
+    async def rescan(self, served: ServedSession) -> None:
+        """Diff the inbox listing against the records (`core.serving.drain`); never raises."""
+        await self.drain.rescan(served)
+
+    def _emit(self, event: ServeEvent) -> None:
+        for observer in list(self._observers):
+            try:
+                observer(event)
+            except Exception:
+                log.exception("observer failed on %s", event.kind)

@@ -1,0 +1,242 @@
+"""`<state>/quarantine/<enc(session)>/`: unusable request files with their reason, pruned by age and count.
+
+A file that cannot be served is moved out of the inbox as it is (a link is moved itself, never
+followed) next to a `.reason.json`, so nothing is deleted without a trace. Every folder is opened by
+descriptor from the state dir down (`core.disk.tree`), and the quarantine is bounded: entries older than
+`QUARANTINE_MAX_AGE_S` go, and beyond `QUARANTINE_MAX_ENTRIES` the oldest go first.
+
+The reason is written before the file moves (`HOLD_STAGES`, each a point of the `fault` seam): a
+durable `<stem>.pending.json`, then the move to `<stem>`, then one rename to `<stem>.reason.json`.
+A process killed in between leaves the file in the inbox (served again on restart) or the file held;
+`prune` (at start, then every `PRUNE_EVERY` holds) completes or removes what a dead process left.
+"""
+
+from __future__ import annotations
+
+import calendar
+import contextlib
+import itertools
+import json
+import logging
+import os
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from core.clock import SYSTEM_CLOCK, Clock
+from core.disk.entries import move_entry, read_small, remove, remove_entry, write_new
+from core.disk.tree import FILE_MODE, Anchor, UnsafeFolder, lstat_or_none, open_dir
+from core.forwarding.inbox import SessionInbox
+from core.forwarding.liveness import pid_alive
+from core.seams import FaultHook, no_fault
+from core.wire.base import compact_json
+
+log = logging.getLogger("pi_authorizer.quarantine")
+
+QUARANTINE_MAX_AGE_S = 30 * 24 * 3600
+QUARANTINE_MAX_ENTRIES = 1_000
+PRUNE_EVERY = 100
+"""Holds between two prunes: the quarantine holds at most `max_entries + PRUNE_EVERY` entries."""
+
+HOLD_STAGES = ("reasoned", "moved")
+"""Fault points of `hold`: the pending reason is durable; the file is held, its reason still pending."""
+
+_REASON = ".reason.json"
+_PENDING = ".pending.json"
+_COPY_TEMP = re.compile(r"\.\d+\.\d+\.tmp")  # `core.disk.entries.temp_name` of a held name
+_STEM = re.compile(r"^(\d{8}T\d{6}Z)-(\d{9})-(?:(\d+)\.\d+-)?")
+
+
+@dataclass(frozen=True)
+class QuarantineRecord:
+    """Where an unusable request went and why."""
+
+    moved_to: Path | None
+    reason_file: Path
+    reason: str
+    left_in_place: str | None = None
+
+
+class Quarantine:
+    """Holds unusable request files with their reasons; bounded by age and count."""
+
+    def __init__(
+        self,
+        state_dir: Path,
+        anchor: Anchor | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        max_age_s: float = QUARANTINE_MAX_AGE_S,
+        max_entries: int = QUARANTINE_MAX_ENTRIES,
+        fault: FaultHook = no_fault,
+    ) -> None:
+        self.base = state_dir / "quarantine"
+        self.tree = anchor or Anchor(state_dir, "state dir")
+        self.clock = clock
+        self.max_age_s = max_age_s
+        self.max_entries = max_entries
+        self.fault = fault
+        self._holds_since_prune: int | None = None
+        self._serial = itertools.count()
+
+    def hold(self, inbox: SessionInbox, name: str, reason: str, answered: bool) -> QuarantineRecord:
+        """Move `requests/<name>` out of the inbox (as it is, symlink included) and record why."""
+        if self._holds_since_prune is None or self._holds_since_prune >= PRUNE_EVERY:
+            self.prune()
+        now = self.clock.wall()
+        record: dict[str, Any] = {
+            "sessionId": inbox.session_id,
+            "originalPath": _printable(inbox.requests_dir / name),
+            "reason": reason,
+            "quarantinedAt": int(now * 1000),
+            "childAnswered": answered,
+            "symlinkTarget": None,
+        }
+        moved = False
+        with self.tree.folder(("quarantine", inbox.folder_name), create=True) as held:
+            # The pid and serial keep names unique when the clock stands still or jumps back, and
+            # between two processes sharing one state dir.
+            stem = _free_stem(held, now, name, f"{os.getpid()}.{next(self._serial)}")
+            try:
+                with inbox.folder("requests") as source:
+                    with contextlib.suppress(OSError):
+                        record["symlinkTarget"] = os.readlink(name, dir_fd=source)
+                    moved = self._reason_then_move(source, name, held, stem, record)
+            except FileNotFoundError:
+                pass  # the child withdrew it: only the reason is kept
+            if not moved:
+                write_new(held, stem + _REASON, _encoded(record), FILE_MODE)
+                remove(held, stem + _PENDING)
+        self._holds_since_prune = (self._holds_since_prune or 0) + 1
+        folder = self.base / inbox.folder_name
+        return QuarantineRecord(
+            moved_to=folder / stem if moved else None,
+            reason_file=folder / (stem + _REASON),
+            reason=reason,
+            left_in_place=record.get("leftInPlace"),
+        )
+
+    def _reason_then_move(self, source: int, name: str, held: int, stem: str, record: dict[str, Any]) -> bool:
+        """The reason made durable as pending, the move, then the reason completed by one rename.
+        `False` when the file stayed (`leftInPlace` says why if it is there): the caller writes it."""
+        pending = stem + _PENDING
+        write_new(held, pending, _encoded(record), FILE_MODE)
+        self.fault("reasoned")
+        try:
+            left = move_entry(source, name, held, stem)
+        except BaseException:
+            remove(held, pending)
+            raise
+        if left is not None:
+            record["leftInPlace"] = left
+            return False
+        self.fault("moved")
+        os.rename(pending, stem + _REASON, src_dir_fd=held, dst_dir_fd=held)
+        return True
+
+    def records(self) -> list[dict[str, object]]:
+        """Every recorded reason, oldest first (for `status` views and tests)."""
+        found: list[tuple[str, dict[str, object]]] = []
+        for _, fd, names in self._folders():
+            for name in names:
+                data = read_small(fd, name, 1 << 20) if name.endswith(_REASON) else None
+                if data is not None:
+                    with contextlib.suppress(ValueError):  # one being written right now
+                        found.append((name, json.loads(data)))
+        return [record for _, record in sorted(found, key=lambda pair: pair[0])]
+
+    def prune(self) -> int:
+        """Remove entries older than `max_age_s`, then the oldest beyond `max_entries`; returns how many."""
+        self._holds_since_prune = 0
+        entries: list[tuple[str, str, str]] = []  # (stamp+ns, folder, stem)
+        cutoff = self.clock.wall() - self.max_age_s
+        for folder, fd, names in self._folders():
+            for name in _recover(fd, names, cutoff):
+                match = _STEM.match(name)
+                if match is not None and name.endswith(_REASON):
+                    entries.append((f"{match[1]}-{match[2]}", folder, name.removesuffix(_REASON)))
+        entries.sort()
+        doomed: dict[str, list[str]] = {}
+        for index, (key, folder, stem) in enumerate(entries):
+            if index < len(entries) - self.max_entries or _stamp_time(key) < cutoff:
+                doomed.setdefault(folder, []).append(stem)
+        for folder, fd, _ in self._folders():
+            for stem in doomed.get(folder, ()):
+                remove_entry(fd, stem)
+                remove(fd, stem + _REASON)
+        return sum(map(len, doomed.values()))
+
+    def _folders(self) -> Iterator[tuple[str, int, list[str]]]:
+        """Each `quarantine/<folder>/` opened, with its names (a folder that is a link is skipped, never
+        followed); the descriptor is closed when the next one is asked for."""
+        try:
+            with self.tree.folder(("quarantine",)) as base:
+                for folder in sorted(os.listdir(base)):
+                    try:
+                        fd = open_dir(base, (folder,))
+                    except UnsafeFolder as exc:
+                        log.warning("quarantine: %s; skipped", exc)
+                        continue
+                    except FileNotFoundError:
+                        continue
+                    try:
+                        yield folder, fd, sorted(os.listdir(fd))
+                    finally:
+                        os.close(fd)
+        except FileNotFoundError:
+            return
+        except UnsafeFolder as exc:
+            log.warning("quarantine: %s; not read and not pruned", exc)
+
+
+def _recover(fd: int, names: list[str], cutoff: float) -> list[str]:
+    """What a killed `hold` left (see the module docstring), when that process is gone (or its pid
+    taken by another, once older than `cutoff`): a pending reason beside its held file is
+    completed; one alone, and a copy's temp file, are removed."""
+    pending = [name for name in names if name.endswith(_PENDING) and _holder_gone(name, cutoff)]
+    for name in pending:
+        stem = name.removesuffix(_PENDING)
+        for temp in (n for n in names if n.startswith(stem) and _COPY_TEMP.fullmatch(n[len(stem) :])):
+            remove(fd, temp)
+        if lstat_or_none(fd, stem) is None or lstat_or_none(fd, stem + _REASON) is not None:
+            remove(fd, name)
+        else:
+            os.rename(name, stem + _REASON, src_dir_fd=fd, dst_dir_fd=fd)
+    return sorted(os.listdir(fd)) if pending else names
+
+
+def _stamp_time(key: str) -> float:
+    return calendar.timegm(time.strptime(key[:16], "%Y%m%dT%H%M%SZ"))
+
+
+def _holder_gone(name: str, cutoff: float) -> bool:
+    """The entry's name holds the pid of a process that is gone (this one is not), or is so old
+    that no hold can still be under way."""
+    match = _STEM.match(name)
+    if match is None or match[3] is None:
+        return False
+    pid = int(match[3])
+    return _stamp_time(match[1]) < cutoff or (pid != os.getpid() and not pid_alive(pid))
+
+
+def _free_stem(held: int, now: float, name: str, unique: str) -> str:
+    """`<stamp>-<ns>-<pid>.<serial>-<name>`, free in `held` (never replaces an earlier entry)."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
+    safe = quote(os.fsencode(name), safe="-_.")[:180]
+    digits = int(now * 1e9) % 1_000_000_000
+    stem = f"{stamp}-{digits:09d}-{unique}-{safe}"
+    while any(lstat_or_none(held, stem + end) is not None for end in ("", _REASON, _PENDING)):
+        digits = (digits + 1) % 1_000_000_000
+        stem = f"{stamp}-{digits:09d}-{unique}-{safe}"
+    return stem
+
+
+def _encoded(record: dict[str, Any]) -> bytes:
+    return compact_json(record) + b"\n"
+
+
+def _printable(path: Path) -> str:
+    return os.fsencode(str(path)).decode("utf-8", "backslashreplace")

@@ -1,0 +1,108 @@
+"""What the publisher records and reports: a verdict and its exact bytes, the ledger that must hold it
+before its response is visible (`Ledger`), what became of each answer (`Published`), and the record
+of one answer while its batch commits (`BatchItem`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from core.clock import Clock, wall_ms
+from core.disk.anonymous import Staged
+from core.forwarding.inbox import SessionInbox
+from core.serving.asks import AskKey
+from core.wire.decisions import GateErrorDecision
+from core.wire.request import ParsedRequest
+from core.wire.response import ForwardedResponse, deny
+
+
+@dataclass(frozen=True)
+class RecordedVerdict:
+    """A verdict the ledger holds for a request: its exact response bytes, whether it is visible, and who
+    decided (`outcome`, as recorded), so republishing it reports the answer as it was made."""
+
+    body: bytes
+    written: bool
+    outcome: str | None = None
+
+
+@dataclass(frozen=True)
+class VerdictRecord:
+    """One verdict to record and publish: the ask, the response, its exact bytes, who decided."""
+
+    key: AskKey
+    parsed: ParsedRequest
+    response: ForwardedResponse
+    body: bytes
+    outcome: str
+
+    @property
+    def request_id(self) -> str:
+        return self.parsed.request.id
+
+
+@dataclass(frozen=True)
+class WrittenMark:
+    """The response for `request_id` was linked into place (`written`) or found already there."""
+
+    key: AskKey
+    request_id: str
+    written: bool
+
+
+class Ledger(Protocol):
+    """Durable history: verdicts are recorded before their response files become visible."""
+
+    def record_verdicts(self, verdicts: Sequence[VerdictRecord]) -> None:
+        """Durable on return, all or nothing."""
+        ...
+
+    def mark_written(self, marks: Sequence[WrittenMark]) -> None: ...
+
+    def recorded_verdicts(self, session_id: str, request_ids: Collection[str]) -> dict[str, RecordedVerdict]:
+        """The verdicts recorded for these requests of a session, by request id."""
+        ...
+
+
+@dataclass(frozen=True)
+class Published:
+    """What became of one answer. `verdict` is what was published (a fail-safe denial when the
+    ledger refused the original: `history_failed` says why); `write_failed` means nothing is visible."""
+
+    verdict: VerdictRecord
+    written: bool = False
+    history_failed: str | None = None
+    write_failed: str | None = None
+
+
+def gate_denial(responder: str, clock: Clock, reason: str) -> ForwardedResponse:
+    """A denial no person made, with the reason the child passes on to its agent."""
+    return deny(
+        responder=responder,
+        at_ms=wall_ms(clock),
+        decided_by=GateErrorDecision(reason=reason),
+        reason=f"pi-authorizer could not serve this request: {reason}",
+    )
+
+
+@dataclass
+class BatchItem:
+    """One answer going through a batch of the publisher: its verdict, its temp, what became of it."""
+
+    inbox: SessionInbox
+    verdict: VerdictRecord
+    done: asyncio.Future[Published]
+    history_failed: str | None = None
+    write_failed: str | None = None
+    temp: Staged | None = None
+    synced: bool = False
+    staging: concurrent.futures.Future[None] | None = None
+    written: bool | None = None
+
+    def result(self) -> Published:
+        written = bool(self.written) and self.write_failed is None
+        return Published(self.verdict, written, self.history_failed, self.write_failed)
