@@ -6,7 +6,16 @@ test passes in through `core.seams.Seams` instead of patching a module.
 from __future__ import annotations
 
 import asyncio
+import errno
+import os
+import sqlite3
 import threading
+from collections.abc import Collection, Sequence
+
+from core.disk.anonymous import Staged
+from core.disk.writer import DiskWriter
+from core.history import HistoryStore
+from core.serving.publisher import RecordedVerdict, VerdictRecord, WrittenMark
 
 
 class ManualClock:
@@ -80,3 +89,72 @@ class ManualClock:
     def jump_wall(self, seconds: float) -> None:
         """Step only the wall clock (NTP, a person setting the time): monotonic time does not move."""
         self._wall += seconds
+
+
+class FailingDisk(DiskWriter):
+    """Fails the next `failures` publications (or every one, with -1) with `code`, then works."""
+
+    def __init__(self, code: int, failures: int) -> None:
+        self.code, self.failures, self.attempts = code, failures, 0
+
+    def place(self, dir_fd: int, staged: Staged, target: str) -> bool:
+        self.attempts += 1
+        if self.failures != 0:
+            self.failures -= 1
+            raise OSError(self.code, os.strerror(self.code))
+        return super().place(dir_fd, staged, target)
+
+
+
+class FailingLedger:
+    """A real history whose verdict writes fail (`sqlite3.OperationalError`) `failures` times, and
+    whose notes of written responses fail `mark_failures` times."""
+
+    def __init__(
+        self, store: HistoryStore, failures: int, error: str = "disk I/O error", mark_failures: int = 0
+    ) -> None:
+        self.store, self.failures, self.error, self.attempts = store, failures, error, 0
+        self.mark_failures, self.mark_attempts = mark_failures, 0
+
+    def record_verdicts(self, verdicts: Sequence[VerdictRecord]) -> None:
+        self.attempts += 1
+        if self.failures != 0:
+            self.failures -= 1
+            raise sqlite3.OperationalError(self.error)
+        self.store.record_verdicts(verdicts)
+
+    def mark_written(self, marks: Sequence[WrittenMark]) -> None:
+        self.mark_attempts += 1
+        if self.mark_failures != 0:
+            self.mark_failures -= 1
+            raise sqlite3.OperationalError(self.error)
+        self.store.mark_written(marks)
+
+    def recorded_verdicts(self, session_id: str, request_ids: Collection[str]) -> dict[str, RecordedVerdict]:
+        return self.store.recorded_verdicts(session_id, request_ids)
+
+
+
+class HeldDisk(FailingDisk):
+    """Fails the next `failures` placements with `code` (none unless told); its batches wait at
+    `staged` until released."""
+
+    def __init__(self, code: int = errno.EIO, failures: int = 0) -> None:
+        super().__init__(code, failures)
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def fault(self, stage: str) -> None:
+        if stage == "staged" and not self.release.is_set():
+            self.entered.set()
+            self.release.wait(30)
+
+
+class Breakable:
+    """The history's fault hook: while `broken`, every write transaction fails like a broken disk."""
+
+    def __init__(self) -> None:
+        self.broken = False
+
+    def __call__(self, stage: str) -> None:
+        if self.broken and stage == "history":
+            raise sqlite3.OperationalError("disk I/O error")

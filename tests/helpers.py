@@ -11,8 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from core.disk.paths import encode_session_id
+from core.serving import ServeEvent, ServingCore
+from core.serving.asks import Arbiter
 from core.serving.loop import SAFETY_RESCAN_S
 from core.testing import ManualClock
+from tests.history.support import S
 
 CHILD_SESSION = "019ff96a-1111-7000-8000-aaaaaaaaaaaa"
 
@@ -106,3 +109,23 @@ async def read_response_when_done(
     request = session_dir(root, session_id) / "requests" / f"{request_id}.json"
     await wait_for(lambda: not request.exists(), within, what=f"{request} removed")
     return body
+
+
+class Served:
+    def __init__(self, tmp_path: Path, arbiter: Arbiter, **kwargs: object) -> None:
+        self.root, self.state = tmp_path / "root", tmp_path / "state"
+        self.events: list[ServeEvent] = []
+        self.core = ServingCore(self.root, self.state, arbiter, retry_delays=(0.0, 0.0, 0.0), **kwargs)  # type: ignore[arg-type]
+        self.core.subscribe(self.events.append)
+
+    async def __aenter__(self) -> Served:
+        self.core.add_session(S)
+        self.task = asyncio.create_task(self.core.run())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.core.stop()
+        await asyncio.wait_for(self.task, 10)
+
+    def kinds(self) -> list[str]:
+        return [e.kind for e in self.events]

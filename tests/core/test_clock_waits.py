@@ -19,8 +19,7 @@ from core.history import HistoryStore
 from core.serving import ServingCore
 from core.serving.asks import DenyingArbiter
 from core.serving.loop import SAFETY_RESCAN_S
-from core.testing import ManualClock
-from tests.core.test_serving_faults import FailingDisk, FailingLedger
+from core.testing import FailingDisk, FailingLedger, ManualClock
 from tests.helpers import read_response_when_written, response_path, wait_for, write_request
 
 S = "019ff969-c34c-70be-9034-fae19c852932"

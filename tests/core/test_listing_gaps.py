@@ -18,8 +18,7 @@ import pytest
 
 from core.person import DecisionRefused, HumanAuthorizer
 from core.serving.asks import AskKey
-from tests.core.test_serving_faults import Served
-from tests.helpers import read_response_when_written, session_dir, wait_for, write_request
+from tests.helpers import Served, read_response_when_written, session_dir, wait_for, write_request
 from tests.history.support import S
 
 

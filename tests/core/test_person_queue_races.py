@@ -23,9 +23,16 @@ import pytest
 
 from core.person import AskAdded, AskDecided, DecisionRefused, HumanAuthorizer, HumanEvent
 from core.serving.asks import Answered, ArbiterDecision, Ask, AskKey, Decision, Judgment
+from core.testing import HeldDisk
 from core.wire.reader import parse_request
-from tests.core.test_serving_faults import HeldDisk, Served
-from tests.helpers import read_response_when_written, request_body, response_path, wait_for, write_request
+from tests.helpers import (
+    Served,
+    read_response_when_written,
+    request_body,
+    response_path,
+    wait_for,
+    write_request,
+)
 from tests.history.support import S
 
 

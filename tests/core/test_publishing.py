@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections import Counter
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
@@ -17,75 +16,21 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.history import HistoryRow, HistoryStore
+from core.history import HistoryStore
 from core.serving import ServingCore
 from core.serving.asks import DenyingArbiter
 from core.serving.publisher import RecordedVerdict, VerdictRecord, WrittenMark
-from tests.helpers import session_dir, wait_for, write_request, write_request_bytes
-from tests.history.support import Node, S, intent
-
-ALLOW_LS = {"bash": {"*": "ask", "ls *": "allow"}}
-
-
-def write_burst(root: Path, count: int, prefix: str = "b") -> list[str]:
-    """Half the asks carry facts a rule allows, half carry none (a fail-safe denial answers them)."""
-    ids = [f"{prefix}{i:04d}" for i in range(count)]
-    for i, rid in enumerate(ids):
-        if i % 2:
-            write_request(root, S, rid, accessIntent=intent("bash", f"ls {rid}"))
-        else:
-            write_request(root, S, rid)
-    return ids
-
-
-def responses(root: Path) -> dict[str, bytes]:
-    folder = session_dir(root, S) / "responses"
-    if not folder.exists():
-        return {}
-    return {p.name.removesuffix(".json"): p.read_bytes() for p in folder.iterdir() if p.suffix == ".json"}
-
-
-def requests_left(root: Path) -> list[str]:
-    return sorted(p.name for p in (session_dir(root, S) / "requests").iterdir())
-
-
-def rows_by_request(history: HistoryStore) -> dict[str, HistoryRow]:
-    rows = [row for row in history.query() if row.outcome != "quarantined"]
-    counted = Counter(row.request_id for row in rows)
-    assert all(n == 1 for n in counted.values()), f"more than one row for a request: {counted}"
-    return {row.request_id or "": row for row in rows}
-
-
-async def serve_until_answered(node: Node, ids: Collection[str], stages: list[str]) -> None:
-    node.fault = stages.append
-    await node.start(DenyingArbiter())
-    try:
-        await wait_for(
-            lambda: set(responses(node.root)) >= set(ids) and not requests_left(node.root),
-            within=60,
-            what="every ask answered and its request removed",
-        )
-        await wait_for(lambda: all(r.written == 1 for r in node.history.query() if r.verdict), what="noted")
-    finally:
-        await node.stop()
-
-
-def assert_answered_once(node: Node, ids: list[str]) -> None:
-    """Each request: gone from the inbox, one response whose bytes are its one recorded verdict."""
-    published = responses(node.root)
-    assert sorted(published) == sorted(ids)
-    rows = rows_by_request(node.history)
-    assert sorted(rows) == sorted(ids)
-    for rid in ids:
-        row = rows[rid]
-        allowed = int(rid[-4:]) % 2 == 1
-        assert row.response == published[rid]
-        assert (row.verdict, row.written) == ("approved" if allowed else "denied_with_reason", 1)
-        assert row.ended_at is not None
-    answered = Counter(e.key.name for e in node.events if e.kind == "answered")
-    assert answered == Counter(f"{rid}.json" for rid in ids)
-    folder = session_dir(node.root, S) / "responses"
-    assert [p.name for p in folder.iterdir() if p.name.endswith(".tmp")] == []
+from tests.core.support import (
+    ALLOW_LS,
+    assert_answered_once,
+    requests_left,
+    responses,
+    rows_by_request,
+    serve_until_answered,
+    write_burst,
+)
+from tests.helpers import session_dir, wait_for, write_request_bytes
+from tests.history.support import Node, S
 
 
 async def test_a_burst_is_answered_once_in_fewer_batches_than_asks(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from core.disk.reused import reuse_request
 from core.disk.tree import FILE_MODE
 from core.serving import ServingCore
 from core.serving.asks import DenyingArbiter
-from tests.core.test_publishing import ALLOW_LS, assert_answered_once, serve_until_answered, write_burst
+from tests.core.support import ALLOW_LS, assert_answered_once, serve_until_answered, write_burst
 from tests.helpers import session_dir, wait_for
 from tests.history.support import Node, S
 

@@ -13,11 +13,9 @@ import logging
 import os
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import threading
-from collections.abc import Collection, Sequence
 from pathlib import Path
 
 import pytest
@@ -28,11 +26,11 @@ from core.disk.writer import DiskWriter
 from core.forwarding.liveness import heartbeat_path, read_heartbeat
 from core.history import HistoryStore
 from core.person import DecisionRefused, HumanAuthorizer
-from core.serving import ServeEvent, ServingCore
-from core.serving.asks import Arbiter, DenyingArbiter, LeavingArbiter
-from core.serving.publisher import RecordedVerdict, VerdictRecord, WrittenMark
-from core.testing import ManualClock
+from core.serving import ServingCore
+from core.serving.asks import DenyingArbiter, LeavingArbiter
+from core.testing import FailingDisk, FailingLedger, HeldDisk, ManualClock
 from tests.helpers import (
+    Served,
     poll_until,
     read_response_when_done,
     read_response_when_written,
@@ -47,66 +45,10 @@ from tests.history.support import S
 REPO = Path(__file__).resolve().parents[2]
 
 
-class FailingDisk(DiskWriter):
-    """Fails the next `failures` publications (or every one, with -1) with `code`, then works."""
-
-    def __init__(self, code: int, failures: int) -> None:
-        self.code, self.failures, self.attempts = code, failures, 0
-
-    def place(self, dir_fd: int, staged: Staged, target: str) -> bool:
-        self.attempts += 1
-        if self.failures != 0:
-            self.failures -= 1
-            raise OSError(self.code, os.strerror(self.code))
-        return super().place(dir_fd, staged, target)
 
 
-class FailingLedger:
-    """A real history whose verdict writes fail (`sqlite3.OperationalError`) `failures` times, and
-    whose notes of written responses fail `mark_failures` times."""
-
-    def __init__(
-        self, store: HistoryStore, failures: int, error: str = "disk I/O error", mark_failures: int = 0
-    ) -> None:
-        self.store, self.failures, self.error, self.attempts = store, failures, error, 0
-        self.mark_failures, self.mark_attempts = mark_failures, 0
-
-    def record_verdicts(self, verdicts: Sequence[VerdictRecord]) -> None:
-        self.attempts += 1
-        if self.failures != 0:
-            self.failures -= 1
-            raise sqlite3.OperationalError(self.error)
-        self.store.record_verdicts(verdicts)
-
-    def mark_written(self, marks: Sequence[WrittenMark]) -> None:
-        self.mark_attempts += 1
-        if self.mark_failures != 0:
-            self.mark_failures -= 1
-            raise sqlite3.OperationalError(self.error)
-        self.store.mark_written(marks)
-
-    def recorded_verdicts(self, session_id: str, request_ids: Collection[str]) -> dict[str, RecordedVerdict]:
-        return self.store.recorded_verdicts(session_id, request_ids)
 
 
-class Served:
-    def __init__(self, tmp_path: Path, arbiter: Arbiter, **kwargs: object) -> None:
-        self.root, self.state = tmp_path / "root", tmp_path / "state"
-        self.events: list[ServeEvent] = []
-        self.core = ServingCore(self.root, self.state, arbiter, retry_delays=(0.0, 0.0, 0.0), **kwargs)  # type: ignore[arg-type]
-        self.core.subscribe(self.events.append)
-
-    async def __aenter__(self) -> Served:
-        self.core.add_session(S)
-        self.task = asyncio.create_task(self.core.run())
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.core.stop()
-        await asyncio.wait_for(self.task, 10)
-
-    def kinds(self) -> list[str]:
-        return [e.kind for e in self.events]
 
 
 async def test_disk_full_is_retried_and_the_child_answered(
@@ -419,18 +361,6 @@ async def test_a_persons_decision_that_cannot_be_written_keeps_the_ask_for_the_n
         assert served.kinds().count("answer_failed") == 1 and served.kinds().count("answered") == 1
 
 
-class HeldDisk(FailingDisk):
-    """Fails the next `failures` placements with `code` (none unless told); its batches wait at
-    `staged` until released."""
-
-    def __init__(self, code: int = errno.EIO, failures: int = 0) -> None:
-        super().__init__(code, failures)
-        self.entered, self.release = threading.Event(), threading.Event()
-
-    def fault(self, stage: str) -> None:
-        if stage == "staged" and not self.release.is_set():
-            self.entered.set()
-            self.release.wait(30)
 
 
 async def test_an_ask_withdrawn_while_its_failed_decision_is_written_leaves_the_persons_queue(

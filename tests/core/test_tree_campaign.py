@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from core.serving import ServeEvent, ServingCore
 from core.serving.asks import DenyingArbiter
-from tests.core.test_tree_links import (
+from tests.core.support import (
     CONTROL,
     ROOT_LEVELS,
     STATE_LEVELS,

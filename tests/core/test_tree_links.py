@@ -9,42 +9,31 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 from pathlib import Path
 
 from core.disk.paths import encode_session_id
 from core.forwarding.liveness import heartbeat_path
 from core.serving import ServeEvent, ServingCore
-from core.serving.asks import DenyingArbiter, Judgment
-from core.wire.decisions import RuleDecision
-from core.wire.request import ParsedRequest
+from core.serving.asks import DenyingArbiter
+from tests.core.support import (
+    CONTROL,
+    FOLDER,
+    ROOT_LEVELS,
+    STATE_LEVELS,
+    AllowAll,
+    plant_bait,
+    plant_link,
+    session_with_requests,
+    snapshot,
+)
 from tests.helpers import request_body, response_path, session_dir, wait_for, write_request
+from tests.history.support import S
 
-S = "019ff969-c34c-70be-9034-fae19c852932"
 SIBLING = "019ff969-c34c-70be-9034-5151b1b1b1b1"
 
 
-class AllowAll:
-    """Recorded authority that approves everything: a link redirecting it would forge approvals."""
-
-    def judge(self, parsed: ParsedRequest, session_id: str) -> Judgment:
-        return Judgment("allow", RuleDecision(surface="bash", pattern="*", origin="global"))
 
 
-def snapshot(folder: Path) -> dict[str, bytes | str]:
-    """Every entry under `folder` (links as their target, never followed) with its content."""
-    seen: dict[str, bytes | str] = {}
-    for dirpath, dirnames, filenames in os.walk(folder):
-        for name in dirnames + filenames:
-            path = Path(dirpath) / name
-            rel = str(path.relative_to(folder))
-            if path.is_symlink():
-                seen[rel] = "-> " + os.readlink(path)
-            elif path.is_dir():
-                seen[rel] = "dir"
-            else:
-                seen[rel] = path.read_bytes()
-    return seen
 
 
 async def serve_once(tmp_path: Path, judge: object, control: str | None = None) -> list[ServeEvent]:
@@ -131,45 +120,12 @@ async def test_linked_serving_folder_is_never_overwritten_or_deleted(tmp_path: P
 
 # -- a link at every level of the tree -------------------------------------------------------------
 
-CONTROL = "019ff969-c34c-70be-9034-c0c0c0c0c0c0"
-FOLDER = encode_session_id(S)
-ROOT_LEVELS = {
-    "sessions": ("root", "sessions"),
-    "session folder": ("root", "sessions", FOLDER),
-    "requests": ("root", "sessions", FOLDER, "requests"),
-    "responses": ("root", "sessions", FOLDER, "responses"),
-    "serving": ("root", "serving"),
-}
-STATE_LEVELS = {
-    "quarantine": ("state", "quarantine"),
-    "quarantine folder": ("state", "quarantine", FOLDER),
-}
 
 
-def plant_bait(foreign: Path) -> None:
-    """Whatever level a link lands on, the folder it points at looks worth acting on."""
-    for requests in (foreign, foreign / "requests", foreign / FOLDER / "requests"):
-        requests.mkdir(parents=True, exist_ok=True)
-        (requests.parent / "responses").mkdir(parents=True, exist_ok=True)
-        (requests / "bait.json").write_text(json.dumps(request_body("bait", S)))
-        (requests / "junk.json").write_text("{not json")
-    (foreign / f"{FOLDER}.json").write_text('{"sessionId":"x","pid":1,"updatedAt":1}')
-    (foreign / f"{FOLDER}.lock").write_text("foreign")
 
 
-def plant_link(tmp_path: Path, parts: tuple[str, ...], foreign: Path) -> None:
-    where = tmp_path.joinpath(*parts)
-    if where.is_symlink():
-        where.unlink()
-    elif where.is_dir():
-        shutil.rmtree(where)  # never follows the links inside
-    where.parent.mkdir(parents=True, exist_ok=True)
-    where.symlink_to(foreign)
 
 
-def session_with_requests(root: Path) -> None:
-    write_request(root, S, "mine")
-    (session_dir(root, S) / "requests" / "junk.json").write_text("{not json")
 
 
 async def test_a_link_at_each_level_of_the_forwarding_root_is_reported_and_never_acted_through(

@@ -18,8 +18,7 @@ from pathlib import Path
 
 from core.history import HistoryStore
 from core.serving.asks import DenyingArbiter
-from tests.core.test_serving_faults import Served
-from tests.helpers import read_response_when_written, session_dir, wait_for, write_request
+from tests.helpers import Served, read_response_when_written, session_dir, wait_for, write_request
 from tests.history.support import S
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ from core.seams import FaultHook, no_fault
 from core.serving import Chain, ServeEvent, ServingCore
 from core.serving.asks import Arbiter
 
+REPO = Path(__file__).resolve().parents[2]
 S = "019ff969-c34c-70be-9034-fae19c852932"
 
 
@@ -68,3 +71,30 @@ class Node:
         rows = self.history.query()
         assert len(rows) == 1, rows
         return rows[0]
+
+
+ALLOW_LS = {"bash": {"*": "ask", "ls *": "allow"}}
+
+
+
+def serve(tmp_path: Path) -> subprocess.Popen[bytes]:
+    """The production `serve --on-ask deny`, on the same root, state dir and (empty) rules."""
+    (tmp_path / "agent").mkdir(exist_ok=True)
+    command = [
+        sys.executable, "-m", "tui.cli", "serve", "--session", S,
+        "--forwarding-root", str(tmp_path / "root"), "--state-dir", str(tmp_path / "state"),
+        "--on-ask", "deny", "--agent-dir", str(tmp_path / "agent"), "--project", str(tmp_path),
+    ]  # fmt: skip
+    return subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+
+def run_until_killed(
+    tmp_path: Path, stage: str, staging: str = "anonymous"
+) -> subprocess.CompletedProcess[bytes]:
+    """A real serving process on `tmp_path`'s dirs, killed by its own fault seam at `stage`; `staging`
+    "named" stages responses as named temps (a filesystem without anonymous files)."""
+    (tmp_path / "agent").mkdir(exist_ok=True)
+    folders = (tmp_path / "root", tmp_path / "state", tmp_path / "agent")
+    command = [sys.executable, "-m", "tests.history.crash_child", *map(str, folders), stage, "1", staging]
+    return subprocess.run(command, cwd=REPO, capture_output=True, timeout=120, check=False)

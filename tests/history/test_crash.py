@@ -11,7 +11,6 @@ import asyncio
 import json
 import signal
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -25,32 +24,13 @@ from core.history import HistoryRow, HistoryStore
 from core.serving.asks import DenyingArbiter
 from core.serving.publisher import BATCH_STAGES
 from tests.helpers import poll_until, response_path, session_dir, wait_for, write_request, write_request_bytes
-from tests.history.support import Node, S, intent
+from tests.history.support import ALLOW_LS, Node, S, intent, run_until_killed, serve
 
 REPO = Path(__file__).resolve().parents[2]
-ALLOW_LS = {"bash": {"*": "ask", "ls *": "allow"}}
 
 
-def serve(tmp_path: Path) -> subprocess.Popen[bytes]:
-    """The production `serve --on-ask deny`, on the same root, state dir and (empty) rules."""
-    (tmp_path / "agent").mkdir(exist_ok=True)
-    command = [
-        sys.executable, "-m", "tui.cli", "serve", "--session", S,
-        "--forwarding-root", str(tmp_path / "root"), "--state-dir", str(tmp_path / "state"),
-        "--on-ask", "deny", "--agent-dir", str(tmp_path / "agent"), "--project", str(tmp_path),
-    ]  # fmt: skip
-    return subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
-def run_until_killed(
-    tmp_path: Path, stage: str, staging: str = "anonymous"
-) -> subprocess.CompletedProcess[bytes]:
-    """A real serving process on `tmp_path`'s dirs, killed by its own fault seam at `stage`; `staging`
-    "named" stages responses as named temps (a filesystem without anonymous files)."""
-    (tmp_path / "agent").mkdir(exist_ok=True)
-    folders = (tmp_path / "root", tmp_path / "state", tmp_path / "agent")
-    command = [sys.executable, "-m", "tests.history.crash_child", *map(str, folders), stage, "1", staging]
-    return subprocess.run(command, cwd=REPO, capture_output=True, timeout=120, check=False)
 
 
 def serving_pid(root: Path) -> int | None:

@@ -17,8 +17,7 @@ import pytest
 from core.serving.asks import AskKey, DenyingArbiter
 from core.wire.response import encode_response
 from tests.helpers import response_path, wait_for, write_request
-from tests.history.support import Node, S, intent
-from tests.history.test_crash import ALLOW_LS, run_until_killed
+from tests.history.support import ALLOW_LS, Node, S, intent, run_until_killed
 
 
 async def restart_until_published(node: Node, request: Path, response: Path) -> None:

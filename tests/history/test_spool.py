@@ -17,9 +17,9 @@ from core.history import HistoryStore
 from core.history.spool import spool_name
 from core.person import DecisionRefused, HumanAuthorizer
 from core.serving import ServingCore
+from core.testing import Breakable
 from tests.helpers import read_response_when_written, wait_for, write_request
 from tests.history.support import S, intent
-from tests.history.test_unrecorded import Breakable
 
 
 async def serve_until_the_fail_safe(root: Path, store: HistoryStore, fault: Breakable) -> None:

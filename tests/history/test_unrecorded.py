@@ -5,7 +5,6 @@ works again (the row is closed as `fail-safe`, never left `pending` for the next
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -13,19 +12,9 @@ import pytest
 from core.history import HistoryStore
 from core.person import DecisionRefused, HumanAuthorizer
 from core.serving import ServingCore
+from core.testing import Breakable
 from tests.helpers import read_response_when_written, wait_for, write_request
 from tests.history.support import S, intent
-
-
-class Breakable:
-    """The history's fault hook: while `broken`, every write transaction fails like a broken disk."""
-
-    def __init__(self) -> None:
-        self.broken = False
-
-    def __call__(self, stage: str) -> None:
-        if self.broken and stage == "history":
-            raise sqlite3.OperationalError("disk I/O error")
 
 
 async def test_a_refused_verdict_is_closed_as_fail_safe_once_the_history_works(tmp_path: Path) -> None:

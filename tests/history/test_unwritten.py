@@ -24,8 +24,15 @@ from core.history import HistoryStore, Retention
 from core.person import DecisionRefused, HumanAuthorizer
 from core.serving import ServeEvent
 from core.serving.asks import DenyingArbiter
-from tests.core.test_serving_faults import FailingDisk, HeldDisk, Served
-from tests.helpers import read_response_when_written, response_path, session_dir, wait_for, write_request
+from core.testing import FailingDisk, HeldDisk
+from tests.helpers import (
+    Served,
+    read_response_when_written,
+    response_path,
+    session_dir,
+    wait_for,
+    write_request,
+)
 from tests.history.support import S
 
 

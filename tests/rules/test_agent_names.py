@@ -7,31 +7,7 @@ from pathlib import Path
 import pytest
 
 from core.rules.agent_names import pi_opens, suspicious_agent_reason
-from tests.rules.support import Layout
-
-HIDDEN = "contains control or hidden characters"
-#: The odd names both former checks knew of, and the reason each now gets.
-ODD_NAMES = {
-    "": "empty agent name",
-    " \t": "empty agent name",
-    "unknown": "named 'unknown' (the child could not tell its agent name)",
-    " Unknown ": "named 'unknown' (the child could not tell its agent name)",
-    "a\x00b": "contains NUL",
-    "sub/x": "contains a path separator",
-    "sub\\x": "contains a path separator",
-    "..": "contains '..'",
-    "a..b": "contains '..'",
-    "a\ud800b": "contains a lone surrogate (no file can have that name)",
-    "a\tb": HIDDEN,
-    "a\nb": HIDDEN,
-    "a\x1b[31mb": HIDDEN,
-    "a\u200db": HIDDEN,  # zero-width joiner
-    "a\u202eb": HIDDEN,  # right-to-left override
-    "a\u00a0b": HIDDEN,  # no-break space
-    "a\u3164b": HIDDEN,  # Hangul filler (default-ignorable, not Cf)
-    "a\ue000b": HIDDEN,  # private use
-}
-USABLE = ["Explore", "code-reviewer.v2", "a" * 200, "Prüfer", "エージェント"]
+from tests.rules.support import ODD_NAMES, USABLE, Layout
 
 
 @pytest.mark.parametrize(("name", "reason"), ODD_NAMES.items())

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from core.serving.asks import Ask, AskKey, Judgment
 from core.wire.reader import parse_request
-from tests.rules.test_agent_names import ODD_NAMES, USABLE
+from tests.rules.support import ODD_NAMES, USABLE
 from tests.tui.support import FIXED_CREATED, SERVED, request_body
 from tui.render.ask import (
     Clip,
