@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 from typing import NoReturn
 
 from core.text import log_safe
@@ -25,10 +26,19 @@ def build_parser() -> argparse.ArgumentParser:
         description="Serve pi subagents' forwarded permission asks from a side terminal.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
+    parser.add_argument("-V", "--version", action="version", version=f"pi-authorizer {version()}")
     subparsers = parser.add_subparsers(dest="command_name", metavar="COMMAND")
     for module in (app, serve, run, explain, history, demo):
         module.add_parser(subparsers)
     return parser
+
+
+def version() -> str:
+    """The installed distribution's version (a checkout run without installing says so)."""
+    try:
+        return metadata.version("pi-authorizer")
+    except metadata.PackageNotFoundError:
+        return "(not installed)"
 
 
 def with_default_command(parser: argparse.ArgumentParser, argv: Sequence[str]) -> list[str]:
@@ -43,7 +53,8 @@ def with_default_command(parser: argparse.ArgumentParser, argv: Sequence[str]) -
     position = 0
     while position < len(args) and args[position] in {"-v", "--verbose"}:
         position += 1
-    if position < len(args) and (args[position] in commands or args[position] in {"-h", "--help"}):
+    own_options = {"-h", "--help", "-V", "--version"}
+    if position < len(args) and (args[position] in commands or args[position] in own_options):
         return args
     return [*args[:position], "app", *args[position:]]
 
