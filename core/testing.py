@@ -15,7 +15,7 @@ from collections.abc import Collection, Sequence
 from core.disk.anonymous import Staged
 from core.disk.writer import DiskWriter
 from core.history import HistoryStore
-from core.serving.publisher import RecordedVerdict, VerdictRecord, WrittenMark
+from core.serving.verdicts import RecordedVerdict, VerdictRecord, WrittenMark
 
 
 class ManualClock:

@@ -11,14 +11,15 @@ import errno
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
-from core.disk.writer import DiskWriter
+from core.disk.writer import DISK, DiskWriter
 from core.forwarding.watch import _UNSAFE_RETRY_S
 from core.history import HistoryStore
+from core.seams import Seams
 from core.serving import ServingCore
 from core.serving.asks import DenyingArbiter
 from core.serving.loop import SAFETY_RESCAN_S
+from core.serving.verdicts import Ledger
 from core.testing import FailingDisk, FailingLedger, ManualClock
 from tests.helpers import read_response_when_written, response_path, wait_for, write_request
 
@@ -33,7 +34,7 @@ async def test_the_safety_rescan_and_the_unsafe_sessions_retry_wait_on_the_clock
     elsewhere.mkdir()
     (root / "sessions").symlink_to(elsewhere)
     clock = ManualClock()
-    core = ServingCore(root, tmp_path / "state", DenyingArbiter(clock), clock=clock)
+    core = ServingCore(root, tmp_path / "state", DenyingArbiter(clock), seams=Seams(clock=clock))
     core.add_session(S)
     task = asyncio.create_task(core.run())
     try:
@@ -70,8 +71,8 @@ async def test_a_rejected_requests_answer_is_retried_after_its_backoff_on_the_cl
     root = tmp_path / "root"
     clock = ManualClock()
     disk = BrokenLinkOnce()
-    core = ServingCore(root, tmp_path / "state", DenyingArbiter(clock), clock=clock, writer=disk,
-                       retry_delays=(30.0,))
+    seams = Seams(clock=clock, disk=disk, retry_delays=(30.0,))
+    core = ServingCore(root, tmp_path / "state", DenyingArbiter(clock), seams=seams)
     core.add_session(S)
     task = asyncio.create_task(core.run())
     try:
@@ -89,10 +90,14 @@ async def test_a_rejected_requests_answer_is_retried_after_its_backoff_on_the_cl
 
 
 @contextlib.asynccontextmanager
-async def serving(tmp_path: Path, clock: ManualClock, **kwargs: Any) -> AsyncIterator[Path]:
+async def serving(
+    tmp_path: Path, clock: ManualClock, retry_delays: tuple[float, ...], ledger: Ledger | None = None,
+    writer: DiskWriter = DISK,
+) -> AsyncIterator[Path]:
     """A core on `clock`, its heartbeat and safety rescan parked on it; yields the root."""
     root = tmp_path / "root"
-    core = ServingCore(root, tmp_path / "state", DenyingArbiter(clock), clock=clock, **kwargs)
+    seams = Seams(clock=clock, disk=writer, retry_delays=retry_delays)
+    core = ServingCore(root, tmp_path / "state", DenyingArbiter(clock), ledger=ledger, seams=seams)
     core.add_session(S)
     task = asyncio.create_task(core.run())
     try:

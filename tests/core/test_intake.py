@@ -9,7 +9,7 @@ from pathlib import Path
 from core.forwarding.inbox import SessionInbox
 from core.history import HistoryStore
 from core.serving.intake import READ_BUDGET, FileRead, existing_responses, rejection, scan, take_in
-from core.serving.publisher import VerdictRecord
+from core.serving.verdicts import VerdictRecord
 from core.wire.reader import parse_request
 from core.wire.response import deny, encode_response
 from tests.helpers import request_body, session_dir, write_request, write_request_bytes

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from core.history import HistoryStore
 from core.serving import ServingCore
 from core.serving.asks import DenyingArbiter
-from core.serving.publisher import RecordedVerdict, VerdictRecord, WrittenMark
+from core.serving.verdicts import RecordedVerdict, VerdictRecord, WrittenMark
 from tests.core.support import (
     ALLOW_LS,
     assert_answered_once,

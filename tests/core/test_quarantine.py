@@ -7,6 +7,7 @@ from pathlib import Path
 
 from core.disk.paths import encode_session_id
 from core.forwarding.inbox import SessionInbox
+from core.seams import Seams
 from core.serving.quarantine import PRUNE_EVERY, QUARANTINE_MAX_AGE_S, QUARANTINE_MAX_ENTRIES, Quarantine
 from core.testing import ManualClock
 from tests.helpers import write_request_bytes
@@ -32,7 +33,7 @@ def test_defaults_are_documented_values() -> None:
 
 def test_entries_older_than_the_age_limit_are_pruned(tmp_path: Path) -> None:
     clock = ManualClock(1_800_000_000.0)
-    quarantine = Quarantine(tmp_path / "state", clock=clock, max_age_s=7 * DAY)
+    quarantine = Quarantine(tmp_path / "state", seams=Seams(clock=clock), max_age_s=7 * DAY)
     hold(quarantine, tmp_path / "root", "old.json")
     clock.advance(5 * DAY)
     hold(quarantine, tmp_path / "root", "recent.json")
@@ -44,7 +45,7 @@ def test_entries_older_than_the_age_limit_are_pruned(tmp_path: Path) -> None:
 
 def test_beyond_the_count_limit_the_oldest_go_first(tmp_path: Path) -> None:
     clock = ManualClock(1_800_000_000.0)
-    quarantine = Quarantine(tmp_path / "state", clock=clock, max_entries=3)
+    quarantine = Quarantine(tmp_path / "state", seams=Seams(clock=clock), max_entries=3)
     for index in range(5):
         clock.advance(1)
         hold(quarantine, tmp_path / "root", f"r{index}.json")
@@ -55,7 +56,7 @@ def test_beyond_the_count_limit_the_oldest_go_first(tmp_path: Path) -> None:
 
 def test_holding_prunes_first_and_then_every_hundred_holds(tmp_path: Path) -> None:
     clock = ManualClock(1_800_000_000.0)
-    quarantine = Quarantine(tmp_path / "state", clock=clock, max_entries=2)
+    quarantine = Quarantine(tmp_path / "state", seams=Seams(clock=clock), max_entries=2)
     for index in range(PRUNE_EVERY):
         hold(quarantine, tmp_path / "root", f"r{index:03d}.json")
     assert len(kept(tmp_path / "state")) == PRUNE_EVERY  # at most max_entries + PRUNE_EVERY
@@ -64,7 +65,7 @@ def test_holding_prunes_first_and_then_every_hundred_holds(tmp_path: Path) -> No
 
 
 def test_entries_with_one_timestamp_never_replace_each_other(tmp_path: Path) -> None:
-    quarantine = Quarantine(tmp_path / "state", clock=ManualClock(1_800_000_000.0))
+    quarantine = Quarantine(tmp_path / "state", seams=Seams(clock=ManualClock(1_800_000_000.0)))
     for content in (b"first", b"second"):
         write_request_bytes(tmp_path / "root", S, "same.json", content)
         quarantine.hold(SessionInbox(tmp_path / "root", S), "same.json", "unusable", answered=False)
@@ -75,7 +76,7 @@ def test_entries_with_one_timestamp_never_replace_each_other(tmp_path: Path) -> 
 
 def test_pruning_removes_linked_and_folder_entries_without_following_them(tmp_path: Path) -> None:
     clock = ManualClock(1_800_000_000.0)
-    quarantine = Quarantine(tmp_path / "state", clock=clock, max_age_s=DAY)
+    quarantine = Quarantine(tmp_path / "state", seams=Seams(clock=clock), max_age_s=DAY)
     victim = tmp_path / "victim"
     (victim / "inner").mkdir(parents=True)
     (victim / "inner" / "keep.txt").write_text("keep")
@@ -100,7 +101,8 @@ def test_a_linked_quarantine_folder_is_neither_read_nor_pruned(tmp_path: Path) -
     (victim / f"{old}.reason.json").write_text("{}")
     (tmp_path / "state" / "quarantine").mkdir(parents=True)
     (tmp_path / "state" / "quarantine" / encode_session_id(S)).symlink_to(victim)
-    quarantine = Quarantine(tmp_path / "state", clock=ManualClock(1_800_000_000.0), max_age_s=DAY)
+    later = Seams(clock=ManualClock(1_800_000_000.0))
+    quarantine = Quarantine(tmp_path / "state", seams=later, max_age_s=DAY)
     assert quarantine.prune() == 0
     assert quarantine.records() == []
     assert sorted(os.listdir(victim)) == [old, f"{old}.reason.json"]
@@ -117,7 +119,7 @@ def test_across_filesystems_files_and_links_are_copied_and_folders_left_in_place
         pytest.skip("needs a second filesystem (/dev/shm) for the state dir")
     state = Path(tempfile.mkdtemp(dir=shm))
     try:
-        quarantine = Quarantine(state, clock=ManualClock(1_800_000_000.0))
+        quarantine = Quarantine(state, seams=Seams(clock=ManualClock(1_800_000_000.0)))
         inbox = SessionInbox(tmp_path / "root", S)
         write_request_bytes(tmp_path / "root", S, "file.json", b"bytes")
         (inbox.requests_dir / "link.json").symlink_to(tmp_path / "victim")

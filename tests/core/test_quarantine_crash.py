@@ -1,7 +1,7 @@
 """A process killed at each point of holding a file leaves nothing moved or the file with its reason.
 
 The kill comes through the quarantine's explicit `fault` seam (`tests/core/quarantine_child.py` exits
-with `os._exit(137)` at a stage of `HOLD_STAGES`); a later prune, or a serving core starting on the same
+with `os._exit(137)` at a stage of `HOLD_CHECKPOINTS`); a later prune, or a serving core starting on the same
 state dir, completes or removes what the dead process left.
 """
 
@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from core.disk.paths import encode_session_id
+from core.seams import Seams
 from core.serving.asks import DenyingArbiter
-from core.serving.quarantine import HOLD_STAGES, QUARANTINE_MAX_AGE_S, Quarantine
+from core.serving.quarantine import HOLD_CHECKPOINTS, QUARANTINE_MAX_AGE_S, Quarantine
 from core.testing import ManualClock
 from tests.helpers import session_dir, wait_for, write_request_bytes
 from tests.history.support import Node, S
@@ -66,7 +67,7 @@ AFTER_KILL: dict[str, tuple[bool, tuple[str, ...]]] = {
 }
 
 
-@pytest.mark.parametrize("stage", HOLD_STAGES)
+@pytest.mark.parametrize("stage", HOLD_CHECKPOINTS)
 def test_a_kill_at_each_stage_leaves_nothing_or_the_file_with_its_reason_after_a_prune(
     tmp_path: Path, stage: str
 ) -> None:
@@ -82,7 +83,7 @@ def test_a_kill_at_each_stage_leaves_nothing_or_the_file_with_its_reason_after_a
     assert len(quarantine.records()) == (0 if stage == "reasoned" else 1)
 
 
-@pytest.mark.parametrize("stage", HOLD_STAGES)
+@pytest.mark.parametrize("stage", HOLD_CHECKPOINTS)
 async def test_a_serving_core_started_after_the_kill_holds_the_file_once_with_its_reason(
     tmp_path: Path, stage: str
 ) -> None:
@@ -109,7 +110,7 @@ def test_a_live_holder_s_pending_reason_is_left_alone_until_it_is_too_old(tmp_pa
     assert Quarantine(tmp_path / "state").prune() == 0
     assert os.listdir(folder) == [live]
     later = ManualClock(time.time() + QUARANTINE_MAX_AGE_S + 60)
-    assert Quarantine(tmp_path / "state", clock=later).prune() == 0
+    assert Quarantine(tmp_path / "state", seams=Seams(clock=later)).prune() == 0
     assert os.listdir(folder) == []
 
 

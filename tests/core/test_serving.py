@@ -12,6 +12,7 @@ import pytest
 
 from core.forwarding.liveness import SessionHeld, heartbeat_path, read_heartbeat
 from core.person import AskAdded, AskWithdrawn, HumanAuthorizer
+from core.seams import Seams
 from core.serving import ServeEvent, ServingCore
 from core.serving.asks import UNATTENDED_DENIAL, Arbiter, DenyingArbiter, Judgment, LeavingArbiter
 from core.wire.decisions import RuleDecision
@@ -235,7 +236,7 @@ async def test_other_sessions_are_not_touched(tmp_path: Path, denying: Running) 
 
 
 async def test_polling_fallback_serves_too(tmp_path: Path) -> None:
-    running = await start(tmp_path, DenyingArbiter(), force_polling=True)
+    running = await start(tmp_path, DenyingArbiter(), seams=Seams(force_polling=True))
     try:
         write_request(tmp_path / "root", S, "polled")
         assert (await read_response_when_written(tmp_path / "root", S, "polled"))["approved"] is False

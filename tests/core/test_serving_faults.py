@@ -243,7 +243,7 @@ def test_restart_takes_over_at_once_after_kill_9(tmp_path: Path) -> None:
         core = ServingCore(tmp_path / "root", tmp_path / "state", LeavingArbiter())
         core.add_session(S)  # not SessionHeld
         assert not temp.exists()
-        core.sessions[S].lock.release()
+        core.served[S].lock.release()
     finally:
         first.kill()
         first.wait(10)

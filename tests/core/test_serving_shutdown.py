@@ -12,6 +12,7 @@ import pytest
 
 from core.forwarding.liveness import Heartbeat
 from core.person import DecisionRefused, HumanAuthorizer
+from core.seams import Seams
 from core.serving import ServeEvent, ServingCore
 from core.serving.asks import DenyingArbiter
 from core.serving.loop import SHUTDOWN_GRACE_S
@@ -96,7 +97,7 @@ async def test_an_answer_whose_batch_outlasts_the_grace_is_still_reported(tmp_pa
     answer it publishes is reported (event and log line) all the same."""
     root = tmp_path / "root"
     held = HeldBatch()
-    core = ServingCore(root, tmp_path / "state", DenyingArbiter(), fault=held, shutdown_grace_s=0.0)
+    core = ServingCore(root, tmp_path / "state", DenyingArbiter(), seams=Seams(fault=held))
     events: list[ServeEvent] = []
     core.subscribe(events.append)
     core.add_session(S)
@@ -121,7 +122,7 @@ async def test_a_persons_call_whose_decision_is_cut_off_by_shutdown_returns(tmp_
     held = HeldBatch()
     clock = ManualClock()
     human = HumanAuthorizer(clock=clock)
-    core = ServingCore(root, tmp_path / "state", human, fault=held, clock=clock)
+    core = ServingCore(root, tmp_path / "state", human, seams=Seams(clock=clock, fault=held))
     core.add_session(S)
     task = asyncio.create_task(core.run())
     try:

@@ -22,7 +22,7 @@ async def test_a_name_reused_after_its_answered_request_was_removed_is_served_ag
         write_request(root, S, "r1")
         answered = response_path(root, S, "r1")
         await wait_for(lambda: answered.exists() and not request.exists(), what="answered")
-        await wait_for(lambda: "r1.json" not in core.sessions[S].records, what="the removal noted")
+        await wait_for(lambda: "r1.json" not in core.served[S].records, what="the removal noted")
         response_path(root, S, "r1").unlink()  # the child read its answer
         write_request(root, S, "r1")
         await wait_for(lambda: response_path(root, S, "r1").exists(), what="the reused name answered")

@@ -231,7 +231,7 @@ def test_a_folder_refused_before_an_observer_subscribed_is_reported_to_it(tmp_pa
     assert [e.kind for e in events] == ["unsafe_folder"]
     assert "serving is a symbolic link" in str(events[0].reason)
     assert os.listdir(tmp_path / "foreign") == []
-    core.sessions[S].lock.release()
+    core.served[S].lock.release()
 
 
 async def test_serving_leaks_no_descriptors(tmp_path: Path) -> None:
