@@ -9,17 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Collection, Sequence
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.history import HistoryStore
 from core.serving import ServingCore
 from core.serving.asks import DenyingArbiter
-from core.serving.verdicts import RecordedVerdict, VerdictRecord, WrittenMark
+from core.testing import PoisonLedger
 from tests.core.support import (
     ALLOW_LS,
     assert_answered_once,
@@ -107,24 +105,6 @@ async def test_hostile_files_in_a_batch_are_quarantined_and_the_rest_answered(tm
         assert body["denialReason"]
     assert not requests_left(node.root)
 
-
-class PoisonLedger:
-    """A real history that refuses any transaction holding one request's verdict."""
-
-    def __init__(self, store: HistoryStore, poison: str) -> None:
-        self.store, self.poison, self.refused = store, poison, 0
-
-    def record_verdicts(self, verdicts: Sequence[VerdictRecord]) -> None:
-        if any(v.request_id == self.poison for v in verdicts):
-            self.refused += 1
-            raise ValueError("this verdict cannot be stored")
-        self.store.record_verdicts(verdicts)
-
-    def mark_written(self, marks: Sequence[WrittenMark]) -> None:
-        self.store.mark_written(marks)
-
-    def recorded_verdicts(self, session_id: str, request_ids: Collection[str]) -> dict[str, RecordedVerdict]:
-        return self.store.recorded_verdicts(session_id, request_ids)
 
 
 async def test_a_verdict_the_history_refuses_is_denied_and_holds_up_no_other(tmp_path: Path) -> None:

@@ -15,20 +15,16 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 
-from core.disk.anonymous import Staged
-from core.disk.tree import UnsafeFolder
-from core.disk.writer import DiskWriter
 from core.forwarding.liveness import heartbeat_path, read_heartbeat
 from core.history import HistoryStore
 from core.person import DecisionRefused, HumanAuthorizer
 from core.serving import ServingCore
 from core.serving.asks import DenyingArbiter, LeavingArbiter
-from core.testing import FailingDisk, FailingLedger, HeldDisk, ManualClock
+from core.testing import FailingDisk, FailingLedger, GatedDisk, HeldDisk, LinkedAwayDisk, ManualClock
 from tests.helpers import (
     Served,
     poll_until,
@@ -256,33 +252,6 @@ def _zombie_or_gone(pid: int) -> bool:
         return True
 
 
-class GatedDisk(DiskWriter):
-    """A disk where every response file waits, in its worker thread, until the test opens the gate
-    (slow hardware, a saturated device). A write that was not let through after `HANG_GUARD_S`
-    goes on and is counted as forced: it held up whatever waited for the gate."""
-
-    HANG_GUARD_S = 60.0
-
-    def __init__(self) -> None:
-        self.entered, self.gate, self.forced = threading.Event(), threading.Event(), 0
-
-    def _wait(self) -> None:
-        self.entered.set()
-        if not self.gate.wait(self.HANG_GUARD_S):
-            self.forced += 1
-
-    def stage(self, dir_fd: int, name: str, data: bytes, sync: bool) -> Staged:
-        self._wait()
-        return super().stage(dir_fd, name, data, sync)
-
-    def write_new(self, dir_fd: int, name: str, data: bytes) -> None:
-        self._wait()
-        super().write_new(dir_fd, name, data)
-
-    def write_unsynced(self, dir_fd: int, name: str, data: bytes) -> None:
-        self._wait()
-        super().write_unsynced(dir_fd, name, data)
-
 
 async def test_a_blocked_response_write_never_holds_up_the_loop(tmp_path: Path) -> None:
     """Blocking work runs off the event loop: while a response write hangs, the loop goes on (this
@@ -304,22 +273,6 @@ async def test_a_blocked_response_write_never_holds_up_the_loop(tmp_path: Path) 
         assert not served.task.done()
     assert disk.forced == 0
 
-
-class LinkedAwayDisk(DiskWriter):
-    """Every batch placement fails (EIO), so the verdict is recorded but not visible; then the next
-    `refusals` single writes (the republishing of that recorded verdict) find `responses/` refused."""
-
-    def __init__(self, refusals: int) -> None:
-        self.refusals = refusals
-
-    def place(self, dir_fd: int, staged: Staged, target: str) -> bool:
-        raise OSError(errno.EIO, os.strerror(errno.EIO))
-
-    def link(self, dir_fd: int, source: str, target: str) -> None:
-        if self.refusals > 0:
-            self.refusals -= 1
-            raise UnsafeFolder("sessions/x/responses", "is a symbolic link; not followed")
-        super().link(dir_fd, source, target)
 
 
 async def test_a_recorded_verdict_refused_by_an_unsafe_folder_is_published_once_it_is_sound(

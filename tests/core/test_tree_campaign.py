@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 
 from core.serving import ServeEvent, ServingCore
 from core.serving.asks import DenyingArbiter
+from core.testing import AllowAll
 from tests.core.support import (
     CONTROL,
     ROOT_LEVELS,
     STATE_LEVELS,
-    AllowAll,
     plant_bait,
     plant_link,
     session_with_requests,

@@ -15,12 +15,12 @@ from core.disk.paths import encode_session_id
 from core.forwarding.liveness import heartbeat_path
 from core.serving import ServeEvent, ServingCore
 from core.serving.asks import DenyingArbiter
+from core.testing import AllowAll
 from tests.core.support import (
     CONTROL,
     FOLDER,
     ROOT_LEVELS,
     STATE_LEVELS,
-    AllowAll,
     plant_bait,
     plant_link,
     session_with_requests,

@@ -13,26 +13,13 @@ verdict not yet recorded, the worst case: a second judgment finds no recorded ve
 from __future__ import annotations
 
 import os
-import threading
 from pathlib import Path
 
 from core.history import HistoryStore
 from core.serving.asks import DenyingArbiter
+from core.testing import HeldAt
 from tests.helpers import Served, read_response_when_written, session_dir, wait_for, write_request
 from tests.history.support import S
-
-
-class HeldAt:
-    """The publisher's fault hook: its first batch waits at `stage` until released."""
-
-    def __init__(self, stage: str) -> None:
-        self.stage = stage
-        self.entered, self.release = threading.Event(), threading.Event()
-
-    def __call__(self, stage: str) -> None:
-        if stage == self.stage and not self.release.is_set():
-            self.entered.set()
-            self.release.wait(30)
 
 
 async def test_a_file_moved_away_and_back_while_its_answer_is_published_is_answered_once(
