@@ -147,8 +147,8 @@ class HeldDisk(FailingDisk):
         super().__init__(code, failures)
         self.entered, self.release = threading.Event(), threading.Event()
 
-    def fault(self, stage: str) -> None:
-        if stage == "staged" and not self.release.is_set():
+    def fault(self, checkpoint: str) -> None:
+        if checkpoint == "staged" and not self.release.is_set():
             self.entered.set()
             self.release.wait(30)
 

@@ -168,7 +168,7 @@ class Publisher:
     # -- on a worker thread: the checkpoints of one batch --------------------------------------
 
     def _commit(self, batch: Sequence[BatchItem]) -> None:
-        """The stages, in order. A few answers' bodies were handed to the stager as they were queued
+        """The checkpoints, in order. A few answers' bodies were handed to the stager as they were queued
         (written, not visible), so their files are created while the ledger records; a burst's are
         written into their own requests once recorded (`_reuse_or_stage`)."""
         self.fault("arrived")
