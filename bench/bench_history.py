@@ -25,7 +25,7 @@ from textual.strip import Strip
 from core.history import HistoryFilter, HistoryStore, Retention
 from core.serving import ServeEvent
 from core.serving.asks import AskKey
-from core.serving.publisher import VerdictRecord, WrittenMark
+from core.serving.verdicts import VerdictRecord, WrittenMark
 from core.wire.decisions import UserDecision
 from core.wire.reader import parse_request
 from core.wire.response import approve, encode_response

@@ -13,9 +13,13 @@ import threading
 from collections.abc import Collection, Sequence
 
 from core.disk.anonymous import Staged
+from core.disk.tree import UnsafeFolder
 from core.disk.writer import DiskWriter
 from core.history import HistoryStore
-from core.serving.publisher import RecordedVerdict, VerdictRecord, WrittenMark
+from core.serving.asks import Judgment
+from core.serving.verdicts import RecordedVerdict, VerdictRecord, WrittenMark
+from core.wire.decisions import RuleDecision
+from core.wire.request import ParsedRequest
 
 
 class ManualClock:
@@ -143,8 +147,8 @@ class HeldDisk(FailingDisk):
         super().__init__(code, failures)
         self.entered, self.release = threading.Event(), threading.Event()
 
-    def fault(self, stage: str) -> None:
-        if stage == "staged" and not self.release.is_set():
+    def fault(self, checkpoint: str) -> None:
+        if checkpoint == "staged" and not self.release.is_set():
             self.entered.set()
             self.release.wait(30)
 
@@ -158,3 +162,96 @@ class Breakable:
     def __call__(self, stage: str) -> None:
         if self.broken and stage == "history":
             raise sqlite3.OperationalError("disk I/O error")
+
+
+# -- serving's fakes: disks, fault hooks, ledgers and judges a serving core is driven with ----------
+
+
+class HeldAt:
+    """A fault hook: the first batch (or hold) to reach `checkpoint` waits there until released."""
+
+    def __init__(self, checkpoint: str = "staged") -> None:
+        self.checkpoint = checkpoint
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def __call__(self, checkpoint: str) -> None:
+        if checkpoint == self.checkpoint and not self.release.is_set():
+            self.entered.set()
+            self.release.wait(30)
+
+
+class NamedTemps(DiskWriter):
+    """A filesystem without `O_TMPFILE` (or no procfs): every response is staged as a named temp."""
+
+    anonymous = False
+
+
+class GatedDisk(DiskWriter):
+    """A disk where every response file waits, in its worker thread, until the test opens the gate
+    (slow hardware, a saturated device). A write that was not let through after `HANG_GUARD_S`
+    goes on and is counted as forced: it held up whatever waited for the gate."""
+
+    HANG_GUARD_S = 60.0
+
+    def __init__(self) -> None:
+        self.entered, self.gate, self.forced = threading.Event(), threading.Event(), 0
+
+    def _wait(self) -> None:
+        self.entered.set()
+        if not self.gate.wait(self.HANG_GUARD_S):
+            self.forced += 1
+
+    def stage(self, dir_fd: int, name: str, data: bytes, sync: bool) -> Staged:
+        self._wait()
+        return super().stage(dir_fd, name, data, sync)
+
+    def write_new(self, dir_fd: int, name: str, data: bytes) -> None:
+        self._wait()
+        super().write_new(dir_fd, name, data)
+
+    def write_unsynced(self, dir_fd: int, name: str, data: bytes) -> None:
+        self._wait()
+        super().write_unsynced(dir_fd, name, data)
+
+
+class LinkedAwayDisk(DiskWriter):
+    """Every batch placement fails (EIO), so the verdict is recorded but not visible; then the next
+    `refusals` single writes (the republishing of that recorded verdict) find `responses/` refused."""
+
+    def __init__(self, refusals: int) -> None:
+        self.refusals = refusals
+
+    def place(self, dir_fd: int, staged: Staged, target: str) -> bool:
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    def link(self, dir_fd: int, source: str, target: str) -> None:
+        if self.refusals > 0:
+            self.refusals -= 1
+            raise UnsafeFolder("sessions/x/responses", "is a symbolic link; not followed")
+        super().link(dir_fd, source, target)
+
+
+class PoisonLedger:
+    """A real history that refuses any transaction holding one request's verdict."""
+
+    def __init__(self, store: HistoryStore, poison: str) -> None:
+        self.store, self.poison, self.refused = store, poison, 0
+
+    def record_verdicts(self, verdicts: Sequence[VerdictRecord]) -> None:
+        if any(v.request_id == self.poison for v in verdicts):
+            self.refused += 1
+            raise ValueError("this verdict cannot be stored")
+        self.store.record_verdicts(verdicts)
+
+    def mark_written(self, marks: Sequence[WrittenMark]) -> None:
+        self.store.mark_written(marks)
+
+    def recorded_verdicts(self, session_id: str, request_ids: Collection[str]) -> dict[str, RecordedVerdict]:
+        return self.store.recorded_verdicts(session_id, request_ids)
+
+
+class AllowAll:
+    """Recorded authority that approves everything: a link redirecting it would forge approvals."""
+
+    def judge(self, parsed: ParsedRequest, session_id: str) -> Judgment:
+        return Judgment("allow", RuleDecision(surface="bash", pattern="*", origin="global"))

@@ -13,12 +13,12 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.clock import SYSTEM_CLOCK, Clock
 from core.history import HistoryStore
 from core.judging.links import AuthorizerChain, CommandLink
 from core.judging.recorded import LinkChain, RecordedAuthority
 from core.person import HumanAuthorizer
 from core.rules import PolicyStore
+from core.seams import PRODUCTION, Seams
 from core.serving import ServedSession, ServingCore
 from core.serving.asks import Arbiter
 
@@ -34,7 +34,8 @@ class NodeOptions:
     rules_file: Path | None = None
     accept_widening: bool = False
     links: tuple[CommandLink, ...] = ()
-    clock: Clock = SYSTEM_CLOCK
+    #: Time, the disk, the fault hook, the retry delays and the file watch (`core.seams`).
+    seams: Seams = PRODUCTION
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,7 @@ def build_attended_node(options: NodeOptions, history: HistoryStore | None) -> A
     """A node a person attends (the app): the person is its last judge, and records whole-session
     grants in this node's recorded authority."""
     authority = _authority(options)
-    person = HumanAuthorizer(grants=authority, clock=options.clock)
+    person = HumanAuthorizer(grants=authority, clock=options.seams.clock)
     node = _node(options, history, authority, person)
     return AttendedNode(node.core, person, authority, history)
 
@@ -109,7 +110,7 @@ def _authority(options: NodeOptions) -> RecordedAuthority:
     return RecordedAuthority(
         PolicyStore(options.agent_dir, options.project, options.rules_file,
                     accept_widening=options.accept_widening),
-        options.clock,
+        options.seams.clock,
     )
 
 
@@ -124,7 +125,7 @@ def _node(
         chain=LinkChain(AuthorizerChain(options.links)) if options.links else None,
         timeout_ms=lambda: authority.store.policy("").settings.forwarding_timeout_ms,
         ledger=history,
-        clock=options.clock,
+        seams=options.seams,
     )
     if history is not None:
         core.subscribe(history.observe)

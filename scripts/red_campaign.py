@@ -51,8 +51,9 @@ from core.history import HistoryStore
 from core.judging.recorded import RecordedAuthority
 from core.person import DecisionRefused, HumanAuthorizer
 from core.rules import PolicyStore
+from core.seams import Seams
 from core.serving import ServeEvent, ServingCore
-from core.serving.publisher import RecordedVerdict, VerdictRecord, WrittenMark
+from core.serving.verdicts import RecordedVerdict, VerdictRecord, WrittenMark
 from core.wire.response import parse_response
 
 S = "019ff969-c34c-70be-9034-fae19c852932"
@@ -439,8 +440,7 @@ async def inproc(seed: int, seconds: float, base: Path, children: int) -> list[s
         human,
         judge=judge,
         ledger=ledger,
-        writer=FlakyDisk(seeded(seed + 2), 0.03),
-        retry_delays=(0.01, 0.02),
+        seams=Seams(disk=FlakyDisk(seeded(seed + 2), 0.03), retry_delays=(0.01, 0.02)),
     )
     events: list[ServeEvent] = []
     core.subscribe(store.observe)
@@ -475,15 +475,15 @@ async def inproc(seed: int, seconds: float, base: Path, children: int) -> list[s
     while time.monotonic() - last < 120:
         await core.rescan_all()
         await asyncio.gather(*(deny_left(human, ask, decided) for ask in human.pending()))
-        waiting = [r for r in core.sessions[S].records if r.stage != "held"]
+        waiting = [r for r in core.served[S].records if r.state != "held"]
         if not waiting and not human.pending():
             break
         if (len(waiting), len(human.pending())) != progress:
             last, progress = time.monotonic(), (len(waiting), len(human.pending()))
         await asyncio.sleep(0.05)
-    left = [r for r in core.sessions[S].records if r.stage != "held"]
-    stages = Counter(r.stage for r in left)
-    stuck = [(r.key.name, r.stage, human_view(human, r.key), failures(events, r.key.name)) for r in left[:20]]
+    left = [r for r in core.served[S].records if r.state != "held"]
+    stages = Counter(r.state for r in left)
+    stuck = [(r.key.name, r.state, human_view(human, r.key), failures(events, r.key.name)) for r in left[:20]]
     ghosts = [a.key.name for a in human.pending() if "decidable: False" in human_view(human, a.key)]
     control = "control-1"
     tree.write(f"{control}.json", json.dumps(body(control, "git status")).encode())

@@ -10,10 +10,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from core.clock import SYSTEM_CLOCK, Clock
 from core.disk.paths import encode_session_id
+from core.disk.writer import DISK, DiskWriter
+from core.seams import FaultHook, Seams, no_fault
 from core.serving import ServeEvent, ServingCore
 from core.serving.asks import Arbiter
 from core.serving.loop import SAFETY_RESCAN_S
+from core.serving.verdicts import Ledger
 from core.testing import ManualClock
 from tests.history.support import S
 
@@ -112,10 +116,23 @@ async def read_response_when_done(
 
 
 class Served:
-    def __init__(self, tmp_path: Path, arbiter: Arbiter, **kwargs: object) -> None:
+    """A serving core on `tmp_path` serving session `S`, its events kept; a failed write is retried at once.
+
+    Its seams: `clock`, `writer` (the disk) and `fault`, each a fake of `core.testing` when given."""
+
+    def __init__(
+        self,
+        tmp_path: Path,
+        arbiter: Arbiter,
+        ledger: Ledger | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        writer: DiskWriter = DISK,
+        fault: FaultHook = no_fault,
+    ) -> None:
         self.root, self.state = tmp_path / "root", tmp_path / "state"
         self.events: list[ServeEvent] = []
-        self.core = ServingCore(self.root, self.state, arbiter, retry_delays=(0.0, 0.0, 0.0), **kwargs)  # type: ignore[arg-type]
+        seams = Seams(clock=clock, disk=writer, fault=fault, retry_delays=(0.0, 0.0, 0.0))
+        self.core = ServingCore(self.root, self.state, arbiter, ledger=ledger, seams=seams)
         self.core.subscribe(self.events.append)
 
     async def __aenter__(self) -> Served:

@@ -33,7 +33,7 @@ from core.history.writer import Retention
 from core.seams import FaultHook, no_fault
 from core.serving import ServeEvent
 from core.serving.asks import AskKey
-from core.serving.publisher import RecordedVerdict, VerdictRecord, WrittenMark
+from core.serving.verdicts import RecordedVerdict, VerdictRecord, WrittenMark
 from core.wire.decisions import decision_source_json
 from core.wire.reader import RequestRejected, parse_request
 from core.wire.request import ParsedRequest

@@ -1,37 +1,27 @@
 """Draining an inbox: its listing diffed against the session's records.
 
-A new file gets a record and goes down its path (`core.serving.pipeline`) as a file being served; a
-file gone from a listing of its folder ends its record, and an ask it held before any decision is
-reported withdrawn (its terminal is told), while an inbox that cannot be listed (its folder missing,
-or refused) ends none; the asks still held are checked for forged responses
-(`core.serving.reconcile`). New files are read in batches (`core.serving.intake`) so the answers
-ready at once share one batch of the publisher.
+A new file goes down its route (`core.serving.pipeline.Pipeline.start`); what a listing says of the
+files already known (gone: withdrawn; forged responses) the route decides too (`listed`). An inbox
+that cannot be listed (its folder missing, or refused) ends no record. New files are read in batches
+(`core.serving.intake`) so the answers ready at once share one batch of the publisher.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 
 from core.disk.tree import UnsafeFolder
-from core.serving.events import ServeEvent
 from core.serving.intake import INTAKE_FILES, Intake, scan, take_in
 from core.serving.pipeline import Pipeline
-from core.serving.publisher import Ledger, Publisher
-from core.serving.sessions import ServedSession
-from core.serving.setaside import label
-from core.serving.shared import Shared
-
-log = logging.getLogger("pi_authorizer.serve")
+from core.serving.sessions import ServedSession, Sessions
+from core.serving.verdicts import Ledger
 
 
 class Drain:
     """Rescans of the sessions served."""
 
-    def __init__(
-        self, shared: Shared, ledger: Ledger | None, pipeline: Pipeline, publisher: Publisher
-    ) -> None:
-        self.shared, self.ledger, self.pipeline, self.publisher = shared, ledger, pipeline, publisher
+    def __init__(self, sessions: Sessions, ledger: Ledger | None, pipeline: Pipeline) -> None:
+        self.sessions, self.ledger, self.pipeline = sessions, ledger, pipeline
 
     async def rescan(self, served: ServedSession) -> None:
         """Diff the inbox listing against the records: new files are served, vanished ones withdrawn.
@@ -44,10 +34,10 @@ class Drain:
                 await self._drain(served)
             except UnsafeFolder as exc:
                 why = "this session's requests are not served"
-                self.shared.roster.report_unsafe(served, "inbox", exc, why)
-                self.shared.roster.set_unservable(served, f"a folder of its inbox is refused: {exc}")
+                self.sessions.report_unsafe(served, "inbox", exc, why)
+                self.sessions.set_unservable(served, f"a folder of its inbox is refused: {exc}")
                 return
-            self.shared.roster.clear_unsafe(served, "inbox")
+            self.sessions.clear_unsafe(served, "inbox")
 
     async def _drain(self, served: ServedSession) -> None:
         """One pass over the inbox; raises `UnsafeFolder` when a folder of the session tree is refused."""
@@ -60,21 +50,15 @@ class Drain:
         except UnsafeFolder:
             raise
         except Exception as exc:
-            self.shared.roster.set_unservable(served, f"its inbox cannot be listed: {exc}")
+            self.sessions.set_unservable(served, f"its inbox cannot be listed: {exc}")
             return
-        self.shared.roster.set_unservable(served, None)
+        self.sessions.set_unservable(served, None)
         if names is None:
             # No session folder or no `requests/`: moved away (and maybe back), or not made yet. That
             # says nothing of the files: an ask is withdrawn only once a listing of its folder lacks
             # its file, and the files back with the folder are the asks still held (never served twice).
             return
-        present = set(names)
-        for record in served.records:
-            if record.key.name not in present:
-                self._vanished(served, record.key.name)
-            elif record.key.name in retry and record.stage == "unanswered":
-                served.records.release(record)
-        await self.shared.reconcile.detect_forgeries(served)
+        await self.pipeline.listed(served, set(names), retry)
         new = [name for name in names if name not in known]
         while intake is not None:
             await self._serve_batch(served, intake)
@@ -91,15 +75,6 @@ class Drain:
         """
         for name, read in intake.reads:
             if name not in served.records:
-                self.pipeline.start(served, served.records.take(name), read, intake)
+                self.pipeline.start(served, name, read, intake)
         await asyncio.sleep(0)  # the files served in a task run up to their answer, or into their terminal
-        await self.publisher.room()
-
-    def _vanished(self, served: ServedSession, name: str) -> None:
-        """A file is gone from the inbox: an ask it held before any decision was withdrawn by its child."""
-        record = served.records.vanish(name)
-        if record is None or record.stage != "withdrawn":
-            return
-        self.shared.arbiter.withdraw(record.key)
-        self.shared.emit(ServeEvent("withdrawn", record.key, self.shared.clock.wall(), parsed=record.parsed))
-        log.info("%s withdrawn by the child before an answer", label(record.key, record.parsed))
+        await self.pipeline.publisher.room()

@@ -1,4 +1,5 @@
-"""What serving reports about each request file: the events observers (the app, the history) receive."""
+"""What serving reports about each request file: the events observers (the app, the history) receive,
+and the request's part of every log line about it."""
 
 from __future__ import annotations
 
@@ -6,7 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from core.forwarding.inbox import display_name
 from core.serving.asks import AskKey
+from core.text import log_safe
+from core.wire.principal import log_agents
 from core.wire.request import ParsedRequest
 from core.wire.response import ForwardedResponse
 
@@ -43,3 +47,19 @@ class ServeEvent:
 
 
 Observer = Callable[[ServeEvent], None]
+
+
+def label(key: AskKey, parsed: ParsedRequest | None) -> str:
+    """The request's part of a log line: session, file and, once parsed, agents, surface and value."""
+    parts = [f"session={log_safe(key.session_id)}", f"request={log_safe(display_name(key.name))}"]
+    if parsed is not None:
+        req = parsed.request
+        intent = parsed.access_intent
+        surface = intent.surface if intent else (req.surface or "?")
+        value = intent.match_values[0] if intent and intent.match_values else (req.value or "")
+        parts += [
+            log_agents(parsed),
+            f"surface={log_safe(surface, 40)}",
+            f"value={log_safe(value, 80)!s}",
+        ]
+    return " ".join(parts)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from core.disk.paths import is_safe_request_id
 from core.forwarding.inbox import SessionInbox, UnreadableRequest, display_name, read_request_in
-from core.serving.publisher import Ledger, RecordedVerdict
+from core.serving.verdicts import Ledger, RecordedVerdict
 from core.text import log_safe
 from core.wire.reader import RequestRejected, parse_request
 from core.wire.request import ParsedRequest

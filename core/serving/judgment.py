@@ -11,7 +11,7 @@ from typing import Protocol
 
 from core.clock import Clock, wall_ms
 from core.serving.asks import Decision, Judgment
-from core.serving.publisher import gate_denial
+from core.serving.verdicts import gate_denial
 from core.wire.decisions import RuleDecision
 from core.wire.limits import over_limit
 from core.wire.request import ParsedRequest

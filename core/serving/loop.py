@@ -1,14 +1,11 @@
-"""The serving loop: drain each served inbox and hand every new request file down its path.
+"""The serving core: it wires the stages of serving once and runs the loop that drains each served
+inbox and hands every new request file down its route.
 
 One undecided ask never blocks the inbox: rule-decided asks keep flowing while a person (or a slow
 chain link) thinks, and every session is rescanned as soon as inotify says it changed. What a rescan
-finds is read in one trip off the event loop (`core.serving.intake`) and served together, so the
-answers ready at once share one group commit (`core.serving.publisher`).
-
-The path of one file is `core.serving.pipeline` (check → restore → judge → escalate → terminal →
-answer); each file's state is one record (`core.serving.records`); answers are published and reported
-by `core.serving.answering`; restarts and forgeries are `core.serving.reconcile`; events go out as
-`core.serving.events.ServeEvent`; the sessions served are `core.serving.sessions`.
+finds is read in one trip off the event loop (`core.serving.intake`, by `core.serving.drain`) and
+served together, so the answers ready at once share one group commit (`core.serving.publisher`). The
+route of one file, and every change of its record, is `core.serving.pipeline`.
 """
 
 from __future__ import annotations
@@ -16,26 +13,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 
-from core.clock import SYSTEM_CLOCK, Clock
 from core.disk.tree import Anchor
-from core.disk.writer import DISK, DiskWriter
 from core.forwarding.watch import watch_session_folders
-from core.seams import RETRY_DELAYS_S, FaultHook, no_fault
-from core.serving.answering import Answering
+from core.seams import PRODUCTION, Seams
 from core.serving.asks import DEFAULT_FORWARDING_TIMEOUT_MS, Arbiter
 from core.serving.drain import Drain
 from core.serving.events import Observer, ServeEvent
 from core.serving.judgment import Chain, Judge, NoRecordedAuthority
 from core.serving.pipeline import Pipeline
-from core.serving.publisher import Ledger
-from core.serving.quarantine import Quarantine
+from core.serving.quarantine import Quarantine, Quarantining
 from core.serving.reconcile import Reconcile
-from core.serving.sessions import ServedSession, ServedSessions, Sessions
-from core.serving.setaside import SetAside
-from core.serving.shared import Shared
+from core.serving.sessions import ServedSession, Sessions
+from core.serving.verdicts import Ledger
 
 log = logging.getLogger("pi_authorizer.serve")
 
@@ -57,47 +49,35 @@ class ServingCore:
         judge: Judge | None = None,
         chain: Chain | None = None,
         timeout_ms: Callable[[], int] = lambda: DEFAULT_FORWARDING_TIMEOUT_MS,
-        force_polling: bool = False,
         ledger: Ledger | None = None,
-        clock: Clock = SYSTEM_CLOCK,
-        retry_delays: Sequence[float] = RETRY_DELAYS_S,
-        writer: DiskWriter = DISK,
-        fault: FaultHook = no_fault,
-        shutdown_grace_s: float = SHUTDOWN_GRACE_S,
+        seams: Seams = PRODUCTION,
     ) -> None:
-        """`fault` is a test seam: called at each stage of every published batch (`BATCH_STAGES`)."""
         self.root = forwarding_root
-        self.state_dir = state_dir
-        self.arbiter = arbiter
-        self.judge: Judge = judge or NoRecordedAuthority()
-        self.chain = chain
-        self.timeout_ms = timeout_ms
-        self.force_polling = force_polling
-        self.ledger = ledger
-        self.clock = clock
-        self.shutdown_grace_s = shutdown_grace_s
+        self.arbiter, self.judge, self.chain = arbiter, judge or NoRecordedAuthority(), chain
+        self.timeout_ms, self.seams = timeout_ms, seams
         self.tree = Anchor(forwarding_root, "forwarding root")
         self.state_tree = Anchor(state_dir, "state dir")
-        self.quarantine = Quarantine(state_dir, anchor=self.state_tree)
         self._observers: list[Observer] = []
-        self.roster = Sessions(
-            forwarding_root, state_dir, self.tree, self.state_tree, writer, clock, self._emit
+        #: The sessions served; a front end sees them as `ServedSessions`.
+        self.served = Sessions(forwarding_root, state_dir, self.tree, self.state_tree, seams, self._emit)
+        self.quarantine = Quarantine(state_dir, self.state_tree, seams)
+        keeps_history = ledger is not None
+        quarantining = Quarantining(self.quarantine, self.served, self._emit, seams, keeps_history)
+        self.pipeline = Pipeline(
+            self.served,
+            arbiter,
+            self.judge,
+            chain,
+            timeout_ms,
+            Reconcile(ledger, seams),
+            quarantining,
+            ledger,
+            seams,
+            self._emit,
+            self._spawn,
+            self.rescan,
         )
-        self.sessions = self.roster.by_id
-        #: What a front end may see and do of the sessions served (`core.serving.sessions`).
-        self.served: ServedSessions = self.roster
-        self._by_folder = self.roster.by_folder
-        set_aside = SetAside(
-            self.quarantine, self.roster, self._emit, clock, retry_delays, keeps_history=ledger is not None
-        )
-        self.answering = Answering(
-            self.sessions, set_aside, self._emit, clock, ledger, writer, retry_delays, fault, self._spawn
-        )
-        self.publisher = self.answering.publisher
-        self.reconcile = Reconcile(ledger, retry_delays, set_aside, arbiter, self._emit)
-        shared = Shared(self.roster, arbiter, self.reconcile, clock, self._emit, self._spawn, self.rescan)
-        self.pipeline = Pipeline(shared, self.judge, chain, timeout_ms, set_aside, self.answering)
-        self.drain = Drain(shared, ledger, self.pipeline, self.publisher)
+        self.drain = Drain(self.served, ledger, self.pipeline)
         self._stop = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
         self._serving: set[asyncio.Task[None]] = set()
@@ -108,7 +88,7 @@ class ServingCore:
     def subscribe(self, observer: Observer) -> None:
         """Add an observer; folders already refused (found by `add_session`) are reported to it at once."""
         self._observers.append(observer)
-        for served in self.sessions.values():
+        for served in self.served:
             for event in served.problems.values():
                 observer(event)
 
@@ -118,7 +98,7 @@ class ServingCore:
 
     def add_session(self, raw_id: str) -> ServedSession:
         """Take a session: lock it, publish the heartbeat. Raises `SessionHeld` if served elsewhere."""
-        served, new = self.roster.add(raw_id)
+        served, new = self.served.add(raw_id)
         if new and self._tasks:
             self._spawn(self.rescan(served))
         return served
@@ -129,7 +109,7 @@ class ServingCore:
     async def run(self) -> None:
         """Serve until `stop()`; on exit heartbeats are removed and locks released."""
         try:
-            self._spawn(self.roster.heartbeat_loop(self._stop))
+            self._spawn(self.served.heartbeat_loop(self._stop))
             self._spawn(self._watch_loop())
             self._spawn(self._safety_rescan_loop())
             for background in self._background:
@@ -155,11 +135,11 @@ class ServingCore:
         if self._serving:
             # Files already taken in are served to the end (answered, or handed to their arbiter),
             # for at most the grace on the clock.
-            late = await self._served_within(set(self._serving), self.shutdown_grace_s)
+            late = await self._served_within(set(self._serving), SHUTDOWN_GRACE_S)
             for task in late:
                 task.cancel()
-        await self.publisher.close()
-        self.roster.release()
+        await self.pipeline.publisher.close()
+        self.served.release()
         self.tree.close()
         self.state_tree.close()
 
@@ -189,24 +169,25 @@ class ServingCore:
         for task in left:
             task.add_done_callback(done)
         if left:
-            await self.clock.wait(all_done, seconds)
+            await self.seams.clock.wait(all_done, seconds)
         return {task for task in tasks if not task.done()}
 
     async def _pause(self, seconds: float) -> None:
         """`seconds` on the clock, or less when serving stops."""
-        await self.clock.wait(self._stop, seconds)
+        await self.seams.clock.wait(self._stop, seconds)
 
     async def _watch_loop(self) -> None:
         """Supervised: a failing watcher is logged with its traceback and started again."""
         while not self._stop.is_set():
             try:
+                seams = self.seams
                 async for folders in watch_session_folders(
-                    self.root, self._stop, self.force_polling, self.tree, self._settled, self.clock
+                    self.root, self._stop, seams.force_polling, self.tree, self._settled, seams.clock
                 ):
                     targets = (
-                        list(self.sessions.values())
+                        list(self.served)
                         if not folders
-                        else [s for f in folders if (s := self._by_folder.get(f))]
+                        else [s for f in folders if (s := self.served.by_folder.get(f))]
                     )
                     for served in targets:
                         await self.rescan(served)
@@ -216,12 +197,8 @@ class ServingCore:
 
     def _settled(self, folder: str, name: str) -> bool:
         """An answered request was removed (by us, or by its child): forget it without a rescan."""
-        served = self._by_folder.get(folder)
-        record = served.records.get(name) if served is not None else None
-        if served is None or record is None or record.stage != "published":
-            return False
-        served.records.release(record)
-        return True
+        served = self.served.by_folder.get(folder)
+        return served is not None and self.pipeline.settled(served, name)
 
     async def _safety_rescan_loop(self) -> None:
         while not self._stop.is_set():
@@ -234,7 +211,7 @@ class ServingCore:
     # -- draining -------------------------------------------------------------------------------
 
     async def rescan_all(self) -> None:
-        for served in list(self.sessions.values()):
+        for served in list(self.served):
             await self.rescan(served)
 
     async def rescan(self, served: ServedSession) -> None:

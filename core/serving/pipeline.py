@@ -1,36 +1,52 @@
-"""The path of one request file, read to answered, as a list of stages:
+"""The route of one request file, from the intake that found it to the report of its answer, and the
+one owner of its record: every change of a record's state is decided here, in the order the file
+meets it (`core.serving.records` only rules whether a change is allowed).
 
-1. check (`intake.rejection`): unusable, misaddressed → set aside with the reason (`setaside`);
-2. restore (`reconcile`): answered by an earlier run, or a response someone else wrote;
-3. judge (`judgment.judge_ask`): this node's rules; a decision is answered at once;
-4. escalate (`judgment.review_by_chain`): the chain's links, off the serving task;
-5. the terminal slot (`core.serving.asks`): its decision is a value; the person's arrives later, when taken;
-6. answer (`answering`): recorded and published once by the publisher.
+1. taken (`start`): a new file of an intake gets its record;
+2. checked (`intake.rejection`): unusable, misaddressed → quarantined with the reason (`quarantine`);
+3. restored (`reconcile`): answered by an earlier run, or a response someone else wrote;
+4. judged (`judgment.judge_ask`): this node's rules; a decision goes to the publisher at once;
+5. escalated (`judgment.review_by_chain`): the chain's links, off the serving task;
+6. shown (`core.serving.asks`): the terminal slot's decision is a value; the person's arrives later;
+7. answered (`publisher`): recorded and published once; what became of it (`reported`) moves the
+   record on, and the publisher's removal of the request (`removed`) frees the name.
 
-Each step moves the file's record (`records`); one that ended meanwhile (the child withdrew) stops the
-path. Whatever goes wrong, the file is quarantined with the reason and serving goes on.
+The path runs at once, without a task of its own, as far as it can without waiting: a burst of
+10,000 would pay 10,000 tasks. A step that waits (the quarantine, a restore, the chain, a decision
+still to come) goes on in a task of its own, as a file being served (let finish at shutdown). A
+listing that lacks the file ends its record (`listed`): an ask withdrawn is never answered. Whatever
+goes wrong, the file is quarantined with the reason and serving goes on.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 
 from core.disk.tree import UnsafeFolder
 from core.forwarding.inbox import UnreadableRequest
-from core.serving.answering import Answering
-from core.serving.asks import Answered, ArbiterDecision, Ask, Decision, Leave
-from core.serving.events import ServeEvent
+from core.seams import Seams
+from core.serving.asks import Answered, Arbiter, ArbiterDecision, Ask, AskKey, Decision, Leave
+from core.serving.events import ServeEvent, label
 from core.serving.intake import FileRead, Intake, rejection
 from core.serving.judgment import Chain, Judge, judge_ask, review_by_chain
-from core.serving.records import AskRecord
-from core.serving.sessions import ServedSession
-from core.serving.setaside import SetAside, label
-from core.serving.shared import Shared
+from core.serving.publisher import Publisher
+from core.serving.quarantine import Kept, Quarantining
+from core.serving.reconcile import Earlier, Reconcile, awaiting, is_forged
+from core.serving.records import AWAITING, AskRecord
+from core.serving.sessions import ServedSession, Sessions
+from core.serving.verdicts import Ledger, Published, VerdictRecord
+from core.text import log_safe
 from core.wire.request import ParsedRequest
+from core.wire.response import ForwardedResponse, encode_response
 
 log = logging.getLogger("pi_authorizer.serve")
+
+Spawn = Callable[[Coroutine[object, object, None], bool], "asyncio.Task[None]"]
+"""Run a coroutine alongside; `True`: it serves a file and is let finish at shutdown."""
+Rescan = Callable[[ServedSession], Coroutine[object, object, None]]
+"""List an inbox again now (a file found changed needs no file event, nor the safety rescan)."""
 
 #: What a person's decision call learns when serving ended (shutdown, a failure) before it knew.
 UNSERVED = Answered(False, "serving ended before what became of this decision was known")
@@ -38,136 +54,116 @@ UNSERVED = Answered(False, "serving ended before what became of this decision wa
 CHANGED = Answered(False, "the request was withdrawn or replaced by another before this decision was written")
 #: What it learns when the request's folder cannot be read (moved away, refused): the ask waits again.
 AWAY = Answered(False, "the request's folder cannot be read now; decide again once it is back", gone=False)
+#: When a response found before this node's verdict could be written appeared.
+BEFORE_OURS = "before this node's verdict could be written"
 
 
 class Pipeline:
-    """The stages one request file goes through, wired once per serving core."""
+    """The route every request file of the sessions served goes down, wired once per serving core."""
 
     def __init__(
         self,
-        shared: Shared,
+        sessions: Sessions,
+        arbiter: Arbiter,
         judge: Judge,
         chain: Chain | None,
         timeout_ms: Callable[[], int],
-        set_aside: SetAside,
-        answering: Answering,
+        reconcile: Reconcile,
+        quarantining: Quarantining,
+        ledger: Ledger | None,
+        seams: Seams,
+        emit: Callable[[ServeEvent], None],
+        spawn: Spawn,
+        rescan: Rescan,
     ) -> None:
-        self.shared, self.judge, self.chain, self.timeout_ms = shared, judge, chain, timeout_ms
-        self.set_aside, self.answering = set_aside, answering
+        self.sessions, self.arbiter, self.judge, self.chain = sessions, arbiter, judge, chain
+        self.timeout_ms, self.reconcile, self.quarantining = timeout_ms, reconcile, quarantining
+        self.clock, self.emit, self.spawn, self.rescan = seams.clock, emit, spawn, rescan
+        self.publisher = Publisher(ledger, seams, on_published=self.reported, on_removed=self.removed)
+        #: The record of each answer being published, by its request (`id(parsed)`, kept alive here).
+        self._answering: dict[int, AskRecord] = {}
 
-    def start(self, served: ServedSession, record: AskRecord, read: FileRead, intake: Intake) -> None:
-        """Serve one file of an intake: the common case at once, without a task of its own (a burst
-        of 10,000 would pay 10,000 tasks); any other in a task that runs the whole path."""
+    # -- taken, checked, restored, judged, escalated, shown -------------------------------------
+
+    def start(self, served: ServedSession, name: str, read: FileRead, intake: Intake) -> None:
+        """Serve a new file of an intake: its record is taken, and its path runs as far as it can now."""
+        record = served.records.take(name)
         try:
-            if self._serve_now(served, record, read, intake):
-                return
+            self._route(served, record, read, intake)
         except Exception as exc:
-            self.shared.spawn(self._failed(served, record, exc), True)
-            return
-        self.shared.spawn(self.serve(served, record, read, intake), True)
+            self.spawn(self._failed(served, record, exc), True)
 
-    def _serve_now(self, served: ServedSession, record: AskRecord, read: FileRead, intake: Intake) -> bool:
-        """The path of a usable request with nothing to restore, decided at once (by a rule, or a
-        terminal that decides on the spot and waits for no reply) and handed to the publisher.
-        False, having changed nothing: the file needs `serve` (set aside, restored, or it waits)."""
+    def _route(self, served: ServedSession, record: AskRecord, read: FileRead, intake: Intake) -> None:
         parsed = read.parsed
-        if not record.live or read.gone or parsed is None:
-            return False
-        request_id = parsed.request.id
-        if f"{request_id}.json" in intake.responses or request_id in intake.recorded:
-            return False
-        if rejection(record.key.name, read, served.inbox.session_id) is not None:
-            return False
-        now = self.shared.clock.wall()
-        served.records.arrive(record, parsed, now)
-        self.shared.emit(ServeEvent("arrived", record.key, now, parsed=parsed, raw=read.raw))
-        judgment, decision = judge_ask(self.judge, parsed, served.inbox.session_id, self.shared.clock)
-        if decision is not None:
-            self.answering.answer_soon(served, record, decision)
-            return True
-        served.records.move(record, "judged")
-        ask = Ask(record.key, parsed, judgment, now, self.timeout_ms(), served.inbox.session_id)
-        if self.chain is not None:
-            self.shared.spawn(self._guarded(served, record, self._escalate(served, record, ask)), False)
-            return True
-        served.records.move(record, "shown")
-        pending = self.shared.arbiter.decide(ask)
-        taken = pending.result() if pending.done() and not pending.cancelled() else None
-        if isinstance(taken, Decision) and taken.reply is None and taken.outcome != "user":
-            self.answering.answer_soon(served, record, taken)
-        else:
-            self._when_decided(served, record, ask, pending)  # taken in a task, done or not
-        return True
-
-    async def serve(self, served: ServedSession, record: AskRecord, read: FileRead, intake: Intake) -> None:
-        await self._guarded(served, record, self._serve(served, record, read, intake))
-
-    async def _serve(self, served: ServedSession, record: AskRecord, read: FileRead, intake: Intake) -> None:
-        if not record.live:
-            return  # withdrawn before its turn
         if read.gone:
-            served.records.release(record)
+            served.records.release(record)  # gone before it was read: nothing to serve
             return
-        if read.parsed is None and await self.shared.reconcile.restore_reused(served, record, read, intake):
+        reason = rejection(record.key.name, read, served.inbox.session_id)
+        if parsed is None:
+            reused = self.reconcile.reused(record.key.name, read, intake)
+            if reused is not None:
+                self._go_on(served, record, self._restore(served, record, reused, None))
+            else:
+                why = reason or "unusable request"
+                self._go_on(served, record, self._unusable(served, record, why, read.raw))
             return
-        parsed = await self._checked(served, record, read)
-        if parsed is None or await self.shared.reconcile.restore(served, record, parsed, intake):
+        if reason is not None:
+            self._go_on(served, record, self._unusable(served, record, reason, read.raw))
             return
-        now = self.shared.clock.wall()
+        earlier = self.reconcile.earlier(parsed, intake)
+        if earlier is not None:
+            self._go_on(served, record, self._restore(served, record, earlier, parsed))
+            return
+        now = self.clock.wall()
         served.records.arrive(record, parsed, now)
-        self.shared.emit(ServeEvent("arrived", record.key, now, parsed=parsed, raw=read.raw))
-        judgment, decision = judge_ask(self.judge, parsed, served.inbox.session_id, self.shared.clock)
+        self.emit(ServeEvent("arrived", record.key, now, parsed=parsed, raw=read.raw))
+        judgment, decision = judge_ask(self.judge, parsed, served.inbox.session_id, self.clock)
         if decision is not None:
-            await self.answering.answer(served, record, decision)
+            self._answer_soon(served, record, decision)
             return
         served.records.move(record, "judged")
         ask = Ask(record.key, parsed, judgment, now, self.timeout_ms(), served.inbox.session_id)
         if self.chain is not None:
-            self.shared.spawn(self._guarded(served, record, self._escalate(served, record, ask)), False)
-        else:
-            await self._to_terminal(served, record, ask)
+            self.spawn(self._guarded(served, record, self._escalate(served, record, ask)), False)
+            return
+        self._show(served, record, ask)
 
-    async def _checked(
-        self, served: ServedSession, record: AskRecord, read: FileRead
-    ) -> ParsedRequest | None:
-        """The request, or None when it is set aside as unusable (its child answered with the reason)."""
-        reason = rejection(record.key.name, read, served.inbox.session_id)
-        if reason is not None or read.parsed is None:
-            await self.set_aside.reject(served, record, reason or "unusable request", read.raw)
-            return None
-        return read.parsed
+    def _go_on(self, served: ServedSession, record: AskRecord, step: Coroutine[object, object, None]) -> None:
+        """The rest of the path waits (on the disk, the history): it goes on as a file being served."""
+        self.spawn(self._guarded(served, record, step), True)
 
     async def _escalate(self, served: ServedSession, record: AskRecord, ask: Ask) -> None:
         assert self.chain is not None
         named = label(ask.key, ask.parsed)
-        clock = self.shared.clock
-        reviewed = await review_by_chain(self.chain, ask.parsed, ask.responder_session_id, clock, named)
-        if record.stage != "judged":
-            return  # withdrawn, or set aside as forged, while the chain reviewed it
+        reviewed = await review_by_chain(self.chain, ask.parsed, ask.responder_session_id, self.clock, named)
+        if record.state != "judged":
+            return  # withdrawn, or quarantined as forged, while the chain reviewed it
         if reviewed is not None:
-            await self.answering.answer(served, record, reviewed[1])
+            self._answer_soon(served, record, reviewed[1])
         else:
-            await self._to_terminal(served, record, ask)
+            self._show(served, record, ask)
 
-    async def _to_terminal(self, served: ServedSession, record: AskRecord, ask: Ask) -> None:
+    def _show(self, served: ServedSession, record: AskRecord, ask: Ask) -> None:
+        """The terminal slot decides: a decision taken on the spot that no one waits on is answered at
+        once; any other is taken as a file being served once it is made (nothing waits meanwhile)."""
         served.records.move(record, "shown")
-        pending = self.shared.arbiter.decide(ask)
-        if pending.done():
-            await self._decided(served, record, ask, pending)
+        pending = self.arbiter.decide(ask)
+        taken = pending.result() if pending.done() and not pending.cancelled() else None
+        if isinstance(taken, Decision) and taken.reply is None and taken.outcome != "user":
+            self._answer_soon(served, record, taken)
         else:
             self._when_decided(served, record, ask, pending)
 
     def _when_decided(
         self, served: ServedSession, record: AskRecord, ask: Ask, pending: asyncio.Future[ArbiterDecision]
     ) -> None:
-        """A decision still to come (a person thinks): taken as a file being served once it is made;
-        nothing waits meanwhile. A withdrawn ask's decision is cancelled: nothing is taken then."""
+        """A withdrawn ask's decision is cancelled: nothing is taken then."""
 
         def taken(done: asyncio.Future[ArbiterDecision]) -> None:
             if done.cancelled():
                 return
             decided = self._decided(served, record, ask, done)
-            task = self.shared.spawn(self._guarded(served, record, decided), True)
+            task = self.spawn(self._guarded(served, record, decided), True)
             decision = done.result()
             reply = decision.reply if isinstance(decision, Decision) else None
             if reply is not None:  # whatever ends the task (a failure, shutdown), the person learns it
@@ -181,18 +177,18 @@ class Pipeline:
         decision = done.result()
         if isinstance(decision, Leave):
             if served.records.advance(record, "left"):
-                self.shared.emit(ServeEvent("left", ask.key, self.shared.clock.wall(), parsed=ask.parsed))
+                self.emit(ServeEvent("left", ask.key, self.clock.wall(), parsed=ask.parsed))
                 log.info("%s left for another authorizer", label(ask.key, ask.parsed))
             return
         unasked = None if decision.reply is None else await self._unasked(served, record, ask)
         if decision.reply is not None and unasked is not None:
             if not unasked.gone:  # its inbox cannot be read now: the ask waits in its place
-                self._when_decided(served, record, ask, self.shared.arbiter.decide(ask))
+                self._when_decided(served, record, ask, self.arbiter.decide(ask))
             _settle(decision.reply, unasked)
             return
-        answered = await self.answering.answer(served, record, decision)
-        if record.stage == "shown":  # the person's decision could not be written: asked again
-            self._when_decided(served, record, ask, self.shared.arbiter.decide(ask))
+        answered = await self._answer(served, record, decision)
+        if record.state == "shown":  # the person's decision could not be written: asked again
+            self._when_decided(served, record, ask, self.arbiter.decide(ask))
         if decision.reply is not None:
             _settle(decision.reply, answered)
 
@@ -206,15 +202,206 @@ class Pipeline:
         except (FileNotFoundError, UnreadableRequest, UnsafeFolder):
             raw = None
         away = raw is None and not await asyncio.to_thread(served.inbox.listable)
-        if raw == ask.parsed.raw or record.stage != "shown":
+        if raw == ask.parsed.raw or record.state != "shown":
             return None  # unchanged, or ended meanwhile (answering says so)
         if away:
             return AWAY
         served.records.vanish(record.key.name)
-        self.shared.emit(ServeEvent("withdrawn", record.key, self.shared.clock.wall(), parsed=ask.parsed))
+        self.emit(ServeEvent("withdrawn", record.key, self.clock.wall(), parsed=ask.parsed))
         log.warning("%s changed or withdrawn before the decision was written", label(record.key, ask.parsed))
-        self.shared.spawn(self.shared.rescan(served), False)
+        self.spawn(self.rescan(served), False)
         return CHANGED
+
+    # -- answered: handed to the publisher, and what became of it --------------------------------
+
+    def _answer_soon(self, served: ServedSession, record: AskRecord, decision: Decision) -> None:
+        """A decision no one waits on (a rule's, a link's, the fail-safe's), without a task: what became
+        of it is reported as for any answer (`reported`); a response found already there is quarantined
+        as forged, the one outcome that needs a task."""
+        if record.state not in AWAITING:
+            return
+        self._enqueue(served, record, decision).add_done_callback(
+            lambda done: self._forged_soon(served, record, done)
+        )
+
+    async def _answer(self, served: ServedSession, record: AskRecord, decision: Decision) -> Answered:
+        """A decision someone waits on (the person's): recorded (durable), published once, in the batch
+        ready with it; the publisher then deletes the request (the reference's order)."""
+        if record.state not in AWAITING:
+            return Answered(False, _gone(record))
+        parsed = record.parsed
+        assert parsed is not None
+        published = await asyncio.shield(self._enqueue(served, record, decision))
+        if published.write_failed is not None:
+            # Still waiting only if its record went back to the person (not if the child withdrew meanwhile).
+            waits = record.state == "shown"
+            return Answered(False, f"writing the response failed: {published.write_failed}", gone=not waits)
+        if not published.written:
+            await self._forged(served, record, BEFORE_OURS)
+            return Answered(False, "a response this node did not write was already there")
+        if published.history_failed is not None:
+            return Answered(False, f"{published.history_failed}; the child was denied for safety")
+        return Answered(True)
+
+    def _enqueue(
+        self, served: ServedSession, record: AskRecord, decision: Decision
+    ) -> asyncio.Future[Published]:
+        assert record.parsed is not None
+        served.records.move(record, "decided")
+        self._answering[id(record.parsed)] = record
+        response = decision.response
+        body = encode_response(response)
+        verdict = VerdictRecord(record.key, record.parsed, response, body, decision.outcome)
+        return self.publisher.enqueue(served.inbox, verdict)
+
+    def _forged_soon(self, served: ServedSession, record: AskRecord, done: asyncio.Future[Published]) -> None:
+        if done.cancelled() or done.result().write_failed is not None or done.result().written:
+            return
+        self.spawn(self._forged(served, record, BEFORE_OURS), True)
+
+    def reported(self, key: AskKey, published: Published) -> None:
+        """The publisher says what became of one answer of a batch, on the event loop, before anyone
+        waiting on it resumes (so a serving task cancelled at shutdown loses no report): the record
+        moves on, observers are told."""
+        verdict = published.verdict
+        served = self.sessions.by_id.get(key.session_id)
+        answering = self._answering.pop(id(verdict.parsed), None)
+        record = answering if answering is not None and answering.state == "decided" else None
+        if published.write_failed is not None:
+            error = published.write_failed
+            log.error("%s: writing the response failed: %s", label(key, verdict.parsed), error)
+            failed = ServeEvent("answer_failed", key, self.clock.wall(), parsed=verdict.parsed, reason=error)
+            self.emit(failed)
+            if served is not None and record is not None:
+                if record.vanished:  # its file went while the answer was written: the child gave up
+                    served.records.move(record, "withdrawn")
+                    self.emit(ServeEvent("withdrawn", key, self.clock.wall(), parsed=verdict.parsed))
+                elif verdict.outcome == "user":
+                    served.records.move(record, "shown")  # the person's ask stays pending, in its place
+                else:
+                    served.records.move(record, "unanswered")  # served anew at the next rescan, or withdrawn
+            return
+        if not published.written:
+            return  # a response was already there: the answer's path quarantines the request as forged
+        if served is not None and record is not None:
+            served.records.publish(record, published)
+        now = self.clock.wall()
+        response, outcome = verdict.response, verdict.outcome
+        # With the ledger's refusal as its reason, the history closes the row as fail-safe from it.
+        reason = published.history_failed
+        self.emit(ServeEvent("answered", key, now, verdict.parsed, response, outcome, reason))
+        waited = None if record is None else now - record.arrived_at
+        log.info("%s %s", label(key, verdict.parsed), describe(response, outcome, waited))
+
+    def removed(self, gone: Sequence[tuple[AskKey, Published]]) -> None:
+        """The publisher removed these answered requests: their names are free for new requests (each
+        only if it still stands for that answer: a removal seen first by the watcher already freed it)."""
+        for key, published in gone:
+            served = self.sessions.by_id.get(key.session_id)
+            record = served.records.get(key.name) if served is not None else None
+            if served is not None and record is not None and record.published is published:
+                served.records.release(record)
+
+    def settled(self, served: ServedSession, name: str) -> bool:
+        """The watcher saw an answered request removed (by us, or by its child): its name is free."""
+        record = served.records.get(name)
+        if record is None or record.state != "published":
+            return False
+        served.records.release(record)
+        return True
+
+    # -- restored: what an earlier run left --------------------------------------------------------
+
+    async def _restore(
+        self, served: ServedSession, record: AskRecord, earlier: Earlier, parsed: ParsedRequest | None
+    ) -> None:
+        if not record.live:
+            return  # withdrawn before its turn
+        key, request_id = record.key, earlier.request_id
+        if earlier.kind == "forged":
+            assert parsed is not None
+            await self._forged(served, record, "before this node served the request", parsed)
+        elif earlier.kind == "consumed":
+            assert parsed is not None
+            reason = f"request id {request_id!r} was already answered by this node; not answered twice"
+            await self._unusable(served, record, reason, parsed.raw, answer=False)
+        elif earlier.kind == "answered":
+            # An earlier run died between answering and deleting the request: it is answered.
+            served.records.move(record, "published")
+            await self.reconcile.note_written(key, earlier)
+            await self._remove_request(served, record)
+            log.info("%s was answered by this node before a restart; request removed", label(key, None))
+        else:
+            assert earlier.recorded is not None
+            served.records.move(record, "decided")
+            written = await self.reconcile.publish(served, earlier)
+            served.records.advance(record, "published")
+            if written:  # visible now: reported before anything else can fail
+                self.emit(self.reconcile.answered(key, parsed, earlier.recorded))
+            await self.reconcile.mark(key, request_id, written)
+            log.info("%s recorded verdict published after a restart", label(key, None))
+            await self._remove_request(served, record)
+
+    async def _remove_request(self, served: ServedSession, record: AskRecord) -> None:
+        """Delete an answered request; once gone, its name is free for a new request."""
+        await asyncio.to_thread(served.inbox.delete_request, record.key.name)
+        served.records.release(record)
+
+    # -- a listing: what it says of the records ----------------------------------------------------
+
+    async def listed(self, served: ServedSession, present: set[str], retry: frozenset[str]) -> None:
+        """A listing of the inbox: a file gone from it ends its record, and an ask it held before any
+        decision was withdrawn by its child (its terminal is told); a decision that could not be
+        written is served anew; an ask still held whose response someone else wrote is forged."""
+        for record in served.records:
+            if record.key.name not in present:
+                self._vanished(served, record.key.name)
+            elif record.key.name in retry and record.state == "unanswered":
+                served.records.release(record)
+        waiting = awaiting(served.records)
+        if not waiting:
+            return
+        responses = await self.reconcile.responses(served)
+        if responses is None:
+            return
+        for record in waiting:
+            if is_forged(record, responses):
+                self.arbiter.withdraw(record.key)
+                await self._forged(served, record, "while the ask waited for this node's verdict")
+
+    def _vanished(self, served: ServedSession, name: str) -> None:
+        record = served.records.vanish(name)
+        if record is None or record.state != "withdrawn":
+            return
+        self.arbiter.withdraw(record.key)
+        self.emit(ServeEvent("withdrawn", record.key, self.clock.wall(), parsed=record.parsed))
+        log.info("%s withdrawn by the child before an answer", label(record.key, record.parsed))
+
+    # -- quarantined: unusable, forged, or failed --------------------------------------------------
+
+    async def _unusable(
+        self, served: ServedSession, record: AskRecord, reason: str, raw: bytes | None, answer: bool = True
+    ) -> None:
+        if not record.live:
+            return  # withdrawn before its turn
+        kept = await self.quarantining.unusable(served, record.key, reason, raw, answer)
+        self._quarantined(served, record, kept)
+
+    async def _forged(
+        self, served: ServedSession, record: AskRecord, when: str, parsed: ParsedRequest | None = None
+    ) -> None:
+        parsed = parsed or record.parsed
+        assert parsed is not None
+        kept = await self.quarantining.forged(served, record.key, parsed, when)
+        self._quarantined(served, record, kept)
+
+    def _quarantined(self, served: ServedSession, record: AskRecord, kept: Kept) -> None:
+        """A file that could not be moved is `held` (left in place, ignored); one moved out frees its name."""
+        if kept.held and record.live and record.state != "held":
+            served.records.move(record, "held")
+        elif not kept.held:
+            served.records.release(record)
+        self.quarantining.report(served, kept)
 
     async def _guarded(
         self, served: ServedSession, record: AskRecord, step: Coroutine[object, object, None]
@@ -231,20 +418,37 @@ class Pipeline:
         if isinstance(exc, UnsafeFolder):
             self._leave_terminal(record)
             served.records.release(record)
-            self.shared.roster.report_unsafe(served, "inbox", exc, "this session's requests are not served")
+            self.sessions.report_unsafe(served, "inbox", exc, "this session's requests are not served")
             return
         log.error("%s: serving failed", label(record.key, None), exc_info=exc)
         if not record.live:
-            return  # its file is gone (withdrawn, or answered and removed): nothing to set aside
+            return  # its file is gone (withdrawn, or answered and removed): nothing to quarantine
         self._leave_terminal(record)
         reason = f"serving this file failed ({type(exc).__name__}: {exc})"
-        await self.set_aside.reject(served, record, reason, None)
+        await self._unusable(served, record, reason, None)
 
     def _leave_terminal(self, record: AskRecord) -> None:
-        if record.stage == "shown":
-            self.shared.arbiter.withdraw(record.key)
+        if record.state == "shown":
+            self.arbiter.withdraw(record.key)
 
 
 def _settle(reply: asyncio.Future[Answered], answered: Answered) -> None:
     if not reply.done():
         reply.set_result(answered)
+
+
+def _gone(record: AskRecord) -> str:
+    if record.state in ("decided", "published"):
+        return "this request was already answered"
+    if record.state == "held":
+        return "this request was set aside"
+    return "the child withdrew this request"
+
+
+def describe(response: ForwardedResponse, outcome: str, waited_s: float | None) -> str:
+    """The answer's part of its log line: state, who decided, the reason, how long the ask waited."""
+    source = response.decided_by
+    by = source.kind if source is not None else "?"
+    reason = f" reason={log_safe(response.denial_reason, 120)}" if response.denial_reason else ""
+    waited = "" if waited_s is None else f" in {waited_s * 1000:.1f}ms"
+    return f"-> {response.state} by={by} ({outcome}){reason}{waited}"

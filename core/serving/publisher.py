@@ -1,19 +1,19 @@
 """The publisher, the last stage of serving: history record → response file, a batch at a time.
 
-Every answer ready at the same moment joins one batch (at most `MAX_BATCH`) that goes through the
-stages of `BATCH_STAGES` in order, each a named fault point (`fault=`, the seam crash tests use;
-`docs/serving-speed.md` says what is true after each): `recorded`, every verdict in ONE fsynced
-transaction (recorded before visible; a verdict the ledger refuses is replaced by a fail-safe denial
-that says why, so nothing is approved without its record); `staged` and `durable`, each body in a
-temp beside its target, made durable by one `syncfs` (an `fsync` each below `SYNCFS_FROM`);
-`half-linked` and `linked`, each temp renamed to `responses/<id>.json` without replacing
-(`renameat2(RENAME_NOREPLACE)`, else `link()`: nothing is answered twice), each folder fsynced;
-`marked`, the ledger notes what was written; `deleted`, the answered requests removed on a worker
-of their own. A restart reconciles a stop between any two stages (`core.serving.reconcile`).
+Every answer ready at the same moment joins one batch (at most `MAX_BATCH`) that passes the
+checkpoints of `CHECKPOINTS` in order, each a named point of the fault hook (`Seams.fault`, the seam
+crash tests use; `docs/serving-speed.md` says what is true after each): `recorded`, every verdict in
+ONE fsynced transaction (recorded before visible; a verdict the ledger refuses is replaced by a
+fail-safe denial that says why, so nothing is approved without its record); `staged` and `durable`,
+each body in a temp beside its target, made durable by one `syncfs` (an `fsync` each below
+`SYNCFS_FROM`); `half-linked` and `linked`, each temp renamed to `responses/<id>.json` without
+replacing (`renameat2(RENAME_NOREPLACE)`, else `link()`: nothing is answered twice), each folder
+fsynced; `marked`, the ledger notes what was written; `deleted`, the answered requests removed on a
+worker of their own. A restart reconciles a stop between any two checkpoints (`core.serving.reconcile`).
 
-The records are `core.serving.verdicts`; the file stages (on descriptors, through the `DiskWriter` seam,
-never through a link) are `core.serving.response_files`; their order is `BatchStages._commit`
-(`core.serving.batch_stages`).
+Every file operation goes through the `DiskWriter` seam, relative to a `responses/` (or `requests/`)
+descriptor opened from the root down: no link is ever followed. What it records and reports is
+`core.serving.verdicts`.
 """
 
 from __future__ import annotations
@@ -22,50 +22,43 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
+import os
+import sqlite3
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
-from core.clock import SYSTEM_CLOCK, Clock
-from core.disk.writer import DiskWriter
-from core.forwarding.inbox import SessionInbox
-from core.seams import RETRY_DELAYS_S, FaultHook, no_fault
-from core.serving.answered_requests import remove_answered
+from core.disk.entries import remove, temp_name
+from core.forwarding.inbox import SessionInbox, display_name
+from core.seams import PRODUCTION, FaultHook, Seams, no_fault
 from core.serving.asks import AskKey
-from core.serving.batch_stages import BatchStages
-from core.serving.response_files import SYNCFS_FROM, what
-from core.serving.verdicts import (
-    BatchItem,
-    Ledger,
-    Published,
-    RecordedVerdict,
-    VerdictRecord,
-    WrittenMark,
-    gate_denial,
-)
-
-__all__ = [  # what other modules take from here (the records are `core.serving.verdicts`'s)
-    "BATCH_STAGES", "MAX_BATCH", "SYNCFS_FROM", "Ledger", "Published", "Publisher",
-    "RecordedVerdict", "VerdictRecord", "WrittenMark", "gate_denial",
-]
+from core.serving.verdicts import BatchItem, Ledger, Published, VerdictRecord, WrittenMark, gate_denial
+from core.text import log_safe
+from core.wire.response import encode_response
 
 log = logging.getLogger("pi_authorizer.publish")
 
 MAX_BATCH = 1024
 """Answers per batch: bounds one batch's memory and the wait of its first answer."""
-"""Backoff between attempts of a failed record or response write (disk full, EIO): the first
-attempt, then one after each delay. A write that still fails is retried at the next rescan."""
 STAGERS = 2
 """Threads writing temps ahead: an anonymous file is created without locking its folder, so two
 creations (each a search for a free inode, slow on a busy filesystem) run side by side."""
-BATCH_STAGES = ("arrived", "recorded", "staged", "durable", "half-linked", "linked", "marked", "deleted")
-"""Fault points in order; at `arrived` the batch's asks are judged and reported, nothing recorded."""
-Settled = Callable[[AskKey, "Published"], None]
+SYNCFS_FROM = 4
+"""From this many response files in a batch, one `syncfs` beats an `fsync` per file."""
+CHECKPOINTS = ("arrived", "recorded", "staged", "durable", "half-linked", "linked", "marked", "deleted")
+"""Fault points of a batch in order; at `arrived` the batch's asks are judged and reported, nothing
+recorded."""
+TRANSIENT = (OSError, sqlite3.OperationalError)
+"""Failures worth retrying (a full or busy disk, a locked database), after `Seams.retry_delays`."""
+Settled = Callable[[AskKey, Published], None]
 """Told, on the event loop, what became of an answer, before anyone waiting on it resumes."""
-Removed = Callable[[Sequence[tuple[AskKey, "Published"]]], None]
+Removed = Callable[[Sequence[tuple[AskKey, Published]]], None]
 """Told, on the event loop, which answered requests are gone from their inboxes (and by which answer)."""
+Opened = Sequence[tuple[int, list[BatchItem]]]
+"""Each session's `responses/` descriptor with the answers of the batch that go there."""
 
 
-class Publisher(BatchStages):
+class Publisher:
     """Collects the answers ready at one moment and commits them together.
 
     `publish()` queues an answer and waits for its batch; one drain task per burst takes whatever is
@@ -76,20 +69,13 @@ class Publisher(BatchStages):
     def __init__(
         self,
         ledger: Ledger | None,
-        writer: DiskWriter,
-        clock: Clock = SYSTEM_CLOCK,
-        retry_delays: Sequence[float] = RETRY_DELAYS_S,
-        fault: FaultHook = no_fault,
-        max_batch: int = MAX_BATCH,
+        seams: Seams = PRODUCTION,
         on_published: Settled | None = None,
         on_removed: Removed | None = None,
     ) -> None:
         self.ledger = ledger
-        self.writer = writer
-        self.clock = clock
-        self.retry_delays = tuple(retry_delays)
-        self.fault = fault
-        self.max_batch = max_batch
+        self.writer, self.clock, self.fault = seams.disk, seams.clock, seams.fault
+        self.retry_delays = seams.retry_delays
         self.on_published = on_published
         self.on_removed = on_removed
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -100,6 +86,8 @@ class Publisher(BatchStages):
         self._removing: concurrent.futures.Future[None] | None = None
         self._stager = ThreadPoolExecutor(STAGERS, thread_name_prefix="pi-authorizer-stage")
         self._unstaged: list[BatchItem] = []
+
+    # -- on the event loop: the queue, a batch at a time ----------------------------------------
 
     async def publish(self, inbox: SessionInbox, verdict: VerdictRecord) -> Published:
         return await asyncio.shield(self.enqueue(inbox, verdict))
@@ -131,7 +119,7 @@ class Publisher(BatchStages):
 
     async def room(self) -> None:
         """Wait while a whole batch is already queued behind the one being committed (backpressure)."""
-        while len(self._queue) >= self.max_batch:
+        while len(self._queue) >= MAX_BATCH:
             self._room.clear()
             await self._room.wait()
 
@@ -149,7 +137,7 @@ class Publisher(BatchStages):
         await asyncio.sleep(0)  # every answer already runnable joins the first batch
         while self._queue:
             self._stage_ahead()
-            batch, self._queue = self._queue[: self.max_batch], self._queue[self.max_batch :]
+            batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
             self._room.set()
             try:
                 await asyncio.to_thread(self._commit, batch)
@@ -171,8 +159,299 @@ class Publisher(BatchStages):
                 self._removing = self._remover.submit(self._remove_requests, answered)
 
     def _remove_requests(self, answered: Sequence[tuple[BatchItem, Published]]) -> None:
-        gone = remove_answered(answered)
+        gone = _remove_answered(answered)
         self.fault("deleted")
         if self.on_removed is not None and self._loop is not None:
             with contextlib.suppress(RuntimeError):  # the loop is closed: nothing is tracked any more
                 self._loop.call_soon_threadsafe(self.on_removed, gone)
+
+    # -- on a worker thread: the checkpoints of one batch --------------------------------------
+
+    def _commit(self, batch: Sequence[BatchItem]) -> None:
+        """The checkpoints, in order. A few answers' bodies were handed to the stager as they were queued
+        (written, not visible), so their files are created while the ledger records; a burst's are
+        written into their own requests once recorded (`_reuse_or_stage`)."""
+        self.fault("arrived")
+        together = len(batch) >= SYNCFS_FROM
+        opened = self._open_folders(batch)
+        try:
+            try:
+                self._record(batch)
+            finally:
+                for job in {id(item.staging): item.staging for item in batch if item.staging}.values():
+                    job.result()
+            self.fault("recorded")
+            for fd, items in opened:
+                for item in items:
+                    if item.history_failed is not None and item.written is None:
+                        # Staged with the verdict the ledger refused: never placed; the denial is.
+                        self.drop_temp(fd, item)
+                        item.write_failed = None
+                        self._stage(fd, item, sync=not together)
+            self._reuse_or_stage(opened, together)
+            self._place_all(opened, together, self.fault)
+        finally:
+            self._close_folders(opened)
+        for item in batch:
+            if item.write_failed is not None and item.written is None:
+                self._write_alone(item)
+        marks = [
+            WrittenMark(i.verdict.key, i.verdict.request_id, bool(i.written))
+            for i in batch
+            if i.written is not None and i.history_failed is None
+        ]
+        ledger = self.ledger
+        if ledger is not None and marks:
+            # Retried like the record: an unnoted row says a visible response was never written.
+            error = self._attempts("noting the written responses", lambda: ledger.mark_written(marks))
+            if error is not None:
+                # The responses are visible; a restart notes them from the files themselves.
+                log.error("noting %d written responses in the history failed: %s", len(marks), error)
+        self.fault("marked")
+
+    def _record(self, batch: Sequence[BatchItem]) -> None:
+        """One durable transaction for the batch; a refused batch is retried, then each verdict alone,
+        and a verdict still refused is replaced by a fail-safe denial (published unrecorded)."""
+        ledger = self.ledger
+        if ledger is None:
+            return
+        verdicts = [item.verdict for item in batch]
+        error = self._attempts("recording the verdicts", lambda: ledger.record_verdicts(verdicts))
+        if error is None:
+            return
+        for item in batch:
+            if len(batch) > 1:
+                try:
+                    ledger.record_verdicts([item.verdict])
+                    continue
+                except Exception as exc:
+                    error = exc
+            key = item.verdict.key
+            log.error("session=%s request=%s: recording the verdict failed: %s", log_safe(key.session_id),
+                      log_safe(display_name(key.name)), error)
+            item.history_failed = f"the history could not record the verdict ({what(error)})"
+            reason = f"{item.history_failed}; denied for safety"
+            response = gate_denial(item.inbox.session_id, self.clock, reason)
+            item.verdict = replace(item.verdict, response=response, body=encode_response(response),
+                                   outcome="fail-safe")
+
+    # -- the response files, on descriptors -----------------------------------------------------
+
+    def _write(self, batch: Sequence[BatchItem]) -> None:
+        """Stage, make durable and place responses one after the other (a retry)."""
+        opened = self._open_folders(batch)
+        try:
+            self._stage_all(opened, together=False)
+            self._place_all(opened, together=False, fault=no_fault)
+        finally:
+            self._close_folders(opened)
+
+    def _open_folders(self, batch: Sequence[BatchItem]) -> list[tuple[int, list[BatchItem]]]:
+        """Each session's `responses/` once (created from the root down, never through a link)."""
+        folders: dict[str, list[BatchItem]] = {}
+        for item in batch:
+            folders.setdefault(item.inbox.folder_name, []).append(item)
+        opened: list[tuple[int, list[BatchItem]]] = []
+        for items in folders.values():
+            try:
+                opened.append((open_folder(items[0].inbox, "responses", create=True), items))
+            except Exception as exc:
+                fail(items, exc)
+        return opened
+
+    def _stage_all(self, opened: Opened, together: bool) -> None:
+        for fd, items in opened:
+            for item in items:
+                self._stage(fd, item, sync=not together)
+
+    def _stage_items(self, items: Sequence[BatchItem]) -> None:
+        """The stager's job: a temp per answer (fsynced each when fewer than `SYNCFS_FROM`, as
+        their batch will be: a single ask pays its fsync beside the ledger's, not after it)."""
+        opened = self._open_folders(items)
+        try:
+            self._stage_all(opened, together=len(items) >= SYNCFS_FROM)
+        finally:
+            for fd, _ in opened:
+                os.close(fd)  # a staged file outlives it: by its name, or by its own descriptor
+
+    def _reuse_or_stage(self, opened: Opened, together: bool) -> None:
+        """Once the batch is recorded: each answer not staged ahead is written into its own request
+        file (`DiskWriter.reuse`), or else into a new file."""
+        for fd, items in opened:
+            waiting = [item for item in items if item.temp is None and item.write_failed is None]
+            requests: int | None = None
+            with contextlib.suppress(OSError):
+                requests = open_folder(items[0].inbox, "requests") if waiting else None
+            if requests is not None:
+                try:
+                    self._reuse(requests, fd, os.fstat(fd).st_dev, waiting)
+                finally:
+                    os.close(requests)
+            for item in waiting:
+                if item.temp is None:
+                    self._stage(fd, item, sync=not together)
+
+    def _reuse(self, requests: int, fd: int, device: int, items: Sequence[BatchItem]) -> None:
+        for item in items:
+            verdict = item.verdict
+            if item.history_failed is not None:
+                continue
+            try:
+                item.temp = self.writer.reuse(requests, verdict.key.name, verdict.parsed.raw, verdict.body,
+                                              fd, f"{verdict.request_id}.json", device)
+            except (OSError, ValueError) as exc:
+                log.warning("answering in request %s failed (%s); a new file is made",
+                            log_safe(display_name(verdict.key.name)), exc)
+
+    def _place_all(
+        self, opened: Opened, together: bool, fault: FaultHook
+    ) -> None:
+        fault("staged")
+        for fd, items in opened:
+            if together:
+                self._sync(fd, items)
+            else:
+                self._sync_each(fd, [item for item in items if not item.synced])
+        fault("durable")
+        staged = [(fd, item) for fd, items in opened for item in items if item.temp is not None]
+        half = len(staged) // 2
+        placed: set[int] = set()
+        for index, (fd, item) in enumerate(staged):
+            if index == half and index > 0:
+                fault("half-linked")
+            if self._place(fd, item):
+                placed.add(fd)
+        for fd in placed:
+            try:
+                self.writer.fsync_dir(fd)
+            except OSError as exc:
+                log.error("fsync of a responses folder failed after publishing: %s", exc)
+        fault("linked")
+
+    def _stage(self, fd: int, item: BatchItem, sync: bool) -> None:
+        temp = temp_name(f"{item.verdict.request_id}.json")
+        try:
+            staged = self.writer.stage(fd, temp, item.verdict.body, sync)
+        except Exception as exc:
+            with contextlib.suppress(OSError, ValueError):
+                remove(fd, temp)
+            fail([item], exc)
+            return
+        item.temp, item.synced = staged, sync
+
+    def _sync(self, fd: int, items: list[BatchItem]) -> None:
+        try:
+            if self.writer.sync_all(fd):
+                return
+        except OSError as exc:
+            log.warning("syncfs failed (%s); fsyncing each response instead", exc)
+        self._sync_each(fd, items)
+
+    def _sync_each(self, fd: int, items: list[BatchItem]) -> None:
+        for item in items:
+            if item.temp is None:
+                continue
+            try:
+                self.writer.sync_file(fd, item.temp)
+            except OSError as exc:
+                fail([item], exc)
+                self.drop_temp(fd, item)
+
+    def _place(self, fd: int, item: BatchItem) -> bool:
+        assert item.temp is not None
+        try:
+            item.written = self.writer.place(fd, item.temp, f"{item.verdict.request_id}.json")
+        except Exception as exc:
+            fail([item], exc)
+            return False
+        item.write_failed = None
+        if item.written:
+            item.temp = None  # placed: nothing staged is left (the writer removed or closed it)
+        return bool(item.written)
+
+    def _write_alone(self, item: BatchItem) -> None:
+        """A response whose batch write failed: retried alone with backoff (disk full, EIO), waited on
+        the clock (this worker thread blocks, the loop goes on)."""
+        attempts = len(self.retry_delays) + 1
+        for attempt, delay in enumerate(self.retry_delays, start=1):
+            log.warning("writing the response failed (attempt %d of %d): %s; retrying",
+                        attempt, attempts, item.write_failed)
+            self.clock.sleep(delay)
+            item.write_failed = None
+            self._write([item])
+            if item.write_failed is None:
+                return
+
+    def _attempts(self, step: str, action: Callable[[], object]) -> Exception | None:
+        """Run `action`, retrying transient failures with backoff on the clock; the last failure, or None."""
+        delays = (0.0, *self.retry_delays)
+        for attempt, delay in enumerate(delays, start=1):
+            if delay:
+                self.clock.sleep(delay)
+            try:
+                action()
+                return None
+            except TRANSIENT as exc:
+                if attempt == len(delays):
+                    return exc
+                log.warning("%s failed (attempt %d of %d): %s; retrying", step, attempt, len(delays), exc)
+            except Exception as exc:
+                return exc
+        raise AssertionError("unreachable")
+
+    def _close_folders(self, opened: Opened) -> None:
+        """Drop what was staged and not placed, and let go of the folders."""
+        for fd, items in opened:
+            for item in items:
+                self.drop_temp(fd, item)
+            os.close(fd)
+
+    def drop_temp(self, fd: int, item: BatchItem) -> None:
+        if item.temp is not None:
+            self.writer.discard(fd, item.temp)
+            item.temp = None
+
+
+def fail(items: Sequence[BatchItem], exc: BaseException) -> None:
+    for item in items:
+        item.write_failed = str(exc) if isinstance(exc, OSError) else what(exc)
+        item.written = None
+
+
+def what(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def open_folder(inbox: SessionInbox, sub: str, create: bool = False) -> int:
+    """A descriptor for a folder of the session, opened from the root down, never through a link."""
+    return inbox.tree.open(("sessions", inbox.folder_name, sub), create)
+
+
+def _remove_answered(answered: Sequence[tuple[BatchItem, Published]]) -> list[tuple[AskKey, Published]]:
+    """Delete answered requests (one folder descriptor per session); those gone, a child's removal
+    included."""
+    folders: dict[str, list[tuple[BatchItem, Published]]] = {}
+    for pair in answered:
+        folders.setdefault(pair[0].inbox.folder_name, []).append(pair)
+    gone: list[tuple[AskKey, Published]] = []
+    for group in folders.values():
+        inbox = group[0][0].inbox
+        try:
+            fd = inbox.tree.open(("sessions", inbox.folder_name, "requests"))
+        except FileNotFoundError:
+            gone += [(item.verdict.key, published) for item, published in group]
+            continue
+        except OSError:
+            continue
+        try:
+            for item, published in group:
+                try:
+                    remove(fd, item.verdict.key.name)
+                except OSError as exc:
+                    log.warning("deleting answered request %s failed: %s",
+                                log_safe(display_name(item.verdict.key.name)), exc)
+                    continue
+                gone.append((item.verdict.key, published))
+        finally:
+            os.close(fd)
+    return gone

@@ -1,11 +1,17 @@
-"""`<state>/quarantine/<enc(session)>/`: unusable request files with their reason, pruned by age and count.
+"""The quarantine: where a request file serving cannot use goes, with its reason and its child answered.
 
-A file that cannot be served is moved out of the inbox as it is (a link is moved itself, never
-followed) next to a `.reason.json`, so nothing is deleted without a trace. Every folder is opened by
-descriptor from the state dir down (`core.disk.tree`), and the quarantine is bounded: entries older than
+`Quarantining` is the route's step for such a file: an unusable request is moved out with its reason
+(its child answered at once with an explained denial when its name is a safe id and the file is still
+there), and a response this node did not write is reported as forged and its request moved out too.
+Nothing is deleted without a trace. It moves no record: it says whether the file is still held, and
+the route (`core.serving.pipeline`) moves the record.
+
+`Quarantine` is the store, `<state>/quarantine/<enc(session)>/`: each file moved out of the inbox as
+it is (a link is moved itself, never followed) next to a `.reason.json`. Every folder is opened by
+descriptor from the state dir down (`core.disk.tree`), and the store is bounded: entries older than
 `QUARANTINE_MAX_AGE_S` go, and beyond `QUARANTINE_MAX_ENTRIES` the oldest go first.
 
-The reason is written before the file moves (`HOLD_STAGES`, each a point of the `fault` seam): a
+The reason is written before the file moves (`HOLD_CHECKPOINTS`, each a point of the fault hook): a
 durable `<stem>.pending.json`, then the move to `<stem>`, then one rename to `<stem>.reason.json`.
 A process killed in between leaves the file in the inbox (served again on restart) or the file held;
 `prune` (at start, then every `PRUNE_EVERY` holds) completes or removes what a dead process left.
@@ -13,6 +19,7 @@ A process killed in between leaves the file in the inbox (served again on restar
 
 from __future__ import annotations
 
+import asyncio
 import calendar
 import contextlib
 import itertools
@@ -21,34 +28,131 @@ import logging
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from core.clock import SYSTEM_CLOCK, Clock
 from core.disk.entries import move_entry, read_small, remove, remove_entry, write_new
+from core.disk.paths import is_safe_request_id
 from core.disk.tree import FILE_MODE, Anchor, UnsafeFolder, lstat_or_none, open_dir
-from core.forwarding.inbox import SessionInbox
+from core.forwarding.inbox import SessionInbox, display_name
 from core.forwarding.liveness import pid_alive
-from core.seams import FaultHook, no_fault
+from core.seams import PRODUCTION, Seams, retrying
+from core.serving.asks import AskKey
+from core.serving.events import EventKind, ServeEvent, label
+from core.serving.sessions import ServedSession, Sessions
+from core.serving.verdicts import gate_denial
+from core.text import log_safe
 from core.wire.base import compact_json
+from core.wire.request import ParsedRequest
+from core.wire.response import encode_response
 
 log = logging.getLogger("pi_authorizer.quarantine")
+serve_log = logging.getLogger("pi_authorizer.serve")
 
 QUARANTINE_MAX_AGE_S = 30 * 24 * 3600
 QUARANTINE_MAX_ENTRIES = 1_000
 PRUNE_EVERY = 100
 """Holds between two prunes: the quarantine holds at most `max_entries + PRUNE_EVERY` entries."""
 
-HOLD_STAGES = ("reasoned", "moved")
+HOLD_CHECKPOINTS = ("reasoned", "moved")
 """Fault points of `hold`: the pending reason is durable; the file is held, its reason still pending."""
 
 _REASON = ".reason.json"
 _PENDING = ".pending.json"
 _COPY_TEMP = re.compile(r"\.\d+\.\d+\.tmp")  # `core.disk.entries.temp_name` of a held name
 _STEM = re.compile(r"^(\d{8}T\d{6}Z)-(\d{9})-(?:(\d+)\.\d+-)?")
+
+
+@dataclass(frozen=True)
+class Kept:
+    """What became of a file serving could not use: whether it is still `held` in its inbox (it could
+    not be moved: left in place and ignored), where it went, and what observers are told."""
+
+    key: AskKey
+    held: bool
+    where: str
+    reason: str
+    answered: bool
+    kind: EventKind
+    raw: bytes | None
+
+
+class Quarantining:
+    """The route's step for a file it cannot serve: its child answered, the file moved out, reported."""
+
+    def __init__(
+        self, store: Quarantine, sessions: Sessions, emit: Callable[[ServeEvent], None], seams: Seams,
+        keeps_history: bool,
+    ) -> None:
+        self.store, self.sessions, self.emit, self.seams = store, sessions, emit, seams
+        self.keeps_history = keeps_history
+
+    async def unusable(
+        self, served: ServedSession, key: AskKey, reason: str, raw: bytes | None, answer: bool = True
+    ) -> Kept:
+        """Quarantine an unusable file; answer its child at once when its name is a safe id and the
+        file is still there (a withdrawn request's child is gone: a response would be left behind)."""
+        name = key.name
+        stem = name.removesuffix(".json")
+        answered = False
+        inbox = served.inbox
+        try:
+            answer = answer and is_safe_request_id(stem) and inbox.has_request(name)
+            if answer and not inbox.has_response(stem):
+                body = encode_response(gate_denial(inbox.session_id, self.seams.clock, reason))
+                answered = await retrying(
+                    self.seams, "answering a rejected request", lambda: inbox.write_response(stem, body)
+                )
+        except Exception as exc:
+            serve_log.error("answering rejected %s failed: %s", log_safe(display_name(name)), exc)
+        return await self._move_out(served, key, reason, answered, raw)
+
+    async def forged(self, served: ServedSession, key: AskKey, parsed: ParsedRequest, when: str) -> Kept:
+        """A response this node did not write (log, event, history): its request is moved out."""
+        body = await asyncio.to_thread(served.inbox.peek_response, parsed.request.id)
+        ours = "" if self.keeps_history else " (this node keeps no history, so it may be its own)"
+        reason = (
+            f"FORGED RESPONSE: a response this node did not write appeared {when}{ours}; "
+            f"the child may act on it: {body!r}"
+        )
+        serve_log.warning("%s %s", label(key, parsed), log_safe(reason, 400))
+        return await self._move_out(served, key, reason, False, parsed.raw, kind="forged")
+
+    async def _move_out(
+        self, served: ServedSession, key: AskKey, reason: str, answered: bool, raw: bytes | None,
+        kind: EventKind = "quarantined",
+    ) -> Kept:
+        """Move the file to the store; one that cannot be moved is held (left in place, ignored)."""
+        held = True
+        try:
+            kept = await asyncio.to_thread(self.store.hold, served.inbox, key.name, reason, answered)
+            self.sessions.clear_unsafe(served, "quarantine")
+        except Exception as exc:
+            where = f"could not be quarantined ({exc}); left in place and ignored"
+            if isinstance(exc, UnsafeFolder):
+                self.sessions.report_unsafe(served, "quarantine", exc, "unusable requests are left in place")
+        else:
+            if kept.left_in_place is not None:
+                where = f"left in place ({kept.left_in_place})"
+            else:
+                where = f"quarantined to {kept.moved_to}" if kept.moved_to else "already gone"
+                held = False  # moved out: a new file under the same name later is a new request
+        return Kept(key, held, where, reason, answered, kind, raw)
+
+    def report(self, served: ServedSession, kept: Kept) -> None:
+        """Observers and the log hear what became of the file (once its record moved)."""
+        self.emit(ServeEvent(kept.kind, kept.key, self.seams.clock.wall(), reason=kept.reason, raw=kept.raw))
+        serve_log.warning(
+            "session=%s file=%s rejected: %s; %s%s",
+            log_safe(served.inbox.session_id),
+            log_safe(display_name(kept.key.name)),
+            log_safe(kept.reason, 300),
+            kept.where,
+            "; child answered with a gate_error denial" if kept.answered else "",
+        )
 
 
 @dataclass(frozen=True)
@@ -68,17 +172,15 @@ class Quarantine:
         self,
         state_dir: Path,
         anchor: Anchor | None = None,
-        clock: Clock = SYSTEM_CLOCK,
+        seams: Seams = PRODUCTION,
         max_age_s: float = QUARANTINE_MAX_AGE_S,
         max_entries: int = QUARANTINE_MAX_ENTRIES,
-        fault: FaultHook = no_fault,
     ) -> None:
         self.base = state_dir / "quarantine"
         self.tree = anchor or Anchor(state_dir, "state dir")
-        self.clock = clock
+        self.clock, self.fault = seams.clock, seams.fault
         self.max_age_s = max_age_s
         self.max_entries = max_entries
-        self.fault = fault
         self._holds_since_prune: int | None = None
         self._serial = itertools.count()
 

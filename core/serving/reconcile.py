@@ -1,182 +1,129 @@
 """A response this node did not just write: an answer of an earlier run (reconciled after a restart),
-or a forgery (reported, the request set aside).
+or a forgery.
 
-`restore()` runs for every request read, before it is judged: a verdict the history holds is
-published as recorded (never judged again, never answered twice); a response already there is ours
-from before a restart when the history holds its verdict, else forged. `restore_reused()` runs for
-an unusable file before it is set aside: a request answered in place is its recorded answer's.
-`detect_forgeries()` runs on every rescan for the asks this node holds unanswered. A recorded verdict
-published now is reported `answered` like any answer, so observers (the app) hear of it.
+For every request read, before it is judged, `earlier()` says what was left for it: a verdict the
+history holds is published as recorded (never judged again, never answered twice); a response already
+there is ours from before a restart when the history holds its verdict, else forged. `reused()` says
+the same of an unusable file: a request answered in place is its recorded answer's. On every rescan
+the asks this node holds unanswered are checked against a listing of `responses/` (`is_forged`).
+What to do with the record is the route's (`core.serving.pipeline`); this module only decides and
+does the disk and history work.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
 
 from pydantic import ValidationError
 
-from core.serving.asks import Arbiter
+from core.seams import Seams, retrying
+from core.serving.asks import AskKey
 from core.serving.events import ServeEvent
 from core.serving.intake import FileRead, Intake
-from core.serving.publisher import Ledger, RecordedVerdict, WrittenMark
 from core.serving.records import AWAITING, AskRecord
 from core.serving.sessions import ServedSession
-from core.serving.setaside import SetAside, label, retrying
+from core.serving.verdicts import Ledger, RecordedVerdict, WrittenMark
 from core.wire.request import ParsedRequest
 from core.wire.response import ForwardedResponse
 
-log = logging.getLogger("pi_authorizer.serve")
+EarlierKind = Literal["forged", "answered", "consumed", "unpublished"]
+
+
+@dataclass(frozen=True)
+class Earlier:
+    """What was left for a request before this node judged it:
+
+    - `forged`: a response is there that no verdict of this node's history accounts for;
+    - `answered`: an earlier run published its recorded verdict and stopped before removing the request;
+    - `consumed`: its recorded verdict was published and consumed: a used id is never answered twice;
+    - `unpublished`: a verdict was recorded and never made visible: it is published as recorded.
+    """
+
+    kind: EarlierKind
+    request_id: str
+    recorded: RecordedVerdict | None = None
 
 
 class Reconcile:
     """Restart reconciliation and forgery detection for the sessions served."""
 
-    def __init__(
-        self,
-        ledger: Ledger | None,
-        retry_delays: Sequence[float],
-        set_aside: SetAside,
-        arbiter: Arbiter,
-        emit: Callable[[ServeEvent], None],
-    ) -> None:
-        self.ledger, self.retry_delays = ledger, tuple(retry_delays)
-        self.set_aside, self.arbiter, self.emit = set_aside, arbiter, emit
+    def __init__(self, ledger: Ledger | None, seams: Seams) -> None:
+        self.ledger, self.seams = ledger, seams
 
-    async def restore(
-        self, served: ServedSession, record: AskRecord, parsed: ParsedRequest, intake: Intake
-    ) -> bool:
-        """Whether this request was handled here (answered before, or forged) rather than to be judged."""
+    def earlier(self, parsed: ParsedRequest, intake: Intake) -> Earlier | None:
+        """What an earlier run (or someone else) left for this request; `None`: it is to be judged."""
         request_id = parsed.request.id
         recorded = intake.recorded.get(request_id)
         if f"{request_id}.json" in intake.responses:
-            await self._response_already_there(served, record, parsed, recorded)
-            return True
+            if recorded is None or self.ledger is None:
+                return Earlier("forged", request_id)
+            return Earlier("answered", request_id, recorded)
         if recorded is not None:
-            await self._republish(served, record, parsed, recorded)
-            return True
-        return False
+            return Earlier("consumed" if recorded.written else "unpublished", request_id, recorded)
+        return None
 
-    async def _response_already_there(
-        self,
-        served: ServedSession,
-        record: AskRecord,
-        parsed: ParsedRequest,
-        recorded: RecordedVerdict | None,
-    ) -> None:
-        """A response exists before this node answered: ours from before a restart, or a forgery."""
-        if recorded is None or self.ledger is None:
-            await self.set_aside.forged(served, record, parsed, "before this node served the request")
-            return
-        await self._answered_before(served, record, parsed.request.id, recorded)
-
-    async def restore_reused(
-        self, served: ServedSession, record: AskRecord, read: FileRead, intake: Intake
-    ) -> bool:
+    def reused(self, name: str, read: FileRead, intake: Intake) -> Earlier | None:
         """Whether this unusable file is a request an earlier run answered in place
-        (`core.disk.reused`) and stopped before its request was removed: it holds the start of
-        the response recorded for its name. It is that answer's (published once), never set aside."""
-        request_id = record.key.name.removesuffix(".json")
+        (`core.disk.reused`) and stopped before its request was removed: it holds the start of the
+        response recorded for its name. It is that answer's (published once), never set aside."""
+        request_id = name.removesuffix(".json")
         recorded = intake.recorded.get(request_id)
         if recorded is None or read.raw is None or not read.raw.startswith(recorded.body):
-            return False
+            return None
         if recorded.written or f"{request_id}.json" in intake.responses:
-            await self._answered_before(served, record, request_id, recorded)
-        else:
-            await self._publish_recorded(served, record, request_id, recorded, None)
-        return True
+            return Earlier("answered", request_id, recorded)
+        return Earlier("unpublished", request_id, recorded)
 
-    async def _answered_before(
-        self, served: ServedSession, record: AskRecord, request_id: str, recorded: RecordedVerdict
-    ) -> None:
-        """An earlier run died between answering and deleting the request: it is answered."""
-        assert self.ledger is not None
-        served.records.move(record, "published")
-        if not recorded.written:
-            await asyncio.to_thread(self.ledger.mark_written, [WrittenMark(record.key, request_id, True)])
-        await self._remove_request(served, record)
-        log.info("%s was answered by this node before a restart; request removed", label(record.key, None))
+    async def note_written(self, key: AskKey, earlier: Earlier) -> None:
+        """An earlier run's response is visible: the history says so (if it did not yet)."""
+        assert self.ledger is not None and earlier.recorded is not None
+        if not earlier.recorded.written:
+            await self.mark(key, earlier.request_id, True)
 
-    async def _republish(
-        self, served: ServedSession, record: AskRecord, parsed: ParsedRequest, recorded: RecordedVerdict
-    ) -> None:
-        """A verdict an earlier run recorded: publish it (once) instead of judging again."""
-        assert self.ledger is not None
-        request_id = parsed.request.id
-        if recorded.written:
-            # Answered, and the response already consumed: a request under a used id is never
-            # answered a second time.
-            reason = f"request id {request_id!r} was already answered by this node; not answered twice"
-            await self.set_aside.reject(served, record, reason, parsed.raw, answer=False)
-            return
-        await self._publish_recorded(served, record, request_id, recorded, parsed)
-
-    async def _publish_recorded(
-        self,
-        served: ServedSession,
-        record: AskRecord,
-        request_id: str,
-        recorded: RecordedVerdict,
-        parsed: ParsedRequest | None,
-    ) -> None:
-        assert self.ledger is not None
-        served.records.move(record, "decided")
-        written = await retrying(
-            self.set_aside.clock,
-            self.retry_delays,
+    async def publish(self, served: ServedSession, earlier: Earlier) -> bool:
+        """Write the recorded verdict's exact bytes as the response (never replacing one); whether it was."""
+        recorded = earlier.recorded
+        assert recorded is not None
+        return await retrying(
+            self.seams,
             "publishing a recorded verdict",
-            lambda: served.inbox.write_response(request_id, recorded.body),
+            lambda: served.inbox.write_response(earlier.request_id, recorded.body),
         )
-        served.records.advance(record, "published")
-        if written:  # visible now: reported before anything else can fail
-            self._answered(record, parsed, recorded)
-        await asyncio.to_thread(self.ledger.mark_written, [WrittenMark(record.key, request_id, written)])
-        log.info("%s recorded verdict published after a restart", label(record.key, None))
-        await self._remove_request(served, record)
 
-    def _answered(self, record: AskRecord, parsed: ParsedRequest | None, recorded: RecordedVerdict) -> None:
-        """Observers hear of the recorded verdict just published, once, as of any answer."""
+    async def mark(self, key: AskKey, request_id: str, written: bool) -> None:
+        assert self.ledger is not None
+        await asyncio.to_thread(self.ledger.mark_written, [WrittenMark(key, request_id, written)])
+
+    def answered(self, key: AskKey, parsed: ParsedRequest | None, recorded: RecordedVerdict) -> ServeEvent:
+        """The `answered` event of a recorded verdict just published, as of any answer."""
         try:
             response: ForwardedResponse | None = ForwardedResponse.model_validate_json(recorded.body)
         except ValidationError:  # bytes an older version recorded: the answer is still reported
             response = None
-        at = self.set_aside.clock.wall()
-        self.emit(ServeEvent("answered", record.key, at, parsed, response, recorded.outcome))
+        return ServeEvent("answered", key, self.seams.clock.wall(), parsed, response, recorded.outcome)
 
-    async def _remove_request(self, served: ServedSession, record: AskRecord) -> None:
-        """Delete an answered request; once gone, its name is free for a new request."""
-        await asyncio.to_thread(served.inbox.delete_request, record.key.name)
-        served.records.release(record)
-
-    async def detect_forgeries(self, served: ServedSession) -> None:
-        """A response for an ask this node still holds was written by someone else: report it."""
-        waiting = awaiting(served.records)
-        if not waiting:
-            return
+    async def responses(self, served: ServedSession) -> frozenset[str] | None:
+        """The names in `responses/` now (None when it cannot be listed)."""
         try:
-            responses = frozenset(await asyncio.to_thread(served.inbox.list_response_names))
+            return frozenset(await asyncio.to_thread(served.inbox.list_response_names))
         except OSError:
-            return
-        for record in waiting:
-            if is_forged(record, responses):
-                assert record.parsed is not None
-                self.arbiter.withdraw(record.key)
-                when = "while the ask waited for this node's verdict"
-                await self.set_aside.forged(served, record, record.parsed, when)
+            return None
 
 
 def awaiting(records: Iterable[AskRecord]) -> list[AskRecord]:
     """The asks awaiting this node's decision (being judged, or at the terminal), before a listing."""
-    return [record for record in records if record.stage in AWAITING]
+    return [record for record in records if record.state in AWAITING]
 
 
 def is_forged(record: AskRecord, responses: frozenset[str]) -> bool:
-    """Whether `record`'s response in a listing taken since is someone else's. Its stage is read now,
+    """Whether `record`'s response in a listing taken since is someone else's. Its state is read now,
     after the listing: an answer of ours may have been published meanwhile (ours never writes a
     response while the ask awaits its decision)."""
     return (
-        record.stage in AWAITING
+        record.state in AWAITING
         and record.parsed is not None
         and f"{record.parsed.request.id}.json" in responses
     )

@@ -1,6 +1,6 @@
-"""One state record per request file of a served session, and the one place its stage changes.
+"""One state record per request file of a served session, and the rules of its lifecycle.
 
-A record is taken when intake finds a new file and ends when the name is free again. Its stages:
+A record is taken when intake finds a new file and ends when the name is free again. Its states:
 
     taken ─→ arrived ─→ judged ─→ shown ─→ decided ─→ published ─→ released
       │         │          │         │ ↑       │ │
@@ -29,15 +29,15 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from core.serving.asks import AskKey
-from core.serving.publisher import Published
+from core.serving.verdicts import Published
 from core.wire.request import ParsedRequest
 
-Stage = Literal[
+State = Literal[
     "taken", "arrived", "judged", "shown", "left", "decided", "published", "unanswered", "held", "withdrawn",
     "released",
 ]
 
-NEXT: Final[dict[Stage, frozenset[Stage]]] = {
+NEXT: Final[dict[State, frozenset[State]]] = {
     "taken": frozenset({"arrived", "decided", "published", "held", "withdrawn", "released"}),
     "arrived": frozenset({"judged", "decided", "held", "withdrawn", "released"}),
     "judged": frozenset({"shown", "decided", "held", "withdrawn", "released"}),
@@ -50,25 +50,26 @@ NEXT: Final[dict[Stage, frozenset[Stage]]] = {
     "withdrawn": frozenset(),
     "released": frozenset(),
 }
-#: A file that vanishes in one of these stages was withdrawn by its child: no decision was taken yet.
+#: A file that vanishes in one of these states was withdrawn by its child: no decision was taken yet.
 UNDECIDED: Final = frozenset({"taken", "arrived", "judged", "shown", "left"})
-#: A file that vanishes in one of these stages was withdrawn by its child unanswered.
+#: A file that vanishes in one of these states was withdrawn by its child unanswered.
 UNANSWERED: Final = UNDECIDED | {"unanswered"}
-#: Stages of an ask awaiting this node's decision: it writes no response then, so one appearing is forged.
+#: States of an ask awaiting this node's decision: it writes no response then, so one appearing is forged.
 AWAITING: Final = frozenset({"arrived", "judged", "shown"})
 
 
 class IllegalTransition(Exception):
-    """A change of stage the lifecycle does not allow (a bug, never a child's doing)."""
+    """A change of state the lifecycle does not allow (a bug, never a child's doing)."""
 
 
 @dataclass(slots=True, eq=False)
 class AskRecord:
-    """What serving knows of one request file: its stage, the request once it arrived, its answer once
-    published. Changed only through `AskRecords`."""
+    """What serving knows of one request file: its state, the request once it arrived, its answer once
+    published. Changed only through `AskRecords`, which refuses a change its lifecycle does not allow;
+    when to change it is decided by the route of `core.serving.pipeline` alone."""
 
     key: AskKey
-    stage: Stage = "taken"
+    state: State = "taken"
     parsed: ParsedRequest | None = None
     arrived_at: float = 0.0
     published: Published | None = None
@@ -77,7 +78,7 @@ class AskRecord:
 
     @property
     def live(self) -> bool:
-        return self.stage != "withdrawn" and self.stage != "released"
+        return self.state != "withdrawn" and self.state != "released"
 
 
 class AskRecords:
@@ -125,34 +126,34 @@ class AskRecords:
         (`decided`) keeps its name until the publisher says what became of it: a file back under that
         name meanwhile (a folder moved away and back) is not judged and answered a second time."""
         record = self._live.get(name)
-        if record is not None and record.stage == "decided":
+        if record is not None and record.state == "decided":
             record.vanished = True  # if its answer cannot be written, the child gave up unanswered
         elif record is not None:
-            self.move(record, "withdrawn" if record.stage in UNANSWERED else "released")
+            self.move(record, "withdrawn" if record.state in UNANSWERED else "released")
         return record
 
     def unanswered(self) -> frozenset[str]:
         """The names whose decision could not be written: the next rescan reads them anew."""
-        return frozenset(name for name, record in self._live.items() if record.stage == "unanswered")
+        return frozenset(name for name, record in self._live.items() if record.state == "unanswered")
 
     def release(self, record: AskRecord) -> None:
         """The name is free again; a record already ended stays as it ended."""
         if record.live:
             self.move(record, "released")
 
-    def advance(self, record: AskRecord, stage: Stage) -> bool:
+    def advance(self, record: AskRecord, state: State) -> bool:
         """`move` a record that is still live; one that ended meanwhile (its file vanished while serving
         waited on the disk) stays as it ended."""
         if not record.live:
             return False
-        self.move(record, stage)
+        self.move(record, state)
         return True
 
-    def move(self, record: AskRecord, stage: Stage) -> None:
-        if stage not in NEXT[record.stage]:
-            raise IllegalTransition(f"{record.key.name!r}: {record.stage} → {stage}")
+    def move(self, record: AskRecord, state: State) -> None:
+        if state not in NEXT[record.state]:
+            raise IllegalTransition(f"{record.key.name!r}: {record.state} → {state}")
         if self._live.get(record.key.name) is not record:
             raise IllegalTransition(f"{record.key.name!r}: not a record of this table")
-        record.stage = stage
+        record.state = state
         if not record.live:
             del self._live[record.key.name]

@@ -13,16 +13,14 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from core.clock import Clock
 from core.disk.entries import leftover_temp_files, remove
 from core.disk.paths import normalize_session_id
 from core.disk.tree import Anchor, UnsafeFolder
-from core.disk.writer import DiskWriter
 from core.forwarding.inbox import SessionInbox, display_name
 from core.forwarding.liveness import (
     HEARTBEAT_INTERVAL_S,
@@ -33,6 +31,7 @@ from core.forwarding.liveness import (
     pid_alive,
 )
 from core.forwarding.survey import InboxStatus, survey_inboxes
+from core.seams import Seams
 from core.serving.asks import AskKey
 from core.serving.events import ServeEvent
 from core.serving.records import UNDECIDED, AskRecords
@@ -86,12 +85,11 @@ class Sessions:
         state_dir: Path,
         tree: Anchor,
         state_tree: Anchor,
-        writer: DiskWriter,
-        clock: Clock,
+        seams: Seams,
         emit: Callable[[ServeEvent], None],
     ) -> None:
         self.root, self.state_dir, self.tree, self.state_tree = root, state_dir, tree, state_tree
-        self.writer, self.clock, self.emit = writer, clock, emit
+        self.writer, self.clock, self.emit = seams.disk, seams.clock, emit
         self.by_id: dict[str, ServedSession] = {}
         self.by_folder: dict[str, ServedSession] = {}
         # Heartbeats get their own thread: a busy default executor never delays a beat.
@@ -109,9 +107,16 @@ class Sessions:
     def __contains__(self, session_id: object) -> bool:
         return session_id in self.by_id
 
+    def __iter__(self) -> Iterator[ServedSession]:
+        """The sessions served (a copy: one may be taken while a caller goes through them)."""
+        return iter(list(self.by_id.values()))
+
+    def __getitem__(self, session_id: str) -> ServedSession:
+        return self.by_id[session_id]
+
     def statuses(self) -> list[InboxStatus]:
         return [InboxStatus(served.inbox.folder_name, session_id, "alive", os.getpid(),
-                            waiting=sum(1 for record in served.records if record.stage in UNDECIDED),
+                            waiting=sum(1 for record in served.records if record.state in UNDECIDED),
                             problem="; ".join(str(e.reason) for e in served.problems.values()) or None)
                 for session_id, served in list(self.by_id.items())]
 

@@ -11,19 +11,21 @@ import sys
 from pathlib import Path
 
 from core.forwarding.inbox import SessionInbox
-from core.serving.quarantine import HOLD_STAGES, Quarantine
+from core.seams import Seams
+from core.serving.quarantine import HOLD_CHECKPOINTS, Quarantine
 
 
 def main() -> None:
     root, state, session, name, stage = sys.argv[1:6]
-    if stage not in HOLD_STAGES:
+    if stage not in HOLD_CHECKPOINTS:
         raise SystemExit(f"unknown stage {stage!r}")
 
     def fault(at: str) -> None:
         if at == stage:
             os._exit(137)
 
-    Quarantine(Path(state), fault=fault).hold(SessionInbox(Path(root), session), name, "unusable", False)
+    quarantine = Quarantine(Path(state), seams=Seams(fault=fault))
+    quarantine.hold(SessionInbox(Path(root), session), name, "unusable", False)
     raise SystemExit("the stage was never reached")
 
 

@@ -11,9 +11,7 @@ from pathlib import Path
 
 from core.disk.paths import encode_session_id
 from core.history import HistoryRow, HistoryStore
-from core.serving.asks import DenyingArbiter, Judgment
-from core.wire.decisions import RuleDecision
-from core.wire.request import ParsedRequest
+from core.serving.asks import DenyingArbiter
 from tests.helpers import request_body, session_dir, wait_for, write_request
 from tests.history.support import Node, S, intent
 
@@ -88,13 +86,6 @@ def assert_answered_once(node: Node, ids: list[str]) -> None:
 
 
 
-
-
-class AllowAll:
-    """Recorded authority that approves everything: a link redirecting it would forge approvals."""
-
-    def judge(self, parsed: ParsedRequest, session_id: str) -> Judgment:
-        return Judgment("allow", RuleDecision(surface="bash", pattern="*", origin="global"))
 
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Collection, Sequence
+import os
 from pathlib import Path
 
 import pytest
@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from core.history import HistoryStore
 from core.serving import ServingCore
 from core.serving.asks import DenyingArbiter
-from core.serving.publisher import RecordedVerdict, VerdictRecord, WrittenMark
+from core.testing import HeldAt, PoisonLedger
 from tests.core.support import (
     ALLOW_LS,
     assert_answered_once,
@@ -29,7 +29,14 @@ from tests.core.support import (
     serve_until_answered,
     write_burst,
 )
-from tests.helpers import session_dir, wait_for, write_request_bytes
+from tests.helpers import (
+    Served,
+    read_response_when_written,
+    session_dir,
+    wait_for,
+    write_request,
+    write_request_bytes,
+)
 from tests.history.support import Node, S
 
 
@@ -108,24 +115,6 @@ async def test_hostile_files_in_a_batch_are_quarantined_and_the_rest_answered(tm
     assert not requests_left(node.root)
 
 
-class PoisonLedger:
-    """A real history that refuses any transaction holding one request's verdict."""
-
-    def __init__(self, store: HistoryStore, poison: str) -> None:
-        self.store, self.poison, self.refused = store, poison, 0
-
-    def record_verdicts(self, verdicts: Sequence[VerdictRecord]) -> None:
-        if any(v.request_id == self.poison for v in verdicts):
-            self.refused += 1
-            raise ValueError("this verdict cannot be stored")
-        self.store.record_verdicts(verdicts)
-
-    def mark_written(self, marks: Sequence[WrittenMark]) -> None:
-        self.store.mark_written(marks)
-
-    def recorded_verdicts(self, session_id: str, request_ids: Collection[str]) -> dict[str, RecordedVerdict]:
-        return self.store.recorded_verdicts(session_id, request_ids)
-
 
 async def test_a_verdict_the_history_refuses_is_denied_and_holds_up_no_other(tmp_path: Path) -> None:
     node = Node(tmp_path, ALLOW_LS)
@@ -151,3 +140,44 @@ async def test_a_verdict_the_history_refuses_is_denied_and_holds_up_no_other(tmp
     others = [rid for rid in ids if rid != poison]
     assert all(rows[rid].response == responses(node.root)[rid] for rid in others)
     assert ledger.refused >= 2  # the batch, then the verdict alone
+
+
+# --------------------------------------------------------------------------------------------------
+# A request file that vanishes and comes back while its answer is being published (found by the red
+# campaign: a child swapping its whole session folder for a link and back mid-burst).
+#
+# The record used to free the name as soon as the file vanished, so the file back under it was taken as
+# a new ask: judged and published a second time (two `answered`), or its first answer, placed by the
+# batch still in flight, met the second and this node reported its own response as FORGED. Now a record
+# whose answer is in flight keeps its name until the publisher reports.
+#
+# A real core, the real history, real files; the publisher is held at its `arrived` fault point (the
+# verdict not yet recorded, the worst case: a second judgment finds no recorded verdict either).
+
+
+async def test_a_file_moved_away_and_back_while_its_answer_is_published_is_answered_once(
+    tmp_path: Path,
+) -> None:
+    store = HistoryStore.in_state_dir(tmp_path / "state")
+    held = HeldAt("arrived")
+    async with Served(tmp_path, DenyingArbiter(), ledger=store, fault=held) as served:
+        served.core.subscribe(store.observe)
+        request = write_request(served.root, S, "back")
+        away = session_dir(served.root, S) / "back.json.away"
+        try:
+            await wait_for(held.entered.is_set, what="the answer's batch held")
+            os.rename(request, away)  # the child moves its folder away...
+            await served.core.rescan_all()
+            os.rename(away, request)  # ...and back
+            await served.core.rescan_all()
+        finally:
+            held.release.set()
+        body = await read_response_when_written(served.root, S, "back")
+        assert body["decidedBy"]["kind"] == "unavailable"
+        await wait_for(lambda: not request.exists(), what="the answered request removed")
+        await served.core.rescan_all()
+        kinds = served.kinds()
+    assert kinds.count("arrived") == 1 and kinds.count("answered") == 1, kinds
+    assert "forged" not in kinds and "quarantined" not in kinds
+    assert [(r.outcome, r.written) for r in store.query()] == [("fail-safe", 1)]
+    store.close()

@@ -14,15 +14,15 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from core.serving.publisher import Published, VerdictRecord
 from core.serving.reconcile import awaiting, is_forged
-from core.serving.records import NEXT, AskRecord, AskRecords, IllegalTransition, Stage
+from core.serving.records import NEXT, AskRecord, AskRecords, IllegalTransition, State
+from core.serving.verdicts import Published, VerdictRecord
 from core.wire.reader import parse_request
 from core.wire.response import deny, encode_response
 from tests.helpers import request_body
 
 S = "019ff969-c34c-70be-9034-fae19c852932"
-STAGES: list[Stage] = list(NEXT)
+STATES: list[State] = list(NEXT)
 PARSED = parse_request(json.dumps(request_body("r1", S)).encode())
 
 
@@ -31,11 +31,11 @@ def published(record: AskRecord) -> Published:
     return Published(VerdictRecord(record.key, PARSED, response, encode_response(response), "rule"), True)
 
 
-Op = tuple[str, str, Stage]
+Op = tuple[str, str, State]
 ops = st.tuples(
     st.sampled_from(["take", "move", "advance", "vanish", "release", "arrive", "publish"]),
     st.sampled_from(["a.json", "b.json"]),
-    st.sampled_from(STAGES),
+    st.sampled_from(STATES),
 )
 
 
@@ -46,12 +46,12 @@ ops = st.tuples(
 def test_random_transitions_keep_the_lifecycle(steps: list[Op]) -> None:
     table = AskRecords(S)
     seen: list[AskRecord] = []
-    history: dict[int, list[Stage]] = {}
+    history: dict[int, list[State]] = {}
     for op, name, stage in steps:
         record = table.get(name)
         if record is None and seen and op != "take":
             record = next((r for r in reversed(seen) if r.key.name == name), None)  # an ended one
-        before = None if record is None else record.stage
+        before = None if record is None else record.state
         try:
             if op == "take":
                 record = table.take(name)
@@ -74,13 +74,13 @@ def test_random_transitions_keep_the_lifecycle(steps: list[Op]) -> None:
             else:
                 table.publish(record, published(record))
         except IllegalTransition:
-            assert record is not None and record.stage == before, "a refused move changes nothing"
+            assert record is not None and record.state == before, "a refused move changes nothing"
             if op == "take":
                 assert name in table
             continue
-        if record is not None and record.stage != before:
-            assert before is not None and record.stage in NEXT[before]
-            history[id(record)].append(record.stage)
+        if record is not None and record.state != before:
+            assert before is not None and record.state in NEXT[before]
+            history[id(record)].append(record.state)
         assert table.names() == {r.key.name for r in seen if r.live}
         for r in seen:
             assert (table.get(r.key.name) is r) == r.live
@@ -101,10 +101,10 @@ def test_a_withdrawn_ask_is_never_decided() -> None:
     table.arrive(record, PARSED, 1.0)
     table.move(record, "judged")
     table.move(record, "shown")
-    assert table.vanish("a.json") is record and record.stage == "withdrawn"
+    assert table.vanish("a.json") is record and record.state == "withdrawn"
     with pytest.raises(IllegalTransition):
         table.move(record, "decided")
-    assert not table.advance(record, "decided") and record.stage == "withdrawn"
+    assert not table.advance(record, "decided") and record.state == "withdrawn"
     again = table.take("a.json")  # the name is free: a new file under it is a new record
     assert again is not record and table.get("a.json") is again
 
@@ -115,7 +115,7 @@ def test_a_decided_ask_that_vanishes_keeps_its_name_until_its_answer_is_reported
     record = table.take("a.json")
     table.arrive(record, PARSED, 1.0)
     table.move(record, "decided")
-    assert table.vanish("a.json") is record and record.stage == "decided" and record.vanished
+    assert table.vanish("a.json") is record and record.state == "decided" and record.vanished
     with pytest.raises(IllegalTransition):
         table.take("a.json")
     table.move(record, "withdrawn")  # nothing could be written: the child gave up unanswered

@@ -12,6 +12,7 @@ import pytest
 
 from core.forwarding.liveness import SessionHeld, heartbeat_path, read_heartbeat
 from core.person import AskAdded, AskWithdrawn, HumanAuthorizer
+from core.seams import Seams
 from core.serving import ServeEvent, ServingCore
 from core.serving.asks import UNATTENDED_DENIAL, Arbiter, DenyingArbiter, Judgment, LeavingArbiter
 from core.wire.decisions import RuleDecision
@@ -235,9 +236,35 @@ async def test_other_sessions_are_not_touched(tmp_path: Path, denying: Running) 
 
 
 async def test_polling_fallback_serves_too(tmp_path: Path) -> None:
-    running = await start(tmp_path, DenyingArbiter(), force_polling=True)
+    running = await start(tmp_path, DenyingArbiter(), seams=Seams(force_polling=True))
     try:
         write_request(tmp_path / "root", S, "polled")
         assert (await read_response_when_written(tmp_path / "root", S, "polled"))["approved"] is False
     finally:
         await running.stop()
+
+
+# --------------------------------------------------------------------------------------------------
+# Removing an answered request is no news to the watcher, yet a request reusing its name is served.
+
+
+S = "019ff969-c34c-70be-9034-fae19c852932"
+
+
+async def test_a_name_reused_after_its_answered_request_was_removed_is_served_again(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    core = ServingCore(root, tmp_path / "state", DenyingArbiter())
+    core.add_session(S)
+    task = asyncio.create_task(core.run())
+    request = session_dir(root, S) / "requests" / "r1.json"
+    try:
+        write_request(root, S, "r1")
+        answered = response_path(root, S, "r1")
+        await wait_for(lambda: answered.exists() and not request.exists(), what="answered")
+        await wait_for(lambda: "r1.json" not in core.served[S].records, what="the removal noted")
+        response_path(root, S, "r1").unlink()  # the child read its answer
+        write_request(root, S, "r1")
+        await wait_for(lambda: response_path(root, S, "r1").exists(), what="the reused name answered")
+    finally:
+        core.stop()
+        await asyncio.wait_for(task, 10)

@@ -15,20 +15,17 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 
-from core.disk.anonymous import Staged
-from core.disk.tree import UnsafeFolder
-from core.disk.writer import DiskWriter
 from core.forwarding.liveness import heartbeat_path, read_heartbeat
 from core.history import HistoryStore
 from core.person import DecisionRefused, HumanAuthorizer
-from core.serving import ServingCore
-from core.serving.asks import DenyingArbiter, LeavingArbiter
-from core.testing import FailingDisk, FailingLedger, HeldDisk, ManualClock
+from core.serving import ServeEvent, ServingCore
+from core.serving.asks import DenyingArbiter, Judgment, LeavingArbiter
+from core.testing import FailingDisk, FailingLedger, GatedDisk, HeldDisk, LinkedAwayDisk, ManualClock
+from core.wire.request import ParsedRequest
 from tests.helpers import (
     Served,
     poll_until,
@@ -243,7 +240,7 @@ def test_restart_takes_over_at_once_after_kill_9(tmp_path: Path) -> None:
         core = ServingCore(tmp_path / "root", tmp_path / "state", LeavingArbiter())
         core.add_session(S)  # not SessionHeld
         assert not temp.exists()
-        core.sessions[S].lock.release()
+        core.served[S].lock.release()
     finally:
         first.kill()
         first.wait(10)
@@ -255,33 +252,6 @@ def _zombie_or_gone(pid: int) -> bool:
     except OSError:
         return True
 
-
-class GatedDisk(DiskWriter):
-    """A disk where every response file waits, in its worker thread, until the test opens the gate
-    (slow hardware, a saturated device). A write that was not let through after `HANG_GUARD_S`
-    goes on and is counted as forced: it held up whatever waited for the gate."""
-
-    HANG_GUARD_S = 60.0
-
-    def __init__(self) -> None:
-        self.entered, self.gate, self.forced = threading.Event(), threading.Event(), 0
-
-    def _wait(self) -> None:
-        self.entered.set()
-        if not self.gate.wait(self.HANG_GUARD_S):
-            self.forced += 1
-
-    def stage(self, dir_fd: int, name: str, data: bytes, sync: bool) -> Staged:
-        self._wait()
-        return super().stage(dir_fd, name, data, sync)
-
-    def write_new(self, dir_fd: int, name: str, data: bytes) -> None:
-        self._wait()
-        super().write_new(dir_fd, name, data)
-
-    def write_unsynced(self, dir_fd: int, name: str, data: bytes) -> None:
-        self._wait()
-        super().write_unsynced(dir_fd, name, data)
 
 
 async def test_a_blocked_response_write_never_holds_up_the_loop(tmp_path: Path) -> None:
@@ -304,22 +274,6 @@ async def test_a_blocked_response_write_never_holds_up_the_loop(tmp_path: Path) 
         assert not served.task.done()
     assert disk.forced == 0
 
-
-class LinkedAwayDisk(DiskWriter):
-    """Every batch placement fails (EIO), so the verdict is recorded but not visible; then the next
-    `refusals` single writes (the republishing of that recorded verdict) find `responses/` refused."""
-
-    def __init__(self, refusals: int) -> None:
-        self.refusals = refusals
-
-    def place(self, dir_fd: int, staged: Staged, target: str) -> bool:
-        raise OSError(errno.EIO, os.strerror(errno.EIO))
-
-    def link(self, dir_fd: int, source: str, target: str) -> None:
-        if self.refusals > 0:
-            self.refusals -= 1
-            raise UnsafeFolder("sessions/x/responses", "is a symbolic link; not followed")
-        super().link(dir_fd, source, target)
 
 
 async def test_a_recorded_verdict_refused_by_an_unsafe_folder_is_published_once_it_is_sound(
@@ -383,3 +337,41 @@ async def test_an_ask_withdrawn_while_its_failed_decision_is_written_leaves_the_
         with pytest.raises(DecisionRefused, match="writing the response failed"):
             await asyncio.wait_for(approving, 30)
         assert not human.pending() and not response_path(served.root, S, "gone").exists()
+
+
+# --------------------------------------------------------------------------------------------------
+# A file whose serving fails after its child withdrew it: nothing is written for it (the child is
+# gone; a gate denial would be left behind under responses/), and serving goes on.
+
+
+class WithdrawnThenFailing:
+    """A judge during whose work the child withdraws the `doomed` request, then the judge fails."""
+
+    def __init__(self, root: Path) -> None:
+        self.requests = session_dir(root, S) / "requests"
+
+    def judge(self, parsed: ParsedRequest, session_id: str) -> Judgment:
+        if parsed.request.id == "doomed":
+            (self.requests / "doomed.json").unlink()
+            raise RuntimeError("the judge broke")
+        return Judgment(verdict="ask")
+
+
+async def test_serving_that_fails_after_the_child_withdrew_writes_no_response(tmp_path: Path) -> None:
+    root, state = tmp_path / "root", tmp_path / "state"
+    events: list[ServeEvent] = []
+    core = ServingCore(root, state, DenyingArbiter(), judge=WithdrawnThenFailing(root))
+    core.subscribe(events.append)
+    core.add_session(S)
+    task = asyncio.create_task(core.run())
+    try:
+        write_request(root, S, "doomed")
+        await wait_for(lambda: any(e.kind == "quarantined" for e in events), what="the failure set aside")
+        failed = next(e for e in events if e.kind == "quarantined")
+        assert failed.reason is not None and "the judge broke" in failed.reason
+        write_request(root, S, "next")  # serving goes on
+        assert (await read_response_when_written(root, S, "next"))["approved"] is False
+        assert not response_path(root, S, "doomed").exists()
+    finally:
+        core.stop()
+        await asyncio.wait_for(task, 10)

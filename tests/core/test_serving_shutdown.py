@@ -12,11 +12,12 @@ import pytest
 
 from core.forwarding.liveness import Heartbeat
 from core.person import DecisionRefused, HumanAuthorizer
+from core.seams import Seams
 from core.serving import ServeEvent, ServingCore
 from core.serving.asks import DenyingArbiter
 from core.serving.loop import SHUTDOWN_GRACE_S
 from core.serving.sessions import Sessions
-from core.testing import ManualClock
+from core.testing import HeldAt, ManualClock
 from tests.helpers import poll_until, response_path, wait_for, write_request
 
 S = "019ff969-c34c-70be-9034-fae19c852932"
@@ -68,17 +69,6 @@ async def test_a_beat_in_flight_at_shutdown_never_writes_the_heartbeat_again(tmp
     assert not held.path.exists()
 
 
-class HeldBatch:
-    """A fault hook that holds the publisher's batch at `staged` until released (a slow disk)."""
-
-    def __init__(self) -> None:
-        self.entered, self.release = threading.Event(), threading.Event()
-
-    def __call__(self, stage: str) -> None:
-        if stage == "staged":
-            self.entered.set()
-            self.release.wait(30)
-
 
 async def grace_given_up(core: ServingCore, clock: ManualClock) -> None:
     """The shutdown grace runs on the clock: the serving task is waited for until the clock passes it."""
@@ -95,8 +85,8 @@ async def test_an_answer_whose_batch_outlasts_the_grace_is_still_reported(tmp_pa
     """Shutdown gives up on the serving task after its grace, but the publisher finishes the batch: the
     answer it publishes is reported (event and log line) all the same."""
     root = tmp_path / "root"
-    held = HeldBatch()
-    core = ServingCore(root, tmp_path / "state", DenyingArbiter(), fault=held, shutdown_grace_s=0.0)
+    held = HeldAt("staged")
+    core = ServingCore(root, tmp_path / "state", DenyingArbiter(), seams=Seams(fault=held))
     events: list[ServeEvent] = []
     core.subscribe(events.append)
     core.add_session(S)
@@ -118,10 +108,10 @@ async def test_a_persons_call_whose_decision_is_cut_off_by_shutdown_returns(tmp_
     """Shutdown gives up on publishing the person's decision after the grace: the call returns (it is
     told what became of its decision, as the publisher reports it), it does not wait forever."""
     root = tmp_path / "root"
-    held = HeldBatch()
+    held = HeldAt("staged")
     clock = ManualClock()
     human = HumanAuthorizer(clock=clock)
-    core = ServingCore(root, tmp_path / "state", human, fault=held, clock=clock)
+    core = ServingCore(root, tmp_path / "state", human, seams=Seams(clock=clock, fault=held))
     core.add_session(S)
     task = asyncio.create_task(core.run())
     try:

@@ -8,8 +8,8 @@ import threading
 from pathlib import Path
 
 from core.disk.tree import Anchor, UnsafeFolder
-from core.disk.writer import DISK
 from core.forwarding.liveness import HEARTBEAT_INTERVAL_S, Heartbeat, heartbeat_path, read_heartbeat
+from core.seams import Seams
 from core.serving.events import ServeEvent
 from core.serving.sessions import Sessions
 from core.testing import ManualClock
@@ -20,7 +20,7 @@ from tests.history.support import S
 def sessions(tmp_path: Path, events: list[ServeEvent]) -> Sessions:
     root, state = tmp_path / "root", tmp_path / "state"
     trees = Anchor(root, "root"), Anchor(state, "state")
-    return Sessions(root, state, *trees, DISK, ManualClock(), events.append)
+    return Sessions(root, state, *trees, Seams(clock=ManualClock()), events.append)
 
 
 def test_a_session_is_taken_once_with_its_heartbeat_and_released(tmp_path: Path) -> None:
@@ -126,7 +126,8 @@ class CountedHeartbeat(Heartbeat):
 async def test_the_heartbeat_loop_beats_again_once_its_interval_passed_on_the_clock(tmp_path: Path) -> None:
     root, state = tmp_path / "root", tmp_path / "state"
     clock, events = ManualClock(), list[ServeEvent]()
-    roster = Sessions(root, state, Anchor(root, "root"), Anchor(state, "state"), DISK, clock, events.append)
+    trees = Anchor(root, "root"), Anchor(state, "state")
+    roster = Sessions(root, state, *trees, Seams(clock=clock), events.append)
     served, _ = roster.add(S)
     served.heartbeat = counted = CountedHeartbeat(root, S)
     stop = asyncio.Event()

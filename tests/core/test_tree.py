@@ -12,6 +12,7 @@ import pytest
 from core.disk.entries import replace_file
 from core.disk.tree import Anchor, UnsafeFolder, open_dir
 from core.disk.writer import DiskWriter, publish_once
+from core.testing import NamedTemps
 
 
 def test_missing_folders_are_created_owner_only_component_by_component(tmp_path: Path) -> None:
@@ -120,11 +121,6 @@ def test_a_link_appearing_on_the_resolved_path_later_is_refused(tmp_path: Path) 
         anchor.open(("sessions",), create=True)
     assert os.listdir(tmp_path / "b" / "root") == []
 
-
-class NamedTemps(DiskWriter):
-    """A filesystem without `O_TMPFILE` (or no procfs): every response is staged as a named temp."""
-
-    anonymous = False
 
 
 class NoRenameat2(NamedTemps):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from core.clock import SYSTEM_CLOCK, Clock
 from core.history import HistoryStore
+from core.seams import Seams
 from core.serving.asks import DenyingArbiter
 from core.testing import ManualClock
 from core.wiring import NodeOptions, build_attended_node, build_node
@@ -21,7 +22,7 @@ def options(tmp_path: Path, clock: Clock = SYSTEM_CLOCK) -> NodeOptions:
     config.parent.mkdir(parents=True)
     config.write_text(json.dumps({"permission": {"bash": {"git status *": "allow"}}}))
     return NodeOptions(tmp_path / "root", tmp_path / "state", tmp_path / "agent", tmp_path / "project",
-                       clock=clock)
+                       seams=Seams(clock=clock))
 
 
 def intent(command: str) -> dict[str, object]:

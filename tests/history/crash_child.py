@@ -17,9 +17,10 @@ from core.disk.writer import DiskWriter
 from core.history import HistoryStore
 from core.judging.recorded import RecordedAuthority
 from core.rules import PolicyStore
+from core.seams import Seams
 from core.serving import ServingCore
 from core.serving.asks import DenyingArbiter
-from core.serving.publisher import BATCH_STAGES
+from core.serving.publisher import CHECKPOINTS
 from tests.history.support import S
 
 
@@ -39,8 +40,8 @@ async def serve(root: Path, state: Path, agent_dir: Path, stage: str, nth: int, 
                 os._exit(137)
 
     writer = NamedTemps() if named else DiskWriter()
-    core = ServingCore(root, state, DenyingArbiter(), judge=authority, ledger=history, fault=fault,
-                       writer=writer)
+    core = ServingCore(root, state, DenyingArbiter(), judge=authority, ledger=history,
+                       seams=Seams(disk=writer, fault=fault))
     core.subscribe(history.observe)
     core.add_session(S)
     await core.run()
@@ -50,7 +51,7 @@ def main() -> None:
     root, state, agent_dir, stage = sys.argv[1:5]
     nth = int(sys.argv[5]) if len(sys.argv) > 5 else 1
     named = sys.argv[6:7] == ["named"]
-    if stage not in BATCH_STAGES:
+    if stage not in CHECKPOINTS:
         raise SystemExit(f"unknown stage {stage!r}")
     asyncio.run(serve(Path(root), Path(state), Path(agent_dir), stage, nth, named))
 

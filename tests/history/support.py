@@ -12,7 +12,7 @@ from typing import Any
 from core.history import HistoryRow, HistoryStore
 from core.judging.recorded import RecordedAuthority
 from core.rules import PolicyStore
-from core.seams import FaultHook, no_fault
+from core.seams import FaultHook, Seams, no_fault
 from core.serving import Chain, ServeEvent, ServingCore
 from core.serving.asks import Arbiter
 
@@ -53,7 +53,7 @@ class Node:
     async def start(self, arbiter: Arbiter, chain: Chain | None = None) -> ServingCore:
         core = ServingCore(
             self.root, self.state, arbiter, judge=self.authority, chain=chain, ledger=self.history,
-            fault=self.fault,
+            seams=Seams(fault=self.fault),
         )
         core.subscribe(self.history.observe)
         core.subscribe(self.events.append)

@@ -22,7 +22,7 @@ from core.disk.anonymous import proc_names_descriptors
 from core.forwarding.liveness import heartbeat_path
 from core.history import HistoryRow, HistoryStore
 from core.serving.asks import DenyingArbiter
-from core.serving.publisher import BATCH_STAGES
+from core.serving.publisher import CHECKPOINTS
 from tests.helpers import poll_until, response_path, session_dir, wait_for, write_request, write_request_bytes
 from tests.history.support import ALLOW_LS, Node, S, intent, run_until_killed, serve
 
@@ -159,7 +159,7 @@ def verdict_rows(history: HistoryStore) -> dict[str, HistoryRow]:
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     kinds=st.lists(KINDS, min_size=1, max_size=24),
-    stage=st.sampled_from(BATCH_STAGES),
+    stage=st.sampled_from(CHECKPOINTS),
     staging=st.sampled_from(["anonymous", "named"]),
 )
 def test_a_batch_killed_at_any_stage_is_answered_exactly_once(

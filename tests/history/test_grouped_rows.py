@@ -15,7 +15,7 @@ from core.history import HistoryStore
 from core.history.writer import ARRIVALS_WAIT_S
 from core.serving import ServeEvent
 from core.serving.asks import AskKey
-from core.serving.publisher import VerdictRecord
+from core.serving.verdicts import VerdictRecord
 from core.testing import ManualClock
 from core.wire.decisions import RuleDecision
 from core.wire.reader import parse_request

@@ -10,7 +10,7 @@ import pytest
 
 from core.person import AskAdded, HumanAuthorizer
 from core.serving.asks import DenyingArbiter, Judgment, LeavingArbiter
-from core.serving.publisher import RecordedVerdict
+from core.serving.verdicts import RecordedVerdict
 from core.wire.decisions import AuthorizerDecision
 from core.wire.request import ParsedRequest
 from tests.helpers import response_path, wait_for, write_request, write_request_bytes

@@ -16,6 +16,7 @@ import pytest
 from core.history import HistoryStore
 from core.history.spool import spool_name
 from core.person import DecisionRefused, HumanAuthorizer
+from core.seams import Seams
 from core.serving import ServingCore
 from core.testing import Breakable
 from tests.helpers import read_response_when_written, wait_for, write_request
@@ -24,7 +25,8 @@ from tests.history.support import S, intent
 
 async def serve_until_the_fail_safe(root: Path, store: HistoryStore, fault: Breakable) -> None:
     human = HumanAuthorizer()
-    core = ServingCore(root, store.path.parent, human, ledger=store, retry_delays=(0.0, 0.0, 0.0))
+    seams = Seams(retry_delays=(0.0, 0.0, 0.0))
+    core = ServingCore(root, store.path.parent, human, ledger=store, seams=seams)
     core.subscribe(store.observe)
     core.add_session(S)
     task = asyncio.create_task(core.run())

@@ -65,7 +65,7 @@ async def test_an_ask_withdrawn_while_no_one_served_is_closed_at_start(node: Nod
         outcomes = {r.request_id: (r.outcome, r.ended_at is not None) for r in node.history.query()}
         assert outcomes == {"gone": ("withdrawn", True), "stays": ("pending", False)}
     finally:
-        for served in core.sessions.values():
+        for served in core.served:
             served.heartbeat.clear()
             served.lock.release()
 

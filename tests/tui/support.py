@@ -18,7 +18,7 @@ from core.disk.paths import encode_session_id
 from core.forwarding.liveness import heartbeat_path
 from core.person import AskDecided, HumanAuthorizer
 from core.rules.matcher import compile_wildcard
-from core.seams import FaultHook, no_fault
+from core.seams import FaultHook, Seams, no_fault
 from core.serving import ServingCore
 from core.serving.asks import Judgment
 from core.wire.decisions import SessionApprovalDecision
@@ -191,13 +191,13 @@ def make_rig(
     fault: FaultHook = no_fault,
 ) -> Rig:
     """`keys`: the key-safety clock, fake, so no test depends on how fast the machine is; `fault`: the
-    publisher's stage hook (`ServingCore(fault=)`), to hold a decision's write at a stage."""
+    publisher's stage hook (`Seams.fault`), to hold a decision's write at a stage."""
     root = tmp / "forwarding"
     state = tmp / "state"
     root.mkdir(parents=True, exist_ok=True)
     book = book or RefusingGrantBook()
     human = HumanAuthorizer(grants=book)
-    core = ServingCore(root, state, arbiter=human, force_polling=False, fault=fault)
+    core = ServingCore(root, state, arbiter=human, seams=Seams(fault=fault))
     for sid in sessions:
         core.add_session(sid)
     keys = keys or FakeKeyClock()

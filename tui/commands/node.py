@@ -21,6 +21,7 @@ from core.disk.tree import UnsafeFolder
 from core.forwarding.liveness import SessionHeld
 from core.history import HistoryStore, HistoryTooNew
 from core.judging.links import parse_link_spec
+from core.seams import Seams
 from core.serving import ServingCore
 from core.serving.asks import Arbiter
 from core.text import LineFormatter, log_safe
@@ -42,7 +43,7 @@ def node_options(args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK) -> NodeO
         rules_file=rules.expanduser() if rules else None,
         accept_widening=bool(getattr(args, "accept_widening_reloads", False)),
         links=tuple(parse_link_spec(spec, args.link_timeout, clock) for spec in args.links),
-        clock=clock,
+        seams=Seams(clock=clock),
     )
 
 
