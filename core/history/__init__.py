@@ -1,6 +1,6 @@
 """A durable, reviewable history of every ask served (SQLite, WAL), and what it can suggest."""
 
-from core.history.reader import HistoryFilter, HistoryReader, Summary
+from core.history.queries import HistoryFilter, HistoryReader, Summary
 from core.history.rows import HistoryRow
 from core.history.schema import VERSION, HistoryTooNew, migrate
 from core.history.store import HISTORY_FILE, HistoryStore

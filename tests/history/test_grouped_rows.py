@@ -13,6 +13,7 @@ import pytest
 
 from core.history import HistoryStore
 from core.history.writer import ARRIVALS_WAIT_S
+from core.seams import Seams
 from core.serving import ServeEvent
 from core.serving.asks import AskKey
 from core.serving.publisher import VerdictRecord
@@ -68,7 +69,7 @@ async def test_grouped_rows_equal_one_by_one(tmp_path: Path) -> None:
     stores = {}
     for one_by_one in (True, False):
         clock = ManualClock(wall=10.0)
-        store = HistoryStore(tmp_path / f"{one_by_one}.sqlite3", clock=clock)
+        store = HistoryStore(tmp_path / f"{one_by_one}.sqlite3", seams=Seams(clock=clock))
         await play(store, clock, one_by_one)
         stores[one_by_one] = store
     grouped, reference = rows(stores[False]), rows(stores[True])
@@ -96,7 +97,7 @@ async def test_the_delayed_worker_writes_only_arrivals_that_waited(tmp_path: Pat
     that waited `ARRIVALS_WAIT_S` (an ask at a person) is written by the worker alone."""
     clock = ManualClock(wall=10.0)
     path = tmp_path / "history.sqlite3"
-    store = HistoryStore(path, clock=clock)
+    store = HistoryStore(path, seams=Seams(clock=clock))
     old, young = arrival("old", 10.0), arrival("young", 10.4)
     store.observe(old)
     store.observe(young)

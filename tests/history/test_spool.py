@@ -16,6 +16,7 @@ import pytest
 from core.history import HistoryStore
 from core.history.spool import spool_name
 from core.person import DecisionRefused, HumanAuthorizer
+from core.seams import Seams
 from core.serving import ServingCore
 from core.testing import Breakable
 from tests.helpers import read_response_when_written, wait_for, write_request
@@ -47,7 +48,7 @@ async def test_a_fail_safe_close_the_history_could_not_write_by_exit_is_written_
 ) -> None:
     root, state = tmp_path / "root", tmp_path / "state"
     fault = Breakable()
-    store = HistoryStore.in_state_dir(state, fault=fault)
+    store = HistoryStore.in_state_dir(state, seams=Seams(fault=fault))
     await serve_until_the_fail_safe(root, store, fault)
     store.close()  # still failing: what it could not write is kept beside it
     again = HistoryStore.in_state_dir(state)  # the next start, the history healed

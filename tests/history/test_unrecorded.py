@@ -11,6 +11,7 @@ import pytest
 
 from core.history import HistoryStore
 from core.person import DecisionRefused, HumanAuthorizer
+from core.seams import Seams
 from core.serving import ServingCore
 from core.testing import Breakable
 from tests.helpers import read_response_when_written, wait_for, write_request
@@ -20,7 +21,7 @@ from tests.history.support import S, intent
 async def test_a_refused_verdict_is_closed_as_fail_safe_once_the_history_works(tmp_path: Path) -> None:
     root, state = tmp_path / "root", tmp_path / "state"
     fault = Breakable()
-    store = HistoryStore.in_state_dir(state, fault=fault)
+    store = HistoryStore.in_state_dir(state, seams=Seams(fault=fault))
     human = HumanAuthorizer()
     core = ServingCore(root, state, human, ledger=store, retry_delays=(0.0, 0.0, 0.0))
     core.subscribe(store.observe)

@@ -21,6 +21,7 @@ from core.disk.tree import UnsafeFolder
 from core.forwarding.liveness import SessionHeld
 from core.history import HistoryStore, HistoryTooNew
 from core.judging.links import parse_link_spec
+from core.seams import Seams
 from core.serving import ServingCore
 from core.serving.asks import Arbiter
 from core.text import LineFormatter, log_safe
@@ -61,7 +62,7 @@ def open_history(args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK) -> Histo
     if not args.history:
         return None
     try:
-        return HistoryStore.in_state_dir(state_dir(args), retention(args), clock)
+        return HistoryStore.in_state_dir(state_dir(args), retention(args), Seams(clock=clock))
     except (sqlite3.Error, HistoryTooNew) as exc:
         cause = log_safe(str(exc), 400)
         raise SystemExit(f"pi-authorizer: the history cannot be opened ({cause}); use --no-history") from exc
