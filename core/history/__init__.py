@@ -4,7 +4,7 @@ from core.history.queries import HistoryFilter, HistoryReader, Summary
 from core.history.rows import HistoryRow
 from core.history.schema import VERSION, HistoryTooNew, migrate
 from core.history.store import HISTORY_FILE, HistoryStore
-from core.history.writer import Retention
+from core.history.transactions import Retention
 
 __all__ = [
     "HISTORY_FILE",

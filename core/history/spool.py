@@ -1,7 +1,7 @@
 """What the history could not write by the time it closed, kept beside its file for the next open.
 
 A history still failing at exit holds, in its queue, what only this process knows: arrivals, and the
-fail-safe answers whose verdict the ledger refused (`core.history.writer`). Lost, the next start would
+fail-safe answers whose verdict the ledger refused (`core.history.transactions`). Lost, the next start would
 take such an ask's row (still `pending`, its request file gone) for a withdrawal, though its child was
 answered. So they are written, one JSON line each, to `<history file>.unwritten.jsonl` in the state
 dir (created by descriptor, never through a link, made durable, renamed into place); the next open

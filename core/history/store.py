@@ -1,7 +1,7 @@
 """One SQLite row per ask served: the ledger the serving core writes before answering, its observer,
 and the queries over it, in one `HistoryStore`.
 
-The store holds a writer (`core.history.writer`: the file's transactions, the queue of what is
+The store holds a writer (`core.history.transactions`: the file's transactions, the queue of what is
 observed but not written yet, retention, and the spool of what a failing history could not write by
 exit) and readers (`core.history.queries`): one on the writer's connection for the store's own
 queries, and a read-only connection of its own for the ledger's lookups. Rows and their columns are
@@ -29,7 +29,7 @@ from pathlib import Path
 from core.history.open_rows import OPEN, end_unanswered, open_row, open_rows, unwritten_row
 from core.history.queries import HistoryFilter, HistoryReader, Summary
 from core.history.rows import HistoryRow, arrival_values, describe_decider, dumps, outcome_kind, storable
-from core.history.writer import HistoryWriter, Retention
+from core.history.transactions import HistoryWriter, Retention
 from core.seams import PRODUCTION, Seams
 from core.serving import ServeEvent
 from core.serving.asks import AskKey

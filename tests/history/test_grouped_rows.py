@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from core.history import HistoryStore
-from core.history.writer import ARRIVALS_WAIT_S
+from core.history.transactions import ARRIVALS_WAIT_S
 from core.seams import Seams
 from core.serving import ServeEvent
 from core.serving.asks import AskKey
