@@ -1,4 +1,11 @@
-"""A durable, reviewable history of every ask served (SQLite, WAL), and what it can suggest."""
+"""A durable, reviewable history of every ask served (SQLite, WAL), and what it can suggest.
+
+`HistoryStore` (`store`) is the serving core's ledger and observer and the app's queries; it holds a
+`HistoryWriter` (`transactions`: the file's transactions, the queue of what is not written yet, its
+`spool` between runs, retention) and `HistoryReader`s (`queries`). `rows`, `open_rows` and `schema`
+are the table; `suggest`, `rule_edit` and `review_log` are what the review screen and the `history`
+command build on it (rule suggestions, their edit of a rules file, pi's own review log imported).
+"""
 
 from core.history.queries import HistoryFilter, HistoryReader, Summary
 from core.history.rows import HistoryRow

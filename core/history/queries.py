@@ -126,6 +126,7 @@ class HistoryReader:
         return cls(sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=10))
 
     def close(self) -> None:
+        """Close a connection of its own (`read_only`); the writer closes its connection itself."""
         with self._lock:
             self._conn.close()
 
