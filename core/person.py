@@ -1,13 +1,17 @@
-"""The person as a terminal slot: pending asks in arrival order, decided through this API only.
+"""The person as the arbiter: the asks that reached a person, in arrival order, decided through this
+API only.
 
 The TUI subscribes to `HumanAuthorizer` events and calls its decision methods; nothing here knows a
 screen exists, so every decision path is tested without one. Deciding never blocks draining: the
 serving core asks for a decision (`decide`), gets a future and goes on; a decision method resolves
 that future with its decision value and waits for the core's `Answered` on the decision's `reply`.
 
-Every decision a person can take is one API the app drives, kept in one room so no decision path
-bypasses `_take`/`_commit`. Its events and the grant book it needs are `core.person_events`; what a
-whole-session grant would record and decide is `core.person_grant_reach`.
+One room for everything a person's decision touches, so no decision path bypasses `_take`/`_commit`:
+the events the slot publishes (an ask added, withdrawn, decided) and the history outcome of each
+kind of decision; `DecisionRefused`, what a decision method raises; the book of serving-session
+grants it records into (`GrantBook`); and a whole-session grant's reach (what it would record, why
+it is refused, which other pending asks it would decide at once), asked before and when a grant is
+confirmed.
 """
 
 from __future__ import annotations
@@ -15,39 +19,162 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
 
 from core.clock import SYSTEM_CLOCK, Clock, wall_ms
-from core.person_events import (
-    OUTCOMES,
-    AskAdded,
-    AskDecided,
-    AskWithdrawn,
-    DecisionKind,
-    DecisionRefused,
-    GrantBook,
-    HumanEvent,
-)
-from core.person_grant_reach import grant_reach, grant_refusal, proven_direction, serving_grants_of
-from core.rules.session import GrantRefused
-from core.serving.asks import Answered, ArbiterDecision, Ask, AskKey, Decision
+from core.rules.model import DIRECTIONAL_SURFACES
+from core.rules.session_grants import GrantRefused
+from core.serving.asks import Answered, ArbiterDecision, Ask, AskKey, Decision, Judgment
 from core.wire.decisions import UserDecision
-from core.wire.request import SessionGrant
+from core.wire.request import ParsedRequest, SessionGrant
 from core.wire.response import ForwardedResponse, GrantWidth, approve, approve_for_session, deny
 
-# The person's surface for the app: its events and refusals come from here with it.
+# `GrantRefused` (the rules' word) is raised by `approve_for_serving_session`: the app catches it from
+# here, beside the person's own refusal.
 __all__ = [
+    "NO_FACTS_GRANT",
+    "OUTCOMES",
     "AskAdded",
     "AskDecided",
     "AskWithdrawn",
+    "DecisionKind",
     "DecisionRefused",
+    "GrantBook",
     "GrantRefused",
     "HumanAuthorizer",
     "HumanEvent",
+    "grant_reach",
+    "grant_refusal",
     "proven_direction",
+    "serving_grants_of",
 ]
 
+
 log = logging.getLogger("pi_authorizer.human")
+
+
+# -- what the slot tells its listeners, and what it needs -------------------------------------
+
+DecisionKind = Literal[
+    "approved",
+    "approved_for_session",
+    "approved_for_serving_session",
+    "approved_by_serving_grant",
+    "denied",
+    "denied_with_reason",
+]
+#: The history's `outcome` for each kind (default `user`): `w` and the asks its grant decided differ
+#: from a plain `y`, whose response is the same `approved`.
+OUTCOMES: dict[str, str] = {
+    "approved_for_serving_session": "user_grant",
+    "approved_by_serving_grant": "session_grant",
+}
+
+
+@dataclass(frozen=True)
+class AskAdded:
+    ask: Ask
+
+
+@dataclass(frozen=True)
+class AskWithdrawn:
+    """The child gave up (timeout or abandon): the ask can no longer be answered."""
+
+    ask: Ask
+
+
+@dataclass(frozen=True)
+class AskDecided:
+    """`granted_on` names the ask whose whole-session grant decided this one (kind `..._by_serving_grant`);
+    `also`, on the grant's own decision, the other pending asks that grant decided at once."""
+
+    ask: Ask
+    kind: DecisionKind
+    response: ForwardedResponse
+    decided_at: float
+    granted_on: AskKey | None = None
+    also: tuple[AskDecided, ...] = ()
+
+
+HumanEvent = AskAdded | AskWithdrawn | AskDecided
+
+
+class DecisionRefused(Exception):
+    """The decision cannot be taken for this ask (gone, no suggestion, blank reason...)."""
+
+
+class GrantBook(Protocol):
+    """This node's serving-session grants (recorded authority for later forwards)."""
+
+    def refusal(self, agent_name: str, grants: Sequence[SessionGrant]) -> str | None:
+        """Why recording these grants must be refused (the deny they would shadow), or None."""
+
+    def record(self, session_id: str, grants: Sequence[SessionGrant], agent_name: str) -> None:
+        """Record all grants or none (raises `GrantRefused`)."""
+
+    def judge(
+        self, parsed: ParsedRequest, session_id: str, extra: Sequence[SessionGrant] = (),
+        preview: bool = False,
+    ) -> Judgment:
+        """This node's verdict on `parsed`, as if `extra` grants were recorded for `session_id` too
+        (`preview`: a what-if, not a decision)."""
+
+
+# -- a whole-session grant's reach ------------------------------------------------------------
+
+NO_FACTS_GRANT = (
+    "a whole-session grant cannot apply to asks without facts: this node's rules never judge such an "
+    "ask (it always goes to a person), so the grant could never match anything"
+)
+
+
+def serving_grants_of(ask: Ask) -> tuple[SessionGrant, ...]:
+    """The exact (surface, pattern) rules a whole-session approval of `ask` would record."""
+    suggestion = ask.request.session_approval
+    return () if suggestion is None else suggestion.grants
+
+
+def grant_refusal(ask: Ask, book: GrantBook | None) -> str | None:
+    """Why a whole-session grant from `ask` cannot be recorded, or None."""
+    grants = serving_grants_of(ask)
+    if not ask.has_facts:
+        return NO_FACTS_GRANT
+    if not grants:
+        return "the child sent no session suggestion, so there is no grant to record"
+    if book is None:
+        return "this authorizer keeps no serving-session grants"
+    return book.refusal(ask.request.requester_agent_name, grants)
+
+
+def grant_reach(ask: Ask, book: GrantBook | None, pending: Iterable[Ask]) -> tuple[Ask, ...]:
+    """The other `pending` asks a whole-session grant from `ask` would decide (shown before confirming).
+
+    Same served session, with facts, asking now, and allowed once the grant is recorded.
+    """
+    key: AskKey = ask.key
+    grants = serving_grants_of(ask)
+    if book is None or not grants:
+        return ()
+    return tuple(
+        other for other in pending
+        if other.key != key and other.key.session_id == key.session_id and other.has_facts
+        and book.judge(other.parsed, key.session_id, preview=True).verdict == "ask"
+        and book.judge(other.parsed, key.session_id, grants, preview=True).verdict == "allow"
+    )
+
+
+def proven_direction(grants: Sequence[SessionGrant]) -> str | None:
+    """`read` or `write` when every grant is on a directional surface of that one direction, else None
+    (pi's `provenDirectionOf`: only then is "both directions" a different width)."""
+    directions = {g.surface.rsplit("_", 1)[-1] for g in grants if g.surface in DIRECTIONAL_SURFACES}
+    if not grants or len(directions) != 1 or any(g.surface not in DIRECTIONAL_SURFACES for g in grants):
+        return None
+    return directions.pop()
+
+
+# -- the slot ---------------------------------------------------------------------------------
 
 USER = UserDecision(via="dialog")
 #: What a decision call learns when the core never said what became of it (serving ended).

@@ -560,9 +560,10 @@ def check(
     for rid, reads in log.consumed.items():
         if len(reads) > 1 and rid not in forged:
             bad.append(f"{rid}: the child read {len(reads)} responses: {reads}")
-    rows = store._conn.execute(
-        "SELECT request_id, count(*) FROM asks WHERE written = 1 GROUP BY request_id HAVING count(*) > 1"
-    ).fetchall()
+    with contextlib.closing(sqlite3.connect(store.path)) as db:  # the history's rows, as written
+        rows = db.execute(
+            "SELECT request_id, count(*) FROM asks WHERE written = 1 GROUP BY request_id HAVING count(*) > 1"
+        ).fetchall()
     for rid, count in rows:
         bad.append(f"{rid}: {count} verdicts recorded as written")
     # Every response readable, every denial without a person explained.
@@ -601,7 +602,8 @@ def check(
     # Nothing lost: every request a child wrote and left in place was answered or set aside.
     quarantined = {Path(str(r.get("originalPath", ""))).name for r in core.quarantine.records()}
     # A recorded verdict published again after a failed write (`reconcile`) is marked written, not evented.
-    written_rows = {rid for (rid,) in store._conn.execute("SELECT request_id FROM asks WHERE written = 1")}
+    with contextlib.closing(sqlite3.connect(store.path)) as db:
+        written_rows = {rid for (rid,) in db.execute("SELECT request_id FROM asks WHERE written = 1")}
     withdrawn, consumed = log.ids("withdraw"), log.ids("consume")
     for rid in log.ids("write"):
         name = f"{rid}.json"

@@ -1,10 +1,17 @@
-"""A durable, reviewable history of every ask served (SQLite, WAL), and what it can suggest."""
+"""A durable, reviewable history of every ask served (SQLite, WAL), and what it can suggest.
 
-from core.history.reader import HistoryFilter, HistoryReader, Summary
+`HistoryStore` (`store`) is the serving core's ledger and observer and the app's queries; it holds a
+`HistoryWriter` (`transactions`: the file's transactions, the queue of what is not written yet, its
+`spool` between runs, retention) and `HistoryReader`s (`queries`). `rows`, `open_rows` and `schema`
+are the table; `suggest`, `rule_edit` and `review_log` are what the review screen and the `history`
+command build on it (rule suggestions, their edit of a rules file, pi's own review log imported).
+"""
+
+from core.history.queries import HistoryFilter, HistoryReader, Summary
 from core.history.rows import HistoryRow
 from core.history.schema import VERSION, HistoryTooNew, migrate
 from core.history.store import HISTORY_FILE, HistoryStore
-from core.history.writer import Retention
+from core.history.transactions import Retention
 
 __all__ = [
     "HISTORY_FILE",

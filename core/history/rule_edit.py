@@ -37,7 +37,7 @@ class Target:
 
 
 @dataclass(frozen=True)
-class Change:
+class RuleEdit:
     """What confirming would do to one file: its text before (None when missing) and after."""
 
     suggestion: Suggestion
@@ -58,7 +58,7 @@ def targets(rules: PolicyStore) -> list[Target]:
     return found
 
 
-def preview(suggestion: Suggestion, path: Path) -> Change:
+def preview(suggestion: Suggestion, path: Path) -> RuleEdit:
     """The file's text with the rule appended last in its surface (so it wins there), and the diff."""
     before = path.read_text(encoding="utf-8") if path.exists() else None
     if before is not None and strip_comments(before) != before:
@@ -96,12 +96,12 @@ def preview(suggestion: Suggestion, path: Path) -> Change:
             tofile=str(path),
         )
     )
-    return Change(suggestion, path, before, after, diff)
+    return RuleEdit(suggestion, path, before, after, diff)
 
 
 def apply(
-    suggestion: Suggestion, path: Path, confirmed: Change | None = None, rules: PolicyStore | None = None
-) -> Change:
+    suggestion: Suggestion, path: Path, confirmed: RuleEdit | None = None, rules: PolicyStore | None = None
+) -> RuleEdit:
     """Write the rule: only after the person confirmed `confirmed` (the file must not have changed
     since), re-checking the deny guard against the config as it is now when `rules` is given."""
     if rules is not None:

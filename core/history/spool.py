@@ -1,12 +1,13 @@
 """What the history could not write by the time it closed, kept beside its file for the next open.
 
 A history still failing at exit holds, in its queue, what only this process knows: arrivals, and the
-fail-safe answers whose verdict the ledger refused (`core.history.store`). Lost, the next start would
+fail-safe answers whose verdict the ledger refused (`core.history.transactions`). Lost, the next start would
 take such an ask's row (still `pending`, its request file gone) for a withdrawal, though its child was
 answered. So they are written, one JSON line each, to `<history file>.unwritten.jsonl` in the state
 dir (created by descriptor, never through a link, made durable, renamed into place); the next open
-queues them first and removes the file once they are written. A replay is harmless twice over: an
-arrival reopens its own row, a fail-safe close already written is not written again.
+queues them first and removes the file once they are written (the `HistoryWriter` does both). A
+replay is harmless twice over: an arrival reopens its own row, a fail-safe close already written is
+not written again.
 """
 
 from __future__ import annotations
@@ -19,11 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from core.clock import SYSTEM_CLOCK, Clock
 from core.disk.entries import read_small, remove, temp_name, write_new
 from core.disk.tree import Anchor
-from core.history.writer import HistoryWriter, Retention
-from core.seams import FaultHook, no_fault
 from core.serving import ServeEvent
 from core.serving.asks import AskKey
 from core.wire.reader import parse_request
@@ -33,47 +31,6 @@ log = logging.getLogger("pi_authorizer.history")
 
 #: Spools larger than this are not read back (a queue of that size is not this program's own).
 MAX_SPOOL_BYTES = 256 << 20
-
-
-class SpooledWriter(HistoryWriter):
-    """The history's writer whose queue outlives a process that could not write it."""
-
-    def __init__(
-        self, path: Path, retention: Retention | None = None, clock: Clock = SYSTEM_CLOCK,
-        fault: FaultHook = no_fault,
-    ) -> None:
-        super().__init__(path, retention, clock, fault)
-        queued = load(self.path)
-        self._spooled = bool(queued)
-        if not queued:
-            return
-        with self._queue_lock:  # first: an earlier run's rows before this run's
-            self._arrivals[:0] = queued
-        try:
-            self.write_arrivals()
-        except Exception as exc:  # still queued and still spooled: the next transaction writes them
-            log.error("writing %d spooled rows to the history failed: %s", len(queued), exc)
-            return
-        discard(self.path)
-        self._spooled = False
-
-    def close(self) -> None:
-        """What the history still cannot write is spooled beside it for the next open."""
-        try:
-            self.write_arrivals()
-        except Exception as exc:
-            log.error("%d queued rows are kept beside the history for the next start: %s",
-                      len(self._arrivals), exc)
-        with self._queue_lock:
-            queued, self._arrivals = self._arrivals, []
-        try:
-            if queued:
-                save(self.path, queued)
-            elif self._spooled:
-                discard(self.path)
-        except OSError as exc:
-            log.error("%d queued rows were not written to the history: %s", len(queued), exc)
-        super().close()
 
 
 def spool_name(history: Path) -> str:

@@ -1,7 +1,11 @@
-"""One SQLite row per ask served: the ledger the serving core writes before answering, and its observer.
+"""One SQLite row per ask served: the ledger the serving core writes before answering, its observer,
+and the queries over it, in one `HistoryStore`.
 
-Rows and their columns are in `core.history.rows`, queries in `core.history.reader`, the file's
-transactions, arrival queue and retention in `core.history.writer`.
+The store holds a writer (`core.history.transactions`: the file's transactions, the queue of what is
+observed but not written yet, retention, and the spool of what a failing history could not write by
+exit) and readers (`core.history.queries`): one on the writer's connection for the store's own
+queries, and a read-only connection of its own for the ledger's lookups. Rows and their columns are
+in `core.history.rows`.
 
 Durability order (the reason this is a ledger and not a log): `record_verdicts` commits a batch
 with `synchronous=FULL` before the publisher (`core.serving.publisher`) links its responses into place, so
@@ -19,58 +23,89 @@ by a fail-safe denial (`core.serving.publisher`); its `answered` event (with the
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 from collections.abc import Collection, Sequence
 from pathlib import Path
-from urllib.parse import quote
 
-from core.clock import SYSTEM_CLOCK, Clock
-from core.history.open_rows import OPEN, end_unanswered, holds_response, open_row, open_rows, unwritten_row
-from core.history.reader import HistoryReader
-from core.history.rows import arrival_values, describe_decider, dumps, outcome_kind, storable
-from core.history.spool import SpooledWriter
-from core.history.writer import Retention
-from core.seams import FaultHook, no_fault
+from core.history.open_rows import OPEN, end_unanswered, open_row, open_rows, unwritten_row
+from core.history.queries import HistoryFilter, HistoryReader, Summary
+from core.history.rows import HistoryRow, arrival_values, describe_decider, dumps, outcome_kind, storable
+from core.history.transactions import HistoryWriter, Retention
+from core.seams import PRODUCTION, Seams
 from core.serving import ServeEvent
 from core.serving.asks import AskKey
 from core.serving.verdicts import RecordedVerdict, VerdictRecord, WrittenMark
 from core.wire.decisions import decision_source_json
 from core.wire.reader import RequestRejected, parse_request
 from core.wire.request import ParsedRequest
-from core.wire.response import encode_response
 
 HISTORY_FILE = "history.sqlite3"
 
 
-class HistoryStore(SpooledWriter):
+class HistoryStore:
     """The history file: a `core.serving.Ledger`, a serve observer (`observe`), and its queries."""
 
     @classmethod
     def in_state_dir(
-        cls,
-        state_dir: Path,
-        retention: Retention | None = None,
-        clock: Clock = SYSTEM_CLOCK,
-        fault: FaultHook = no_fault,
+        cls, state_dir: Path, retention: Retention | None = None, seams: Seams = PRODUCTION
     ) -> HistoryStore:
-        return cls(state_dir / HISTORY_FILE, retention, clock, fault)
+        return cls(state_dir / HISTORY_FILE, retention, seams)
 
-    def __init__(self, path: Path, retention: Retention | None = None, clock: Clock = SYSTEM_CLOCK,
-                 fault: FaultHook = no_fault) -> None:
-        super().__init__(path, retention, clock, fault)
+    def __init__(self, path: Path, retention: Retention | None = None, seams: Seams = PRODUCTION) -> None:
+        """Of the seams, the clock and the fault hook (a history transaction's stage: `history`)."""
+        self.path = path
+        self.clock = seams.clock
+        self._writer = HistoryWriter(path, retention, seams)
+        self.retention = self._writer.retention
+        self._queries = self._writer.queries()
         self._lookups = self.reader()
 
     def close(self) -> None:
+        """What the history still cannot write is spooled beside it for the next open."""
         self._lookups.close()
-        super().close()
+        self._writer.close()
 
     def reader(self) -> HistoryReader:
         """A second, read-only connection (for a thread worker: never holds up the ledger). Arrivals
         still queued are written first, so it sees every ask observed so far (if the history cannot
         write now, they stay queued and the read goes on without them)."""
-        self._write_arrivals_soon()
-        uri = f"file:{quote(str(self.path))}?mode=ro"
-        return HistoryReader(sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=10))
+        self._writer.write_arrivals_soon()
+        return HistoryReader.read_only(self.path)
+
+    # -- queries (what is queued is written first: they see every ask observed) -----------------
+
+    def ids(self, where: HistoryFilter | None = None, limit: int | None = None) -> list[int]:
+        """Matching row ids, newest first: the review list pages through these."""
+        return self._queries.ids(where, limit)
+
+    def rows(self, ids: Sequence[int]) -> list[HistoryRow]:
+        """The rows with these ids, in the order given."""
+        return self._queries.rows(ids)
+
+    def query(self, where: HistoryFilter | None = None, limit: int | None = None) -> list[HistoryRow]:
+        """The newest `limit` matching rows, newest first."""
+        return self._queries.query(where, limit)
+
+    def summary(self, where: HistoryFilter | None = None) -> Summary:
+        """What the review screen's summary line says about the matching rows."""
+        return self._queries.summary(where)
+
+    def distinct(self, column: str) -> list[str]:
+        """Values seen in one filterable column (for filter hints and suggestion checks)."""
+        return self._queries.distinct(column)
+
+    # -- writing outside serving: imports, retention, the queue ---------------------------------
+
+    def insert_rows(self, rows: Sequence[dict[str, object]]) -> int:
+        """Bulk insert (imports, benchmarks); rows whose `import_key` is already stored are skipped."""
+        return self._writer.insert_rows(rows)
+
+    def prune(self, now: float | None = None) -> int:
+        """Apply the retention limits now; returns how many rows were removed."""
+        return self._writer.prune(now)
+
+    def write_arrivals(self, until: float | None = None) -> None:
+        """Write what is queued (observed at `until` or before) now, in one transaction."""
+        self._writer.write_arrivals(until)
 
     # -- the Ledger protocol --------------------------------------------------------------------
 
@@ -80,11 +115,11 @@ class HistoryStore(SpooledWriter):
         A verdict whose arrival is still queued (a burst) is written with it as one new row; any
         other updates the open row of its request file (or a row made for it)."""
         now = self.clock.wall()
-        with self._tx(durable=True, claim={verdict.key for verdict in verdicts}) as conn:
+        with self._writer.transaction(durable=True, claim={verdict.key for verdict in verdicts}) as conn:
             found = open_rows(conn, [verdict.key for verdict in verdicts])
             fresh: list[dict[str, object]] = []
             for verdict in verdicts:
-                arrival = self._claimed.pop(verdict.key, None)
+                arrival = self._writer.take_claimed(verdict.key)
                 row = found.get(verdict.key)
                 if row is None and arrival is not None:
                     assert arrival.parsed is not None
@@ -94,18 +129,18 @@ class HistoryStore(SpooledWriter):
                     continue
                 # The person's time counts from when the ask was shown; a rule's from its arrival.
                 row = row or unwritten_row(conn, verdict.key)  # decided again after a failed write
-                row_id, started = row or self._insert_arrival(conn, verdict.key, verdict.parsed, now)
+                row_id, started = row or self._writer.insert_arrival(conn, verdict.key, verdict.parsed, now)
                 columns = _verdict_columns(verdict, now, started)
                 assignments = ", ".join(f"{name} = ?" for name in columns)
                 conn.execute(
                     f"UPDATE asks SET {assignments} WHERE id = ?", storable((*columns.values(), row_id))
                 )
-            self._insert_many(conn, fresh)
+            self._writer.insert_many(conn, fresh)
 
     def mark_written(self, marks: Sequence[WrittenMark]) -> None:
         """The responses were linked (or found already there): for their children the asks have ended."""
         now = self.clock.wall()
-        with self._tx(arrivals=False) as conn:  # rows with a response: recorded, never queued
+        with self._writer.transaction(arrivals=False) as conn:  # rows with a response: recorded, never queued
             conn.executemany(
                 "UPDATE asks SET written = ?, ended_at = CASE WHEN ? THEN ? ELSE ended_at END "
                 "WHERE id = (SELECT id FROM asks WHERE served_session = ? AND request_id = ? "
@@ -124,7 +159,7 @@ class HistoryStore(SpooledWriter):
     def observe(self, event: ServeEvent) -> None:
         """Subscribe this to `ServingCore.subscribe`: every request file's fate lands in a row."""
         if event.kind == "arrived" or (event.kind == "answered" and event.reason is not None):
-            self._arrived(event)  # an answer with a reason: the ledger refused its verdict
+            self._writer.queue(event)  # an answer with a reason: the ledger refused its verdict
         elif event.kind == "withdrawn":
             self._withdrawn(event)
         elif event.kind == "left":
@@ -139,7 +174,7 @@ class HistoryStore(SpooledWriter):
         one served the session (a `left` one was most likely answered elsewhere and stays `left`).
         Returns how many rows were closed."""
         ended = self.clock.wall() if at is None else at
-        with self._tx() as conn:
+        with self._writer.transaction() as conn:
             rows = conn.execute(
                 "SELECT id, request_name FROM asks WHERE served_session = ? AND verdict IS NULL "
                 "AND outcome IN (?, ?) AND ended_at IS NULL",
@@ -158,51 +193,13 @@ class HistoryStore(SpooledWriter):
         """The TUI showed this ask to the person (the first time counts)."""
         self._set_open(key, "shown_at = COALESCE(shown_at, ?)", (self.clock.wall() if at is None else at,))
 
-    def _write_arrivals(self, conn: sqlite3.Connection, pending: Sequence[ServeEvent]) -> None:
-        """The queue: arrivals, then the fail-safe answers the ledger did not record."""
-        super()._write_arrivals(conn, [event for event in pending if event.kind == "arrived"])
-        for event in pending:
-            if event.kind == "answered":
-                self._close_unrecorded(conn, event, open_row(conn, event.key))
-
-    def _close_unrecorded(
-        self, conn: sqlite3.Connection, event: ServeEvent, found: tuple[int, float] | None
-    ) -> None:
-        """The fail-safe denial published when the ledger refused the verdict: the row says so, and
-        keeps its bytes (a request under that id is never answered twice)."""
-        assert event.parsed is not None and event.response is not None
-        body = encode_response(event.response)
-        if found is None and holds_response(conn, event.key, body):
-            return  # already closed (a spool replayed twice)
-        row_id, started = found or self._insert_arrival(conn, event.key, event.parsed, event.at)
-        response, source = event.response, event.response.decided_by
-        conn.execute(
-            "UPDATE asks SET decided_at = ?, verdict = ?, decided_by = ?, decider = ?, "
-            "responder_session = ?, decide_ms = ?, outcome = 'fail-safe', reason = ?, response = ?, "
-            "written = 1, ended_at = ? WHERE id = ?",
-            storable(
-                (
-                    event.at,
-                    response.state,
-                    dumps(decision_source_json(source)) if source is not None else None,
-                    describe_decider(source, "fail-safe"),
-                    response.responder_session_id,
-                    (event.at - started) * 1000,
-                    response.denial_reason,
-                    body,
-                    event.at,
-                    row_id,
-                )
-            ),
-        )
-
     def _withdrawn(self, event: ServeEvent) -> None:
-        with self._tx() as conn:
+        with self._writer.transaction() as conn:
             found = open_row(conn, event.key)
             if found is None:
                 if end_unanswered(conn, event.key, event.at) or event.parsed is None:
                     return
-                found = self._insert_arrival(conn, event.key, event.parsed, event.at)
+                found = self._writer.insert_arrival(conn, event.key, event.parsed, event.at)
             # A left ask that vanishes was most likely answered elsewhere: it stays `left`.
             conn.execute(
                 "UPDATE asks SET ended_at = ?, outcome = CASE outcome WHEN 'left' THEN 'left' "
@@ -211,7 +208,7 @@ class HistoryStore(SpooledWriter):
             )
 
     def _set_open(self, key: AskKey, assignment: str, params: Sequence[object]) -> None:
-        with self._tx() as conn:
+        with self._writer.transaction() as conn:
             found = open_row(conn, key)
             if found is not None:
                 conn.execute(f"UPDATE asks SET {assignment} WHERE id = ?", storable((*params, found[0])))
@@ -221,8 +218,8 @@ class HistoryStore(SpooledWriter):
         if event.raw is not None:
             with contextlib.suppress(RequestRejected):
                 parsed = parse_request(event.raw)
-        with self._tx() as conn:
-            row_id, _ = self._insert_arrival(conn, event.key, parsed, event.at, event.raw)
+        with self._writer.transaction() as conn:
+            row_id, _ = self._writer.insert_arrival(conn, event.key, parsed, event.at, event.raw)
             conn.execute(
                 "UPDATE asks SET outcome = ?, reason = ?, ended_at = ? WHERE id = ?",
                 storable((event.kind, event.reason, event.at, row_id)),

@@ -19,7 +19,7 @@ from core.rules.evaluate import any_value
 from core.rules.matcher import compile_wildcard, expand_home
 from core.rules.model import PATH_SURFACES, family_members
 from core.rules.policy import Policy
-from core.rules.session import find_shadowed_deny
+from core.rules.session_grants import find_shadowed_deny
 
 DEFAULT_THRESHOLD = 5
 RECENT_DECISIONS = 5000

@@ -1,0 +1,8 @@
+"""This node's own judgment of an ask, before a person sees it: the serving core's `Judge` and `Chain`.
+
+`recorded` is the recorded authority (`RecordedAuthority`: this node's rules from `core.rules`, plus
+the serving-session grants a person made) and `LinkChain`, the chain as serving sees it; `links`
+holds the chain's links (external judges consulted in order on the child's facts, an allow on a path
+capped to defer); `grant_log`, who made each serving-session grant, when, and what it has decided
+since. A request without usable facts reaches none of them: it goes to a person.
+"""

@@ -16,12 +16,12 @@ from typing import Literal
 
 from core.clock import SYSTEM_CLOCK, Clock
 from core.forwarding.inotify import FolderWatch
-from core.judging.grants import GrantEntry, GrantLog
+from core.judging.grant_log import GrantEntry, GrantLog
 from core.judging.links import AuthorizerChain
 from core.rules import ConfigError, PolicyStore, SessionGrants
 from core.rules.explain import Explanation, explain
 from core.rules.reloads import PendingReload
-from core.rules.session import grant_rules
+from core.rules.session_grants import grant_rules
 from core.serving import NO_FACTS_EXPLANATION
 from core.serving.asks import Judgment, LazySequence
 from core.text import log_safe

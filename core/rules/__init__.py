@@ -13,11 +13,11 @@ from core.rules.agent_names import suspicious_agent_reason
 from core.rules.config import PolicyStore
 from core.rules.model import Action, ConfigError, Rule
 from core.rules.policy import Policy
-from core.rules.render import render_trail
 from core.rules.resolver import Resolution, explain_no_facts, resolve_with_policy
 from core.rules.scopes import FileSignature
-from core.rules.session import GrantRefused, RecordedGrant, SessionGrants, ShadowedDeny
+from core.rules.session_grants import GrantRefused, RecordedGrant, SessionGrants, ShadowedDeny
 from core.rules.settings import Settings
+from core.rules.trail import render_trail
 from core.wire.facts import AskingUnit, IntentFacts
 
 __all__ = [

@@ -13,8 +13,8 @@ from functools import cached_property
 from core.rules.config import PolicyStore
 from core.rules.judge import RulesDecision
 from core.rules.model import Action, ConfigError, Rule, Step
-from core.rules.render import render_trail
 from core.rules.resolver import Resolution, explain_no_facts, resolve_with_policy
+from core.rules.trail import render_trail
 from core.wire.facts import IntentFacts
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from core.rules.files import MAX_CONFIG_NESTING
+from core.rules.bounded_read import MAX_CONFIG_NESTING
 
 
 class NestedTooDeeply(ValueError):

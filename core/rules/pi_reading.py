@@ -24,7 +24,7 @@ verdict (see `docs/fidelity.md`). The differences live here, as facts about pi's
   which still replaces a lower scope's bare state), and in the frontmatter a root `__proto__:`
   map is where `permission` is looked up when the root has none.
 - Bytes that are not UTF-8 are read as U+FFFD (node's decoder), not refused
-  (`core.rules.files.read_config_text(lenient=True)`).
+  (`core.rules.bounded_read.read_config_text(lenient=True)`).
 """
 
 from __future__ import annotations

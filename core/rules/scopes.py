@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from core.rules.files import read_config_text
+from core.rules.bounded_read import read_config_text
 from core.rules.frontmatter import FrontmatterError, read_permission_block
 from core.rules.jsonc import loads_jsonc
 from core.rules.model import DIRECTIONAL_SURFACES, FAMILIES, Action, ConfigError

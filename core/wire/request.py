@@ -79,7 +79,8 @@ class ForwardedAccessIntent(WireModel):
 
 class SessionGrant(WireModel):
     """One (surface, pattern) of the child's `sessionApproval` suggestion. Not yet a grant of this node:
-    that is `core.rules.session.RecordedGrant`, made only when a person approves for the serving session."""
+    that is `core.rules.session_grants.RecordedGrant`, made only when a person approves for the serving
+    session."""
 
     surface: Annotated[str, Field(min_length=1)]
     pattern: str

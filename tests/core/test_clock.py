@@ -157,7 +157,7 @@ async def test_a_failed_response_write_is_retried_after_its_backoff_on_the_clock
 
 async def test_a_failed_record_is_retried_after_its_backoff_on_the_clock(tmp_path: Path) -> None:
     clock = ManualClock()
-    store = HistoryStore.in_state_dir(tmp_path / "state", clock=clock)
+    store = HistoryStore.in_state_dir(tmp_path / "state", seams=Seams(clock=clock))
     ledger = FailingLedger(store, failures=1)
     async with serving(tmp_path, clock, ledger=ledger, retry_delays=(30.0,)) as root:
         write_request(root, S, "flaky")
@@ -174,7 +174,7 @@ async def test_a_failed_record_is_retried_after_its_backoff_on_the_clock(tmp_pat
 async def test_a_failed_note_of_a_written_response_is_retried_on_the_clock(tmp_path: Path) -> None:
     """A visible response whose note fails once ends noted (`written == 1`), not recorded as unwritten."""
     clock = ManualClock()
-    store = HistoryStore.in_state_dir(tmp_path / "state", clock=clock)
+    store = HistoryStore.in_state_dir(tmp_path / "state", seams=Seams(clock=clock))
     ledger = FailingLedger(store, failures=0, mark_failures=1)
     async with serving(tmp_path, clock, ledger=ledger, retry_delays=(30.0,)) as root:
         write_request(root, S, "noted")

@@ -1,4 +1,5 @@
-"""`pi-authorizer history`: an escaped table or JSON Lines, filtered; pi's review log imported."""
+"""`pi-authorizer history`: an escaped table or JSON Lines, filtered; pi's review log imported; the
+serving options that set the history's retention."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from core.history import HistoryStore
 from core.history.rows import COLUMNS
 from core.history.store import HISTORY_FILE
 from tui.commands import arguments, history
+from tui.commands.node import open_history
+from tui.commands.options import add_serving_options
 
 HOSTILE = "git status\x1b[2J\u202eevil\u200b [bold]x[/]"
 
@@ -175,3 +178,22 @@ def test_pi_review_log_import_tolerates_garbage_and_is_idempotent(
     )
     assert run("--state-dir", str(state), "--import-pi-log", str(log)) == 0
     assert "imported 0 decisions from pi's review log (2 already there" in capsys.readouterr().err
+
+
+def test_retention_from_the_command_line(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    old = {"served_session": "s", "request_name": "old.json", "arrived_at": time.time() - 3 * 86400,
+           "outcome": "rule"}
+    new = {**old, "request_name": "new.json", "arrived_at": time.time()}
+    HistoryStore.in_state_dir(state).insert_rows([old, new])
+    parser = argparse.ArgumentParser()
+    add_serving_options(parser)
+    args = parser.parse_args(["--state-dir", str(state), "--keep-history", "2d", "--keep-history-rows", "10"])
+    store = open_history(args)
+    assert store is not None
+    assert store.retention.max_age_s == 2 * 86400 and store.retention.max_rows == 10
+    assert [r.request_name for r in store.query()] == ["new.json"]
+    forever = open_history(
+        parser.parse_args(["--state-dir", str(state), "--keep-history", "0", "--keep-history-rows", "0"])
+    )
+    assert forever is not None and (forever.retention.max_age_s, forever.retention.max_rows) == (None, None)

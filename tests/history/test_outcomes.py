@@ -1,20 +1,33 @@
-"""Every way an ask ends reaches the history with the right fields, through a real serving core."""
+"""Every way an ask ends reaches the history with the right fields, through a real serving core: the
+time to decide counts from when the ask was shown, an ask withdrawn while no one served is closed at
+the next start, and the requester's and the principal's agent names are both kept (flagged when they
+differ)."""
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from core.person import AskAdded, HumanAuthorizer
-from core.serving.asks import DenyingArbiter, Judgment, LeavingArbiter
+from core.serving import ServingCore
+from core.serving.asks import AskKey, DenyingArbiter, Judgment, LeavingArbiter
 from core.serving.verdicts import RecordedVerdict
 from core.wire.decisions import AuthorizerDecision
 from core.wire.request import ParsedRequest
-from tests.helpers import response_path, wait_for, write_request, write_request_bytes
+from core.wiring import take_session
+from tests.helpers import (
+    read_response_when_written,
+    response_path,
+    wait_for,
+    write_request,
+    write_request_bytes,
+)
 from tests.history.support import Node, S, intent, suggestion
+from tui.commands.history import _cells
 
 
 @pytest.fixture
@@ -173,3 +186,78 @@ async def test_history_tells_once_child_session_whole_session_grant_and_its_deci
         "rule": ("rule", "approved", "rule bash 'git *' (global)"),
     }
     assert node.history.summary().median_person_ms is not None
+
+
+@pytest.fixture
+async def bare_node(tmp_path: Path) -> AsyncIterator[Node]:
+    n = Node(tmp_path)
+    yield n
+    if hasattr(n, "task"):
+        await n.stop()
+
+
+async def test_time_to_decide_counts_from_when_the_ask_was_shown(bare_node: Node) -> None:
+    human = HumanAuthorizer()
+    await bare_node.start(human)
+    write_request(bare_node.root, S, "p", accessIntent=intent("bash", "make test"))
+    await wait_for(lambda: bool(human.pending()), what="pending ask")
+    arrived = bare_node.only_row().arrived_at
+    shown = arrived - 100.0  # an explicit, distinct instant: the span must start here, not at arrival
+    bare_node.history.mark_shown(AskKey(S, "p.json"), shown)
+    await human.approve_once(human.pending()[0].key)
+    await wait_for(lambda: bare_node.only_row().decided_at is not None, what="decided row")
+    row = bare_node.only_row()
+    assert row.shown_at == shown and row.decided_at is not None and row.decide_ms is not None
+    assert row.decide_ms == pytest.approx((row.decided_at - shown) * 1000)
+    assert row.decide_ms >= 100_000
+
+
+async def test_an_ask_withdrawn_while_no_one_served_is_closed_at_start(bare_node: Node) -> None:
+    human = HumanAuthorizer()
+    await bare_node.start(human)
+    gone = write_request(bare_node.root, S, "gone", accessIntent=intent("bash", "make a"))
+    write_request(bare_node.root, S, "stays", accessIntent=intent("bash", "make b"))
+    await wait_for(lambda: len(human.pending()) == 2, what="two pending asks")
+    await bare_node.stop()
+    gone.unlink()  # the child gave up while pi-authorizer was down
+    assert {r.outcome for r in bare_node.history.query()} == {"pending"}
+
+    core = ServingCore(bare_node.root, bare_node.state, HumanAuthorizer(), ledger=bare_node.history)
+    assert take_session(core, bare_node.history, S).inbox.session_id == S
+    try:
+        outcomes = {r.request_id: (r.outcome, r.ended_at is not None) for r in bare_node.history.query()}
+        assert outcomes == {"gone": ("withdrawn", True), "stays": ("pending", False)}
+    finally:
+        for served in core.served:
+            served.heartbeat.clear()
+            served.lock.release()
+
+
+async def test_log_and_history_show_both_names_when_they_differ(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    node = Node(tmp_path, {"bash": {"git *": "allow"}})
+    await node.start(DenyingArbiter())
+    try:
+        with caplog.at_level(logging.INFO, logger="pi_authorizer"):
+            write_request(node.root, S, "r1", requesterAgentName="Plan",
+                          accessIntent=intent("bash", "git status", agent="Explore"))
+            await read_response_when_written(node.root, S, "r1")
+            write_request(node.root, S, "r2", requesterAgentName="Explore",
+                          accessIntent=intent("bash", "git log", agent="Explore"))
+            await read_response_when_written(node.root, S, "r2")
+            # The served line is logged once the request is removed, a moment after the response.
+            await wait_for(
+                lambda: any("request=r2" in (m := r.getMessage()) and "->" in m for r in caplog.records),
+                what="r2's served line",
+            )
+    finally:
+        await node.stop()
+    messages = [record.getMessage() for record in caplog.records]
+    served = [m for m in messages if "request=r" in m and "->" in m]
+    assert any("request=r1" in m and "agent=Explore requester=Plan AGENT-MISMATCH" in m for m in served)
+    assert any("request=r2" in m and "agent=Explore" in m and "MISMATCH" not in m for m in served)
+    rows = {row.request_id: row for row in node.history.query()}
+    assert rows["r1"].agent == "Explore" and rows["r1"].requester_agent() == "Plan"
+    assert rows["r1"].agent_mismatch() is not None and rows["r2"].agent_mismatch() is None
+    assert _cells(rows["r1"])[1] == "Explore [requester Plan]"

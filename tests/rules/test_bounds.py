@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 
 from core.rules import PolicyStore
+from core.rules.bounded_read import MAX_CONFIG_BYTES, MAX_CONFIG_NESTING
 from core.rules.config import MAX_CACHED_POLICIES
-from core.rules.files import MAX_CONFIG_BYTES, MAX_CONFIG_NESTING
 from tests.rules.support import Layout, resolve
 
 

@@ -62,7 +62,7 @@ def open_history(args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK) -> Histo
     if not args.history:
         return None
     try:
-        return HistoryStore.in_state_dir(state_dir(args), retention(args), clock)
+        return HistoryStore.in_state_dir(state_dir(args), retention(args), Seams(clock=clock))
     except (sqlite3.Error, HistoryTooNew) as exc:
         cause = log_safe(str(exc), 400)
         raise SystemExit(f"pi-authorizer: the history cannot be opened ({cause}); use --no-history") from exc

@@ -12,7 +12,7 @@ import time
 from textual.content import Content
 
 from core.history import HistoryRow, Summary
-from core.history.rule_edit import Change, Target
+from core.history.rule_edit import RuleEdit, Target
 from tui.sanitize import sanitize
 
 
@@ -91,7 +91,7 @@ def detail_content(row: HistoryRow) -> Content:
     return Content("\n").join(lines)
 
 
-def change_content(change: Change, target: Target) -> Content:
+def change_content(change: RuleEdit, target: Target) -> Content:
     """The confirm step: the exact rule JSON, the file it goes to, and the diff of that file."""
     rule = json.dumps(change.suggestion.rule_json(), indent=2, ensure_ascii=False)
     lines: list[Content] = [

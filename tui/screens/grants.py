@@ -18,7 +18,7 @@ from textual.containers import Vertical
 from textual.content import Content
 from textual.widgets import DataTable, Footer, Header, Static
 
-from core.judging.grants import GrantEntry
+from core.judging.grant_log import GrantEntry
 from core.judging.recorded import RecordedAuthority
 from tui.render.styles import DIM, WARN
 from tui.sanitize import sanitize

@@ -19,7 +19,7 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from core.history import HistoryRow
-from core.history.rule_edit import Change, apply, preview, targets
+from core.history.rule_edit import RuleEdit, apply, preview, targets
 from core.history.suggest import Suggestion, SuggestionRefused
 from core.rules import PolicyStore
 from tui.keysafety import KeySafety
@@ -108,7 +108,7 @@ class ConfirmRuleScreen(ModalScreen[bool]):
         self.targets = targets(rules)
         # The --rules file is the default; a pi config layer only when the person picks it (`t`).
         self.chosen = 0 if self.targets[0].kind == "authorizer" else -1
-        self.change: Change | None = None
+        self.change: RuleEdit | None = None
 
     def compose(self) -> ComposeResult:
         with Vertical(), VerticalScroll():

@@ -1,5 +1,6 @@
-"""The history file's write side: one connection and one lock, the transactions, the arrival queue,
-row inserts and retention. `core.history.store.HistoryStore` builds the ledger and the observer on it.
+"""The history file's write side: one connection under one lock, its transactions, the queue of what
+is observed but not written yet, row inserts and retention. `core.history.store.HistoryStore` writes
+the ledger and the observer's facts through it.
 
 Durability: every transaction commits with `synchronous=NORMAL` (it survives a killed process;
 losing it to a power cut only loses display data) except a `durable` one, which commits with
@@ -8,10 +9,14 @@ written together: queued as they are observed; the verdict transaction of a batc
 arrivals of its own asks and writes each with its verdict as one row; any other transaction and any
 read write what is queued; a worker writes the arrivals that waited `ARRIVALS_WAIT_S` (an ask that
 went to a person), and only those: in a burst the younger ones are taken by their batches.
-A failed transaction keeps the queue (with any fail-safe answer the ledger refused, see the store).
 
-Size: the arrival queue, its delayed worker and the transactions that drain it are one state under
-one lock (`_tx` takes the queue); split apart, each half would reach into the other's.
+The queue also holds the fail-safe answers whose verdict the ledger refused (the store's `observe`
+queues them like arrivals): written, each closes its ask's row as `fail-safe`. A failed transaction
+keeps the queue for the next one; what is still queued when the writer closes is spooled beside the
+file (`core.history.spool`) and queued first by the next open.
+
+Size: the queue, its delayed worker and the transactions that drain it are one state under one
+lock (`transaction` takes the queue); split apart, each half would reach into the other's.
 """
 
 # SQL text here is assembled from constant fragments only; every value is a bound parameter.
@@ -29,16 +34,18 @@ from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.clock import SYSTEM_CLOCK, Clock
 from core.disk.tree import FILE_MODE, Anchor
-from core.history.open_rows import open_rows
-from core.history.reader import HistoryReader
-from core.history.rows import arrival_values, storable
+from core.history import spool
+from core.history.open_rows import holds_response, open_row, open_rows
+from core.history.queries import HistoryReader
+from core.history.rows import arrival_values, describe_decider, dumps, storable
 from core.history.schema import migrate
-from core.seams import FaultHook, no_fault
+from core.seams import PRODUCTION, Seams
 from core.serving import ServeEvent
 from core.serving.asks import AskKey
+from core.wire.decisions import decision_source_json
 from core.wire.request import ParsedRequest
+from core.wire.response import encode_response
 
 log = logging.getLogger("pi_authorizer.history")
 
@@ -56,45 +63,77 @@ class Retention:
     every: int = 500
 
 
-class HistoryWriter(HistoryReader):
-    """The history file opened for writing: its transactions, the arrival queue, inserts, retention."""
+class HistoryWriter:
+    """The history file opened for writing: its transactions, the queue, inserts, retention."""
 
-    def __init__(
-        self, path: Path, retention: Retention | None = None, clock: Clock = SYSTEM_CLOCK,
-        fault: FaultHook = no_fault,
-    ) -> None:
-        """`fault` is a test seam: called as `history` at the start of every write transaction."""
+    def __init__(self, path: Path, retention: Retention | None = None, seams: Seams = PRODUCTION) -> None:
+        """Of the seams, the clock (the queue's ages, retention) and the fault hook, called as
+        `history` at the start of every write transaction."""
         self.path = path
         self.retention = retention or Retention()
-        self.clock = clock
-        self.fault = fault
+        self.clock = seams.clock
+        self._fault = seams.fault
         with Anchor(path.parent, "state dir").folder(create=True) as folder:
             # Created owner-only, and refused (ELOOP) when a link stands in its place; SQLite then
             # opens it by path: the state dir is this node's own, children never write there.
             flags = os.O_CREAT | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC
             os.close(os.open(path.name, flags, FILE_MODE, dir_fd=folder))
-        super().__init__(sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10))
+        self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10)
+        # The connection's lock (reentrant: a read writes what is queued first, in its own transaction).
+        self._lock = threading.RLock()
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
         migrate(self._conn)
         self._since_prune = 0
-        self._arrivals: list[ServeEvent] = []
+        self._queue: list[ServeEvent] = []
         self._claimed: dict[AskKey, ServeEvent] = {}
         self._worker_armed = False  # a delayed worker is due (set and cleared under the queue lock)
         # Its own lock: the event loop queues an arrival without waiting for a transaction in progress.
         self._queue_lock = threading.Lock()
         self.prune()
+        self._spooled = self._queue_spooled()
+
+    def _queue_spooled(self) -> bool:
+        """What an earlier run could not write, queued first and written now: whether it stays spooled."""
+        spooled = spool.load(self.path)
+        if not spooled:
+            return False
+        with self._queue_lock:  # first: an earlier run's rows before this run's
+            self._queue[:0] = spooled
+        try:
+            self.write_arrivals()
+        except Exception as exc:  # still queued and still spooled: the next transaction writes them
+            log.error("writing %d spooled rows to the history failed: %s", len(spooled), exc)
+            return True
+        spool.discard(self.path)
+        return False
 
     def close(self) -> None:
+        """What the history still cannot write is spooled beside it for the next open."""
         try:
             self.write_arrivals()
         except Exception as exc:
-            log.error("%d queued rows were not written to the history: %s", len(self._arrivals), exc)
-        super().close()
+            log.error("%d queued rows are kept beside the history for the next start: %s",
+                      len(self._queue), exc)
+        with self._queue_lock:
+            queued, self._queue = self._queue, []
+        try:
+            if queued:
+                spool.save(self.path, queued)
+            elif self._spooled:
+                spool.discard(self.path)
+        except OSError as exc:
+            log.error("%d queued rows were not written to the history: %s", len(queued), exc)
+        with self._lock:
+            self._conn.close()
 
-    # -- the arrival queue ----------------------------------------------------------------------
+    def queries(self) -> HistoryReader:
+        """Queries on this connection; each writes what is queued first (see `reading`)."""
+        return HistoryReader(self._conn, self.reading)
 
-    def _arrived(self, event: ServeEvent) -> None:
+    # -- the queue ------------------------------------------------------------------------------
+
+    def queue(self, event: ServeEvent) -> None:
         """Queued: a burst's arrivals (and unrecorded fail-safe answers) are written together (see the
         module docstring)."""
         assert event.parsed is not None
@@ -102,21 +141,22 @@ class HistoryWriter(HistoryReader):
             loop = asyncio.get_running_loop()
         except RuntimeError:
             with self._queue_lock:
-                self._arrivals.append(event)
+                self._queue.append(event)
             self.write_arrivals()
             return
         with self._queue_lock:
-            self._arrivals.append(event)
+            self._queue.append(event)
             arm, self._worker_armed = not self._worker_armed, True
         if arm:
             self._worker_later(loop)
 
     def _worker_later(self, loop: asyncio.AbstractEventLoop) -> None:
-        loop.call_later(ARRIVALS_WAIT_S, loop.run_in_executor, None, self._write_arrivals_soon, loop)
+        loop.call_later(ARRIVALS_WAIT_S, loop.run_in_executor, None, self.write_arrivals_soon, loop)
 
-    def _write_arrivals_soon(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+    def write_arrivals_soon(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         """The arrivals that waited `ARRIVALS_WAIT_S` (by the clock of their events); if younger ones
-        are left queued, the worker comes back for them."""
+        are left queued, the worker comes back for them. Without `loop`, all of them, and once.
+        Never raises: what cannot be written stays queued."""
         try:
             self.write_arrivals(self.clock.wall() - ARRIVALS_WAIT_S if loop is not None else None)
         except Exception as exc:  # kept queued: the next transaction writes them
@@ -124,7 +164,7 @@ class HistoryWriter(HistoryReader):
         if loop is None:
             return
         with self._queue_lock:
-            again = self._worker_armed = bool(self._arrivals)
+            again = self._worker_armed = bool(self._queue)
         if again:
             try:
                 loop.call_soon_threadsafe(self._worker_later, loop)
@@ -135,25 +175,61 @@ class HistoryWriter(HistoryReader):
         """Write the queued events not written yet (those observed at `until` or before), in one
         transaction."""
         with self._lock:
-            if any(until is None or event.at <= until for event in self._arrivals):
-                with self._tx(until=until):
+            if any(until is None or event.at <= until for event in self._queue):
+                with self.transaction(until=until):
                     pass
 
-    def _write_arrivals(self, conn: sqlite3.Connection, pending: Sequence[ServeEvent]) -> None:
-        """One lookup of the open rows for the whole queue, then a row per arrival."""
-        found = open_rows(conn, [event.key for event in pending])
-        for event in pending:
+    def _write_queued(self, conn: sqlite3.Connection, pending: Sequence[ServeEvent]) -> None:
+        """The arrivals (one lookup of the open rows for all of them, then a row each), then the
+        fail-safe answers the ledger did not record."""
+        arrivals = [event for event in pending if event.kind == "arrived"]
+        found = open_rows(conn, [event.key for event in arrivals])
+        for event in arrivals:
             assert event.parsed is not None
             row = found.get(event.key)
             if row is None:
-                found[event.key] = self._insert_arrival(conn, event.key, event.parsed, event.at, event.raw)
+                found[event.key] = self.insert_arrival(conn, event.key, event.parsed, event.at, event.raw)
             else:
                 # Served again after a restart: the same ask, so the same row.
                 conn.execute("UPDATE asks SET outcome = 'pending' WHERE id = ?", (row[0],))
+        for event in pending:
+            if event.kind == "answered":
+                self._close_unrecorded(conn, event, open_row(conn, event.key))
+
+    def _close_unrecorded(
+        self, conn: sqlite3.Connection, event: ServeEvent, found: tuple[int, float] | None
+    ) -> None:
+        """The fail-safe denial published when the ledger refused the verdict: the row says so, and
+        keeps its bytes (a request under that id is never answered twice)."""
+        assert event.parsed is not None and event.response is not None
+        body = encode_response(event.response)
+        if found is None and holds_response(conn, event.key, body):
+            return  # already closed (a spool replayed twice)
+        row_id, started = found or self.insert_arrival(conn, event.key, event.parsed, event.at)
+        response, source = event.response, event.response.decided_by
+        conn.execute(
+            "UPDATE asks SET decided_at = ?, verdict = ?, decided_by = ?, decider = ?, "
+            "responder_session = ?, decide_ms = ?, outcome = 'fail-safe', reason = ?, response = ?, "
+            "written = 1, ended_at = ? WHERE id = ?",
+            storable(
+                (
+                    event.at,
+                    response.state,
+                    dumps(decision_source_json(source)) if source is not None else None,
+                    describe_decider(source, "fail-safe"),
+                    response.responder_session_id,
+                    (event.at - started) * 1000,
+                    response.denial_reason,
+                    body,
+                    event.at,
+                    row_id,
+                )
+            ),
+        )
 
     # -- rows -----------------------------------------------------------------------------------
 
-    def _insert_arrival(
+    def insert_arrival(
         self,
         conn: sqlite3.Connection,
         key: AskKey,
@@ -161,6 +237,7 @@ class HistoryWriter(HistoryReader):
         at: float,
         raw: bytes | None = None,
     ) -> tuple[int, float]:
+        """A new row for an ask that arrived at `at`: its id, and `at` (when its time counts from)."""
         return self._insert(conn, arrival_values(key, parsed, at, raw)), at
 
     def _insert(self, conn: sqlite3.Connection, values: dict[str, object]) -> int:
@@ -171,7 +248,7 @@ class HistoryWriter(HistoryReader):
         assert cursor.lastrowid is not None
         return cursor.lastrowid
 
-    def _insert_many(self, conn: sqlite3.Connection, rows: Sequence[dict[str, object]]) -> None:
+    def insert_many(self, conn: sqlite3.Connection, rows: Sequence[dict[str, object]]) -> None:
         """Rows grouped by their columns, a group per `executemany`: one call into SQLite for a
         burst's rows instead of one per row (each call gives up the interpreter and waits to get it
         back behind the other busy threads)."""
@@ -186,7 +263,7 @@ class HistoryWriter(HistoryReader):
     def insert_rows(self, rows: Sequence[dict[str, object]]) -> int:
         """Bulk insert (imports, benchmarks); rows whose `import_key` is already stored are skipped."""
         added = 0
-        with self._tx() as conn:
+        with self.transaction() as conn:
             for values in rows:
                 names = ", ".join(values)
                 marks = ", ".join("?" for _ in values)
@@ -207,7 +284,7 @@ class HistoryWriter(HistoryReader):
         removed = 0
         self._since_prune = 0
         # Queued arrivals stay queued: a burst's verdicts write each with its arrival as one row.
-        with self._tx(arrivals=False) as conn:
+        with self.transaction(arrivals=False) as conn:
             if self.retention.max_age_s is not None:
                 cutoff = (self.clock.wall() if now is None else now) - self.retention.max_age_s
                 removed += conn.execute(
@@ -226,28 +303,34 @@ class HistoryWriter(HistoryReader):
         if self._since_prune >= self.retention.every:
             self.prune()
 
-    # -- plumbing -------------------------------------------------------------------------------
+    # -- transactions ---------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def _reading(self) -> Iterator[None]:
+    def reading(self) -> Iterator[None]:
+        """A read on this connection: under its lock, what is queued written first."""
         with self._lock:
-            if self._arrivals:
+            if self._queue:
                 self.write_arrivals()
             yield
 
+    def take_claimed(self, key: AskKey) -> ServeEvent | None:
+        """In a transaction with `claim`: the queued arrival of `key`, which the caller writes itself
+        (None when none was queued)."""
+        return self._claimed.pop(key, None)
+
     @contextlib.contextmanager
-    def _tx(
+    def transaction(
         self, durable: bool = False, claim: Collection[AskKey] | None = None, arrivals: bool = True,
         until: float | None = None,
     ) -> Iterator[sqlite3.Connection]:
-        """A write transaction; queued arrivals are written first, in it (every row it looks for exists;
+        """A write transaction; queued events are written first, in it (every row it looks for exists;
         with `until`, only those observed then or before: the others stay queued).
 
-        With `claim`, only the queued arrivals of those keys are taken, and not written: they are
-        left in `self._claimed` for the caller, which writes each with what it records (a burst's
-        verdict joins its arrival in one row instead of an insert and an update); the rest stay
-        queued for their own verdicts. Without `arrivals` the queue is left as it is (the caller
-        touches only rows that were never queued: recorded verdicts)."""
+        With `claim`, only the queued arrivals of those keys are taken, and not written: the caller
+        takes each (`take_claimed`) and writes it with what it records (a burst's verdict joins its
+        arrival in one row instead of an insert and an update); the rest stay queued for their own
+        verdicts. Without `arrivals` the queue is left as it is (the caller touches only rows that
+        were never queued: recorded verdicts)."""
         with self._lock:
             conn = self._conn
             if durable:
@@ -257,29 +340,29 @@ class HistoryWriter(HistoryReader):
                 with self._queue_lock:
                     if claim is not None:
                         # Arrivals only: a queued fail-safe answer is written as it is, never claimed.
-                        pending = [e for e in self._arrivals if e.kind == "arrived" and e.key in claim]
-                        self._arrivals = [
-                            e for e in self._arrivals if not (e.kind == "arrived" and e.key in claim)
+                        pending = [e for e in self._queue if e.kind == "arrived" and e.key in claim]
+                        self._queue = [
+                            e for e in self._queue if not (e.kind == "arrived" and e.key in claim)
                         ]
                     elif arrivals and until is not None:
-                        pending = [e for e in self._arrivals if e.at <= until]
-                        self._arrivals = [e for e in self._arrivals if e.at > until]
+                        pending = [e for e in self._queue if e.at <= until]
+                        self._queue = [e for e in self._queue if e.at > until]
                     elif arrivals:
-                        pending, self._arrivals = self._arrivals, []
+                        pending, self._queue = self._queue, []
                     else:
                         pending = []
                 self._claimed = {}
                 for event in pending if claim else ():
                     self._claimed.setdefault(event.key, event)  # a repeat would only reopen that row
                 try:
-                    self.fault("history")
-                    self._write_arrivals(conn, [e for e in pending if e.key not in self._claimed])
+                    self._fault("history")
+                    self._write_queued(conn, [e for e in pending if e.key not in self._claimed])
                     yield conn
-                    self._write_arrivals(conn, list(self._claimed.values()))  # any the caller left
+                    self._write_queued(conn, list(self._claimed.values()))  # any the caller left
                 except BaseException:
                     conn.execute("ROLLBACK")
                     with self._queue_lock:
-                        self._arrivals = pending + self._arrivals  # written by the next transaction
+                        self._queue = pending + self._queue  # written by the next transaction
                     raise
                 conn.execute("COMMIT")
             finally:

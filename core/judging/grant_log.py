@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from core.rules import SessionGrants
 from core.rules.model import family_members
-from core.rules.session import RecordedGrant
+from core.rules.session_grants import RecordedGrant
 from core.wire.decisions import SessionApprovalDecision
 
 #: Session rules are appended to every agent's policy in the session (`RecordedAuthority.explain`).

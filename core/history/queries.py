@@ -1,15 +1,18 @@
-"""Queries over the history: filters (the review screen's box), summaries, and a reader connection."""
+"""Queries over the history: filters (the review screen's box), summaries, and the reader that runs them
+on one connection (the store's own, or a read-only one for a thread worker)."""
 
 # SQL text here is assembled from constant fragments only; every value is a bound parameter.
 # ruff: noqa: S608
 
 from __future__ import annotations
 
-import contextlib
 import sqlite3
 import threading
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
 
 from core.history.rows import APPROVED_STATES, DENIED_STATES, SELECT_ROWS, HistoryRow
 from core.serving.verdicts import RecordedVerdict
@@ -105,21 +108,27 @@ class Summary:
 
 
 class HistoryReader:
-    """Queries over the history file; a `HistoryStore` is one, and `reader()` opens another
-    connection for work off the serving thread (WAL lets it read while the store writes)."""
+    """Queries over one connection to the history file, each under a guard: the reader's own lock, or
+    on the writer's connection the writer's (`HistoryWriter.reading`: its lock, and what is queued
+    written first). WAL lets a connection of its own read while the writer writes."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, guard: Callable[[], AbstractContextManager[object]] | None = None
+    ) -> None:
         self._conn = conn
         self._lock = threading.RLock()
+        self._reading = guard or (lambda: self._lock)
+
+    @classmethod
+    def read_only(cls, path: Path) -> HistoryReader:
+        """A connection of its own that cannot write (for a thread worker: never holds up the ledger)."""
+        uri = f"file:{quote(str(path))}?mode=ro"
+        return cls(sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=10))
 
     def close(self) -> None:
+        """Close a connection of its own (`read_only`); the writer closes its connection itself."""
         with self._lock:
             self._conn.close()
-
-    @contextlib.contextmanager
-    def _reading(self) -> Iterator[None]:
-        with self._lock:
-            yield
 
     # -- reading --------------------------------------------------------------------------------
 

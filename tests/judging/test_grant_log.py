@@ -6,7 +6,7 @@ import json
 import time
 from pathlib import Path
 
-from core.judging.grants import SESSION_SCOPE
+from core.judging.grant_log import SESSION_SCOPE
 from core.judging.recorded import RecordedAuthority
 from core.rules import PolicyStore
 from core.wire.reader import parse_request
