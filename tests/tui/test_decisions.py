@@ -178,10 +178,8 @@ async def test_keys_read_before_the_modal_is_painted_never_count_even_with_no_gr
     write_request(rig.root, request_body("req-wk"))
     async with rig.app.run_test(size=(120, 40)) as pilot:
         await wait_rows(pilot, rig.app, 1)
-        driver = rig.app._driver
-        assert driver is not None
         for key in ("w", "y", "y"):  # all read before the app could handle (or paint) anything
-            driver.send_message(events.Key(key, key))
+            rig.app.post_message(events.Key(key, key))
         rig.keys.advance(0.001)  # whatever is painted from now on is painted after those keys were read
         await wait_for(pilot, lambda: isinstance(rig.app.screen, GrantConfirmScreen))
         await settle(pilot)
@@ -419,7 +417,7 @@ async def test_withdrawn_ask_leaves_with_a_note_and_is_not_a_denial(tmp_path: Pa
         await wait_rows(pilot, rig.app, 0)
         assert "Withdrawn by the child" in status_text(rig.app)
         assert "not a denial" in status_text(rig.app)
-        assert any("withdrawn" in (n.title or "").lower() for n in rig.app._notifications)
+        assert any("withdrawn" in (n.title or "").lower() for n in rig.toasts)
         assert [e.what for e in rig.app.history] == ["withdrawn"]
         await pilot.press("y")
         await settle(pilot)
@@ -484,7 +482,7 @@ async def test_quit_with_pending_asks_confirms_and_leaves_them_in_the_inbox(tmp_
         await pilot.press("q")
         await wait_for(pilot, lambda: isinstance(rig.app.screen, QuitConfirmScreen))
         await pilot.press("y")
-        await wait_for(pilot, lambda: not rig.app.is_running or rig.app._exit_renderables is not None, 5)
+        await wait_for(pilot, lambda: not rig.app.is_running or rig.app.return_code is not None, 5)
     assert path.exists(), "the pending request stays for the next authorizer"
     assert read_response(rig.root, "req-q") is None
     assert not rig.heartbeat.exists()

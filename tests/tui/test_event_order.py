@@ -21,7 +21,7 @@ from tests.tui.support import (
     wait_rows,
     write_request,
 )
-from tui.app_events import HumanChanged, ServingChanged
+from tui.core_events import HumanChanged, ServingChanged
 from tui.settings import UiSettings
 
 

@@ -24,7 +24,7 @@ async def test_a_forged_response_is_shown_as_an_error(tmp_path: Path) -> None:
         await wait_rows(pilot, rig.app, 1)
         (responses_dir(rig.root) / "req-f.json").write_text('{"approved":true,"state":"approved"}')
         await rig.core.rescan_all()
-        await wait_for(pilot, lambda: any(n.title == "Forged response" for n in rig.app._notifications))
+        await wait_for(pilot, lambda: any(n.title == "Forged response" for n in rig.toasts))
         await wait_rows(pilot, rig.app, 0)
         assert any(e.what == "forged" for e in rig.app.history)
 
@@ -38,7 +38,7 @@ async def test_an_unlistable_inbox_is_shown_until_it_heals(tmp_path: Path) -> No
         shutil.rmtree(folder)
         folder.symlink_to(folder.name)  # a link loop: listing fails
         await rig.core.rescan_all()
-        await wait_for(pilot, lambda: any(n.title == "Not serving" for n in rig.app._notifications))
+        await wait_for(pilot, lambda: any(n.title == "Not serving" for n in rig.toasts))
         assert rig.app.sub_title.startswith("NOT SERVING")
         folder.unlink()
         folder.mkdir()

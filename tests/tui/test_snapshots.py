@@ -72,7 +72,7 @@ def ready(rig: Rig, rows: int, extra: Callable[[Pilot[Any]], Awaitable[None]] | 
           ) -> Callable[[Pilot[Any]], Awaitable[None]]:
     async def quiet(pilot: Pilot[Any]) -> None:
         # The arrival toast comes from a coalescing timer: wait for it, then clear it.
-        await wait_for(pilot, lambda: rig.app._attention_timer is None)
+        await wait_for(pilot, lambda: not rig.app.attention.coalescing)
         await pilot.pause()
         rig.app.clear_notifications()
 

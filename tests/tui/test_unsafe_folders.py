@@ -26,10 +26,10 @@ async def test_a_linked_responses_folder_is_notified_and_shown_in_the_sessions_v
     orphan_requests.symlink_to(tmp_path / "moved")
     async with rig.app.run_test(size=(140, 40)) as pilot:
         def refused() -> bool:
-            return any(n.title == "Session folder refused" for n in rig.app._notifications)
+            return any(n.title == "Session folder refused" for n in rig.toasts)
 
         await wait_for(pilot, refused, within=30)
-        note = next(n for n in rig.app._notifications if n.title == "Session folder refused")
+        note = next(n for n in rig.toasts if n.title == "Session folder refused")
         assert "responses is a symbolic link (never followed)" in note.message
         await pilot.press("S")
         await wait_for(pilot, lambda: isinstance(rig.app.screen, SessionsScreen), within=30)

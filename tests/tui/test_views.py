@@ -124,15 +124,15 @@ async def test_new_ask_rings_the_bell_and_shows_a_toast(tmp_path: Path) -> None:
     rig = make_rig(tmp_path, UiSettings(prompt_notifications=("osc9", "osc777")))
     async with rig.app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        assert rig.app.signals == []
+        assert rig.signals == []
         write_request(rig.root, request_body("req-at", value="[@click=app.quit]x[/]"))
         await wait_rows(pilot, rig.app, 1)
-        await wait_for(pilot, lambda: len(rig.app.signals) == 3)
-        bell, osc9, osc777 = rig.app.signals
+        await wait_for(pilot, lambda: len(rig.signals) == 3)
+        bell, osc9, osc777 = rig.signals
         assert bell == "\a"
         assert osc9 == "\x1b]9;pi-authorizer: 1 pending ask\x07"
         assert osc777 == "\x1b]777;notify;pi-authorizer;1 pending ask\x07"
-        toasts = list(rig.app._notifications)
+        toasts = list(rig.toasts)
         assert toasts and toasts[-1].title == "Permission asked"
         assert "[@click=app.quit]x[/]" in toasts[-1].message and not toasts[-1].markup
         assert rig.app.is_running
@@ -146,8 +146,8 @@ async def test_signals_are_wrapped_for_tmux_passthrough(
     async with rig.app.run_test(size=(120, 40)) as pilot:
         write_request(rig.root, request_body("req-tm"))
         await wait_rows(pilot, rig.app, 1)
-        await wait_for(pilot, lambda: len(rig.app.signals) == 2)
-        assert rig.app.signals[1] == "\x1bPtmux;\x1b\x1b]9;pi-authorizer: 1 pending ask\x07\x1b\\"
+        await wait_for(pilot, lambda: len(rig.signals) == 2)
+        assert rig.signals[1] == "\x1bPtmux;\x1b\x1b]9;pi-authorizer: 1 pending ask\x07\x1b\\"
     assert osc_sequence("bell", "t", "b", tmux=True) == "\a"
     assert os.environ["TMUX"]
 
@@ -159,5 +159,5 @@ async def test_a_burst_of_asks_gives_one_signal(tmp_path: Path) -> None:
     async with rig.app.run_test(size=(120, 40)) as pilot:
         await wait_rows(pilot, rig.app, 5)
         await settle(pilot)
-        assert rig.app.signals == ["\a"]
-        assert any(n.title == "5 permissions asked" for n in rig.app._notifications)
+        assert rig.signals == ["\a"]
+        assert any(n.title == "5 permissions asked" for n in rig.toasts)

@@ -181,7 +181,7 @@ async def test_batch_keys_are_inert_in_the_grace_window_and_while_typing(tmp_pat
         assert not queue.typing and queue.filter_input.value == ""
         # In the grace window the safety ignores the batch key (it judges each key's read time).
         rig.app.safety.rules = dataclasses.replace(rig.app.safety.rules, grace_s=60.0)
-        queue._show_selected()
+        queue.show_selected()
         await wait_painted(pilot, rig.app)
         assert rig.app.safety.press("batch", rig.keys.monotonic()).reason == "in-grace"
 
@@ -258,7 +258,7 @@ async def test_80x24_shows_every_decision_key_and_no_toast_covers_the_ask(tmp_pa
         legend = "\n".join(lines[-3:-1])
         for key in (" y ", " s ", " w ", " n ", " r ", " space ", " * ", " Y ", " N ", " / "):
             assert key in legend, key
-        assert not rig.app._notifications  # the arrival went to the status line, not a toast
+        assert not rig.toasts  # the arrival went to the status line, not a toast
         assert "Permission asked" in rig.app.queue.status_text
         assert "…+" in text  # the long command says it goes on
 

@@ -30,7 +30,7 @@ from tests.tui.support import (
     wait_rows,
     write_request,
 )
-from tui.app_events import HumanChanged, ServingChanged
+from tui.core_events import HumanChanged, ServingChanged
 from tui.screens.batch_preview import BATCH_DENY_REASON, BatchPreviewScreen
 from tui.screens.queue import QueueScreen
 from tui.settings import UiSettings

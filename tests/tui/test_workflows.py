@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.notifications import Notification
 from textual.widgets import DataTable, Static
 
 from core.judging.recorded import RecordedAuthority
@@ -25,7 +26,7 @@ from tests.tui.support import (
     wait_rows,
     write_request,
 )
-from tui.app import AuthorizerApp
+from tui.app import AppSeams, AuthorizerApp
 from tui.screens.grants import GrantsScreen
 from tui.screens.help import HelpScreen
 from tui.screens.review_steps import ConfirmRuleScreen
@@ -54,7 +55,9 @@ class Node:
         self.core = ServingCore(self.root, tmp / "state", self.human, judge=self.authority)
         self.core.add_session(SERVED)
         self.attended = AttendedNode(self.core, self.human, self.authority)
-        self.app = AuthorizerApp(self.attended, UiSettings(input_grace_ms=0, double_press=False))
+        self.toasts: list[Notification] = []
+        self.app = AuthorizerApp(self.attended, UiSettings(input_grace_ms=0, double_press=False),
+                                 AppSeams(toasts=self.toasts.append))
 
 
 async def test_grants_screen_lists_counts_and_revokes_for_the_next_ask(tmp_path: Path) -> None:
@@ -157,7 +160,7 @@ async def test_rule_from_the_ask_never_loosens_an_explicit_deny(tmp_path: Path) 
         await pilot.press("R")
         await settle(pilot)
         assert app.screen is app.queue
-        assert any("loosen an explicit deny" in n.message for n in app._notifications)
+        assert any("loosen an explicit deny" in n.message for n in node.toasts)
         assert json.loads(node.rules_path.read_text()) == {}
 
 
@@ -170,7 +173,7 @@ async def test_rule_from_an_ask_without_facts_is_refused(tmp_path: Path) -> None
         await pilot.press("R")
         await settle(pilot)
         assert app.screen is app.queue
-        assert any("no child-fixed facts" in n.message for n in app._notifications)
+        assert any("no child-fixed facts" in n.message for n in node.toasts)
 
 
 def write_payload(path: str, evidence: list[dict[str, Any]]) -> dict[str, Any]:
