@@ -47,7 +47,7 @@ from textual.screen import Screen
 
 from core.disk.paths import encode_session_id
 from tui.app import AuthorizerApp
-from tui.commands.demo import DEMO_SESSION
+from tui.commands.demo_command import DEMO_SESSION
 from tui.screenshots import SIZE, demo_parts
 
 ARRIVALS = 60

@@ -55,10 +55,10 @@ from tui.sanitize import safe_plain
 from tui.screens.ask_steps import AskModal, ExpandScreen, ReasonScreen
 from tui.screens.batch_preview import BatchPreviewScreen
 from tui.screens.grant_steps import GrantConfirmScreen, GrantNoFactsScreen, GrantRefusedScreen
-from tui.screens.history import HistoryEntry, HistoryScreen
 from tui.screens.queue import QueueScreen
 from tui.screens.quit import QuitConfirmScreen
-from tui.settings import UiSettings
+from tui.screens.run_history import HistoryEntry, HistoryScreen
+from tui.ui_settings import UiSettings
 
 if TYPE_CHECKING:
     from core.rules.reloads import PendingReload

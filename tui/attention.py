@@ -14,8 +14,8 @@ from textual.app import App
 
 from core.person import HumanAuthorizer
 from core.serving.asks import Ask
-from tui.render.facts import ask_label
-from tui.settings import NOTIFICATION_CHANNELS, UiSettings
+from tui.render.ask_facts import ask_label
+from tui.ui_settings import NOTIFICATION_CHANNELS, UiSettings
 
 ATTENTION_COALESCE_S = 0.05
 

@@ -8,7 +8,14 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from core.text import log_safe
-from tui.commands import app, demo, explain, history, run, serve
+from tui.commands import (
+    app_command,
+    demo_command,
+    explain_command,
+    history_command,
+    run_command,
+    serve_command,
+)
 from tui.commands.arguments import CliError
 
 
@@ -26,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
     subparsers = parser.add_subparsers(dest="command_name", metavar="COMMAND")
-    for module in (app, serve, run, explain, history, demo):
+    for module in (app_command, serve_command, run_command, explain_command, history_command, demo_command):
         module.add_parser(subparsers)
     return parser
 

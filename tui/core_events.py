@@ -21,9 +21,9 @@ from textual.notifications import SeverityLevel
 
 from core.person import AskDecided, AskWithdrawn, HumanAuthorizer, HumanEvent
 from core.serving import ServeEvent, ServingCore
-from tui.render.facts import ask_label
+from tui.render.ask_facts import ask_label
 from tui.sanitize import safe_plain
-from tui.screens.history import HistoryEntry
+from tui.screens.run_history import HistoryEntry
 
 #: Outcomes of decisions the person keyed: the app's history already has them from `AskDecided`.
 PERSON_OUTCOMES = frozenset({"user", "user_grant", "session_grant"})

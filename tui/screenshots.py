@@ -31,8 +31,8 @@ from core.person import HumanAuthorizer
 from core.serving.asks import AskKey
 from core.wiring import AttendedNode
 from tui.app import AppSeams, AuthorizerApp
-from tui.commands.app import ui_settings
-from tui.commands.demo import DEMO_SESSION, demo_args
+from tui.commands.app_command import ui_settings
+from tui.commands.demo_command import DEMO_SESSION, demo_args
 from tui.commands.node import attended_node, take_sessions
 from tui.demo.children import SimulatedChild
 from tui.demo.scenario import demo_scenarios, legacy
@@ -41,7 +41,7 @@ from tui.screens.grant_steps import GrantConfirmScreen
 from tui.screens.grants import GrantsScreen
 from tui.screens.review import ReviewScreen
 from tui.screens.sessions import SessionsScreen
-from tui.settings import UiSettings
+from tui.ui_settings import UiSettings
 
 DEFAULT_OUTDIR = Path(__file__).resolve().parent.parent / "screenshots"
 SIZE = (140, 45)

@@ -14,7 +14,8 @@ import pytest
 from core.history import HistoryStore
 from core.history.rows import COLUMNS
 from core.history.store import HISTORY_FILE
-from tui.commands import arguments, history
+from tui.commands import arguments
+from tui.commands import history_command as history
 
 HOSTILE = "git status\x1b[2J\u202eevil\u200b [bold]x[/]"
 

@@ -10,7 +10,7 @@ import pytest
 from core.serving.asks import DenyingArbiter
 from tests.helpers import read_response_when_written, wait_for, write_request
 from tests.history.support import Node, S, intent
-from tui.commands.history import _cells
+from tui.commands.history_command import _cells
 
 
 async def test_log_and_history_show_both_names_when_they_differ(

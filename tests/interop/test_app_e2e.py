@@ -16,7 +16,7 @@ from tests.interop.harness import NodeDriver, child_ask_args, child_env
 from tests.interop.ids import CHILD_SESSION, UUID_SESSION
 from tests.tui.support import FakeKeyClock, wait_for, wait_painted
 from tui.app import AppSeams, AuthorizerApp
-from tui.settings import UiSettings
+from tui.ui_settings import UiSettings
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(120)]
 

@@ -26,7 +26,7 @@ from core.wire.decisions import SessionApprovalDecision
 from core.wire.request import ParsedRequest, SessionGrant
 from core.wiring import AttendedNode
 from tui.app import AppSeams, AuthorizerApp
-from tui.settings import UiSettings
+from tui.ui_settings import UiSettings
 
 SERVED = "019ff969-c34c-70be-9034-fae19c852932"
 CHILD = "019ff96a-1111-7000-8000-aaaaaaaaaaaa"

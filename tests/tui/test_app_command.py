@@ -1,4 +1,4 @@
-"""`tui/commands/app.py`: the same core as `serve`, the knobs from the pi config."""
+"""`tui/commands/app_command.py`: the same core as `serve`, the knobs from the pi config."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from core.judging.recorded import RecordedAuthority
-from tui.commands import app as app_command
+from tui.commands import app_command
 from tui.commands.node import attended_node
 
 

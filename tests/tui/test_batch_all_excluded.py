@@ -11,7 +11,7 @@ import pytest
 
 from tests.tui.support import make_rig, read_response, request_body, settle, wait_rows, write_request
 from tui.screens.batch_preview import BatchPreviewScreen
-from tui.settings import UiSettings
+from tui.ui_settings import UiSettings
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -25,7 +25,7 @@ from tests.tui.support import (
 from tui.screens.ask_steps import ReasonScreen
 from tui.screens.grant_steps import GrantConfirmScreen, GrantRefusedScreen
 from tui.screens.quit import QuitConfirmScreen
-from tui.settings import UiSettings
+from tui.ui_settings import UiSettings
 
 pytestmark = pytest.mark.timeout(120)  # a hang guard, not a speed check
 USER = {"kind": "user", "via": "dialog"}

@@ -27,7 +27,7 @@ from tui.app import AuthorizerApp
 from tui.commands.node import take_sessions
 from tui.screens.review import ReviewScreen
 from tui.screens.sessions import SessionsScreen
-from tui.settings import UiSettings
+from tui.ui_settings import UiSettings
 
 OTHER = "019ff96b-2222-7000-8000-bbbbbbbbbbbb"
 

@@ -22,7 +22,7 @@ from tests.tui.support import (
     write_request,
 )
 from tui.core_events import HumanChanged, ServingChanged
-from tui.settings import UiSettings
+from tui.ui_settings import UiSettings
 
 
 async def test_a_decision_is_not_overwritten_by_an_event_posted_before_it(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from tests.tui.support import (
     write_request,
 )
 from tui.screens.grant_steps import GrantConfirmScreen, GrantNoFactsScreen
-from tui.settings import UiSettings
+from tui.ui_settings import UiSettings
 
 pytestmark = pytest.mark.timeout(120)  # a hang guard, not a speed check
 

@@ -15,7 +15,7 @@ from core.wiring import AttendedNode
 from tests.tui.support import SERVED, rendered_text, settle, wait_for
 from tui.app import AuthorizerApp
 from tui.screens.reload import ReloadReviewScreen
-from tui.settings import UiSettings
+from tui.ui_settings import UiSettings
 
 
 def _verdict(store: PolicyStore, command: str) -> str:

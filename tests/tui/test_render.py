@@ -21,7 +21,7 @@ from tui.render.ask import (
     provenance_content,
     value_content,
 )
-from tui.render.facts import (
+from tui.render.ask_facts import (
     age_seconds,
     ask_has_hidden,
     ask_label,

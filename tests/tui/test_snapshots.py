@@ -30,7 +30,7 @@ from tests.tui.support import (
 )
 from tui.app import AuthorizerApp
 from tui.screens.ask_steps import ReasonScreen
-from tui.settings import UiSettings
+from tui.ui_settings import UiSettings
 
 pytestmark = pytest.mark.timeout(120)  # a hang guard, not a speed check
 SnapCompare = Callable[..., bool]

@@ -25,10 +25,10 @@ from tests.tui.support import (
 )
 from tui.attention import osc_sequence
 from tui.screens.help import HelpScreen
-from tui.screens.history import HistoryScreen
 from tui.screens.queue import QueueScreen
+from tui.screens.run_history import HistoryScreen
 from tui.screens.sessions import SessionsScreen
-from tui.settings import UiSettings
+from tui.ui_settings import UiSettings
 
 pytestmark = pytest.mark.timeout(30)
 ORPHAN = "orphan-session-1"

@@ -41,7 +41,7 @@ from tui.screens.batch_preview import BatchPreviewScreen
 from tui.screens.help import HelpScreen
 from tui.screens.queue import QueueScreen
 from tui.screens.review import ReviewScreen
-from tui.settings import UiSettings
+from tui.ui_settings import UiSettings
 from tui.widgets.ask_filter import AskFilter
 
 pytestmark = pytest.mark.timeout(30)

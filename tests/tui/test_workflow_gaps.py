@@ -33,7 +33,7 @@ from tests.tui.support import (
 from tui.core_events import HumanChanged, ServingChanged
 from tui.screens.batch_preview import BATCH_DENY_REASON, BatchPreviewScreen
 from tui.screens.queue import QueueScreen
-from tui.settings import UiSettings
+from tui.ui_settings import UiSettings
 from tui.widgets.ask_columns import COLUMNS
 
 pytestmark = pytest.mark.timeout(30)

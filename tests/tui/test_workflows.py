@@ -30,7 +30,7 @@ from tui.app import AppSeams, AuthorizerApp
 from tui.screens.grants import GrantsScreen
 from tui.screens.help import HelpScreen
 from tui.screens.review_steps import ConfirmRuleScreen
-from tui.settings import UiSettings
+from tui.ui_settings import UiSettings
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -41,13 +41,13 @@ from core.serving.asks import Ask, AskKey
 from core.wire.response import GrantWidth
 from tui.actions import DECIDING, QUEUE, bindings
 from tui.keysafety import Armed, KeySafety, Verdict
-from tui.render.facts import LINE_LIMIT, VALUE_LIMIT, ask_has_hidden, ask_label, child_values
+from tui.render.ask_facts import LINE_LIMIT, VALUE_LIMIT, ask_has_hidden, ask_label, child_values
 from tui.render.styles import DIM, WARN
 from tui.sanitize import safe_plain
 from tui.screens.ask_steps import ExpandScreen, ReasonScreen
 from tui.screens.batch_preview import BatchPreviewScreen
 from tui.screens.grant_steps import GrantConfirmScreen, GrantNoFactsScreen, GrantRefusedScreen
-from tui.settings import UiSettings
+from tui.ui_settings import UiSettings
 from tui.widgets.ask_detail import AskDetail
 from tui.widgets.ask_filter import AskFilter
 from tui.widgets.asks_table import AsksTable

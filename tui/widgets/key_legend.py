@@ -13,7 +13,7 @@ from textual.widgets import Static
 from core.person import HumanAuthorizer, proven_direction
 from core.serving.asks import Ask
 from tui.actions import LEGEND
-from tui.render.facts import ask_has_hidden
+from tui.render.ask_facts import ask_has_hidden
 from tui.render.styles import DIM, WARN
 
 

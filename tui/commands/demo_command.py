@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tui.commands.app import ui_settings, with_defaults
+from tui.commands.app_command import ui_settings, with_defaults
 from tui.demo.children import ChildResult
 from tui.demo.scenario import DEMO_CONFIG, run_children
 

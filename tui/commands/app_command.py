@@ -28,7 +28,7 @@ from tui.commands.options import (
     session_ids,
     state_dir,
 )
-from tui.settings import UiSettings
+from tui.ui_settings import UiSettings
 
 log = logging.getLogger("pi_authorizer.app")
 
