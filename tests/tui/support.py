@@ -29,6 +29,10 @@ from tui.app import AppSeams, AuthorizerApp
 from tui.ui_settings import UiSettings
 
 SERVED = "019ff969-c34c-70be-9034-fae19c852932"
+#: A second served session (the session column, adopting an inbox).
+OTHER = "019ff96b-2222-7000-8000-bbbbbbbbbbbb"
+#: A session nobody serves (its inbox is listed as unserved).
+ORPHAN = "orphan-session-1"
 CHILD = "019ff96a-1111-7000-8000-aaaaaaaaaaaa"
 FIXED_NOW = 1_790_000_060.0  # 60 s after FIXED_CREATED
 FIXED_CREATED = 1_790_000_000_000
@@ -252,6 +256,17 @@ async def wait_response(
     await wait_for(pilot, ready, within)
     assert found is not None
     return found
+
+
+def names(app: AuthorizerApp) -> list[str]:
+    """The request ids of the queue's rows, in order."""
+    return [k.name.removesuffix(".json") for k in app.queue.table.ask_keys]
+
+
+def selected(app: AuthorizerApp) -> str:
+    """The request id of the selected ask."""
+    assert app.queue.selected is not None
+    return app.queue.selected.name.removesuffix(".json")
 
 
 def rendered_strips(app: AuthorizerApp) -> list[Strip]:

@@ -1,9 +1,12 @@
-"""The person's workflows beyond single decisions, through the real app (Pilot) and real files:
-grants seen and revoked, a persistent rule from the ask, the change as a diff, risk hints."""
+"""The app over a node's recorded authority, as `pi-authorizer app` builds it: whole-session grants
+seen and revoked, a persistent rule from an ask, the change as a diff, risk hints, and a widening
+config change reviewed before it applies."""
 
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +16,7 @@ from textual.widgets import DataTable, Static
 
 from core.judging.recorded import RecordedAuthority
 from core.person import HumanAuthorizer
-from core.rules import PolicyStore
+from core.rules import IntentFacts, PolicyStore, resolve_with_policy
 from core.serving import ServingCore
 from core.wiring import AttendedNode
 from tests.tui.support import (
@@ -29,10 +32,11 @@ from tests.tui.support import (
 from tui.app import AppSeams, AuthorizerApp
 from tui.screens.grants import GrantsScreen
 from tui.screens.help import HelpScreen
+from tui.screens.reload import ReloadReviewScreen
 from tui.screens.review_steps import ConfirmRuleScreen
 from tui.ui_settings import UiSettings
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(60)  # a hang guard, not a speed check
 
 
 class Node:
@@ -258,3 +262,45 @@ async def test_time_to_decide_in_the_app_counts_from_when_the_ask_was_shown(tmp_
     assert row.shown_at is not None and row.decided_at is not None and row.decide_ms is not None
     assert row.arrived_at <= row.shown_at <= row.decided_at
     assert row.decide_ms == pytest.approx((row.decided_at - row.shown_at) * 1000)
+
+
+def _verdict(store: PolicyStore, command: str) -> str:
+    return resolve_with_policy(store.policy("Explore"), IntentFacts("bash", (command,))).verdict
+
+
+def _write(path: Path, permission: dict[str, object], stamp: int) -> None:
+    path.write_text(json.dumps({"permission": permission}))
+    time_ns = time.time_ns() + stamp  # a distinct signature even within one mtime tick
+    os.utime(path, ns=(time_ns, time_ns))
+
+
+async def test_widening_reload_is_reviewed_declined_then_accepted(tmp_path: Path) -> None:
+    agent_dir = tmp_path / "agent"
+    config = agent_dir / "extensions" / "pi-permission-system" / "config.json"
+    config.parent.mkdir(parents=True)
+    config.write_text(json.dumps({"permission": {"bash": {"rm *": "deny"}}}))
+    store = PolicyStore(agent_dir, tmp_path / "project", None, home="/home/me")
+    authority = RecordedAuthority(store)
+    human = HumanAuthorizer(grants=authority)
+    core = ServingCore(tmp_path / "root", tmp_path / "state", arbiter=human, judge=authority)
+    core.add_background(authority.watch_config)
+    core.add_session(SERVED)
+    app = AuthorizerApp(AttendedNode(core, human, authority), UiSettings(input_grace_ms=0))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        _write(config, {"bash": {"*": "allow"}}, 1)
+        await wait_for(pilot, lambda: isinstance(app.screen, ReloadReviewScreen))
+        await wait_for(pilot, lambda: "WIDENS" in rendered_text(app))
+        text = rendered_text(app)
+        assert "WIDENS" in text and "+ bash '*': allow  (widens)" in text
+        assert "- bash 'rm *': deny  (widens)" in text
+        assert _verdict(store, "rm -rf /") == "deny"  # not applied while the person looks
+        await pilot.press("n")
+        await wait_for(pilot, lambda: not isinstance(app.screen, ReloadReviewScreen))
+        assert store.pending() == () and _verdict(store, "rm -rf /") == "deny"
+
+        _write(config, {"bash": {"*": "allow", "rm *": "ask"}}, 2)
+        await wait_for(pilot, lambda: isinstance(app.screen, ReloadReviewScreen))
+        await pilot.press("a")
+        await wait_for(pilot, lambda: _verdict(store, "rm -rf /") == "ask")
+        assert store.pending() == ()
