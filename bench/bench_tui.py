@@ -47,7 +47,7 @@ from textual.screen import Screen
 
 from core.disk.paths import encode_session_id
 from tui.app import AuthorizerApp
-from tui.commands.demo import DEMO_SESSION
+from tui.commands.demo_command import DEMO_SESSION
 from tui.screenshots import SIZE, demo_parts
 
 ARRIVALS = 60
@@ -165,7 +165,7 @@ async def arrivals(workdir: Path) -> tuple[list[float], list[float]]:
             final.unlink(missing_ok=True)  # the core already removed it; a child deletes it too
             await asyncio.sleep(0.1)
             app.clear_notifications()
-        await app.stop_serving()
+        await app.quitting.stop_serving()
     return to_row, to_frame
 
 
@@ -188,7 +188,7 @@ async def keypresses(workdir: Path) -> tuple[float, list[float]]:
             app.post_message(events.Key("j", "j"))
             times.append(await painted(app) - start)
             await asyncio.sleep(PRESS_GAP_S)
-        await app.stop_serving()
+        await app.quitting.stop_serving()
     return ingest, times
 
 
@@ -199,7 +199,7 @@ async def first_frame(workdir: Path) -> float:
     app.expect("Pending asks")
     async with app.run_test(size=SIZE):
         elapsed = await painted(app, 10.0) - start
-        await app.stop_serving()
+        await app.quitting.stop_serving()
     return elapsed
 
 
@@ -213,7 +213,7 @@ def first_frame_in_child(workdir: str) -> None:
         async with app.run_test(size=SIZE):
             await painted(app, 10.0)
             os.write(1, b"painted\n")
-            await app.stop_serving()
+            await app.quitting.stop_serving()
 
     asyncio.run(run())
 

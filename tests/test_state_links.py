@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from core.history import HistoryStore
-from tui.commands.app import log_to_file
+from tui.commands.app_command import log_to_file
 from tui.commands.options import DEFAULT_SESSION_FILE, default_session_id
 
 

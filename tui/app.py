@@ -3,113 +3,119 @@
 The app is handed a built node (`core.wiring.AttendedNode`: the `ServingCore`, the
 `HumanAuthorizer` it escalates to, its recorded authority and history, each by name), runs
 `core.run()` as a worker in its own event loop, and stops it on quit (heartbeats removed; pending
-requests stay in their inbox for the next authorizer). All decisions go through `HumanAuthorizer`.
+requests stay in their inbox for the next authorizer). All decisions go through `HumanAuthorizer`,
+on the queue screen (`tui.screens.queue`).
 
-Its parts, by area: `app_views.py` (other screens, help, palette, config reviews),
-`app_events.py` (the core's events), `attention.py` (toasts, bell, OSC), `app_signals.py` (quit,
-SIGHUP/SIGTERM).
+One class, holding its parts: `CoreEvents` (the core's events as Messages, `tui.core_events`),
+`Attention` (one toast, bell and OSC per burst of arrivals, `tui.attention`) and `Quitting` (quit,
+SIGHUP/SIGTERM, the forced exit, `tui.quitting`). Read top to bottom: construction, key times,
+lifecycle, the core's events, the other views (history, grants, sessions, help, the rule from an
+ask, config reviews; screens not shown at start are imported when first opened, so the first frame
+waits for nothing it does not show), the command palette, notices.
+
+What a test or the screenshots vary comes in through one value, `AppSeams`.
 """
 
 from __future__ import annotations
 
 import os
-import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import events
+from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.content import Content
-from textual.notifications import SeverityLevel
-from textual.timer import Timer
-from textual.worker import Worker
+from textual.notifications import Notification, SeverityLevel
+from textual.screen import Screen
 
 from core.clock import SYSTEM_CLOCK, KeyClock
+from core.person import AskAdded, AskWithdrawn, HumanAuthorizer
 from core.serving.asks import Ask, AskKey
 from core.wiring import AttendedNode
-from tui.app_events import CoreEvents
-from tui.app_signals import SignalQuit
-from tui.app_views import Views
+from tui.actions import APP, DECIDING, bindings, dialog_keymap
+from tui.attention import Attention
+from tui.core_events import (
+    CoreEvents,
+    HumanChanged,
+    Notice,
+    ServingChanged,
+    person_entry,
+    serving_entry,
+    serving_notice,
+    withdrawn_notice,
+)
 from tui.keysafety import KeyRules, KeySafety
+from tui.quitting import Quitting
 from tui.render.styles import DIM, WARN
 from tui.sanitize import safe_plain
-from tui.screens.history import HistoryEntry
+from tui.screens.ask_steps import AskModal, ExpandScreen, ReasonScreen
+from tui.screens.batch_preview import BatchPreviewScreen
+from tui.screens.grant_steps import GrantConfirmScreen, GrantNoFactsScreen, GrantRefusedScreen
 from tui.screens.queue import QueueScreen
 from tui.screens.quit import QuitConfirmScreen
-from tui.settings import UiSettings, dialog_keymap
+from tui.screens.run_history import HistoryEntry, HistoryScreen
+from tui.ui_settings import UiSettings
+
+if TYPE_CHECKING:
+    from core.rules.reloads import PendingReload
 
 ARM_EXPIRY_S = 5.0
 
 
-class AuthorizerApp(Views, CoreEvents, SignalQuit):
+@dataclass(frozen=True)
+class AppSeams:
+    """What a test or the screenshots vary, passed once: the wall clock of ages (`wall`), the monotonic
+    clock of key safety with each key's read time (`keys`), where the bell and OSC signals are written
+    (`terminal`; None: the terminal), and who is told of each toast shown (`toasts`)."""
+
+    wall: Callable[[], float] = SYSTEM_CLOCK.wall
+    keys: KeyClock = SYSTEM_CLOCK
+    terminal: Callable[[str], None] | None = None
+    toasts: Callable[[Notification], None] | None = None
+
+
+class AuthorizerApp(App[int]):
     CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute, so subclasses elsewhere find it
     TITLE = "pi-authorizer"
     ENABLE_COMMAND_PALETTE = True  # ctrl+p: every action of the screen, by name (none decides an ask)
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("question_mark", "help", "Help", key_display="?", id="app.help",
-                tooltip="Every key, and how the safety guards work"),
-        Binding("h", "history", "History", id="app.history",
-                tooltip="Every ask served: filter, details, rule suggestions"),
-        Binding("S", "sessions", "Sessions", id="app.sessions",
-                tooltip="Served sessions, env lines, other inboxes (adopt unserved ones)"),
-        Binding("R", "rule_from_ask", "Rule", id="app.rule_from_ask",
-                tooltip="Propose the persistent rule that would have decided the selected ask "
-                "(JSON, file, diff; written only when you confirm)"),
-        Binding("W", "grants", "Grants", id="app.grants",
-                tooltip="Whole-session grants: who made them, what they decided; revoke one"),
-        Binding("q", "quit", "Quit", id="app.quit",
-                tooltip="Stop serving; pending asks stay in the inbox for the next authorizer"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = bindings(APP)
 
-    def __init__(
-        self,
-        node: AttendedNode,
-        settings: UiSettings | None = None,
-        *,
-        clock: Callable[[], float] = SYSTEM_CLOCK.wall,
-        key_clock: KeyClock | None = None,
-    ) -> None:
-        """`clock`: wall time for ages; `key_clock`: the monotonic clock of key safety (tests pass a fake)."""
+    def __init__(self, node: AttendedNode, settings: UiSettings | None = None,
+                 seams: AppSeams | None = None) -> None:
         super().__init__()
+        seams = seams or AppSeams()
         self.node = node
         self.core = core = node.core
         self.human = human = node.person
+        self.store = node.history
+        self.authority = node.authority
+        self.rules = self.authority.store if self.authority is not None else None
         self.settings = settings or UiSettings()
-        self.clock = clock
-        self.key_clock: KeyClock = key_clock or SYSTEM_CLOCK
+        self.seams = seams
+        self.clock = seams.wall
+        self.key_clock = seams.keys
         self._key_at: float | None = None
+        #: This run's decisions and the core's own answers and problems (the history view without a ledger).
         self.history: list[HistoryEntry] = []
-        self.signals: list[str] = []
         self.safety = KeySafety(self.key_clock.monotonic, KeyRules(
             grace_s=max(0, self.settings.input_grace_ms) / 1000,
             double_press=self.settings.double_press,
             arm_expiry_s=ARM_EXPIRY_S,
         ))
-        self.queue = QueueScreen(human, self.settings, clock, self.safety, self.key_time)
-        self.store = node.history
-        self.authority = node.authority
-        self.rules = self.authority.store if self.authority is not None else None
+        self.queue = QueueScreen(human, self.settings, self.clock, self.safety, self.key_time,
+                                 sessions_served=lambda: len(core.served))
+        self.core_events = CoreEvents(human, core, self.post_message)
+        self.attention = Attention(self, human, self.settings, seams.terminal or self.write_to_terminal,
+                                   tmux=bool(os.environ.get("TMUX")))
+        self.quitting = Quitting(self, core)
         self._shown: set[AskKey] = set()
-        self.queue.on_shown = self._mark_shown
-        self.queue.sessions_served = lambda: len(core.served)
-        self._tmux = bool(os.environ.get("TMUX"))
-        self._new_asks: list[Ask] = []
-        self._attention_timer: Timer | None = None
-        self._core_worker: Worker[None] | None = None
-        self._stopping = False
-        self._forced_exit: threading.Timer | None = None
-        self._exiting = threading.Lock()
-        self.forced_exit_cleanups: list[Callable[[], None]] = []
         self._keymap_ids: dict[str, str] = {}
-        reserved = frozenset(
-            key for binding in (*QueueScreen.BINDINGS, *self.BINDINGS) if isinstance(binding, Binding)
-            and binding.id not in {"ask.approve", "ask.approve_session", "ask.approve_session_both",
-                                   "ask.deny", "ask.deny_reason"}
-            for key in binding.key.split(",")
-        ) | {"?"}
-        keymap, self.refused_keys = dialog_keymap(self.settings.dialog_keys, reserved)
+        keymap, self.refused_keys = dialog_keymap(self.settings.dialog_keys)
         if keymap:
             self.set_keymap(keymap)
 
@@ -133,15 +139,15 @@ class AuthorizerApp(Views, CoreEvents, SignalQuit):
     # -- lifecycle -------------------------------------------------------------------------------
 
     def on_mount(self) -> None:
-        self.listen()
+        self.core_events.listen()
         self.push_screen(self.queue)
         if self.authority is not None:
             self.authority.on_pending.append(self._pending_reload)
             for pending in self.authority.store.pending():
                 self.call_later(self._review_reload, pending)
-        self._core_worker = self.run_worker(self._serve(), name="serving-core", exit_on_error=False)
+        self.quitting.core_worker = self.run_worker(self._serve(), name="serving-core", exit_on_error=False)
         if not self.is_headless:
-            self._install_signal_handlers()
+            self.quitting.install_signal_handlers()
         if self.refused_keys:
             refused = safe_plain("; ".join(self.refused_keys), 400)
             self.notify(f"Ignored permissionDialogKeys entries (defaults kept): {refused}",
@@ -155,7 +161,7 @@ class AuthorizerApp(Views, CoreEvents, SignalQuit):
             self.notify(f"The serving core stopped: {safe_plain(str(exc), 400)}", title="Not serving",
                         severity="error", markup=False, timeout=60)
             raise
-        if not self._stopping:
+        if not self.quitting.stopping:
             self.sub_title = "NOT SERVING"
             self.notify("The serving core stopped.", severity="error", markup=False, timeout=60)
 
@@ -164,20 +170,233 @@ class AuthorizerApp(Views, CoreEvents, SignalQuit):
         if pending:
             async def answered(confirmed: bool | None) -> None:
                 if confirmed:
-                    await self._quit_now()
+                    await self.quitting.quit_now()
 
             await self.push_screen(QuitConfirmScreen(pending), answered)
             return
-        await self._quit_now()
+        await self.quitting.quit_now()
 
-    # -- views -----------------------------------------------------------------------------------
+    def write_to_terminal(self, sequence: str) -> None:
+        """Write a bell / OSC notification to the terminal (nothing when headless)."""
+        driver = self._driver
+        if driver is not None and not self.is_headless:
+            driver.write(sequence)
+            driver.flush()
 
-    def _mark_shown(self, key: AskKey) -> None:
-        if self.store is not None and key not in self._shown:
-            self._shown.add(key)
-            self.store.mark_shown(key)
+    # -- the core's events (`tui.core_events`), in the order posted ---------------------------------
+
+    def on_human_changed(self, message: HumanChanged) -> None:
+        event = message.event
+        entry = person_entry(event, self.clock())
+        if entry is not None:
+            self.history.append(entry)
+        if isinstance(event, AskWithdrawn):
+            self.tell(withdrawn_notice(event))
+            self._abandon_modals(event.ask)
+        self.queue.handle_event(event)
+        if isinstance(event, AskAdded):
+            self.attention.arrived(event.ask)
+
+    def _abandon_modals(self, ask: Ask) -> None:
+        screen = self.screen
+        if isinstance(screen, AskModal) and screen.ask_key == ask.key:
+            if isinstance(screen, GrantConfirmScreen):
+                screen.dismiss(False)
+            else:
+                screen.dismiss(None)
+
+    def on_serving_changed(self, message: ServingChanged) -> None:
+        event = message.event
+        entry = serving_entry(event, self.clock())
+        if entry is not None:
+            self.history.append(entry)
+        if event.kind == "not_serving":
+            self.sub_title = f"NOT SERVING {safe_plain(event.key.session_id, 40)}"
+        elif event.kind == "serving_again" and self.sub_title.startswith("NOT SERVING "):
+            self.sub_title = ""
+        notice = serving_notice(event)
+        if notice is not None:
+            self.tell(notice)
+
+    def on_queue_screen_ask_shown(self, message: QueueScreen.AskShown) -> None:
+        """The history records when an ask was first on screen."""
+        if self.store is not None and message.key not in self._shown:
+            self._shown.add(message.key)
+            self.store.mark_shown(message.key)
+
+    # -- the other views ----------------------------------------------------------------------------
+
+    def set_keymap(self, keymap: dict[str, str]) -> None:  # type: ignore[override]
+        self._keymap_ids = dict(keymap)
+        super().set_keymap(keymap)
+
+    def update_keymap(self, keymap: dict[str, str]) -> None:  # type: ignore[override]
+        self._keymap_ids.update(keymap)
+        super().update_keymap(keymap)
+
+    def keys_of(self, binding: Binding) -> str:
+        keys = self._keymap_ids.get(binding.id or "", binding.key)
+        shown = [binding.key_display] if binding.key_display and binding.id not in self._keymap_ids else [
+            self.get_key_display(Binding(k.strip(), binding.action)) for k in keys.split(",")]
+        return "/".join(shown)
+
+    def _show(self, make: Callable[[], Screen[None]], kind: type[Screen[None]]) -> None:
+        toggling = isinstance(self.screen, kind)
+        while len(self.screen_stack) > 1 and self.screen is not self.queue:
+            self.pop_screen()
+            break
+        if not toggling:
+            self.push_screen(make())
+
+    def action_history(self) -> None:
+        """The durable history when this app records one, else this run's decisions."""
+        if self.store is not None:
+            from tui.screens.review import ReviewScreen
+
+            store, rules = self.store, self.rules
+            self._show(lambda: ReviewScreen(store, rules), ReviewScreen)
+        else:
+            self._show(lambda: HistoryScreen(self.history), HistoryScreen)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "rule_from_ask":
+            return self.screen is self.queue  # it reads the queue's selected ask
+        return True
+
+    def action_rule_from_ask(self) -> None:
+        ask = self.queue.current_ask()
+        if ask is None or self.rules is None:
+            self.notify("No ask selected, or this authorizer has no rules to add to.", markup=False)
+            return
+        from core.history.suggest import SuggestionRefused, suggestion_from_ask
+        from tui.screens.review_steps import ConfirmRuleScreen
+
+        intent = ask.parsed.access_intent
+        try:
+            offer = suggestion_from_ask(
+                self.rules,
+                intent.surface if intent else None,
+                intent.match_values if intent else (),
+                [(g.surface, g.pattern) for g in HumanAuthorizer.serving_grants_of(ask)],
+                intent.principal.agent_name if intent else ask.request.requester_agent_name,
+                self.clock(),
+            )
+        except SuggestionRefused as exc:
+            self.notify(safe_plain(str(exc), 300), title="No rule proposed", severity="warning", markup=False)
+            return
+        self.queue.push_modal(ConfirmRuleScreen(offer, self.rules, self.safety, self.key_time))
+
+    def action_grants(self) -> None:
+        from tui.screens.grants import GrantsScreen
+
+        authority = self.authority
+        if authority is None:
+            self.notify("This authorizer records no whole-session grants.", markup=False)
+            return
+        self._show(lambda: GrantsScreen(authority), GrantsScreen)
+
+    def action_sessions(self) -> None:
+        from tui.screens.sessions import SessionsScreen
+
+        self._show(lambda: SessionsScreen(self.core.served, self.node.take_session), SessionsScreen)
+
+    def help_groups(self) -> list[tuple[str, Sequence[BindingType]]]:
+        """Every screen's bindings, as the help screen lists them (the history view this app uses)."""
+        from tui.screens.grants import GrantsScreen
+        from tui.screens.reload import ReloadReviewScreen
+        from tui.screens.review import ReviewScreen
+        from tui.screens.review_steps import ConfirmRuleScreen, DetailScreen, SuggestionsScreen
+        from tui.screens.sessions import SessionsScreen
+        from tui.widgets.history_list import HistoryList
+
+        history: list[tuple[str, Sequence[BindingType]]] = (
+            [("History view (h)", [*ReviewScreen.BINDINGS, *HistoryList.BINDINGS]),
+             ("One past ask", DetailScreen.BINDINGS),
+             ("Suggested rules", SuggestionsScreen.BINDINGS),
+             ("Writing a suggested rule", ConfirmRuleScreen.BINDINGS)]
+            if self.store is not None else [("History view (h)", HistoryScreen.BINDINGS)]
+        )
+        return [
+            ("Deciding the selected ask", QueueScreen.BINDINGS),
+            ("Everywhere", [*self.BINDINGS, Binding(self.COMMAND_PALETTE_BINDING, "command_palette",
+                                                    "Every action by name", id="app.palette")]),
+            ("Batch preview", BatchPreviewScreen.BINDINGS),
+            ("Whole-session confirmation", GrantConfirmScreen.BINDINGS),
+            ("Whole-session refusal", GrantRefusedScreen.BINDINGS),
+            ("Whole-session grant on an ask without facts", GrantNoFactsScreen.BINDINGS),
+            ("Config change review", ReloadReviewScreen.BINDINGS),
+            ("Reason editor (keys type into the field; none decides)", ReasonScreen.BINDINGS),
+            ("Expanded ask", ExpandScreen.BINDINGS),
+            ("Quit confirmation", QuitConfirmScreen.BINDINGS),
+            ("Sessions view (S)", SessionsScreen.BINDINGS),
+            ("Grants view (W)", GrantsScreen.BINDINGS),
+            *history,
+        ]
+
+    def action_help(self) -> None:
+        from tui.screens.help import HelpScreen
+
+        sections: list[tuple[str, list[tuple[str, Binding]]]] = []
+        for title, group in self.help_groups():
+            rows = [(self.keys_of(b), b) for b in group if isinstance(b, Binding)]
+            sections.append((title, rows))
+        self.push_screen(HelpScreen(sections))
+
+    def _pending_reload(self, pending: PendingReload) -> None:
+        self.call_later(self._review_reload, pending)
+
+    def _review_reload(self, pending: PendingReload) -> None:
+        from tui.screens.reload import ReloadReviewScreen
+
+        authority = self.authority
+        if authority is None or pending not in authority.store.pending():
+            return  # superseded by a newer change, which has its own review
+
+        def decided(accept: bool | None) -> None:
+            if not accept:
+                authority.decline(pending)
+                path = safe_plain(str(pending.path))
+                self.notify(f"Config change NOT applied; the rules in force stay: {path}",
+                            severity="warning", markup=False)
+            elif authority.accept(pending):
+                self.notify(f"Config change applied: {safe_plain(str(pending.path))}", markup=False)
+            else:
+                self.notify("That config change was superseded by a newer one (reviewed next).",
+                            severity="warning", markup=False)
+
+        self.push_screen(ReloadReviewScreen(pending, self.settings.input_grace_ms), decided)
+
+    # -- the command palette ------------------------------------------------------------------------
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        """The command palette: every action of the screen it was opened on, with its key.
+
+        Choosing a decision only says which key takes it: no palette entry (and so no click)
+        decides an ask."""
+        seen: set[str] = set()
+        for active in screen.active_bindings.values():
+            binding = active.binding
+            if binding.action in seen or binding.action == "command_palette":
+                continue
+            seen.add(binding.action)
+            keys = self.keys_of(binding)
+            title = f"{binding.description} ({keys})"
+            name = binding.action.partition("(")[0]
+            if isinstance(active.node, QueueScreen) and name in DECIDING:
+                yield SystemCommand(title, "A decision: press its key on the ask (the palette never decides)",
+                                    partial(self._say_key, binding.description, keys))
+            else:
+                yield SystemCommand(title, binding.tooltip or binding.description,
+                                    partial(self.run_action, binding.action, active.node))
+
+    def _say_key(self, description: str, keys: str) -> None:
+        self.notify(f"{description}: press {keys} with the ask on screen.", markup=False)
 
     # -- notices ---------------------------------------------------------------------------------
+
+    def tell(self, notice: Notice) -> None:
+        self.notify(notice.message, title=notice.title, severity=notice.severity, timeout=notice.timeout,
+                    markup=False)
 
     def notify(
         self,
@@ -203,4 +422,7 @@ class AuthorizerApp(Views, CoreEvents, SignalQuit):
                              ttl=timeout or 8)
             return
         super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
-
+        if self.seams.toasts is not None:
+            self.seams.toasts(Notification(message, title, severity,
+                                           self.NOTIFICATION_TIMEOUT if timeout is None else timeout,
+                                           markup=markup))

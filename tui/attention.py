@@ -1,16 +1,21 @@
 """Getting the person's attention when asks arrive: one coalesced toast, the bell and OSC 9/777
 notifications (wrapped for tmux), never more than one per burst of arrivals.
+
+`Attention` is a part the app holds: told of each arrival, it waits `ATTENTION_COALESCE_S` for the
+rest of the burst, then raises one notice and writes the signals to its `terminal` (the app's
+terminal; a test passes a list's `append`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from textual.app import App
-from textual.timer import Timer
 
 from core.person import HumanAuthorizer
 from core.serving.asks import Ask
-from tui.render.facts import ask_label
-from tui.settings import NOTIFICATION_CHANNELS, UiSettings
+from tui.render.ask_facts import ask_label
+from tui.ui_settings import NOTIFICATION_CHANNELS, UiSettings
 
 ATTENTION_COALESCE_S = 0.05
 
@@ -32,25 +37,41 @@ def _signal_safe(text: str) -> str:
     return "".join(c for c in text if 32 <= ord(c) < 127 and c != ";")[:120]
 
 
-class Attention(App[int]):
-    """The attention signals of `AuthorizerApp` (its base class)."""
+class Attention:
+    """One notice and one set of terminal signals per burst of arrivals."""
 
-    human: HumanAuthorizer
-    settings: UiSettings
-    signals: list[str]
-    _tmux: bool
-    _new_asks: list[Ask]
-    _attention_timer: Timer | None
+    def __init__(self, app: App[int], person: HumanAuthorizer, settings: UiSettings,
+                 terminal: Callable[[str], None], tmux: bool) -> None:
+        """`app`: where the notice goes and the coalescing timer runs; `terminal`: where signals are
+        written; `tmux`: wrap them for tmux passthrough."""
+        self.app = app
+        self.person = person
+        self.settings = settings
+        self.terminal = terminal
+        self.tmux = tmux
+        self._arrived: list[Ask] = []
+        self._coalescing = False
 
     @property
-    def signal_channels(self) -> tuple[str, ...]:
+    def channels(self) -> tuple[str, ...]:
         extra = [c for c in self.settings.prompt_notifications if c in NOTIFICATION_CHANNELS and c != "bell"]
         return ("bell", *dict.fromkeys(extra))
 
-    def _flush_attention(self) -> None:
-        self._attention_timer = None
-        asks = [a for a in self._new_asks if self.human.get(a.key) is not None]
-        self._new_asks.clear()
+    @property
+    def coalescing(self) -> bool:
+        """A burst's notice is still to come."""
+        return self._coalescing
+
+    def arrived(self, ask: Ask) -> None:
+        self._arrived.append(ask)
+        if not self._coalescing:
+            self._coalescing = True
+            self.app.set_timer(ATTENTION_COALESCE_S, self._flush)
+
+    def _flush(self) -> None:
+        self._coalescing = False
+        asks = [a for a in self._arrived if self.person.get(a.key) is not None]
+        self._arrived.clear()
         if not asks:
             return
         if len(asks) == 1:
@@ -59,16 +80,8 @@ class Attention(App[int]):
         else:
             body = "\n".join(ask_label(a) for a in asks[:5]) + ("\n…" if len(asks) > 5 else "")
             title = f"{len(asks)} permissions asked"
-        self.notify(body, title=title, markup=False, timeout=8)
-        pending = len(self.human.pending())
+        self.app.notify(body, title=title, markup=False, timeout=8)
+        pending = len(self.person.pending())
         plain = _signal_safe(f"{pending} pending ask{'s' if pending != 1 else ''}")
-        for channel in self.signal_channels:
-            self.emit_terminal_signal(osc_sequence(channel, "pi-authorizer", plain, self._tmux))
-
-    def emit_terminal_signal(self, sequence: str) -> None:
-        """Write a bell / OSC notification to the terminal; recorded in `signals` for tests."""
-        self.signals.append(sequence)
-        driver = self._driver
-        if driver is not None and not self.is_headless:
-            driver.write(sequence)
-            driver.flush()
+        for channel in self.channels:
+            self.terminal(osc_sequence(channel, "pi-authorizer", plain, self.tmux))

@@ -9,7 +9,14 @@ from importlib import metadata
 from typing import NoReturn
 
 from core.text import log_safe
-from tui.commands import app, demo, explain, history, run, serve
+from tui.commands import (
+    app_command,
+    demo_command,
+    explain_command,
+    history_command,
+    run_command,
+    serve_command,
+)
 from tui.commands.arguments import CliError
 
 
@@ -28,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
     parser.add_argument("-V", "--version", action="version", version=f"pi-authorizer {version()}")
     subparsers = parser.add_subparsers(dest="command_name", metavar="COMMAND")
-    for module in (app, serve, run, explain, history, demo):
+    for module in (app_command, serve_command, run_command, explain_command, history_command, demo_command):
         module.add_parser(subparsers)
     return parser
 

@@ -1,4 +1,4 @@
-"""Keystroke safety: whether a key press commits, arms or is ignored, and why. No Textual here.
+"""Keystroke safety: whether a key press commits, arms or is ignored, and why. No Textual logic here.
 
 The promise is that a person never decides what they have not seen. Time starts when a frame
 showing the ask (or a confirmation) has been painted, never when a widget was built, so a loaded
@@ -37,6 +37,8 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from tui.actions import DOUBLE_PRESS
+
 Outcome = Literal["commit", "arm", "ignore"]
 Reason = Literal[
     "no-ask",  # nothing selected
@@ -50,7 +52,6 @@ Reason = Literal[
     "opens-step",  # a key whose decision happens in a confirmation step
     "confirmed",  # a modal's decisive key
 ]
-DEFAULT_DOUBLE = frozenset({"approve", "approve_session", "approve_session_both", "deny"})
 
 _WHY: dict[Reason, str] = {
     "no-ask": "No ask is selected.",
@@ -71,7 +72,7 @@ class KeyRules:
     grace_s: float = 0.5
     double_press: bool = True
     arm_expiry_s: float | None = 5.0
-    double: frozenset[str] = DEFAULT_DOUBLE
+    double: frozenset[str] = DOUBLE_PRESS  # from the keys' table (`tui.actions`)
 
 
 @dataclass(frozen=True)

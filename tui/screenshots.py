@@ -5,7 +5,7 @@ Generated, not drawn, so they cannot drift from the app: the same wiring `pi-aut
 on a temporary forwarding root, fed by the simulated children of `tui.demo.children`, run headless.
 
 Deterministic: each run works in a fresh temp folder, and the app is given paths relative to it, so no
-shot shows where that folder was; wall time is a stage clock (`tui.stage`) that moves only when this
+shot shows where that folder was; wall time is pinned (`PinnedWallClock`) and moves only when this
 script says so, injected into the node (core, history, person) and the app, no module patched;
 request ids and `createdAt` are fixed; local time is UTC; the reason editor's cursor does not blink.
 """
@@ -16,17 +16,23 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import os
 import tempfile
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+from textual.pilot import Pilot
 from textual.widgets import Input, Static
 
-from core.clock import SYSTEM_CLOCK, Clock
+from core.clock import SYSTEM_CLOCK, Clock, SystemClock
 from core.person import HumanAuthorizer
+from core.serving.asks import AskKey
 from core.wiring import AttendedNode
-from tui.app import AuthorizerApp
-from tui.commands.app import ui_settings
-from tui.commands.demo import DEMO_SESSION, demo_args
+from tui.app import AppSeams, AuthorizerApp
+from tui.commands.app_command import ui_settings
+from tui.commands.demo_command import DEMO_SESSION, demo_args
 from tui.commands.node import attended_node, take_sessions
 from tui.demo.children import SimulatedChild
 from tui.demo.scenario import demo_scenarios, legacy
@@ -35,8 +41,7 @@ from tui.screens.grant_steps import GrantConfirmScreen
 from tui.screens.grants import GrantsScreen
 from tui.screens.review import ReviewScreen
 from tui.screens.sessions import SessionsScreen
-from tui.settings import UiSettings
-from tui.stage import Shooter, StageClock, arrived, children, fixed, utc
+from tui.ui_settings import UiSettings
 
 DEFAULT_OUTDIR = Path(__file__).resolve().parent.parent / "screenshots"
 SIZE = (140, 45)
@@ -58,11 +63,118 @@ SHOTS = (
 )
 
 
+class PinnedWallClock(SystemClock):
+    """Wall time while shooting: fixed, moved only by `advance` (monotonic time and waits are real)."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def time(self) -> float:
+        return self.now
+
+    def wall(self) -> float:
+        return self.now
+
+    def monotonic(self) -> float:
+        """Real: Textual measures its own timers and key grace on it."""
+        return time.monotonic()
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@contextlib.contextmanager
+def utc() -> Iterator[None]:
+    """Local time is UTC while shooting (times are shown as local time), restored afterwards."""
+    tz = os.environ.get("TZ")
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+    try:
+        yield
+    finally:
+        if tz is None:
+            os.environ.pop("TZ", None)
+        else:
+            os.environ["TZ"] = tz
+        time.tzset()
+
+
+def children(root: Path, target: str) -> dict[str, SimulatedChild]:
+    """One child per demo agent, each in its own worktree, with fixed session ids."""
+    agents = dict.fromkeys(agent for agent, _ in demo_scenarios())
+    return {
+        agent: SimulatedChild(
+            root, target, agent, f"019ff96a-{i + 1:04x}-7000-8000-{i + 1:012x}", f"/worktrees/issue-{40 + i}"
+        )
+        for i, agent in enumerate(agents)
+    }
+
+
+def fixed(body: dict[str, Any], request_id: str, created_s: float) -> dict[str, Any]:
+    """The scenario's body with a fixed id and `createdAt` (the builders use the real clock)."""
+    return {**body, "id": request_id, "createdAt": int(created_s * 1000)}
+
+
+def arrived(app: AuthorizerApp, child: SimulatedChild, request_id: str) -> Callable[[], bool]:
+    """The ask is in the queue, or this node's rules have already answered it."""
+    answer = child.folder / "responses" / f"{request_id}.json"
+    return lambda: answer.exists() or any(ask.request.id == request_id for ask in app.human.pending())
+
+
+class Shooter:
+    """Drives one headless run of the app, pressing keys as a person does, and saves screens."""
+
+    def __init__(self, app: AuthorizerApp, pilot: Pilot[int], clock: PinnedWallClock, outdir: Path) -> None:
+        self.app, self.pilot, self.clock, self.outdir = app, pilot, clock, outdir
+
+    async def until(self, predicate: Callable[[], bool], within: float = 10.0) -> None:
+        deadline = time.monotonic() + within
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise TimeoutError("the app did not reach the state to shoot")
+            await self.pilot.pause(0.02)
+
+    async def press(self, *keys: str) -> None:
+        await self.pilot.press(*keys)
+
+    async def until_keys_count(self) -> None:
+        """Decision keys count only once the ask is painted (`tui.keysafety`): wait for that."""
+        await self.until(self.app.safety.accepting)
+
+    def advance(self, seconds: float) -> None:
+        """Let wall time pass, and show it (the queue's own tick comes only once a second)."""
+        self.clock.advance(seconds)
+        self.app.queue.refresh_queue()
+
+    async def shoot(self, name: str) -> None:
+        await self.pilot.pause(0.05)
+        await self.pilot.wait_for_scheduled_animations()
+        self.app.clear_notifications()
+        await self.pilot.pause()
+        self.app.save_screenshot(name, str(self.outdir))
+
+    async def select(self, key: AskKey) -> None:
+        """Move the queue cursor with j / k onto the ask `key`."""
+        queue = self.app.queue
+        keys = queue.table.ask_keys
+        while queue.selected != key:
+            here = keys.index(queue.selected) if queue.selected in keys else 0
+            await self.press("j" if here < keys.index(key) else "k")
+
+    async def decide(self, key: AskKey, *presses: str, think_s: float) -> None:
+        """Select the ask, look at it for `think_s` of wall time, press the keys until it is gone."""
+        await self.select(key)
+        self.advance(think_s)
+        await self.until_keys_count()
+        await self.press(*presses)
+        await self.until(lambda: self.app.human.get(key) is None)
+
+
 def generate(outdir: Path = DEFAULT_OUTDIR) -> list[Path]:
     """Run the app in a fresh temp folder, write every file of `SHOTS` into `outdir`."""
     outdir = outdir.resolve()
     outdir.mkdir(parents=True, exist_ok=True)
-    clock = StageClock(START)
+    clock = PinnedWallClock(START)
     with (
         tempfile.TemporaryDirectory(prefix="pi-authorizer-screenshots-") as work,
         contextlib.chdir(work),
@@ -84,14 +196,14 @@ def demo_parts(workdir: Path, clock: Clock = SYSTEM_CLOCK) -> tuple[AttendedNode
     return node, ui_settings(options, node.authority), options.forwarding_root
 
 
-def build_app(workdir: Path, clock: StageClock) -> tuple[AuthorizerApp, Path]:
+def build_app(workdir: Path, clock: PinnedWallClock) -> tuple[AuthorizerApp, Path]:
     node, settings, root = demo_parts(workdir, clock)
     # The shots show the ask, not the half-second pause of the keys after it appears.
-    app = AuthorizerApp(node, dataclasses.replace(settings, input_grace_ms=0), clock=clock.time)
+    app = AuthorizerApp(node, dataclasses.replace(settings, input_grace_ms=0), AppSeams(wall=clock.wall))
     return app, root
 
 
-async def drive(app: AuthorizerApp, root: Path, clock: StageClock, outdir: Path) -> None:
+async def drive(app: AuthorizerApp, root: Path, clock: PinnedWallClock, outdir: Path) -> None:
     """Children ask one at a time; each screen is then reached with the keys a person presses."""
     human = app.human
     kids = children(root, DEMO_SESSION)
@@ -167,7 +279,7 @@ async def drive(app: AuthorizerApp, root: Path, clock: StageClock, outdir: Path)
         await shooter.press("W")
         await shooter.until(lambda: isinstance(app.screen, GrantsScreen) and bool(app.screen.entries))
         await shooter.shoot("grants.svg")
-        await app.stop_serving()
+        await app.quitting.stop_serving()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,7 +15,8 @@ import pytest
 from core.history import HistoryStore
 from core.history.rows import COLUMNS
 from core.history.store import HISTORY_FILE
-from tui.commands import arguments, history
+from tui.commands import arguments
+from tui.commands import history_command as history
 from tui.commands.node import open_history
 from tui.commands.options import add_serving_options
 

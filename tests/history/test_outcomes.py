@@ -27,7 +27,7 @@ from tests.helpers import (
     write_request_bytes,
 )
 from tests.history.support import Node, S, intent, suggestion
-from tui.commands.history import _cells
+from tui.commands.history_command import _cells
 
 
 @pytest.fixture

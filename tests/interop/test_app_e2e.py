@@ -15,8 +15,8 @@ from core.wiring import AttendedNode
 from tests.interop.harness import NodeDriver, child_ask_args, child_env
 from tests.interop.ids import CHILD_SESSION, UUID_SESSION
 from tests.tui.support import FakeKeyClock, wait_for, wait_painted
-from tui.app import AuthorizerApp
-from tui.settings import UiSettings
+from tui.app import AppSeams, AuthorizerApp
+from tui.ui_settings import UiSettings
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(120)]
 
@@ -38,7 +38,7 @@ async def test_real_child_is_approved_with_a_double_press(
     core.add_session(UUID_SESSION)
     keys = FakeKeyClock()
     # double press on, 500 ms grace
-    app = AuthorizerApp(AttendedNode(core, human), UiSettings(), key_clock=keys)
+    app = AuthorizerApp(AttendedNode(core, human), UiSettings(), AppSeams(keys=keys))
     with node_driver.start(
         "child_ask.ts",
         child_ask_args(forwarding_root, CHILD_SESSION, "Explore", ASK),

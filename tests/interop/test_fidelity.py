@@ -15,7 +15,7 @@ import pytest
 
 from tests.interop.harness import NodeDriver
 from tests.interop.reference import GLOBAL, HOME, PROJECT, Case, Verdict, agent_file, reference_verdicts
-from tui.commands import explain
+from tui.commands import explain_command as explain
 
 pytestmark = [pytest.mark.interop, pytest.mark.xdist_group("fidelity"), pytest.mark.timeout(120)]
 

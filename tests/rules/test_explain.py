@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.rules.support import Layout
-from tui.commands import explain
+from tui.commands import explain_command as explain
 
 
 def request(intent: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from textual.notifications import Notification
 from textual.pilot import Pilot
 from textual.strip import Strip
 
@@ -24,10 +25,14 @@ from core.serving.asks import Judgment
 from core.wire.decisions import SessionApprovalDecision
 from core.wire.request import ParsedRequest, SessionGrant
 from core.wiring import AttendedNode
-from tui.app import AuthorizerApp
-from tui.settings import UiSettings
+from tui.app import AppSeams, AuthorizerApp
+from tui.ui_settings import UiSettings
 
 SERVED = "019ff969-c34c-70be-9034-fae19c852932"
+#: A second served session (the session column, adopting an inbox).
+OTHER = "019ff96b-2222-7000-8000-bbbbbbbbbbbb"
+#: A session nobody serves (its inbox is listed as unserved).
+ORPHAN = "orphan-session-1"
 CHILD = "019ff96a-1111-7000-8000-aaaaaaaaaaaa"
 FIXED_NOW = 1_790_000_060.0  # 60 s after FIXED_CREATED
 FIXED_CREATED = 1_790_000_000_000
@@ -174,6 +179,10 @@ class Rig:
     keys: FakeKeyClock = field(default_factory=FakeKeyClock)
     #: Every decision the person's slot published, in order (recorded from its events).
     decided: list[AskDecided] = field(default_factory=list)
+    #: Every bell / OSC signal the app wrote to its terminal (`AppSeams.terminal`).
+    signals: list[str] = field(default_factory=list)
+    #: Every toast the app showed (`AppSeams.toasts`).
+    toasts: list[Notification] = field(default_factory=list)
 
     @property
     def heartbeat(self) -> Path:
@@ -201,9 +210,11 @@ def make_rig(
     for sid in sessions:
         core.add_session(sid)
     keys = keys or FakeKeyClock()
-    app = AuthorizerApp(AttendedNode(core, human), settings or UiSettings(input_grace_ms=0), clock=clock,
-                        key_clock=keys)
-    rig = Rig(root, state, core, human, app, book, keys)
+    signals: list[str] = []
+    toasts: list[Notification] = []
+    app = AuthorizerApp(AttendedNode(core, human), settings or UiSettings(input_grace_ms=0),
+                        AppSeams(wall=clock, keys=keys, terminal=signals.append, toasts=toasts.append))
+    rig = Rig(root, state, core, human, app, book, keys, signals=signals, toasts=toasts)
     human.subscribe(lambda event: rig.decided.append(event) if isinstance(event, AskDecided) else None)
     return rig
 
@@ -220,7 +231,7 @@ async def wait_rows(pilot: Pilot[Any], app: AuthorizerApp, count: int, within: f
     """`count` rows, and (on the queue) the selected ask painted: its keys count after the grace."""
 
     def ready() -> bool:
-        if not (app.queue._composed and app.queue.table.row_count == count):
+        if not (app.queue.ready and app.queue.table.row_count == count):
             return False
         return count == 0 or app.screen is not app.queue or app.safety.ready_at() is not None
 
@@ -245,6 +256,17 @@ async def wait_response(
     await wait_for(pilot, ready, within)
     assert found is not None
     return found
+
+
+def names(app: AuthorizerApp) -> list[str]:
+    """The request ids of the queue's rows, in order."""
+    return [k.name.removesuffix(".json") for k in app.queue.table.ask_keys]
+
+
+def selected(app: AuthorizerApp) -> str:
+    """The request id of the selected ask."""
+    assert app.queue.selected is not None
+    return app.queue.selected.name.removesuffix(".json")
 
 
 def rendered_strips(app: AuthorizerApp) -> list[Strip]:

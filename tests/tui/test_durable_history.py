@@ -16,6 +16,7 @@ from core.serving import ServingCore
 from core.wiring import AttendedNode
 from tests.helpers import wait_for as until
 from tests.tui.support import (
+    OTHER,
     SERVED,
     request_body,
     wait_for,
@@ -27,9 +28,7 @@ from tui.app import AuthorizerApp
 from tui.commands.node import take_sessions
 from tui.screens.review import ReviewScreen
 from tui.screens.sessions import SessionsScreen
-from tui.settings import UiSettings
-
-OTHER = "019ff96b-2222-7000-8000-bbbbbbbbbbbb"
+from tui.ui_settings import UiSettings
 
 
 async def test_h_opens_the_review_and_decisions_are_recorded_with_shown_time(tmp_path: Path) -> None:

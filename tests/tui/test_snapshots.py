@@ -30,7 +30,7 @@ from tests.tui.support import (
 )
 from tui.app import AuthorizerApp
 from tui.screens.ask_steps import ReasonScreen
-from tui.settings import UiSettings
+from tui.ui_settings import UiSettings
 
 pytestmark = pytest.mark.timeout(120)  # a hang guard, not a speed check
 SnapCompare = Callable[..., bool]
@@ -72,7 +72,7 @@ def ready(rig: Rig, rows: int, extra: Callable[[Pilot[Any]], Awaitable[None]] | 
           ) -> Callable[[Pilot[Any]], Awaitable[None]]:
     async def quiet(pilot: Pilot[Any]) -> None:
         # The arrival toast comes from a coalescing timer: wait for it, then clear it.
-        await wait_for(pilot, lambda: rig.app._attention_timer is None)
+        await wait_for(pilot, lambda: not rig.app.attention.coalescing)
         await pilot.pause()
         rig.app.clear_notifications()
 

@@ -1,17 +1,26 @@
-"""Sessions, history, help and attention, against the real core."""
+"""The other views, against the real core: sessions, this run's history, help, the command palette,
+attention (toast, bell, OSC), and screens imported only when first opened."""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
+from textual.command import CommandPalette
 from textual.widgets import DataTable, Static
 
 from core.forwarding.liveness import heartbeat_path
+from core.history import HistoryStore
+from core.person import HumanAuthorizer
+from core.serving import ServingCore
+from core.wiring import AttendedNode
 from tests.tui.support import (
+    ORPHAN,
     SERVED,
     make_rig,
     read_response,
@@ -23,16 +32,19 @@ from tests.tui.support import (
     wait_rows,
     write_request,
 )
+from tui.app import AuthorizerApp
 from tui.attention import osc_sequence
 from tui.screens.help import HelpScreen
-from tui.screens.history import HistoryScreen
 from tui.screens.queue import QueueScreen
+from tui.screens.review import ReviewScreen
+from tui.screens.run_history import HistoryScreen
 from tui.screens.sessions import SessionsScreen
-from tui.settings import UiSettings
+from tui.ui_settings import UiSettings
 
-pytestmark = pytest.mark.timeout(30)
-ORPHAN = "orphan-session-1"
+pytestmark = pytest.mark.timeout(30)  # a hang guard, not a speed check
+
 BUSY = "busy-session-2"
+REPO = Path(__file__).resolve().parents[2]
 
 
 def screen_text(app: object) -> str:
@@ -124,15 +136,15 @@ async def test_new_ask_rings_the_bell_and_shows_a_toast(tmp_path: Path) -> None:
     rig = make_rig(tmp_path, UiSettings(prompt_notifications=("osc9", "osc777")))
     async with rig.app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        assert rig.app.signals == []
+        assert rig.signals == []
         write_request(rig.root, request_body("req-at", value="[@click=app.quit]x[/]"))
         await wait_rows(pilot, rig.app, 1)
-        await wait_for(pilot, lambda: len(rig.app.signals) == 3)
-        bell, osc9, osc777 = rig.app.signals
+        await wait_for(pilot, lambda: len(rig.signals) == 3)
+        bell, osc9, osc777 = rig.signals
         assert bell == "\a"
         assert osc9 == "\x1b]9;pi-authorizer: 1 pending ask\x07"
         assert osc777 == "\x1b]777;notify;pi-authorizer;1 pending ask\x07"
-        toasts = list(rig.app._notifications)
+        toasts = list(rig.toasts)
         assert toasts and toasts[-1].title == "Permission asked"
         assert "[@click=app.quit]x[/]" in toasts[-1].message and not toasts[-1].markup
         assert rig.app.is_running
@@ -146,8 +158,8 @@ async def test_signals_are_wrapped_for_tmux_passthrough(
     async with rig.app.run_test(size=(120, 40)) as pilot:
         write_request(rig.root, request_body("req-tm"))
         await wait_rows(pilot, rig.app, 1)
-        await wait_for(pilot, lambda: len(rig.app.signals) == 2)
-        assert rig.app.signals[1] == "\x1bPtmux;\x1b\x1b]9;pi-authorizer: 1 pending ask\x07\x1b\\"
+        await wait_for(pilot, lambda: len(rig.signals) == 2)
+        assert rig.signals[1] == "\x1bPtmux;\x1b\x1b]9;pi-authorizer: 1 pending ask\x07\x1b\\"
     assert osc_sequence("bell", "t", "b", tmux=True) == "\a"
     assert os.environ["TMUX"]
 
@@ -159,5 +171,59 @@ async def test_a_burst_of_asks_gives_one_signal(tmp_path: Path) -> None:
     async with rig.app.run_test(size=(120, 40)) as pilot:
         await wait_rows(pilot, rig.app, 5)
         await settle(pilot)
-        assert rig.app.signals == ["\a"]
-        assert any(n.title == "5 permissions asked" for n in rig.app._notifications)
+        assert rig.signals == ["\a"]
+        assert any(n.title == "5 permissions asked" for n in rig.toasts)
+
+
+async def test_palette_lists_every_action_and_never_decides(tmp_path: Path) -> None:
+    rig = make_rig(tmp_path, UiSettings(input_grace_ms=0, double_press=False))
+    write_request(rig.root, request_body("p-1"))
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        await wait_rows(pilot, rig.app, 1)
+        commands = {c.title: c for c in rig.app.get_system_commands(rig.app.queue)}
+        titles = "\n".join(commands)
+        for words in ("Approve once (y)", "Deny (n)", "Filter (/)", "Mark all shown (*)", "Approve marked…",
+                      "History (h)", "Sessions (S)", "Help (?)", "First ask", "Last ask"):
+            assert words in titles, words
+        await pilot.press("ctrl+p")
+        await wait_for(pilot, lambda: isinstance(rig.app.screen, CommandPalette))
+        await pilot.press(*"Approve once", "enter")
+        await wait_for(pilot, lambda: isinstance(rig.app.screen, QueueScreen))
+        await settle(pilot)
+        assert read_response(rig.root, "p-1") is None and rig.decided == []
+
+
+async def test_help_on_the_history_view_lists_its_keys(tmp_path: Path) -> None:
+    root, state = tmp_path / "forwarding", tmp_path / "state"
+    store = HistoryStore.in_state_dir(state)
+    human = HumanAuthorizer()
+    core = ServingCore(root, state, arbiter=human, ledger=store)
+    core.add_session(SERVED)
+    app = AuthorizerApp(AttendedNode(core, human, history=store), UiSettings(input_grace_ms=0))
+    async with app.run_test(size=(130, 60)) as pilot:
+        await pilot.press("h")
+        await wait_for(pilot, lambda: isinstance(app.screen, ReviewScreen))
+        await wait_for(pilot, lambda: "Decided by" in rendered_text(app))
+        assert "Decided by" in rendered_text(app) and "Verdict" in rendered_text(app)  # column headers
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+        text = "\n".join(str(w.render()) for w in app.screen.query(Static))
+        for binding_id in ("review.filter", "review.suggestions", "review.details", "review.first"):
+            assert f"[{binding_id}]" in text, binding_id
+        assert "[history.back]" not in text  # the plain run list is not what `h` opens here
+        assert "[batch.confirm]" in text and "[queue.filter]" in text
+
+
+# -- the first frame --------------------------------------------------------------------------------
+
+
+def test_the_app_imports_no_screen_it_does_not_show_at_start() -> None:
+    """Screens opened later (grants, help, review, sessions, config review) and the rule suggester load
+    when first opened, not before the first frame."""
+    later = ["tui.screens.grants", "tui.screens.help", "tui.screens.review", "tui.screens.sessions",
+             "tui.screens.reload", "tui.screens.review_steps", "core.history.suggest",
+             "tui.widgets.history_list"]
+    code = f"import sys, json, tui.app; print(json.dumps([m for m in {later!r} if m in sys.modules]))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True,
+                         timeout=60)
+    assert json.loads(out.stdout) == []

@@ -17,7 +17,7 @@ from core.person import HumanAuthorizer
 from core.rules.agent_names import suspicious_agent_reason
 from core.serving.asks import Ask
 from core.wire.principal import agent_mismatch, principal_agent
-from tui.render.facts import LINE_LIMIT
+from tui.render.ask_facts import LINE_LIMIT
 from tui.render.styles import DIM, ERROR, LABEL_STYLE, WARN
 from tui.sanitize import elision, sanitize
 

@@ -6,7 +6,7 @@ from textual.content import Content
 
 from core.serving.asks import Ask
 from tui.render.ask import Clip, agent_content, value_content
-from tui.render.facts import age_seconds, duration
+from tui.render.ask_facts import age_seconds, duration
 from tui.render.risk import RiskHint
 from tui.render.styles import DIM
 

@@ -27,7 +27,7 @@ from tui.render.ask import (
     grants_content,
     provenance_content,
 )
-from tui.render.facts import VALUE_LIMIT
+from tui.render.ask_facts import VALUE_LIMIT
 from tui.render.lines import batch_line
 from tui.render.styles import WARN
 from tui.widgets.painted import PaintProbe

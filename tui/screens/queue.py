@@ -1,34 +1,80 @@
-"""The main screen: pending asks oldest first, the selected one in full, decision keys.
+"""The main screen: pending asks oldest first, the selected one in full, the decision keys.
 
 Guards against accidental approval (`docs/contract.md` § Approval safety): the queue never reorders
 under the cursor; every timing and press rule (grace after the ask is painted, double press, hidden
 characters, modal grace, armed-press expiry) is `tui.keysafety.KeySafety`, fed from here: the
 selection, the paint of the ask's header (`PaintProbe`), and each key's read time. `w` and `r` open
 an explicit confirmation step; `esc` never decides. Decision bindings are hidden from the clickable
-Footer and shown in a plain legend instead, so no mouse path decides an ask.
+Footer and shown in a plain legend (`KeyLegend`) instead, so no mouse path decides an ask.
+
+The screen, read top to bottom: its layout and its parts (the table, the detail, the filter field,
+the `StatusLine` and the `KeyLegend` it tells what to paint); the state (the table and the selected
+ask in sync with the pending asks, the paint the key safety waits for); moving and filtering;
+single decisions (the key safety first, then one `HumanAuthorizer` call); batches.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from collections.abc import Awaitable, Callable, Hashable
+from typing import TYPE_CHECKING, ClassVar, TypeVar
 
-from textual.binding import Binding, BindingType
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import BindingType
+from textual.containers import Vertical
 from textual.content import Content
+from textual.message import Message
+from textual.screen import Screen, ScreenResultCallbackType
+from textual.widgets import DataTable, Footer, Header, Input
 
-from core.serving.asks import Ask, AskKey
-from tui.render.facts import (
-    LINE_LIMIT,
-    VALUE_LIMIT,
-    ask_has_hidden,
-    child_values,
+from core.person import (
+    AskAdded,
+    AskDecided,
+    AskWithdrawn,
+    DecisionRefused,
+    GrantRefused,
+    HumanAuthorizer,
+    HumanEvent,
+    proven_direction,
 )
+from core.serving.asks import Ask, AskKey
+from core.wire.response import GrantWidth
+from tui.actions import DECIDING, QUEUE, bindings
+from tui.keysafety import Armed, KeySafety, Verdict
+from tui.render.ask_facts import LINE_LIMIT, VALUE_LIMIT, ask_has_hidden, ask_label, child_values
 from tui.render.styles import DIM, WARN
+from tui.sanitize import safe_plain
+from tui.screens.ask_steps import ExpandScreen, ReasonScreen
 from tui.screens.batch_preview import BatchPreviewScreen
-from tui.screens.queue_decide import DecidingQueue
-from tui.screens.queue_status import STATUS_TTL_S
+from tui.screens.grant_steps import GrantConfirmScreen, GrantNoFactsScreen, GrantRefusedScreen
+from tui.ui_settings import UiSettings
+from tui.widgets.ask_detail import AskDetail
+from tui.widgets.ask_filter import AskFilter
+from tui.widgets.asks_table import AsksTable
+from tui.widgets.key_legend import KeyLegend
+from tui.widgets.status_line import StatusLine
 
 if TYPE_CHECKING:
-    pass
+    from textual.timer import Timer
+
+R = TypeVar("R")
+
+STATUS_TTL_S = 15.0
+COMPACT_WIDTH = 100
+COMPACT_HEIGHT = 30
+# Below this many columns the footer drops its padding, so every key fits at 80x24.
+COMPACT_FOOTER_BELOW = 110
+FILTER_HINT = "filter: agent:NAME session:ID surface:S  free text  (enter keeps it, esc clears it)"
+KIND_WORDS = {
+    "approved": "Approved once",
+    "approved_for_session": "Approved for the subagent's session",
+    "approved_for_serving_session": "Approved and recorded a whole-session grant",
+    "approved_by_serving_grant": "Approved by the whole-session grant",
+    "denied": "Denied",
+    "denied_with_reason": "Denied with reason",
+}
+VERBS = {action.name: action.verb for action in QUEUE if action.verb is not None}
+
 
 def batch_exclusion(ask: Ask) -> str | None:
     """Why an ask may not be decided in a batch (it needs a look of its own), or None."""
@@ -40,46 +86,550 @@ def batch_exclusion(ask: Ask) -> str | None:
     return None
 
 
-class QueueScreen(DecidingQueue):
-    """Pending asks and the decision keys. Every binding has an id (see `App.set_keymap`)."""
+class QueueScreen(Screen[None]):
+    """Pending asks in `createdAt` order, the selected one in full, the status line, the legend and the
+    decision keys. Every binding has an id (see `App.set_keymap`); they are `tui.actions.QUEUE`."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("y", "approve", "Approve once", show=False, id="ask.approve",
-                tooltip="Allow this one call (approved)"),
-        Binding("s", "approve_session", "Approve for subagent session", show=False,
-                id="ask.approve_session",
-                tooltip="approved_for_session: the child records its own suggestion for its session"),
-        Binding("b", "approve_session_both", "Approve for subagent session, both directions", show=False,
-                id="ask.approve_session_both",
-                tooltip="approved_for_session at width family: read and write (only when the grant is "
-                        "one direction)"),
-        Binding("w", "approve_serving", "Approve for whole serving session", show=False,
-                id="ask.approve_serving",
-                tooltip="Record the suggestion as this node's session rule (asks for confirmation)"),
-        Binding("n", "deny", "Deny", show=False, id="ask.deny", tooltip="Deny (denied)"),
-        Binding("r", "deny_reason", "Deny with reason", show=False, id="ask.deny_reason",
-                tooltip="Deny with a reason relayed to the agent (denied_with_reason)"),
-        Binding("space", "mark", "Mark / unmark", show=False, id="queue.mark",
-                tooltip="Mark the selected ask for a batch decision and move to the next"),
-        Binding("asterisk", "mark_all", "Mark all shown", show=False, key_display="*", id="queue.mark_all",
-                tooltip="Mark every ask the filter shows (again: unmark them)"),
-        Binding("Y", "batch('approve')", "Approve marked…", show=False, id="batch.approve",
-                tooltip="Preview every marked ask, then approve each once on confirmation"),
-        Binding("N", "batch('deny')", "Deny marked…", show=False, id="batch.deny",
-                tooltip="Preview every marked ask, then deny each on confirmation"),
-        Binding("j,down", "cursor(1)", "Next", key_display="j/↓", id="queue.down"),
-        Binding("k,up", "cursor(-1)", "Prev", key_display="k/↑", id="queue.up"),
-        Binding("home,g", "jump(0)", "First ask", show=False, id="queue.first"),
-        Binding("end,G", "jump(-1)", "Last ask", show=False, id="queue.last"),
-        Binding("slash", "filter", "Filter", key_display="/", show=False, id="queue.filter",
-                tooltip="Show only asks matching agent: session: surface: terms and free text"),
-        Binding("enter", "expand", "Expand", id="queue.expand", tooltip="Show every value in full"),
-        Binding("pagedown", "scroll_detail(8)", "Scroll detail", show=False, id="queue.scroll_down"),
-        Binding("pageup", "scroll_detail(-8)", "Scroll detail", show=False, id="queue.scroll_up"),
-        Binding("escape", "disarm", "Disarm / clear filter", show=False, id="queue.disarm",
-                tooltip="Cancel an armed first press, or clear the filter (never denies)"),
-    ]
+    AUTO_FOCUS = ""  # the keys belong to the queue; the filter field takes focus only on `/`
+    BINDINGS: ClassVar[list[BindingType]] = bindings(QUEUE)
 
+    class AskShown(Message):
+        """The selected ask has been on screen (posted after the frame that shows it)."""
+
+        def __init__(self, key: AskKey) -> None:
+            super().__init__()
+            self.key = key
+
+    def __init__(
+        self,
+        human: HumanAuthorizer,
+        settings: UiSettings,
+        clock: Callable[[], float],
+        safety: KeySafety,
+        key_time: Callable[[], float],
+        sessions_served: Callable[[], int] = lambda: 1,
+    ) -> None:
+        """`clock` is wall time (ages); `safety` and `key_time` (the current key's read time) share
+        the monotonic clock; `sessions_served` counts the sessions (more than one: a session column)."""
+        super().__init__(id="queue")
+        self.human = human
+        self.settings = settings
+        self.clock = clock
+        self.safety = safety
+        self.key_time = key_time
+        self.sessions_served = sessions_served
+        self.selected: AskKey | None = None
+        self.marked: dict[AskKey, None] = {}  # ordered set
+        self.ask_filter = AskFilter()
+        self._busy = False
+        self._composed = False
+        self._refresh_pending = False
+        self._bindings_for: tuple[bool, bool] | None = None
+        self._ready_timer: Timer | None = None
+        self._key_labels: tuple[object, dict[str, str]] | None = None
+
+    # -- layout and parts -------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield Header(show_clock=False, icon="")
+        with Vertical(id="queue-body"):
+            yield Input(placeholder=FILTER_HINT, id="queue-filter", select_on_focus=False)
+            yield AsksTable(id="asks")
+            yield AskDetail(id="detail")
+            yield StatusLine(id="status")
+            yield KeyLegend(id="legend")
+        yield Footer(show_command_palette=False)
+
+    @property
+    def table(self) -> AsksTable:
+        return self.query_one(AsksTable)
+
+    @property
+    def detail(self) -> AskDetail:
+        return self.query_one(AskDetail)
+
+    @property
+    def status_line(self) -> StatusLine:
+        return self.query_one(StatusLine)
+
+    @property
+    def filter_input(self) -> Input:
+        return self.query_one("#queue-filter", Input)
+
+    @property
+    def ready(self) -> bool:
+        """Composed and mounted: its parts can be queried."""
+        return self._composed
+
+    def on_mount(self) -> None:
+        self._composed = True
+        self._show_filter(False)
+        self._title_table()
+        self.set_interval(1.0, self._tick)
+        self.refresh_queue()
+        self._render_legend()
+
+    def on_screen_resume(self) -> None:
+        # Coming back from another screen or a modal: what is visible is new to the eye (and a
+        # session may have been adopted meanwhile).
+        self.refresh_queue()
+        self.show_selected()
+
+    @property
+    def compact(self) -> bool:
+        """A small terminal (80×24 is first class): no toasts over the ask, short legend words."""
+        return self.size.width < COMPACT_WIDTH or self.size.height < COMPACT_HEIGHT
+
+    def on_resize(self) -> None:
+        self._render_legend()
+        self.query_one(Footer).compact = self.size.width < COMPACT_FOOTER_BELOW
+
+    # -- the status line ----------------------------------------------------------------------------
+
+    def set_status(self, content: Content | str, *, about: AskKey | None = None, ttl: float | None = None,
+                   ) -> None:
+        """The line under the ask. `about`: cleared when another ask is selected; `ttl`: after seconds."""
+        if self._composed:
+            self.status_line.say(content, about=about, ttl=ttl)
+
+    def say_after_events(self, content: Content | str, *, about: AskKey | None = None,
+                         ttl: float | None = None) -> None:
+        """A note about the outcome of this screen's own call to the person's API: shown after the
+        events that call caused, which are Messages already queued to the app (never overwritten by them)."""
+        self.app.call_later(self.set_status, content, about=about, ttl=ttl)
+
+    @property
+    def status_text(self) -> str:
+        return self.status_line.text
+
+    def note_event(self, event: AskWithdrawn | AskDecided) -> None:
+        """The status line's note about an ask withdrawn or decided."""
+        if isinstance(event, AskWithdrawn):
+            self.set_status(Content.assemble(
+                ("⚠ Withdrawn by the child (it stopped waiting): ", WARN),
+                (ask_label(event.ask), ""),
+                (" — not answered, and not a denial.", DIM),
+            ), ttl=STATUS_TTL_S)
+        elif isinstance(event, AskDecided):
+            line = Content.assemble((KIND_WORDS.get(event.kind, event.kind) + ": ", "bold"),
+                                    (ask_label(event.ask), ""))
+            if event.response.denial_reason:
+                line = Content.assemble(line, (" — reason: ", DIM),
+                                        (safe_plain(event.response.denial_reason, 80), ""))
+            self.set_status(line, ttl=STATUS_TTL_S)
+
+    # -- the legend -------------------------------------------------------------------------------
+
+    @property
+    def armed(self) -> Armed | None:
+        """The armed first press, if any."""
+        return self.safety.armed
+
+    def key_for(self, action: str) -> str:
+        """The key currently bound to `action` (after the user's keymap), for messages."""
+        return self.key_labels().get(action, "?")
+
+    def key_labels(self) -> dict[str, str]:
+        """Every action's key as shown; computed once per keymap (the legend asks on every move)."""
+        keymap = self.app._keymap
+        if self._key_labels is None or self._key_labels[0] is not keymap:
+            labels: dict[str, str] = {}
+            bindings = self._bindings.copy()
+            bindings.apply_keymap(keymap)
+            for _, binding in bindings:
+                labels.setdefault(binding.action, self.app.get_key_display(binding))
+            self._key_labels = (keymap, labels)
+        return self._key_labels[1]
+
+    def _render_legend(self) -> None:
+        if not self._composed:
+            return
+        ask = self.current_ask()
+        armed = self.safety.armed
+        self.query_one(KeyLegend).show_keys(
+            ask, grace=ask is not None and not self.safety.accepting(),
+            armed=armed.action if armed is not None else None, double_press=self.settings.double_press,
+            labels=self.key_labels(), marked=len(self.marked), width=max(20, self.size.width - 2))
+
+    def _legend_when_ready(self) -> None:
+        """Re-render the legend when the keys start to count (cosmetic: the safety decides)."""
+        if self._ready_timer is not None:
+            self._ready_timer.stop()
+            self._ready_timer = None
+        ready = self.safety.ready_at()
+        if ready is not None and not self.safety.accepting():
+            self._ready_timer = self.set_timer(max(0.0, ready - self.safety.clock()) + 0.01,
+                                               self._render_legend)
+        self._render_legend()
+
+    # -- state: the table and the selected ask in sync with the pending asks ------------------------
+
+    def current_ask(self) -> Ask | None:
+        return None if self.selected is None else self.human.get(self.selected)
+
+    def visible_asks(self) -> list[Ask]:
+        """What the table shows: every pending ask the filter lets through, in `createdAt` order."""
+        asks = self.human.pending()
+        return [a for a in asks if self.ask_filter.matches(a)] if self.ask_filter.active else asks
+
+    def _show_filter(self, shown: bool) -> None:
+        """A hidden filter field is also disabled: it can never hold focus and swallow keys unseen."""
+        field = self.filter_input
+        field.display = shown
+        field.disabled = not shown
+
+    @property
+    def typing(self) -> bool:
+        """The filter field has focus: every key types into it and none decides."""
+        return self._composed and self.focused is self.filter_input
+
+    def handle_event(self, event: HumanEvent) -> None:
+        """Every `HumanAuthorizer` event, in order, from the app's message loop (`HumanChanged`)."""
+        if isinstance(event, AskWithdrawn | AskDecided):
+            self.marked.pop(event.ask.key, None)
+            self.note_event(event)
+        if isinstance(event, AskAdded):
+            # Arrivals come in bursts: sync the table once per burst, not once per ask.
+            if not self._refresh_pending:
+                self._refresh_pending = True
+                self.call_later(self._refresh_after_arrivals)
+            return
+        self.refresh_queue()
+
+    def _refresh_after_arrivals(self) -> None:
+        self._refresh_pending = False
+        self.refresh_queue()
+        if self.is_current:
+            self._render_legend()
+
+    def refresh_queue(self) -> None:
+        """Sync rows with the shown asks; keep the cursor on the same ask whenever it is still shown."""
+        if not self._composed:
+            return
+        table = self.table
+        table.show_columns(["session"] if self.sessions_served() > 1 else [])
+        before = self.selected
+        before_index = None if before is None else table.index_of(before)
+        table.sync(self.visible_asks(), self.clock())
+        table.set_marked(set(self.marked))
+        keys = table.ask_keys
+        if not keys:
+            new: AskKey | None = None
+        elif before is not None and before in keys:
+            new = before
+        elif before_index is not None:
+            new = keys[min(before_index, len(keys) - 1)]  # the ask that took its place
+        else:
+            new = keys[0]
+        if new is not None:
+            index = keys.index(new)
+            if table.cursor_row != index:
+                table.move_cursor(row=index, animate=False, scroll=True)
+        self._title_table()
+        if new != before:
+            self._select(new)
+        elif new is not None:
+            # Same ask on screen: only its position and the counts change.
+            self.detail.update_header(self.current_ask(), self.clock(), keys.index(new) + 1, len(keys))
+            self._subtitle()
+        else:
+            self._render_detail()
+
+    def _title_table(self) -> None:
+        title = "Pending asks — oldest first"
+        if self.ask_filter.active:
+            shown, total = self.table.row_count, len(self.human.pending())
+            title = f"Pending asks — filter: {safe_plain(self.filter_input.value, 40)} ({shown} of {total})"
+        self.table.border_title = title
+        marked = len(self.marked)
+        self.table.border_subtitle = f"{marked} marked" if marked else ""
+
+    def _subtitle(self) -> None:
+        shown = self.table.row_count
+        total = len(self.human.pending())
+        text = f"{total} pending" if total else "no pending asks"
+        if self.ask_filter.active:
+            text += f" · {shown} shown"
+        self.sub_title = text
+
+    def _select(self, key: AskKey | None) -> None:
+        self.selected = key
+        about = self.status_line.about if self._composed else None
+        if about is not None and about != key:
+            self.set_status("")  # a note about another ask no longer applies
+        self._render_detail()
+        self.show_selected()
+
+    def show_selected(self) -> None:
+        """Tell the safety what is selected (again); its keys count once a frame showing it is painted."""
+        ask = self.current_ask()
+        self.safety.show(None if ask is None else ask.key, hidden=ask is not None and ask_has_hidden(ask))
+        if ask is not None and self._composed:
+            self.detail.expect_paint(ask.key, self._painted)
+        self._render_legend()
+        # The footer rebuilds itself on every bindings refresh: only when what the keys may do changed.
+        enabled = (ask is not None, self.typing)
+        if enabled != self._bindings_for:
+            self._bindings_for = enabled
+            self.refresh_bindings()
+
+    def _painted(self, token: Hashable) -> None:
+        self.safety.painted(token)
+        self._legend_when_ready()
+
+    def _tick(self) -> None:
+        """Once a second: ages, an expired first press (it says so), a note past its time."""
+        now = self.clock()
+        asks = self.visible_asks()
+        if [a.key for a in asks] != self.table.ask_keys:
+            # Its event is still on the way: the rows change with the selection, in one place.
+            self.refresh_queue()
+        else:
+            self.table.sync(asks, now)
+        keys = self.table.ask_keys
+        ask = self.current_ask()
+        if ask is not None and ask.key in keys:
+            self.detail.update_header(ask, now, keys.index(ask.key) + 1, len(keys))
+        if self.safety.expire():
+            self.set_status(Content.styled("First press expired; press again to arm.", DIM),
+                            about=ask.key if ask is not None else None, ttl=STATUS_TTL_S)
+            self._render_legend()
+        self.status_line.expire()
+
+    def _render_detail(self) -> None:
+        keys = self.table.ask_keys
+        ask = self.current_ask()
+        position = keys.index(ask.key) + 1 if ask is not None and ask.key in keys else 0
+        self.detail.show(ask, self.clock(), position, len(keys))
+        if ask is not None:
+            # After the frame that shows it: truer "shown" time, and the write is off the key-to-paint path.
+            self.call_after_refresh(self.post_message, self.AskShown(ask.key))
+        self._render_legend()
+        self._subtitle()
+
+    # -- moving and filtering (none of it decides) ---------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # Timing is judged per key by `self.safety` (it knows when the key was read).
+        if action in DECIDING:
+            return not (self._busy or self.current_ask() is None or self.typing)
+        return True
+
+    def action_cursor(self, delta: int) -> None:
+        keys = self.table.ask_keys
+        if not keys:
+            return
+        index = keys.index(self.selected) if self.selected in keys else 0
+        self._move_to(max(0, min(len(keys) - 1, index + delta)))
+
+    def action_jump(self, where: int) -> None:
+        keys = self.table.ask_keys
+        if keys:
+            self._move_to(where if where >= 0 else len(keys) - 1)
+
+    def _move_to(self, target: int) -> None:
+        keys = self.table.ask_keys
+        if keys[target] != self.selected:
+            self.table.move_cursor(row=target, animate=False, scroll=True)
+            self._select(keys[target])
+        else:
+            self.action_disarm()
+
+    @on(DataTable.RowHighlighted)
+    def _row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        # Only a mouse click moves the cursor without us; programmatic moves already set `selected`.
+        key = self.table.key_at_cursor()
+        if key is not None and key != self.selected:
+            self._select(key)
+
+    @on(DataTable.RowSelected)
+    def _row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()  # a click on a highlighted row decides nothing
+
+    def action_disarm(self) -> None:
+        if self.typing or (self.safety.armed is None and self.ask_filter.active):
+            self._clear_filter()
+        elif self.safety.disarm():
+            self.set_status(Content.styled("Disarmed: nothing was decided.", DIM), about=self.selected)
+            self._render_legend()
+
+    def action_filter(self) -> None:
+        self.safety.disarm()
+        self._show_filter(True)
+        self.filter_input.focus()
+        self._render_legend()
+
+    @on(Input.Changed, "#queue-filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        event.stop()
+        self.ask_filter = AskFilter.parse(event.value)
+        self.refresh_queue()
+
+    @on(Input.Submitted, "#queue-filter")
+    def _filter_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.set_focus(None)
+        if not self.ask_filter.active:
+            self._show_filter(False)
+        self.show_selected()  # the keys come back to the queue: what is on screen is new to them
+
+    def _clear_filter(self) -> None:
+        self.filter_input.value = ""
+        self._show_filter(False)
+        self.set_focus(None)
+        self.ask_filter = AskFilter()
+        self.refresh_queue()
+        self.show_selected()
+
+    # -- deciding the selected ask: the key safety first, then one call of the person's API ----------
+
+    def action_expand(self) -> None:
+        ask = self.current_ask()
+        if ask is not None:
+            self.push_modal(ExpandScreen(ask))
+
+    def action_scroll_detail(self, lines: int) -> None:
+        self.detail.scroll_relative(y=lines, animate=False)
+
+    def push_modal(self, screen: Screen[R], callback: ScreenResultCallbackType[R] | None = None) -> None:
+        """A step over the ask: its keys are inert from now until it closes and the ask is painted again."""
+        self.safety.open_modal(screen)
+        self.app.push_screen(screen, callback)
+
+    def _allowed(self, action: str) -> bool:
+        """Ask the safety about this key press; say why when it does not commit."""
+        verdict: Verdict = self.safety.press(action, self.key_time())
+        if verdict.outcome == "commit":
+            return True
+        if verdict.outcome == "arm":
+            note = " (this ask contains hidden characters)" if verdict.hidden else ""
+            expired = "The earlier first press expired. " if verdict.reason == "expired" else ""
+            sentence = f"{expired}Press {self.key_for(action)} again to {VERBS.get(action, action)}."
+            self.set_status(Content.assemble((sentence, "bold $text-warning"), (note, WARN)),
+                            about=self.selected)
+        elif verdict.reason in ("not-painted", "in-grace"):
+            self.set_status(Content.styled(verdict.why, WARN), about=self.selected)
+        self._render_legend()
+        return False
+
+    async def _commit(self, call: Callable[[AskKey], Awaitable[object]], key: AskKey) -> bool:
+        """Decide one ask; False (and said so) when it could not be decided."""
+        self._busy = True
+        try:
+            await call(key)
+            return True
+        except (DecisionRefused, GrantRefused) as exc:
+            why = safe_plain(str(exc), 300)
+            self.app.notify(why, title="Not decided", severity="error", markup=False)
+            self.say_after_events(Content.assemble(("Not decided: ", "bold $text-error"), (why, "")))
+            return False
+        finally:
+            self._busy = False
+            self._render_legend()
+
+    async def action_approve(self) -> None:
+        ask = self.current_ask()
+        if ask is not None and self._allowed("approve"):
+            await self._commit(self.human.approve_once, ask.key)
+
+    async def action_approve_session(self) -> None:
+        await self._approve_session("approve_session", "proven")
+
+    async def action_approve_session_both(self) -> None:
+        await self._approve_session("approve_session_both", "family")
+
+    async def _approve_session(self, action: str, width: GrantWidth) -> None:
+        ask = self.current_ask()
+        if ask is None:
+            return
+        if ask.request.session_approval is None:
+            self.set_status(Content.styled(
+                "The child sent no session suggestion, so there is nothing to record: use once or deny.",
+                WARN), about=ask.key)
+            return
+        if width == "family" and proven_direction(HumanAuthorizer.serving_grants_of(ask)) is None:
+            self.set_status(Content.styled(
+                "Both directions applies only when every grant proves one direction (read or write).", WARN))
+            return
+        if self._allowed(action):
+            async def approve(key: AskKey) -> object:
+                return await self.human.approve_for_requester_session(key, width)
+
+            await self._commit(approve, ask.key)
+
+    async def action_deny(self) -> None:
+        ask = self.current_ask()
+        if ask is not None and self._allowed("deny"):
+            await self._commit(self.human.deny, ask.key)
+
+    def action_deny_reason(self) -> None:
+        ask = self.current_ask()
+        if ask is None or not self._allowed("deny_reason"):
+            return
+        key = ask.key
+
+        async def done(reason: str | None) -> None:
+            if self.human.get(key) is None:
+                return  # withdrawn meanwhile: the withdrawal note stays
+            if reason is None:
+                self.set_status(Content.styled("Back from the reason editor: nothing was decided.", DIM),
+                                about=key)
+                return
+
+            async def deny_with_reason(k: AskKey) -> object:
+                return await self.human.deny(k, reason)
+
+            await self._commit(deny_with_reason, key)
+
+        self.push_modal(ReasonScreen(ask), done)
+
+    def action_approve_serving(self) -> None:
+        ask = self.current_ask()
+        if ask is None or not self._allowed("approve_serving"):
+            return
+        key = ask.key
+        if not ask.has_facts:
+            self.set_status(Content.styled(
+                "No whole-session grant for an ask without facts; nothing was decided.", WARN))
+            self.push_modal(GrantNoFactsScreen(ask, self.key_for("approve"),
+                                                self.key_for("approve_session")))
+            return
+        try:
+            refusal = self.human.serving_grant_refusal(key)
+            grants = self.human.serving_grants(key)
+            reach = self.human.grant_reach(key)
+        except DecisionRefused as exc:
+            self.app.notify(safe_plain(str(exc), 300), title="Not decided", severity="error", markup=False)
+            return
+        if refusal is not None:
+            self.set_status(Content.assemble(("Whole-session grant refused: ", "bold $text-error"),
+                                             (safe_plain(refusal, 300), "")), about=key)
+            self.push_modal(GrantRefusedScreen(ask, refusal))
+            return
+
+        async def done(confirmed: bool | None) -> None:
+            if self.human.get(key) is None:
+                return  # withdrawn meanwhile: the withdrawal note stays
+            if not confirmed:
+                self.set_status(Content.styled("Whole-session grant cancelled: nothing was decided.", DIM),
+                                about=key)
+                return
+            granted: list[AskDecided] = []
+
+            async def grant(key: AskKey) -> None:
+                granted.append(await self.human.approve_for_serving_session(key))
+
+            await self._commit(grant, key)
+            also = granted[0].also if granted else ()
+            if also:
+                self.say_after_events(Content.assemble(
+                    ("Recorded the whole-session grant: ", "bold"), (ask_label(ask), ""),
+                    (f" — and it decided {len(also)} other pending ask{'s' if len(also) != 1 else ''}.",
+                     "bold")))
+
+        self.push_modal(GrantConfirmScreen(ask, grants, reach, self.safety, self.key_time), done)
+
+    # -- batches: marked asks, previewed in full, each decided through the same call -----------------
 
     def action_mark(self) -> None:
         ask = self.current_ask()

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from rich.text import Text
 
 from core.serving.asks import Ask, AskKey
-from tui.render.facts import ask_risk, primary_surface, primary_value, risk_label
+from tui.render.ask_facts import ask_risk, primary_surface, primary_value, risk_label
 from tui.sanitize import sanitize
 
 

@@ -20,8 +20,8 @@ from tui.render.ask import (
     provenance_content,
     value_content,
 )
+from tui.render.ask_facts import VALUE_LIMIT, ask_has_hidden, ask_risk
 from tui.render.change import FileChange, change_from_evidence, change_renderable
-from tui.render.facts import VALUE_LIMIT, ask_has_hidden, ask_risk
 from tui.render.lines import header_content, risk_content
 from tui.render.styles import DIM
 from tui.widgets.painted import PaintProbe

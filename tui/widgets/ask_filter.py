@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.serving.asks import Ask
-from tui.render.facts import primary_surface
+from tui.render.ask_facts import primary_surface
 
 FIELDS = ("agent", "session", "surface")
 

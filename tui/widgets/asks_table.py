@@ -18,7 +18,7 @@ from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
 
 from core.serving.asks import Ask, AskKey
-from tui.render.facts import age_seconds, duration
+from tui.render.ask_facts import age_seconds, duration
 from tui.sanitize import fit
 from tui.widgets.ask_columns import COLUMNS, Column, order_of, row_key_of
 

@@ -1,16 +1,36 @@
-"""`tui/commands/app.py`: the same core as `serve`, the knobs from the pi config."""
+"""The app's commands: `app` (the same core as `serve`, the knobs from the pi config, a terminal
+needed) and `python -m tui.screenshots` (every screenshot written, an SVG of its screen)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from core.judging.recorded import RecordedAuthority
-from tui.commands import app as app_command
+from tui import screenshots
+from tui.commands import app_command
 from tui.commands.node import attended_node
+
+pytestmark = pytest.mark.timeout(300)  # a hang guard, not a speed check
+
+# Rich writes a space in SVG text as `&#160;`; one word per screen is enough to tell them apart.
+EXPECTED = {
+    "queue.svg": "askingUnits",
+    "path-ask.svg": "src/auth/session.ts",
+    "no-facts.svg": "CHILD-FIXED",
+    "hostile.svg": "PWNED",
+    "help.svg": "Deciding",
+    "sessions.svg": "019ff96b-2222-7000-8000-bbbbbbbbbbbb",
+    "deny-with-reason.svg": "CI&#160;passes",
+    "review.svg": "denied_with_reason",
+    "grants.svg": "answering",
+    "batch-preview.svg": "Exactly&#160;what&#160;will&#160;be&#160;decided",
+    "queue-80x24.svg": "…+",
+}
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -53,3 +73,15 @@ def test_ui_settings_come_from_the_pi_config(tmp_path: Path) -> None:
 def test_the_app_needs_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
     assert app_command.run(argparse.Namespace(verbose=False)) == 2
     assert "needs a terminal" in capsys.readouterr().err
+
+
+def test_every_screenshot_is_an_svg_of_its_screen(tmp_path: Path) -> None:
+    written = screenshots.generate(tmp_path / "out")
+    assert [path.name for path in written] == list(screenshots.SHOTS)
+    assert set(EXPECTED) == set(screenshots.SHOTS)
+    for path in written:
+        text = path.read_text(encoding="utf-8")
+        assert text.startswith("<svg"), path.name
+        assert EXPECTED[path.name] in text, path.name
+        assert tempfile.gettempdir() not in text, path.name  # no shot shows where it was made
+    assert "median&#160;person&#160;decision" in (tmp_path / "out" / "review.svg").read_text(encoding="utf-8")

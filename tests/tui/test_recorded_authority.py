@@ -1,18 +1,22 @@
-"""The person's workflows beyond single decisions, through the real app (Pilot) and real files:
-grants seen and revoked, a persistent rule from the ask, the change as a diff, risk hints."""
+"""The app over a node's recorded authority, as `pi-authorizer app` builds it: whole-session grants
+seen and revoked, a persistent rule from an ask, the change as a diff, risk hints, and a widening
+config change reviewed before it applies."""
 
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.notifications import Notification
 from textual.widgets import DataTable, Static
 
 from core.judging.recorded import RecordedAuthority
 from core.person import HumanAuthorizer
-from core.rules import PolicyStore
+from core.rules import IntentFacts, PolicyStore, resolve_with_policy
 from core.serving import ServingCore
 from core.wiring import AttendedNode
 from tests.tui.support import (
@@ -25,13 +29,14 @@ from tests.tui.support import (
     wait_rows,
     write_request,
 )
-from tui.app import AuthorizerApp
+from tui.app import AppSeams, AuthorizerApp
 from tui.screens.grants import GrantsScreen
 from tui.screens.help import HelpScreen
+from tui.screens.reload import ReloadReviewScreen
 from tui.screens.review_steps import ConfirmRuleScreen
-from tui.settings import UiSettings
+from tui.ui_settings import UiSettings
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(60)  # a hang guard, not a speed check
 
 
 class Node:
@@ -54,7 +59,9 @@ class Node:
         self.core = ServingCore(self.root, tmp / "state", self.human, judge=self.authority)
         self.core.add_session(SERVED)
         self.attended = AttendedNode(self.core, self.human, self.authority)
-        self.app = AuthorizerApp(self.attended, UiSettings(input_grace_ms=0, double_press=False))
+        self.toasts: list[Notification] = []
+        self.app = AuthorizerApp(self.attended, UiSettings(input_grace_ms=0, double_press=False),
+                                 AppSeams(toasts=self.toasts.append))
 
 
 async def test_grants_screen_lists_counts_and_revokes_for_the_next_ask(tmp_path: Path) -> None:
@@ -157,7 +164,7 @@ async def test_rule_from_the_ask_never_loosens_an_explicit_deny(tmp_path: Path) 
         await pilot.press("R")
         await settle(pilot)
         assert app.screen is app.queue
-        assert any("loosen an explicit deny" in n.message for n in app._notifications)
+        assert any("loosen an explicit deny" in n.message for n in node.toasts)
         assert json.loads(node.rules_path.read_text()) == {}
 
 
@@ -170,7 +177,7 @@ async def test_rule_from_an_ask_without_facts_is_refused(tmp_path: Path) -> None
         await pilot.press("R")
         await settle(pilot)
         assert app.screen is app.queue
-        assert any("no child-fixed facts" in n.message for n in app._notifications)
+        assert any("no child-fixed facts" in n.message for n in node.toasts)
 
 
 def write_payload(path: str, evidence: list[dict[str, Any]]) -> dict[str, Any]:
@@ -255,3 +262,45 @@ async def test_time_to_decide_in_the_app_counts_from_when_the_ask_was_shown(tmp_
     assert row.shown_at is not None and row.decided_at is not None and row.decide_ms is not None
     assert row.arrived_at <= row.shown_at <= row.decided_at
     assert row.decide_ms == pytest.approx((row.decided_at - row.shown_at) * 1000)
+
+
+def _verdict(store: PolicyStore, command: str) -> str:
+    return resolve_with_policy(store.policy("Explore"), IntentFacts("bash", (command,))).verdict
+
+
+def _write(path: Path, permission: dict[str, object], stamp: int) -> None:
+    path.write_text(json.dumps({"permission": permission}))
+    time_ns = time.time_ns() + stamp  # a distinct signature even within one mtime tick
+    os.utime(path, ns=(time_ns, time_ns))
+
+
+async def test_widening_reload_is_reviewed_declined_then_accepted(tmp_path: Path) -> None:
+    agent_dir = tmp_path / "agent"
+    config = agent_dir / "extensions" / "pi-permission-system" / "config.json"
+    config.parent.mkdir(parents=True)
+    config.write_text(json.dumps({"permission": {"bash": {"rm *": "deny"}}}))
+    store = PolicyStore(agent_dir, tmp_path / "project", None, home="/home/me")
+    authority = RecordedAuthority(store)
+    human = HumanAuthorizer(grants=authority)
+    core = ServingCore(tmp_path / "root", tmp_path / "state", arbiter=human, judge=authority)
+    core.add_background(authority.watch_config)
+    core.add_session(SERVED)
+    app = AuthorizerApp(AttendedNode(core, human, authority), UiSettings(input_grace_ms=0))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        _write(config, {"bash": {"*": "allow"}}, 1)
+        await wait_for(pilot, lambda: isinstance(app.screen, ReloadReviewScreen))
+        await wait_for(pilot, lambda: "WIDENS" in rendered_text(app))
+        text = rendered_text(app)
+        assert "WIDENS" in text and "+ bash '*': allow  (widens)" in text
+        assert "- bash 'rm *': deny  (widens)" in text
+        assert _verdict(store, "rm -rf /") == "deny"  # not applied while the person looks
+        await pilot.press("n")
+        await wait_for(pilot, lambda: not isinstance(app.screen, ReloadReviewScreen))
+        assert store.pending() == () and _verdict(store, "rm -rf /") == "deny"
+
+        _write(config, {"bash": {"*": "allow", "rm *": "ask"}}, 2)
+        await wait_for(pilot, lambda: isinstance(app.screen, ReloadReviewScreen))
+        await pilot.press("a")
+        await wait_for(pilot, lambda: _verdict(store, "rm -rf /") == "ask")
+        assert store.pending() == ()

@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tui.commands.app import ui_settings, with_defaults
+from tui.commands.app_command import ui_settings, with_defaults
 from tui.demo.children import ChildResult
 from tui.demo.scenario import DEMO_CONFIG, run_children
 
@@ -100,14 +100,14 @@ def run(args: argparse.Namespace) -> int:
                 )
 
         app = DemoApp(node, ui_settings(options, node.authority))
-        app.forced_exit_cleanups.append(lambda: remove_tree(tmp))
+        app.quitting.forced_exit_cleanups.append(lambda: remove_tree(tmp))
         app.run()
         print("What the simulated children received:")
         for line in received:
             print(f"  {line}")
         # After a signal the temp root is removed there, by the one thread that ends the process: a
         # removal here could be cut short by the watchdog's exit.
-        app.exit_process_if_signalled()
+        app.quitting.exit_process_if_signalled()
     finally:
         remove_tree(tmp)
     return 0

@@ -1,4 +1,6 @@
-"""Untrusted text on the real rendered output: strips and segments from the running app."""
+"""Untrusted child text on the real rendered output (strips and segments from the running app) and
+through every other output: shown literally, hidden characters as tokens, markup inert, clicks
+deciding nothing, both agent names shown and flagged when they differ."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from textual.widgets import Footer, Static
 
 from core.serving.asks import Ask, AskKey, Judgment
 from core.wire.reader import parse_request
+from tests.hostile import hostile
 from tests.tui.support import (
     SERVED,
     make_rig,
@@ -34,7 +37,8 @@ from tui.screens.ask_steps import ExpandScreen
 from tui.widgets.ask_detail import AskDetail
 from tui.widgets.asks_table import AsksTable
 
-pytestmark = pytest.mark.timeout(120)  # a hang guard, not a speed check
+pytestmark = pytest.mark.timeout(300)  # a hang guard, not a speed check
+
 FORBIDDEN = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Cn", "Co"})
 NASTY = [
     "\x1b[31mRED", "\x1b]0;PWNED\x07 end", "safe\rEVIL", "\x00", "\x9b2J", "\u202eevil\u202c",
@@ -230,3 +234,76 @@ async def test_suspicious_agent_names_are_flagged(tmp_path: Path) -> None:
 
 def _unused(app: AuthorizerApp) -> None:  # keeps the import used for type checkers
     del app
+
+
+def leaked(app: AuthorizerApp) -> list[str]:
+    """Hidden code points in what the compositor would send for the current screen (toasts included)."""
+    return [
+        f"U+{ord(c):04X}"
+        for strip in rendered_strips(app)
+        for segment in strip
+        for c in segment.text
+        if unicodedata.category(c) in FORBIDDEN
+    ]
+
+
+def put(folder: Path, name: str, body: dict[str, object]) -> Path:
+    """As a child writes it (temp, then rename); lone surrogates stay JSON escapes."""
+    temp = folder / f".{name}.tmp"
+    temp.write_text(json.dumps(body, ensure_ascii=True))
+    target = folder / name
+    temp.rename(target)
+    return target
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=hostile)
+def test_hostile_text_reaches_no_screen_toast_or_status_raw(tmp_path_factory: pytest.TempPathFactory,
+                                                            text: str) -> None:
+    import asyncio
+
+    asyncio.run(walk(tmp_path_factory.mktemp("hostile"), f"\x1b[31m\u202e{text}"))  # never harmless
+
+
+async def walk(tmp: Path, text: str) -> None:
+    rig = make_rig(tmp)
+    requests = rig.root / "sessions" / SERVED / "requests"
+    requests.mkdir(parents=True)
+    (rig.root / "sessions" / SERVED / "responses").mkdir()
+    body = request_body("hostile", value=f"rm {text}", agent=text, message=text)
+    body["accessIntent"]["requesterCwd"] = text
+    body["sessionApproval"] = {"grants": [{"surface": "bash", "pattern": text}]}
+    async with rig.app.run_test(size=(140, 50)) as pilot:
+        app = rig.app
+        request = put(requests, "hostile.json", body)
+        await wait_rows(pilot, app, 1)
+        await settle(pilot)
+        assert leaked(app) == [], "queue"
+        put(requests, "unusable.json", {**body, "id": "unusable", "createdAt": text})  # its reason: a toast
+        request.unlink()  # withdrawn: a toast and a line in this run's history
+        await wait_rows(pilot, app, 0)
+        await settle(pilot)
+        assert leaked(app) == [], "after the withdrawal and the unusable file"
+        app.queue.set_status(f"status {text}")  # the status line's guard, given raw text
+        app.notify(f"raw {text}", title=text)  # the toast's guard, given raw text (not read back here)
+        await settle(pilot)
+        assert leaked(app) == [], "status line and raw toast"
+        for action in ("history", "sessions", "grants"):  # each screen the rig's node offers
+            await app.run_action(action)
+            await settle(pilot)
+            assert action != "history" or app.screen is not app.queue
+            assert leaked(app) == [], action
+            if app.screen is not app.queue:
+                app.pop_screen()
+                await wait_for(pilot, lambda: app.screen is app.queue)
+
+
+async def test_the_ask_detail_flags_a_requester_that_is_not_the_principal(tmp_path: Path) -> None:
+    rig = make_rig(tmp_path)
+    write_request(rig.root, request_body("mismatch", agent="Explore", extra={"requesterAgentName": "Plan"}))
+    async with rig.app.run_test(size=(140, 60)) as pilot:
+        await wait_rows(pilot, rig.app, 1)
+        await wait_for(pilot, lambda: "requesterAgentName differs" in rendered_text(rig.app))
+        text = rendered_text(rig.app)
+        assert "requesterAgentName differs from principal.agentName (the rules use the principal)" in text
+        assert "agentName Plan" in text and "agentName Explore" in text

@@ -28,7 +28,7 @@ from tui.commands.options import (
     session_ids,
     state_dir,
 )
-from tui.settings import UiSettings
+from tui.ui_settings import UiSettings
 
 log = logging.getLogger("pi_authorizer.app")
 
@@ -115,12 +115,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         code = app.run()
     finally:
-        # Belt and braces: `stop_serving` already did this on a normal quit.
+        # Belt and braces: `Quitting.stop_serving` already did this on a normal quit.
         node.core.served.release()
     configure_logging(getattr(args, "verbose", False))
     if not args.sessions:
         print(f"pi-authorizer: served {taken[0]}; agents forward here with:\n  {env_line(taken[0])}",
               file=sys.stderr)
     print(f"pi-authorizer: log in {log_file}", file=sys.stderr)
-    app.exit_process_if_signalled()
+    app.quitting.exit_process_if_signalled()
     return code if isinstance(code, int) else 0

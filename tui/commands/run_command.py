@@ -22,7 +22,7 @@ from tui.commands.options import (
     forwarding_root,
     session_ids,
 )
-from tui.commands.serve import add_on_ask_option, arbiter_for
+from tui.commands.serve_command import add_on_ask_option, arbiter_for
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

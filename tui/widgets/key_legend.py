@@ -1,32 +1,21 @@
-"""The queue's key legend: a plain two-line text (never clickable), the decisions above the batch keys.
+"""The queue's key legend: a plain two-line text (never clickable), the decisions above the batch keys,
+each key as currently bound, usable keys bright, and the words of `tui.actions` (long when they fit).
 
-A pure function of what is on screen, so the legend reads the same in tests as on screen.
+`legend_content` is a pure function of what is on screen, so the legend reads the same in tests as on
+screen; the widget paints it only when it changed (moving through the queue mostly leaves it as is).
 """
 
 from __future__ import annotations
 
 from textual.content import Content
+from textual.widgets import Static
 
 from core.person import HumanAuthorizer, proven_direction
 from core.serving.asks import Ask
-from tui.render.facts import ask_has_hidden
+from tui.actions import LEGEND
+from tui.render.ask_facts import ask_has_hidden
 from tui.render.styles import DIM, WARN
 
-LEGEND_DECISIONS = (
-    ("approve", ("approve once", "once")),
-    ("approve_session", ("subagent session", "subagent")),
-    ("approve_session_both", ("both directions", "both")),
-    ("approve_serving", ("whole session…", "session…")),
-    ("deny", ("deny", "deny")),
-    ("deny_reason", ("deny with reason…", "reason…")),
-)
-LEGEND_BATCH = (
-    ("mark", ("mark", "mark")),
-    ("mark_all", ("mark all shown", "all")),
-    ("batch('approve')", ("approve marked…", "approve…")),
-    ("batch('deny')", ("deny marked…", "deny…")),
-    ("filter", ("filter", "filter")),
-)
 
 def legend_content(
     ask: Ask | None,
@@ -48,7 +37,7 @@ def legend_content(
     first = Content("")
     for wording in (0, 1):
         parts: list[tuple[str, str]] = []
-        for action, words in LEGEND_DECISIONS:
+        for action, legend in LEGEND["decisions"]:
             if action == "approve_session_both" and not possible[action]:
                 continue  # offered only when it is a different width, as in pi
             usable = ask is not None and possible.get(action, True) and not grace
@@ -56,7 +45,7 @@ def legend_content(
             if armed == action:
                 key_style = "reverse bold $text-warning"
             parts.append((f" {labels[action]} ", key_style))
-            parts.append((f" {words[wording]}  ", "" if usable else DIM))
+            parts.append((f" {(legend.long, legend.short)[wording]}  ", "" if usable else DIM))
         if ask is not None and grace:
             parts.append((("⏳ keys wait a moment (new ask shown)", "⏳ wait")[wording], WARN))
         elif ask is not None and (double_press or ask_has_hidden(ask)):
@@ -67,13 +56,33 @@ def legend_content(
     batch = Content("")
     for wording in (0, 1):
         batch_parts: list[tuple[str, str]] = []
-        for action, words in LEGEND_BATCH:
+        for action, legend in LEGEND["batch"]:
             usable = ask is not None and (marked > 0 or action.startswith(("mark", "filter")))
             batch_parts.append((f" {labels[action]} ", "reverse bold" if usable else "reverse dim"))
-            batch_parts.append((f" {words[wording]}  ", "" if usable else DIM))
+            batch_parts.append((f" {(legend.long, legend.short)[wording]}  ", "" if usable else DIM))
         if marked:
             batch_parts.append((f"{marked} marked", "bold $text-accent"))
         batch = Content.assemble(*batch_parts)
         if batch.cell_length <= width:
             break
     return Content("\n").join([first, batch])
+
+
+class KeyLegend(Static):
+    """Paints `legend_content` for what it is shown (`show_keys`), only when that changed."""
+
+    def __init__(self, id: str) -> None:
+        super().__init__(id=id, markup=False)
+        self._shown: Content | None = None
+
+    def show_keys(self, ask: Ask | None, *, grace: bool, armed: str | None, double_press: bool,
+                  labels: dict[str, str], marked: int, width: int) -> None:
+        legend = legend_content(ask, grace=grace, armed=armed, double_press=double_press, labels=labels,
+                                marked=marked, width=width)
+        if legend != self._shown:
+            self._shown = legend
+            self.update(legend)
+
+    @property
+    def text(self) -> str:
+        return str(self.render())

@@ -1,6 +1,9 @@
 """How the app ends: `q`, a closed terminal (SIGHUP) or SIGTERM, and the forced exit when a graceful
 quit hangs. Each stops the core first (heartbeats removed, locks released, pending asks left in
 their inboxes for the next authorizer, history committed).
+
+`Quitting` is a part the app holds: it knows the core and the worker that runs it, installs the
+signal handlers, and is the one way out (`quit_now`, `stop_serving`, the forced exit).
 """
 
 from __future__ import annotations
@@ -50,19 +53,23 @@ def detach_from_terminal() -> None:
     os.close(devnull)
 
 
-class SignalQuit(App[int]):
-    """The quit paths of `AuthorizerApp` (its base class)."""
+class Quitting:
+    """The quit paths of one app and the core it serves."""
 
-    core: ServingCore
-    _core_worker: Worker[None] | None
-    _stopping: bool
-    _forced_exit: threading.Timer | None
-    #: Taken by the one thread that runs the exit cleanups and ends the process.
-    _exiting: threading.Lock
-    #: Run (from another thread) when a signal's graceful quit times out, before `os._exit`.
-    forced_exit_cleanups: list[Callable[[], None]]
+    def __init__(self, app: App[int], core: ServingCore) -> None:
+        self.app = app
+        self.core = core
+        #: The worker running `core.run()` (the app starts it on mount).
+        self.core_worker: Worker[None] | None = None
+        #: The app is stopping the core: its end is no failure.
+        self.stopping = False
+        self._forced_exit: threading.Timer | None = None
+        #: Taken by the one thread that runs the exit cleanups and ends the process.
+        self._exiting = threading.Lock()
+        #: Run (from another thread) when a signal's graceful quit times out, before `os._exit`.
+        self.forced_exit_cleanups: list[Callable[[], None]] = []
 
-    def _install_signal_handlers(self) -> None:
+    def install_signal_handlers(self) -> None:
         """A closed terminal (SIGHUP) or a kill (SIGTERM) still removes heartbeats and locks.
 
         Plain `signal.signal` handlers, not the loop's: they run in the main thread even while the
@@ -83,9 +90,9 @@ class SignalQuit(App[int]):
             )
             self._forced_exit.daemon = True
             self._forced_exit.start()
-        quit_now = self._quit_after_hangup() if signum == signal.SIGHUP else self._quit_now()
+        quit_now = self._quit_after_hangup() if signum == signal.SIGHUP else self.quit_now()
         loop.call_soon_threadsafe(
-            lambda: self.run_worker(quit_now, name="quit-on-signal", exclusive=True, group="quit")
+            lambda: self.app.run_worker(quit_now, name="quit-on-signal", exclusive=True, group="quit")
         )
 
     def exit_process_if_signalled(self) -> None:
@@ -123,13 +130,13 @@ class SignalQuit(App[int]):
 
     async def stop_serving(self) -> None:
         """Stop the core and wait for it: heartbeats removed, locks released, requests left."""
-        self._stopping = True
+        self.stopping = True
         self.core.stop()
-        worker = self._core_worker
+        worker = self.core_worker
         if worker is not None:
-            with contextlib.suppress(Exception):  # a failure was already reported by `_serve`
+            with contextlib.suppress(Exception):  # a failure was already reported by the app
                 await worker.wait()
 
-    async def _quit_now(self) -> None:
+    async def quit_now(self) -> None:
         await self.stop_serving()
-        self.exit(0)
+        self.app.exit(0)

@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.clock import SYSTEM_CLOCK
-from tui.keysafety import DEFAULT_DOUBLE, KeyRules, KeySafety
+from tui.actions import DOUBLE_PRESS
+from tui.keysafety import KeyRules, KeySafety
 
 ACTIONS = ("approve", "approve_session", "approve_session_both", "deny", "approve_serving", "deny_reason")
 STEP_ACTIONS = ("approve_serving", "deny_reason")
@@ -76,7 +77,7 @@ def test_only_the_first_paint_starts_the_grace() -> None:
     assert safety.ready_at() == 100.5
 
 
-@pytest.mark.parametrize("action", sorted(DEFAULT_DOUBLE))
+@pytest.mark.parametrize("action", sorted(DOUBLE_PRESS))
 def test_double_press_arms_then_commits_and_resets(action: str) -> None:
     safety, _ = make(grace=0.0)
     safety.show("a")
@@ -98,7 +99,7 @@ def test_another_decision_key_rearms_instead_of_committing() -> None:
     assert safety.press("approve", 100.3).outcome == "commit"
 
 
-@pytest.mark.parametrize("action", sorted(DEFAULT_DOUBLE))
+@pytest.mark.parametrize("action", sorted(DOUBLE_PRESS))
 def test_hidden_characters_force_a_second_press_when_double_press_is_off(action: str) -> None:
     safety, _ = make(grace=0.0, double=False)
     safety.show("plain")
@@ -260,7 +261,7 @@ def test_no_sequence_commits_what_was_not_seen(
             if verdict.outcome != "ignore":
                 assert shown is not None and modal is None
                 assert shown in painted and at >= painted[shown] + grace
-            if verdict.outcome == "commit" and action in DEFAULT_DOUBLE and (double or hidden):
+            if verdict.outcome == "commit" and action in DOUBLE_PRESS and (double or hidden):
                 assert arms and arms[-1][0] == action and arms[-1][1] == shown
                 assert expiry is None or at - arms[-1][2] <= expiry
             if verdict.outcome == "arm":

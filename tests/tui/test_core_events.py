@@ -1,0 +1,160 @@
+"""What the core reports reaches the person in order: the core's events arrive as Messages handled in
+the order posted (a note about the queue's own call follows the events it caused), forged responses,
+sessions it cannot serve, session folders that are links."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+from textual.message import Message
+from textual.widgets import Static
+
+from core.person import AskAdded, AskDecided
+from core.serving import ServeEvent
+from tests.tui.support import (
+    ORPHAN,
+    SERVED,
+    make_rig,
+    request_body,
+    requests_dir,
+    responses_dir,
+    settle,
+    wait_for,
+    wait_response,
+    wait_rows,
+    write_request,
+)
+from tui.core_events import HumanChanged, ServingChanged
+from tui.screens.sessions import SessionsScreen
+from tui.ui_settings import UiSettings
+
+pytestmark = pytest.mark.timeout(30)  # a hang guard, not a speed check
+
+
+
+async def test_a_decision_is_not_overwritten_by_an_event_posted_before_it(tmp_path: Path) -> None:
+    """At 80x24 a notice goes to the status line. A file is quarantined while the person's approval is
+    being written: the quarantine came first, so the line ends on the approval, not on the notice."""
+    quarantined = threading.Event()
+    held: list[str] = []
+
+    def hold_the_first_write(stage: str) -> None:
+        """On the publisher's thread, while the approval is being written (the app busy with the key):
+        an unusable request arrives, and the write goes on once the core has reported it."""
+        if stage != "arrived" or held:
+            return
+        held.append(stage)
+        folder = requests_dir(rig.root)
+        (folder / ".garbage.tmp").write_bytes(b"{ not json")
+        (folder / ".garbage.tmp").rename(folder / "garbage.json")
+        assert quarantined.wait(30)  # a hang guard
+
+    rig = make_rig(tmp_path, UiSettings(input_grace_ms=0, double_press=False), fault=hold_the_first_write)
+    write_request(rig.root, request_body("first"))
+    seen: list[Message] = []
+    async with rig.app.run_test(size=(80, 24), message_hook=seen.append) as pilot:
+        def observed(event: ServeEvent) -> None:  # subscribed after the app: its Message is posted first
+            if event.kind == "quarantined":
+                quarantined.set()
+
+        rig.core.subscribe(observed)
+        await wait_rows(pilot, rig.app, 1)
+        await pilot.press("y")
+        await wait_response(pilot, rig.root, "first")
+        await wait_for(pilot, lambda: {"quarantined", "approved"} <= {e.what for e in rig.app.history})
+        await settle(pilot)
+        assert held and quarantined.is_set()
+        kinds = [e.what for e in rig.app.history]
+        assert kinds.index("quarantined") < kinds.index("approved")  # the history is in event order
+        assert rig.app.queue.status_text.startswith("Approved once: "), rig.app.queue.status_text
+        # Both reached the app as Messages, the decision too, in the order the events happened.
+        order = [("decided" if isinstance(m, HumanChanged) else "quarantined") for m in seen
+                 if (isinstance(m, HumanChanged) and isinstance(m.event, AskDecided))
+                 or (isinstance(m, ServingChanged) and m.event.kind == "quarantined")]
+        assert order == ["quarantined", "decided"]
+
+
+# -- the core's events reach the app as Messages ----------------------------------------------------
+
+
+async def test_asks_and_serving_events_reach_the_app_as_messages(tmp_path: Path) -> None:
+    rig = make_rig(tmp_path, UiSettings(input_grace_ms=0, double_press=False))
+    seen: list[Message] = []
+    write_request(rig.root, request_body("msg-1"))
+    async with rig.app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
+        await wait_rows(pilot, rig.app, 1)
+        added = [m.event for m in seen if isinstance(m, HumanChanged)]
+        assert [type(e) for e in added] == [AskAdded] and added[0].ask.request.id == "msg-1"
+        await pilot.press("y")
+        await wait_response(pilot, rig.root, "msg-1")
+        await wait_for(pilot, lambda: any(isinstance(m, ServingChanged) and m.event.kind == "answered"
+                                          for m in seen))
+
+
+async def test_a_forged_response_is_shown_as_an_error(tmp_path: Path) -> None:
+    rig = make_rig(tmp_path)
+    write_request(rig.root, request_body("req-f"))
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        await wait_rows(pilot, rig.app, 1)
+        (responses_dir(rig.root) / "req-f.json").write_text('{"approved":true,"state":"approved"}')
+        await rig.core.rescan_all()
+        await wait_for(pilot, lambda: any(n.title == "Forged response" for n in rig.toasts))
+        await wait_rows(pilot, rig.app, 0)
+        assert any(e.what == "forged" for e in rig.app.history)
+
+
+async def test_an_unlistable_inbox_is_shown_until_it_heals(tmp_path: Path) -> None:
+    rig = make_rig(tmp_path)
+    write_request(rig.root, request_body("req-x"))
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        await wait_rows(pilot, rig.app, 1)
+        folder = requests_dir(rig.root)
+        shutil.rmtree(folder)
+        folder.symlink_to(folder.name)  # a link loop: listing fails
+        await rig.core.rescan_all()
+        await wait_for(pilot, lambda: any(n.title == "Not serving" for n in rig.toasts))
+        assert rig.app.sub_title.startswith("NOT SERVING")
+        folder.unlink()
+        folder.mkdir()
+        await rig.core.rescan_all()
+        await settle(pilot)
+        assert not rig.app.sub_title.startswith("NOT SERVING")
+
+
+async def test_a_linked_responses_folder_is_notified_and_shown_in_the_sessions_view(tmp_path: Path) -> None:
+    rig = make_rig(tmp_path)
+    sibling = tmp_path / "sibling-responses"
+    sibling.mkdir()
+    write_request(rig.root, request_body("req-1"))
+    responses_dir(rig.root).rmdir()
+    responses_dir(rig.root).symlink_to(sibling)
+    write_request(rig.root, request_body("req-o", target=ORPHAN), session_id=ORPHAN)
+    orphan_requests = rig.root / "sessions" / ORPHAN / "requests"
+    os.rename(orphan_requests, tmp_path / "moved")
+    orphan_requests.symlink_to(tmp_path / "moved")
+    async with rig.app.run_test(size=(140, 40)) as pilot:
+        def refused() -> bool:
+            return any(n.title == "Session folder refused" for n in rig.toasts)
+
+        await wait_for(pilot, refused, within=30)
+        note = next(n for n in rig.toasts if n.title == "Session folder refused")
+        assert "responses is a symbolic link (never followed)" in note.message
+        await pilot.press("S")
+        await wait_for(pilot, lambda: isinstance(rig.app.screen, SessionsScreen), within=30)
+        screen = rig.app.screen
+        assert isinstance(screen, SessionsScreen)
+        await wait_for(pilot, lambda: {SERVED, ORPHAN} <= {row.session_id for row in screen.rows}, within=30)
+        await settle(pilot)
+        rows = {row.session_id: row for row in screen.rows}
+        assert "responses is a symbolic link" in str(rows[SERVED].problem)
+        assert "requests is a symbolic link" in str(rows[ORPHAN].problem)
+        screen.table.move_cursor(row=[r.session_id for r in screen.rows].index(ORPHAN))
+        await pilot.press("a")
+        await settle(pilot)
+        assert "Not adopted" in str(screen.query_one("#sessions-note", Static).render())
+        assert ORPHAN not in rig.core.served
+    assert os.listdir(sibling) == []

@@ -1,0 +1,140 @@
+"""The core's events as Textual Messages, and what each one means for this run's history and notices.
+
+Every event of the person's slot (`HumanChanged`: added, withdrawn, decided) and of the serving core
+(`ServingChanged`) reaches the app only as a Message, posted from the core's callback by `CoreEvents`
+(`post_message` is thread safe) and handled in the app's message loop in the order posted: the queue,
+the history and the status line follow the order of the events. A note the queue sets about its own
+call to the person's API ("Not decided", a batch's summary) is queued behind the events that call
+caused (`QueueScreen.say_after_events`).
+
+The rest are pure functions of one event: its line in this run's history (`person_entry`,
+`serving_entry`) and the notice it raises (`withdrawn_notice`, `serving_notice`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from textual.message import Message
+from textual.notifications import SeverityLevel
+
+from core.person import AskDecided, AskWithdrawn, HumanAuthorizer, HumanEvent
+from core.serving import ServeEvent, ServingCore
+from tui.render.ask_facts import ask_label
+from tui.sanitize import safe_plain
+from tui.screens.run_history import HistoryEntry
+
+#: Outcomes of decisions the person keyed: the app's history already has them from `AskDecided`.
+PERSON_OUTCOMES = frozenset({"user", "user_grant", "session_grant"})
+WHO = {"approved_by_serving_grant": "grant"}
+
+
+class HumanChanged(Message):
+    """An ask arrived for the person, was withdrawn by its child, or was decided (`HumanAuthorizer`)."""
+
+    def __init__(self, event: HumanEvent) -> None:
+        super().__init__()
+        self.event = event
+
+
+class ServingChanged(Message):
+    """The serving core answered, set a file aside, or stopped or resumed serving a session."""
+
+    def __init__(self, event: ServeEvent) -> None:
+        super().__init__()
+        self.event = event
+
+
+class CoreEvents:
+    """Subscribes to the person's slot and the serving core; posts each event as a Message."""
+
+    def __init__(self, person: HumanAuthorizer, core: ServingCore, post: Callable[[Message], object]) -> None:
+        self.person = person
+        self.core = core
+        self.post = post
+
+    def listen(self) -> None:
+        """Receive the core's events as Messages from now on."""
+        def human(event: HumanEvent) -> None:
+            self.post(HumanChanged(event))
+
+        def serving(event: ServeEvent) -> None:
+            self.post(ServingChanged(event))
+
+        self.person.subscribe(human)
+        self.core.subscribe(serving)
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A notice for the person (`App.notify`'s arguments; always literal)."""
+
+    message: str
+    title: str = ""
+    severity: SeverityLevel = "information"
+    timeout: float | None = None
+
+
+def person_entry(event: HumanEvent, now: float) -> HistoryEntry | None:
+    """This run's history line for a decision or a withdrawal (an arrival has none)."""
+    if isinstance(event, AskDecided):
+        reason = event.response.denial_reason
+        detail = f"reason: {safe_plain(reason, 120)}" if reason else ""
+        if event.response.session_grant_width == "family":
+            detail = "both directions (read and write)"
+        return HistoryEntry(now, event.kind, WHO.get(event.kind, "you"), ask_label(event.ask), detail)
+    if isinstance(event, AskWithdrawn):
+        return HistoryEntry(now, "withdrawn", "child", ask_label(event.ask),
+                            "the child stopped waiting; never answered")
+    return None
+
+
+def withdrawn_notice(event: AskWithdrawn) -> Notice:
+    return Notice(f"{ask_label(event.ask)}\nThe child stopped waiting; it can no longer be answered "
+                  "(not a denial).", title="Ask withdrawn", severity="warning", timeout=8)
+
+
+def serving_entry(event: ServeEvent, now: float) -> HistoryEntry | None:
+    """This run's history line for what the core did on its own (the person's decisions have theirs)."""
+    if event.kind == "answered" and event.outcome not in PERSON_OUTCOMES and event.response is not None:
+        label = "?"
+        if event.parsed is not None:
+            req = event.parsed.request
+            intent = event.parsed.access_intent
+            surface = intent.surface if intent else (req.surface or "?")
+            value = intent.match_values[0] if intent and intent.match_values else (req.value or "")
+            label = (f"{safe_plain(req.requester_agent_name, 24)} {safe_plain(surface, 20)} "
+                     f"{safe_plain(value, 60)}")
+        source = event.response.decided_by
+        granted = source is not None and source.kind == "session_approval"
+        who = "grant" if granted else event.outcome or "?"
+        return HistoryEntry(now, event.response.state, who, label)
+    if event.kind == "quarantined":
+        return HistoryEntry(now, "quarantined", "core", safe_plain(event.key.name, 60),
+                            safe_plain(event.reason, 160))
+    if event.kind == "forged":
+        return HistoryEntry(now, "forged", "someone else", safe_plain(event.key.name, 60),
+                            safe_plain(event.reason, 160))
+    if event.kind == "unsafe_folder":
+        return HistoryEntry(now, "unsafe folder", "core", safe_plain(event.key.session_id, 60),
+                            safe_plain(event.reason, 200))
+    return None
+
+
+def serving_notice(event: ServeEvent) -> Notice | None:
+    """The notice a problem (or the end of one) raises."""
+    if event.kind == "quarantined":
+        return Notice(f"Unusable request file set aside: {safe_plain(event.reason, 200)}",
+                      title="Request quarantined", severity="warning")
+    if event.kind == "forged":
+        return Notice(safe_plain(event.reason, 300), title="Forged response", severity="error", timeout=30)
+    if event.kind == "not_serving":
+        return Notice(f"Session {safe_plain(event.key.session_id, 60)} cannot be served: "
+                      f"{safe_plain(event.reason, 200)}", title="Not serving", severity="error", timeout=60)
+    if event.kind == "serving_again":
+        return Notice(f"Serving session {safe_plain(event.key.session_id, 60)} again.")
+    if event.kind == "unsafe_folder":
+        return Notice(f"{safe_plain(event.reason, 300)}\nNothing is read or written through it.",
+                      title="Session folder refused", severity="error", timeout=15)
+    return None
