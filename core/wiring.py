@@ -1,5 +1,5 @@
 """The one place that builds a serving node's object graph, for every command (`serve`, `run`, the app,
-`demo`): the rules, the chain, the history ledger, the serving core and its terminal slot.
+`demo`): the rules, the chain, the history ledger, the serving core and its arbiter.
 
 Commands turn their options into a `NodeOptions` and call `build_node` (headless) or
 `build_attended_node` (a person decides); nothing else wires these parts together, so what serves

@@ -1,4 +1,4 @@
-"""`AuthorizerApp`: the person at the terminal slot of a running `ServingCore`.
+"""`AuthorizerApp`: the person at the arbiter of a running `ServingCore`.
 
 The app is handed a built node (`core.wiring.AttendedNode`: the `ServingCore`, the
 `HumanAuthorizer` it escalates to, its recorded authority and history, each by name), runs

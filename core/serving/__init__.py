@@ -3,7 +3,7 @@
 `ServingCore` (`loop`) wires the stages once and runs the loop; `drain` diffs each inbox listing
 against the session's records and reads new files in batches (`intake`); `pipeline` is the route of
 one file and the one owner of its record (`records`: the lifecycle's rules): checked, restored
-(`reconcile`), judged (`judgment`), shown to the terminal slot (`asks`), answered by the `publisher`
+(`reconcile`), judged (`judgment`), shown to the arbiter (`asks`), answered by the `publisher`
 (its records: `verdicts`); a file that cannot be served goes to the `quarantine`. The sessions served
 are `sessions`; what serving reports, `events`.
 """

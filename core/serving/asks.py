@@ -1,7 +1,7 @@
-"""What the serving core hands on: a judged ask, and the terminal slots that decide what is left at `ask`.
+"""What the serving core hands on: a judged ask, and the arbiters that decide what is left at `ask`.
 
 An `Ask` is one request this node could not decide by rule or chain: a value carrying the child's
-facts (as sent), this node's explanation of why it asks and the child's deadline. A terminal slot
+facts (as sent), this node's explanation of why it asks and the child's deadline. An arbiter
 never touches the ask or its files: `decide()` returns its decision as a value (`Decision`, or
 `LEAVE`), and the serving core publishes it. What became of a decision reaches the one who waits on
 it through the decision's `reply`.
@@ -155,7 +155,7 @@ class Arbiter(Protocol):
 
 
 def at_once(decision: ArbiterDecision) -> asyncio.Future[ArbiterDecision]:
-    """A decision taken at once, as a terminal slot returns it."""
+    """A decision taken at once, as an arbiter returns it."""
     future: asyncio.Future[ArbiterDecision] = asyncio.get_running_loop().create_future()
     future.set_result(decision)
     return future

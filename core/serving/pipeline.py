@@ -7,7 +7,7 @@ meets it (`core.serving.records` only rules whether a change is allowed).
 3. restored (`reconcile`): answered by an earlier run, or a response someone else wrote;
 4. judged (`judgment.judge_ask`): this node's rules; a decision goes to the publisher at once;
 5. escalated (`judgment.review_by_chain`): the chain's links, off the serving task;
-6. shown (`core.serving.asks`): the terminal slot's decision is a value; the person's arrives later;
+6. shown (`core.serving.asks`): the arbiter's decision is a value; the person's arrives later;
 7. answered (`publisher`): recorded and published once; what became of it (`reported`) moves the
    record on, and the publisher's removal of the request (`removed`) frees the name.
 
@@ -144,7 +144,7 @@ class Pipeline:
             self._show(served, record, ask)
 
     def _show(self, served: ServedSession, record: AskRecord, ask: Ask) -> None:
-        """The terminal slot decides: a decision taken on the spot that no one waits on is answered at
+        """The arbiter decides: a decision taken on the spot that no one waits on is answered at
         once; any other is taken as a file being served once it is made (nothing waits meanwhile)."""
         served.records.move(record, "shown")
         pending = self.arbiter.decide(ask)
@@ -416,18 +416,18 @@ class Pipeline:
         """A step of the path raised: the file is quarantined with the reason (a refused session
         tree is reported instead, and the file served once the tree is sound)."""
         if isinstance(exc, UnsafeFolder):
-            self._leave_terminal(record)
+            self._leave_arbiter(record)
             served.records.release(record)
             self.sessions.report_unsafe(served, "inbox", exc, "this session's requests are not served")
             return
         log.error("%s: serving failed", label(record.key, None), exc_info=exc)
         if not record.live:
             return  # its file is gone (withdrawn, or answered and removed): nothing to quarantine
-        self._leave_terminal(record)
+        self._leave_arbiter(record)
         reason = f"serving this file failed ({type(exc).__name__}: {exc})"
         await self._unusable(served, record, reason, None)
 
-    def _leave_terminal(self, record: AskRecord) -> None:
+    def _leave_arbiter(self, record: AskRecord) -> None:
         if record.state == "shown":
             self.arbiter.withdraw(record.key)
 

@@ -39,7 +39,7 @@ def test_legacy_child_is_asked_while_a_newest_request_is_approved_by_rule(
         [UUID_SESSION], forwarding_root, state_dir, "deny", workdir, [f"{folder}.json"], extra_args=extra
     ) as served:
         # The real 20.7.3 child sends no accessIntent: its display value matches `git *`, but
-        # facts are never re-derived from display fields, so the ask reaches the terminal slot.
+        # facts are never re-derived from display fields, so the ask reaches the arbiter.
         legacy = node_driver.run(
             "child_ask.ts",
             child_ask_args(forwarding_root, CHILD_SESSION, "Explore", legacy_ask),

@@ -11,7 +11,7 @@ answered. Two interleavings used to break that:
   never learnt the outcome, so an answered ask stayed listed and could not be decided.
 
 The first is driven without a serving core (the test plays the core's part, as in
-`tests/core/test_terminals.py`); the second on a real core whose publisher is held at a named fault
+`tests/core/test_arbiters.py`); the second on a real core whose publisher is held at a named fault
 point.
 
 Then a property-based campaign (issue 13): random interleavings of a child writing a request,

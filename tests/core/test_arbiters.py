@@ -1,4 +1,4 @@
-"""Each terminal slot returns its decision as a value; none touches the ask or its files.
+"""Each arbiter returns its decision as a value; none touches the ask or its files.
 
 The fail-safe and leave decide at once; the person's decision is a future resolved by a decision
 method, which then waits on the decision's `reply` for what the serving core made of it. Driven here
