@@ -101,6 +101,17 @@ def test_no_class_is_spread_over_a_chain_of_modules() -> None:
     assert spread == {}
 
 
+#: Module names used twice, each time for the same idea seen from another side (the sessions a core
+#: serves, and the screen that shows them).
+SAME_IDEA_TWICE = {"sessions.py"}
+
+
+def test_no_module_name_is_reused_for_another_idea() -> None:
+    names = [Path(module).name for module in SHIPPED if not module.endswith("__init__.py")]
+    reused = {name for name in names if names.count(name) > 1}
+    assert sorted(reused - SAME_IDEA_TWICE) == []
+
+
 def test_no_test_module_imports_another() -> None:
     """Shared fakes live in `core.testing` (shipped) or a subject's `support.py`, never in a test module."""
     offenders = [
