@@ -17,6 +17,7 @@ from textual.strip import Strip
 
 from core.disk.paths import encode_session_id
 from core.forwarding.liveness import heartbeat_path
+from core.history import HistoryStore
 from core.judging.recorded import RecordedAuthority
 from core.person import AskDecided, HumanAuthorizer
 from core.seams import FaultHook, Seams, no_fault
@@ -164,6 +165,33 @@ class Rig:
         return heartbeat_path(self.root, SERVED)
 
 
+def attended_node(
+    tmp: Path,
+    history: HistoryStore | None = None,
+    sessions: Sequence[str] = (SERVED,),
+    *,
+    permission: dict[str, Any] | None = None,
+    fault: FaultHook = no_fault,
+) -> AttendedNode:
+    """A node built as `pi-authorizer app` builds it (`core.wiring.build_attended_node`) in `tmp`: its
+    forwarding root `tmp/forwarding`, state dir `tmp/state`, agent dir and project; `sessions` taken
+    as the start takes them (`take_session`: `history`, if any, reconciled).
+
+    `permission`: this node's rules (the agent dir's pi-permission-system config; none: every ask with
+    facts goes to the person); `fault`: the publisher's stage hook (`Seams.fault`), to hold a
+    decision's write at a stage."""
+    root, agent = tmp / "forwarding", tmp / "agent"
+    root.mkdir(parents=True, exist_ok=True)
+    config = agent / "extensions" / "pi-permission-system" / "config.json"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(json.dumps({"permission": permission or {}}), encoding="utf-8")
+    options = NodeOptions(root, tmp / "state", agent, tmp / "project", seams=Seams(fault=fault))
+    node = build_attended_node(options, history)
+    for sid in sessions:
+        node.take_session(sid)
+    return node
+
+
 def make_rig(
     tmp: Path,
     settings: UiSettings | None = None,
@@ -174,24 +202,12 @@ def make_rig(
     keys: FakeKeyClock | None = None,
     fault: FaultHook = no_fault,
 ) -> Rig:
-    """The app over a node built as `pi-authorizer app` builds it (`core.wiring.build_attended_node`),
-    in `tmp`: its forwarding root, state dir, agent dir and project, no history.
+    """The app over `attended_node(tmp, ...)`, no history, serving `sessions`.
 
-    `permission`: this node's rules (the agent dir's pi-permission-system config; none: every ask with
-    facts goes to the person); `clock`: the app's wall clock; `keys`: the key-safety clock, fake, so no
-    test depends on how fast the machine is; `fault`: the publisher's stage hook (`Seams.fault`), to
-    hold a decision's write at a stage."""
-    root = tmp / "forwarding"
-    state = tmp / "state"
-    agent = tmp / "agent"
-    root.mkdir(parents=True, exist_ok=True)
-    config = agent / "extensions" / "pi-permission-system" / "config.json"
-    config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text(json.dumps({"permission": permission or {}}), encoding="utf-8")
-    options = NodeOptions(root, state, agent, tmp / "project", seams=Seams(fault=fault))
-    node = build_attended_node(options, None)
-    for sid in sessions:
-        node.take_session(sid)
+    `clock`: the app's wall clock; `keys`: the key-safety clock, fake, so no test depends on how fast
+    the machine is."""
+    node = attended_node(tmp, None, sessions, permission=permission, fault=fault)
+    root, state = node.core.root, tmp / "state"
     keys = keys or FakeKeyClock()
     signals: list[str] = []
     toasts: list[Notification] = []
