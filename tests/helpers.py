@@ -116,9 +116,19 @@ async def read_response_when_done(
 
 
 class Served:
-    """A serving core on `tmp_path` serving session `S`, its events kept; a failed write is retried at once.
+    """A bare serving core on `tmp_path` serving session `S`, its events kept; a failed write is retried
+    at once.
 
-    Its seams: `clock`, `writer` (the disk) and `fault`, each a fake of `core.testing` when given."""
+    Its seams: `clock`, `writer` (the disk) and `fault`, each a fake of `core.testing` when given.
+
+    Bare on purpose, not built by `core.wiring`: its users test the serving core's own handling of
+    faults (disks, ledgers, the quarantine, intake, the person's queue), and
+    - they pass any `Ledger`, most often a fake wrapping a store (`FailingLedger`, `PoisonLedger`),
+      where `core.wiring` takes a `HistoryStore` and also subscribes it and reconciles it when a
+      session is taken: more history writes, under a fault meant for the one being tested;
+    - the asks they write carry no facts, so a recorded authority would never judge one; all it would
+      add is its config watcher, waiting on the test's clock beside the waits under test.
+    Tests of a whole node build it with `core.wiring` (`tests/core/test_wiring.py`, `tests/tui`)."""
 
     def __init__(
         self,

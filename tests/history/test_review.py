@@ -138,21 +138,28 @@ async def test_suggestion_is_written_only_after_the_confirm_step(tmp_path: Path)
 
 
 async def test_a_summary_that_arrives_after_the_screen_closed_is_dropped(tmp_path: Path) -> None:
-    """The summary is read while the screen is open and held (the `summaries` seam) until the screen
-    has closed; then it is delivered as the worker delivers it, on the loop. Nothing raises: a
-    `query_one` for the summary box raised NoMatches there (a flake under load took the app down)."""
-    store = HistoryStore(tmp_path / "h.sqlite3")
-    store.insert_rows(rows(3))
+    """The summary is read while the screen is open and held (by the reader the store hands the
+    screen) until the screen has closed; then it is delivered as the worker delivers it, on the loop.
+    Nothing raises: a `query_one` for the summary box raised NoMatches there (a flake under load took
+    the app down)."""
     release, read = threading.Event(), list[Summary]()
 
-    def held(reader: HistoryReader, where: HistoryFilter) -> Summary:
-        read.append(reader.summary(where))
-        release.wait(30)  # a hang guard
-        return read[0]
+    class HeldReader(HistoryReader):
+        def summary(self, where: HistoryFilter | None = None) -> Summary:
+            read.append(super().summary(where))
+            release.wait(30)  # a hang guard
+            return read[0]
+
+    class HeldStore(HistoryStore):
+        def reader(self) -> HistoryReader:
+            return HeldReader.read_only(self.path)
+
+    store = HeldStore(tmp_path / "h.sqlite3")
+    store.insert_rows(rows(3))
 
     class Closing(App[None]):
         def on_mount(self) -> None:
-            self.push_screen(ReviewScreen(store, None, held))
+            self.push_screen(ReviewScreen(store))
 
     async with Closing().run_test(size=(120, 30)) as pilot:
         screen = pilot.app.screen

@@ -9,9 +9,7 @@ from typing import Any
 
 import pytest
 
-from core.person import HumanAuthorizer
-from core.serving import ServingCore
-from core.wiring import AttendedNode
+from core.wiring import NodeOptions, build_attended_node
 from tests.interop.harness import NodeDriver, child_ask_args, child_env
 from tests.interop.ids import CHILD_SESSION, UUID_SESSION
 from tests.tui.support import FakeKeyClock, wait_for, wait_painted
@@ -31,14 +29,17 @@ ASK: dict[str, Any] = {
 
 
 async def test_real_child_is_approved_with_a_double_press(
-    node_driver: NodeDriver, forwarding_root: Path, state_dir: Path, workdir: Path
+    node_driver: NodeDriver, forwarding_root: Path, state_dir: Path, workdir: Path, tmp_path: Path
 ) -> None:
-    human = HumanAuthorizer()
-    core = ServingCore(forwarding_root, state_dir, arbiter=human)
-    core.add_session(UUID_SESSION)
+    # as `pi-authorizer app` builds it, with no rules of its own (no agent dir config)
+    node = build_attended_node(
+        NodeOptions(forwarding_root, state_dir, tmp_path / "agent", tmp_path / "project"), None
+    )
+    human = node.person
+    node.take_session(UUID_SESSION)
     keys = FakeKeyClock()
     # double press on, 500 ms grace
-    app = AuthorizerApp(AttendedNode(core, human), UiSettings(), AppSeams(keys=keys))
+    app = AuthorizerApp(node, UiSettings(), AppSeams(keys=keys))
     with node_driver.start(
         "child_ask.ts",
         child_ask_args(forwarding_root, CHILD_SESSION, "Explore", ASK),

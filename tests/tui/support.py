@@ -17,14 +17,12 @@ from textual.strip import Strip
 
 from core.disk.paths import encode_session_id
 from core.forwarding.liveness import heartbeat_path
+from core.history import HistoryStore
+from core.judging.recorded import RecordedAuthority
 from core.person import AskDecided, HumanAuthorizer
-from core.rules.matcher import compile_wildcard
 from core.seams import FaultHook, Seams, no_fault
 from core.serving import ServingCore
-from core.serving.asks import Judgment
-from core.wire.decisions import SessionApprovalDecision
-from core.wire.request import ParsedRequest, SessionGrant
-from core.wiring import AttendedNode
+from core.wiring import AttendedNode, NodeOptions, build_attended_node
 from tui.app import AppSeams, AuthorizerApp
 from tui.ui_settings import UiSettings
 
@@ -134,48 +132,13 @@ class FakeKeyClock:
         self._changes.append((time.monotonic(), self.t))
 
 
-class RefusingGrantBook:
-    """A real GrantBook with no config: refuses any grant whose pattern is in `denied`, records the rest,
-    and judges with the recorded grants only (`*` wildcards, exact surface)."""
-
-    def __init__(self, denied: Sequence[str] = ()) -> None:
-        self.denied = set(denied)
-        self.recorded: list[tuple[str, tuple[SessionGrant, ...]]] = []
-
-    def judge(
-        self, parsed: ParsedRequest, session_id: str, extra: Sequence[SessionGrant] = (),
-        preview: bool = False,
-    ) -> Judgment:
-        intent = parsed.access_intent
-        grants = [g for sid, gs in self.recorded if sid == session_id for g in gs] + list(extra)
-        for grant in grants:
-            wildcard = compile_wildcard(grant.pattern, "/home/test")
-            if intent is not None and intent.surface == grant.surface and intent.match_values and all(
-                wildcard.matches(v) for v in intent.match_values
-            ):
-                source = SessionApprovalDecision(surface=grant.surface, pattern=grant.pattern)
-                return Judgment(verdict="allow", decided_by=source)
-        return Judgment(verdict="ask")
-
-    def refusal(self, agent_name: str, grants: Sequence[SessionGrant]) -> str | None:
-        for grant in grants:
-            if grant.pattern in self.denied:
-                pattern = f"{grant.surface} {grant.pattern!r}"
-                return f"{pattern} would override deny {pattern}"
-        return None
-
-    def record(self, session_id: str, grants: Sequence[SessionGrant], agent_name: str) -> None:
-        self.recorded.append((session_id, tuple(grants)))
-
-
 @dataclass
 class Rig:
     root: Path
     state: Path
-    core: ServingCore
-    human: HumanAuthorizer
+    #: The node as `pi-authorizer app` builds it (`core.wiring.build_attended_node`).
+    node: AttendedNode
     app: AuthorizerApp
-    book: RefusingGrantBook = field(default_factory=RefusingGrantBook)
     keys: FakeKeyClock = field(default_factory=FakeKeyClock)
     #: Every decision the person's slot published, in order (recorded from its events).
     decided: list[AskDecided] = field(default_factory=list)
@@ -185,37 +148,73 @@ class Rig:
     toasts: list[Notification] = field(default_factory=list)
 
     @property
+    def core(self) -> ServingCore:
+        return self.node.core
+
+    @property
+    def human(self) -> HumanAuthorizer:
+        return self.node.person
+
+    @property
+    def authority(self) -> RecordedAuthority:
+        assert self.node.authority is not None
+        return self.node.authority
+
+    @property
     def heartbeat(self) -> Path:
         return heartbeat_path(self.root, SERVED)
+
+
+def attended_node(
+    tmp: Path,
+    history: HistoryStore | None = None,
+    sessions: Sequence[str] = (SERVED,),
+    *,
+    permission: dict[str, Any] | None = None,
+    fault: FaultHook = no_fault,
+) -> AttendedNode:
+    """A node built as `pi-authorizer app` builds it (`core.wiring.build_attended_node`) in `tmp`: its
+    forwarding root `tmp/forwarding`, state dir `tmp/state`, agent dir and project; `sessions` taken
+    as the start takes them (`take_session`: `history`, if any, reconciled).
+
+    `permission`: this node's rules (the agent dir's pi-permission-system config; none: every ask with
+    facts goes to the person); `fault`: the publisher's stage hook (`Seams.fault`), to hold a
+    decision's write at a stage."""
+    root, agent = tmp / "forwarding", tmp / "agent"
+    root.mkdir(parents=True, exist_ok=True)
+    config = agent / "extensions" / "pi-permission-system" / "config.json"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(json.dumps({"permission": permission or {}}), encoding="utf-8")
+    options = NodeOptions(root, tmp / "state", agent, tmp / "project", seams=Seams(fault=fault))
+    node = build_attended_node(options, history)
+    for sid in sessions:
+        node.take_session(sid)
+    return node
 
 
 def make_rig(
     tmp: Path,
     settings: UiSettings | None = None,
     *,
-    book: RefusingGrantBook | None = None,
+    permission: dict[str, Any] | None = None,
     clock: Callable[[], float] = time.time,
     sessions: Sequence[str] = (SERVED,),
     keys: FakeKeyClock | None = None,
     fault: FaultHook = no_fault,
 ) -> Rig:
-    """`keys`: the key-safety clock, fake, so no test depends on how fast the machine is; `fault`: the
-    publisher's stage hook (`Seams.fault`), to hold a decision's write at a stage."""
-    root = tmp / "forwarding"
-    state = tmp / "state"
-    root.mkdir(parents=True, exist_ok=True)
-    book = book or RefusingGrantBook()
-    human = HumanAuthorizer(grants=book)
-    core = ServingCore(root, state, arbiter=human, seams=Seams(fault=fault))
-    for sid in sessions:
-        core.add_session(sid)
+    """The app over `attended_node(tmp, ...)`, no history, serving `sessions`.
+
+    `clock`: the app's wall clock; `keys`: the key-safety clock, fake, so no test depends on how fast
+    the machine is."""
+    node = attended_node(tmp, None, sessions, permission=permission, fault=fault)
+    root, state = node.core.root, tmp / "state"
     keys = keys or FakeKeyClock()
     signals: list[str] = []
     toasts: list[Notification] = []
-    app = AuthorizerApp(AttendedNode(core, human), settings or UiSettings(input_grace_ms=0),
+    app = AuthorizerApp(node, settings or UiSettings(input_grace_ms=0),
                         AppSeams(wall=clock, keys=keys, terminal=signals.append, toasts=toasts.append))
-    rig = Rig(root, state, core, human, app, book, keys, signals=signals, toasts=toasts)
-    human.subscribe(lambda event: rig.decided.append(event) if isinstance(event, AskDecided) else None)
+    rig = Rig(root, state, node, app, keys, signals=signals, toasts=toasts)
+    node.person.subscribe(lambda event: rig.decided.append(event) if isinstance(event, AskDecided) else None)
     return rig
 
 

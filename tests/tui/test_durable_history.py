@@ -11,13 +11,11 @@ from textual.pilot import Pilot
 from textual.widgets import Static
 
 from core.history import HistoryStore
-from core.person import HumanAuthorizer
-from core.serving import ServingCore
-from core.wiring import AttendedNode
 from tests.helpers import wait_for as until
 from tests.tui.support import (
     OTHER,
     SERVED,
+    attended_node,
     request_body,
     wait_for,
     wait_painted,
@@ -34,12 +32,9 @@ from tui.ui_settings import UiSettings
 async def test_h_opens_the_review_and_decisions_are_recorded_with_shown_time(tmp_path: Path) -> None:
     root, state = tmp_path / "forwarding", tmp_path / "state"
     store = HistoryStore.in_state_dir(state)
-    human = HumanAuthorizer()
-    core = ServingCore(root, state, arbiter=human, ledger=store)
-    core.subscribe(store.observe)
-    core.add_session(SERVED)
-    app = AuthorizerApp(AttendedNode(core, human, history=store),
-                        UiSettings(input_grace_ms=0, double_press=False))
+    node = attended_node(tmp_path, store)
+    human = node.person
+    app = AuthorizerApp(node, UiSettings(input_grace_ms=0, double_press=False))
     async with app.run_test(size=(140, 45)) as pilot:
         write_request(root, request_body("seen-1"))
         await wait_for(pilot, lambda: len(human.pending()) == 1)
@@ -57,28 +52,18 @@ async def test_h_opens_the_review_and_decisions_are_recorded_with_shown_time(tmp
     assert row.shown_at is not None and row.shown_at >= row.arrived_at
 
 
-async def pending_row_gone(root: Path, state: Path, store: HistoryStore) -> None:
+async def pending_row_gone(tmp: Path, store: HistoryStore) -> None:
     """An earlier run held an ask of `OTHER` whose child gave up while no one served the inbox."""
-    earlier_person = HumanAuthorizer()
-    earlier = ServingCore(root, state, arbiter=earlier_person, ledger=store)
-    earlier.subscribe(store.observe)
-    earlier.add_session(OTHER)
-    serving = asyncio.create_task(earlier.run())
+    earlier = attended_node(tmp, store, (OTHER,))
+    earlier_person, root = earlier.person, earlier.core.root
+    serving = asyncio.create_task(earlier.core.run())
     gone = write_request(root, request_body("gone", target=OTHER), OTHER)
     await until(lambda: len(earlier_person.pending()) == 1, what="the earlier run holds the ask")
-    earlier.stop()
+    earlier.core.stop()
     await asyncio.wait_for(serving, 10)
     gone.unlink()
     store.write_arrivals()  # queued for a burst (`ARRIVALS_WAIT_S`): written before this run ends
     assert [row.outcome for row in store.reader().query()] == ["pending"]
-
-
-def attended(root: Path, state: Path, store: HistoryStore) -> AttendedNode:
-    human = HumanAuthorizer()
-    core = ServingCore(root, state, arbiter=human, ledger=store)
-    core.subscribe(store.observe)
-    core.add_session(SERVED)
-    return AttendedNode(core, human, history=store)
 
 
 #: A database message with markup, a newline and a bidi override: it must be shown literally.
@@ -107,10 +92,9 @@ async def adopt_other(pilot: Pilot[int], app: AuthorizerApp) -> SessionsScreen:
 
 async def test_adopting_an_inbox_closes_the_asks_withdrawn_while_no_one_served_it(tmp_path: Path) -> None:
     """`a` in the sessions view takes a session as the start does (`AttendedNode.take_session`)."""
-    root, state = tmp_path / "forwarding", tmp_path / "state"
-    store = HistoryStore.in_state_dir(state)
-    await pending_row_gone(root, state, store)
-    app = AuthorizerApp(attended(root, state, store), UiSettings(input_grace_ms=0, double_press=False))
+    store = HistoryStore.in_state_dir(tmp_path / "state")
+    await pending_row_gone(tmp_path, store)
+    app = AuthorizerApp(attended_node(tmp_path, store), UiSettings(input_grace_ms=0, double_press=False))
     async with app.run_test(size=(140, 45)) as pilot:
         screen = await adopt_other(pilot, app)
         await wait_for(pilot, lambda: OTHER in screen.ours)
@@ -120,11 +104,10 @@ async def test_adopting_an_inbox_closes_the_asks_withdrawn_while_no_one_served_i
 
 
 async def test_a_failing_history_on_adopting_is_shown_literally_and_the_app_goes_on(tmp_path: Path) -> None:
-    root, state = tmp_path / "forwarding", tmp_path / "state"
-    store = HistoryStore.in_state_dir(state)
-    await pending_row_gone(root, state, store)
+    store = HistoryStore.in_state_dir(tmp_path / "state")
+    await pending_row_gone(tmp_path, store)
     fail_updates(store)
-    app = AuthorizerApp(attended(root, state, store), UiSettings(input_grace_ms=0, double_press=False))
+    app = AuthorizerApp(attended_node(tmp_path, store), UiSettings(input_grace_ms=0, double_press=False))
     async with app.run_test(size=(140, 45)) as pilot:
         screen = await adopt_other(pilot, app)
         note = screen.query_one("#sessions-note", Static)
@@ -142,11 +125,10 @@ async def test_a_failing_history_on_adopting_is_shown_literally_and_the_app_goes
 async def test_the_start_says_a_failing_history_in_one_error_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    root, state = tmp_path / "forwarding", tmp_path / "state"
-    store = HistoryStore.in_state_dir(state)
-    await pending_row_gone(root, state, store)
+    store = HistoryStore.in_state_dir(tmp_path / "state")
+    await pending_row_gone(tmp_path, store)
     fail_updates(store)
-    node = attended(root, state, store)
+    node = attended_node(tmp_path, store)
     assert take_sessions(node, [OTHER]) == [OTHER]
     [line] = capsys.readouterr().err.splitlines()
     assert line.startswith(f"pi-authorizer: error: serving '{OTHER}', but the history failed")

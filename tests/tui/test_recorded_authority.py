@@ -14,11 +14,10 @@ import pytest
 from textual.notifications import Notification
 from textual.widgets import DataTable, Static
 
+from core.history import HistoryStore
 from core.judging.recorded import RecordedAuthority
-from core.person import HumanAuthorizer
 from core.rules import IntentFacts, PolicyStore, resolve_with_policy
-from core.serving import ServingCore
-from core.wiring import AttendedNode
+from core.wiring import NodeOptions, build_attended_node
 from tests.tui.support import (
     SERVED,
     rendered_text,
@@ -40,9 +39,13 @@ pytestmark = pytest.mark.timeout(60)  # a hang guard, not a speed check
 
 
 class Node:
-    """The app as `pi-authorizer app` builds it: recorded authority as judge and grant book."""
+    """The app as `pi-authorizer app` builds it (`core.wiring.build_attended_node`): recorded authority
+    as judge and grant book, its config watched; `history`: a ledger in the state dir too."""
 
-    def __init__(self, tmp: Path, permission: dict[str, Any] | None = None, rules_file: bool = True) -> None:
+    def __init__(
+        self, tmp: Path, permission: dict[str, Any] | None = None, rules_file: bool = True,
+        history: bool = False,
+    ) -> None:
         self.root = tmp / "forwarding"
         self.root.mkdir(parents=True)
         self.agent_dir = tmp / "agent"
@@ -52,13 +55,15 @@ class Node:
         self.rules_path = tmp / "authorizer-rules.json"
         if rules_file:
             self.rules_path.write_text("{}\n")
-        self.store = PolicyStore(self.agent_dir, tmp / "project", self.rules_path if rules_file else None,
-                                 home="/home/me")
-        self.authority = RecordedAuthority(self.store)
-        self.human = HumanAuthorizer(grants=self.authority)
-        self.core = ServingCore(self.root, tmp / "state", self.human, judge=self.authority)
-        self.core.add_session(SERVED)
-        self.attended = AttendedNode(self.core, self.human, self.authority)
+        state = tmp / "state"
+        self.history = HistoryStore.in_state_dir(state) if history else None
+        options = NodeOptions(self.root, state, self.agent_dir, tmp / "project",
+                              self.rules_path if rules_file else None)
+        self.attended = build_attended_node(options, self.history)
+        assert self.attended.authority is not None
+        self.authority: RecordedAuthority = self.attended.authority
+        self.store, self.human, self.core = self.authority.store, self.attended.person, self.attended.core
+        self.attended.take_session(SERVED)
         self.toasts: list[Notification] = []
         self.app = AuthorizerApp(self.attended, UiSettings(input_grace_ms=0, double_press=False),
                                  AppSeams(toasts=self.toasts.append))
@@ -126,8 +131,7 @@ async def test_risk_hint_shows_in_the_queue_and_the_detail(tmp_path: Path) -> No
 
 
 async def test_rule_from_the_ask_shows_json_file_and_diff_and_writes_only_on_confirm(tmp_path: Path) -> None:
-    node = Node(tmp_path)
-    node.core.add_background(node.authority.watch_config)
+    node = Node(tmp_path)  # its config watched, as the app's: the rule it writes is no reload to review
     app = node.app
     async with app.run_test(size=(160, 50)) as pilot:
         write_request(node.root, request_body("lint", value="npm run lint", suggestion=False))
@@ -241,16 +245,10 @@ async def test_a_y_pressed_right_after_r_writes_no_rule(tmp_path: Path) -> None:
 
 
 async def test_time_to_decide_in_the_app_counts_from_when_the_ask_was_shown(tmp_path: Path) -> None:
-    from core.history import HistoryStore
-
-    node = Node(tmp_path)
-    state = tmp_path / "app-state"  # the Node's own core holds the session in its state dir
-    history = HistoryStore.in_state_dir(state)
-    core = ServingCore(node.root, state, node.human, judge=node.authority, ledger=history)
-    core.subscribe(history.observe)
-    core.add_session(SERVED)
-    app = AuthorizerApp(AttendedNode(core, node.human, node.authority, history),
-                        UiSettings(input_grace_ms=0, double_press=False))
+    node = Node(tmp_path, history=True)
+    history = node.history
+    assert history is not None
+    app = node.app
     async with app.run_test(size=(160, 50)) as pilot:
         write_request(node.root, request_body("timed", value="make", suggestion=False))
         await wait_rows(pilot, app, 1)
@@ -279,13 +277,12 @@ async def test_widening_reload_is_reviewed_declined_then_accepted(tmp_path: Path
     config = agent_dir / "extensions" / "pi-permission-system" / "config.json"
     config.parent.mkdir(parents=True)
     config.write_text(json.dumps({"permission": {"bash": {"rm *": "deny"}}}))
-    store = PolicyStore(agent_dir, tmp_path / "project", None, home="/home/me")
-    authority = RecordedAuthority(store)
-    human = HumanAuthorizer(grants=authority)
-    core = ServingCore(tmp_path / "root", tmp_path / "state", arbiter=human, judge=authority)
-    core.add_background(authority.watch_config)
-    core.add_session(SERVED)
-    app = AuthorizerApp(AttendedNode(core, human, authority), UiSettings(input_grace_ms=0))
+    node = build_attended_node(NodeOptions(tmp_path / "root", tmp_path / "state", agent_dir,
+                                           tmp_path / "project"), None)
+    assert node.authority is not None
+    store = node.authority.store
+    node.take_session(SERVED)
+    app = AuthorizerApp(node, UiSettings(input_grace_ms=0))
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
         _write(config, {"bash": {"*": "allow"}}, 1)

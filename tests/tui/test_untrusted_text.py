@@ -154,7 +154,8 @@ async def test_markup_in_child_text_is_shown_literally(tmp_path: Path) -> None:
     rig = make_rig(tmp_path)
     hostile = "[@click=app.quit]x[/]"
     write_request(rig.root, request_body("req-mk", value=hostile, agent="[b]Boss[/b]", message=hostile))
-    async with rig.app.run_test(size=(120, 40)) as pilot:
+    # tall enough for the whole ask, the rules' explanation with it: no scrollbar (its own `@mouse` meta)
+    async with rig.app.run_test(size=(120, 60)) as pilot:
         await wait_rows(pilot, rig.app, 1)
         await settle(pilot)
         text = rendered_text(rig.app)

@@ -16,12 +16,10 @@ from textual.widgets import DataTable, Static
 
 from core.forwarding.liveness import heartbeat_path
 from core.history import HistoryStore
-from core.person import HumanAuthorizer
-from core.serving import ServingCore
-from core.wiring import AttendedNode
 from tests.tui.support import (
     ORPHAN,
     SERVED,
+    attended_node,
     make_rig,
     read_response,
     rendered_text,
@@ -194,12 +192,8 @@ async def test_palette_lists_every_action_and_never_decides(tmp_path: Path) -> N
 
 
 async def test_help_on_the_history_view_lists_its_keys(tmp_path: Path) -> None:
-    root, state = tmp_path / "forwarding", tmp_path / "state"
-    store = HistoryStore.in_state_dir(state)
-    human = HumanAuthorizer()
-    core = ServingCore(root, state, arbiter=human, ledger=store)
-    core.add_session(SERVED)
-    app = AuthorizerApp(AttendedNode(core, human, history=store), UiSettings(input_grace_ms=0))
+    store = HistoryStore.in_state_dir(tmp_path / "state")
+    app = AuthorizerApp(attended_node(tmp_path, store), UiSettings(input_grace_ms=0))
     async with app.run_test(size=(130, 60)) as pilot:
         await pilot.press("h")
         await wait_for(pilot, lambda: isinstance(app.screen, ReviewScreen))

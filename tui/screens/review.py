@@ -8,7 +8,6 @@ which shows the exact JSON, the target file and the diff first.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import ClassVar
 
 from textual import on, work
@@ -29,10 +28,6 @@ from tui.widgets.history_list import HistoryList, header_text
 
 FILTER_DEBOUNCE_S = 0.15
 
-SummarySource = Callable[[HistoryReader, HistoryFilter], Summary]
-"""How the summary of the matching rows is read (off the event loop, in a thread worker)."""
-
-
 class ReviewScreen(Screen[None]):
     """The whole history: type `agent:` `session:` `surface:` `verdict:` terms and free text."""
 
@@ -42,17 +37,10 @@ class ReviewScreen(Screen[None]):
         Binding("s", "suggestions", "Suggested rules", id="review.suggestions"),
     ]
 
-    def __init__(
-        self,
-        store: HistoryStore,
-        rules: PolicyStore | None = None,
-        summaries: SummarySource = HistoryReader.summary,
-    ) -> None:
-        """`summaries` is a seam: a test holds a summary until the screen has closed."""
+    def __init__(self, store: HistoryStore, rules: PolicyStore | None = None) -> None:
         super().__init__(id="review")
         self.store = store
         self.rules = rules
-        self._summaries = summaries
         self.filter = HistoryFilter()
         self._reader: HistoryReader
 
@@ -88,7 +76,7 @@ class ReviewScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="review-summary")
     def _summarise(self, where: HistoryFilter) -> None:
-        summary = self._summaries(self._reader, where)
+        summary = self._reader.summary(where)
         # Sent whether or not the worker was cancelled meanwhile: the screen may close between any
         # check here and the call on the loop, so `_show_summary` is what copes with a closed screen.
         self.app.call_from_thread(self._show_summary, where, summary)
