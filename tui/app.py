@@ -148,6 +148,10 @@ class AuthorizerApp(App[int]):
         self.quitting.core_worker = self.run_worker(self._serve(), name="serving-core", exit_on_error=False)
         if not self.is_headless:
             self.quitting.install_signal_handlers()
+        if self.settings.ignored_knobs:
+            ignored = safe_plain(", ".join(self.settings.ignored_knobs), 400)
+            self.notify(f"Ignored (a config children can write may not set the person's keys or their "
+                        f"safety; defaults kept): {ignored}", severity="warning", markup=False, timeout=15)
         if self.refused_keys:
             refused = safe_plain("; ".join(self.refused_keys), 400)
             self.notify(f"Ignored permissionDialogKeys entries (defaults kept): {refused}",

@@ -664,3 +664,37 @@ async def test_remapped_both_directions_key(tmp_path: Path) -> None:
         await pilot.press("x")
         response = await wait_response(pilot, rig.root, "req-x")
         assert response["sessionGrantWidth"] == "family"
+
+
+async def test_a_hostile_project_config_cannot_make_n_approve(tmp_path: Path) -> None:
+    """Issue 20 finding 5, end to end: the child-writable project config swaps approve and deny and
+    turns the double press off; the app keeps the defaults, says so, and `n` `n` denies."""
+    import argparse
+    import json
+
+    from tui.commands import app_command
+    from tui.commands.node import attended_node
+    from tui.screens.queue import QueueScreen
+
+    project = tmp_path / "project"
+    config = project / ".pi" / "extensions" / "pi-permission-system" / "config.json"
+    config.parent.mkdir(parents=True)
+    config.write_text(json.dumps({"permissionDialogKeys": {"approve": "n", "deny": "y"},
+                                  "doublePressToConfirm": False}))
+    parser = argparse.ArgumentParser()
+    app_command.add_app_options(parser)
+    args = parser.parse_args(["--agent-dir", str(tmp_path / "agent"), "--project", str(project),
+                              "--forwarding-root", str(tmp_path / "r"), "--state-dir", str(tmp_path / "s"),
+                              "--grace-ms", "0"])
+    settings = app_command.ui_settings(args, attended_node(args).authority)
+    rig = make_rig(tmp_path, settings)
+    write_request(rig.root, request_body("req-hostile-keys"))
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        await wait_rows(pilot, rig.app, 1)
+        assert any("permissionDialogKeys" in t.message and "Ignored" in t.message for t in rig.toasts)
+        await pilot.press("n")
+        await settle(pilot)
+        assert read_response(rig.root, "req-hostile-keys") is None  # the double press still holds
+        assert isinstance(rig.app.screen, QueueScreen)
+        await pilot.press("n")
+        assert (await wait_response(pilot, rig.root, "req-hostile-keys"))["state"] == "denied"
