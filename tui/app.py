@@ -50,6 +50,7 @@ from tui.core_events import (
 )
 from tui.keysafety import KeyRules, KeySafety
 from tui.quitting import Quitting
+from tui.render.ask_facts import ask_label
 from tui.render.styles import DIM, WARN
 from tui.sanitize import safe_plain
 from tui.screens.ask_steps import AskModal, ExpandScreen, ReasonScreen
@@ -197,6 +198,8 @@ class AuthorizerApp(App[int]):
         if isinstance(event, AskWithdrawn):
             self.tell(withdrawn_notice(event))
             self._abandon_modals(event.ask)
+        if isinstance(event, AskWithdrawn | AskAdded):
+            self._batch_changed(event)
         self.queue.handle_event(event)
         if isinstance(event, AskAdded):
             self.attention.arrived(event.ask)
@@ -208,6 +211,18 @@ class AuthorizerApp(App[int]):
                 screen.dismiss(False)
             else:
                 screen.dismiss(None)
+
+    def _batch_changed(self, event: AskWithdrawn | AskAdded) -> None:
+        """An open batch preview listing an ask withdrawn, or replaced under its id, is cancelled."""
+        for screen in self.screen_stack:
+            if not isinstance(screen, BatchPreviewScreen):
+                continue
+            for shown in screen.included:
+                if shown.key != event.ask.key or (shown is event.ask and isinstance(event, AskAdded)):
+                    continue
+                what = "withdrawn by its child" if isinstance(event, AskWithdrawn) else \
+                    "replaced by another ask under the same id"
+                screen.ask_changed(f"{ask_label(shown)} was {what} after this preview was shown")
 
     def on_serving_changed(self, message: ServingChanged) -> None:
         event = message.event

@@ -71,6 +71,11 @@ class BatchPreviewScreen(ModalScreen[bool]):
         self.key_time = key_time
         self._double_press = double_press
         self._armed = False
+        #: Why this preview no longer shows exactly what is pending (an ask withdrawn or replaced
+        #: under its id): the step can then only be left, and says so. None while it holds.
+        self.changed: str | None = None
+        #: The last key press that did not count, and why (shown on the key line, never silent).
+        self._ignored: str | None = None
 
     def compose(self) -> ComposeResult:
         count = len(self.included)
@@ -104,10 +109,23 @@ class BatchPreviewScreen(ModalScreen[bool]):
         # The grace window counts from the frame that shows the list, not from construction.
         keys_after_paint(self, self.query_one("#batch-keys", PaintProbe), self.safety, self._render_keys)
 
+    def ask_changed(self, why: str) -> None:
+        """One of the listed asks was withdrawn or replaced under its id: the batch is cancelled, the
+        step says why and decides nothing (`esc` leaves it)."""
+        if self.changed is None:
+            self.changed = why
+            self._armed = False
+            self._render_keys()
+
     def gate(self) -> str:
         """The one place a batch confirmation is judged: "commit", "arm" or "ignore"."""
-        if self.safety.confirm(self, self.key_time()).outcome != "commit":
+        if self.changed is not None:
             return "ignore"
+        verdict = self.safety.confirm(self, self.key_time())
+        if verdict.outcome != "commit":
+            self._ignored = verdict.why
+            return "ignore"
+        self._ignored = None
         if self._double_press and not self._armed:
             return "arm"
         return "commit"
@@ -142,6 +160,12 @@ class BatchPreviewScreen(ModalScreen[bool]):
         self._render_keys()
 
     def _render_keys(self) -> None:
+        if self.changed is not None:
+            self.query_one("#batch-keys", Static).update(Content.assemble(
+                ("⚠ Batch cancelled: ", "bold $text-error"), (self.changed, ""),
+                (". Nothing was decided. ", "bold"), (" esc ", "reverse bold"),
+                (" back to the queue, then mark and preview again", "")))
+            return
         waiting = self._waiting()
         count = len(self.included)
         what = f"approve all {count} once" if self.verb == "approve" else f"deny all {count}"
@@ -171,6 +195,10 @@ class BatchPreviewScreen(ModalScreen[bool]):
         elif verdict == "arm":
             self._armed = True
             self._render_keys()
+        else:
+            self._render_keys()
+            if self.changed is None and self._ignored is not None:
+                self.notify(self._ignored, severity="warning", markup=False, timeout=4)
 
     def action_cancel(self) -> None:
         self.dismiss(False)
