@@ -8,6 +8,7 @@ the rule is written), or that the person's own denials contradict, is never made
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +36,8 @@ class Suggestion:
     agents: tuple[str, ...]
     examples: tuple[str, ...]
     last_at: float
+    #: The pattern is the child's own session suggestion (shown as the child's), not the value itself.
+    from_child: bool = False
 
     def rule_json(self) -> dict[str, Any]:
         return {"permission": {self.surface: {self.pattern: "allow"}}}
@@ -90,7 +93,11 @@ def suggestion_from_ask(
     loosen an explicit deny of this node's config."""
     if surface is None:
         raise SuggestionRefused("the ask carries no child-fixed facts: no rule of this node could match it")
-    candidates = [(s, p) for s, p in session_grants if s and p]
+    # A child's suggestion only on the ask's own surface and only when it covers the ask's value:
+    # never a pattern on another surface, never one that does not even match what was asked.
+    candidates = [(s, p) for s, p in session_grants
+                  if s == surface and p and _covers(rules.home, surface, p, match_values)]
+    from_child = bool(candidates)
     if not candidates:
         values = list(dict.fromkeys(match_values))
         if surface in PATH_SURFACES and values:
@@ -104,12 +111,42 @@ def suggestion_from_ask(
     why = shadowed_deny(rules, rule_surface, pattern, {agent, ""})
     if why is not None:
         raise SuggestionRefused(f"this allow would loosen an explicit deny: {why}")
-    return Suggestion(rule_surface, pattern, 1, (agent,), tuple(match_values[:5]), at)
+    return Suggestion(rule_surface, pattern, 1, (agent,), tuple(match_values[:5]), at, from_child=from_child)
+
+
+def acts_as(pattern: str, surface: str, home: str) -> str | None:
+    """How `pattern` acts when it differs from how it is written, else None: home expanded (`~`,
+    `$HOME`, `${HOME}`), and `..` / `.` segments of path-like words normalised (issue 20 finding 6:
+    `$HOME/../../bin/sh -c id` acts on `/bin/sh -c id`)."""
+    expanded = expand_home(pattern, home)
+    if surface in PATH_SURFACES:
+        acting = _normal(expanded)
+    else:
+        acting = " ".join(_normal(word) if "/" in word else word for word in expanded.split(" "))
+    return None if acting == pattern else acting
+
+
+def _normal(path: str) -> str:
+    """`..` and `.` segments resolved lexically (a trailing `/` or `/*` kept)."""
+    if "/" not in path or not ({"..", "."} & set(path.split("/"))):
+        return path
+    tail = "/*" if path.endswith("/*") else "/" if path.endswith("/") else ""
+    body = path[: len(path) - len(tail)] if tail else path
+    normal = posixpath.normpath(body)
+    return normal.rstrip("/") + tail if normal != "/" else ("/" + tail.lstrip("/") if tail else "/")
+
+
+def _covers(home: str, surface: str, pattern: str, values: Sequence[str]) -> bool:
+    """`pattern` matches one of the ask's `values` (as the rules engine matches them)."""
+    wildcard = compile_wildcard(pattern, home)
+    return any(wildcard.matches(expand_home(v, home) if surface in PATH_SURFACES else v) for v in values)
 
 
 def shadowed_deny(rules: PolicyStore, surface: str, pattern: str, agents: Iterable[str]) -> str | None:
-    """The explicit deny this allow would override for any of `agents` (the rules engine's check)."""
-    for agent in sorted(agents):
+    """The explicit deny this allow would override for any of `agents`, for the agent-neutral layers,
+    or for any agent with an agent file (the rules engine's check): a rule in the `--rules` file
+    applies after every agent file, so it must loosen no agent's deny (issue 20 finding 2)."""
+    for agent in sorted({*agents, "", *rules.known_agents()}):
         found = find_shadowed_deny(rules.policy(agent), surface, pattern)
         if found is not None:
             return found.describe()
@@ -117,10 +154,12 @@ def shadowed_deny(rules: PolicyStore, surface: str, pattern: str, agents: Iterab
 
 
 def _candidate_patterns(row: HistoryRow) -> list[tuple[str, str]]:
-    """The child's own session suggestion when it sent one, else the exact value it asked for."""
+    """The child's own session suggestion when the person approved it as such (`s`, `w`), else the
+    exact value it asked for: a `y` approved the value, never the child's pattern (finding 7)."""
     facts = row.facts_json()
     grants = facts.get("sessionApproval")
-    if isinstance(grants, list) and grants:
+    approved_pattern = row.verdict == "approved_for_session" or row.outcome == "user_grant"
+    if isinstance(grants, list) and grants and approved_pattern:
         return [(g["surface"], g["pattern"]) for g in grants if isinstance(g, dict) and g.get("pattern")]
     intent = facts.get("accessIntent")
     if isinstance(intent, dict) and row.surface and row.value and not set(row.value) & {"*", "?"}:

@@ -126,14 +126,15 @@ async def test_suggestion_is_written_only_after_the_confirm_step(tmp_path: Path)
         await pilot.press("enter")
         assert isinstance(pilot.app.screen, ConfirmRuleScreen)
         shown = str(pilot.app.screen.query_one("#review-rule", Static).render())
-        assert '"git status *": "allow"' in shown and str(rules_file) in shown and "+++" in shown
+        # `y` approved the value, never the child's `git status *` (issue 20 finding 7): the value is offered.
+        assert '"git status": "allow"' in shown and str(rules_file) in shown and "+++" in shown
         assert json.loads(rules_file.read_text()) == {"yoloMode": False}
         await pilot.press("y")
         await pilot.pause()
         assert not isinstance(pilot.app.screen, ConfirmRuleScreen)
     assert json.loads(rules_file.read_text()) == {
         "yoloMode": False,
-        "permission": {"bash": {"git status *": "allow"}},
+        "permission": {"bash": {"git status": "allow"}},
     }
 
 

@@ -131,14 +131,14 @@ class ConfirmRuleScreen(ModalScreen[bool]):
             return
         target = self.targets[self.chosen]
         try:
-            self.change = preview(self.offer, target.path)
+            self.change = preview(self.offer, target.path, self.rules)
         except (SuggestionRefused, OSError) as exc:
             body.update(
                 Content.assemble(("Cannot add it to this file: ", "bold $text-error"), safe(str(exc)))
             )
             return
         hint = Content.styled("\n\ny write it   t other file   n cancel", "dim")
-        body.update(change_content(self.change, target) + hint)
+        body.update(change_content(self.change, target, self.rules.home) + hint)
 
     def action_next_target(self) -> None:
         self.chosen = (self.chosen + 1) % len(self.targets)
