@@ -151,13 +151,6 @@ class PolicyStore:
             self._pending.pop(key, None)
             self._apply(key, dataclasses.replace(ours, pi_reading=pi))
 
-    def apply_confirmed(self, path: Path) -> None:
-        """Re-read a file this node just wrote after a person confirmed its diff (a rule accepted
-        in the review screen) and apply it without asking again."""
-        for key in [k for k in self._scopes if k[1] == path]:
-            self._pending.pop(key, None)
-            self._apply(key, load_scope(key, agent_file=key[0] in AGENT_ORIGINS))
-
     def decline(self, pending: PendingReload) -> bool:
         """Keep the applied version; the file is proposed again only when it changes again."""
         key = (pending.origin, Path(pending.path))

@@ -367,3 +367,33 @@ async def test_batch_decisions_are_told_as_batch_decisions(tmp_path: Path) -> No
         await wait_rows(pilot, rig.app, 0)
         assert [d.batch for d in rig.decided] == [2, 2]
         assert [e.who for e in rig.app.history] == ["you (batch of 2)"] * 2
+
+
+# -- issue 20 finding 8: at 80x24 the preview keeps its keys visible and its list scrollable ----------
+
+
+async def test_a_batch_of_eight_at_80x24_shows_its_keys_and_says_how_to_see_every_ask(tmp_path: Path) -> None:
+    from tests.tui.support import rendered_text
+
+    rig = make_rig(tmp_path, UiSettings(input_grace_ms=0, double_press=False))
+    start = time.time() * 1000 - 5000
+    for i in range(8):
+        write_request(rig.root, request_body(f"e-{i}", value=f"echo {i}", created_at=start + i))
+    async with rig.app.run_test(size=(80, 24)) as pilot:
+        await wait_rows(pilot, rig.app, 8)
+        await pilot.press("asterisk", "N")
+        await wait_for(pilot, lambda: isinstance(rig.app.screen, BatchPreviewScreen))
+        await wait_painted(pilot, rig.app)
+        await settle(pilot)
+        text = rendered_text(rig.app)
+        assert "cancel (nothing is decided)" in text  # the key line is on screen
+        assert "Reason relayed" in text  # and the deny reason field
+        await pilot.press("y")  # not every ask was on screen yet: it says how to see them
+        await settle(pilot)
+        assert isinstance(rig.app.screen, BatchPreviewScreen) and rig.decided == []
+        assert "scroll" in rendered_text(rig.app).lower()
+        await pilot.press("end")
+        await settle(pilot)
+        await pilot.press("y")
+        for i in range(8):
+            assert (await wait_response(pilot, rig.root, f"e-{i}"))["state"] == "denied_with_reason"
