@@ -698,3 +698,35 @@ async def test_a_hostile_project_config_cannot_make_n_approve(tmp_path: Path) ->
         assert isinstance(rig.app.screen, QueueScreen)
         await pilot.press("n")
         assert (await wait_response(pilot, rig.root, "req-hostile-keys"))["state"] == "denied"
+
+
+async def test_the_whole_session_confirmation_at_80x24_shows_its_keys_and_every_ask_it_decides(
+        tmp_path: Path) -> None:
+    """Issue 20 finding 8: `w` with 12 other asks the grant would decide, at 80x24: the key line is
+    painted, every one of the 12 is listed (the list scrolls), and `y` before the end was on screen
+    says how to see it."""
+    from tests.tui.support import rendered_text
+
+    rig = make_rig(tmp_path, UiSettings(input_grace_ms=0, double_press=False))
+    start = time.time() * 1000 - 5000
+    for i in range(13):
+        body = request_body(f"g-{i:02}", value=f"git push origin b{i}", created_at=start + i)
+        write_request(rig.root, body)
+    async with rig.app.run_test(size=(80, 24)) as pilot:
+        await wait_rows(pilot, rig.app, 13)
+        await pilot.press("w")
+        await wait_for(pilot, lambda: isinstance(rig.app.screen, GrantConfirmScreen))
+        await wait_painted(pilot, rig.app)
+        await settle(pilot)
+        assert "cancel (nothing is decided)" in rendered_text(rig.app)
+        reach = str(rig.app.screen.query_one("#grant-reach", Static).render())
+        assert all(f"git push origin b{i}" in reach for i in range(1, 13))
+        await pilot.press("y")
+        await settle(pilot)
+        assert isinstance(rig.app.screen, GrantConfirmScreen) and rig.decided == []
+        assert "scroll" in rendered_text(rig.app)
+        await pilot.press("end")
+        await settle(pilot)
+        await pilot.press("y")
+        for i in range(13):
+            assert (await wait_response(pilot, rig.root, f"g-{i:02}"))["state"] == "approved"
