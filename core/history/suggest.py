@@ -8,7 +8,6 @@ the rule is written), or that the person's own denials contradict, is never made
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +16,7 @@ from core.history.rows import APPROVED_STATES, HistoryRow
 from core.history.store import HistoryStore
 from core.rules.config import PolicyStore
 from core.rules.evaluate import any_value
-from core.rules.matcher import compile_wildcard, expand_home
+from core.rules.matcher import acts_as, compile_wildcard, expand_home
 from core.rules.model import PATH_SURFACES, family_members
 from core.rules.policy import Policy
 from core.rules.session_grants import find_shadowed_deny
@@ -41,6 +40,9 @@ class Suggestion:
 
     def rule_json(self) -> dict[str, Any]:
         return {"permission": {self.surface: {self.pattern: "allow"}}}
+
+
+__all__ = ["Suggestion", "SuggestionRefused", "acts_as", "shadowed_deny", "suggest", "suggestion_from_ask"]
 
 
 class SuggestionRefused(Exception):
@@ -112,28 +114,6 @@ def suggestion_from_ask(
     if why is not None:
         raise SuggestionRefused(f"this allow would loosen an explicit deny: {why}")
     return Suggestion(rule_surface, pattern, 1, (agent,), tuple(match_values[:5]), at, from_child=from_child)
-
-
-def acts_as(pattern: str, surface: str, home: str) -> str | None:
-    """How `pattern` acts when it differs from how it is written, else None: home expanded (`~`,
-    `$HOME`, `${HOME}`), and `..` / `.` segments of path-like words normalised (issue 20 finding 6:
-    `$HOME/../../bin/sh -c id` acts on `/bin/sh -c id`)."""
-    expanded = expand_home(pattern, home)
-    if surface in PATH_SURFACES:
-        acting = _normal(expanded)
-    else:
-        acting = " ".join(_normal(word) if "/" in word else word for word in expanded.split(" "))
-    return None if acting == pattern else acting
-
-
-def _normal(path: str) -> str:
-    """`..` and `.` segments resolved lexically (a trailing `/` or `/*` kept)."""
-    if "/" not in path or not ({"..", "."} & set(path.split("/"))):
-        return path
-    tail = "/*" if path.endswith("/*") else "/" if path.endswith("/") else ""
-    body = path[: len(path) - len(tail)] if tail else path
-    normal = posixpath.normpath(body)
-    return normal.rstrip("/") + tail if normal != "/" else ("/" + tail.lstrip("/") if tail else "/")
 
 
 def _covers(home: str, surface: str, pattern: str, values: Sequence[str]) -> bool:

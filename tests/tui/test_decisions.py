@@ -730,3 +730,22 @@ async def test_the_whole_session_confirmation_at_80x24_shows_its_keys_and_every_
         await pilot.press("y")
         for i in range(13):
             assert (await wait_response(pilot, rig.root, f"g-{i:02}"))["state"] == "approved"
+
+
+async def test_a_grant_is_shown_as_written_and_as_it_acts(tmp_path: Path) -> None:
+    """Issue 20 finding 6: a child's suggestion `~/projects/app/../../../../*` acts as `/*`; the
+    detail and the whole-session confirmation say so."""
+    import posixpath
+    from pathlib import Path as _Path
+
+    rig = make_rig(tmp_path, UiSettings(input_grace_ms=0, double_press=False))
+    body = request_body("g-acts", value="/home/x/projects/app/src/a.ts", surface="read")
+    body["sessionApproval"] = {"grants": [{"surface": "read", "pattern": "~/projects/app/../../../../*"}]}
+    write_request(rig.root, body)
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        await wait_rows(pilot, rig.app, 1)
+        await pilot.press("w")
+        await wait_for(pilot, lambda: isinstance(rig.app.screen, GrantConfirmScreen))
+        listed = str(rig.app.screen.query_one("#grant-list", Static).render())
+        acting = posixpath.normpath(f"{_Path.home()}/projects/app/../../../..").rstrip("/") + "/*"
+        assert "~/projects/app/../../../../*" in listed and f'acts as "{acting}"' in listed

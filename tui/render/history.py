@@ -13,7 +13,7 @@ from textual.content import Content
 
 from core.history import HistoryRow, Summary
 from core.history.rule_edit import RuleEdit, Target
-from core.history.suggest import acts_as
+from core.rules.matcher import acts_as
 from tui.render.styles import DIM, WARN
 from tui.sanitize import sanitize
 
