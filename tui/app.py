@@ -33,7 +33,7 @@ from textual.notifications import Notification, SeverityLevel
 from textual.screen import Screen
 
 from core.clock import SYSTEM_CLOCK, KeyClock
-from core.person import AskAdded, AskWithdrawn, HumanAuthorizer
+from core.person import AskAdded, AskDecided, AskWithdrawn, HumanAuthorizer
 from core.serving.asks import Ask, AskKey
 from core.wiring import AttendedNode
 from tui.actions import APP, DECIDING, bindings, dialog_keymap
@@ -200,6 +200,8 @@ class AuthorizerApp(App[int]):
             self._abandon_modals(event.ask)
         if isinstance(event, AskWithdrawn | AskAdded):
             self._batch_changed(event)
+        if isinstance(event, AskDecided) and event.batch and self.store is not None:
+            self.store.mark_batch(event.ask.key, event.ask.parsed.raw, event.batch)
         self.queue.handle_event(event)
         if isinstance(event, AskAdded):
             self.attention.arrived(event.ask)
