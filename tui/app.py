@@ -285,7 +285,7 @@ class AuthorizerApp(App[int]):
         return True
 
     def action_rule_from_ask(self) -> None:
-        ask = self.queue.current_ask()
+        ask = self.queue.shown_ask()  # the very ask on screen, never another under its name
         if ask is None or self.rules is None:
             self.notify("No ask selected, or this authorizer has no rules to add to.", markup=False)
             return
