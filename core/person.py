@@ -34,6 +34,7 @@ from core.wire.response import ForwardedResponse, GrantWidth, approve, approve_f
 # `GrantRefused` (the rules' word) is raised by `approve_for_serving_session`: the app catches it from
 # here, beside the person's own refusal.
 __all__ = [
+    "CHANGED_SINCE_SHOWN",
     "NO_FACTS_GRANT",
     "OUTCOMES",
     "AskAdded",
@@ -96,13 +97,21 @@ class AskDecided:
     decided_at: float
     granted_on: AskKey | None = None
     also: tuple[AskDecided, ...] = ()
+    #: The size of the batch this decision was part of (0: decided alone). The wire has no batch
+    #: `decidedBy` a child accepts, so the response says `user`/`dialog` as for a single decision.
+    batch: int = 0
 
 
 HumanEvent = AskAdded | AskWithdrawn | AskDecided
 
 
 class DecisionRefused(Exception):
-    """The decision cannot be taken for this ask (gone, no suggestion, blank reason...)."""
+    """The decision cannot be taken for this ask (gone, changed since shown, no suggestion, no reason...)."""
+
+
+#: Why a decision on an ask the person saw is refused when another ask now stands under its name.
+CHANGED_SINCE_SHOWN = ("this ask changed since it was shown (its child withdrew it and wrote another under "
+                       "the same id): nothing was decided; look at the new one")
 
 
 class GrantBook(Protocol):
@@ -206,17 +215,20 @@ class HumanAuthorizer:
     def get(self, key: AskKey) -> Ask | None:
         return self._pending.get(key)
 
-    async def approve_once(self, key: AskKey) -> AskDecided:
-        ask = self._take(key)
+    async def approve_once(self, key: AskKey, *, shown: Ask | None = None, batch: int = 0) -> AskDecided:
+        """`shown`, on every decision method: the very ask the person saw; refused (`CHANGED_SINCE_SHOWN`)
+        when another ask now stands under its name. `batch`: the size of the batch it is part of."""
+        ask = self._take(key, shown)
         response = approve(responder=ask.responder_session_id, at_ms=self._now_ms(), decided_by=USER)
-        return await self._commit(ask, "approved", response)
+        return await self._commit(ask, "approved", response, batch=batch)
 
-    async def approve_for_requester_session(self, key: AskKey, width: GrantWidth = "proven") -> AskDecided:
+    async def approve_for_requester_session(self, key: AskKey, width: GrantWidth = "proven", *,
+                                            shown: Ask | None = None) -> AskDecided:
         """`approved_for_session`: the child records its own suggestion for its session.
 
         `family` ("both directions", pi's `b`) is offered only when every grant proves one direction.
         """
-        ask = self._take(key)
+        ask = self._take(key, shown)
         if ask.request.session_approval is None:
             raise DecisionRefused("the child sent no session suggestion, so there is nothing to record")
         if width == "family" and proven_direction(self.serving_grants_of(ask)) is None:
@@ -237,9 +249,10 @@ class HumanAuthorizer:
         """The other pending asks a whole-session grant from `key` would decide."""
         return grant_reach(self._take(key), self.grants, self._pending.values())
 
-    async def approve_for_serving_session(self, key: AskKey) -> AskDecided:
+    async def approve_for_serving_session(self, key: AskKey, *, shown: Ask | None = None) -> AskDecided:
         """Record the child's suggestion as this node's session rules, answer `approved`, then answer
         every other pending ask the grant now decides, as the serving core would had it arrived later."""
+        self._take(key, shown)
         refusal = self.serving_grant_refusal(key)
         if refusal is not None:
             raise GrantRefused(refusal)
@@ -273,14 +286,15 @@ class HumanAuthorizer:
                 log.warning("grant decision of %s not written: %s", other.key.name, exc)
         return tuple(also)
 
-    async def deny(self, key: AskKey, reason: str | None = None) -> AskDecided:
-        ask = self._take(key)
+    async def deny(self, key: AskKey, reason: str | None = None, *, shown: Ask | None = None,
+                   batch: int = 0) -> AskDecided:
+        ask = self._take(key, shown)
         if reason is not None and not reason.strip():
             raise DecisionRefused("A reason is required.")
         response = deny(
             responder=ask.responder_session_id, at_ms=self._now_ms(), decided_by=USER, reason=reason
         )
-        return await self._commit(ask, response.state, response)
+        return await self._commit(ask, response.state, response, batch=batch)
 
     # -- the terminal-slot side ---------------------------------------------------------------
 
@@ -316,14 +330,18 @@ class HumanAuthorizer:
         deciding = self._deciding.get(key)
         return key in self._pending and deciding is not None and not deciding.done()
 
-    def _take(self, key: AskKey) -> Ask:
-        """The ask, if a decision on it is awaited."""
+    def _take(self, key: AskKey, shown: Ask | None = None) -> Ask:
+        """The ask, if a decision on it is awaited (and it is the very ask `shown`, when given)."""
         if not self.awaiting(key):
             raise DecisionRefused("this ask is no longer pending (answered or withdrawn by the child)")
-        return self._pending[key]
+        ask = self._pending[key]
+        if shown is not None and ask is not shown:
+            raise DecisionRefused(CHANGED_SINCE_SHOWN)
+        return ask
 
     async def _commit(
-        self, ask: Ask, kind: DecisionKind, response: ForwardedResponse, granted_on: AskKey | None = None
+        self, ask: Ask, kind: DecisionKind, response: ForwardedResponse, granted_on: AskKey | None = None,
+        *, batch: int = 0,
     ) -> AskDecided:
         """Hand the decision to the serving core (once) and wait for what became of it.
 
@@ -333,7 +351,8 @@ class HumanAuthorizer:
         loop = asyncio.get_running_loop()
         reply: asyncio.Future[Answered] = loop.create_future()
         outcome: asyncio.Future[AskDecided] = loop.create_future()
-        reply.add_done_callback(lambda done: self._settled(ask, kind, response, granted_on, done, outcome))
+        reply.add_done_callback(
+            lambda done: self._settled(ask, kind, response, granted_on, done, outcome, batch))
         self._deciding.pop(ask.key).set_result(Decision(response, OUTCOMES.get(kind, "user"), reply))
         return await asyncio.shield(outcome)
 
@@ -345,6 +364,7 @@ class HumanAuthorizer:
         granted_on: AskKey | None,
         reply: asyncio.Future[Answered],
         outcome: asyncio.Future[AskDecided],
+        batch: int = 0,
     ) -> None:
         """Apply what became of a decision to the queue. Only this very ask leaves it: a new ask under
         the same name (its file replaced and served anew) may already stand in its place."""
@@ -361,7 +381,7 @@ class HumanAuthorizer:
         if mine:
             del self._pending[ask.key]
         decided = AskDecided(ask=ask, kind=kind, response=response, decided_at=self.clock.wall(),
-                             granted_on=granted_on)
+                             granted_on=granted_on, batch=batch)
         self._emit(decided)
         outcome.set_result(decided)
 

@@ -33,7 +33,7 @@ from textual.notifications import Notification, SeverityLevel
 from textual.screen import Screen
 
 from core.clock import SYSTEM_CLOCK, KeyClock
-from core.person import AskAdded, AskWithdrawn, HumanAuthorizer
+from core.person import AskAdded, AskDecided, AskWithdrawn, HumanAuthorizer
 from core.serving.asks import Ask, AskKey
 from core.wiring import AttendedNode
 from tui.actions import APP, DECIDING, bindings, dialog_keymap
@@ -50,6 +50,7 @@ from tui.core_events import (
 )
 from tui.keysafety import KeyRules, KeySafety
 from tui.quitting import Quitting
+from tui.render.ask_facts import ask_label
 from tui.render.styles import DIM, WARN
 from tui.sanitize import safe_plain
 from tui.screens.ask_steps import AskModal, ExpandScreen, ReasonScreen
@@ -148,6 +149,10 @@ class AuthorizerApp(App[int]):
         self.quitting.core_worker = self.run_worker(self._serve(), name="serving-core", exit_on_error=False)
         if not self.is_headless:
             self.quitting.install_signal_handlers()
+        if self.settings.ignored_knobs:
+            ignored = safe_plain(", ".join(self.settings.ignored_knobs), 400)
+            self.notify(f"Ignored (a config children can write may not set the person's keys or their "
+                        f"safety; defaults kept): {ignored}", severity="warning", markup=False, timeout=15)
         if self.refused_keys:
             refused = safe_plain("; ".join(self.refused_keys), 400)
             self.notify(f"Ignored permissionDialogKeys entries (defaults kept): {refused}",
@@ -193,6 +198,10 @@ class AuthorizerApp(App[int]):
         if isinstance(event, AskWithdrawn):
             self.tell(withdrawn_notice(event))
             self._abandon_modals(event.ask)
+        if isinstance(event, AskWithdrawn | AskAdded):
+            self._batch_changed(event)
+        if isinstance(event, AskDecided) and event.batch and self.store is not None:
+            self.store.mark_batch(event.ask.key, event.ask.parsed.raw, event.batch)
         self.queue.handle_event(event)
         if isinstance(event, AskAdded):
             self.attention.arrived(event.ask)
@@ -204,6 +213,18 @@ class AuthorizerApp(App[int]):
                 screen.dismiss(False)
             else:
                 screen.dismiss(None)
+
+    def _batch_changed(self, event: AskWithdrawn | AskAdded) -> None:
+        """An open batch preview listing an ask withdrawn, or replaced under its id, is cancelled."""
+        for screen in self.screen_stack:
+            if not isinstance(screen, BatchPreviewScreen):
+                continue
+            for shown in screen.included:
+                if shown.key != event.ask.key or (shown is event.ask and isinstance(event, AskAdded)):
+                    continue
+                what = "withdrawn by its child" if isinstance(event, AskWithdrawn) else \
+                    "replaced by another ask under the same id"
+                screen.ask_changed(f"{ask_label(shown)} was {what} after this preview was shown")
 
     def on_serving_changed(self, message: ServingChanged) -> None:
         event = message.event
@@ -264,7 +285,7 @@ class AuthorizerApp(App[int]):
         return True
 
     def action_rule_from_ask(self) -> None:
-        ask = self.queue.current_ask()
+        ask = self.queue.shown_ask()  # the very ask on screen, never another under its name
         if ask is None or self.rules is None:
             self.notify("No ask selected, or this authorizer has no rules to add to.", markup=False)
             return

@@ -83,7 +83,10 @@ def person_entry(event: HumanEvent, now: float) -> HistoryEntry | None:
         detail = f"reason: {safe_plain(reason, 120)}" if reason else ""
         if event.response.session_grant_width == "family":
             detail = "both directions (read and write)"
-        return HistoryEntry(now, event.kind, WHO.get(event.kind, "you"), ask_label(event.ask), detail)
+        who = WHO.get(event.kind, "you")
+        if event.batch:
+            who = f"{who} (batch of {event.batch})"
+        return HistoryEntry(now, event.kind, who, ask_label(event.ask), detail)
     if isinstance(event, AskWithdrawn):
         return HistoryEntry(now, "withdrawn", "child", ask_label(event.ask),
                             "the child stopped waiting; never answered")

@@ -16,4 +16,6 @@ class UiSettings:
     prompt_notifications: tuple[str, ...] = ()
     input_grace_ms: int = 500
     dialog_keys: dict[str, str] = field(default_factory=dict)
+    #: Person knobs a child-writable config layer tried to set (`<origin>: <knob>`): ignored, shown.
+    ignored_knobs: tuple[str, ...] = ()
 

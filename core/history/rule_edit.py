@@ -58,8 +58,14 @@ def targets(rules: PolicyStore) -> list[Target]:
     return found
 
 
-def preview(suggestion: Suggestion, path: Path) -> RuleEdit:
-    """The file's text with the rule appended last in its surface (so it wins there), and the diff."""
+def preview(suggestion: Suggestion, path: Path, rules: PolicyStore | None = None) -> RuleEdit:
+    """The file's text with the rule appended last in its surface (so it wins there), and the diff.
+    With `rules`: refused when the file holds a change not in force (held or declined), which
+    writing into it would apply unseen."""
+    if rules is not None:
+        why = rules.unapplied_change(path)
+        if why is not None:
+            raise SuggestionRefused(why)
     before = path.read_text(encoding="utf-8") if path.exists() else None
     if before is not None and strip_comments(before) != before:
         raise SuggestionRefused(f"{path} has comments, which rewriting would lose: add the rule by hand")
@@ -102,18 +108,20 @@ def preview(suggestion: Suggestion, path: Path) -> RuleEdit:
 def apply(
     suggestion: Suggestion, path: Path, confirmed: RuleEdit | None = None, rules: PolicyStore | None = None
 ) -> RuleEdit:
-    """Write the rule: only after the person confirmed `confirmed` (the file must not have changed
-    since), re-checking the deny guard against the config as it is now when `rules` is given."""
+    """Write the rule: only after the person confirmed `confirmed` (the file's bytes must be the ones
+    the preview was made from), re-checking the deny guard against the config as it is now when
+    `rules` is given. What is applied is exactly the text written (the diff shown), never a re-read
+    of the file."""
     if rules is not None:
         why = shadowed_deny(rules, suggestion.surface, suggestion.pattern, suggestion.agents)
         if why is not None:
             raise SuggestionRefused(f"this allow would loosen an explicit deny: {why}")
-    change = preview(suggestion, path)
+    change = preview(suggestion, path, rules)
     if confirmed is not None and (confirmed.before, confirmed.after) != (change.before, change.after):
         raise SuggestionRefused(f"{path} changed since the preview; review the new diff")
     _replace_atomically(path, change.after.encode("utf-8"))
     if rules is not None:
-        rules.apply_confirmed(path)  # the person reviewed this diff: not a silent widening
+        rules.apply_written(path, change.after)  # the person reviewed this diff: exactly it applies
     return change
 
 

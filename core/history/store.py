@@ -193,6 +193,18 @@ class HistoryStore:
         """The TUI showed this ask to the person (the first time counts)."""
         self._set_open(key, "shown_at = COALESCE(shown_at, ?)", (self.clock.wall() if at is None else at,))
 
+    def mark_batch(self, key: AskKey, raw: bytes, size: int) -> None:
+        """The person decided this ask (these very bytes) as one of a batch of `size`: its decider says
+        so (the wire's `decidedBy` has no batch kind a child accepts, so only this history can)."""
+        with self._writer.transaction() as conn:
+            conn.execute(
+                "UPDATE asks SET decider = COALESCE(decider, 'person') || ? WHERE id = "
+                "(SELECT id FROM asks WHERE served_session = ? AND request_name = ? AND raw = ? "
+                "AND verdict IS NOT NULL ORDER BY id DESC LIMIT 1) "
+                "AND COALESCE(decider, '') NOT LIKE '%batch of%'",
+                storable((f", in a batch of {size}", key.session_id, key.name, raw)),
+            )
+
     def _withdrawn(self, event: ServeEvent) -> None:
         with self._writer.transaction() as conn:
             found = open_row(conn, event.key)

@@ -16,7 +16,7 @@ from core.history.rows import APPROVED_STATES, HistoryRow
 from core.history.store import HistoryStore
 from core.rules.config import PolicyStore
 from core.rules.evaluate import any_value
-from core.rules.matcher import compile_wildcard, expand_home
+from core.rules.matcher import acts_as, compile_wildcard, expand_home
 from core.rules.model import PATH_SURFACES, family_members
 from core.rules.policy import Policy
 from core.rules.session_grants import find_shadowed_deny
@@ -35,9 +35,14 @@ class Suggestion:
     agents: tuple[str, ...]
     examples: tuple[str, ...]
     last_at: float
+    #: The pattern is the child's own session suggestion (shown as the child's), not the value itself.
+    from_child: bool = False
 
     def rule_json(self) -> dict[str, Any]:
         return {"permission": {self.surface: {self.pattern: "allow"}}}
+
+
+__all__ = ["Suggestion", "SuggestionRefused", "acts_as", "shadowed_deny", "suggest", "suggestion_from_ask"]
 
 
 class SuggestionRefused(Exception):
@@ -90,7 +95,11 @@ def suggestion_from_ask(
     loosen an explicit deny of this node's config."""
     if surface is None:
         raise SuggestionRefused("the ask carries no child-fixed facts: no rule of this node could match it")
-    candidates = [(s, p) for s, p in session_grants if s and p]
+    # A child's suggestion only on the ask's own surface and only when it covers the ask's value:
+    # never a pattern on another surface, never one that does not even match what was asked.
+    candidates = [(s, p) for s, p in session_grants
+                  if s == surface and p and _covers(rules.home, surface, p, match_values)]
+    from_child = bool(candidates)
     if not candidates:
         values = list(dict.fromkeys(match_values))
         if surface in PATH_SURFACES and values:
@@ -104,12 +113,20 @@ def suggestion_from_ask(
     why = shadowed_deny(rules, rule_surface, pattern, {agent, ""})
     if why is not None:
         raise SuggestionRefused(f"this allow would loosen an explicit deny: {why}")
-    return Suggestion(rule_surface, pattern, 1, (agent,), tuple(match_values[:5]), at)
+    return Suggestion(rule_surface, pattern, 1, (agent,), tuple(match_values[:5]), at, from_child=from_child)
+
+
+def _covers(home: str, surface: str, pattern: str, values: Sequence[str]) -> bool:
+    """`pattern` matches one of the ask's `values` (as the rules engine matches them)."""
+    wildcard = compile_wildcard(pattern, home)
+    return any(wildcard.matches(expand_home(v, home) if surface in PATH_SURFACES else v) for v in values)
 
 
 def shadowed_deny(rules: PolicyStore, surface: str, pattern: str, agents: Iterable[str]) -> str | None:
-    """The explicit deny this allow would override for any of `agents` (the rules engine's check)."""
-    for agent in sorted(agents):
+    """The explicit deny this allow would override for any of `agents`, for the agent-neutral layers,
+    or for any agent with an agent file (the rules engine's check): a rule in the `--rules` file
+    applies after every agent file, so it must loosen no agent's deny (issue 20 finding 2)."""
+    for agent in sorted({*agents, "", *rules.known_agents()}):
         found = find_shadowed_deny(rules.policy(agent), surface, pattern)
         if found is not None:
             return found.describe()
@@ -117,10 +134,12 @@ def shadowed_deny(rules: PolicyStore, surface: str, pattern: str, agents: Iterab
 
 
 def _candidate_patterns(row: HistoryRow) -> list[tuple[str, str]]:
-    """The child's own session suggestion when it sent one, else the exact value it asked for."""
+    """The child's own session suggestion when the person approved it as such (`s`, `w`), else the
+    exact value it asked for: a `y` approved the value, never the child's pattern (finding 7)."""
     facts = row.facts_json()
     grants = facts.get("sessionApproval")
-    if isinstance(grants, list) and grants:
+    approved_pattern = row.verdict == "approved_for_session" or row.outcome == "user_grant"
+    if isinstance(grants, list) and grants and approved_pattern:
         return [(g["surface"], g["pattern"]) for g in grants if isinstance(g, dict) and g.get("pattern")]
     intent = facts.get("accessIntent")
     if isinstance(intent, dict) and row.surface and row.value and not set(row.value) & {"*", "?"}:

@@ -27,13 +27,14 @@ from core.rules.agent_names import suspicious_agent_reason
 from core.rules.layers import Layers
 from core.rules.policy import Policy
 from core.rules.reloads import PendingReload, gated_changes
-from core.rules.scopes import FileSignature, Scope
+from core.rules.scopes import FileSignature, Scope, config_scope_from_text
 from core.rules.sources import (
     AGENT_ORIGINS,
     PiOnlyFiles,
     ScopeKey,
     Sources,
     load_scope,
+    reading,
 )
 
 log = logging.getLogger("pi_authorizer.rules")
@@ -123,12 +124,32 @@ class PolicyStore:
         log.warning("config change to %s accepted: %s", pending.path, "; ".join(pending.diff_lines()))
         return True
 
-    def apply_confirmed(self, path: Path) -> None:
-        """Re-read a file this node just wrote after a person confirmed its diff (a rule accepted
-        in the review screen) and apply it without asking again."""
-        for key in [k for k in self._scopes if k[1] == path]:
+    def unapplied_change(self, path: Path) -> str | None:
+        """Why the config file `path` does not hold exactly the rules in force (a change to it held
+        for review, or declined), or None. A rule from an ask is written only into a file that
+        does: its diff then shows everything confirming applies (issue 20 finding 1)."""
+        for key in [k for k in self._scopes if k[1] == path and k[0] not in AGENT_ORIGINS]:
+            if key in self._pending:
+                return (f"{path} holds a change not in force (held for review because it widens): "
+                        "review that change first")
+            applied, fresh = self._scopes[key], load_scope(key, agent_file=False)
+            if _content(applied) != _content(fresh) or (
+                    _content(reading(applied, True)) != _content(reading(fresh, True))):
+                return (f"{path} holds a change not in force (a widening declined or not yet reviewed): "
+                        "writing a rule into it would apply that change too; edit it by hand")
+        return None
+
+    def apply_written(self, path: Path, text: str) -> None:
+        """Apply `text`, which this node just wrote into the config file `path` after a person
+        confirmed its diff: exactly that text, never a re-read of the path (a file swapped in right
+        after the write is a change like any other, gated at the next reload)."""
+        for key in [k for k in self._scopes if k[1] == path and k[0] not in AGENT_ORIGINS]:
+            # A signature no file has: the next reload reads the file and gates it against `text`.
+            stale = FileSignature(str(path), True, -1, -1, -1)
+            ours = config_scope_from_text(text, path, key[0], stale)
+            pi = config_scope_from_text(text, path, key[0], stale, as_pi=True)
             self._pending.pop(key, None)
-            self._apply(key, load_scope(key, agent_file=key[0] in AGENT_ORIGINS))
+            self._apply(key, dataclasses.replace(ours, pi_reading=pi))
 
     def decline(self, pending: PendingReload) -> bool:
         """Keep the applied version; the file is proposed again only when it changes again."""
@@ -243,3 +264,8 @@ class PolicyStore:
     def _has_agent_file(self, agent_name: str) -> bool:
         return any(self._scope(origin, path, agent_file=True).signature.exists
                    for origin, path in self.sources.agent_paths(agent_name))
+
+
+def _content(scope: Scope) -> tuple[object, ...]:
+    """What a file says (its rules, knobs and errors), not when it was read."""
+    return (scope.permission, scope.knobs, tuple(e.reason for e in scope.errors))

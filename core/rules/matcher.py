@@ -39,6 +39,17 @@ def expand_home(text: str, home: str, *, brace_home: bool = True) -> str:
     return text
 
 
+def acts_as(pattern: str, surface: str, home: str) -> str | None:
+    """How `pattern` acts when that differs from how it is written, else None: exactly the
+    expansion the matcher applies to a pattern before matching (a leading `~`, `$HOME` or `${HOME}`
+    expanded, then `.` and `..` resolved as node's `path.join` does). So a grant
+    `~/projects/app/../../../../*` acts as `/*`, `$HOME/../../bin/sh -c id` as `/bin/sh -c id`
+    (issue 20 finding 6). `surface` is accepted for symmetry: every surface's patterns expand alike."""
+    del surface
+    expanded = expand_home(pattern, home)
+    return None if expanded == pattern else expanded
+
+
 def node_posix_join(base: str, rest: str) -> str:
     """`path.posix.join(base, rest)`: the non-empty parts joined by `/`, then normalised."""
     joined = "/".join(part for part in (base, rest) if part)

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from core.rules.model import more_restrictive
+from core.rules.model import FAMILIES, more_restrictive
 from core.rules.policy import GLOBAL
 from core.rules.scopes import Entry, Scope, SurfaceValue
 from core.rules.sources import ScopeKey, reading
@@ -88,8 +88,14 @@ def scope_changes(
     changes += _knob_changes(old.knobs if not old.invalid else {}, new.knobs if not new.invalid else {})
     before, after = old.permission, new.permission
     for surface in dict.fromkeys([*before, *after]):
-        changes += _surface_changes(surface, before.get(surface), after.get(surface),
-                                    surface in bare_elsewhere)
+        found = _surface_changes(surface, before.get(surface), after.get(surface), surface in bare_elsewhere)
+        if surface in FAMILIES:
+            # A bare family key (`path`, `external_directory`) is folded onto both directional members
+            # in pi's reading, where it can reorder another file's patterns: removing or changing one
+            # can loosen a verdict that no single pattern names. Only an added deny is safe.
+            found = [c if c.kind == "added" and c.after == "deny" else dataclasses.replace(c, widens=True)
+                     for c in found]
+        changes += found
     return tuple(changes)
 
 

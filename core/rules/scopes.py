@@ -91,9 +91,19 @@ def load_config_scope(path: Path, origin: str, *, as_pi: bool = False) -> Scope:
     if not signature.exists:
         return Scope(origin, signature)
     try:
-        data = loads_jsonc(read_config_text(path, lenient=as_pi))
+        text = read_config_text(path, lenient=as_pi)
     except (OSError, UnicodeDecodeError) as exc:
         return _broken(origin, signature, "(file)", f"unreadable: {exc}")
+    except ValueError as exc:
+        return _broken(origin, signature, "(file)", f"JSON parse error: {exc}")
+    return config_scope_from_text(text, path, origin, signature, as_pi=as_pi)
+
+
+def config_scope_from_text(text: str, path: Path, origin: str, signature: FileSignature, *,
+                           as_pi: bool = False) -> Scope:
+    """A config.json-shaped file's scope from its text (what this node just wrote, never re-read)."""
+    try:
+        data = loads_jsonc(text)
     except ValueError as exc:
         return _broken(origin, signature, "(file)", f"JSON parse error: {exc}")
     errors = validate_config(data, str(path), as_pi=as_pi)

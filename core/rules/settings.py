@@ -1,5 +1,9 @@
 """The scalar knobs this node reads, merged from config files only (never from agent files).
 
+The person's knobs (`PERSON_KNOBS`: the decision keys, the double press, notifications) come only
+from layers children cannot write: the global config and this app's own rules file (`--rules`). A
+project config that sets one is ignored and reported (`Settings.ignored_knobs`, issue 20).
+
 Other pi knobs (`authorizerChain`, `promptMaxRows`, ...) are validated (`validate.py`) but not kept:
 nothing here acts on them."""
 
@@ -10,6 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 DEFAULT_FORWARDING_TIMEOUT_MS = 600_000
+#: The person's own knobs (the decision keys and their safety): never from a layer children can write.
+PERSON_KNOBS = ("doublePressToConfirm", "permissionDialogKeys", "promptNotifications")
+#: Config layers a child can write (it works in the project): their person knobs are ignored, reported.
+CHILD_WRITABLE_ORIGINS = frozenset({"project"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,12 +29,19 @@ class Settings:
     forwarding_timeout_ms: int = DEFAULT_FORWARDING_TIMEOUT_MS
     prompt_notifications: tuple[str, ...] = ()
     permission_dialog_keys: Mapping[str, str] = field(default_factory=dict)
+    #: `<origin>: <knob>` for each person knob a child-writable layer tried to set (ignored).
+    ignored_knobs: tuple[str, ...] = ()
 
     @classmethod
-    def merged(cls, layers: Iterable[Mapping[str, Any]]) -> Settings:
-        """Fold validated knob maps, lowest scope first."""
+    def merged(cls, layers: Iterable[tuple[str, Mapping[str, Any]]]) -> Settings:
+        """Fold validated knob maps `(origin, knobs)`, lowest scope first. A person knob
+        (`PERSON_KNOBS`) set by a child-writable layer (the project's) is left out and reported."""
         knobs: dict[str, Any] = {}
-        for layer in layers:
+        ignored: list[str] = []
+        for origin, layer in layers:
+            if origin in CHILD_WRITABLE_ORIGINS:
+                ignored += [f"{origin}: {key}" for key in PERSON_KNOBS if key in layer]
+                layer = {k: v for k, v in layer.items() if k not in PERSON_KNOBS}
             knobs.update(layer)
         defaults = cls()
         return cls(
@@ -37,4 +52,5 @@ class Settings:
             forwarding_timeout_ms=int(knobs.get("forwardingTimeoutMs", defaults.forwarding_timeout_ms)),
             prompt_notifications=tuple(knobs.get("promptNotifications", ())),
             permission_dialog_keys=dict(knobs.get("permissionDialogKeys", {})),
+            ignored_knobs=tuple(ignored),
         )

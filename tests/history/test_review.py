@@ -126,14 +126,15 @@ async def test_suggestion_is_written_only_after_the_confirm_step(tmp_path: Path)
         await pilot.press("enter")
         assert isinstance(pilot.app.screen, ConfirmRuleScreen)
         shown = str(pilot.app.screen.query_one("#review-rule", Static).render())
-        assert '"git status *": "allow"' in shown and str(rules_file) in shown and "+++" in shown
+        # `y` approved the value, never the child's `git status *` (issue 20 finding 7): the value is offered.
+        assert '"git status": "allow"' in shown and str(rules_file) in shown and "+++" in shown
         assert json.loads(rules_file.read_text()) == {"yoloMode": False}
         await pilot.press("y")
         await pilot.pause()
         assert not isinstance(pilot.app.screen, ConfirmRuleScreen)
     assert json.loads(rules_file.read_text()) == {
         "yoloMode": False,
-        "permission": {"bash": {"git status *": "allow"}},
+        "permission": {"bash": {"git status": "allow"}},
     }
 
 
@@ -174,3 +175,36 @@ async def test_a_summary_that_arrives_after_the_screen_closed_is_dropped(tmp_pat
         await pilot.app.workers.wait_for_complete()
         await pilot.pause()
         assert pilot.app.is_running and pilot.app.return_code is None
+
+
+async def test_the_rule_dialog_at_80x24_paints_its_keys_and_wants_the_whole_diff_seen(tmp_path: Path) -> None:
+    """Issue 20 finding 8: a long file's diff at 80x24: the key line is painted below the scrolling
+    diff, and `y` before the diff's end was on screen says how to see it and writes nothing."""
+    from tests.tui.support import rendered_text
+
+    agent_dir = tmp_path / "agent"
+    rules_file = tmp_path / "rules.json"
+    rules_file.write_text(json.dumps({"permission": {f"tool{i}": {"x": "deny"} for i in range(30)}}))
+    rules = PolicyStore(agent_dir, None, rules_file, home="/home/me")
+    store = HistoryStore(tmp_path / "h.sqlite3")
+    store.insert_rows([r for r in rows(8, value="git status") if r["verdict"] == "approved"])
+    async with Host(store, rules).run_test(size=(80, 24)) as pilot:
+        await pilot.press("s")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, SuggestionsScreen))
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, ConfirmRuleScreen))
+        await pilot.pause()
+        await pilot.pause()
+        assert "cancel (nothing is written)" in rendered_text(pilot.app)  # type: ignore[arg-type]
+        before = rules_file.read_text()
+        await pilot.press("y")
+        await pilot.pause()
+        assert isinstance(pilot.app.screen, ConfirmRuleScreen) and rules_file.read_text() == before
+        assert "scroll" in rendered_text(pilot.app)  # type: ignore[arg-type]
+        await pilot.press("end")
+        await pilot.pause()
+        await pilot.pause()
+        await pilot.press("y")
+        await pilot.pause()
+        assert not isinstance(pilot.app.screen, ConfirmRuleScreen)
+    assert json.loads(rules_file.read_text())["permission"]["bash"] == {"git status": "allow"}

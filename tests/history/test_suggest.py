@@ -12,7 +12,7 @@ import pytest
 from core.history import HistoryStore
 from core.history.rows import facts_columns
 from core.history.rule_edit import apply, preview, targets
-from core.history.suggest import SuggestionRefused, suggest
+from core.history.suggest import Suggestion, SuggestionRefused, suggest, suggestion_from_ask
 from core.rules import PolicyStore
 from core.wire.reader import parse_request
 from tests.helpers import request_body
@@ -33,7 +33,7 @@ class Node:
     def decided(
         self,
         value: str,
-        verdict: str = "approved",
+        verdict: str = "approved_for_session",
         pattern: str | None = "git status *",
         agent: str = "Explore",
     ) -> None:
@@ -113,6 +113,9 @@ def test_preview_then_apply_preserves_the_rest_of_the_file(node: Node) -> None:
     config = {"yoloMode": False, "permission": {"bash": "ask", "read": "allow"}}
     node.rules_file.write_text(json.dumps(config))
     node.rules_file.chmod(0o640)
+    node.rules.reload_if_changed()  # the file as the person reviewed and accepted it: in force
+    for pending in node.rules.pending():
+        node.rules.accept(pending)
     for _ in range(5):
         node.decided("git status")
     [offer] = suggest(node.history, node.rules)
@@ -151,3 +154,96 @@ def test_apply_rechecks_the_deny_guard_and_refuses_comments(node: Node) -> None:
     node.rules_file.write_text('// mine\n{"permission": {}}')
     with pytest.raises(SuggestionRefused, match="comments"):
         preview(offer, node.rules_file)
+
+
+# -- issue 20: `R` and suggestions apply exactly what was shown, never more ------------------------
+
+
+def test_finding_7_y_on_asks_with_a_child_suggestion_never_credits_the_suggestion(node: Node) -> None:
+    """Five `y` (approve once) on `ls` asks whose child suggested `bash *`: the person approved `ls`
+    five times, never `*`; no offer claims otherwise."""
+    for _ in range(5):
+        node.decided("ls", verdict="approved", pattern="*")
+    offers = suggest(node.history, node.rules)
+    assert [(o.surface, o.pattern, o.approvals) for o in offers] == [("bash", "ls", 5)]
+
+
+def _ask_rule(node: Node, surface: str, value: str, grants: list[tuple[str, str]],
+              agent: str = "Explore") -> Suggestion:
+    return suggestion_from_ask(node.rules, surface, (value,), grants, agent, 1.0)
+
+
+def test_finding_3_a_child_suggestion_on_another_surface_or_not_covering_the_ask_is_not_used(
+        node: Node) -> None:
+    offer = _ask_rule(node, "bash", "ls", [("read", "*")])
+    assert (offer.surface, offer.pattern, offer.from_child) == ("bash", "ls", False)
+    offer = _ask_rule(node, "bash", "ls", [("bash", "git *")])
+    assert (offer.surface, offer.pattern, offer.from_child) == ("bash", "ls", False)
+    offer = _ask_rule(node, "bash", "ls -la", [("bash", "ls *")])
+    assert (offer.surface, offer.pattern, offer.from_child) == ("bash", "ls *", True)
+
+
+def test_finding_2_r_never_loosens_another_agents_deny_the_rules_file_would_override(node: Node) -> None:
+    (node.agent_dir / "agents").mkdir()
+    (node.agent_dir / "agents" / "Builder.md").write_text(
+        "---\npermission:\n  bash:\n    npm publish *: deny\n---\n")
+    with pytest.raises(SuggestionRefused, match="loosen an explicit deny"):
+        _ask_rule(node, "bash", "npm test", [("bash", "npm *")], agent="Explore")
+
+
+def test_finding_1_r_refuses_a_file_holding_a_change_not_in_force(node: Node) -> None:
+    node.rules_file.write_text(json.dumps({"permission": {"bash": {"git *": "ask"}}}))
+    node.rules.reload_if_changed()
+    node.rules_file.write_text(json.dumps({"permission": {"bash": {"git *": "ask", "*": "allow"}}}))
+    node.rules.reload_if_changed()
+    [held] = node.rules.pending()
+    offer = _ask_rule(node, "bash", "ls", [])
+    with pytest.raises(SuggestionRefused, match="not in force"):
+        preview(offer, node.rules_file, node.rules)
+    node.rules.decline(held)  # declined: still on disk, still not in force
+    with pytest.raises(SuggestionRefused, match="not in force"):
+        preview(offer, node.rules_file, node.rules)
+    with pytest.raises(SuggestionRefused, match="not in force"):
+        apply(offer, node.rules_file, rules=node.rules)
+    assert resolve_bash(node, "rm -rf /") == "deny"
+
+
+def test_finding_1_a_file_swapped_right_after_the_write_is_not_applied_with_it(node: Node) -> None:
+    offer = _ask_rule(node, "bash", "ls", [])
+    change = preview(offer, node.rules_file, node.rules)
+    apply(offer, node.rules_file, confirmed=change, rules=node.rules)
+    assert resolve_bash(node, "ls") == "allow"
+    # A child renames its own config over the file right after the write.
+    node.rules_file.write_text(json.dumps({"permission": {"bash": {"*": "allow"}}}))
+    assert resolve_bash(node, "git push") == "ask"  # what was applied is exactly the diff shown
+    node.rules.reload_if_changed()
+    assert resolve_bash(node, "git push") == "ask" and len(node.rules.pending()) == 1  # held, for review
+
+
+def resolve_bash(node: Node, command: str) -> str:
+    from tests.rules.support import resolve
+
+    return resolve(node.rules, "bash", command).verdict
+
+
+def test_finding_6_patterns_are_shown_as_they_act_when_that_differs() -> None:
+    from core.history.suggest import acts_as
+
+    assert acts_as("$HOME/../../bin/sh -c id", "bash", "/home/me") == "/bin/sh -c id"
+    assert acts_as("~/projects/app/../../../../*", "path", "/home/me") == "/*"
+    assert acts_as("~/.ssh/*", "read", "/home/me") == "/home/me/.ssh/*"
+    assert acts_as("git status *", "bash", "/home/me") is None
+    assert acts_as("/srv/app/*", "path", "/home/me") is None
+
+
+def test_the_rule_dialog_says_whose_pattern_it_is_its_reach_and_how_it_acts(node: Node) -> None:
+    from core.history.rule_edit import targets
+    from tui.render.history import change_content
+
+    offer = _ask_rule(node, "bash", "ls -la", [("bash", "ls *")])
+    target = targets(node.rules)[0]
+    text = change_content(preview(offer, node.rules_file, node.rules), target, "/home/me").plain
+    assert "written by the child" in text and "every agent" in text
+    odd = _ask_rule(node, "bash", "$HOME/../../bin/sh -c id", [])
+    text = change_content(preview(odd, node.rules_file, node.rules), target, "/home/me").plain
+    assert "acts as: /bin/sh -c id" in text and "written by the child" not in text

@@ -27,7 +27,7 @@ import asyncio
 import itertools
 import json
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -92,6 +92,26 @@ async def test_a_late_success_for_a_replaced_ask_leaves_the_new_ask_in_the_queue
     reply.set_result(Answered(True))
     assert (await approving).ask is old
     assert human.pending() == [new]
+
+
+async def test_a_decision_on_the_ask_shown_never_decides_another_under_its_name() -> None:
+    """Issue 20 finding 4: every decision method takes the very ask the person saw (`shown=`); another
+    ask now under the same name is refused, untouched, on every path."""
+    human = HumanAuthorizer()
+    old, new = ask_for("r1", "ls"), ask_for("r1", "rm -rf ~")
+    human.decide(old)
+    human.withdraw(old.key)
+    pending = human.decide(new)
+    calls: list[Callable[[], Awaitable[AskDecided]]] = [
+        lambda: human.approve_once(old.key, shown=old),
+        lambda: human.approve_for_requester_session(old.key, shown=old),
+        lambda: human.approve_for_serving_session(old.key, shown=old),
+        lambda: human.deny(old.key, "no", shown=old),
+    ]
+    for call in calls:
+        with pytest.raises(DecisionRefused, match="changed since it was shown"):
+            await call()
+    assert not pending.done() and human.pending() == [new]
 
 
 async def test_a_decision_call_cancelled_while_its_answer_is_written_leaves_no_ask_behind(

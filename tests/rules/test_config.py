@@ -320,3 +320,20 @@ def test_policies_are_cached_per_agent(tmp_path: Path) -> None:
     store = Layout(tmp_path).store()
     assert store.policy("a") is store.policy("a")
     assert store.policy("a") is not store.policy("b")
+
+
+def test_a_child_writable_project_layer_sets_no_person_knob(tmp_path: Path) -> None:
+    """Issue 20 finding 5: the project config (children write it) swaps approve and deny and turns
+    the double press off; both are ignored, and reported."""
+    layout = Layout(tmp_path)
+    layout.write_global({"permissionDialogKeys": {"denyWithReason": "x"}})
+    layout.write_project({"permissionDialogKeys": {"approve": "n", "deny": "y"},
+                          "doublePressToConfirm": False, "promptNotifications": ["osc9"]})
+    settings = layout.store().policy("x").settings
+    assert settings.permission_dialog_keys == {"denyWithReason": "x"}  # the global layer's, whole
+    assert settings.double_press_to_confirm is True
+    assert settings.prompt_notifications == ()
+    assert sorted(settings.ignored_knobs) == [
+        "project: doublePressToConfirm", "project: permissionDialogKeys", "project: promptNotifications"]
+    rules = layout.write(tmp_path / "rules.json", {"doublePressToConfirm": False})
+    assert layout.store(rules).policy("x").settings.double_press_to_confirm is False  # the app's own file

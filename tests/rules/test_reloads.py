@@ -38,6 +38,8 @@ def _verdicts(store: PolicyStore) -> dict[tuple[str, str, str], Action]:
 @given(lower=PERMISSION, before=DOCUMENT, after=DOCUMENT)
 @example(lower={"bash": {"a*": "deny"}}, before={"permission": {}},
          after={"permission": {"bash": {"*": "ask"}}})  # a new ask overrides a lower deny
+@example(lower={"path_read": {"a*": "deny", "*": "allow"}}, before={"permission": {"path": {"*": "allow"}}},
+         after={"permission": {}})  # a family key removed reorders pi's folded reading: held
 def test_a_change_applied_without_review_never_loosens_a_verdict(
     tmp_path_factory: object, lower: dict[str, object], before: object, after: object
 ) -> None:

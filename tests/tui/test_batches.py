@@ -259,3 +259,141 @@ async def test_a_batch_approval_has_no_reason_field(tmp_path: Path) -> None:
         for rid in ("bd-1", "bd-2"):
             body = await wait_response(pilot, rig.root, rid)
             assert body["state"] == "approved" and "denialReason" not in body
+
+
+# -- issue 20 finding 4: a batch decides the asks it showed, not their names -------------------------
+
+
+async def _open_preview(pilot: object, rig: Rig, count: int) -> BatchPreviewScreen:
+    from textual.pilot import Pilot
+
+    assert isinstance(pilot, Pilot)
+    await wait_rows(pilot, rig.app, count)
+    await pilot.press("asterisk", "Y")
+    await wait_for(pilot, lambda: isinstance(rig.app.screen, BatchPreviewScreen))
+    await wait_painted(pilot, rig.app)
+    screen = rig.app.screen
+    assert isinstance(screen, BatchPreviewScreen)
+    return screen
+
+
+async def test_an_ask_rewritten_under_its_id_while_the_preview_is_open_cancels_the_batch(
+        tmp_path: Path) -> None:
+    """A child withdraws a previewed ask and writes `rm -rf ~` under the same id: `y` decides
+    nothing (neither the new file nor the others), and the preview says why."""
+    from core.serving.asks import AskKey
+    from tests.tui.support import SERVED
+
+    rig = make_rig(tmp_path, UiSettings(input_grace_ms=0, double_press=False))
+    start = time.time() * 1000 - 5000
+    path = write_request(rig.root, request_body("s-1", value="ls", created_at=start))
+    write_request(rig.root, request_body("s-2", value="pwd", created_at=start + 1))
+    key = AskKey(SERVED, "s-1.json")
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        screen = await _open_preview(pilot, rig, 2)
+        shown = rig.human.get(key)
+        assert shown is not None and [a.request.value for a in screen.included] == ["ls", "pwd"]
+        path.unlink()
+        await wait_for(pilot, lambda: rig.human.get(key) is None)
+        write_request(rig.root, request_body("s-1", value="rm -rf ~", created_at=start))
+        await wait_for(pilot, lambda: rig.human.get(key) is not None)
+        await settle(pilot)
+        await pilot.press("y")
+        await settle(pilot)
+        assert read_response(rig.root, "s-1") is None and read_response(rig.root, "s-2") is None
+        assert rig.decided == []
+        assert screen.changed is not None and "bash ls was withdrawn" in screen.changed
+        keys_line = str(screen.query_one("#batch-keys", Static).render())
+        assert "Nothing was decided" in keys_line
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(rig.app.screen, QueueScreen))
+        assert "nothing was decided" in rig.app.queue.status_text.lower()
+        assert read_response(rig.root, "s-1") is None and rig.decided == []
+
+
+async def test_a_preview_whose_ask_is_withdrawn_says_so_when_y_is_pressed(tmp_path: Path) -> None:
+    rig = make_rig(tmp_path, UiSettings(input_grace_ms=0, double_press=False))
+    start = time.time() * 1000 - 5000
+    path = write_request(rig.root, request_body("w-1", value="ls", created_at=start))
+    write_request(rig.root, request_body("w-2", value="pwd", created_at=start + 1))
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        screen = await _open_preview(pilot, rig, 2)
+        path.unlink()
+        await wait_for(pilot, lambda: screen.changed is not None)
+        await pilot.press("y")
+        await settle(pilot)
+        assert isinstance(rig.app.screen, BatchPreviewScreen)  # still there, and saying why
+        keys_line = str(screen.query_one("#batch-keys", Static).render())
+        assert "withdrawn" in keys_line and "Nothing was decided" in keys_line
+        assert read_response(rig.root, "w-2") is None and rig.decided == []
+
+
+async def test_an_unrelated_change_under_the_preview_does_not_make_it_inert(tmp_path: Path) -> None:
+    """An ask outside the batch withdrawn (the queue's selection moves under the preview): the
+    preview's `y` still counts."""
+    rig = make_rig(tmp_path, UiSettings(input_grace_ms=0, double_press=False))
+    start = time.time() * 1000 - 5000
+    write_request(rig.root, request_body("u-1", value="ls", created_at=start))
+    other = write_request(rig.root, request_body("u-2", value="pwd", created_at=start + 1))
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        await wait_rows(pilot, rig.app, 2)
+        await pilot.press("space")  # marks u-1, moves to u-2
+        await pilot.press("Y")
+        await wait_for(pilot, lambda: isinstance(rig.app.screen, BatchPreviewScreen))
+        await wait_painted(pilot, rig.app)
+        assert selected(rig.app) == "u-2"
+        other.unlink()  # the selected ask, not in the batch
+        await wait_for(pilot, lambda: rig.app.queue.selected is not None and selected(rig.app) == "u-1")
+        await settle(pilot)
+        await pilot.press("y")
+        await settle(pilot)
+        screen = rig.app.screen
+        assert isinstance(screen, QueueScreen), (screen, getattr(screen, "_ignored", None))
+        assert (await wait_response(pilot, rig.root, "u-1"))["state"] == "approved"
+
+
+async def test_batch_decisions_are_told_as_batch_decisions(tmp_path: Path) -> None:
+    rig = make_rig(tmp_path, UiSettings(input_grace_ms=0, double_press=False))
+    start = time.time() * 1000 - 5000
+    write_request(rig.root, request_body("t-1", value="ls", created_at=start))
+    write_request(rig.root, request_body("t-2", value="pwd", created_at=start + 1))
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        await _open_preview(pilot, rig, 2)
+        await pilot.press("y")
+        for rid in ("t-1", "t-2"):
+            body = await wait_response(pilot, rig.root, rid)
+            # The wire's `decidedBy` has no batch kind a child accepts: the person's dialog, as pi writes it.
+            assert body["decidedBy"] == {"kind": "user", "via": "dialog"}
+        await wait_rows(pilot, rig.app, 0)
+        assert [d.batch for d in rig.decided] == [2, 2]
+        assert [e.who for e in rig.app.history] == ["you (batch of 2)"] * 2
+
+
+# -- issue 20 finding 8: at 80x24 the preview keeps its keys visible and its list scrollable ----------
+
+
+async def test_a_batch_of_eight_at_80x24_shows_its_keys_and_says_how_to_see_every_ask(tmp_path: Path) -> None:
+    from tests.tui.support import rendered_text
+
+    rig = make_rig(tmp_path, UiSettings(input_grace_ms=0, double_press=False))
+    start = time.time() * 1000 - 5000
+    for i in range(8):
+        write_request(rig.root, request_body(f"e-{i}", value=f"echo {i}", created_at=start + i))
+    async with rig.app.run_test(size=(80, 24)) as pilot:
+        await wait_rows(pilot, rig.app, 8)
+        await pilot.press("asterisk", "N")
+        await wait_for(pilot, lambda: isinstance(rig.app.screen, BatchPreviewScreen))
+        await wait_painted(pilot, rig.app)
+        await settle(pilot)
+        text = rendered_text(rig.app)
+        assert "cancel (nothing is decided)" in text  # the key line is on screen
+        assert "Reason relayed" in text  # and the deny reason field
+        await pilot.press("y")  # not every ask was on screen yet: it says how to see them
+        await settle(pilot)
+        assert isinstance(rig.app.screen, BatchPreviewScreen) and rig.decided == []
+        assert "scroll" in rendered_text(rig.app).lower()
+        await pilot.press("end")
+        await settle(pilot)
+        await pilot.press("y")
+        for i in range(8):
+            assert (await wait_response(pilot, rig.root, f"e-{i}"))["state"] == "denied_with_reason"

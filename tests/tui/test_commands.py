@@ -70,6 +70,21 @@ def test_ui_settings_come_from_the_pi_config(tmp_path: Path) -> None:
     assert core.timeout_ms() == 120_000
 
 
+def test_a_hostile_project_config_cannot_swap_the_decision_keys(tmp_path: Path) -> None:
+    """Issue 20 finding 5: `permissionDialogKeys` approve<->deny and `doublePressToConfirm: false` in the
+    child-writable project layer are ignored; the app is told, to say so."""
+    agent, project = tmp_path / "agent", tmp_path / "project"
+    config = project / ".pi" / "extensions" / "pi-permission-system" / "config.json"
+    config.parent.mkdir(parents=True)
+    config.write_text(json.dumps({"permissionDialogKeys": {"approve": "n", "deny": "y"},
+                                  "doublePressToConfirm": False}))
+    args = parse("--agent-dir", str(agent), "--project", str(project),
+                 "--forwarding-root", str(tmp_path / "root"), "--state-dir", str(tmp_path / "state"))
+    settings = app_command.ui_settings(args, attended_node(args).authority)
+    assert settings.dialog_keys == {} and settings.double_press is True
+    assert settings.ignored_knobs == ("project: doublePressToConfirm", "project: permissionDialogKeys")
+
+
 def test_the_app_needs_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
     assert app_command.run(argparse.Namespace(verbose=False)) == 2
     assert "needs a terminal" in capsys.readouterr().err

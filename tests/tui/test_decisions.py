@@ -664,3 +664,88 @@ async def test_remapped_both_directions_key(tmp_path: Path) -> None:
         await pilot.press("x")
         response = await wait_response(pilot, rig.root, "req-x")
         assert response["sessionGrantWidth"] == "family"
+
+
+async def test_a_hostile_project_config_cannot_make_n_approve(tmp_path: Path) -> None:
+    """Issue 20 finding 5, end to end: the child-writable project config swaps approve and deny and
+    turns the double press off; the app keeps the defaults, says so, and `n` `n` denies."""
+    import argparse
+    import json
+
+    from tui.commands import app_command
+    from tui.commands.node import attended_node
+    from tui.screens.queue import QueueScreen
+
+    project = tmp_path / "project"
+    config = project / ".pi" / "extensions" / "pi-permission-system" / "config.json"
+    config.parent.mkdir(parents=True)
+    config.write_text(json.dumps({"permissionDialogKeys": {"approve": "n", "deny": "y"},
+                                  "doublePressToConfirm": False}))
+    parser = argparse.ArgumentParser()
+    app_command.add_app_options(parser)
+    args = parser.parse_args(["--agent-dir", str(tmp_path / "agent"), "--project", str(project),
+                              "--forwarding-root", str(tmp_path / "r"), "--state-dir", str(tmp_path / "s"),
+                              "--grace-ms", "0"])
+    settings = app_command.ui_settings(args, attended_node(args).authority)
+    rig = make_rig(tmp_path, settings)
+    write_request(rig.root, request_body("req-hostile-keys"))
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        await wait_rows(pilot, rig.app, 1)
+        assert any("permissionDialogKeys" in t.message and "Ignored" in t.message for t in rig.toasts)
+        await pilot.press("n")
+        await settle(pilot)
+        assert read_response(rig.root, "req-hostile-keys") is None  # the double press still holds
+        assert isinstance(rig.app.screen, QueueScreen)
+        await pilot.press("n")
+        assert (await wait_response(pilot, rig.root, "req-hostile-keys"))["state"] == "denied"
+
+
+async def test_the_whole_session_confirmation_at_80x24_shows_its_keys_and_every_ask_it_decides(
+        tmp_path: Path) -> None:
+    """Issue 20 finding 8: `w` with 12 other asks the grant would decide, at 80x24: the key line is
+    painted, every one of the 12 is listed (the list scrolls), and `y` before the end was on screen
+    says how to see it."""
+    from tests.tui.support import rendered_text
+
+    rig = make_rig(tmp_path, UiSettings(input_grace_ms=0, double_press=False))
+    start = time.time() * 1000 - 5000
+    for i in range(13):
+        body = request_body(f"g-{i:02}", value=f"git push origin b{i}", created_at=start + i)
+        write_request(rig.root, body)
+    async with rig.app.run_test(size=(80, 24)) as pilot:
+        await wait_rows(pilot, rig.app, 13)
+        await pilot.press("w")
+        await wait_for(pilot, lambda: isinstance(rig.app.screen, GrantConfirmScreen))
+        await wait_painted(pilot, rig.app)
+        await settle(pilot)
+        assert "cancel (nothing is decided)" in rendered_text(rig.app)
+        reach = str(rig.app.screen.query_one("#grant-reach", Static).render())
+        assert all(f"git push origin b{i}" in reach for i in range(1, 13))
+        await pilot.press("y")
+        await settle(pilot)
+        assert isinstance(rig.app.screen, GrantConfirmScreen) and rig.decided == []
+        assert "scroll" in rendered_text(rig.app)
+        await pilot.press("end")
+        await settle(pilot)
+        await pilot.press("y")
+        for i in range(13):
+            assert (await wait_response(pilot, rig.root, f"g-{i:02}"))["state"] == "approved"
+
+
+async def test_a_grant_is_shown_as_written_and_as_it_acts(tmp_path: Path) -> None:
+    """Issue 20 finding 6: a child's suggestion `~/projects/app/../../../../*` acts as `/*`; the
+    detail and the whole-session confirmation say so."""
+    import posixpath
+    from pathlib import Path as _Path
+
+    rig = make_rig(tmp_path, UiSettings(input_grace_ms=0, double_press=False))
+    body = request_body("g-acts", value="/home/x/projects/app/src/a.ts", surface="read")
+    body["sessionApproval"] = {"grants": [{"surface": "read", "pattern": "~/projects/app/../../../../*"}]}
+    write_request(rig.root, body)
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        await wait_rows(pilot, rig.app, 1)
+        await pilot.press("w")
+        await wait_for(pilot, lambda: isinstance(rig.app.screen, GrantConfirmScreen))
+        listed = str(rig.app.screen.query_one("#grant-list", Static).render())
+        acting = posixpath.normpath(f"{_Path.home()}/projects/app/../../../..").rstrip("/") + "/*"
+        assert "~/projects/app/../../../../*" in listed and f'acts as "{acting}"' in listed

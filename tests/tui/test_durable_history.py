@@ -134,3 +134,29 @@ async def test_the_start_says_a_failing_history_in_one_error_line(
     assert line.startswith(f"pi-authorizer: error: serving '{OTHER}', but the history failed")
     assert line.endswith("no one served it: [bold red]disk[/] full⏎⟨U+202E RLO⟩fake")
     assert OTHER in {status.session_id for status in node.core.served.statuses()}
+
+
+async def test_a_batch_decision_is_recorded_as_one(tmp_path: Path) -> None:
+    """Issue 20: the history says a decision was part of a batch (the wire cannot say it)."""
+    from tui.screens.batch_preview import BatchPreviewScreen
+
+    root, state = tmp_path / "forwarding", tmp_path / "state"
+    store = HistoryStore.in_state_dir(state)
+    node = attended_node(tmp_path, store)
+    human = node.person
+    app = AuthorizerApp(node, UiSettings(input_grace_ms=0, double_press=False))
+    async with app.run_test(size=(140, 45)) as pilot:
+        write_request(root, request_body("b-1", value="ls"))
+        write_request(root, request_body("b-2", value="pwd"))
+        await wait_for(pilot, lambda: len(human.pending()) == 2)
+        await wait_painted(pilot, app)
+        await pilot.press("asterisk", "Y")
+        await wait_for(pilot, lambda: isinstance(app.screen, BatchPreviewScreen))
+        await wait_painted(pilot, app)
+        await pilot.press("y")
+        await wait_response(pilot, root, "b-1")
+        await wait_response(pilot, root, "b-2")
+        await wait_for(pilot, lambda: all("batch of 2" in (r.decider or "") for r in store.reader().query())
+                       and len(store.reader().query()) == 2)
+        await pilot.press("q")
+    assert sorted(r.decider or "" for r in store.reader().query()) == ["person (dialog), in a batch of 2"] * 2

@@ -301,3 +301,31 @@ async def test_widening_reload_is_reviewed_declined_then_accepted(tmp_path: Path
         await pilot.press("a")
         await wait_for(pilot, lambda: _verdict(store, "rm -rf /") == "ask")
         assert store.pending() == ()
+
+
+async def test_a_long_widening_diff_at_80x24_keeps_its_keys_and_wants_it_seen(tmp_path: Path) -> None:
+    """Issue 20 finding 8 for the config review: 30 widening lines at 80x24."""
+    agent_dir = tmp_path / "agent"
+    config = agent_dir / "extensions" / "pi-permission-system" / "config.json"
+    config.parent.mkdir(parents=True)
+    config.write_text(json.dumps({"permission": {"bash": {"rm *": "deny"}}}))
+    node = build_attended_node(NodeOptions(tmp_path / "root", tmp_path / "state", agent_dir,
+                                           tmp_path / "project"), None)
+    assert node.authority is not None
+    store = node.authority.store
+    node.take_session(SERVED)
+    app = AuthorizerApp(node, UiSettings(input_grace_ms=0))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        _write(config, {"bash": {f"tool{i} *": "allow" for i in range(30)}}, 1)
+        await wait_for(pilot, lambda: isinstance(app.screen, ReloadReviewScreen))
+        await wait_for(pilot, lambda: "keep the rules in force" in rendered_text(app))
+        await pilot.press("a")
+        await settle(pilot)
+        assert isinstance(app.screen, ReloadReviewScreen) and store.pending() != ()
+        assert "scroll" in rendered_text(app)
+        await pilot.press("end")
+        await settle(pilot)
+        await pilot.press("a")
+        await wait_for(pilot, lambda: store.pending() == ())
+        assert _verdict(store, "tool3 x") == "allow"

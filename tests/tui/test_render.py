@@ -151,3 +151,16 @@ def test_work_and_output_are_bounded() -> None:
     plain = change_renderable(change).plain
     assert f"… {MAX_LINES * 2} more lines not shown" in plain
     assert plain.count("\n") <= MAX_LINES + 10
+
+
+def test_a_grant_row_shows_its_pattern_as_written_and_as_it_acts() -> None:
+    """Issue 20 finding 6 on the grants screen (`W`)."""
+    from pathlib import Path
+
+    from core.judging.grant_log import GrantEntry
+    from tui.screens.grants import grant_cells
+
+    entry = GrantEntry(session_id="s", grant_id="g1", surface="read", pattern="~/x/../../*",
+                       agent_scope="all agents", made_at=0.0, made_by="person", asked_by="Explore", decided=0)
+    cell = grant_cells(entry)[1].plain
+    assert cell.startswith("~/x/../../*") and f"acts as {Path.home().parent}/*" in cell

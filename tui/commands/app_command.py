@@ -4,7 +4,8 @@ Builds the same serving core `serve` builds (this node's recorded authority, cha
 watching), with a `HumanAuthorizer` as its arbiter and the recorded authority as the book of
 whole-serving-session grants, takes the sessions named with `--session` (or this authorizer's own
 id), and runs `AuthorizerApp`. The person-facing knobs (`doublePressToConfirm`,
-`forwardingTimeoutMs`, `promptNotifications`, `permissionDialogKeys`) come from the pi config.
+`forwardingTimeoutMs`, `promptNotifications`, `permissionDialogKeys`) come from the pi config; the
+person's own (keys, double press, notifications) never from the project layer children can write.
 """
 
 from __future__ import annotations
@@ -74,7 +75,11 @@ def ui_settings(args: argparse.Namespace, authority: RecordedAuthority | None) -
                 double_press=knobs.double_press_to_confirm,
                 prompt_notifications=tuple(knobs.prompt_notifications),
                 dialog_keys=dict(knobs.permission_dialog_keys),
+                ignored_knobs=knobs.ignored_knobs,
             )
+            if knobs.ignored_knobs:
+                log.warning("ignored person knobs from a config layer children can write: %s",
+                            ", ".join(knobs.ignored_knobs))
     except Exception as exc:  # an unreadable config must not keep the person from the asks
         log.error("pi config knobs not read (%s); using the defaults", exc)
     return UiSettings(
@@ -82,6 +87,7 @@ def ui_settings(args: argparse.Namespace, authority: RecordedAuthority | None) -
         prompt_notifications=base.prompt_notifications,
         input_grace_ms=max(0, args.grace_ms) if args.grace_ms is not None else base.input_grace_ms,
         dialog_keys=base.dialog_keys,
+        ignored_knobs=base.ignored_knobs,
     )
 
 

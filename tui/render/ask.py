@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 from textual.content import Content
 
 from core.person import HumanAuthorizer
 from core.rules.agent_names import suspicious_agent_reason
+from core.rules.matcher import acts_as
 from core.serving.asks import Ask
 from core.wire.principal import agent_mismatch, principal_agent
 from tui.render.ask_facts import LINE_LIMIT
@@ -139,6 +141,7 @@ def grants_content(ask: Ask, clip: Clip) -> Content:
     if not grants:
         return Content.styled("The child sent no session suggestion: only once / deny are possible.", DIM)
     rows: list[Content] = []
+    home = str(Path.home())
     for grant in grants:
         rows.append(
             Content.assemble(
@@ -149,6 +152,10 @@ def grants_content(ask: Ask, clip: Clip) -> Content:
                 ('"', DIM),
             )
         )
+        acting = acts_as(grant.pattern, grant.surface, home)
+        if acting is not None:  # issue 20 finding 6: as written, and as it acts
+            rows.append(Content.assemble(("    ⚠ acts as ", WARN), ('"', DIM),
+                                         value_content(acting, clip, "bold"), ('"', DIM)))
     return _lines(rows)
 
 

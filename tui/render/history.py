@@ -13,6 +13,8 @@ from textual.content import Content
 
 from core.history import HistoryRow, Summary
 from core.history.rule_edit import RuleEdit, Target
+from core.rules.matcher import acts_as
+from tui.render.styles import DIM, WARN
 from tui.sanitize import sanitize
 
 
@@ -91,12 +93,26 @@ def detail_content(row: HistoryRow) -> Content:
     return Content("\n").join(lines)
 
 
-def change_content(change: RuleEdit, target: Target) -> Content:
+def change_content(change: RuleEdit, target: Target, home: str | None = None) -> Content:
     """The confirm step: the exact rule JSON, the file it goes to, and the diff of that file."""
-    rule = json.dumps(change.suggestion.rule_json(), indent=2, ensure_ascii=False)
+    offer = change.suggestion
+    rule = json.dumps(offer.rule_json(), indent=2, ensure_ascii=False)
     lines: list[Content] = [
         Content.styled("Add this rule?", "bold"),
         *(sanitize(line).content() for line in rule.splitlines()),
+    ]
+    if offer.from_child:
+        lines.append(Content.assemble(("⚠ pattern written by the child (its session suggestion on ", WARN),
+                                      safe(offer.surface, "bold"), (", covering the ask), not by you", WARN)))
+    acting = acts_as(offer.pattern, offer.surface, home) if home is not None else None
+    if acting is not None:
+        lines.append(Content.assemble(("⚠ acts as: ", WARN), safe(acting, "bold"),
+                                      ("  (home expanded, .. resolved)", DIM)))
+    reach = ("every agent this node serves: the --rules file applies after every agent file"
+             if target.kind == "authorizer" else
+             "every agent (agent files may override it), and pi itself reads this file too")
+    lines += [
+        Content.assemble(("reach: ", "dim"), (reach, "")),
         Content(""),
         Content.assemble(("to ", "dim"), (target.label, "bold"), ("  ", ""), safe(str(target.path))),
         Content(""),

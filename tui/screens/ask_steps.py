@@ -12,7 +12,7 @@ from typing import Any, ClassVar, TypeVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import ScrollableContainer, Vertical, VerticalScroll
 from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
@@ -33,6 +33,11 @@ from tui.render.styles import WARN
 from tui.widgets.painted import PaintProbe
 
 T = TypeVar("T")
+
+
+def unseen(scroll: ScrollableContainer) -> bool:
+    """Part of a step's content is below what was on screen: its keys say how to see it first."""
+    return scroll.max_scroll_y > 0 and scroll.scroll_y < scroll.max_scroll_y
 
 
 def keys_after_paint(screen: ModalScreen[Any], probe: PaintProbe, safety: KeySafety,

@@ -20,7 +20,7 @@ from tui.render.ask import (
 )
 from tui.render.lines import batch_line
 from tui.render.styles import DIM, WARN
-from tui.screens.ask_steps import keys_after_paint
+from tui.screens.ask_steps import keys_after_paint, unseen
 from tui.widgets.painted import PaintProbe
 
 BATCH_VERBS = {"approve": "Approve once", "deny": "Deny"}
@@ -50,6 +50,7 @@ class BatchPreviewScreen(ModalScreen[bool]):
         Binding("k,up", "scroll(-1)", "Up", show=False, id="batch.up"),
         Binding("pagedown", "scroll(8)", "Page down", show=False, id="batch.page_down"),
         Binding("pageup", "scroll(-8)", "Page up", show=False, id="batch.page_up"),
+        Binding("end", "scroll_end", "End of the list", show=False, id="batch.end"),
     ]
 
     def __init__(
@@ -71,6 +72,11 @@ class BatchPreviewScreen(ModalScreen[bool]):
         self.key_time = key_time
         self._double_press = double_press
         self._armed = False
+        #: Why this preview no longer shows exactly what is pending (an ask withdrawn or replaced
+        #: under its id): the step can then only be left, and says so. None while it holds.
+        self.changed: str | None = None
+        #: The last key press that did not count, and why (shown on the key line, never silent).
+        self._ignored: str | None = None
 
     def compose(self) -> ComposeResult:
         count = len(self.included)
@@ -93,10 +99,11 @@ class BatchPreviewScreen(ModalScreen[bool]):
                         out.append(Content.assemble(("  • ", DIM), agent_content(
                             ask.request.requester_agent_name, Clip(40), short=True), (f" — {why}", WARN)))
                     yield Static(Content("\n").join(out), id="batch-excluded", markup=False)
-            if self.verb == "deny":
-                yield Input(placeholder=f"Reason relayed to every agent (r) — empty: {BATCH_DENY_REASON}",
-                            id="batch-reason", select_on_focus=False)
-            yield PaintProbe(id="batch-keys", markup=False)
+            with Vertical(id="batch-foot"):  # docked: on screen at every size (issue 20 finding 8)
+                if self.verb == "deny":
+                    yield Input(placeholder=f"Reason relayed to every agent (r) — empty: {BATCH_DENY_REASON}",
+                                id="batch-reason", select_on_focus=False)
+                yield PaintProbe(id="batch-keys", markup=False)
 
     def on_mount(self) -> None:
         self.query_one("#batch-list", VerticalScroll).border_title = "Exactly what will be decided"
@@ -104,10 +111,27 @@ class BatchPreviewScreen(ModalScreen[bool]):
         # The grace window counts from the frame that shows the list, not from construction.
         keys_after_paint(self, self.query_one("#batch-keys", PaintProbe), self.safety, self._render_keys)
 
+    def ask_changed(self, why: str) -> None:
+        """One of the listed asks was withdrawn or replaced under its id: the batch is cancelled, the
+        step says why and decides nothing (`esc` leaves it)."""
+        if self.changed is None:
+            self.changed = why
+            self._armed = False
+            self._render_keys()
+
     def gate(self) -> str:
         """The one place a batch confirmation is judged: "commit", "arm" or "ignore"."""
-        if self.safety.confirm(self, self.key_time()).outcome != "commit":
+        if self.changed is not None:
             return "ignore"
+        verdict = self.safety.confirm(self, self.key_time())
+        if verdict.outcome != "commit":
+            self._ignored = verdict.why
+            return "ignore"
+        if unseen(self.query_one("#batch-list", VerticalScroll)):
+            self._ignored = ("Not every listed ask has been on screen: scroll the list to its end "
+                             "(j / pgdn / end), then y.")
+            return "ignore"
+        self._ignored = None
         if self._double_press and not self._armed:
             return "arm"
         return "commit"
@@ -142,6 +166,12 @@ class BatchPreviewScreen(ModalScreen[bool]):
         self._render_keys()
 
     def _render_keys(self) -> None:
+        if self.changed is not None:
+            self.query_one("#batch-keys", Static).update(Content.assemble(
+                ("⚠ Batch cancelled: ", "bold $text-error"), (self.changed, ""),
+                (". Nothing was decided. ", "bold"), (" esc ", "reverse bold"),
+                (" back to the queue, then mark and preview again", "")))
+            return
         waiting = self._waiting()
         count = len(self.included)
         what = f"approve all {count} once" if self.verb == "approve" else f"deny all {count}"
@@ -155,7 +185,14 @@ class BatchPreviewScreen(ModalScreen[bool]):
                 (" esc ", "reverse bold"), (" cancel (nothing is decided)", "")))
             return
         reason = ((" r ", "reverse bold"), (" reason   ", "")) if self.verb == "deny" else ()
+        hidden = unseen(self.query_one("#batch-list", VerticalScroll))
+        note: tuple[tuple[str, str], ...] = ()
+        if hidden:
+            note = (("more below: scroll (j / pgdn / end) to see every ask before y\n", WARN),)
+        elif self._ignored is not None:
+            note = ((self._ignored + "\n", WARN),)
         self.query_one("#batch-keys", Static).update(Content.assemble(
+            *note,
             first,
             ("" if self._armed else f" {what}   ", "" if not waiting else DIM),
             *reason,
@@ -171,9 +208,18 @@ class BatchPreviewScreen(ModalScreen[bool]):
         elif verdict == "arm":
             self._armed = True
             self._render_keys()
+        else:
+            self._render_keys()
+            if self.changed is None and self._ignored is not None:
+                self.notify(self._ignored, severity="warning", markup=False, timeout=4)
 
     def action_cancel(self) -> None:
         self.dismiss(False)
 
     def action_scroll(self, lines: int) -> None:
         self.query_one("#batch-list", VerticalScroll).scroll_relative(y=lines, animate=False)
+        self.call_after_refresh(self._render_keys)
+
+    def action_scroll_end(self) -> None:
+        self.query_one("#batch-list", VerticalScroll).scroll_end(animate=False, immediate=True)
+        self.call_after_refresh(self._render_keys)

@@ -9,7 +9,7 @@ from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.content import Content
 from textual.widgets import Static
 
@@ -24,7 +24,7 @@ from tui.render.ask import (
 )
 from tui.render.styles import DIM, WARN
 from tui.sanitize import sanitize
-from tui.screens.ask_steps import AskModal, BackModal, back_keys, keys_after_paint
+from tui.screens.ask_steps import AskModal, BackModal, back_keys, keys_after_paint, unseen
 from tui.widgets.painted import PaintProbe
 
 
@@ -35,6 +35,11 @@ class GrantConfirmScreen(AskModal[bool]):
         Binding("y", "confirm", "Record grant and approve", id="grant.confirm"),
         Binding("n", "cancel", "Cancel", id="grant.cancel"),
         Binding("escape", "cancel", "Back", id="grant.back"),
+        Binding("j,down", "scroll(1)", "Down", show=False, id="grant.down"),
+        Binding("k,up", "scroll(-1)", "Up", show=False, id="grant.up"),
+        Binding("pagedown", "scroll(8)", "Page down", show=False, id="grant.page_down"),
+        Binding("pageup", "scroll(-8)", "Page up", show=False, id="grant.page_up"),
+        Binding("end", "scroll_end", "End", show=False, id="grant.end"),
     ]
 
     def __init__(
@@ -55,6 +60,7 @@ class GrantConfirmScreen(AskModal[bool]):
     def compose(self) -> ComposeResult:
         sid = sanitize(self.ask.key.session_id, single_line=True).content("bold")
         with Vertical(id="dialog"):
+            yield PaintProbe(id="grant-keys", markup=False)  # docked: painted at every size (finding 8)
             yield Static(
                 Content.assemble(
                     ("Approve for the WHOLE serving session ", "bold"),
@@ -77,16 +83,16 @@ class GrantConfirmScreen(AskModal[bool]):
                 ),
                 markup=False,
             )
-            clip = Clip(None)
-            yield Static(grants_content(self.ask, clip), id="grant-list", classes="panel", markup=False)
-            yield Static(
-                Content.assemble(
-                    ("requested by ", DIM), agent_content(self.ask.request.requester_agent_name)
-                ),
-                markup=False,
-            )
-            yield Static(self._reach_content(), id="grant-reach", markup=False)
-            yield PaintProbe(id="grant-keys", markup=False)
+            with VerticalScroll(id="grant-body"):
+                clip = Clip(None)
+                yield Static(grants_content(self.ask, clip), id="grant-list", classes="panel", markup=False)
+                yield Static(
+                    Content.assemble(
+                        ("requested by ", DIM), agent_content(self.ask.request.requester_agent_name)
+                    ),
+                    markup=False,
+                )
+                yield Static(self._reach_content(), id="grant-reach", markup=False)
 
     def _reach_content(self) -> Content:
         count = len(self.reach)
@@ -95,14 +101,12 @@ class GrantConfirmScreen(AskModal[bool]):
         asks = "1 other pending ask" if count == 1 else f"{count} other pending asks"
         lines = [Content.assemble(("It also approves ", "bold"), (asks, "bold $text-warning"),
                                   (" now (each recorded as decided by the grant):", "bold"))]
-        for other in self.reach[:5]:
+        for other in self.reach:  # every one: the list scrolls (issue 20 finding 8)
             lines.append(Content.assemble(
                 ("  • ", DIM), agent_content(other.request.requester_agent_name, short=True), ("  ", ""),
                 value_content(other.parsed.access_intent.match_values[0]
                               if other.parsed.access_intent and other.parsed.access_intent.match_values
                               else "", Clip(80))))
-        if count > 5:
-            lines.append(Content.styled(f"  … and {count - 5} more", DIM))
         return Content("\n").join(lines)
 
     def on_mount(self) -> None:
@@ -112,6 +116,8 @@ class GrantConfirmScreen(AskModal[bool]):
 
     def _render_keys(self, note: str = "") -> None:
         waiting = not self.safety.accepting()
+        if not note and unseen(self.query_one("#grant-body", VerticalScroll)):
+            note = "more below: scroll (j / pgdn / end) to see it all before y"
         self.query_one("#grant-keys", Static).update(
             Content.assemble(
                 (" y ", "reverse bold" if not waiting else "reverse $text-muted"),
@@ -124,10 +130,20 @@ class GrantConfirmScreen(AskModal[bool]):
 
     def action_confirm(self) -> None:
         verdict = self.safety.confirm(self, self.key_time())
-        if verdict.outcome == "commit":
-            self.dismiss(True)
-        else:
+        if verdict.outcome != "commit":
             self._render_keys(verdict.why)
+        elif unseen(self.query_one("#grant-body", VerticalScroll)):
+            self._render_keys("Not all of it has been on screen: scroll (j / pgdn / end) to its end, then y.")
+        else:
+            self.dismiss(True)
+
+    def action_scroll(self, lines: int) -> None:
+        self.query_one("#grant-body", VerticalScroll).scroll_relative(y=lines, animate=False)
+        self.call_after_refresh(self._render_keys)
+
+    def action_scroll_end(self) -> None:
+        self.query_one("#grant-body", VerticalScroll).scroll_end(animate=False, immediate=True)
+        self.call_after_refresh(self._render_keys)
 
     def action_cancel(self) -> None:
         self.dismiss(False)

@@ -9,6 +9,7 @@ ask is judged without it. Revoking only ever narrows what is allowed, so it need
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import ClassVar
 
 from rich.text import Text
@@ -20,6 +21,7 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from core.judging.grant_log import GrantEntry
 from core.judging.recorded import RecordedAuthority
+from core.rules.matcher import acts_as
 from tui.render.styles import DIM, WARN
 from tui.sanitize import sanitize
 from tui.screens.rows_screen import RowsScreen, rows_keys
@@ -32,9 +34,14 @@ def grant_cells(entry: GrantEntry) -> tuple[Text, ...]:
     """One row, every child-sent string literal and sanitised (Text cells: never markup)."""
     made = time.strftime("%H:%M:%S", time.localtime(entry.made_at))
     by = sanitize(f"{entry.made_by} (answering {entry.asked_by})", single_line=True).text()
+    pattern = sanitize(entry.pattern, single_line=True).text("bold")
+    acting = acts_as(entry.pattern, entry.surface, str(Path.home()))
+    if acting is not None:  # as written, and as it acts (issue 20 finding 6)
+        pattern.append(" ⚠ acts as ", style="bold yellow")
+        pattern.append_text(sanitize(acting, single_line=True).text("bold"))
     return (
         sanitize(entry.surface, single_line=True).text("bold"),
-        sanitize(entry.pattern, single_line=True).text("bold"),
+        pattern,
         Text(f"{entry.decided} ask{'s' if entry.decided != 1 else ''}"),
         by,
         Text(made),

@@ -127,6 +127,7 @@ class QueueScreen(Screen[None]):
         self._bindings_for: tuple[bool, bool] | None = None
         self._ready_timer: Timer | None = None
         self._key_labels: tuple[object, dict[str, str]] | None = None
+        self._detail_ask: Ask | None = None  # the ask object the detail shows
 
     # -- layout and parts -------------------------------------------------------------------------
 
@@ -267,6 +268,12 @@ class QueueScreen(Screen[None]):
     def current_ask(self) -> Ask | None:
         return None if self.selected is None else self.human.get(self.selected)
 
+    def shown_ask(self) -> Ask | None:
+        """The very ask the detail shows (what a decision key decides), if it is still the one pending
+        under the selected name; None while another ask stands there and is not yet shown."""
+        ask = self._detail_ask
+        return ask if ask is not None and ask.key == self.selected and self.current_ask() is ask else None
+
     def visible_asks(self) -> list[Ask]:
         """What the table shows: every pending ask the filter lets through, in `createdAt` order."""
         asks = self.human.pending()
@@ -326,8 +333,8 @@ class QueueScreen(Screen[None]):
             if table.cursor_row != index:
                 table.move_cursor(row=index, animate=False, scroll=True)
         self._title_table()
-        if new != before:
-            self._select(new)
+        if new != before or (new is not None and self.human.get(new) is not self._detail_ask):
+            self._select(new)  # another ask, or another ask under the same name: shown anew
         elif new is not None:
             # Same ask on screen: only its position and the counts change.
             self.detail.update_header(self.current_ask(), self.clock(), keys.index(new) + 1, len(keys))
@@ -361,7 +368,13 @@ class QueueScreen(Screen[None]):
         self.show_selected()
 
     def show_selected(self) -> None:
-        """Tell the safety what is selected (again); its keys count once a frame showing it is painted."""
+        """Tell the safety what is selected (again); its keys count once a frame showing it is painted.
+
+        Not while a step covers the queue: the step's own paint and grace stand (the queue tells the
+        safety again when it comes back, `on_screen_resume`)."""
+        if self._composed and self.app.screen is not self and self.safety.modal_open:
+            self._render_legend()
+            return
         ask = self.current_ask()
         self.safety.show(None if ask is None else ask.key, hidden=ask is not None and ask_has_hidden(ask))
         if ask is not None and self._composed:
@@ -400,6 +413,7 @@ class QueueScreen(Screen[None]):
         keys = self.table.ask_keys
         ask = self.current_ask()
         position = keys.index(ask.key) + 1 if ask is not None and ask.key in keys else 0
+        self._detail_ask = ask
         self.detail.show(ask, self.clock(), position, len(keys))
         if ask is not None:
             # After the frame that shows it: truer "shown" time, and the write is off the key-to-paint path.
@@ -528,9 +542,9 @@ class QueueScreen(Screen[None]):
             self._render_legend()
 
     async def action_approve(self) -> None:
-        ask = self.current_ask()
+        ask = self.shown_ask()
         if ask is not None and self._allowed("approve"):
-            await self._commit(self.human.approve_once, ask.key)
+            await self._commit(lambda key: self.human.approve_once(key, shown=ask), ask.key)
 
     async def action_approve_session(self) -> None:
         await self._approve_session("approve_session", "proven")
@@ -539,7 +553,7 @@ class QueueScreen(Screen[None]):
         await self._approve_session("approve_session_both", "family")
 
     async def _approve_session(self, action: str, width: GrantWidth) -> None:
-        ask = self.current_ask()
+        ask = self.shown_ask()
         if ask is None:
             return
         if ask.request.session_approval is None:
@@ -553,17 +567,17 @@ class QueueScreen(Screen[None]):
             return
         if self._allowed(action):
             async def approve(key: AskKey) -> object:
-                return await self.human.approve_for_requester_session(key, width)
+                return await self.human.approve_for_requester_session(key, width, shown=ask)
 
             await self._commit(approve, ask.key)
 
     async def action_deny(self) -> None:
-        ask = self.current_ask()
+        ask = self.shown_ask()
         if ask is not None and self._allowed("deny"):
-            await self._commit(self.human.deny, ask.key)
+            await self._commit(lambda key: self.human.deny(key, shown=ask), ask.key)
 
     def action_deny_reason(self) -> None:
-        ask = self.current_ask()
+        ask = self.shown_ask()
         if ask is None or not self._allowed("deny_reason"):
             return
         key = ask.key
@@ -577,14 +591,14 @@ class QueueScreen(Screen[None]):
                 return
 
             async def deny_with_reason(k: AskKey) -> object:
-                return await self.human.deny(k, reason)
+                return await self.human.deny(k, reason, shown=ask)
 
             await self._commit(deny_with_reason, key)
 
         self.push_modal(ReasonScreen(ask), done)
 
     def action_approve_serving(self) -> None:
-        ask = self.current_ask()
+        ask = self.shown_ask()
         if ask is None or not self._allowed("approve_serving"):
             return
         key = ask.key
@@ -617,7 +631,7 @@ class QueueScreen(Screen[None]):
             granted: list[AskDecided] = []
 
             async def grant(key: AskKey) -> None:
-                granted.append(await self.human.approve_for_serving_session(key))
+                granted.append(await self.human.approve_for_serving_session(key, shown=ask))
 
             await self._commit(grant, key)
             also = granted[0].also if granted else ()
@@ -689,33 +703,55 @@ class QueueScreen(Screen[None]):
 
         async def done(confirmed: bool | None) -> None:
             if confirmed:
-                await self._decide_batch(verb, [a.key for a in included], excluded, preview.reason)
+                await self._decide_batch(verb, list(preview.included), excluded, preview.reason)
             else:
-                self.set_status(Content.styled("Batch cancelled: nothing was decided.", DIM))
+                why = f" ({preview.changed})" if preview.changed else ""
+                self.set_status(Content.assemble(("Batch cancelled: nothing was decided.", DIM), (why, WARN)))
 
         self.push_modal(preview, done)
 
-    async def _decide_batch(self, verb: str, keys: list[AskKey], excluded: list[tuple[Ask, str]],
+    def batch_changes(self, shown: list[Ask]) -> str | None:
+        """Why the asks a preview showed are no longer exactly what is pending, or None: one withdrawn,
+        answered, or replaced by another ask under the same name."""
+        for ask in shown:
+            now = self.human.get(ask.key)
+            if now is None:
+                return f"{ask_label(ask)} was withdrawn by its child (or answered) since the preview"
+            if now is not ask:
+                return (f"{ask_label(ask)} was replaced by another ask under the same id "
+                        f"({ask_label(now)}) since the preview")
+        return None
+
+    async def _decide_batch(self, verb: str, shown: list[Ask], excluded: list[tuple[Ask, str]],
                             reason: str | None) -> None:
-        """Each listed ask still pending is decided through the same call as a single decision
-        (a denial with the batch's reason, as `r` would with the same text)."""
-
-        async def deny(key: AskKey) -> object:
-            return await self.human.deny(key, reason)
-
-        call = self.human.approve_once if verb == "approve" else deny
+        """The very asks the preview showed, each decided through the same call as a single decision
+        (a denial with the batch's reason, as `r` would with the same text), told as a batch. If any
+        of them changed since the preview was painted, none is decided."""
+        changed = self.batch_changes(shown)
+        if changed is not None:
+            line = Content.assemble(("Batch cancelled: nothing was decided. ", "bold $text-error"),
+                                    (safe_plain(changed, 300), ""))
+            self.say_after_events(line, ttl=STATUS_TTL_S)
+            return
+        size = len(shown)
         decided = skipped = failed = 0
-        for key in keys:
-            if self.human.get(key) is None:
-                skipped += 1  # answered or withdrawn since the preview: never decided twice
+        for ask in shown:
+            if self.human.get(ask.key) is not ask:
+                skipped += 1  # answered or withdrawn while the batch ran: never decided twice
                 continue
-            if await self._commit(call, key):
+
+            async def call(key: AskKey, ask: Ask = ask) -> object:
+                if verb == "approve":
+                    return await self.human.approve_once(key, shown=ask, batch=size)
+                return await self.human.deny(key, reason, shown=ask, batch=size)
+
+            if await self._commit(call, ask.key):
                 decided += 1
             else:
                 failed += 1
         words = "Approved once" if verb == "approve" else "Denied"
         parts: list[tuple[str, str]] = [(f"{words}: {decided} ask{'s' if decided != 1 else ''}", "bold")]
-        parts.append((" (each recorded on its own)", DIM))
+        parts.append((" (a batch; each recorded on its own)", DIM))
         if skipped:
             parts.append((f"; {skipped} already gone (withdrawn or answered)", WARN))
         if failed:

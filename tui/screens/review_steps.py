@@ -25,7 +25,7 @@ from core.rules import PolicyStore
 from tui.keysafety import KeySafety
 from tui.render.history import change_content, detail_content, safe
 from tui.sanitize import sanitize
-from tui.screens.ask_steps import keys_after_paint
+from tui.screens.ask_steps import keys_after_paint, unseen
 from tui.widgets.painted import PaintProbe
 
 
@@ -89,6 +89,11 @@ class ConfirmRuleScreen(ModalScreen[bool]):
         Binding("y", "confirm", "Write the rule", id="review.rule.confirm"),
         Binding("t", "next_target", "Other file", id="review.rule.target"),
         Binding("n,escape", "cancel", "Cancel", id="review.rule.cancel"),
+        Binding("j,down", "scroll(1)", "Down", show=False, id="review.rule.down"),
+        Binding("k,up", "scroll(-1)", "Up", show=False, id="review.rule.up"),
+        Binding("pagedown", "scroll(8)", "Page down", show=False, id="review.rule.page_down"),
+        Binding("pageup", "scroll(-8)", "Page up", show=False, id="review.rule.page_up"),
+        Binding("end", "scroll_end", "End", show=False, id="review.rule.end"),
     ]
 
     def __init__(
@@ -111,11 +116,14 @@ class ConfirmRuleScreen(ModalScreen[bool]):
         self.change: RuleEdit | None = None
 
     def compose(self) -> ComposeResult:
-        with Vertical(), VerticalScroll():
-            yield PaintProbe(id="review-rule", markup=False)
+        with Vertical():
+            yield Static(id="review-rule-keys", markup=False)  # docked: painted at every size (finding 8)
+            with VerticalScroll(id="review-rule-body"):
+                yield PaintProbe(id="review-rule", markup=False)
 
     def on_mount(self) -> None:
         self._show()
+        self.call_after_refresh(self._render_keys)
         if self.safety is not None:
             probe = self.query_one("#review-rule", PaintProbe)
             keys_after_paint(self, probe, self.safety, self.refresh_bindings)
@@ -131,18 +139,35 @@ class ConfirmRuleScreen(ModalScreen[bool]):
             return
         target = self.targets[self.chosen]
         try:
-            self.change = preview(self.offer, target.path)
+            self.change = preview(self.offer, target.path, self.rules)
         except (SuggestionRefused, OSError) as exc:
             body.update(
                 Content.assemble(("Cannot add it to this file: ", "bold $text-error"), safe(str(exc)))
             )
             return
-        hint = Content.styled("\n\ny write it   t other file   n cancel", "dim")
-        body.update(change_content(self.change, target) + hint)
+        body.update(change_content(self.change, target, self.rules.home))
+        self.call_after_refresh(self._render_keys)
+
+    def _render_keys(self, note: str = "") -> None:
+        if not note and unseen(self.query_one("#review-rule-body", VerticalScroll)):
+            note = "more below: scroll (j / pgdn / end) to see the whole diff before y"
+        self.query_one("#review-rule-keys", Static).update(Content.assemble(
+            ((note + "\n") if note else "", "bold $text-warning"),
+            (" y ", "reverse bold"), (" write it   ", ""), (" t ", "reverse bold"), (" other file   ", ""),
+            (" n / esc ", "reverse bold"), (" cancel (nothing is written)", "")))
+
+    def action_scroll(self, lines: int) -> None:
+        self.query_one("#review-rule-body", VerticalScroll).scroll_relative(y=lines, animate=False)
+        self.call_after_refresh(self._render_keys)
+
+    def action_scroll_end(self) -> None:
+        self.query_one("#review-rule-body", VerticalScroll).scroll_end(animate=False, immediate=True)
+        self.call_after_refresh(self._render_keys)
 
     def action_next_target(self) -> None:
         self.chosen = (self.chosen + 1) % len(self.targets)
         self._show()
+        self.call_after_refresh(self._render_keys)
 
     def action_confirm(self) -> None:
         if self.safety is not None and self.key_time is not None:
@@ -152,6 +177,10 @@ class ConfirmRuleScreen(ModalScreen[bool]):
                 return
         if self.change is None:
             self.notify("Nothing to write for this file.", severity="warning", markup=False)
+            return
+        if unseen(self.query_one("#review-rule-body", VerticalScroll)):
+            self._render_keys("Not all of the diff has been on screen: scroll (j / pgdn / end) to its end, "
+                              "then y.")
             return
         try:
             apply(self.offer, self.change.path, confirmed=self.change, rules=self.rules)

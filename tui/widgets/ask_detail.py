@@ -66,9 +66,11 @@ class AskDetail(VerticalScroll):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self._built: dict[AskKey, tuple[dict[str, Content | Text], bool]] = {}
+        # Keyed by name, but only ever the very ask built (another ask under the same name is built anew).
+        self._built: dict[AskKey, tuple[Ask, dict[str, Content | Text], bool]] = {}
         self._shown: dict[str, Content | Text | bool] = {}
         self._ask: AskKey | None = None
+        self._ask_object: Ask | None = None
 
     def compose(self) -> ComposeResult:
         yield PaintProbe(id="detail-header", markup=False)
@@ -117,7 +119,8 @@ class AskDetail(VerticalScroll):
             widget.refresh(layout=True)
 
     def _build(self, ask: Ask) -> tuple[dict[str, Content | Text], bool]:
-        cached = self._built.pop(ask.key, None)
+        held = self._built.pop(ask.key, None)
+        cached = held[1:] if held is not None and held[0] is ask else None
         if cached is None:
             clip = Clip(VALUE_LIMIT)
             panels: dict[str, Content | Text] = {name: build(ask, clip) for name, build in PANELS}
@@ -137,21 +140,21 @@ class AskDetail(VerticalScroll):
             cached = (panels, clip.clipped > 0)
             while len(self._built) >= self.CACHE:
                 self._built.pop(next(iter(self._built)))
-        self._built[ask.key] = cached
+        self._built[ask.key] = (ask, *cached)
         return cached
 
     def show(self, ask: Ask | None, now: float, position: int, total: int) -> bool:
         """Render `ask` (or the empty state); True when a value was shortened."""
         header = self.query_one("#detail-header", Static)
         if ask is None:
-            self._ask = None
+            self._ask = self._ask_object = None
             header.update(Content.styled("No pending asks. Children's asks appear here as they arrive.", DIM))
             for name in ("banner-hidden", "banner-nofacts", "banner-agent", "banner-risk",
                          *(n for n, _ in PANELS), "change"):
                 self._set(name, None)
             return False
-        if ask.key != self._ask:
-            self._ask = ask.key
+        if ask.key != self._ask or ask is not self._ask_object:
+            self._ask, self._ask_object = ask.key, ask
             # another ask: read it from the top, never from the middle of its facts
             self.scroll_home(animate=False, immediate=True)
         panels, clipped = self._build(ask)
