@@ -18,7 +18,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 #: A module this long probably holds more than one idea (an alarm, not a cap: say why with `Size:`).
-ALARM_LINES = 900
+ALARM_LINES = 600
 SHIPPED = sorted(path.relative_to(REPO).as_posix() for package in ("core", "tui")
                  for path in (REPO / package).rglob("*.py"))
 

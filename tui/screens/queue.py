@@ -11,6 +11,9 @@ The screen, read top to bottom: its layout and its parts (the table, the detail,
 the `StatusLine` and the `KeyLegend` it tells what to paint); the state (the table and the selected
 ask in sync with the pending asks, the paint the key safety waits for); moving and filtering;
 single decisions (the key safety first, then one `HumanAuthorizer` call); batches.
+
+Size: one screen, one idea — the decision surface and every guard on it; its parts that paint
+themselves are widgets already (`StatusLine`, `KeyLegend`, the table, the detail).
 """
 
 from __future__ import annotations
