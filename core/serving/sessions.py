@@ -138,7 +138,7 @@ class Sessions:
             raise SessionHeld(session_id, f"pid {foreign.pid} (live serving heartbeat)")
         inbox = SessionInbox(self.root, session_id, self.tree, self.writer)
         _remove_leftover_temps(self.tree, ("sessions", inbox.folder_name, "responses"), ("serving",))
-        heartbeat = Heartbeat(self.root, session_id, self.tree)
+        heartbeat = Heartbeat(self.root, session_id, self.tree, writer=self.writer)
         served = ServedSession(inbox=inbox, lock=lock, heartbeat=heartbeat)
         self._beat(served)
         self.by_id[session_id] = served
@@ -186,7 +186,9 @@ class Sessions:
                     self._beat_refused(served, exc)
                     continue
                 except Exception as exc:
-                    log.warning("heartbeat for %s failed: %s", log_safe(served.inbox.session_id), exc)
+                    waiting = " (waiting for disk)" if isinstance(exc, OSError) else ""
+                    session = log_safe(served.inbox.session_id)
+                    log.warning("heartbeat for %s failed%s: %s", session, waiting, exc)
                     continue
                 if not served.unservable:
                     self.clear_unsafe(served, "heartbeat")
@@ -197,6 +199,10 @@ class Sessions:
             self._guarded(served.heartbeat.beat)
         except UnsafeFolder as exc:
             self._beat_refused(served, exc)
+            return
+        except OSError as exc:  # a full or failing disk: the heartbeat loop keeps trying every second
+            log.warning("heartbeat for %s failed (waiting for disk): %s; retried every %.0fs",
+                        log_safe(served.inbox.session_id), exc, HEARTBEAT_INTERVAL_S)
             return
         self.clear_unsafe(served, "heartbeat")
 

@@ -1,0 +1,184 @@
+"""A full or failing disk (ENOSPC, EIO...) that outlasts the write retries (issue 21, findings 1-2).
+
+A transient `OSError` never makes a request unusable: a recorded verdict and a person's decision wait
+for the disk (backoff on the injected clock) for as long as the child's request is there, and are
+written once it heals; nothing is quarantined, nothing is reported withdrawn, the history keeps one
+verdict row. The disk is an injected `FullDisk` (`core.testing`), the clock a `ManualClock`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+from pathlib import Path
+
+import pytest
+
+from core.forwarding.liveness import Heartbeat, heartbeat_path, read_heartbeat
+from core.history import HistoryStore
+from core.person import AskWithdrawn, DecisionRefused, HumanAuthorizer, HumanEvent
+from core.seams import Seams
+from core.serving import ServeEvent, ServingCore
+from core.serving.asks import Arbiter, DenyingArbiter
+from core.serving.verdicts import Ledger
+from core.testing import FullDisk, ManualClock
+from tests.helpers import (
+    read_response_when_written,
+    rescanned_until,
+    response_path,
+    session_dir,
+    wait_for,
+    write_request,
+)
+from tests.history.support import S
+
+
+class Node:
+    """A serving core with a real history (ledger and observer), an injected disk and clock."""
+
+    def __init__(self, tmp_path: Path, arbiter: Arbiter, disk: FullDisk, clock: ManualClock) -> None:
+        self.root, self.state = tmp_path / "root", tmp_path / "state"
+        self.history = HistoryStore.in_state_dir(self.state, seams=Seams(clock=clock))
+        self.events: list[ServeEvent] = []
+        seams = Seams(clock=clock, disk=disk, retry_delays=(0.0, 0.0, 0.0))
+        ledger: Ledger = self.history
+        self.core = ServingCore(self.root, self.state, arbiter, ledger=ledger, seams=seams)
+        self.core.subscribe(self.events.append)
+        self.core.subscribe(self.history.observe)
+
+    async def __aenter__(self) -> Node:
+        self.core.add_session(S)
+        self.task = asyncio.create_task(self.core.run())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.core.stop()
+        await asyncio.wait_for(self.task, 10)
+        self.history.write_arrivals()
+
+    def kinds(self) -> list[str]:
+        return [e.kind for e in self.events]
+
+
+def quarantined(state: Path) -> list[Path]:
+    folder = state / "quarantine"
+    return [p for p in folder.rglob("*") if p.is_file()] if folder.exists() else []
+
+
+async def rescans(clock: ManualClock, count: int) -> None:
+    """Let `count` safety rescans (and the backoff waits) pass on the injected clock."""
+    for _ in range(count):
+        clock.advance(1.0)
+        await asyncio.sleep(0.01)
+
+
+async def test_a_recorded_verdict_waits_for_a_full_disk_and_is_published_when_it_heals(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, "pi_authorizer")
+    disk, clock = FullDisk(errno.ENOSPC), ManualClock(1_800_000_000.0)
+    async with Node(tmp_path, DenyingArbiter(clock), disk, clock) as node:
+        write_request(node.root, S, "full")
+        await wait_for(lambda: "answer_failed" in node.kinds(), what="the failed write reported")
+        await rescans(clock, 40)  # far longer than the write retries: every republish fails too
+        assert disk.attempts > 4
+        assert "quarantined" not in node.kinds() and "withdrawn" not in node.kinds()
+        assert not quarantined(node.state)
+        assert (session_dir(node.root, S) / "requests" / "full.json").exists()
+        assert "waiting for disk" in caplog.text
+        failed = [e for e in node.events if e.kind == "answer_failed"]
+        assert failed and all("waiting for disk" in (e.reason or "") for e in failed)
+        disk.full = False
+        await rescanned_until(clock, response_path(node.root, S, "full").exists, what="the response")
+        body = await read_response_when_written(node.root, S, "full")
+        assert body["decidedBy"]["kind"] == "unavailable"  # the verdict recorded, not a gate error
+        await wait_for(lambda: not (session_dir(node.root, S) / "requests" / "full.json").exists(),
+                       what="the answered request removed")
+    rows = node.history.query()
+    assert len(rows) == 1 and rows[0].verdict == "denied_with_reason" and rows[0].written == 1
+
+
+async def test_a_persons_decision_waits_for_a_full_disk_and_is_never_called_withdrawn(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, "pi_authorizer")
+    disk, clock = FullDisk(errno.ENOSPC), ManualClock(1_800_000_000.0)
+    human = HumanAuthorizer(clock=clock)
+    seen: list[HumanEvent] = []
+    human.subscribe(seen.append)
+    async with Node(tmp_path, human, disk, clock) as node:
+        write_request(node.root, S, "decided")
+        await wait_for(lambda: bool(human.pending()), what="the pending ask")
+        with pytest.raises(DecisionRefused, match="waiting for disk"):
+            await human.approve_once(human.pending()[0].key)
+        assert not human.pending()  # decided: it does not wait for a second decision
+        assert not [e for e in seen if isinstance(e, AskWithdrawn)]
+        await rescans(clock, 40)
+        assert "quarantined" not in node.kinds() and "withdrawn" not in node.kinds()
+        assert not quarantined(node.state) and not human.pending()
+        disk.full = False
+        await rescanned_until(clock, response_path(node.root, S, "decided").exists, what="the response")
+        body = await read_response_when_written(node.root, S, "decided")
+        assert body["approved"] is True and body["decidedBy"]["kind"] == "user"
+    rows = node.history.query()
+    assert len(rows) == 1 and rows[0].verdict == "approved" and rows[0].written == 1, rows
+    assert "withdrawn" not in caplog.text.lower().replace("withdrawn or replaced", "")
+
+
+async def test_a_decision_recorded_then_a_restart_on_a_full_disk_is_published_when_it_heals(
+    tmp_path: Path,
+) -> None:
+    disk, clock = FullDisk(errno.EIO), ManualClock(1_800_000_000.0)
+    human = HumanAuthorizer(clock=clock)
+    async with Node(tmp_path, human, disk, clock) as node:
+        write_request(node.root, S, "restart")
+        await wait_for(lambda: bool(human.pending()), what="the pending ask")
+        with pytest.raises(DecisionRefused, match="waiting for disk"):
+            await human.deny(human.pending()[0].key, "not now")
+    node.history.close()
+    async with Node(tmp_path, DenyingArbiter(clock), disk, clock) as again:
+        await rescans(clock, 30)
+        assert "quarantined" not in again.kinds() and not quarantined(again.state)
+        disk.full = False
+        await rescanned_until(clock, response_path(again.root, S, "restart").exists, what="the response")
+        body = await read_response_when_written(again.root, S, "restart")
+        assert body["denialReason"] == "not now" and body["decidedBy"]["kind"] == "user"
+    rows = again.history.query()
+    assert len(rows) == 1 and rows[0].written == 1, rows
+
+
+async def test_serving_starts_on_a_full_disk_and_publishes_its_heartbeat_once_it_heals(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, "pi_authorizer")
+    disk, clock = FullDisk(errno.ENOSPC), ManualClock(1_800_000_000.0)
+    node = Node(tmp_path, DenyingArbiter(clock), disk, clock)
+    async with node:  # taking the session writes the first heartbeat: the full disk must not escape
+        path = heartbeat_path(node.root, S)
+        assert read_heartbeat(path) is None and not node.task.done()
+        assert "waiting for disk" in caplog.text
+        disk.full = False
+        await rescanned_until(clock, lambda: read_heartbeat(path) is not None, what="the heartbeat")
+
+
+def test_the_heartbeat_is_refreshed_in_place_on_a_full_disk(tmp_path: Path) -> None:
+    """Refreshing rewrites the record in place (fixed size): no new space is needed."""
+    root = tmp_path / "root"
+    root.mkdir()
+    disk, clock = FullDisk(errno.ENOSPC, full=False), ManualClock(1_800_000_000.0)
+    heartbeat = Heartbeat(root, S, clock=clock, writer=disk)
+    heartbeat.beat()
+    path = heartbeat_path(root, S)
+    first, inode = read_heartbeat(path), path.stat().st_ino
+    assert first is not None
+    disk.full = True
+    for _ in range(3):
+        clock.advance(1.0)
+        heartbeat.beat()
+    again = read_heartbeat(path)
+    assert again is not None and again.updated_at_ms == first.updated_at_ms + 3000
+    assert path.stat().st_ino == inode and disk.attempts == 0
+    path.unlink()  # a new file needs space: refused, and said so
+    with pytest.raises(OSError, match="No space left"):
+        heartbeat.beat()
