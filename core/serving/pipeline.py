@@ -336,7 +336,11 @@ class Pipeline:
         if not record.live:
             return  # withdrawn before its turn
         key, request_id = record.key, earlier.request_id
-        if earlier.kind == "forged":
+        if earlier.kind == "forged" and parsed is None:  # a request answered in place, then forged
+            reason = (f"FORGED RESPONSE: responses/{request_id}.json holds bytes this node did not record "
+                      "for this request; it was not written by this node")
+            await self._unusable(served, record, reason, None, answer=False)
+        elif earlier.kind == "forged":
             assert parsed is not None
             await self._forged(served, record, "before this node served the request", parsed)
         elif earlier.kind == "consumed":
@@ -361,6 +365,17 @@ class Pipeline:
                     self._wait_for_disk(served, record, str(exc))
                 return
             self._disk_waits.pop(key, None)
+            if not written and not await asyncio.to_thread(served.inbox.response_is, request_id,
+                                                           earlier.recorded.body):
+                # Someone else's response took the name: never marked as this node's delivered verdict.
+                if parsed is not None:
+                    await self._forged(served, record, BEFORE_OURS, parsed)
+                else:
+                    reason = (f"FORGED RESPONSE: responses/{request_id}.json holds bytes this node did "
+                              "not record for this request; it was not written by this node")
+                    await self._unusable(served, record, reason, None, answer=False)
+                return
+            written = True  # the exact recorded bytes: this node's own answer (an earlier attempt's)
             served.records.advance(record, "published")
             if written:  # visible now: reported before anything else can fail
                 self.emit(self.reconcile.answered(key, parsed, earlier.recorded))

@@ -63,8 +63,8 @@ class Reconcile:
         request_id = parsed.request.id
         recorded = intake.recorded.get(request_id)
         if f"{request_id}.json" in intake.responses:
-            if recorded is None or self.ledger is None:
-                return Earlier("forged", request_id)
+            if recorded is None or self.ledger is None or f"{request_id}.json" not in intake.ours:
+                return Earlier("forged", request_id)  # not the bytes this node recorded: not its answer
             return Earlier("answered", request_id, recorded)
         if recorded is not None:
             return Earlier("consumed" if recorded.written else "unpublished", request_id, recorded)
@@ -78,7 +78,11 @@ class Reconcile:
         recorded = intake.recorded.get(request_id)
         if recorded is None or read.raw is None or not read.raw.startswith(recorded.body):
             return None
-        if recorded.written or f"{request_id}.json" in intake.responses:
+        if f"{request_id}.json" in intake.ours:
+            return Earlier("answered", request_id, recorded)
+        if f"{request_id}.json" in intake.responses:
+            return Earlier("forged", request_id, recorded)
+        if recorded.written:
             return Earlier("answered", request_id, recorded)
         return Earlier("unpublished", request_id, recorded)
 

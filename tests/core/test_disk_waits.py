@@ -182,3 +182,66 @@ def test_the_heartbeat_is_refreshed_in_place_on_a_full_disk(tmp_path: Path) -> N
     path.unlink()  # a new file needs space: refused, and said so
     with pytest.raises(OSError, match="No space left"):
         heartbeat.beat()
+
+
+# -- delivery verified, not assumed (finding 3) ------------------------------------------------------
+
+PLANTED = b'{"approved":true,"state":"approved","responderSessionId":"someone-else"}'
+
+
+async def test_a_response_planted_while_the_disk_was_full_is_reported_forged_not_delivered(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, "pi_authorizer")
+    disk, clock = FullDisk(errno.ENOSPC), ManualClock(1_800_000_000.0)
+    async with Node(tmp_path, DenyingArbiter(clock), disk, clock) as node:
+        write_request(node.root, S, "planted")
+        await wait_for(lambda: "answer_failed" in node.kinds(), what="the failed write reported")
+        response_path(node.root, S, "planted").write_bytes(PLANTED)  # someone else's, after our failure
+        disk.full = False
+        await rescanned_until(clock, lambda: "forged" in node.kinds(), what="the forgery reported")
+        assert "answered" not in node.kinds()
+        assert response_path(node.root, S, "planted").read_bytes() == PLANTED  # never rewritten
+    assert "FORGED RESPONSE" in caplog.text
+    rows = node.history.query()
+    assert not [r for r in rows if r.written == 1], rows  # no delivery the disk contradicts
+    assert any(r.outcome == "forged" for r in rows), rows
+
+
+async def test_a_response_planted_before_a_restart_is_reported_forged_not_delivered(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, "pi_authorizer")
+    disk, clock = FullDisk(errno.EIO), ManualClock(1_800_000_000.0)
+    async with Node(tmp_path, DenyingArbiter(clock), disk, clock) as node:
+        write_request(node.root, S, "restarted")
+        await wait_for(lambda: "answer_failed" in node.kinds(), what="the failed write reported")
+    node.history.close()
+    response_path(node.root, S, "restarted").write_bytes(PLANTED)
+    disk.full = False
+    async with Node(tmp_path, DenyingArbiter(clock), disk, clock) as again:
+        await rescanned_until(clock, lambda: "forged" in again.kinds(), what="the forgery reported")
+        assert "answered" not in again.kinds()
+    assert "FORGED RESPONSE" in caplog.text
+    rows = again.history.query()
+    assert not [r for r in rows if r.written == 1], rows
+    assert response_path(again.root, S, "restarted").read_bytes() == PLANTED
+
+
+async def test_this_nodes_own_response_found_at_a_restart_is_its_delivered_verdict(tmp_path: Path) -> None:
+    """The same check passes this node's own bytes (an earlier run placed them, then stopped)."""
+    disk, clock = FullDisk(errno.EIO), ManualClock(1_800_000_000.0)
+    async with Node(tmp_path, DenyingArbiter(clock), disk, clock) as node:
+        write_request(node.root, S, "own")
+        await wait_for(lambda: "answer_failed" in node.kinds(), what="the failed write reported")
+    recorded = node.history.recorded_verdicts(S, ["own"])["own"].body
+    node.history.close()
+    response_path(node.root, S, "own").write_bytes(recorded)
+    disk.full = False
+    async with Node(tmp_path, DenyingArbiter(clock), disk, clock) as again:
+        await rescanned_until(
+            clock, lambda: not (session_dir(again.root, S) / "requests" / "own.json").exists(),
+            what="the answered request removed")
+        assert "forged" not in again.kinds()
+    rows = again.history.query()
+    assert len(rows) == 1 and rows[0].written == 1, rows
