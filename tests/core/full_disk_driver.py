@@ -70,7 +70,12 @@ def main(scenario: str, tmp: Path) -> None:
     with log_path.open("wb") as log:
         serve = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=log)
     try:
-        logged = lambda: log_path.read_text(errors="replace")  # noqa: E731
+        def logged() -> str:
+            return log_path.read_text(errors="replace")
+
+        def answered() -> bool:
+            return all(response_path(root, S, f"ask{n}").exists() for n in range(ASKS))
+
         if filler is None:
             poll_until(lambda: read_heartbeat(heartbeat_path(root, S)) is not None, 30, "the heartbeat")
             filler = fill(root)
@@ -85,7 +90,6 @@ def main(scenario: str, tmp: Path) -> None:
             str(p.relative_to(quarantine)) for p in quarantine.rglob("*") if p.is_file()
         ) if quarantine.exists() else []
         filler.unlink()
-        answered = lambda: all(response_path(root, S, f"ask{n}").exists() for n in range(ASKS))  # noqa: E731
         poll_until(lambda: answered() or serve.poll() is not None, 90, "every ask answered")
         seen["responses"] = {
             f"ask{n}": json.loads(response_path(root, S, f"ask{n}").read_bytes())
