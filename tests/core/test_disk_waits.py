@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import json
 import logging
 from pathlib import Path
 
 import pytest
 
+from core.disk.writer import DiskWriter
 from core.forwarding.liveness import Heartbeat, heartbeat_path, read_heartbeat
 from core.history import HistoryStore
 from core.person import AskWithdrawn, DecisionRefused, HumanAuthorizer, HumanEvent
@@ -22,9 +24,11 @@ from core.seams import Seams
 from core.serving import ServeEvent, ServingCore
 from core.serving.asks import Arbiter, DenyingArbiter
 from core.serving.verdicts import Ledger
-from core.testing import FullDisk, ManualClock
+from core.testing import FullDisk, ManualClock, NamedTemps
 from tests.helpers import (
+    Served,
     read_response_when_written,
+    request_body,
     rescanned_until,
     response_path,
     session_dir,
@@ -245,3 +249,37 @@ async def test_this_nodes_own_response_found_at_a_restart_is_its_delivered_verdi
         assert "forged" not in again.kinds()
     rows = again.history.query()
     assert len(rows) == 1 and rows[0].written == 1, rows
+
+
+# -- smaller ones (finding 7) -------------------------------------------------------------------------
+
+
+def write_long_request(root: Path, request_id: str) -> None:
+    """A request whose name is 255 bytes (NAME_MAX): written under a short temp name, then renamed."""
+    requests = session_dir(root, S) / "requests"
+    requests.mkdir(parents=True, exist_ok=True)
+    temp = requests / "short.tmp"
+    temp.write_bytes(json.dumps(request_body(request_id, S)).encode())
+    temp.rename(requests / f"{request_id}.json")
+
+
+@pytest.mark.parametrize("disk", [DiskWriter(), NamedTemps()], ids=["anonymous", "named-temps"])
+async def test_a_request_named_with_255_bytes_is_answered(tmp_path: Path, disk: DiskWriter) -> None:
+    request_id = "a" * (255 - len(".json"))
+    store = HistoryStore.in_state_dir(tmp_path / "state")
+    async with Served(tmp_path, DenyingArbiter(), ledger=store, writer=disk) as served:
+        write_long_request(served.root, request_id)
+        body = await read_response_when_written(served.root, S, request_id)
+        assert body["state"] == "denied_with_reason" and "quarantined" not in served.kinds()
+    store.close()
+
+
+async def test_a_recorded_verdict_of_a_255_byte_name_is_republished(tmp_path: Path) -> None:
+    request_id = "b" * (255 - len(".json"))
+    disk, clock = FullDisk(errno.ENOSPC), ManualClock(1_800_000_000.0)
+    async with Node(tmp_path, DenyingArbiter(clock), disk, clock) as node:
+        write_long_request(node.root, request_id)
+        await wait_for(lambda: "answer_failed" in node.kinds(), what="the failed write reported")
+        disk.full = False
+        await rescanned_until(clock, response_path(node.root, S, request_id).exists, what="the response")
+        assert "quarantined" not in node.kinds()
