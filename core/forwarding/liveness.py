@@ -140,6 +140,13 @@ class Heartbeat:
             if not self.writer.overwrite(fd, self.path.name, data):
                 self.writer.replace(fd, self.path.name, data)
 
+    def foreign(self) -> HeartbeatRecord | None:
+        """The record, when it is another live server's: fresh, naming a live pid not this process's."""
+        current = read_heartbeat_in(self.tree, self.session_id)
+        if current is None or current.pid == os.getpid():
+            return None
+        return current if current.state(wall_ms(SYSTEM_CLOCK)) == "alive" else None
+
     def clear(self) -> None:
         """Remove our record, but never another process's (nor anything through a link)."""
         current = read_heartbeat_in(self.tree, self.session_id)

@@ -49,6 +49,9 @@ class ServedSession:
     """One state record per request file being served (`core.serving.records`)."""
     scan_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     unservable: str | None = None
+    #: Another live server answers this inbox (its heartbeat names a live pid that is not this one):
+    #: this node neither beats nor answers for the session while it lasts.
+    foreign: str | None = None
     problems: dict[str, ServeEvent] = field(default_factory=dict)
     """Refused folders by part (`inbox`, `heartbeat`): the `unsafe_folder` event that reported each."""
 
@@ -179,6 +182,8 @@ class Sessions:
         loop = asyncio.get_running_loop()
         while not stop.is_set() and not self._released:
             for served in list(self.by_id.values()):
+                if await loop.run_in_executor(self._beats, self.check_foreign, served):
+                    continue  # another server answers it: its heartbeat is left alone
                 beat = served.heartbeat.clear if served.unservable else served.heartbeat.beat
                 try:
                     await loop.run_in_executor(self._beats, self._guarded, beat)
@@ -193,6 +198,31 @@ class Sessions:
                 if not served.unservable:
                     self.clear_unsafe(served, "heartbeat")
             await self.clock.wait(stop, HEARTBEAT_INTERVAL_S)
+
+    def check_foreign(self, served: ServedSession) -> bool:
+        """Whether another live server answers this session now (its fresh heartbeat names a live pid
+        not this process's). Said once when it starts (log, `not_serving` event naming it) and once when
+        it ends (`serving_again`); while it lasts this node stops answering the inbox (`Drain`), so two
+        servers never race one child."""
+        try:
+            other = served.heartbeat.foreign()
+        except OSError:
+            other = None
+        session = served.inbox.session_id
+        if other is not None:
+            reason = (f"another server answers session {session} (pid {other.pid}, its heartbeat in "
+                      "serving/); this node stops answering this inbox while it lasts")
+            if served.foreign is None:
+                served.foreign = reason
+                log.error("another server answers session %s (pid %d): this node stops answering it while "
+                          "that server runs", log_safe(session), other.pid)
+                self.emit(ServeEvent("not_serving", AskKey(session, ""), self.clock.wall(), reason=reason))
+            return True
+        if served.foreign is not None:
+            served.foreign = None
+            log.info("the other server of session %s is gone: serving it again", log_safe(session))
+            self.emit(ServeEvent("serving_again", AskKey(session, ""), self.clock.wall()))
+        return False
 
     def _beat(self, served: ServedSession) -> None:
         try:
