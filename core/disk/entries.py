@@ -59,6 +59,12 @@ def write_all(fd: int, data: bytes) -> None:
 _TEMP_NAME = re.compile(r"^.+\.(?P<pid>[0-9]+)\.[0-9]+\.tmp$")
 
 
+def temp_writer(name: str) -> int | None:
+    """The pid in a temp name (`<name>.<pid>.<ms>.tmp`, the reference's and this node's), else None."""
+    match = _TEMP_NAME.match(name)
+    return None if match is None else int(match["pid"])
+
+
 def leftover_temp_files(dir_fd: int) -> list[tuple[str, int]]:
     """`<name>.<pid>.<ms>.tmp` entries this node's writers leave when killed, with the writer's pid."""
     try:

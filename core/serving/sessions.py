@@ -52,6 +52,8 @@ class ServedSession:
     #: Another live server answers this inbox (its heartbeat names a live pid that is not this one):
     #: this node neither beats nor answers for the session while it lasts.
     foreign: str | None = None
+    #: A live process not this one seen writing temp files in this inbox's `responses/`.
+    foreign_writer: int | None = None
     problems: dict[str, ServeEvent] = field(default_factory=dict)
     """Refused folders by part (`inbox`, `heartbeat`): the `unsafe_folder` event that reported each."""
 
@@ -200,29 +202,48 @@ class Sessions:
             await self.clock.wait(stop, HEARTBEAT_INTERVAL_S)
 
     def check_foreign(self, served: ServedSession) -> bool:
-        """Whether another live server answers this session now (its fresh heartbeat names a live pid
-        not this process's). Said once when it starts (log, `not_serving` event naming it) and once when
-        it ends (`serving_again`); while it lasts this node stops answering the inbox (`Drain`), so two
-        servers never race one child."""
+        """Whether another live server answers this session now: its fresh heartbeat names a live pid
+        not this process's, or a live process not this one was seen writing temp files in its
+        `responses/` (`note_foreign_writer`; the 20.7.3 in-pi server publishes no heartbeat). Said once
+        when it starts (log, `not_serving` event naming it) and once when it ends (`serving_again`);
+        while it lasts this node neither beats nor answers the inbox (`Drain`), so two servers never
+        race one child."""
         try:
             other = served.heartbeat.foreign()
         except OSError:
             other = None
-        session = served.inbox.session_id
         if other is not None:
-            reason = (f"another server answers session {session} (pid {other.pid}, its heartbeat in "
-                      "serving/); this node stops answering this inbox while it lasts")
-            if served.foreign is None:
-                served.foreign = reason
-                log.error("another server answers session %s (pid %d): this node stops answering it while "
-                          "that server runs", log_safe(session), other.pid)
-                self.emit(ServeEvent("not_serving", AskKey(session, ""), self.clock.wall(), reason=reason))
+            self._foreign(served, other.pid, "its heartbeat in serving/")
             return True
+        writer = served.foreign_writer
+        if writer is not None and pid_alive(writer):
+            self._foreign(served, writer, "its temp files in responses/")
+            return True
+        served.foreign_writer = None
         if served.foreign is not None:
             served.foreign = None
+            session = served.inbox.session_id
             log.info("the other server of session %s is gone: serving it again", log_safe(session))
             self.emit(ServeEvent("serving_again", AskKey(session, ""), self.clock.wall()))
         return False
+
+    def note_foreign_writer(self, served: ServedSession, pid: int) -> None:
+        """A temp file of process `pid` appeared in this inbox's `responses/` (the watcher saw it)."""
+        if pid == os.getpid() or not pid_alive(pid):
+            return
+        served.foreign_writer = pid
+        self._foreign(served, pid, "its temp files in responses/")
+
+    def _foreign(self, served: ServedSession, pid: int, seen: str) -> None:
+        if served.foreign is not None:
+            return
+        session = served.inbox.session_id
+        reason = (f"another server answers session {session} (pid {pid}, {seen}); this node stops "
+                  "answering this inbox while it lasts")
+        served.foreign = reason
+        log.error("another server answers session %s (pid %d, %s): this node stops answering it while "
+                  "that server runs", log_safe(session), pid, seen)
+        self.emit(ServeEvent("not_serving", AskKey(session, ""), self.clock.wall(), reason=reason))
 
     def _beat(self, served: ServedSession) -> None:
         try:

@@ -66,3 +66,31 @@ async def test_another_live_server_on_the_inbox_is_reported_and_not_raced(
         other.wait()
         await rescanned_until(clock, lambda: "serving_again" in served.kinds(), what="serving again")
         await rescanned_until(clock, response_path(served.root, S, "theirs").exists, what="answered")
+
+
+async def test_another_process_writing_temps_in_responses_is_reported_and_not_raced(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, other: subprocess.Popen[bytes]
+) -> None:
+    """The 20.7.3 in-pi server publishes no heartbeat: its temp names (`<id>.json.<pid>.<ms>.tmp`)
+    in `responses/` name it."""
+    caplog.set_level(logging.INFO, "pi_authorizer")
+    clock = ManualClock(1_800_000_000.0)
+    async with Served(tmp_path, DenyingArbiter(clock), clock=clock) as served:
+        write_request(served.root, S, "before")
+        await read_response_when_written(served.root, S, "before")
+        responses = response_path(served.root, S, "before").parent
+        temp = responses / f"x.json.{other.pid}.1800000000000.tmp"
+        temp.write_text("{}")  # what the other server's publish leaves for an instant
+        temp.unlink()
+        seen = "the other server seen"
+        await rescanned_until(clock, lambda: "not_serving" in served.kinds(), what=seen)
+        assert f"another server answers session {S} (pid {other.pid}" in caplog.text
+        write_request(served.root, S, "theirs")
+        for _ in range(5):
+            clock.advance(1.0)
+            await served.core.rescan_all()
+        assert not response_path(served.root, S, "theirs").exists()
+        other.kill()
+        other.wait()
+        await rescanned_until(clock, lambda: "serving_again" in served.kinds(), what="serving again")
+        await rescanned_until(clock, response_path(served.root, S, "theirs").exists, what="answered")
