@@ -184,7 +184,8 @@ class Sessions:
         loop = asyncio.get_running_loop()
         while not stop.is_set() and not self._released:
             for served in list(self.by_id.values()):
-                if await loop.run_in_executor(self._beats, self.check_foreign, served):
+                found = await loop.run_in_executor(self._beats, self.other_server, served)
+                if self.apply_foreign(served, found):
                     continue  # another server answers it: its heartbeat is left alone
                 beat = served.heartbeat.clear if served.unservable else served.heartbeat.beat
                 try:
@@ -201,23 +202,28 @@ class Sessions:
                     self.clear_unsafe(served, "heartbeat")
             await self.clock.wait(stop, HEARTBEAT_INTERVAL_S)
 
-    def check_foreign(self, served: ServedSession) -> bool:
-        """Whether another live server answers this session now: its fresh heartbeat names a live pid
-        not this process's, or a live process not this one was seen writing temp files in its
-        `responses/` (`note_foreign_writer`; the 20.7.3 in-pi server publishes no heartbeat). Said once
-        when it starts (log, `not_serving` event naming it) and once when it ends (`serving_again`);
-        while it lasts this node neither beats nor answers the inbox (`Drain`), so two servers never
-        race one child."""
+    def other_server(self, served: ServedSession) -> tuple[int, str] | None:
+        """(pid, how it was seen) of another live server answering this session now, off the loop: its
+        fresh heartbeat names a live pid not this process's, or a live process not this one was seen
+        writing temp files in its `responses/` (`note_foreign_writer`; the 20.7.3 in-pi server
+        publishes no heartbeat)."""
         try:
             other = served.heartbeat.foreign()
         except OSError:
             other = None
         if other is not None:
-            self._foreign(served, other.pid, "its heartbeat in serving/")
-            return True
+            return other.pid, "its heartbeat in serving/"
         writer = served.foreign_writer
         if writer is not None and pid_alive(writer):
-            self._foreign(served, writer, "its temp files in responses/")
+            return writer, "its temp files in responses/"
+        return None
+
+    def apply_foreign(self, served: ServedSession, found: tuple[int, str] | None) -> bool:
+        """On the loop: whether another server answers the session. Said once when it starts (log,
+        `not_serving` event naming it) and once when it ends (`serving_again`); while it lasts this node
+        neither beats nor answers the inbox (`Drain`), so two servers never race one child."""
+        if found is not None:
+            self._foreign(served, *found)
             return True
         served.foreign_writer = None
         if served.foreign is not None:
