@@ -227,6 +227,9 @@ class Pipeline:
         as forged, the one outcome that needs a task."""
         if record.state not in AWAITING:
             return
+        if served.foreign is not None:  # another server answers this inbox: not raced; served again after
+            served.records.release(record)
+            return
         self._enqueue(served, record, decision).add_done_callback(
             lambda done: self._forged_soon(served, record, done)
         )
@@ -236,6 +239,8 @@ class Pipeline:
         ready with it; the publisher then deletes the request (the reference's order)."""
         if record.state not in AWAITING:
             return Answered(False, _gone(record))
+        if served.foreign is not None:  # the ask stays in its place; decided once that server is gone
+            return Answered(False, f"not written: {served.foreign}", gone=False)
         parsed = record.parsed
         assert parsed is not None
         published = await asyncio.shield(self._enqueue(served, record, decision))

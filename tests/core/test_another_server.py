@@ -15,9 +15,17 @@ from pathlib import Path
 import pytest
 
 from core.forwarding.liveness import heartbeat_path, read_heartbeat
+from core.person import DecisionRefused, HumanAuthorizer
 from core.serving.asks import DenyingArbiter
 from core.testing import ManualClock
-from tests.helpers import Served, read_response_when_written, rescanned_until, response_path, write_request
+from tests.helpers import (
+    Served,
+    read_response_when_written,
+    rescanned_until,
+    response_path,
+    wait_for,
+    write_request,
+)
 from tests.history.support import S
 
 
@@ -94,3 +102,25 @@ async def test_another_process_writing_temps_in_responses_is_reported_and_not_ra
         other.wait()
         await rescanned_until(clock, lambda: "serving_again" in served.kinds(), what="serving again")
         await rescanned_until(clock, response_path(served.root, S, "theirs").exists, what="answered")
+
+
+async def test_a_persons_decision_is_not_written_while_another_server_answers(
+    tmp_path: Path, other: subprocess.Popen[bytes]
+) -> None:
+    clock = ManualClock(1_800_000_000.0)
+    human = HumanAuthorizer(clock=clock)
+    async with Served(tmp_path, human, clock=clock) as served:
+        write_request(served.root, S, "shown")
+        await wait_for(lambda: bool(human.pending()), what="the pending ask")
+        plant_heartbeat(served.root, other.pid)
+        await rescanned_until(clock, lambda: "not_serving" in served.kinds(), what="the other server seen")
+        key = human.pending()[0].key
+        with pytest.raises(DecisionRefused, match="another server answers session"):
+            await human.approve_once(key)
+        assert not response_path(served.root, S, "shown").exists()
+        assert [a.key for a in human.pending()] == [key]  # still in its place
+        other.kill()
+        other.wait()
+        await rescanned_until(clock, lambda: "serving_again" in served.kinds(), what="serving again")
+        await human.approve_once(key)
+        assert (await read_response_when_written(served.root, S, "shown"))["approved"] is True
