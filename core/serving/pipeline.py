@@ -416,7 +416,10 @@ class Pipeline:
                 self.arbiter.withdraw(record.key)
                 await self._forged(served, record, "while the ask waited for this node's verdict")
 
-    def _wait_for_disk(self, served: ServedSession, record: AskRecord, error: str) -> None:
+    def _wait_for_disk(
+        self, served: ServedSession, record: AskRecord, error: str,
+        what: str = "the recorded answer is written",
+    ) -> None:
         """A recorded answer the disk refused after the retries (full, failing): never a reason to set the
         request aside. It waits (`unanswered`) and is published as recorded by a later rescan, after a
         wait doubled at each refusal (`DISK_WAIT_S`), for as long as its request file is there."""
@@ -425,7 +428,7 @@ class Pipeline:
         wait = first if known is None else min(known[1] * 2, longest)
         self._disk_waits[record.key] = (self.clock.monotonic() + wait, wait)
         served.records.move(record, "unanswered")
-        reason = f"waiting for disk: {error}; the recorded answer is written once the disk allows"
+        reason = f"waiting for disk: {error}; {what} once the disk allows"
         if known is None or wait < longest or known[1] < longest:
             log.warning("%s %s (next try in %.0fs)", label(record.key, record.parsed), reason, wait)
         now = self.clock.wall()
@@ -451,6 +454,13 @@ class Pipeline:
         if not record.live:
             return  # withdrawn before its turn
         kept = await self.quarantining.unusable(served, record.key, reason, raw, answer)
+        if kept is None:  # its explained denial waits for the disk: the file stays, served again later
+            if record.state in ("taken", "decided"):
+                self._wait_for_disk(served, record, "its explained denial could not be written",
+                                    what="the unusable request is answered and set aside")
+            else:
+                served.records.release(record)
+            return
         self._quarantined(served, record, kept)
 
     async def _forged(

@@ -101,9 +101,11 @@ class Quarantining:
 
     async def unusable(
         self, served: ServedSession, key: AskKey, reason: str, raw: bytes | None, answer: bool = True
-    ) -> Kept:
+    ) -> Kept | None:
         """Quarantine an unusable file; answer its child at once when its name is a safe id and the
-        file is still there (a withdrawn request's child is gone: a response would be left behind)."""
+        file is still there (a withdrawn request's child is gone: a response would be left behind).
+        None, with the file left in place, when that answer cannot be written now (a full or failing
+        disk): it waits, and is answered and set aside once the disk allows."""
         name = key.name
         stem = name.removesuffix(".json")
         answered = False
@@ -115,6 +117,12 @@ class Quarantining:
                 answered = await retrying(
                     self.seams, "answering a rejected request", lambda: inbox.write_response(stem, body)
                 )
+        except UnsafeFolder as exc:
+            serve_log.error("answering rejected %s failed: %s", log_safe(display_name(name)), exc)
+        except OSError as exc:
+            shown = log_safe(display_name(name))
+            serve_log.warning("answering rejected %s: waiting for disk (%s)", shown, exc)
+            return None
         except Exception as exc:
             serve_log.error("answering rejected %s failed: %s", log_safe(display_name(name)), exc)
         return await self._move_out(served, key, reason, answered, raw)

@@ -34,6 +34,7 @@ from tests.helpers import (
     session_dir,
     wait_for,
     write_request,
+    write_request_bytes,
 )
 from tests.history.support import S
 
@@ -283,3 +284,23 @@ async def test_a_recorded_verdict_of_a_255_byte_name_is_republished(tmp_path: Pa
         disk.full = False
         await rescanned_until(clock, response_path(node.root, S, request_id).exists, what="the response")
         assert "quarantined" not in node.kinds()
+
+
+async def test_an_unusable_request_is_answered_once_the_disk_heals_before_it_is_set_aside(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its explained denial cannot be written on a full disk: the file waits in place (not set aside
+    unanswered), and is answered, then quarantined, once the disk heals."""
+    caplog.set_level(logging.WARNING, "pi_authorizer")
+    disk, clock = FullDisk(errno.ENOSPC), ManualClock(1_800_000_000.0)
+    async with Node(tmp_path, DenyingArbiter(clock), disk, clock) as node:
+        write_request_bytes(node.root, S, "broken.json", b'{"id": "broken", truncated')
+        await wait_for(lambda: "waiting for disk" in caplog.text, what="the wait logged")
+        await rescans(clock, 20)
+        assert "quarantined" not in node.kinds() and not quarantined(node.state)
+        assert (session_dir(node.root, S) / "requests" / "broken.json").exists()
+        disk.full = False
+        await rescanned_until(clock, response_path(node.root, S, "broken").exists, what="the denial")
+        body = await read_response_when_written(node.root, S, "broken")
+        assert body["state"] == "denied_with_reason" and body["decidedBy"]["kind"] == "gate_error"
+        await wait_for(lambda: "quarantined" in node.kinds(), what="then set aside")
