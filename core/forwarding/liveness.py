@@ -137,6 +137,8 @@ class Heartbeat:
         data = compact_json(record)
         data += b" " * (-(len(data) + 16) % 64 + 16)  # JSON allows trailing whitespace
         with self.tree.folder(("serving",), create=True) as fd:
+            if self.foreign() is not None:
+                return  # another live server's record: never written over (serving reports it)
             if not self.writer.overwrite(fd, self.path.name, data):
                 self.writer.replace(fd, self.path.name, data)
 

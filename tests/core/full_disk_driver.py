@@ -1,6 +1,7 @@
 """Run inside a private mount namespace (`unshare -m`, as root) by `test_full_filesystem.py`: the
 forwarding root is a small tmpfs that is really full; a real `serve` answers it. Prints one JSON line
-with what it saw. Scenarios: `fills` (the disk fills while asks arrive), `full-at-start`.
+with what it saw. Scenarios: `fills` (the disk fills while asks arrive), `full-at-start`,
+`all-full-at-start` (the state dir, with an existing history, on the full filesystem too).
 
 Usage: python -m tests.core.full_disk_driver <scenario> <tmp dir>
 """
@@ -17,6 +18,7 @@ import time
 from pathlib import Path
 
 from core.forwarding.liveness import heartbeat_path, read_heartbeat
+from core.history import HistoryStore
 from tests.helpers import poll_until, request_body, response_path, session_dir
 from tests.history.support import REPO, S
 
@@ -55,12 +57,18 @@ def stage_asks(root: Path) -> list[tuple[Path, Path]]:
 
 
 def main(scenario: str, tmp: Path) -> None:
-    root, state, log_path = tmp / "root", tmp / "state", tmp / "serve.log"
-    root.mkdir(exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(root)], check=True)
+    fs, log_path = tmp / "fs", tmp / "serve.log"
+    fs.mkdir(exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(fs)], check=True)
+    root = fs / "root"
+    # `all-full-at-start`: the state dir (history, locks, quarantine) is on the full filesystem too.
+    state = fs / "state" if scenario == "all-full-at-start" else tmp / "state"
+    root.mkdir()
     (tmp / "agent").mkdir(exist_ok=True)
     staged = stage_asks(root)
-    filler = fill(root) if scenario == "full-at-start" else None
+    if scenario == "all-full-at-start":  # a node that served here before: its history exists
+        HistoryStore.in_state_dir(state).close()
+    filler = fill(fs) if scenario != "fills" else None
     command = [
         sys.executable, "-m", "tui.cli", "serve", "--session", S,
         "--forwarding-root", str(root), "--state-dir", str(state),
@@ -78,7 +86,7 @@ def main(scenario: str, tmp: Path) -> None:
 
         if filler is None:
             poll_until(lambda: read_heartbeat(heartbeat_path(root, S)) is not None, 30, "the heartbeat")
-            filler = fill(root)
+            filler = fill(fs)
         for temp, target in staged:
             temp.rename(target)  # a rename needs no space: asks arrive on the full disk
         poll_until(lambda: "waiting for disk" in logged() or serve.poll() is not None, 60, "waiting for disk")
@@ -109,7 +117,7 @@ def main(scenario: str, tmp: Path) -> None:
                 serve.wait()
         seen["returncode"] = serve.returncode
         seen["log_tail"] = log_path.read_text(errors="replace")[-3000:]
-        subprocess.run(["umount", "-l", str(root)], check=False)
+        subprocess.run(["umount", "-l", str(fs)], check=False)
         print(json.dumps(seen))
 
 

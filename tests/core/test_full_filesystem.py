@@ -60,3 +60,11 @@ def test_serve_started_on_a_full_filesystem_keeps_trying_and_answers_once_it_has
     tmp_path: Path,
 ) -> None:
     check(drive("full-at-start", tmp_path))
+
+
+def test_serve_with_its_state_dir_on_the_full_filesystem_waits_and_answers_once_it_has_space(
+    tmp_path: Path,
+) -> None:
+    """The history (an existing one) cannot even be opened on the full disk: `serve` waits for it
+    instead of exiting, then serves."""
+    check(drive("all-full-at-start", tmp_path))
