@@ -370,6 +370,15 @@ class HumanAuthorizer:
         the same name (its file replaced and served anew) may already stand in its place."""
         result = UNKNOWN if reply.cancelled() else reply.result()
         mine = self._pending.get(ask.key) is ask
+        if not result.written and result.waiting:
+            # Decided and recorded; the disk refused it for now: it is written once the disk allows.
+            if mine:
+                del self._pending[ask.key]
+            self._emit(AskDecided(ask=ask, kind=kind, response=response, decided_at=self.clock.wall(),
+                                  granted_on=granted_on))
+            outcome.set_exception(DecisionRefused(result.why_not or "waiting for disk"))
+            outcome.exception()
+            return
         if not result.written:
             if result.gone and mine:
                 del self._pending[ask.key]

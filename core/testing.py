@@ -255,3 +255,47 @@ class AllowAll:
 
     def judge(self, parsed: ParsedRequest, session_id: str) -> Judgment:
         return Judgment("allow", RuleDecision(surface="bash", pattern="*", origin="global"))
+
+
+class FullDisk(DiskWriter):
+    """A disk that is full (or failing with `code`) while `full` is set: every write that needs new
+    space (a new file, a temp, a link, a request rewritten in place) fails; `overwrite` of an
+    existing file in place, which needs none, still works. `attempts` counts the refused writes."""
+
+    def __init__(self, code: int = errno.ENOSPC, full: bool = True) -> None:
+        self.code, self.full, self.attempts = code, full, 0
+
+    def _refuse(self) -> None:
+        if self.full:
+            self.attempts += 1
+            raise OSError(self.code, os.strerror(self.code))
+
+    def stage(self, dir_fd: int, name: str, data: bytes, sync: bool) -> Staged:
+        self._refuse()
+        return super().stage(dir_fd, name, data, sync)
+
+    def reuse(
+        self, requests_fd: int, name: str, judged: bytes, data: bytes, dir_fd: int, target: str, device: int
+    ) -> Staged | None:
+        self._refuse()
+        return super().reuse(requests_fd, name, judged, data, dir_fd, target, device)
+
+    def place(self, dir_fd: int, staged: Staged, target: str) -> bool:
+        self._refuse()
+        return super().place(dir_fd, staged, target)
+
+    def write_new(self, dir_fd: int, name: str, data: bytes) -> None:
+        self._refuse()
+        super().write_new(dir_fd, name, data)
+
+    def write_unsynced(self, dir_fd: int, name: str, data: bytes) -> None:
+        self._refuse()
+        super().write_unsynced(dir_fd, name, data)
+
+    def link(self, dir_fd: int, source: str, target: str) -> None:
+        self._refuse()
+        super().link(dir_fd, source, target)
+
+    def replace(self, dir_fd: int, name: str, data: bytes) -> None:
+        self._refuse()
+        super().replace(dir_fd, name, data)

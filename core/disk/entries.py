@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import os
 import re
 import shutil
@@ -20,9 +21,21 @@ _NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CL
 _COPY_CHUNK = 1 << 20
 
 
+#: The longest name of one directory entry (bytes), on Linux filesystems.
+NAME_MAX = 255
+
+
 def temp_name(name: str) -> str:
-    """`<name>.<pid>.<ms>.tmp`, the reference's temp naming (skipped by every `.json` lister)."""
-    return f"{name}.{os.getpid()}.{wall_ms(SYSTEM_CLOCK)}.tmp"
+    """`<name>.<pid>.<ms>.tmp`, the reference's temp naming (skipped by every `.json` lister). A name
+    too long for that within `NAME_MAX` bytes keeps its start and a digest of the whole name
+    (`<start>~<digest>.<pid>.<ms>.tmp`): a request of any legal name length can be answered."""
+    suffix = f".{os.getpid()}.{wall_ms(SYSTEM_CLOCK)}.tmp"
+    encoded = os.fsencode(name)
+    if len(encoded) + len(suffix) <= NAME_MAX:
+        return f"{name}{suffix}"
+    digest = "~" + hashlib.sha256(encoded).hexdigest()[:16]
+    start = encoded[: NAME_MAX - len(suffix) - len(digest)]
+    return f"{os.fsdecode(start)}{digest}{suffix}"
 
 
 def write_new(dir_fd: int, name: str, data: bytes, mode: int = FILE_MODE, sync: bool = True) -> None:
@@ -44,6 +57,12 @@ def write_all(fd: int, data: bytes) -> None:
 
 
 _TEMP_NAME = re.compile(r"^.+\.(?P<pid>[0-9]+)\.[0-9]+\.tmp$")
+
+
+def temp_writer(name: str) -> int | None:
+    """The pid in a temp name (`<name>.<pid>.<ms>.tmp`, the reference's and this node's), else None."""
+    match = _TEMP_NAME.match(name)
+    return None if match is None else int(match["pid"])
 
 
 def leftover_temp_files(dir_fd: int) -> list[tuple[str, int]]:

@@ -9,6 +9,7 @@ import contextlib
 import ctypes
 import errno
 import os
+import stat
 import threading
 from collections.abc import Callable
 
@@ -19,7 +20,7 @@ from core.disk.anonymous import (
     proc_names_descriptors,
     write_anonymous,
 )
-from core.disk.entries import remove, temp_name, write_new
+from core.disk.entries import remove, replace_file, temp_name, write_new
 from core.disk.reused import reuse_request
 from core.disk.tree import check_name
 
@@ -166,6 +167,33 @@ class DiskWriter:
 
     def link(self, dir_fd: int, source: str, target: str) -> None:
         os.link(source, target, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+
+    def replace(self, dir_fd: int, name: str, data: bytes) -> None:
+        """A file this node owns outright (a heartbeat) written anew and renamed over `name`."""
+        replace_file(dir_fd, name, data)
+
+    def overwrite(self, dir_fd: int, name: str, data: bytes) -> bool:
+        """Rewrite the regular file `name` (this user's, one name, exactly `len(data)` bytes long) in
+        place: no new block or inode is needed, so it works on a full disk. `False`, having written
+        nothing, where it cannot (missing, a link, another size or owner)."""
+        try:
+            fd = os.open(check_name(name), os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                         dir_fd=dir_fd)
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ELOOP, errno.ENXIO, errno.EISDIR):
+                return False
+            raise
+        try:
+            info = os.fstat(fd)
+            if (not stat.S_ISREG(info.st_mode) or info.st_size != len(data) or info.st_nlink != 1
+                    or info.st_uid != os.getuid()):
+                return False
+            view, offset = memoryview(data), 0
+            while offset < len(data):
+                offset += os.pwrite(fd, view[offset:], offset)
+            return True
+        finally:
+            os.close(fd)
 
     def fsync_dir(self, dir_fd: int) -> None:
         os.fsync(dir_fd)

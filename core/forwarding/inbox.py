@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 
-from core.disk.entries import remove
+from core.disk.entries import read_small, remove
 from core.disk.paths import encode_session_id, normalize_session_id
 from core.disk.tree import Anchor, UnsafeFolder, lstat_or_none, require_folder_or_absent
 from core.disk.writer import DISK, DiskWriter, publish_once
@@ -173,6 +173,15 @@ class SessionInbox:
                 return os.listdir(fd)
         except FileNotFoundError:
             return []
+
+    def response_is(self, request_id: str, body: bytes) -> bool:
+        """Whether `responses/<id>.json` is a regular file holding exactly `body` (never through a
+        link): delivery verified, not assumed. False when it is missing, unreadable or other."""
+        try:
+            with self.folder("responses") as fd:
+                return read_small(fd, f"{request_id}.json", len(body)) == body
+        except (OSError, ValueError):
+            return False
 
     def peek_response(self, request_id: str, limit: int = 400) -> bytes:
         """The start of `responses/<id>.json` for a report, never through a link; empty when unreadable."""

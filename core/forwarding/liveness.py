@@ -11,6 +11,7 @@ import contextlib
 import errno
 import fcntl
 import json
+import logging
 import os
 import stat
 import time
@@ -19,10 +20,13 @@ from pathlib import Path
 from typing import Literal
 
 from core.clock import SYSTEM_CLOCK, Clock, wall_ms
-from core.disk.entries import read_small, remove, replace_file
+from core.disk.entries import read_small, remove
 from core.disk.paths import encode_session_id
 from core.disk.tree import Anchor, UnsafeFolder
+from core.disk.writer import DISK, DiskWriter
 from core.wire.base import compact_json
+
+log = logging.getLogger("pi_authorizer.serve")
 
 HEARTBEAT_INTERVAL_S = 1.0
 HEARTBEAT_STALE_MS = 5_000
@@ -112,17 +116,38 @@ class Heartbeat:
     """
 
     def __init__(
-        self, root: Path, session_id: str, anchor: Anchor | None = None, clock: Clock = SYSTEM_CLOCK
+        self,
+        root: Path,
+        session_id: str,
+        anchor: Anchor | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        writer: DiskWriter = DISK,
     ) -> None:
         self.session_id = session_id
         self.path = heartbeat_path(root, session_id)
         self.tree = anchor or Anchor(root, "forwarding root")
         self.clock = clock
+        self.writer = writer
 
     def beat(self) -> None:
+        """Refresh the record. Padded with spaces to a fixed size, so a refresh rewrites the file in
+        place (`DiskWriter.overwrite`) and needs no new space: it works on a full disk. The first
+        beat (or one after the file was removed or replaced) writes a new file and renames it over."""
         record = {"sessionId": self.session_id, "pid": os.getpid(), "updatedAt": wall_ms(self.clock)}
+        data = compact_json(record)
+        data += b" " * (-(len(data) + 16) % 64 + 16)  # JSON allows trailing whitespace
         with self.tree.folder(("serving",), create=True) as fd:
-            replace_file(fd, self.path.name, compact_json(record))
+            if self.foreign() is not None:
+                return  # another live server's record: never written over (serving reports it)
+            if not self.writer.overwrite(fd, self.path.name, data):
+                self.writer.replace(fd, self.path.name, data)
+
+    def foreign(self) -> HeartbeatRecord | None:
+        """The record, when it is another live server's: fresh, naming a live pid not this process's."""
+        current = read_heartbeat_in(self.tree, self.session_id)
+        if current is None or current.pid == os.getpid():
+            return None
+        return current if current.state(wall_ms(SYSTEM_CLOCK)) == "alive" else None
 
     def clear(self) -> None:
         """Remove our record, but never another process's (nor anything through a link)."""
@@ -184,9 +209,12 @@ class SessionLock:
             raise
         # Who held it last (a process killed with -9 leaves its record): its heartbeat is not a server.
         self.previous_pid = _holder_pid(fd)
-        os.ftruncate(fd, 0)
         record = {"pid": os.getpid(), "sessionId": self.session_id, "since": wall_ms(self.clock)}
-        os.write(fd, compact_json(record))
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, compact_json(record))
+        except OSError as exc:  # a full disk: the lock is held all the same; only its note is missing
+            log.warning("session lock %s: its holder not noted (waiting for disk): %s", self.path, exc)
         self._fd = fd
 
     def release(self) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from core.clock import SYSTEM_CLOCK, Clock
 from core.disk.tree import Anchor
@@ -17,16 +17,19 @@ RESCAN_ALL: frozenset[str] = frozenset()
 
 
 async def polled_changes(
-    tree: Anchor, stop: asyncio.Event, clock: Clock = SYSTEM_CLOCK
+    tree: Anchor,
+    stop: asyncio.Event,
+    clock: Clock = SYSTEM_CLOCK,
+    wanted: Callable[[str], bool] = lambda _: True,
 ) -> AsyncIterator[set[str]]:
     """Where inotify is missing: list `sessions/`, each session folder and its `requests/` every
     `POLL_S` on `clock` (the reference's own poll interval), each by descriptor and without
     recursion, and yield the folders whose entries changed. The first yield is a full rescan."""
-    seen = _listing(tree)
+    seen = _listing(tree, wanted)
     yield set(RESCAN_ALL)
     while not stop.is_set():
         await clock.wait(stop, POLL_S)
-        now = _listing(tree)
+        now = _listing(tree, wanted)
         changed = {folder for folder in seen.keys() | now.keys() if seen.get(folder) != now.get(folder)}
         seen = now
         if changed and not stop.is_set():
@@ -46,7 +49,7 @@ def _entries(tree: Anchor, parts: tuple[str, ...]) -> Listing:
         return frozenset()
 
 
-def _listing(tree: Anchor) -> dict[str, tuple[Listing, Listing]]:
-    """Each session folder's entries and its `requests/` entries."""
-    names = (name for name, _ in _entries(tree, ("sessions",)))
+def _listing(tree: Anchor, wanted: Callable[[str], bool]) -> dict[str, tuple[Listing, Listing]]:
+    """Each served session folder's entries and its `requests/` entries (only served inboxes)."""
+    names = (name for name, _ in _entries(tree, ("sessions",)) if wanted(name))
     return {f: (_entries(tree, ("sessions", f)), _entries(tree, ("sessions", f, "requests"))) for f in names}

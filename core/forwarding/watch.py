@@ -15,13 +15,16 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 from core.clock import SYSTEM_CLOCK, Clock
+from core.disk.entries import temp_writer
 from core.disk.tree import Anchor, UnsafeFolder
 from core.forwarding.inotify import (
     DIRECTORY_EVENTS,
+    IN_CREATE,
     IN_DELETE,
     IN_DONT_FOLLOW,
     IN_IGNORED,
     IN_MOVED_FROM,
+    IN_MOVED_TO,
     IN_Q_OVERFLOW,
     Event,
     Inotify,
@@ -30,6 +33,9 @@ from core.forwarding.inotify import (
 from core.forwarding.poll import POLL_S, RESCAN_ALL, polled_changes
 
 log = logging.getLogger("pi_authorizer.watch")
+
+#: What a served inbox's `responses/` is watched for: a name created or renamed in (a writer's temp).
+OUTBOX_EVENTS = IN_CREATE | IN_MOVED_TO
 
 _UNSAFE_RETRY_S = 5.0
 
@@ -43,6 +49,23 @@ def nothing_settled(folder: str, name: str) -> bool:
     return False
 
 
+Foreign = Callable[[str, int], None]
+"""`foreign(folder, pid)`: a temp file of another process (pid) appeared in `responses/` of a served
+inbox: another server is writing answers there."""
+
+
+def no_foreign(folder: str, pid: int) -> None:
+    return None
+
+
+Wanted = Callable[[str], bool]
+"""`wanted(folder)`: whether `sessions/<folder>` is an inbox served (only those are watched)."""
+
+
+def every_folder(folder: str) -> bool:
+    return True
+
+
 class _SessionTree:
     """inotify watches on `sessions/`, each `sessions/<folder>/` and each `.../requests/`.
 
@@ -50,10 +73,23 @@ class _SessionTree:
     `/proc/self/fd/<fd>`, so a linked session folder never makes a foreign folder watched.
     """
 
-    def __init__(self, sessions_dir: Path, tree: Anchor, settled: Settled = nothing_settled) -> None:
+    def __init__(
+        self,
+        sessions_dir: Path,
+        tree: Anchor,
+        settled: Settled = nothing_settled,
+        wanted: Wanted = every_folder,
+        foreign: Foreign = no_foreign,
+    ) -> None:
         self.sessions_dir = sessions_dir
+        self.foreign = foreign
+        #: The watches of served inboxes' `responses/`: another writer's temp names are seen there.
+        self.outboxes: set[int] = set()
         self.tree = tree
         self.settled = settled
+        self.wanted = wanted
+        #: Session folders seen and not watched (no inbox served there): watched once one is.
+        self.unwatched: set[str] = set()
         self.inboxes: set[int] = set()
         self.ino = Inotify()
         self.folder_of: dict[int, str | None] = {}
@@ -91,8 +127,15 @@ class _SessionTree:
                 self.inboxes.discard(wd)
 
     def _watch_folder(self, folder: str) -> None:
+        """Two watches for a served inbox's folder; none for a folder nobody serves (a child may make
+        thousands: watching them would spend the user's inotify watches)."""
+        if not self.wanted(folder):
+            self.unwatched.add(folder)
+            return
+        self.unwatched.discard(folder)
         self._watch(("sessions", folder), folder)
         self._watch(("sessions", folder, "requests"), folder, inbox=True)
+        self._watch_outbox(folder)
         # Whatever arrived before the watch existed is found by the rescan this triggers.
         self.changed.add(folder)
 
@@ -118,6 +161,7 @@ class _SessionTree:
         if event.mask & IN_IGNORED:
             del self.folder_of[event.wd]
             self.inboxes.discard(event.wd)
+            self.outboxes.discard(event.wd)
             if folder is None:  # `sessions/` itself went away: recreate and start over
                 self.rescan_all = True
                 with contextlib.suppress(OSError):
@@ -127,10 +171,17 @@ class _SessionTree:
             if event.name:
                 self._watch_folder(event.name)
             return
+        if event.wd in self.outboxes:
+            pid = temp_writer(event.name) if event.name else None
+            if pid is not None and pid != os.getpid():
+                self.foreign(folder, pid)
+            return  # responses are no news for serving
         if event.wd in self.inboxes and self._no_news(folder, event):
             return
         if event.name == "requests":
             self._watch(("sessions", folder, "requests"), folder, inbox=True)
+        if event.name == "responses":
+            self._watch_outbox(folder)
         self.changed.add(folder)
 
     def _no_news(self, folder: str, event: Event) -> bool:
@@ -143,6 +194,24 @@ class _SessionTree:
         if not event.name.endswith(".json"):
             return True
         return bool(event.mask & (IN_DELETE | IN_MOVED_FROM)) and self.settled(folder, event.name)
+
+    def _watch_outbox(self, folder: str) -> None:
+        try:
+            with self.tree.folder(("sessions", folder, "responses")) as fd:
+                wd = self.ino.add_watch(f"/proc/self/fd/{fd}", OUTBOX_EVENTS)
+        except (FileNotFoundError, UnsafeFolder):
+            return
+        if wd is not None:
+            self.folder_of[wd] = folder
+            self.outboxes.add(wd)
+            self.inboxes.discard(wd)
+
+    def sync(self) -> None:
+        """Watch the folders of inboxes served since they were seen (a session taken later)."""
+        for folder in [f for f in self.unwatched if self.wanted(f)]:
+            self._watch_folder(folder)
+        if self.changed:
+            self.ready.set()
 
     def take(self) -> set[str]:
         self.ready.clear()
@@ -157,14 +226,24 @@ class _SessionTree:
         self.ino.close()
 
 
+#: How often the watcher looks for inboxes served since (their folders then get their watches); the
+#: safety rescan finds their asks meanwhile.
+SYNC_S = 1.0
+
+
 async def _inotify_changes(
-    sessions_dir: Path, tree: Anchor, stop: asyncio.Event, settled: Settled
+    sessions_dir: Path,
+    tree: Anchor,
+    stop: asyncio.Event,
+    settled: Settled,
+    wanted: Wanted = every_folder,
+    foreign: Foreign = no_foreign,
 ) -> AsyncIterator[set[str]]:
     """While the consumer rescans what a yield named, the events wait in the kernel and are read in
     bulk after: a burst's events (a rename in and a removal per request) would otherwise wake the loop
     every few events during that rescan, and they only say to rescan again once it ends. An overflow
     meanwhile means "rescan everything"; a removal not read yet is noted by that rescan instead."""
-    watched = _SessionTree(sessions_dir, tree, settled)
+    watched = _SessionTree(sessions_dir, tree, settled, wanted, foreign)
     loop = asyncio.get_running_loop()
     loop.add_reader(watched.ino.fd, watched.on_readable)
     try:
@@ -173,8 +252,11 @@ async def _inotify_changes(
         try:
             while not stop.is_set():
                 ready = asyncio.ensure_future(watched.ready.wait())
-                await asyncio.wait({ready, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait({ready, stopping}, timeout=SYNC_S, return_when=asyncio.FIRST_COMPLETED)
                 ready.cancel()
+                watched.sync()
+                if not watched.ready.is_set():
+                    continue
                 if not stop.is_set():
                     taken = watched.take()
                     loop.remove_reader(watched.ino.fd)
@@ -208,6 +290,8 @@ async def watch_session_folders(
     tree: Anchor | None = None,
     settled: Settled = nothing_settled,
     clock: Clock = SYSTEM_CLOCK,
+    wanted: Wanted = every_folder,
+    foreign: Foreign = no_foreign,
 ) -> AsyncIterator[set[str]]:
     """Yield the `sessions/<folder>` names touched since the last yield, until `stop`.
 
@@ -221,10 +305,10 @@ async def watch_session_folders(
         return
     if not force_polling:
         try:
-            async for folders in _inotify_changes(sessions_dir, tree, stop, settled):
+            async for folders in _inotify_changes(sessions_dir, tree, stop, settled, wanted, foreign):
                 yield folders
             return
         except InotifyUnavailable as exc:
             log.warning("inotify is unavailable (%s); polling every %.2f s instead", exc, POLL_S)
-    async for folders in polled_changes(tree, stop, clock):
+    async for folders in polled_changes(tree, stop, clock, wanted):
         yield folders

@@ -87,6 +87,8 @@ class Answered:
     written: bool
     why_not: str | None = None
     gone: bool = True
+    #: Decided and recorded, and waiting for the disk to be written (never withdrawn, never asked again).
+    waiting: bool = False
 
 
 @dataclass(frozen=True)

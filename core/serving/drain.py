@@ -30,6 +30,8 @@ class Drain:
         unservable (heartbeat removed) until listing works again.
         """
         async with served.scan_lock:
+            if served.foreign is not None:
+                return  # another server answers this inbox: this node does not race it
             try:
                 await self._drain(served)
             except UnsafeFolder as exc:

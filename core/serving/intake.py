@@ -50,6 +50,8 @@ class Intake:
     reads: list[tuple[str, FileRead]]
     responses: frozenset[str]
     recorded: dict[str, RecordedVerdict]
+    #: Of `responses`, those holding exactly the bytes recorded for their id (this node's answer).
+    ours: frozenset[str] = frozenset()
 
 
 def scan(
@@ -97,7 +99,12 @@ def take_in(inbox: SessionInbox, names: Sequence[str], ledger: Ledger | None) ->
             # Counts as none recorded: publication never replaces a response, and recording the
             # new verdict fails safe.
             log.error("session=%s: reading the history failed: %s", log_safe(inbox.session_id), exc)
-    return Intake(reads, responses, recorded)
+    ours = frozenset(
+        name for name in responses
+        if (verdict := recorded.get(name.removesuffix(".json"))) is not None
+        and inbox.response_is(name.removesuffix(".json"), verdict.body)
+    )
+    return Intake(reads, responses, recorded, ours)
 
 
 def existing_responses(inbox: SessionInbox, request_ids: Iterable[str]) -> frozenset[str]:

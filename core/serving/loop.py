@@ -182,7 +182,9 @@ class ServingCore:
             try:
                 seams = self.seams
                 async for folders in watch_session_folders(
-                    self.root, self._stop, seams.force_polling, self.tree, self._settled, seams.clock
+                    self.root, self._stop, seams.force_polling, self.tree, self._settled, seams.clock,
+                    wanted=lambda folder: folder in self.served.by_folder,
+                    foreign=self._foreign_writer,
                 ):
                     targets = (
                         list(self.served)
@@ -194,6 +196,12 @@ class ServingCore:
             except Exception:
                 log.error("watching the forwarding root failed; restarting the watch", exc_info=True)
                 await self._pause(STEP_FAILURE_PAUSE_S)
+
+    def _foreign_writer(self, folder: str, pid: int) -> None:
+        """Another process writes temp files in a served inbox's `responses/`: another server."""
+        served = self.served.by_folder.get(folder)
+        if served is not None:
+            self.served.note_foreign_writer(served, pid)
 
     def _settled(self, folder: str, name: str) -> bool:
         """An answered request was removed (by us, or by its child): forget it without a rescan."""

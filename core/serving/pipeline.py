@@ -56,6 +56,10 @@ CHANGED = Answered(False, "the request was withdrawn or replaced by another befo
 AWAY = Answered(False, "the request's folder cannot be read now; decide again once it is back", gone=False)
 #: When a response found before this node's verdict could be written appeared.
 BEFORE_OURS = "before this node's verdict could be written"
+#: How long a recorded answer the disk refused waits before the next try: doubled after each refusal
+#: from the first to the last (on the serving clock), for as long as its request file is there (the
+#: child deletes it at its deadline; it can read an answer until then).
+DISK_WAIT_S: tuple[float, float] = (1.0, 30.0)
 
 
 class Pipeline:
@@ -82,6 +86,9 @@ class Pipeline:
         self.publisher = Publisher(ledger, seams, on_published=self.reported, on_removed=self.removed)
         #: The record of each answer being published, by its request (`id(parsed)`, kept alive here).
         self._answering: dict[int, AskRecord] = {}
+        #: Answers recorded and refused by the disk: when each is tried again, and the wait before it.
+        self._disk_waits: dict[AskKey, tuple[float, float]] = {}
+        self._keeps_verdicts = ledger is not None
 
     # -- taken, checked, restored, judged, escalated, shown -------------------------------------
 
@@ -220,6 +227,9 @@ class Pipeline:
         as forged, the one outcome that needs a task."""
         if record.state not in AWAITING:
             return
+        if served.foreign is not None:  # another server answers this inbox: not raced; served again after
+            served.records.release(record)
+            return
         self._enqueue(served, record, decision).add_done_callback(
             lambda done: self._forged_soon(served, record, done)
         )
@@ -229,9 +239,15 @@ class Pipeline:
         ready with it; the publisher then deletes the request (the reference's order)."""
         if record.state not in AWAITING:
             return Answered(False, _gone(record))
+        if served.foreign is not None:  # the ask stays in its place; decided once that server is gone
+            return Answered(False, f"not written: {served.foreign}", gone=False)
         parsed = record.parsed
         assert parsed is not None
         published = await asyncio.shield(self._enqueue(served, record, decision))
+        if published.write_failed is not None and record.state == "unanswered" and self._keeps_verdicts:
+            why = (f"waiting for disk ({published.write_failed}): the decision is recorded and is written "
+                   "to the child once the disk allows")
+            return Answered(False, why, gone=True, waiting=True)
         if published.write_failed is not None:
             # Still waiting only if its record went back to the person (not if the child withdrew meanwhile).
             waits = record.state == "shown"
@@ -269,6 +285,12 @@ class Pipeline:
         record = answering if answering is not None and answering.state == "decided" else None
         if published.write_failed is not None:
             error = published.write_failed
+            if served is not None and record is not None and not record.vanished and (
+                published.history_failed is None and self._keeps_verdicts
+            ):
+                # Recorded: the recorded verdict is published as it is once the disk allows.
+                self._wait_for_disk(served, record, error)
+                return
             log.error("%s: writing the response failed: %s", label(key, verdict.parsed), error)
             failed = ServeEvent("answer_failed", key, self.clock.wall(), parsed=verdict.parsed, reason=error)
             self.emit(failed)
@@ -285,6 +307,7 @@ class Pipeline:
             return  # a response was already there: the answer's path quarantines the request as forged
         if served is not None and record is not None:
             served.records.publish(record, published)
+        self._disk_waits.pop(key, None)
         now = self.clock.wall()
         response, outcome = verdict.response, verdict.outcome
         # With the ledger's refusal as its reason, the history closes the row as fail-safe from it.
@@ -318,7 +341,11 @@ class Pipeline:
         if not record.live:
             return  # withdrawn before its turn
         key, request_id = record.key, earlier.request_id
-        if earlier.kind == "forged":
+        if earlier.kind == "forged" and parsed is None:  # a request answered in place, then forged
+            reason = (f"FORGED RESPONSE: responses/{request_id}.json holds bytes this node did not record "
+                      "for this request; it was not written by this node")
+            await self._unusable(served, record, reason, None, answer=False)
+        elif earlier.kind == "forged":
             assert parsed is not None
             await self._forged(served, record, "before this node served the request", parsed)
         elif earlier.kind == "consumed":
@@ -334,7 +361,26 @@ class Pipeline:
         else:
             assert earlier.recorded is not None
             served.records.move(record, "decided")
-            written = await self.reconcile.publish(served, earlier)
+            try:
+                written = await self.reconcile.publish(served, earlier)
+            except UnsafeFolder:
+                raise
+            except OSError as exc:  # a full or failing disk: the recorded verdict waits, never set aside
+                if record.state == "decided":
+                    self._wait_for_disk(served, record, str(exc))
+                return
+            self._disk_waits.pop(key, None)
+            if not written and not await asyncio.to_thread(served.inbox.response_is, request_id,
+                                                           earlier.recorded.body):
+                # Someone else's response took the name: never marked as this node's delivered verdict.
+                if parsed is not None:
+                    await self._forged(served, record, BEFORE_OURS, parsed)
+                else:
+                    reason = (f"FORGED RESPONSE: responses/{request_id}.json holds bytes this node did "
+                              "not record for this request; it was not written by this node")
+                    await self._unusable(served, record, reason, None, answer=False)
+                return
+            written = True  # the exact recorded bytes: this node's own answer (an earlier attempt's)
             served.records.advance(record, "published")
             if written:  # visible now: reported before anything else can fail
                 self.emit(self.reconcile.answered(key, parsed, earlier.recorded))
@@ -355,8 +401,9 @@ class Pipeline:
         written is served anew; an ask still held whose response someone else wrote is forged."""
         for record in served.records:
             if record.key.name not in present:
+                self._disk_waits.pop(record.key, None)
                 self._vanished(served, record.key.name)
-            elif record.key.name in retry and record.state == "unanswered":
+            elif record.key.name in retry and record.state == "unanswered" and self._due(record.key):
                 served.records.release(record)
         waiting = awaiting(served.records)
         if not waiting:
@@ -368,6 +415,28 @@ class Pipeline:
             if is_forged(record, responses):
                 self.arbiter.withdraw(record.key)
                 await self._forged(served, record, "while the ask waited for this node's verdict")
+
+    def _wait_for_disk(
+        self, served: ServedSession, record: AskRecord, error: str,
+        what: str = "the recorded answer is written",
+    ) -> None:
+        """A recorded answer the disk refused after the retries (full, failing): never a reason to set the
+        request aside. It waits (`unanswered`) and is published as recorded by a later rescan, after a
+        wait doubled at each refusal (`DISK_WAIT_S`), for as long as its request file is there."""
+        known = self._disk_waits.get(record.key)
+        first, longest = DISK_WAIT_S
+        wait = first if known is None else min(known[1] * 2, longest)
+        self._disk_waits[record.key] = (self.clock.monotonic() + wait, wait)
+        served.records.move(record, "unanswered")
+        reason = f"waiting for disk: {error}; {what} once the disk allows"
+        if known is None or wait < longest or known[1] < longest:
+            log.warning("%s %s (next try in %.0fs)", label(record.key, record.parsed), reason, wait)
+        now = self.clock.wall()
+        self.emit(ServeEvent("answer_failed", record.key, now, parsed=record.parsed, reason=reason))
+
+    def _due(self, key: AskKey) -> bool:
+        known = self._disk_waits.get(key)
+        return known is None or self.clock.monotonic() >= known[0]
 
     def _vanished(self, served: ServedSession, name: str) -> None:
         record = served.records.vanish(name)
@@ -385,6 +454,13 @@ class Pipeline:
         if not record.live:
             return  # withdrawn before its turn
         kept = await self.quarantining.unusable(served, record.key, reason, raw, answer)
+        if kept is None:  # its explained denial waits for the disk: the file stays, served again later
+            if record.state in ("taken", "decided"):
+                self._wait_for_disk(served, record, "its explained denial could not be written",
+                                    what="the unusable request is answered and set aside")
+            else:
+                served.records.release(record)
+            return
         self._quarantined(served, record, kept)
 
     async def _forged(

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
-from core.disk.entries import remove, temp_name
+from core.disk.entries import read_small, remove, temp_name
 from core.forwarding.inbox import SessionInbox, display_name
 from core.seams import PRODUCTION, FaultHook, Seams, no_fault
 from core.serving.asks import AskKey
@@ -367,6 +367,11 @@ class Publisher:
         item.write_failed = None
         if item.written:
             item.temp = None  # placed: nothing staged is left (the writer removed or closed it)
+        elif read_small(fd, f"{item.verdict.request_id}.json", len(item.verdict.body)) == item.verdict.body:
+            # Already there with exactly this verdict's bytes: an earlier attempt of this node placed it
+            # (its report failed). Verified byte for byte, never assumed: other content is forged.
+            self.drop_temp(fd, item)
+            item.written = True
         return bool(item.written)
 
     def _write_alone(self, item: BatchItem) -> None:

@@ -9,7 +9,10 @@ the route (`core.serving.pipeline`) moves the record.
 `Quarantine` is the store, `<state>/quarantine/<enc(session)>/`: each file moved out of the inbox as
 it is (a link is moved itself, never followed) next to a `.reason.json`. Every folder is opened by
 descriptor from the state dir down (`core.disk.tree`), and the store is bounded: entries older than
-`QUARANTINE_MAX_AGE_S` go, and beyond `QUARANTINE_MAX_ENTRIES` the oldest go first.
+`QUARANTINE_MAX_AGE_S` go, and beyond `QUARANTINE_MAX_ENTRIES` or `QUARANTINE_MAX_BYTES` the oldest go
+first. The evidence is the request's bytes as served: a file that holds other bytes now (an answer
+written into it) or is larger than `QUARANTINE_MAX_FILE_BYTES` is kept as those bytes (or its start),
+written anew, and removed from the inbox.
 
 The reason is written before the file moves (`HOLD_CHECKPOINTS`, each a point of the fault hook): a
 durable `<stem>.pending.json`, then the move to `<stem>`, then one rename to `<stem>.reason.json`.
@@ -27,6 +30,7 @@ import json
 import logging
 import os
 import re
+import stat
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -54,6 +58,11 @@ serve_log = logging.getLogger("pi_authorizer.serve")
 
 QUARANTINE_MAX_AGE_S = 30 * 24 * 3600
 QUARANTINE_MAX_ENTRIES = 1_000
+QUARANTINE_MAX_BYTES = 64 * 1024 * 1024
+"""All held files together: beyond it the oldest go first (a prune; see `PRUNE_EVERY`)."""
+QUARANTINE_MAX_FILE_BYTES = (1 << 20) + 1
+"""Evidence kept of one file: a request is at most 1 MiB; of a larger file only its start is kept
+(its size in the reason), never a whole copy of it."""
 PRUNE_EVERY = 100
 """Holds between two prunes: the quarantine holds at most `max_entries + PRUNE_EVERY` entries."""
 
@@ -92,9 +101,11 @@ class Quarantining:
 
     async def unusable(
         self, served: ServedSession, key: AskKey, reason: str, raw: bytes | None, answer: bool = True
-    ) -> Kept:
+    ) -> Kept | None:
         """Quarantine an unusable file; answer its child at once when its name is a safe id and the
-        file is still there (a withdrawn request's child is gone: a response would be left behind)."""
+        file is still there (a withdrawn request's child is gone: a response would be left behind).
+        None, with the file left in place, when that answer cannot be written now (a full or failing
+        disk): it waits, and is answered and set aside once the disk allows."""
         name = key.name
         stem = name.removesuffix(".json")
         answered = False
@@ -106,6 +117,12 @@ class Quarantining:
                 answered = await retrying(
                     self.seams, "answering a rejected request", lambda: inbox.write_response(stem, body)
                 )
+        except UnsafeFolder as exc:
+            serve_log.error("answering rejected %s failed: %s", log_safe(display_name(name)), exc)
+        except OSError as exc:
+            shown = log_safe(display_name(name))
+            serve_log.warning("answering rejected %s: waiting for disk (%s)", shown, exc)
+            return None
         except Exception as exc:
             serve_log.error("answering rejected %s failed: %s", log_safe(display_name(name)), exc)
         return await self._move_out(served, key, reason, answered, raw)
@@ -128,7 +145,7 @@ class Quarantining:
         """Move the file to the store; one that cannot be moved is held (left in place, ignored)."""
         held = True
         try:
-            kept = await asyncio.to_thread(self.store.hold, served.inbox, key.name, reason, answered)
+            kept = await asyncio.to_thread(self.store.hold, served.inbox, key.name, reason, answered, raw)
             self.sessions.clear_unsafe(served, "quarantine")
         except Exception as exc:
             where = f"could not be quarantined ({exc}); left in place and ignored"
@@ -175,8 +192,10 @@ class Quarantine:
         seams: Seams = PRODUCTION,
         max_age_s: float = QUARANTINE_MAX_AGE_S,
         max_entries: int = QUARANTINE_MAX_ENTRIES,
+        max_bytes: int = QUARANTINE_MAX_BYTES,
     ) -> None:
         self.base = state_dir / "quarantine"
+        self.max_bytes = max_bytes
         self.tree = anchor or Anchor(state_dir, "state dir")
         self.clock, self.fault = seams.clock, seams.fault
         self.max_age_s = max_age_s
@@ -184,8 +203,11 @@ class Quarantine:
         self._holds_since_prune: int | None = None
         self._serial = itertools.count()
 
-    def hold(self, inbox: SessionInbox, name: str, reason: str, answered: bool) -> QuarantineRecord:
-        """Move `requests/<name>` out of the inbox (as it is, symlink included) and record why."""
+    def hold(
+        self, inbox: SessionInbox, name: str, reason: str, answered: bool, raw: bytes | None = None
+    ) -> QuarantineRecord:
+        """Move `requests/<name>` out of the inbox (as it is, symlink included) and record why; `raw`,
+        the bytes served, is the evidence when the file holds others now or is too large."""
         if self._holds_since_prune is None or self._holds_since_prune >= PRUNE_EVERY:
             self.prune()
         now = self.clock.wall()
@@ -206,7 +228,11 @@ class Quarantine:
                 with inbox.folder("requests") as source:
                     with contextlib.suppress(OSError):
                         record["symlinkTarget"] = os.readlink(name, dir_fd=source)
-                    moved = self._reason_then_move(source, name, held, stem, record)
+                    evidence = _evidence_instead(source, name, raw, record)
+                    if evidence is not None:
+                        moved = self._reason_then_write(source, name, held, stem, record, evidence)
+                    else:
+                        moved = self._reason_then_move(source, name, held, stem, record)
             except FileNotFoundError:
                 pass  # the child withdrew it: only the reason is kept
             if not moved:
@@ -239,6 +265,24 @@ class Quarantine:
         os.rename(pending, stem + _REASON, src_dir_fd=held, dst_dir_fd=held)
         return True
 
+    def _reason_then_write(
+        self, source: int, name: str, held: int, stem: str, record: dict[str, Any], evidence: bytes
+    ) -> bool:
+        """As `_reason_then_move`, the evidence written anew (the bytes served, or a huge file's start)
+        and the file then removed from the inbox."""
+        pending = stem + _PENDING
+        write_new(held, pending, _encoded(record), FILE_MODE)
+        self.fault("reasoned")
+        try:
+            write_new(held, stem, evidence, FILE_MODE)
+        except BaseException:
+            remove(held, pending)
+            raise
+        remove(source, name)
+        self.fault("moved")
+        os.rename(pending, stem + _REASON, src_dir_fd=held, dst_dir_fd=held)
+        return True
+
     def records(self) -> list[dict[str, object]]:
         """Every recorded reason, oldest first (for `status` views and tests)."""
         found: list[tuple[str, dict[str, object]]] = []
@@ -262,14 +306,29 @@ class Quarantine:
                     entries.append((f"{match[1]}-{match[2]}", folder, name.removesuffix(_REASON)))
         entries.sort()
         doomed: dict[str, list[str]] = {}
+        sizes = self._sizes()
+        total = sum(sizes.get((folder, stem), 0) for _, folder, stem in entries)
         for index, (key, folder, stem) in enumerate(entries):
-            if index < len(entries) - self.max_entries or _stamp_time(key) < cutoff:
+            if index < len(entries) - self.max_entries or _stamp_time(key) < cutoff or total > self.max_bytes:
                 doomed.setdefault(folder, []).append(stem)
+                total -= sizes.get((folder, stem), 0)
         for folder, fd, _ in self._folders():
             for stem in doomed.get(folder, ()):
                 remove_entry(fd, stem)
                 remove(fd, stem + _REASON)
         return sum(map(len, doomed.values()))
+
+    def _sizes(self) -> dict[tuple[str, str], int]:
+        """The bytes of each entry (its held file and its reason), by folder and stem."""
+        sizes: dict[tuple[str, str], int] = {}
+        for folder, fd, names in self._folders():
+            for name in names:
+                info = lstat_or_none(fd, name)
+                if info is None:
+                    continue
+                stem = name.removesuffix(_REASON)
+                sizes[(folder, stem)] = sizes.get((folder, stem), 0) + info.st_size
+        return sizes
 
     def _folders(self) -> Iterator[tuple[str, int, list[str]]]:
         """Each `quarantine/<folder>/` opened, with its names (a folder that is a link is skipped, never
@@ -292,6 +351,26 @@ class Quarantine:
             return
         except UnsafeFolder as exc:
             log.warning("quarantine: %s; not read and not pruned", exc)
+
+
+def _evidence_instead(source: int, name: str, raw: bytes | None, record: dict[str, Any]) -> bytes | None:
+    """The bytes to keep instead of moving the file itself: the bytes served when it holds others now
+    (an answer written into it), the start of a file too large to keep; None: move it as it is."""
+    info = lstat_or_none(source, name)
+    if info is None or not stat.S_ISREG(info.st_mode):
+        return None
+    if raw is not None and (info.st_size != len(raw) or read_small(source, name, len(raw)) != raw):
+        record["evidence"] = "the request's bytes as served (its file held other bytes when it was held)"
+        return raw
+    if info.st_size <= QUARANTINE_MAX_FILE_BYTES:
+        return None
+    record["originalSize"] = info.st_size
+    record["evidence"] = f"the first {QUARANTINE_MAX_FILE_BYTES} bytes"
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=source)
+    try:
+        return os.pread(fd, QUARANTINE_MAX_FILE_BYTES, 0)
+    finally:
+        os.close(fd)
 
 
 def _recover(fd: int, names: list[str], cutoff: float) -> list[str]:

@@ -13,6 +13,8 @@ does the disk and history work.
 from __future__ import annotations
 
 import asyncio
+import logging
+import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
@@ -26,8 +28,11 @@ from core.serving.intake import FileRead, Intake
 from core.serving.records import AWAITING, AskRecord
 from core.serving.sessions import ServedSession
 from core.serving.verdicts import Ledger, RecordedVerdict, WrittenMark
+from core.text import log_safe
 from core.wire.request import ParsedRequest
 from core.wire.response import ForwardedResponse
+
+log = logging.getLogger("pi_authorizer.serve")
 
 EarlierKind = Literal["forged", "answered", "consumed", "unpublished"]
 
@@ -58,8 +63,8 @@ class Reconcile:
         request_id = parsed.request.id
         recorded = intake.recorded.get(request_id)
         if f"{request_id}.json" in intake.responses:
-            if recorded is None or self.ledger is None:
-                return Earlier("forged", request_id)
+            if recorded is None or self.ledger is None or f"{request_id}.json" not in intake.ours:
+                return Earlier("forged", request_id)  # not the bytes this node recorded: not its answer
             return Earlier("answered", request_id, recorded)
         if recorded is not None:
             return Earlier("consumed" if recorded.written else "unpublished", request_id, recorded)
@@ -73,7 +78,11 @@ class Reconcile:
         recorded = intake.recorded.get(request_id)
         if recorded is None or read.raw is None or not read.raw.startswith(recorded.body):
             return None
-        if recorded.written or f"{request_id}.json" in intake.responses:
+        if f"{request_id}.json" in intake.ours:
+            return Earlier("answered", request_id, recorded)
+        if f"{request_id}.json" in intake.responses:
+            return Earlier("forged", request_id, recorded)
+        if recorded.written:
             return Earlier("answered", request_id, recorded)
         return Earlier("unpublished", request_id, recorded)
 
@@ -94,8 +103,15 @@ class Reconcile:
         )
 
     async def mark(self, key: AskKey, request_id: str, written: bool) -> None:
-        assert self.ledger is not None
-        await asyncio.to_thread(self.ledger.mark_written, [WrittenMark(key, request_id, written)])
+        """The history notes it (retried); a history that still cannot is logged, never a reason to set
+        the request aside: a restart notes it from the response file itself."""
+        ledger = self.ledger
+        assert ledger is not None
+        try:
+            await retrying(self.seams, "noting a written response",
+                           lambda: ledger.mark_written([WrittenMark(key, request_id, written)]))
+        except (OSError, sqlite3.OperationalError) as exc:
+            log.error("noting the response of %s in the history failed: %s", log_safe(request_id), exc)
 
     def answered(self, key: AskKey, parsed: ParsedRequest | None, recorded: RecordedVerdict) -> ServeEvent:
         """The `answered` event of a recorded verdict just published, as of any answer."""

@@ -38,7 +38,7 @@ State = Literal[
 ]
 
 NEXT: Final[dict[State, frozenset[State]]] = {
-    "taken": frozenset({"arrived", "decided", "published", "held", "withdrawn", "released"}),
+    "taken": frozenset({"arrived", "decided", "published", "unanswered", "held", "withdrawn", "released"}),
     "arrived": frozenset({"judged", "decided", "held", "withdrawn", "released"}),
     "judged": frozenset({"shown", "decided", "held", "withdrawn", "released"}),
     "shown": frozenset({"left", "decided", "held", "withdrawn", "released"}),

@@ -49,6 +49,11 @@ class ServedSession:
     """One state record per request file being served (`core.serving.records`)."""
     scan_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     unservable: str | None = None
+    #: Another live server answers this inbox (its heartbeat names a live pid that is not this one):
+    #: this node neither beats nor answers for the session while it lasts.
+    foreign: str | None = None
+    #: A live process not this one seen writing temp files in this inbox's `responses/`.
+    foreign_writer: int | None = None
     problems: dict[str, ServeEvent] = field(default_factory=dict)
     """Refused folders by part (`inbox`, `heartbeat`): the `unsafe_folder` event that reported each."""
 
@@ -138,7 +143,7 @@ class Sessions:
             raise SessionHeld(session_id, f"pid {foreign.pid} (live serving heartbeat)")
         inbox = SessionInbox(self.root, session_id, self.tree, self.writer)
         _remove_leftover_temps(self.tree, ("sessions", inbox.folder_name, "responses"), ("serving",))
-        heartbeat = Heartbeat(self.root, session_id, self.tree)
+        heartbeat = Heartbeat(self.root, session_id, self.tree, writer=self.writer)
         served = ServedSession(inbox=inbox, lock=lock, heartbeat=heartbeat)
         self._beat(served)
         self.by_id[session_id] = served
@@ -179,6 +184,9 @@ class Sessions:
         loop = asyncio.get_running_loop()
         while not stop.is_set() and not self._released:
             for served in list(self.by_id.values()):
+                found = await loop.run_in_executor(self._beats, self.other_server, served)
+                if self.apply_foreign(served, found):
+                    continue  # another server answers it: its heartbeat is left alone
                 beat = served.heartbeat.clear if served.unservable else served.heartbeat.beat
                 try:
                     await loop.run_in_executor(self._beats, self._guarded, beat)
@@ -186,17 +194,72 @@ class Sessions:
                     self._beat_refused(served, exc)
                     continue
                 except Exception as exc:
-                    log.warning("heartbeat for %s failed: %s", log_safe(served.inbox.session_id), exc)
+                    waiting = " (waiting for disk)" if isinstance(exc, OSError) else ""
+                    session = log_safe(served.inbox.session_id)
+                    log.warning("heartbeat for %s failed%s: %s", session, waiting, exc)
                     continue
                 if not served.unservable:
                     self.clear_unsafe(served, "heartbeat")
             await self.clock.wait(stop, HEARTBEAT_INTERVAL_S)
+
+    def other_server(self, served: ServedSession) -> tuple[int, str] | None:
+        """(pid, how it was seen) of another live server answering this session now, off the loop: its
+        fresh heartbeat names a live pid not this process's, or a live process not this one was seen
+        writing temp files in its `responses/` (`note_foreign_writer`; the 20.7.3 in-pi server
+        publishes no heartbeat)."""
+        try:
+            other = served.heartbeat.foreign()
+        except OSError:
+            other = None
+        if other is not None:
+            return other.pid, "its heartbeat in serving/"
+        writer = served.foreign_writer
+        if writer is not None and pid_alive(writer):
+            return writer, "its temp files in responses/"
+        return None
+
+    def apply_foreign(self, served: ServedSession, found: tuple[int, str] | None) -> bool:
+        """On the loop: whether another server answers the session. Said once when it starts (log,
+        `not_serving` event naming it) and once when it ends (`serving_again`); while it lasts this node
+        neither beats nor answers the inbox (`Drain`), so two servers never race one child."""
+        if found is not None:
+            self._foreign(served, *found)
+            return True
+        served.foreign_writer = None
+        if served.foreign is not None:
+            served.foreign = None
+            session = served.inbox.session_id
+            log.info("the other server of session %s is gone: serving it again", log_safe(session))
+            self.emit(ServeEvent("serving_again", AskKey(session, ""), self.clock.wall()))
+        return False
+
+    def note_foreign_writer(self, served: ServedSession, pid: int) -> None:
+        """A temp file of process `pid` appeared in this inbox's `responses/` (the watcher saw it)."""
+        if pid == os.getpid() or not pid_alive(pid):
+            return
+        served.foreign_writer = pid
+        self._foreign(served, pid, "its temp files in responses/")
+
+    def _foreign(self, served: ServedSession, pid: int, seen: str) -> None:
+        if served.foreign is not None:
+            return
+        session = served.inbox.session_id
+        reason = (f"another server answers session {session} (pid {pid}, {seen}); this node stops "
+                  "answering this inbox while it lasts")
+        served.foreign = reason
+        log.error("another server answers session %s (pid %d, %s): this node stops answering it while "
+                  "that server runs", log_safe(session), pid, seen)
+        self.emit(ServeEvent("not_serving", AskKey(session, ""), self.clock.wall(), reason=reason))
 
     def _beat(self, served: ServedSession) -> None:
         try:
             self._guarded(served.heartbeat.beat)
         except UnsafeFolder as exc:
             self._beat_refused(served, exc)
+            return
+        except OSError as exc:  # a full or failing disk: the heartbeat loop keeps trying every second
+            log.warning("heartbeat for %s failed (waiting for disk): %s; retried every %.0fs",
+                        log_safe(served.inbox.session_id), exc, HEARTBEAT_INTERVAL_S)
             return
         self.clear_unsafe(served, "heartbeat")
 

@@ -183,6 +183,8 @@ async def test_a_persons_answer_withdrawn_while_it_failed_to_be_written_is_withd
 
 
 async def test_a_person_deciding_again_after_a_failed_write_leaves_one_row(tmp_path: Path) -> None:
+    """The person's decision is recorded before its write fails: it waits for the disk and is
+    published as recorded (issue 21); it cannot be decided a second time, so one verdict row stays."""
     store = HistoryStore.in_state_dir(tmp_path / "state")
     disk = FailingDisk(errno.EIO, failures=4)  # the batch's attempt and its three retries
     human = HumanAuthorizer()
@@ -191,15 +193,16 @@ async def test_a_person_deciding_again_after_a_failed_write_leaves_one_row(tmp_p
         write_request(served.root, S, "twice")
         await wait_for(lambda: bool(human.pending()), what="the ask in front of the person")
         key = human.pending()[0].key
-        with pytest.raises(DecisionRefused, match="writing the response failed"):
+        with pytest.raises(DecisionRefused, match="waiting for disk"):
             await human.approve_once(key)
-        await human.deny(key, "no after all")
+        with pytest.raises(DecisionRefused, match="no longer pending"):
+            await human.deny(key, "no after all")
         body = await read_response_when_written(served.root, S, "twice")
-        assert body["denialReason"] == "no after all"
+        assert body["approved"] is True and body["decidedBy"]["kind"] == "user"
         await wait_for(lambda: one_row_written(store, "twice"), what="the answer marked written")
-    outcome, verdict, written, reason = one_row(store, "twice")
-    assert (outcome, verdict, written, reason) == ("user", "denied_with_reason", 1, "no after all")
-    assert [r.verdict for r in store.query()] == ["denied_with_reason"]  # the review lists one decision
+    outcome, verdict, written, _ = one_row(store, "twice")
+    assert (outcome, verdict, written) == ("user", "approved", 1)
+    assert [r.verdict for r in store.query()] == ["approved"]  # the review lists one decision
     store.close()
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import logging
 import signal
 import sqlite3
@@ -61,11 +62,28 @@ def open_history(args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK) -> Histo
     """The history ledger in the state dir, unless `--no-history`; unusable means refuse to serve."""
     if not args.history:
         return None
-    try:
-        return HistoryStore.in_state_dir(state_dir(args), retention(args), Seams(clock=clock))
-    except (sqlite3.Error, HistoryTooNew) as exc:
-        cause = log_safe(str(exc), 400)
-        raise SystemExit(f"pi-authorizer: the history cannot be opened ({cause}); use --no-history") from exc
+    attempts = 0
+    while True:
+        try:
+            return HistoryStore.in_state_dir(state_dir(args), retention(args), Seams(clock=clock))
+        except (sqlite3.Error, HistoryTooNew, OSError) as exc:
+            cause = log_safe(str(exc), 400)
+            if not _waiting_for_disk(exc):
+                why = f"the history cannot be opened ({cause}); use --no-history"
+                raise SystemExit(f"pi-authorizer: {why}") from exc
+            if attempts < 3 or attempts % 60 == 0:  # a full or failing disk: said at first, then every minute
+                print(f"pi-authorizer: waiting for disk: the history cannot be opened ({cause}); "
+                      "retrying every second", file=sys.stderr, flush=True)
+            attempts += 1
+            clock.sleep(1.0)
+
+
+def _waiting_for_disk(exc: BaseException) -> bool:
+    """A full or failing disk (worth waiting for), not a history this program cannot use."""
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EIO)
+    text = str(exc).lower()
+    return isinstance(exc, sqlite3.OperationalError) and ("disk" in text or "full" in text)
 
 
 def take_sessions(node: Node | AttendedNode, ids: list[str]) -> list[str]:

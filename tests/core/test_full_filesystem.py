@@ -1,0 +1,70 @@
+"""A real size-limited filesystem (issue 21): the forwarding root is a small tmpfs in a private mount
+namespace (`unshare -m`, as root), really full; a real `serve` answers it
+(`tests/core/full_disk_driver.py`). Skipped, with the reason, where that is not permitted."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.history.support import REPO
+
+
+def namespace_refused() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root to mount a tmpfs in a private mount namespace"
+    if shutil.which("unshare") is None:
+        return "unshare(1) is not installed"
+    probe = subprocess.run(["unshare", "-m", "--propagation", "private", "true"], capture_output=True)
+    if probe.returncode != 0:
+        return f"unshare -m is not permitted here: {probe.stderr.decode(errors='replace').strip()}"
+    return None
+
+
+def drive(scenario: str, tmp_path: Path) -> dict[str, object]:
+    refused = namespace_refused()
+    if refused is not None:
+        pytest.skip(refused)
+    command = ["unshare", "-m", "--propagation", "private", sys.executable, "-m",
+               "tests.core.full_disk_driver", scenario, str(tmp_path)]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, timeout=300)
+    lines = done.stdout.decode().strip().splitlines()
+    assert done.returncode == 0 and lines, done.stderr.decode(errors="replace")[-3000:]
+    seen: dict[str, object] = json.loads(lines[-1])
+    return seen
+
+
+def check(seen: dict[str, object]) -> None:
+    tail = seen["log_tail"]
+    assert seen["alive_while_full"] is True, tail
+    assert seen["quarantined_while_full"] == [], tail
+    responses = seen["responses"]
+    assert isinstance(responses, dict) and len(responses) == 3, tail
+    for body in responses.values():
+        assert body["state"] == "denied_with_reason" and body["decidedBy"]["kind"] == "unavailable", body
+    assert seen["heartbeat"] is True and seen["alive_after"] is True, tail
+    assert seen["returncode"] == 0, tail
+
+
+def test_serve_answers_every_ask_once_a_filesystem_that_filled_has_space_again(tmp_path: Path) -> None:
+    check(drive("fills", tmp_path))
+
+
+def test_serve_started_on_a_full_filesystem_keeps_trying_and_answers_once_it_has_space(
+    tmp_path: Path,
+) -> None:
+    check(drive("full-at-start", tmp_path))
+
+
+def test_serve_with_its_state_dir_on_the_full_filesystem_waits_and_answers_once_it_has_space(
+    tmp_path: Path,
+) -> None:
+    """The history (an existing one) cannot even be opened on the full disk: `serve` waits for it
+    instead of exiting, then serves."""
+    check(drive("all-full-at-start", tmp_path))
