@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from core.history import HistoryStore
@@ -102,6 +102,7 @@ def test_explain_of_an_unusable_request_says_why_escaped(
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(fields=st.lists(st.tuples(hostile, hostile, hostile), min_size=1, max_size=5))
+@example(fields=[("", "[bold][bold]\x1b[31m", "\x1b[31m")])  # a flake once: the escape past the cut
 def test_served_hostile_asks_leave_escaped_log_lines_and_history(
     fields: list[tuple[str, str, str]], capsys: pytest.CaptureFixture[str], log_restored: None
 ) -> None:
@@ -120,7 +121,8 @@ def test_served_hostile_asks_leave_escaped_log_lines_and_history(
         assert raw_hidden(table) == [] and raw_hidden(err) == []
         assert len(table.splitlines()) == 1 + len(names)  # one line per ask, whatever it holds
         if any(hides(agent) for _, agent, _ in fields):
-            assert any(mark in table for mark in ESCAPE_MARKS)
+            # shown as an escape, unless the column cut the name before it (and says so with `…+N`)
+            assert any(mark in table for mark in ESCAPE_MARKS) or "…+" in table
         assert main(["history", "--state-dir", str(state), "--keep-history", "0", "--json"]) == 0
         out, _ = capsys.readouterr()
         assert out.isascii() and raw_hidden(out) == []
