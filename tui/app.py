@@ -43,6 +43,7 @@ from tui.core_events import (
     HumanChanged,
     Notice,
     ServingChanged,
+    another_server,
     person_entry,
     serving_entry,
     serving_notice,
@@ -232,7 +233,8 @@ class AuthorizerApp(App[int]):
         if entry is not None:
             self.history.append(entry)
         if event.kind == "not_serving":
-            self.sub_title = f"NOT SERVING {safe_plain(event.key.session_id, 40)}"
+            why = ": another server answers it" if another_server(event) else ""
+            self.sub_title = f"NOT SERVING {safe_plain(event.key.session_id, 40)}{why}"
         elif event.kind == "serving_again" and self.sub_title.startswith("NOT SERVING "):
             self.sub_title = ""
         notice = serving_notice(event)

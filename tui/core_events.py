@@ -98,6 +98,11 @@ def withdrawn_notice(event: AskWithdrawn) -> Notice:
                   "(not a denial).", title="Ask withdrawn", severity="warning", timeout=8)
 
 
+def another_server(event: ServeEvent) -> bool:
+    """A `not_serving` because another server answers the session (`core.serving.sessions`)."""
+    return (event.reason or "").startswith("another server answers session")
+
+
 def serving_entry(event: ServeEvent, now: float) -> HistoryEntry | None:
     """This run's history line for what the core did on its own (the person's decisions have theirs)."""
     if event.kind == "answered" and event.outcome not in PERSON_OUTCOMES and event.response is not None:
@@ -119,6 +124,12 @@ def serving_entry(event: ServeEvent, now: float) -> HistoryEntry | None:
     if event.kind == "forged":
         return HistoryEntry(now, "forged", "someone else", safe_plain(event.key.name, 60),
                             safe_plain(event.reason, 160))
+    if event.kind == "contested":
+        return HistoryEntry(now, "contested", "another server", safe_plain(event.key.name, 60),
+                            safe_plain(event.reason, 160))
+    if event.kind == "not_serving" and another_server(event):
+        return HistoryEntry(now, "not serving", "another server", safe_plain(event.key.session_id, 60),
+                            safe_plain(event.reason, 200))
     if event.kind == "unsafe_folder":
         return HistoryEntry(now, "unsafe folder", "core", safe_plain(event.key.session_id, 60),
                             safe_plain(event.reason, 200))
@@ -132,6 +143,9 @@ def serving_notice(event: ServeEvent) -> Notice | None:
                       title="Request quarantined", severity="warning")
     if event.kind == "forged":
         return Notice(safe_plain(event.reason, 300), title="Forged response", severity="error", timeout=30)
+    if event.kind == "contested":
+        return Notice(f"{safe_plain(event.key.name, 60)}: {safe_plain(event.reason, 200)}",
+                      title="Answered by another server", severity="error", timeout=30)
     if event.kind == "not_serving":
         return Notice(f"Session {safe_plain(event.key.session_id, 60)} cannot be served: "
                       f"{safe_plain(event.reason, 200)}", title="Not serving", severity="error", timeout=60)

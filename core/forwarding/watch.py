@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 from core.clock import SYSTEM_CLOCK, Clock
-from core.disk.entries import temp_writer
+from core.disk.entries import temp_target, temp_writer
 from core.disk.tree import Anchor, UnsafeFolder
 from core.forwarding.inotify import (
     DIRECTORY_EVENTS,
@@ -49,12 +49,13 @@ def nothing_settled(folder: str, name: str) -> bool:
     return False
 
 
-Foreign = Callable[[str, int], None]
-"""`foreign(folder, pid)`: a temp file of another process (pid) appeared in `responses/` of a served
-inbox: another server is writing answers there."""
+Foreign = Callable[[str, int, str], None]
+"""`foreign(folder, pid, target)`: a temp file of another process (pid) appeared in `responses/` of a
+served inbox, written for the name `target` (the answer its rename replaces): another server is
+writing answers there."""
 
 
-def no_foreign(folder: str, pid: int) -> None:
+def no_foreign(folder: str, pid: int, target: str) -> None:
     return None
 
 
@@ -173,8 +174,9 @@ class _SessionTree:
             return
         if event.wd in self.outboxes:
             pid = temp_writer(event.name) if event.name else None
-            if pid is not None and pid != os.getpid():
-                self.foreign(folder, pid)
+            target = temp_target(event.name) if event.name else None
+            if pid is not None and target is not None and pid != os.getpid():
+                self.foreign(folder, pid, target)
             return  # responses are no news for serving
         if event.wd in self.inboxes and self._no_news(folder, event):
             return

@@ -197,11 +197,12 @@ class ServingCore:
                 log.error("watching the forwarding root failed; restarting the watch", exc_info=True)
                 await self._pause(STEP_FAILURE_PAUSE_S)
 
-    def _foreign_writer(self, folder: str, pid: int) -> None:
-        """Another process writes temp files in a served inbox's `responses/`: another server."""
+    def _foreign_writer(self, folder: str, pid: int, target: str) -> None:
+        """Another process writes temp files in a served inbox's `responses/`: another server, whose
+        rename replaces whatever answer `target` holds."""
         served = self.served.by_folder.get(folder)
         if served is not None:
-            self.served.note_foreign_writer(served, pid)
+            self.served.note_foreign_writer(served, pid, target)
 
     def _settled(self, folder: str, name: str) -> bool:
         """An answered request was removed (by us, or by its child): forget it without a rescan."""

@@ -283,6 +283,9 @@ class Pipeline:
         served = self.sessions.by_id.get(key.session_id)
         answering = self._answering.pop(id(verdict.parsed), None)
         record = answering if answering is not None and answering.state == "decided" else None
+        if served is not None and published.written and key.name in served.contested:
+            # Placed, but the other server's rename replaces it (or did): not the answer known delivered.
+            self.sessions.contest(served, key.name, served.contested[key.name])
         if published.write_failed is not None:
             error = published.write_failed
             if served is not None and record is not None and not record.vanished and (
@@ -468,6 +471,11 @@ class Pipeline:
     ) -> None:
         parsed = parsed or record.parsed
         assert parsed is not None
+        if served.foreign is not None:  # another server answers this inbox: its answer, not a forgery
+            self._leave_arbiter(record)
+            served.records.release(record)
+            self.sessions.contest(served, record.key.name, served.contested.get(record.key.name))
+            return
         kept = await self.quarantining.forged(served, record.key, parsed, when)
         self._quarantined(served, record, kept)
 
