@@ -243,7 +243,17 @@ class HumanAuthorizer:
         return serving_grants_of(self._take(key))
 
     def serving_grant_refusal(self, key: AskKey) -> str | None:
+        """On the calling thread: composes one policy per agent file. On the loop use
+        `check_serving_grant`."""
         return grant_refusal(self._take(key), self.grants)
+
+    async def check_serving_grant(self, key: AskKey) -> str | None:
+        """Why a whole-session grant from `key` would be refused, or None, worked out off the event
+        loop: with thousands of agent files the check composes thousands of policies (seconds),
+        while serving (the same loop) keeps answering. Remembered by the rules until a file
+        changes, so the check at confirm time is quick."""
+        ask = self._take(key)
+        return await asyncio.to_thread(grant_refusal, ask, self.grants)
 
     def grant_reach(self, key: AskKey) -> tuple[Ask, ...]:
         """The other pending asks a whole-session grant from `key` would decide."""
@@ -253,7 +263,8 @@ class HumanAuthorizer:
         """Record the child's suggestion as this node's session rules, answer `approved`, then answer
         every other pending ask the grant now decides, as the serving core would had it arrived later."""
         self._take(key, shown)
-        refusal = self.serving_grant_refusal(key)
+        refusal = await self.check_serving_grant(key)
+        self._take(key, shown)  # still pending, still the ask shown, after the check
         if refusal is not None:
             raise GrantRefused(refusal)
         ask = self._take(key)

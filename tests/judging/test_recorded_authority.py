@@ -18,6 +18,7 @@ from core.person import DecisionRefused, HumanAuthorizer
 from core.rules import GrantRefused, PolicyStore
 from core.serving import ServeEvent, ServingCore
 from core.serving.asks import Arbiter, AskKey, LeavingArbiter
+from core.testing import GatedGrantBook
 from core.wire.reader import parse_request
 from tests.helpers import read_response_when_written, response_path, wait_for, write_request
 
@@ -317,3 +318,35 @@ def test_an_ask_said_by_a_rule_names_that_rule(tmp_path: Path) -> None:
     judgment = node.authority.judge(parse_request(json.dumps(request).encode()), S)
     assert judgment.verdict == "ask" and judgment.decided_by is None
     assert judgment.explanation[0] == "This node's rule 'npm *' (global layer) says ask."
+
+
+async def test_serving_goes_on_while_a_grant_check_runs_over_many_agent_files(tmp_path: Path) -> None:
+    """Issue 21 finding 6: with thousands of agent files a whole-session grant's deny check composes a
+    policy per agent file (seconds); it runs off the event loop, so asks keep being answered by rule
+    while it runs, and the check then gives the real answer."""
+    node = Node(tmp_path, {"permission": {"bash": {"git *": "allow"}}})
+    agents = node.agent_dir / "agents"
+    agents.mkdir()
+    for n in range(200):
+        (agents / f"agent{n}.md").write_text(f"---\nname: agent{n}\n---\n")
+    careful = '---\nname: careful\npermission:\n  bash:\n    "npm run *": deny\n---\n'
+    (agents / "careful.md").write_text(careful)
+    book = GatedGrantBook(node.authority)
+    human = HumanAuthorizer(book)
+    await node.start(human)
+    try:
+        write_request(node.root, S, "grant", accessIntent=intent("bash", "npm run dev"),
+                      sessionApproval={"surface": "bash", "patterns": ["npm run *"]})
+        await wait_for(lambda: len(human.pending()) == 1, what="the ask pending")
+        check = asyncio.create_task(human.check_serving_grant(human.pending()[0].key))
+        await asyncio.to_thread(book.entered.wait, 30)
+        for n in range(5):  # the control asks: answered while the check is held
+            write_request(node.root, S, f"control{n}", accessIntent=intent("bash", "git status"))
+            assert (await read_response_when_written(node.root, S, f"control{n}"))["state"] == "approved"
+        assert not check.done() and book.on_loop_thread is False
+        book.gate.set()
+        refusal = await check
+        assert refusal is not None and "careful" in refusal  # the real check: agent careful's deny
+    finally:
+        book.gate.set()
+        await node.stop()

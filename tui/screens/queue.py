@@ -600,7 +600,7 @@ class QueueScreen(Screen[None]):
 
         self.push_modal(ReasonScreen(ask), done)
 
-    def action_approve_serving(self) -> None:
+    async def action_approve_serving(self) -> None:
         ask = self.shown_ask()
         if ask is None or not self._allowed("approve_serving"):
             return
@@ -612,7 +612,10 @@ class QueueScreen(Screen[None]):
                                                 self.key_for("approve_session")))
             return
         try:
-            refusal = self.human.serving_grant_refusal(key)
+            refusal = await self.human.check_serving_grant(key)  # off the loop: serving goes on
+            if self.human.get(key) is not ask:
+                raise DecisionRefused("this ask was withdrawn or replaced while its grant was checked: "
+                                      "nothing was decided")
             grants = self.human.serving_grants(key)
             reach = self.human.grant_reach(key)
         except DecisionRefused as exc:
