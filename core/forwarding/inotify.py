@@ -11,11 +11,12 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import ctypes.util
+import errno
 import functools
 import os
 import struct
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from core.clock import SYSTEM_CLOCK, Clock
@@ -64,6 +65,23 @@ class InotifyUnavailable(OSError):
     """No inotify here (not Linux, or the instance/watch limit is reached)."""
 
 
+#: Where the kernel keeps the user's inotify watch limit.
+MAX_USER_WATCHES = "/proc/sys/fs/inotify/max_user_watches"
+
+
+class WatchesExhausted(InotifyUnavailable):
+    """`inotify_add_watch` refused with ENOSPC: the user's watches (shared by every program of the
+    user) are used up. The message says the limit, so the operator knows what to raise."""
+
+
+def watch_limit() -> int | None:
+    try:
+        with open(MAX_USER_WATCHES, encoding="ascii") as limit:
+            return int(limit.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
 @functools.cache
 def _libc() -> ctypes.CDLL:
     """Found once: `find_library` runs a helper process."""
@@ -76,7 +94,10 @@ def _libc() -> ctypes.CDLL:
 class Inotify:
     """One inotify instance: add watches on directories, read decoded events without blocking."""
 
-    def __init__(self) -> None:
+    def __init__(self, fault: Callable[[str], None] = lambda checkpoint: None) -> None:
+        """`fault`: called (`inotify_add_watch`) before each watch is added; an `OSError` it raises is
+        taken as that call's failure (the fault seam: tests make the kernel refuse a watch)."""
+        self.fault = fault
         libc = _libc()
         try:
             self._add = libc.inotify_add_watch
@@ -94,12 +115,22 @@ class Inotify:
 
     def add_watch(self, path: str, mask: int = DIRECTORY_EVENTS) -> int | None:
         """The watch descriptor, or None when the directory is not there (yet)."""
-        wd: int = self._add(self.fd, os.fsencode(path), mask)
+        try:
+            self.fault("inotify_add_watch")
+        except OSError as exc:
+            wd, err = -1, exc.errno or errno.EIO
+        else:
+            wd = self._add(self.fd, os.fsencode(path), mask)
+            err = ctypes.get_errno() if wd < 0 else 0
         if wd >= 0:
             return wd
-        err = ctypes.get_errno()
-        if err in {2, 20}:  # ENOENT, ENOTDIR: not there (yet), or not a directory
+        if err in {errno.ENOENT, errno.ENOTDIR}:  # not there (yet), or not a directory
             return None
+        if err == errno.ENOSPC:
+            limit = watch_limit()
+            said = f"{limit:,}" if limit is not None else "unknown"
+            raise WatchesExhausted(err, "the user's inotify watches are used up (fs.inotify.max_user_watches"
+                                        f" = {said}, shared by every program of this user)")
         raise InotifyUnavailable(err, f"inotify_add_watch({path!r}) failed: {os.strerror(err)}")
 
     def rm_watch(self, wd: int) -> None:

@@ -29,6 +29,7 @@ from core.forwarding.inotify import (
     Event,
     Inotify,
     InotifyUnavailable,
+    WatchesExhausted,
 )
 from core.forwarding.poll import POLL_S, RESCAN_ALL, polled_changes
 
@@ -81,6 +82,7 @@ class _SessionTree:
         settled: Settled = nothing_settled,
         wanted: Wanted = every_folder,
         foreign: Foreign = no_foreign,
+        fault: Callable[[str], None] = lambda checkpoint: None,
     ) -> None:
         self.sessions_dir = sessions_dir
         self.foreign = foreign
@@ -92,7 +94,7 @@ class _SessionTree:
         #: Session folders seen and not watched (no inbox served there): watched once one is.
         self.unwatched: set[str] = set()
         self.inboxes: set[int] = set()
-        self.ino = Inotify()
+        self.ino = Inotify(fault)
         self.folder_of: dict[int, str | None] = {}
         self.changed: set[str] = set()
         self.rescan_all = False
@@ -240,12 +242,13 @@ async def _inotify_changes(
     settled: Settled,
     wanted: Wanted = every_folder,
     foreign: Foreign = no_foreign,
+    fault: Callable[[str], None] = lambda checkpoint: None,
 ) -> AsyncIterator[set[str]]:
     """While the consumer rescans what a yield named, the events wait in the kernel and are read in
     bulk after: a burst's events (a rename in and a removal per request) would otherwise wake the loop
     every few events during that rescan, and they only say to rescan again once it ends. An overflow
     meanwhile means "rescan everything"; a removal not read yet is noted by that rescan instead."""
-    watched = _SessionTree(sessions_dir, tree, settled, wanted, foreign)
+    watched = _SessionTree(sessions_dir, tree, settled, wanted, foreign, fault)
     loop = asyncio.get_running_loop()
     loop.add_reader(watched.ino.fd, watched.on_readable)
     try:
@@ -274,6 +277,22 @@ async def _inotify_changes(
         watched.close()
 
 
+class ExhaustedReport:
+    """Says (log) that the user's inotify watches are used up, with the limit, once for a node: its
+    watcher may start again (and meet the same refusal) while the fault stays the user's."""
+
+    def __init__(self) -> None:
+        self.said = False
+
+    def __call__(self, exc: WatchesExhausted) -> None:
+        if self.said:
+            log.info("inotify watches still used up; polling the served inboxes")
+            return
+        self.said = True
+        log.error("%s: polling the served inboxes every %.2f s instead (only those: nothing else is "
+                  "listed); raise the limit or end what holds the watches", exc.strerror, POLL_S)
+
+
 async def _sessions_folder_ready(tree: Anchor, stop: asyncio.Event, clock: Clock) -> None:
     """Create `sessions/` from the root down; while it is a link, wait (serving reports it) and retry."""
     while not stop.is_set():
@@ -294,6 +313,8 @@ async def watch_session_folders(
     clock: Clock = SYSTEM_CLOCK,
     wanted: Wanted = every_folder,
     foreign: Foreign = no_foreign,
+    fault: Callable[[str], None] = lambda checkpoint: None,
+    exhausted: Callable[[WatchesExhausted], None] | None = None,
 ) -> AsyncIterator[set[str]]:
     """Yield the `sessions/<folder>` names touched since the last yield, until `stop`.
 
@@ -307,10 +328,12 @@ async def watch_session_folders(
         return
     if not force_polling:
         try:
-            async for folders in _inotify_changes(sessions_dir, tree, stop, settled, wanted, foreign):
+            async for folders in _inotify_changes(sessions_dir, tree, stop, settled, wanted, foreign, fault):
                 yield folders
             return
+        except WatchesExhausted as exc:
+            (exhausted or ExhaustedReport())(exc)
         except InotifyUnavailable as exc:
             log.warning("inotify is unavailable (%s); polling every %.2f s instead", exc, POLL_S)
-    async for folders in polled_changes(tree, stop, clock, wanted):
+    async for folders in polled_changes(tree, stop, clock, wanted, foreign):
         yield folders
