@@ -148,7 +148,10 @@ def main(scenario: str, tmp: Path) -> None:
             f"ask{n}": json.loads(response_path(root, S, f"ask{n}").read_bytes())
             for n in range(asks) if response_path(root, S, f"ask{n}").exists()
         }
-        seen["requests_left"] = sorted(p.name for p in (session_dir(root, S) / "requests").glob("*.json"))
+        requests = session_dir(root, S) / "requests"
+        poll_until(lambda: not any(requests.glob("*.json")) or serve.poll() is not None, 30,
+                   "the answered requests taken out of the inbox")
+        seen["requests_left"] = sorted(p.name for p in requests.glob("*.json"))
         poll_until(lambda: read_heartbeat(heartbeat_path(root, S)) is not None or serve.poll() is not None,
                    30, "the heartbeat")
         seen["heartbeat"] = read_heartbeat(heartbeat_path(root, S)) is not None
