@@ -92,6 +92,10 @@ class HistoryWriter:
         self._queue_lock = threading.Lock()
         self.prune()
         self._spooled = self._queue_spooled()
+        try:
+            spool.keep_reserve(self.path)
+        except OSError as exc:  # a state dir refused here is refused, and said, by the history itself
+            log.warning("no space reserved for the history's last rows: %s", exc)
 
     def _queue_spooled(self) -> bool:
         """What an earlier run could not write, queued first and written now: whether it stays spooled."""

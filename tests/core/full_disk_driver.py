@@ -21,7 +21,7 @@ from pathlib import Path
 
 from core.forwarding.liveness import heartbeat_path, read_heartbeat
 from core.history import HistoryStore
-from tests.helpers import poll_until, request_body, response_path, session_dir
+from tests.helpers import fill, poll_until, request_body, response_path, session_dir
 from tests.history.support import REPO, S
 
 ASKS = 3  # fewer than a burst (4+), which is answered in the request files themselves (no new space)
@@ -44,23 +44,6 @@ def grow(filler: Path, size: int) -> bool:
     finally:
         os.close(fd)
     return True
-
-
-def fill(folder: Path) -> Path:
-    """A filler file grown until the filesystem refuses (ENOSPC)."""
-    filler = folder / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        while True:
-            try:
-                os.write(fd, b"x" * 4096)
-            except OSError as exc:
-                if exc.errno != errno.ENOSPC:
-                    raise
-                break
-    finally:
-        os.close(fd)
-    return filler
 
 
 def answered_or_waiting(response: Path, serve: subprocess.Popen[bytes], log: Path, waits: int) -> bool:

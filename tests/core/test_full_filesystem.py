@@ -5,26 +5,14 @@ namespace (`unshare -m`, as root), really full; a real `serve` answers it
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.helpers import namespace_refused
 from tests.history.support import REPO
-
-
-def namespace_refused() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root to mount a tmpfs in a private mount namespace"
-    if shutil.which("unshare") is None:
-        return "unshare(1) is not installed"
-    probe = subprocess.run(["unshare", "-m", "--propagation", "private", "true"], capture_output=True)
-    if probe.returncode != 0:
-        return f"unshare -m is not permitted here: {probe.stderr.decode(errors='replace').strip()}"
-    return None
 
 
 def drive(scenario: str, tmp_path: Path) -> dict[str, object]:
