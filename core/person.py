@@ -81,9 +81,11 @@ class AskAdded:
 
 @dataclass(frozen=True)
 class AskWithdrawn:
-    """The child gave up (timeout or abandon): the ask can no longer be answered."""
+    """The child gave up (timeout or abandon), or `reason` says who else answered it: the ask can no
+    longer be answered by this node."""
 
     ask: Ask
+    reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -319,13 +321,13 @@ class HumanAuthorizer:
             self._emit(AskAdded(ask))
         return future
 
-    def withdraw(self, key: AskKey) -> None:
+    def withdraw(self, key: AskKey, reason: str | None = None) -> None:
         deciding = self._deciding.pop(key, None)
         if deciding is not None:
             deciding.cancel()
         ask = self._pending.pop(key, None)
         if ask is not None:
-            self._emit(AskWithdrawn(ask))
+            self._emit(AskWithdrawn(ask, reason))
 
     # -- internals ------------------------------------------------------------------------------
 

@@ -87,6 +87,9 @@ def person_entry(event: HumanEvent, now: float) -> HistoryEntry | None:
         if event.batch:
             who = f"{who} (batch of {event.batch})"
         return HistoryEntry(now, event.kind, who, ask_label(event.ask), detail)
+    if isinstance(event, AskWithdrawn) and event.reason is not None:
+        return HistoryEntry(now, "withdrawn", "another server", ask_label(event.ask),
+                            safe_plain(event.reason, 160))
     if isinstance(event, AskWithdrawn):
         return HistoryEntry(now, "withdrawn", "child", ask_label(event.ask),
                             "the child stopped waiting; never answered")
@@ -94,6 +97,9 @@ def person_entry(event: HumanEvent, now: float) -> HistoryEntry | None:
 
 
 def withdrawn_notice(event: AskWithdrawn) -> Notice:
+    if event.reason is not None:
+        return Notice(f"{ask_label(event.ask)}\nNot answered by this node: {safe_plain(event.reason, 200)}.",
+                      title="Ask answered elsewhere", severity="warning", timeout=8)
     return Notice(f"{ask_label(event.ask)}\nThe child stopped waiting; it can no longer be answered "
                   "(not a denial).", title="Ask withdrawn", severity="warning", timeout=8)
 

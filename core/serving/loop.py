@@ -204,6 +204,8 @@ class ServingCore:
         served = self.served.by_folder.get(folder)
         if served is not None:
             self.served.note_foreign_writer(served, pid, target)
+            if served.foreign is not None:
+                self.pipeline.answered_elsewhere(served, target)
 
     def _settled(self, folder: str, name: str) -> bool:
         """An answered request was removed (by us, or by its child): forget it without a rescan."""

@@ -472,8 +472,7 @@ class Pipeline:
         parsed = parsed or record.parsed
         assert parsed is not None
         if served.foreign is not None:  # another server answers this inbox: its answer, not a forgery
-            self._leave_arbiter(record)
-            served.records.release(record)
+            self.answered_elsewhere(served, record.key.name)
             self.sessions.contest(served, record.key.name, served.contested.get(record.key.name))
             return
         kept = await self.quarantining.forged(served, record.key, parsed, when)
@@ -510,6 +509,17 @@ class Pipeline:
         self._leave_arbiter(record)
         reason = f"serving this file failed ({type(exc).__name__}: {exc})"
         await self._unusable(served, record, reason, None)
+
+    def answered_elsewhere(self, served: ServedSession, name: str) -> None:
+        """Another server answered (or is answering) the request `name`: an ask of it still undecided
+        here leaves the person's queue, saying so (not "the child stopped waiting"), and its name is
+        freed; this node does not answer it."""
+        record = served.records.get(name)
+        if record is None or record.state not in AWAITING:
+            return
+        if record.state == "shown":
+            self.arbiter.withdraw(record.key, f"answered by another server ({served.foreign or 'seen'})")
+        served.records.release(record)
 
     def _leave_arbiter(self, record: AskRecord) -> None:
         if record.state == "shown":

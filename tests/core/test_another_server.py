@@ -16,7 +16,7 @@ import pytest
 
 from core.forwarding.liveness import heartbeat_path, read_heartbeat
 from core.history import HistoryStore
-from core.person import DecisionRefused, HumanAuthorizer
+from core.person import AskWithdrawn, DecisionRefused, HumanAuthorizer
 from core.serving.asks import DenyingArbiter
 from core.testing import ManualClock
 from tests.helpers import (
@@ -167,3 +167,26 @@ def _row(store: HistoryStore, request_id: str) -> tuple[str, str | None, int | N
     rows = [r for r in store.query() if r.request_id == request_id]
     assert len(rows) == 1, [(r.outcome, r.verdict, r.written) for r in rows]
     return rows[0].outcome, rows[0].verdict, rows[0].written, rows[0].reason
+
+
+async def test_an_ask_another_server_answers_leaves_the_persons_queue_as_answered_elsewhere(
+    tmp_path: Path, other: subprocess.Popen[bytes]
+) -> None:
+    """The issue: the other server's answers to asks shown here were called "withdrawn" (290 of them),
+    as if the child had stopped waiting. Its temp name for the ask's response says otherwise."""
+    clock = ManualClock(1_800_000_000.0)
+    human = HumanAuthorizer(clock=clock)
+    gone: list[AskWithdrawn] = []
+    human.subscribe(lambda event: gone.append(event) if isinstance(event, AskWithdrawn) else None)
+    async with Served(tmp_path, human, clock=clock) as served:
+        write_request(served.root, S, "shown")
+        await wait_for(lambda: bool(human.pending()), what="the pending ask")
+        path = response_path(served.root, S, "shown")
+        temp = path.with_name(f"{path.name}.{other.pid}.1800000000000.tmp")  # the other server answers it
+        temp.write_text(json.dumps({"approved": True, "state": "approved"}))
+        temp.rename(path)
+        await wait_for(lambda: not human.pending(), what="the ask out of the queue")
+        [event] = gone
+        assert event.reason is not None and event.reason.startswith("answered by another server")
+        assert "withdrawn" not in served.kinds()  # never reported as the child's withdrawal
+        assert "contested" in served.kinds()

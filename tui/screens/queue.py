@@ -208,7 +208,12 @@ class QueueScreen(Screen[None]):
 
     def note_event(self, event: AskWithdrawn | AskDecided) -> None:
         """The status line's note about an ask withdrawn or decided."""
-        if isinstance(event, AskWithdrawn):
+        if isinstance(event, AskWithdrawn) and event.reason is not None:
+            self.set_status(Content.assemble(
+                ("⚠ Not answered by this node: ", WARN), (ask_label(event.ask), ""),
+                (f" — {safe_plain(event.reason, 80)}.", DIM),
+            ), ttl=STATUS_TTL_S)
+        elif isinstance(event, AskWithdrawn):
             self.set_status(Content.assemble(
                 ("⚠ Withdrawn by the child (it stopped waiting): ", WARN),
                 (ask_label(event.ask), ""),
