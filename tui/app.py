@@ -18,6 +18,7 @@ What a test or the screenshots vary comes in through one value, `AppSeams`.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -366,6 +367,11 @@ class AuthorizerApp(App[int]):
         self.push_screen(HelpScreen(sections))
 
     def _pending_reload(self, pending: PendingReload) -> None:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # a worker thread (a grant check read a new agent file): to the app's loop
+            self.call_from_thread(self._review_reload, pending)
+            return
         self.call_later(self._review_reload, pending)
 
     def _review_reload(self, pending: PendingReload) -> None:

@@ -329,3 +329,22 @@ async def test_a_long_widening_diff_at_80x24_keeps_its_keys_and_wants_it_seen(tm
         await pilot.press("a")
         await wait_for(pilot, lambda: store.pending() == ())
         assert _verdict(store, "tool3 x") == "allow"
+
+
+async def test_an_agent_file_first_read_by_a_grant_check_is_held_for_review_in_the_app(
+    tmp_path: Path,
+) -> None:
+    """The grant check runs in a worker thread (issue 21 finding 6): an agent file created since the
+    start and first read there widens, so it is held, and its review reaches the app's own loop."""
+    node = Node(tmp_path)
+    app = node.app
+    async with app.run_test(size=(160, 40)) as pilot:
+        write_request(node.root, request_body("first", value="git push origin main"))
+        await wait_rows(pilot, app, 1)
+        agents = node.agent_dir / "agents"
+        agents.mkdir()
+        widening = '---\nname: Helper\npermission:\n  bash:\n    "*": allow\n---\n'
+        (agents / "Helper.md").write_text(widening)
+        await pilot.press("w")
+        await wait_for(pilot, lambda: any("Helper.md" in p.path for p in node.store.pending()))
+        await wait_for(pilot, lambda: any(isinstance(s, ReloadReviewScreen) for s in app.screen_stack))
