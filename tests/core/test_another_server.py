@@ -184,9 +184,11 @@ async def test_an_ask_another_server_answers_leaves_the_persons_queue_as_answere
         path = response_path(served.root, S, "shown")
         temp = path.with_name(f"{path.name}.{other.pid}.1800000000000.tmp")  # the other server answers it
         temp.write_text(json.dumps({"approved": True, "state": "approved"}))
-        temp.rename(path)
         await wait_for(lambda: not human.pending(), what="the ask out of the queue")
+        temp.rename(path)  # its publish completes
+        await served.core.rescan_all()
         [event] = gone
         assert event.reason is not None and event.reason.startswith("answered by another server")
         assert "withdrawn" not in served.kinds()  # never reported as the child's withdrawal
+        assert "forged" not in served.kinds()
         assert "contested" in served.kinds()
