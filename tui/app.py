@@ -305,7 +305,13 @@ class AuthorizerApp(App[int]):
         except SuggestionRefused as exc:
             self.notify(safe_plain(str(exc), 300), title="No rule proposed", severity="warning", markup=False)
             return
-        self.queue.push_modal(ConfirmRuleScreen(offer, self.rules, self.safety, self.key_time))
+        screen = ConfirmRuleScreen(offer, self.rules, self.safety, self.key_time, self.human.rule_reach)
+
+        async def written(done: bool | None) -> None:
+            if done and screen.reach:  # exactly the asks its dialog listed, never re-derived
+                await self.queue.decide_by_written_rule(screen.reach)
+
+        self.queue.push_modal(screen, written)
 
     def action_grants(self) -> None:
         from tui.screens.grants import GrantsScreen

@@ -105,7 +105,7 @@ async def test_a_decision_on_the_ask_shown_never_decides_another_under_its_name(
     calls: list[Callable[[], Awaitable[AskDecided]]] = [
         lambda: human.approve_once(old.key, shown=old),
         lambda: human.approve_for_requester_session(old.key, shown=old),
-        lambda: human.approve_for_serving_session(old.key, shown=old),
+        lambda: human.approve_for_serving_session(old.key, shown=old, reach=()),
         lambda: human.deny(old.key, "no", shown=old),
     ]
     for call in calls:

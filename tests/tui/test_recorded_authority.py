@@ -151,6 +151,8 @@ async def test_rule_from_the_ask_shows_json_file_and_diff_and_writes_only_on_con
         await pilot.press("y")
         await wait_for(pilot, lambda: app.screen is app.queue)
         assert json.loads(node.rules_path.read_text()) == {"permission": {"bash": {"npm run lint": "allow"}}}
+        itself = await wait_response(pilot, node.root, "lint")  # the ask it came from: decided by it
+        assert itself["state"] == "approved" and itself["decidedBy"]["kind"] == "rule"
         write_request(node.root, request_body("lint-again", value="npm run lint", suggestion=False))
         again = await wait_response(pilot, node.root, "lint-again")
         assert again["state"] == "approved" and again["decidedBy"]["kind"] == "rule"
@@ -329,3 +331,35 @@ async def test_a_long_widening_diff_at_80x24_keeps_its_keys_and_wants_it_seen(tm
         await pilot.press("a")
         await wait_for(pilot, lambda: store.pending() == ())
         assert _verdict(store, "tool3 x") == "allow"
+
+
+async def test_the_rule_dialog_lists_the_asks_it_decides_and_decides_exactly_those(tmp_path: Path) -> None:
+    """`R` says its reach and lists every pending ask the rule would decide now; on `y` exactly those
+    are answered (decided by the rule), and an ask that arrived after the dialog was painted waits."""
+    node = Node(tmp_path)
+    app = node.app
+    async with app.run_test(size=(160, 50)) as pilot:
+        write_request(node.root, request_body("lint", value="npm run lint", suggestion=False, created_at=1))
+        write_request(node.root, request_body("lint-b", value="npm run lint", agent="Builder",
+                                              suggestion=False, created_at=2))
+        write_request(node.root, request_body("test", value="npm run test", suggestion=False, created_at=3))
+        await wait_rows(pilot, app, 3)
+        await pilot.press("R")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmRuleScreen))
+        screen = app.screen
+        assert isinstance(screen, ConfirmRuleScreen)
+        body = str(screen.query_one("#review-rule", Static).render())
+        assert "every agent this node serves" in body and "pi itself does not read this file" in body
+        assert "It approves 2 pending asks now" in body and "Builder" in body
+        assert "npm run test" not in body
+        write_request(node.root, request_body("late", value="npm run lint", suggestion=False, created_at=4))
+        await wait_rows(pilot, app, 4)  # arrived after the paint: not in the painted list
+        await pilot.press("y")
+        await wait_for(pilot, lambda: app.screen is app.queue)
+        for rid in ("lint", "lint-b"):
+            assert (await wait_response(pilot, node.root, rid))["decidedBy"]["kind"] == "rule"
+        await wait_rows(pilot, app, 2)
+        pending = sorted(a.request.id for a in node.human.pending())
+        assert pending == ["late", "test"]
+        await wait_for(pilot, lambda: "it decided 2 pending asks" in app.queue.status_text)
+        assert [(e.what, e.who) for e in app.history] == [("approved_by_written_rule", "rule")] * 2

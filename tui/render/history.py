@@ -93,8 +93,10 @@ def detail_content(row: HistoryRow) -> Content:
     return Content("\n").join(lines)
 
 
-def change_content(change: RuleEdit, target: Target, home: str | None = None) -> Content:
-    """The confirm step: the exact rule JSON, the file it goes to, and the diff of that file."""
+def change_content(change: RuleEdit, target: Target, home: str | None = None,
+                   decides: Content | None = None) -> Content:
+    """The confirm step: the exact rule JSON, its reach, the pending asks it `decides` at once, the
+    file it goes to, and the diff of that file."""
     offer = change.suggestion
     rule = json.dumps(offer.rule_json(), indent=2, ensure_ascii=False)
     lines: list[Content] = [
@@ -108,11 +110,14 @@ def change_content(change: RuleEdit, target: Target, home: str | None = None) ->
     if acting is not None:
         lines.append(Content.assemble(("⚠ acts as: ", WARN), safe(acting, "bold"),
                                       ("  (home expanded, .. resolved)", DIM)))
-    reach = ("every agent this node serves: the --rules file applies after every agent file"
+    reach = ("every agent this node serves (the --rules file applies after every agent file); "
+             "pi itself does not read this file"
              if target.kind == "authorizer" else
-             "every agent (agent files may override it), and pi itself reads this file too")
+             "every agent this node serves (agent files may override it), and pi itself when it "
+             "reads this file")
     lines += [
         Content.assemble(("reach: ", "dim"), (reach, "")),
+        *([Content(""), decides] if decides is not None else []),
         Content(""),
         Content.assemble(("to ", "dim"), (target.label, "bold"), ("  ", ""), safe(str(target.path))),
         Content(""),

@@ -7,6 +7,7 @@ file and the diff first; opened from the queue (`R`), its `y` also waits for the
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import ClassVar
 
 from textual import on
@@ -22,7 +23,9 @@ from core.history import HistoryRow
 from core.history.rule_edit import RuleEdit, apply, preview, targets
 from core.history.suggest import Suggestion, SuggestionRefused
 from core.rules import PolicyStore
+from core.serving.asks import Ask
 from tui.keysafety import KeySafety
+from tui.render.ask import reach_content
 from tui.render.history import change_content, detail_content, safe
 from tui.sanitize import sanitize
 from tui.screens.ask_steps import keys_after_paint, unseen
@@ -102,9 +105,12 @@ class ConfirmRuleScreen(ModalScreen[bool]):
         rules: PolicyStore,
         safety: KeySafety | None = None,
         key_time: Callable[[], float] | None = None,
+        reach_of: Callable[[Path, str], tuple[Ask, ...]] | None = None,
     ) -> None:
         """`safety`: opened from the queue, where `y` also approves, so a `y` meant for an ask must not
-        write a rule: `y` counts only after this step was painted plus the grace (`tui.keysafety`)."""
+        write a rule: `y` counts only after this step was painted plus the grace (`tui.keysafety`).
+        `reach_of`: the pending asks the file's new text would decide at once; they are listed with
+        the diff, and `reach` (exactly that painted list) is what the caller decides after the write."""
         super().__init__()
         self.offer = offer
         self.rules = rules
@@ -114,6 +120,8 @@ class ConfirmRuleScreen(ModalScreen[bool]):
         # The --rules file is the default; a pi config layer only when the person picks it (`t`).
         self.chosen = 0 if self.targets[0].kind == "authorizer" else -1
         self.change: RuleEdit | None = None
+        self.reach_of = reach_of
+        self.reach: tuple[Ask, ...] = ()
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -134,6 +142,7 @@ class ConfirmRuleScreen(ModalScreen[bool]):
     def _show(self) -> None:
         body = self.query_one("#review-rule", Static)
         self.change = None
+        self.reach = ()
         if self.chosen < 0:
             body.update(Content("No --rules file is configured: press t to pick a pi config file."))
             return
@@ -145,7 +154,11 @@ class ConfirmRuleScreen(ModalScreen[bool]):
                 Content.assemble(("Cannot add it to this file: ", "bold $text-error"), safe(str(exc)))
             )
             return
-        body.update(change_content(self.change, target, self.rules.home))
+        decides = None
+        if self.reach_of is not None:
+            self.reach = self.reach_of(self.change.path, self.change.after)
+            decides = reach_content(self.reach, "this rule", others=False)
+        body.update(change_content(self.change, target, self.rules.home, decides))
         self.call_after_refresh(self._render_keys)
 
     def _render_keys(self, note: str = "") -> None:
