@@ -63,6 +63,7 @@ from tui.ui_settings import UiSettings
 
 if TYPE_CHECKING:
     from core.rules.reloads import PendingReload
+    from tui.screens.review_steps import RuleReach
 
 ARM_EXPIRY_S = 5.0
 
@@ -274,8 +275,8 @@ class AuthorizerApp(App[int]):
         if self.store is not None:
             from tui.screens.review import ReviewScreen
 
-            store, rules = self.store, self.rules
-            self._show(lambda: ReviewScreen(store, rules), ReviewScreen)
+            store, rules, reach = self.store, self.rules, self.rule_reach()
+            self._show(lambda: ReviewScreen(store, rules, reach), ReviewScreen)
         else:
             self._show(lambda: HistoryScreen(self.history), HistoryScreen)
 
@@ -305,13 +306,14 @@ class AuthorizerApp(App[int]):
         except SuggestionRefused as exc:
             self.notify(safe_plain(str(exc), 300), title="No rule proposed", severity="warning", markup=False)
             return
-        screen = ConfirmRuleScreen(offer, self.rules, self.safety, self.key_time, self.human.rule_reach)
+        self.queue.push_modal(ConfirmRuleScreen(offer, self.rules, self.safety, self.key_time,
+                                                self.rule_reach()))
 
-        async def written(done: bool | None) -> None:
-            if done and screen.reach:  # exactly the asks its dialog listed, never re-derived
-                await self.queue.decide_by_written_rule(screen.reach)
+    def rule_reach(self) -> RuleReach:
+        """A written rule's reach: the pending asks it decides, listed, then decided exactly."""
+        from tui.screens.review_steps import RuleReach
 
-        self.queue.push_modal(screen, written)
+        return RuleReach(self.human.rule_reach, self.queue.decide_by_written_rule)
 
     def action_grants(self) -> None:
         from tui.screens.grants import GrantsScreen

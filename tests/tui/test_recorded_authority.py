@@ -363,3 +363,36 @@ async def test_the_rule_dialog_lists_the_asks_it_decides_and_decides_exactly_tho
         assert pending == ["late", "test"]
         await wait_for(pilot, lambda: "it decided 2 pending asks" in app.queue.status_text)
         assert [(e.what, e.who) for e in app.history] == [("approved_by_written_rule", "rule")] * 2
+
+
+async def test_a_review_suggestion_lists_and_decides_the_pending_asks_it_covers(tmp_path: Path) -> None:
+    """A rule written from the history's suggestions decides exactly the pending asks its dialog listed,
+    as `R`'s does."""
+    from core.history.rows import facts_columns
+    from core.wire.reader import parse_request
+    from tui.screens.review_steps import SuggestionsScreen
+
+    node = Node(tmp_path, history=True)
+    assert node.history is not None
+    for n in range(5):  # five approvals of the value: the review suggests it
+        parsed = parse_request(json.dumps(request_body(f"old{n}", value="npm run lint",
+                                                       suggestion=False)).encode())
+        node.history.insert_rows([{"served_session": SERVED, "request_name": f"old{n}.json",
+                                   "arrived_at": time.time() - 100 + n, "outcome": "user",
+                                   "verdict": "approved", "raw": parsed.raw, **facts_columns(parsed)}])
+    app = node.app
+    async with app.run_test(size=(160, 50)) as pilot:
+        write_request(node.root, request_body("lint", value="npm run lint", suggestion=False))
+        await wait_rows(pilot, app, 1)
+        await pilot.press("h")
+        await settle(pilot)
+        await pilot.press("s")
+        await wait_for(pilot, lambda: isinstance(app.screen, SuggestionsScreen))
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmRuleScreen))
+        await settle(pilot)
+        assert "It approves 1 pending ask now" in str(app.screen.query_one("#review-rule", Static).render())
+        await pilot.press("y")
+        body = await wait_response(pilot, node.root, "lint")
+        assert body["decidedBy"] == {"kind": "rule", "surface": "bash", "pattern": "npm run lint",
+                                     "origin": body["decidedBy"]["origin"]}

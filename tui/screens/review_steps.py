@@ -6,7 +6,8 @@ file and the diff first; opened from the queue (`R`), its `y` also waits for the
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -32,6 +33,16 @@ from tui.screens.ask_steps import keys_after_paint, unseen
 from tui.widgets.painted import PaintProbe
 
 
+@dataclass(frozen=True)
+class RuleReach:
+    """What a written rule decides at once: `of` lists the pending asks a file's new text would decide
+    (shown with the diff), `decide` decides exactly the listed asks after the write (`R` and the
+    review's suggestions alike; `docs/workflows.md`)."""
+
+    of: Callable[[Path, str], tuple[Ask, ...]]
+    decide: Callable[[Sequence[Ask]], Awaitable[None]]
+
+
 class DetailScreen(ModalScreen[None]):
     """One past ask, read-only."""
 
@@ -55,10 +66,11 @@ class SuggestionsScreen(ModalScreen[None]):
         Binding("escape", "dismiss", "Back", id="review.suggestions.back"),
     ]
 
-    def __init__(self, offers: list[Suggestion], rules: PolicyStore) -> None:
+    def __init__(self, offers: list[Suggestion], rules: PolicyStore, reach: RuleReach | None = None) -> None:
         super().__init__()
         self.offers = offers
         self.rules = rules
+        self.reach = reach
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -82,7 +94,7 @@ class SuggestionsScreen(ModalScreen[None]):
     @on(OptionList.OptionSelected, "#review-offers")
     def _chosen(self, event: OptionList.OptionSelected) -> None:
         offer = self.offers[int(event.option.id or 0)]
-        self.app.push_screen(ConfirmRuleScreen(offer, self.rules))
+        self.app.push_screen(ConfirmRuleScreen(offer, self.rules, reach=self.reach))
 
 
 class ConfirmRuleScreen(ModalScreen[bool]):
@@ -105,12 +117,12 @@ class ConfirmRuleScreen(ModalScreen[bool]):
         rules: PolicyStore,
         safety: KeySafety | None = None,
         key_time: Callable[[], float] | None = None,
-        reach_of: Callable[[Path, str], tuple[Ask, ...]] | None = None,
+        reach: RuleReach | None = None,
     ) -> None:
         """`safety`: opened from the queue, where `y` also approves, so a `y` meant for an ask must not
         write a rule: `y` counts only after this step was painted plus the grace (`tui.keysafety`).
-        `reach_of`: the pending asks the file's new text would decide at once; they are listed with
-        the diff, and `reach` (exactly that painted list) is what the caller decides after the write."""
+        `reach`: the pending asks the file's new text would decide at once, listed with the diff;
+        exactly that painted list (`self.reach`) is decided after the write."""
         super().__init__()
         self.offer = offer
         self.rules = rules
@@ -120,7 +132,7 @@ class ConfirmRuleScreen(ModalScreen[bool]):
         # The --rules file is the default; a pi config layer only when the person picks it (`t`).
         self.chosen = 0 if self.targets[0].kind == "authorizer" else -1
         self.change: RuleEdit | None = None
-        self.reach_of = reach_of
+        self.rule_reach = reach
         self.reach: tuple[Ask, ...] = ()
 
     def compose(self) -> ComposeResult:
@@ -155,8 +167,8 @@ class ConfirmRuleScreen(ModalScreen[bool]):
             )
             return
         decides = None
-        if self.reach_of is not None:
-            self.reach = self.reach_of(self.change.path, self.change.after)
+        if self.rule_reach is not None:
+            self.reach = self.rule_reach.of(self.change.path, self.change.after)
             decides = reach_content(self.reach, "this rule", others=False)
         body.update(change_content(self.change, target, self.rules.home, decides))
         self.call_after_refresh(self._render_keys)
@@ -202,7 +214,10 @@ class ConfirmRuleScreen(ModalScreen[bool]):
             self._show()
             return
         self.notify(sanitize(f"Rule added to {self.change.path}", single_line=True).plain, markup=False)
+        painted = self.reach  # exactly the asks listed with the diff, never re-derived
         self.dismiss(True)
+        if painted and self.rule_reach is not None:
+            self.app.run_worker(self.rule_reach.decide(painted), group="written-rule")
 
     def action_cancel(self) -> None:
         self.dismiss(False)
