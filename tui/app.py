@@ -152,8 +152,9 @@ class AuthorizerApp(App[int]):
             self.quitting.install_signal_handlers()
         if self.settings.ignored_knobs:
             ignored = safe_plain(", ".join(self.settings.ignored_knobs), 400)
-            self.notify(f"Ignored (a config children can write may not set the person's keys or their "
-                        f"safety; defaults kept): {ignored}", severity="warning", markup=False, timeout=15)
+            self.notify(f"Ignored (a config children can write may not set the person's keys, their "
+                        f"safety, yolo or the child's timeout; defaults kept): {ignored}",
+                        severity="warning", markup=False, timeout=15)
         if self.refused_keys:
             refused = safe_plain("; ".join(self.refused_keys), 400)
             self.notify(f"Ignored permissionDialogKeys entries (defaults kept): {refused}",

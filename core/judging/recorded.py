@@ -133,8 +133,15 @@ class RecordedAuthority:
             watch.close()
 
     def report_config(self) -> None:
-        """Log the config errors of the agent-neutral layers now, not at the first ask."""
-        self._log_errors(self.store.policy("").errors)
+        """Log the config errors of the agent-neutral layers now, not at the first ask, and the
+        person's knobs a layer children can write tried to set (ignored), once per config version."""
+        policy = self.store.policy("")
+        self._log_errors(policy.errors)
+        ignored = ", ".join(policy.settings.ignored_knobs)
+        if ignored and f"ignored: {ignored}" not in self._reported:
+            self._reported.add(f"ignored: {ignored}")
+            log.warning("ignored knobs from a config layer children can write (the person's keys and their "
+                        "safety come only from the global config and --rules): %s", log_safe(ignored, 400))
 
     def reload(self) -> None:
         if self.store.reload_if_changed():
