@@ -27,7 +27,7 @@ from core.rules import PolicyStore
 from core.serving.asks import Ask
 from tui.keysafety import KeySafety
 from tui.render.ask import reach_content
-from tui.render.history import change_content, detail_content, safe
+from tui.render.history import change_content, detail_content, offer_content, safe
 from tui.sanitize import sanitize
 from tui.screens.ask_steps import keys_after_paint, unseen
 from tui.widgets.painted import PaintProbe
@@ -80,16 +80,8 @@ class SuggestionsScreen(ModalScreen[None]):
                 id="review-offers",
             )
 
-    @staticmethod
-    def _prompt(offer: Suggestion) -> Content:
-        return Content.assemble(
-            ("allow ", "bold $text-success"),
-            safe(offer.surface, "bold"),
-            " ",
-            safe(offer.pattern, "bold"),
-            (f"  approved {offer.approvals}× by you, e.g. ", "dim"),
-            safe(offer.examples[0] if offer.examples else ""),
-        )
+    def _prompt(self, offer: Suggestion) -> Content:
+        return offer_content(offer, self.rules.home)
 
     @on(OptionList.OptionSelected, "#review-offers")
     def _chosen(self, event: OptionList.OptionSelected) -> None:
