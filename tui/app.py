@@ -154,7 +154,10 @@ class AuthorizerApp(App[int]):
             ignored = safe_plain(", ".join(self.settings.ignored_knobs), 400)
             self.notify(f"Ignored (a config children can write may not set the person's keys, their "
                         f"safety, yolo or the child's timeout; defaults kept): {ignored}",
-                        severity="warning", markup=False, timeout=15)
+                        title="A child-writable config tried to set your knobs",
+                        # An error: it is toasted at every size (a status-line note at 80x24 would
+                        # be replaced by the first arrival before anyone read it).
+                        severity="error", markup=False, timeout=15)
         if self.refused_keys:
             refused = safe_plain("; ".join(self.refused_keys), 400)
             self.notify(f"Ignored permissionDialogKeys entries (defaults kept): {refused}",

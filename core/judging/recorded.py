@@ -43,6 +43,7 @@ class RecordedAuthority:
         self.clock = clock
         self._grants: dict[str, SessionGrants] = {}
         self._reported: set[str] = set()
+        self._ignored_reported = ""
         #: Called with each config change held because it widens (the app shows it and asks).
         self.on_pending: list[Callable[[PendingReload], None]] = []
         store.subscribe(self._held)
@@ -138,10 +139,10 @@ class RecordedAuthority:
         policy = self.store.policy("")
         self._log_errors(policy.errors)
         ignored = ", ".join(policy.settings.ignored_knobs)
-        if ignored and f"ignored: {ignored}" not in self._reported:
-            self._reported.add(f"ignored: {ignored}")
+        if ignored and ignored != self._ignored_reported:  # once, not again at each reload
             log.warning("ignored knobs from a config layer children can write (the person's keys and their "
                         "safety come only from the global config and --rules): %s", log_safe(ignored, 400))
+        self._ignored_reported = ignored
 
     def reload(self) -> None:
         if self.store.reload_if_changed():

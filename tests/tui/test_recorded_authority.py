@@ -396,3 +396,25 @@ async def test_a_review_suggestion_lists_and_decides_the_pending_asks_it_covers(
         body = await wait_response(pilot, node.root, "lint")
         assert body["decidedBy"] == {"kind": "rule", "surface": "bash", "pattern": "npm run lint",
                                      "origin": body["decidedBy"]["origin"]}
+
+
+async def test_the_rule_dialog_at_80x24_is_confirmed_with_end_then_y(tmp_path: Path) -> None:
+    """At 80x24 the dialog's body (rule, reach, the asks it decides, the diff) is taller than the screen:
+    `end` shows its end, the key line then drops "more below" (it follows the scroll, whenever the
+    scroll lands), and `y` writes the rule and decides the listed asks."""
+    node = Node(tmp_path)
+    app = node.app
+    async with app.run_test(size=(80, 24)) as pilot:
+        body = request_body("a1", value="npm run lint", created_at=1, suggestion=False)
+        write_request(node.root, body)
+        write_request(node.root, request_body("a2", value="npm run lint", agent="Builder",
+                                              suggestion=False, created_at=2))
+        await wait_rows(pilot, app, 2)
+        await pilot.press("R")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmRuleScreen))
+        await wait_for(pilot, lambda: "more below" in rendered_text(app))
+        await pilot.press("end")
+        await wait_for(pilot, lambda: "more below" not in rendered_text(app))
+        await pilot.press("y")
+        for rid in ("a1", "a2"):
+            assert (await wait_response(pilot, node.root, rid))["decidedBy"]["kind"] == "rule"

@@ -25,7 +25,7 @@ from tui.render.ask import (
 )
 from tui.render.styles import DIM, WARN
 from tui.sanitize import sanitize
-from tui.screens.ask_steps import AskModal, BackModal, back_keys, keys_after_paint, unseen
+from tui.screens.ask_steps import AskModal, BackModal, back_keys, keys_after_paint, keys_follow_scroll, unseen
 from tui.widgets.painted import PaintProbe
 
 
@@ -102,6 +102,7 @@ class GrantConfirmScreen(AskModal[bool]):
         self.query_one("#grant-list", Static).border_title = "Exactly what will be recorded"
         self._render_keys()
         keys_after_paint(self, self.query_one("#grant-keys", PaintProbe), self.safety, self._render_keys)
+        keys_follow_scroll(self, self.query_one("#grant-body", VerticalScroll), self._render_keys)
 
     def _render_keys(self, note: str = "") -> None:
         waiting = not self.safety.accepting()

@@ -29,7 +29,7 @@ from tui.keysafety import KeySafety
 from tui.render.ask import reach_content
 from tui.render.history import change_content, detail_content, offer_content, safe
 from tui.sanitize import sanitize
-from tui.screens.ask_steps import keys_after_paint, unseen
+from tui.screens.ask_steps import keys_after_paint, keys_follow_scroll, unseen
 from tui.widgets.painted import PaintProbe
 
 
@@ -136,6 +136,7 @@ class ConfirmRuleScreen(ModalScreen[bool]):
     def on_mount(self) -> None:
         self._show()
         self.call_after_refresh(self._render_keys)
+        keys_follow_scroll(self, self.query_one("#review-rule-body", VerticalScroll), self._render_keys)
         if self.safety is not None:
             probe = self.query_one("#review-rule", PaintProbe)
             keys_after_paint(self, probe, self.safety, self.refresh_bindings)
