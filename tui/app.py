@@ -440,13 +440,15 @@ class AuthorizerApp(App[int]):
         timeout: float | None = None,
         markup: bool = True,
     ) -> None:
-        """On a small terminal a toast would cover the ask and the keys: it goes to the status line.
+        """On a small terminal a toast would cover the ask and the keys, and over a step (a dialog over
+        the queue) it would cover the step's content and keys at any size: it goes to the status line.
         Never markup, and whatever a caller passed is shown literally (`tui.sanitize`): the last guard."""
         message = safe_plain(message, single_line=False)
         title = safe_plain(title)
         markup = False
         queue = self.queue
-        if severity != "error" and queue.is_current and queue.compact:
+        over_step = self.screen is not queue and self.safety.modal_open
+        if severity != "error" and ((queue.is_current and queue.compact) or over_step):
             lines = [line for line in message.splitlines() if line.strip()]
             more = f" (+{len(lines) - 1} more)" if len(lines) > 1 else ""
             head = f"{title}: " if title else ""

@@ -510,7 +510,10 @@ class QueueScreen(Screen[None]):
         self.detail.scroll_relative(y=lines, animate=False)
 
     def push_modal(self, screen: Screen[R], callback: ScreenResultCallbackType[R] | None = None) -> None:
-        """A step over the ask: its keys are inert from now until it closes and the ask is painted again."""
+        """A step over the ask: its keys are inert from now until it closes and the ask is painted again.
+        The toasts shown go (they would cover the step's content and keys; the status line and the
+        run's history keep what they said), and while the step is open notices go to the status line."""
+        self.app.clear_notifications()
         self.safety.open_modal(screen)
         self.app.push_screen(screen, callback)
 
