@@ -418,3 +418,31 @@ async def test_the_rule_dialog_at_80x24_is_confirmed_with_end_then_y(tmp_path: P
         await pilot.press("y")
         for rid in ("a1", "a2"):
             assert (await wait_response(pilot, node.root, rid))["decidedBy"]["kind"] == "rule"
+
+
+async def test_a_y_right_after_t_writes_nothing_until_the_other_file_was_shown(tmp_path: Path) -> None:
+    """`t` shows another file's diff and other asks decided: the step is shown anew (from its top,
+    painted, plus the grace) before its `y` writes anything."""
+    from tests.tui.support import FakeKeyClock, wait_painted
+
+    node = Node(tmp_path)
+    keys = FakeKeyClock()
+    app = AuthorizerApp(node.attended, UiSettings(input_grace_ms=500, double_press=False),
+                        AppSeams(keys=keys))
+    async with app.run_test(size=(160, 50)) as pilot:
+        write_request(node.root, request_body("lint", value="npm run lint", suggestion=False))
+        await wait_rows(pilot, app, 1)
+        keys.advance(0.5)
+        await pilot.press("R")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmRuleScreen))
+        await wait_painted(pilot, app)
+        keys.advance(0.5)
+        await pilot.press("t", "y")  # the pi global config now: y at once writes nothing
+        await settle(pilot)
+        global_config = node.agent_dir / "extensions" / "pi-permission-system" / "config.json"
+        assert "npm run lint" not in global_config.read_text() and isinstance(app.screen, ConfirmRuleScreen)
+        await wait_painted(pilot, app)
+        keys.advance(0.5)
+        await pilot.press("y")
+        await wait_for(pilot, lambda: "npm run lint" in global_config.read_text())
+        assert json.loads(node.rules_path.read_text()) == {}

@@ -183,8 +183,15 @@ class ConfirmRuleScreen(ModalScreen[bool]):
         self.call_after_refresh(self._render_keys)
 
     def action_next_target(self) -> None:
+        """Another file: another diff and other asks decided, so a step shown anew: from its top, and
+        (from the queue) its `y` counts only after this new content was painted, plus the grace."""
         self.chosen = (self.chosen + 1) % len(self.targets)
         self._show()
+        self.query_one("#review-rule-body", VerticalScroll).scroll_home(animate=False, immediate=True)
+        if self.safety is not None:
+            self.safety.open_modal(self)
+            keys_after_paint(self, self.query_one("#review-rule", PaintProbe), self.safety,
+                             self.refresh_bindings)
         self.call_after_refresh(self._render_keys)
 
     def action_confirm(self) -> None:
