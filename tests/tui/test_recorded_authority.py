@@ -443,6 +443,8 @@ async def test_a_y_right_after_t_writes_nothing_until_the_other_file_was_shown(t
         assert "npm run lint" not in global_config.read_text() and isinstance(app.screen, ConfirmRuleScreen)
         await wait_painted(pilot, app)
         keys.advance(0.5)
+        await pilot.press("end")  # the new diff, to its end (a long temp path wraps)
+        await wait_for(pilot, lambda: "more below" not in rendered_text(app))
         await pilot.press("y")
         await wait_for(pilot, lambda: "npm run lint" in global_config.read_text())
         assert json.loads(node.rules_path.read_text()) == {}
