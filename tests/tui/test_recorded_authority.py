@@ -24,11 +24,13 @@ from tests.tui.support import (
     request_body,
     settle,
     wait_for,
+    wait_painted,
     wait_response,
     wait_rows,
     write_request,
 )
 from tui.app import AppSeams, AuthorizerApp
+from tui.screens.grant_steps import GrantConfirmScreen
 from tui.screens.grants import GrantsScreen
 from tui.screens.help import HelpScreen
 from tui.screens.reload import ReloadReviewScreen
@@ -76,7 +78,8 @@ async def test_grants_screen_lists_counts_and_revokes_for_the_next_ask(tmp_path:
         write_request(node.root, request_body("first", value="git push origin main"))
         await wait_rows(pilot, app, 1)
         await pilot.press("w")
-        await settle(pilot)
+        await wait_for(pilot, lambda: isinstance(app.screen, GrantConfirmScreen))
+        await wait_painted(pilot, app)  # its y counts once it was painted (however slow the machine)
         await pilot.press("y")  # the confirmation step records the child's suggestion `git push *`
         assert (await wait_response(pilot, node.root, "first"))["state"] == "approved"
         assert [g.pattern for g in node.authority.list_grants()] == ["git push *"]
@@ -423,7 +426,7 @@ async def test_the_rule_dialog_at_80x24_is_confirmed_with_end_then_y(tmp_path: P
 async def test_a_y_right_after_t_writes_nothing_until_the_other_file_was_shown(tmp_path: Path) -> None:
     """`t` shows another file's diff and other asks decided: the step is shown anew (from its top,
     painted, plus the grace) before its `y` writes anything."""
-    from tests.tui.support import FakeKeyClock, wait_painted
+    from tests.tui.support import FakeKeyClock
 
     node = Node(tmp_path)
     keys = FakeKeyClock()
