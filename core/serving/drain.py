@@ -71,11 +71,16 @@ class Drain:
             # says nothing of the files: an ask is withdrawn only once a listing of its folder lacks
             # its file, and the files back with the folder are the asks still held (never served twice).
             return
-        if found.replaced:
+        # Only asks still awaiting a decision: one decided meanwhile (off the loop) may be having its
+        # answer written into its own request file (`core.disk.reused`), which changes the file.
+        replaced = {name for name in found.replaced
+                    if (record := served.records.get(name)) is not None and record.state in AWAITING}
+        if replaced:
             log.warning("session=%s: %d request file(s) replaced under their names: the asks read from "
                         "them are withdrawn, the new files served as new asks",
-                        log_safe(served.inbox.session_id), len(found.replaced))
-        await self.pipeline.listed(served, set(names) - found.replaced, retry)
+                        log_safe(served.inbox.session_id), len(replaced))
+        await self.pipeline.listed(served, set(names) - replaced, retry)
+        # As `scan` listed them (the intakes follow this order); one decided meanwhile is not started.
         new = [name for name in names if name not in known or name in found.replaced]
         while intake is not None:
             await self._serve_batch(served, intake)
