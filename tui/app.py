@@ -448,6 +448,8 @@ class AuthorizerApp(App[int]):
         markup = False
         queue = self.queue
         over_step = self.screen is not queue and self.safety.modal_open
+        if severity != "error" and over_step and queue.status_line.about is not None:
+            return  # the status line says what became of the step's ask: kept (the queue lists arrivals)
         if severity != "error" and ((queue.is_current and queue.compact) or over_step):
             lines = [line for line in message.splitlines() if line.strip()]
             more = f" (+{len(lines) - 1} more)" if len(lines) > 1 else ""
