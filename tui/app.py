@@ -65,6 +65,7 @@ from tui.ui_settings import UiSettings
 
 if TYPE_CHECKING:
     from core.rules.reloads import PendingReload
+    from tui.screens.review_steps import RuleReach
 
 ARM_EXPIRY_S = 5.0
 
@@ -153,8 +154,12 @@ class AuthorizerApp(App[int]):
             self.quitting.install_signal_handlers()
         if self.settings.ignored_knobs:
             ignored = safe_plain(", ".join(self.settings.ignored_knobs), 400)
-            self.notify(f"Ignored (a config children can write may not set the person's keys or their "
-                        f"safety; defaults kept): {ignored}", severity="warning", markup=False, timeout=15)
+            self.notify(f"Ignored (a config children can write may not set the person's keys, their "
+                        f"safety, yolo or the child's timeout; defaults kept): {ignored}",
+                        title="A child-writable config tried to set your knobs",
+                        # An error: it is toasted at every size (a status-line note at 80x24 would
+                        # be replaced by the first arrival before anyone read it).
+                        severity="error", markup=False, timeout=15)
         if self.refused_keys:
             refused = safe_plain("; ".join(self.refused_keys), 400)
             self.notify(f"Ignored permissionDialogKeys entries (defaults kept): {refused}",
@@ -277,8 +282,8 @@ class AuthorizerApp(App[int]):
         if self.store is not None:
             from tui.screens.review import ReviewScreen
 
-            store, rules = self.store, self.rules
-            self._show(lambda: ReviewScreen(store, rules), ReviewScreen)
+            store, rules, reach = self.store, self.rules, self.rule_reach()
+            self._show(lambda: ReviewScreen(store, rules, reach), ReviewScreen)
         else:
             self._show(lambda: HistoryScreen(self.history), HistoryScreen)
 
@@ -308,7 +313,14 @@ class AuthorizerApp(App[int]):
         except SuggestionRefused as exc:
             self.notify(safe_plain(str(exc), 300), title="No rule proposed", severity="warning", markup=False)
             return
-        self.queue.push_modal(ConfirmRuleScreen(offer, self.rules, self.safety, self.key_time))
+        self.queue.push_modal(ConfirmRuleScreen(offer, self.rules, self.safety, self.key_time,
+                                                self.rule_reach()))
+
+    def rule_reach(self) -> RuleReach:
+        """A written rule's reach: the pending asks it decides, listed, then decided exactly."""
+        from tui.screens.review_steps import RuleReach
+
+        return RuleReach(self.human.rule_reach, self.queue.decide_by_written_rule)
 
     def action_grants(self) -> None:
         from tui.screens.grants import GrantsScreen
@@ -436,13 +448,17 @@ class AuthorizerApp(App[int]):
         timeout: float | None = None,
         markup: bool = True,
     ) -> None:
-        """On a small terminal a toast would cover the ask and the keys: it goes to the status line.
+        """On a small terminal a toast would cover the ask and the keys, and over a step (a dialog over
+        the queue) it would cover the step's content and keys at any size: it goes to the status line.
         Never markup, and whatever a caller passed is shown literally (`tui.sanitize`): the last guard."""
         message = safe_plain(message, single_line=False)
         title = safe_plain(title)
         markup = False
         queue = self.queue
-        if severity != "error" and queue.is_current and queue.compact:
+        over_step = self.screen is not queue and self.safety.modal_open
+        if severity != "error" and over_step and queue.status_line.about is not None:
+            return  # the status line says what became of the step's ask: kept (the queue lists arrivals)
+        if severity != "error" and ((queue.is_current and queue.compact) or over_step):
             lines = [line for line in message.splitlines() if line.strip()]
             more = f" (+{len(lines) - 1} more)" if len(lines) > 1 else ""
             head = f"{title}: " if title else ""

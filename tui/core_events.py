@@ -26,8 +26,8 @@ from tui.sanitize import safe_plain
 from tui.screens.run_history import HistoryEntry
 
 #: Outcomes of decisions the person keyed: the app's history already has them from `AskDecided`.
-PERSON_OUTCOMES = frozenset({"user", "user_grant", "session_grant"})
-WHO = {"approved_by_serving_grant": "grant"}
+PERSON_OUTCOMES = frozenset({"user", "user_grant", "session_grant", "rule_written"})
+WHO = {"approved_by_serving_grant": "grant", "approved_by_written_rule": "rule"}
 
 
 class HumanChanged(Message):

@@ -17,6 +17,7 @@ created or changed later is compared against an empty file when it is first read
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import logging
 import threading
@@ -198,6 +199,19 @@ class PolicyStore:
             pi = config_scope_from_text(text, path, key[0], stale, as_pi=True)
             self._pending.pop(key, None)
             self._apply(key, dataclasses.replace(ours, pi_reading=pi))
+
+    def as_if_written(self, path: Path, text: str) -> PolicyStore:
+        """A what-if twin of this store with `text` applied to the config file `path` (as
+        `apply_written` would), this store untouched: what a rule's dialog shows it would decide."""
+        twin = copy.copy(self)
+        twin._scopes = dict(self._scopes)
+        twin._pending = dict(self._pending)
+        twin._policies = OrderedDict()
+        twin._neutral = None
+        twin._listeners = []
+        twin._layers = Layers(twin.sources, twin._scope, twin.home)
+        twin.apply_written(path, text)
+        return twin
 
     def decline(self, pending: PendingReload) -> bool:
         with self._lock:

@@ -95,6 +95,7 @@ class Pipeline:
     def start(self, served: ServedSession, name: str, read: FileRead, intake: Intake) -> None:
         """Serve a new file of an intake: its record is taken, and its path runs as far as it can now."""
         record = served.records.take(name)
+        record.identity = read.identity
         try:
             self._route(served, record, read, intake)
         except Exception as exc:

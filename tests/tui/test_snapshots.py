@@ -175,3 +175,52 @@ def test_snapshot_batch_preview_80x24(snap_compare: SnapCompare) -> None:
 def test_snapshot_empty_queue(snap_compare: SnapCompare) -> None:
     rig = fixture_rig("empty", asks=False)
     assert snap_compare(rig.app, terminal_size=SIZE, run_before=ready(rig, 0))
+
+
+# -- every step at 80x24 and 120x40: decision keys painted, content scrollable (issue 20) -----------
+
+STEP_SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((120, 40), id="120x40")]
+
+
+def twenty_rig(name: str) -> Rig:
+    """Twenty asks of one session, each with the child's suggestion `git push *`."""
+    rig = make_rig(Path(name), UiSettings(input_grace_ms=0), clock=lambda: FIXED_NOW)
+    for i in range(20):
+        write_request(rig.root, request_body(f"1790000000000-{i:02d}", created_at=FIXED_CREATED + i * 1000,
+                                             value=f"git push origin b{i}",
+                                             agent=("Explore", "Builder")[i % 2]))
+    return rig
+
+
+@pytest.mark.parametrize("size", STEP_SIZES)
+def test_snapshot_rule_dialog_listing_its_asks(snap_compare: SnapCompare, size: tuple[int, int]) -> None:
+    rig = twenty_rig("rule-dialog")
+    assert snap_compare(rig.app, terminal_size=size, run_before=ready(rig, 20, press_painted("R", "t")))
+
+
+@pytest.mark.parametrize("size", STEP_SIZES)
+def test_snapshot_whole_session_confirmation_with_19_others(snap_compare: SnapCompare,
+                                                            size: tuple[int, int]) -> None:
+    rig = twenty_rig("grant-19")
+    assert snap_compare(rig.app, terminal_size=size, run_before=ready(rig, 20, press_painted("w")))
+
+
+@pytest.mark.parametrize("size", STEP_SIZES)
+def test_snapshot_batch_of_20(snap_compare: SnapCompare, size: tuple[int, int]) -> None:
+    rig = twenty_rig("batch-20")
+    assert snap_compare(rig.app, terminal_size=size,
+                        run_before=ready(rig, 20, press_painted("asterisk", "Y")))
+
+
+@pytest.mark.parametrize("size", STEP_SIZES)
+def test_snapshot_batch_deny_reason_field(snap_compare: SnapCompare, size: tuple[int, int]) -> None:
+    rig = twenty_rig("batch-deny-20")
+
+    async def typing(pilot: Pilot[Any]) -> None:
+        await press_painted("asterisk", "N", "r")(pilot)
+        reason = pilot.app.screen.query_one("#batch-reason", Input)
+        await wait_for(pilot, lambda: reason.has_focus)
+        reason.cursor_blink = False
+        await pilot.press(*"not on main")
+
+    assert snap_compare(rig.app, terminal_size=size, run_before=ready(rig, 20, typing))

@@ -20,7 +20,7 @@ from tui.render.ask import (
 )
 from tui.render.lines import batch_line
 from tui.render.styles import DIM, WARN
-from tui.screens.ask_steps import keys_after_paint, unseen
+from tui.screens.ask_steps import keys_after_paint, keys_follow_scroll, unseen
 from tui.widgets.painted import PaintProbe
 
 BATCH_VERBS = {"approve": "Approve once", "deny": "Deny"}
@@ -110,6 +110,7 @@ class BatchPreviewScreen(ModalScreen[bool]):
         self._render_keys()
         # The grace window counts from the frame that shows the list, not from construction.
         keys_after_paint(self, self.query_one("#batch-keys", PaintProbe), self.safety, self._render_keys)
+        keys_follow_scroll(self, self.query_one("#batch-list", VerticalScroll), self._render_keys)
 
     def ask_changed(self, why: str) -> None:
         """One of the listed asks was withdrawn or replaced under its id: the batch is cancelled, the

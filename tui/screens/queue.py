@@ -18,7 +18,7 @@ themselves are widgets already (`StatusLine`, `KeyLegend`, the table, the detail
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from textual import on
@@ -73,6 +73,7 @@ KIND_WORDS = {
     "approved_for_session": "Approved for the subagent's session",
     "approved_for_serving_session": "Approved and recorded a whole-session grant",
     "approved_by_serving_grant": "Approved by the whole-session grant",
+    "approved_by_written_rule": "Approved by the rule you wrote",
     "denied": "Denied",
     "denied_with_reason": "Denied with reason",
 }
@@ -514,7 +515,10 @@ class QueueScreen(Screen[None]):
         self.detail.scroll_relative(y=lines, animate=False)
 
     def push_modal(self, screen: Screen[R], callback: ScreenResultCallbackType[R] | None = None) -> None:
-        """A step over the ask: its keys are inert from now until it closes and the ask is painted again."""
+        """A step over the ask: its keys are inert from now until it closes and the ask is painted again.
+        The toasts shown go (they would cover the step's content and keys; the status line and the
+        run's history keep what they said), and while the step is open notices go to the status line."""
+        self.app.clear_notifications()
         self.safety.open_modal(screen)
         self.app.push_screen(screen, callback)
 
@@ -642,7 +646,7 @@ class QueueScreen(Screen[None]):
             granted: list[AskDecided] = []
 
             async def grant(key: AskKey) -> None:
-                granted.append(await self.human.approve_for_serving_session(key, shown=ask))
+                granted.append(await self.human.approve_for_serving_session(key, shown=ask, reach=reach))
 
             await self._commit(grant, key)
             also = granted[0].also if granted else ()
@@ -653,6 +657,20 @@ class QueueScreen(Screen[None]):
                      "bold")))
 
         self.push_modal(GrantConfirmScreen(ask, grants, reach, self.safety, self.key_time), done)
+
+    async def decide_by_written_rule(self, reach: Sequence[Ask]) -> None:
+        """After `R`'s rule was written: decide the asks its dialog listed that the rules now allow."""
+        decided: list[AskDecided] = []
+
+        async def decide(_: AskKey) -> None:
+            decided.extend(await self.human.approve_by_written_rule(reach))
+
+        await self._commit(decide, reach[0].key)
+        self.say_after_events(Content.assemble(
+            ("Rule written: ", "bold"),
+            (f"it decided {len(decided)} pending ask{'s' if len(decided) != 1 else ''}", "bold"),
+            (f" ({len(reach) - len(decided)} listed no longer pending or no longer allowed: still yours)"
+             if len(decided) != len(reach) else "", DIM)))
 
     # -- batches: marked asks, previewed in full, each decided through the same call -----------------
 
