@@ -29,7 +29,7 @@ from textual import events
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.content import Content
-from textual.notifications import Notification, SeverityLevel
+from textual.notifications import Notification, Notify, SeverityLevel
 from textual.screen import Screen
 
 from core.clock import SYSTEM_CLOCK, KeyClock
@@ -51,6 +51,7 @@ from tui.core_events import (
 from tui.keysafety import KeyRules, KeySafety
 from tui.quitting import Quitting
 from tui.render.ask_facts import ask_label
+from tui.render.lines import serving_content
 from tui.render.styles import DIM, WARN
 from tui.sanitize import safe_plain
 from tui.screens.ask_steps import AskModal, ExpandScreen, ReasonScreen
@@ -65,6 +66,8 @@ if TYPE_CHECKING:
     from core.rules.reloads import PendingReload
 
 ARM_EXPIRY_S = 5.0
+#: Toasts standing at once (top right, above the asks table; never over the keys or the ask).
+MAX_TOASTS = 3
 
 
 @dataclass(frozen=True)
@@ -109,7 +112,8 @@ class AuthorizerApp(App[int]):
             arm_expiry_s=ARM_EXPIRY_S,
         ))
         self.queue = QueueScreen(human, self.settings, self.clock, self.safety, self.key_time,
-                                 sessions_served=lambda: len(core.served))
+                                 sessions_served=lambda: len(core.served),
+                                 serving=self._serving)
         self.core_events = CoreEvents(human, core, self.post_message)
         self.attention = Attention(self, human, self.settings, seams.terminal or self.write_to_terminal,
                                    tmux=bool(os.environ.get("TMUX")))
@@ -119,6 +123,11 @@ class AuthorizerApp(App[int]):
         keymap, self.refused_keys = dialog_keymap(self.settings.dialog_keys)
         if keymap:
             self.set_keymap(keymap)
+
+    def _serving(self) -> Content:
+        """What the empty queue says: the sessions served, the root, the env line a child needs."""
+        served = self.core.served
+        return serving_content([status.session_id for status in served.statuses()], self.core.root)
 
     # -- key times (for key safety) ---------------------------------------------------------------
 
@@ -415,6 +424,27 @@ class AuthorizerApp(App[int]):
 
     # -- notices ---------------------------------------------------------------------------------
 
+    def _on_notify(self, event: Notify) -> None:
+        """Toasts are few: the same one shown again replaces itself, and the oldest go so that at
+        most `MAX_TOASTS` stand (a burst of answers never piles up over the asks)."""
+        new = event.notification
+        shown = [n for n in self._notifications if not n.has_expired]
+        for old in shown:
+            if (old.message, old.title, old.severity) == (new.message, new.title, new.severity):
+                self._unnotify(old, refresh=False)
+                shown.remove(old)
+                break
+        for old in shown[: max(0, len(shown) - (MAX_TOASTS - 1))]:
+            self._unnotify(old, refresh=False)
+        super()._on_notify(event)
+
+    def action_help_quit(self) -> None:
+        """Ctrl+C does not quit: say which key does, as plain text (Textual's own says it in markup)."""
+        keys = [self.get_key_display(active.binding) for active in self.active_bindings.values()
+                if active.binding.action in ("quit", "app.quit", "request_quit", "app.request_quit")]
+        keys.sort(key=lambda key: ("^" in key or "ctrl" in key, len(key)))  # the plain key first
+        self.notify(f"Press {keys[0] if keys else 'q'} to quit.", title="Ctrl+C does not quit")
+
     def tell(self, notice: Notice) -> None:
         self.notify(notice.message, title=notice.title, severity=notice.severity, timeout=notice.timeout,
                     markup=False)
@@ -434,7 +464,9 @@ class AuthorizerApp(App[int]):
         title = safe_plain(title)
         markup = False
         queue = self.queue
-        if severity != "error" and queue.is_current and queue.compact:
+        # `is_current` is true for the queue beneath another screen too: only the queue on top has
+        # its status line in view.
+        if severity != "error" and self.screen is queue and queue.compact:
             lines = [line for line in message.splitlines() if line.strip()]
             more = f" (+{len(lines) - 1} more)" if len(lines) > 1 else ""
             head = f"{title}: " if title else ""

@@ -221,3 +221,58 @@ def test_the_app_imports_no_screen_it_does_not_show_at_start() -> None:
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True,
                          timeout=60)
     assert json.loads(out.stdout) == []
+
+
+# -- where messages appear, and what the empty queue says ---------------------------------------------
+
+
+async def test_the_empty_queue_says_what_it_serves(tmp_path: Path) -> None:
+    rig = make_rig(tmp_path)
+    async with rig.app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        text = rendered_text(rig.app)
+        assert f"Serving session  {SERVED}" in text
+        assert "Forwarding root" in text and "no pi child writes here" in text  # a test root: no layout
+        assert f"PI_SUBAGENT_PARENT_SESSION={SERVED}" in text and "PI_IS_SUBAGENT=1" in text
+        write_request(rig.root, request_body("req-e"))
+        await wait_rows(pilot, rig.app, 1)
+        assert "Serving session" not in rendered_text(rig.app)  # an ask takes its place
+
+
+async def test_ctrl_c_says_which_key_quits_in_plain_text(tmp_path: Path) -> None:
+    rig = make_rig(tmp_path)
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("ctrl+c")
+        await wait_for(pilot, lambda: bool(rig.toasts))
+        toast = rig.toasts[-1]
+        assert (toast.title, toast.message) == ("Ctrl+C does not quit", "Press q to quit.")
+        assert not toast.markup
+        assert rig.app.is_running
+
+
+async def test_a_message_on_another_screen_is_a_toast_there_not_the_hidden_status_line(
+    tmp_path: Path,
+) -> None:
+    rig = make_rig(tmp_path)
+    async with rig.app.run_test(size=(80, 24)) as pilot:  # compact: on the queue, the status line
+        rig.app.notify("on the queue")
+        await settle(pilot)
+        assert "on the queue" in rig.app.queue.query_one("#status", Static).render().plain  # type: ignore[union-attr]
+        assert rig.toasts == []
+        for key, screen in (("h", HistoryScreen), ("S", SessionsScreen)):
+            await pilot.press(key)
+            await wait_for(pilot, lambda screen=screen: isinstance(rig.app.screen, screen))  # type: ignore[misc]
+            rig.app.notify(f"on {key}")
+            await settle(pilot)
+            assert rig.toasts and rig.toasts[-1].message == f"on {key}"
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: rig.app.screen is rig.app.queue)
+
+
+async def test_toasts_are_few_and_never_repeat(tmp_path: Path) -> None:
+    rig = make_rig(tmp_path)
+    async with rig.app.run_test(size=(120, 40), notifications=True) as pilot:
+        for n in (1, 2, 1, 3, 4, 5, 5):
+            rig.app.notify(f"answer {n}")
+        await wait_for(pilot, lambda: [n.message for n in rig.app._notifications] ==
+                       ["answer 3", "answer 4", "answer 5"])

@@ -111,9 +111,11 @@ class QueueScreen(Screen[None]):
         safety: KeySafety,
         key_time: Callable[[], float],
         sessions_served: Callable[[], int] = lambda: 1,
+        serving: Callable[[], Content] | None = None,
     ) -> None:
         """`clock` is wall time (ages); `safety` and `key_time` (the current key's read time) share
-        the monotonic clock; `sessions_served` counts the sessions (more than one: a session column)."""
+        the monotonic clock; `sessions_served` counts the sessions (more than one: a session column);
+        `serving` says what the empty queue serves."""
         super().__init__(id="queue")
         self.human = human
         self.settings = settings
@@ -121,6 +123,7 @@ class QueueScreen(Screen[None]):
         self.safety = safety
         self.key_time = key_time
         self.sessions_served = sessions_served
+        self.serving = serving
         self.selected: AskKey | None = None
         self.marked: dict[AskKey, None] = {}  # ordered set
         self.ask_filter = AskFilter()
@@ -139,7 +142,7 @@ class QueueScreen(Screen[None]):
         with Vertical(id="queue-body"):
             yield Input(placeholder=FILTER_HINT, id="queue-filter", select_on_focus=False)
             yield AsksTable(id="asks")
-            yield AskDetail(id="detail")
+            yield AskDetail(id="detail", serving=self.serving)
             yield StatusLine(id="status")
             yield KeyLegend(id="legend")
         yield Footer(show_command_palette=False)
