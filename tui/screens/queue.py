@@ -527,7 +527,7 @@ class QueueScreen(Screen[None]):
             sentence = f"{expired}Press {self.key_for(action)} again to {VERBS.get(action, action)}."
             self.set_status(Content.assemble((sentence, "bold $text-warning"), (note, WARN)),
                             about=self.selected)
-        elif verdict.reason in ("not-painted", "in-grace"):
+        elif verdict.reason in ("not-painted", "in-grace", "back-in-grace"):
             self.set_status(Content.styled(verdict.why, WARN), about=self.selected)
         self._render_legend()
         return False
