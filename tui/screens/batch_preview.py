@@ -81,10 +81,10 @@ class BatchPreviewScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         count = len(self.included)
-        asks = "1 ask" if count == 1 else f"{count} asks"
+        asks = "this ask" if count == 1 else f"these {count} asks"
         style = "bold $text-success" if self.verb == "approve" else "bold $text-error"
         with Vertical(id="dialog"):
-            yield Static(Content.assemble((f"{BATCH_VERBS[self.verb]} ", style), (f"these {asks}?", "bold")),
+            yield Static(Content.assemble((f"{BATCH_VERBS[self.verb]} ", style), (f"{asks}?", "bold")),
                          markup=False)
             yield Static(Content.styled(
                 "Each is answered and recorded on its own, exactly as if decided alone. Nothing else is "

@@ -218,8 +218,10 @@ class QueueScreen(Screen[None]):
                 (" — not answered, and not a denial.", DIM),
             ), ttl=STATUS_TTL_S)
         elif isinstance(event, AskDecided):
-            line = Content.assemble((KIND_WORDS.get(event.kind, event.kind) + ": ", "bold"),
-                                    (ask_label(event.ask), ""))
+            words = KIND_WORDS.get(event.kind, event.kind)
+            if event.response.session_grant_width == "family":
+                words += ", both directions"  # `b`: the grant reaches reads and writes alike
+            line = Content.assemble((words + ": ", "bold"), (ask_label(event.ask), ""))
             if event.response.denial_reason:
                 line = Content.assemble(line, (" — reason: ", DIM),
                                         (safe_plain(event.response.denial_reason, 80), ""))
