@@ -364,13 +364,27 @@ class AuthorizerApp(App[int]):
         ]
 
     def action_help(self) -> None:
+        """Help opens at the keys of the screen it was asked on, then the keys that work everywhere."""
         from tui.screens.help import HelpScreen
 
         sections: list[tuple[str, list[tuple[str, Binding]]]] = []
         for title, group in self.help_groups():
             rows = [(self.keys_of(b), b) for b in group if isinstance(b, Binding)]
             sections.append((title, rows))
-        self.push_screen(HelpScreen(sections))
+        here = self._help_title(self.screen)
+        first = [(f"On this screen: {t}", rows) for t, rows in sections if t == here]
+        everywhere = [(t, rows) for t, rows in sections if t == "Everywhere" and t != here]
+        rest = [(t, rows) for t, rows in sections if t not in (here, "Everywhere")]
+        self.push_screen(HelpScreen([*first, *everywhere, *rest]))
+
+    def _help_title(self, screen: Screen[Any]) -> str:
+        """The help section of `screen`'s own keys (the queue's when it has none of its own)."""
+        titles = {"QueueScreen": "Deciding the selected ask", "ReviewScreen": "History view (h)",
+                  "HistoryScreen": "History view (h)", "GrantsScreen": "Grants view (W)",
+                  "SessionsScreen": "Sessions view (S)", "DetailScreen": "One past ask",
+                  "SuggestionsScreen": "Suggested rules", "ConfirmRuleScreen": "Writing a suggested rule",
+                  "ReloadReviewScreen": "Config change review"}
+        return titles.get(type(screen).__name__, "Deciding the selected ask")
 
     def _pending_reload(self, pending: PendingReload) -> None:
         self.call_later(self._review_reload, pending)
