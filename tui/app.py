@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import events
-from textual.app import App, SystemCommand
+from textual.app import App, ScreenStackError, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.content import Content
 from textual.notifications import Notification, Notify, SeverityLevel
@@ -480,7 +480,11 @@ class AuthorizerApp(App[int]):
         queue = self.queue
         # `is_current` is true for the queue beneath another screen too: only the queue on top has
         # its status line in view.
-        if severity != "error" and self.screen is queue and queue.compact:
+        try:
+            on_top = self.screen is queue
+        except ScreenStackError:  # quitting: no screen left to tell
+            return
+        if severity != "error" and on_top and queue.compact:
             lines = [line for line in message.splitlines() if line.strip()]
             more = f" (+{len(lines) - 1} more)" if len(lines) > 1 else ""
             head = f"{title}: " if title else ""

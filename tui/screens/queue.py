@@ -189,6 +189,7 @@ class QueueScreen(Screen[None]):
 
     def on_resize(self) -> None:
         self._render_legend()
+        self.detail.set_compact(self.compact)
         self.query_one(Footer).compact = self.size.width < COMPACT_FOOTER_BELOW
 
     # -- the status line ----------------------------------------------------------------------------
@@ -357,7 +358,10 @@ class QueueScreen(Screen[None]):
             title = f"Pending asks — filter: {safe_plain(self.filter_input.value, 40)} ({shown} of {total})"
         self.table.border_title = title
         marked = len(self.marked)
-        self.table.border_subtitle = f"{marked} marked" if marked else ""
+        notes = [f"{marked} marked"] if marked else []
+        if self.table.cut:
+            notes.append("…+N: N more characters · enter shows all")
+        self.table.border_subtitle = " · ".join(notes)
 
     def _subtitle(self) -> None:
         shown = self.table.row_count

@@ -98,6 +98,15 @@ class AskDetail(VerticalScroll):
         self.query_one("#banner-nofacts", Static).update(NO_FACTS_BANNER)
         self.show(None, 0.0, 0, 0)
 
+    def set_compact(self, compact: bool) -> None:
+        """On a small terminal the grant `s` / `w` would record comes before the facts, so it is on
+        screen without scrolling (it is a few lines; the facts can fill the detail)."""
+        grants = self.query_one("#grants", Static)
+        if compact:
+            self.move_child(grants, before=self.query_one("#facts", Static))
+        else:
+            self.move_child(grants, after=self.query_one("#display", Static))
+
     def _set(self, name: str, content: Content | Text | None) -> None:
         """Show `content` in panel `name` (None hides it); nothing happens when it is already shown."""
         widget = self.query_one(f"#{name}", Static)
