@@ -103,6 +103,14 @@ class HistoryStore:
         """Apply the retention limits now; returns how many rows were removed."""
         return self._writer.prune(now)
 
+    def prune_with(self, limits: Retention, now: float | None = None) -> int:
+        """`history prune`: apply these limits once (not the store's own); how many rows went."""
+        return self._writer.prune(now, limits)
+
+    def prune_count(self, limits: Retention, now: float | None = None) -> int:
+        """How many rows `prune_with(limits)` would delete now (deleting none)."""
+        return self._writer.prune(now, limits, dry=True)
+
     def write_arrivals(self, until: float | None = None) -> None:
         """Write what is queued (observed at `until` or before) now, in one transaction."""
         self._writer.write_arrivals(until)

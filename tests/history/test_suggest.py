@@ -121,6 +121,10 @@ def test_preview_then_apply_preserves_the_rest_of_the_file(node: Node) -> None:
     [offer] = suggest(node.history, node.rules)
     change = preview(offer, node.rules_file)
     assert '+      "git status *": "allow"' in change.diff
+    # The file had no final newline: its last line is its own diff line, never glued to the next.
+    lines = change.diff.splitlines()
+    assert lines[lines.index(f"-{json.dumps(config)}") + 1] == "\\ No newline at end of file"
+    assert all(line[:1] in "+- @\\" for line in lines)
     assert json.loads(node.rules_file.read_text())["permission"]["bash"] == "ask"  # nothing written yet
     apply(offer, node.rules_file, confirmed=change, rules=node.rules)
     assert json.loads(node.rules_file.read_text()) == {

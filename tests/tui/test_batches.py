@@ -218,7 +218,12 @@ async def test_a_batch_denial_relays_the_typed_reason_to_every_child(tmp_path: P
         assert isinstance(rig.app.screen, BatchPreviewScreen)
         assert read_response(rig.root, "bd-1") is None and len(rig.human.pending()) == 2
         assert screen.query_one("#batch-reason", Input).value == "yes, not on main"
-        await pilot.press("enter")  # the keys come back to the preview
+        await pilot.press("escape")  # out of the field, the reason kept, the batch still open
+        await wait_for(pilot, lambda: not screen.typing)
+        assert isinstance(rig.app.screen, BatchPreviewScreen)
+        assert screen.query_one("#batch-reason", Input).value == "yes, not on main"
+        await pilot.press("r", "!")
+        await pilot.press("backspace", "enter")  # the keys come back to the preview
         await wait_for(pilot, lambda: not screen.typing)
         await pilot.press("y")
         for rid in ("bd-1", "bd-2"):

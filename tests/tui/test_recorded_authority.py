@@ -117,7 +117,7 @@ async def test_help_and_bindings_list_the_grants_key(tmp_path: Path) -> None:
         await pilot.press("question_mark")
         await wait_for(pilot, lambda: isinstance(node.app.screen, HelpScreen))
         text = "\n".join(str(w.render()) for w in node.app.screen.query(Static))
-        assert "[app.grants]" in text and "[grants.revoke]" in text
+        assert "Grants view (W)" in text and "Revoke (press twice)" in text
 
 
 async def test_risk_hint_shows_in_the_queue_and_the_detail(tmp_path: Path) -> None:

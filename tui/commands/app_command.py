@@ -27,6 +27,7 @@ from tui.commands.options import (
     add_rules_options,
     add_serving_options,
     check_serving_dirs,
+    forwarding_root,
     session_ids,
     state_dir,
 )
@@ -124,8 +125,8 @@ def run(args: argparse.Namespace) -> int:
         node.core.served.release()
     configure_logging(getattr(args, "verbose", False))
     if not args.sessions:
-        print(f"pi-authorizer: served {taken[0]}; agents forward here with:\n  {env_line(taken[0])}",
-              file=sys.stderr)
+        line = env_line(taken[0], forwarding_root(args))
+        print(f"pi-authorizer: served {taken[0]}; agents forward here with:\n  {line}", file=sys.stderr)
     print(f"pi-authorizer: log in {log_file}", file=sys.stderr)
     app.quitting.exit_process_if_signalled()
     return code if isinstance(code, int) else 0

@@ -112,9 +112,11 @@ class QueueScreen(Screen[None]):
         safety: KeySafety,
         key_time: Callable[[], float],
         sessions_served: Callable[[], int] = lambda: 1,
+        serving: Callable[[], Content] | None = None,
     ) -> None:
         """`clock` is wall time (ages); `safety` and `key_time` (the current key's read time) share
-        the monotonic clock; `sessions_served` counts the sessions (more than one: a session column)."""
+        the monotonic clock; `sessions_served` counts the sessions (more than one: a session column);
+        `serving` says what the empty queue serves."""
         super().__init__(id="queue")
         self.human = human
         self.settings = settings
@@ -122,6 +124,7 @@ class QueueScreen(Screen[None]):
         self.safety = safety
         self.key_time = key_time
         self.sessions_served = sessions_served
+        self.serving = serving
         self.selected: AskKey | None = None
         self.marked: dict[AskKey, None] = {}  # ordered set
         self.ask_filter = AskFilter()
@@ -140,7 +143,7 @@ class QueueScreen(Screen[None]):
         with Vertical(id="queue-body"):
             yield Input(placeholder=FILTER_HINT, id="queue-filter", select_on_focus=False)
             yield AsksTable(id="asks")
-            yield AskDetail(id="detail")
+            yield AskDetail(id="detail", serving=self.serving)
             yield StatusLine(id="status")
             yield KeyLegend(id="legend")
         yield Footer(show_command_palette=False)
@@ -187,6 +190,7 @@ class QueueScreen(Screen[None]):
 
     def on_resize(self) -> None:
         self._render_legend()
+        self.detail.set_compact(self.compact)
         self.query_one(Footer).compact = self.size.width < COMPACT_FOOTER_BELOW
 
     # -- the status line ----------------------------------------------------------------------------
@@ -221,8 +225,10 @@ class QueueScreen(Screen[None]):
                 (" — not answered, and not a denial.", DIM),
             ), ttl=STATUS_TTL_S)
         elif isinstance(event, AskDecided):
-            line = Content.assemble((KIND_WORDS.get(event.kind, event.kind) + ": ", "bold"),
-                                    (ask_label(event.ask), ""))
+            words = KIND_WORDS.get(event.kind, event.kind)
+            if event.response.session_grant_width == "family":
+                words += ", both directions"  # `b`: the grant reaches reads and writes alike
+            line = Content.assemble((words + ": ", "bold"), (ask_label(event.ask), ""))
             if event.response.denial_reason:
                 line = Content.assemble(line, (" — reason: ", DIM),
                                         (safe_plain(event.response.denial_reason, 80), ""))
@@ -358,7 +364,10 @@ class QueueScreen(Screen[None]):
             title = f"Pending asks — filter: {safe_plain(self.filter_input.value, 40)} ({shown} of {total})"
         self.table.border_title = title
         marked = len(self.marked)
-        self.table.border_subtitle = f"{marked} marked" if marked else ""
+        notes = [f"{marked} marked"] if marked else []
+        if self.table.cut:
+            notes.append("…+N: N more characters · enter shows all")
+        self.table.border_subtitle = " · ".join(notes)
 
     def _subtitle(self) -> None:
         shown = self.table.row_count
@@ -533,7 +542,7 @@ class QueueScreen(Screen[None]):
             sentence = f"{expired}Press {self.key_for(action)} again to {VERBS.get(action, action)}."
             self.set_status(Content.assemble((sentence, "bold $text-warning"), (note, WARN)),
                             about=self.selected)
-        elif verdict.reason in ("not-painted", "in-grace"):
+        elif verdict.reason in ("not-painted", "in-grace", "back-in-grace"):
             self.set_status(Content.styled(verdict.why, WARN), about=self.selected)
         self._render_legend()
         return False
