@@ -11,6 +11,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Collection, Sequence
+from pathlib import Path
 
 from core.disk.anonymous import Staged
 from core.disk.tree import UnsafeFolder
@@ -238,9 +239,9 @@ class GatedGrantBook:
 
     def judge(
         self, parsed: ParsedRequest, session_id: str, extra: Sequence[SessionGrant] = (),
-        preview: bool = False,
+        preview: bool = False, written: tuple[Path, str] | None = None,
     ) -> Judgment:
-        return self.book.judge(parsed, session_id, extra, preview)
+        return self.book.judge(parsed, session_id, extra, preview, written)
 
 
 def _on_a_running_loop() -> bool:
