@@ -1,0 +1,74 @@
+"""The courier's one seam: what a transport is given (a `Parcel`), what it returns (`Relayed`), and
+how it fails (`Unreachable`). Every target (`session:ID`, `nats://HOST:PORT`) implements `Courier`;
+the courier arbiter and the tests see nothing else of it, as httpx's transports hide the network.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from core.wire.response import ReadResponse
+
+
+@dataclass(frozen=True)
+class Hop:
+    """One node an ask passed through on its way up: provenance shown to the person, never judged."""
+
+    #: The host the node runs on, as that node names itself.
+    host: str
+    #: The session whose inbox (or broker subject) the node took the ask from.
+    session_id: str
+    #: The node's own name (stable across restarts: the state dir's node name).
+    node: str
+
+
+@dataclass(frozen=True)
+class Parcel:
+    """An ask on its way up. `request` is the child's request file exactly as read: never re-encoded,
+    so the facts and the principal reach the adjudicating node byte for byte."""
+
+    #: Unique for this ask across the tree and stable across a courier's restarts (the same request
+    #: file carried again after a kill gets the same id, so it is never asked twice up there).
+    parcel_id: str
+    request: bytes
+    #: The nodes it passed through, the first being the one that read it from its child.
+    hops: tuple[Hop, ...]
+    #: When the child gives up (ms, child clock: `createdAt` + `forwardingTimeoutMs`). A transport
+    #: never waits past it.
+    deadline_ms: float
+
+
+@dataclass(frozen=True)
+class Relayed:
+    """The verdict of the node the ask was carried to, as read from it."""
+
+    response: ReadResponse
+    #: Who decided up there, in words for the log, the history and the app ("the person at host h").
+    decided_by: str
+
+
+class Unreachable(Exception):
+    """The target could not take or answer the parcel within the transport's bounded wait; the
+    message names the target and why, and is what the courier's fallback denial tells the agent."""
+
+
+class Courier(Protocol):
+    """A transport to one target. `carry` is cancelled when the child withdraws its ask."""
+
+    #: The target as the person wrote it (`session:ID`, `nats://HOST:PORT`), for messages.
+    target: str
+
+    async def carry(self, parcel: Parcel) -> Relayed:
+        """Deliver the parcel and wait for its verdict; idempotent per `parcel_id` (a courier
+        restarted after a kill carries the same parcel again and is given the same verdict).
+        Raises `Unreachable` when the target cannot be reached or answer before the deadline."""
+        ...
+
+    async def withdraw(self, parcel_id: str, reason: str) -> None:
+        """The child withdrew or timed out: withdraw the ask everywhere it was carried."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections and watches; parcels in flight stay where they are."""
+        ...
