@@ -352,14 +352,24 @@ class ScriptedArbiter:
         self.asked: list[AskKey] = []
         self.withdrawn: dict[AskKey, str | None] = {}
         self.held: dict[AskKey, asyncio.Future[ArbiterDecision]] = {}
+        self.shown: dict[AskKey, Ask] = {}
 
     def decide(self, ask: Ask) -> asyncio.Future[ArbiterDecision]:
         self.asked.append(ask.key)
         future: asyncio.Future[ArbiterDecision] = asyncio.get_running_loop().create_future()
+        self.shown[ask.key] = ask
         verdict = self.script(ask)
         if verdict is None:
             self.held[ask.key] = future
-            return future
+        else:
+            future.set_result(self._decision(ask, verdict))
+        return future
+
+    def release(self, key: AskKey, verdict: str) -> None:
+        """The person decides a held ask now."""
+        self.held.pop(key).set_result(self._decision(self.shown[key], verdict))
+
+    def _decision(self, ask: Ask, verdict: str) -> Decision:
         now = int(time.time() * 1000)
         source = UserDecision(via="dialog")
         if verdict == "allow":
@@ -367,8 +377,7 @@ class ScriptedArbiter:
         else:
             response = deny(responder=ask.responder_session_id, at_ms=now, decided_by=source,
                             reason=f"denied by {self.name}")
-        future.set_result(Decision(response, "user"))
-        return future
+        return Decision(response, "user")
 
     def withdraw(self, key: AskKey, reason: str | None = None) -> None:
         self.withdrawn[key] = reason

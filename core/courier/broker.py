@@ -202,6 +202,10 @@ class BrokerDecision:
             return f"withdrawn by the courier at {self.by}: {self.body}"
         return f"decided elsewhere by {self.by}"
 
+    def words_for(self, node: str) -> str:
+        """`words`, as node `node` says it (its own verdict, seen again after a restart, is no race lost)."""
+        return "already answered by this node" if self.kind == "verdict" and self.by == node else self.words
+
 
 def decode_decision(data: bytes) -> BrokerDecision:
     obj = _object(data, MAX_DECISION_BYTES, "the decision")

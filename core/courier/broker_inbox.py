@@ -219,8 +219,8 @@ class BrokerInbox:
         self._elsewhere(held, won)
 
     def _elsewhere(self, held: _Held, won: BrokerDecision) -> None:
-        self._drop(held, Settled(held.ask.key.name, "elsewhere", won.words))
-        self.arbiter.withdraw(held.ask.key, won.words)
+        self._drop(held, Settled(held.ask.key.name, "elsewhere", won.words_for(self.node)))
+        self.arbiter.withdraw(held.ask.key, won.words_for(self.node))
 
     def _drop(self, held: _Held, settled: Settled) -> None:
         held.settled = True
@@ -289,7 +289,7 @@ class BrokerInbox:
         already = await read_decision(link.decisions, key)
         if already is not None:
             await msg.ack()
-            self._note(Settled(parcel.parcel_id, "elsewhere", already.words))
+            self._note(Settled(parcel.parcel_id, "elsewhere", already.words_for(self.node)))
             return
         left_s = (parcel.deadline_ms - wall_ms(self.clock)) / 1000
         if left_s <= 0:
@@ -327,6 +327,10 @@ class BrokerInbox:
         self._held[key] = held
         pending = self.arbiter.decide(ask)
         pending.add_done_callback(lambda done: self._spawn(self._decided(link, held, done)))
+        # a decision that landed between the read above and the hold was missed by `_on_decision`
+        won = await read_decision(link.decisions, key)
+        if won is not None and not held.settled and not held.writing:
+            self._elsewhere(held, won)
 
     async def _decided(self, link: BrokerLink, held: _Held, done: asyncio.Future[ArbiterDecision]) -> None:
         if done.cancelled() or held.settled:
