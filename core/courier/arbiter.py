@@ -6,7 +6,8 @@ approved for the session (the child records its own suggestion, which the person
 or denied with the target's reason; `decidedBy` wraps the target's as `forwarded` (provenance across
 the hop, capped at the wire's depth). When the target cannot be reached or does not answer before the
 child's deadline (less a margin to write the answer in), the fallback applies: a denial that names the
-target and why, or leaving the ask for another authorizer.
+target and why, leaving the ask for another authorizer, or another arbiter of this node (in the app:
+the person here decides what the target cannot).
 
 A parcel's id is derived from the ask (session, file name, request id, `createdAt`, its bytes), so a
 courier restarted after a kill carries the same file under the same id and reads the verdict given
@@ -24,7 +25,7 @@ from typing import Any, Literal
 
 from core.clock import Clock, wall_ms
 from core.courier.transport import Courier, Hop, Parcel, Relayed, Unreachable
-from core.serving.asks import LEAVE, Answered, ArbiterDecision, Ask, AskKey, Decision
+from core.serving.asks import LEAVE, Answered, Arbiter, ArbiterDecision, Ask, AskKey, Decision
 from core.text import log_safe
 from core.wire.decisions import MAX_DECISION_DEPTH, DecisionSource, ForwardedDecision, UnavailableDecision
 from core.wire.request import MAX_HOPS
@@ -35,7 +36,8 @@ log = logging.getLogger("pi_authorizer.courier")
 #: How long before the child's deadline the courier stops waiting, to write its fallback in time.
 DEADLINE_MARGIN_MS = 2_000
 
-Fallback = Literal["deny", "leave"]
+#: `--on-ask deny|leave`, or an arbiter of this node deciding instead (the person, in the app).
+Fallback = Literal["deny", "leave"] | Arbiter
 
 
 @dataclass
@@ -69,7 +71,14 @@ class CourierArbiter:
             return
         carry.task.cancel()
         carry.future.cancel()
+        if not isinstance(self.fallback, str):
+            self.fallback.withdraw(key, reason)
         self._spawn(self.courier.withdraw(carry.parcel_id, reason or "the child withdrew its ask"))
+
+    async def run_until(self, stop: asyncio.Event) -> None:
+        """Beside serving (`ServingCore.add_background`): closed when serving stops."""
+        await stop.wait()
+        await self.close()
 
     async def close(self) -> None:
         """Stop carrying (parcels in flight stay where they are) and release the transport."""
@@ -91,10 +100,10 @@ class CourierArbiter:
         except asyncio.CancelledError:
             raise
         except Unreachable as exc:
-            decision = self._fallback(ask, str(exc))
+            decision = await self._fallback(ask, str(exc))
         except Exception as exc:  # a transport that fails is a target that cannot be reached
             log.error("%s: carrying to %s failed", ask.key.name, target, exc_info=True)
-            decision = self._fallback(ask, f"carrying to {target} failed: {exc}")
+            decision = await self._fallback(ask, f"carrying to {target} failed: {exc}")
         if not future.done():
             future.set_result(decision)
 
@@ -102,10 +111,10 @@ class CourierArbiter:
         target = self.courier.target
         hops = self._hops(ask)
         if isinstance(hops, str):
-            return self._fallback(ask, hops)
+            return await self._fallback(ask, hops)
         deadline = ask.deadline_ms - DEADLINE_MARGIN_MS
         if wall_ms(self.clock) >= deadline:
-            return self._fallback(ask, "the child's deadline is too near to carry it")
+            return await self._fallback(ask, "the child's deadline is too near to carry it")
         relayed = await self.courier.carry(Parcel(parcel_id, ask.parsed.raw, hops, deadline))
         response = relayed_response(relayed, ask.responder_session_id, wall_ms(self.clock))
         log.info("%s carried to %s: %s there by %s", log_safe(ask.key.name), log_safe(target),
@@ -134,12 +143,16 @@ class CourierArbiter:
             return f"the ask has come through {len(came)} nodes already, the most one may"
         return (*came, here)
 
-    def _fallback(self, ask: Ask, why: str) -> ArbiterDecision:
+    async def _fallback(self, ask: Ask, why: str) -> ArbiterDecision:
         target = self.courier.target
-        then = "denied" if self.fallback == "deny" else "left for another authorizer"
+        fallback = self.fallback
+        then = {"deny": "denied", "leave": "left for another authorizer"}.get(fallback, "") \
+            if isinstance(fallback, str) else f"decided here ({fallback.name})"
         log.warning("%s: could not be decided at %s: %s; %s", log_safe(ask.key.name), log_safe(target),
                     log_safe(why, 300), then)
-        if self.fallback == "leave":
+        if not isinstance(fallback, str):
+            return await fallback.decide(ask)
+        if fallback == "leave":
             return LEAVE
         response = deny(
             responder=ask.responder_session_id,
