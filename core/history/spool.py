@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from core import platform
 from core.disk.entries import read_small, remove, temp_name, write_new
 from core.disk.tree import Anchor
 from core.serving import ServeEvent
@@ -45,7 +46,7 @@ def save(history: Path, events: Sequence[ServeEvent]) -> None:
         temp = temp_name(name)
         write_new(folder, temp, lines)
         os.rename(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
-        os.fsync(folder)
+        platform.full_fsync(folder)
 
 
 def load(history: Path) -> list[ServeEvent]:

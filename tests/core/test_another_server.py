@@ -20,6 +20,7 @@ from core.serving.asks import DenyingArbiter
 from core.testing import ManualClock
 from tests.helpers import (
     Served,
+    needs_inotify,
     read_response_when_written,
     rescanned_until,
     response_path,
@@ -76,6 +77,7 @@ async def test_another_live_server_on_the_inbox_is_reported_and_not_raced(
         await rescanned_until(clock, response_path(served.root, S, "theirs").exists, what="answered")
 
 
+@needs_inotify
 async def test_another_process_writing_temps_in_responses_is_reported_and_not_raced(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, other: subprocess.Popen[bytes]
 ) -> None:

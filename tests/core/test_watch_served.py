@@ -8,7 +8,7 @@ from pathlib import Path
 
 from core.disk.paths import encode_session_id
 from core.serving.asks import DenyingArbiter
-from tests.helpers import Served, read_response_when_written, wait_for, write_request
+from tests.helpers import Served, needs_inotify, read_response_when_written, wait_for, write_request
 from tests.history.support import S
 
 OTHER = "019ff969-c34c-70be-9034-fae19c852999"
@@ -28,6 +28,7 @@ def inotify_watches() -> int:
     return count
 
 
+@needs_inotify
 async def test_only_served_inboxes_are_watched(tmp_path: Path) -> None:
     root = tmp_path / "root"
     for n in range(60):  # empty session folders of sessions nobody serves
