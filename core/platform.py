@@ -40,8 +40,6 @@ PORTABLE = os.environ.get("PI_AUTHORIZER_PORTABLE", "").strip() not in {"", "0"}
 LINUX = sys.platform.startswith("linux") and not PORTABLE
 """Linux, and its own capabilities wanted (not `PORTABLE`)."""
 MACOS = sys.platform == "darwin"
-UNSUPPORTED = sys.platform.startswith(("win", "cygwin", "msys"))
-"""Windows: no descriptor-relative calls, no `fcntl` (WSL is Linux and works)."""
 
 
 def _linux_flag(name: str) -> int:

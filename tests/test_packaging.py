@@ -41,7 +41,7 @@ def test_the_wheel_claims_one_top_level_name(wheel: Path) -> None:
         entry_points = next(archive.read(n) for n in names if n.endswith(".dist-info/entry_points.txt"))
     tops = {name.split("/", 1)[0] for name in names}
     assert {top for top in tops if not top.endswith(".dist-info")} == {"pi_authorizer"}
-    assert b"pi-authorizer = pi_authorizer.tui.cli:main" in entry_points
+    assert b"pi-authorizer = pi_authorizer.tui.entry:main" in entry_points
     shipped = {p.relative_to(REPO).as_posix() for root in ("core", "tui") for p in (REPO / root).rglob("*")
                if p.suffix in {".py", ".tcss"} and "__pycache__" not in p.parts}
     assert {f"pi_authorizer/{path}" for path in shipped} <= set(names)
