@@ -10,8 +10,8 @@ One room for everything a person's decision touches, so no decision path bypasse
 the events the slot publishes (an ask added, withdrawn, decided) and the history outcome of each
 kind of decision; `DecisionRefused`, what a decision method raises; the book of serving-session
 grants it records into (`GrantBook`); and a whole-session grant's reach (what it would record, why
-it is refused, which other pending asks it would decide at once), asked before and when a grant is
-confirmed.
+it is refused, which other pending asks it would decide at once), asked before a grant is confirmed;
+the confirmation then decides exactly the asks it listed (`R`'s written rule likewise, `rule_reach`).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal, Protocol
 
 from core.clock import SYSTEM_CLOCK, Clock, wall_ms
@@ -49,6 +50,7 @@ __all__ = [
     "grant_reach",
     "grant_refusal",
     "proven_direction",
+    "rule_reach",
     "serving_grants_of",
 ]
 
@@ -63,6 +65,7 @@ DecisionKind = Literal[
     "approved_for_session",
     "approved_for_serving_session",
     "approved_by_serving_grant",
+    "approved_by_written_rule",
     "denied",
     "denied_with_reason",
 ]
@@ -71,6 +74,7 @@ DecisionKind = Literal[
 OUTCOMES: dict[str, str] = {
     "approved_for_serving_session": "user_grant",
     "approved_by_serving_grant": "session_grant",
+    "approved_by_written_rule": "rule_written",
 }
 
 
@@ -81,9 +85,11 @@ class AskAdded:
 
 @dataclass(frozen=True)
 class AskWithdrawn:
-    """The child gave up (timeout or abandon): the ask can no longer be answered."""
+    """The child gave up (timeout or abandon), or `reason` says who else answered it: the ask can no
+    longer be answered by this node."""
 
     ask: Ask
+    reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -125,10 +131,11 @@ class GrantBook(Protocol):
 
     def judge(
         self, parsed: ParsedRequest, session_id: str, extra: Sequence[SessionGrant] = (),
-        preview: bool = False,
+        preview: bool = False, written: tuple[Path, str] | None = None,
     ) -> Judgment:
-        """This node's verdict on `parsed`, as if `extra` grants were recorded for `session_id` too
-        (`preview`: a what-if, not a decision)."""
+        """This node's verdict on `parsed`, as if `extra` grants were recorded for `session_id` too,
+        or as if the config file `written[0]` held the text `written[1]` (`preview`: a what-if, not
+        a decision)."""
 
 
 # -- a whole-session grant's reach ------------------------------------------------------------
@@ -171,6 +178,20 @@ def grant_reach(ask: Ask, book: GrantBook | None, pending: Iterable[Ask]) -> tup
         if other.key != key and other.key.session_id == key.session_id and other.has_facts
         and book.judge(other.parsed, key.session_id, preview=True).verdict == "ask"
         and book.judge(other.parsed, key.session_id, grants, preview=True).verdict == "allow"
+    )
+
+
+def rule_reach(book: GrantBook | None, pending: Iterable[Ask], written: tuple[Path, str]) -> tuple[Ask, ...]:
+    """The `pending` asks a rule written into a config file would decide now (`R`'s dialog lists them):
+    with facts, asking now, and allowed once the file holds `written[1]`. The ask the rule came from
+    is one of them."""
+    if book is None:
+        return ()
+    return tuple(
+        ask for ask in pending
+        if ask.has_facts
+        and book.judge(ask.parsed, ask.key.session_id, preview=True).verdict == "ask"
+        and book.judge(ask.parsed, ask.key.session_id, preview=True, written=written).verdict == "allow"
     )
 
 
@@ -243,22 +264,39 @@ class HumanAuthorizer:
         return serving_grants_of(self._take(key))
 
     def serving_grant_refusal(self, key: AskKey) -> str | None:
+        """On the calling thread: composes one policy per agent file. On the loop use
+        `check_serving_grant`."""
         return grant_refusal(self._take(key), self.grants)
+
+    async def check_serving_grant(self, key: AskKey) -> str | None:
+        """Why a whole-session grant from `key` would be refused, or None, worked out off the event
+        loop: with thousands of agent files the check composes thousands of policies (seconds),
+        while serving (the same loop) keeps answering. Remembered by the rules until a file
+        changes, so the check at confirm time is quick."""
+        ask = self._take(key)
+        return await asyncio.to_thread(grant_refusal, ask, self.grants)
 
     def grant_reach(self, key: AskKey) -> tuple[Ask, ...]:
         """The other pending asks a whole-session grant from `key` would decide."""
         return grant_reach(self._take(key), self.grants, self._pending.values())
 
-    async def approve_for_serving_session(self, key: AskKey, *, shown: Ask | None = None) -> AskDecided:
+    def rule_reach(self, path: Path, text: str) -> tuple[Ask, ...]:
+        """The pending asks a rule would decide once `text` is written into the config file `path`."""
+        return rule_reach(self.grants, list(self.pending()), (path, text))
+
+    async def approve_for_serving_session(self, key: AskKey, *, shown: Ask | None = None,
+                                          reach: Sequence[Ask]) -> AskDecided:
         """Record the child's suggestion as this node's session rules, answer `approved`, then answer
-        every other pending ask the grant now decides, as the serving core would had it arrived later."""
+        the other asks of `reach` (exactly those the confirmation listed, never re-derived here) that
+        the grant now decides, as the serving core would had they arrived later. An ask that arrived
+        after the confirmation was painted is not in `reach`: it waits for the person."""
         self._take(key, shown)
-        refusal = self.serving_grant_refusal(key)
+        refusal = await self.check_serving_grant(key)
+        self._take(key, shown)  # still pending, still the ask shown, after the check
         if refusal is not None:
             raise GrantRefused(refusal)
         ask = self._take(key)
         assert self.grants is not None
-        reach = self.grant_reach(key)  # what the confirmation showed, judged again at confirm time
         # Record first: a grant that cannot be recorded must not become an approval.
         self.grants.record(key.session_id, self.serving_grants_of(ask), ask.request.requester_agent_name)
         decided = await self._commit(
@@ -266,24 +304,36 @@ class HumanAuthorizer:
             "approved_for_serving_session",
             approve(responder=ask.responder_session_id, at_ms=self._now_ms(), decided_by=USER),
         )
-        return dataclasses.replace(decided, also=await self._decide_by_grant(key, reach))
+        others = [other for other in reach if other.key != key]
+        return dataclasses.replace(
+            decided, also=await self._decide_by_rules(others, "approved_by_serving_grant", key))
 
-    async def _decide_by_grant(self, granted_on: AskKey, reach: Sequence[Ask]) -> tuple[AskDecided, ...]:
-        """Answer each ask of `reach` still pending that this node's rules now allow (thanks to the grant)."""
-        assert self.grants is not None
+    async def approve_by_written_rule(self, reach: Sequence[Ask]) -> tuple[AskDecided, ...]:
+        """After a rule the person confirmed was written (`R`): answer the asks of `reach` (exactly
+        those its dialog listed) that this node's rules now allow. An ask that arrived after the
+        dialog was painted is not in `reach`: it waits for the person."""
+        return await self._decide_by_rules(reach, "approved_by_written_rule")
+
+    async def _decide_by_rules(self, reach: Sequence[Ask], kind: DecisionKind,
+                               granted_on: AskKey | None = None) -> tuple[AskDecided, ...]:
+        """Answer each ask of `reach` still pending (the very `Ask` listed, not another under its name)
+        that this node's rules now allow, as the serving core would had it arrived now; the rest
+        stay for the person."""
+        if self.grants is None:
+            return ()
         also: list[AskDecided] = []
         for other in reach:
-            if self._pending.get(other.key) is not other:
+            if self._pending.get(other.key) is not other or not self.awaiting(other.key):
                 continue
-            judgment = self.grants.judge(other.parsed, granted_on.session_id)
+            judgment = self.grants.judge(other.parsed, other.key.session_id)
             if judgment.verdict != "allow":
                 continue
             response = approve(responder=other.responder_session_id, at_ms=self._now_ms(),
                                decided_by=judgment.decided_by)
             try:
-                also.append(await self._commit(other, "approved_by_serving_grant", response, granted_on))
+                also.append(await self._commit(other, kind, response, granted_on))
             except DecisionRefused as exc:  # gone meanwhile, or a failed write: it stays or leaves
-                log.warning("grant decision of %s not written: %s", other.key.name, exc)
+                log.warning("decision of %s by %s not written: %s", other.key.name, kind, exc)
         return tuple(also)
 
     async def deny(self, key: AskKey, reason: str | None = None, *, shown: Ask | None = None,
@@ -308,13 +358,13 @@ class HumanAuthorizer:
             self._emit(AskAdded(ask))
         return future
 
-    def withdraw(self, key: AskKey) -> None:
+    def withdraw(self, key: AskKey, reason: str | None = None) -> None:
         deciding = self._deciding.pop(key, None)
         if deciding is not None:
             deciding.cancel()
         ask = self._pending.pop(key, None)
         if ask is not None:
-            self._emit(AskWithdrawn(ask))
+            self._emit(AskWithdrawn(ask, reason))
 
     # -- internals ------------------------------------------------------------------------------
 

@@ -11,15 +11,17 @@ import os
 import sqlite3
 import threading
 from collections.abc import Collection, Sequence
+from pathlib import Path
 
 from core.disk.anonymous import Staged
 from core.disk.tree import UnsafeFolder
 from core.disk.writer import DiskWriter
 from core.history import HistoryStore
+from core.person import GrantBook
 from core.serving.asks import Judgment
 from core.serving.verdicts import RecordedVerdict, VerdictRecord, WrittenMark
 from core.wire.decisions import RuleDecision
-from core.wire.request import ParsedRequest
+from core.wire.request import ParsedRequest, SessionGrant
 
 
 class ManualClock:
@@ -242,6 +244,42 @@ class GatedDisk(DiskWriter):
     def write_unsynced(self, dir_fd: int, name: str, data: bytes) -> None:
         self._wait()
         super().write_unsynced(dir_fd, name, data)
+
+
+class GatedGrantBook:
+    """A real grant book whose refusal check waits, on the thread that runs it, until the test opens
+    the gate: a check over thousands of agent files, held for as long as the test needs to see what
+    goes on meanwhile. Recording and judging are the real book's."""
+
+    HANG_GUARD_S = 60.0
+
+    def __init__(self, book: GrantBook) -> None:
+        self.book = book
+        self.entered, self.gate = threading.Event(), threading.Event()
+        self.on_loop_thread: bool | None = None
+
+    def refusal(self, agent_name: str, grants: Sequence[SessionGrant]) -> str | None:
+        self.on_loop_thread = _on_a_running_loop()
+        self.entered.set()
+        self.gate.wait(self.HANG_GUARD_S)
+        return self.book.refusal(agent_name, grants)
+
+    def record(self, session_id: str, grants: Sequence[SessionGrant], agent_name: str) -> None:
+        self.book.record(session_id, grants, agent_name)
+
+    def judge(
+        self, parsed: ParsedRequest, session_id: str, extra: Sequence[SessionGrant] = (),
+        preview: bool = False, written: tuple[Path, str] | None = None,
+    ) -> Judgment:
+        return self.book.judge(parsed, session_id, extra, preview, written)
+
+
+def _on_a_running_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 class LinkedAwayDisk(DiskWriter):

@@ -8,6 +8,7 @@ than one test get one such folder for the whole run. Subprocesses inherit the sa
 from __future__ import annotations
 
 import gc
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -49,3 +50,15 @@ def pytest_sessionfinish() -> None:
     callback" warning) and the controller waited for it. Frozen objects are left out of those collections."""
     gc.collect()
     gc.freeze()
+
+
+@pytest.fixture(autouse=True)
+def pi_authorizer_logger_restored() -> Iterator[None]:
+    """A command run in a test (`main([...])`) configures the `pi_authorizer` logger for a terminal;
+    put its handlers back after each test so later tests on the worker still reach `caplog`."""
+    logger = logging.getLogger("pi_authorizer")
+    saved = (logger.handlers[:], logger.level, logger.propagate)
+    try:
+        yield
+    finally:
+        logger.handlers[:], logger.level, logger.propagate = saved[0], saved[1], saved[2]

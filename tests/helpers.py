@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import os
+import shutil
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -170,3 +173,31 @@ class Served:
 
     def kinds(self) -> list[str]:
         return [e.kind for e in self.events]
+
+
+def namespace_refused() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root to mount a tmpfs in a private mount namespace"
+    if shutil.which("unshare") is None:
+        return "unshare(1) is not installed"
+    probe = subprocess.run(["unshare", "-m", "--propagation", "private", "true"], capture_output=True)
+    if probe.returncode != 0:
+        return f"unshare -m is not permitted here: {probe.stderr.decode(errors='replace').strip()}"
+    return None
+
+
+def fill(folder: Path) -> Path:
+    """A filler file grown until the filesystem refuses (ENOSPC)."""
+    filler = folder / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        while True:
+            try:
+                os.write(fd, b"x" * 4096)
+            except OSError as exc:
+                if exc.errno != errno.ENOSPC:
+                    raise
+                break
+    finally:
+        os.close(fd)
+    return filler

@@ -107,7 +107,7 @@ def test_run_with_a_missing_program_says_so(tmp_path: Path) -> None:
 
 def test_serve_without_session_serves_a_stable_own_id_and_prints_the_env(tmp_path: Path) -> None:
     root, state = tmp_path / "root", tmp_path / "state"
-    ids = []
+    ids: list[str] = []
     for _ in range(2):
         proc = subprocess.Popen(
             [
@@ -129,6 +129,10 @@ def test_serve_without_session_serves_a_stable_own_id_and_prints_the_env(tmp_pat
         os.killpg(proc.pid, signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
+        # A root that did not exist is created but said (once: the second run finds it), as is a
+        # root outside the layout children use; a stop is said too.
+        assert ("did not exist" in err) == (not ids) and "no pi child writes to" in err
+        assert err.rstrip().splitlines()[-1].startswith("pi-authorizer: stopped serving pi-authorizer-")
         line = next(x for x in err.splitlines() if "PI_SUBAGENT_PARENT_SESSION=" in x)
         assert "PI_IS_SUBAGENT=1" in line
         ids.append(line.split("PI_SUBAGENT_PARENT_SESSION=")[1].split()[0])

@@ -18,6 +18,7 @@ What a test or the screenshots vary comes in through one value, `AppSeams`.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -26,10 +27,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import events
-from textual.app import App, SystemCommand
+from textual.app import App, ScreenStackError, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.content import Content
-from textual.notifications import Notification, SeverityLevel
+from textual.notifications import Notification, Notify, SeverityLevel
 from textual.screen import Screen
 
 from core.clock import SYSTEM_CLOCK, KeyClock
@@ -43,6 +44,7 @@ from tui.core_events import (
     HumanChanged,
     Notice,
     ServingChanged,
+    another_server,
     person_entry,
     serving_entry,
     serving_notice,
@@ -51,6 +53,7 @@ from tui.core_events import (
 from tui.keysafety import KeyRules, KeySafety
 from tui.quitting import Quitting
 from tui.render.ask_facts import ask_label
+from tui.render.lines import serving_content
 from tui.render.styles import DIM, WARN
 from tui.sanitize import safe_plain
 from tui.screens.ask_steps import AskModal, ExpandScreen, ReasonScreen
@@ -63,8 +66,11 @@ from tui.ui_settings import UiSettings
 
 if TYPE_CHECKING:
     from core.rules.reloads import PendingReload
+    from tui.screens.review_steps import RuleReach
 
 ARM_EXPIRY_S = 5.0
+#: Toasts standing at once (top right, above the asks table; never over the keys or the ask).
+MAX_TOASTS = 3
 
 
 @dataclass(frozen=True)
@@ -109,7 +115,8 @@ class AuthorizerApp(App[int]):
             arm_expiry_s=ARM_EXPIRY_S,
         ))
         self.queue = QueueScreen(human, self.settings, self.clock, self.safety, self.key_time,
-                                 sessions_served=lambda: len(core.served))
+                                 sessions_served=lambda: len(core.served),
+                                 serving=self._serving)
         self.core_events = CoreEvents(human, core, self.post_message)
         self.attention = Attention(self, human, self.settings, seams.terminal or self.write_to_terminal,
                                    tmux=bool(os.environ.get("TMUX")))
@@ -119,6 +126,11 @@ class AuthorizerApp(App[int]):
         keymap, self.refused_keys = dialog_keymap(self.settings.dialog_keys)
         if keymap:
             self.set_keymap(keymap)
+
+    def _serving(self) -> Content:
+        """What the empty queue says: the sessions served, the root, the env line a child needs."""
+        served = self.core.served
+        return serving_content([status.session_id for status in served.statuses()], self.core.root)
 
     # -- key times (for key safety) ---------------------------------------------------------------
 
@@ -151,8 +163,12 @@ class AuthorizerApp(App[int]):
             self.quitting.install_signal_handlers()
         if self.settings.ignored_knobs:
             ignored = safe_plain(", ".join(self.settings.ignored_knobs), 400)
-            self.notify(f"Ignored (a config children can write may not set the person's keys or their "
-                        f"safety; defaults kept): {ignored}", severity="warning", markup=False, timeout=15)
+            self.notify(f"Ignored (a config children can write may not set the person's keys, their "
+                        f"safety, yolo or the child's timeout; defaults kept): {ignored}",
+                        title="A child-writable config tried to set your knobs",
+                        # An error: it is toasted at every size (a status-line note at 80x24 would
+                        # be replaced by the first arrival before anyone read it).
+                        severity="error", markup=False, timeout=15)
         if self.refused_keys:
             refused = safe_plain("; ".join(self.refused_keys), 400)
             self.notify(f"Ignored permissionDialogKeys entries (defaults kept): {refused}",
@@ -232,7 +248,8 @@ class AuthorizerApp(App[int]):
         if entry is not None:
             self.history.append(entry)
         if event.kind == "not_serving":
-            self.sub_title = f"NOT SERVING {safe_plain(event.key.session_id, 40)}"
+            why = ": another server answers it" if another_server(event) else ""
+            self.sub_title = f"NOT SERVING {safe_plain(event.key.session_id, 40)}{why}"
         elif event.kind == "serving_again" and self.sub_title.startswith("NOT SERVING "):
             self.sub_title = ""
         notice = serving_notice(event)
@@ -274,8 +291,8 @@ class AuthorizerApp(App[int]):
         if self.store is not None:
             from tui.screens.review import ReviewScreen
 
-            store, rules = self.store, self.rules
-            self._show(lambda: ReviewScreen(store, rules), ReviewScreen)
+            store, rules, reach = self.store, self.rules, self.rule_reach()
+            self._show(lambda: ReviewScreen(store, rules, reach), ReviewScreen)
         else:
             self._show(lambda: HistoryScreen(self.history), HistoryScreen)
 
@@ -305,7 +322,14 @@ class AuthorizerApp(App[int]):
         except SuggestionRefused as exc:
             self.notify(safe_plain(str(exc), 300), title="No rule proposed", severity="warning", markup=False)
             return
-        self.queue.push_modal(ConfirmRuleScreen(offer, self.rules, self.safety, self.key_time))
+        self.queue.push_modal(ConfirmRuleScreen(offer, self.rules, self.safety, self.key_time,
+                                                self.rule_reach()))
+
+    def rule_reach(self) -> RuleReach:
+        """A written rule's reach: the pending asks it decides, listed, then decided exactly."""
+        from tui.screens.review_steps import RuleReach
+
+        return RuleReach(self.human.rule_reach, self.queue.decide_by_written_rule)
 
     def action_grants(self) -> None:
         from tui.screens.grants import GrantsScreen
@@ -355,15 +379,34 @@ class AuthorizerApp(App[int]):
         ]
 
     def action_help(self) -> None:
+        """Help opens at the keys of the screen it was asked on, then the keys that work everywhere."""
         from tui.screens.help import HelpScreen
 
         sections: list[tuple[str, list[tuple[str, Binding]]]] = []
         for title, group in self.help_groups():
             rows = [(self.keys_of(b), b) for b in group if isinstance(b, Binding)]
             sections.append((title, rows))
-        self.push_screen(HelpScreen(sections))
+        here = self._help_title(self.screen)
+        first = [(f"On this screen: {t}", rows) for t, rows in sections if t == here]
+        everywhere = [(t, rows) for t, rows in sections if t == "Everywhere" and t != here]
+        rest = [(t, rows) for t, rows in sections if t not in (here, "Everywhere")]
+        self.push_screen(HelpScreen([*first, *everywhere, *rest]))
+
+    def _help_title(self, screen: Screen[Any]) -> str:
+        """The help section of `screen`'s own keys (the queue's when it has none of its own)."""
+        titles = {"QueueScreen": "Deciding the selected ask", "ReviewScreen": "History view (h)",
+                  "HistoryScreen": "History view (h)", "GrantsScreen": "Grants view (W)",
+                  "SessionsScreen": "Sessions view (S)", "DetailScreen": "One past ask",
+                  "SuggestionsScreen": "Suggested rules", "ConfirmRuleScreen": "Writing a suggested rule",
+                  "ReloadReviewScreen": "Config change review"}
+        return titles.get(type(screen).__name__, "Deciding the selected ask")
 
     def _pending_reload(self, pending: PendingReload) -> None:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # a worker thread (a grant check read a new agent file): to the app's loop
+            self.call_from_thread(self._review_reload, pending)
+            return
         self.call_later(self._review_reload, pending)
 
     def _review_reload(self, pending: PendingReload) -> None:
@@ -415,6 +458,27 @@ class AuthorizerApp(App[int]):
 
     # -- notices ---------------------------------------------------------------------------------
 
+    def _on_notify(self, event: Notify) -> None:
+        """Toasts are few: the same one shown again replaces itself, and the oldest go so that at
+        most `MAX_TOASTS` stand (a burst of answers never piles up over the asks)."""
+        new = event.notification
+        shown = [n for n in self._notifications if not n.has_expired]
+        for old in shown:
+            if (old.message, old.title, old.severity) == (new.message, new.title, new.severity):
+                self._unnotify(old, refresh=False)
+                shown.remove(old)
+                break
+        for old in shown[: max(0, len(shown) - (MAX_TOASTS - 1))]:
+            self._unnotify(old, refresh=False)
+        super()._on_notify(event)
+
+    def action_help_quit(self) -> None:
+        """Ctrl+C does not quit: say which key does, as plain text (Textual's own says it in markup)."""
+        keys = [self.get_key_display(active.binding) for active in self.active_bindings.values()
+                if active.binding.action in ("quit", "app.quit", "request_quit", "app.request_quit")]
+        keys.sort(key=lambda key: ("^" in key or "ctrl" in key, len(key)))  # the plain key first
+        self.notify(f"Press {keys[0] if keys else 'q'} to quit.", title="Ctrl+C does not quit")
+
     def tell(self, notice: Notice) -> None:
         self.notify(notice.message, title=notice.title, severity=notice.severity, timeout=notice.timeout,
                     markup=False)
@@ -428,13 +492,23 @@ class AuthorizerApp(App[int]):
         timeout: float | None = None,
         markup: bool = True,
     ) -> None:
-        """On a small terminal a toast would cover the ask and the keys: it goes to the status line.
+        """On a small terminal a toast would cover the ask and the keys, and over a step (a dialog over
+        the queue) it would cover the step's content and keys at any size: it goes to the status line.
         Never markup, and whatever a caller passed is shown literally (`tui.sanitize`): the last guard."""
         message = safe_plain(message, single_line=False)
         title = safe_plain(title)
         markup = False
         queue = self.queue
-        if severity != "error" and queue.is_current and queue.compact:
+        # `is_current` is true for the queue beneath another screen too: only the queue on top has
+        # its status line in view.
+        try:
+            on_top = self.screen is queue
+        except ScreenStackError:  # quitting: no screen left to tell
+            return
+        over_step = not on_top and self.safety.modal_open
+        if severity != "error" and over_step and queue.status_line.about is not None:
+            return  # the status line says what became of the step's ask: kept (the queue lists arrivals)
+        if severity != "error" and ((on_top and queue.compact) or over_step):
             lines = [line for line in message.splitlines() if line.strip()]
             more = f" (+{len(lines) - 1} more)" if len(lines) > 1 else ""
             head = f"{title}: " if title else ""

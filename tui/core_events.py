@@ -26,8 +26,8 @@ from tui.sanitize import safe_plain
 from tui.screens.run_history import HistoryEntry
 
 #: Outcomes of decisions the person keyed: the app's history already has them from `AskDecided`.
-PERSON_OUTCOMES = frozenset({"user", "user_grant", "session_grant"})
-WHO = {"approved_by_serving_grant": "grant"}
+PERSON_OUTCOMES = frozenset({"user", "user_grant", "session_grant", "rule_written"})
+WHO = {"approved_by_serving_grant": "grant", "approved_by_written_rule": "rule"}
 
 
 class HumanChanged(Message):
@@ -87,6 +87,9 @@ def person_entry(event: HumanEvent, now: float) -> HistoryEntry | None:
         if event.batch:
             who = f"{who} (batch of {event.batch})"
         return HistoryEntry(now, event.kind, who, ask_label(event.ask), detail)
+    if isinstance(event, AskWithdrawn) and event.reason is not None:
+        return HistoryEntry(now, "withdrawn", "another server", ask_label(event.ask),
+                            safe_plain(event.reason, 160))
     if isinstance(event, AskWithdrawn):
         return HistoryEntry(now, "withdrawn", "child", ask_label(event.ask),
                             "the child stopped waiting; never answered")
@@ -94,8 +97,16 @@ def person_entry(event: HumanEvent, now: float) -> HistoryEntry | None:
 
 
 def withdrawn_notice(event: AskWithdrawn) -> Notice:
+    if event.reason is not None:
+        return Notice(f"{ask_label(event.ask)}\nNot answered by this node: {safe_plain(event.reason, 200)}.",
+                      title="Ask answered elsewhere", severity="warning", timeout=8)
     return Notice(f"{ask_label(event.ask)}\nThe child stopped waiting; it can no longer be answered "
                   "(not a denial).", title="Ask withdrawn", severity="warning", timeout=8)
+
+
+def another_server(event: ServeEvent) -> bool:
+    """A `not_serving` because another server answers the session (`core.serving.sessions`)."""
+    return (event.reason or "").startswith("another server answers session")
 
 
 def serving_entry(event: ServeEvent, now: float) -> HistoryEntry | None:
@@ -119,6 +130,12 @@ def serving_entry(event: ServeEvent, now: float) -> HistoryEntry | None:
     if event.kind == "forged":
         return HistoryEntry(now, "forged", "someone else", safe_plain(event.key.name, 60),
                             safe_plain(event.reason, 160))
+    if event.kind == "contested":
+        return HistoryEntry(now, "contested", "another server", safe_plain(event.key.name, 60),
+                            safe_plain(event.reason, 160))
+    if event.kind == "not_serving" and another_server(event):
+        return HistoryEntry(now, "not serving", "another server", safe_plain(event.key.session_id, 60),
+                            safe_plain(event.reason, 200))
     if event.kind == "unsafe_folder":
         return HistoryEntry(now, "unsafe folder", "core", safe_plain(event.key.session_id, 60),
                             safe_plain(event.reason, 200))
@@ -132,6 +149,9 @@ def serving_notice(event: ServeEvent) -> Notice | None:
                       title="Request quarantined", severity="warning")
     if event.kind == "forged":
         return Notice(safe_plain(event.reason, 300), title="Forged response", severity="error", timeout=30)
+    if event.kind == "contested":
+        return Notice(f"{safe_plain(event.key.name, 60)}: {safe_plain(event.reason, 200)}",
+                      title="Answered by another server", severity="error", timeout=30)
     if event.kind == "not_serving":
         return Notice(f"Session {safe_plain(event.key.session_id, 60)} cannot be served: "
                       f"{safe_plain(event.reason, 200)}", title="Not serving", severity="error", timeout=60)

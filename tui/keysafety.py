@@ -45,6 +45,7 @@ Reason = Literal[
     "modal-open",  # a confirmation covers the ask
     "not-painted",  # not on screen yet (or the key was read before it was)
     "in-grace",  # on screen for less than the grace window
+    "back-in-grace",  # shown again (a step over it closed) less than the grace window ago
     "first-press",  # armed: press the same key again
     "expired",  # the earlier first press had expired: armed again
     "second-press",  # the armed press completed
@@ -58,6 +59,7 @@ _WHY: dict[Reason, str] = {
     "modal-open": "A confirmation is open; ask keys wait until it closes.",
     "not-painted": "Ignored: that key came before the ask was on screen.",
     "in-grace": "Ignored: keys wait a moment after an ask appears, so you see it first.",
+    "back-in-grace": "Ignored: keys wait a moment after a dialog closes, so you see the ask again first.",
     "first-press": "Press the same key again to commit.",
     "expired": "The earlier first press had expired; press again to commit.",
     "second-press": "Committed on the second press.",
@@ -98,6 +100,7 @@ class _View:
     target: Hashable
     hidden: bool = False
     painted_at: float | None = None
+    again: bool = False  # the same ask as before a step covered it (its grace is not a new ask's)
 
 
 @dataclass
@@ -114,7 +117,8 @@ class KeySafety:
 
     def show(self, target: Hashable | None, *, hidden: bool = False) -> None:
         """`target` is (again) what the screen shows; keys wait until it is painted. Closes a modal."""
-        self._view = None if target is None else _View(target, hidden)
+        again = self._view is not None and self._view.target == target and self._modal is not None
+        self._view = None if target is None else _View(target, hidden, again=again)
         self._modal = None
         self._armed = None
 
@@ -207,7 +211,7 @@ class KeySafety:
         if view.painted_at is None or at < view.painted_at:
             return "not-painted"
         if at < view.painted_at + self.rules.grace_s:
-            return "in-grace"
+            return "back-in-grace" if view.again else "in-grace"
         return None
 
     def _expired(self, armed: Armed, at: float) -> bool:

@@ -57,13 +57,19 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-_TEMP_NAME = re.compile(r"^.+\.(?P<pid>[0-9]+)\.[0-9]+\.tmp$")
+_TEMP_NAME = re.compile(r"^(?P<target>.+)\.(?P<pid>[0-9]+)\.[0-9]+\.tmp$")
 
 
 def temp_writer(name: str) -> int | None:
     """The pid in a temp name (`<name>.<pid>.<ms>.tmp`, the reference's and this node's), else None."""
     match = _TEMP_NAME.match(name)
     return None if match is None else int(match["pid"])
+
+
+def temp_target(name: str) -> str | None:
+    """The name a temp (`<name>.<pid>.<ms>.tmp`) is written for, else None: which answer it replaces."""
+    match = _TEMP_NAME.match(name)
+    return None if match is None else match["target"]
 
 
 def leftover_temp_files(dir_fd: int) -> list[tuple[str, int]]:

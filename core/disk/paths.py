@@ -63,11 +63,28 @@ def default_state_dir() -> Path:
     return Path(platformdirs.user_state_dir("pi-authorizer", appauthor=False))
 
 
-def forwarding_env(session_id: str) -> dict[str, str]:
-    """What a headless pi needs to forward to `session_id` (20.7.3 also needs the subagent marker)."""
-    return {"PI_SUBAGENT_PARENT_SESSION": session_id, "PI_IS_SUBAGENT": "1"}
+#: Where a child looks for its inbox, below its agent dir.
+ROOT_IN_AGENT_DIR = Path("sessions") / "permission-forwarding"
 
 
-def env_line(session_id: str) -> str:
+def agent_dir_of(root: Path) -> Path | None:
+    """The agent dir whose children write under `root`, or None when `root` is outside the standard
+    layout (`<agentDir>/sessions/permission-forwarding`): no child can be pointed at it."""
+    if root.parts[-2:] != ROOT_IN_AGENT_DIR.parts:
+        return None
+    return root.parent.parent
+
+
+def forwarding_env(session_id: str, root: Path | None = None) -> dict[str, str]:
+    """What a headless pi needs to forward to `session_id` (20.7.3 also needs the subagent marker);
+    with a `root` other than the default one, its agent dir too (when it has one)."""
+    env = {"PI_SUBAGENT_PARENT_SESSION": session_id, "PI_IS_SUBAGENT": "1"}
+    home = agent_dir_of(root) if root is not None and root != default_forwarding_root() else None
+    if home is not None:
+        env["PI_CODING_AGENT_DIR"] = str(home)
+    return env
+
+
+def env_line(session_id: str, root: Path | None = None) -> str:
     """`forwarding_env` as one shell line a person pastes before an agent's command."""
-    return " ".join(f"{k}={shlex.quote(v)}" for k, v in forwarding_env(session_id).items())
+    return " ".join(f"{k}={shlex.quote(v)}" for k, v in forwarding_env(session_id, root).items())

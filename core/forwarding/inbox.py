@@ -11,7 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import InitVar, dataclass, field
 from pathlib import Path
@@ -38,9 +38,23 @@ def display_name(name: str) -> str:
     return os.fsencode(name).decode("utf-8", "backslashreplace").encode("unicode_escape").decode("ascii")
 
 
+#: Which file a name held when it was read: inode, size, modification time. Another file renamed
+#: over the name (or the file rewritten) has another identity: the ask read from it is not that file's.
+FileIdentity = tuple[int, int, int]
+
+
+def identity_of(info: os.stat_result) -> FileIdentity:
+    return (info.st_ino, info.st_size, info.st_mtime_ns)
+
+
 def read_request_in(dir_fd: int, name: str) -> bytes:
     """The bytes of request file `name` in the folder `dir_fd`, never following a symlink or blocking
     on a FIFO. Raises `FileNotFoundError` when the child withdrew it, `UnreadableRequest` otherwise."""
+    return read_request_identified(dir_fd, name)[0]
+
+
+def read_request_identified(dir_fd: int, name: str) -> tuple[bytes, FileIdentity]:
+    """`read_request_in`, with the identity of the very file read (from its open descriptor)."""
     try:
         fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
     except OSError as exc:
@@ -66,7 +80,7 @@ def read_request_in(dir_fd: int, name: str) -> bytes:
         data = b"".join(chunks)
         if len(data) > MAX_REQUEST_BYTES:
             raise UnreadableRequest(f"grew over the {MAX_REQUEST_BYTES}-byte limit")
-        return data
+        return data, identity_of(os.fstat(fd))
     finally:
         os.close(fd)
 
@@ -147,6 +161,20 @@ class SessionInbox:
                 return read_request_in(dir_fd, name)
             except FileNotFoundError as exc:
                 raise FileNotFoundError(self.requests_dir / name) from exc
+
+    def identities(self, names: Iterable[str]) -> dict[str, FileIdentity | None]:
+        """The identity each named request file has now (None: gone, or not a regular file), through
+        one descriptor of `requests/`, never following a link."""
+        found: dict[str, FileIdentity | None] = {}
+        try:
+            with self.folder("requests") as fd:
+                for name in names:
+                    info = lstat_or_none(fd, name)
+                    regular = info is not None and stat.S_ISREG(info.st_mode)
+                    found[name] = identity_of(info) if info is not None and regular else None
+        except FileNotFoundError:
+            return dict.fromkeys(names)
+        return found
 
     def has_request(self, name: str) -> bool:
         """Whether `requests/<name>` is still there (its child has not withdrawn it)."""

@@ -14,7 +14,7 @@ import errno
 import os
 import struct
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from core import platform
@@ -64,10 +64,30 @@ class InotifyUnavailable(OSError):
     """No inotify here (not Linux, or the instance/watch limit is reached)."""
 
 
+#: Where the kernel keeps the user's inotify watch limit.
+MAX_USER_WATCHES = "/proc/sys/fs/inotify/max_user_watches"
+
+
+class WatchesExhausted(InotifyUnavailable):
+    """`inotify_add_watch` refused with ENOSPC: the user's watches (shared by every program of the
+    user) are used up. The message says the limit, so the operator knows what to raise."""
+
+
+def watch_limit() -> int | None:
+    try:
+        with open(MAX_USER_WATCHES, encoding="ascii") as limit:
+            return int(limit.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
 class Inotify:
     """One inotify instance: add watches on directories, read decoded events without blocking."""
 
-    def __init__(self) -> None:
+    def __init__(self, fault: Callable[[str], None] = lambda checkpoint: None) -> None:
+        """`fault`: called (`inotify_add_watch`) before each watch is added; an `OSError` it raises is
+        taken as that call's failure (the fault seam: tests make the kernel refuse a watch)."""
+        self.fault = fault
         calls = platform.inotify_calls()
         if calls is None:
             raise InotifyUnavailable(f"no inotify here ({platform.watch_backend()} instead)")
@@ -80,11 +100,18 @@ class Inotify:
     def add_watch(self, path: str, mask: int = DIRECTORY_EVENTS) -> int | None:
         """The watch descriptor, or None when the directory is not there (yet)."""
         try:
+            self.fault("inotify_add_watch")
             return self._calls.add_watch(self.fd, path, mask)
         except OSError as exc:
-            if exc.errno in {errno.ENOENT, errno.ENOTDIR}:  # not there (yet), or not a directory
+            err = exc.errno or errno.EIO
+            if err in {errno.ENOENT, errno.ENOTDIR}:  # not there (yet), or not a directory
                 return None
-            raise InotifyUnavailable(exc.errno, str(exc)) from None
+            if err == errno.ENOSPC:
+                limit = watch_limit()
+                said = f"{limit:,}" if limit is not None else "unknown"
+                raise WatchesExhausted(err, "the user's inotify watches are used up (fs.inotify.max_user_watches"
+                                            f" = {said}, shared by every program of this user)") from None
+            raise InotifyUnavailable(err, str(exc)) from None
 
     def rm_watch(self, wd: int) -> None:
         """Stop watching; a watch the kernel already dropped (its folder went away) is no error."""

@@ -34,14 +34,21 @@ class InboxStatus:
         return self.serving != "alive" and self.waiting > 0
 
 
+#: Folders a survey looks into (a child may make ~96k empty ones): each costs a listing and a read.
+MAX_SURVEYED = 1_000
+
+
 def survey_inboxes(
-    forwarding_root: Path, anchor: Anchor | None = None, clock: Clock = SYSTEM_CLOCK
+    forwarding_root: Path, anchor: Anchor | None = None, clock: Clock = SYSTEM_CLOCK,
+    limit: int = MAX_SURVEYED,
 ) -> list[InboxStatus]:
-    """One status per folder under `sessions/`, sorted by name (read by descriptor, never through a link)."""
+    """One status per folder under `sessions/`, sorted by name (read by descriptor, never through a
+    link); at most `limit` folders are looked into (the first by name), so a root full of folders
+    costs a bounded survey."""
     tree = anchor or Anchor(forwarding_root, "forwarding root")
     try:
         with tree.folder(("sessions",)) as fd:
-            folders = sorted(os.listdir(fd))
+            folders = sorted(os.listdir(fd))[:limit]
     except (FileNotFoundError, UnsafeFolder):
         return []
     now_ms = wall_ms(clock)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from core import platform
 from core.clock import SYSTEM_CLOCK, Clock
-from core.disk.entries import temp_writer
+from core.disk.entries import temp_target, temp_writer
 from core.disk.tree import Anchor, UnsafeFolder
 from core.forwarding.inotify import (
     DIRECTORY_EVENTS,
@@ -31,6 +31,7 @@ from core.forwarding.inotify import (
     Event,
     Inotify,
     InotifyUnavailable,
+    WatchesExhausted,
 )
 from core.forwarding.kqueue import FolderWake
 from core.forwarding.poll import POLL_S, RESCAN_ALL, polled_changes
@@ -52,12 +53,13 @@ def nothing_settled(folder: str, name: str) -> bool:
     return False
 
 
-Foreign = Callable[[str, int], None]
-"""`foreign(folder, pid)`: a temp file of another process (pid) appeared in `responses/` of a served
-inbox: another server is writing answers there."""
+Foreign = Callable[[str, int, str], None]
+"""`foreign(folder, pid, target)`: a temp file of another process (pid) appeared in `responses/` of a
+served inbox, written for the name `target` (the answer its rename replaces): another server is
+writing answers there."""
 
 
-def no_foreign(folder: str, pid: int) -> None:
+def no_foreign(folder: str, pid: int, target: str) -> None:
     return None
 
 
@@ -83,6 +85,7 @@ class _SessionTree:
         settled: Settled = nothing_settled,
         wanted: Wanted = every_folder,
         foreign: Foreign = no_foreign,
+        fault: Callable[[str], None] = lambda checkpoint: None,
     ) -> None:
         self.sessions_dir = sessions_dir
         self.foreign = foreign
@@ -94,7 +97,7 @@ class _SessionTree:
         #: Session folders seen and not watched (no inbox served there): watched once one is.
         self.unwatched: set[str] = set()
         self.inboxes: set[int] = set()
-        self.ino = Inotify()
+        self.ino = Inotify(fault)
         self.folder_of: dict[int, str | None] = {}
         self.changed: set[str] = set()
         self.rescan_all = False
@@ -176,8 +179,9 @@ class _SessionTree:
             return
         if event.wd in self.outboxes:
             pid = temp_writer(event.name) if event.name else None
-            if pid is not None and pid != os.getpid():
-                self.foreign(folder, pid)
+            target = temp_target(event.name) if event.name else None
+            if pid is not None and target is not None and pid != os.getpid():
+                self.foreign(folder, pid, target)
             return  # responses are no news for serving
         if event.wd in self.inboxes and self._no_news(folder, event):
             return
@@ -241,12 +245,13 @@ async def _inotify_changes(
     settled: Settled,
     wanted: Wanted = every_folder,
     foreign: Foreign = no_foreign,
+    fault: Callable[[str], None] = lambda checkpoint: None,
 ) -> AsyncIterator[set[str]]:
     """While the consumer rescans what a yield named, the events wait in the kernel and are read in
     bulk after: a burst's events (a rename in and a removal per request) would otherwise wake the loop
     every few events during that rescan, and they only say to rescan again once it ends. An overflow
     meanwhile means "rescan everything"; a removal not read yet is noted by that rescan instead."""
-    watched = _SessionTree(sessions_dir, tree, settled, wanted, foreign)
+    watched = _SessionTree(sessions_dir, tree, settled, wanted, foreign, fault)
     loop = asyncio.get_running_loop()
     loop.add_reader(watched.ino.fd, watched.on_readable)
     try:
@@ -275,6 +280,22 @@ async def _inotify_changes(
         watched.close()
 
 
+class ExhaustedReport:
+    """Says (log) that the user's inotify watches are used up, with the limit, once for a node: its
+    watcher may start again (and meet the same refusal) while the fault stays the user's."""
+
+    def __init__(self) -> None:
+        self.said = False
+
+    def __call__(self, exc: WatchesExhausted) -> None:
+        if self.said:
+            log.info("inotify watches still used up; polling the served inboxes")
+            return
+        self.said = True
+        log.error("%s: polling the served inboxes every %.2f s instead (only those: nothing else is "
+                  "listed); raise the limit or end what holds the watches", exc.strerror, POLL_S)
+
+
 async def _sessions_folder_ready(tree: Anchor, stop: asyncio.Event, clock: Clock) -> None:
     """Create `sessions/` from the root down; while it is a link, wait (serving reports it) and retry."""
     while not stop.is_set():
@@ -295,6 +316,8 @@ async def watch_session_folders(
     clock: Clock = SYSTEM_CLOCK,
     wanted: Wanted = every_folder,
     foreign: Foreign = no_foreign,
+    fault: Callable[[str], None] = lambda checkpoint: None,
+    exhausted: Callable[[WatchesExhausted], None] | None = None,
 ) -> AsyncIterator[set[str]]:
     """Yield the `sessions/<folder>` names touched since the last yield, until `stop`.
 
@@ -309,9 +332,11 @@ async def watch_session_folders(
     backend = "polling" if force_polling else platform.watch_backend()
     if backend == "inotify":
         try:
-            async for folders in _inotify_changes(sessions_dir, tree, stop, settled, wanted, foreign):
+            async for folders in _inotify_changes(sessions_dir, tree, stop, settled, wanted, foreign, fault):
                 yield folders
             return
+        except WatchesExhausted as exc:
+            (exhausted or ExhaustedReport())(exc)
         except InotifyUnavailable as exc:
             log.warning("inotify is unavailable (%s); polling every %.2f s instead", exc, POLL_S)
     wake = None
@@ -321,7 +346,7 @@ async def watch_session_folders(
         except OSError as exc:
             log.warning("kqueue is unavailable (%s); polling every %.2f s instead", exc, POLL_S)
     try:
-        async for folders in polled_changes(tree, stop, clock, wanted, wake):
+        async for folders in polled_changes(tree, stop, clock, wanted, foreign, wake):
             yield folders
     finally:
         if wake is not None:

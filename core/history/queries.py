@@ -82,6 +82,15 @@ class HistoryFilter:
         return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
 
+#: What `--verdict` and `verdict:` accept: approved / denied (with their variants), an exact state,
+#: or an outcome (how an ask ended, or who decided it).
+VERDICT_TERMS = (
+    "approved", "approved_for_session", "denied", "denied_with_reason",
+    "pending", "user", "user_grant", "session_grant", "rule", "chain", "fail-safe", "over-limit",
+    "left", "withdrawn", "quarantined", "forged",
+)
+
+
 def _verdict_clause(verdict: str) -> tuple[str, list[object]]:
     """`approved`/`denied` cover their variants; an outcome name (`withdrawn`...) matches outcomes."""
     if verdict == "approved":

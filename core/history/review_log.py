@@ -18,6 +18,7 @@ from typing import Any
 from core.clock import SYSTEM_CLOCK, Clock
 from core.disk.paths import agent_dir
 from core.history.store import HistoryStore
+from core.history.transactions import Retention
 
 REVIEW_LOG = Path(
     "extensions", "pi-permission-system", "logs", "pi-permission-system-permission-review.jsonl"
@@ -46,12 +47,15 @@ def default_review_log() -> Path:
     return agent_dir() / REVIEW_LOG
 
 
-def import_review_log(store: HistoryStore, path: Path, clock: Clock = SYSTEM_CLOCK) -> ImportResult:
-    """Add the dialog decisions of `path` to `store`; waiting→decided pairs give the time to decide."""
+def import_review_log(
+    store: HistoryStore, path: Path, clock: Clock = SYSTEM_CLOCK, retention: Retention | None = None
+) -> ImportResult:
+    """Add the dialog decisions of `path` to `store`; waiting→decided pairs give the time to decide.
+    Decisions older than `retention`'s age (default: the store's) are not imported."""
     waiting: dict[str, float] = {}
     rows: list[dict[str, object]] = []
     skipped = expired = 0
-    max_age = store.retention.max_age_s
+    max_age = (retention or store.retention).max_age_s
     cutoff = clock.wall() - max_age if max_age is not None else None
     with path.open("rb") as handle:
         for line in handle:

@@ -167,6 +167,9 @@ def describe_decider(source: DecisionSource | None, outcome: str) -> str:
         by = "the grant just recorded: " if outcome == "session_grant" else ""
         return f"{by}session grant {source.surface} {source.pattern!r}"
     if isinstance(source, RuleDecision):
+        if outcome == "rule_written":
+            return f"the rule just written by the person: rule {source.surface} {source.pattern!r} " \
+                   f"({source.origin or '?'})"
         return f"rule {source.surface} {source.pattern!r} ({source.origin or '?'})"
     if isinstance(source, AuthorizerDecision):
         return f"chain link {source.name}"

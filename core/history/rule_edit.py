@@ -95,15 +95,24 @@ def preview(suggestion: Suggestion, path: Path, rules: PolicyStore | None = None
     if errors:
         raise SuggestionRefused("; ".join(str(e) for e in errors))
     after = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
-    diff = "".join(
-        difflib.unified_diff(
-            (before or "").splitlines(keepends=True),
-            after.splitlines(keepends=True),
-            fromfile=f"{path} (before)" if before is not None else "/dev/null",
-            tofile=str(path),
-        )
-    )
-    return RuleEdit(suggestion, path, before, after, diff)
+    return RuleEdit(suggestion, path, before, after, unified_diff(before, after, path))
+
+
+def unified_diff(before: str | None, after: str, path: Path) -> str:
+    """One line per diff line, also when `before` has no final newline (said as `diff` says it,
+    instead of its last line glued to the next: `-}+}`)."""
+    old = (before or "").splitlines()
+    lines = list(difflib.unified_diff(
+        old, after.splitlines(), fromfile=f"{path} (before)" if before is not None else "/dev/null",
+        tofile=str(path), lineterm="",
+    ))
+    if before and not before.endswith(("\n", "\r")):
+        last = f"-{old[-1]}"
+        for index in range(len(lines) - 1, 1, -1):
+            if lines[index] == last:
+                lines.insert(index + 1, "\\ No newline at end of file")
+                break
+    return "".join(line + "\n" for line in lines)
 
 
 def apply(

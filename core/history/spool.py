@@ -13,9 +13,12 @@ not written again.
 from __future__ import annotations
 
 import base64
+import contextlib
+import errno
 import json
 import logging
 import os
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -32,21 +35,68 @@ log = logging.getLogger("pi_authorizer.history")
 
 #: Spools larger than this are not read back (a queue of that size is not this program's own).
 MAX_SPOOL_BYTES = 256 << 20
+#: Space held beside the history (`<history file>.reserve`) and given up when the spool meets a full
+#: disk at exit, so the last rows (a fail-safe close) are still written: a full state dir at exit used
+#: to lose them, and the next start called those asks `withdrawn`.
+RESERVE_BYTES = 256 << 10
 
 
 def spool_name(history: Path) -> str:
     return f"{history.name}.unwritten.jsonl"
 
 
+def reserve_name(history: Path) -> str:
+    return f"{history.name}.reserve"
+
+
 def save(history: Path, events: Sequence[ServeEvent]) -> None:
-    """Replace the spool of `history` with `events` (durable before it takes the spool's name)."""
+    """Replace the spool of `history` with `events` (durable before it takes the spool's name). On a
+    full disk the reserve is given up for it (`RESERVE_BYTES`), and it is written again."""
     lines = b"".join(json.dumps(_encoded(event)).encode() + b"\n" for event in events)
     name = spool_name(history)
     with Anchor(history.parent, "state dir").folder(create=True) as folder:
-        temp = temp_name(name)
-        write_new(folder, temp, lines)
+        try:
+            _replace(folder, name, lines)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            try:
+                remove(folder, reserve_name(history))
+            except FileNotFoundError:
+                raise exc from None
+            log.warning("the disk of the state dir is full: the reserved space is used for the history's "
+                        "last %d rows", len(events))
+            _replace(folder, name, lines)
+
+
+def keep_reserve(history: Path) -> None:
+    """Hold `RESERVE_BYTES` beside `history` (written, so the space is really taken); best effort: a
+    disk too full for it now gets it at a later start."""
+    name = reserve_name(history)
+    with Anchor(history.parent, "state dir").folder(create=True) as folder:
+        try:
+            held = os.stat(name, dir_fd=folder, follow_symlinks=False)
+            if stat.S_ISREG(held.st_mode) and held.st_size == RESERVE_BYTES:
+                return
+            remove(folder, name)
+        except FileNotFoundError:
+            pass
+        try:
+            _replace(folder, name, bytes(RESERVE_BYTES))
+        except OSError as exc:
+            log.warning("no space could be reserved for the history's last rows: %s", exc)
+
+
+def _replace(folder: int, name: str, data: bytes) -> None:
+    temp = temp_name(name)
+    try:
+        write_new(folder, temp, data)
         os.rename(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
-        platform.full_fsync(folder)
+    except OSError:
+        with contextlib.suppress(OSError):
+            remove(folder, temp)
+        raise
+    platform.full_fsync(folder)
 
 
 def load(history: Path) -> list[ServeEvent]:

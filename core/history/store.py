@@ -103,6 +103,14 @@ class HistoryStore:
         """Apply the retention limits now; returns how many rows were removed."""
         return self._writer.prune(now)
 
+    def prune_with(self, limits: Retention, now: float | None = None) -> int:
+        """`history prune`: apply these limits once (not the store's own); how many rows went."""
+        return self._writer.prune(now, limits)
+
+    def prune_count(self, limits: Retention, now: float | None = None) -> int:
+        """How many rows `prune_with(limits)` would delete now (deleting none)."""
+        return self._writer.prune(now, limits, dry=True)
+
     def write_arrivals(self, until: float | None = None) -> None:
         """Write what is queued (observed at `until` or before) now, in one transaction."""
         self._writer.write_arrivals(until)
@@ -142,7 +150,8 @@ class HistoryStore:
         now = self.clock.wall()
         with self._writer.transaction(arrivals=False) as conn:  # rows with a response: recorded, never queued
             conn.executemany(
-                "UPDATE asks SET written = ?, ended_at = CASE WHEN ? THEN ? ELSE ended_at END "
+                "UPDATE asks SET written = CASE outcome WHEN 'contested' THEN 0 ELSE ? END, "
+                "ended_at = CASE WHEN ? THEN ? ELSE ended_at END "
                 "WHERE id = (SELECT id FROM asks WHERE served_session = ? AND request_id = ? "
                 "AND response IS NOT NULL ORDER BY id DESC LIMIT 1)",
                 [(int(m.written), m.written, now, m.key.session_id, m.request_id) for m in marks],
@@ -168,6 +177,10 @@ class HistoryStore:
             self._set_open(event.key, "reason = ?", (event.reason,))
         elif event.kind in ("quarantined", "forged"):
             self._quarantined(event)
+        elif event.kind == "contested":
+            self._contested(event)
+        elif event.kind == "not_serving":
+            self._not_serving(event)
 
     def reconcile_open(self, session_id: str, present: Collection[str], at: float | None = None) -> int:
         """At start, before serving: an open row whose request file is gone was withdrawn while no
@@ -217,6 +230,28 @@ class HistoryStore:
                 "UPDATE asks SET ended_at = ?, outcome = CASE outcome WHEN 'left' THEN 'left' "
                 "ELSE 'withdrawn' END WHERE id = ?",
                 (event.at, found[0]),
+            )
+
+    def _not_serving(self, event: ServeEvent) -> None:
+        """A session row (no request name): the session stopped being served and why, e.g. `another
+        server answers session S`, so the history says when this node was not the one answering."""
+        with self._writer.transaction() as conn:
+            row_id, _ = self._writer.insert_arrival(conn, AskKey(event.key.session_id, ""), None, event.at)
+            conn.execute(
+                "UPDATE asks SET outcome = 'not-serving', reason = ?, ended_at = ? WHERE id = ?",
+                storable((event.reason, event.at, row_id)),
+            )
+
+    def _contested(self, event: ServeEvent) -> None:
+        """Another server answered this request too: its row (the verdict recorded, or the ask still open)
+        never says this node's answer was delivered; the verdict recorded is kept."""
+        with self._writer.transaction() as conn:
+            conn.execute(
+                "UPDATE asks SET outcome = 'contested', written = 0, reason = ?, "
+                "ended_at = COALESCE(ended_at, ?) WHERE id = (SELECT id FROM asks WHERE served_session = ? "
+                "AND request_name = ? AND (response IS NOT NULL OR ended_at IS NULL) "
+                "ORDER BY id DESC LIMIT 1)",
+                storable((event.reason, event.at, event.key.session_id, event.key.name)),
             )
 
     def _set_open(self, key: AskKey, assignment: str, params: Sequence[object]) -> None:

@@ -58,10 +58,13 @@ def suggest(
     """Patterns covering at least `threshold` of the person's recent approvals, most approved first."""
     decided = [r for r in history.query(limit=recent * 4) if r.outcome in ("user", "user_grant")][:recent]
     approved: dict[tuple[str, str], list[HistoryRow]] = {}
+    childs: set[tuple[str, str]] = set()  # patterns a child sent (shown as the child's)
     for row in decided:
         if row.verdict in APPROVED_STATES:
-            for key in _candidate_patterns(row):
+            for key, from_child in _candidate_patterns(row):
                 approved.setdefault(key, []).append(row)
+                if from_child:
+                    childs.add(key)
     denied = [r for r in decided if r.verdict is not None and r.verdict not in APPROVED_STATES]
     every_agent = set(history.distinct("agent"))
     offers = []
@@ -76,7 +79,8 @@ def suggest(
         if all(_already_allowed(rules.policy(r.agent or ""), surface, r.value or "") for r in rows):
             continue
         examples = tuple(dict.fromkeys(r.value or "" for r in rows))[:5]
-        offers.append(Suggestion(surface, pattern, len(rows), agents, examples, rows[0].arrived_at))
+        offers.append(Suggestion(surface, pattern, len(rows), agents, examples, rows[0].arrived_at,
+                                 from_child=(surface, pattern) in childs))
     offers.sort(key=lambda s: (-s.approvals, -s.last_at))
     return offers
 
@@ -133,17 +137,19 @@ def shadowed_deny(rules: PolicyStore, surface: str, pattern: str, agents: Iterab
     return None
 
 
-def _candidate_patterns(row: HistoryRow) -> list[tuple[str, str]]:
+def _candidate_patterns(row: HistoryRow) -> list[tuple[tuple[str, str], bool]]:
     """The child's own session suggestion when the person approved it as such (`s`, `w`), else the
-    exact value it asked for: a `y` approved the value, never the child's pattern (finding 7)."""
+    exact value it asked for: a `y` approved the value, never the child's pattern (finding 7).
+    Each with whether the pattern is the child's."""
     facts = row.facts_json()
     grants = facts.get("sessionApproval")
     approved_pattern = row.verdict == "approved_for_session" or row.outcome == "user_grant"
     if isinstance(grants, list) and grants and approved_pattern:
-        return [(g["surface"], g["pattern"]) for g in grants if isinstance(g, dict) and g.get("pattern")]
+        return [((g["surface"], g["pattern"]), True) for g in grants
+                if isinstance(g, dict) and g.get("pattern")]
     intent = facts.get("accessIntent")
     if isinstance(intent, dict) and row.surface and row.value and not set(row.value) & {"*", "?"}:
-        return [(row.surface, row.value)]
+        return [((row.surface, row.value), False)]
     return []
 
 

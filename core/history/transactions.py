@@ -96,6 +96,10 @@ class HistoryWriter:
         self._queue_lock = threading.Lock()
         self.prune()
         self._spooled = self._queue_spooled()
+        try:
+            spool.keep_reserve(self.path)
+        except OSError as exc:  # a state dir refused here is refused, and said, by the history itself
+            log.warning("no space reserved for the history's last rows: %s", exc)
 
     def _queue_spooled(self) -> bool:
         """What an earlier run could not write, queued first and written now: whether it stays spooled."""
@@ -281,26 +285,33 @@ class HistoryWriter:
 
     # -- retention ------------------------------------------------------------------------------
 
-    def prune(self, now: float | None = None) -> int:
-        """Apply the retention limits; a verdict not yet known written is never pruned (one that ended
-        unwritten, its child gone, is)."""
+    def prune(self, now: float | None = None, limits: Retention | None = None, *, dry: bool = False) -> int:
+        """Apply the retention limits (or `limits`, for an explicit prune); a verdict not yet known
+        written is never pruned (one that ended unwritten, its child gone, is). `dry`: only count."""
+        limits = limits or self.retention
         keep = "NOT (response IS NOT NULL AND written IS NULL AND ended_at IS NULL)"
         removed = 0
-        self._since_prune = 0
+        if not dry:
+            self._since_prune = 0
+        verb = "SELECT COUNT(*) FROM asks" if dry else "DELETE FROM asks"
+        cutoff = None
+        if limits.max_age_s is not None:
+            cutoff = (self.clock.wall() if now is None else now) - limits.max_age_s
         # Queued arrivals stay queued: a burst's verdicts write each with its arrival as one row.
         with self.transaction(arrivals=False) as conn:
-            if self.retention.max_age_s is not None:
-                cutoff = (self.clock.wall() if now is None else now) - self.retention.max_age_s
-                removed += conn.execute(
-                    f"DELETE FROM asks WHERE arrived_at < ? AND {keep}",
-                    (cutoff,),
-                ).rowcount
-            if self.retention.max_rows is not None:
-                removed += conn.execute(
-                    f"DELETE FROM asks WHERE id IN (SELECT id FROM asks ORDER BY arrived_at DESC, id DESC "
-                    f"LIMIT -1 OFFSET ?) AND {keep}",
-                    (self.retention.max_rows,),
-                ).rowcount
+            def run(sql: str, params: tuple[object, ...]) -> int:
+                cursor = conn.execute(f"{verb} WHERE {sql} AND {keep}", params)
+                return int(cursor.fetchone()[0]) if dry else cursor.rowcount
+
+            if cutoff is not None:
+                removed += run("arrived_at < ?", (cutoff,))
+            if limits.max_rows is not None:
+                newest = "id IN (SELECT id FROM asks ORDER BY arrived_at DESC, id DESC LIMIT -1 OFFSET ?)"
+                if dry and cutoff is not None:
+                    newest += " AND arrived_at >= ?"  # not counted twice
+                    removed += run(newest, (limits.max_rows, cutoff))
+                else:
+                    removed += run(newest, (limits.max_rows,))
         return removed
 
     def _maybe_prune(self) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Literal
 
 from core.clock import SYSTEM_CLOCK, Clock
@@ -42,6 +43,7 @@ class RecordedAuthority:
         self.clock = clock
         self._grants: dict[str, SessionGrants] = {}
         self._reported: set[str] = set()
+        self._ignored_reported = ""
         #: Called with each config change held because it widens (the app shows it and asks).
         self.on_pending: list[Callable[[PendingReload], None]] = []
         store.subscribe(self._held)
@@ -53,25 +55,28 @@ class RecordedAuthority:
         return self._grants[session_id]
 
     def explain(
-        self, parsed: ParsedRequest, session_id: str, extra: Sequence[SessionGrant] = ()
+        self, parsed: ParsedRequest, session_id: str, extra: Sequence[SessionGrant] = (),
+        written: tuple[Path, str] | None = None,
     ) -> Explanation:
-        """`extra`: grants judged as if recorded after this session's own (a grant's preview)."""
+        """`extra`: grants judged as if recorded after this session's own (a grant's preview);
+        `written`: a config file's text judged as if written into it (a rule's preview)."""
         rules = self.grants_for(session_id).rules() + tuple(
             rule for g in extra for rule in grant_rules(g.surface, g.pattern, self.store.home)
         )
-        return explain(self.store, parsed.facts, parsed.agent_name, rules)
+        store = self.store if written is None else self.store.as_if_written(*written)
+        return explain(store, parsed.facts, parsed.agent_name, rules)
 
     def judge(
         self, parsed: ParsedRequest, session_id: str, extra: Sequence[SessionGrant] = (),
-        preview: bool = False,
+        preview: bool = False, written: tuple[Path, str] | None = None,
     ) -> Judgment:
         """One judgment; the explanation is `LazySequence` until someone reads it.
 
-        `preview`: a what-if (a grant's reach), not a decision: no grant's use is counted."""
-        explanation = self.explain(parsed, session_id, extra)
+        `preview`: a what-if (a grant's or a rule's reach), not a decision: no grant's use is counted."""
+        explanation = self.explain(parsed, session_id, extra, written)
         decision = explanation.decision
         # Only a session grant's use is counted.
-        if not preview and not extra and isinstance(decision, SessionApprovalDecision):
+        if not preview and not extra and written is None and isinstance(decision, SessionApprovalDecision):
             self.grant_log.decided(session_id, decision, self.grants_for(session_id))
         self._log_errors(explanation.config_errors)
         errors = tuple(str(e) for e in explanation.config_errors)
@@ -129,8 +134,15 @@ class RecordedAuthority:
             watch.close()
 
     def report_config(self) -> None:
-        """Log the config errors of the agent-neutral layers now, not at the first ask."""
-        self._log_errors(self.store.policy("").errors)
+        """Log the config errors of the agent-neutral layers now, not at the first ask, and the
+        person's knobs a layer children can write tried to set (ignored), once per config version."""
+        policy = self.store.policy("")
+        self._log_errors(policy.errors)
+        ignored = ", ".join(policy.settings.ignored_knobs)
+        if ignored and ignored != self._ignored_reported:  # once, not again at each reload
+            log.warning("ignored knobs from a config layer children can write (the person's keys and their "
+                        "safety come only from the global config and --rules): %s", log_safe(ignored, 400))
+        self._ignored_reported = ignored
 
     def reload(self) -> None:
         if self.store.reload_if_changed():

@@ -17,11 +17,14 @@ created or changed later is compared against an empty file when it is first read
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import logging
+import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from pathlib import Path
+from typing import TypeVar
 
 from core.rules.agent_names import suspicious_agent_reason
 from core.rules.layers import Layers
@@ -40,10 +43,17 @@ from core.rules.sources import (
 log = logging.getLogger("pi_authorizer.rules")
 #: Composed policies kept (least recently used names are dropped and recomposed on demand).
 MAX_CACHED_POLICIES = 256
+#: Results kept by `remembered` (each dropped when any file is applied).
+MAX_REMEMBERED = 256
+T = TypeVar("T")
 
 
 class PolicyStore:
-    """Loads scopes once, composes one policy per agent name, and gates reloads of changed files."""
+    """Loads scopes once, composes one policy per agent name, and gates reloads of changed files.
+
+    Thread-safe: work over every agent file (a whole-session grant's refusal check composes one
+    policy per agent) runs off the event loop while serving judges on it; each call holds the
+    store's lock only for itself, so judging waits at most one composition."""
 
     def __init__(
         self,
@@ -67,6 +77,10 @@ class PolicyStore:
         self._neutral: Policy | None = None
         self._pending: dict[ScopeKey, PendingReload] = {}
         self._listeners: list[Callable[[PendingReload], None]] = []
+        self._lock = threading.RLock()
+        #: Bumped whenever a file's new version is applied: what was derived from the old one is stale.
+        self.generation = 0
+        self._remembered: OrderedDict[Hashable, object] = OrderedDict()
         # The files as they are now are what the person started this node with.
         self._trusted = {path: FileSignature.of(path)
                          for path in (*self.sources.config_paths().values(), *self.sources.agent_files())}
@@ -77,6 +91,28 @@ class PolicyStore:
 
     def policy(self, agent_name: str) -> Policy:
         """The composed policy for `agent_name` (cached until a source file changes)."""
+        with self._lock:
+            return self._policy(agent_name)
+
+    def remembered(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """`compute()`, kept under `key` until a file's new version is applied (at most
+        `MAX_REMEMBERED` kept): for work over every agent file that the same ask repeats (the
+        grant refusal check, then the same check when the grant is recorded). Computed outside
+        the lock (it calls `policy` many times)."""
+        with self._lock:
+            generation = self.generation
+            if key in self._remembered:
+                self._remembered.move_to_end(key)
+                return self._remembered[key]  # type: ignore[return-value]
+        value = compute()
+        with self._lock:
+            if self.generation == generation:
+                self._remembered[key] = value
+                if len(self._remembered) > MAX_REMEMBERED:
+                    self._remembered.popitem(last=False)
+        return value
+
+    def _policy(self, agent_name: str) -> Policy:
         cached = self._policies.get(agent_name)
         if cached is not None:
             self._policies.move_to_end(agent_name)
@@ -100,8 +136,9 @@ class PolicyStore:
     def watched_paths(self) -> tuple[Path, ...]:
         """Every file a cached policy was (or would be) built from; a watcher should watch their
         parent folders too, since a file that does not exist yet may be created."""
-        paths = {path for _, path in self._scopes} | set(self.sources.config_paths().values())
-        paths |= self._pi_only.paths()
+        with self._lock:
+            paths = {path for _, path in self._scopes} | set(self.sources.config_paths().values())
+            paths |= self._pi_only.paths()
         return tuple(sorted(paths))
 
     # -- the reload gate ---------------------------------------------------------------------------
@@ -115,6 +152,10 @@ class PolicyStore:
         return tuple(self._pending.values())
 
     def accept(self, pending: PendingReload) -> bool:
+        with self._lock:
+            return self._accept(pending)
+
+    def _accept(self, pending: PendingReload) -> bool:
         """Apply the reviewed version (exactly the one whose diff was shown); False if superseded."""
         key = (pending.origin, Path(pending.path))
         if self._pending.get(key) is not pending:
@@ -125,6 +166,10 @@ class PolicyStore:
         return True
 
     def unapplied_change(self, path: Path) -> str | None:
+        with self._lock:
+            return self._unapplied_change(path)
+
+    def _unapplied_change(self, path: Path) -> str | None:
         """Why the config file `path` does not hold exactly the rules in force (a change to it held
         for review, or declined), or None. A rule from an ask is written only into a file that
         does: its diff then shows everything confirming applies (issue 20 finding 1)."""
@@ -140,6 +185,10 @@ class PolicyStore:
         return None
 
     def apply_written(self, path: Path, text: str) -> None:
+        with self._lock:
+            self._apply_written(path, text)
+
+    def _apply_written(self, path: Path, text: str) -> None:
         """Apply `text`, which this node just wrote into the config file `path` after a person
         confirmed its diff: exactly that text, never a re-read of the path (a file swapped in right
         after the write is a change like any other, gated at the next reload)."""
@@ -151,7 +200,24 @@ class PolicyStore:
             self._pending.pop(key, None)
             self._apply(key, dataclasses.replace(ours, pi_reading=pi))
 
+    def as_if_written(self, path: Path, text: str) -> PolicyStore:
+        """A what-if twin of this store with `text` applied to the config file `path` (as
+        `apply_written` would), this store untouched: what a rule's dialog shows it would decide."""
+        twin = copy.copy(self)
+        twin._scopes = dict(self._scopes)
+        twin._pending = dict(self._pending)
+        twin._policies = OrderedDict()
+        twin._neutral = None
+        twin._listeners = []
+        twin._layers = Layers(twin.sources, twin._scope, twin.home)
+        twin.apply_written(path, text)
+        return twin
+
     def decline(self, pending: PendingReload) -> bool:
+        with self._lock:
+            return self._decline(pending)
+
+    def _decline(self, pending: PendingReload) -> bool:
         """Keep the applied version; the file is proposed again only when it changes again."""
         key = (pending.origin, Path(pending.path))
         if self._pending.get(key) is not pending:
@@ -160,6 +226,10 @@ class PolicyStore:
         return True
 
     def reload_if_changed(self) -> bool:
+        with self._lock:
+            return self._reload_if_changed()
+
+    def _reload_if_changed(self) -> bool:
         """Re-read every file whose signature changed: apply narrowing changes, hold widening ones.
         True when anything was applied."""
         for origin, path in self.sources.config_paths().items():
@@ -168,7 +238,7 @@ class PolicyStore:
                  if FileSignature.of(key[1]) != scope.signature]
         applied = False
         if self._pi_only.forget_changed():  # read by pi's reading alone: a change only tightens a verdict
-            self._policies.clear()
+            self._changed()
             applied = True
         for key, scope in stale:
             self._pending.pop(key, None)
@@ -195,9 +265,14 @@ class PolicyStore:
 
     def _apply(self, key: ScopeKey, scope: Scope) -> None:
         self._scopes[key] = scope
-        self._policies.clear()
+        self._changed()
         self._neutral = None
         self._drop_missing_agent_scopes([k for k in self._scopes if k[0] in AGENT_ORIGINS])
+
+    def _changed(self) -> None:
+        self._policies.clear()
+        self._remembered.clear()
+        self.generation += 1
 
     def _drop_missing_agent_scopes(self, keys: list[ScopeKey]) -> None:
         """Forget "no agent file" scopes no cached policy uses, so the scopes (and the paths

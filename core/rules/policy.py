@@ -133,7 +133,7 @@ def compose(
     fail_closed = () if as_pi else tuple(s.origin for s in scopes if s.invalid and s.origin != GLOBAL)
     if fail_closed:
         rules = tuple(r.rewrite("ask", "fail-closed") if r.action == "allow" else r for r in rules)
-    settings = Settings.merged((s.origin, s.knobs) for s in settings_scopes)
+    settings = Settings.merged(((s.origin, s.knobs) for s in settings_scopes), as_pi=as_pi)
     effective = rules
     if settings.yolo_mode:
         effective = tuple(r.rewrite("allow", "yolo") if r.action == "ask" else r for r in rules)

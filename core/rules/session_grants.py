@@ -113,8 +113,16 @@ class SessionGrants:
 
     def would_shadow_deny(self, agent_name: str, surface: str, pattern: str) -> ShadowedDeny | None:
         """The first explicit deny this grant would override: `agent_name`'s policy first, then
-        the agent-neutral one and every other agent that has an agent file."""
-        for name in dict.fromkeys((agent_name, "", *self.store.known_agents())):
+        the agent-neutral one and every other agent that has an agent file. One policy per agent
+        file (up to `MAX_AGENT_FILES` per folder): the answer is remembered by the store until a file
+        changes, so the check before a confirmation and the one at recording compose them once."""
+        agents = self.store.known_agents()
+        key = ("would_shadow_deny", agent_name, surface, pattern, agents)
+        return self.store.remembered(key, lambda: self._shadowed(agent_name, surface, pattern, agents))
+
+    def _shadowed(self, agent_name: str, surface: str, pattern: str,
+                  agents: tuple[str, ...]) -> ShadowedDeny | None:
+        for name in dict.fromkeys((agent_name, "", *agents)):
             policy = self.store.policy(name)
             readings = (policy, policy.pi_reading) if policy.pi_differs and policy.pi_reading else (policy,)
             for reading in readings:  # pi 20.7.3's reading is judged too, so its denies count

@@ -25,6 +25,8 @@ AGENT_ORIGINS = frozenset({"agent", "project-agent"})
 ScopeKey = tuple[str, Path]
 #: Agent files read per agents folder when a grant is checked against every agent's scope.
 MAX_AGENT_FILES = 10_000
+#: Entries listed per agents folder, junk included: a folder of a million junk names stays bounded.
+MAX_LISTED_ENTRIES = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,23 +67,36 @@ class Sources:
         return paths
 
     def agent_files(self) -> list[Path]:
-        """Agent files with usable names in either agents folder (at most `MAX_AGENT_FILES` each)."""
+        """Agent files with usable names in either agents folder (at most `MAX_AGENT_FILES` each).
+        Junk does not count toward that limit: other names, folders, FIFOs and sockets named `*.md`
+        (a folder is still listed at most `MAX_LISTED_ENTRIES` deep)."""
         files: list[Path] = []
         folders = [self.agent_dir / "agents"]
         if self.project_dir is not None:
             folders.append(self.project_dir / ".pi" / "agents")
         for folder in folders:
+            found = 0
             try:
                 with os.scandir(folder) as entries:
-                    for count, entry in enumerate(entries):
-                        if count >= MAX_AGENT_FILES:
+                    for listed, entry in enumerate(entries):
+                        if found >= MAX_AGENT_FILES or listed >= MAX_LISTED_ENTRIES:
                             break
                         name = entry.name.removesuffix(".md")
-                        if entry.name.endswith(".md") and suspicious_agent_reason(name) is None:
+                        if entry.name.endswith(".md") and suspicious_agent_reason(name) is None \
+                                and _regular(entry):
                             files.append(folder / entry.name)
+                            found += 1
             except OSError:
                 continue
         return files
+
+
+def _regular(entry: os.DirEntry[str]) -> bool:
+    """A regular file (through a link, as pi reads it)."""
+    try:
+        return entry.is_file()
+    except OSError:
+        return False
 
 
 def load_scope(key: ScopeKey, *, agent_file: bool) -> Scope:

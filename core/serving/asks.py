@@ -151,8 +151,9 @@ class Arbiter(Protocol):
         Asked again for the same ask when its decision could not be written."""
         ...
 
-    def withdraw(self, key: AskKey) -> None:
-        """The ask is gone (the child withdrew, or it was set aside): no decision on it is taken."""
+    def withdraw(self, key: AskKey, reason: str | None = None) -> None:
+        """The ask is gone (the child withdrew, or it was set aside): no decision on it is taken.
+        `reason`: why, when it was not the child (another server answered it)."""
         ...
 
 
@@ -188,7 +189,7 @@ class DenyingArbiter:
         )
         return at_once(Decision(response, "fail-safe"))
 
-    def withdraw(self, key: AskKey) -> None:
+    def withdraw(self, key: AskKey, reason: str | None = None) -> None:
         """Nothing is held, so nothing to withdraw."""
 
 
@@ -200,5 +201,5 @@ class LeavingArbiter:
     def decide(self, ask: Ask) -> asyncio.Future[ArbiterDecision]:
         return at_once(LEAVE)
 
-    def withdraw(self, key: AskKey) -> None:
+    def withdraw(self, key: AskKey, reason: str | None = None) -> None:
         """Nothing is held, so nothing to withdraw."""

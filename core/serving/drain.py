@@ -9,12 +9,17 @@ that cannot be listed (its folder missing, or refused) ends no record. New files
 from __future__ import annotations
 
 import asyncio
+import logging
 
 from core.disk.tree import UnsafeFolder
 from core.serving.intake import INTAKE_FILES, Intake, scan, take_in
 from core.serving.pipeline import Pipeline
+from core.serving.records import AWAITING
 from core.serving.sessions import ServedSession, Sessions
 from core.serving.verdicts import Ledger
+from core.text import log_safe
+
+log = logging.getLogger("pi_authorizer.serve")
 
 
 class Drain:
@@ -45,23 +50,38 @@ class Drain:
         """One pass over the inbox; raises `UnsafeFolder` when a folder of the session tree is refused."""
         retry = served.records.unanswered()  # a decision not written: the file is served anew
         known = served.records.names() - retry
+        # The asks awaiting this node's decision, by the file each was read from: another file under
+        # the name (renamed over, rewritten) is that ask withdrawn and a new ask, never the old one's
+        # bytes. (Not a `left` ask: another authorizer may be answering it in place.)
+        watched = {record.key.name: record.identity for record in served.records
+                   if record.state in AWAITING and record.identity is not None}
         try:
             # One trip off the loop lists the inbox and reads the first batch of new files, so a burst
             # is judged, recorded and published together (and a single ask pays one trip).
-            names, intake = await asyncio.to_thread(scan, served.inbox, known, self.ledger)
+            found = await asyncio.to_thread(scan, served.inbox, known, self.ledger, watched)
         except UnsafeFolder:
             raise
         except Exception as exc:
             self.sessions.set_unservable(served, f"its inbox cannot be listed: {exc}")
             return
         self.sessions.set_unservable(served, None)
+        names, intake = found.names, found.intake
         if names is None:
             # No session folder or no `requests/`: moved away (and maybe back), or not made yet. That
             # says nothing of the files: an ask is withdrawn only once a listing of its folder lacks
             # its file, and the files back with the folder are the asks still held (never served twice).
             return
-        await self.pipeline.listed(served, set(names), retry)
-        new = [name for name in names if name not in known]
+        # Only asks still awaiting a decision: one decided meanwhile (off the loop) may be having its
+        # answer written into its own request file (`core.disk.reused`), which changes the file.
+        replaced = {name for name in found.replaced
+                    if (record := served.records.get(name)) is not None and record.state in AWAITING}
+        if replaced:
+            log.warning("session=%s: %d request file(s) replaced under their names: the asks read from "
+                        "them are withdrawn, the new files served as new asks",
+                        log_safe(served.inbox.session_id), len(replaced))
+        await self.pipeline.listed(served, set(names) - replaced, retry)
+        # As `scan` listed them (the intakes follow this order); one decided meanwhile is not started.
+        new = [name for name in names if name not in known or name in found.replaced]
         while intake is not None:
             await self._serve_batch(served, intake)
             new = new[len(intake.reads) :]

@@ -22,6 +22,7 @@ EventKind = Literal[
     "left",
     "answer_failed",
     "forged",
+    "contested",
     "not_serving",
     "serving_again",
     "unsafe_folder",
@@ -32,6 +33,8 @@ EventKind = Literal[
 class ServeEvent:
     """What happened to one request file; observers (TUI, history) subscribe to these.
 
+    `contested`: another server wrote (or is writing) its own answer under this request's response
+    name; whatever this node answered, the child may read the other's (`reason` says who).
     `unsafe_folder` is about a folder, not a file: `key.name` is the refused folder's path and
     `reason` says why it is not served (a link planted in the session tree, never followed).
     """

@@ -13,11 +13,17 @@ from __future__ import annotations
 import errno
 import logging
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from core.disk.paths import is_safe_request_id
-from core.forwarding.inbox import SessionInbox, UnreadableRequest, display_name, read_request_in
+from core.forwarding.inbox import (
+    FileIdentity,
+    SessionInbox,
+    UnreadableRequest,
+    display_name,
+    read_request_identified,
+)
 from core.serving.verdicts import Ledger, RecordedVerdict
 from core.text import log_safe
 from core.wire.reader import RequestRejected, parse_request
@@ -40,6 +46,8 @@ class FileRead:
     raw: bytes | None = None
     parsed: ParsedRequest | None = None
     rejection: str | None = None
+    #: The file read (inode, size, mtime): another file under the name later is another ask.
+    identity: FileIdentity | None = None
 
 
 @dataclass(frozen=True)
@@ -54,16 +62,37 @@ class Intake:
     ours: frozenset[str] = frozenset()
 
 
+@dataclass(frozen=True)
+class Scan:
+    """One listing of an inbox: its names (None: the inbox does not exist); of the asks still awaiting
+    a decision, the names now holding another file (`replaced`: renamed over, or rewritten); and the
+    first batch of the files to read (new names, and the replaced ones)."""
+
+    names: list[str] | None
+    replaced: frozenset[str] = frozenset()
+    intake: Intake | None = None
+
+    @property
+    def to_read(self) -> list[str]:
+        return [] if self.intake is None else [name for name, _ in self.intake.reads]
+
+
 def scan(
-    inbox: SessionInbox, known: frozenset[str], ledger: Ledger | None
-) -> tuple[list[str] | None, Intake | None]:
-    """The inbox listing (None: the inbox does not exist), and the first batch of the files not in
-    `known` (None when there are none)."""
+    inbox: SessionInbox, known: frozenset[str], ledger: Ledger | None,
+    watched: Mapping[str, FileIdentity] | None = None,
+) -> Scan:
+    """List the inbox, find which of the `watched` files (name: the identity read) now hold another
+    file, and read the first batch of the files not in `known` or replaced."""
     names = inbox.listed_requests()
     if names is None:
-        return None, None
-    new = [name for name in names if name not in known]
-    return names, (take_in(inbox, new[:INTAKE_FILES], ledger) if new else None)
+        return Scan(None)
+    replaced: frozenset[str] = frozenset()
+    if watched:
+        present = [name for name in names if name in watched]
+        now = inbox.identities(present)
+        replaced = frozenset(name for name in present if now[name] is not None and now[name] != watched[name])
+    new = [name for name in names if name not in known or name in replaced]
+    return Scan(names, replaced, take_in(inbox, new[:INTAKE_FILES], ledger) if new else None)
 
 
 def take_in(inbox: SessionInbox, names: Sequence[str], ledger: Ledger | None) -> Intake:
@@ -135,7 +164,7 @@ def existing_responses(inbox: SessionInbox, request_ids: Iterable[str]) -> froze
 def read_guarded(dir_fd: int, name: str) -> FileRead:
     """One file read and parsed; any failure becomes a rejection, so one file never fails a batch."""
     try:
-        raw = read_request_in(dir_fd, name)
+        raw, identity = read_request_identified(dir_fd, name)
     except FileNotFoundError:
         return FileRead(gone=True)
     except UnreadableRequest as exc:
@@ -143,11 +172,12 @@ def read_guarded(dir_fd: int, name: str) -> FileRead:
     except Exception as exc:
         return FileRead(rejection=f"reading this file failed ({type(exc).__name__}: {exc})")
     try:
-        return FileRead(raw=raw, parsed=parse_request(raw))
+        return FileRead(raw=raw, parsed=parse_request(raw), identity=identity)
     except RequestRejected as exc:
-        return FileRead(raw=raw, rejection=f"unusable request: {exc.reason}")
+        return FileRead(raw=raw, rejection=f"unusable request: {exc.reason}", identity=identity)
     except Exception as exc:
-        return FileRead(raw=raw, rejection=f"reading this file failed ({type(exc).__name__}: {exc})")
+        return FileRead(raw=raw, rejection=f"reading this file failed ({type(exc).__name__}: {exc})",
+                        identity=identity)
 
 
 def rejection(name: str, read: FileRead, session_id: str) -> str | None:

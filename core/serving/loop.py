@@ -17,7 +17,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 
 from core.disk.tree import Anchor
-from core.forwarding.watch import watch_session_folders
+from core.forwarding.watch import ExhaustedReport, watch_session_folders
 from core.seams import PRODUCTION, Seams
 from core.serving.asks import DEFAULT_FORWARDING_TIMEOUT_MS, Arbiter
 from core.serving.drain import Drain
@@ -79,6 +79,7 @@ class ServingCore:
         )
         self.drain = Drain(self.served, ledger, self.pipeline)
         self._stop = asyncio.Event()
+        self._exhausted = ExhaustedReport()  # the watches used up: said once for this node
         self._tasks: set[asyncio.Task[None]] = set()
         self._serving: set[asyncio.Task[None]] = set()
         self._background: list[Callable[[asyncio.Event], Coroutine[object, object, None]]] = []
@@ -184,7 +185,7 @@ class ServingCore:
                 async for folders in watch_session_folders(
                     self.root, self._stop, seams.force_polling, self.tree, self._settled, seams.clock,
                     wanted=lambda folder: folder in self.served.by_folder,
-                    foreign=self._foreign_writer,
+                    foreign=self._foreign_writer, fault=seams.fault, exhausted=self._exhausted,
                 ):
                     targets = (
                         list(self.served)
@@ -197,11 +198,14 @@ class ServingCore:
                 log.error("watching the forwarding root failed; restarting the watch", exc_info=True)
                 await self._pause(STEP_FAILURE_PAUSE_S)
 
-    def _foreign_writer(self, folder: str, pid: int) -> None:
-        """Another process writes temp files in a served inbox's `responses/`: another server."""
+    def _foreign_writer(self, folder: str, pid: int, target: str) -> None:
+        """Another process writes temp files in a served inbox's `responses/`: another server, whose
+        rename replaces whatever answer `target` holds."""
         served = self.served.by_folder.get(folder)
         if served is not None:
-            self.served.note_foreign_writer(served, pid)
+            self.served.note_foreign_writer(served, pid, target)
+            if served.foreign is not None:
+                self.pipeline.answered_elsewhere(served, target)
 
     def _settled(self, folder: str, name: str) -> bool:
         """An answered request was removed (by us, or by its child): forget it without a rescan."""

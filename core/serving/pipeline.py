@@ -95,6 +95,7 @@ class Pipeline:
     def start(self, served: ServedSession, name: str, read: FileRead, intake: Intake) -> None:
         """Serve a new file of an intake: its record is taken, and its path runs as far as it can now."""
         record = served.records.take(name)
+        record.identity = read.identity
         try:
             self._route(served, record, read, intake)
         except Exception as exc:
@@ -283,6 +284,9 @@ class Pipeline:
         served = self.sessions.by_id.get(key.session_id)
         answering = self._answering.pop(id(verdict.parsed), None)
         record = answering if answering is not None and answering.state == "decided" else None
+        if served is not None and published.written and key.name in served.contested:
+            # Placed, but the other server's rename replaces it (or did): not the answer known delivered.
+            self.sessions.contest(served, key.name, served.contested[key.name])
         if published.write_failed is not None:
             error = published.write_failed
             if served is not None and record is not None and not record.vanished and (
@@ -468,6 +472,10 @@ class Pipeline:
     ) -> None:
         parsed = parsed or record.parsed
         assert parsed is not None
+        if served.foreign is not None:  # another server answers this inbox: its answer, not a forgery
+            self.answered_elsewhere(served, record.key.name)
+            self.sessions.contest(served, record.key.name, served.contested.get(record.key.name))
+            return
         kept = await self.quarantining.forged(served, record.key, parsed, when)
         self._quarantined(served, record, kept)
 
@@ -502,6 +510,17 @@ class Pipeline:
         self._leave_arbiter(record)
         reason = f"serving this file failed ({type(exc).__name__}: {exc})"
         await self._unusable(served, record, reason, None)
+
+    def answered_elsewhere(self, served: ServedSession, name: str) -> None:
+        """Another server answered (or is answering) the request `name`: an ask of it still undecided
+        here leaves the person's queue, saying so (not "the child stopped waiting"), and its name is
+        freed; this node does not answer it."""
+        record = served.records.get(name)
+        if record is None or record.state not in AWAITING:
+            return
+        if record.state == "shown":
+            self.arbiter.withdraw(record.key, f"answered by another server ({served.foreign or 'seen'})")
+        served.records.release(record)
 
     def _leave_arbiter(self, record: AskRecord) -> None:
         if record.state == "shown":

@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from core.forwarding.inbox import FileIdentity
 from core.serving.asks import AskKey
 from core.serving.verdicts import Published
 from core.wire.request import ParsedRequest
@@ -75,6 +76,8 @@ class AskRecord:
     published: Published | None = None
     #: Its file vanished while its answer was being published.
     vanished: bool = False
+    #: The file it was read from (inode, size, mtime): another file under its name is another ask.
+    identity: FileIdentity | None = None
 
     @property
     def live(self) -> bool:

@@ -39,6 +39,9 @@ from core.text import log_safe
 
 log = logging.getLogger("pi_authorizer.serve")
 
+#: Response names remembered as another server's while it lasts (its every answer is still reported).
+MAX_CONTESTED = 10_000
+
 
 @dataclass
 class ServedSession:
@@ -54,6 +57,9 @@ class ServedSession:
     foreign: str | None = None
     #: A live process not this one seen writing temp files in this inbox's `responses/`.
     foreign_writer: int | None = None
+    #: Response names another server wrote (or is writing) answers under while it lasts: an answer of
+    #: this node's under one of them is never taken as the one its child read.
+    contested: dict[str, int] = field(default_factory=dict)
     problems: dict[str, ServeEvent] = field(default_factory=dict)
     """Refused folders by part (`inbox`, `heartbeat`): the `unsafe_folder` event that reported each."""
 
@@ -226,6 +232,7 @@ class Sessions:
             self._foreign(served, *found)
             return True
         served.foreign_writer = None
+        served.contested.clear()
         if served.foreign is not None:
             served.foreign = None
             session = served.inbox.session_id
@@ -233,12 +240,28 @@ class Sessions:
             self.emit(ServeEvent("serving_again", AskKey(session, ""), self.clock.wall()))
         return False
 
-    def note_foreign_writer(self, served: ServedSession, pid: int) -> None:
-        """A temp file of process `pid` appeared in this inbox's `responses/` (the watcher saw it)."""
+    def note_foreign_writer(self, served: ServedSession, pid: int, target: str) -> None:
+        """A temp file of process `pid` appeared in this inbox's `responses/` (the watcher saw it), for
+        the answer `target`: its rename replaces any answer this node placed there, so that ask is
+        `contested` (the history never claims this node's answer was the one delivered)."""
         if pid == os.getpid() or not pid_alive(pid):
             return
         served.foreign_writer = pid
         self._foreign(served, pid, "its temp files in responses/")
+        if len(served.contested) < MAX_CONTESTED:
+            served.contested[target] = pid
+        self.contest(served, target, pid)
+
+    def contest(self, served: ServedSession, name: str, pid: int | None) -> None:
+        """Say (log, `contested` event: the history's row, the app) that another server answered the
+        request `name` too, so whatever this node answered may not be what its child read."""
+        session = served.inbox.session_id
+        who = "another server" if pid is None else f"another server (pid {pid})"
+        reason = (f"{who} wrote its own answer to this request; the child may have read that answer, "
+                  "not this node's")
+        log.error("session=%s request=%s contested: %s", log_safe(session), log_safe(display_name(name)),
+                  reason)
+        self.emit(ServeEvent("contested", AskKey(session, name), self.clock.wall(), reason=reason))
 
     def _foreign(self, served: ServedSession, pid: int, seen: str) -> None:
         if served.foreign is not None:

@@ -116,14 +116,14 @@ def test_served_hostile_asks_leave_escaped_log_lines_and_history(
         lines = log.getvalue()
         assert raw_hidden(lines) == []
         assert all(" request=" not in line or line.count("\n") == 0 for line in lines.splitlines())
-        assert main(["history", "--state-dir", str(state), "--keep-history", "0", "--limit", "0"]) == 0
+        assert main(["history", "--state-dir", str(state), "--limit", "0"]) == 0
         table, err = capsys.readouterr()
         assert raw_hidden(table) == [] and raw_hidden(err) == []
         assert len(table.splitlines()) == 1 + len(names)  # one line per ask, whatever it holds
         if any(hides(agent) for _, agent, _ in fields):
             # shown as an escape, unless the column cut the name before it (and says so with `…+N`)
             assert any(mark in table for mark in ESCAPE_MARKS) or "…+" in table
-        assert main(["history", "--state-dir", str(state), "--keep-history", "0", "--json"]) == 0
+        assert main(["history", "--state-dir", str(state), "--json"]) == 0
         out, _ = capsys.readouterr()
         assert out.isascii() and raw_hidden(out) == []
 

@@ -83,7 +83,7 @@ def test_history_json_uses_milliseconds_everywhere(
         "verdict": "approved",
     }])
     store.close()
-    assert main(["history", "--state-dir", str(state), "--json", "--keep-history", "0"]) == 0
+    assert main(["history", "--state-dir", str(state), "--json"]) == 0
     row = json.loads(capsys.readouterr().out)
     assert row["created_at"] == 1_700_000_009_500
     assert row["arrived_at"] == 1_700_000_010_000

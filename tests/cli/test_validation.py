@@ -122,3 +122,42 @@ def test_a_history_that_cannot_be_opened(tmp_path: Path, capsys: pytest.CaptureF
     (state / "history.sqlite3").write_bytes(b"this is not a database" * 100)
     err = one_line_error(capsys, ["history", "--state-dir", str(state)])
     assert "cannot be opened" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["history", "--verdict", "bogus"], "'bogus' is not a verdict; one of: approved"),
+        (["history", "--verdict", "aproved"], "did you mean 'approved'?"),
+        (["history", "--verdit", "approved"], "arguments: --verdit approved; did you mean --verdict?"),
+        (["hisory"], "unknown command 'hisory'; did you mean 'history'?"),
+        (["serve", "--forwarding-rot", "x"], "did you mean --forwarding-root?"),
+        (["serve", "--on-ask", "dny"], "did you mean 'deny'?"),
+        (["history", "--keep-history", "2d"], "never deletes rows; to delete old ones: history prune"),
+        (["history", "prune"], "--older-than DURATION and/or --keep-rows N"),
+        (["history", "prune", "--older-then", "2d"], "did you mean --older-than?"),
+    ],
+)
+def test_every_value_is_checked_and_a_typo_gets_a_suggestion(
+    capsys: pytest.CaptureFixture[str], argv: list[str], said: str
+) -> None:
+    assert said in one_line_error(capsys, argv)
+
+
+def test_a_missing_forwarding_root_is_said_and_the_command_still_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    typo = tmp_path / "agent" / "sessions" / "permision-forwarding"
+    argv = ["run", "--session", "s", "--forwarding-root", str(typo), "--state-dir", str(tmp_path / "state"),
+            "--", "true"]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert f"--forwarding-root {typo} did not exist, so no child wrote there yet (a typo?)" in err
+    assert "no pi child writes to" in err  # outside <agentDir>/sessions/permission-forwarding
+
+
+def test_a_missing_review_log_is_named_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "review.jsonl"
+    assert main(["history", "--state-dir", str(tmp_path / "state"), "--import-pi-log", str(missing)]) == 1
+    err = capsys.readouterr().err
+    assert err.count(str(missing)) == 1 and "No such file" in err

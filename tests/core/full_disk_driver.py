@@ -1,6 +1,7 @@
 """Run inside a private mount namespace (`unshare -m`, as root) by `test_full_filesystem.py`: the
 forwarding root is a small tmpfs that is really full; a real `serve` answers it. Prints one JSON line
-with what it saw. Scenarios: `fills` (the disk fills while asks arrive), `full-at-start`,
+with what it saw. Scenarios: `fills` (the disk fills, then asks arrive), `fills-while-asking` (asks
+arrive one by one while the disk fills between them), `full-at-start`,
 `all-full-at-start` (the state dir, with an existing history, on the full filesystem too).
 
 Usage: python -m tests.core.full_disk_driver <scenario> <tmp dir>
@@ -9,6 +10,7 @@ Usage: python -m tests.core.full_disk_driver <scenario> <tmp dir>
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import os
 import signal
@@ -19,36 +21,44 @@ from pathlib import Path
 
 from core.forwarding.liveness import heartbeat_path, read_heartbeat
 from core.history import HistoryStore
-from tests.helpers import poll_until, request_body, response_path, session_dir
+from tests.helpers import fill, poll_until, request_body, response_path, session_dir
 from tests.history.support import REPO, S
 
 ASKS = 3  # fewer than a burst (4+), which is answered in the request files themselves (no new space)
+#: `fills-while-asking`: one at a time (never a burst), the disk growing fuller between them.
+ASKS_WHILE_FILLING = 12
+CHUNK = 96 * 1024
 
 
-def fill(folder: Path) -> Path:
-    """A filler file grown until the filesystem refuses (ENOSPC)."""
-    filler = folder / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+def grow(filler: Path, size: int) -> bool:
+    """Append up to `size` bytes to `filler`; False once the filesystem refused (it is full)."""
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
-        while True:
+        for _ in range(size // 4096):
             try:
                 os.write(fd, b"x" * 4096)
             except OSError as exc:
                 if exc.errno != errno.ENOSPC:
                     raise
-                break
+                return False
     finally:
         os.close(fd)
-    return filler
+    return True
 
 
-def stage_asks(root: Path) -> list[tuple[Path, Path]]:
+def answered_or_waiting(response: Path, serve: subprocess.Popen[bytes], log: Path, waits: int) -> bool:
+    """The ask is answered, or serve said once more that it waits for the disk (or it exited)."""
+    said = log.read_text(errors="replace").count("waiting for disk")
+    return response.exists() or said > waits or serve.poll() is not None
+
+
+def stage_asks(root: Path, asks: int = ASKS) -> list[tuple[Path, Path]]:
     """Requests written while there is space (as a child's temps), to be renamed in once it is full."""
     requests = session_dir(root, S) / "requests"
     requests.mkdir(parents=True, exist_ok=True)
     (session_dir(root, S) / "responses").mkdir(exist_ok=True)
     staged = []
-    for n in range(ASKS):
+    for n in range(asks):
         request_id = f"ask{n}"
         temp = requests / f"{request_id}.json.{os.getpid()}.{n}.tmp"
         temp.write_bytes(json.dumps(request_body(request_id, S)).encode())
@@ -65,10 +75,11 @@ def main(scenario: str, tmp: Path) -> None:
     state = fs / "state" if scenario == "all-full-at-start" else tmp / "state"
     root.mkdir()
     (tmp / "agent").mkdir(exist_ok=True)
-    staged = stage_asks(root)
+    asks = ASKS_WHILE_FILLING if scenario == "fills-while-asking" else ASKS
+    staged = stage_asks(root, asks)
     if scenario == "all-full-at-start":  # a node that served here before: its history exists
         HistoryStore.in_state_dir(state).close()
-    filler = fill(fs) if scenario != "fills" else None
+    filler = fill(fs) if scenario not in ("fills", "fills-while-asking") else None
     command = [
         sys.executable, "-m", "tui.cli", "serve", "--session", S,
         "--forwarding-root", str(root), "--state-dir", str(state),
@@ -82,13 +93,28 @@ def main(scenario: str, tmp: Path) -> None:
             return log_path.read_text(errors="replace")
 
         def answered() -> bool:
-            return all(response_path(root, S, f"ask{n}").exists() for n in range(ASKS))
+            return all(response_path(root, S, f"ask{n}").exists() for n in range(asks))
 
+        if scenario == "fills-while-asking":
+            poll_until(lambda: read_heartbeat(heartbeat_path(root, S)) is not None, 30, "the heartbeat")
+            filler, room = fs / "filler", True
+            for n, (temp, target) in enumerate(staged):
+                waits = logged().count("waiting for disk")
+                temp.rename(target)  # an ask arrives (a rename needs no space) ...
+                room = room and grow(filler, CHUNK)  # ... and the disk fills some more
+                settled = functools.partial(answered_or_waiting, response_path(root, S, f"ask{n}"), serve,
+                                            log_path, waits)
+                poll_until(settled, 60, f"ask{n} answered or waiting for disk")
+            seen["full_before_last_ask"] = not room
+            seen["answered_before_full"] = sum(response_path(root, S, f"ask{n}").exists()
+                                               for n in range(asks))
+            fill(fs)  # whatever room the answers left: full now
         if filler is None:
             poll_until(lambda: read_heartbeat(heartbeat_path(root, S)) is not None, 30, "the heartbeat")
             filler = fill(fs)
-        for temp, target in staged:
-            temp.rename(target)  # a rename needs no space: asks arrive on the full disk
+        if scenario != "fills-while-asking":
+            for temp, target in staged:
+                temp.rename(target)  # a rename needs no space: asks arrive on the full disk
         poll_until(lambda: "waiting for disk" in logged() or serve.poll() is not None, 60, "waiting for disk")
         poll_until(lambda: logged().count("waiting for disk") >= 3 or serve.poll() is not None, 60,
                    "more than one try")
@@ -97,12 +123,18 @@ def main(scenario: str, tmp: Path) -> None:
         seen["quarantined_while_full"] = sorted(
             str(p.relative_to(quarantine)) for p in quarantine.rglob("*") if p.is_file()
         ) if quarantine.exists() else []
+        freed = time.monotonic()
         filler.unlink()
         poll_until(lambda: answered() or serve.poll() is not None, 90, "every ask answered")
+        seen["answered_s_after_space"] = round(time.monotonic() - freed, 2)
         seen["responses"] = {
             f"ask{n}": json.loads(response_path(root, S, f"ask{n}").read_bytes())
-            for n in range(ASKS) if response_path(root, S, f"ask{n}").exists()
+            for n in range(asks) if response_path(root, S, f"ask{n}").exists()
         }
+        requests = session_dir(root, S) / "requests"
+        poll_until(lambda: not any(requests.glob("*.json")) or serve.poll() is not None, 30,
+                   "the answered requests taken out of the inbox")
+        seen["requests_left"] = sorted(p.name for p in requests.glob("*.json"))
         poll_until(lambda: read_heartbeat(heartbeat_path(root, S)) is not None or serve.poll() is not None,
                    30, "the heartbeat")
         seen["heartbeat"] = read_heartbeat(heartbeat_path(root, S)) is not None

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from core.forwarding.liveness import heartbeat_path, read_heartbeat
-from core.person import DecisionRefused, HumanAuthorizer
+from core.history import HistoryStore
+from core.person import AskWithdrawn, DecisionRefused, HumanAuthorizer
 from core.serving.asks import DenyingArbiter
 from core.testing import ManualClock
 from tests.helpers import (
@@ -126,3 +127,70 @@ async def test_a_persons_decision_is_not_written_while_another_server_answers(
         await rescanned_until(clock, lambda: "serving_again" in served.kinds(), what="serving again")
         await human.approve_once(key)
         assert (await read_response_when_written(served.root, S, "shown"))["approved"] is True
+
+
+async def test_a_denial_replaced_by_another_servers_answer_is_never_recorded_as_delivered(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, other: subprocess.Popen[bytes]
+) -> None:
+    """The reference's publish renames over whatever is there: a denial this node placed can be replaced
+    by the other server's approval before the child reads it. Its temp name says which answer it
+    replaces; the history then says so, never "denied, written" (the issue: 19 of 1,178 asks)."""
+    caplog.set_level(logging.INFO, "pi_authorizer")
+    clock = ManualClock(1_800_000_000.0)
+    store = HistoryStore.in_state_dir(tmp_path / "state")
+    try:
+        async with Served(tmp_path, DenyingArbiter(clock), ledger=store, clock=clock) as served:
+            served.core.subscribe(store.observe)
+            write_request(served.root, S, "raced")
+            mine = await read_response_when_written(served.root, S, "raced")
+            assert mine["approved"] is False
+            await wait_for(lambda: _row(store, "raced")[2] == 1, what="this node's denial marked written")
+            path = response_path(served.root, S, "raced")
+            temp = path.with_name(f"{path.name}.{other.pid}.1800000000000.tmp")  # the other server's publish
+            temp.write_text(json.dumps({"approved": True, "state": "approved"}))
+            temp.rename(path)
+            await wait_for(lambda: _row(store, "raced")[0] == "contested", what="the row contested")
+            _, verdict, written, reason = _row(store, "raced")
+            assert written == 0 and verdict == "denied_with_reason"
+            assert reason is not None and f"another server (pid {other.pid})" in reason
+            assert "contested" in served.kinds()
+            assert f"another server answers session {S} (pid {other.pid}" in caplog.text
+            # The session row: when and why this node was not the one answering.
+            noted = lambda: any(r.outcome == "not-serving" for r in store.query())  # noqa: E731
+            await wait_for(noted, what="a session row")
+            [session_row] = [r for r in store.query() if r.outcome == "not-serving"]
+            assert session_row.reason is not None
+            assert session_row.reason.startswith(f"another server answers session {S} (pid {other.pid}")
+    finally:
+        store.close()
+
+
+def _row(store: HistoryStore, request_id: str) -> tuple[str, str | None, int | None, str | None]:
+    rows = [r for r in store.query() if r.request_id == request_id]
+    assert len(rows) == 1, [(r.outcome, r.verdict, r.written) for r in rows]
+    return rows[0].outcome, rows[0].verdict, rows[0].written, rows[0].reason
+
+
+async def test_an_ask_another_server_answers_leaves_the_persons_queue_as_answered_elsewhere(
+    tmp_path: Path, other: subprocess.Popen[bytes]
+) -> None:
+    """The issue: the other server's answers to asks shown here were called "withdrawn" (290 of them),
+    as if the child had stopped waiting. Its temp name for the ask's response says otherwise."""
+    clock = ManualClock(1_800_000_000.0)
+    human = HumanAuthorizer(clock=clock)
+    gone: list[AskWithdrawn] = []
+    human.subscribe(lambda event: gone.append(event) if isinstance(event, AskWithdrawn) else None)
+    async with Served(tmp_path, human, clock=clock) as served:
+        write_request(served.root, S, "shown")
+        await wait_for(lambda: bool(human.pending()), what="the pending ask")
+        path = response_path(served.root, S, "shown")
+        temp = path.with_name(f"{path.name}.{other.pid}.1800000000000.tmp")  # the other server answers it
+        temp.write_text(json.dumps({"approved": True, "state": "approved"}))
+        await wait_for(lambda: not human.pending(), what="the ask out of the queue")
+        temp.rename(path)  # its publish completes
+        await served.core.rescan_all()
+        [event] = gone
+        assert event.reason is not None and event.reason.startswith("answered by another server")
+        assert "withdrawn" not in served.kinds()  # never reported as the child's withdrawal
+        assert "forged" not in served.kinds()
+        assert "contested" in served.kinds()

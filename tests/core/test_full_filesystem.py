@@ -5,26 +5,14 @@ namespace (`unshare -m`, as root), really full; a real `serve` answers it
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.helpers import namespace_refused
 from tests.history.support import REPO
-
-
-def namespace_refused() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root to mount a tmpfs in a private mount namespace"
-    if shutil.which("unshare") is None:
-        return "unshare(1) is not installed"
-    probe = subprocess.run(["unshare", "-m", "--propagation", "private", "true"], capture_output=True)
-    if probe.returncode != 0:
-        return f"unshare -m is not permitted here: {probe.stderr.decode(errors='replace').strip()}"
-    return None
 
 
 def drive(scenario: str, tmp_path: Path) -> dict[str, object]:
@@ -40,12 +28,13 @@ def drive(scenario: str, tmp_path: Path) -> dict[str, object]:
     return seen
 
 
-def check(seen: dict[str, object]) -> None:
+def check(seen: dict[str, object], asks: int = 3) -> None:
     tail = seen["log_tail"]
     assert seen["alive_while_full"] is True, tail
     assert seen["quarantined_while_full"] == [], tail
     responses = seen["responses"]
-    assert isinstance(responses, dict) and len(responses) == 3, tail
+    assert isinstance(responses, dict) and len(responses) == asks, tail
+    assert seen["requests_left"] == [], tail  # each answered once and taken out of the inbox
     for body in responses.values():
         assert body["state"] == "denied_with_reason" and body["decidedBy"]["kind"] == "unavailable", body
     assert seen["heartbeat"] is True and seen["alive_after"] is True, tail
@@ -54,6 +43,14 @@ def check(seen: dict[str, object]) -> None:
 
 def test_serve_answers_every_ask_once_a_filesystem_that_filled_has_space_again(tmp_path: Path) -> None:
     check(drive("fills", tmp_path))
+
+
+def test_serve_answers_every_ask_that_arrived_while_the_filesystem_filled(tmp_path: Path) -> None:
+    """Asks arrive one by one while the disk fills between them: the first are answered at once, the
+    rest wait for the disk; `serve` never exits and every child is answered once it has space."""
+    seen = drive("fills-while-asking", tmp_path)
+    check(seen, asks=12)
+    assert seen["full_before_last_ask"] is True, seen["log_tail"]
 
 
 def test_serve_started_on_a_full_filesystem_keeps_trying_and_answers_once_it_has_space(

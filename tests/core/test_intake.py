@@ -34,12 +34,31 @@ def test_one_trip_lists_reads_and_checks_what_is_new(tmp_path: Path) -> None:
     for rid in ("a", "b", "c"):
         write_request(root, S, rid)
     (session_dir(root, S) / "responses" / "b.json").write_text("{}")
-    names, intake = scan(SessionInbox(root, S), frozenset({"a.json"}), None)
+    found = scan(SessionInbox(root, S), frozenset({"a.json"}), None)
+    names, intake = found.names, found.intake
     assert names == ["a.json", "b.json", "c.json"]
     assert intake is not None and [name for name, _ in intake.reads] == ["b.json", "c.json"]
     assert intake.responses == {"b.json"}
     assert all(read.parsed is not None and rejection(n, read, S) is None for n, read in intake.reads)
-    assert scan(SessionInbox(root, S), frozenset(names), None)[1] is None
+    assert scan(SessionInbox(root, S), frozenset(names), None).intake is None
+
+
+def test_a_file_renamed_over_a_watched_name_is_found_replaced_and_read_again(tmp_path: Path) -> None:
+    """Issue 20: the identity read with an ask's bytes (inode, size, mtime) is compared at each listing;
+    a file renamed over the name is `replaced` and read as new, one left alone is not."""
+    root = tmp_path / "root"
+    for rid in ("a", "b"):
+        write_request(root, S, rid, value="ls")
+    inbox = SessionInbox(root, S)
+    first = scan(inbox, frozenset(), None).intake
+    assert first is not None
+    watched = {name: read.identity for name, read in first.reads if read.identity is not None}
+    assert set(watched) == {"a.json", "b.json"}
+    assert scan(inbox, frozenset(watched), None, watched).replaced == frozenset()
+    write_request(root, S, "b", value="rm -rf ~")
+    again = scan(inbox, frozenset(watched), None, watched)
+    assert again.replaced == {"b.json"} and again.to_read == ["b.json"]
+    assert again.intake is not None and b"rm -rf" in (again.intake.reads[0][1].raw or b"")
 
 
 def test_unusable_files_become_rejections_with_a_reason(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ serving options that set the history's retention."""
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import time
 import unicodedata
@@ -12,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from core.history import HistoryStore
+from core.history import HistoryStore, Retention
 from core.history.rows import COLUMNS
 from core.history.store import HISTORY_FILE
+from tui.cli import main
 from tui.commands import arguments
 from tui.commands import history_command as history
 from tui.commands.node import open_history
@@ -74,10 +76,11 @@ def state(tmp_path: Path) -> Path:
 def test_table_escapes_child_text(state: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert run("--state-dir", str(state)) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["TIME", "AGENT", "SURFACE", "VALUE", "VERDICT", "BY", "WAIT"]
-    assert "ls" in lines[1] and "1ms" in lines[1]  # oldest first, like a log
+    header = ["TIME", "AGENT", "SURFACE", "VALUE", "VERDICT", "BY", "DECIDED", "IN", "REASON"]
+    assert lines[0].split() == header
+    assert "ls" in lines[1] and "0.001s" in lines[1]  # oldest first, like a log; seconds only
     assert "\\u001b[2J" in lines[2] and "\\u202eevil\\u200b" in lines[2] and "Evil\\u202e" in lines[2]
-    assert "4.2s" in lines[2] and "\\u200b …+10" in lines[2]  # shortened, saying how much is hidden
+    assert "4.200s" in lines[2] and "\\u200b …+10" in lines[2]  # shortened, saying how much is hidden
     hidden = [c for c in "".join(lines) if unicodedata.category(c) in {"Cc", "Cf"}]
     assert hidden == []
 
@@ -198,3 +201,65 @@ def test_retention_from_the_command_line(tmp_path: Path) -> None:
         parser.parse_args(["--state-dir", str(state), "--keep-history", "0", "--keep-history-rows", "0"])
     )
     assert forever is not None and (forever.retention.max_age_s, forever.retention.max_rows) == (None, None)
+
+
+def stored(state: Path) -> list[str]:
+    store = HistoryStore(state / HISTORY_FILE, Retention(None, None))
+    try:
+        return sorted(r.request_name for r in store.query())
+    finally:
+        store.close()
+
+
+@pytest.fixture
+def aged(tmp_path: Path) -> Path:
+    """26 rows, 25 of them older than the default retention (180 days)."""
+    rows: list[dict[str, object]] = [
+        {"served_session": "s", "request_name": f"old{n}.json", "arrived_at": time.time() - 400 * 86400 - n,
+         "outcome": "rule", "verdict": "denied_with_reason", "reason": "not on this machine"}
+        for n in range(25)
+    ]
+    rows.append({"served_session": "s", "request_name": "new.json", "arrived_at": time.time(),
+                 "outcome": "rule"})
+    store = HistoryStore(tmp_path / HISTORY_FILE, Retention(None, None))
+    store.insert_rows(rows)
+    store.close()
+    return tmp_path
+
+
+def test_listing_never_deletes_rows(aged: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run("--state-dir", str(aged), "--limit", "0") == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 27 and "not on this machine" in out[1]  # the denial's reason has a column
+    assert len(stored(aged)) == 26
+    log = aged / "review.jsonl"
+    log.write_text("")
+    assert run("--state-dir", str(aged), "--import-pi-log", str(log)) == 0  # importing neither
+    assert len(stored(aged)) == 26
+
+
+def test_prune_asks_then_says_what_it_dropped(
+    aged: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr("sys.stdin", Terminal("n\n"))
+    assert main(["history", "--state-dir", str(aged), "prune", "--older-than", "30d"]) == 1
+    out = capsys.readouterr().out
+    assert "Delete 25 of 26 history rows (older than 30d)? [y/N]" in out and "nothing deleted" in out
+    assert len(stored(aged)) == 26
+    monkeypatch.setattr("sys.stdin", Terminal("y\n"))
+    assert main(["history", "prune", "--state-dir", str(aged), "--older-than", "30d"]) == 0
+    assert "deleted 25 of 26 history rows (older than 30d); 1 kept" in capsys.readouterr().out
+    assert stored(aged) == ["new.json"]
+    assert main(["history", "prune", "--state-dir", str(aged), "--keep-rows", "5", "-y"]) == 0
+    assert "nothing to prune" in capsys.readouterr().out
+
+
+def test_prune_without_a_terminal_needs_yes(aged: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["history", "prune", "--state-dir", str(aged), "--keep-rows", "1"]) == 2
+    assert "would delete 25 of 26 rows; confirm with -y" in capsys.readouterr().err
+    assert main(["history", "prune", "--state-dir", str(aged), "--keep-rows", "1", "-y"]) == 0
+    assert stored(aged) == ["new.json"]

@@ -21,6 +21,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -35,13 +38,14 @@ from core.serving.asks import DenyingArbiter
 from core.testing import Breakable, FailingDisk, HeldDisk
 from tests.helpers import (
     Served,
+    namespace_refused,
     read_response_when_written,
     response_path,
     session_dir,
     wait_for,
     write_request,
 )
-from tests.history.support import S, intent
+from tests.history.support import REPO, S, intent
 
 
 async def test_a_refused_verdict_is_closed_as_fail_safe_once_the_history_works(tmp_path: Path) -> None:
@@ -222,3 +226,18 @@ def test_a_row_that_ended_unanswered_is_pruned_like_any_other(tmp_path: Path) ->
     assert store.prune(now) == 1
     assert [r.request_name for r in store.query()] == ["open.json"]
     store.close()
+
+
+def test_a_fail_safe_close_is_kept_when_the_state_dirs_disk_is_full_at_exit(tmp_path: Path) -> None:
+    """Finding 7: the history still failing at exit on a really full disk (a tmpfs in a private mount
+    namespace): the spool is written into the space reserved beside the history, and the next start
+    closes the row `fail-safe` (it used to say `withdrawn`)."""
+    refused = namespace_refused()
+    if refused is not None:
+        pytest.skip(refused)
+    command = ["unshare", "-m", "--propagation", "private", sys.executable, "-m",
+               "tests.history.full_disk_exit", str(tmp_path)]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, timeout=120)
+    lines = done.stdout.decode().strip().splitlines()
+    assert done.returncode == 0 and lines, done.stderr.decode(errors="replace")[-3000:]
+    assert json.loads(lines[-1]) == {"outcomes": ["fail-safe"]}

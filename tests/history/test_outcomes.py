@@ -173,7 +173,7 @@ async def test_history_tells_once_child_session_whole_session_grant_and_its_deci
     key = {a.request.id: a.key for a in human.pending()}
     await human.approve_once(key["once"])
     await human.approve_for_requester_session(key["child"])
-    await human.approve_for_serving_session(key["grant"])
+    await human.approve_for_serving_session(key["grant"], reach=human.grant_reach(key["grant"]))
     await wait_for(lambda: all(r.ended_at is not None for r in node.history.query()) and
                    len(node.history.query()) == 5, what="five ended rows")
     rows = {r.request_id: r for r in node.history.query()}

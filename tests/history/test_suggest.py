@@ -121,6 +121,10 @@ def test_preview_then_apply_preserves_the_rest_of_the_file(node: Node) -> None:
     [offer] = suggest(node.history, node.rules)
     change = preview(offer, node.rules_file)
     assert '+      "git status *": "allow"' in change.diff
+    # The file had no final newline: its last line is its own diff line, never glued to the next.
+    lines = change.diff.splitlines()
+    assert lines[lines.index(f"-{json.dumps(config)}") + 1] == "\\ No newline at end of file"
+    assert all(line[:1] in "+- @\\" for line in lines)
     assert json.loads(node.rules_file.read_text())["permission"]["bash"] == "ask"  # nothing written yet
     apply(offer, node.rules_file, confirmed=change, rules=node.rules)
     assert json.loads(node.rules_file.read_text()) == {
@@ -243,7 +247,37 @@ def test_the_rule_dialog_says_whose_pattern_it_is_its_reach_and_how_it_acts(node
     offer = _ask_rule(node, "bash", "ls -la", [("bash", "ls *")])
     target = targets(node.rules)[0]
     text = change_content(preview(offer, node.rules_file, node.rules), target, "/home/me").plain
-    assert "written by the child" in text and "every agent" in text
+    assert "the child's pattern" in text and "every agent" in text
     odd = _ask_rule(node, "bash", "$HOME/../../bin/sh -c id", [])
     text = change_content(preview(odd, node.rules_file, node.rules), target, "/home/me").plain
-    assert "acts as: /bin/sh -c id" in text and "written by the child" not in text
+    assert "acts as: /bin/sh -c id" in text and "the child's pattern" not in text
+
+
+def test_review_suggestions_mark_the_childs_pattern_and_show_how_it_acts(tmp_path: Path) -> None:
+    """Everywhere a suggestion is shown (the review's list and its dialog): a pattern the child sent,
+    approved as such (`s`, `w`), is "the child's pattern", and a pattern that acts otherwise than
+    written shows how it acts."""
+    from tui.render.history import change_content, offer_content
+
+    node = Node(tmp_path, {"path": {"*": "ask"}})
+    for value in ("ls", "ls -l", "ls -a", "ls x", "ls y"):
+        node.decided(value, pattern="ls *")  # approved for the session: the child's pattern credited
+    [offer] = suggest(node.history, node.rules)
+    assert offer.pattern == "ls *" and offer.from_child
+    listed = offer_content(offer, "/home/me").plain
+    assert "the child's pattern" in listed
+    target = targets(node.rules)[0]
+    dialog = change_content(preview(offer, node.rules_file, node.rules), target, "/home/me").plain
+    assert "the child's pattern" in dialog
+
+    other = Node(tmp_path / "b", {"path": {"*": "ask"}})
+    for n in range(5):
+        other.decided(f"$HOME/../../bin/sh -c {n}", pattern="$HOME/../../bin/sh *")
+    [odd] = suggest(other.history, other.rules)
+    listed = offer_content(odd, "/home/me").plain
+    assert "acts as /bin/sh *" in listed and "the child's pattern" in listed
+    exact = Node(tmp_path / "c", {"path": {"*": "ask"}})
+    for _ in range(5):
+        exact.decided("make", verdict="approved", pattern=None)
+    [plain] = suggest(exact.history, exact.rules)
+    assert "child" not in offer_content(plain, "/home/me").plain and not plain.from_child

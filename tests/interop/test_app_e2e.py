@@ -12,7 +12,7 @@ import pytest
 from core.wiring import NodeOptions, build_attended_node
 from tests.interop.harness import NodeDriver, child_ask_args, child_env
 from tests.interop.ids import CHILD_SESSION, UUID_SESSION
-from tests.tui.support import FakeKeyClock, wait_for, wait_painted
+from tests.tui.support import FakeKeyClock, settle, wait_for, wait_painted
 from tui.app import AppSeams, AuthorizerApp
 from tui.ui_settings import UiSettings
 
@@ -68,3 +68,74 @@ async def test_real_child_is_approved_with_a_double_press(
         e.get("event") == "forwarded_permission.response_received" and e.get("approved") is True
         for e in received
     )
+
+
+async def test_real_children_accept_batch_decisions(
+    node_driver: NodeDriver, forwarding_root: Path, state_dir: Path, workdir: Path, tmp_path: Path
+) -> None:
+    """A batch approval and a batch denial, each of two real 20.7.3 children: every child reads its
+    answer as it reads a single decision (the wire says `{kind: user, via: dialog}`, which the newer
+    reader accepts too), and the durable history records each as part of its batch."""
+    from contextlib import ExitStack
+
+    from core.history import HistoryStore
+    from tui.screens.batch_preview import BATCH_DENY_REASON, BatchPreviewScreen
+
+    history = HistoryStore.in_state_dir(tmp_path / "history")
+    node = build_attended_node(
+        NodeOptions(forwarding_root, state_dir, tmp_path / "agent", tmp_path / "project"), history
+    )
+    human = node.person
+    node.take_session(UUID_SESSION)
+    keys = FakeKeyClock()
+    app = AuthorizerApp(node, UiSettings(), AppSeams(keys=keys))  # double press on, 500 ms grace
+    agents = ("Alpha", "Bravo", "Charlie", "Delta")
+    with ExitStack() as stack:
+        children = {
+            agent: stack.enter_context(node_driver.start(
+                "child_ask.ts",
+                child_ask_args(forwarding_root, CHILD_SESSION, agent,
+                               {**ASK, "value": f"make {agent.lower()}",
+                                "message": f"Agent '{agent}' requested bash command 'make'. Allow?"}),
+                workdir / agent, env=child_env(UUID_SESSION)))
+            for agent in agents
+        }
+        async with app.run_test(size=(140, 45)) as pilot:
+            def arrived() -> bool:
+                for child in children.values():
+                    assert child.proc.poll() is None, child.stderr_text()
+                return len(human.pending()) == 4
+
+            await wait_for(pilot, arrived)
+
+            async def batch(marking: tuple[str, ...], verb: str) -> None:
+                await pilot.press(*marking)  # marking moves the selection: the next ask is shown anew
+                await settle(pilot)
+                await wait_painted(pilot, app)
+                keys.advance(0.5)  # the batch keys too wait for the paint and the grace
+                await pilot.press(verb)
+                await wait_for(pilot, lambda: isinstance(app.screen, BatchPreviewScreen))
+                await wait_painted(pilot, app)
+                keys.advance(0.5)
+                await pilot.press("y", "y")  # double press
+
+            first_two = [a.request.requester_agent_name for a in human.pending()[:2]]
+            await batch(("space", "space"), "Y")
+            await wait_for(pilot, lambda: len(human.pending()) == 2)
+            await batch(("asterisk",), "N")
+            await wait_for(pilot, lambda: not human.pending())
+            results = {agent: await asyncio.to_thread(child.wait, 30) for agent, child in children.items()}
+            await pilot.press("q")
+    for agent, result in results.items():
+        decision = result.json_line()
+        if agent in first_two:
+            assert decision["approved"] is True and decision["state"] == "approved", decision
+        else:
+            assert decision["approved"] is False and decision["state"] == "denied_with_reason", decision
+            assert decision["denialReason"] == BATCH_DENY_REASON
+    rows = history.query()
+    assert len(rows) == 4 and all(r.decider == "person (dialog), in a batch of 2" for r in rows)
+    for row in rows:
+        assert row.response is not None
+        assert json.loads(row.response)["decidedBy"] == {"kind": "user", "via": "dialog"}
+    history.close()

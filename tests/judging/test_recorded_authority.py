@@ -18,6 +18,7 @@ from core.person import DecisionRefused, HumanAuthorizer
 from core.rules import GrantRefused, PolicyStore
 from core.serving import ServeEvent, ServingCore
 from core.serving.asks import Arbiter, AskKey, LeavingArbiter
+from core.testing import GatedGrantBook
 from core.wire.reader import parse_request
 from tests.helpers import read_response_when_written, response_path, wait_for, write_request
 
@@ -123,7 +124,7 @@ async def test_whole_session_grant_is_recorded_and_auto_approves_later_forwards(
     await wait_for(lambda: len(human.pending()) == 1, what="pending")
     key = human.pending()[0].key
     assert human.serving_grant_refusal(key) is None
-    await human.approve_for_serving_session(key)
+    await human.approve_for_serving_session(key, reach=())
     first = await read_response_when_written(node.root, S, "first")
     assert first["state"] == "approved" and first["decidedBy"] == {"kind": "user", "via": "dialog"}
     write_request(node.root, S, "later", accessIntent=intent("bash", "npm run test"))
@@ -143,8 +144,9 @@ async def test_whole_session_grant_previews_and_decides_the_other_pending_asks_i
     write_request(node.root, S, "e", accessIntent=intent("bash", "npm run x"), targetSessionId="other")
     await wait_for(lambda: len(human.pending()) == 4, what="four pending (e is quarantined)")
     key = next(a.key for a in human.pending() if a.request.id == "a")
-    assert [a.request.id for a in human.grant_reach(key)] == ["b"]  # same session, facts, allowed now
-    decided = await human.approve_for_serving_session(key)
+    reach = human.grant_reach(key)
+    assert [a.request.id for a in reach] == ["b"]  # same session, facts, allowed now
+    decided = await human.approve_for_serving_session(key, reach=reach)
     assert decided.kind == "approved_for_serving_session"
     b = await read_response_when_written(node.root, S, "b")
     assert b["state"] == "approved"
@@ -165,7 +167,7 @@ async def test_grant_on_an_ask_without_facts_is_refused_as_pointless(node: Node)
     refusal = human.serving_grant_refusal(key)
     assert refusal is not None and "cannot apply to asks without facts" in refusal
     with pytest.raises(GrantRefused):
-        await human.approve_for_serving_session(key)
+        await human.approve_for_serving_session(key, reach=())
     assert node.authority.grants_for(S).list() == ()
 
 
@@ -179,7 +181,7 @@ async def test_grant_that_would_shadow_a_deny_is_refused_naming_it(node: Node) -
     refusal = human.serving_grant_refusal(key)
     assert refusal is not None and "git push *" in refusal
     with pytest.raises(GrantRefused):
-        await human.approve_for_serving_session(key)
+        await human.approve_for_serving_session(key, reach=())
     assert human.get(key) is not None and not response_path(node.root, S, "wide").exists()
     assert node.authority.grants_for(S).list() == ()
 
@@ -288,7 +290,7 @@ async def test_grant_for_one_agent_is_refused_when_another_agents_rules_deny(nod
     refusal = human.serving_grant_refusal(key)
     assert refusal is not None and "'Reviewer'" in refusal and "npm publish *" in refusal
     with pytest.raises(GrantRefused):
-        await human.approve_for_serving_session(key)
+        await human.approve_for_serving_session(key, reach=())
     assert node.authority.grants_for(S).list() == ()
 
 
@@ -317,3 +319,102 @@ def test_an_ask_said_by_a_rule_names_that_rule(tmp_path: Path) -> None:
     judgment = node.authority.judge(parse_request(json.dumps(request).encode()), S)
     assert judgment.verdict == "ask" and judgment.decided_by is None
     assert judgment.explanation[0] == "This node's rule 'npm *' (global layer) says ask."
+
+
+async def test_serving_goes_on_while_a_grant_check_runs_over_many_agent_files(tmp_path: Path) -> None:
+    """Issue 21 finding 6: with thousands of agent files a whole-session grant's deny check composes a
+    policy per agent file (seconds); it runs off the event loop, so asks keep being answered by rule
+    while it runs, and the check then gives the real answer."""
+    node = Node(tmp_path, {"permission": {"bash": {"git *": "allow"}}})
+    agents = node.agent_dir / "agents"
+    agents.mkdir()
+    for n in range(200):
+        (agents / f"agent{n}.md").write_text(f"---\nname: agent{n}\n---\n")
+    careful = '---\nname: careful\npermission:\n  bash:\n    "npm run *": deny\n---\n'
+    (agents / "careful.md").write_text(careful)
+    book = GatedGrantBook(node.authority)
+    human = HumanAuthorizer(book)
+    await node.start(human)
+    try:
+        write_request(node.root, S, "grant", accessIntent=intent("bash", "npm run dev"),
+                      sessionApproval={"surface": "bash", "patterns": ["npm run *"]})
+        await wait_for(lambda: len(human.pending()) == 1, what="the ask pending")
+        check = asyncio.create_task(human.check_serving_grant(human.pending()[0].key))
+        await asyncio.to_thread(book.entered.wait, 30)
+        for n in range(5):  # the control asks: answered while the check is held
+            write_request(node.root, S, f"control{n}", accessIntent=intent("bash", "git status"))
+            assert (await read_response_when_written(node.root, S, f"control{n}"))["state"] == "approved"
+        assert not check.done() and book.on_loop_thread is False
+        book.gate.set()
+        refusal = await check
+        assert refusal is not None and "careful" in refusal  # the real check: agent careful's deny
+    finally:
+        book.gate.set()
+        await node.stop()
+
+
+async def test_whole_session_grant_decides_exactly_the_asks_its_confirmation_listed(node: Node) -> None:
+    """Never re-derived at commit: an ask that arrived after the confirmation was painted, or one
+    rewritten under a listed name, waits for the person (issue 20)."""
+    human = HumanAuthorizer(node.authority)
+    await node.start(human)
+    grants = {"grants": [{"surface": "bash", "pattern": "npm run *"}]}
+    write_request(node.root, S, "a", accessIntent=intent("bash", "npm run dev"), sessionApproval=grants)
+    write_request(node.root, S, "b", accessIntent=intent("bash", "npm run test"))
+    write_request(node.root, S, "c", accessIntent=intent("bash", "npm run lint"))
+    await wait_for(lambda: len(human.pending()) == 3, what="three pending")
+    key = next(a.key for a in human.pending() if a.request.id == "a")
+    reach = human.grant_reach(key)  # what the confirmation listed
+    assert sorted(a.request.id for a in reach) == ["b", "c"]
+    # After the paint: c is rewritten under its id, d arrives; both would match the grant.
+    old_c = next(a for a in reach if a.request.id == "c")
+    response_path(node.root, S, "c").parent.parent.joinpath("requests", "c.json").unlink()
+    await wait_for(lambda: human.get(old_c.key) is None, what="c withdrawn")
+    write_request(node.root, S, "c", accessIntent=intent("bash", "npm run lint -- --fix"))
+    write_request(node.root, S, "d", accessIntent=intent("bash", "npm run build"))
+    await wait_for(lambda: len(human.pending()) == 4, what="the new c and d pending")
+    decided = await human.approve_for_serving_session(key, reach=reach)
+    assert [d.ask.request.id for d in decided.also] == ["b"]
+    assert (await read_response_when_written(node.root, S, "b"))["decidedBy"]["kind"] == "session_approval"
+    assert sorted(a.request.id for a in human.pending()) == ["c", "d"]
+    assert not response_path(node.root, S, "c").exists() and not response_path(node.root, S, "d").exists()
+
+
+async def test_a_written_rule_lists_the_asks_it_decides_and_decides_exactly_those(tmp_path: Path) -> None:
+    """`R`: the dialog lists the pending asks the file's new text would decide (the ask it came from
+    among them); after the write exactly those are answered, each as decided by that rule."""
+    from core.history.rule_edit import apply, preview
+    from core.history.suggest import suggestion_from_ask
+
+    rules_file = tmp_path / "rules.json"
+    rules_file.write_text("{}\n")
+    node = Node(tmp_path, {"permission": {"bash": {"rm *": "deny"}}})
+    node.store = PolicyStore(node.agent_dir, tmp_path / "project", rules_file, home="/home/me")
+    node.authority = RecordedAuthority(node.store)
+    human = HumanAuthorizer(node.authority)
+    await node.start(human)
+    try:
+        write_request(node.root, S, "a", accessIntent=intent("bash", "npm run lint"))
+        write_request(node.root, S, "b", accessIntent=intent("bash", "npm run lint", agent="Builder"))
+        write_request(node.root, S, "c", accessIntent=intent("bash", "npm run test"))
+        await wait_for(lambda: len(human.pending()) == 3, what="three pending")
+        a = next(x for x in human.pending() if x.request.id == "a")
+        offer = suggestion_from_ask(node.store, "bash", ["npm run lint"], [], "Explore", 0.0)
+        edit = preview(offer, rules_file, node.store)
+        reach = human.rule_reach(edit.path, edit.after)
+        assert sorted(x.request.id for x in reach) == ["a", "b"]  # the ask itself and b; never c
+        assert json.loads(rules_file.read_text()) == {}  # a what-if: nothing written, nothing applied
+        assert node.authority.judge(a.parsed, S).verdict == "ask"
+        write_request(node.root, S, "d", accessIntent=intent("bash", "npm run lint"))  # after the paint
+        await wait_for(lambda: len(human.pending()) == 4, what="d pending")
+        apply(offer, edit.path, confirmed=edit, rules=node.store)
+        decided = await human.approve_by_written_rule(reach)
+        assert sorted(x.ask.request.id for x in decided) == ["a", "b"]
+        assert {x.kind for x in decided} == {"approved_by_written_rule"}
+        for rid in ("a", "b"):
+            body = await read_response_when_written(node.root, S, rid)
+            assert body["state"] == "approved" and body["decidedBy"]["kind"] == "rule"
+            assert body["decidedBy"]["pattern"] == "npm run lint"
+        assert sorted(x.request.id for x in human.pending()) == ["c", "d"]  # d waits for the person
+    finally:
+        await node.stop()

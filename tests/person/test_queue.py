@@ -105,7 +105,7 @@ async def test_a_decision_on_the_ask_shown_never_decides_another_under_its_name(
     calls: list[Callable[[], Awaitable[AskDecided]]] = [
         lambda: human.approve_once(old.key, shown=old),
         lambda: human.approve_for_requester_session(old.key, shown=old),
-        lambda: human.approve_for_serving_session(old.key, shown=old),
+        lambda: human.approve_for_serving_session(old.key, shown=old, reach=()),
         lambda: human.deny(old.key, "no", shown=old),
     ]
     for call in calls:
@@ -238,3 +238,30 @@ def pending(human: HumanAuthorizer, request_id: str) -> Callable[[], bool]:
 
 def waits_or_answered(root: Path, human: HumanAuthorizer, request_id: str) -> bool:
     return pending(human, request_id)() or response_path(root, S, request_id).exists()
+
+
+async def test_a_request_renamed_over_under_its_id_is_the_old_ask_withdrawn_and_a_new_one(
+        tmp_path: Path) -> None:
+    """Issue 20: a child renames a new file over its pending request (same name, another inode and
+    other bytes, never absent from a listing). The next rescan ends the old ask (withdrawn: the person
+    no longer sees it, nothing decided on it applies) and serves the new file as a new ask; the
+    person's decision on the new ask is of the new bytes."""
+    human = HumanAuthorizer()
+    async with Served(tmp_path, human) as served:
+        write_request(served.root, S, "r1", value="ls")
+        await wait_for(lambda: len(human.pending()) == 1, what="the first ask pending")
+        old = human.pending()[0]
+        write_request(served.root, S, "r1", value="rm -rf ~")  # temp + rename over the same name
+        await served.core.rescan_all()
+        await wait_for(lambda: bool(human.pending()) and human.pending()[0] is not old,
+                       what="the new ask shown")
+        [new] = human.pending()
+        assert new.request.value == "rm -rf ~" and new.key == old.key
+        assert [e.kind for e in served.events].count("withdrawn") == 1
+        with pytest.raises(DecisionRefused, match="changed since it was shown"):
+            await human.approve_once(old.key, shown=old)
+        assert not response_path(served.root, S, "r1").exists()
+        decided = await human.deny(new.key, "no", shown=new)
+        assert decided.ask is new
+        body = await read_response_when_written(served.root, S, "r1")
+        assert body["state"] == "denied_with_reason"

@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from core.rules import PolicyStore
+import pytest
+
+from core.rules import PolicyStore, sources
 from core.rules.bounded_read import MAX_CONFIG_BYTES, MAX_CONFIG_NESTING
 from core.rules.config import MAX_CACHED_POLICIES
 from tests.rules.support import Layout, resolve
@@ -71,3 +73,21 @@ def test_the_policy_cache_is_bounded_and_file_less_names_share_rules(tmp_path: P
     assert store.policy("name-1").agent_name == "name-1"
     assert resolve(store, "bash", "rm -rf /", agent="Explore").verdict == "deny"
     assert store.policy("Explore").rules is not first.rules
+
+
+def test_junk_in_an_agents_folder_does_not_count_as_agent_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 21 finding 6: the limit is on agent files; other names, folders and FIFOs named `*.md`
+    used to count toward it, so real agents were left out of a grant's deny check."""
+    monkeypatch.setattr(sources, "MAX_AGENT_FILES", 3)
+    layout = Layout(tmp_path)
+    agents = layout.agent_file("Explore").parent
+    agents.mkdir(parents=True)
+    for n in range(12):
+        (agents / f"junk{n}.txt").write_text("x")
+        (agents / f"folder{n}.md").mkdir()
+        os.mkfifo(agents / f"fifo{n}.md")
+    for name in ("Explore", "Plan", "Review"):
+        layout.agent_file(name).write_text("---\nname: x\n---\n")
+    assert layout.store().known_agents() == ("Explore", "Plan", "Review")

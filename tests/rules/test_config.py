@@ -182,12 +182,12 @@ def test_knobs_come_from_config_files_only(tmp_path: Path) -> None:
     layout.write_global({"doublePressToConfirm": False, "forwardingTimeoutMs": 5000,
                          "promptNotifications": ["bell"], "authorizerChain": ["judge"],
                          "permissionDialogKeys": {"approve": "1"}})
-    layout.write_project({"forwardingTimeoutMs": 7000})
+    layout.write_project({"forwardingTimeoutMs": 7000})  # a layer children write: ignored
     layout.write_agent("x", "yoloMode: true\npermission:\n  bash: allow\n")
     rules = layout.write(tmp_path / "rules.json", {"promptNotifications": ["osc9"]})
     settings = layout.store(rules).policy("x").settings
     assert settings.double_press_to_confirm is False
-    assert settings.forwarding_timeout_ms == 7000
+    assert settings.forwarding_timeout_ms == 5000
     assert settings.prompt_notifications == ("osc9",)
     assert settings.permission_dialog_keys == {"approve": "1"}
     assert settings.yolo_mode is False
@@ -337,3 +337,21 @@ def test_a_child_writable_project_layer_sets_no_person_knob(tmp_path: Path) -> N
         "project: doublePressToConfirm", "project: permissionDialogKeys", "project: promptNotifications"]
     rules = layout.write(tmp_path / "rules.json", {"doublePressToConfirm": False})
     assert layout.store(rules).policy("x").settings.double_press_to_confirm is False  # the app's own file
+
+
+def test_a_child_writable_project_layer_turns_on_no_yolo_and_sets_no_timeout(tmp_path: Path) -> None:
+    """`yoloMode` (every ask an allow, no person at all) and `forwardingTimeoutMs` from the project
+    config are ignored in this node's reading and reported; pi's reading of the same files keeps
+    them (pi reads them); the global layer and the --rules file still set them."""
+    layout = Layout(tmp_path)
+    layout.write_global({"permission": {"bash": {"*": "ask"}}})
+    layout.write_project({"yoloMode": True, "forwardingTimeoutMs": 1})
+    store = layout.store()
+    policy = store.policy("x")
+    assert (policy.settings.yolo_mode, policy.settings.forwarding_timeout_ms) == (False, 600_000)
+    assert sorted(policy.settings.ignored_knobs) == ["project: forwardingTimeoutMs", "project: yoloMode"]
+    assert resolve(store, "bash", "rm -rf ~").verdict == "ask"
+    assert policy.pi_reading is not None and policy.pi_reading.settings.yolo_mode is True
+    rules = layout.write(tmp_path / "rules.json", {"yoloMode": True, "forwardingTimeoutMs": 9000})
+    settings = layout.store(rules).policy("x").settings
+    assert (settings.yolo_mode, settings.forwarding_timeout_ms) == (True, 9000)

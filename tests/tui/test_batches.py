@@ -218,7 +218,12 @@ async def test_a_batch_denial_relays_the_typed_reason_to_every_child(tmp_path: P
         assert isinstance(rig.app.screen, BatchPreviewScreen)
         assert read_response(rig.root, "bd-1") is None and len(rig.human.pending()) == 2
         assert screen.query_one("#batch-reason", Input).value == "yes, not on main"
-        await pilot.press("enter")  # the keys come back to the preview
+        await pilot.press("escape")  # out of the field, the reason kept, the batch still open
+        await wait_for(pilot, lambda: not screen.typing)
+        assert isinstance(rig.app.screen, BatchPreviewScreen)
+        assert screen.query_one("#batch-reason", Input).value == "yes, not on main"
+        await pilot.press("r", "!")
+        await pilot.press("backspace", "enter")  # the keys come back to the preview
         await wait_for(pilot, lambda: not screen.typing)
         await pilot.press("y")
         for rid in ("bd-1", "bd-2"):
@@ -397,3 +402,35 @@ async def test_a_batch_of_eight_at_80x24_shows_its_keys_and_says_how_to_see_ever
         await pilot.press("y")
         for i in range(8):
             assert (await wait_response(pilot, rig.root, f"e-{i}"))["state"] == "denied_with_reason"
+
+
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)], ids=["80x24", "200x50"])
+async def test_a_batch_of_20_is_confirmed_with_the_same_keys_at_80x24_as_at_200x50(
+        tmp_path: Path, size: tuple[int, int]) -> None:
+    """The same key presses decide the same twenty asks at both sizes: mark all, `Y`, `end` (see the
+    list to its end; nothing to scroll when it fits), `y` `y` (double press). At 80x24 a `y` before the
+    end was seen says how to see it and decides nothing."""
+    from tests.tui.support import rendered_text
+
+    rig = make_rig(tmp_path, UiSettings(input_grace_ms=0, double_press=True))
+    start = time.time() * 1000 - 5000
+    for i in range(20):
+        write_request(rig.root, request_body(f"t-{i:02d}", value=f"echo {i}", created_at=start + i))
+    async with rig.app.run_test(size=size) as pilot:
+        await wait_rows(pilot, rig.app, 20)
+        await pilot.press("asterisk", "Y")
+        await wait_for(pilot, lambda: isinstance(rig.app.screen, BatchPreviewScreen))
+        await wait_painted(pilot, rig.app)
+        await settle(pilot)
+        assert "approve all 20 once" in rendered_text(rig.app)  # the key line is painted at both sizes
+        if size == (80, 24):
+            await pilot.press("y")  # the list was not seen to its end: says how, decides nothing
+            await settle(pilot)
+            assert "scroll" in rendered_text(rig.app).lower() and rig.decided == []
+        await pilot.press("end")
+        await settle(pilot)
+        await pilot.press("y", "y")
+        for i in range(20):
+            body = await wait_response(pilot, rig.root, f"t-{i:02d}")
+            assert body["state"] == "approved"
+        assert [d.batch for d in rig.decided] == [20] * 20

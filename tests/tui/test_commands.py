@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import tempfile
 from pathlib import Path
 
@@ -83,6 +84,29 @@ def test_a_hostile_project_config_cannot_swap_the_decision_keys(tmp_path: Path) 
     settings = app_command.ui_settings(args, attended_node(args).authority)
     assert settings.dialog_keys == {} and settings.double_press is True
     assert settings.ignored_knobs == ("project: doublePressToConfirm", "project: permissionDialogKeys")
+
+
+def test_a_hostile_project_config_turns_on_no_yolo_and_sets_no_timeout(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`yoloMode` and `forwardingTimeoutMs` in the child-writable project layer are ignored by the node
+    the app builds (an ask still asks; the child's wait is the default) and reported once in the log."""
+    agent, project = tmp_path / "agent", tmp_path / "project"
+    config = project / ".pi" / "extensions" / "pi-permission-system" / "config.json"
+    config.parent.mkdir(parents=True)
+    config.write_text(json.dumps({"yoloMode": True, "forwardingTimeoutMs": 1000}))
+    args = parse("--agent-dir", str(agent), "--project", str(project),
+                 "--forwarding-root", str(tmp_path / "root"), "--state-dir", str(tmp_path / "state"))
+    with caplog.at_level(logging.WARNING):
+        node = attended_node(args)
+        assert node.authority is not None
+        node.authority.report_config()  # again: still one line
+    settings = app_command.ui_settings(args, node.authority)
+    assert settings.ignored_knobs == ("project: yoloMode", "project: forwardingTimeoutMs")
+    assert node.core.timeout_ms() == 600_000
+    assert node.authority.store.policy("x").settings.yolo_mode is False
+    lines = [r.getMessage() for r in caplog.records if "children can write" in r.getMessage()]
+    assert len(lines) == 1 and "yoloMode" in lines[0] and "forwardingTimeoutMs" in lines[0]
 
 
 def test_the_app_needs_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -123,6 +125,43 @@ async def test_an_unlistable_inbox_is_shown_until_it_heals(tmp_path: Path) -> No
         await rig.core.rescan_all()
         await settle(pilot)
         assert not rig.app.sub_title.startswith("NOT SERVING")
+
+
+@pytest.fixture
+def other() -> Iterator[subprocess.Popen[bytes]]:
+    """A live process standing for another server (its pid is in its temp names)."""
+    process = subprocess.Popen(["sleep", "300"])
+    yield process
+    if process.poll() is None:
+        process.kill()
+        process.wait()
+
+
+async def test_another_server_on_the_inbox_is_named_in_the_title_until_it_is_gone(
+    tmp_path: Path, other: subprocess.Popen[bytes]
+) -> None:
+    """Another server's temp name in `responses/` (a live process not this one): the title and a
+    notice say why this node does not answer the session; gone, the title clears."""
+    rig = make_rig(tmp_path)
+    responses = responses_dir(rig.root)
+    responses.mkdir(parents=True)
+
+    def publishing() -> bool:
+        """The other server publishes an answer (again, until its watch is up): its temp, then gone."""
+        temp = responses / f"x.json.{other.pid}.1800000000000.tmp"
+        temp.write_text("{}")
+        temp.unlink()
+        return rig.app.sub_title.endswith(": another server answers it")
+
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, publishing)
+        assert rig.app.sub_title == f"NOT SERVING {SERVED}: another server answers it"
+        assert any(n.title == "Not serving" and "another server answers session" in n.message
+                   for n in rig.toasts)
+        assert any(e.what == "not serving" and e.who == "another server" for e in rig.app.history)
+        other.kill()
+        other.wait()
+        await wait_for(pilot, lambda: not rig.app.sub_title.startswith("NOT SERVING"))
 
 
 async def test_a_linked_responses_folder_is_notified_and_shown_in_the_sessions_view(tmp_path: Path) -> None:

@@ -666,6 +666,38 @@ async def test_remapped_both_directions_key(tmp_path: Path) -> None:
         assert response["sessionGrantWidth"] == "family"
 
 
+async def test_no_toast_covers_a_step(tmp_path: Path) -> None:
+    """A toast over a step would cover its content and keys (at 120x40 too): the toasts shown go when a
+    step opens, and a notice while it is open goes to the queue's status line."""
+    rig = make_rig(tmp_path, UiSettings(input_grace_ms=0))
+    write_request(rig.root, request_body("req-t1", value="git push origin t1"))
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        await wait_rows(pilot, rig.app, 1)
+        await wait_for(pilot, lambda: any(t.title == "Permission asked" for t in rig.toasts))
+        # Textual keeps the toasts it shows in `_notifications` (no public accessor).
+        await wait_for(pilot, lambda: len(rig.app._notifications) > 0)  # shown over the queue
+        await pilot.press("w")
+        await wait_for(pilot, lambda: isinstance(rig.app.screen, GrantConfirmScreen))
+        await wait_painted(pilot, rig.app)
+        await settle(pilot)
+        assert len(rig.app._notifications) == 0
+        shown = len(rig.toasts)
+        write_request(rig.root, request_body("req-t2", value="make t2"))
+        await wait_for(pilot, lambda: len(rig.human.pending()) == 2)
+        await wait_for(pilot, lambda: "asked" in rig.app.queue.status_text)
+        assert len(rig.toasts) == shown and isinstance(rig.app.screen, GrantConfirmScreen)
+
+
+async def test_the_ignored_project_knobs_are_told_at_80x24_too(tmp_path: Path) -> None:
+    """At 80x24 notices go to the status line, where the first arrival would replace this one unread:
+    the ignored knobs are told as an error toast, at every size."""
+    rig = make_rig(tmp_path, UiSettings(input_grace_ms=0, ignored_knobs=("project: yoloMode",)))
+    write_request(rig.root, request_body("req-small"))
+    async with rig.app.run_test(size=(80, 24)) as pilot:
+        await wait_rows(pilot, rig.app, 1)
+        assert any("yoloMode" in t.message and t.severity == "error" for t in rig.toasts)
+
+
 async def test_a_hostile_project_config_cannot_make_n_approve(tmp_path: Path) -> None:
     """Issue 20 finding 5, end to end: the child-writable project config swaps approve and deny and
     turns the double press off; the app keeps the defaults, says so, and `n` `n` denies."""

@@ -11,8 +11,12 @@ from core.rules import PolicyStore
 from core.serving import ServingCore
 from core.serving.asks import DenyingArbiter
 from core.wire.reader import parse_request
+from core.wire.request import ParsedRequest
+from core.wire.response import parse_response
+from tui.commands.demo_command import describe
 from tui.demo.children import ChildResult
-from tui.demo.scenario import DEMO_CONFIG, demo_scenarios, run_children
+from tui.demo.scenario import DEMO_CONFIG, SUGGESTION_AFTER, demo_scenarios, run_children
+from tui.render.change import FileChange, change_from_evidence
 
 
 async def test_every_simulated_child_gets_its_verdict(tmp_path: Path) -> None:
@@ -67,3 +71,27 @@ def test_scenarios_cover_both_generations(tmp_path: Path) -> None:
     assert {"bash", "path_read", "path_write", "external_directory_read", "mcp", "skill"} <= surfaces
     assert any(p.access_intent and p.access_intent.asking_units for p in parsed)
     assert any("\x1b" in (p.request.value or "") for p in parsed)
+    # An edit the app shows as a diff, and one command asked often enough to suggest a rule.
+    changes = [ask_change_of(p) for p in parsed]
+    assert any(c is not None and c.before is not None for c in changes)
+    values = [p.request.value for p in parsed]
+    assert max(values.count(v) for v in values) >= SUGGESTION_AFTER
+
+
+def ask_change_of(parsed: ParsedRequest) -> FileChange | None:
+    payload = parsed.request.payload
+    return None if payload is None else change_from_evidence(payload.request.value, payload.evidence)
+
+
+def test_what_a_child_received_reads_as_a_sentence() -> None:
+    body = {"state": "approved_for_session", "approved": True,
+            "decidedBy": {"kind": "user", "via": "dialog"}, "responderSessionId": "demo", "respondedAt": 1}
+    result = ChildResult("Explore", "r1", "read from another worktree",
+                         parse_response(json.dumps(body).encode()))
+    line = describe(result)
+    assert line == "Explore asked read from another worktree: approved for its session by you"
+    denied = {"state": "denied_with_reason", "approved": False, "denialReason": "not here",
+              "decidedBy": {"kind": "rule", "surface": "bash", "pattern": "rm *", "origin": "global"},
+              "responderSessionId": "demo", "respondedAt": 1}
+    line = describe(ChildResult("B", "r2", "rm", parse_response(json.dumps(denied).encode())))
+    assert line == "B asked rm: denied by a rule: not here"

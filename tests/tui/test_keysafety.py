@@ -183,6 +183,13 @@ def test_modal_confirm_waits_for_its_own_paint_and_grace() -> None:
     safety.show("a")  # closed: back to the ask, which must be painted again
     assert not safety.modal_open and safety.confirm("m", 300.0).outcome == "ignore"
     assert safety.press("approve", 300.0).reason == "not-painted"
+    safety.painted("a", 300.0)
+    # Its grace again, said as what it is: not a new ask (the ask has been on screen for minutes).
+    verdict = safety.press("approve", 300.1)
+    assert verdict.reason == "back-in-grace" and "after a dialog closes" in verdict.why
+    safety.show("b")
+    safety.painted("b", 301.0)
+    assert safety.press("approve", 301.1).reason == "in-grace"  # another ask: a new one
 
 
 def test_system_clock_uses_the_toolkit_stamp() -> None:

@@ -24,11 +24,13 @@ from tests.tui.support import (
     request_body,
     settle,
     wait_for,
+    wait_painted,
     wait_response,
     wait_rows,
     write_request,
 )
 from tui.app import AppSeams, AuthorizerApp
+from tui.screens.grant_steps import GrantConfirmScreen
 from tui.screens.grants import GrantsScreen
 from tui.screens.help import HelpScreen
 from tui.screens.reload import ReloadReviewScreen
@@ -76,7 +78,8 @@ async def test_grants_screen_lists_counts_and_revokes_for_the_next_ask(tmp_path:
         write_request(node.root, request_body("first", value="git push origin main"))
         await wait_rows(pilot, app, 1)
         await pilot.press("w")
-        await settle(pilot)
+        await wait_for(pilot, lambda: isinstance(app.screen, GrantConfirmScreen))
+        await wait_painted(pilot, app)  # its y counts once it was painted (however slow the machine)
         await pilot.press("y")  # the confirmation step records the child's suggestion `git push *`
         assert (await wait_response(pilot, node.root, "first"))["state"] == "approved"
         assert [g.pattern for g in node.authority.list_grants()] == ["git push *"]
@@ -114,7 +117,7 @@ async def test_help_and_bindings_list_the_grants_key(tmp_path: Path) -> None:
         await pilot.press("question_mark")
         await wait_for(pilot, lambda: isinstance(node.app.screen, HelpScreen))
         text = "\n".join(str(w.render()) for w in node.app.screen.query(Static))
-        assert "[app.grants]" in text and "[grants.revoke]" in text
+        assert "Grants view (W)" in text and "Revoke (press twice)" in text
 
 
 async def test_risk_hint_shows_in_the_queue_and_the_detail(tmp_path: Path) -> None:
@@ -151,6 +154,8 @@ async def test_rule_from_the_ask_shows_json_file_and_diff_and_writes_only_on_con
         await pilot.press("y")
         await wait_for(pilot, lambda: app.screen is app.queue)
         assert json.loads(node.rules_path.read_text()) == {"permission": {"bash": {"npm run lint": "allow"}}}
+        itself = await wait_response(pilot, node.root, "lint")  # the ask it came from: decided by it
+        assert itself["state"] == "approved" and itself["decidedBy"]["kind"] == "rule"
         write_request(node.root, request_body("lint-again", value="npm run lint", suggestion=False))
         again = await wait_response(pilot, node.root, "lint-again")
         assert again["state"] == "approved" and again["decidedBy"]["kind"] == "rule"
@@ -329,3 +334,139 @@ async def test_a_long_widening_diff_at_80x24_keeps_its_keys_and_wants_it_seen(tm
         await pilot.press("a")
         await wait_for(pilot, lambda: store.pending() == ())
         assert _verdict(store, "tool3 x") == "allow"
+
+
+async def test_an_agent_file_first_read_by_a_grant_check_is_held_for_review_in_the_app(
+    tmp_path: Path,
+) -> None:
+    """The grant check runs in a worker thread (issue 21 finding 6): an agent file created since the
+    start and first read there widens, so it is held, and its review reaches the app's own loop."""
+    node = Node(tmp_path)
+    app = node.app
+    async with app.run_test(size=(160, 40)) as pilot:
+        write_request(node.root, request_body("first", value="git push origin main"))
+        await wait_rows(pilot, app, 1)
+        agents = node.agent_dir / "agents"
+        agents.mkdir()
+        widening = '---\nname: Helper\npermission:\n  bash:\n    "*": allow\n---\n'
+        (agents / "Helper.md").write_text(widening)
+        await pilot.press("w")
+        await wait_for(pilot, lambda: any("Helper.md" in p.path for p in node.store.pending()))
+        await wait_for(pilot, lambda: any(isinstance(s, ReloadReviewScreen) for s in app.screen_stack))
+
+
+async def test_the_rule_dialog_lists_the_asks_it_decides_and_decides_exactly_those(tmp_path: Path) -> None:
+    """`R` says its reach and lists every pending ask the rule would decide now; on `y` exactly those
+    are answered (decided by the rule), and an ask that arrived after the dialog was painted waits."""
+    node = Node(tmp_path)
+    app = node.app
+    async with app.run_test(size=(160, 50)) as pilot:
+        write_request(node.root, request_body("lint", value="npm run lint", suggestion=False, created_at=1))
+        write_request(node.root, request_body("lint-b", value="npm run lint", agent="Builder",
+                                              suggestion=False, created_at=2))
+        write_request(node.root, request_body("test", value="npm run test", suggestion=False, created_at=3))
+        await wait_rows(pilot, app, 3)
+        await pilot.press("R")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmRuleScreen))
+        screen = app.screen
+        assert isinstance(screen, ConfirmRuleScreen)
+        body = str(screen.query_one("#review-rule", Static).render())
+        assert "every agent this node serves" in body and "pi itself does not read this file" in body
+        assert "It approves 2 pending asks now" in body and "Builder" in body
+        assert "npm run test" not in body
+        write_request(node.root, request_body("late", value="npm run lint", suggestion=False, created_at=4))
+        await wait_rows(pilot, app, 4)  # arrived after the paint: not in the painted list
+        await pilot.press("y")
+        await wait_for(pilot, lambda: app.screen is app.queue)
+        for rid in ("lint", "lint-b"):
+            assert (await wait_response(pilot, node.root, rid))["decidedBy"]["kind"] == "rule"
+        await wait_rows(pilot, app, 2)
+        pending = sorted(a.request.id for a in node.human.pending())
+        assert pending == ["late", "test"]
+        await wait_for(pilot, lambda: "it decided 2 pending asks" in app.queue.status_text)
+        assert [(e.what, e.who) for e in app.history] == [("approved_by_written_rule", "rule")] * 2
+
+
+async def test_a_review_suggestion_lists_and_decides_the_pending_asks_it_covers(tmp_path: Path) -> None:
+    """A rule written from the history's suggestions decides exactly the pending asks its dialog listed,
+    as `R`'s does."""
+    from core.history.rows import facts_columns
+    from core.wire.reader import parse_request
+    from tui.screens.review_steps import SuggestionsScreen
+
+    node = Node(tmp_path, history=True)
+    assert node.history is not None
+    for n in range(5):  # five approvals of the value: the review suggests it
+        parsed = parse_request(json.dumps(request_body(f"old{n}", value="npm run lint",
+                                                       suggestion=False)).encode())
+        node.history.insert_rows([{"served_session": SERVED, "request_name": f"old{n}.json",
+                                   "arrived_at": time.time() - 100 + n, "outcome": "user",
+                                   "verdict": "approved", "raw": parsed.raw, **facts_columns(parsed)}])
+    app = node.app
+    async with app.run_test(size=(160, 50)) as pilot:
+        write_request(node.root, request_body("lint", value="npm run lint", suggestion=False))
+        await wait_rows(pilot, app, 1)
+        await pilot.press("h")
+        await settle(pilot)
+        await pilot.press("s")
+        await wait_for(pilot, lambda: isinstance(app.screen, SuggestionsScreen))
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmRuleScreen))
+        await settle(pilot)
+        assert "It approves 1 pending ask now" in str(app.screen.query_one("#review-rule", Static).render())
+        await pilot.press("y")
+        body = await wait_response(pilot, node.root, "lint")
+        assert body["decidedBy"] == {"kind": "rule", "surface": "bash", "pattern": "npm run lint",
+                                     "origin": body["decidedBy"]["origin"]}
+
+
+async def test_the_rule_dialog_at_80x24_is_confirmed_with_end_then_y(tmp_path: Path) -> None:
+    """At 80x24 the dialog's body (rule, reach, the asks it decides, the diff) is taller than the screen:
+    `end` shows its end, the key line then drops "more below" (it follows the scroll, whenever the
+    scroll lands), and `y` writes the rule and decides the listed asks."""
+    node = Node(tmp_path)
+    app = node.app
+    async with app.run_test(size=(80, 24)) as pilot:
+        body = request_body("a1", value="npm run lint", created_at=1, suggestion=False)
+        write_request(node.root, body)
+        write_request(node.root, request_body("a2", value="npm run lint", agent="Builder",
+                                              suggestion=False, created_at=2))
+        await wait_rows(pilot, app, 2)
+        await pilot.press("R")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmRuleScreen))
+        await wait_for(pilot, lambda: "more below" in rendered_text(app))
+        await pilot.press("end")
+        await wait_for(pilot, lambda: "more below" not in rendered_text(app))
+        await pilot.press("y")
+        for rid in ("a1", "a2"):
+            assert (await wait_response(pilot, node.root, rid))["decidedBy"]["kind"] == "rule"
+
+
+async def test_a_y_right_after_t_writes_nothing_until_the_other_file_was_shown(tmp_path: Path) -> None:
+    """`t` shows another file's diff and other asks decided: the step is shown anew (from its top,
+    painted, plus the grace) before its `y` writes anything."""
+    from tests.tui.support import FakeKeyClock
+
+    node = Node(tmp_path)
+    keys = FakeKeyClock()
+    app = AuthorizerApp(node.attended, UiSettings(input_grace_ms=500, double_press=False),
+                        AppSeams(keys=keys))
+    async with app.run_test(size=(160, 50)) as pilot:
+        write_request(node.root, request_body("lint", value="npm run lint", suggestion=False))
+        await wait_rows(pilot, app, 1)
+        keys.advance(0.5)
+        await pilot.press("R")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmRuleScreen))
+        await wait_painted(pilot, app)
+        keys.advance(0.5)
+        await pilot.press("t", "y")  # the pi global config now: y at once writes nothing
+        await settle(pilot)
+        global_config = node.agent_dir / "extensions" / "pi-permission-system" / "config.json"
+        assert "npm run lint" not in global_config.read_text() and isinstance(app.screen, ConfirmRuleScreen)
+        await wait_painted(pilot, app)
+        keys.advance(0.5)
+        await pilot.press("end")  # the new diff, to its end (a long temp path wraps)
+        await wait_for(pilot, lambda: "more below" not in rendered_text(app))
+        await pilot.press("y")
+        await wait_for(pilot, lambda: "npm run lint" in global_config.read_text())
+        assert json.loads(node.rules_path.read_text()) == {}

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from textual.binding import Binding
 from textual.command import CommandPalette
 from textual.widgets import DataTable, Static
 
@@ -120,12 +121,18 @@ async def test_help_lists_every_binding_with_its_current_key(tmp_path: Path) -> 
         await pilot.press("question_mark")
         await wait_for(pilot, lambda: isinstance(rig.app.screen, HelpScreen))
         text = "\n".join(str(w.render()) for w in rig.app.screen.query(Static))
+        flat = " ".join(text.split())  # descriptions may wrap
         for binding in [*QueueScreen.BINDINGS, *rig.app.BINDINGS]:
             assert not isinstance(binding, tuple)
-            assert binding.description in text
-            assert f"[{binding.id}]" in text
-        assert "a             Approve once" in text  # the remapped key is the one shown
-        assert "esc never denies" in text
+            assert " ".join(binding.description.split()) in flat
+            assert f"[{binding.id}]" not in text  # internal ids are not the person's business
+        assert "a              Approve once" in text  # the remapped key is the one shown
+        assert text.index("On this screen: Deciding the selected ask") < text.index("Everywhere")
+        assert "esc never denies" in flat
+        # A wrapped line keeps its indent: every line of a note starts under the note's text.
+        notes = text[text.index("Safety"):].splitlines()[1:]
+        assert all(line.startswith(("  • ", "    ")) or not line.strip() or line.startswith("esc /")
+                   for line in notes), notes
         await pilot.press("escape")
         await wait_for(pilot, lambda: isinstance(rig.app.screen, QueueScreen))
 
@@ -202,10 +209,13 @@ async def test_help_on_the_history_view_lists_its_keys(tmp_path: Path) -> None:
         await pilot.press("question_mark")
         await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
         text = "\n".join(str(w.render()) for w in app.screen.query(Static))
-        for binding_id in ("review.filter", "review.suggestions", "review.details", "review.first"):
-            assert f"[{binding_id}]" in text, binding_id
-        assert "[history.back]" not in text  # the plain run list is not what `h` opens here
-        assert "[batch.confirm]" in text and "[queue.filter]" in text
+        # `?` on the history view opens at the history view's keys, before any other screen's.
+        assert text.index("On this screen: History view (h)") < text.index("Everywhere")
+        assert text.index("Everywhere") < text.index("Deciding the selected ask")
+        for binding in ReviewScreen.BINDINGS:
+            assert isinstance(binding, Binding)
+            assert binding.description in text[:text.index("Everywhere")], binding.description
+        assert "Batch preview" in text and "[" not in text.replace("[y/N]", "")
 
 
 # -- the first frame --------------------------------------------------------------------------------
@@ -221,3 +231,71 @@ def test_the_app_imports_no_screen_it_does_not_show_at_start() -> None:
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True,
                          timeout=60)
     assert json.loads(out.stdout) == []
+
+
+# -- where messages appear, and what the empty queue says ---------------------------------------------
+
+
+async def test_the_empty_queue_says_what_it_serves(tmp_path: Path) -> None:
+    rig = make_rig(tmp_path)
+    async with rig.app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        text = rendered_text(rig.app)
+        assert f"Serving session  {SERVED}" in text
+        assert "Forwarding root" in text and "no pi child writes here" in text  # a test root: no layout
+        assert f"PI_SUBAGENT_PARENT_SESSION={SERVED}" in text and "PI_IS_SUBAGENT=1" in text
+        write_request(rig.root, request_body("req-e"))
+        await wait_rows(pilot, rig.app, 1)
+        assert "Serving session" not in rendered_text(rig.app)  # an ask takes its place
+
+
+async def test_ctrl_c_says_which_key_quits_in_plain_text(tmp_path: Path) -> None:
+    rig = make_rig(tmp_path)
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("ctrl+c")
+        await wait_for(pilot, lambda: bool(rig.toasts))
+        toast = rig.toasts[-1]
+        assert (toast.title, toast.message) == ("Ctrl+C does not quit", "Press q to quit.")
+        assert not toast.markup
+        assert rig.app.is_running
+
+
+async def test_a_message_on_another_screen_is_a_toast_there_not_the_hidden_status_line(
+    tmp_path: Path,
+) -> None:
+    rig = make_rig(tmp_path)
+    async with rig.app.run_test(size=(80, 24)) as pilot:  # compact: on the queue, the status line
+        rig.app.notify("on the queue")
+        await settle(pilot)
+        assert "on the queue" in rig.app.queue.query_one("#status", Static).render().plain  # type: ignore[union-attr]
+        assert rig.toasts == []
+        for key, screen in (("h", HistoryScreen), ("S", SessionsScreen)):
+            await pilot.press(key)
+            await wait_for(pilot, lambda screen=screen: isinstance(rig.app.screen, screen))  # type: ignore[misc]
+            rig.app.notify(f"on {key}")
+            await settle(pilot)
+            assert rig.toasts and rig.toasts[-1].message == f"on {key}"
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: rig.app.screen is rig.app.queue)
+
+
+async def test_toasts_are_few_and_never_repeat(tmp_path: Path) -> None:
+    rig = make_rig(tmp_path)
+    async with rig.app.run_test(size=(120, 40), notifications=True) as pilot:
+        for n in (1, 2, 1, 3, 4, 5, 5):
+            rig.app.notify(f"answer {n}")
+        await wait_for(pilot, lambda: [n.message for n in rig.app._notifications] ==
+                       ["answer 3", "answer 4", "answer 5"])
+
+
+async def test_help_on_the_grants_view_opens_at_its_keys(tmp_path: Path) -> None:
+    from tui.screens.grants import GrantsScreen
+
+    rig = make_rig(tmp_path)
+    async with rig.app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("W")
+        await wait_for(pilot, lambda: isinstance(rig.app.screen, GrantsScreen))
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(rig.app.screen, HelpScreen))
+        text = "\n".join(str(w.render()) for w in rig.app.screen.query(Static))
+        assert text.splitlines()[2] == "On this screen: Grants view (W)"

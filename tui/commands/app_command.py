@@ -5,7 +5,8 @@ watching), with a `HumanAuthorizer` as its arbiter and the recorded authority as
 whole-serving-session grants, takes the sessions named with `--session` (or this authorizer's own
 id), and runs `AuthorizerApp`. The person-facing knobs (`doublePressToConfirm`,
 `forwardingTimeoutMs`, `promptNotifications`, `permissionDialogKeys`) come from the pi config; the
-person's own (keys, double press, notifications) never from the project layer children can write.
+person's own (keys, double press, notifications, yolo, the child's timeout) never from the project
+layer children can write.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from tui.commands.options import (
     add_rules_options,
     add_serving_options,
     check_serving_dirs,
+    forwarding_root,
     session_ids,
     state_dir,
 )
@@ -77,9 +79,7 @@ def ui_settings(args: argparse.Namespace, authority: RecordedAuthority | None) -
                 dialog_keys=dict(knobs.permission_dialog_keys),
                 ignored_knobs=knobs.ignored_knobs,
             )
-            if knobs.ignored_knobs:
-                log.warning("ignored person knobs from a config layer children can write: %s",
-                            ", ".join(knobs.ignored_knobs))
+            # The ignored ones are logged by `RecordedAuthority.report_config`, shown by the app.
     except Exception as exc:  # an unreadable config must not keep the person from the asks
         log.error("pi config knobs not read (%s); using the defaults", exc)
     return UiSettings(
@@ -125,8 +125,8 @@ def run(args: argparse.Namespace) -> int:
         node.core.served.release()
     configure_logging(getattr(args, "verbose", False))
     if not args.sessions:
-        print(f"pi-authorizer: served {taken[0]}; agents forward here with:\n  {env_line(taken[0])}",
-              file=sys.stderr)
+        line = env_line(taken[0], forwarding_root(args))
+        print(f"pi-authorizer: served {taken[0]}; agents forward here with:\n  {line}", file=sys.stderr)
     print(f"pi-authorizer: log in {log_file}", file=sys.stderr)
     app.quitting.exit_process_if_signalled()
     return code if isinstance(code, int) else 0

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -73,6 +74,20 @@ def existing_file(raw: str) -> Path:
     if not path.is_file():
         raise argparse.ArgumentTypeError(f"{raw}: not a regular file")
     return path
+
+
+def one_of(noun: str, choices: Sequence[str]) -> Callable[[str], str]:
+    """One of `choices`, or a usage error naming the closest one and the rest."""
+
+    def parse(raw: str) -> str:
+        if raw in choices:
+            return raw
+        close = difflib.get_close_matches(raw, choices, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a {noun}; {hint}one of: {', '.join(choices)}")
+
+    parse.__name__ = noun  # argparse names the type in its messages
+    return parse
 
 
 def link_spec_arg(raw: str) -> str:

@@ -2,8 +2,9 @@
 
 Everything lives in a temporary folder that is removed afterwards: an agent dir with a small
 config (so some asks are decided by rule and never reach you), the forwarding root, the state dir.
-Children in several worktrees keep sending asks of both wire generations; each toast and the
-summary at exit say what every child received.
+Children in several worktrees send one round of asks covering every kind (both wire generations,
+hostile text, an edit with its diff, a command asked five times so approving it suggests a rule),
+then the demo waits; each toast and the summary at exit say what every child received.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 from tui.commands.app_command import ui_settings, with_defaults
+from tui.commands.arguments import non_negative_int, positive_float
 from tui.demo.children import ChildResult
 from tui.demo.scenario import DEMO_CONFIG, run_children
 
@@ -27,10 +29,17 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser = subparsers.add_parser("demo", help="see it work: simulated children send asks to the app")
     parser.add_argument(
         "--pause",
-        type=float,
-        default=4.0,
+        type=positive_float,
+        default=2.0,
         metavar="SECONDS",
-        help="seconds between two asks of the simulated children (default 4)",
+        help="seconds between two asks of the simulated children (default 2)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=non_negative_int,
+        default=1,
+        metavar="N",
+        help="rounds of asks the children send before the demo just waits (default 1; 0: no end)",
     )
     parser.set_defaults(handler=run)
 
@@ -42,13 +51,30 @@ def describe(result: ChildResult) -> str:
     response = result.response
     if response is None:
         return safe_plain(f"{result.agent}: gave up waiting ({result.summary})")
-    decider = response.decided_by.kind if response.decided_by is not None else "?"
-    reason = f" — {response.denial_reason}" if response.denial_reason else ""
-    line = f"{result.agent} received {response.state} by {decider} for {result.summary}{reason}"
-    return safe_plain(line)
+    kind = response.decided_by.kind if response.decided_by is not None else None
+    verdict = _STATE_WORDS.get(response.state, response.state)
+    by = _DECIDER_WORDS.get(kind or "", f"by {kind}" if kind else "by an unnamed decider")
+    reason = f": {response.denial_reason}" if response.denial_reason else ""
+    return safe_plain(f"{result.agent} asked {result.summary}: {verdict} {by}{reason}")
 
 
-def demo_args(base: Path, pause: float) -> argparse.Namespace:
+_STATE_WORDS = {
+    "approved": "approved once",
+    "approved_for_session": "approved for its session",
+    "denied": "denied",
+    "denied_with_reason": "denied",
+}
+_DECIDER_WORDS = {
+    "user": "by you",
+    "rule": "by a rule",
+    "session_approval": "by a session grant",
+    "authorizer": "by a chain link",
+    "unavailable": "(fail-safe: nobody attending)",
+    "gate_error": "(unusable request)",
+}
+
+
+def demo_args(base: Path, pause: float, rounds: int = 1) -> argparse.Namespace:
     agent_dir = base / "agent"
     config = agent_dir / "extensions" / "pi-permission-system" / "config.json"
     config.parent.mkdir(parents=True)
@@ -60,6 +86,7 @@ def demo_args(base: Path, pause: float) -> argparse.Namespace:
         agent_dir=agent_dir,
         project=base / "project",
         pause=pause,
+        rounds=rounds,
     )
     return with_defaults(args)
 
@@ -74,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     received: list[str] = []
     tmp = Path(tempfile.mkdtemp(prefix="pi-authorizer-demo-"))
     try:
-        options = demo_args(tmp, args.pause)
+        options = demo_args(tmp, args.pause, args.rounds)
         node = attended_node(options)
         if not take_sessions(node, options.sessions):
             return 3
@@ -96,8 +123,12 @@ def run(args: argparse.Namespace) -> int:
                     self.notify(line, title="a child received", markup=False, timeout=6)
 
                 await run_children(
-                    options.forwarding_root, DEMO_SESSION, report, asyncio.Event(), pause_s=options.pause
+                    options.forwarding_root, DEMO_SESSION, report, asyncio.Event(), pause_s=options.pause,
+                    rounds=options.rounds or None,
                 )
+                self.notify("Every kind of ask was sent once and answered; no more come. h: history "
+                            "(approving npm test five times makes it suggest a rule) · q: quit.",
+                            title="Demo round done", markup=False, timeout=30)
 
         app = DemoApp(node, ui_settings(options, node.authority))
         app.quitting.forced_exit_cleanups.append(lambda: remove_tree(tmp))

@@ -4,14 +4,23 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import sys
 import tempfile
 import uuid
 from pathlib import Path
 
 from core.disk.entries import read_small, replace_file
-from core.disk.paths import InvalidSessionId, default_forwarding_root, default_state_dir, normalize_session_id
+from core.disk.paths import (
+    ROOT_IN_AGENT_DIR,
+    InvalidSessionId,
+    agent_dir_of,
+    default_forwarding_root,
+    default_state_dir,
+    normalize_session_id,
+)
 from core.disk.tree import Anchor
 from core.history import Retention
+from core.text import log_safe
 from tui.commands.arguments import (
     CliError,
     duration_arg,
@@ -158,9 +167,28 @@ def usable_dir(label: str, path: Path) -> Path:
 
 
 def check_serving_dirs(args: argparse.Namespace) -> None:
-    """The state dir and forwarding root must be usable before anything is served or locked."""
+    """The state dir and forwarding root must be usable before anything is served or locked. A
+    root no child writes to is said on stderr: a `--forwarding-root` that did not exist (a typo is
+    created, but never in silence) or one outside the standard layout (no child can be pointed at it)."""
     usable_dir("state dir", state_dir(args))
-    usable_dir("forwarding root", forwarding_root(args))
+    given: Path | None = args.forwarding_root
+    root = forwarding_root(args)
+    missing = given is not None and not root.exists()
+    usable_dir("forwarding root", root)
+    for warning in root_warnings(root, missing):
+        print(f"pi-authorizer: warning: {log_safe(warning, 600)}", file=sys.stderr)
+
+
+def root_warnings(root: Path, missing: bool = False) -> list[str]:
+    """Why no child may write to `root`: it was just created, or it is outside the layout children use."""
+    warnings = []
+    if missing:
+        warnings.append(f"--forwarding-root {root} did not exist, so no child wrote there yet (a typo?); "
+                        "created it")
+    if agent_dir_of(root) is None:
+        warnings.append(f"no pi child writes to {root}: children write under <agentDir>/{ROOT_IN_AGENT_DIR} "
+                        "(their PI_CODING_AGENT_DIR)")
+    return warnings
 
 
 def default_session_id(state: Path) -> str:

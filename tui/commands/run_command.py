@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import os
 import sys
+from pathlib import Path
 
 from core.disk.paths import forwarding_env
 from core.text import log_safe
@@ -48,15 +49,10 @@ def run(args: argparse.Namespace) -> int:
     return asyncio.run(_run(args, command))
 
 
-def child_environment(session_id: str, root_given: bool, root: str) -> dict[str, str]:
+def child_environment(session_id: str, root: Path) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("PI_AGENT_ROUTER_PARENT_SESSION_ID", None)  # it would win over ours
-    env.update(forwarding_env(session_id))
-    if root_given:
-        # A child finds the root through its agent dir; only the standard layout can be pointed at.
-        suffix = os.path.join("sessions", "permission-forwarding")
-        if root.rstrip("/").endswith(suffix):
-            env["PI_CODING_AGENT_DIR"] = root.rstrip("/")[: -len(suffix)].rstrip("/") or "/"
+    env.update(forwarding_env(session_id, root))  # a child finds the root through its agent dir
     return env
 
 
@@ -68,7 +64,7 @@ async def _run(args: argparse.Namespace, command: list[str]) -> int:
     if not take_sessions(node, ids):
         return 3
     server = asyncio.create_task(core.run())
-    env = child_environment(ids[0], args.forwarding_root is not None, str(forwarding_root(args)))
+    env = child_environment(ids[0], forwarding_root(args))
     try:
         child = await asyncio.create_subprocess_exec(*command, env=env)
     except OSError as exc:

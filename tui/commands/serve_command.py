@@ -8,9 +8,16 @@ import sys
 
 from core.disk.paths import env_line
 from core.serving.asks import Arbiter, DenyingArbiter, LeavingArbiter
+from core.text import log_safe
 from tui.commands.collector import settle_for_serving
 from tui.commands.node import configure_logging, headless_node, install_stop_signals, take_sessions
-from tui.commands.options import add_rules_options, add_serving_options, check_serving_dirs, session_ids
+from tui.commands.options import (
+    add_rules_options,
+    add_serving_options,
+    check_serving_dirs,
+    forwarding_root,
+    session_ids,
+)
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -52,9 +59,11 @@ async def _serve(args: argparse.Namespace) -> int:
         return 3
     if not args.sessions:
         print(
-            f"pi-authorizer: serving its own session; run agents with:\n  {env_line(taken[0])}",
+            f"pi-authorizer: serving its own session; run agents with:\n  "
+            f"{env_line(taken[0], forwarding_root(args))}",
             file=sys.stderr,
         )
     settle_for_serving()
     await core.run()
+    print(f"pi-authorizer: stopped serving {', '.join(log_safe(sid) for sid in taken)}", file=sys.stderr)
     return 0

@@ -1,5 +1,6 @@
-"""The demo's asks: realistic forwarded requests of both wire generations (including hostile text),
-sent by simulated children (`tui.demo.children`) in several worktrees. Used by `pi-authorizer demo`, the
+"""The demo's asks: realistic forwarded requests of both wire generations (including hostile text, an
+edit with its diff, and one command asked often enough that approving it suggests a rule), sent by
+simulated children (`tui.demo.children`) in several worktrees. Used by `pi-authorizer demo`, the
 screenshots and the benchmarks.
 """
 
@@ -18,6 +19,8 @@ from core.rules.settings import DEFAULT_FORWARDING_TIMEOUT_MS
 from tui.demo.children import ChildResult, SimulatedChild
 
 _ids = itertools.count(1)
+#: The approvals of one pattern after which the history suggests a rule (`core.history.suggest`).
+SUGGESTION_AFTER = 5
 
 
 def _base(child: SimulatedChild, request_id: str) -> dict[str, Any]:
@@ -165,6 +168,25 @@ def demo_scenarios() -> list[tuple[str, Scenario]]:
     def old_child(c: SimulatedChild) -> tuple[str, dict[str, Any]]:
         return "legacy 20.7.3 request (no facts)", legacy(c, "bash", "make deploy", ["make deploy *"])
 
+    def edit(c: SimulatedChild) -> tuple[str, dict[str, Any]]:
+        abs_path = f"{c.cwd}/src/auth/session.ts"
+        intent = _intent(c, "path_write", [abs_path, "src/auth/session.ts"], abs_path)
+        grants = [("path_write", f"{c.cwd}/src/auth/*")]
+        body = newest(c, "edit", "src/auth/session.ts", intent, grants, "path")
+        body["payload"]["evidence"] = [
+            {"label": "oldText", "text": "const TTL_MS = 60_000;\nexport function expire(s: Session) {\n",
+             "detail": None},
+            {"label": "newText", "text": "const TTL_MS = 15 * 60_000;  // 15 minutes\n"
+             "export function expire(s: Session) {\n", "detail": None},
+        ]
+        return "edit with a diff", body
+
+    def npm_test(c: SimulatedChild) -> tuple[str, dict[str, Any]]:
+        cmd = "npm test -- --runInBand"
+        return "npm test (approve it 5 times: h suggests a rule)", newest(
+            c, "bash", cmd, _intent(c, "bash", [cmd]), [("bash", "npm test *")], "bash"
+        )
+
     def hostile(c: SimulatedChild) -> tuple[str, dict[str, Any]]:
         cmd = "ls [@click=app.quit]safe[/] \x1b]0;PWNED\x07 \u202eexe.txt\u200b"
         return "hidden characters and markup", newest(c, "bash", cmd, _intent(c, "bash", [cmd]), [], "bash")
@@ -179,6 +201,8 @@ def demo_scenarios() -> list[tuple[str, Scenario]]:
         ("Writer", skill),
         ("Legacy", old_child),
         ("Mallory\u202e", hostile),
+        ("Builder", edit),
+        *[("Tester", npm_test)] * SUGGESTION_AFTER,
     ]
 
 
@@ -200,7 +224,8 @@ async def run_children(
     pause_s: float = 1.5,
     rounds: int | None = None,
 ) -> None:
-    """Children in several worktrees keep sending the demo asks until `stop` (or `rounds` passes)."""
+    """Children in several worktrees send the demo asks, round after round, until `stop` (or `rounds`
+    rounds), then wait for their answers."""
     children = {
         agent: SimulatedChild(
             root,

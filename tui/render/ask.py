@@ -8,7 +8,7 @@ them without an app.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -225,3 +225,25 @@ def agent_content(name: str, clip: Clip | None = None, *, short: bool = False, n
     if short:
         return Content.assemble(shown, (" ⚠ suspicious", ERROR))
     return Content.assemble(shown, (f" ⚠ suspicious agent name: {warning}", ERROR))
+
+
+def reach_content(asks: Sequence[Ask], decider: str, *, others: bool) -> Content:
+    """The pending asks a step would decide at once, every one (the step's body scrolls): one list for
+    `w`'s whole-session confirmation and `R`'s rule dialog, which then decide exactly these asks.
+    `decider`: what each is recorded as decided by; `others`: the step's own ask is not in the list."""
+    other = "other " if others else ""
+    count = len(asks)
+    if not count:
+        return Content.styled(f"It decides no {other}pending ask now.", DIM)
+    noun = f"1 {other}pending ask" if count == 1 else f"{count} {other}pending asks"
+    also = "also " if others else ""
+    lines = [Content.assemble((f"It {also}approves ", "bold"), (noun, "bold $text-warning"),
+                              (f" now (each recorded as decided by {decider}):", "bold"))]
+    for ask in asks:
+        intent = ask.parsed.access_intent
+        lines.append(Content.assemble(
+            ("  • ", DIM), agent_content(ask.request.requester_agent_name, short=True), ("  ", ""),
+            value_content(intent.match_values[0] if intent and intent.match_values else "", Clip(80))))
+    lines.append(Content.styled("An ask that arrives after this was shown is not decided by it: it waits "
+                                "for you.", DIM))
+    return Content("\n").join(lines)

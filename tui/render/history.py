@@ -13,6 +13,7 @@ from textual.content import Content
 
 from core.history import HistoryRow, Summary
 from core.history.rule_edit import RuleEdit, Target
+from core.history.suggest import Suggestion
 from core.rules.matcher import acts_as
 from tui.render.styles import DIM, WARN
 from tui.sanitize import sanitize
@@ -93,8 +94,25 @@ def detail_content(row: HistoryRow) -> Content:
     return Content("\n").join(lines)
 
 
-def change_content(change: RuleEdit, target: Target, home: str | None = None) -> Content:
-    """The confirm step: the exact rule JSON, the file it goes to, and the diff of that file."""
+def offer_content(offer: Suggestion, home: str | None = None) -> Content:
+    """One suggested rule in the review's list: the pattern as written and, when it differs, as it
+    acts; whose it is (the child's, when the child sent it); how often the person approved it."""
+    acting = acts_as(offer.pattern, offer.surface, home) if home is not None else None
+    parts: list[Content] = [Content.styled("allow ", "bold $text-success"), safe(offer.surface, "bold"),
+                            Content(" "), safe(offer.pattern, "bold")]
+    if acting is not None:
+        parts += [Content.styled("  ⚠ acts as ", WARN), safe(acting, "bold")]
+    if offer.from_child:
+        parts.append(Content.styled("  ⚠ the child's pattern", WARN))
+    parts += [Content.styled(f"  approved {offer.approvals}× by you, e.g. ", "dim"),
+              safe(offer.examples[0] if offer.examples else "")]
+    return Content.assemble(*parts)
+
+
+def change_content(change: RuleEdit, target: Target, home: str | None = None,
+                   decides: Content | None = None) -> Content:
+    """The confirm step: the exact rule JSON, its reach, the pending asks it `decides` at once, the
+    file it goes to, and the diff of that file."""
     offer = change.suggestion
     rule = json.dumps(offer.rule_json(), indent=2, ensure_ascii=False)
     lines: list[Content] = [
@@ -102,17 +120,20 @@ def change_content(change: RuleEdit, target: Target, home: str | None = None) ->
         *(sanitize(line).content() for line in rule.splitlines()),
     ]
     if offer.from_child:
-        lines.append(Content.assemble(("⚠ pattern written by the child (its session suggestion on ", WARN),
-                                      safe(offer.surface, "bold"), (", covering the ask), not by you", WARN)))
+        lines.append(Content.assemble(("⚠ the child's pattern (its session suggestion on ", WARN),
+                                      safe(offer.surface, "bold"), ("), not written by you", WARN)))
     acting = acts_as(offer.pattern, offer.surface, home) if home is not None else None
     if acting is not None:
         lines.append(Content.assemble(("⚠ acts as: ", WARN), safe(acting, "bold"),
                                       ("  (home expanded, .. resolved)", DIM)))
-    reach = ("every agent this node serves: the --rules file applies after every agent file"
+    reach = ("every agent this node serves (the --rules file applies after every agent file); "
+             "pi itself does not read this file"
              if target.kind == "authorizer" else
-             "every agent (agent files may override it), and pi itself reads this file too")
+             "every agent this node serves (agent files may override it), and pi itself when it "
+             "reads this file")
     lines += [
         Content.assemble(("reach: ", "dim"), (reach, "")),
+        *([Content(""), decides] if decides is not None else []),
         Content(""),
         Content.assemble(("to ", "dim"), (target.label, "bold"), ("  ", ""), safe(str(target.path))),
         Content(""),

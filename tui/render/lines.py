@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
+
 from textual.content import Content
 
+from core.disk.paths import ROOT_IN_AGENT_DIR, agent_dir_of, env_line
 from core.serving.asks import Ask
 from tui.render.ask import Clip, agent_content, value_content
 from tui.render.ask_facts import age_seconds, duration
 from tui.render.risk import RiskHint
-from tui.render.styles import DIM
+from tui.render.styles import DIM, WARN
+from tui.sanitize import safe_plain
 
 HEADER_AGENT_LIMIT = 24
 
@@ -48,3 +53,24 @@ def batch_line(index: int | None, ask: Ask, clip: Clip) -> Content:
     indent = "       " if index is not None else "  "
     rows = [head, *(Content.assemble((indent, ""), value_content(v, clip)) for v in values)]
     return Content("\n").join(rows)
+
+
+def serving_content(sessions: Sequence[str], root: Path | None) -> Content:
+    """The empty queue: what this authorizer serves, and the line a child needs to forward here."""
+    if not sessions:
+        return Content.styled("Serving no session: no child's ask can arrive.", WARN)
+    first = safe_plain(sessions[0])
+    more = f"  (and {len(sessions) - 1} more: S lists them)" if len(sessions) > 1 else ""
+    parts: list[tuple[str, str] | Content] = [("Serving session  ", DIM), (first, "bold"), (more, DIM)]
+    if root is not None:
+        parts += [("\nForwarding root  ", DIM), (safe_plain(str(root)), "")]
+        if agent_dir_of(root) is None:
+            parts.append((f"\n⚠ no pi child writes here: children write under <agentDir>/{ROOT_IN_AGENT_DIR}",
+                          WARN))
+    parts += [
+        ("\n\nA child forwards its asks here when started with:\n  ", DIM),
+        (safe_plain(env_line(sessions[0], root)), "bold"),
+        ("\n(S: every inbox under the root, and adopting one)",
+         DIM),
+    ]
+    return Content.assemble(*parts)

@@ -40,6 +40,15 @@ def unseen(scroll: ScrollableContainer) -> bool:
     return scroll.max_scroll_y > 0 and scroll.scroll_y < scroll.max_scroll_y
 
 
+def keys_follow_scroll(screen: ModalScreen[Any], scroll: ScrollableContainer,
+                       render_keys: Callable[[], None]) -> None:
+    """A step's key line says "more below" exactly while part of its content is unseen: drawn again
+    whenever the content scrolls or changes size (a scroll applied after the frame that asked for it,
+    or a key line whose own height moves the end, never leaves a stale note)."""
+    screen.watch(scroll, "scroll_y", lambda _: render_keys(), init=False)
+    screen.watch(scroll, "virtual_size", lambda _: render_keys(), init=False)
+
+
 def keys_after_paint(screen: ModalScreen[Any], probe: PaintProbe, safety: KeySafety,
                      render_keys: Callable[[], None]) -> None:
     """A step's grace starts at the first frame `probe` paints; its keys are drawn again then and

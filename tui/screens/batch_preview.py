@@ -20,7 +20,7 @@ from tui.render.ask import (
 )
 from tui.render.lines import batch_line
 from tui.render.styles import DIM, WARN
-from tui.screens.ask_steps import keys_after_paint, unseen
+from tui.screens.ask_steps import keys_after_paint, keys_follow_scroll, unseen
 from tui.widgets.painted import PaintProbe
 
 BATCH_VERBS = {"approve": "Approve once", "deny": "Deny"}
@@ -45,7 +45,8 @@ class BatchPreviewScreen(ModalScreen[bool]):
         Binding("y", "confirm", "Decide every listed ask", id="batch.confirm"),
         Binding("n", "cancel", "Cancel", id="batch.cancel"),
         Binding("r", "reason", "Type the reason relayed to every agent (deny)", id="batch.reason"),
-        Binding("escape", "cancel", "Back (nothing decided)", id="batch.back"),
+        Binding("escape", "back", "Back (nothing decided; from the reason: keep it, back to the list)",
+                id="batch.back"),
         Binding("j,down", "scroll(1)", "Down", show=False, id="batch.down"),
         Binding("k,up", "scroll(-1)", "Up", show=False, id="batch.up"),
         Binding("pagedown", "scroll(8)", "Page down", show=False, id="batch.page_down"),
@@ -80,10 +81,10 @@ class BatchPreviewScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         count = len(self.included)
-        asks = "1 ask" if count == 1 else f"{count} asks"
+        asks = "this ask" if count == 1 else f"these {count} asks"
         style = "bold $text-success" if self.verb == "approve" else "bold $text-error"
         with Vertical(id="dialog"):
-            yield Static(Content.assemble((f"{BATCH_VERBS[self.verb]} ", style), (f"these {asks}?", "bold")),
+            yield Static(Content.assemble((f"{BATCH_VERBS[self.verb]} ", style), (f"{asks}?", "bold")),
                          markup=False)
             yield Static(Content.styled(
                 "Each is answered and recorded on its own, exactly as if decided alone. Nothing else is "
@@ -110,6 +111,7 @@ class BatchPreviewScreen(ModalScreen[bool]):
         self._render_keys()
         # The grace window counts from the frame that shows the list, not from construction.
         keys_after_paint(self, self.query_one("#batch-keys", PaintProbe), self.safety, self._render_keys)
+        keys_follow_scroll(self, self.query_one("#batch-list", VerticalScroll), self._render_keys)
 
     def ask_changed(self, why: str) -> None:
         """One of the listed asks was withdrawn or replaced under its id: the batch is cancelled, the
@@ -182,7 +184,7 @@ class BatchPreviewScreen(ModalScreen[bool]):
         if self.typing:
             self.query_one("#batch-keys", Static).update(Content.assemble(
                 ("typing the reason: ", "bold"), (" enter ", "reverse bold"), (" done   ", ""),
-                (" esc ", "reverse bold"), (" cancel (nothing is decided)", "")))
+                (" esc ", "reverse bold"), (" keep it, back to the list (nothing is decided)", "")))
             return
         reason = ((" r ", "reverse bold"), (" reason   ", "")) if self.verb == "deny" else ()
         hidden = unseen(self.query_one("#batch-list", VerticalScroll))
@@ -214,6 +216,15 @@ class BatchPreviewScreen(ModalScreen[bool]):
                 self.notify(self._ignored, severity="warning", markup=False, timeout=4)
 
     def action_cancel(self) -> None:
+        self.dismiss(False)
+
+    def action_back(self) -> None:
+        """`esc`: out of the reason field (what was typed stays, as in the single reason editor),
+        else out of the preview."""
+        if self.typing:
+            self.set_focus(None)
+            self._render_keys()
+            return
         self.dismiss(False)
 
     def action_scroll(self, lines: int) -> None:

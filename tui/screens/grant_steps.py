@@ -20,11 +20,12 @@ from tui.render.ask import (
     Clip,
     agent_content,
     grants_content,
+    reach_content,
     value_content,
 )
 from tui.render.styles import DIM, WARN
 from tui.sanitize import sanitize
-from tui.screens.ask_steps import AskModal, BackModal, back_keys, keys_after_paint, unseen
+from tui.screens.ask_steps import AskModal, BackModal, back_keys, keys_after_paint, keys_follow_scroll, unseen
 from tui.widgets.painted import PaintProbe
 
 
@@ -95,24 +96,13 @@ class GrantConfirmScreen(AskModal[bool]):
                 yield Static(self._reach_content(), id="grant-reach", markup=False)
 
     def _reach_content(self) -> Content:
-        count = len(self.reach)
-        if not count:
-            return Content.styled("It decides no other pending ask now.", DIM)
-        asks = "1 other pending ask" if count == 1 else f"{count} other pending asks"
-        lines = [Content.assemble(("It also approves ", "bold"), (asks, "bold $text-warning"),
-                                  (" now (each recorded as decided by the grant):", "bold"))]
-        for other in self.reach:  # every one: the list scrolls (issue 20 finding 8)
-            lines.append(Content.assemble(
-                ("  • ", DIM), agent_content(other.request.requester_agent_name, short=True), ("  ", ""),
-                value_content(other.parsed.access_intent.match_values[0]
-                              if other.parsed.access_intent and other.parsed.access_intent.match_values
-                              else "", Clip(80))))
-        return Content("\n").join(lines)
+        return reach_content(self.reach, "the grant", others=True)
 
     def on_mount(self) -> None:
         self.query_one("#grant-list", Static).border_title = "Exactly what will be recorded"
         self._render_keys()
         keys_after_paint(self, self.query_one("#grant-keys", PaintProbe), self.safety, self._render_keys)
+        keys_follow_scroll(self, self.query_one("#grant-body", VerticalScroll), self._render_keys)
 
     def _render_keys(self, note: str = "") -> None:
         waiting = not self.safety.accepting()

@@ -1,7 +1,12 @@
-"""Every binding of the app, with the keys currently bound (after the user's keymap)."""
+"""Every binding of the app, with the keys currently bound (after the user's keymap): the keys of the
+screen `?` was pressed on first, then the keys that work everywhere, then every other screen's.
+
+Lines are wrapped here, to the terminal's width, so a wrapped description or note keeps its indent
+(a widget's own wrapping would start the next line at the left edge)."""
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -40,6 +45,18 @@ SAFETY_NOTES = (
 )
 
 
+KEYS_WIDTH = 14
+
+
+def _hanging(head: str, text: str, width: int, head_style: str, *, dim_text: bool = False) -> list[Content]:
+    """`head` then `text` wrapped to `width`, every wrapped line indented under the text's start."""
+    indent = " " * len(head)
+    wrapped = textwrap.wrap(text, max(20, width - len(head))) or [""]
+    style = DIM if dim_text else ""
+    return [Content.assemble((head if i == 0 else indent, head_style if i == 0 else ""), (line, style))
+            for i, line in enumerate(wrapped)]
+
+
 class HelpScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,question_mark,q", "dismiss", "Close", id="help.close"),
@@ -50,21 +67,20 @@ class HelpScreen(ModalScreen[None]):
         self.sections = sections
 
     def compose(self) -> ComposeResult:
+        width = max(40, self.app.size.width - 8)  # the dialog's border and padding
         lines: list[Content] = [Content.styled("Keys", "bold underline")]
         for title, bindings in self.sections:
             lines.append(Content(""))
             lines.append(Content.styled(title, "bold $text-primary"))
             for keys, binding in bindings:
-                lines.append(Content.assemble(
-                    (f"  {keys:<14}", "bold"),
-                    (f"{binding.description:<40}", ""),
-                    (f"[{binding.id}]" if binding.id else "", DIM),
-                ))
+                head = f"  {keys:<{KEYS_WIDTH}} "
+                lines.extend(_hanging(head, binding.description, width, "bold"))
                 if binding.tooltip:
-                    lines.append(Content.styled(f"{'':<16}{binding.tooltip}", DIM))
+                    lines.extend(_hanging(" " * len(head), binding.tooltip, width, DIM, dim_text=True))
         lines.append(Content(""))
         lines.append(Content.styled("Safety", "bold $text-primary"))
-        lines.extend(Content.assemble(("  • ", DIM), (note, "")) for note in SAFETY_NOTES)
+        for note in SAFETY_NOTES:
+            lines.extend(_hanging("  • ", note, width, DIM))
         lines.append(Content(""))
         lines.append(Content.styled("esc / ? : close", DIM))
         with VerticalScroll(id="expand-body"):

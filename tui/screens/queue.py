@@ -18,7 +18,7 @@ themselves are widgets already (`StatusLine`, `KeyLegend`, the table, the detail
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from textual import on
@@ -73,6 +73,7 @@ KIND_WORDS = {
     "approved_for_session": "Approved for the subagent's session",
     "approved_for_serving_session": "Approved and recorded a whole-session grant",
     "approved_by_serving_grant": "Approved by the whole-session grant",
+    "approved_by_written_rule": "Approved by the rule you wrote",
     "denied": "Denied",
     "denied_with_reason": "Denied with reason",
 }
@@ -111,9 +112,11 @@ class QueueScreen(Screen[None]):
         safety: KeySafety,
         key_time: Callable[[], float],
         sessions_served: Callable[[], int] = lambda: 1,
+        serving: Callable[[], Content] | None = None,
     ) -> None:
         """`clock` is wall time (ages); `safety` and `key_time` (the current key's read time) share
-        the monotonic clock; `sessions_served` counts the sessions (more than one: a session column)."""
+        the monotonic clock; `sessions_served` counts the sessions (more than one: a session column);
+        `serving` says what the empty queue serves."""
         super().__init__(id="queue")
         self.human = human
         self.settings = settings
@@ -121,6 +124,7 @@ class QueueScreen(Screen[None]):
         self.safety = safety
         self.key_time = key_time
         self.sessions_served = sessions_served
+        self.serving = serving
         self.selected: AskKey | None = None
         self.marked: dict[AskKey, None] = {}  # ordered set
         self.ask_filter = AskFilter()
@@ -139,7 +143,7 @@ class QueueScreen(Screen[None]):
         with Vertical(id="queue-body"):
             yield Input(placeholder=FILTER_HINT, id="queue-filter", select_on_focus=False)
             yield AsksTable(id="asks")
-            yield AskDetail(id="detail")
+            yield AskDetail(id="detail", serving=self.serving)
             yield StatusLine(id="status")
             yield KeyLegend(id="legend")
         yield Footer(show_command_palette=False)
@@ -186,6 +190,7 @@ class QueueScreen(Screen[None]):
 
     def on_resize(self) -> None:
         self._render_legend()
+        self.detail.set_compact(self.compact)
         self.query_one(Footer).compact = self.size.width < COMPACT_FOOTER_BELOW
 
     # -- the status line ----------------------------------------------------------------------------
@@ -208,15 +213,22 @@ class QueueScreen(Screen[None]):
 
     def note_event(self, event: AskWithdrawn | AskDecided) -> None:
         """The status line's note about an ask withdrawn or decided."""
-        if isinstance(event, AskWithdrawn):
+        if isinstance(event, AskWithdrawn) and event.reason is not None:
+            self.set_status(Content.assemble(
+                ("⚠ Not answered by this node: ", WARN), (ask_label(event.ask), ""),
+                (f" — {safe_plain(event.reason, 80)}.", DIM),
+            ), ttl=STATUS_TTL_S)
+        elif isinstance(event, AskWithdrawn):
             self.set_status(Content.assemble(
                 ("⚠ Withdrawn by the child (it stopped waiting): ", WARN),
                 (ask_label(event.ask), ""),
                 (" — not answered, and not a denial.", DIM),
             ), ttl=STATUS_TTL_S)
         elif isinstance(event, AskDecided):
-            line = Content.assemble((KIND_WORDS.get(event.kind, event.kind) + ": ", "bold"),
-                                    (ask_label(event.ask), ""))
+            words = KIND_WORDS.get(event.kind, event.kind)
+            if event.response.session_grant_width == "family":
+                words += ", both directions"  # `b`: the grant reaches reads and writes alike
+            line = Content.assemble((words + ": ", "bold"), (ask_label(event.ask), ""))
             if event.response.denial_reason:
                 line = Content.assemble(line, (" — reason: ", DIM),
                                         (safe_plain(event.response.denial_reason, 80), ""))
@@ -352,7 +364,10 @@ class QueueScreen(Screen[None]):
             title = f"Pending asks — filter: {safe_plain(self.filter_input.value, 40)} ({shown} of {total})"
         self.table.border_title = title
         marked = len(self.marked)
-        self.table.border_subtitle = f"{marked} marked" if marked else ""
+        notes = [f"{marked} marked"] if marked else []
+        if self.table.cut:
+            notes.append("…+N: N more characters · enter shows all")
+        self.table.border_subtitle = " · ".join(notes)
 
     def _subtitle(self) -> None:
         shown = self.table.row_count
@@ -509,7 +524,10 @@ class QueueScreen(Screen[None]):
         self.detail.scroll_relative(y=lines, animate=False)
 
     def push_modal(self, screen: Screen[R], callback: ScreenResultCallbackType[R] | None = None) -> None:
-        """A step over the ask: its keys are inert from now until it closes and the ask is painted again."""
+        """A step over the ask: its keys are inert from now until it closes and the ask is painted again.
+        The toasts shown go (they would cover the step's content and keys; the status line and the
+        run's history keep what they said), and while the step is open notices go to the status line."""
+        self.app.clear_notifications()
         self.safety.open_modal(screen)
         self.app.push_screen(screen, callback)
 
@@ -524,7 +542,7 @@ class QueueScreen(Screen[None]):
             sentence = f"{expired}Press {self.key_for(action)} again to {VERBS.get(action, action)}."
             self.set_status(Content.assemble((sentence, "bold $text-warning"), (note, WARN)),
                             about=self.selected)
-        elif verdict.reason in ("not-painted", "in-grace"):
+        elif verdict.reason in ("not-painted", "in-grace", "back-in-grace"):
             self.set_status(Content.styled(verdict.why, WARN), about=self.selected)
         self._render_legend()
         return False
@@ -600,7 +618,7 @@ class QueueScreen(Screen[None]):
 
         self.push_modal(ReasonScreen(ask), done)
 
-    def action_approve_serving(self) -> None:
+    async def action_approve_serving(self) -> None:
         ask = self.shown_ask()
         if ask is None or not self._allowed("approve_serving"):
             return
@@ -612,7 +630,10 @@ class QueueScreen(Screen[None]):
                                                 self.key_for("approve_session")))
             return
         try:
-            refusal = self.human.serving_grant_refusal(key)
+            refusal = await self.human.check_serving_grant(key)  # off the loop: serving goes on
+            if self.human.get(key) is not ask:
+                raise DecisionRefused("this ask was withdrawn or replaced while its grant was checked: "
+                                      "nothing was decided")
             grants = self.human.serving_grants(key)
             reach = self.human.grant_reach(key)
         except DecisionRefused as exc:
@@ -634,7 +655,7 @@ class QueueScreen(Screen[None]):
             granted: list[AskDecided] = []
 
             async def grant(key: AskKey) -> None:
-                granted.append(await self.human.approve_for_serving_session(key, shown=ask))
+                granted.append(await self.human.approve_for_serving_session(key, shown=ask, reach=reach))
 
             await self._commit(grant, key)
             also = granted[0].also if granted else ()
@@ -645,6 +666,20 @@ class QueueScreen(Screen[None]):
                      "bold")))
 
         self.push_modal(GrantConfirmScreen(ask, grants, reach, self.safety, self.key_time), done)
+
+    async def decide_by_written_rule(self, reach: Sequence[Ask]) -> None:
+        """After `R`'s rule was written: decide the asks its dialog listed that the rules now allow."""
+        decided: list[AskDecided] = []
+
+        async def decide(_: AskKey) -> None:
+            decided.extend(await self.human.approve_by_written_rule(reach))
+
+        await self._commit(decide, reach[0].key)
+        self.say_after_events(Content.assemble(
+            ("Rule written: ", "bold"),
+            (f"it decided {len(decided)} pending ask{'s' if len(decided) != 1 else ''}", "bold"),
+            (f" ({len(reach) - len(decided)} listed no longer pending or no longer allowed: still yours)"
+             if len(decided) != len(reach) else "", DIM)))
 
     # -- batches: marked asks, previewed in full, each decided through the same call -----------------
 

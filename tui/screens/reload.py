@@ -20,7 +20,7 @@ from core.clock import SYSTEM_CLOCK, Clock
 from core.rules.reloads import PendingReload
 from tui.render.styles import DIM, WARN
 from tui.sanitize import sanitize
-from tui.screens.ask_steps import unseen
+from tui.screens.ask_steps import keys_follow_scroll, unseen
 
 
 class ReloadReviewScreen(ModalScreen[bool]):
@@ -64,6 +64,7 @@ class ReloadReviewScreen(ModalScreen[bool]):
         self.query_one("#reload-diff", VerticalScroll).border_title = "What would change"
         self._render_keys()
         self.call_after_refresh(self._render_keys)
+        keys_follow_scroll(self, self.query_one("#reload-diff", VerticalScroll), self._render_keys)
         if self._grace_ms > 0:
             self.set_timer(self._grace_ms / 1000 + 0.01, self._grace_over)
 

@@ -23,7 +23,7 @@ from core.history.suggest import (
 )
 from core.rules import PolicyStore
 from tui.render.history import summary_content
-from tui.screens.review_steps import DetailScreen, SuggestionsScreen
+from tui.screens.review_steps import DetailScreen, RuleReach, SuggestionsScreen
 from tui.widgets.history_list import HistoryList, header_text
 
 FILTER_DEBOUNCE_S = 0.15
@@ -37,10 +37,13 @@ class ReviewScreen(Screen[None]):
         Binding("s", "suggestions", "Suggested rules", id="review.suggestions"),
     ]
 
-    def __init__(self, store: HistoryStore, rules: PolicyStore | None = None) -> None:
+    def __init__(self, store: HistoryStore, rules: PolicyStore | None = None,
+                 reach: RuleReach | None = None) -> None:
+        """`reach`: a suggested rule's dialog lists the pending asks it decides, then decides them."""
         super().__init__(id="review")
         self.store = store
         self.rules = rules
+        self.reach = reach
         self.filter = HistoryFilter()
         self._reader: HistoryReader
 
@@ -122,4 +125,4 @@ class ReviewScreen(Screen[None]):
         if not offers:
             self.notify("Nothing repeated often enough to suggest a rule.", markup=False)
             return
-        self.app.push_screen(SuggestionsScreen(offers, self.rules))
+        self.app.push_screen(SuggestionsScreen(offers, self.rules, self.reach))

@@ -6,7 +6,9 @@ file and the diff first; opened from the queue (`R`), its `y` also waits for the
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 from textual import on
@@ -22,11 +24,23 @@ from core.history import HistoryRow
 from core.history.rule_edit import RuleEdit, apply, preview, targets
 from core.history.suggest import Suggestion, SuggestionRefused
 from core.rules import PolicyStore
+from core.serving.asks import Ask
 from tui.keysafety import KeySafety
-from tui.render.history import change_content, detail_content, safe
+from tui.render.ask import reach_content
+from tui.render.history import change_content, detail_content, offer_content, safe
 from tui.sanitize import sanitize
-from tui.screens.ask_steps import keys_after_paint, unseen
+from tui.screens.ask_steps import keys_after_paint, keys_follow_scroll, unseen
 from tui.widgets.painted import PaintProbe
+
+
+@dataclass(frozen=True)
+class RuleReach:
+    """What a written rule decides at once: `of` lists the pending asks a file's new text would decide
+    (shown with the diff), `decide` decides exactly the listed asks after the write (`R` and the
+    review's suggestions alike; `docs/workflows.md`)."""
+
+    of: Callable[[Path, str], tuple[Ask, ...]]
+    decide: Callable[[Sequence[Ask]], Awaitable[None]]
 
 
 class DetailScreen(ModalScreen[None]):
@@ -52,10 +66,11 @@ class SuggestionsScreen(ModalScreen[None]):
         Binding("escape", "dismiss", "Back", id="review.suggestions.back"),
     ]
 
-    def __init__(self, offers: list[Suggestion], rules: PolicyStore) -> None:
+    def __init__(self, offers: list[Suggestion], rules: PolicyStore, reach: RuleReach | None = None) -> None:
         super().__init__()
         self.offers = offers
         self.rules = rules
+        self.reach = reach
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -65,21 +80,13 @@ class SuggestionsScreen(ModalScreen[None]):
                 id="review-offers",
             )
 
-    @staticmethod
-    def _prompt(offer: Suggestion) -> Content:
-        return Content.assemble(
-            ("allow ", "bold $text-success"),
-            safe(offer.surface, "bold"),
-            " ",
-            safe(offer.pattern, "bold"),
-            (f"  approved {offer.approvals}× by you, e.g. ", "dim"),
-            safe(offer.examples[0] if offer.examples else ""),
-        )
+    def _prompt(self, offer: Suggestion) -> Content:
+        return offer_content(offer, self.rules.home)
 
     @on(OptionList.OptionSelected, "#review-offers")
     def _chosen(self, event: OptionList.OptionSelected) -> None:
         offer = self.offers[int(event.option.id or 0)]
-        self.app.push_screen(ConfirmRuleScreen(offer, self.rules))
+        self.app.push_screen(ConfirmRuleScreen(offer, self.rules, reach=self.reach))
 
 
 class ConfirmRuleScreen(ModalScreen[bool]):
@@ -102,9 +109,12 @@ class ConfirmRuleScreen(ModalScreen[bool]):
         rules: PolicyStore,
         safety: KeySafety | None = None,
         key_time: Callable[[], float] | None = None,
+        reach: RuleReach | None = None,
     ) -> None:
         """`safety`: opened from the queue, where `y` also approves, so a `y` meant for an ask must not
-        write a rule: `y` counts only after this step was painted plus the grace (`tui.keysafety`)."""
+        write a rule: `y` counts only after this step was painted plus the grace (`tui.keysafety`).
+        `reach`: the pending asks the file's new text would decide at once, listed with the diff;
+        exactly that painted list (`self.reach`) is decided after the write."""
         super().__init__()
         self.offer = offer
         self.rules = rules
@@ -114,6 +124,8 @@ class ConfirmRuleScreen(ModalScreen[bool]):
         # The --rules file is the default; a pi config layer only when the person picks it (`t`).
         self.chosen = 0 if self.targets[0].kind == "authorizer" else -1
         self.change: RuleEdit | None = None
+        self.rule_reach = reach
+        self.reach: tuple[Ask, ...] = ()
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -124,6 +136,7 @@ class ConfirmRuleScreen(ModalScreen[bool]):
     def on_mount(self) -> None:
         self._show()
         self.call_after_refresh(self._render_keys)
+        keys_follow_scroll(self, self.query_one("#review-rule-body", VerticalScroll), self._render_keys)
         if self.safety is not None:
             probe = self.query_one("#review-rule", PaintProbe)
             keys_after_paint(self, probe, self.safety, self.refresh_bindings)
@@ -134,6 +147,7 @@ class ConfirmRuleScreen(ModalScreen[bool]):
     def _show(self) -> None:
         body = self.query_one("#review-rule", Static)
         self.change = None
+        self.reach = ()
         if self.chosen < 0:
             body.update(Content("No --rules file is configured: press t to pick a pi config file."))
             return
@@ -145,7 +159,11 @@ class ConfirmRuleScreen(ModalScreen[bool]):
                 Content.assemble(("Cannot add it to this file: ", "bold $text-error"), safe(str(exc)))
             )
             return
-        body.update(change_content(self.change, target, self.rules.home))
+        decides = None
+        if self.rule_reach is not None:
+            self.reach = self.rule_reach.of(self.change.path, self.change.after)
+            decides = reach_content(self.reach, "this rule", others=False)
+        body.update(change_content(self.change, target, self.rules.home, decides))
         self.call_after_refresh(self._render_keys)
 
     def _render_keys(self, note: str = "") -> None:
@@ -165,8 +183,15 @@ class ConfirmRuleScreen(ModalScreen[bool]):
         self.call_after_refresh(self._render_keys)
 
     def action_next_target(self) -> None:
+        """Another file: another diff and other asks decided, so a step shown anew: from its top, and
+        (from the queue) its `y` counts only after this new content was painted, plus the grace."""
         self.chosen = (self.chosen + 1) % len(self.targets)
         self._show()
+        self.query_one("#review-rule-body", VerticalScroll).scroll_home(animate=False, immediate=True)
+        if self.safety is not None:
+            self.safety.open_modal(self)
+            keys_after_paint(self, self.query_one("#review-rule", PaintProbe), self.safety,
+                             self.refresh_bindings)
         self.call_after_refresh(self._render_keys)
 
     def action_confirm(self) -> None:
@@ -189,7 +214,10 @@ class ConfirmRuleScreen(ModalScreen[bool]):
             self._show()
             return
         self.notify(sanitize(f"Rule added to {self.change.path}", single_line=True).plain, markup=False)
+        painted = self.reach  # exactly the asks listed with the diff, never re-derived
         self.dismiss(True)
+        if painted and self.rule_reach is not None:
+            self.app.run_worker(self.rule_reach.decide(painted), group="written-rule")
 
     def action_cancel(self) -> None:
         self.dismiss(False)

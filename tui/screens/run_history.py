@@ -31,6 +31,7 @@ WHAT_STYLE = {
     "approved_for_session": "bold $text-success",
     "approved_for_serving_session": "bold $text-success",
     "approved_by_serving_grant": "bold $text-success",
+    "approved_by_written_rule": "bold $text-success",
     "denied": "bold $text-error",
     "denied_with_reason": "bold $text-error",
     "withdrawn": "bold $text-warning",

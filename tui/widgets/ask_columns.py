@@ -48,21 +48,25 @@ class Column:
     optional: bool = False
     narrow: int | None = None
     short: str | None = None
+    #: How wide it may grow when the value already has `VALUE_ROOM` cells (wide terminals).
+    grow: int | None = None
 
     def label_for(self, narrow: bool) -> str:
         return self.short if narrow and self.short is not None else self.label
 
 
 COLUMNS: tuple[Column, ...] = (
-    Column("mark", "", 1),
-    Column("age", "Age", 6),
-    Column("left", "Left", 7),
-    Column("session", "Session", 12, _session, optional=True, narrow=8),
-    Column("agent", "Agent", 16, _agent, narrow=12),
-    Column("surface", "Surface", 14, _surface, narrow=10),
-    Column("risk", "Risk (hint)", 18, _risk, narrow=8, short="Hint"),
+    Column("mark", "", 2),  # ▶ on the selected row, ● on a marked one
+    Column("age", "Age", 6, narrow=5),
+    Column("left", "Left", 7, narrow=5),
+    Column("session", "Session", 12, _session, optional=True, narrow=8, grow=40),
+    Column("agent", "Agent", 16, _agent, narrow=10, grow=24),
+    Column("surface", "Surface", 14, _surface, narrow=10, grow=24),  # external_directory_read: 23
+    Column("risk", "Risk (hint)", 18, _risk, narrow=8, short="Hint", grow=24),
     Column("value", "Value", None, _value),
 )
+#: Cells the value keeps before the other columns grow into a wide table.
+VALUE_ROOM = 60
 
 
 def row_key_of(key: AskKey) -> str:

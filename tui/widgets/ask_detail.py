@@ -64,8 +64,10 @@ class AskDetail(VerticalScroll):
     can_focus = False
     CACHE = 64
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(self, *, id: str | None = None, serving: Callable[[], Content] | None = None) -> None:
+        """`serving`: what the empty queue says it serves (session, root, the child's env line)."""
         super().__init__(id=id)
+        self.serving = serving
         # Keyed by name, but only ever the very ask built (another ask under the same name is built anew).
         self._built: dict[AskKey, tuple[Ask, dict[str, Content | Text], bool]] = {}
         self._shown: dict[str, Content | Text | bool] = {}
@@ -79,8 +81,9 @@ class AskDetail(VerticalScroll):
         yield Static(id="banner-agent", classes="banner -error", markup=False)
         yield Static(id="banner-risk", classes="banner -warning", markup=False)
         yield Static(id="facts", classes="panel", markup=False)
+        yield Static(id="change", classes="panel", markup=False)  # the diff before the raw text
         yield Static(id="display", classes="panel", markup=False)
-        yield Static(id="change", classes="panel", markup=False)
+        yield Static(id="serving", classes="panel", markup=False)
         yield Static(id="grants", classes="panel", markup=False)
         yield Static(id="provenance", classes="panel", markup=False)
 
@@ -90,9 +93,19 @@ class AskDetail(VerticalScroll):
         self.query_one("#grants", Static).border_title = "Session grant it would record (surface pattern)"
         self.query_one("#display", Static).border_title = "Child's rendering — display only, not facts"
         self.query_one("#change", Static).border_title = "The change — from the child's payload, display only"
+        self.query_one("#serving", Static).border_title = "Waiting for asks"
         self.query_one("#banner-hidden", Static).update(HIDDEN_BANNER)
         self.query_one("#banner-nofacts", Static).update(NO_FACTS_BANNER)
         self.show(None, 0.0, 0, 0)
+
+    def set_compact(self, compact: bool) -> None:
+        """On a small terminal the grant `s` / `w` would record comes before the facts, so it is on
+        screen without scrolling (it is a few lines; the facts can fill the detail)."""
+        grants = self.query_one("#grants", Static)
+        if compact:
+            self.move_child(grants, before=self.query_one("#facts", Static))
+        else:
+            self.move_child(grants, after=self.query_one("#display", Static))
 
     def _set(self, name: str, content: Content | Text | None) -> None:
         """Show `content` in panel `name` (None hides it); nothing happens when it is already shown."""
@@ -152,7 +165,9 @@ class AskDetail(VerticalScroll):
             for name in ("banner-hidden", "banner-nofacts", "banner-agent", "banner-risk",
                          *(n for n, _ in PANELS), "change"):
                 self._set(name, None)
+            self._set("serving", self.serving() if self.serving is not None else None)
             return False
+        self._set("serving", None)
         if ask.key != self._ask or ask is not self._ask_object:
             self._ask, self._ask_object = ask.key, ask
             # another ask: read it from the top, never from the middle of its facts

@@ -7,6 +7,7 @@ with `…+N` (N characters hidden), never silently.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 
 from rich.style import Style
@@ -15,17 +16,18 @@ from textual._types import SegmentLines
 from textual.coordinate import Coordinate
 from textual.events import Resize
 from textual.widgets import DataTable
-from textual.widgets.data_table import ColumnKey, RowKey
+from textual.widgets.data_table import CellDoesNotExist, ColumnKey, RowKey
 
 from core.serving.asks import Ask, AskKey
 from tui.render.ask_facts import age_seconds, duration
 from tui.sanitize import fit
-from tui.widgets.ask_columns import COLUMNS, Column, order_of, row_key_of
+from tui.widgets.ask_columns import COLUMNS, VALUE_ROOM, Column, order_of, row_key_of
 
 CELL_PADDING = 1  # DataTable's default padding on each side of a cell
 MIN_VALUE_WIDTH = 12
 NARROW = 110
 MARK = "●"
+SELECTED = "▶"
 ELSEWHERE = Coordinate(-9, -9)  # not a row or column (the header row is -1)
 
 
@@ -45,6 +47,8 @@ class AsksTable(DataTable[Text]):
         self._optional_shown: frozenset[str] = frozenset()
         self._columns: tuple[Column, ...] = ()
         self._cut_widths: dict[str, int] = {}
+        self._selected_rk: str | None = None
+        self._cut_cells: dict[str, set[str]] = {}  # row key -> the columns cut to fit
         self._now = 0.0
 
     def on_mount(self) -> None:
@@ -65,6 +69,8 @@ class AsksTable(DataTable[Text]):
         self._order.clear()
         self._times_shown.clear()
         self._marked.clear()
+        self._cut_cells.clear()
+        self._selected_rk = None
         self._build_columns()
         self._append(asks, self._now)
 
@@ -91,6 +97,20 @@ class AsksTable(DataTable[Text]):
                  for c in self._columns if c.width is not None}
         gutters = 2 * CELL_PADDING * len(self._columns) + self.styles.scrollbar_size_vertical
         rest = max(MIN_VALUE_WIDTH, room - sum(fixed.values()) - gutters)
+        # A wide table gives what the value does not need to the columns that get cut (surface,
+        # agent, hint), one cell at a time in turn, up to each one's `grow`.
+        spare = rest - VALUE_ROOM
+        growing = [c for c in self._columns if c.grow is not None and c.width is not None]
+        while spare > 0 and growing:
+            for column in list(growing):
+                if spare <= 0:
+                    break
+                if fixed[column.key] >= (column.grow or 0):
+                    growing.remove(column)
+                    continue
+                fixed[column.key] += 1
+                spare -= 1
+                rest -= 1
         return {c.key: fixed.get(c.key) or rest for c in self._columns}
 
     def on_resize(self, event: Resize) -> None:
@@ -114,7 +134,19 @@ class AsksTable(DataTable[Text]):
 
     def _cell(self, column: Column, ask: Ask) -> Text:
         assert column.cell is not None
-        return fit(column.cell(ask), self._cut_widths.get(column.key, column.width or MIN_VALUE_WIDTH))
+        whole = column.cell(ask)
+        width = self._cut_widths.get(column.key, column.width or MIN_VALUE_WIDTH)
+        cells = self._cut_cells.setdefault(row_key_of(ask.key), set())
+        if whole.cell_len > width:
+            cells.add(column.key)
+        else:
+            cells.discard(column.key)
+        return fit(whole, width)
+
+    @property
+    def cut(self) -> bool:
+        """Some cell of a row shown ends with `…+N` (the table's subtitle then says what it means)."""
+        return any(self._cut_cells.get(rk) for rk in self._keys)
 
     # -- rows --------------------------------------------------------------------------------------
 
@@ -138,9 +170,33 @@ class AsksTable(DataTable[Text]):
     def set_marked(self, keys: set[AskKey]) -> None:
         """Show a mark in the first column of exactly these rows."""
         wanted = {row_key_of(k) for k in keys} & set(self._keys)
-        for rk in wanted ^ self._marked:
-            self.update_cell(rk, "mark", Text(MARK if rk in wanted else "", "bold $accent"))
+        changed = wanted ^ self._marked
         self._marked = wanted
+        for rk in changed:
+            self._paint_mark(rk)
+
+    def _paint_mark(self, rk: str) -> None:
+        """The first column: ▶ on the selected row (more than its colour says which it is), ● marked."""
+        selected = rk == self._selected_rk
+        text = Text.assemble((SELECTED if selected else " ", "bold"), (MARK if rk in self._marked else " ",
+                                                                       "bold $accent"))
+        with contextlib.suppress(CellDoesNotExist):  # a row being added: painted once it is
+            self.update_cell(rk, "mark", text)
+
+    def watch_cursor_coordinate(self, old: Coordinate, new: Coordinate) -> None:
+        super().watch_cursor_coordinate(old, new)
+        self._follow_cursor()
+
+    def _follow_cursor(self) -> None:
+        """The ▶ follows the cursor (also when rows above it come or go)."""
+        key = self.key_at_cursor()
+        rk = row_key_of(key) if key is not None else None
+        if rk == self._selected_rk:
+            return
+        before, self._selected_rk = self._selected_rk, rk
+        for row in (before, rk):
+            if row is not None and row in self._keys:
+                self._paint_mark(row)
 
     def sync(self, asks: list[Ask], now: float) -> None:
         """Remove gone rows, add new ones in `createdAt` order, refresh times of the visible rest."""
@@ -150,12 +206,14 @@ class AsksTable(DataTable[Text]):
             del self._keys[rk]
             del self._asks[rk]
             self._times_shown.pop(rk, None)
+            self._cut_cells.pop(rk, None)
             self._marked.discard(rk)
         if len(self._order) != len(self._keys):
             self._order = [rk for rk in self._order if rk in self._keys]
         self._now = now
         self._append([a for rk, a in wanted.items() if rk not in self._keys], now)
         self._refresh_times(now)
+        self._follow_cursor()
 
     def _append(self, asks: list[Ask], now: float) -> None:
         if not asks:
@@ -167,7 +225,7 @@ class AsksTable(DataTable[Text]):
             self._keys[rk] = ask.key
             self._asks[rk] = ask
             age, left = self._times(ask, now)
-            given = {"mark": Text(""), "age": age, "left": left}
+            given = {"mark": Text(SELECTED if rk == self._selected_rk else ""), "age": age, "left": left}
             self.add_row(*(given[c.key] if c.cell is None else self._cell(c, ask) for c in self._columns),
                          key=rk)
             self._times_shown[rk] = (age.plain, left.plain, str(left.style))

@@ -47,7 +47,7 @@ def legend_content(
             parts.append((f" {labels[action]} ", key_style))
             parts.append((f" {(legend.long, legend.short)[wording]}  ", "" if usable else DIM))
         if ask is not None and grace:
-            parts.append((("⏳ keys wait a moment (new ask shown)", "⏳ wait")[wording], WARN))
+            parts.append((("⏳ keys wait a moment (just shown)", "⏳ wait")[wording], WARN))
         elif ask is not None and (double_press or ask_has_hidden(ask)):
             parts.append((("press twice to commit", "twice")[wording], DIM))
         first = Content.assemble(*parts)
