@@ -109,8 +109,9 @@ class Inotify:
             if err == errno.ENOSPC:
                 limit = watch_limit()
                 said = f"{limit:,}" if limit is not None else "unknown"
-                raise WatchesExhausted(err, "the user's inotify watches are used up (fs.inotify.max_user_watches"
-                                            f" = {said}, shared by every program of this user)") from None
+                why = (f"the user's inotify watches are used up (fs.inotify.max_user_watches = {said},"
+                       " shared by every program of this user)")
+                raise WatchesExhausted(err, why) from None
             raise InotifyUnavailable(err, str(exc)) from None
 
     def rm_watch(self, wd: int) -> None:
