@@ -226,3 +226,16 @@ def inotify_calls() -> InotifyCalls | None:
         remove(fd, wd)
 
     return InotifyCalls(lambda flags: checked(init(flags), "inotify_init1"), add_watch, rm_watch)
+
+
+#: The fault checkpoint before each inotify watch is added (tests make the kernel refuse one).
+ADD_WATCH_CHECKPOINT = "inotify_add_watch"
+
+
+def inotify_watch_limit() -> int | None:
+    """The user's inotify watch limit (`fs.inotify.max_user_watches`), or None where unknown."""
+    try:
+        with open("/proc/sys/fs/inotify/max_user_watches", encoding="ascii") as limit:
+            return int(limit.read().strip())
+    except (OSError, ValueError):
+        return None

@@ -64,21 +64,9 @@ class InotifyUnavailable(OSError):
     """No inotify here (not Linux, or the instance/watch limit is reached)."""
 
 
-#: Where the kernel keeps the user's inotify watch limit.
-MAX_USER_WATCHES = "/proc/sys/fs/inotify/max_user_watches"
-
-
 class WatchesExhausted(InotifyUnavailable):
     """`inotify_add_watch` refused with ENOSPC: the user's watches (shared by every program of the
     user) are used up. The message says the limit, so the operator knows what to raise."""
-
-
-def watch_limit() -> int | None:
-    try:
-        with open(MAX_USER_WATCHES, encoding="ascii") as limit:
-            return int(limit.read().strip())
-    except (OSError, ValueError):
-        return None
 
 
 class Inotify:
@@ -100,14 +88,14 @@ class Inotify:
     def add_watch(self, path: str, mask: int = DIRECTORY_EVENTS) -> int | None:
         """The watch descriptor, or None when the directory is not there (yet)."""
         try:
-            self.fault("inotify_add_watch")
+            self.fault(platform.ADD_WATCH_CHECKPOINT)
             return self._calls.add_watch(self.fd, path, mask)
         except OSError as exc:
             err = exc.errno or errno.EIO
             if err in {errno.ENOENT, errno.ENOTDIR}:  # not there (yet), or not a directory
                 return None
             if err == errno.ENOSPC:
-                limit = watch_limit()
+                limit = platform.inotify_watch_limit()
                 said = f"{limit:,}" if limit is not None else "unknown"
                 why = (f"the user's inotify watches are used up (fs.inotify.max_user_watches = {said},"
                        " shared by every program of this user)")
