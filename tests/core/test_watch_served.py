@@ -54,6 +54,7 @@ async def test_only_served_inboxes_are_watched(tmp_path: Path) -> None:
         assert inotify_watches() - before <= 7
 
 
+@needs_inotify
 async def test_exhausted_watches_are_reported_once_with_the_limit_and_served_inboxes_are_polled(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
