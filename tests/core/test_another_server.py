@@ -149,7 +149,8 @@ async def test_a_denial_replaced_by_another_servers_answer_is_never_recorded_as_
             temp = path.with_name(f"{path.name}.{other.pid}.1800000000000.tmp")  # the other server's publish
             temp.write_text(json.dumps({"approved": True, "state": "approved"}))
             # Seen at once by inotify, or by the next listing where serving polls (the portable pass).
-            await rescanned_until(clock, lambda: _row(store, "raced")[0] == "contested", what="the row contested")
+            contested = lambda: _row(store, "raced")[0] == "contested"  # noqa: E731
+            await rescanned_until(clock, contested, what="the row contested")
             temp.rename(path)
             await served.core.rescan_all()  # a listing after the rename: still never "delivered"
             _, verdict, written, reason = _row(store, "raced")
