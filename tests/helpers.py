@@ -13,6 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from core import platform
 from core.clock import SYSTEM_CLOCK, Clock
 from core.disk.paths import encode_session_id
 from core.disk.writer import DISK, DiskWriter
@@ -23,6 +26,17 @@ from core.serving.loop import SAFETY_RESCAN_S
 from core.serving.verdicts import Ledger
 from core.testing import ManualClock
 from tests.history.support import S
+
+needs_inotify = pytest.mark.skipif(
+    platform.watch_backend() != "inotify",
+    reason="woken by inotify events (where there are none, e.g. PI_AUTHORIZER_PORTABLE=1, the listing "
+    "watcher waits on the clock)",
+)
+needs_anonymous_files = pytest.mark.skipif(
+    not platform.anonymous_files(),
+    reason="no O_TMPFILE or no /proc linking here (e.g. PI_AUTHORIZER_PORTABLE=1)",
+)
+needs_proc = pytest.mark.skipif(not platform.LINUX, reason="a zombie is told apart only by Linux's /proc")
 
 CHILD_SESSION = "019ff96a-1111-7000-8000-aaaaaaaaaaaa"
 

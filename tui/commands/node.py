@@ -140,8 +140,10 @@ def install_stop_signals(core: ServingCore) -> None:
 def configure_logging(verbose: bool = False, stream: TextIO | None = None) -> None:
     """The `pi_authorizer` log lines go to `stream`: stderr unless the app draws there."""
     handler = TurnBufferedHandler(stream or sys.stderr)
-    # The format uses none of these: a record need not look them up (about 2 µs a line).
+    # The format uses none of these: a record need not look them up (about 2 µs a line), nor walk the
+    # stack for its caller's file and line (`_srcfile = None`, logging's own switch: about 3 µs).
     logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
+    logging._srcfile = None
     handler.setFormatter(LineFormatter("%(asctime)s %(levelname)s %(message)s", "%Y-%m-%dT%H:%M:%S"))
     root = logging.getLogger("pi_authorizer")
     root.handlers[:] = [handler]
