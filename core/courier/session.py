@@ -67,11 +67,12 @@ class SessionCourier:
         beat = self._served()
         if beat in ("stale", "dead_pid"):
             raise Unreachable(f"nobody serves {self.target} (its heartbeat is {beat.replace('_', ' ')})")
+        #: When someone was last seen serving the target (a fresh heartbeat, or the request taken);
+        #: from before the request is written, so the grace is never longer than it says.
+        seen = self.clock.monotonic()
         written = await asyncio.to_thread(self._write_request, name, self._body(parcel))
         log.info("%s: parcel %s %s", self.target, parcel.parcel_id,
                  "carried" if written else "already there (carried before a restart)")
-        confirmed = beat == "alive"
-        started = self.clock.monotonic()
         while True:
             relayed = await asyncio.to_thread(self._response, name)
             if relayed is not None:
@@ -79,13 +80,17 @@ class SessionCourier:
             if wall_ms(self.clock) >= parcel.deadline_ms:
                 await asyncio.to_thread(self._remove, name)
                 raise Unreachable(f"{self.target} did not answer before the child's deadline")
-            if not confirmed:
-                beat = self._served()
-                confirmed = beat == "alive" or not await asyncio.to_thread(self._has_request, name)
-                if not confirmed and self.clock.monotonic() - started >= self.grace_s:
-                    await asyncio.to_thread(self._remove, name)
-                    raise Unreachable(f"nobody serves {self.target} (no heartbeat, and the ask was not "
-                                      f"taken within {self.grace_s:g}s)")
+            beat = self._served()
+            if beat in ("stale", "dead_pid"):  # its server died while the ask waited there
+                await asyncio.to_thread(self._remove, name)
+                why = beat.replace("_", " ")
+                raise Unreachable(f"{self.target} stopped serving (its heartbeat is {why})")
+            if beat == "alive" or not await asyncio.to_thread(self._has_request, name):
+                seen = self.clock.monotonic()
+            elif self.clock.monotonic() - seen >= self.grace_s:
+                await asyncio.to_thread(self._remove, name)
+                raise Unreachable(f"nobody serves {self.target} (no heartbeat, and the ask was not "
+                                  f"taken within {self.grace_s:g}s)")
             await asyncio.sleep(POLL_S)
 
     async def withdraw(self, parcel_id: str, reason: str) -> None:

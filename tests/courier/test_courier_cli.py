@@ -89,21 +89,26 @@ def test_a_courier_killed_mid_carry_and_restarted_asks_once_and_relays_once(tmp_
         try:
             body = request_body("toolu_k", C, accessIntent=intent("bash", "make deploy"))
             write_request_bytes(root, C, "toolu_k.json", json.dumps(body).encode())
-            poll_until(lambda: requests_p.exists() and len(list(requests_p.iterdir())) == 1, what="carried")
-            [carried] = list(requests_p.iterdir())
+            poll_until(lambda: requests_p.exists() and any(requests_p.glob("*.json")), what="carried")
+            [carried] = list(requests_p.glob("*.json"))
             inode = carried.stat().st_ino
         finally:
             os.killpg(first.pid, signal.SIGKILL)
             first.wait(10)
         second = _courier(root, state, log)
         try:
-            poll_until(lambda: "already there" in log.read_text(errors="replace"),
-                       what="the parcel found again")
+            try:
+                poll_until(lambda: "already there" in log.read_text(errors="replace"), what="found again")
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}\n{log.read_text(errors='replace')}") from exc
             assert [p.name for p in requests_p.iterdir()] == [carried.name]
             assert carried.stat().st_ino == inode  # never written again: P is asked once
             response = session_dir(root, P) / "responses" / carried.name
-            response.write_text(json.dumps({"approved": True, "state": "approved", "responderSessionId": P,
-                                            "decidedBy": {"kind": "user", "via": "dialog"}}))
+            answer = {"approved": True, "state": "approved", "responderSessionId": P,
+                      "decidedBy": {"kind": "user", "via": "dialog"}}
+            temp = response.with_name("answer.tmp")
+            temp.write_text(json.dumps(answer))
+            temp.rename(response)  # as a server writes it
             carried.unlink()  # answered, as P's server removes the request
             answer_c = session_dir(root, C) / "responses" / "toolu_k.json"
             poll_until(answer_c.exists, what="the verdict relayed to the child")

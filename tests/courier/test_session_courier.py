@@ -178,6 +178,26 @@ async def test_a_target_nobody_serves_is_a_denial_naming_it_after_the_bounded_wa
         assert _p_files(tree.root, "requests") == []  # taken back: nobody answers it later
 
 
+async def test_a_target_that_stops_serving_while_its_person_thinks_is_the_fallback(tmp_path: Path) -> None:
+    clock = ManualClock()
+    root = tmp_path / "root"
+    root.mkdir()
+    courier = CourierArbiter(SessionCourier(root, P, clock), "deny", clock, host="host-c", node="node-c")
+    person = HumanAuthorizer(clock=clock)
+    async with _core(tmp_path, "c", C, courier, clock, []):
+        async with _core(tmp_path, "p", P, person, clock, []):
+            _ask(root, "toolu_7")
+            await _shown_at_p(person)
+            clock.advance(3.0)  # a live heartbeat: the ask waits as long as the person up there thinks
+            assert not (session_dir(root, C) / "responses" / "toolu_7.json").exists()
+        assert not (root / "serving" / f"{P}.json").exists()  # P stopped: its heartbeat is gone
+        clock.advance(2.0)
+        answer = await read_response_when_done(root, C, "toolu_7")
+        assert answer["approved"] is False and "nobody serves" in answer["denialReason"]
+        assert _p_files(root, "requests") == []
+        await courier.close()
+
+
 async def test_a_stale_heartbeat_is_not_served_at_once(tmp_path: Path) -> None:
     clock = ManualClock()
     serving = tmp_path / "root" / "serving"
@@ -217,19 +237,26 @@ def _alive(root: Path, clock: ManualClock) -> None:
     (serving / f"{P}.json").write_text(json.dumps(beat))
 
 
+def _placed(data: bytes) -> Callable[[Path], object]:
+    """Write a response as a server does (temp file, then rename): read whole or not at all."""
+    def place(path: Path) -> None:
+        temp = path.with_name(f"{path.name}.1.1.tmp")
+        temp.write_bytes(data)
+        temp.rename(path)
+    return place
+
+
 def _huge() -> bytes:
     return b'{"approved":true,"state":"approved","responderSessionId":"' + b"x" * 70_000 + b'"}'
 
 
 @pytest.mark.parametrize(("plant", "why"), [
-    (lambda path: path.write_bytes(b"garbage{"), "not a response a child can read"),
-    (lambda path: path.write_bytes(_huge()), "over 65536 bytes"),
+    (_placed(b"garbage{"), "not a response a child can read"),
+    (_placed(_huge()), "over 65536 bytes"),
     (lambda path: path.symlink_to(path.parent / "real.json"), "symbolic link"),
     (lambda path: path.mkdir(), "not a regular file"),
-    (lambda path: path.write_bytes(b'{"approved":true,"state":"denied","responderSessionId":"p"}'),
-     "contradicts"),
-    (lambda path: path.write_bytes(b'{"approved":"yes","state":"approved","responderSessionId":"p"}'),
-     "not a response"),
+    (_placed(b'{"approved":true,"state":"denied","responderSessionId":"p"}'), "contradicts"),
+    (_placed(b'{"approved":"yes","state":"approved","responderSessionId":"p"}'), "not a response"),
 ])
 async def test_a_hostile_answer_up_there_is_a_denial_with_its_reason_never_an_approval(
     tmp_path: Path, plant: Callable[[Path], object], why: str,
@@ -242,7 +269,7 @@ async def test_a_hostile_answer_up_there_is_a_denial_with_its_reason_never_an_ap
     carrying = asyncio.create_task(courier.carry(parcel))
     await wait_for(lambda: _p_files(root, "requests") == ["courier-h.json"], what="the parcel at P")
     responses = session_dir(root, P) / "responses"
-    (responses / "real.json").write_bytes(b'{"approved":true,"state":"approved","responderSessionId":"p"}')
+    _placed(b'{"approved":true,"state":"approved","responderSessionId":"p"}')(responses / "real.json")
     plant(responses / "courier-h.json")
     relayed = await asyncio.wait_for(carrying, 10)
     assert relayed.response.approved is False and relayed.response.state == "denied_with_reason"
@@ -266,8 +293,8 @@ async def test_a_restarted_courier_reads_the_verdict_already_given_and_never_ask
     again = asyncio.create_task(SessionCourier(root, P, clock).carry(parcel))
     await wait_for(lambda: "already there" in caplog.text, what="the restarted courier finding its parcel")
     assert request.stat().st_ino == written.st_ino and _p_files(root, "requests") == ["courier-r.json"]
-    (session_dir(root, P) / "responses" / "courier-r.json").write_bytes(
-        b'{"approved":false,"state":"denied_with_reason","denialReason":"no","responderSessionId":"p"}')
+    _placed(b'{"approved":false,"state":"denied_with_reason","denialReason":"no","responderSessionId":"p"}')(
+        session_dir(root, P) / "responses" / "courier-r.json")
     request.unlink()
     assert (await asyncio.wait_for(again, 10)).response.denial_reason == "no"
     third = await SessionCourier(root, P, clock).carry(parcel)  # the answer is kept until relayed
