@@ -190,6 +190,36 @@ class NamedTemps(DiskWriter):
     anonymous = False
 
 
+class FlushCountingDisk(DiskWriter):
+    """A real disk that notes every flush a response is given (its staged file made durable, a whole
+    filesystem's `syncfs`, a folder's fsync): what an answer costs in flushes, observed, not assumed."""
+
+    def __init__(self) -> None:
+        self.flushes: list[str] = []
+        self._noted = threading.Lock()
+
+    def _note(self, what: str) -> None:
+        with self._noted:
+            self.flushes.append(what)
+
+    def stage(self, dir_fd: int, name: str, data: bytes, sync: bool) -> Staged:
+        if sync:
+            self._note("file")
+        return super().stage(dir_fd, name, data, sync)
+
+    def sync_file(self, dir_fd: int, staged: Staged) -> None:
+        self._note("file")
+        super().sync_file(dir_fd, staged)
+
+    def sync_all(self, dir_fd: int) -> bool:
+        self._note("filesystem")
+        return super().sync_all(dir_fd)
+
+    def fsync_dir(self, dir_fd: int) -> None:
+        self._note("folder")
+        super().fsync_dir(dir_fd)
+
+
 class GatedDisk(DiskWriter):
     """A disk where every response file waits, in its worker thread, until the test opens the gate
     (slow hardware, a saturated device). A write that was not let through after `HANG_GUARD_S`

@@ -92,6 +92,18 @@ class LineFormatter(logging.Formatter):
     child's file name or value): a message stays one line with nothing hidden in it; a traceback keeps
     its line breaks and nothing else hidden."""
 
+    _stamped: tuple[int, str | None, str] = (-1, None, "")
+    """The last second formatted (a burst logs thousands of lines within one)."""
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        """Formatted once per second of `datefmt` (the default format shows milliseconds: not cached)."""
+        second = int(record.created)
+        if datefmt is None:
+            return super().formatTime(record, datefmt)
+        if self._stamped[:2] != (second, datefmt):
+            self._stamped = (second, datefmt, super().formatTime(record, datefmt))
+        return self._stamped[2]
+
     def formatMessage(self, record: logging.LogRecord) -> str:
         return escape_hidden(super().formatMessage(record))
 

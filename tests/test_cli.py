@@ -227,3 +227,31 @@ def test_serve_reports_config_errors_at_start(tmp_path: Path) -> None:
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0
     assert "config error" in err and str(config) in err and "permission" in err
+
+
+WINDOWS = textwrap.dedent(
+    """
+    import sys
+    sys.platform = "win32"
+    for name in ("fcntl", "resource", "termios"):  # missing on Windows: importing one fails there
+        sys.modules[name] = None
+    from tui.entry import main
+    code = main(["serve", "--session", "s"])
+    print(code, sorted({m.split(".")[0] for m in sys.modules} & {"core", "textual", "rich", "pydantic"}))
+    sys.exit(code)
+    """
+)
+
+
+def test_windows_is_refused_in_one_line_before_anything_can_fail() -> None:
+    result = subprocess.run([sys.executable, "-c", WINDOWS], cwd=REPO, capture_output=True, text=True,
+                            timeout=60, check=False)
+    assert result.returncode == 1 and result.stdout.strip() == "1 []"
+    assert result.stderr.count("\n") == 1 and "Windows is not supported" in result.stderr
+    assert "WSL" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_entry_point_runs_the_command_line_elsewhere() -> None:
+    result = subprocess.run([sys.executable, "-c", "from tui.entry import main; main(['--version'])"],
+                            cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0 and result.stdout.startswith("pi-authorizer "), result.stderr

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from core.platform import LINUX_ONLY_CALLS, LINUX_ONLY_OS
+
 REPO = Path(__file__).resolve().parents[1]
 #: A module this long probably holds more than one idea (an alarm, not a cap: say why with `Size:`).
 ALARM_LINES = 600
@@ -65,13 +67,42 @@ def test_the_readme_layout_names_every_package() -> None:
 
 
 #: The modules at the top of `core/`: what no one package owns (the clock, untrusted text, the seams,
-#: the fakes, the person's slot, the wiring). Everything else lives in the package of its stage.
-LOOSE_CORE = {"clock.py", "text.py", "seams.py", "testing.py", "person.py", "wiring.py"}
+#: the fakes, the person's slot, the wiring, what the operating system offers). Everything else lives
+#: in the package of its stage.
+LOOSE_CORE = {"clock.py", "text.py", "platform.py", "seams.py", "testing.py", "person.py", "wiring.py"}
 
 
 def test_core_keeps_few_loose_modules() -> None:
     loose = {path.name for path in (REPO / "core").glob("*.py") if path.name != "__init__.py"}
     assert sorted(loose - LOOSE_CORE) == []
+
+
+def linux_only_uses(module: str) -> list[str]:
+    """Where `module` touches what only Linux has: an `os` name macOS lacks, `ctypes` (libc by name),
+    a system call named as a string (`getattr(libc, "syncfs")`), or a `/proc` path."""
+    found = []
+    for node in ast.walk(ast.parse((REPO / module).read_text(encoding="utf-8"))):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "os"
+                and node.attr in LINUX_ONLY_OS):
+            found.append(f"os.{node.attr}")
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module]
+            found += [f"import {name}" for name in names if name and name.split(".")[0] == "ctypes"]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and (
+                node.value.startswith("/proc") or node.value in LINUX_ONLY_CALLS):
+            found.append(repr(node.value))
+        elif isinstance(node, ast.Attribute) and node.attr in LINUX_ONLY_CALLS | {"kqueue"} and not (
+                isinstance(node.value, ast.Name) and node.value.id in {"platform", "_KQ"}):
+            found.append(f".{node.attr}")
+    return [f"{module}:{line}" for line in found]
+
+
+def test_only_the_platform_module_touches_linux_only_names() -> None:
+    """`core/platform.py` says what this OS offers; anything else asks it, so nothing Linux-only is
+    touched at import on a Mac and `PI_AUTHORIZER_PORTABLE=1` turns every such capability off."""
+    offenders = [use for module in SHIPPED if module != "core/platform.py" for use in linux_only_uses(module)]
+    assert offenders == []
+    assert linux_only_uses("core/platform.py"), "the check sees nothing: it would pass anything"
 
 
 def project_classes() -> dict[str, tuple[str, list[str]]]:

@@ -52,6 +52,8 @@ from core.wire.response import ForwardedResponse, encode_response
 
 log = logging.getLogger("pi_authorizer.broker")
 
+#: How often a node whose broker is out of reach at start tries again.
+UNREACHABLE_RETRY_S = 5.0
 #: Who answers a parcel that names no usable responder (the child's reader checks only its type).
 BROKER_RESPONDER = "pi-authorizer-broker"
 
@@ -379,6 +381,27 @@ class BrokerInbox:
     def holding(self) -> int:
         """Asks before this node's arbiter."""
         return len(self._held)
+
+    async def run_until(self, stop: asyncio.Event) -> None:
+        """Beside serving (`ServingCore.add_background`, `--broker`): connect, and while the broker is
+        out of reach say so once and keep trying every `UNREACHABLE_RETRY_S` (the node's inboxes are
+        served meanwhile); closed when serving stops."""
+        said = False
+        while not stop.is_set():
+            try:
+                await self.start()
+                break
+            except BROKER_DOWN as exc:
+                if not said:
+                    log.error("broker %s unreachable (%s): its asks are not served until it answers; "
+                              "trying every %.0f s", self.url, exc, UNREACHABLE_RETRY_S)
+                    said = True
+                await self.clock.wait(stop, UNREACHABLE_RETRY_S)
+        else:
+            return
+        log.info("serving the asks of broker %s as %s", self.url, self.durable)
+        await stop.wait()
+        await self.close()
 
 
 def _body(response: ForwardedResponse) -> str:

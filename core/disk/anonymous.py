@@ -10,9 +10,10 @@ import os
 import resource
 from dataclasses import dataclass
 
+from core import platform
 from core.disk.tree import FILE_MODE
 
-_FLAGS = os.O_WRONLY | getattr(os, "O_TMPFILE", 0) | os.O_CLOEXEC
+_FLAGS = os.O_WRONLY | platform.O_TMPFILE | os.O_CLOEXEC
 _REFUSED = {errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, errno.ENOENT}
 """What a kernel without `O_TMPFILE` (`EISDIR`, `EINVAL`) or a filesystem without it answers."""
 ANONYMOUS_MAX = min(4096, resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 4)
@@ -28,28 +29,11 @@ class Staged:
     fd: int | None = None
 
 
-def _proc_fd_path(fd: int) -> str:
-    return f"/proc/self/fd/{fd}"
-
-
-def proc_names_descriptors() -> bool:
-    """Whether this kernel has `O_TMPFILE` and `/proc/self/fd/N` is this process's descriptor N (a
-    real procfs: the one path a placement does not take relative to a folder descriptor)."""
-    if not getattr(os, "O_TMPFILE", 0):
-        return False
-    fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        seen, held = os.stat(_proc_fd_path(fd)), os.fstat(fd)
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-    return (seen.st_dev, seen.st_ino) == (held.st_dev, held.st_ino)
-
-
 def write_anonymous(dir_fd: int, data: bytes) -> int | None:
     """A descriptor of a new anonymous file holding `data` on `dir_fd`'s filesystem (not synced);
     `None` when the kernel or the filesystem cannot make one."""
+    if not platform.anonymous_files():
+        return None
     try:
         fd = os.open(".", _FLAGS, FILE_MODE, dir_fd=dir_fd)
     except OSError as exc:
@@ -70,7 +54,7 @@ def link_anonymous(fd: int, dir_fd: int, target: str) -> bool:
     """Name the anonymous file `fd` `target` in `dir_fd` (`linkat`, following only the process's own
     descriptor link); `False` when `target` exists: nothing is ever replaced."""
     try:
-        os.link(_proc_fd_path(fd), target, dst_dir_fd=dir_fd, follow_symlinks=True)
+        os.link(platform.proc_fd_path(fd), target, dst_dir_fd=dir_fd, follow_symlinks=True)
     except FileExistsError:
         return False
     return True

@@ -14,6 +14,7 @@ import re
 import shutil
 import stat
 
+from core import platform
 from core.clock import SYSTEM_CLOCK, wall_ms
 from core.disk.tree import FILE_MODE, check_name, lstat_or_none
 
@@ -44,7 +45,7 @@ def write_new(dir_fd: int, name: str, data: bytes, mode: int = FILE_MODE, sync: 
     try:
         write_all(fd, data)
         if sync:
-            os.fsync(fd)
+            platform.full_fsync(fd)
     finally:
         os.close(fd)
 
@@ -160,7 +161,7 @@ def _copy_regular(source: int, name: str, target_dir: int, target: str) -> None:
         try:
             while chunk := os.read(src, _COPY_CHUNK):
                 write_all(dst, chunk)
-            os.fsync(dst)
+            platform.full_fsync(dst)
         finally:
             os.close(dst)
         os.rename(temp, target, src_dir_fd=target_dir, dst_dir_fd=target_dir)

@@ -20,12 +20,14 @@ import weakref
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+from core import platform
+
 log = logging.getLogger("pi_authorizer.tree")
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_PATH_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_DIR_FLAGS = platform.DIR_FLAGS
+_PATH_FLAGS = platform.SEARCH_FLAGS
 
 
 class UnsafeFolder(OSError):
@@ -189,12 +191,26 @@ class Anchor:
 
 
 def _open_real_path(real: str, create: bool, label: str) -> int:
-    """Walk an absolute real path from `/` with `O_PATH | O_NOFOLLOW` (search permission suffices)."""
+    """Walk an absolute real path from `/` with `O_PATH | O_NOFOLLOW` (search permission suffices).
+
+    Without `O_PATH` (macOS) each folder on the way is opened for reading; where one above the anchor
+    may be searched but not read (a `0711` home's parent), the real path is opened whole instead,
+    its last component never through a link (the path above the anchor is the person's own)."""
 
     def where(walked: list[str]) -> str:
-        return f"{label} {real}: {walked[-1]}"
+        return f"{label} {real}: {walked[-1] if walked else '/'}"
 
-    return _walk(os.open("/", _PATH_FLAGS), Path(real).parts[1:], create, where, _PATH_FLAGS)
+    try:
+        return _walk(os.open("/", _PATH_FLAGS), Path(real).parts[1:], create, where, _PATH_FLAGS)
+    except PermissionError:
+        if platform.O_PATH:
+            raise
+    try:
+        return os.open(real, _DIR_FLAGS)
+    except OSError as exc:
+        if exc.errno in {errno.ENOTDIR, errno.ELOOP}:
+            raise UnsafeFolder(f"{label} {real}", "is a symbolic link (never followed)") from None
+        raise
 
 
 def _close_all(held: list[int]) -> None:

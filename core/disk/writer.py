@@ -6,54 +6,17 @@ one class instead of patching; the primitives it wraps are `core.disk.entries` a
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import os
 import stat
 import threading
 from collections.abc import Callable
 
-from core.disk.anonymous import (
-    ANONYMOUS_MAX,
-    Staged,
-    link_anonymous,
-    proc_names_descriptors,
-    write_anonymous,
-)
+from core import platform
+from core.disk.anonymous import ANONYMOUS_MAX, Staged, link_anonymous, write_anonymous
 from core.disk.entries import remove, replace_file, temp_name, write_new
 from core.disk.reused import reuse_request
 from core.disk.tree import check_name
-
-_LIBC = ctypes.CDLL(None, use_errno=True)
-_RENAMEAT2 = getattr(_LIBC, "renameat2", None)
-_SYNCFS = getattr(_LIBC, "syncfs", None)
-_RENAME_NOREPLACE = 1
-
-
-def rename_noreplace(dir_fd: int, source: str, target: str) -> bool | None:
-    """`renameat2(RENAME_NOREPLACE)` within one folder: `True` done, `False` the target exists,
-    `None` when the kernel or filesystem does not offer it (the caller falls back to `link()`)."""
-    if _RENAMEAT2 is None:
-        return None
-    src, dst = os.fsencode(check_name(source)), os.fsencode(check_name(target))
-    if _RENAMEAT2(dir_fd, src, dir_fd, dst, _RENAME_NOREPLACE) == 0:
-        return True
-    error = ctypes.get_errno()
-    if error == errno.EEXIST:
-        return False
-    if error in {errno.EINVAL, errno.ENOSYS, errno.ENOTSUP}:
-        return None
-    raise OSError(error, os.strerror(error), target)
-
-
-def syncfs(fd: int) -> bool:
-    """Flush the whole filesystem holding `fd` (one call for a batch of files); `False` when unavailable."""
-    if _SYNCFS is None:
-        return False
-    if _SYNCFS(fd) == 0:
-        return True
-    error = ctypes.get_errno()
-    raise OSError(error, os.strerror(error), "syncfs")
 
 
 class DiskWriter:
@@ -88,7 +51,7 @@ class DiskWriter:
         staged = Staged(name, fd)
         if sync:
             try:
-                os.fsync(fd)
+                platform.full_fsync(fd)
             except BaseException:
                 self.discard(dir_fd, staged)
                 raise
@@ -112,7 +75,7 @@ class DiskWriter:
         """The descriptor `make` opens, counted as held until placed or discarded; None (nothing
         counted) when `/proc` does not name descriptors, too many are held, or `make` made none."""
         if DiskWriter._usable is None:
-            DiskWriter._usable = proc_names_descriptors()
+            DiskWriter._usable = platform.anonymous_files()
         with DiskWriter._lock:
             if not self.anonymous or not DiskWriter._usable or self._held >= self.anonymous_max:
                 return None
@@ -133,11 +96,11 @@ class DiskWriter:
     def sync_file(self, dir_fd: int, staged: Staged) -> None:
         """Make one staged file durable (a batch too small for `sync_all`, or where it is missing)."""
         if staged.fd is not None:
-            os.fsync(staged.fd)
+            platform.full_fsync(staged.fd)
             return
         fd = os.open(check_name(staged.name), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
         try:
-            os.fsync(fd)
+            platform.full_fsync(fd)
         finally:
             os.close(fd)
 
@@ -196,7 +159,7 @@ class DiskWriter:
             os.close(fd)
 
     def fsync_dir(self, dir_fd: int) -> None:
-        os.fsync(dir_fd)
+        platform.full_fsync(dir_fd)
 
     def write_unsynced(self, dir_fd: int, name: str, data: bytes) -> None:
         """`write_new` without the fsync: a batch makes all its files durable at once (`sync_all`)."""
@@ -204,11 +167,12 @@ class DiskWriter:
 
     def sync_all(self, dir_fd: int) -> bool:
         """Make every file written on `dir_fd`'s filesystem durable (`syncfs`); `False` if unavailable."""
-        return syncfs(dir_fd)
+        return platform.syncfs(dir_fd)
 
     def rename_noreplace(self, dir_fd: int, source: str, target: str) -> bool | None:
-        """`rename_noreplace` (a test seam: `None` stands for a filesystem without it)."""
-        return rename_noreplace(dir_fd, source, target)
+        """Rename within one folder unless `target` exists (`core.platform.rename_noreplace`; a test
+        seam: `None` stands for a system or filesystem without it)."""
+        return platform.rename_noreplace(dir_fd, check_name(source), check_name(target))
 
     def place_named(self, dir_fd: int, source: str, target: str) -> bool:
         """Give the durable named file `source` the name `target` unless it exists (`False` then:

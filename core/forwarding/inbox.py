@@ -202,14 +202,19 @@ class SessionInbox:
         except FileNotFoundError:
             return []
 
-    def response_is(self, request_id: str, body: bytes) -> bool:
+    def response_is(self, request_id: str, body: bytes, or_cut_short: bool = False) -> bool:
         """Whether `responses/<id>.json` is a regular file holding exactly `body` (never through a
-        link): delivery verified, not assumed. False when it is missing, unreadable or other."""
+        link): delivery verified, not assumed. False when it is missing, unreadable or other. With
+        `or_cut_short`, also a start of `body` (then nothing, or NUL bytes): what a power cut leaves of
+        a response written after its verdict was durable and not flushed itself (docs/reliability.md)."""
         try:
             with self.folder("responses") as fd:
-                return read_small(fd, f"{request_id}.json", len(body)) == body
+                held = read_small(fd, f"{request_id}.json", len(body))
         except (OSError, ValueError):
             return False
+        if held is None or held == body:
+            return held == body
+        return or_cut_short and body.startswith(held.rstrip(b"\0"))
 
     def peek_response(self, request_id: str, limit: int = 400) -> bytes:
         """The start of `responses/<id>.json` for a report, never through a link; empty when unreadable."""

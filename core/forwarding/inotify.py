@@ -1,4 +1,5 @@
-"""A minimal Linux inotify binding on the asyncio loop (ctypes over libc; no thread, no polling).
+"""A minimal Linux inotify binding on the asyncio loop (libc's calls, found by `core.platform`; no
+thread, no polling).
 
 The one change-notification stack of this node (the forwarding root's watcher and config reloads):
 the kernel's fd readiness costs nothing while idle and delivers an event in well under a
@@ -9,16 +10,14 @@ falls back to what it already has for missed events (a rescan, a re-check), so n
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import ctypes.util
 import errno
-import functools
 import os
 import struct
 import sys
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
+from core import platform
 from core.clock import SYSTEM_CLOCK, Clock
 
 IN_ATTRIB = 0x004
@@ -65,30 +64,9 @@ class InotifyUnavailable(OSError):
     """No inotify here (not Linux, or the instance/watch limit is reached)."""
 
 
-#: Where the kernel keeps the user's inotify watch limit.
-MAX_USER_WATCHES = "/proc/sys/fs/inotify/max_user_watches"
-
-
 class WatchesExhausted(InotifyUnavailable):
     """`inotify_add_watch` refused with ENOSPC: the user's watches (shared by every program of the
     user) are used up. The message says the limit, so the operator knows what to raise."""
-
-
-def watch_limit() -> int | None:
-    try:
-        with open(MAX_USER_WATCHES, encoding="ascii") as limit:
-            return int(limit.read().strip())
-    except (OSError, ValueError):
-        return None
-
-
-@functools.cache
-def _libc() -> ctypes.CDLL:
-    """Found once: `find_library` runs a helper process."""
-    path = ctypes.util.find_library("c")
-    if path is None:
-        raise InotifyUnavailable("libc not found")
-    return ctypes.CDLL(path, use_errno=True)
 
 
 class Inotify:
@@ -98,44 +76,35 @@ class Inotify:
         """`fault`: called (`inotify_add_watch`) before each watch is added; an `OSError` it raises is
         taken as that call's failure (the fault seam: tests make the kernel refuse a watch)."""
         self.fault = fault
-        libc = _libc()
+        calls = platform.inotify_calls()
+        if calls is None:
+            raise InotifyUnavailable(f"no inotify here ({platform.watch_backend()} instead)")
+        self._calls = calls
         try:
-            self._add = libc.inotify_add_watch
-            self._rm = libc.inotify_rm_watch
-            init = libc.inotify_init1
-        except AttributeError as exc:
-            raise InotifyUnavailable("this libc has no inotify") from exc
-        self._add.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
-        self._rm.argtypes = [ctypes.c_int, ctypes.c_int]
-        fd = init(IN_NONBLOCK | IN_CLOEXEC)
-        if fd < 0:
-            err = ctypes.get_errno()
-            raise InotifyUnavailable(err, f"inotify_init1 failed: {os.strerror(err)}")
-        self.fd: int = fd
+            self.fd: int = calls.init(IN_NONBLOCK | IN_CLOEXEC)
+        except OSError as exc:
+            raise InotifyUnavailable(exc.errno, str(exc)) from None
 
     def add_watch(self, path: str, mask: int = DIRECTORY_EVENTS) -> int | None:
         """The watch descriptor, or None when the directory is not there (yet)."""
         try:
-            self.fault("inotify_add_watch")
+            self.fault(platform.ADD_WATCH_CHECKPOINT)
+            return self._calls.add_watch(self.fd, path, mask)
         except OSError as exc:
-            wd, err = -1, exc.errno or errno.EIO
-        else:
-            wd = self._add(self.fd, os.fsencode(path), mask)
-            err = ctypes.get_errno() if wd < 0 else 0
-        if wd >= 0:
-            return wd
-        if err in {errno.ENOENT, errno.ENOTDIR}:  # not there (yet), or not a directory
-            return None
-        if err == errno.ENOSPC:
-            limit = watch_limit()
-            said = f"{limit:,}" if limit is not None else "unknown"
-            raise WatchesExhausted(err, "the user's inotify watches are used up (fs.inotify.max_user_watches"
-                                        f" = {said}, shared by every program of this user)")
-        raise InotifyUnavailable(err, f"inotify_add_watch({path!r}) failed: {os.strerror(err)}")
+            err = exc.errno or errno.EIO
+            if err in {errno.ENOENT, errno.ENOTDIR}:  # not there (yet), or not a directory
+                return None
+            if err == errno.ENOSPC:
+                limit = platform.inotify_watch_limit()
+                said = f"{limit:,}" if limit is not None else "unknown"
+                why = (f"the user's inotify watches are used up (fs.inotify.max_user_watches = {said},"
+                       " shared by every program of this user)")
+                raise WatchesExhausted(err, why) from None
+            raise InotifyUnavailable(err, str(exc)) from None
 
     def rm_watch(self, wd: int) -> None:
         """Stop watching; a watch the kernel already dropped (its folder went away) is no error."""
-        self._rm(self.fd, wd)
+        self._calls.rm_watch(self.fd, wd)
 
     def read_events(self) -> list[Event]:
         try:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from core import platform
 from core.clock import SYSTEM_CLOCK, Clock, wall_ms
 from core.disk.entries import read_small, remove
 from core.disk.paths import encode_session_id
@@ -49,17 +50,7 @@ def pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return not _is_zombie(pid)
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            stat = handle.read()
-    except OSError:
-        return False
-    # `pid (comm) S ...`: comm may hold spaces and parentheses, the state follows the last `)`.
-    return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] == b"Z"
+    return not platform.is_zombie(pid)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Change notification for the forwarding root: kernel inotify events, listing each folder as fallback.
+"""Change notification for the forwarding root: kernel inotify events (Linux), listing each folder on
+a kqueue wake (macOS, `core.forwarding.kqueue`), or listing each folder every `POLL_S` as fallback.
 
 The reference polls every 250 ms; a person at a side terminal should see an ask within
 milliseconds. The watcher only says *which session folders changed*; the serving loop then rescans
@@ -14,6 +15,7 @@ import os
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
+from core import platform
 from core.clock import SYSTEM_CLOCK, Clock
 from core.disk.entries import temp_target, temp_writer
 from core.disk.tree import Anchor, UnsafeFolder
@@ -31,6 +33,7 @@ from core.forwarding.inotify import (
     InotifyUnavailable,
     WatchesExhausted,
 )
+from core.forwarding.kqueue import FolderWake
 from core.forwarding.poll import POLL_S, RESCAN_ALL, polled_changes
 
 log = logging.getLogger("pi_authorizer.watch")
@@ -121,7 +124,7 @@ class _SessionTree:
             return  # not there (yet), or a link: serving reports it, nothing is watched through it
 
     def _watch_fd(self, fd: int, folder: str | None, inbox: bool = False) -> None:
-        wd = self.ino.add_watch(f"/proc/self/fd/{fd}", DIRECTORY_EVENTS & ~IN_DONT_FOLLOW)
+        wd = self.ino.add_watch(platform.proc_fd_path(fd), DIRECTORY_EVENTS & ~IN_DONT_FOLLOW)
         if wd is not None:
             self.folder_of[wd] = folder
             if inbox:
@@ -202,7 +205,7 @@ class _SessionTree:
     def _watch_outbox(self, folder: str) -> None:
         try:
             with self.tree.folder(("sessions", folder, "responses")) as fd:
-                wd = self.ino.add_watch(f"/proc/self/fd/{fd}", OUTBOX_EVENTS)
+                wd = self.ino.add_watch(platform.proc_fd_path(fd), OUTBOX_EVENTS)
         except (FileNotFoundError, UnsafeFolder):
             return
         if wd is not None:
@@ -326,7 +329,8 @@ async def watch_session_folders(
     await _sessions_folder_ready(tree, stop, clock)
     if stop.is_set():
         return
-    if not force_polling:
+    backend = "polling" if force_polling else platform.watch_backend()
+    if backend == "inotify":
         try:
             async for folders in _inotify_changes(sessions_dir, tree, stop, settled, wanted, foreign, fault):
                 yield folders
@@ -335,5 +339,15 @@ async def watch_session_folders(
             (exhausted or ExhaustedReport())(exc)
         except InotifyUnavailable as exc:
             log.warning("inotify is unavailable (%s); polling every %.2f s instead", exc, POLL_S)
-    async for folders in polled_changes(tree, stop, clock, wanted, foreign):
-        yield folders
+    wake = None
+    if backend == "kqueue":
+        try:
+            wake = FolderWake(tree)
+        except OSError as exc:
+            log.warning("kqueue is unavailable (%s); polling every %.2f s instead", exc, POLL_S)
+    try:
+        async for folders in polled_changes(tree, stop, clock, wanted, foreign, wake):
+            yield folders
+    finally:
+        if wake is not None:
+            wake.close()

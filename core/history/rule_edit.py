@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from core import platform
 from core.disk.entries import replace_file
 from core.disk.tree import FILE_MODE
 from core.history.suggest import Suggestion, SuggestionRefused, shadowed_deny
@@ -141,6 +142,6 @@ def _replace_atomically(path: Path, data: bytes) -> None:
     fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         replace_file(fd, path.name, data, mode)
-        os.fsync(fd)
+        platform.full_fsync(fd)
     finally:
         os.close(fd)

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from core import platform
 from core.disk.entries import read_small, remove, temp_name, write_new
 from core.disk.tree import Anchor
 from core.serving import ServeEvent
@@ -95,7 +96,7 @@ def _replace(folder: int, name: str, data: bytes) -> None:
         with contextlib.suppress(OSError):
             remove(folder, temp)
         raise
-    os.fsync(folder)
+    platform.full_fsync(folder)
 
 
 def load(history: Path) -> list[ServeEvent]:

@@ -34,6 +34,7 @@ from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from core import platform
 from core.disk.tree import FILE_MODE, Anchor
 from core.history import spool
 from core.history.open_rows import holds_response, open_row, open_rows
@@ -83,6 +84,9 @@ class HistoryWriter:
         self._lock = threading.RLock()
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
+        if platform.SQLITE_FULLFSYNC:  # macOS: a verdict's commit reaches the drive, not its cache
+            self._conn.execute("PRAGMA fullfsync=ON")
+            self._conn.execute("PRAGMA checkpoint_fullfsync=ON")
         migrate(self._conn)
         self._since_prune = 0
         self._queue: list[ServeEvent] = []

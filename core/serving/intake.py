@@ -131,7 +131,7 @@ def take_in(inbox: SessionInbox, names: Sequence[str], ledger: Ledger | None) ->
     ours = frozenset(
         name for name in responses
         if (verdict := recorded.get(name.removesuffix(".json"))) is not None
-        and inbox.response_is(name.removesuffix(".json"), verdict.body)
+        and inbox.response_is(name.removesuffix(".json"), verdict.body, or_cut_short=True)
     )
     return Intake(reads, responses, recorded, ours)
 

@@ -1,15 +1,18 @@
 """The publisher, the last stage of serving: history record → response file, a batch at a time.
 
-Every answer ready at the same moment joins one batch (at most `MAX_BATCH`) that passes the
-checkpoints of `CHECKPOINTS` in order, each a named point of the fault hook (`Seams.fault`, the seam
-crash tests use; `docs/serving-speed.md` says what is true after each): `recorded`, every verdict in
-ONE fsynced transaction (recorded before visible; a verdict the ledger refuses is replaced by a
-fail-safe denial that says why, so nothing is approved without its record); `staged` and `durable`,
-each body in a temp beside its target, made durable by one `syncfs` (an `fsync` each below
-`SYNCFS_FROM`); `half-linked` and `linked`, each temp renamed to `responses/<id>.json` without
-replacing (`renameat2(RENAME_NOREPLACE)`, else `link()`: nothing is answered twice), each folder
-fsynced; `marked`, the ledger notes what was written; `deleted`, the answered requests removed on a
-worker of their own. A restart reconciles a stop between any two checkpoints (`core.serving.reconcile`).
+Every answer ready at the same moment joins one batch (at most `MAX_BATCH`) that passes the checkpoints
+of `CHECKPOINTS` in order, each a named point of the fault hook (`Seams.fault`, the seam crash tests
+use; `docs/serving-speed.md` says what is true after each): `recorded`, every verdict in ONE fsynced
+transaction (recorded before visible; a verdict the ledger refuses is replaced by a fail-safe denial
+that says why, so nothing is approved without its record); `staged` and `durable`, each body in a temp
+beside its target, made durable by one `syncfs` (an `fsync` each below `SYNCFS_FROM`) where it must be:
+a new file whose verdict the history holds durably needs no flush of its own (a restart after a power
+cut publishes it from the history, and takes what the cut left of it for ours: `docs/reliability.md` § A
+response's own flush); `half-linked` and `linked`, each temp renamed to `responses/<id>.json` without
+replacing (`renameat2(RENAME_NOREPLACE)`, else `link()`: nothing is answered twice), each folder fsynced
+(where its files were); `marked`, the ledger notes what was written; `deleted`, the answered requests
+removed on a worker of their own. A restart reconciles a stop between any two checkpoints
+(`core.serving.reconcile`).
 
 Every file operation goes through the `DiskWriter` seam, relative to a `responses/` (or `requests/`)
 descriptor opened from the root down: no link is ever followed. What it records and reports is
@@ -299,6 +302,7 @@ class Publisher:
             try:
                 item.temp = self.writer.reuse(requests, verdict.key.name, verdict.parsed.raw, verdict.body,
                                               fd, f"{verdict.request_id}.json", device)
+                item.reused = item.temp is not None
             except (OSError, ValueError) as exc:
                 log.warning("answering in request %s failed (%s); a new file is made",
                             log_safe(display_name(verdict.key.name)), exc)
@@ -308,10 +312,12 @@ class Publisher:
     ) -> None:
         fault("staged")
         for fd, items in opened:
-            if together:
-                self._sync(fd, items)
+            unflushed = [item for item in items if item.temp is not None and not item.synced
+                         and self._flushed_itself(item)]
+            if together and unflushed:
+                self._sync(fd, unflushed)
             else:
-                self._sync_each(fd, [item for item in items if not item.synced])
+                self._sync_each(fd, unflushed)
         fault("durable")
         staged = [(fd, item) for fd, items in opened for item in items if item.temp is not None]
         half = len(staged) // 2
@@ -319,7 +325,7 @@ class Publisher:
         for index, (fd, item) in enumerate(staged):
             if index == half and index > 0:
                 fault("half-linked")
-            if self._place(fd, item):
+            if self._place(fd, item) and self._flushed_itself(item):
                 placed.add(fd)
         for fd in placed:
             try:
@@ -328,8 +334,15 @@ class Publisher:
                 log.error("fsync of a responses folder failed after publishing: %s", exc)
         fault("linked")
 
+    def _flushed_itself(self, item: BatchItem) -> bool:
+        """Whether this answer's response file is made durable itself before and after it is placed:
+        unless its verdict is durable in the history first (a restart publishes it from there), and
+        it is a new file (a request rewritten in place could hold a mix of both after a power cut)."""
+        return self.ledger is None or item.history_failed is not None or item.reused
+
     def _stage(self, fd: int, item: BatchItem, sync: bool) -> None:
         temp = temp_name(f"{item.verdict.request_id}.json")
+        sync = sync and self._flushed_itself(item)
         try:
             staged = self.writer.stage(fd, temp, item.verdict.body, sync)
         except Exception as exc:

@@ -6,6 +6,7 @@ import asyncio
 import io
 import logging
 
+from core.text import LineFormatter
 from tui.commands.log_sink import TurnBufferedHandler
 
 
@@ -68,3 +69,16 @@ async def test_lines_from_a_worker_thread_keep_their_order() -> None:
     await asyncio.to_thread(log.info, "on a worker")
     await asyncio.sleep(0)
     assert stream.getvalue() == "INFO on the loop\nINFO on a worker\n"
+
+
+def test_a_line_stamp_is_formatted_once_a_second_and_always_right() -> None:
+    """`LineFormatter` keeps the last second's stamp (a burst logs thousands of lines in one); a new
+    second, or the default format with its milliseconds, is formatted afresh."""
+    formatter = LineFormatter("%(asctime)s %(message)s", "%Y-%m-%dT%H:%M:%S")
+    plain = logging.Formatter("%(asctime)s %(message)s", "%Y-%m-%dT%H:%M:%S")
+    default, plain_default = LineFormatter("%(asctime)s"), logging.Formatter("%(asctime)s")
+    for created in (1_800_000_000.1, 1_800_000_000.9, 1_800_000_001.0, 1_700_000_000.5, 1_800_000_000.2):
+        record = logging.LogRecord("pi_authorizer", logging.INFO, "x", 1, "line", None, None)
+        record.created, record.msecs = created, (created % 1) * 1000
+        assert formatter.format(record) == plain.format(record)
+        assert default.format(record) == plain_default.format(record)

@@ -21,6 +21,7 @@ from core.serving.asks import DenyingArbiter
 from core.testing import ManualClock
 from tests.helpers import (
     Served,
+    needs_inotify,
     read_response_when_written,
     rescanned_until,
     response_path,
@@ -77,6 +78,7 @@ async def test_another_live_server_on_the_inbox_is_reported_and_not_raced(
         await rescanned_until(clock, response_path(served.root, S, "theirs").exists, what="answered")
 
 
+@needs_inotify
 async def test_another_process_writing_temps_in_responses_is_reported_and_not_raced(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, other: subprocess.Popen[bytes]
 ) -> None:
@@ -146,8 +148,11 @@ async def test_a_denial_replaced_by_another_servers_answer_is_never_recorded_as_
             path = response_path(served.root, S, "raced")
             temp = path.with_name(f"{path.name}.{other.pid}.1800000000000.tmp")  # the other server's publish
             temp.write_text(json.dumps({"approved": True, "state": "approved"}))
+            # Seen at once by inotify, or by the next listing where serving polls (the portable pass).
+            contested = lambda: _row(store, "raced")[0] == "contested"  # noqa: E731
+            await rescanned_until(clock, contested, what="the row contested")
             temp.rename(path)
-            await wait_for(lambda: _row(store, "raced")[0] == "contested", what="the row contested")
+            await served.core.rescan_all()  # a listing after the rename: still never "delivered"
             _, verdict, written, reason = _row(store, "raced")
             assert written == 0 and verdict == "denied_with_reason"
             assert reason is not None and f"another server (pid {other.pid})" in reason
@@ -184,7 +189,7 @@ async def test_an_ask_another_server_answers_leaves_the_persons_queue_as_answere
         path = response_path(served.root, S, "shown")
         temp = path.with_name(f"{path.name}.{other.pid}.1800000000000.tmp")  # the other server answers it
         temp.write_text(json.dumps({"approved": True, "state": "approved"}))
-        await wait_for(lambda: not human.pending(), what="the ask out of the queue")
+        await rescanned_until(clock, lambda: not human.pending(), what="the ask out of the queue")
         temp.rename(path)  # its publish completes
         await served.core.rescan_all()
         [event] = gone

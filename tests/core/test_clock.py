@@ -16,7 +16,14 @@ from core.serving.asks import DenyingArbiter
 from core.serving.loop import SAFETY_RESCAN_S
 from core.serving.verdicts import Ledger
 from core.testing import FailingDisk, FailingLedger, ManualClock
-from tests.helpers import poll_until, read_response_when_written, response_path, wait_for, write_request
+from tests.helpers import (
+    needs_inotify,
+    poll_until,
+    read_response_when_written,
+    response_path,
+    wait_for,
+    write_request,
+)
 
 
 def test_manual_clock_moves_only_when_told() -> None:
@@ -55,6 +62,7 @@ def test_a_manual_sleep_blocks_its_thread_until_the_clock_passes_it() -> None:
 S = "019ff969-c34c-70be-9034-fae19c852932"
 
 
+@needs_inotify
 async def test_the_safety_rescan_and_the_unsafe_sessions_retry_wait_on_the_clock(tmp_path: Path) -> None:
     """While `sessions/` is a link nothing is watched; once it is a folder, only the safety rescan finds a
     request (no watch exists to report it) and only the watcher's retry starts watching again."""
@@ -96,6 +104,7 @@ class BrokenLinkOnce(DiskWriter):
         super().link(dir_fd, source, target)
 
 
+@needs_inotify
 async def test_a_rejected_requests_answer_is_retried_after_its_backoff_on_the_clock(tmp_path: Path) -> None:
     root = tmp_path / "root"
     clock = ManualClock()
@@ -137,6 +146,7 @@ async def serving(
         await asyncio.wait_for(task, 30)  # a hang guard
 
 
+@needs_inotify
 async def test_a_failed_response_write_is_retried_after_its_backoff_on_the_clock(tmp_path: Path) -> None:
     """The publisher's worker thread sleeps on the clock; the loop goes on meanwhile (a rejected request
     is answered while the retry waits)."""
@@ -155,6 +165,7 @@ async def test_a_failed_response_write_is_retried_after_its_backoff_on_the_clock
         assert body["state"] == "denied_with_reason" and disk.attempts == 2
 
 
+@needs_inotify
 async def test_a_failed_record_is_retried_after_its_backoff_on_the_clock(tmp_path: Path) -> None:
     clock = ManualClock()
     store = HistoryStore.in_state_dir(tmp_path / "state", seams=Seams(clock=clock))
@@ -171,6 +182,7 @@ async def test_a_failed_record_is_retried_after_its_backoff_on_the_clock(tmp_pat
         await wait_for(lambda: [r.written for r in store.query()] == [1], what="recorded and noted")
 
 
+@needs_inotify
 async def test_a_failed_note_of_a_written_response_is_retried_on_the_clock(tmp_path: Path) -> None:
     """A visible response whose note fails once ends noted (`written == 1`), not recorded as unwritten."""
     clock = ManualClock()

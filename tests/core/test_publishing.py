@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from core.history import HistoryStore
 from core.serving import ServingCore
 from core.serving.asks import DenyingArbiter
-from core.testing import HeldAt, PoisonLedger
+from core.testing import FailingLedger, FlushCountingDisk, HeldAt, PoisonLedger
 from tests.core.support import (
     ALLOW_LS,
     assert_answered_once,
@@ -181,3 +181,53 @@ async def test_a_file_moved_away_and_back_while_its_answer_is_published_is_answe
     assert "forged" not in kinds and "quarantined" not in kinds
     assert [(r.outcome, r.written) for r in store.query()] == [("fail-safe", 1)]
     store.close()
+
+
+async def test_a_response_whose_verdict_the_history_holds_is_not_flushed_itself(tmp_path: Path) -> None:
+    """The verdict is durable in the history before its response is visible, and a restart publishes it
+    from there: the new response file costs no flush of its own (docs/reliability.md)."""
+    disk = FlushCountingDisk()
+    store = HistoryStore.in_state_dir(tmp_path / "state")
+    async with Served(tmp_path, DenyingArbiter(), ledger=store, writer=disk) as served:
+        write_request(served.root, S, "one")
+        body = await read_response_when_written(served.root, S, "one")
+        await wait_for(lambda: not requests_left(served.root), what="the request removed")
+    recorded = store.recorded_verdicts(S, ["one"])["one"]
+    assert body["state"] == "denied_with_reason" and recorded.written
+    assert (session_dir(served.root, S) / "responses" / "one.json").read_bytes() == recorded.body
+    assert disk.flushes == []
+
+
+@pytest.mark.parametrize("history", ["none", "refusing"])
+async def test_a_response_no_durable_verdict_stands_behind_is_flushed(tmp_path: Path, history: str) -> None:
+    """Without a history, or when it refuses the verdict (a fail-safe denial is sent unrecorded), the
+    response file itself is made durable, and its folder, before the answer counts as given."""
+    disk = FlushCountingDisk()
+    store = HistoryStore.in_state_dir(tmp_path / "state")
+    ledger = None if history == "none" else FailingLedger(store, failures=-1)
+    async with Served(tmp_path, DenyingArbiter(), ledger=ledger, writer=disk) as served:
+        write_request(served.root, S, "one")
+        body = await read_response_when_written(served.root, S, "one")
+    assert body["approved"] is False
+    # the file and its folder (a write retried on a busy machine flushes its file again)
+    assert set(disk.flushes) == {"file", "folder"}
+
+
+async def test_a_response_a_power_cut_left_empty_is_taken_for_ours_on_restart(tmp_path: Path) -> None:
+    """A response not flushed itself may be empty or cut short after a power cut (its verdict is
+    durable); the restart takes it for this node's answer, never for a forgery, and serves on."""
+    store = HistoryStore.in_state_dir(tmp_path / "state")
+    async with Served(tmp_path, DenyingArbiter(), ledger=store) as served:
+        request = write_request(served.root, S, "cut")
+        kept = request.read_bytes()
+        await read_response_when_written(served.root, S, "cut")
+        await wait_for(lambda: not requests_left(served.root), what="the request removed")
+    response = session_dir(served.root, S) / "responses" / "cut.json"
+    response.write_bytes(b"")  # what the cut left: the name, not the bytes
+    request.write_bytes(kept)  # nor the removal of the request
+    async with Served(tmp_path, DenyingArbiter(), ledger=store) as served:
+        await wait_for(lambda: not requests_left(served.root), what="the request taken as answered")
+        write_request(served.root, S, "next")
+        await read_response_when_written(served.root, S, "next")
+        assert served.core.quarantine.records() == []
+        assert "quarantined" not in served.kinds()

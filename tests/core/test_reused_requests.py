@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.disk.anonymous import proc_names_descriptors
 from core.disk.reused import reuse_request
 from core.disk.tree import FILE_MODE
+from core.platform import anonymous_files
 from core.serving import ServingCore
 from core.serving.asks import DenyingArbiter
 from tests.core.support import ALLOW_LS, assert_answered_once, serve_until_answered, write_burst
@@ -29,7 +29,7 @@ from tests.history.support import Node, S
 REQUEST = b'{"id":"r1","kind":"a request"}'
 BODY = b'{"approved":true}'
 PLACES_BY_DESCRIPTOR = pytest.mark.skipif(
-    not proc_names_descriptors(), reason="no O_TMPFILE or no procfs here: requests are never rewritten"
+    not anonymous_files(), reason="no O_TMPFILE or no procfs here: requests are never rewritten"
 )
 
 

@@ -28,6 +28,8 @@ from core.testing import FailingDisk, FailingLedger, GatedDisk, HeldDisk, Linked
 from core.wire.request import ParsedRequest
 from tests.helpers import (
     Served,
+    needs_inotify,
+    needs_proc,
     poll_until,
     read_response_when_done,
     read_response_when_written,
@@ -64,6 +66,7 @@ async def test_disk_full_is_retried_and_the_child_answered(
         )
 
 
+@needs_inotify
 async def test_eio_that_outlasts_the_retries_is_answered_once_the_disk_heals(tmp_path: Path) -> None:
     disk = FailingDisk(errno.EIO, failures=-1)
     clock = ManualClock(1_800_000_000.0)
@@ -140,6 +143,7 @@ async def test_inbox_deleted_and_recreated_is_served_again(tmp_path: Path) -> No
         await read_response_when_written(served.root, S, "three")
 
 
+@needs_inotify
 async def test_clock_jumps_change_nothing_but_timestamps(tmp_path: Path) -> None:
     clock = ManualClock(1_800_000_000.0)
     async with Served(tmp_path, DenyingArbiter(clock), clock=clock) as served:
@@ -208,6 +212,7 @@ async def test_already_answered_id_is_set_aside_with_a_reason(tmp_path: Path) ->
         )
 
 
+@needs_proc
 def test_restart_takes_over_at_once_after_kill_9(tmp_path: Path) -> None:
     """The killed holder is not reaped yet (a zombie): its fresh heartbeat must not hold the session."""
     command = [

@@ -11,6 +11,7 @@ import pytest
 
 from core.forwarding.inotify import FolderWatch
 from core.forwarding.watch import watch_session_folders
+from tests.helpers import needs_inotify
 
 
 class Collector:
@@ -120,6 +121,7 @@ async def woken_by(watch: FolderWatch, change: Path) -> None:
     await asyncio.wait_for(waiting, 30)
 
 
+@needs_inotify
 async def test_a_change_in_a_watched_folder_wakes_the_waiter(tmp_path: Path) -> None:
     watch = FolderWatch()
     try:
@@ -129,6 +131,7 @@ async def test_a_change_in_a_watched_folder_wakes_the_waiter(tmp_path: Path) -> 
         watch.close()
 
 
+@needs_inotify
 async def test_a_folder_removed_and_made_again_is_watched_again_once_re_armed(tmp_path: Path) -> None:
     folder = tmp_path / "agent"
     folder.mkdir()

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from core.disk.paths import encode_session_id
-from core.forwarding.inotify import watch_limit
 from core.forwarding.survey import MAX_SURVEYED, survey_inboxes
+from core.platform import inotify_watch_limit as watch_limit
 from core.serving.asks import DenyingArbiter
-from tests.helpers import Served, read_response_when_written, wait_for, write_request
+from tests.helpers import Served, needs_inotify, read_response_when_written, wait_for, write_request
 from tests.history.support import S
 
 OTHER = "019ff969-c34c-70be-9034-fae19c852999"
@@ -34,6 +34,7 @@ def inotify_watches() -> int:
     return count
 
 
+@needs_inotify
 async def test_only_served_inboxes_are_watched(tmp_path: Path) -> None:
     root = tmp_path / "root"
     for n in range(60):  # empty session folders of sessions nobody serves
@@ -53,6 +54,7 @@ async def test_only_served_inboxes_are_watched(tmp_path: Path) -> None:
         assert inotify_watches() - before <= 7
 
 
+@needs_inotify
 async def test_exhausted_watches_are_reported_once_with_the_limit_and_served_inboxes_are_polled(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -21,9 +21,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.disk.anonymous import proc_names_descriptors
 from core.forwarding.liveness import heartbeat_path
 from core.history import HistoryRow, HistoryStore
+from core.platform import anonymous_files
 from core.serving.asks import AskKey, DenyingArbiter
 from core.serving.publisher import CHECKPOINTS
 from core.wire.response import encode_response
@@ -231,7 +231,7 @@ async def restart_and_drain(node: Node, valid: list[str]) -> None:
         await node.stop()
 
 
-@pytest.mark.skipif(not proc_names_descriptors(), reason="no O_TMPFILE or no procfs: never rewritten")
+@pytest.mark.skipif(not anonymous_files(), reason="no O_TMPFILE or no procfs: never rewritten")
 @pytest.mark.parametrize("stage", ["staged", "durable", "half-linked", "linked", "marked"])
 def test_a_burst_answered_in_its_own_request_files_is_answered_once_after_a_kill(
     tmp_path: Path, stage: str
