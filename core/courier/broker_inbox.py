@@ -36,7 +36,6 @@ from core.courier.broker import (
     connect,
     create_decision,
     decision_key,
-    decode_decision,
     decode_parcel,
     host_token_of,
     parcel_id_of,
@@ -54,6 +53,9 @@ log = logging.getLogger("pi_authorizer.broker")
 
 #: How often a node whose broker is out of reach at start tries again.
 UNREACHABLE_RETRY_S = 5.0
+#: How often the keys of the asks before the arbiter are read anyway (a write whose notice was lost
+#: while the broker restarted), as serving rescans its inboxes.
+SAFETY_RESYNC_S = 5.0
 #: Who answers a parcel that names no usable responder (the child's reader checks only its type).
 BROKER_RESPONDER = "pi-authorizer-broker"
 
@@ -162,6 +164,7 @@ class BrokerInbox:
         decisions: Subscription | None = None
         pull = None
         reconnects = link.nc.stats["reconnects"]
+        resync_at = self.clock.monotonic() + SAFETY_RESYNC_S
         while not self._closing.is_set():
             try:
                 if decisions is None:
@@ -177,9 +180,11 @@ class BrokerInbox:
                             deliver_policy=DeliverPolicy.ALL,
                         ),
                     )
-                if link.nc.stats["reconnects"] != reconnects:
-                    reconnects = link.nc.stats["reconnects"]
-                    await self._resync(link)
+                due = self.clock.monotonic() >= resync_at
+                if link.nc.stats["reconnects"] != reconnects or due:
+                    now_at = link.nc.stats["reconnects"]
+                    await self._resync(link)  # counted done only once it worked (JetStream may lag)
+                    reconnects, resync_at = now_at, self.clock.monotonic() + SAFETY_RESYNC_S
                 self._expire()
                 try:
                     msgs = await pull.fetch(self.batch, timeout=1.0)
@@ -191,6 +196,9 @@ class BrokerInbox:
                 raise
             except BROKER_DOWN as exc:
                 log.info("broker %s: %s; retrying", self.url, exc)
+                await self.clock.wait(self._closing, self.retry_s)
+            except Exception:  # whatever nats-py raises next, the node keeps serving its broker
+                log.error("broker %s: serving failed; retrying", self.url, exc_info=True)
                 await self.clock.wait(self._closing, self.retry_s)
 
     async def _resync(self, link: BrokerLink) -> None:
@@ -211,14 +219,25 @@ class BrokerInbox:
         return subject[len(DECISION_SUBJECT_PREFIX) + 1 :]
 
     async def _on_decision(self, msg: Msg) -> None:
+        """A write was attempted on a decision key. Core NATS shows every publish on the subject, the
+        ones JetStream refused too (a losing `create`), so what won is read from the bucket, never
+        from the message."""
         held = self._held.get(self._on_decision_key(msg.subject))
-        if held is None or held.settled or held.writing:
+        if held is None or held.settled or held.writing or self._link is None:
             return
-        try:
-            won = decode_decision(msg.data)
-        except BrokerRefused as exc:
-            won = BrokerDecision("withdrawn", "an unknown writer", f"an unreadable decision ({exc.reason})")
-        self._elsewhere(held, won)
+        self._spawn(self._recheck(self._link, held))
+
+    async def _recheck(self, link: BrokerLink, held: _Held) -> None:
+        """Read the key until the bucket answers (right after a broker restart JetStream may not yet)."""
+        while not (held.settled or held.writing or self._closing.is_set()):
+            try:
+                won = await read_decision(link.decisions, held.key)
+            except BROKER_DOWN:
+                await self.clock.wait(self._closing, self.retry_s)
+                continue
+            if won is not None and not held.settled and not held.writing:
+                self._elsewhere(held, won)
+            return
 
     def _elsewhere(self, held: _Held, won: BrokerDecision) -> None:
         self._drop(held, Settled(held.ask.key.name, "elsewhere", won.words_for(self.node)))

@@ -83,7 +83,7 @@ async def test_racing_approvers_leave_exactly_one_verdict_per_parcel(nats_server
             winners = [node for node, s in settled if s.outcome == "user"]
             losers = [s.words for node, s in settled if s.outcome == "elsewhere"]
             assert len(winners) == 1 and len(losers) == 2, settled
-            assert all(words == f"decided elsewhere by {winners[0]}" for words in losers)
+            assert all(words == f"decided elsewhere by {winners[0]}" for words in losers), settled
             entry = await kv.get(decision_key(token("host-a"), parcel.parcel_id))
             stored = json.loads(entry.value or b"")
             assert stored["by"] == winners[0] and verdict.decided_by.startswith(winners[0])
