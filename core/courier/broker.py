@@ -33,6 +33,7 @@ from nats.js.kv import KeyValue
 
 from core.courier.transport import Hop, Parcel
 from core.wire.limits import MAX_REQUEST_BYTES
+from core.wire.request import MAX_HOP_NAME_CHARS, MAX_HOPS
 
 log = logging.getLogger("pi_authorizer.broker")
 
@@ -48,8 +49,7 @@ DEDUPE_WINDOW_S = 3600.0
 #: A parcel on the wire: the request (base64 grows it by a third), the hops and a little JSON.
 MAX_PARCEL_BYTES = MAX_REQUEST_BYTES * 2 + 64 * 1024
 MAX_DECISION_BYTES = 64 * 1024
-MAX_HOPS = 32
-MAX_NAME = 200
+MAX_NAME = MAX_HOP_NAME_CHARS
 #: Errors that mean "the broker did not answer now" (connection lost, timeout), as opposed to refusals.
 BROKER_DOWN: tuple[type[BaseException], ...] = (
     nats.errors.Error,

@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
@@ -47,6 +47,7 @@ from core.serving.asks import Answered, Arbiter, ArbiterDecision, Ask, AskKey, D
 from core.serving.judgment import Chain, Judge, judge_ask, review_by_chain
 from core.serving.verdicts import gate_denial
 from core.wire.reader import RequestRejected, parse_request
+from core.wire.request import CarriedHop, ParsedRequest
 from core.wire.response import ForwardedResponse, encode_response
 
 log = logging.getLogger("pi_authorizer.broker")
@@ -318,7 +319,7 @@ class BrokerInbox:
             self._note(Settled(parcel.parcel_id, "expired", "the child's deadline had passed"))
             return
         try:
-            parsed = parse_request(parcel.request)
+            parsed = _with_hops(parse_request(parcel.request), parcel)
         except RequestRejected as exc:
             await self._refuse(link, key, parcel.parcel_id, exc.reason)
             self.stats.quarantined.append(exc.reason)
@@ -425,6 +426,13 @@ class BrokerInbox:
 
 def _body(response: ForwardedResponse) -> str:
     return encode_response(response).decode("utf-8")
+
+
+def _with_hops(parsed: ParsedRequest, parcel: Parcel) -> ParsedRequest:
+    """The request as read, its hop list the parcel's (the envelope the broker carried, checked
+    against the publishing subject), so the queue shows where the ask came through."""
+    hops = tuple(CarriedHop(host=h.host, session_id=h.session_id, node=h.node) for h in parcel.hops)
+    return replace(parsed, request=parsed.request.model_copy(update={"hops": hops}))
 
 
 def _check_origin(parcel: Parcel, subject: str) -> None:

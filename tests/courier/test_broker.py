@@ -35,6 +35,11 @@ async def test_a_parcel_is_judged_by_the_approver_and_its_verdict_relayed(nats_s
         assert "node-b" in relayed.decided_by
         (key,) = person.asked
         assert key.session_id == "nats:host-a/sess-1" and key.name == "req-1"
+        # the queue shows where it came through: the parcel's hops (provenance), the facts unchanged
+        shown = person.shown[key]
+        assert [(h.host, h.session_id, h.node) for h in shown.request.hops or ()] == [
+            ("host-a", "sess-1", "courier-host-a")]
+        assert shown.parsed.raw == parcel.request
         # carried again (a courier restarted after a kill): the same verdict, asked nobody again
         again = await courier.carry(parcel)
         assert again.response == relayed.response
