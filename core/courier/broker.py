@@ -287,6 +287,8 @@ async def _ensure_bucket(js: JetStreamContext) -> KeyValue:
                 ttl=RETENTION_S,
                 storage=StorageType.FILE,
                 max_value_size=MAX_DECISION_BYTES,
+                # reads by key on a subject of their own, so a host's permissions can scope them
+                direct=True,
             )
         )
 
