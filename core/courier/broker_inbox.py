@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field, replace
 
@@ -57,6 +58,8 @@ UNREACHABLE_RETRY_S = 5.0
 #: How often the keys of the asks before the arbiter are read anyway (a write whose notice was lost
 #: while the broker restarted), as serving rescans its inboxes.
 SAFETY_RESYNC_S = 5.0
+#: How many settled parcels a node remembers, to acknowledge a second delivery without a word.
+REMEMBERED = 100_000
 #: Who answers a parcel that names no usable responder (the child's reader checks only its type).
 BROKER_RESPONDER = "pi-authorizer-broker"
 
@@ -129,6 +132,8 @@ class BrokerInbox:
         self.on_settled = on_settled
         self.stats = BrokerInboxStats()
         self._held: dict[str, _Held] = {}
+        #: Keys of the parcels this node settled, newest last (bounded: an older one is read again).
+        self._settled_keys: OrderedDict[str, None] = OrderedDict()
         self._link: BrokerLink | None = None
         self._closing = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -247,8 +252,16 @@ class BrokerInbox:
     def _drop(self, held: _Held, settled: Settled) -> None:
         held.settled = True
         self._held.pop(held.key, None)
+        self._remember(held.key)
         self._ack(held.msg)
         self._note(settled)
+
+    def _remember(self, key: str) -> None:
+        """This node is done with the parcel: a later delivery of it is acknowledged and nothing more."""
+        self._settled_keys[key] = None
+        self._settled_keys.move_to_end(key)
+        while len(self._settled_keys) > REMEMBERED:
+            self._settled_keys.popitem(last=False)
 
     def _note(self, settled: Settled) -> None:
         self.stats.settled.append(settled)
@@ -304,18 +317,26 @@ class BrokerInbox:
             self._quarantine(msg, exc.reason)
             return
         key = decision_key(host_tok, parcel.parcel_id)
+        if key in self._settled_keys:  # delivered again (an ack lost, a fetch that timed out): done
+            await msg.ack()
+            return
         held = self._held.get(key)
-        if held is not None:  # delivered again while its arbiter decides: keep the newest delivery
-            held.msg = msg
+        if held is not None:  # delivered again while its arbiter decides
+            if msg.metadata.sequence.stream == held.msg.metadata.sequence.stream:
+                held.msg = msg  # the same message: the newest delivery is acknowledged when settled
+            else:
+                await msg.ack()  # another copy of the parcel: the one shown stands for it
             return
         already = await read_decision(link.decisions, key)
         if already is not None:
             await msg.ack()
+            self._remember(key)
             self._note(Settled(parcel.parcel_id, "elsewhere", already.words_for(self.node)))
             return
         left_s = (parcel.deadline_ms - wall_ms(self.clock)) / 1000
         if left_s <= 0:
             await msg.ack()
+            self._remember(key)
             self._note(Settled(parcel.parcel_id, "expired", "the child's deadline had passed"))
             return
         try:
@@ -392,6 +413,7 @@ class BrokerInbox:
                     raise
                 log.info("broker %s: verdict on %s not written yet: %s", self.url, parcel_id, exc)
                 await self.clock.wait(self._closing, self.retry_s)
+        self._remember(key)
         if not quiet:
             self._note(Settled(parcel_id, decision.outcome) if won is None else
                        Settled(parcel_id, "elsewhere", won.words))

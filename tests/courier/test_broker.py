@@ -189,3 +189,27 @@ async def test_hostile_parcels_are_refused_with_a_reason_and_serving_goes_on(nat
         await nc.close()
         await courier.close()
         await inbox.close()
+
+
+async def test_a_parcel_delivered_again_is_settled_once(nats_server: NatsServer) -> None:
+    """A second delivery (past the broker's dedupe window, or an ack lost) is acknowledged without a
+    second verdict, a second ask or a second report."""
+    person = ScriptedArbiter("person", lambda ask: "allow")
+    inbox = approver(nats_server, "node-b", person)
+    await inbox.start()
+    nc = await nats.connect(nats_server.url)
+    js = nc.jetstream()
+    try:
+        parcel = broker_parcel("twice-1")
+        for copy in ("a", "b"):  # the second once the first is answered, and while it is shown
+            await js.publish(ask_subject("host-a", "sess-1"), encode_parcel(parcel),
+                             headers={"Nats-Msg-Id": f"twice-1-{copy}"})
+            await wait_for(lambda: len(inbox.stats.settled) == 1, what="the first settled")
+        last = broker_parcel("last-1")
+        await js.publish(ask_subject("host-a", "sess-1"), encode_parcel(last))
+        await wait_for(lambda: any(s.parcel_id == "last-1" for s in inbox.stats.settled), what="all read")
+        assert [s.parcel_id for s in inbox.stats.settled] == ["twice-1", "last-1"]
+        assert [k.name for k in person.asked] == ["twice-1", "last-1"]
+    finally:
+        await nc.close()
+        await inbox.close()
