@@ -119,7 +119,7 @@ async def test_the_facts_arrive_byte_identical_and_an_approval_is_relayed_as_thi
         assert answer["decidedBy"] == {"kind": "forwarded", "responderSessionId": P,
                                        "decision": {"kind": "user", "via": "dialog"}}
         await wait_for(lambda: _p_files(tree.root, "responses") == [], what="P's response removed")
-        assert _p_files(tree.root, "requests") == []
+        assert _p_files(tree.root, "requests") == [] and tree.courier.in_flight == 0
         answered = [e for e in tree.at_c if e.kind == "answered"]
         assert [e.outcome for e in answered] == ["courier"]
 
@@ -161,7 +161,8 @@ async def test_a_child_that_withdraws_withdraws_the_ask_up_there_too(tmp_path: P
         await _shown_at_p(tree.person)
         (session_dir(tree.root, C) / "requests" / "toolu_5.json").unlink()
         await wait_for(lambda: tree.person.pending() == [], what="the ask withdrawn at P")
-        assert _p_files(tree.root, "requests") == []
+        await wait_for(lambda: _p_files(tree.root, "requests") == [], what="the request taken back from P")
+        assert tree.courier.in_flight == 0
         assert not (session_dir(tree.root, C) / "responses" / "toolu_5.json").exists()
 
 
@@ -176,6 +177,7 @@ async def test_a_target_nobody_serves_is_a_denial_naming_it_after_the_bounded_wa
         assert answer["approved"] is False
         assert f"session:{P}" in answer["denialReason"] and "nobody serves" in answer["denialReason"]
         assert _p_files(tree.root, "requests") == []  # taken back: nobody answers it later
+        assert tree.courier.in_flight == 0
 
 
 async def test_a_target_that_stops_serving_while_its_person_thinks_is_the_fallback(tmp_path: Path) -> None:
