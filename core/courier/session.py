@@ -24,6 +24,7 @@ import os
 import stat
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from core.clock import Clock, wall_ms
@@ -38,12 +39,23 @@ log = logging.getLogger("pi_authorizer.courier")
 
 #: How long a target with no heartbeat has to take the request before it counts as not served.
 UNSERVED_GRACE_S = 2.0
-#: How often the response is looked for (a child polls every 250 ms; a stat is cheap).
+#: How often the target's inbox is looked at (a child polls every 250 ms; one look serves every
+#: carry waiting there).
 POLL_S = 0.05
 #: The most of a response read: the reference's responses are a few hundred bytes.
 MAX_RESPONSE_BYTES = 64 * 1024
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+@dataclass(frozen=True)
+class _Look:
+    """One look at the target: the names in its `responses/` (None: not listable) and `requests/`,
+    and its heartbeat."""
+
+    responses: frozenset[str] | None
+    requests: frozenset[str]
+    beat: str | None
 
 
 class SessionCourier:
@@ -56,6 +68,7 @@ class SessionCourier:
         self.clock = clock
         self.grace_s = grace_s
         self._inbox = ("sessions", encode_session_id(session_id))
+        self._looking: asyncio.Future[_Look] | None = None
 
     async def carry(self, parcel: Parcel) -> Relayed:
         if not is_safe_request_id(parcel.parcel_id):
@@ -74,24 +87,24 @@ class SessionCourier:
         log.info("%s: parcel %s %s", self.target, parcel.parcel_id,
                  "carried" if written else "already there (carried before a restart)")
         while True:
-            relayed = await asyncio.to_thread(self._response, name)
-            if relayed is not None:
-                return relayed
+            look = await self._next_look()
+            if look.responses is None or name in look.responses:
+                relayed = await asyncio.to_thread(self._response, name)
+                if relayed is not None:
+                    return relayed
             if wall_ms(self.clock) >= parcel.deadline_ms:
                 await asyncio.to_thread(self._remove, name)
                 raise Unreachable(f"{self.target} did not answer before the child's deadline")
-            beat = self._served()
-            if beat in ("stale", "dead_pid"):  # its server died while the ask waited there
+            if look.beat in ("stale", "dead_pid"):  # its server died while the ask waited there
                 await asyncio.to_thread(self._remove, name)
-                why = beat.replace("_", " ")
+                why = (look.beat or "").replace("_", " ")
                 raise Unreachable(f"{self.target} stopped serving (its heartbeat is {why})")
-            if beat == "alive" or not await asyncio.to_thread(self._has_request, name):
+            if look.beat == "alive" or name not in look.requests:
                 seen = self.clock.monotonic()
             elif self.clock.monotonic() - seen >= self.grace_s:
                 await asyncio.to_thread(self._remove, name)
                 raise Unreachable(f"nobody serves {self.target} (no heartbeat, and the ask was not "
                                   f"taken within {self.grace_s:g}s)")
-            await asyncio.sleep(POLL_S)
 
     async def withdraw(self, parcel_id: str, reason: str) -> None:
         """Remove the request (and a response nobody will read) from the target's inbox."""
@@ -101,6 +114,31 @@ class SessionCourier:
 
     async def close(self) -> None:
         """Nothing is held between carries."""
+
+    async def _next_look(self) -> _Look:
+        """The next look at the target's inbox, one for every carry waiting on it (a tick lists its two
+        folders and reads its heartbeat once, however many asks wait there)."""
+        if self._looking is None or self._looking.done():
+            self._looking = asyncio.ensure_future(self._look_after(POLL_S))
+        return await asyncio.shield(self._looking)
+
+    async def _look_after(self, delay: float) -> _Look:
+        await asyncio.sleep(delay)
+        return await asyncio.to_thread(self._look)
+
+    def _look(self) -> _Look:
+        return _Look(self._names("responses"), self._names("requests") or frozenset(), self._served())
+
+    def _names(self, sub: str) -> frozenset[str] | None:
+        """The names in one of the target's folders; None when it cannot be listed (read each answer
+        directly then, which says why)."""
+        try:
+            with self._folder((*self._inbox, sub)) as fd:
+                return frozenset(os.listdir(fd))
+        except FileNotFoundError:
+            return frozenset()
+        except OSError:
+            return None
 
     # -- the target's inbox, by descriptor -------------------------------------------------------
 
@@ -161,13 +199,6 @@ class SessionCourier:
                     os.unlink(temp, dir_fd=fd)
                 raise
             return True
-
-    def _has_request(self, name: str) -> bool:
-        try:
-            with self._folder((*self._inbox, "requests")) as fd:
-                return _exists(fd, name)
-        except FileNotFoundError:
-            return False
 
     def _response(self, name: str) -> Relayed | None:
         """The target's response, read as a child reads it; anything a child could not read (garbage,
