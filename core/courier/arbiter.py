@@ -20,7 +20,7 @@ import asyncio
 import hashlib
 import logging
 from collections.abc import Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from core.clock import Clock, wall_ms
@@ -161,7 +161,9 @@ class CourierArbiter:
         log.warning("%s: could not be decided at %s: %s; %s", log_safe(ask.key.name), log_safe(target),
                     log_safe(why, 300), then)
         if not isinstance(fallback, str):
-            return await fallback.decide(ask)
+            said = f"Carried to {target}, which could not decide it: {why}. It is yours to decide here."
+            judgment = replace(ask.judgment, explanation=(said, *ask.judgment.explanation))
+            return await fallback.decide(replace(ask, judgment=judgment))
         if fallback == "leave":
             return LEAVE
         response = deny(
