@@ -107,7 +107,7 @@ class CourierArbiter:
         except Unreachable as exc:
             decision = await self._fallback(ask, str(exc))
         except Exception as exc:  # a transport that fails is a target that cannot be reached
-            log.error("%s: carrying to %s failed", ask.key.name, target, exc_info=True)
+            log.error("%s: carrying to %s failed", log_safe(ask.key.name), log_safe(target), exc_info=True)
             decision = await self._fallback(ask, f"carrying to {target} failed: {exc}")
         if not (isinstance(decision, Decision) and decision.outcome == "courier"):
             self._forget(ask.key, parcel_id)  # the fallback's: nothing is left at the target

@@ -31,6 +31,7 @@ from core.clock import Clock, wall_ms
 from core.courier.transport import Parcel, Relayed, Unreachable, decider_words
 from core.disk.paths import encode_session_id, is_safe_request_id
 from core.forwarding.liveness import heartbeat_path, parse_heartbeat
+from core.text import log_safe
 from core.wire.base import compact_json
 from core.wire.limits import MAX_REQUEST_BYTES
 from core.wire.response import ReadResponse, parse_response
@@ -77,14 +78,14 @@ class SessionCourier:
         relayed = await asyncio.to_thread(self._response, name)
         if relayed is not None:
             return relayed  # answered before a restart: the same verdict, never asked again
-        beat = self._served()
+        beat = await asyncio.to_thread(self._served)
         if beat in ("stale", "dead_pid"):
             raise Unreachable(f"nobody serves {self.target} (its heartbeat is {beat.replace('_', ' ')})")
         #: When someone was last seen serving the target (a fresh heartbeat, or the request taken);
         #: from before the request is written, so the grace is never longer than it says.
         seen = self.clock.monotonic()
         written = await asyncio.to_thread(self._write_request, name, self._body(parcel))
-        log.info("%s: parcel %s %s", self.target, parcel.parcel_id,
+        log.info("%s: parcel %s %s", log_safe(self.target), parcel.parcel_id,
                  "carried" if written else "already there (carried before a restart)")
         while True:
             look = await self._next_look()
@@ -110,7 +111,7 @@ class SessionCourier:
         """Remove the request (and a response nobody will read) from the target's inbox."""
         if is_safe_request_id(parcel_id):
             await asyncio.to_thread(self._remove, f"{parcel_id}.json")
-            log.info("%s: parcel %s withdrawn (%s)", self.target, parcel_id, reason)
+            log.info("%s: parcel %s withdrawn (%s)", log_safe(self.target), parcel_id, log_safe(reason))
 
     async def close(self) -> None:
         """Nothing is held between carries."""
@@ -224,7 +225,7 @@ class SessionCourier:
 
     def _unreadable(self, why: str) -> Relayed:
         reason = f"the answer from {self.target} could not be read ({why}); denied for safety"
-        log.warning("%s", reason)
+        log.warning("%s", log_safe(reason, 400))
         denial = ReadResponse(approved=False, state="denied_with_reason",
                               responder_session_id=self.session_id, responded_at=None,
                               denial_reason=reason, decided_by=None)
@@ -237,7 +238,7 @@ class SessionCourier:
                     os.unlink(name, dir_fd=fd)
             except OSError as exc:
                 if exc.errno != errno.ENOENT:
-                    log.warning("%s: could not remove %s/%s: %s", self.target, sub, name, exc)
+                    log.warning("%s: could not remove %s/%s: %s", log_safe(self.target), sub, name, exc)
 
 
 def splice(request: bytes, keys: dict[str, object]) -> bytes:
