@@ -8,6 +8,7 @@ import asyncio
 import json
 import logging
 import os
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -197,6 +198,25 @@ async def test_a_target_that_stops_serving_while_its_person_thinks_is_the_fallba
         answer = await read_response_when_done(root, C, "toolu_7")
         assert answer["approved"] is False and "nobody serves" in answer["denialReason"]
         assert _p_files(root, "requests") == []
+        await courier.close()
+
+
+async def test_the_childs_deadline_is_honoured_and_the_ask_withdrawn_up_there(tmp_path: Path) -> None:
+    clock = ManualClock(wall=time.time())  # C's clock; P's person thinks on the system clock
+    root = tmp_path / "root"
+    root.mkdir()
+    courier = CourierArbiter(SessionCourier(root, P, clock), "deny", clock, host="host-c", node="node-c")
+    person = HumanAuthorizer()
+    async with _core(tmp_path, "c", C, courier, clock, []), _core(tmp_path, "p", P, person, SYSTEM_CLOCK, []):
+        # 597 s of the child's 600 s gone: 3 s left, less the 2 s margin to answer in.
+        _ask(root, "toolu_8", createdAt=int(clock.wall() * 1000) - 597_000)
+        await _shown_at_p(person)
+        clock.advance(1.0)
+        answer = await read_response_when_done(root, C, "toolu_8")
+        assert answer["approved"] is False
+        assert "did not answer before the child's deadline" in answer["denialReason"]
+        await wait_for(lambda: person.pending() == [], what="the ask withdrawn at P")
+        assert _p_files(root, "requests") == [] and courier.in_flight == 0
         await courier.close()
 
 
