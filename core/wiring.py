@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.courier.arbiter import CourierArbiter, Fallback
+from core.courier.broker_inbox import BrokerInbox
 from core.courier.targets import CourierPlace, Target, build_courier
 from core.history import HistoryStore
 from core.judging.links import AuthorizerChain, CommandLink
@@ -41,7 +42,10 @@ class NodeOptions:
     seams: Seams = PRODUCTION
     #: `--forward-to`: the courier carries what this node leaves undecided there (`core.courier`).
     forward_to: Target | None = None
-    #: This node's name in a carried ask's hops (stable across restarts: its own session id).
+    #: `--broker`: this node also serves the asks couriers put on that NATS broker (`nats://HOST:PORT`).
+    broker: str | None = None
+    #: This node's name in a carried ask's hops and its broker consumer (stable across restarts: its
+    #: own session id).
     node_name: str = "pi-authorizer"
 
 
@@ -113,7 +117,7 @@ def courier_arbiter(options: NodeOptions, fallback: Arbiter) -> CourierArbiter |
     does what `fallback` does: deny (naming the target and why), leave the ask, or ask the person."""
     if options.forward_to is None:
         return None
-    place = CourierPlace(options.forwarding_root, options.seams.clock)
+    place = CourierPlace(options.forwarding_root, options.seams.clock, options.node_name)
     courier = build_courier(options.forward_to, place)
     otherwise: Fallback = fallback
     if fallback.name == "deny":
@@ -146,13 +150,14 @@ def _authority(options: NodeOptions) -> RecordedAuthority:
 def _node(
     options: NodeOptions, history: HistoryStore | None, authority: RecordedAuthority, arbiter: Arbiter
 ) -> Node:
+    chain = LinkChain(AuthorizerChain(options.links, relaying=options.forward_to is not None)) \
+        if options.links else None
     core = ServingCore(
         options.forwarding_root,
         options.state_dir,
         arbiter,
         judge=authority,
-        chain=LinkChain(AuthorizerChain(options.links, relaying=options.forward_to is not None))
-        if options.links else None,
+        chain=chain,
         timeout_ms=lambda: authority.store.policy("").settings.forwarding_timeout_ms,
         ledger=history,
         seams=options.seams,
@@ -161,6 +166,10 @@ def _node(
         core.subscribe(history.observe)
     if isinstance(arbiter, CourierArbiter):
         core.add_background(arbiter.run_until)
+    if options.broker is not None:
+        inbox = BrokerInbox(options.broker, node=options.node_name, judge=authority, arbiter=arbiter,
+                            chain=chain, clock=options.seams.clock)
+        core.add_background(inbox.run_until)
     core.add_background(authority.watch_config)
     authority.report_config()
     return Node(core, authority, history)

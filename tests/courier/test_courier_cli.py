@@ -36,7 +36,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     (f"session:{C}", "is this node's own session"),
     ("ftp://host", "unknown target (use session:ID or nats://HOST:PORT)"),
     ("session:unknown", "names no session"),
-    ("nats://127.0.0.1:4222", "nats:// targets need part B"),
+    ("nats://user:pw@host:4222", "a nats target is nats://HOST:PORT"),
     ("nats://nohost", "a nats target is nats://HOST:PORT"),
 ])
 def test_a_target_that_cannot_be_served_is_one_line(tmp_path: Path, target: str, said: str) -> None:
