@@ -84,7 +84,10 @@ class SessionCourier:
         #: When someone was last seen serving the target (a fresh heartbeat, or the request taken);
         #: from before the request is written, so the grace is never longer than it says.
         seen = self.clock.monotonic()
-        written = await asyncio.to_thread(self._write_request, name, self._body(parcel))
+        try:
+            written = await asyncio.to_thread(self._write_request, name, self._body(parcel))
+        except OSError as exc:
+            raise Unreachable(f"the ask could not be written into {self.target} ({_why(exc)})") from exc
         log.info("%s: parcel %s %s", log_safe(self.target), parcel.parcel_id,
                  "carried" if written else "already there (carried before a restart)")
         while True:
@@ -282,4 +285,6 @@ def _read_small(fd: int, name: str, limit: int) -> bytes | None:
 def _why(exc: OSError) -> str:
     if exc.errno == errno.ELOOP:
         return "it is a symbolic link"
+    if exc.errno == errno.ENOTDIR:  # a folder opened without following links: a link, or a file
+        return "a folder on its path is a symbolic link or not a folder"
     return exc.strerror or str(exc)

@@ -321,3 +321,22 @@ async def test_a_restarted_courier_reads_the_verdict_already_given_and_never_ask
     assert (await asyncio.wait_for(again, 10)).response.denial_reason == "no"
     third = await SessionCourier(root, P, clock).carry(parcel)  # the answer is kept until relayed
     assert third.response.denial_reason == "no" and _p_files(root, "requests") == []
+
+
+async def test_a_linked_inbox_up_there_is_never_written_through(tmp_path: Path) -> None:
+    clock = ManualClock()
+    root = tmp_path / "root"
+    _alive(root, clock)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    session_dir(root, P).mkdir(parents=True)
+    (session_dir(root, P) / "requests").symlink_to(elsewhere)
+    courier = CourierArbiter(SessionCourier(root, P, clock), "deny", clock, host="host-c", node="node-c")
+    async with _core(tmp_path, "c", C, courier, clock, []):
+        _ask(root, "toolu_9")
+        answer = await read_response_when_done(root, C, "toolu_9")
+        await courier.close()
+    assert answer["approved"] is False
+    assert f"could not be written into session:{P}" in answer["denialReason"]
+    assert "symbolic link" in answer["denialReason"]
+    assert list(elsewhere.iterdir()) == []
