@@ -18,16 +18,24 @@ from typing import Any
 import pytest
 
 from core.clock import SYSTEM_CLOCK, Clock
-from core.courier.arbiter import CourierArbiter, parcel_id_of
+from core.courier.arbiter import CourierArbiter, parcel_id_of, relayed_response
 from core.courier.session import SessionCourier, splice
-from core.courier.transport import Parcel, Unreachable
+from core.courier.transport import Parcel, Relayed, Unreachable
 from core.disk.paths import is_safe_request_id
 from core.person import HumanAuthorizer
 from core.seams import Seams
 from core.serving import ServeEvent, ServingCore
 from core.serving.asks import Arbiter, Ask, AskKey, DenyingArbiter, Judgment
 from core.testing import ManualClock
+from core.wire.decisions import (
+    DecisionSource,
+    ForwardedDecision,
+    UserDecision,
+    decision_source_json,
+    read_decision_source,
+)
 from core.wire.reader import parse_request
+from core.wire.response import ReadResponse
 from tests.helpers import (
     read_response_when_done,
     request_body,
@@ -340,3 +348,25 @@ async def test_a_linked_inbox_up_there_is_never_written_through(tmp_path: Path) 
     assert f"could not be written into session:{P}" in answer["denialReason"]
     assert "symbolic link" in answer["denialReason"]
     assert list(elsewhere.iterdir()) == []
+
+
+def _read(state: str, approved: bool, decided_by: DecisionSource | None = None, reason: str | None = None,
+          ) -> Relayed:
+    return Relayed(ReadResponse(approved, state, P, 1.0, reason, decided_by), "them")  # type: ignore[arg-type]
+
+
+def test_what_the_target_said_becomes_this_nodes_response_within_the_wires_depth() -> None:
+    own = relayed_response(_read("approved_for_serving_session", True), C, 5)
+    assert (own.state, own.responder_session_id, own.responded_at) == ("approved", C, 5)
+    assert relayed_response(_read("approved_for_session", True), C, 5).session_grant_width == "proven"
+    bare = relayed_response(_read("denied", False), C, 5)
+    assert bare.state == "denied_with_reason" and P in (bare.denial_reason or "")
+    deep: DecisionSource = UserDecision(via="dialog")
+    for _ in range(2):
+        deep = ForwardedDecision(responder_session_id="x", decision=deep)
+    kept = relayed_response(_read("approved", True, deep), C, 5).decided_by  # depth 4 with this hop
+    assert isinstance(kept, ForwardedDecision) and kept.decision == deep
+    deeper = ForwardedDecision(responder_session_id="y", decision=deep)
+    capped = relayed_response(_read("approved", True, deeper), C, 5).decided_by
+    assert capped == ForwardedDecision(responder_session_id=P, decision=None)
+    assert read_decision_source(decision_source_json(kept)) == kept
