@@ -228,6 +228,15 @@ async def test_the_childs_deadline_is_honoured_and_the_ask_withdrawn_up_there(tm
         await courier.close()
 
 
+async def test_an_ask_that_came_through_this_node_before_is_not_carried_round_again(tmp_path: Path) -> None:
+    async with _tree(tmp_path) as tree:
+        _ask(tree.root, "toolu_l", hops=[{"host": "host-p", "sessionId": P, "node": "node-p"},
+                                         {"host": "host-c", "sessionId": C, "node": "node-c"}])
+        answer = await read_response_when_done(tree.root, C, "toolu_l")
+        assert answer["approved"] is False and "forwarding loop" in answer["denialReason"]
+        assert tree.person.pending() == [] and _p_files(tree.root, "requests") == []
+
+
 async def test_a_stale_heartbeat_is_not_served_at_once(tmp_path: Path) -> None:
     clock = ManualClock()
     serving = tmp_path / "root" / "serving"
