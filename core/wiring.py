@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import socket
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.courier.arbiter import CourierArbiter, Fallback
@@ -42,6 +42,8 @@ class NodeOptions:
     seams: Seams = PRODUCTION
     #: `--forward-to`: the courier carries what this node leaves undecided there (`core.courier`).
     forward_to: Target | None = None
+    #: The host this node names in a carried ask's hops and its broker subjects.
+    host: str = field(default_factory=socket.gethostname)
     #: `--broker`: this node also serves the asks couriers put on that NATS broker (`nats://HOST:PORT`).
     broker: str | None = None
     #: This node's name in a carried ask's hops and its broker consumer (stable across restarts: its
@@ -124,7 +126,7 @@ def courier_arbiter(options: NodeOptions, fallback: Arbiter) -> CourierArbiter |
         otherwise = "deny"  # the courier's own denial, naming the target and why
     elif fallback.name == "leave":
         otherwise = "leave"
-    return CourierArbiter(courier, otherwise, options.seams.clock, host=socket.gethostname(),
+    return CourierArbiter(courier, otherwise, options.seams.clock, host=options.host,
                           node=options.node_name)
 
 

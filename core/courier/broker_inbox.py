@@ -43,7 +43,8 @@ from core.courier.broker import (
     read_decision,
     token,
 )
-from core.courier.transport import Parcel
+from core.courier.session import splice
+from core.courier.transport import Parcel, Unreachable
 from core.serving.asks import Answered, Arbiter, ArbiterDecision, Ask, AskKey, Decision
 from core.serving.judgment import Chain, Judge, judge_ask, review_by_chain
 from core.serving.verdicts import gate_denial
@@ -299,7 +300,15 @@ class BrokerInbox:
             self._note(Settled(parcel.parcel_id, "expired", "the child's deadline had passed"))
             return
         try:
-            parsed = parse_request(parcel.request)
+            # The hops the parcel came with, shown as the session courier shows them (`hops`, read
+            # tolerantly and bounded, provenance only); every byte of the child's request kept.
+            parsed = parse_request(splice(parcel.request, {"hops": [
+                {"host": h.host, "sessionId": h.session_id, "node": h.node} for h in parcel.hops]}))
+        except Unreachable as exc:  # not a JSON object: nothing to splice into
+            await self._refuse(link, key, parcel.parcel_id, str(exc))
+            self.stats.quarantined.append(str(exc))
+            await msg.ack()
+            return
         except RequestRejected as exc:
             await self._refuse(link, key, parcel.parcel_id, exc.reason)
             self.stats.quarantined.append(exc.reason)
