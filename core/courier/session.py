@@ -9,8 +9,10 @@ take the last of a repeated key, so the node up there reads this hop's envelope 
 unchanged facts (`accessIntent`, `principal`), and ignores nothing it needs.
 
 Whether anyone serves the target is its heartbeat (`serving/<enc(ID)>.json`): stale or from a dead
-process means nobody, at once; none at all (a 20.7.3 server keeps none) gets a grace of two seconds
-for the request to be taken, as a newer child waits, and then counts as nobody. Folders are opened
+process before carrying means nobody, at once; none at all (a 20.7.3 server keeps none) gets a grace of
+two seconds for the request to be taken, as a newer child waits, and then counts as nobody. A server
+seen serving that goes away while an ask waits there has five seconds (the heartbeat's stale
+interval) to come back, as a restarted one does, and answer it. Folders are opened
 one by one without following a link, so a target's inbox cannot send the parcel elsewhere.
 """
 
@@ -30,7 +32,7 @@ from pathlib import Path
 from core.clock import Clock, wall_ms
 from core.courier.transport import Parcel, Relayed, Unreachable, decider_words
 from core.disk.paths import encode_session_id, is_safe_request_id
-from core.forwarding.liveness import heartbeat_path, parse_heartbeat
+from core.forwarding.liveness import HEARTBEAT_STALE_MS, heartbeat_path, parse_heartbeat
 from core.text import log_safe
 from core.wire.base import compact_json
 from core.wire.limits import MAX_REQUEST_BYTES
@@ -40,6 +42,9 @@ log = logging.getLogger("pi_authorizer.courier")
 
 #: How long a target with no heartbeat has to take the request before it counts as not served.
 UNSERVED_GRACE_S = 2.0
+#: How long a target seen serving may be without a live heartbeat (restarting) while an ask waits
+#: there: the heartbeat's own stale interval.
+RESTART_GRACE_S = HEARTBEAT_STALE_MS / 1000
 #: How often the target's inbox is looked at (a child polls every 250 ms; one look serves every
 #: carry waiting there).
 POLL_S = 0.05
@@ -83,7 +88,7 @@ class SessionCourier:
             raise Unreachable(f"nobody serves {self.target} (its heartbeat is {beat.replace('_', ' ')})")
         #: When someone was last seen serving the target (a fresh heartbeat, or the request taken);
         #: from before the request is written, so the grace is never longer than it says.
-        seen = self.clock.monotonic()
+        seen, seen_alive = self.clock.monotonic(), beat == "alive"
         try:
             written = await asyncio.to_thread(self._write_request, name, self._body(parcel))
         except OSError as exc:
@@ -99,16 +104,19 @@ class SessionCourier:
             if wall_ms(self.clock) >= parcel.deadline_ms:
                 await asyncio.to_thread(self._remove, name)
                 raise Unreachable(f"{self.target} did not answer before the child's deadline")
-            if look.beat in ("stale", "dead_pid"):  # its server died while the ask waited there
-                await asyncio.to_thread(self._remove, name)
-                why = (look.beat or "").replace("_", " ")
-                raise Unreachable(f"{self.target} stopped serving (its heartbeat is {why})")
             if look.beat == "alive" or name not in look.requests:
-                seen = self.clock.monotonic()
-            elif self.clock.monotonic() - seen >= self.grace_s:
+                seen, seen_alive = self.clock.monotonic(), seen_alive or look.beat == "alive"
+                continue
+            # Not served now. A server seen before may be restarting (the ask waits in its inbox
+            # for it): it has the heartbeat's own stale interval to come back.
+            limit = RESTART_GRACE_S if seen_alive else self.grace_s
+            if self.clock.monotonic() - seen >= limit:
                 await asyncio.to_thread(self._remove, name)
-                raise Unreachable(f"nobody serves {self.target} (no heartbeat, and the ask was not "
-                                  f"taken within {self.grace_s:g}s)")
+                state = (look.beat or "gone").replace("_", " ")
+                raise Unreachable(f"{self.target} stopped serving (its heartbeat is {state} for "
+                                  f"{limit:g}s)" if seen_alive else
+                                  f"nobody serves {self.target} (no heartbeat, and the ask was not "
+                                  f"taken within {limit:g}s)")
 
     async def withdraw(self, parcel_id: str, reason: str) -> None:
         """Remove the request (and a response nobody will read) from the target's inbox."""

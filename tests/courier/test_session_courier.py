@@ -199,13 +199,33 @@ async def test_a_target_that_stops_serving_while_its_person_thinks_is_the_fallba
         async with _core(tmp_path, "p", P, person, clock, []):
             _ask(root, "toolu_7")
             await _shown_at_p(person)
-            clock.advance(3.0)  # a live heartbeat: the ask waits as long as the person up there thinks
+            clock.advance(6.0)  # a live heartbeat: the ask waits as long as the person up there thinks
             assert not (session_dir(root, C) / "responses" / "toolu_7.json").exists()
         assert not (root / "serving" / f"{P}.json").exists()  # P stopped: its heartbeat is gone
-        clock.advance(2.0)
+        clock.advance(5.0)  # it does not come back within the heartbeat's stale interval
         answer = await read_response_when_done(root, C, "toolu_7")
-        assert answer["approved"] is False and "nobody serves" in answer["denialReason"]
+        assert answer["approved"] is False and f"session:{P} stopped serving" in answer["denialReason"]
         assert _p_files(root, "requests") == []
+        await courier.close()
+
+
+async def test_a_target_restarted_while_an_ask_waits_there_answers_it(tmp_path: Path) -> None:
+    clock = ManualClock()
+    root = tmp_path / "root"
+    root.mkdir()
+    courier = CourierArbiter(SessionCourier(root, P, clock), "deny", clock, host="host-c", node="node-c")
+    async with _core(tmp_path, "c", C, courier, clock, []):
+        first = HumanAuthorizer(clock=clock)
+        async with _core(tmp_path, "p", P, first, clock, []):
+            _ask(root, "toolu_r")
+            await _shown_at_p(first)
+        clock.advance(4.0)  # down for four seconds, then back
+        restarted = HumanAuthorizer(clock=clock)
+        async with _core(tmp_path, "p", P, restarted, clock, []):
+            shown = await _shown_at_p(restarted)
+            await restarted.approve_once(shown.key)
+            answer = await read_response_when_done(root, C, "toolu_r")
+        assert answer["approved"] is True and answer["decidedBy"]["responderSessionId"] == P
         await courier.close()
 
 
