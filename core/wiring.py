@@ -73,6 +73,8 @@ class AttendedNode:
     person: HumanAuthorizer
     authority: RecordedAuthority | None = None
     history: HistoryStore | None = None
+    #: With `--forward-to`: the courier that takes the asks first (the person decides what it cannot).
+    courier: CourierArbiter | None = None
 
     def take_session(self, raw_id: str) -> ServedSession:
         return take_session(self.core, self.history, raw_id)
@@ -134,8 +136,9 @@ def build_attended_node(options: NodeOptions, history: HistoryStore | None) -> A
     decides only what the target cannot (unreachable, or no answer before the child's deadline)."""
     authority = _authority(options)
     person = HumanAuthorizer(grants=authority, clock=options.seams.clock)
-    node = _node(options, history, authority, courier_arbiter(options, person) or person)
-    return AttendedNode(node.core, person, authority, history)
+    courier = courier_arbiter(options, person)
+    node = _node(options, history, authority, courier or person)
+    return AttendedNode(node.core, person, authority, history, courier)
 
 
 def _authority(options: NodeOptions) -> RecordedAuthority:
