@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import socket
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.courier.arbiter import CourierArbiter, Fallback
@@ -42,6 +42,8 @@ class NodeOptions:
     seams: Seams = PRODUCTION
     #: `--forward-to`: the courier carries what this node leaves undecided there (`core.courier`).
     forward_to: Target | None = None
+    #: The host this node names in a carried ask's hops and its broker subjects.
+    host: str = field(default_factory=socket.gethostname)
     #: `--broker`: this node also serves the asks couriers put on that NATS broker (`nats://HOST:PORT`).
     broker: str | None = None
     #: This node's name in a carried ask's hops and its broker consumer (stable across restarts: its
@@ -71,6 +73,8 @@ class AttendedNode:
     person: HumanAuthorizer
     authority: RecordedAuthority | None = None
     history: HistoryStore | None = None
+    #: With `--forward-to`: the courier that takes the asks first (the person decides what it cannot).
+    courier: CourierArbiter | None = None
 
     def take_session(self, raw_id: str) -> ServedSession:
         return take_session(self.core, self.history, raw_id)
@@ -122,7 +126,7 @@ def courier_arbiter(options: NodeOptions, fallback: Arbiter) -> CourierArbiter |
         otherwise = "deny"  # the courier's own denial, naming the target and why
     elif fallback.name == "leave":
         otherwise = "leave"
-    return CourierArbiter(courier, otherwise, options.seams.clock, host=socket.gethostname(),
+    return CourierArbiter(courier, otherwise, options.seams.clock, host=options.host,
                           node=options.node_name)
 
 
@@ -132,8 +136,9 @@ def build_attended_node(options: NodeOptions, history: HistoryStore | None) -> A
     decides only what the target cannot (unreachable, or no answer before the child's deadline)."""
     authority = _authority(options)
     person = HumanAuthorizer(grants=authority, clock=options.seams.clock)
-    node = _node(options, history, authority, courier_arbiter(options, person) or person)
-    return AttendedNode(node.core, person, authority, history)
+    courier = courier_arbiter(options, person)
+    node = _node(options, history, authority, courier or person)
+    return AttendedNode(node.core, person, authority, history, courier)
 
 
 def _authority(options: NodeOptions) -> RecordedAuthority:
