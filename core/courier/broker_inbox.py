@@ -132,6 +132,8 @@ class BrokerInbox:
         self.on_settled = on_settled
         self.stats = BrokerInboxStats()
         self._held: dict[str, _Held] = {}
+        #: Keys of parcels being read, not yet shown nor settled, with their message's stream sequence.
+        self._working: dict[str, int] = {}
         #: Keys of the parcels this node settled, newest last (bounded: an older one is read again).
         self._settled_keys: OrderedDict[str, None] = OrderedDict()
         self._link: BrokerLink | None = None
@@ -196,8 +198,13 @@ class BrokerInbox:
                     msgs = await pull.fetch(self.batch, timeout=1.0)
                 except TimeoutError:
                     continue
-                for msg in msgs:
-                    await self._take(link, msg)
+                # a batch's parcels are served side by side (each waits on the broker several times);
+                # a broker failure in any is retried as one, the others' messages come back unacked
+                outcomes = await asyncio.gather(*(self._take(link, msg) for msg in msgs),
+                                                return_exceptions=True)
+                for outcome in outcomes:
+                    if isinstance(outcome, BaseException):
+                        raise outcome
             except asyncio.CancelledError:
                 raise
             except BROKER_DOWN as exc:
@@ -327,6 +334,19 @@ class BrokerInbox:
             else:
                 await msg.ack()  # another copy of the parcel: the one shown stands for it
             return
+        seq = msg.metadata.sequence.stream
+        working = self._working.get(key)
+        if working is not None:  # another copy being read in this batch: that one stands for it
+            if working != seq:
+                await msg.ack()
+            return
+        self._working[key] = seq
+        try:
+            await self._serve_parcel(link, msg, parcel, key)
+        finally:
+            self._working.pop(key, None)
+
+    async def _serve_parcel(self, link: BrokerLink, msg: Msg, parcel: Parcel, key: str) -> None:
         already = await read_decision(link.decisions, key)
         if already is not None:
             await msg.ack()

@@ -213,3 +213,33 @@ async def test_a_parcel_delivered_again_is_settled_once(nats_server: NatsServer)
     finally:
         await nc.close()
         await inbox.close()
+
+
+async def test_two_copies_of_a_parcel_in_one_batch_are_asked_once(nats_server: NatsServer) -> None:
+    """A batch's parcels are served side by side: two copies of one (published again past the dedupe
+    window) are one ask, one verdict, one report, and both messages are acknowledged."""
+    person = ScriptedArbiter("person", lambda ask: "allow")
+    inbox = approver(nats_server, "node-b", person, ack_wait_s=60.0)
+    nc = await nats.connect(nats_server.url)
+    js = nc.jetstream()
+    try:
+        courier = NatsCourier(nats_server.url, node="c")  # lays the broker out, then is not used
+        await courier._connected()
+        await courier.close()
+        parcel = broker_parcel("pair-1")
+        for copy in ("a", "b"):
+            await js.publish(ask_subject("host-a", "sess-1"), encode_parcel(parcel),
+                             headers={"Nats-Msg-Id": f"pair-1-{copy}"})
+        await inbox.start()
+        await wait_for(lambda: len(inbox.stats.settled) == 1, what="the parcel settled")
+        for _ in range(500):  # the acknowledgements are sent after the verdict: polled on the broker
+            info = await js.consumer_info("PIAUTH_ASKS", inbox.durable)
+            if info.num_ack_pending == 0 and info.delivered.stream_seq == 2:
+                break
+            await asyncio.sleep(0.01)
+        else:
+            raise AssertionError(f"not both acknowledged: {info}")
+        assert [k.name for k in person.asked] == ["pair-1"]
+    finally:
+        await nc.close()
+        await inbox.close()
