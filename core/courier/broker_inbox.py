@@ -285,7 +285,14 @@ class BrokerInbox:
     def _spawn(self, work: Coroutine[object, object, None]) -> None:
         task = asyncio.ensure_future(work)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        """A side task ended: a failure is logged (a verdict not written while closing stays
+        unacknowledged, so the broker hands it to the next run), never left unretrieved."""
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("broker %s: %s", self.url, task.exception())
 
     # -- one parcel ---------------------------------------------------------------------------------
 
