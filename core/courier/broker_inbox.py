@@ -253,6 +253,8 @@ class BrokerInbox:
             return
 
     def _elsewhere(self, held: _Held, won: BrokerDecision) -> None:
+        if held.settled or held.writing:  # settled meanwhile, or this node's own write in flight
+            return
         self._drop(held, Settled(held.ask.key.name, "elsewhere", won.words_for(self.node)))
         self.arbiter.withdraw(held.ask.key, won.words_for(self.node))
 
