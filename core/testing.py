@@ -10,7 +10,8 @@ import errno
 import os
 import sqlite3
 import threading
-from collections.abc import Collection, Sequence
+import time
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 
 from core.disk.anonymous import Staged
@@ -18,10 +19,11 @@ from core.disk.tree import UnsafeFolder
 from core.disk.writer import DiskWriter
 from core.history import HistoryStore
 from core.person import GrantBook
-from core.serving.asks import Judgment
+from core.serving.asks import ArbiterDecision, Ask, AskKey, Decision, Judgment
 from core.serving.verdicts import RecordedVerdict, VerdictRecord, WrittenMark
-from core.wire.decisions import RuleDecision
+from core.wire.decisions import RuleDecision, UserDecision
 from core.wire.request import ParsedRequest, SessionGrant
+from core.wire.response import approve, deny
 
 
 class ManualClock:
@@ -361,3 +363,39 @@ class FullDisk(DiskWriter):
     def replace(self, dir_fd: int, name: str, data: bytes) -> None:
         self._refuse()
         super().replace(dir_fd, name, data)
+
+
+class ScriptedArbiter:
+    """An arbiter whose verdicts a test scripts: `script(ask)` says `allow`, `deny` or `None` (hold it,
+    as a person who has not looked yet). Keeps what it was asked and every withdrawal with its reason,
+    so a test sees an ask "decided elsewhere" on this node."""
+
+    def __init__(self, name: str, script: Callable[[Ask], str | None]) -> None:
+        self.name = name
+        self.script = script
+        self.asked: list[AskKey] = []
+        self.withdrawn: dict[AskKey, str | None] = {}
+        self.held: dict[AskKey, asyncio.Future[ArbiterDecision]] = {}
+
+    def decide(self, ask: Ask) -> asyncio.Future[ArbiterDecision]:
+        self.asked.append(ask.key)
+        future: asyncio.Future[ArbiterDecision] = asyncio.get_running_loop().create_future()
+        verdict = self.script(ask)
+        if verdict is None:
+            self.held[ask.key] = future
+            return future
+        now = int(time.time() * 1000)
+        source = UserDecision(via="dialog")
+        if verdict == "allow":
+            response = approve(responder=ask.responder_session_id, at_ms=now, decided_by=source)
+        else:
+            response = deny(responder=ask.responder_session_id, at_ms=now, decided_by=source,
+                            reason=f"denied by {self.name}")
+        future.set_result(Decision(response, "user"))
+        return future
+
+    def withdraw(self, key: AskKey, reason: str | None = None) -> None:
+        self.withdrawn[key] = reason
+        held = self.held.pop(key, None)
+        if held is not None:
+            held.cancel()

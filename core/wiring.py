@@ -9,10 +9,13 @@ an ask is read here, top to bottom. A built node hands out its parts by name (th
 
 from __future__ import annotations
 
+import socket
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.courier.arbiter import CourierArbiter, Fallback
+from core.courier.targets import CourierPlace, Target, build_courier
 from core.history import HistoryStore
 from core.judging.links import AuthorizerChain, CommandLink
 from core.judging.recorded import LinkChain, RecordedAuthority
@@ -36,6 +39,10 @@ class NodeOptions:
     links: tuple[CommandLink, ...] = ()
     #: Time, the disk, the fault hook, the retry delays and the file watch (`core.seams`).
     seams: Seams = PRODUCTION
+    #: `--forward-to`: the courier carries what this node leaves undecided there (`core.courier`).
+    forward_to: Target | None = None
+    #: This node's name in a carried ask's hops (stable across restarts: its own session id).
+    node_name: str = "pi-authorizer"
 
 
 @dataclass(frozen=True)
@@ -90,19 +97,38 @@ def take_session(core: ServingCore, history: HistoryStore | None, raw_id: str) -
 
 
 def build_node(options: NodeOptions, history: HistoryStore | None, arbiter: Arbiter) -> Node:
-    """A headless node: `arbiter` (deny, leave) is its last judge.
+    """A headless node: `arbiter` (deny, leave) is its last judge, or, with `forward_to`, a courier
+    to that target whose fallback it is (raises `core.courier.targets.TargetError` when the target's
+    transport cannot be built here).
 
     `history` is opened by the caller, who decides what an unusable one means (the CLI refuses to
     serve: never silently without it)."""
-    return _node(options, history, _authority(options), arbiter)
+    return _node(options, history, _authority(options), courier_arbiter(options, arbiter) or arbiter)
+
+
+def courier_arbiter(options: NodeOptions, fallback: Arbiter) -> CourierArbiter | None:
+    """The courier to `options.forward_to` (None without one); when it cannot reach its target it
+    does what `fallback` does: deny (naming the target and why), leave the ask, or ask the person."""
+    if options.forward_to is None:
+        return None
+    place = CourierPlace(options.forwarding_root, options.seams.clock)
+    courier = build_courier(options.forward_to, place)
+    otherwise: Fallback = fallback
+    if fallback.name == "deny":
+        otherwise = "deny"  # the courier's own denial, naming the target and why
+    elif fallback.name == "leave":
+        otherwise = "leave"
+    return CourierArbiter(courier, otherwise, options.seams.clock, host=socket.gethostname(),
+                          node=options.node_name)
 
 
 def build_attended_node(options: NodeOptions, history: HistoryStore | None) -> AttendedNode:
     """A node a person attends (the app): the person is its last judge, and records whole-session
-    grants in this node's recorded authority."""
+    grants in this node's recorded authority. With `forward_to` the courier is, and the person
+    decides only what the target cannot (unreachable, or no answer before the child's deadline)."""
     authority = _authority(options)
     person = HumanAuthorizer(grants=authority, clock=options.seams.clock)
-    node = _node(options, history, authority, person)
+    node = _node(options, history, authority, courier_arbiter(options, person) or person)
     return AttendedNode(node.core, person, authority, history)
 
 
@@ -122,13 +148,16 @@ def _node(
         options.state_dir,
         arbiter,
         judge=authority,
-        chain=LinkChain(AuthorizerChain(options.links)) if options.links else None,
+        chain=LinkChain(AuthorizerChain(options.links, relaying=options.forward_to is not None))
+        if options.links else None,
         timeout_ms=lambda: authority.store.policy("").settings.forwarding_timeout_ms,
         ledger=history,
         seams=options.seams,
     )
     if history is not None:
         core.subscribe(history.observe)
+    if isinstance(arbiter, CourierArbiter):
+        core.add_background(arbiter.run_until)
     core.add_background(authority.watch_config)
     authority.report_config()
     return Node(core, authority, history)

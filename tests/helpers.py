@@ -17,6 +17,7 @@ import pytest
 
 from core import platform
 from core.clock import SYSTEM_CLOCK, Clock
+from core.courier.transport import Hop, Parcel
 from core.disk.paths import encode_session_id
 from core.disk.writer import DISK, DiskWriter
 from core.seams import FaultHook, Seams, no_fault
@@ -26,6 +27,9 @@ from core.serving.loop import SAFETY_RESCAN_S
 from core.serving.verdicts import Ledger
 from core.testing import ManualClock
 from tests.history.support import S
+from tui.demo.nats_server import NatsServer as NatsServer
+from tui.demo.nats_server import free_port as free_port
+from tui.demo.nats_server import nats_server_binary as nats_server_binary
 
 needs_inotify = pytest.mark.skipif(
     platform.watch_backend() != "inotify",
@@ -201,3 +205,15 @@ def fill(folder: Path) -> Path:
     finally:
         os.close(fd)
     return filler
+
+
+def broker_parcel(parcel_id: str, *, host: str = "host-a", session: str = "sess-1",
+                  ttl_s: float = 60.0, **fields: Any) -> Parcel:
+    """A parcel as a courier on `host` carries a child's request (its bytes exactly as written)."""
+    body = request_body(parcel_id, session, **fields)
+    return Parcel(
+        parcel_id=parcel_id,
+        request=json.dumps(body).encode("utf-8"),
+        hops=(Hop(host=host, session_id=session, node=f"courier-{host}"),),
+        deadline_ms=time.time() * 1000 + ttl_s * 1000,
+    )

@@ -72,3 +72,22 @@ class Courier(Protocol):
     async def close(self) -> None:
         """Release connections and watches; parcels in flight stay where they are."""
         ...
+
+
+def decider_words(response: ReadResponse) -> str:
+    """Who decided up there, in words, from the response's `decidedBy` (for `Relayed.decided_by`):
+    told, never trusted (it is the other node's account)."""
+    source = response.decided_by
+    kind = source.kind if source is not None else None
+    words = {
+        "user": "the person",
+        "rule": "a rule",
+        "session_approval": "a session grant",
+        "authorizer": "a chain link",
+        "yolo": "yolo mode",
+        "unavailable": "a fail-safe",
+        "gate_error": "a gate error",
+        "forwarded": "a node further up",
+        "infrastructure_read": "an infrastructure read",
+    }
+    return f"{words.get(kind or '', 'an unnamed decider')} at {response.responder_session_id!r}"

@@ -86,7 +86,7 @@ class HistoryFilter:
 #: or an outcome (how an ask ended, or who decided it).
 VERDICT_TERMS = (
     "approved", "approved_for_session", "denied", "denied_with_reason",
-    "pending", "user", "user_grant", "session_grant", "rule", "chain", "fail-safe", "over-limit",
+    "pending", "user", "user_grant", "session_grant", "rule", "chain", "courier", "fail-safe", "over-limit",
     "left", "withdrawn", "quarantined", "forged",
 )
 

@@ -179,6 +179,9 @@ def describe_decider(source: DecisionSource | None, outcome: str) -> str:
         return f"gate error: {source.reason}"
     if isinstance(source, YoloDecision):
         return "yolo"
+    if isinstance(source, ForwardedDecision) and outcome == "courier":
+        inner = describe_decider(source.decision, "")
+        return f"carried to session:{source.responder_session_id or '?'}, decided there by {inner or '?'}"
     if isinstance(source, ForwardedDecision):
         inner = describe_decider(source.decision, outcome)
         return f"forwarded by {source.responder_session_id or '?'}: {inner}"

@@ -13,9 +13,10 @@ an unknown surface as excluded). Everything else — bash, skill, mcp and other 
 "known" in the sense that its single value is already portable and no path meaning is at stake.
 A link's `deny` is never capped.
 
-`CommandLink` runs an executable (no shell) with the facts as JSON on stdin and reads
-`{"verdict": "allow"|"deny"|"defer", "reason": ...}` from stdout. A timeout (the process group is
-killed), a non-zero exit, a crash or unreadable output is a `defer`, logged with the reason.
+Relaying (`docs/remote.md` § The courier, node-locality): at a node that carries its undecided
+asks to another (`--forward-to`), only recorded authority resolves locally; live authority converges
+where the ask is adjudicated. There every link's `allow` counts as `defer`
+(`AuthorizerChain(relaying=True)`).
 """
 
 from __future__ import annotations
@@ -96,11 +97,13 @@ def allow_is_capped(surface: str) -> bool:
 class AuthorizerChain:
     """Consult links in order; the first allow or deny wins, a capped allow counts as defer."""
 
-    def __init__(self, links: Sequence[Link]) -> None:
+    def __init__(self, links: Sequence[Link], relaying: bool = False) -> None:
         names = [link.name for link in links]
         if len(set(names)) != len(names):
             raise ValueError(f"duplicate link names in {names}")
         self.links = tuple(links)
+        #: This node carries what is left to another: a link may deny or defer here, never allow.
+        self.relaying = relaying
 
     async def review(self, facts: IntentFacts) -> ChainDecision | None:
         """The deciding link's verdict, or None when every link deferred."""
@@ -112,6 +115,10 @@ class AuthorizerChain:
                 continue
             if verdict.kind == "allow" and allow_is_capped(facts.surface):
                 log.info("link %r allow on %r capped to defer", link.name, facts.surface)
+                continue
+            if verdict.kind == "allow" and self.relaying:
+                log.info("link %r allow capped to defer: this node relays its asks (--forward-to), and "
+                         "only the node that decides them may allow", link.name)
                 continue
             if verdict.kind != "defer":
                 return ChainDecision(link.name, verdict)

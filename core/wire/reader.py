@@ -17,6 +17,8 @@ from pydantic import Field, ValidationError
 from core.wire.base import StrTuple, WireModel, strict_json_loads
 from core.wire.limits import MAX_REQUEST_BYTES
 from core.wire.request import (
+    MAX_HOPS,
+    CarriedHop,
     ForwardedAccessIntent,
     ForwardedRequest,
     ParsedRequest,
@@ -33,6 +35,14 @@ class _LegacySessionApproval(WireModel):
 
 class _GrantsSessionApproval(WireModel):
     grants: Annotated[tuple[SessionGrant, ...], Field(min_length=1, strict=False)]
+
+
+class _Hops(WireModel):
+    hops: Annotated[tuple[CarriedHop, ...], Field(min_length=1, max_length=MAX_HOPS, strict=False)]
+
+
+def _read_hops(value: object) -> tuple[CarriedHop, ...]:
+    return _Hops.model_validate({"hops": value}).hops
 
 
 class RequestRejected(ValueError):
@@ -96,6 +106,7 @@ _ALL_OR_NOTHING: tuple[tuple[str, Callable[[object], object]], ...] = (
     ("sessionApproval", _read_session_approval),
     ("payload", PromptPayload.model_validate),
     ("accessIntent", ForwardedAccessIntent.model_validate),
+    ("hops", _read_hops),
 )
 
 

@@ -142,6 +142,22 @@ class PromptPayload(WireModel):
 
 PromptSource = Literal["tool_call", "skill_input", "skill_read"]
 
+#: How many hops a carried ask may list, and how long each of a hop's names may be: the list is
+#: untrusted provenance, read bounded (a longer list or name drops the whole list).
+MAX_HOPS = 8
+MAX_HOP_NAME_CHARS = 200
+
+HopName = Annotated[str, Field(min_length=1, max_length=MAX_HOP_NAME_CHARS)]
+
+
+class CarriedHop(WireModel):
+    """One node a courier carried this ask through (`hops`, added by pi-authorizer's courier, never
+    by a child): shown as provenance, never judged."""
+
+    host: HopName
+    session_id: HopName
+    node: HopName
+
 
 class ForwardedRequest(WireModel):
     """A usable request: the five required fields plus whichever optional ones survived reading."""
@@ -158,6 +174,8 @@ class ForwardedRequest(WireModel):
     session_approval: SuggestedGrants | None = None
     payload: PromptPayload | None = None
     access_intent: ForwardedAccessIntent | None = None
+    #: The couriers this ask came through, the first being the one that read it from its child.
+    hops: tuple[CarriedHop, ...] | None = None
 
 
 @dataclass(frozen=True)

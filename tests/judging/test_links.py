@@ -153,6 +153,19 @@ async def test_path_surface_allow_is_capped_to_defer(tmp_path: Path, surface: st
     assert decision is not None and decision.link == "d"
 
 
+async def test_at_a_relaying_node_a_link_may_deny_or_defer_never_allow(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, "pi_authorizer")
+    allow, deny = Fixed("allow", LinkVerdict("allow")), Fixed("deny", LinkVerdict("deny", "no"))
+    assert await AuthorizerChain([allow], relaying=True).review(BASH) is None
+    assert "only the node that decides them may allow" in caplog.text
+    decision = await AuthorizerChain([allow, deny], relaying=True).review(BASH)
+    assert decision is not None and (decision.link, decision.verdict) == ("deny", LinkVerdict("deny", "no"))
+    decided = await AuthorizerChain([allow]).review(BASH)  # a node that decides its asks itself
+    assert decided is not None and decided.verdict.kind == "allow"
+
+
 @pytest.mark.parametrize("surface", ["bash", "skill", "mcp", "task"])
 def test_known_non_path_surfaces_are_not_capped(surface: str) -> None:
     assert not allow_is_capped(surface)

@@ -134,6 +134,17 @@ def test_no_content_no_change() -> None:
     assert change_from_evidence("x", []) is None
 
 
+def test_a_carried_ask_shows_its_hops_as_provenance_sanitised() -> None:
+    hops = [{"host": "box-a", "sessionId": "c1", "node": "n1"},
+            {"host": "[red]box-b\x1b[2J", "sessionId": "c2", "node": "n2"}]
+    ask = make_ask(request_body("r-h", created_at=FIXED_CREATED) | {"hops": hops})
+    facts = facts_content(ask, Clip(400)).plain
+    assert "carried by      box-a/c1/n1 → [red]box-b␛[2J/c2/n2" in facts
+    assert ask_has_hidden(ask)  # a control character in a hop needs the slower confirmation too
+    assert "carried by" not in facts_content(make_ask(request_body("r-0", created_at=FIXED_CREATED)),
+                                             Clip(400)).plain
+
+
 def test_child_text_is_literal_and_hidden_characters_are_tokens() -> None:
     hostile = "[bold red]x[/] \x1b]0;pwn\x07 \u202eevil"
     change = change_from_evidence("p\x1b[2J", [Ev("content", hostile)])

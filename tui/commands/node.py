@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TextIO
 
 from core.clock import SYSTEM_CLOCK, Clock
+from core.courier.targets import Target, TargetError, parse_target
 from core.disk.paths import agent_dir
 from core.disk.tree import UnsafeFolder
 from core.forwarding.liveness import SessionHeld
@@ -28,7 +29,19 @@ from core.serving.asks import Arbiter
 from core.text import LineFormatter, log_safe
 from core.wiring import AttendedNode, HistoryFailed, Node, NodeOptions, build_attended_node, build_node
 from tui.commands.log_sink import TurnBufferedHandler
-from tui.commands.options import forwarding_root, retention, state_dir
+from tui.commands.options import default_session_id, forwarding_root, retention, session_ids, state_dir
+
+
+def forward_target(args: argparse.Namespace) -> Target | None:
+    """`--forward-to`, parsed in the one place targets are (`core.courier.targets`); a bad one ends the
+    command with one line."""
+    text: str | None = getattr(args, "forward_to", None)
+    if text is None:
+        return None
+    try:
+        return parse_target(text, session_ids(args))
+    except TargetError as exc:
+        raise SystemExit(f"pi-authorizer: {exc}") from exc
 
 
 def node_options(args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK) -> NodeOptions:
@@ -36,6 +49,7 @@ def node_options(args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK) -> NodeO
     given: Path | None = args.agent_dir
     project: Path | None = args.project
     rules: Path | None = args.rules
+    target = forward_target(args)
     return NodeOptions(
         forwarding_root=forwarding_root(args),
         state_dir=state_dir(args),
@@ -45,17 +59,27 @@ def node_options(args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK) -> NodeO
         accept_widening=bool(getattr(args, "accept_widening_reloads", False)),
         links=tuple(parse_link_spec(spec, args.link_timeout, clock) for spec in args.links),
         seams=Seams(clock=clock),
+        forward_to=target,
+        node_name=default_session_id(state_dir(args)) if target is not None else "pi-authorizer",
     )
 
 
 def headless_node(args: argparse.Namespace, arbiter: Arbiter, clock: Clock = SYSTEM_CLOCK) -> Node:
     """A headless node for these options (`core.wiring.build_node`)."""
-    return build_node(node_options(args, clock), open_history(args, clock), arbiter)
+    options = node_options(args, clock)
+    try:
+        return build_node(options, open_history(args, clock), arbiter)
+    except TargetError as exc:
+        raise SystemExit(f"pi-authorizer: {exc}") from exc
 
 
 def attended_node(args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK) -> AttendedNode:
     """A node a person attends (`core.wiring.build_attended_node`)."""
-    return build_attended_node(node_options(args, clock), open_history(args, clock))
+    options = node_options(args, clock)
+    try:
+        return build_attended_node(options, open_history(args, clock))
+    except TargetError as exc:
+        raise SystemExit(f"pi-authorizer: {exc}") from exc
 
 
 def open_history(args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK) -> HistoryStore | None:

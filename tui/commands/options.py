@@ -45,6 +45,13 @@ def add_serving_options(parser: argparse.ArgumentParser) -> None:
         help="a session id to serve (repeatable); default: this authorizer's own session id",
     )
     parser.add_argument(
+        "--forward-to",
+        default=None,
+        metavar="TARGET",
+        help="carry the asks this node's rules leave undecided to TARGET (session:ID under the same "
+        "forwarding root, or nats://HOST:PORT) and answer its verdict; docs/remote.md",
+    )
+    parser.add_argument(
         "--forwarding-root",
         type=Path,
         default=None,

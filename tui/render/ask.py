@@ -19,7 +19,7 @@ from core.rules.agent_names import suspicious_agent_reason
 from core.rules.matcher import acts_as
 from core.serving.asks import Ask
 from core.wire.principal import agent_mismatch, principal_agent
-from tui.render.ask_facts import LINE_LIMIT
+from tui.render.ask_facts import LINE_LIMIT, carried_by
 from tui.render.styles import DIM, ERROR, LABEL_STYLE, WARN
 from tui.sanitize import elision, sanitize
 
@@ -102,6 +102,14 @@ def facts_content(ask: Ask, clip: Clip) -> Content:
                 rows.append(_row("askingUnits" if index == 1 else "", unit_text))
     rows.append(_row("request id", value_content(req.id, clip)))
     rows.append(_row("target session", value_content(req.target_session_id, clip)))
+    hops = carried_by(ask)
+    if hops:
+        parts: list[Content] = []
+        for index, hop in enumerate(hops):
+            if index:
+                parts.append(Content.styled(" → ", DIM))
+            parts.append(value_content(hop, clip))
+        rows.append(_row("carried by", Content("").join(parts)))
     if intent is None or intent.principal.session_id != req.requester_session_id:
         rows.append(
             _row(

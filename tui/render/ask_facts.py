@@ -32,6 +32,8 @@ def child_strings(ask: Ask) -> list[str | None]:
         out += [intent.principal.session_id, intent.principal.agent_name, intent.floor]
         for unit in intent.asking_units or ():
             out += [unit.command, unit.floor]
+    for hop in req.hops or ():
+        out += [hop.host, hop.session_id, hop.node]
     if req.session_approval is not None:
         for grant in req.session_approval.grants:
             out += [grant.surface, grant.pattern]
@@ -45,6 +47,12 @@ def child_strings(ask: Ask) -> list[str | None]:
         for note in payload.annotations:
             out += [note.source, note.text]
     return out
+
+
+def carried_by(ask: Ask) -> list[str]:
+    """The couriers the ask came through (`hops`), each `host/session/node`, first the one that read it
+    from its child: untrusted provenance, shown (sanitised by the caller), never used for judgment."""
+    return [f"{hop.host}/{hop.session_id}/{hop.node}" for hop in ask.request.hops or ()]
 
 
 def ask_has_hidden(ask: Ask) -> bool:

@@ -1,0 +1,201 @@
+"""The courier as this node's arbiter: an ask this node's rules leave undecided is carried to the
+target unchanged and the target's verdict is answered as this node's.
+
+The response is this node's (its served session answers), saying what the target said: approved,
+approved for the session (the child records its own suggestion, which the person up there saw),
+or denied with the target's reason; `decidedBy` wraps the target's as `forwarded` (provenance across
+the hop, capped at the wire's depth). When the target cannot be reached or does not answer before the
+child's deadline (less a margin to write the answer in), the fallback applies: a denial that names the
+target and why, leaving the ask for another authorizer, or another arbiter of this node (in the app:
+the person here decides what the target cannot).
+
+A parcel's id is derived from the ask (session, file name, request id, `createdAt`, its bytes), so a
+courier restarted after a kill carries the same file under the same id and reads the verdict given
+already. The target's answer is removed only once this node's answer is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from core.clock import Clock, wall_ms
+from core.courier.transport import Courier, Hop, Parcel, Relayed, Unreachable
+from core.serving.asks import LEAVE, Answered, Arbiter, ArbiterDecision, Ask, AskKey, Decision
+from core.text import log_safe
+from core.wire.decisions import MAX_DECISION_DEPTH, DecisionSource, ForwardedDecision, UnavailableDecision
+from core.wire.request import MAX_HOPS
+from core.wire.response import ForwardedResponse, approve, approve_for_session, deny
+
+log = logging.getLogger("pi_authorizer.courier")
+
+#: How long before the child's deadline the courier stops waiting, to write its fallback in time.
+DEADLINE_MARGIN_MS = 2_000
+
+#: `--on-ask deny|leave`, or an arbiter of this node deciding instead (the person, in the app).
+Fallback = Literal["deny", "leave"] | Arbiter
+
+
+@dataclass
+class _Carry:
+    parcel_id: str
+    task: asyncio.Task[None]
+    future: asyncio.Future[ArbiterDecision]
+
+
+class CourierArbiter:
+    """An `Arbiter` that carries asks to `courier.target` and relays its verdicts."""
+
+    name = "courier"
+
+    def __init__(self, courier: Courier, fallback: Fallback, clock: Clock, *, host: str, node: str) -> None:
+        self.courier, self.fallback, self.clock = courier, fallback, clock
+        self.host, self.node = host, node
+        self._carrying: dict[AskKey, _Carry] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def decide(self, ask: Ask) -> asyncio.Future[ArbiterDecision]:
+        future: asyncio.Future[ArbiterDecision] = asyncio.get_running_loop().create_future()
+        parcel_id = parcel_id_of(ask)
+        task = self._spawn(self._carry(ask, parcel_id, future))
+        self._carrying[ask.key] = _Carry(parcel_id, task, future)
+        return future
+
+    def withdraw(self, key: AskKey, reason: str | None = None) -> None:
+        carry = self._carrying.pop(key, None)
+        if carry is None:
+            return
+        carry.task.cancel()
+        carry.future.cancel()
+        if not isinstance(self.fallback, str):
+            self.fallback.withdraw(key, reason)
+        self._spawn(self.courier.withdraw(carry.parcel_id, reason or "the child withdrew its ask"))
+
+    async def run_until(self, stop: asyncio.Event) -> None:
+        """Beside serving (`ServingCore.add_background`): closed when serving stops."""
+        await stop.wait()
+        await self.close()
+
+    async def close(self) -> None:
+        """Stop carrying (parcels in flight stay where they are) and release the transport."""
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.courier.close()
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _carry(self, ask: Ask, parcel_id: str, future: asyncio.Future[ArbiterDecision]) -> None:
+        target = self.courier.target
+        try:
+            decision = await self._relay(ask, parcel_id)
+        except asyncio.CancelledError:
+            raise
+        except Unreachable as exc:
+            decision = await self._fallback(ask, str(exc))
+        except Exception as exc:  # a transport that fails is a target that cannot be reached
+            log.error("%s: carrying to %s failed", ask.key.name, target, exc_info=True)
+            decision = await self._fallback(ask, f"carrying to {target} failed: {exc}")
+        if not future.done():
+            future.set_result(decision)
+
+    async def _relay(self, ask: Ask, parcel_id: str) -> ArbiterDecision:
+        target = self.courier.target
+        hops = self._hops(ask)
+        if isinstance(hops, str):
+            return await self._fallback(ask, hops)
+        deadline = ask.deadline_ms - DEADLINE_MARGIN_MS
+        if wall_ms(self.clock) >= deadline:
+            return await self._fallback(ask, "the child's deadline is too near to carry it")
+        relayed = await self.courier.carry(Parcel(parcel_id, ask.parsed.raw, hops, deadline))
+        response = relayed_response(relayed, ask.responder_session_id, wall_ms(self.clock))
+        log.info("%s carried to %s: %s there by %s", log_safe(ask.key.name), log_safe(target),
+                 response.state, log_safe(relayed.decided_by, 200))
+        reply: asyncio.Future[Answered] = asyncio.get_running_loop().create_future()
+        reply.add_done_callback(lambda done: self._settled(ask.key, parcel_id, done))
+        return Decision(response, "courier", reply=reply)
+
+    def _settled(self, key: AskKey, parcel_id: str, done: asyncio.Future[Answered]) -> None:
+        """This node's answer is written (or the ask is gone): the target's answer is read and done
+        with, and removed there as a child removes it. A write that failed keeps it for the next try."""
+        answered = None if done.cancelled() else done.result()
+        if answered is None or answered.written or answered.gone:
+            carry = self._carrying.get(key)
+            if carry is not None and carry.parcel_id == parcel_id:
+                del self._carrying[key]
+            self._spawn(self.courier.withdraw(parcel_id, "answered here"))
+
+    def _hops(self, ask: Ask) -> tuple[Hop, ...] | str:
+        """The hops the ask came with, then this node; a loop or too long a list is refused (why)."""
+        came = tuple(Hop(h.host, h.session_id, h.node) for h in ask.request.hops or ())
+        here = Hop(self.host, ask.key.session_id, self.node)
+        if here in came:
+            return f"the ask has come through this node before (a forwarding loop to {self.courier.target})"
+        if len(came) + 1 > MAX_HOPS:
+            return f"the ask has come through {len(came)} nodes already, the most one may"
+        return (*came, here)
+
+    async def _fallback(self, ask: Ask, why: str) -> ArbiterDecision:
+        target = self.courier.target
+        fallback = self.fallback
+        then = {"deny": "denied", "leave": "left for another authorizer"}.get(fallback, "") \
+            if isinstance(fallback, str) else f"decided here ({fallback.name})"
+        log.warning("%s: could not be decided at %s: %s; %s", log_safe(ask.key.name), log_safe(target),
+                    log_safe(why, 300), then)
+        if not isinstance(fallback, str):
+            return await fallback.decide(ask)
+        if fallback == "leave":
+            return LEAVE
+        response = deny(
+            responder=ask.responder_session_id,
+            at_ms=wall_ms(self.clock),
+            decided_by=UnavailableDecision(reason=f"{target} unavailable: {why}"),
+            reason=f"pi-authorizer denied this for safety: it carries asks to {target} to be decided, "
+                   f"and {why}",
+        )
+        return Decision(response, "fail-safe")
+
+
+def parcel_id_of(ask: Ask) -> str:
+    """Unique for this ask, the same for the same file read again after a restart; a legal file name."""
+    digest = hashlib.sha256()
+    request = ask.request
+    for part in (ask.key.session_id, ask.key.name, request.id, repr(request.created_at)):
+        digest.update(part.encode("utf-8", "surrogatepass") + b"\0")
+    digest.update(ask.parsed.raw)
+    return f"courier-{digest.hexdigest()[:40]}"
+
+
+def relayed_response(relayed: Relayed, responder: str, at_ms: int) -> ForwardedResponse:
+    """The target's verdict as this node's response: approved only when the target approved."""
+    read = relayed.response
+    by = _forwarded(read.responder_session_id, read.decided_by)
+    if read.approved and read.state == "approved_for_session":
+        return approve_for_session(responder=responder, at_ms=at_ms, decided_by=by)
+    if read.approved and read.state.startswith("approved"):
+        return approve(responder=responder, at_ms=at_ms, decided_by=by)
+    reason = read.denial_reason if read.denial_reason and read.denial_reason.strip() else \
+        f"denied at {read.responder_session_id!r} (no reason was given there)"
+    return deny(responder=responder, at_ms=at_ms, decided_by=by, reason=reason)
+
+
+def _forwarded(responder: str, inner: DecisionSource | None) -> ForwardedDecision:
+    """`forwarded` around the target's `decidedBy`; one too deep for the wire keeps the hop only."""
+    wrapped = ForwardedDecision(responder_session_id=responder, decision=inner)
+    depth, source = 0, wrapped
+    while source.decision is not None:
+        depth += 1
+        if not isinstance(source.decision, ForwardedDecision):
+            break
+        source = source.decision
+    if depth + 1 > MAX_DECISION_DEPTH:
+        return ForwardedDecision(responder_session_id=responder, decision=None)
+    return wrapped

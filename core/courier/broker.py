@@ -1,0 +1,310 @@
+"""The broker's layout on NATS JetStream, shared by couriers and approvers (`docs/remote.md` § The broker).
+
+- Asks: one JetStream stream (`PIAUTH_ASKS`), a subject per courier host and session,
+  `piauth.ask.<host>.<session>` (tokens encoded), a message per parcel published with the parcel id
+  as `Nats-Msg-Id` so a courier carrying it again after a restart is deduplicated.
+- Decisions: one KV bucket (`PIAUTH_DECISIONS`), one key per parcel, `<host>.<sha256(parcel id)>`,
+  written only with KV `create`: the first of a verdict or a withdrawal wins, every later writer is
+  refused and reads who won. The host token in the key is the one of the subject the ask was
+  published on (never what the parcel claims), so a host's credentials can be scoped to its keys.
+
+Everything read from the broker is untrusted: a parcel or a decision is decoded with bounds and
+refused with a reason, never trusted for its claims beyond provenance.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import nats
+import nats.errors
+import nats.js.errors
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+from nats.js.api import KeyValueConfig, StorageType, StreamConfig
+from nats.js.kv import KeyValue
+
+from core.courier.transport import Hop, Parcel
+from core.wire.limits import MAX_REQUEST_BYTES
+
+log = logging.getLogger("pi_authorizer.broker")
+
+ASK_STREAM = "PIAUTH_ASKS"
+ASK_PREFIX = "piauth.ask"
+DECISION_BUCKET = "PIAUTH_DECISIONS"
+#: The subject a decision key's writes appear on (core NATS subscribers see them as they land).
+DECISION_SUBJECT_PREFIX = f"$KV.{DECISION_BUCKET}"
+#: How long asks and decisions stay on the broker: longer than any child waits.
+RETENTION_S = 24 * 3600.0
+#: The window in which the broker drops a parcel published again under the same id.
+DEDUPE_WINDOW_S = 3600.0
+#: A parcel on the wire: the request (base64 grows it by a third), the hops and a little JSON.
+MAX_PARCEL_BYTES = MAX_REQUEST_BYTES * 2 + 64 * 1024
+MAX_DECISION_BYTES = 64 * 1024
+MAX_HOPS = 32
+MAX_NAME = 200
+#: Errors that mean "the broker did not answer now" (connection lost, timeout), as opposed to refusals.
+BROKER_DOWN: tuple[type[BaseException], ...] = (
+    nats.errors.Error,
+    nats.js.errors.Error,
+    OSError,
+    TimeoutError,
+)
+
+_TOKEN_SAFE = re.compile(r"[A-Za-z0-9_-]")
+_ADDRESS = re.compile(r"^nats://(?P<host>[A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(?P<port>[0-9]{1,5})$")
+
+
+class BrokerRefused(ValueError):
+    """Something read from the broker is not usable; `reason` says why (the quarantine reason)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def broker_url(target: str) -> str:
+    """`nats://HOST:PORT` checked (no credentials or paths in it); raises `ValueError` with why."""
+    match = _ADDRESS.match(target)
+    if match is None or not 0 < int(match["port"]) < 65536:
+        raise ValueError(f"{target!r} is not nats://HOST:PORT")
+    return target
+
+
+def token(text: str) -> str:
+    """`text` as one subject token and KV key part: `[A-Za-z0-9_-]` kept, anything else `=XX` (UTF-8
+    bytes), so distinct names never share a token and no name can add a `.`, `*` or `>`."""
+    out = []
+    for char in text:
+        if _TOKEN_SAFE.fullmatch(char):
+            out.append(char)
+        else:
+            out.extend(f"={byte:02X}" for byte in char.encode("utf-8"))
+    return "".join(out) or "="
+
+
+def ask_subject(host: str, session_id: str) -> str:
+    return f"{ASK_PREFIX}.{token(host)}.{token(session_id)}"
+
+
+def host_token_of(subject: str) -> str:
+    """The host token of an ask's subject (the broker enforced it; the parcel's claims are not)."""
+    parts = subject.split(".")
+    if len(parts) != 4 or ".".join(parts[:2]) != ASK_PREFIX:
+        raise BrokerRefused(f"not an ask subject: {subject[:MAX_NAME]!r}")
+    return parts[2]
+
+
+def decision_key(host_token: str, parcel_id: str) -> str:
+    """The parcel's one decision key: legal for any parcel id, scoped to the publishing host."""
+    return f"{host_token}.{hashlib.sha256(parcel_id.encode('utf-8')).hexdigest()}"
+
+
+def _name(value: object, what: str) -> str:
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_NAME:
+        raise BrokerRefused(f"{what} is not a name of 1 to {MAX_NAME} characters")
+    if any(ord(char) < 32 or ord(char) == 127 for char in value):
+        raise BrokerRefused(f"{what} holds control characters")
+    return value
+
+
+def encode_parcel(parcel: Parcel) -> bytes:
+    """A parcel on the wire: the request bytes exactly (base64), the hops and the deadline."""
+    return json.dumps(
+        {
+            "v": 1,
+            "parcelId": parcel.parcel_id,
+            "request": base64.b64encode(parcel.request).decode("ascii"),
+            "hops": [{"host": h.host, "session": h.session_id, "node": h.node} for h in parcel.hops],
+            "deadlineMs": parcel.deadline_ms,
+        },
+        separators=(",", ":"),
+    ).encode("utf-8")
+
+
+def _object(data: bytes, limit: int, what: str) -> dict[str, Any]:
+    if len(data) > limit:
+        raise BrokerRefused(f"{what} is {len(data)} bytes, over the {limit}-byte limit")
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise BrokerRefused(f"{what} is not JSON: {str(exc)[:120]}") from exc
+    if not isinstance(value, dict) or value.get("v") != 1:
+        raise BrokerRefused(f"{what} is not a version-1 object")
+    return value
+
+
+def parcel_id_of(data: bytes) -> str | None:
+    """The parcel id of an unusable parcel if one can be read, so it can still be answered with why."""
+    try:
+        return _name(_object(data, MAX_PARCEL_BYTES, "the parcel").get("parcelId"), "parcelId")
+    except BrokerRefused:
+        return None
+
+
+def decode_parcel(data: bytes) -> Parcel:
+    """A parcel read from the broker; raises `BrokerRefused` with why it is unusable."""
+    obj = _object(data, MAX_PARCEL_BYTES, "the parcel")
+    parcel_id = _name(obj.get("parcelId"), "parcelId")
+    raw = obj.get("request")
+    if not isinstance(raw, str):
+        raise BrokerRefused("request is not base64 text")
+    try:
+        request = base64.b64decode(raw, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise BrokerRefused("request is not base64 text") from exc
+    hops_in = obj.get("hops")
+    if not isinstance(hops_in, list) or not 0 < len(hops_in) <= MAX_HOPS:
+        raise BrokerRefused(f"hops is not a list of 1 to {MAX_HOPS} hops")
+    hops = []
+    for hop in hops_in:
+        if not isinstance(hop, dict):
+            raise BrokerRefused("a hop is not an object")
+        hops.append(
+            Hop(_name(hop.get("host"), "hop host"), _name(hop.get("session"), "hop session"),
+                _name(hop.get("node"), "hop node"))
+        )
+    deadline = obj.get("deadlineMs")
+    if isinstance(deadline, bool) or not isinstance(deadline, int | float) or not 0 <= deadline < 1e15:
+        raise BrokerRefused("deadlineMs is not a time in milliseconds")
+    return Parcel(parcel_id=parcel_id, request=request, hops=tuple(hops), deadline_ms=float(deadline))
+
+
+DecisionKind = Literal["verdict", "withdrawn"]
+
+
+@dataclass(frozen=True)
+class BrokerDecision:
+    """What the decision key of a parcel holds: a verdict (the response bytes exactly as the approver
+    wrote them) or a withdrawal, and who wrote it."""
+
+    kind: DecisionKind
+    by: str
+    #: The response body (verdict) or the reason (withdrawal).
+    body: str
+
+    def encode(self) -> bytes:
+        return json.dumps(
+            {"v": 1, "kind": self.kind, "by": self.by, "body": self.body}, separators=(",", ":")
+        ).encode("utf-8")
+
+    @property
+    def words(self) -> str:
+        """How a loser of the race is told (the arbiter's withdrawal reason)."""
+        if self.kind == "withdrawn":
+            return f"withdrawn by the courier at {self.by}: {self.body}"
+        return f"decided elsewhere by {self.by}"
+
+
+def decode_decision(data: bytes) -> BrokerDecision:
+    obj = _object(data, MAX_DECISION_BYTES, "the decision")
+    kind, body = obj.get("kind"), obj.get("body")
+    if kind not in ("verdict", "withdrawn") or not isinstance(body, str):
+        raise BrokerRefused("the decision is neither a verdict nor a withdrawal")
+    return BrokerDecision(kind=kind, by=_name(obj.get("by"), "the decider"), body=body)
+
+
+@dataclass
+class BrokerLink:
+    """One connection to the broker with its JetStream context and the decisions bucket."""
+
+    nc: Client
+    js: JetStreamContext
+    decisions: KeyValue
+
+    async def close(self) -> None:
+        if not self.nc.is_closed:
+            await self.nc.close()
+
+
+async def connect(url: str, *, timeout_s: float, name: str) -> BrokerLink:
+    """Connect (one attempt bounded by `timeout_s`; once up, nats-py reconnects on its own forever)
+    and make sure the stream and the bucket exist (idempotent: every node may be first)."""
+    nc = await nats.connect(
+        servers=[url],
+        name=name,
+        connect_timeout=max(1, int(timeout_s)),
+        allow_reconnect=True,
+        # nats-py applies this to the first connect too, where "forever" would hang the caller: one
+        # retry there, then unbounded once connected (a broker restarted is found again).
+        max_reconnect_attempts=1,
+        reconnect_time_wait=0.2,
+        ping_interval=5,
+        max_outstanding_pings=2,
+        error_cb=_quiet,
+    )
+    nc.options["max_reconnect_attempts"] = -1
+    try:
+        js = nc.jetstream(timeout=timeout_s)
+        await _ensure_stream(js)
+        decisions = await _ensure_bucket(js)
+    except BaseException:
+        await nc.close()
+        raise
+    return BrokerLink(nc=nc, js=js, decisions=decisions)
+
+
+async def _quiet(error: Exception) -> None:
+    """nats-py's connection errors: the callers report what a broker out of reach means for an ask."""
+    log.debug("nats: %s", error)
+
+
+async def _ensure_stream(js: JetStreamContext) -> None:
+    try:
+        await js.stream_info(ASK_STREAM)
+    except nats.js.errors.NotFoundError:
+        await js.add_stream(
+            StreamConfig(
+                name=ASK_STREAM,
+                subjects=[f"{ASK_PREFIX}.>"],
+                storage=StorageType.FILE,
+                max_age=RETENTION_S,
+                duplicate_window=DEDUPE_WINDOW_S,
+                max_msg_size=MAX_PARCEL_BYTES,
+            )
+        )
+
+
+async def _ensure_bucket(js: JetStreamContext) -> KeyValue:
+    try:
+        return await js.key_value(DECISION_BUCKET)
+    except nats.js.errors.BucketNotFoundError:
+        return await js.create_key_value(
+            KeyValueConfig(
+                bucket=DECISION_BUCKET,
+                history=1,
+                ttl=RETENTION_S,
+                storage=StorageType.FILE,
+                max_value_size=MAX_DECISION_BYTES,
+            )
+        )
+
+
+async def create_decision(kv: KeyValue, key: str, decision: BrokerDecision) -> BrokerDecision | None:
+    """Write `decision` if the key holds none; else the decision that won (`None`: we won)."""
+    try:
+        await kv.create(key, decision.encode())
+        return None
+    except nats.js.errors.KeyWrongLastSequenceError:
+        won = await read_decision(kv, key)
+        return won if won is not None else BrokerDecision("verdict", "an unreadable writer", "")
+
+
+async def read_decision(kv: KeyValue, key: str) -> BrokerDecision | None:
+    """The decision a key holds, `None` if none yet; an unreadable one counts as withdrawn (nobody
+    may answer over it, and nobody relays it)."""
+    try:
+        entry = await kv.get(key)
+    except nats.js.errors.KeyNotFoundError:
+        return None
+    try:
+        return decode_decision(entry.value or b"")
+    except BrokerRefused as exc:
+        return BrokerDecision("withdrawn", "an unknown writer", f"an unreadable decision ({exc.reason})")

@@ -1,0 +1,393 @@
+"""The approver's side of the broker: asks couriers put on NATS JetStream, served like an inbox's.
+
+Each approver node reads every ask through its own durable consumer (`approver-<node>`), so a node
+killed and restarted is given again every ask it had not settled (after the consumer's ack wait).
+A parcel is untrusted: decoded with bounds (`core/courier/broker.py`), its request read by the same
+tolerant reader as a file (`core/wire/reader.py`), its claimed origin checked against the subject
+the broker took it on. Then, as for a file: this node's rules, the chain, the arbiter (the person,
+`--on-ask`). The verdict is written with KV `create`: when approvers race, one verdict exists, and
+every other node withdraws the ask from its arbiter with "decided elsewhere by N". A message is
+acknowledged only once its parcel is settled (answered, decided elsewhere, withdrawn, past its
+deadline, or refused with why), so nothing is lost and nothing answered twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from nats.js.api import ConsumerConfig, DeliverPolicy
+
+from core.clock import SYSTEM_CLOCK, Clock, wall_ms
+from core.courier.broker import (
+    ASK_PREFIX,
+    ASK_STREAM,
+    BROKER_DOWN,
+    DECISION_SUBJECT_PREFIX,
+    BrokerDecision,
+    BrokerLink,
+    BrokerRefused,
+    broker_url,
+    connect,
+    create_decision,
+    decision_key,
+    decode_decision,
+    decode_parcel,
+    host_token_of,
+    parcel_id_of,
+    read_decision,
+    token,
+)
+from core.courier.transport import Parcel
+from core.serving.asks import Answered, Arbiter, ArbiterDecision, Ask, AskKey, Decision
+from core.serving.judgment import Chain, Judge, judge_ask, review_by_chain
+from core.serving.verdicts import gate_denial
+from core.wire.reader import RequestRejected, parse_request
+from core.wire.response import ForwardedResponse, encode_response
+
+log = logging.getLogger("pi_authorizer.broker")
+
+#: Who answers a parcel that names no usable responder (the child's reader checks only its type).
+BROKER_RESPONDER = "pi-authorizer-broker"
+
+
+class NoChain:
+    """No chain links on this node: every parcel the rules leave goes to the arbiter."""
+
+    async def review(self, parsed: object) -> None:
+        return None
+
+
+@dataclass
+class _Held:
+    """An ask before this node's arbiter: the message to acknowledge once it is settled."""
+
+    key: str
+    ask: Ask
+    msg: Msg
+    deadline: float
+    settled: bool = False
+    #: This node is writing its verdict: the key's write seen meanwhile may be its own.
+    writing: bool = False
+
+
+@dataclass(frozen=True)
+class Settled:
+    """What became of one parcel on this node (for the log, the tests and the benchmark)."""
+
+    parcel_id: str
+    #: `rule`, `chain`, `user`, `fail-safe`... (this node's verdict won), `elsewhere`, `refused`,
+    #: `expired`, `left`.
+    outcome: str
+    words: str = ""
+
+
+@dataclass
+class BrokerInboxStats:
+    settled: list[Settled] = field(default_factory=list)
+    quarantined: list[str] = field(default_factory=list)
+
+
+class BrokerInbox:
+    """Serves the broker's asks to one node's rules, chain and arbiter until `close`."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        node: str,
+        judge: Judge,
+        arbiter: Arbiter,
+        chain: Chain | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        ack_wait_s: float = 30.0,
+        batch: int = 64,
+        request_timeout_s: float = 2.0,
+        retry_s: float = 0.2,
+        on_settled: Callable[[Settled], None] | None = None,
+    ) -> None:
+        self.url = broker_url(url)
+        self.node = node
+        self.judge = judge
+        self.arbiter = arbiter
+        self.chain: Chain = chain if chain is not None else NoChain()
+        self.clock = clock
+        self.ack_wait_s = ack_wait_s
+        self.batch = batch
+        self.request_timeout_s = request_timeout_s
+        self.retry_s = retry_s
+        self.on_settled = on_settled
+        self.stats = BrokerInboxStats()
+        self._held: dict[str, _Held] = {}
+        self._link: BrokerLink | None = None
+        self._closing = asyncio.Event()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._runner: asyncio.Task[None] | None = None
+
+    @property
+    def durable(self) -> str:
+        return f"approver-{token(self.node)}"
+
+    async def start(self) -> None:
+        """Connect (raises what nats-py raises when the broker is out of reach) and start serving."""
+        self._link = await connect(self.url, timeout_s=self.request_timeout_s, name=self.node)
+        self._runner = asyncio.create_task(self._run(self._link), name=f"broker inbox {self.node}")
+
+    async def close(self) -> None:
+        """Stop taking asks; asks before the arbiter stay unacknowledged, so a later run gets them."""
+        self._closing.set()
+        if self._runner is not None:
+            self._runner.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._runner
+        for task in list(self._tasks):
+            task.cancel()
+        for held in list(self._held.values()):
+            self.arbiter.withdraw(held.ask.key, "this authorizer stopped serving the broker")
+        self._held.clear()
+        if self._link is not None:
+            with contextlib.suppress(*BROKER_DOWN):
+                await self._link.close()
+
+    # -- the loop -----------------------------------------------------------------------------------
+
+    async def _run(self, link: BrokerLink) -> None:
+        decisions: Subscription | None = None
+        pull = None
+        reconnects = link.nc.stats["reconnects"]
+        while not self._closing.is_set():
+            try:
+                if decisions is None:
+                    decisions = await link.nc.subscribe(f"{DECISION_SUBJECT_PREFIX}.>", cb=self._on_decision)
+                if pull is None:
+                    pull = await link.js.pull_subscribe(
+                        f"{ASK_PREFIX}.>",
+                        durable=self.durable,
+                        stream=ASK_STREAM,
+                        config=ConsumerConfig(
+                            ack_wait=self.ack_wait_s,
+                            max_ack_pending=-1,
+                            deliver_policy=DeliverPolicy.ALL,
+                        ),
+                    )
+                if link.nc.stats["reconnects"] != reconnects:
+                    reconnects = link.nc.stats["reconnects"]
+                    await self._resync(link)
+                self._expire()
+                try:
+                    msgs = await pull.fetch(self.batch, timeout=1.0)
+                except TimeoutError:
+                    continue
+                for msg in msgs:
+                    await self._take(link, msg)
+            except asyncio.CancelledError:
+                raise
+            except BROKER_DOWN as exc:
+                log.info("broker %s: %s; retrying", self.url, exc)
+                await self.clock.wait(self._closing, self.retry_s)
+
+    async def _resync(self, link: BrokerLink) -> None:
+        """After a reconnect: decisions written while this node was away are read from the bucket."""
+        for held in list(self._held.values()):
+            won = await read_decision(link.decisions, held.key)
+            if won is not None:
+                self._elsewhere(held, won)
+
+    def _expire(self) -> None:
+        now = self.clock.monotonic()
+        for held in list(self._held.values()):
+            if now >= held.deadline:
+                self._drop(held, Settled(held.ask.key.name, "expired", "the child's deadline passed"))
+                self.arbiter.withdraw(held.ask.key, "the child's deadline passed")
+
+    def _on_decision_key(self, subject: str) -> str:
+        return subject[len(DECISION_SUBJECT_PREFIX) + 1 :]
+
+    async def _on_decision(self, msg: Msg) -> None:
+        held = self._held.get(self._on_decision_key(msg.subject))
+        if held is None or held.settled or held.writing:
+            return
+        try:
+            won = decode_decision(msg.data)
+        except BrokerRefused as exc:
+            won = BrokerDecision("withdrawn", "an unknown writer", f"an unreadable decision ({exc.reason})")
+        self._elsewhere(held, won)
+
+    def _elsewhere(self, held: _Held, won: BrokerDecision) -> None:
+        self._drop(held, Settled(held.ask.key.name, "elsewhere", won.words))
+        self.arbiter.withdraw(held.ask.key, won.words)
+
+    def _drop(self, held: _Held, settled: Settled) -> None:
+        held.settled = True
+        self._held.pop(held.key, None)
+        self._ack(held.msg)
+        self._note(settled)
+
+    def _note(self, settled: Settled) -> None:
+        self.stats.settled.append(settled)
+        if self.on_settled is not None:
+            self.on_settled(settled)
+
+    def _ack(self, msg: Msg) -> None:
+        self._spawn(self._ack_now(msg))
+
+    async def _ack_now(self, msg: Msg) -> None:
+        with contextlib.suppress(*BROKER_DOWN):
+            await msg.ack()
+
+    def _spawn(self, work: Coroutine[object, object, None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- one parcel ---------------------------------------------------------------------------------
+
+    async def _take(self, link: BrokerLink, msg: Msg) -> None:
+        """One delivery: settled, before the arbiter, or left unacknowledged when the broker failed."""
+        try:
+            await self._serve(link, msg)
+        except BROKER_DOWN:
+            raise
+        except Exception as exc:  # a parcel never stops serving
+            log.error("broker parcel on %s failed", msg.subject[:200], exc_info=True)
+            self._quarantine(msg, f"serving it failed: {type(exc).__name__}: {exc}")
+
+    def _quarantine(self, msg: Msg, reason: str) -> None:
+        self.stats.quarantined.append(reason)
+        log.warning("broker parcel on %s refused: %s", msg.subject[:200], reason)
+        self._spawn(self._term(msg))
+
+    async def _term(self, msg: Msg) -> None:
+        with contextlib.suppress(*BROKER_DOWN):
+            await msg.term()
+
+    async def _serve(self, link: BrokerLink, msg: Msg) -> None:
+        try:
+            host_tok = host_token_of(msg.subject)
+        except BrokerRefused as exc:
+            self._quarantine(msg, exc.reason)
+            return
+        try:
+            parcel = decode_parcel(msg.data)
+            _check_origin(parcel, msg.subject)
+        except BrokerRefused as exc:
+            parcel_id = parcel_id_of(msg.data)
+            if parcel_id is not None:
+                await self._refuse(link, decision_key(host_tok, parcel_id), parcel_id, exc.reason)
+            self._quarantine(msg, exc.reason)
+            return
+        key = decision_key(host_tok, parcel.parcel_id)
+        held = self._held.get(key)
+        if held is not None:  # delivered again while its arbiter decides: keep the newest delivery
+            held.msg = msg
+            return
+        already = await read_decision(link.decisions, key)
+        if already is not None:
+            await msg.ack()
+            self._note(Settled(parcel.parcel_id, "elsewhere", already.words))
+            return
+        left_s = (parcel.deadline_ms - wall_ms(self.clock)) / 1000
+        if left_s <= 0:
+            await msg.ack()
+            self._note(Settled(parcel.parcel_id, "expired", "the child's deadline had passed"))
+            return
+        try:
+            parsed = parse_request(parcel.request)
+        except RequestRejected as exc:
+            await self._refuse(link, key, parcel.parcel_id, exc.reason)
+            self.stats.quarantined.append(exc.reason)
+            await msg.ack()
+            return
+        responder = parsed.request.target_session_id or BROKER_RESPONDER
+        origin = parcel.hops[-1]
+        label = f"nats:{origin.host}/{origin.session_id}"
+        judgment, decided = judge_ask(self.judge, parsed, responder, self.clock)
+        if decided is None:
+            chained = await review_by_chain(self.chain, parsed, responder, self.clock, label)
+            if chained is not None:
+                judgment, decided = chained
+        if decided is not None:
+            await self._answer(link, key, parcel.parcel_id, decided)
+            await msg.ack()
+            return
+        ask = Ask(
+            key=AskKey(session_id=label, name=parcel.parcel_id),
+            parsed=parsed,
+            judgment=judgment,
+            arrived_at=self.clock.wall(),
+            timeout_ms=max(0, int(parcel.deadline_ms - parsed.request.created_at)),
+            responder_session_id=responder,
+        )
+        held = _Held(key=key, ask=ask, msg=msg, deadline=self.clock.monotonic() + left_s)
+        self._held[key] = held
+        pending = self.arbiter.decide(ask)
+        pending.add_done_callback(lambda done: self._spawn(self._decided(link, held, done)))
+
+    async def _decided(self, link: BrokerLink, held: _Held, done: asyncio.Future[ArbiterDecision]) -> None:
+        if done.cancelled() or held.settled:
+            return
+        decision = done.result()
+        if not isinstance(decision, Decision):
+            self._drop(held, Settled(held.ask.key.name, "left", "this node's arbiter left it"))
+            return
+        held.writing = True
+        won = await self._answer(link, held.key, held.ask.key.name, decision, quiet=True)
+        if held.settled:  # withdrawn while writing: the write reports what won
+            return
+        if won is None:
+            self._drop(held, Settled(held.ask.key.name, decision.outcome))
+        else:
+            self._drop(held, Settled(held.ask.key.name, "elsewhere", won.words))
+        if decision.reply is not None and not decision.reply.done():
+            decision.reply.set_result(
+                Answered(written=True) if won is None else Answered(written=False, why_not=won.words)
+            )
+
+    async def _refuse(self, link: BrokerLink, key: str, parcel_id: str, reason: str) -> None:
+        denial = gate_denial(BROKER_RESPONDER, self.clock, f"the parcel is unusable: {reason}")
+        await self._answer(link, key, parcel_id, Decision(denial, "refused"))
+
+    async def _answer(
+        self, link: BrokerLink, key: str, parcel_id: str, decision: Decision, quiet: bool = False
+    ) -> BrokerDecision | None:
+        """Write the verdict create-only, retrying while the broker is away; the winner if not us."""
+        verdict = BrokerDecision("verdict", self.node, _body(decision.response))
+        while True:
+            try:
+                won = await create_decision(link.decisions, key, verdict)
+                break
+            except BROKER_DOWN as exc:
+                if self._closing.is_set():
+                    raise
+                log.info("broker %s: verdict on %s not written yet: %s", self.url, parcel_id, exc)
+                await self.clock.wait(self._closing, self.retry_s)
+        if not quiet:
+            self._note(Settled(parcel_id, decision.outcome) if won is None else
+                       Settled(parcel_id, "elsewhere", won.words))
+        return won
+
+    @property
+    def holding(self) -> int:
+        """Asks before this node's arbiter."""
+        return len(self._held)
+
+
+def _body(response: ForwardedResponse) -> str:
+    return encode_response(response).decode("utf-8")
+
+
+def _check_origin(parcel: Parcel, subject: str) -> None:
+    """The parcel's last hop (the courier that published it) must be the subject's host and session:
+    a host can publish only under its own name, so it cannot pass an ask off as another's."""
+    origin = parcel.hops[-1]
+    expected = f"{ASK_PREFIX}.{token(origin.host)}.{token(origin.session_id)}"
+    if subject != expected:
+        raise BrokerRefused(
+            f"the parcel claims to come from {origin.host!r}/{origin.session_id!r} but was published on "
+            f"{subject[:200]!r}"
+        )

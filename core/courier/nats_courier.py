@@ -1,0 +1,157 @@
+"""The `nats://HOST:PORT` transport: a parcel published on the broker, its verdict awaited in the
+decisions bucket (`core/courier/broker.py` holds the layout).
+
+Publishing is idempotent (the parcel id is the JetStream message id, and the decision key is derived
+from it), so a courier restarted after a kill carries the same parcel again and reads the same
+verdict. Every wait is bounded: the child's deadline, and `unreachable_after_s` without the broker
+(waits on the injected clock; nats-py's own requests bounded by `request_timeout_s`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from nats.aio.msg import Msg
+
+from core.clock import SYSTEM_CLOCK, Clock, wall_ms
+from core.courier.broker import (
+    BROKER_DOWN,
+    DECISION_SUBJECT_PREFIX,
+    BrokerDecision,
+    BrokerLink,
+    ask_subject,
+    broker_url,
+    connect,
+    create_decision,
+    decision_key,
+    encode_parcel,
+    read_decision,
+    token,
+)
+from core.courier.transport import Parcel, Relayed, Unreachable
+from core.wire.response import parse_response
+
+log = logging.getLogger("pi_authorizer.courier")
+
+#: How long the broker may be out of reach before the courier gives up (its fallback then answers).
+DEFAULT_UNREACHABLE_AFTER_S = 10.0
+#: How often a waiting courier reads the key anyway (a write missed while reconnecting).
+RECHECK_S = 1.0
+
+
+class NatsCourier:
+    """A `Courier` to a NATS JetStream broker. One connection, opened on first use, shared by every
+    parcel; `host` names the courier's host in subjects and keys (its hop's host)."""
+
+    def __init__(
+        self,
+        target: str,
+        *,
+        node: str,
+        clock: Clock = SYSTEM_CLOCK,
+        unreachable_after_s: float = DEFAULT_UNREACHABLE_AFTER_S,
+        request_timeout_s: float = 2.0,
+        retry_s: float = 0.2,
+    ) -> None:
+        self.target = broker_url(target)
+        self.node = node
+        self.clock = clock
+        self.unreachable_after_s = unreachable_after_s
+        self.request_timeout_s = request_timeout_s
+        self.retry_s = retry_s
+        self._link: BrokerLink | None = None
+        self._connecting = asyncio.Lock()
+        #: Parcel id → the key it was carried under (so `withdraw` knows the host token).
+        self._keys: dict[str, str] = {}
+
+    async def _connected(self) -> BrokerLink:
+        async with self._connecting:
+            if self._link is None or self._link.nc.is_closed:
+                self._link = await connect(self.target, timeout_s=self.request_timeout_s, name=self.node)
+            return self._link
+
+    def _out_of_reach(self, since: float, why: BaseException | str) -> Unreachable:
+        waited = self.clock.monotonic() - since
+        return Unreachable(f"{self.target} unreachable: {why} (for {waited:.1f} s)")
+
+    async def carry(self, parcel: Parcel) -> Relayed:
+        """Publish the parcel and wait for its verdict, never past the child's deadline; a withdrawal
+        that won the key (this or another courier withdrew it) ends the wait as `Unreachable`."""
+        if not parcel.hops:
+            raise ValueError("a parcel carries at least this node's hop")
+        origin = parcel.hops[-1]
+        key = decision_key(token(origin.host), parcel.parcel_id)
+        self._keys[parcel.parcel_id] = key
+        subject = ask_subject(origin.host, origin.session_id)
+        body = encode_parcel(parcel)
+        deadline = self.clock.monotonic() + max(0.0, (parcel.deadline_ms - wall_ms(self.clock)) / 1000)
+        landed = asyncio.Event()
+        published = False
+        ok_since = self.clock.monotonic()
+        sub = None
+
+        async def on_write(msg: Msg) -> None:
+            landed.set()
+
+        try:
+            while True:
+                now = self.clock.monotonic()
+                if now >= deadline:
+                    raise Unreachable(f"{self.target}: no verdict before the child's deadline")
+                try:
+                    link = await self._connected()
+                    if sub is None:
+                        sub = await link.nc.subscribe(f"{DECISION_SUBJECT_PREFIX}.{key}", cb=on_write)
+                    if not published:
+                        await link.js.publish(
+                            subject, body, timeout=self.request_timeout_s,
+                            headers={"Nats-Msg-Id": parcel.parcel_id},
+                        )
+                        published = True
+                    landed.clear()
+                    decision = await read_decision(link.decisions, key)
+                    ok_since = self.clock.monotonic()
+                except BROKER_DOWN as exc:
+                    if self.clock.monotonic() - ok_since >= self.unreachable_after_s:
+                        raise self._out_of_reach(ok_since, exc) from exc
+                    log.info("%s: broker not answering (%s); retrying", self.target, exc)
+                    await self.clock.wait(asyncio.Event(), min(self.retry_s, deadline - now))
+                    continue
+                if decision is not None:
+                    return self._relayed(decision)
+                await self.clock.wait(landed, min(RECHECK_S, max(0.0, deadline - self.clock.monotonic())))
+        finally:
+            if sub is not None:
+                with contextlib.suppress(*BROKER_DOWN):
+                    await sub.unsubscribe()
+
+    def _relayed(self, decision: BrokerDecision) -> Relayed:
+        if decision.kind == "withdrawn":
+            raise Unreachable(f"{self.target}: the ask was {decision.words}")
+        response = parse_response(decision.body.encode("utf-8"))
+        if response is None:
+            raise Unreachable(f"{self.target}: the verdict written by {decision.by} is unreadable")
+        return Relayed(response=response, decided_by=f"{decision.by} via {self.target}")
+
+    async def withdraw(self, parcel_id: str, reason: str) -> None:
+        """Write the withdrawal in the parcel's decision key (create-only: if a verdict won, it stands
+        and nobody relays it); best effort within the bounded wait."""
+        key = self._keys.pop(parcel_id, None)
+        if key is None:
+            return
+        try:
+            link = await asyncio.wait_for(self._connected(), self.request_timeout_s)
+            won = await create_decision(link.decisions, key, BrokerDecision("withdrawn", self.node, reason))
+        except BROKER_DOWN as exc:
+            log.warning("%s: could not withdraw %s: %s", self.target, parcel_id, exc)
+            return
+        if won is not None:
+            log.info("%s: %s was already %s", self.target, parcel_id, won.words)
+
+    async def close(self) -> None:
+        link, self._link = self._link, None
+        if link is not None:
+            with contextlib.suppress(*BROKER_DOWN):
+                await link.close()

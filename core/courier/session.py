@@ -1,0 +1,253 @@
+"""The `session:ID` transport: carry an ask into another session's inbox under the same forwarding
+root, exactly as a forwarding child writes it (`docs/contract.md` § Layout), and read its answer
+with the child's reader.
+
+The request written there is the child's file byte for byte, with one object's worth of keys spliced
+in before its final `}`: `id` (the parcel id, which is the file name), `targetSessionId` (the target,
+so its server takes the ask as addressed to it) and `hops`. JSON readers, the reference's and ours,
+take the last of a repeated key, so the node up there reads this hop's envelope and the child's
+unchanged facts (`accessIntent`, `principal`), and ignores nothing it needs.
+
+Whether anyone serves the target is its heartbeat (`serving/<enc(ID)>.json`): stale or from a dead
+process means nobody, at once; none at all (a 20.7.3 server keeps none) gets a grace of two seconds
+for the request to be taken, as a newer child waits, and then counts as nobody. Folders are opened
+one by one without following a link, so a target's inbox cannot send the parcel elsewhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import logging
+import os
+import stat
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from core.clock import Clock, wall_ms
+from core.courier.transport import Parcel, Relayed, Unreachable, decider_words
+from core.disk.paths import encode_session_id, is_safe_request_id
+from core.forwarding.liveness import heartbeat_path, parse_heartbeat
+from core.wire.base import compact_json
+from core.wire.limits import MAX_REQUEST_BYTES
+from core.wire.response import ReadResponse, parse_response
+
+log = logging.getLogger("pi_authorizer.courier")
+
+#: How long a target with no heartbeat has to take the request before it counts as not served.
+UNSERVED_GRACE_S = 2.0
+#: How often the response is looked for (a child polls every 250 ms; a stat is cheap).
+POLL_S = 0.05
+#: The most of a response read: the reference's responses are a few hundred bytes.
+MAX_RESPONSE_BYTES = 64 * 1024
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class SessionCourier:
+    """Carries parcels into `session:ID`'s inbox and waits for its responses there."""
+
+    def __init__(self, root: Path, session_id: str, clock: Clock, grace_s: float = UNSERVED_GRACE_S) -> None:
+        self.target = f"session:{session_id}"
+        self.session_id = session_id
+        self.root = root
+        self.clock = clock
+        self.grace_s = grace_s
+        self._inbox = ("sessions", encode_session_id(session_id))
+
+    async def carry(self, parcel: Parcel) -> Relayed:
+        if not is_safe_request_id(parcel.parcel_id):
+            raise Unreachable(f"{self.target}: parcel id {parcel.parcel_id!r} is not a legal file name")
+        name = f"{parcel.parcel_id}.json"
+        relayed = await asyncio.to_thread(self._response, name)
+        if relayed is not None:
+            return relayed  # answered before a restart: the same verdict, never asked again
+        beat = self._served()
+        if beat in ("stale", "dead_pid"):
+            raise Unreachable(f"nobody serves {self.target} (its heartbeat is {beat.replace('_', ' ')})")
+        #: When someone was last seen serving the target (a fresh heartbeat, or the request taken);
+        #: from before the request is written, so the grace is never longer than it says.
+        seen = self.clock.monotonic()
+        written = await asyncio.to_thread(self._write_request, name, self._body(parcel))
+        log.info("%s: parcel %s %s", self.target, parcel.parcel_id,
+                 "carried" if written else "already there (carried before a restart)")
+        while True:
+            relayed = await asyncio.to_thread(self._response, name)
+            if relayed is not None:
+                return relayed
+            if wall_ms(self.clock) >= parcel.deadline_ms:
+                await asyncio.to_thread(self._remove, name)
+                raise Unreachable(f"{self.target} did not answer before the child's deadline")
+            beat = self._served()
+            if beat in ("stale", "dead_pid"):  # its server died while the ask waited there
+                await asyncio.to_thread(self._remove, name)
+                why = beat.replace("_", " ")
+                raise Unreachable(f"{self.target} stopped serving (its heartbeat is {why})")
+            if beat == "alive" or not await asyncio.to_thread(self._has_request, name):
+                seen = self.clock.monotonic()
+            elif self.clock.monotonic() - seen >= self.grace_s:
+                await asyncio.to_thread(self._remove, name)
+                raise Unreachable(f"nobody serves {self.target} (no heartbeat, and the ask was not "
+                                  f"taken within {self.grace_s:g}s)")
+            await asyncio.sleep(POLL_S)
+
+    async def withdraw(self, parcel_id: str, reason: str) -> None:
+        """Remove the request (and a response nobody will read) from the target's inbox."""
+        if is_safe_request_id(parcel_id):
+            await asyncio.to_thread(self._remove, f"{parcel_id}.json")
+            log.info("%s: parcel %s withdrawn (%s)", self.target, parcel_id, reason)
+
+    async def close(self) -> None:
+        """Nothing is held between carries."""
+
+    # -- the target's inbox, by descriptor -------------------------------------------------------
+
+    def _body(self, parcel: Parcel) -> bytes:
+        body = splice(parcel.request, {
+            "id": parcel.parcel_id,
+            "targetSessionId": self.session_id,
+            "hops": [{"host": h.host, "sessionId": h.session_id, "node": h.node} for h in parcel.hops],
+        })
+        if len(body) > MAX_REQUEST_BYTES:
+            raise Unreachable(f"the ask is {len(body)} bytes with its hops, over what {self.target} reads")
+        return body
+
+    def _served(self) -> str | None:
+        """The target's heartbeat: `alive`, `stale`, `dead_pid`, or None when it keeps none."""
+        try:
+            with self._folder(("serving",)) as fd:
+                data = _read_small(fd, heartbeat_path(self.root, self.session_id).name, 64 * 1024)
+        except OSError:
+            return None
+        record = None if data is None else parse_heartbeat(data)
+        if record is None:
+            return None
+        return record.state(wall_ms(self.clock))
+
+    @contextlib.contextmanager
+    def _folder(self, parts: tuple[str, ...], create: bool = False) -> Iterator[int]:
+        """A folder under the root, each step opened without following a link (mkdir -p as the child)."""
+        fd = os.open(self.root, _DIR_FLAGS)
+        try:
+            for part in parts:
+                if create:
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(part, 0o777, dir_fd=fd)
+                step = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                os.close(fd)
+                fd = step
+            yield fd
+        finally:
+            os.close(fd)
+
+    def _write_request(self, name: str, body: bytes) -> bool:
+        """Temp file and rename, as the child writes; False when the parcel is there already."""
+        with self._folder((*self._inbox, "responses"), create=True):
+            pass
+        with self._folder((*self._inbox, "requests"), create=True) as fd:
+            if _exists(fd, name):
+                return False
+            temp = f"{name}.{os.getpid()}.{time.time_ns() // 1_000_000}.tmp"
+            out = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                          dir_fd=fd)
+            try:
+                with os.fdopen(out, "wb") as handle:
+                    handle.write(body)
+                os.rename(temp, name, src_dir_fd=fd, dst_dir_fd=fd)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(temp, dir_fd=fd)
+                raise
+            return True
+
+    def _has_request(self, name: str) -> bool:
+        try:
+            with self._folder((*self._inbox, "requests")) as fd:
+                return _exists(fd, name)
+        except FileNotFoundError:
+            return False
+
+    def _response(self, name: str) -> Relayed | None:
+        """The target's response, read as a child reads it; anything a child could not read (garbage,
+        too large, a link, not a file) is a denial whose reason says so, never an approval."""
+        try:
+            with self._folder((*self._inbox, "responses")) as fd:
+                try:
+                    data = _read_small(fd, name, MAX_RESPONSE_BYTES)
+                except OSError as exc:
+                    return self._unreadable(_why(exc))
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            return self._unreadable(f"its responses folder cannot be opened ({_why(exc)})")
+        if data is None:
+            return None
+        response = parse_response(data)
+        if response is None:
+            return self._unreadable("not a response a child can read")
+        if response.approved != response.state.startswith("approved"):
+            return self._unreadable(f"approved={response.approved} contradicts state {response.state!r}")
+        return Relayed(response, decider_words(response))
+
+    def _unreadable(self, why: str) -> Relayed:
+        reason = f"the answer from {self.target} could not be read ({why}); denied for safety"
+        log.warning("%s", reason)
+        denial = ReadResponse(approved=False, state="denied_with_reason",
+                              responder_session_id=self.session_id, responded_at=None,
+                              denial_reason=reason, decided_by=None)
+        return Relayed(denial, f"nobody (unreadable answer at {self.target})")
+
+    def _remove(self, name: str) -> None:
+        for sub in ("requests", "responses"):
+            try:
+                with self._folder((*self._inbox, sub)) as fd, contextlib.suppress(FileNotFoundError):
+                    os.unlink(name, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno != errno.ENOENT:
+                    log.warning("%s: could not remove %s/%s: %s", self.target, sub, name, exc)
+
+
+def splice(request: bytes, keys: dict[str, object]) -> bytes:
+    """The request's bytes unchanged, with `keys` added as members before its final `}`: every byte
+    of the child's kept (a repeated key is read as its last occurrence, so these win)."""
+    end = request.rstrip(b" \t\r\n")
+    if not end.endswith(b"}"):
+        raise Unreachable("the request is not a JSON object")
+    members = compact_json(keys)[1:-1]
+    inner = end[:-1]
+    joiner = b"" if inner.rstrip(b" \t\r\n").endswith(b"{") else b","
+    return inner + joiner + members + b"}"
+
+
+def _exists(fd: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _read_small(fd: int, name: str, limit: int) -> bytes | None:
+    """A regular file's bytes, never through a link, at most `limit` (over it raises EFBIG); None when
+    absent."""
+    try:
+        handle = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fd)
+    except FileNotFoundError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(handle).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        data = os.read(handle, limit + 1)
+    finally:
+        os.close(handle)
+    if len(data) > limit:
+        raise OSError(errno.EFBIG, f"over {limit} bytes")
+    return data
+
+
+def _why(exc: OSError) -> str:
+    if exc.errno == errno.ELOOP:
+        return "it is a symbolic link"
+    return exc.strerror or str(exc)

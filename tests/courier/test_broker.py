@@ -1,0 +1,185 @@
+"""The NATS JetStream inbox and the `nats://` transport on a real nats-server (tests/helpers.py:
+NatsServer): verdicts relayed, approvers racing to exactly one verdict, withdrawals, the deadline."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import nats
+import pytest
+
+from core.courier.broker import ASK_PREFIX, DECISION_BUCKET, ask_subject, decision_key, encode_parcel, token
+from core.courier.broker_inbox import BrokerInbox
+from core.courier.nats_courier import NatsCourier
+from core.courier.transport import Hop, Parcel, Unreachable
+from core.serving.judgment import NoRecordedAuthority
+from core.testing import AllowAll, ManualClock, ScriptedArbiter
+from tests.helpers import NatsServer, broker_parcel, free_port, wait_for
+
+
+def approver(server: NatsServer, node: str, arbiter: ScriptedArbiter, **kw: object) -> BrokerInbox:
+    return BrokerInbox(server.url, node=node, judge=NoRecordedAuthority(), arbiter=arbiter, **kw)  # type: ignore[arg-type]
+
+
+async def test_a_parcel_is_judged_by_the_approver_and_its_verdict_relayed(nats_server: NatsServer) -> None:
+    person = ScriptedArbiter("person", lambda ask: "deny")
+    inbox = approver(nats_server, "node-b", person)
+    await inbox.start()
+    courier = NatsCourier(nats_server.url, node="courier-a")
+    try:
+        parcel = broker_parcel("req-1")
+        relayed = await courier.carry(parcel)
+        assert relayed.response.approved is False
+        assert relayed.response.denial_reason == "denied by person"
+        assert "node-b" in relayed.decided_by
+        (key,) = person.asked
+        assert key.session_id == "nats:host-a/sess-1" and key.name == "req-1"
+        # carried again (a courier restarted after a kill): the same verdict, asked nobody again
+        again = await courier.carry(parcel)
+        assert again.response == relayed.response
+        assert len(person.asked) == 1
+    finally:
+        await courier.close()
+        await inbox.close()
+
+
+async def test_this_nodes_rules_decide_before_its_arbiter(nats_server: NatsServer) -> None:
+    person = ScriptedArbiter("person", lambda ask: "deny")
+    inbox = BrokerInbox(nats_server.url, node="node-b", judge=AllowAll(), arbiter=person)
+    await inbox.start()
+    courier = NatsCourier(nats_server.url, node="courier-a")
+    try:
+        relayed = await courier.carry(broker_parcel("req-rule"))
+        assert relayed.response.approved is True
+        assert person.asked == []
+        assert [s.outcome for s in inbox.stats.settled] == ["rule"]
+    finally:
+        await courier.close()
+        await inbox.close()
+
+
+@pytest.mark.timeout(60)
+async def test_racing_approvers_leave_exactly_one_verdict_per_parcel(nats_server: NatsServer) -> None:
+    """Three approvers (two deny at once, a person approves at once) race on 120 parcels: one verdict
+    per parcel, what the courier relays is it, and the two others report "decided elsewhere by N"."""
+    arbiters = [ScriptedArbiter("deny-1", lambda a: "deny"), ScriptedArbiter("deny-2", lambda a: "deny"),
+                ScriptedArbiter("person", lambda a: "allow")]
+    inboxes = [approver(nats_server, f"node-{i}", arb) for i, arb in enumerate(arbiters)]
+    for inbox in inboxes:
+        await inbox.start()
+    courier = NatsCourier(nats_server.url, node="courier-a")
+    parcels = [broker_parcel(f"race-{n}") for n in range(120)]
+    try:
+        relayed = await asyncio.gather(*(courier.carry(p) for p in parcels))
+        await wait_for(lambda: all(
+            sum(1 for i in inboxes for s in i.stats.settled if s.parcel_id == p.parcel_id) == 3
+            for p in parcels), what="every approver settled every parcel")
+        nc = await nats.connect(nats_server.url)
+        kv = await nc.jetstream().key_value(DECISION_BUCKET)
+        for parcel, verdict in zip(parcels, relayed, strict=True):
+            settled = [(i.node, s) for i in inboxes for s in i.stats.settled
+                       if s.parcel_id == parcel.parcel_id]
+            winners = [node for node, s in settled if s.outcome == "user"]
+            losers = [s.words for node, s in settled if s.outcome == "elsewhere"]
+            assert len(winners) == 1 and len(losers) == 2, settled
+            assert all(words == f"decided elsewhere by {winners[0]}" for words in losers)
+            entry = await kv.get(decision_key(token("host-a"), parcel.parcel_id))
+            stored = json.loads(entry.value or b"")
+            assert stored["by"] == winners[0] and verdict.decided_by.startswith(winners[0])
+            assert verdict.response.approved == (winners[0] == "node-2")
+            assert len(await kv.history(decision_key(token("host-a"), parcel.parcel_id))) == 1
+        await nc.close()
+    finally:
+        await courier.close()
+        for inbox in inboxes:
+            await inbox.close()
+
+
+async def test_a_courier_withdrawal_withdraws_the_ask_everywhere(nats_server: NatsServer) -> None:
+    people = [ScriptedArbiter(f"person-{i}", lambda a: None) for i in range(2)]
+    inboxes = [approver(nats_server, f"node-{i}", p) for i, p in enumerate(people)]
+    for inbox in inboxes:
+        await inbox.start()
+    courier = NatsCourier(nats_server.url, node="courier-a")
+    try:
+        carrying = asyncio.create_task(courier.carry(broker_parcel("req-w")))
+        await wait_for(lambda: all(p.held for p in people), what="both people shown the ask")
+        carrying.cancel()
+        await courier.withdraw("req-w", "the child withdrew its request")
+        await wait_for(lambda: all(inbox.holding == 0 for inbox in inboxes), what="withdrawn everywhere")
+        for person in people:
+            (reason,) = person.withdrawn.values()
+            assert reason == "withdrawn by the courier at courier-a: the child withdrew its request"
+            assert person.held == {}
+    finally:
+        await courier.close()
+        for inbox in inboxes:
+            await inbox.close()
+
+
+async def test_the_courier_never_waits_past_the_childs_deadline(nats_server: NatsServer) -> None:
+    clock = ManualClock(wall=1_700_000_000.0)
+    courier = NatsCourier(nats_server.url, node="courier-a", clock=clock)
+    parcel = broker_parcel("req-late")
+    parcel = Parcel(parcel.parcel_id, parcel.request, parcel.hops, deadline_ms=clock.wall() * 1000 + 5_000)
+    try:
+        carrying = asyncio.create_task(courier.carry(parcel))
+        await wait_for(lambda: clock.waiting > 0, what="the courier waits for a verdict")
+        clock.advance(4.0)
+        await wait_for(lambda: clock.waiting > 0 and not carrying.done(), what="still waiting at 4 s")
+        clock.advance(1.0)
+        with pytest.raises(Unreachable, match="deadline"):
+            await carrying
+    finally:
+        await courier.close()
+
+
+async def test_an_unreachable_broker_is_reported_after_a_bounded_wait() -> None:
+    clock = ManualClock()
+    courier = NatsCourier(f"nats://127.0.0.1:{free_port()}", node="courier-a", clock=clock,
+                          unreachable_after_s=3.0, request_timeout_s=0.5)
+    carrying = asyncio.create_task(courier.carry(broker_parcel("req-x")))
+    try:
+        while not carrying.done():
+            await wait_for(lambda: clock.waiting > 0 or carrying.done(), what="a retry wait")
+            clock.advance(0.5)
+            await asyncio.sleep(0)
+        with pytest.raises(Unreachable, match=r"nats://127\.0\.0\.1:\d+ unreachable"):
+            await carrying
+        # the bounded wait (3 s), give or take the test's steps of the clock: never the child's 60 s
+        assert clock.monotonic() - 1_000.0 <= 6.0
+    finally:
+        await courier.close()
+
+
+async def test_hostile_parcels_are_refused_with_a_reason_and_serving_goes_on(nats_server: NatsServer) -> None:
+    person = ScriptedArbiter("person", lambda ask: "allow")
+    inbox = approver(nats_server, "node-b", person)
+    await inbox.start()
+    courier = NatsCourier(nats_server.url, node="courier-a")
+    nc = await nats.connect(nats_server.url)
+    js = nc.jetstream()
+    try:
+        await js.publish(f"{ASK_PREFIX}.host-a.sess-1", b"\xff not json")
+        await js.publish(f"{ASK_PREFIX}.host-a.sess-1", b'{"v":1,"parcelId":"p\\u0000"}')
+        # a usable envelope whose request is junk: denied with why, so its courier is answered
+        junk = Parcel("junk-1", b"{not json", (Hop("host-a", "sess-1", "c"),), 9e12)
+        await js.publish(ask_subject("host-a", "sess-1"), encode_parcel(junk))
+        # a host passing its ask off as another host's: refused, answered under the publisher's key
+        forged = broker_parcel("forged-1", host="host-b")
+        await js.publish(ask_subject("host-a", "sess-1"), encode_parcel(forged))
+        good = await courier.carry(broker_parcel("good-1"))
+        assert good.response.approved is True
+        await wait_for(lambda: len(inbox.stats.quarantined) >= 4, what="four parcels refused")
+        kv = await js.key_value(DECISION_BUCKET)
+        for parcel_id in ("junk-1", "forged-1"):
+            entry = await kv.get(decision_key("host-a", parcel_id))
+            body = json.loads(json.loads(entry.value or b"")["body"])
+            assert body["approved"] is False and "unusable" in body["denialReason"]
+        assert any("claims to come from 'host-b'" in reason for reason in inbox.stats.quarantined)
+        assert [k.name for k in person.asked] == ["good-1"]
+    finally:
+        await nc.close()
+        await courier.close()
+        await inbox.close()

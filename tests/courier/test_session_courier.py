@@ -1,0 +1,301 @@
+"""The courier carrying asks to `session:ID` under the same forwarding root: two real serving cores
+on real files, the courier's serving session C and the adjudicating session P, a real person's API
+(`HumanAuthorizer`) or the fail-safe deciding at P."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.clock import SYSTEM_CLOCK, Clock
+from core.courier.arbiter import CourierArbiter, parcel_id_of
+from core.courier.session import SessionCourier, splice
+from core.courier.transport import Parcel, Unreachable
+from core.disk.paths import is_safe_request_id
+from core.person import HumanAuthorizer
+from core.seams import Seams
+from core.serving import ServeEvent, ServingCore
+from core.serving.asks import Arbiter, Ask, AskKey, DenyingArbiter, Judgment
+from core.testing import ManualClock
+from core.wire.reader import parse_request
+from tests.helpers import (
+    read_response_when_done,
+    request_body,
+    session_dir,
+    wait_for,
+    write_request_bytes,
+)
+from tests.history.support import intent
+
+C = "019ff96a-cccc-7000-8000-000000000001"
+P = "019ff96a-pppp-7000-8000-000000000002"
+
+
+@dataclass
+class Tree:
+    root: Path
+    courier: CourierArbiter
+    person: HumanAuthorizer
+    at_c: list[ServeEvent]
+
+
+@asynccontextmanager
+async def _core(tmp_path: Path, name: str, session: str, arbiter: Arbiter, clock: Clock,
+                events: list[ServeEvent]) -> AsyncIterator[ServingCore]:
+    core = ServingCore(tmp_path / "root", tmp_path / f"state-{name}", arbiter,
+                       seams=Seams(clock=clock, retry_delays=(0.0, 0.0, 0.0)))
+    core.subscribe(events.append)
+    core.add_session(session)
+    task = asyncio.create_task(core.run())
+    try:
+        yield core
+    finally:
+        core.stop()
+        await asyncio.wait_for(task, 10)
+
+
+@asynccontextmanager
+async def _tree(tmp_path: Path, p_arbiter: Arbiter | None = None, clock: Clock = SYSTEM_CLOCK,
+                serve_p: bool = True) -> AsyncIterator[Tree]:
+    root = tmp_path / "root"
+    root.mkdir()
+    courier = CourierArbiter(SessionCourier(root, P, clock), "deny", clock, host="host-c", node="node-c")
+    person = HumanAuthorizer(clock=clock)
+    at_c: list[ServeEvent] = []
+    async with _core(tmp_path, "c", C, courier, clock, at_c):
+        if serve_p:
+            async with _core(tmp_path, "p", P, p_arbiter or person, clock, []):
+                yield Tree(root, courier, person, at_c)
+        else:
+            yield Tree(root, courier, person, at_c)
+        await courier.close()
+
+
+def _ask(root: Path, request_id: str, **fields: Any) -> bytes:
+    """A child's request into C's inbox, pretty-printed as no encoder of ours would write it."""
+    body = request_body(request_id, C, accessIntent=intent("bash", f"git push {request_id}"), **fields)
+    data = json.dumps(body, indent=2).encode() + b"\n"
+    write_request_bytes(root, C, f"{request_id}.json", data)
+    return data
+
+
+async def _shown_at_p(person: HumanAuthorizer) -> Ask:
+    await wait_for(lambda: len(person.pending()) == 1, what="the ask shown at P")
+    return person.pending()[0]
+
+
+def _p_files(root: Path, sub: str) -> list[str]:
+    folder = session_dir(root, P) / sub
+    return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
+
+
+async def test_the_facts_arrive_byte_identical_and_an_approval_is_relayed_as_this_nodes(
+    tmp_path: Path,
+) -> None:
+    async with _tree(tmp_path) as tree:
+        sent = _ask(tree.root, "toolu_1")
+        shown = await _shown_at_p(tree.person)
+        carried = shown.parsed.raw
+        assert carried.startswith(sent.rstrip()[:-1])  # every byte of the child's, then the hop's keys
+        assert shown.parsed.access_intent == parse_request(sent).access_intent
+        assert shown.request.target_session_id == P
+        assert shown.request.requester_session_id == parse_request(sent).request.requester_session_id
+        hops = shown.request.hops
+        assert hops is not None
+        assert [(h.host, h.session_id, h.node) for h in hops] == [("host-c", C, "node-c")]
+        await tree.person.approve_once(shown.key)
+        answer = await read_response_when_done(tree.root, C, "toolu_1")
+        assert answer["approved"] is True and answer["state"] == "approved"
+        assert answer["responderSessionId"] == C
+        assert answer["decidedBy"] == {"kind": "forwarded", "responderSessionId": P,
+                                       "decision": {"kind": "user", "via": "dialog"}}
+        await wait_for(lambda: _p_files(tree.root, "responses") == [], what="P's response removed")
+        assert _p_files(tree.root, "requests") == []
+        answered = [e for e in tree.at_c if e.kind == "answered"]
+        assert [e.outcome for e in answered] == ["courier"]
+
+
+async def test_a_denial_keeps_the_reason_given_up_there(tmp_path: Path) -> None:
+    async with _tree(tmp_path) as tree:
+        _ask(tree.root, "toolu_2")
+        shown = await _shown_at_p(tree.person)
+        await tree.person.deny(shown.key, "not on a Friday")
+        answer = await read_response_when_done(tree.root, C, "toolu_2")
+        assert (answer["approved"], answer["state"], answer["denialReason"]) == (
+            False, "denied_with_reason", "not on a Friday")
+
+
+async def test_a_fail_safe_up_there_is_relayed_with_its_reason(tmp_path: Path) -> None:
+    async with _tree(tmp_path, p_arbiter=DenyingArbiter()) as tree:
+        _ask(tree.root, "toolu_3")
+        answer = await read_response_when_done(tree.root, C, "toolu_3")
+        assert answer["approved"] is False and "no person is attending" in answer["denialReason"]
+        assert answer["decidedBy"]["decision"]["kind"] == "unavailable"
+
+
+async def test_approval_for_the_session_is_honoured_so_the_child_records_its_own_suggestion(
+    tmp_path: Path,
+) -> None:
+    suggestion = {"surface": "bash", "patterns": ["git push *"]}
+    async with _tree(tmp_path) as tree:
+        _ask(tree.root, "toolu_4", sessionApproval=suggestion)
+        shown = await _shown_at_p(tree.person)
+        assert shown.request.session_approval is not None  # the person up there saw the suggestion
+        await tree.person.approve_for_requester_session(shown.key)
+        answer = await read_response_when_done(tree.root, C, "toolu_4")
+        assert (answer["approved"], answer["state"]) == (True, "approved_for_session")
+
+
+async def test_a_child_that_withdraws_withdraws_the_ask_up_there_too(tmp_path: Path) -> None:
+    async with _tree(tmp_path) as tree:
+        _ask(tree.root, "toolu_5")
+        await _shown_at_p(tree.person)
+        (session_dir(tree.root, C) / "requests" / "toolu_5.json").unlink()
+        await wait_for(lambda: tree.person.pending() == [], what="the ask withdrawn at P")
+        assert _p_files(tree.root, "requests") == []
+        assert not (session_dir(tree.root, C) / "responses" / "toolu_5.json").exists()
+
+
+async def test_a_target_nobody_serves_is_a_denial_naming_it_after_the_bounded_wait(tmp_path: Path) -> None:
+    clock = ManualClock()
+    async with _tree(tmp_path, clock=clock, serve_p=False) as tree:
+        _ask(tree.root, "toolu_6")
+        await wait_for(lambda: _p_files(tree.root, "requests") != [], what="the parcel carried to P")
+        assert not (session_dir(tree.root, C) / "responses" / "toolu_6.json").exists()
+        clock.advance(2.0)
+        answer = await read_response_when_done(tree.root, C, "toolu_6")
+        assert answer["approved"] is False
+        assert f"session:{P}" in answer["denialReason"] and "nobody serves" in answer["denialReason"]
+        assert _p_files(tree.root, "requests") == []  # taken back: nobody answers it later
+
+
+async def test_a_target_that_stops_serving_while_its_person_thinks_is_the_fallback(tmp_path: Path) -> None:
+    clock = ManualClock()
+    root = tmp_path / "root"
+    root.mkdir()
+    courier = CourierArbiter(SessionCourier(root, P, clock), "deny", clock, host="host-c", node="node-c")
+    person = HumanAuthorizer(clock=clock)
+    async with _core(tmp_path, "c", C, courier, clock, []):
+        async with _core(tmp_path, "p", P, person, clock, []):
+            _ask(root, "toolu_7")
+            await _shown_at_p(person)
+            clock.advance(3.0)  # a live heartbeat: the ask waits as long as the person up there thinks
+            assert not (session_dir(root, C) / "responses" / "toolu_7.json").exists()
+        assert not (root / "serving" / f"{P}.json").exists()  # P stopped: its heartbeat is gone
+        clock.advance(2.0)
+        answer = await read_response_when_done(root, C, "toolu_7")
+        assert answer["approved"] is False and "nobody serves" in answer["denialReason"]
+        assert _p_files(root, "requests") == []
+        await courier.close()
+
+
+async def test_a_stale_heartbeat_is_not_served_at_once(tmp_path: Path) -> None:
+    clock = ManualClock()
+    serving = tmp_path / "root" / "serving"
+    serving.mkdir(parents=True)
+    (serving / f"{P}.json").write_text(json.dumps({"sessionId": P, "pid": 1, "updatedAt": 0}))
+    courier = SessionCourier(tmp_path / "root", P, clock)
+    body = request_body("x", C)
+    with pytest.raises(Unreachable, match=r"nobody serves .* heartbeat is stale"):
+        await courier.carry(Parcel("courier-x", json.dumps(body).encode(), (), 1e15))
+    assert not (session_dir(tmp_path / "root", P) / "requests").exists()
+
+
+def _parsed_ask(data: bytes, name: str = "r.json") -> Ask:
+    return Ask(AskKey(C, name), parse_request(data), Judgment("ask"), 0.0, 600_000, C)
+
+
+def test_a_parcel_id_is_a_legal_name_stable_for_the_same_file_and_new_for_another() -> None:
+    data = json.dumps(request_body("../../etc/passwd", C)).encode()
+    first = parcel_id_of(_parsed_ask(data))
+    assert is_safe_request_id(first) and first == parcel_id_of(_parsed_ask(data))
+    assert parcel_id_of(_parsed_ask(data, "other.json")) != first
+    assert parcel_id_of(_parsed_ask(data.replace(b"Explore", b"Plan"))) != first
+
+
+def test_the_hops_are_spliced_in_keeping_every_byte_of_the_childs() -> None:
+    child = b'{"id": "a",\n "createdAt": 1}\n'
+    assert splice(child, {"hops": []}) == b'{"id": "a",\n "createdAt": 1,"hops":[]}'
+    assert splice(b'{"id": "a"\n}', {"hops": []}) == b'{"id": "a"\n,"hops":[]}'
+    assert splice(b"{ }", {"id": "b"}) == b'{ "id":"b"}'
+
+
+def _alive(root: Path, clock: ManualClock) -> None:
+    """A heartbeat for P as a live server keeps it (this process's pid, just now)."""
+    serving = root / "serving"
+    serving.mkdir(parents=True, exist_ok=True)
+    beat = {"sessionId": P, "pid": os.getpid(), "updatedAt": int(clock.wall() * 1000)}
+    (serving / f"{P}.json").write_text(json.dumps(beat))
+
+
+def _placed(data: bytes) -> Callable[[Path], object]:
+    """Write a response as a server does (temp file, then rename): read whole or not at all."""
+    def place(path: Path) -> None:
+        temp = path.with_name(f"{path.name}.1.1.tmp")
+        temp.write_bytes(data)
+        temp.rename(path)
+    return place
+
+
+def _huge() -> bytes:
+    return b'{"approved":true,"state":"approved","responderSessionId":"' + b"x" * 70_000 + b'"}'
+
+
+@pytest.mark.parametrize(("plant", "why"), [
+    (_placed(b"garbage{"), "not a response a child can read"),
+    (_placed(_huge()), "over 65536 bytes"),
+    (lambda path: path.symlink_to(path.parent / "real.json"), "symbolic link"),
+    (lambda path: path.mkdir(), "not a regular file"),
+    (_placed(b'{"approved":true,"state":"denied","responderSessionId":"p"}'), "contradicts"),
+    (_placed(b'{"approved":"yes","state":"approved","responderSessionId":"p"}'), "not a response"),
+])
+async def test_a_hostile_answer_up_there_is_a_denial_with_its_reason_never_an_approval(
+    tmp_path: Path, plant: Callable[[Path], object], why: str,
+) -> None:
+    clock = ManualClock()
+    root = tmp_path / "root"
+    _alive(root, clock)
+    courier = SessionCourier(root, P, clock)
+    parcel = Parcel("courier-h", json.dumps(request_body("h", C)).encode(), (), 1e15)
+    carrying = asyncio.create_task(courier.carry(parcel))
+    await wait_for(lambda: _p_files(root, "requests") == ["courier-h.json"], what="the parcel at P")
+    responses = session_dir(root, P) / "responses"
+    _placed(b'{"approved":true,"state":"approved","responderSessionId":"p"}')(responses / "real.json")
+    plant(responses / "courier-h.json")
+    relayed = await asyncio.wait_for(carrying, 10)
+    assert relayed.response.approved is False and relayed.response.state == "denied_with_reason"
+    reason = relayed.response.denial_reason or ""
+    assert why in reason and f"session:{P}" in reason
+
+
+async def test_a_restarted_courier_reads_the_verdict_already_given_and_never_asks_twice(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, "pi_authorizer.courier")
+    clock = ManualClock()
+    root = tmp_path / "root"
+    _alive(root, clock)
+    parcel = Parcel("courier-r", json.dumps(request_body("r", C)).encode(), (), 1e15)
+    first = asyncio.create_task(SessionCourier(root, P, clock).carry(parcel))
+    await wait_for(lambda: _p_files(root, "requests") == ["courier-r.json"], what="the parcel at P")
+    first.cancel()  # killed mid-carry: the parcel stays where it is
+    request = session_dir(root, P) / "requests" / "courier-r.json"
+    written = request.stat()
+    again = asyncio.create_task(SessionCourier(root, P, clock).carry(parcel))
+    await wait_for(lambda: "already there" in caplog.text, what="the restarted courier finding its parcel")
+    assert request.stat().st_ino == written.st_ino and _p_files(root, "requests") == ["courier-r.json"]
+    _placed(b'{"approved":false,"state":"denied_with_reason","denialReason":"no","responderSessionId":"p"}')(
+        session_dir(root, P) / "responses" / "courier-r.json")
+    request.unlink()
+    assert (await asyncio.wait_for(again, 10)).response.denial_reason == "no"
+    third = await SessionCourier(root, P, clock).carry(parcel)  # the answer is kept until relayed
+    assert third.response.denial_reason == "no" and _p_files(root, "requests") == []
