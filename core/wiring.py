@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import socket
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.courier.arbiter import CourierArbiter, Fallback
+from core.courier.broker_inbox import BrokerInbox
 from core.courier.targets import CourierPlace, Target, build_courier
 from core.history import HistoryStore
 from core.judging.links import AuthorizerChain, CommandLink
@@ -41,7 +42,12 @@ class NodeOptions:
     seams: Seams = PRODUCTION
     #: `--forward-to`: the courier carries what this node leaves undecided there (`core.courier`).
     forward_to: Target | None = None
-    #: This node's name in a carried ask's hops (stable across restarts: its own session id).
+    #: The host this node names in a carried ask's hops and its broker subjects.
+    host: str = field(default_factory=socket.gethostname)
+    #: `--broker`: this node also serves the asks couriers put on that NATS broker (`nats://HOST:PORT`).
+    broker: str | None = None
+    #: This node's name in a carried ask's hops and its broker consumer (stable across restarts: its
+    #: own session id).
     node_name: str = "pi-authorizer"
 
 
@@ -67,6 +73,8 @@ class AttendedNode:
     person: HumanAuthorizer
     authority: RecordedAuthority | None = None
     history: HistoryStore | None = None
+    #: With `--forward-to`: the courier that takes the asks first (the person decides what it cannot).
+    courier: CourierArbiter | None = None
 
     def take_session(self, raw_id: str) -> ServedSession:
         return take_session(self.core, self.history, raw_id)
@@ -111,14 +119,14 @@ def courier_arbiter(options: NodeOptions, fallback: Arbiter) -> CourierArbiter |
     does what `fallback` does: deny (naming the target and why), leave the ask, or ask the person."""
     if options.forward_to is None:
         return None
-    place = CourierPlace(options.forwarding_root, options.seams.clock)
+    place = CourierPlace(options.forwarding_root, options.seams.clock, options.node_name)
     courier = build_courier(options.forward_to, place)
     otherwise: Fallback = fallback
     if fallback.name == "deny":
         otherwise = "deny"  # the courier's own denial, naming the target and why
     elif fallback.name == "leave":
         otherwise = "leave"
-    return CourierArbiter(courier, otherwise, options.seams.clock, host=socket.gethostname(),
+    return CourierArbiter(courier, otherwise, options.seams.clock, host=options.host,
                           node=options.node_name)
 
 
@@ -128,8 +136,9 @@ def build_attended_node(options: NodeOptions, history: HistoryStore | None) -> A
     decides only what the target cannot (unreachable, or no answer before the child's deadline)."""
     authority = _authority(options)
     person = HumanAuthorizer(grants=authority, clock=options.seams.clock)
-    node = _node(options, history, authority, courier_arbiter(options, person) or person)
-    return AttendedNode(node.core, person, authority, history)
+    courier = courier_arbiter(options, person)
+    node = _node(options, history, authority, courier or person)
+    return AttendedNode(node.core, person, authority, history, courier)
 
 
 def _authority(options: NodeOptions) -> RecordedAuthority:
@@ -143,13 +152,14 @@ def _authority(options: NodeOptions) -> RecordedAuthority:
 def _node(
     options: NodeOptions, history: HistoryStore | None, authority: RecordedAuthority, arbiter: Arbiter
 ) -> Node:
+    chain = LinkChain(AuthorizerChain(options.links, relaying=options.forward_to is not None)) \
+        if options.links else None
     core = ServingCore(
         options.forwarding_root,
         options.state_dir,
         arbiter,
         judge=authority,
-        chain=LinkChain(AuthorizerChain(options.links, relaying=options.forward_to is not None))
-        if options.links else None,
+        chain=chain,
         timeout_ms=lambda: authority.store.policy("").settings.forwarding_timeout_ms,
         ledger=history,
         seams=options.seams,
@@ -158,6 +168,10 @@ def _node(
         core.subscribe(history.observe)
     if isinstance(arbiter, CourierArbiter):
         core.add_background(arbiter.run_until)
+    if options.broker is not None:
+        inbox = BrokerInbox(options.broker, node=options.node_name, judge=authority, arbiter=arbiter,
+                            chain=chain, clock=options.seams.clock)
+        core.add_background(inbox.run_until)
     core.add_background(authority.watch_config)
     authority.report_config()
     return Node(core, authority, history)

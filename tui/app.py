@@ -161,6 +161,11 @@ class AuthorizerApp(App[int]):
         self.quitting.core_worker = self.run_worker(self._serve(), name="serving-core", exit_on_error=False)
         if not self.is_headless:
             self.quitting.install_signal_handlers()
+        if self.node.courier is not None:
+            target = self.node.courier.courier.target
+            self.tell(Notice(f"Asks this node's rules leave undecided are carried to {target}; you decide "
+                             "here only those it cannot (not served, or no answer in time).",
+                             title="Carrying asks", timeout=15))
         if self.settings.ignored_knobs:
             ignored = safe_plain(", ".join(self.settings.ignored_knobs), 400)
             self.notify(f"Ignored (a config children can write may not set the person's keys, their "

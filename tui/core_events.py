@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from textual.message import Message
 from textual.notifications import SeverityLevel
 
+from core.history.rows import describe_decider
 from core.person import AskDecided, AskWithdrawn, HumanAuthorizer, HumanEvent
 from core.serving import ServeEvent, ServingCore
 from tui.render.ask_facts import ask_label
@@ -121,6 +122,9 @@ def serving_entry(event: ServeEvent, now: float) -> HistoryEntry | None:
             label = (f"{safe_plain(req.requester_agent_name, 24)} {safe_plain(surface, 20)} "
                      f"{safe_plain(value, 60)}")
         source = event.response.decided_by
+        if event.outcome == "courier":  # decided at the node it was carried to: say where and by whom
+            return HistoryEntry(now, event.response.state, "courier", label,
+                                safe_plain(describe_decider(source, "courier"), 200))
         granted = source is not None and source.kind == "session_approval"
         who = "grant" if granted else event.outcome or "?"
         return HistoryEntry(now, event.response.state, who, label)

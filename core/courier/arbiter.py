@@ -20,7 +20,7 @@ import asyncio
 import hashlib
 import logging
 from collections.abc import Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from core.clock import Clock, wall_ms
@@ -57,6 +57,11 @@ class CourierArbiter:
         self.host, self.node = host, node
         self._carrying: dict[AskKey, _Carry] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def in_flight(self) -> int:
+        """Asks carried and not yet done with (their target's answer not yet removed)."""
+        return len(self._carrying)
 
     def decide(self, ask: Ask) -> asyncio.Future[ArbiterDecision]:
         future: asyncio.Future[ArbiterDecision] = asyncio.get_running_loop().create_future()
@@ -102,10 +107,17 @@ class CourierArbiter:
         except Unreachable as exc:
             decision = await self._fallback(ask, str(exc))
         except Exception as exc:  # a transport that fails is a target that cannot be reached
-            log.error("%s: carrying to %s failed", ask.key.name, target, exc_info=True)
+            log.error("%s: carrying to %s failed", log_safe(ask.key.name), log_safe(target), exc_info=True)
             decision = await self._fallback(ask, f"carrying to {target} failed: {exc}")
+        if not (isinstance(decision, Decision) and decision.outcome == "courier"):
+            self._forget(ask.key, parcel_id)  # the fallback's: nothing is left at the target
         if not future.done():
             future.set_result(decision)
+
+    def _forget(self, key: AskKey, parcel_id: str) -> None:
+        carry = self._carrying.get(key)
+        if carry is not None and carry.parcel_id == parcel_id:
+            del self._carrying[key]
 
     async def _relay(self, ask: Ask, parcel_id: str) -> ArbiterDecision:
         target = self.courier.target
@@ -128,9 +140,7 @@ class CourierArbiter:
         with, and removed there as a child removes it. A write that failed keeps it for the next try."""
         answered = None if done.cancelled() else done.result()
         if answered is None or answered.written or answered.gone:
-            carry = self._carrying.get(key)
-            if carry is not None and carry.parcel_id == parcel_id:
-                del self._carrying[key]
+            self._forget(key, parcel_id)
             self._spawn(self.courier.withdraw(parcel_id, "answered here"))
 
     def _hops(self, ask: Ask) -> tuple[Hop, ...] | str:
@@ -151,7 +161,9 @@ class CourierArbiter:
         log.warning("%s: could not be decided at %s: %s; %s", log_safe(ask.key.name), log_safe(target),
                     log_safe(why, 300), then)
         if not isinstance(fallback, str):
-            return await fallback.decide(ask)
+            said = f"Carried to {target}, which could not decide it: {why}. It is yours to decide here."
+            judgment = replace(ask.judgment, explanation=(said, *ask.judgment.explanation))
+            return await fallback.decide(replace(ask, judgment=judgment))
         if fallback == "leave":
             return LEAVE
         response = deny(

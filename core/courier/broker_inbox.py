@@ -43,7 +43,8 @@ from core.courier.broker import (
     read_decision,
     token,
 )
-from core.courier.transport import Parcel
+from core.courier.session import splice
+from core.courier.transport import Parcel, Unreachable
 from core.serving.asks import Answered, Arbiter, ArbiterDecision, Ask, AskKey, Decision
 from core.serving.judgment import Chain, Judge, judge_ask, review_by_chain
 from core.serving.verdicts import gate_denial
@@ -52,6 +53,8 @@ from core.wire.response import ForwardedResponse, encode_response
 
 log = logging.getLogger("pi_authorizer.broker")
 
+#: How often a node whose broker is out of reach at start tries again.
+UNREACHABLE_RETRY_S = 5.0
 #: Who answers a parcel that names no usable responder (the child's reader checks only its type).
 BROKER_RESPONDER = "pi-authorizer-broker"
 
@@ -297,7 +300,15 @@ class BrokerInbox:
             self._note(Settled(parcel.parcel_id, "expired", "the child's deadline had passed"))
             return
         try:
-            parsed = parse_request(parcel.request)
+            # The hops the parcel came with, shown as the session courier shows them (`hops`, read
+            # tolerantly and bounded, provenance only); every byte of the child's request kept.
+            parsed = parse_request(splice(parcel.request, {"hops": [
+                {"host": h.host, "sessionId": h.session_id, "node": h.node} for h in parcel.hops]}))
+        except Unreachable as exc:  # not a JSON object: nothing to splice into
+            await self._refuse(link, key, parcel.parcel_id, str(exc))
+            self.stats.quarantined.append(str(exc))
+            await msg.ack()
+            return
         except RequestRejected as exc:
             await self._refuse(link, key, parcel.parcel_id, exc.reason)
             self.stats.quarantined.append(exc.reason)
@@ -375,6 +386,27 @@ class BrokerInbox:
     def holding(self) -> int:
         """Asks before this node's arbiter."""
         return len(self._held)
+
+    async def run_until(self, stop: asyncio.Event) -> None:
+        """Beside serving (`ServingCore.add_background`, `--broker`): connect, and while the broker is
+        out of reach say so once and keep trying every `UNREACHABLE_RETRY_S` (the node's inboxes are
+        served meanwhile); closed when serving stops."""
+        said = False
+        while not stop.is_set():
+            try:
+                await self.start()
+                break
+            except BROKER_DOWN as exc:
+                if not said:
+                    log.error("broker %s unreachable (%s): its asks are not served until it answers; "
+                              "trying every %.0f s", self.url, exc, UNREACHABLE_RETRY_S)
+                    said = True
+                await self.clock.wait(stop, UNREACHABLE_RETRY_S)
+        else:
+            return
+        log.info("serving the asks of broker %s as %s", self.url, self.durable)
+        await stop.wait()
+        await self.close()
 
 
 def _body(response: ForwardedResponse) -> str:

@@ -120,6 +120,8 @@ class NatsCourier:
                     await self.clock.wait(asyncio.Event(), min(self.retry_s, deadline - now))
                     continue
                 if decision is not None:
+                    # Decided: a withdrawal could no longer win the key, so none is written later.
+                    self._keys.pop(parcel.parcel_id, None)
                     return self._relayed(decision)
                 await self.clock.wait(landed, min(RECHECK_S, max(0.0, deadline - self.clock.monotonic())))
         finally:

@@ -9,8 +9,10 @@ take the last of a repeated key, so the node up there reads this hop's envelope 
 unchanged facts (`accessIntent`, `principal`), and ignores nothing it needs.
 
 Whether anyone serves the target is its heartbeat (`serving/<enc(ID)>.json`): stale or from a dead
-process means nobody, at once; none at all (a 20.7.3 server keeps none) gets a grace of two seconds
-for the request to be taken, as a newer child waits, and then counts as nobody. Folders are opened
+process before carrying means nobody, at once; none at all (a 20.7.3 server keeps none) gets a grace of
+two seconds for the request to be taken, as a newer child waits, and then counts as nobody. A server
+seen serving that goes away while an ask waits there has five seconds (the heartbeat's stale
+interval) to come back, as a restarted one does, and answer it. Folders are opened
 one by one without following a link, so a target's inbox cannot send the parcel elsewhere.
 """
 
@@ -24,12 +26,14 @@ import os
 import stat
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from core.clock import Clock, wall_ms
 from core.courier.transport import Parcel, Relayed, Unreachable, decider_words
 from core.disk.paths import encode_session_id, is_safe_request_id
-from core.forwarding.liveness import heartbeat_path, parse_heartbeat
+from core.forwarding.liveness import HEARTBEAT_STALE_MS, heartbeat_path, parse_heartbeat
+from core.text import log_safe
 from core.wire.base import compact_json
 from core.wire.limits import MAX_REQUEST_BYTES
 from core.wire.response import ReadResponse, parse_response
@@ -38,12 +42,26 @@ log = logging.getLogger("pi_authorizer.courier")
 
 #: How long a target with no heartbeat has to take the request before it counts as not served.
 UNSERVED_GRACE_S = 2.0
-#: How often the response is looked for (a child polls every 250 ms; a stat is cheap).
+#: How long a target seen serving may be without a live heartbeat (restarting) while an ask waits
+#: there: the heartbeat's own stale interval.
+RESTART_GRACE_S = HEARTBEAT_STALE_MS / 1000
+#: How often the target's inbox is looked at (a child polls every 250 ms; one look serves every
+#: carry waiting there).
 POLL_S = 0.05
 #: The most of a response read: the reference's responses are a few hundred bytes.
 MAX_RESPONSE_BYTES = 64 * 1024
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+@dataclass(frozen=True)
+class _Look:
+    """One look at the target: the names in its `responses/` (None: not listable) and `requests/`,
+    and its heartbeat."""
+
+    responses: frozenset[str] | None
+    requests: frozenset[str]
+    beat: str | None
 
 
 class SessionCourier:
@@ -56,6 +74,7 @@ class SessionCourier:
         self.clock = clock
         self.grace_s = grace_s
         self._inbox = ("sessions", encode_session_id(session_id))
+        self._looking: asyncio.Future[_Look] | None = None
 
     async def carry(self, parcel: Parcel) -> Relayed:
         if not is_safe_request_id(parcel.parcel_id):
@@ -64,43 +83,74 @@ class SessionCourier:
         relayed = await asyncio.to_thread(self._response, name)
         if relayed is not None:
             return relayed  # answered before a restart: the same verdict, never asked again
-        beat = self._served()
+        beat = await asyncio.to_thread(self._served)
         if beat in ("stale", "dead_pid"):
             raise Unreachable(f"nobody serves {self.target} (its heartbeat is {beat.replace('_', ' ')})")
         #: When someone was last seen serving the target (a fresh heartbeat, or the request taken);
         #: from before the request is written, so the grace is never longer than it says.
-        seen = self.clock.monotonic()
-        written = await asyncio.to_thread(self._write_request, name, self._body(parcel))
-        log.info("%s: parcel %s %s", self.target, parcel.parcel_id,
+        seen, seen_alive = self.clock.monotonic(), beat == "alive"
+        try:
+            written = await asyncio.to_thread(self._write_request, name, self._body(parcel))
+        except OSError as exc:
+            raise Unreachable(f"the ask could not be written into {self.target} ({_why(exc)})") from exc
+        log.info("%s: parcel %s %s", log_safe(self.target), parcel.parcel_id,
                  "carried" if written else "already there (carried before a restart)")
         while True:
-            relayed = await asyncio.to_thread(self._response, name)
-            if relayed is not None:
-                return relayed
+            look = await self._next_look()
+            if look.responses is None or name in look.responses:
+                relayed = await asyncio.to_thread(self._response, name)
+                if relayed is not None:
+                    return relayed
             if wall_ms(self.clock) >= parcel.deadline_ms:
                 await asyncio.to_thread(self._remove, name)
                 raise Unreachable(f"{self.target} did not answer before the child's deadline")
-            beat = self._served()
-            if beat in ("stale", "dead_pid"):  # its server died while the ask waited there
+            if look.beat == "alive" or name not in look.requests:
+                seen, seen_alive = self.clock.monotonic(), seen_alive or look.beat == "alive"
+                continue
+            # Not served now. A server seen before may be restarting (the ask waits in its inbox
+            # for it): it has the heartbeat's own stale interval to come back.
+            limit = RESTART_GRACE_S if seen_alive else self.grace_s
+            if self.clock.monotonic() - seen >= limit:
                 await asyncio.to_thread(self._remove, name)
-                why = beat.replace("_", " ")
-                raise Unreachable(f"{self.target} stopped serving (its heartbeat is {why})")
-            if beat == "alive" or not await asyncio.to_thread(self._has_request, name):
-                seen = self.clock.monotonic()
-            elif self.clock.monotonic() - seen >= self.grace_s:
-                await asyncio.to_thread(self._remove, name)
-                raise Unreachable(f"nobody serves {self.target} (no heartbeat, and the ask was not "
-                                  f"taken within {self.grace_s:g}s)")
-            await asyncio.sleep(POLL_S)
+                state = (look.beat or "gone").replace("_", " ")
+                raise Unreachable(f"{self.target} stopped serving (its heartbeat is {state} for "
+                                  f"{limit:g}s)" if seen_alive else
+                                  f"nobody serves {self.target} (no heartbeat, and the ask was not "
+                                  f"taken within {limit:g}s)")
 
     async def withdraw(self, parcel_id: str, reason: str) -> None:
         """Remove the request (and a response nobody will read) from the target's inbox."""
         if is_safe_request_id(parcel_id):
             await asyncio.to_thread(self._remove, f"{parcel_id}.json")
-            log.info("%s: parcel %s withdrawn (%s)", self.target, parcel_id, reason)
+            log.info("%s: parcel %s withdrawn (%s)", log_safe(self.target), parcel_id, log_safe(reason))
 
     async def close(self) -> None:
         """Nothing is held between carries."""
+
+    async def _next_look(self) -> _Look:
+        """The next look at the target's inbox, one for every carry waiting on it (a tick lists its two
+        folders and reads its heartbeat once, however many asks wait there)."""
+        if self._looking is None or self._looking.done():
+            self._looking = asyncio.ensure_future(self._look_after(POLL_S))
+        return await asyncio.shield(self._looking)
+
+    async def _look_after(self, delay: float) -> _Look:
+        await asyncio.sleep(delay)
+        return await asyncio.to_thread(self._look)
+
+    def _look(self) -> _Look:
+        return _Look(self._names("responses"), self._names("requests") or frozenset(), self._served())
+
+    def _names(self, sub: str) -> frozenset[str] | None:
+        """The names in one of the target's folders; None when it cannot be listed (read each answer
+        directly then, which says why)."""
+        try:
+            with self._folder((*self._inbox, sub)) as fd:
+                return frozenset(os.listdir(fd))
+        except FileNotFoundError:
+            return frozenset()
+        except OSError:
+            return None
 
     # -- the target's inbox, by descriptor -------------------------------------------------------
 
@@ -162,13 +212,6 @@ class SessionCourier:
                 raise
             return True
 
-    def _has_request(self, name: str) -> bool:
-        try:
-            with self._folder((*self._inbox, "requests")) as fd:
-                return _exists(fd, name)
-        except FileNotFoundError:
-            return False
-
     def _response(self, name: str) -> Relayed | None:
         """The target's response, read as a child reads it; anything a child could not read (garbage,
         too large, a link, not a file) is a denial whose reason says so, never an approval."""
@@ -193,7 +236,7 @@ class SessionCourier:
 
     def _unreadable(self, why: str) -> Relayed:
         reason = f"the answer from {self.target} could not be read ({why}); denied for safety"
-        log.warning("%s", reason)
+        log.warning("%s", log_safe(reason, 400))
         denial = ReadResponse(approved=False, state="denied_with_reason",
                               responder_session_id=self.session_id, responded_at=None,
                               denial_reason=reason, decided_by=None)
@@ -206,7 +249,7 @@ class SessionCourier:
                     os.unlink(name, dir_fd=fd)
             except OSError as exc:
                 if exc.errno != errno.ENOENT:
-                    log.warning("%s: could not remove %s/%s: %s", self.target, sub, name, exc)
+                    log.warning("%s: could not remove %s/%s: %s", log_safe(self.target), sub, name, exc)
 
 
 def splice(request: bytes, keys: dict[str, object]) -> bytes:
@@ -250,4 +293,6 @@ def _read_small(fd: int, name: str, limit: int) -> bytes | None:
 def _why(exc: OSError) -> str:
     if exc.errno == errno.ELOOP:
         return "it is a symbolic link"
+    if exc.errno == errno.ENOTDIR:  # a folder opened without following links: a link, or a file
+        return "a folder on its path is a symbolic link or not a folder"
     return exc.strerror or str(exc)

@@ -2,7 +2,7 @@
 
 A target is `session:ID` (another session's inbox under this node's forwarding root) or
 `nats://HOST:PORT` (a NATS JetStream broker). Each scheme has one builder in `BUILDERS`; a transport
-added later (the NATS courier) registers its builder there and nothing else changes.
+added later registers its builder there and nothing else changes.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.clock import Clock
+from core.courier.broker import broker_url
+from core.courier.nats_courier import NatsCourier
 from core.courier.session import SessionCourier
 from core.courier.transport import Courier
 from core.disk.paths import InvalidSessionId, normalize_session_id
@@ -34,10 +36,12 @@ class Target:
 
 @dataclass(frozen=True)
 class CourierPlace:
-    """What a transport is built with: this node's forwarding root and clock."""
+    """What a transport is built with: this node's forwarding root, clock and name (its hops, its
+    broker connection)."""
 
     root: Path
     clock: Clock
+    node: str = "pi-authorizer"
 
 
 Builder = Callable[[Target, CourierPlace], Courier]
@@ -58,11 +62,11 @@ def parse_target(text: str, own_sessions: Collection[str] = ()) -> Target:
                               "to itself")
         return Target("session", session)
     if text.startswith("nats://"):
-        address = text.removeprefix("nats://")
-        host, _, port = address.rpartition(":")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise TargetError(f"--forward-to {text!r}: a nats target is nats://HOST:PORT")
-        return Target("nats", address)
+        try:
+            broker_url(text)
+        except ValueError as exc:
+            raise TargetError(f"--forward-to {text!r}: a nats target is nats://HOST:PORT") from exc
+        return Target("nats", text.removeprefix("nats://"))
     raise TargetError(f"--forward-to {text!r}: unknown target (use session:ID or nats://HOST:PORT)")
 
 
@@ -70,12 +74,12 @@ def _session(target: Target, place: CourierPlace) -> Courier:
     return SessionCourier(place.root, target.address, place.clock)
 
 
-def _nats_pending(target: Target, place: CourierPlace) -> Courier:
-    raise TargetError("nats:// targets need part B (the NATS courier) of issue 25")
+def _nats(target: Target, place: CourierPlace) -> Courier:
+    return NatsCourier(str(target), node=place.node, clock=place.clock)
 
 
 #: scheme → the builder of its transport.
-BUILDERS: dict[str, Builder] = {"session": _session, "nats": _nats_pending}
+BUILDERS: dict[str, Builder] = {"session": _session, "nats": _nats}
 
 
 def build_courier(target: Target, place: CourierPlace) -> Courier:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from core.courier.targets import TargetError, parse_target
 from core.disk.paths import encode_session_id
 from tests.helpers import poll_until, request_body, session_dir, write_request_bytes
 from tests.history.support import intent
@@ -36,17 +37,24 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     (f"session:{C}", "is this node's own session"),
     ("ftp://host", "unknown target (use session:ID or nats://HOST:PORT)"),
     ("session:unknown", "names no session"),
-    ("nats://127.0.0.1:4222", "nats:// targets need part B"),
+    ("nats://user:pw@host:4222", "a nats target is nats://HOST:PORT"),
     ("nats://nohost", "a nats target is nats://HOST:PORT"),
 ])
-def test_a_target_that_cannot_be_served_is_one_line(tmp_path: Path, target: str, said: str) -> None:
+def test_a_target_that_cannot_be_served_is_refused_in_one_line(target: str, said: str) -> None:
+    with pytest.raises(TargetError) as refused:
+        parse_target(target, [C])
+    assert said in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_the_command_says_a_refused_target_in_one_line_and_serves_nothing(tmp_path: Path) -> None:
     root = tmp_path / "agent" / "sessions" / "permission-forwarding"
     root.mkdir(parents=True)
-    result = _cli("serve", "--session", C, "--forward-to", target, "--forwarding-root", str(root),
+    result = _cli("serve", "--session", C, "--forward-to", f"session:{C}", "--forwarding-root", str(root),
                   "--state-dir", str(tmp_path / "state"))
     assert result.returncode != 0
     lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and said in lines[0], result.stderr
+    assert len(lines) == 1 and "is this node's own session" in lines[0], result.stderr
+    assert not (root / "serving").exists()
 
 
 @contextmanager

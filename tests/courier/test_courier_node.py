@@ -71,16 +71,19 @@ async def test_the_rest_is_carried_to_p_and_both_histories_say_who_decided_where
     async with _running(parent.core, P), _running(courier.core, C):
         write_request(tmp_path / "root", C, "local", accessIntent=_intent("git status --short"))
         assert (await read_response_when_done(tmp_path / "root", C, "local"))["decidedBy"]["kind"] == "rule"
+        write_request(tmp_path / "root", C, "refused", accessIntent=_intent("rm -rf build"))
+        refused = await read_response_when_done(tmp_path / "root", C, "refused")
+        assert (refused["approved"], refused["decidedBy"]["kind"]) == (False, "rule")
         write_request(tmp_path / "root", C, "carried", accessIntent=_intent("make deploy"))
         person: HumanAuthorizer = parent.person
         await wait_for(lambda: len(person.pending()) == 1, what="the ask at P (the link's allow capped)")
         await person.deny(person.pending()[0].key, "deploys wait for Monday")
         answer = await read_response_when_done(tmp_path / "root", C, "carried")
         assert answer["denialReason"] == "deploys wait for Monday"
-        await wait_for(lambda: len([r for r in history_c.query() if r.written]) == 2, what="C's history")
+        await wait_for(lambda: len([r for r in history_c.query() if r.written]) == 3, what="C's history")
         await wait_for(lambda: len([r for r in history_p.query() if r.written]) == 1, what="P's history")
     rows_c = {row.request_name: row for row in history_c.query()}
-    assert rows_c["local.json"].outcome == "rule"
+    assert rows_c["local.json"].outcome == rows_c["refused.json"].outcome == "rule"
     carried = rows_c["carried.json"]
     assert carried.outcome == "courier"
     assert carried.decider == f"carried to session:{P}, decided there by person (dialog)"

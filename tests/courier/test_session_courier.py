@@ -8,6 +8,7 @@ import asyncio
 import json
 import logging
 import os
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -17,16 +18,24 @@ from typing import Any
 import pytest
 
 from core.clock import SYSTEM_CLOCK, Clock
-from core.courier.arbiter import CourierArbiter, parcel_id_of
+from core.courier.arbiter import CourierArbiter, parcel_id_of, relayed_response
 from core.courier.session import SessionCourier, splice
-from core.courier.transport import Parcel, Unreachable
+from core.courier.transport import Parcel, Relayed, Unreachable
 from core.disk.paths import is_safe_request_id
 from core.person import HumanAuthorizer
 from core.seams import Seams
 from core.serving import ServeEvent, ServingCore
 from core.serving.asks import Arbiter, Ask, AskKey, DenyingArbiter, Judgment
 from core.testing import ManualClock
+from core.wire.decisions import (
+    DecisionSource,
+    ForwardedDecision,
+    UserDecision,
+    decision_source_json,
+    read_decision_source,
+)
 from core.wire.reader import parse_request
+from core.wire.response import ReadResponse
 from tests.helpers import (
     read_response_when_done,
     request_body,
@@ -119,7 +128,7 @@ async def test_the_facts_arrive_byte_identical_and_an_approval_is_relayed_as_thi
         assert answer["decidedBy"] == {"kind": "forwarded", "responderSessionId": P,
                                        "decision": {"kind": "user", "via": "dialog"}}
         await wait_for(lambda: _p_files(tree.root, "responses") == [], what="P's response removed")
-        assert _p_files(tree.root, "requests") == []
+        assert _p_files(tree.root, "requests") == [] and tree.courier.in_flight == 0
         answered = [e for e in tree.at_c if e.kind == "answered"]
         assert [e.outcome for e in answered] == ["courier"]
 
@@ -161,7 +170,8 @@ async def test_a_child_that_withdraws_withdraws_the_ask_up_there_too(tmp_path: P
         await _shown_at_p(tree.person)
         (session_dir(tree.root, C) / "requests" / "toolu_5.json").unlink()
         await wait_for(lambda: tree.person.pending() == [], what="the ask withdrawn at P")
-        assert _p_files(tree.root, "requests") == []
+        await wait_for(lambda: _p_files(tree.root, "requests") == [], what="the request taken back from P")
+        assert tree.courier.in_flight == 0
         assert not (session_dir(tree.root, C) / "responses" / "toolu_5.json").exists()
 
 
@@ -176,6 +186,7 @@ async def test_a_target_nobody_serves_is_a_denial_naming_it_after_the_bounded_wa
         assert answer["approved"] is False
         assert f"session:{P}" in answer["denialReason"] and "nobody serves" in answer["denialReason"]
         assert _p_files(tree.root, "requests") == []  # taken back: nobody answers it later
+        assert tree.courier.in_flight == 0
 
 
 async def test_a_target_that_stops_serving_while_its_person_thinks_is_the_fallback(tmp_path: Path) -> None:
@@ -188,14 +199,62 @@ async def test_a_target_that_stops_serving_while_its_person_thinks_is_the_fallba
         async with _core(tmp_path, "p", P, person, clock, []):
             _ask(root, "toolu_7")
             await _shown_at_p(person)
-            clock.advance(3.0)  # a live heartbeat: the ask waits as long as the person up there thinks
+            clock.advance(6.0)  # a live heartbeat: the ask waits as long as the person up there thinks
             assert not (session_dir(root, C) / "responses" / "toolu_7.json").exists()
         assert not (root / "serving" / f"{P}.json").exists()  # P stopped: its heartbeat is gone
-        clock.advance(2.0)
+        clock.advance(5.0)  # it does not come back within the heartbeat's stale interval
         answer = await read_response_when_done(root, C, "toolu_7")
-        assert answer["approved"] is False and "nobody serves" in answer["denialReason"]
+        assert answer["approved"] is False and f"session:{P} stopped serving" in answer["denialReason"]
         assert _p_files(root, "requests") == []
         await courier.close()
+
+
+async def test_a_target_restarted_while_an_ask_waits_there_answers_it(tmp_path: Path) -> None:
+    clock = ManualClock()
+    root = tmp_path / "root"
+    root.mkdir()
+    courier = CourierArbiter(SessionCourier(root, P, clock), "deny", clock, host="host-c", node="node-c")
+    async with _core(tmp_path, "c", C, courier, clock, []):
+        first = HumanAuthorizer(clock=clock)
+        async with _core(tmp_path, "p", P, first, clock, []):
+            _ask(root, "toolu_r")
+            await _shown_at_p(first)
+        clock.advance(4.0)  # down for four seconds, then back
+        restarted = HumanAuthorizer(clock=clock)
+        async with _core(tmp_path, "p", P, restarted, clock, []):
+            shown = await _shown_at_p(restarted)
+            await restarted.approve_once(shown.key)
+            answer = await read_response_when_done(root, C, "toolu_r")
+        assert answer["approved"] is True and answer["decidedBy"]["responderSessionId"] == P
+        await courier.close()
+
+
+async def test_the_childs_deadline_is_honoured_and_the_ask_withdrawn_up_there(tmp_path: Path) -> None:
+    clock = ManualClock(wall=time.time())  # C's clock; P's person thinks on the system clock
+    root = tmp_path / "root"
+    root.mkdir()
+    courier = CourierArbiter(SessionCourier(root, P, clock), "deny", clock, host="host-c", node="node-c")
+    person = HumanAuthorizer()
+    async with _core(tmp_path, "c", C, courier, clock, []), _core(tmp_path, "p", P, person, SYSTEM_CLOCK, []):
+        # 597 s of the child's 600 s gone: 3 s left, less the 2 s margin to answer in.
+        _ask(root, "toolu_8", createdAt=int(clock.wall() * 1000) - 597_000)
+        await _shown_at_p(person)
+        clock.advance(1.0)
+        answer = await read_response_when_done(root, C, "toolu_8")
+        assert answer["approved"] is False
+        assert "did not answer before the child's deadline" in answer["denialReason"]
+        await wait_for(lambda: person.pending() == [], what="the ask withdrawn at P")
+        assert _p_files(root, "requests") == [] and courier.in_flight == 0
+        await courier.close()
+
+
+async def test_an_ask_that_came_through_this_node_before_is_not_carried_round_again(tmp_path: Path) -> None:
+    async with _tree(tmp_path) as tree:
+        _ask(tree.root, "toolu_l", hops=[{"host": "host-p", "sessionId": P, "node": "node-p"},
+                                         {"host": "host-c", "sessionId": C, "node": "node-c"}])
+        answer = await read_response_when_done(tree.root, C, "toolu_l")
+        assert answer["approved"] is False and "forwarding loop" in answer["denialReason"]
+        assert tree.person.pending() == [] and _p_files(tree.root, "requests") == []
 
 
 async def test_a_stale_heartbeat_is_not_served_at_once(tmp_path: Path) -> None:
@@ -299,3 +358,44 @@ async def test_a_restarted_courier_reads_the_verdict_already_given_and_never_ask
     assert (await asyncio.wait_for(again, 10)).response.denial_reason == "no"
     third = await SessionCourier(root, P, clock).carry(parcel)  # the answer is kept until relayed
     assert third.response.denial_reason == "no" and _p_files(root, "requests") == []
+
+
+async def test_a_linked_inbox_up_there_is_never_written_through(tmp_path: Path) -> None:
+    clock = ManualClock()
+    root = tmp_path / "root"
+    _alive(root, clock)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    session_dir(root, P).mkdir(parents=True)
+    (session_dir(root, P) / "requests").symlink_to(elsewhere)
+    courier = CourierArbiter(SessionCourier(root, P, clock), "deny", clock, host="host-c", node="node-c")
+    async with _core(tmp_path, "c", C, courier, clock, []):
+        _ask(root, "toolu_9")
+        answer = await read_response_when_done(root, C, "toolu_9")
+        await courier.close()
+    assert answer["approved"] is False
+    assert f"could not be written into session:{P}" in answer["denialReason"]
+    assert "symbolic link" in answer["denialReason"]
+    assert list(elsewhere.iterdir()) == []
+
+
+def _read(state: str, approved: bool, decided_by: DecisionSource | None = None, reason: str | None = None,
+          ) -> Relayed:
+    return Relayed(ReadResponse(approved, state, P, 1.0, reason, decided_by), "them")  # type: ignore[arg-type]
+
+
+def test_what_the_target_said_becomes_this_nodes_response_within_the_wires_depth() -> None:
+    own = relayed_response(_read("approved_for_serving_session", True), C, 5)
+    assert (own.state, own.responder_session_id, own.responded_at) == ("approved", C, 5)
+    assert relayed_response(_read("approved_for_session", True), C, 5).session_grant_width == "proven"
+    bare = relayed_response(_read("denied", False), C, 5)
+    assert bare.state == "denied_with_reason" and P in (bare.denial_reason or "")
+    deep: DecisionSource = UserDecision(via="dialog")
+    for _ in range(2):
+        deep = ForwardedDecision(responder_session_id="x", decision=deep)
+    kept = relayed_response(_read("approved", True, deep), C, 5).decided_by  # depth 4 with this hop
+    assert isinstance(kept, ForwardedDecision) and kept.decision == deep
+    deeper = ForwardedDecision(responder_session_id="y", decision=deep)
+    capped = relayed_response(_read("approved", True, deeper), C, 5).decided_by
+    assert capped == ForwardedDecision(responder_session_id=P, decision=None)
+    assert read_decision_source(decision_source_json(kept)) == kept

@@ -4,6 +4,7 @@ sessions it cannot serve, session folders that are links."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -17,6 +18,10 @@ from textual.widgets import Static
 
 from core.person import AskAdded, AskDecided
 from core.serving import ServeEvent
+from core.serving.asks import AskKey
+from core.wire.decisions import ForwardedDecision, UserDecision
+from core.wire.reader import parse_request
+from core.wire.response import approve
 from tests.tui.support import (
     ORPHAN,
     SERVED,
@@ -30,7 +35,7 @@ from tests.tui.support import (
     wait_rows,
     write_request,
 )
-from tui.core_events import HumanChanged, ServingChanged
+from tui.core_events import HumanChanged, ServingChanged, serving_entry
 from tui.screens.sessions import SessionsScreen
 from tui.ui_settings import UiSettings
 
@@ -197,3 +202,13 @@ async def test_a_linked_responses_folder_is_notified_and_shown_in_the_sessions_v
         assert "Not adopted" in str(screen.query_one("#sessions-note", Static).render())
         assert ORPHAN not in rig.core.served
     assert os.listdir(sibling) == []
+
+
+def test_an_answer_carried_to_another_node_says_where_and_by_whom_in_this_runs_history() -> None:
+    parsed = parse_request(json.dumps(request_body("carried")).encode())
+    relayed = approve(responder=SERVED, at_ms=0, decided_by=ForwardedDecision(
+        responder_session_id="P\x1b[2J", decision=UserDecision(via="dialog")))
+    event = ServeEvent("answered", AskKey(SERVED, "carried.json"), 0.0, parsed, relayed, "courier")
+    entry = serving_entry(event, 1.0)
+    assert entry is not None and (entry.what, entry.who) == ("approved", "courier")
+    assert entry.detail == "carried to session:P␛[2J, decided there by person (dialog)"

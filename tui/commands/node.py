@@ -50,6 +50,7 @@ def node_options(args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK) -> NodeO
     project: Path | None = args.project
     rules: Path | None = args.rules
     target = forward_target(args)
+    broker: str | None = getattr(args, "broker", None)
     return NodeOptions(
         forwarding_root=forwarding_root(args),
         state_dir=state_dir(args),
@@ -60,7 +61,8 @@ def node_options(args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK) -> NodeO
         links=tuple(parse_link_spec(spec, args.link_timeout, clock) for spec in args.links),
         seams=Seams(clock=clock),
         forward_to=target,
-        node_name=default_session_id(state_dir(args)) if target is not None else "pi-authorizer",
+        broker=broker,
+        node_name=default_session_id(state_dir(args)) if target is not None or broker else "pi-authorizer",
     )
 
 

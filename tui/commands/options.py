@@ -9,6 +9,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
+from core.courier.broker import broker_url
 from core.disk.entries import read_small, replace_file
 from core.disk.paths import (
     ROOT_IN_AGENT_DIR,
@@ -34,6 +35,14 @@ from tui.commands.arguments import (
 DEFAULT_SESSION_FILE = "default-session-id"
 
 
+def broker_arg(text: str) -> str:
+    """`--broker`: `nats://HOST:PORT`, checked where the broker's layout is (`core.courier.broker`)."""
+    try:
+        return broker_url(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
 def add_serving_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--session",
@@ -50,6 +59,14 @@ def add_serving_options(parser: argparse.ArgumentParser) -> None:
         metavar="TARGET",
         help="carry the asks this node's rules leave undecided to TARGET (session:ID under the same "
         "forwarding root, or nats://HOST:PORT) and answer its verdict; docs/remote.md",
+    )
+    parser.add_argument(
+        "--broker",
+        default=None,
+        metavar="nats://HOST:PORT",
+        type=broker_arg,
+        help="also serve the asks couriers put on this NATS JetStream broker (judged by this node's "
+        "rules first, then the person or --on-ask; one verdict per ask among approvers); docs/remote.md",
     )
     parser.add_argument(
         "--forwarding-root",

@@ -329,10 +329,13 @@ class QueueScreen(Screen[None]):
         if not self._composed:
             return
         table = self.table
-        table.show_columns(["session"] if self.sessions_served() > 1 else [])
+        shown = self.visible_asks()
+        # Several served sessions, or asks from several (a broker's carry their host and session).
+        several = self.sessions_served() > 1 or len({ask.key.session_id for ask in shown}) > 1
+        table.show_columns(["session"] if several else [])
         before = self.selected
         before_index = None if before is None else table.index_of(before)
-        table.sync(self.visible_asks(), self.clock())
+        table.sync(shown, self.clock())
         table.set_marked(set(self.marked))
         keys = table.ask_keys
         if not keys:
