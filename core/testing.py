@@ -329,7 +329,7 @@ class AllowAll:
 
 class FullDisk(DiskWriter):
     """A disk that is full (or failing with `code`) while `full` is set: every write that needs new
-    space (a new file, a temp, a link, a request rewritten in place) fails; `overwrite` of an
+    space (a new file, a temp, a link) fails; `overwrite` of an
     existing file in place, which needs none, still works. `attempts` counts the refused writes."""
 
     def __init__(self, code: int = errno.ENOSPC, full: bool = True) -> None:
@@ -343,12 +343,6 @@ class FullDisk(DiskWriter):
     def stage(self, dir_fd: int, name: str, data: bytes, sync: bool) -> Staged:
         self._refuse()
         return super().stage(dir_fd, name, data, sync)
-
-    def reuse(
-        self, requests_fd: int, name: str, judged: bytes, data: bytes, dir_fd: int, target: str, device: int
-    ) -> Staged | None:
-        self._refuse()
-        return super().reuse(requests_fd, name, judged, data, dir_fd, target, device)
 
     def place(self, dir_fd: int, staged: Staged, target: str) -> bool:
         self._refuse()
