@@ -216,15 +216,18 @@ class BrokerInbox:
 
     async def _resync(self, link: BrokerLink) -> None:
         """After a reconnect: decisions written while this node was away are read from the bucket."""
-        for held in list(self._held.values()):
-            won = await read_decision(link.decisions, held.key)
-            if won is not None:
-                self._elsewhere(held, won)
+        held = list(self._held.values())
+        for start in range(0, len(held), self.batch):  # side by side, a batch at a time
+            chunk = held[start : start + self.batch]
+            found = await asyncio.gather(*(read_decision(link.decisions, h.key) for h in chunk))
+            for one, won in zip(chunk, found, strict=True):
+                if won is not None:
+                    self._elsewhere(one, won)
 
     def _expire(self) -> None:
         now = self.clock.monotonic()
         for held in list(self._held.values()):
-            if now >= held.deadline:
+            if now >= held.deadline and not held.writing:  # a verdict being written reports itself
                 self._drop(held, Settled(held.ask.key.name, "expired", "the child's deadline passed"))
                 self.arbiter.withdraw(held.ask.key, "the child's deadline passed")
 
@@ -412,9 +415,13 @@ class BrokerInbox:
             self._drop(held, Settled(held.ask.key.name, "left", "this node's arbiter left it"))
             return
         held.writing = True
-        won = await self._answer(link, held.key, held.ask.key.name, decision, quiet=True)
-        if held.settled:  # withdrawn while writing: the write reports what won
-            return
+        try:
+            won = await self._answer(link, held.key, held.ask.key.name, decision, quiet=True)
+        except BaseException:
+            if decision.reply is not None and not decision.reply.done():  # the person is told
+                decision.reply.set_result(Answered(written=False, why_not="the broker did not take it",
+                                                   gone=True))
+            raise
         if won is None:
             self._drop(held, Settled(held.ask.key.name, decision.outcome))
         else:
