@@ -45,8 +45,9 @@ from core.courier.broker import (
 )
 from core.courier.transport import Parcel
 from core.serving.asks import Answered, Arbiter, ArbiterDecision, Ask, AskKey, Decision
+from core.serving.events import Observer, ServeEvent
 from core.serving.judgment import Chain, Judge, judge_ask, review_by_chain
-from core.serving.verdicts import gate_denial
+from core.serving.verdicts import Ledger, VerdictRecord, WrittenMark, gate_denial
 from core.wire.reader import RequestRejected, parse_request
 from core.wire.request import CarriedHop, ParsedRequest
 from core.wire.response import ForwardedResponse, encode_response
@@ -118,6 +119,8 @@ class BrokerInbox:
         request_timeout_s: float = 2.0,
         retry_s: float = 0.2,
         on_settled: Callable[[Settled], None] | None = None,
+        ledger: Ledger | None = None,
+        observe: Observer | None = None,
     ) -> None:
         self.url = broker_url(url)
         self.node = node
@@ -130,6 +133,10 @@ class BrokerInbox:
         self.request_timeout_s = request_timeout_s
         self.retry_s = retry_s
         self.on_settled = on_settled
+        #: The node's history, as serving's: an ask's arrival observed, this node's winning verdict
+        #: recorded (once it won the key), a lost race or an expiry observed as withdrawn with why.
+        self.ledger = ledger
+        self.observe = observe
         self.stats = BrokerInboxStats()
         self._held: dict[str, _Held] = {}
         #: Keys of parcels being read, not yet shown nor settled, with their message's stream sequence.
@@ -230,6 +237,7 @@ class BrokerInbox:
             if now >= held.deadline and not held.writing:  # a verdict being written reports itself
                 self._drop(held, Settled(held.ask.key.name, "expired", "the child's deadline passed"))
                 self.arbiter.withdraw(held.ask.key, "the child's deadline passed")
+                self._withdrawn(held.ask, "the child's deadline passed")
 
     def _on_decision_key(self, subject: str) -> str:
         return subject[len(DECISION_SUBJECT_PREFIX) + 1 :]
@@ -260,6 +268,7 @@ class BrokerInbox:
             return
         self._drop(held, Settled(held.ask.key.name, "elsewhere", won.words_for(self.node)))
         self.arbiter.withdraw(held.ask.key, won.words_for(self.node))
+        self._withdrawn(held.ask, won.words_for(self.node))
 
     def _drop(self, held: _Held, settled: Settled) -> None:
         held.settled = True
@@ -381,17 +390,19 @@ class BrokerInbox:
         responder = parsed.request.target_session_id or BROKER_RESPONDER
         origin = parcel.hops[-1]
         label = f"nats:{origin.host}/{origin.session_id}"
+        ask_key = AskKey(session_id=label, name=parcel.parcel_id)
+        self._event(ServeEvent("arrived", ask_key, self.clock.wall(), parsed=parsed, raw=parcel.request))
         judgment, decided = judge_ask(self.judge, parsed, responder, self.clock)
         if decided is None:
             chained = await review_by_chain(self.chain, parsed, responder, self.clock, label)
             if chained is not None:
                 judgment, decided = chained
         if decided is not None:
-            await self._answer(link, key, parcel.parcel_id, decided)
+            await self._answer(link, key, parcel.parcel_id, decided, record=(ask_key, parsed))
             await msg.ack()
             return
         ask = Ask(
-            key=AskKey(session_id=label, name=parcel.parcel_id),
+            key=ask_key,
             parsed=parsed,
             judgment=judgment,
             arrived_at=self.clock.wall(),
@@ -413,10 +424,12 @@ class BrokerInbox:
         decision = done.result()
         if not isinstance(decision, Decision):
             self._drop(held, Settled(held.ask.key.name, "left", "this node's arbiter left it"))
+            self._event(ServeEvent("left", held.ask.key, self.clock.wall(), parsed=held.ask.parsed))
             return
         held.writing = True
         try:
-            won = await self._answer(link, held.key, held.ask.key.name, decision, quiet=True)
+            won = await self._answer(link, held.key, held.ask.key.name, decision, quiet=True,
+                                     record=(held.ask.key, held.ask.parsed))
         except BaseException:
             if decision.reply is not None and not decision.reply.done():  # the person is told
                 decision.reply.set_result(Answered(written=False, why_not="the broker did not take it",
@@ -436,7 +449,8 @@ class BrokerInbox:
         await self._answer(link, key, parcel_id, Decision(denial, "refused"))
 
     async def _answer(
-        self, link: BrokerLink, key: str, parcel_id: str, decision: Decision, quiet: bool = False
+        self, link: BrokerLink, key: str, parcel_id: str, decision: Decision, quiet: bool = False,
+        record: tuple[AskKey, ParsedRequest] | None = None,
     ) -> BrokerDecision | None:
         """Write the verdict create-only, retrying while the broker is away; the winner if not us."""
         verdict = BrokerDecision("verdict", self.node, _body(decision.response))
@@ -450,10 +464,39 @@ class BrokerInbox:
                 log.info("broker %s: verdict on %s not written yet: %s", self.url, parcel_id, exc)
                 await self.clock.wait(self._closing, self.retry_s)
         self._remember(key)
+        if record is not None and won is None:
+            await asyncio.to_thread(self._record, record[0], record[1], decision)
+        elif record is not None and won is not None:
+            self._event(ServeEvent("withdrawn", record[0], self.clock.wall(), parsed=record[1],
+                                   reason=won.words_for(self.node)))
         if not quiet:
             self._note(Settled(parcel_id, decision.outcome) if won is None else
                        Settled(parcel_id, "elsewhere", won.words))
         return won
+
+    def _record(self, key: AskKey, parsed: ParsedRequest, decision: Decision) -> None:
+        """This node's verdict won its key: into the history, answered (a thread worker: SQLite)."""
+        if self.ledger is None:
+            return
+        body = encode_response(decision.response)
+        try:
+            verdict = VerdictRecord(key, parsed, decision.response, body, decision.outcome)
+            self.ledger.record_verdicts([verdict])
+            self.ledger.mark_written([WrittenMark(key, parsed.request.id, True)])
+        except Exception:  # the verdict stands on the broker; the history says what it could
+            log.error("broker %s: the history did not take the verdict on %s", self.url, key.name,
+                      exc_info=True)
+
+    def _event(self, event: ServeEvent) -> None:
+        if self.observe is None:
+            return
+        try:
+            self.observe(event)
+        except Exception:
+            log.error("broker %s: the history did not take %s", self.url, event.kind, exc_info=True)
+
+    def _withdrawn(self, ask: Ask, reason: str) -> None:
+        self._event(ServeEvent("withdrawn", ask.key, self.clock.wall(), parsed=ask.parsed, reason=reason))
 
     @property
     def holding(self) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 import nats
 import pytest
@@ -13,6 +14,7 @@ from core.courier.broker import ASK_PREFIX, DECISION_BUCKET, ask_subject, decisi
 from core.courier.broker_inbox import BrokerInbox
 from core.courier.nats_courier import NatsCourier
 from core.courier.transport import Hop, Parcel, Unreachable
+from core.history import HistoryStore
 from core.serving.judgment import NoRecordedAuthority
 from core.testing import AllowAll, ManualClock, ScriptedArbiter
 from tests.helpers import NatsServer, broker_parcel, free_port, wait_for
@@ -243,3 +245,36 @@ async def test_two_copies_of_a_parcel_in_one_batch_are_asked_once(nats_server: N
     finally:
         await nc.close()
         await inbox.close()
+
+
+async def test_the_approvers_history_records_broker_asks_truthfully(nats_server: NatsServer,
+                                                                   tmp_path: Path) -> None:
+    """The winner's history holds its verdict on the child's bytes, with the hops; the loser's says
+    the ask ended elsewhere (withdrawn there, not answered)."""
+    stores = [HistoryStore(tmp_path / f"h{i}.sqlite3") for i in range(2)]
+    person = ScriptedArbiter("person", lambda ask: "allow")
+    other = ScriptedArbiter("other", lambda ask: None)
+    inboxes = [BrokerInbox(nats_server.url, node=f"node-{i}", judge=NoRecordedAuthority(), arbiter=arb,
+                           ledger=store, observe=store.observe)
+               for i, (arb, store) in enumerate(zip((person, other), stores, strict=True))]
+    await inboxes[1].start()
+    courier = NatsCourier(nats_server.url, node="courier-a")
+    try:
+        carrying = asyncio.create_task(courier.carry(broker_parcel("hist-1")))
+        await wait_for(lambda: bool(other.held), what="the other node shows it")
+        await inboxes[0].start()
+        relayed = await carrying
+        assert relayed.response.approved
+        await wait_for(lambda: inboxes[1].holding == 0, what="the other node withdrew it")
+        (won,) = stores[0].rows(stores[0].ids())
+        assert (won.served_session, won.request_name) == ("nats:host-a/sess-1", "hist-1")
+        assert won.verdict == "approved" and won.written == 1 and won.raw is not None
+        assert b'"hops"' not in won.raw  # the child's bytes exactly
+        (lost,) = stores[1].rows(stores[1].ids())
+        assert lost.outcome == "withdrawn" and lost.verdict is None
+    finally:
+        await courier.close()
+        for inbox in inboxes:
+            await inbox.close()
+        for store in stores:
+            store.close()
