@@ -60,7 +60,8 @@ async def test_this_nodes_rules_decide_before_its_arbiter(nats_server: NatsServe
         relayed = await courier.carry(broker_parcel("req-rule"))
         assert relayed.response.approved is True
         assert person.asked == []
-        assert [s.outcome for s in inbox.stats.settled] == ["rule"]
+        # the courier may read the verdict before its writer has noted it: waited for
+        await wait_for(lambda: [s.outcome for s in inbox.stats.settled] == ["rule"], what="noted")
     finally:
         await courier.close()
         await inbox.close()
@@ -266,6 +267,8 @@ async def test_the_approvers_history_records_broker_asks_truthfully(nats_server:
         relayed = await carrying
         assert relayed.response.approved
         await wait_for(lambda: inboxes[1].holding == 0, what="the other node withdrew it")
+        # recorded just after the key was won, so perhaps after the courier read it: waited for
+        await wait_for(lambda: [r.written for r in stores[0].rows(stores[0].ids())] == [1], what="recorded")
         (won,) = stores[0].rows(stores[0].ids())
         assert (won.served_session, won.request_name) == ("nats:host-a/sess-1", "hist-1")
         assert won.verdict == "approved" and won.written == 1 and won.raw is not None
