@@ -1,5 +1,8 @@
 """The broker's faults on a real nats-server: the broker killed and restarted mid-run, an approver
-killed with SIGKILL halfway and restarted. Nothing is lost, nothing answered twice."""
+killed with SIGKILL halfway and restarted. Nothing is lost, nothing answered twice.
+
+Each takes 2–6 s, for reasons: a real server restarted (its clients reconnect), two approver processes
+started, and the consumer's ack wait (1 s here) before a killed node's asks come back."""
 
 from __future__ import annotations
 
