@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.courier.arbiter import CourierArbiter, Fallback
+from core.courier.broker_access import BrokerAccess
 from core.courier.broker_inbox import BrokerInbox
 from core.courier.targets import CourierPlace, Target, build_courier
 from core.history import HistoryStore
@@ -42,6 +43,8 @@ class NodeOptions:
     seams: Seams = PRODUCTION
     #: `--forward-to`: the courier carries what this node leaves undecided there (`core.courier`).
     forward_to: Target | None = None
+    #: `--broker-access`: credentials and TLS for the broker (`--broker`, `--forward-to nats://`).
+    broker_access: BrokerAccess | None = None
     #: The host this node names in a carried ask's hops and its broker subjects.
     host: str = field(default_factory=socket.gethostname)
     #: `--broker`: this node also serves the asks couriers put on that NATS broker (`nats://HOST:PORT`).
@@ -119,7 +122,8 @@ def courier_arbiter(options: NodeOptions, fallback: Arbiter) -> CourierArbiter |
     does what `fallback` does: deny (naming the target and why), leave the ask, or ask the person."""
     if options.forward_to is None:
         return None
-    place = CourierPlace(options.forwarding_root, options.seams.clock, options.node_name)
+    place = CourierPlace(options.forwarding_root, options.seams.clock, options.node_name,
+                         options.broker_access)
     courier = build_courier(options.forward_to, place)
     otherwise: Fallback = fallback
     if fallback.name == "deny":
@@ -171,7 +175,8 @@ def _node(
     if options.broker is not None:
         inbox = BrokerInbox(options.broker, node=options.node_name, judge=authority, arbiter=arbiter,
                             chain=chain, clock=options.seams.clock, ledger=history,
-                            observe=None if history is None else history.observe)
+                            observe=None if history is None else history.observe,
+                            access=options.broker_access)
         core.add_background(inbox.run_until)
     core.add_background(authority.watch_config)
     authority.report_config()

@@ -14,6 +14,7 @@ refused with a reason, never trusted for its claims beyond provenance.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import hashlib
@@ -31,6 +32,7 @@ from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, StorageType, StreamConfig
 from nats.js.kv import KeyValue
 
+from core.courier.broker_access import BrokerAccess
 from core.courier.transport import Hop, Parcel
 from core.wire.limits import MAX_REQUEST_BYTES
 from core.wire.request import MAX_HOP_NAME_CHARS, MAX_HOPS
@@ -228,10 +230,12 @@ class BrokerLink:
             await self.nc.close()
 
 
-async def connect(url: str, *, timeout_s: float, name: str) -> BrokerLink:
+async def connect(url: str, *, timeout_s: float, name: str, access: BrokerAccess | None = None) -> BrokerLink:
     """Connect (one attempt bounded by `timeout_s`; once up, nats-py reconnects on its own forever)
     and make sure the stream and the bucket exist (idempotent: every node may be first)."""
-    nc = await nats.connect(
+    # Bounded here too: nats-py's own timeout does not cover every way a connect can stall (a server
+    # that requires TLS, met without it, never completes the handshake).
+    nc = await asyncio.wait_for(nats.connect(
         servers=[url],
         name=name,
         connect_timeout=max(1, int(timeout_s)),
@@ -243,7 +247,8 @@ async def connect(url: str, *, timeout_s: float, name: str) -> BrokerLink:
         ping_interval=5,
         max_outstanding_pings=2,
         error_cb=_quiet,
-    )
+        **(access.connect_options() if access is not None else {}),
+    ), timeout=2 * max(1.0, timeout_s))
     nc.options["max_reconnect_attempts"] = -1
     try:
         js = nc.jetstream(timeout=timeout_s)

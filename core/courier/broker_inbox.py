@@ -43,6 +43,7 @@ from core.courier.broker import (
     read_decision,
     token,
 )
+from core.courier.broker_access import BrokerAccess
 from core.courier.transport import Parcel
 from core.serving.asks import Answered, Arbiter, ArbiterDecision, Ask, AskKey, Decision
 from core.serving.events import Observer, ServeEvent
@@ -121,9 +122,12 @@ class BrokerInbox:
         on_settled: Callable[[Settled], None] | None = None,
         ledger: Ledger | None = None,
         observe: Observer | None = None,
+        access: BrokerAccess | None = None,
     ) -> None:
         self.url = broker_url(url)
         self.node = node
+        #: Credentials and TLS (`--broker-access`).
+        self.access = access
         self.judge = judge
         self.arbiter = arbiter
         self.chain: Chain = chain if chain is not None else NoChain()
@@ -154,7 +158,8 @@ class BrokerInbox:
 
     async def start(self) -> None:
         """Connect (raises what nats-py raises when the broker is out of reach) and start serving."""
-        self._link = await connect(self.url, timeout_s=self.request_timeout_s, name=self.node)
+        self._link = await connect(self.url, timeout_s=self.request_timeout_s, name=self.node,
+                                   access=self.access)
         self._runner = asyncio.create_task(self._run(self._link), name=f"broker inbox {self.node}")
 
     async def close(self) -> None:

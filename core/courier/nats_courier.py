@@ -30,6 +30,7 @@ from core.courier.broker import (
     read_decision,
     token,
 )
+from core.courier.broker_access import BrokerAccess
 from core.courier.transport import Parcel, Relayed, Unreachable
 from core.wire.response import parse_response
 
@@ -54,9 +55,12 @@ class NatsCourier:
         unreachable_after_s: float = DEFAULT_UNREACHABLE_AFTER_S,
         request_timeout_s: float = 2.0,
         retry_s: float = 0.2,
+        access: BrokerAccess | None = None,
     ) -> None:
         self.target = broker_url(target)
         self.node = node
+        #: Credentials and TLS (`--broker-access`).
+        self.access = access
         self.clock = clock
         self.unreachable_after_s = unreachable_after_s
         self.request_timeout_s = request_timeout_s
@@ -69,7 +73,8 @@ class NatsCourier:
     async def _connected(self) -> BrokerLink:
         async with self._connecting:
             if self._link is None or self._link.nc.is_closed:
-                self._link = await connect(self.target, timeout_s=self.request_timeout_s, name=self.node)
+                self._link = await connect(self.target, timeout_s=self.request_timeout_s, name=self.node,
+                                           access=self.access)
             return self._link
 
     def _out_of_reach(self, since: float, why: BaseException | str) -> Unreachable:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from core.clock import Clock
 from core.courier.broker import broker_url
+from core.courier.broker_access import BrokerAccess
 from core.courier.nats_courier import NatsCourier
 from core.courier.session import SessionCourier
 from core.courier.transport import Courier
@@ -42,6 +43,8 @@ class CourierPlace:
     root: Path
     clock: Clock
     node: str = "pi-authorizer"
+    #: Credentials and TLS for a broker target (`--broker-access`).
+    access: BrokerAccess | None = None
 
 
 Builder = Callable[[Target, CourierPlace], Courier]
@@ -75,7 +78,7 @@ def _session(target: Target, place: CourierPlace) -> Courier:
 
 
 def _nats(target: Target, place: CourierPlace) -> Courier:
-    return NatsCourier(str(target), node=place.node, clock=place.clock)
+    return NatsCourier(str(target), node=place.node, clock=place.clock, access=place.access)
 
 
 #: scheme → the builder of its transport.

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TextIO
 
 from core.clock import SYSTEM_CLOCK, Clock
+from core.courier.broker_access import BrokerAccess, BrokerAccessError, read_broker_access
 from core.courier.targets import Target, TargetError, parse_target
 from core.disk.paths import agent_dir
 from core.disk.tree import UnsafeFolder
@@ -44,6 +45,18 @@ def forward_target(args: argparse.Namespace) -> Target | None:
         raise SystemExit(f"pi-authorizer: {exc}") from exc
 
 
+def broker_access(args: argparse.Namespace) -> BrokerAccess | None:
+    """`--broker-access FILE`, read in the one place it is (`core.courier.broker_access`); a file that
+    cannot be used ends the command with one line."""
+    path: Path | None = getattr(args, "broker_access", None)
+    if path is None:
+        return None
+    try:
+        return read_broker_access(path)
+    except BrokerAccessError as exc:
+        raise SystemExit(f"pi-authorizer: --broker-access {exc}") from exc
+
+
 def node_options(args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK) -> NodeOptions:
     """The command line as `core.wiring` options (paths expanded, links parsed)."""
     given: Path | None = args.agent_dir
@@ -51,6 +64,7 @@ def node_options(args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK) -> NodeO
     rules: Path | None = args.rules
     target = forward_target(args)
     broker: str | None = getattr(args, "broker", None)
+    access = broker_access(args)
     return NodeOptions(
         forwarding_root=forwarding_root(args),
         state_dir=state_dir(args),
@@ -62,6 +76,7 @@ def node_options(args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK) -> NodeO
         seams=Seams(clock=clock),
         forward_to=target,
         broker=broker,
+        broker_access=access,
         node_name=default_session_id(state_dir(args)) if target is not None or broker else "pi-authorizer",
     )
 

@@ -69,6 +69,14 @@ def add_serving_options(parser: argparse.ArgumentParser) -> None:
         "rules first, then the person or --on-ask; one verdict per ask among approvers); docs/remote.md",
     )
     parser.add_argument(
+        "--broker-access",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="credentials and TLS for the broker (--broker, --forward-to nats://): a TOML file only you "
+        "may read, with user and password or password_file, or creds; ca, cert, key; docs/remote.md",
+    )
+    parser.add_argument(
         "--forwarding-root",
         type=Path,
         default=None,

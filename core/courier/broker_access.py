@@ -1,0 +1,120 @@
+"""How a node proves who it is to the broker, and over what: `--broker-access FILE`.
+
+A production broker gives each courier host and each approver its own credentials with subject
+permissions, over TLS (`docs/remote.md` § A production server). Secrets never go on the command
+line (other users read it in `ps`) nor in the URL: they live in a small TOML file only its owner
+may read, naming a user and password (or a password file), or a NATS `.creds` file, and the TLS
+files (a CA to verify the server, and a client certificate and key where the server verifies
+clients). Read once at start; every problem is one line naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+import stat
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+#: The keys the file may hold; any other is refused (a typo must not silently drop a protection).
+KEYS = frozenset({"user", "password", "password_file", "creds", "ca", "cert", "key"})
+#: An access file or a password file larger than this is not one.
+MAX_BYTES = 64 * 1024
+
+
+class BrokerAccessError(ValueError):
+    """The access file cannot be used; the message is one line for the command line."""
+
+
+@dataclass(frozen=True)
+class BrokerAccess:
+    """Credentials and TLS for the broker connection (all optional: none is a loopback broker)."""
+
+    user: str | None = None
+    password: str | None = None
+    creds: Path | None = None
+    ca: Path | None = None
+    cert: Path | None = None
+    key: Path | None = None
+
+    @property
+    def tls(self) -> bool:
+        return self.ca is not None or self.cert is not None
+
+    def connect_options(self) -> dict[str, Any]:
+        """What `nats.connect` takes for these (no secret is logged: nats-py never prints them)."""
+        options: dict[str, Any] = {}
+        if self.user is not None:
+            options["user"] = self.user
+            options["password"] = self.password
+        if self.creds is not None:
+            options["user_credentials"] = str(self.creds)
+        if self.tls:
+            context = ssl.create_default_context(cafile=None if self.ca is None else str(self.ca))
+            if self.cert is not None:
+                context.load_cert_chain(str(self.cert), None if self.key is None else str(self.key))
+            options["tls"] = context
+        return options
+
+
+def read_broker_access(path: Path) -> BrokerAccess:
+    """The access file at `path`: TOML with the `KEYS`; refused when others may read it (it holds a
+    secret), when a key is unknown or mistyped, or when a file it names is missing."""
+    data = _private_bytes(path, "access file")
+    try:
+        table = tomllib.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise BrokerAccessError(f"{path}: not TOML ({exc})") from exc
+    unknown = sorted(set(table) - KEYS)
+    if unknown:
+        raise BrokerAccessError(f"{path}: unknown key {unknown[0]!r} (known: {', '.join(sorted(KEYS))})")
+    for name, value in table.items():
+        if not isinstance(value, str) or not value:
+            raise BrokerAccessError(f"{path}: {name} must be a non-empty string")
+    files = {name: _file(path, name, table[name]) for name in ("password_file", "creds", "ca", "cert", "key")
+             if name in table}
+    password = table.get("password")
+    if "password_file" in files:
+        if password is not None:
+            raise BrokerAccessError(f"{path}: password and password_file both set: keep one")
+        password = _private_bytes(files["password_file"], "password file").decode("utf-8", "replace").strip()
+    user = table.get("user")
+    if (user is None) != (password is None):
+        raise BrokerAccessError(f"{path}: user and a password go together")
+    if user is not None and "creds" in files:
+        raise BrokerAccessError(f"{path}: user/password and creds both set: keep one")
+    if "key" in files and "cert" not in files:
+        raise BrokerAccessError(f"{path}: key without cert")
+    return BrokerAccess(user, password, files.get("creds"), files.get("ca"), files.get("cert"),
+                        files.get("key"))
+
+
+def _file(base: Path, name: str, value: str) -> Path:
+    found = Path(value).expanduser()
+    found = found if found.is_absolute() else base.parent / found  # relative to the access file
+    if not found.is_file():
+        raise BrokerAccessError(f"{base}: {name} {str(found)!r} is not a file")
+    return found
+
+
+def _private_bytes(path: Path, what: str) -> bytes:
+    """A secret's bytes, refused when the file is readable by others or is not a small regular file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        raise BrokerAccessError(f"{path}: the {what} cannot be opened ({exc.strerror})") from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise BrokerAccessError(f"{path}: the {what} is not a regular file")
+        if info.st_mode & 0o077:
+            raise BrokerAccessError(f"{path}: the {what} holds a secret but others may read it "
+                                    f"(chmod 600 {path})")
+        data = os.read(fd, MAX_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_BYTES:
+        raise BrokerAccessError(f"{path}: the {what} is over {MAX_BYTES} bytes")
+    return data
