@@ -248,7 +248,7 @@ async def connect(url: str, *, timeout_s: float, name: str, access: BrokerAccess
         max_outstanding_pings=2,
         error_cb=_quiet,
         **(access.connect_options() if access is not None else {}),
-    ), timeout=2 * max(1.0, timeout_s))
+    ), timeout=max(1.0, timeout_s) + 0.5)
     nc.options["max_reconnect_attempts"] = -1
     try:
         js = nc.jetstream(timeout=timeout_s)

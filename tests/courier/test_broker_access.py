@@ -135,5 +135,5 @@ async def test_a_tls_broker_is_reached_with_the_ca_the_access_file_names(
     trusted = read_broker_access(_access(tmp_path, f'ca = "{pki / "ca.pem"}"\n'))
     assert await _carried(server, trusted, trusted) is True
     with pytest.raises(Unreachable):  # the system's CAs do not know the test CA: never a plain fallback
-        await NatsCourier(server.url, node="courier-a", unreachable_after_s=0.5).carry(
-            broker_parcel("req-plain", ttl_s=5))
+        await NatsCourier(server.url, node="courier-a", unreachable_after_s=0.5,
+                          request_timeout_s=0.25).carry(broker_parcel("req-plain", ttl_s=5))
