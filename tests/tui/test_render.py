@@ -144,7 +144,7 @@ def test_a_carried_ask_shows_its_hops_as_provenance_sanitised() -> None:
     origin = origin_content(ask, Clip(400))
     assert origin is not None
     assert "carried by       box-a/c1/n1 → [red]box-b␛[2J/c2/n2" in origin.plain
-    assert "never judged" in origin.plain
+    assert "written by couriers, not the child" in origin.plain
     assert "via" not in origin.plain  # read from an inbox here, not taken from a broker
     # Couriers wrote the hops, not the child: never among the facts the child fixed.
     assert "carried by" not in facts_content(ask, Clip(400)).plain

@@ -141,8 +141,8 @@ def origin_content(ask: Ask, clip: Clip) -> Content | None:
             parts.append(Content.styled(" → ", DIM))
         parts.append(value_content(hop, clip))
     rows.append(_row("carried by", Content("").join(parts), ORIGIN_LABEL))
-    rows.append(Content.styled("host/session/node of each courier, first the one that read it from its "
-                               "child; claimed by the couriers, not checked, never judged", DIM))
+    rows.append(Content.styled("(each courier's host/session/node, first the one that read it from its "
+                               "child; written by couriers, not the child)", DIM))
     return _lines(rows)
 
 
