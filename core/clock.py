@@ -69,4 +69,18 @@ def wall_ms(clock: Clock) -> int:
     return int(clock.wall() * 1000)
 
 
+async def wait_either(change: asyncio.Event, stop: asyncio.Event, at_most_s: float, clock: Clock) -> None:
+    """Until `change` or `stop` is set, or `at_most_s` seconds pass on `clock` (a file watch's wait:
+    the timeout is the safety rescan, so tests drive it with a manual clock)."""
+    woken = asyncio.Event()
+    waiters = [asyncio.ensure_future(change.wait()), asyncio.ensure_future(stop.wait())]
+    for waiter in waiters:
+        waiter.add_done_callback(lambda _: woken.set())
+    try:
+        await clock.wait(woken, at_most_s)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+
+
 SYSTEM_CLOCK = SystemClock()

@@ -329,7 +329,7 @@ class AllowAll:
 
 class FullDisk(DiskWriter):
     """A disk that is full (or failing with `code`) while `full` is set: every write that needs new
-    space (a new file, a temp, a link, a request rewritten in place) fails; `overwrite` of an
+    space (a new file, a temp, a link) fails; `overwrite` of an
     existing file in place, which needs none, still works. `attempts` counts the refused writes."""
 
     def __init__(self, code: int = errno.ENOSPC, full: bool = True) -> None:
@@ -343,12 +343,6 @@ class FullDisk(DiskWriter):
     def stage(self, dir_fd: int, name: str, data: bytes, sync: bool) -> Staged:
         self._refuse()
         return super().stage(dir_fd, name, data, sync)
-
-    def reuse(
-        self, requests_fd: int, name: str, judged: bytes, data: bytes, dir_fd: int, target: str, device: int
-    ) -> Staged | None:
-        self._refuse()
-        return super().reuse(requests_fd, name, judged, data, dir_fd, target, device)
 
     def place(self, dir_fd: int, staged: Staged, target: str) -> bool:
         self._refuse()
@@ -382,14 +376,24 @@ class ScriptedArbiter:
         self.asked: list[AskKey] = []
         self.withdrawn: dict[AskKey, str | None] = {}
         self.held: dict[AskKey, asyncio.Future[ArbiterDecision]] = {}
+        self.shown: dict[AskKey, Ask] = {}
 
     def decide(self, ask: Ask) -> asyncio.Future[ArbiterDecision]:
         self.asked.append(ask.key)
         future: asyncio.Future[ArbiterDecision] = asyncio.get_running_loop().create_future()
+        self.shown[ask.key] = ask
         verdict = self.script(ask)
         if verdict is None:
             self.held[ask.key] = future
-            return future
+        else:
+            future.set_result(self._decision(ask, verdict))
+        return future
+
+    def release(self, key: AskKey, verdict: str) -> None:
+        """The person decides a held ask now."""
+        self.held.pop(key).set_result(self._decision(self.shown[key], verdict))
+
+    def _decision(self, ask: Ask, verdict: str) -> Decision:
         now = int(time.time() * 1000)
         source = UserDecision(via="dialog")
         if verdict == "allow":
@@ -397,8 +401,7 @@ class ScriptedArbiter:
         else:
             response = deny(responder=ask.responder_session_id, at_ms=now, decided_by=source,
                             reason=f"denied by {self.name}")
-        future.set_result(Decision(response, "user"))
-        return future
+        return Decision(response, "user")
 
     def withdraw(self, key: AskKey, reason: str | None = None) -> None:
         self.withdrawn[key] = reason

@@ -170,7 +170,8 @@ def _node(
         core.add_background(arbiter.run_until)
     if options.broker is not None:
         inbox = BrokerInbox(options.broker, node=options.node_name, judge=authority, arbiter=arbiter,
-                            chain=chain, clock=options.seams.clock)
+                            chain=chain, clock=options.seams.clock, ledger=history,
+                            observe=None if history is None else history.observe)
         core.add_background(inbox.run_until)
     core.add_background(authority.watch_config)
     authority.report_config()

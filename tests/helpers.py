@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import json
 import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -217,3 +218,22 @@ def broker_parcel(parcel_id: str, *, host: str = "host-a", session: str = "sess-
         hops=(Hop(host=host, session_id=session, node=f"courier-{host}"),),
         deadline_ms=time.time() * 1000 + ttl_s * 1000,
     )
+
+
+@contextlib.asynccontextmanager
+async def serving_session(core: ServingCore, session: str) -> AsyncIterator[None]:
+    """A node's core serving `session` for the block (whole nodes built by `core.wiring`)."""
+    core.add_session(session)
+    task = asyncio.create_task(core.run())
+    try:
+        yield
+    finally:
+        core.stop()
+        await asyncio.wait_for(task, 10)
+
+
+def bash_intent(command: str) -> dict[str, object]:
+    """The facts a child sends for a bash `command`."""
+    return {"surface": "bash", "matchValues": [command], "boundaryValue": None, "requesterCwd": "/repo",
+            "principal": {"sessionId": "child", "agentName": "Explore"}}
+

@@ -33,6 +33,7 @@ from nats.js.kv import KeyValue
 
 from core.courier.transport import Hop, Parcel
 from core.wire.limits import MAX_REQUEST_BYTES
+from core.wire.request import MAX_HOP_NAME_CHARS, MAX_HOPS
 
 log = logging.getLogger("pi_authorizer.broker")
 
@@ -48,8 +49,7 @@ DEDUPE_WINDOW_S = 3600.0
 #: A parcel on the wire: the request (base64 grows it by a third), the hops and a little JSON.
 MAX_PARCEL_BYTES = MAX_REQUEST_BYTES * 2 + 64 * 1024
 MAX_DECISION_BYTES = 64 * 1024
-MAX_HOPS = 32
-MAX_NAME = 200
+MAX_NAME = MAX_HOP_NAME_CHARS
 #: Errors that mean "the broker did not answer now" (connection lost, timeout), as opposed to refusals.
 BROKER_DOWN: tuple[type[BaseException], ...] = (
     nats.errors.Error,
@@ -202,6 +202,10 @@ class BrokerDecision:
             return f"withdrawn by the courier at {self.by}: {self.body}"
         return f"decided elsewhere by {self.by}"
 
+    def words_for(self, node: str) -> str:
+        """`words`, as node `node` says it (its own verdict, seen again after a restart, is no race lost)."""
+        return "already answered by this node" if self.kind == "verdict" and self.by == node else self.words
+
 
 def decode_decision(data: bytes) -> BrokerDecision:
     obj = _object(data, MAX_DECISION_BYTES, "the decision")
@@ -283,6 +287,8 @@ async def _ensure_bucket(js: JetStreamContext) -> KeyValue:
                 ttl=RETENTION_S,
                 storage=StorageType.FILE,
                 max_value_size=MAX_DECISION_BYTES,
+                # reads by key on a subject of their own, so a host's permissions can scope them
+                direct=True,
             )
         )
 

@@ -16,8 +16,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
@@ -36,25 +37,30 @@ from core.courier.broker import (
     connect,
     create_decision,
     decision_key,
-    decode_decision,
     decode_parcel,
     host_token_of,
     parcel_id_of,
     read_decision,
     token,
 )
-from core.courier.session import splice
-from core.courier.transport import Parcel, Unreachable
+from core.courier.transport import Parcel
 from core.serving.asks import Answered, Arbiter, ArbiterDecision, Ask, AskKey, Decision
+from core.serving.events import Observer, ServeEvent
 from core.serving.judgment import Chain, Judge, judge_ask, review_by_chain
-from core.serving.verdicts import gate_denial
+from core.serving.verdicts import Ledger, VerdictRecord, WrittenMark, gate_denial
 from core.wire.reader import RequestRejected, parse_request
+from core.wire.request import CarriedHop, ParsedRequest
 from core.wire.response import ForwardedResponse, encode_response
 
 log = logging.getLogger("pi_authorizer.broker")
 
 #: How often a node whose broker is out of reach at start tries again.
 UNREACHABLE_RETRY_S = 5.0
+#: How often the keys of the asks before the arbiter are read anyway (a write whose notice was lost
+#: while the broker restarted), as serving rescans its inboxes.
+SAFETY_RESYNC_S = 5.0
+#: How many settled parcels a node remembers, to acknowledge a second delivery without a word.
+REMEMBERED = 100_000
 #: Who answers a parcel that names no usable responder (the child's reader checks only its type).
 BROKER_RESPONDER = "pi-authorizer-broker"
 
@@ -113,6 +119,8 @@ class BrokerInbox:
         request_timeout_s: float = 2.0,
         retry_s: float = 0.2,
         on_settled: Callable[[Settled], None] | None = None,
+        ledger: Ledger | None = None,
+        observe: Observer | None = None,
     ) -> None:
         self.url = broker_url(url)
         self.node = node
@@ -125,8 +133,16 @@ class BrokerInbox:
         self.request_timeout_s = request_timeout_s
         self.retry_s = retry_s
         self.on_settled = on_settled
+        #: The node's history, as serving's: an ask's arrival observed, this node's winning verdict
+        #: recorded (once it won the key), a lost race or an expiry observed as withdrawn with why.
+        self.ledger = ledger
+        self.observe = observe
         self.stats = BrokerInboxStats()
         self._held: dict[str, _Held] = {}
+        #: Keys of parcels being read, not yet shown nor settled, with their message's stream sequence.
+        self._working: dict[str, int] = {}
+        #: Keys of the parcels this node settled, newest last (bounded: an older one is read again).
+        self._settled_keys: OrderedDict[str, None] = OrderedDict()
         self._link: BrokerLink | None = None
         self._closing = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -163,6 +179,7 @@ class BrokerInbox:
         decisions: Subscription | None = None
         pull = None
         reconnects = link.nc.stats["reconnects"]
+        resync_at = self.clock.monotonic() + SAFETY_RESYNC_S
         while not self._closing.is_set():
             try:
                 if decisions is None:
@@ -178,58 +195,94 @@ class BrokerInbox:
                             deliver_policy=DeliverPolicy.ALL,
                         ),
                     )
-                if link.nc.stats["reconnects"] != reconnects:
-                    reconnects = link.nc.stats["reconnects"]
-                    await self._resync(link)
+                due = self.clock.monotonic() >= resync_at
+                if link.nc.stats["reconnects"] != reconnects or due:
+                    now_at = link.nc.stats["reconnects"]
+                    await self._resync(link)  # counted done only once it worked (JetStream may lag)
+                    reconnects, resync_at = now_at, self.clock.monotonic() + SAFETY_RESYNC_S
                 self._expire()
                 try:
                     msgs = await pull.fetch(self.batch, timeout=1.0)
                 except TimeoutError:
                     continue
-                for msg in msgs:
-                    await self._take(link, msg)
+                # a batch's parcels are served side by side (each waits on the broker several times);
+                # a broker failure in any is retried as one, the others' messages come back unacked
+                outcomes = await asyncio.gather(*(self._take(link, msg) for msg in msgs),
+                                                return_exceptions=True)
+                for outcome in outcomes:
+                    if isinstance(outcome, BaseException):
+                        raise outcome
             except asyncio.CancelledError:
                 raise
             except BROKER_DOWN as exc:
                 log.info("broker %s: %s; retrying", self.url, exc)
                 await self.clock.wait(self._closing, self.retry_s)
+            except Exception:  # whatever nats-py raises next, the node keeps serving its broker
+                log.error("broker %s: serving failed; retrying", self.url, exc_info=True)
+                await self.clock.wait(self._closing, self.retry_s)
 
     async def _resync(self, link: BrokerLink) -> None:
         """After a reconnect: decisions written while this node was away are read from the bucket."""
-        for held in list(self._held.values()):
-            won = await read_decision(link.decisions, held.key)
-            if won is not None:
-                self._elsewhere(held, won)
+        held = list(self._held.values())
+        for start in range(0, len(held), self.batch):  # side by side, a batch at a time
+            chunk = held[start : start + self.batch]
+            found = await asyncio.gather(*(read_decision(link.decisions, h.key) for h in chunk))
+            for one, won in zip(chunk, found, strict=True):
+                if won is not None:
+                    self._elsewhere(one, won)
 
     def _expire(self) -> None:
         now = self.clock.monotonic()
         for held in list(self._held.values()):
-            if now >= held.deadline:
+            if now >= held.deadline and not held.writing:  # a verdict being written reports itself
                 self._drop(held, Settled(held.ask.key.name, "expired", "the child's deadline passed"))
                 self.arbiter.withdraw(held.ask.key, "the child's deadline passed")
+                self._withdrawn(held.ask, "the child's deadline passed")
 
     def _on_decision_key(self, subject: str) -> str:
         return subject[len(DECISION_SUBJECT_PREFIX) + 1 :]
 
     async def _on_decision(self, msg: Msg) -> None:
+        """A write was attempted on a decision key. Core NATS shows every publish on the subject, the
+        ones JetStream refused too (a losing `create`), so what won is read from the bucket, never
+        from the message."""
         held = self._held.get(self._on_decision_key(msg.subject))
-        if held is None or held.settled or held.writing:
+        if held is None or held.settled or held.writing or self._link is None:
             return
-        try:
-            won = decode_decision(msg.data)
-        except BrokerRefused as exc:
-            won = BrokerDecision("withdrawn", "an unknown writer", f"an unreadable decision ({exc.reason})")
-        self._elsewhere(held, won)
+        self._spawn(self._recheck(self._link, held))
+
+    async def _recheck(self, link: BrokerLink, held: _Held) -> None:
+        """Read the key until the bucket answers (right after a broker restart JetStream may not yet)."""
+        while not (held.settled or held.writing or self._closing.is_set()):
+            try:
+                won = await read_decision(link.decisions, held.key)
+            except BROKER_DOWN:
+                await self.clock.wait(self._closing, self.retry_s)
+                continue
+            if won is not None and not held.settled and not held.writing:
+                self._elsewhere(held, won)
+            return
 
     def _elsewhere(self, held: _Held, won: BrokerDecision) -> None:
-        self._drop(held, Settled(held.ask.key.name, "elsewhere", won.words))
-        self.arbiter.withdraw(held.ask.key, won.words)
+        if held.settled or held.writing:  # settled meanwhile, or this node's own write in flight
+            return
+        self._drop(held, Settled(held.ask.key.name, "elsewhere", won.words_for(self.node)))
+        self.arbiter.withdraw(held.ask.key, won.words_for(self.node))
+        self._withdrawn(held.ask, won.words_for(self.node))
 
     def _drop(self, held: _Held, settled: Settled) -> None:
         held.settled = True
         self._held.pop(held.key, None)
+        self._remember(held.key)
         self._ack(held.msg)
         self._note(settled)
+
+    def _remember(self, key: str) -> None:
+        """This node is done with the parcel: a later delivery of it is acknowledged and nothing more."""
+        self._settled_keys[key] = None
+        self._settled_keys.move_to_end(key)
+        while len(self._settled_keys) > REMEMBERED:
+            self._settled_keys.popitem(last=False)
 
     def _note(self, settled: Settled) -> None:
         self.stats.settled.append(settled)
@@ -246,7 +299,14 @@ class BrokerInbox:
     def _spawn(self, work: Coroutine[object, object, None]) -> None:
         task = asyncio.ensure_future(work)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        """A side task ended: a failure is logged (a verdict not written while closing stays
+        unacknowledged, so the broker hands it to the next run), never left unretrieved."""
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("broker %s: %s", self.url, task.exception())
 
     # -- one parcel ---------------------------------------------------------------------------------
 
@@ -285,30 +345,43 @@ class BrokerInbox:
             self._quarantine(msg, exc.reason)
             return
         key = decision_key(host_tok, parcel.parcel_id)
-        held = self._held.get(key)
-        if held is not None:  # delivered again while its arbiter decides: keep the newest delivery
-            held.msg = msg
+        if key in self._settled_keys:  # delivered again (an ack lost, a fetch that timed out): done
+            await msg.ack()
             return
+        held = self._held.get(key)
+        if held is not None:  # delivered again while its arbiter decides
+            if msg.metadata.sequence.stream == held.msg.metadata.sequence.stream:
+                held.msg = msg  # the same message: the newest delivery is acknowledged when settled
+            else:
+                await msg.ack()  # another copy of the parcel: the one shown stands for it
+            return
+        seq = msg.metadata.sequence.stream
+        working = self._working.get(key)
+        if working is not None:  # another copy being read in this batch: that one stands for it
+            if working != seq:
+                await msg.ack()
+            return
+        self._working[key] = seq
+        try:
+            await self._serve_parcel(link, msg, parcel, key)
+        finally:
+            self._working.pop(key, None)
+
+    async def _serve_parcel(self, link: BrokerLink, msg: Msg, parcel: Parcel, key: str) -> None:
         already = await read_decision(link.decisions, key)
         if already is not None:
             await msg.ack()
-            self._note(Settled(parcel.parcel_id, "elsewhere", already.words))
+            self._remember(key)
+            self._note(Settled(parcel.parcel_id, "elsewhere", already.words_for(self.node)))
             return
         left_s = (parcel.deadline_ms - wall_ms(self.clock)) / 1000
         if left_s <= 0:
             await msg.ack()
+            self._remember(key)
             self._note(Settled(parcel.parcel_id, "expired", "the child's deadline had passed"))
             return
         try:
-            # The hops the parcel came with, shown as the session courier shows them (`hops`, read
-            # tolerantly and bounded, provenance only); every byte of the child's request kept.
-            parsed = parse_request(splice(parcel.request, {"hops": [
-                {"host": h.host, "sessionId": h.session_id, "node": h.node} for h in parcel.hops]}))
-        except Unreachable as exc:  # not a JSON object: nothing to splice into
-            await self._refuse(link, key, parcel.parcel_id, str(exc))
-            self.stats.quarantined.append(str(exc))
-            await msg.ack()
-            return
+            parsed = _with_hops(parse_request(parcel.request), parcel)
         except RequestRejected as exc:
             await self._refuse(link, key, parcel.parcel_id, exc.reason)
             self.stats.quarantined.append(exc.reason)
@@ -317,17 +390,19 @@ class BrokerInbox:
         responder = parsed.request.target_session_id or BROKER_RESPONDER
         origin = parcel.hops[-1]
         label = f"nats:{origin.host}/{origin.session_id}"
+        ask_key = AskKey(session_id=label, name=parcel.parcel_id)
+        self._event(ServeEvent("arrived", ask_key, self.clock.wall(), parsed=parsed, raw=parcel.request))
         judgment, decided = judge_ask(self.judge, parsed, responder, self.clock)
         if decided is None:
             chained = await review_by_chain(self.chain, parsed, responder, self.clock, label)
             if chained is not None:
                 judgment, decided = chained
         if decided is not None:
-            await self._answer(link, key, parcel.parcel_id, decided)
+            await self._answer(link, key, parcel.parcel_id, decided, record=(ask_key, parsed))
             await msg.ack()
             return
         ask = Ask(
-            key=AskKey(session_id=label, name=parcel.parcel_id),
+            key=ask_key,
             parsed=parsed,
             judgment=judgment,
             arrived_at=self.clock.wall(),
@@ -338,6 +413,10 @@ class BrokerInbox:
         self._held[key] = held
         pending = self.arbiter.decide(ask)
         pending.add_done_callback(lambda done: self._spawn(self._decided(link, held, done)))
+        # a decision that landed between the read above and the hold was missed by `_on_decision`
+        won = await read_decision(link.decisions, key)
+        if won is not None and not held.settled and not held.writing:
+            self._elsewhere(held, won)
 
     async def _decided(self, link: BrokerLink, held: _Held, done: asyncio.Future[ArbiterDecision]) -> None:
         if done.cancelled() or held.settled:
@@ -345,11 +424,17 @@ class BrokerInbox:
         decision = done.result()
         if not isinstance(decision, Decision):
             self._drop(held, Settled(held.ask.key.name, "left", "this node's arbiter left it"))
+            self._event(ServeEvent("left", held.ask.key, self.clock.wall(), parsed=held.ask.parsed))
             return
         held.writing = True
-        won = await self._answer(link, held.key, held.ask.key.name, decision, quiet=True)
-        if held.settled:  # withdrawn while writing: the write reports what won
-            return
+        try:
+            won = await self._answer(link, held.key, held.ask.key.name, decision, quiet=True,
+                                     record=(held.ask.key, held.ask.parsed))
+        except BaseException:
+            if decision.reply is not None and not decision.reply.done():  # the person is told
+                decision.reply.set_result(Answered(written=False, why_not="the broker did not take it",
+                                                   gone=True))
+            raise
         if won is None:
             self._drop(held, Settled(held.ask.key.name, decision.outcome))
         else:
@@ -364,7 +449,8 @@ class BrokerInbox:
         await self._answer(link, key, parcel_id, Decision(denial, "refused"))
 
     async def _answer(
-        self, link: BrokerLink, key: str, parcel_id: str, decision: Decision, quiet: bool = False
+        self, link: BrokerLink, key: str, parcel_id: str, decision: Decision, quiet: bool = False,
+        record: tuple[AskKey, ParsedRequest] | None = None,
     ) -> BrokerDecision | None:
         """Write the verdict create-only, retrying while the broker is away; the winner if not us."""
         verdict = BrokerDecision("verdict", self.node, _body(decision.response))
@@ -377,10 +463,40 @@ class BrokerInbox:
                     raise
                 log.info("broker %s: verdict on %s not written yet: %s", self.url, parcel_id, exc)
                 await self.clock.wait(self._closing, self.retry_s)
+        self._remember(key)
+        if record is not None and won is None:
+            await asyncio.to_thread(self._record, record[0], record[1], decision)
+        elif record is not None and won is not None:
+            self._event(ServeEvent("withdrawn", record[0], self.clock.wall(), parsed=record[1],
+                                   reason=won.words_for(self.node)))
         if not quiet:
             self._note(Settled(parcel_id, decision.outcome) if won is None else
                        Settled(parcel_id, "elsewhere", won.words))
         return won
+
+    def _record(self, key: AskKey, parsed: ParsedRequest, decision: Decision) -> None:
+        """This node's verdict won its key: into the history, answered (a thread worker: SQLite)."""
+        if self.ledger is None:
+            return
+        body = encode_response(decision.response)
+        try:
+            verdict = VerdictRecord(key, parsed, decision.response, body, decision.outcome)
+            self.ledger.record_verdicts([verdict])
+            self.ledger.mark_written([WrittenMark(key, parsed.request.id, True)])
+        except Exception:  # the verdict stands on the broker; the history says what it could
+            log.error("broker %s: the history did not take the verdict on %s", self.url, key.name,
+                      exc_info=True)
+
+    def _event(self, event: ServeEvent) -> None:
+        if self.observe is None:
+            return
+        try:
+            self.observe(event)
+        except Exception:
+            log.error("broker %s: the history did not take %s", self.url, event.kind, exc_info=True)
+
+    def _withdrawn(self, ask: Ask, reason: str) -> None:
+        self._event(ServeEvent("withdrawn", ask.key, self.clock.wall(), parsed=ask.parsed, reason=reason))
 
     @property
     def holding(self) -> int:
@@ -411,6 +527,13 @@ class BrokerInbox:
 
 def _body(response: ForwardedResponse) -> str:
     return encode_response(response).decode("utf-8")
+
+
+def _with_hops(parsed: ParsedRequest, parcel: Parcel) -> ParsedRequest:
+    """The request as read, its hop list the parcel's (the envelope the broker carried, checked
+    against the publishing subject), so the queue shows where the ask came through."""
+    hops = tuple(CarriedHop(host=h.host, session_id=h.session_id, node=h.node) for h in parcel.hops)
+    return replace(parsed, request=parsed.request.model_copy(update={"hops": hops}))
 
 
 def _check_origin(parcel: Parcel, subject: str) -> None:

@@ -15,7 +15,6 @@ from collections.abc import Callable
 from core import platform
 from core.disk.anonymous import ANONYMOUS_MAX, Staged, link_anonymous, write_anonymous
 from core.disk.entries import remove, replace_file, temp_name, write_new
-from core.disk.reused import reuse_request
 from core.disk.tree import check_name
 
 
@@ -29,12 +28,11 @@ class DiskWriter:
     looks for a free inode, and every rename and listing of the folder waits behind it), and a
     killed process leaves nothing behind. It is placed with `linkat` through `/proc/self/fd`, which
     never replaces an existing name. Elsewhere (no `O_TMPFILE`, no procfs, too many held open) it is
-    a named temp renamed with `RENAME_NOREPLACE`. A burst's recorded answers are written into their
-    own request files where those may be reused (`reuse`), and placed the same way."""
+    a named temp renamed with `RENAME_NOREPLACE`."""
 
     anonymous = True
     anonymous_max = ANONYMOUS_MAX
-    _held = 0  # staged descriptors (anonymous or reused files) this writer holds open
+    _held = 0  # staged anonymous files this writer holds open
     _lock = threading.Lock()
     _usable: bool | None = None  # whether /proc names descriptors, checked once per process
 
@@ -56,17 +54,6 @@ class DiskWriter:
                 self.discard(dir_fd, staged)
                 raise
         return staged
-
-    def reuse(
-        self, requests_fd: int, name: str, judged: bytes, data: bytes, dir_fd: int, target: str, device: int
-    ) -> Staged | None:
-        """The request file `name`, holding exactly `judged`, rewritten to hold `data` and staged to
-        be placed as `target` in `dir_fd` (on `device`) like an anonymous file
-        (`core.disk.reused`: no inode is created); None, having changed nothing, where it may
-        not be reused or placed so."""
-        target = check_name(target)
-        fd = self._held_open(lambda: reuse_request(requests_fd, name, judged, data, dir_fd, target, device))
-        return None if fd is None else Staged(name, fd)
 
     def _write_anonymous(self, dir_fd: int, data: bytes) -> int | None:
         return self._held_open(lambda: write_anonymous(dir_fd, data))

@@ -72,11 +72,14 @@ def read_request_identified(dir_fd: int, name: str) -> tuple[bytes, FileIdentity
         chunks: list[bytes] = []
         remaining = MAX_REQUEST_BYTES + 1
         while remaining > 0:
-            chunk = os.read(fd, min(remaining, 1 << 16))
+            asked = min(remaining, 1 << 16)
+            chunk = os.read(fd, asked)
             if not chunk:
                 break
             chunks.append(chunk)
             remaining -= len(chunk)
+            if len(chunk) < asked and MAX_REQUEST_BYTES + 1 - remaining >= info.st_size:
+                break  # a regular file read short once its size at open is read: at its end (no 0-byte read)
         data = b"".join(chunks)
         if len(data) > MAX_REQUEST_BYTES:
             raise UnreadableRequest(f"grew over the {MAX_REQUEST_BYTES}-byte limit")

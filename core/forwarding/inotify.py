@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from core import platform
-from core.clock import SYSTEM_CLOCK, Clock
+from core.clock import SYSTEM_CLOCK, Clock, wait_either
 
 IN_ATTRIB = 0x004
 IN_CLOSE_WRITE = 0x008
@@ -154,15 +154,7 @@ class FolderWatch:
     async def wait(self, stop: asyncio.Event, at_most_s: float, clock: Clock = SYSTEM_CLOCK) -> None:
         """Until a change, `stop`, or `at_most_s` seconds on `clock`; a change seen before the call
         counts too."""
-        woken = asyncio.Event()
-        waiters = [asyncio.ensure_future(self.changed.wait()), asyncio.ensure_future(stop.wait())]
-        for waiter in waiters:
-            waiter.add_done_callback(lambda _: woken.set())
-        try:
-            await clock.wait(woken, at_most_s)
-        finally:
-            for waiter in waiters:
-                waiter.cancel()
+        await wait_either(self.changed, stop, at_most_s, clock)
         self.changed.clear()
 
     def _on_readable(self) -> None:

@@ -18,7 +18,7 @@ import select
 from collections.abc import Iterable
 from typing import Any
 
-from core.clock import SYSTEM_CLOCK, Clock
+from core.clock import SYSTEM_CLOCK, Clock, wait_either
 from core.disk.tree import Anchor
 
 Parts = tuple[str, ...]
@@ -62,15 +62,7 @@ class FolderWake:
 
     async def wait(self, stop: asyncio.Event, at_most_s: float, clock: Clock = SYSTEM_CLOCK) -> None:
         """Until a change, `stop`, or `at_most_s` seconds on `clock`; a change seen before counts too."""
-        woken = asyncio.Event()
-        waiters = [asyncio.ensure_future(self._woken.wait()), asyncio.ensure_future(stop.wait())]
-        for waiter in waiters:
-            waiter.add_done_callback(lambda _: woken.set())
-        try:
-            await clock.wait(woken, at_most_s)
-        finally:
-            for waiter in waiters:
-                waiter.cancel()
+        await wait_either(self._woken, stop, at_most_s, clock)
         self._woken.clear()
 
     def _on_readable(self) -> None:

@@ -198,6 +198,8 @@ def storable(params: Iterable[object]) -> tuple[object, ...]:
 
 
 def _text(value: str) -> str:
+    if value.isascii():  # no surrogate (a flag of the string: nothing is encoded)
+        return value
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:

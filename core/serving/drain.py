@@ -71,8 +71,7 @@ class Drain:
             # says nothing of the files: an ask is withdrawn only once a listing of its folder lacks
             # its file, and the files back with the folder are the asks still held (never served twice).
             return
-        # Only asks still awaiting a decision: one decided meanwhile (off the loop) may be having its
-        # answer written into its own request file (`core.disk.reused`), which changes the file.
+        # Only asks still awaiting a decision: one decided meanwhile has its answer on the way.
         replaced = {name for name in found.replaced
                     if (record := served.records.get(name)) is not None and record.state in AWAITING}
         if replaced:

@@ -115,10 +115,6 @@ def take_in(inbox: SessionInbox, names: Sequence[str], ledger: Ledger | None) ->
     finally:
         os.close(fd)
     ids = [read.parsed.request.id for _, read in reads if read.parsed is not None]
-    # An unusable file may be a request this node answered in place before a stop: it is looked up
-    # by its name (`core.serving.reconcile.restore_reused`).
-    ids += [stem for name, read in reads if read.parsed is None and read.raw is not None
-            and is_safe_request_id(stem := name.removesuffix(".json"))]
     responses = existing_responses(inbox, ids)
     recorded: dict[str, RecordedVerdict] = {}
     if ledger is not None and ids:

@@ -108,12 +108,8 @@ class Pipeline:
             return
         reason = rejection(record.key.name, read, served.inbox.session_id)
         if parsed is None:
-            reused = self.reconcile.reused(record.key.name, read, intake)
-            if reused is not None:
-                self._go_on(served, record, self._restore(served, record, reused, None))
-            else:
-                why = reason or "unusable request"
-                self._go_on(served, record, self._unusable(served, record, why, read.raw))
+            why = reason or "unusable request"
+            self._go_on(served, record, self._unusable(served, record, why, read.raw))
             return
         if reason is not None:
             self._go_on(served, record, self._unusable(served, record, reason, read.raw))
@@ -345,11 +341,7 @@ class Pipeline:
         if not record.live:
             return  # withdrawn before its turn
         key, request_id = record.key, earlier.request_id
-        if earlier.kind == "forged" and parsed is None:  # a request answered in place, then forged
-            reason = (f"FORGED RESPONSE: responses/{request_id}.json holds bytes this node did not record "
-                      "for this request; it was not written by this node")
-            await self._unusable(served, record, reason, None, answer=False)
-        elif earlier.kind == "forged":
+        if earlier.kind == "forged":
             assert parsed is not None
             await self._forged(served, record, "before this node served the request", parsed)
         elif earlier.kind == "consumed":

@@ -111,9 +111,9 @@ class Publisher:
     def _stage_ahead(self) -> None:
         """Fewer than `SYNCFS_FROM` answers queued in one loop turn get their temps written now, on
         the stager, beside the ledger's commit (a single ask waits for neither in turn). More, with a
-        ledger, are a burst: each is written into its own request file once recorded
-        (`_reuse_or_stage`), as creating thousands of files is the slow part of a burst. Called on
-        the loop (and before a batch is taken: every item staged ahead has its job)."""
+        ledger, are a burst: each is written once recorded (`_stage_waiting`), on the
+        batch's thread. Called on the loop (and before a batch is taken: every item staged ahead has
+        its job)."""
         items, self._unstaged = self._unstaged, []
         if items and (self.ledger is None or len(items) < SYNCFS_FROM):
             job = self._stager.submit(self._stage_items, items)
@@ -173,7 +173,7 @@ class Publisher:
     def _commit(self, batch: Sequence[BatchItem]) -> None:
         """The checkpoints, in order. A few answers' bodies were handed to the stager as they were queued
         (written, not visible), so their files are created while the ledger records; a burst's are
-        written into their own requests once recorded (`_reuse_or_stage`)."""
+        written once recorded (`_stage_waiting`)."""
         self.fault("arrived")
         together = len(batch) >= SYNCFS_FROM
         opened = self._open_folders(batch)
@@ -191,7 +191,7 @@ class Publisher:
                         self.drop_temp(fd, item)
                         item.write_failed = None
                         self._stage(fd, item, sync=not together)
-            self._reuse_or_stage(opened, together)
+            self._stage_waiting(opened, together)
             self._place_all(opened, together, self.fault)
         finally:
             self._close_folders(opened)
@@ -277,35 +277,12 @@ class Publisher:
             for fd, _ in opened:
                 os.close(fd)  # a staged file outlives it: by its name, or by its own descriptor
 
-    def _reuse_or_stage(self, opened: Opened, together: bool) -> None:
-        """Once the batch is recorded: each answer not staged ahead is written into its own request
-        file (`DiskWriter.reuse`), or else into a new file."""
+    def _stage_waiting(self, opened: Opened, together: bool) -> None:
+        """Once the batch is recorded: each answer not staged ahead is written into a new file."""
         for fd, items in opened:
-            waiting = [item for item in items if item.temp is None and item.write_failed is None]
-            requests: int | None = None
-            with contextlib.suppress(OSError):
-                requests = open_folder(items[0].inbox, "requests") if waiting else None
-            if requests is not None:
-                try:
-                    self._reuse(requests, fd, os.fstat(fd).st_dev, waiting)
-                finally:
-                    os.close(requests)
-            for item in waiting:
-                if item.temp is None:
+            for item in items:
+                if item.temp is None and item.write_failed is None:
                     self._stage(fd, item, sync=not together)
-
-    def _reuse(self, requests: int, fd: int, device: int, items: Sequence[BatchItem]) -> None:
-        for item in items:
-            verdict = item.verdict
-            if item.history_failed is not None:
-                continue
-            try:
-                item.temp = self.writer.reuse(requests, verdict.key.name, verdict.parsed.raw, verdict.body,
-                                              fd, f"{verdict.request_id}.json", device)
-                item.reused = item.temp is not None
-            except (OSError, ValueError) as exc:
-                log.warning("answering in request %s failed (%s); a new file is made",
-                            log_safe(display_name(verdict.key.name)), exc)
 
     def _place_all(
         self, opened: Opened, together: bool, fault: FaultHook
@@ -336,9 +313,8 @@ class Publisher:
 
     def _flushed_itself(self, item: BatchItem) -> bool:
         """Whether this answer's response file is made durable itself before and after it is placed:
-        unless its verdict is durable in the history first (a restart publishes it from there), and
-        it is a new file (a request rewritten in place could hold a mix of both after a power cut)."""
-        return self.ledger is None or item.history_failed is not None or item.reused
+        unless its verdict is durable in the history first (a restart publishes it from there)."""
+        return self.ledger is None or item.history_failed is not None
 
     def _stage(self, fd: int, item: BatchItem, sync: bool) -> None:
         temp = temp_name(f"{item.verdict.request_id}.json")

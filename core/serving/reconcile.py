@@ -3,8 +3,7 @@ or a forgery.
 
 For every request read, before it is judged, `earlier()` says what was left for it: a verdict the
 history holds is published as recorded (never judged again, never answered twice); a response already
-there is ours from before a restart when the history holds its verdict, else forged. `reused()` says
-the same of an unusable file: a request answered in place is its recorded answer's. On every rescan
+there is ours from before a restart when the history holds its verdict, else forged. On every rescan
 the asks this node holds unanswered are checked against a listing of `responses/` (`is_forged`).
 What to do with the record is the route's (`core.serving.pipeline`); this module only decides and
 does the disk and history work.
@@ -24,7 +23,7 @@ from pydantic import ValidationError
 from core.seams import Seams, retrying
 from core.serving.asks import AskKey
 from core.serving.events import ServeEvent
-from core.serving.intake import FileRead, Intake
+from core.serving.intake import Intake
 from core.serving.records import AWAITING, AskRecord
 from core.serving.sessions import ServedSession
 from core.serving.verdicts import Ledger, RecordedVerdict, WrittenMark
@@ -69,22 +68,6 @@ class Reconcile:
         if recorded is not None:
             return Earlier("consumed" if recorded.written else "unpublished", request_id, recorded)
         return None
-
-    def reused(self, name: str, read: FileRead, intake: Intake) -> Earlier | None:
-        """Whether this unusable file is a request an earlier run answered in place
-        (`core.disk.reused`) and stopped before its request was removed: it holds the start of the
-        response recorded for its name. It is that answer's (published once), never set aside."""
-        request_id = name.removesuffix(".json")
-        recorded = intake.recorded.get(request_id)
-        if recorded is None or read.raw is None or not read.raw.startswith(recorded.body):
-            return None
-        if f"{request_id}.json" in intake.ours:
-            return Earlier("answered", request_id, recorded)
-        if f"{request_id}.json" in intake.responses:
-            return Earlier("forged", request_id, recorded)
-        if recorded.written:
-            return Earlier("answered", request_id, recorded)
-        return Earlier("unpublished", request_id, recorded)
 
     async def note_written(self, key: AskKey, earlier: Earlier) -> None:
         """An earlier run's response is visible: the history says so (if it did not yet)."""

@@ -100,7 +100,6 @@ class BatchItem:
     write_failed: str | None = None
     temp: Staged | None = None
     synced: bool = False
-    reused: bool = False  # its own request file, rewritten in place: flushed before it is placed
     staging: concurrent.futures.Future[None] | None = None
     written: bool | None = None
 

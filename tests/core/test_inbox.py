@@ -101,6 +101,17 @@ def test_directory_and_oversized_files_are_refused(tmp_path: Path) -> None:
         inbox.read_request("big.json")
 
 
+def test_files_of_every_size_up_to_the_limit_are_read_whole(tmp_path: Path) -> None:
+    """A read stops at the first short read once the size seen at open is read: a file of a read's
+    size, of several, and of exactly the limit still come whole."""
+    inbox = SessionInbox(tmp_path, "S")
+    inbox.requests_dir.mkdir(parents=True)
+    for size in (0, 1, 65535, 65536, 65537, 3 * 65536, 1024 * 1024):
+        data = bytes(i % 251 for i in range(size))
+        (inbox.requests_dir / f"{size}.json").write_bytes(data)
+        assert inbox.read_request(f"{size}.json") == data
+
+
 def test_withdrawn_file_reads_as_not_found(tmp_path: Path) -> None:
     inbox = SessionInbox(tmp_path, "S")
     with pytest.raises(FileNotFoundError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 import nats
 import pytest
@@ -13,6 +14,7 @@ from core.courier.broker import ASK_PREFIX, DECISION_BUCKET, ask_subject, decisi
 from core.courier.broker_inbox import BrokerInbox
 from core.courier.nats_courier import NatsCourier
 from core.courier.transport import Hop, Parcel, Unreachable
+from core.history import HistoryStore
 from core.serving.judgment import NoRecordedAuthority
 from core.testing import AllowAll, ManualClock, ScriptedArbiter
 from tests.helpers import NatsServer, broker_parcel, free_port, wait_for
@@ -35,6 +37,11 @@ async def test_a_parcel_is_judged_by_the_approver_and_its_verdict_relayed(nats_s
         assert "node-b" in relayed.decided_by
         (key,) = person.asked
         assert key.session_id == "nats:host-a/sess-1" and key.name == "req-1"
+        # the queue shows where it came through: the parcel's hops (provenance), the facts unchanged
+        shown = person.shown[key]
+        assert [(h.host, h.session_id, h.node) for h in shown.request.hops or ()] == [
+            ("host-a", "sess-1", "courier-host-a")]
+        assert shown.parsed.raw == parcel.request
         # carried again (a courier restarted after a kill): the same verdict, asked nobody again
         again = await courier.carry(parcel)
         assert again.response == relayed.response
@@ -53,7 +60,8 @@ async def test_this_nodes_rules_decide_before_its_arbiter(nats_server: NatsServe
         relayed = await courier.carry(broker_parcel("req-rule"))
         assert relayed.response.approved is True
         assert person.asked == []
-        assert [s.outcome for s in inbox.stats.settled] == ["rule"]
+        # the courier may read the verdict before its writer has noted it: waited for
+        await wait_for(lambda: [s.outcome for s in inbox.stats.settled] == ["rule"], what="noted")
     finally:
         await courier.close()
         await inbox.close()
@@ -83,12 +91,13 @@ async def test_racing_approvers_leave_exactly_one_verdict_per_parcel(nats_server
             winners = [node for node, s in settled if s.outcome == "user"]
             losers = [s.words for node, s in settled if s.outcome == "elsewhere"]
             assert len(winners) == 1 and len(losers) == 2, settled
-            assert all(words == f"decided elsewhere by {winners[0]}" for words in losers)
+            assert all(words == f"decided elsewhere by {winners[0]}" for words in losers), settled
             entry = await kv.get(decision_key(token("host-a"), parcel.parcel_id))
             stored = json.loads(entry.value or b"")
             assert stored["by"] == winners[0] and verdict.decided_by.startswith(winners[0])
             assert verdict.response.approved == (winners[0] == "node-2")
-            assert len(await kv.history(decision_key(token("host-a"), parcel.parcel_id))) == 1
+        # every write the bucket ever took: one per parcel (a second writer never got in)
+        assert (await nc.jetstream().stream_info(f"KV_{DECISION_BUCKET}")).state.last_seq == len(parcels)
         await nc.close()
     finally:
         await courier.close()
@@ -183,3 +192,92 @@ async def test_hostile_parcels_are_refused_with_a_reason_and_serving_goes_on(nat
         await nc.close()
         await courier.close()
         await inbox.close()
+
+
+async def test_a_parcel_delivered_again_is_settled_once(nats_server: NatsServer) -> None:
+    """A second delivery (past the broker's dedupe window, or an ack lost) is acknowledged without a
+    second verdict, a second ask or a second report."""
+    person = ScriptedArbiter("person", lambda ask: "allow")
+    inbox = approver(nats_server, "node-b", person)
+    await inbox.start()
+    nc = await nats.connect(nats_server.url)
+    js = nc.jetstream()
+    try:
+        parcel = broker_parcel("twice-1")
+        for copy in ("a", "b"):  # the second once the first is answered, and while it is shown
+            await js.publish(ask_subject("host-a", "sess-1"), encode_parcel(parcel),
+                             headers={"Nats-Msg-Id": f"twice-1-{copy}"})
+            await wait_for(lambda: len(inbox.stats.settled) == 1, what="the first settled")
+        last = broker_parcel("last-1")
+        await js.publish(ask_subject("host-a", "sess-1"), encode_parcel(last))
+        await wait_for(lambda: any(s.parcel_id == "last-1" for s in inbox.stats.settled), what="all read")
+        assert [s.parcel_id for s in inbox.stats.settled] == ["twice-1", "last-1"]
+        assert [k.name for k in person.asked] == ["twice-1", "last-1"]
+    finally:
+        await nc.close()
+        await inbox.close()
+
+
+async def test_two_copies_of_a_parcel_in_one_batch_are_asked_once(nats_server: NatsServer) -> None:
+    """A batch's parcels are served side by side: two copies of one (published again past the dedupe
+    window) are one ask, one verdict, one report, and both messages are acknowledged."""
+    person = ScriptedArbiter("person", lambda ask: "allow")
+    inbox = approver(nats_server, "node-b", person, ack_wait_s=60.0)
+    nc = await nats.connect(nats_server.url)
+    js = nc.jetstream()
+    try:
+        courier = NatsCourier(nats_server.url, node="c")  # lays the broker out, then is not used
+        await courier._connected()
+        await courier.close()
+        parcel = broker_parcel("pair-1")
+        for copy in ("a", "b"):
+            await js.publish(ask_subject("host-a", "sess-1"), encode_parcel(parcel),
+                             headers={"Nats-Msg-Id": f"pair-1-{copy}"})
+        await inbox.start()
+        await wait_for(lambda: len(inbox.stats.settled) == 1, what="the parcel settled")
+        for _ in range(500):  # the acknowledgements are sent after the verdict: polled on the broker
+            info = await js.consumer_info("PIAUTH_ASKS", inbox.durable)
+            if info.num_ack_pending == 0 and info.delivered.stream_seq == 2:
+                break
+            await asyncio.sleep(0.01)
+        else:
+            raise AssertionError(f"not both acknowledged: {info}")
+        assert [k.name for k in person.asked] == ["pair-1"]
+    finally:
+        await nc.close()
+        await inbox.close()
+
+
+async def test_the_approvers_history_records_broker_asks_truthfully(nats_server: NatsServer,
+                                                                   tmp_path: Path) -> None:
+    """The winner's history holds its verdict on the child's bytes, with the hops; the loser's says
+    the ask ended elsewhere (withdrawn there, not answered)."""
+    stores = [HistoryStore(tmp_path / f"h{i}.sqlite3") for i in range(2)]
+    person = ScriptedArbiter("person", lambda ask: "allow")
+    other = ScriptedArbiter("other", lambda ask: None)
+    inboxes = [BrokerInbox(nats_server.url, node=f"node-{i}", judge=NoRecordedAuthority(), arbiter=arb,
+                           ledger=store, observe=store.observe)
+               for i, (arb, store) in enumerate(zip((person, other), stores, strict=True))]
+    await inboxes[1].start()
+    courier = NatsCourier(nats_server.url, node="courier-a")
+    try:
+        carrying = asyncio.create_task(courier.carry(broker_parcel("hist-1")))
+        await wait_for(lambda: bool(other.held), what="the other node shows it")
+        await inboxes[0].start()
+        relayed = await carrying
+        assert relayed.response.approved
+        await wait_for(lambda: inboxes[1].holding == 0, what="the other node withdrew it")
+        # recorded just after the key was won, so perhaps after the courier read it: waited for
+        await wait_for(lambda: [r.written for r in stores[0].rows(stores[0].ids())] == [1], what="recorded")
+        (won,) = stores[0].rows(stores[0].ids())
+        assert (won.served_session, won.request_name) == ("nats:host-a/sess-1", "hist-1")
+        assert won.verdict == "approved" and won.written == 1 and won.raw is not None
+        assert b'"hops"' not in won.raw  # the child's bytes exactly
+        (lost,) = stores[1].rows(stores[1].ids())
+        assert lost.outcome == "withdrawn" and lost.verdict is None
+    finally:
+        await courier.close()
+        for inbox in inboxes:
+            await inbox.close()
+        for store in stores:
+            store.close()

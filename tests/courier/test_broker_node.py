@@ -4,18 +4,21 @@ its own rules first, then puts it before its person, whose verdict the courier's
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 from core.courier.targets import parse_target
 from core.seams import Seams
-from core.serving import ServingCore
 from core.serving.asks import DenyingArbiter
 from core.wiring import NodeOptions, build_attended_node, build_node
-from tests.helpers import NatsServer, read_response_when_done, wait_for, write_request
+from tests.helpers import (
+    NatsServer,
+    bash_intent,
+    read_response_when_done,
+    serving_session,
+    wait_for,
+    write_request,
+)
 
 C = "019ff96a-cccc-7000-8000-000000000031"
 A = "019ff96a-aaaa-7000-8000-000000000032"
@@ -32,22 +35,6 @@ def _options(tmp_path: Path, name: str, *, forward: str | None = None, broker: s
                        broker=broker, node_name=f"node-{name}")
 
 
-def _intent(command: str) -> dict[str, object]:
-    return {"surface": "bash", "matchValues": [command], "boundaryValue": None, "requesterCwd": "/repo",
-            "principal": {"sessionId": "child", "agentName": "Explore"}}
-
-
-@asynccontextmanager
-async def _running(core: ServingCore, session: str) -> AsyncIterator[None]:
-    core.add_session(session)
-    task = asyncio.create_task(core.run())
-    try:
-        yield
-    finally:
-        core.stop()
-        await asyncio.wait_for(task, 10)
-
-
 async def test_the_approvers_rules_then_its_person_decide_what_the_courier_carried(
     tmp_path: Path, nats_server: NatsServer
 ) -> None:
@@ -58,14 +45,14 @@ async def test_the_approvers_rules_then_its_person_decide_what_the_courier_carri
     approver = build_attended_node(_options(tmp_path, "a", broker=nats_server.url, rules={"rm *": "deny"}),
                                    None)
     root = tmp_path / "root-c"
-    async with _running(approver.core, A), _running(courier.core, C):
-        write_request(root, C, "local", accessIntent=_intent("git status --short"))
+    async with serving_session(approver.core, A), serving_session(courier.core, C):
+        write_request(root, C, "local", accessIntent=bash_intent("git status --short"))
         assert (await read_response_when_done(root, C, "local"))["decidedBy"]["kind"] == "rule"
-        write_request(root, C, "ruled", accessIntent=_intent("rm -rf build"))
+        write_request(root, C, "ruled", accessIntent=bash_intent("rm -rf build"))
         ruled = await read_response_when_done(root, C, "ruled")
         assert ruled["approved"] is False and ruled["decidedBy"]["kind"] == "forwarded"
         assert ruled["decidedBy"]["decision"]["kind"] == "rule"  # the approver's rule, relayed
-        write_request(root, C, "asked", accessIntent=_intent("make deploy"))
+        write_request(root, C, "asked", accessIntent=bash_intent("make deploy"))
         person = approver.person
         await wait_for(lambda: len(person.pending()) == 1, what="the carried ask before the person")
         [ask] = person.pending()
@@ -86,6 +73,6 @@ async def test_a_broker_out_of_reach_at_start_does_not_stop_the_nodes_own_inboxe
     node = build_node(_options(tmp_path, "a", broker=f"nats://127.0.0.1:{free_port()}",
                                rules={"git status *": "allow"}), None, DenyingArbiter())
     root = tmp_path / "root-a"
-    async with _running(node.core, A):
-        write_request(root, A, "own", accessIntent=_intent("git status"))
+    async with serving_session(node.core, A):
+        write_request(root, A, "own", accessIntent=bash_intent("git status"))
         assert (await read_response_when_done(root, A, "own"))["approved"] is True

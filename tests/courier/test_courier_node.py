@@ -4,11 +4,8 @@ node, and both histories say what happened; in the app the person at C decides w
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 from core.clock import SYSTEM_CLOCK, Clock
@@ -18,11 +15,17 @@ from core.history import HistoryStore
 from core.judging.links import CommandLink
 from core.person import HumanAuthorizer
 from core.seams import Seams
-from core.serving import ServingCore
 from core.serving.asks import DenyingArbiter
 from core.testing import ManualClock
 from core.wiring import NodeOptions, build_attended_node, build_node
-from tests.helpers import read_response_when_done, session_dir, wait_for, write_request
+from tests.helpers import (
+    bash_intent,
+    read_response_when_done,
+    serving_session,
+    session_dir,
+    wait_for,
+    write_request,
+)
 
 C = "019ff96a-cccc-7000-8000-000000000011"
 P = "019ff96a-pppp-7000-8000-000000000022"
@@ -39,22 +42,6 @@ def _options(tmp_path: Path, name: str, clock: Clock = SYSTEM_CLOCK, forward: bo
                        forward_to=Target("session", P) if forward else None, node_name=f"node-{name}")
 
 
-def _intent(command: str) -> dict[str, object]:
-    return {"surface": "bash", "matchValues": [command], "boundaryValue": None, "requesterCwd": "/repo",
-            "principal": {"sessionId": "child", "agentName": "Explore"}}
-
-
-@asynccontextmanager
-async def _running(core: ServingCore, session: str) -> AsyncIterator[None]:
-    core.add_session(session)
-    task = asyncio.create_task(core.run())
-    try:
-        yield
-    finally:
-        core.stop()
-        await asyncio.wait_for(task, 10)
-
-
 def _allowing_link() -> CommandLink:
     script = "import sys; sys.stdin.read(); print('{\"verdict\": \"allow\"}')"
     return CommandLink("allows", (sys.executable, "-c", script))
@@ -68,13 +55,13 @@ async def test_the_rest_is_carried_to_p_and_both_histories_say_who_decided_where
                          DenyingArbiter())
     parent = build_attended_node(_options(tmp_path, "p"), history_p)
     assert isinstance(courier.core.arbiter, CourierArbiter)
-    async with _running(parent.core, P), _running(courier.core, C):
-        write_request(tmp_path / "root", C, "local", accessIntent=_intent("git status --short"))
+    async with serving_session(parent.core, P), serving_session(courier.core, C):
+        write_request(tmp_path / "root", C, "local", accessIntent=bash_intent("git status --short"))
         assert (await read_response_when_done(tmp_path / "root", C, "local"))["decidedBy"]["kind"] == "rule"
-        write_request(tmp_path / "root", C, "refused", accessIntent=_intent("rm -rf build"))
+        write_request(tmp_path / "root", C, "refused", accessIntent=bash_intent("rm -rf build"))
         refused = await read_response_when_done(tmp_path / "root", C, "refused")
         assert (refused["approved"], refused["decidedBy"]["kind"]) == (False, "rule")
-        write_request(tmp_path / "root", C, "carried", accessIntent=_intent("make deploy"))
+        write_request(tmp_path / "root", C, "carried", accessIntent=bash_intent("make deploy"))
         person: HumanAuthorizer = parent.person
         await wait_for(lambda: len(person.pending()) == 1, what="the ask at P (the link's allow capped)")
         await person.deny(person.pending()[0].key, "deploys wait for Monday")
@@ -96,8 +83,8 @@ async def test_in_the_app_the_person_here_decides_what_the_target_cannot(tmp_pat
     clock = ManualClock()
     (tmp_path / "root").mkdir()
     node = build_attended_node(_options(tmp_path, "c", clock, forward=True), None)
-    async with _running(node.core, C):
-        write_request(tmp_path / "root", C, "ask", accessIntent=_intent("make deploy"))
+    async with serving_session(node.core, C):
+        write_request(tmp_path / "root", C, "ask", accessIntent=bash_intent("make deploy"))
         requests_p = session_dir(tmp_path / "root", P) / "requests"
         await wait_for(lambda: requests_p.exists() and any(requests_p.iterdir()), what="the ask carried to P")
         assert node.person.pending() == []

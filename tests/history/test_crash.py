@@ -23,7 +23,6 @@ from hypothesis import strategies as st
 
 from core.forwarding.liveness import heartbeat_path
 from core.history import HistoryRow, HistoryStore
-from core.platform import anonymous_files
 from core.serving.asks import AskKey, DenyingArbiter
 from core.serving.publisher import CHECKPOINTS
 from core.wire.response import encode_response
@@ -229,43 +228,6 @@ async def restart_and_drain(node: Node, valid: list[str]) -> None:
         )
     finally:
         await node.stop()
-
-
-@pytest.mark.skipif(not anonymous_files(), reason="no O_TMPFILE or no procfs: never rewritten")
-@pytest.mark.parametrize("stage", ["staged", "durable", "half-linked", "linked", "marked"])
-def test_a_burst_answered_in_its_own_request_files_is_answered_once_after_a_kill(
-    tmp_path: Path, stage: str
-) -> None:
-    """A burst's answers are written into the request files themselves (`core.disk.reused`) once
-    recorded: killed before their requests are removed, the requests hold their responses' bytes,
-    and the restart publishes what the history recorded (never set aside as unusable, never judged
-    again)."""
-    ids = [f"b{i}" for i in range(8)]
-    requests = {rid: write_request(tmp_path / "root", S, rid) for rid in ids}
-    killed = run_until_killed(tmp_path, stage)
-    assert killed.returncode == 137, killed.stderr
-
-    history = HistoryStore.in_state_dir(tmp_path / "state")
-    recorded = {row.request_id or "": row.response for row in history.query() if row.response is not None}
-    history.close()
-    assert sorted(recorded) == ids
-    held = {rid: path.read_bytes() for rid, path in requests.items()}
-    assert all(body.startswith(recorded[rid]) for rid, body in held.items())  # answered in place
-
-    second = serve(tmp_path)
-    try:
-        poll_until(lambda: serving_pid(tmp_path / "root") == second.pid)
-    finally:
-        stop(second)
-    assert not [rid for rid, path in requests.items() if path.exists()]
-    assert {rid: response_path(tmp_path / "root", S, rid).read_bytes() for rid in ids} == recorded
-    assert not (tmp_path / "state" / "quarantine").exists() or not any(
-        (tmp_path / "state" / "quarantine").rglob("*.json")
-    )
-    history = HistoryStore.in_state_dir(tmp_path / "state")
-    rows = verdict_rows(history)
-    assert sorted(rows) == ids and all(row.written == 1 for row in rows.values())
-    history.close()
 
 
 async def restart_until_published(node: Node, request: Path, response: Path) -> None:

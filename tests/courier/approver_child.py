@@ -1,0 +1,31 @@
+"""An approver node in a process of its own, killed with SIGKILL by a test: a `BrokerInbox` whose
+arbiter approves the parcels whose id ends in an even digit and holds the rest (a person who has not
+looked yet), or approves everything (`all`). Prints `ready` once it serves.
+
+Run: `python -m tests.courier.approver_child URL NODE even|all`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+from core.courier.broker_inbox import BrokerInbox
+from core.serving.asks import Ask
+from core.serving.judgment import NoRecordedAuthority
+from core.testing import ScriptedArbiter
+
+
+async def serve(url: str, node: str, mode: str) -> None:
+    def script(ask: Ask) -> str | None:
+        return "allow" if mode == "all" or int(ask.key.name[-1]) % 2 == 0 else None
+
+    inbox = BrokerInbox(url, node=node, judge=NoRecordedAuthority(), arbiter=ScriptedArbiter(node, script),
+                        ack_wait_s=1.0)
+    await inbox.start()
+    print("ready", flush=True)
+    await asyncio.Event().wait()
+
+
+if __name__ == "__main__":
+    asyncio.run(serve(*sys.argv[1:4]))
