@@ -22,6 +22,8 @@ from core.judging.recorded import RecordedAuthority
 from core.person import AskDecided, HumanAuthorizer
 from core.seams import FaultHook, Seams, no_fault
 from core.serving import ServingCore
+from core.serving.asks import Ask, AskKey, Judgment
+from core.wire.reader import parse_request
 from core.wiring import AttendedNode, NodeOptions, build_attended_node
 from tui.app import AppSeams, AuthorizerApp
 from tui.ui_settings import UiSettings
@@ -79,6 +81,18 @@ def request_body(
         }
     body.update(extra or {})
     return body
+
+
+def broker_ask(host: str, session: str, body: dict[str, Any], *, arrived_at: float,
+               timeout_ms: int = 600_000, node: str | None = None) -> Ask:
+    """An ask as `core/courier/broker_inbox.py` builds one from a courier's parcel: the child's request
+    with the courier's hop spliced in, keyed `nats:<host>/<session>` by the parcel id."""
+    hop = {"host": host, "sessionId": session, "node": node or f"courier-{host}"}
+    parsed = parse_request(json.dumps(body | {"hops": [hop]}).encode())
+    return Ask(key=AskKey(f"nats:{host}/{session}", f"courier-{body['id']}"), parsed=parsed,
+               judgment=Judgment("ask", explanation=("No rule of this node decided.",)),
+               arrived_at=arrived_at, timeout_ms=timeout_ms,
+               responder_session_id=str(body["targetSessionId"]))
 
 
 def requests_dir(root: Path, session_id: str = SERVED) -> Path:

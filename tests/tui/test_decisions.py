@@ -5,12 +5,14 @@ withdrawals, quitting with asks pending."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
 import pytest
 from textual.widgets import Input, Static
 
+from core.serving.asks import Answered, Decision
 from tests.tui.support import (
     SERVED,
     make_rig,
@@ -781,3 +783,60 @@ async def test_a_grant_is_shown_as_written_and_as_it_acts(tmp_path: Path) -> Non
         listed = str(rig.app.screen.query_one("#grant-list", Static).render())
         acting = posixpath.normpath(f"{_Path.home()}/projects/app/../../../..").rstrip("/") + "/*"
         assert "~/projects/app/../../../../*" in listed and f'acts as "{acting}"' in listed
+
+
+async def test_an_ask_decided_elsewhere_says_so_and_a_key_meant_for_it_does_nothing(tmp_path: Path) -> None:
+    """Issue 25: a broker ask the person is looking at is decided by another approver (the arbiter's
+    `withdraw(key, "decided elsewhere by N")`): the app says so, and the key pressed for it lands on
+    the next ask inside its grace, so it decides nothing and says why."""
+    from tests.tui.support import broker_ask
+
+    rig = make_rig(tmp_path, UiSettings(double_press=False, input_grace_ms=400))
+    now = time.time()
+    first = broker_ask("host-a", "demo-host-a", request_body("r-a", created_at=now * 1000 - 2000),
+                       arrived_at=now)
+    second = broker_ask("host-b", "demo-host-b", request_body("r-b", value="npm test", created_at=now * 1000),
+                        arrived_at=now)
+    async with rig.app.run_test(size=(80, 24)) as pilot:
+        await wait_rows(pilot, rig.app, 0)
+        decisions = [rig.human.decide(first), rig.human.decide(second)]
+        await wait_rows(pilot, rig.app, 2)
+        rig.keys.advance(0.4)
+        assert rig.app.queue.selected == first.key
+        rig.human.withdraw(first.key, "decided elsewhere by approver-2")
+        await pilot.press("y")  # meant for host-a's ask
+        await wait_rows(pilot, rig.app, 1)
+        await settle(pilot)
+        assert decisions[0].cancelled() and not decisions[1].done()
+        assert rig.app.queue.selected == second.key
+        status = status_text(rig.app)
+        assert "Nothing decided" in status and "decided elsewhere by approver-2" in status
+        assert "(from host-a)" in status
+        assert [(e.what, e.detail) for e in rig.app.history] == [
+            ("withdrawn", "decided elsewhere by approver-2")]
+        rig.keys.advance(0.4)
+        press = asyncio.create_task(pilot.press("y"))  # its call waits until the verdict is written
+        await wait_for(pilot, lambda: decisions[1].done())
+        decision = decisions[1].result()
+        assert isinstance(decision, Decision) and decision.response.approved is True
+        assert decision.reply is not None
+        decision.reply.set_result(Answered(written=True))  # as the broker inbox does once it is written
+        await press
+        await wait_rows(pilot, rig.app, 0)
+
+
+async def test_the_toast_names_the_approver_that_decided_elsewhere(tmp_path: Path) -> None:
+    from tests.tui.support import broker_ask
+
+    rig = make_rig(tmp_path)
+    now = time.time()
+    ask = broker_ask("host-a", "demo-host-a", request_body("r-t", created_at=now * 1000), arrived_at=now)
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        await wait_rows(pilot, rig.app, 0)
+        rig.human.decide(ask)
+        await wait_rows(pilot, rig.app, 1)
+        rig.human.withdraw(ask.key, "decided elsewhere by approver-2")
+        await wait_rows(pilot, rig.app, 0)
+        toast = next(n for n in rig.toasts if n.title == "Ask answered elsewhere")
+        assert "decided elsewhere by approver-2" in toast.message and "(from host-a)" in toast.message
+        assert "decided elsewhere by approver-2" in status_text(rig.app)

@@ -14,12 +14,13 @@ from hypothesis import strategies as st
 from core.serving.asks import Ask, AskKey, Judgment
 from core.wire.reader import parse_request
 from tests.rules.support import ODD_NAMES, USABLE
-from tests.tui.support import FIXED_CREATED, SERVED, request_body
+from tests.tui.support import FIXED_CREATED, SERVED, broker_ask, request_body
 from tui.render.ask import (
     Clip,
     agent_content,
     facts_content,
     grants_content,
+    origin_content,
     provenance_content,
     value_content,
 )
@@ -28,6 +29,7 @@ from tui.render.ask_facts import (
     ask_has_hidden,
     ask_label,
     ask_risk,
+    broker_origin,
     child_values,
     duration,
     primary_value,
@@ -36,6 +38,7 @@ from tui.render.ask_facts import (
 from tui.render.change import MAX_LINES, FileChange, change_from_evidence, change_renderable
 from tui.render.lines import batch_line, header_content, risk_content
 from tui.sanitize import is_hidden
+from tui.widgets.ask_columns import COLUMNS
 
 NOW = FIXED_CREATED / 1000 + 75  # 75 s after the child asked
 
@@ -138,11 +141,48 @@ def test_a_carried_ask_shows_its_hops_as_provenance_sanitised() -> None:
     hops = [{"host": "box-a", "sessionId": "c1", "node": "n1"},
             {"host": "[red]box-b\x1b[2J", "sessionId": "c2", "node": "n2"}]
     ask = make_ask(request_body("r-h", created_at=FIXED_CREATED) | {"hops": hops})
-    facts = facts_content(ask, Clip(400)).plain
-    assert "carried by      box-a/c1/n1 → [red]box-b␛[2J/c2/n2" in facts
+    origin = origin_content(ask, Clip(400))
+    assert origin is not None
+    assert "carried by       box-a/c1/n1 → [red]box-b␛[2J/c2/n2" in origin.plain
+    assert "written by couriers, not the child" in origin.plain
+    assert "via" not in origin.plain  # read from an inbox here, not taken from a broker
+    # Couriers wrote the hops, not the child: never among the facts the child fixed.
+    assert "carried by" not in facts_content(ask, Clip(400)).plain
     assert ask_has_hidden(ask)  # a control character in a hop needs the slower confirmation too
-    assert "carried by" not in facts_content(make_ask(request_body("r-0", created_at=FIXED_CREATED)),
-                                             Clip(400)).plain
+    assert origin_content(make_ask(request_body("r-0", created_at=FIXED_CREATED)), Clip(400)) is None
+
+
+def test_a_broker_ask_says_its_broker_courier_host_and_session() -> None:
+    ask = broker_ask("ci-[b]runner\u202e", "sess-9", request_body("r-b", created_at=FIXED_CREATED),
+                     arrived_at=NOW)
+    origin = origin_content(ask, Clip(400))
+    assert origin is not None
+    lines = origin.plain.split("\n")
+    assert lines[:3] == ["via              the NATS broker (--broker)",
+                         "courier host     ci-[b]runner⟨U+202E RLO⟩",
+                         "courier session  sess-9"]
+    assert header_content(ask, NOW, 1, 2).plain == (
+        "Ask 1/2 · from Explore on ci-[b]runner⟨U+202E RLO⟩ · waiting 1m15s · child gives up in 8m45s")
+    assert ask_label(ask) == "Explore bash git push origin main (from ci-[b]runner⟨U+202E RLO⟩)"
+    # A hop list whose last hop is not the ask's broker origin is not read as one.
+    local = make_ask(request_body("r-l", created_at=FIXED_CREATED)
+                     | {"hops": [{"host": "h", "sessionId": "s", "node": "n"}]})
+    assert broker_origin(local) is None and broker_origin(ask) is not None
+    assert "from" not in ask_label(local)
+
+
+@pytest.mark.parametrize(("host", "width", "cell"), [
+    ("host-a", 40, "host-a/demo-host-a"),
+    ("host-a", 12, "host-a/d…+10"),   # cut in the session: the host stays whole
+    ("host-a", 8, "host-a/…"),        # a narrow column: the host and a mark, the detail has the rest
+    ("ci-runner-17", 8, "ci-runn…"),  # a host longer than the column: as much of it as fits
+])
+def test_a_broker_asks_session_cell_keeps_its_host_first(host: str, width: int, cell: str) -> None:
+    ask = broker_ask(host, "demo-host-a", request_body("r-c", created_at=FIXED_CREATED), arrived_at=NOW)
+    column = next(c for c in COLUMNS if c.key == "session")
+    assert column.fitted is not None
+    shown = column.fitted(ask, width)
+    assert shown.plain == cell and shown.cell_len <= width
 
 
 def test_child_text_is_literal_and_hidden_characters_are_tokens() -> None:

@@ -27,6 +27,7 @@ from tests.tui.support import (
     SERVED,
     Rig,
     attended_node,
+    broker_ask,
     make_rig,
     rendered_text,
     request_body,
@@ -118,6 +119,29 @@ def press_painted(*keys: str) -> Callable[[Pilot[Any]], Awaitable[None]]:
 def test_snapshot_queue_first_ask(snap_compare: SnapCompare, size: Size) -> None:
     rig = fixture_rig("queue-first")
     assert snap_compare(rig.app, terminal_size=size, run_before=ready(rig, 3))
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_snapshot_queue_remote_asks(snap_compare: SnapCompare, size: Size) -> None:
+    """Asks from a broker (`--broker`), as `BrokerInbox` hands them to the person: the host of each
+    stays visible in the session column at every width, and the header says it too."""
+    rig = fixture_rig("queue-remote", asks=False)
+    asks = [
+        broker_ask("host-a", "demo-host-a", request_body("r-1", created_at=FIXED_CREATED),
+                   arrived_at=FIXED_NOW),
+        broker_ask("host-b", "demo-host-b", request_body("r-2", created_at=FIXED_CREATED + 1000),
+                   arrived_at=FIXED_NOW),
+        broker_ask("ci-runner-17.build.example", "019ff96c-3333-7000-8000-cccccccccccc",
+                   request_body("r-3", created_at=FIXED_CREATED + 2000, value="npm publish", agent="Builder"),
+                   arrived_at=FIXED_NOW),
+    ]
+
+    async def arrive(pilot: Pilot[Any]) -> None:
+        for ask in asks:
+            rig.human.decide(ask)
+        await ready(rig, len(asks))(pilot)
+
+    assert snap_compare(rig.app, terminal_size=size, run_before=arrive)
 
 
 @pytest.mark.parametrize("size", SIZES)

@@ -19,7 +19,7 @@ from core.rules.agent_names import suspicious_agent_reason
 from core.rules.matcher import acts_as
 from core.serving.asks import Ask
 from core.wire.principal import agent_mismatch, principal_agent
-from tui.render.ask_facts import LINE_LIMIT, carried_by
+from tui.render.ask_facts import LINE_LIMIT, broker_origin, carried_by
 from tui.render.styles import DIM, ERROR, LABEL_STYLE, WARN
 from tui.sanitize import elision, sanitize
 
@@ -102,14 +102,6 @@ def facts_content(ask: Ask, clip: Clip) -> Content:
                 rows.append(_row("askingUnits" if index == 1 else "", unit_text))
     rows.append(_row("request id", value_content(req.id, clip)))
     rows.append(_row("target session", value_content(req.target_session_id, clip)))
-    hops = carried_by(ask)
-    if hops:
-        parts: list[Content] = []
-        for index, hop in enumerate(hops):
-            if index:
-                parts.append(Content.styled(" → ", DIM))
-            parts.append(value_content(hop, clip))
-        rows.append(_row("carried by", Content("").join(parts)))
     if intent is None or intent.principal.session_id != req.requester_session_id:
         rows.append(
             _row(
@@ -124,6 +116,33 @@ def facts_content(ask: Ask, clip: Clip) -> Content:
         rows.append(_row("requester", Content.assemble(
             ("agentName ", DIM), value_content(req.requester_agent_name, clip))))
         rows.append(Content.styled(mismatch, WARN))
+    return _lines(rows)
+
+
+ORIGIN_LABEL = 17  # "courier session" and a space
+
+
+def origin_content(ask: Ask, clip: Clip) -> Content | None:
+    """Where a carried ask came from: the broker and the courier that put it there, and every hop
+    (`hops`). Written by couriers, not by the child and never by this node's rules: shown as
+    provenance, sanitised, never judged. None for an ask read from a child here."""
+    hops = carried_by(ask)
+    if not hops:
+        return None
+    rows: list[Content] = []
+    origin = broker_origin(ask)
+    if origin is not None:
+        rows.append(_row("via", Content.styled("the NATS broker (--broker)", "bold"), ORIGIN_LABEL))
+        rows.append(_row("courier host", value_content(origin.host, clip, "bold"), ORIGIN_LABEL))
+        rows.append(_row("courier session", value_content(origin.session_id, clip), ORIGIN_LABEL))
+    parts: list[Content] = []
+    for index, hop in enumerate(hops):
+        if index:
+            parts.append(Content.styled(" → ", DIM))
+        parts.append(value_content(hop, clip))
+    rows.append(_row("carried by", Content("").join(parts), ORIGIN_LABEL))
+    rows.append(Content.styled("(each courier's host/session/node, first the one that read it from its "
+                               "child; written by couriers, not the child)", DIM))
     return _lines(rows)
 
 

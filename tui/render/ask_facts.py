@@ -7,6 +7,7 @@ every widget read them from here.
 from __future__ import annotations
 
 from core.serving.asks import Ask
+from core.wire.request import CarriedHop
 from tui.render.risk import RiskHint, risk_hints
 from tui.sanitize import has_hidden, safe_plain
 
@@ -53,6 +54,20 @@ def carried_by(ask: Ask) -> list[str]:
     """The couriers the ask came through (`hops`), each `host/session/node`, first the one that read it
     from its child: untrusted provenance, shown (sanitised by the caller), never used for judgment."""
     return [f"{hop.host}/{hop.session_id}/{hop.node}" for hop in ask.request.hops or ()]
+
+
+#: How a broker ask's session reads (`core/courier/broker_inbox.py`): `nats:<host>/<session>`.
+BROKER_SCHEME = "nats:"
+
+
+def broker_origin(ask: Ask) -> CarriedHop | None:
+    """The courier that put the ask on the broker (its last hop), when the ask came from a broker: its
+    host and session are what tell remote asks apart. Untrusted provenance: sanitise before showing."""
+    hops = ask.request.hops
+    if not hops:
+        return None
+    last = hops[-1]
+    return last if ask.key.session_id == f"{BROKER_SCHEME}{last.host}/{last.session_id}" else None
 
 
 def ask_has_hidden(ask: Ask) -> bool:
@@ -111,6 +126,8 @@ def age_seconds(ask: Ask, now: float) -> float:
 
 
 def ask_label(ask: Ask) -> str:
-    """A short sanitised one-liner: agent, surface, value."""
-    return (f"{safe_plain(ask.request.requester_agent_name, 24)} {safe_plain(primary_surface(ask), 20)} "
-            f"{safe_plain(primary_value(ask), 60)}")
+    """A short sanitised one-liner: agent, surface, value (and the host a broker ask came from)."""
+    label = (f"{safe_plain(ask.request.requester_agent_name, 24)} {safe_plain(primary_surface(ask), 20)} "
+             f"{safe_plain(primary_value(ask), 60)}")
+    origin = broker_origin(ask)
+    return label if origin is None else f"{label} (from {safe_plain(origin.host, 40)})"

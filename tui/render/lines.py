@@ -10,12 +10,13 @@ from textual.content import Content
 from core.disk.paths import ROOT_IN_AGENT_DIR, agent_dir_of, env_line
 from core.serving.asks import Ask
 from tui.render.ask import Clip, agent_content, value_content
-from tui.render.ask_facts import age_seconds, duration
+from tui.render.ask_facts import age_seconds, broker_origin, duration
 from tui.render.risk import RiskHint
 from tui.render.styles import DIM, WARN
 from tui.sanitize import safe_plain
 
 HEADER_AGENT_LIMIT = 24
+HEADER_HOST_LIMIT = 24
 
 
 def risk_content(hints: tuple[RiskHint, ...]) -> Content:
@@ -26,11 +27,16 @@ def risk_content(hints: tuple[RiskHint, ...]) -> Content:
 
 
 def header_content(ask: Ask, now: float, position: int, total: int) -> Content:
-    """One line (its size never changes, so updating it every second costs no layout)."""
+    """One line (its size never changes, so updating it every second costs no layout). A broker ask
+    says the host its courier carried it from (untrusted provenance, sanitised)."""
+    origin = broker_origin(ask)
+    host: list[tuple[str, str] | Content] = [] if origin is None else [
+        (" on ", DIM), value_content(origin.host, Clip(HEADER_HOST_LIMIT), "bold", note=False)]
     return Content.assemble(
         (f"Ask {position}/{total}", "bold"),
         (" · from ", DIM),
         agent_content(ask.request.requester_agent_name, Clip(HEADER_AGENT_LIMIT), short=True, note=False),
+        *host,
         (" · waiting ", DIM),
         (duration(age_seconds(ask, now)), ""),
         (" · child gives up in ", DIM),

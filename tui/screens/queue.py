@@ -135,6 +135,9 @@ class QueueScreen(Screen[None]):
         self._ready_timer: Timer | None = None
         self._key_labels: tuple[object, dict[str, str]] | None = None
         self._detail_ask: Ask | None = None  # the ask object the detail shows
+        #: The ask selected in place of one withdrawn while it was selected, and that withdrawal: a key
+        #: meant for the gone ask and ignored on this one says why (`_allowed`).
+        self._in_place_of: tuple[AskKey, AskWithdrawn] | None = None
 
     # -- layout and parts -------------------------------------------------------------------------
 
@@ -307,6 +310,7 @@ class QueueScreen(Screen[None]):
 
     def handle_event(self, event: HumanEvent) -> None:
         """Every `HumanAuthorizer` event, in order, from the app's message loop (`HumanChanged`)."""
+        gone = isinstance(event, AskWithdrawn) and event.ask.key == self.selected
         if isinstance(event, AskWithdrawn | AskDecided):
             self.marked.pop(event.ask.key, None)
             self.note_event(event)
@@ -317,6 +321,9 @@ class QueueScreen(Screen[None]):
                 self.call_later(self._refresh_after_arrivals)
             return
         self.refresh_queue()
+        if gone and self.selected is not None:
+            assert isinstance(event, AskWithdrawn)
+            self._in_place_of = (self.selected, event)
 
     def _refresh_after_arrivals(self) -> None:
         self._refresh_pending = False
@@ -382,6 +389,8 @@ class QueueScreen(Screen[None]):
 
     def _select(self, key: AskKey | None) -> None:
         self.selected = key
+        if self._in_place_of is not None and self._in_place_of[0] != key:
+            self._in_place_of = None
         about = self.status_line.about if self._composed else None
         if about is not None and about != key:
             self.set_status("")  # a note about another ask no longer applies
@@ -546,9 +555,23 @@ class QueueScreen(Screen[None]):
             self.set_status(Content.assemble((sentence, "bold $text-warning"), (note, WARN)),
                             about=self.selected)
         elif verdict.reason in ("not-painted", "in-grace", "back-in-grace"):
-            self.set_status(Content.styled(verdict.why, WARN), about=self.selected)
+            self.set_status(self._ignored_note(verdict.why), about=self.selected)
         self._render_legend()
         return False
+
+    def _ignored_note(self, why: str) -> Content:
+        """Why a key did nothing; when the ask it was likely meant for went while it was selected
+        (decided elsewhere, or withdrawn by its child), that first: the person must not think the key
+        decided it, nor that it went silently."""
+        gone = self._in_place_of
+        if gone is None or gone[0] != self.selected:
+            return Content.styled(why, WARN)
+        event = gone[1]
+        what = (f"not answered by this node: {safe_plain(event.reason, 80)}" if event.reason is not None
+                else "withdrawn by the child")
+        return Content.assemble(("⚠ Nothing decided. The ask you were looking at went (", WARN),
+                                (ask_label(event.ask), ""), (f" — {what}). ", WARN),
+                                ("This is another ask: keys wait until you have seen it.", "bold"))
 
     async def _commit(self, call: Callable[[AskKey], Awaitable[object]], key: AskKey) -> bool:
         """Decide one ask; False (and said so) when it could not be decided."""

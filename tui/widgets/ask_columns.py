@@ -10,8 +10,10 @@ from dataclasses import dataclass
 from rich.text import Text
 
 from core.serving.asks import Ask, AskKey
-from tui.render.ask_facts import ask_risk, primary_surface, primary_value, risk_label
-from tui.sanitize import sanitize
+from tui.render.ask_facts import ask_risk, broker_origin, primary_surface, primary_value, risk_label
+from tui.sanitize import fit, sanitize
+
+CUT_STYLE = "bold yellow"
 
 
 def _agent(ask: Ask) -> Text:
@@ -22,8 +24,40 @@ def _surface(ask: Ask) -> Text:
     return sanitize(primary_surface(ask), single_line=True).text()
 
 
+def _host_and_session(ask: Ask) -> tuple[Text, Text] | None:
+    """A broker ask's courier host (bold: what tells remote asks apart) and session, sanitised."""
+    origin = broker_origin(ask)
+    if origin is None:
+        return None
+    return (sanitize(origin.host, single_line=True).text("bold"),
+            sanitize(origin.session_id, single_line=True).text("dim"))
+
+
 def _session(ask: Ask) -> Text:
-    return sanitize(ask.key.session_id, single_line=True).text("dim")
+    """The served session; a broker ask's reads `host/session`, host first (`nats:` says nothing
+    the host does not)."""
+    remote = _host_and_session(ask)
+    if remote is None:
+        return sanitize(ask.key.session_id, single_line=True).text("dim")
+    host, session = remote
+    return Text.assemble(host, ("/", "dim"), session)
+
+
+def _session_fitted(ask: Ask, width: int) -> Text:
+    """The session cell in `width` cells. A broker ask's is cut in its session first, so its host
+    stays whole as long as it fits: `host/ses…+N`, or `host/…` in a narrow column (the detail shows
+    the rest); a host longer than the column keeps as much of itself as fits, ending with `…`."""
+    whole = _session(ask)
+    remote = _host_and_session(ask)
+    if remote is None or whole.cell_len <= width:
+        return fit(whole, width, CUT_STYLE)
+    host, session = remote
+    room = width - host.cell_len - 1  # after `host/`
+    if room >= 1 + len(f"…+{session.cell_len}"):
+        return Text.assemble(host, ("/", "dim"), fit(session, room, CUT_STYLE))
+    if room >= 1:
+        return Text.assemble(host, ("/", "dim"), ("…", CUT_STYLE))
+    return Text.assemble(host[:max(0, width - 1)], ("…", CUT_STYLE))
 
 
 def _risk(ask: Ask) -> Text:
@@ -45,6 +79,9 @@ class Column:
     label: str
     width: int | None
     cell: Callable[[Ask], Text] | None = None  # None: the screen fills it (marks, times)
+    #: Its cell cut to a width, when a plain cut at the end would hide what matters (a broker ask's
+    #: host); None: `cell` cut by `tui.sanitize.fit`.
+    fitted: Callable[[Ask, int], Text] | None = None
     optional: bool = False
     narrow: int | None = None
     short: str | None = None
@@ -59,7 +96,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("mark", "", 2),  # ▶ on the selected row, ● on a marked one
     Column("age", "Age", 6, narrow=5),
     Column("left", "Left", 7, narrow=5),
-    Column("session", "Session", 12, _session, optional=True, narrow=8, grow=40),
+    Column("session", "Session", 12, _session, _session_fitted, optional=True, narrow=8, grow=40),
     Column("agent", "Agent", 16, _agent, narrow=10, grow=24),
     Column("surface", "Surface", 14, _surface, narrow=10, grow=24),  # external_directory_read: 23
     Column("risk", "Risk (hint)", 18, _risk, narrow=8, short="Hint", grow=24),

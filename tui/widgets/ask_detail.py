@@ -17,6 +17,7 @@ from tui.render.ask import (
     display_content,
     facts_content,
     grants_content,
+    origin_content,
     provenance_content,
     value_content,
 )
@@ -81,6 +82,7 @@ class AskDetail(VerticalScroll):
         yield Static(id="banner-agent", classes="banner -error", markup=False)
         yield Static(id="banner-risk", classes="banner -warning", markup=False)
         yield Static(id="facts", classes="panel", markup=False)
+        yield Static(id="origin", classes="panel", markup=False)  # a carried ask's hops
         yield Static(id="change", classes="panel", markup=False)  # the diff before the raw text
         yield Static(id="display", classes="panel", markup=False)
         yield Static(id="serving", classes="panel", markup=False)
@@ -90,6 +92,7 @@ class AskDetail(VerticalScroll):
     def on_mount(self) -> None:
         self.query_one("#facts", Static).border_title = "Facts — fixed by the child"
         self.query_one("#provenance", Static).border_title = "Why this node asks"
+        self.query_one("#origin", Static).border_title = "Where it came from — provenance, never judged"
         self.query_one("#grants", Static).border_title = "Session grant it would record (surface pattern)"
         self.query_one("#display", Static).border_title = "Child's rendering — display only, not facts"
         self.query_one("#change", Static).border_title = "The change — from the child's payload, display only"
@@ -137,6 +140,9 @@ class AskDetail(VerticalScroll):
         if cached is None:
             clip = Clip(VALUE_LIMIT)
             panels: dict[str, Content | Text] = {name: build(ask, clip) for name, build in PANELS}
+            origin = origin_content(ask, clip)
+            if origin is not None:
+                panels["origin"] = origin
             change = ask_change(ask)
             if change is not None:
                 panels["change"] = change_renderable(change)
@@ -163,7 +169,7 @@ class AskDetail(VerticalScroll):
             self._ask = self._ask_object = None
             header.update(Content.styled("No pending asks. Children's asks appear here as they arrive.", DIM))
             for name in ("banner-hidden", "banner-nofacts", "banner-agent", "banner-risk",
-                         *(n for n, _ in PANELS), "change"):
+                         *(n for n, _ in PANELS), "change", "origin"):
                 self._set(name, None)
             self._set("serving", self.serving() if self.serving is not None else None)
             return False
@@ -181,6 +187,7 @@ class AskDetail(VerticalScroll):
         for name, _ in PANELS:
             self._set(name, panels[name])
         self._set("change", panels.get("change"))
+        self._set("origin", panels.get("origin"))
         return clipped
 
     def expect_paint(self, token: Hashable, callback: Callable[[Hashable], object]) -> None:

@@ -141,7 +141,7 @@ class AsksTable(DataTable[Text]):
             cells.add(column.key)
         else:
             cells.discard(column.key)
-        return fit(whole, width)
+        return column.fitted(ask, width) if column.fitted is not None else fit(whole, width)
 
     @property
     def cut(self) -> bool:
