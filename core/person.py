@@ -432,7 +432,7 @@ class HumanAuthorizer:
         if not result.written:
             if result.gone and mine:
                 del self._pending[ask.key]
-                self._emit(AskWithdrawn(ask))
+                self._emit(AskWithdrawn(ask, result.elsewhere))
             # A failed write leaves the ask pending, in its place in the queue.
             outcome.set_exception(DecisionRefused(result.why_not or "the answer could not be written"))
             outcome.exception()  # retrieved: a caller cancelled meanwhile has nothing to be told

@@ -446,7 +446,8 @@ class BrokerInbox:
             self._drop(held, Settled(held.ask.key.name, "elsewhere", won.words))
         if decision.reply is not None and not decision.reply.done():
             decision.reply.set_result(
-                Answered(written=True) if won is None else Answered(written=False, why_not=won.words)
+                Answered(written=True) if won is None
+                else Answered(written=False, why_not=won.words, elsewhere=won.words)
             )
 
     async def _refuse(self, link: BrokerLink, key: str, parcel_id: str, reason: str) -> None:

@@ -89,6 +89,9 @@ class Answered:
     gone: bool = True
     #: Decided and recorded, and waiting for the disk to be written (never withdrawn, never asked again).
     waiting: bool = False
+    #: Not written because another authorizer decided it first (who, in words): the ask leaves the
+    #: person's queue as decided elsewhere, never as withdrawn by its child.
+    elsewhere: str | None = None
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.person import AskAdded, AskDecided, DecisionRefused, HumanAuthorizer, HumanEvent
+from core.person import AskAdded, AskDecided, AskWithdrawn, DecisionRefused, HumanAuthorizer, HumanEvent
 from core.serving import ServeEvent, ServingCore
 from core.serving.asks import Answered, ArbiterDecision, Ask, AskKey, Decision, Judgment
 from core.testing import HeldDisk
@@ -80,6 +80,25 @@ async def test_a_late_reply_for_a_replaced_ask_leaves_the_new_ask_under_that_nam
     denial = await taken(second)
     denial.set_result(Answered(True))
     assert (await denying).kind == "denied_with_reason" and not human.pending()
+
+
+async def test_a_decision_another_approver_beat_leaves_the_queue_as_decided_elsewhere() -> None:
+    """A broker ask the person decided while another approver's verdict won its key: it leaves the
+    queue saying who decided it, never as the child's withdrawal (the app then says "withdrawn by the
+    child", which would be false)."""
+    human = HumanAuthorizer()
+    gone: list[HumanEvent] = []
+    human.subscribe(gone.append)
+    ask = ask_for("r1", "make deploy")
+    pending = human.decide(ask)
+    approving = asyncio.ensure_future(human.approve_once(ask.key))
+    reply = await taken(pending)
+    reply.set_result(Answered(False, "decided elsewhere by node-b", elsewhere="decided elsewhere by node-b"))
+    with pytest.raises(DecisionRefused, match="decided elsewhere by node-b"):
+        await approving
+    [withdrawn] = [e for e in gone if isinstance(e, AskWithdrawn)]
+    assert withdrawn.ask is ask and withdrawn.reason == "decided elsewhere by node-b"
+    assert human.pending() == []
 
 
 async def test_a_late_success_for_a_replaced_ask_leaves_the_new_ask_in_the_queue() -> None:
