@@ -12,7 +12,7 @@ import pytest
 from core.wire.response import ReadResponse
 from tests.tui.support import FakeKeyClock, settle, wait_for, wait_rows
 from tui.app import AppSeams, AuthorizerApp
-from tui.commands.demo_command import demo_args
+from tui.commands.demo_command import demo_args, describe
 from tui.commands.node import attended_node, take_sessions
 from tui.demo.children import ChildResult
 from tui.demo.nats_server import nats_server_binary
@@ -67,6 +67,8 @@ async def test_both_hosts_asks_share_one_queue_and_a_decision_reaches_the_childs
             answer = relayed()
             assert answer is not None and answer.approved is True and answer.decided_by is not None
             assert answer.decided_by.kind == "forwarded"  # the person here, relayed by the host's courier
+            [result] = [r for h, r in received if h == host and r.request_id == first.request.id]
+            assert describe(result).endswith("approved once by you where its courier carried it")
             assert first.key not in {a.key for a in node.person.pending()}
             children.cancel()
             hosts.cancel()

@@ -18,6 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from core.wire.decisions import ForwardedDecision
 from tui.commands.app_command import ui_settings, with_defaults
 from tui.commands.arguments import non_negative_int, positive_float
 from tui.demo.children import ChildResult
@@ -61,9 +62,14 @@ def describe(result: ChildResult) -> str:
     response = result.response
     if response is None:
         return safe_plain(f"{result.agent}: gave up waiting ({result.summary})")
-    kind = response.decided_by.kind if response.decided_by is not None else None
+    source, carried = response.decided_by, False
+    while isinstance(source, ForwardedDecision):  # carried up: who decided at the far end
+        source, carried = source.decision, True
+    kind = source.kind if source is not None else None
     verdict = _STATE_WORDS.get(response.state, response.state)
     by = _DECIDER_WORDS.get(kind or "", f"by {kind}" if kind else "by an unnamed decider")
+    if carried:
+        by += " where its courier carried it"
     reason = f": {response.denial_reason}" if response.denial_reason else ""
     return safe_plain(f"{result.agent} asked {result.summary}: {verdict} {by}{reason}")
 
