@@ -126,8 +126,10 @@ def test_pi_review_log_import_tolerates_garbage_and_is_idempotent(
 ) -> None:
     log = tmp_path / "review.jsonl"
 
+    now = time.time()  # one instant: two reads of the clock under load are milliseconds apart
+
     def at(seconds_ago: float) -> str:
-        return datetime.fromtimestamp(time.time() - seconds_ago, UTC).isoformat().replace("+00:00", "Z")
+        return datetime.fromtimestamp(now - seconds_ago, UTC).isoformat().replace("+00:00", "Z")
 
     records = [
         {"timestamp": at(100), "event": "permission_request.waiting", "requestId": "p1"},
