@@ -52,6 +52,11 @@ def answered_or_waiting(response: Path, serve: subprocess.Popen[bytes], log: Pat
     return response.exists() or said > waits or serve.poll() is not None
 
 
+def request_removed(request: Path, serve: subprocess.Popen[bytes]) -> bool:
+    """The answered request was taken out of the inbox (its block freed), or serve exited."""
+    return not request.exists() or serve.poll() is not None
+
+
 def stage_asks(root: Path, asks: int = ASKS) -> list[tuple[Path, Path]]:
     """Requests written while there is space (as a child's temps), to be renamed in once it is full."""
     requests = session_dir(root, S) / "requests"
@@ -100,11 +105,16 @@ def main(scenario: str, tmp: Path) -> None:
             filler, room = fs / "filler", True
             for n, (temp, target) in enumerate(staged):
                 waits = logged().count("waiting for disk")
+                if not room:  # full: take back the blocks answered requests freed, so this ask waits
+                    grow(filler, 1 << 20)
                 temp.rename(target)  # an ask arrives (a rename needs no space) ...
                 room = room and grow(filler, CHUNK)  # ... and the disk fills some more
                 settled = functools.partial(answered_or_waiting, response_path(root, S, f"ask{n}"), serve,
                                             log_path, waits)
                 poll_until(settled, 60, f"ask{n} answered or waiting for disk")
+                if response_path(root, S, f"ask{n}").exists():  # its request's block is freed next
+                    removed = functools.partial(request_removed, target, serve)
+                    poll_until(removed, 60, f"ask{n}'s request removed")
             seen["full_before_last_ask"] = not room
             seen["answered_before_full"] = sum(response_path(root, S, f"ask{n}").exists()
                                                for n in range(asks))
