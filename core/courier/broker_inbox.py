@@ -378,6 +378,11 @@ class BrokerInbox:
             await msg.ack()
             self._remember(key)
             self._note(Settled(parcel.parcel_id, "elsewhere", already.words_for(self.node)))
+            if already.by != self.node:  # a row an earlier run of this node left open ends here
+                origin = parcel.hops[-1]
+                self._event(ServeEvent("withdrawn", AskKey(f"nats:{origin.host}/{origin.session_id}",
+                                                           parcel.parcel_id), self.clock.wall(),
+                                       reason=already.words_for(self.node)))
             return
         left_s = (parcel.deadline_ms - wall_ms(self.clock)) / 1000
         if left_s <= 0:

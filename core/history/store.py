@@ -226,10 +226,11 @@ class HistoryStore:
                     return
                 found = self._writer.insert_arrival(conn, event.key, event.parsed, event.at)
             # A left ask that vanishes was most likely answered elsewhere: it stays `left`.
+            # Why, when it was not the child (decided by another approver): kept on the row.
             conn.execute(
                 "UPDATE asks SET ended_at = ?, outcome = CASE outcome WHEN 'left' THEN 'left' "
-                "ELSE 'withdrawn' END WHERE id = ?",
-                (event.at, found[0]),
+                "ELSE 'withdrawn' END, reason = COALESCE(?, reason) WHERE id = ?",
+                storable((event.at, event.reason, found[0])),
             )
 
     def _not_serving(self, event: ServeEvent) -> None:

@@ -2,30 +2,34 @@
 arbiter approves the parcels whose id ends in an even digit and holds the rest (a person who has not
 looked yet), or approves everything (`all`). Prints `ready` once it serves.
 
-Run: `python -m tests.courier.approver_child URL NODE even|all`.
+Run: `python -m tests.courier.approver_child URL NODE even|all [STATE_DIR]` (with a state dir, the
+node keeps its history there, as `--broker` does).
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
+from pathlib import Path
 
 from core.courier.broker_inbox import BrokerInbox
+from core.history import HistoryStore
 from core.serving.asks import Ask
 from core.serving.judgment import NoRecordedAuthority
 from core.testing import ScriptedArbiter
 
 
-async def serve(url: str, node: str, mode: str) -> None:
+async def serve(url: str, node: str, mode: str, state: str | None = None) -> None:
     def script(ask: Ask) -> str | None:
         return "allow" if mode == "all" or int(ask.key.name[-1]) % 2 == 0 else None
 
+    history = HistoryStore.in_state_dir(Path(state)) if state else None
     inbox = BrokerInbox(url, node=node, judge=NoRecordedAuthority(), arbiter=ScriptedArbiter(node, script),
-                        ack_wait_s=1.0)
+                        ack_wait_s=1.0, ledger=history, observe=None if history is None else history.observe)
     await inbox.start()
     print("ready", flush=True)
     await asyncio.Event().wait()
 
 
 if __name__ == "__main__":
-    asyncio.run(serve(*sys.argv[1:4]))
+    asyncio.run(serve(*sys.argv[1:4], *sys.argv[4:5]))

@@ -10,6 +10,7 @@ import asyncio
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import nats
 import pytest
@@ -17,6 +18,7 @@ import pytest
 from core.courier.broker import DECISION_BUCKET, decision_key, token
 from core.courier.broker_inbox import BrokerInbox
 from core.courier.nats_courier import NatsCourier
+from core.history import HistoryStore
 from core.serving.judgment import NoRecordedAuthority
 from core.testing import ScriptedArbiter
 from tests.helpers import NatsServer, broker_parcel, wait_for
@@ -108,3 +110,62 @@ async def test_an_approver_killed_halfway_and_restarted_answers_every_ask_once(
             if child is not None and child.poll() is None:
                 child.kill()
                 child.wait(10)
+
+
+async def test_an_approver_restarted_after_others_decided_its_open_asks_closes_their_rows(
+    nats_server: NatsServer, tmp_path: Path
+) -> None:
+    """An approver killed while asks wait before its person leaves their history rows open; another
+    approver decides them meanwhile. Restarted, it is handed them again, finds them decided and ends
+    those rows "decided elsewhere by" the other: none stays open (they used to, forever)."""
+    state = tmp_path / "state-b"
+
+    def approver(node: str, mode: str, *extra: str) -> subprocess.Popen[str]:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "tests.courier.approver_child", nats_server.url, node, mode, *extra],
+            stdout=subprocess.PIPE, text=True,
+        )
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        return child
+
+    children = [approver("node-b", "even", str(state))]
+    courier = NatsCourier(nats_server.url, node="courier-a")
+    parcels = [broker_parcel(f"open-{n}") for n in range(6)]
+    carried = [asyncio.create_task(courier.carry(p)) for p in parcels]
+    try:
+        await wait_for(lambda: sum(t.done() for t in carried) == 3, what="the even half answered by node-b")
+        history = HistoryStore.in_state_dir(state)
+        try:
+            await wait_for(lambda: len(history.query()) == 6, what="node-b's rows, the odd half open")
+        finally:
+            history.close()
+        children[0].kill()
+        children[0].wait(10)
+        children.append(approver("node-c", "all"))
+        await asyncio.gather(*carried)
+        children.append(approver("node-b", "all", str(state)))
+
+        def closed() -> bool:
+            store = HistoryStore.in_state_dir(state)
+            try:
+                return all(row.ended_at is not None for row in store.query())
+            finally:
+                store.close()
+
+        await wait_for(closed, what="node-b's open rows ended once it was handed them again")
+        store = HistoryStore.in_state_dir(state)
+        try:
+            rows = {row.request_name: row for row in store.query()}
+        finally:
+            store.close()
+        assert len(rows) == 6
+        for n in range(1, 6, 2):
+            row = rows[f"open-{n}"]
+            assert row.outcome == "withdrawn" and row.reason == "decided elsewhere by node-c", row
+    finally:
+        await courier.close()
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+                child.wait(10)
+
