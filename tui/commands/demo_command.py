@@ -159,6 +159,8 @@ def run(args: argparse.Namespace) -> int:
                             title="Demo round done", markup=False, timeout=30)
 
         app = DemoApp(node, ui_settings(options, node.authority))
+        if remote is not None:  # a hangup or signal ends the process there: the broker goes with it
+            app.quitting.forced_exit_cleanups.append(remote.close)
         app.quitting.forced_exit_cleanups.append(lambda: remove_tree(tmp))
         app.run()
         print("What the simulated children received:")
