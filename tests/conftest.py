@@ -86,3 +86,14 @@ def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
         yield server
     finally:
         server.kill()
+
+
+@pytest.fixture
+def other() -> Iterator[subprocess.Popen[bytes]]:
+    """A live process standing for another server (its pid is what its heartbeat and temp names say)."""
+    process = subprocess.Popen(["sleep", "300"])
+    yield process
+    if process.poll() is None:
+        process.kill()
+        process.wait()
+

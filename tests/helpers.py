@@ -10,7 +10,7 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +21,15 @@ from core.clock import SYSTEM_CLOCK, Clock
 from core.courier.transport import Hop, Parcel
 from core.disk.paths import encode_session_id
 from core.disk.writer import DISK, DiskWriter
+from core.history import HistoryStore
+from core.person import DecisionRefused, HumanAuthorizer
 from core.seams import FaultHook, Seams, no_fault
 from core.serving import ServeEvent, ServingCore
 from core.serving.asks import Arbiter
 from core.serving.loop import SAFETY_RESCAN_S
 from core.serving.verdicts import Ledger
-from core.testing import ManualClock
-from tests.history.support import S
+from core.testing import Breakable, ManualClock
+from tests.history.support import S, intent
 from tui.demo.nats_server import NatsServer as NatsServer
 from tui.demo.nats_server import free_port as free_port
 from tui.demo.nats_server import nats_server_binary as nats_server_binary
@@ -94,6 +96,17 @@ def poll_until(predicate: Callable[[], bool], within: float = 30.0, what: str = 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {within}s waiting for {what}")
         time.sleep(0.01)
+
+
+async def wait_for_async(
+    predicate: Callable[[], Awaitable[bool]], within: float = 30.0, what: str = "condition"
+) -> None:
+    """`wait_for` for a condition read asynchronously (from a broker, say); `within` is a hang guard."""
+    deadline = time.monotonic() + within
+    while not await predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {within}s waiting for {what}")
+        await asyncio.sleep(0.005)
 
 
 async def wait_for(predicate: Callable[[], bool], within: float = 30.0, what: str = "condition") -> None:
@@ -236,4 +249,32 @@ def bash_intent(command: str) -> dict[str, object]:
     """The facts a child sends for a bash `command`."""
     return {"surface": "bash", "matchValues": [command], "boundaryValue": None, "requesterCwd": "/repo",
             "principal": {"sessionId": "child", "agentName": "Explore"}}
+
+
+async def serve_until_the_fail_safe(
+    root: Path, store: HistoryStore, fault: Breakable
+) -> DecisionRefused | None:
+    """A person approves an ask while the history is broken (`fault`): the child is denied for safety
+    (a gate error) and the row is closed `fail-safe`. Returns what the person's decision was told."""
+    human = HumanAuthorizer()
+    seams = Seams(retry_delays=(0.0, 0.0, 0.0))
+    core = ServingCore(root, store.path.parent, human, ledger=store, seams=seams)
+    core.subscribe(store.observe)
+    core.add_session(S)
+    task = asyncio.create_task(core.run())
+    refused = None
+    try:
+        write_request(root, S, "p", accessIntent=intent("bash", "make test"))
+        await wait_for(lambda: bool(human.pending()), what="pending ask")
+        await wait_for(lambda: [r.outcome for r in store.query()] == ["pending"], what="arrival row")
+        fault.broken = True
+        try:
+            await human.approve_once(human.pending()[0].key)
+        except DecisionRefused as exc:
+            refused = exc
+        assert (await read_response_when_written(root, S, "p"))["decidedBy"]["kind"] == "gate_error"
+    finally:
+        core.stop()
+        await asyncio.wait_for(task, 10)
+    return refused
 

@@ -11,9 +11,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import logging
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -39,15 +37,6 @@ def file_name(text: str) -> str:
     return f"{name or 'x'}.json"
 
 
-@pytest.fixture
-def log_restored() -> Iterator[None]:
-    """`configure_logging` replaces the `pi_authorizer` handlers: put them back after the test."""
-    logger = logging.getLogger("pi_authorizer")
-    saved = (logger.handlers[:], logger.level, logger.propagate)
-    try:
-        yield
-    finally:
-        logger.handlers[:], logger.level, logger.propagate = saved[0], saved[1], saved[2]
 
 
 def hostile_request(value: str, agent: str, cwd: str) -> dict[str, object]:
@@ -104,7 +93,7 @@ def test_explain_of_an_unusable_request_says_why_escaped(
 @given(fields=st.lists(st.tuples(hostile, hostile, hostile), min_size=1, max_size=5))
 @example(fields=[("", "[bold][bold]\x1b[31m", "\x1b[31m")])  # a flake once: the escape past the cut
 def test_served_hostile_asks_leave_escaped_log_lines_and_history(
-    fields: list[tuple[str, str, str]], capsys: pytest.CaptureFixture[str], log_restored: None
+    fields: list[tuple[str, str, str]], capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Served for real (log lines through the real sink, rows in the real history), then printed by
     `history` as a table and as JSON."""

@@ -9,7 +9,6 @@ import json
 import logging
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -40,14 +39,6 @@ def plant_heartbeat(root: Path, pid: int) -> None:
     temp.rename(path)
 
 
-@pytest.fixture
-def other() -> Iterator[subprocess.Popen[bytes]]:
-    """A live process standing for the other server (its pid is what its heartbeat names)."""
-    process = subprocess.Popen(["sleep", "300"])
-    yield process
-    if process.poll() is None:
-        process.kill()
-        process.wait()
 
 
 async def test_another_live_server_on_the_inbox_is_reported_and_not_raced(

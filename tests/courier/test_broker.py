@@ -17,7 +17,7 @@ from core.courier.transport import Hop, Parcel, Unreachable
 from core.history import HistoryStore
 from core.serving.judgment import NoRecordedAuthority
 from core.testing import AllowAll, ManualClock, ScriptedArbiter
-from tests.helpers import NatsServer, broker_parcel, free_port, wait_for
+from tests.helpers import NatsServer, broker_parcel, free_port, wait_for, wait_for_async
 
 
 def approver(server: NatsServer, node: str, arbiter: ScriptedArbiter, **kw: object) -> BrokerInbox:
@@ -235,13 +235,11 @@ async def test_two_copies_of_a_parcel_in_one_batch_are_asked_once(nats_server: N
                              headers={"Nats-Msg-Id": f"pair-1-{copy}"})
         await inbox.start()
         await wait_for(lambda: len(inbox.stats.settled) == 1, what="the parcel settled")
-        for _ in range(500):  # the acknowledgements are sent after the verdict: polled on the broker
+        async def both_acknowledged() -> bool:  # sent after the verdict: read on the broker
             info = await js.consumer_info("PIAUTH_ASKS", inbox.durable)
-            if info.num_ack_pending == 0 and info.delivered.stream_seq == 2:
-                break
-            await asyncio.sleep(0.01)
-        else:
-            raise AssertionError(f"not both acknowledged: {info}")
+            return bool(info.num_ack_pending == 0 and info.delivered.stream_seq == 2)
+
+        await wait_for_async(both_acknowledged, what="both copies acknowledged")
         assert [k.name for k in person.asked] == ["pair-1"]
     finally:
         await nc.close()

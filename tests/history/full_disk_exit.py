@@ -10,39 +10,16 @@ Usage: python -m tests.history.full_disk_exit <tmp dir>
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 from core.history import HistoryStore
-from core.person import DecisionRefused, HumanAuthorizer
 from core.seams import Seams
-from core.serving import ServingCore
 from core.testing import Breakable
-from tests.helpers import fill, read_response_when_written, wait_for, write_request
-from tests.history.support import S, intent
-
-
-async def fail_safe(root: Path, store: HistoryStore, fault: Breakable) -> None:
-    human = HumanAuthorizer()
-    seams = Seams(retry_delays=(0.0, 0.0, 0.0))
-    core = ServingCore(root, store.path.parent, human, ledger=store, seams=seams)
-    core.subscribe(store.observe)
-    core.add_session(S)
-    task = asyncio.create_task(core.run())
-    try:
-        write_request(root, S, "p", accessIntent=intent("bash", "make test"))
-        await wait_for(lambda: bool(human.pending()), what="pending ask")
-        await wait_for(lambda: [r.outcome for r in store.query()] == ["pending"], what="arrival row")
-        fault.broken = True
-        with contextlib.suppress(DecisionRefused):  # the history could not record it: denied for safety
-            await human.approve_once(human.pending()[0].key)
-        assert (await read_response_when_written(root, S, "p"))["decidedBy"]["kind"] == "gate_error"
-    finally:
-        core.stop()
-        await asyncio.wait_for(task, 10)
+from tests.helpers import fill, serve_until_the_fail_safe
+from tests.history.support import S
 
 
 def main(tmp: Path) -> None:
@@ -53,7 +30,7 @@ def main(tmp: Path) -> None:
         state = fs / "state"
         fault = Breakable()
         store = HistoryStore.in_state_dir(state, seams=Seams(fault=fault))
-        asyncio.run(fail_safe(tmp / "root", store, fault))
+        asyncio.run(serve_until_the_fail_safe(tmp / "root", store, fault))
         filler = fill(fs)
         store.close()  # still failing, on a full disk
         filler.unlink()

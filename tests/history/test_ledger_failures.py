@@ -41,6 +41,7 @@ from tests.helpers import (
     namespace_refused,
     read_response_when_written,
     response_path,
+    serve_until_the_fail_safe,
     session_dir,
     wait_for,
     write_request,
@@ -86,34 +87,14 @@ async def test_a_refused_verdict_is_closed_as_fail_safe_once_the_history_works(t
     store.close()
 
 
-async def serve_until_the_fail_safe(root: Path, store: HistoryStore, fault: Breakable) -> None:
-    human = HumanAuthorizer()
-    seams = Seams(retry_delays=(0.0, 0.0, 0.0))
-    core = ServingCore(root, store.path.parent, human, ledger=store, seams=seams)
-    core.subscribe(store.observe)
-    core.add_session(S)
-    task = asyncio.create_task(core.run())
-    try:
-        write_request(root, S, "p", accessIntent=intent("bash", "make test"))
-        await wait_for(lambda: bool(human.pending()), what="pending ask")
-        await wait_for(lambda: [r.outcome for r in store.query()] == ["pending"], what="arrival row")
-        fault.broken = True
-        with pytest.raises(DecisionRefused, match="history could not record"):
-            await human.approve_once(human.pending()[0].key)
-        body = await read_response_when_written(root, S, "p")
-        assert body["decidedBy"]["kind"] == "gate_error"
-    finally:
-        core.stop()
-        await asyncio.wait_for(task, 10)
-
-
 async def test_a_fail_safe_close_the_history_could_not_write_by_exit_is_written_at_the_next_start(
     tmp_path: Path,
 ) -> None:
     root, state = tmp_path / "root", tmp_path / "state"
     fault = Breakable()
     store = HistoryStore.in_state_dir(state, seams=Seams(fault=fault))
-    await serve_until_the_fail_safe(root, store, fault)
+    refused = await serve_until_the_fail_safe(root, store, fault)
+    assert refused is not None and "history could not record" in str(refused)
     store.close()  # still failing: what it could not write is kept beside it
     again = HistoryStore.in_state_dir(state)  # the next start, the history healed
     try:

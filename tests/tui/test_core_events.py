@@ -9,7 +9,6 @@ import os
 import shutil
 import subprocess
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -132,14 +131,6 @@ async def test_an_unlistable_inbox_is_shown_until_it_heals(tmp_path: Path) -> No
         assert not rig.app.sub_title.startswith("NOT SERVING")
 
 
-@pytest.fixture
-def other() -> Iterator[subprocess.Popen[bytes]]:
-    """A live process standing for another server (its pid is in its temp names)."""
-    process = subprocess.Popen(["sleep", "300"])
-    yield process
-    if process.poll() is None:
-        process.kill()
-        process.wait()
 
 
 async def test_another_server_on_the_inbox_is_named_in_the_title_until_it_is_gone(
