@@ -131,6 +131,9 @@ class FailingLedger:
             raise sqlite3.OperationalError(self.error)
         self.store.record_verdicts(verdicts)
 
+    def expect(self, key: AskKey) -> None:
+        self.store.expect(key)
+
     def mark_written(self, marks: Sequence[WrittenMark]) -> None:
         self.mark_attempts += 1
         if self.mark_failures != 0:
@@ -312,6 +315,9 @@ class PoisonLedger:
             self.refused += 1
             raise ValueError("this verdict cannot be stored")
         self.store.record_verdicts(verdicts)
+
+    def expect(self, key: AskKey) -> None:
+        self.store.expect(key)
 
     def mark_written(self, marks: Sequence[WrittenMark]) -> None:
         self.store.mark_written(marks)

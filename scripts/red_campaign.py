@@ -53,6 +53,7 @@ from core.person import DecisionRefused, HumanAuthorizer
 from core.rules import PolicyStore
 from core.seams import Seams
 from core.serving import ServeEvent, ServingCore
+from core.serving.asks import AskKey
 from core.serving.verdicts import RecordedVerdict, VerdictRecord, WrittenMark
 from core.wire.response import parse_response
 
@@ -169,6 +170,9 @@ class FlakyLedger:
     def record_verdicts(self, verdicts: Sequence[VerdictRecord]) -> None:
         self._maybe()
         self.store.record_verdicts(verdicts)
+
+    def expect(self, key: AskKey) -> None:
+        self.store.expect(key)
 
     def mark_written(self, marks: Sequence[WrittenMark]) -> None:
         self._maybe()

@@ -122,8 +122,19 @@ class HistoryStore:
 
         A verdict whose arrival is still queued (a burst) is written with it as one new row; any
         other updates the open row of its request file (or a row made for it)."""
+        keys = {verdict.key for verdict in verdicts}
+        try:
+            self._record_verdicts(verdicts, keys)
+        finally:
+            self._writer.unexpect(keys)  # recorded, or refused: a queued arrival is written as usual
+
+    def expect(self, key: AskKey) -> None:
+        """`Ledger.expect`: the arrival of `key` waits in the queue for its verdict's transaction."""
+        self._writer.expect(key)
+
+    def _record_verdicts(self, verdicts: Sequence[VerdictRecord], keys: set[AskKey]) -> None:
         now = self.clock.wall()
-        with self._writer.transaction(durable=True, claim={verdict.key for verdict in verdicts}) as conn:
+        with self._writer.transaction(durable=True, claim=keys) as conn:
             found = open_rows(conn, [verdict.key for verdict in verdicts])
             fresh: list[dict[str, object]] = []
             for verdict in verdicts:

@@ -100,6 +100,8 @@ class Publisher:
         self._loop = asyncio.get_running_loop()
         done: asyncio.Future[Published] = self._loop.create_future()
         item = BatchItem(inbox, verdict, done)
+        if self.ledger is not None:
+            self.ledger.expect(verdict.key)
         self._queue.append(item)
         if not self._unstaged:
             self._loop.call_soon(self._stage_ahead)

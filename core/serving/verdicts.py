@@ -61,6 +61,11 @@ class Ledger(Protocol):
         """Durable on return, all or nothing."""
         ...
 
+    def expect(self, key: AskKey) -> None:
+        """The verdict of `key` is queued for `record_verdicts`: an arrival the ledger holds back
+        for it is written with it (a burst's asks wait in the queue longer than a single ask)."""
+        ...
+
     def mark_written(self, marks: Sequence[WrittenMark]) -> None: ...
 
     def recorded_verdicts(self, session_id: str, request_ids: Collection[str]) -> dict[str, RecordedVerdict]:

@@ -219,3 +219,55 @@ async def test_the_delayed_worker_writes_only_arrivals_that_waited(tmp_path: Pat
     clock.advance(ARRIVALS_WAIT_S)  # the worker (armed since the first arrival) comes back for it
     await wait_for(lambda: stored_names(path) == ["late.json", "old.json", "young.json"], what="late")
     store.close()
+
+
+def row_count(path: Path) -> int:
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        return int(conn.execute("SELECT COUNT(*) FROM asks").fetchone()[0])
+
+
+@pytest.mark.asyncio
+async def test_an_arrival_whose_verdict_is_on_its_way_waits_for_it_however_long(tmp_path: Path) -> None:
+    """A burst keeps decided asks queued behind earlier batches for longer than `ARRIVALS_WAIT_S`: their
+    arrivals are still written with their verdicts, one insert each (not an insert, then an update)."""
+    clock = ManualClock(wall=10.0)
+    path = tmp_path / "history.sqlite3"
+    store = HistoryStore(path, seams=Seams(clock=clock))
+    decided, shown = arrival("decided", 10.0), arrival("shown", 10.0)
+    store.observe(decided)
+    store.observe(shown)
+    store.expect(decided.key)
+    store.write_arrivals(until=12.0)  # the worker's pass, long after both arrived
+    assert stored_names(path) == ["shown.json"]  # the ask at a person, written alone
+    store.record_verdicts([verdict(decided, allow=True)])
+    [row] = [r for r in store.query() if r.request_name == "decided.json"]
+    assert (row.verdict, row.outcome, row.raw) == ("approved", "rule", decided.raw)
+    assert row_count(path) == 2
+    # Recorded: nothing of it is expected any more, so a later arrival under that key is due as usual.
+    later = arrival("decided", 20.0)
+    store.observe(later)
+    store.write_arrivals(until=21.0)
+    assert row_count(path) == 3
+    store.close()
+
+
+@pytest.mark.asyncio
+async def test_an_expected_arrival_whose_verdict_the_ledger_refused_is_written_with_its_fail_safe_answer(
+    tmp_path: Path,
+) -> None:
+    """The ledger refused the verdict (the fail-safe denial went out unrecorded): the worker writes the
+    arrival, then closes that one row as fail-safe; no second, pending row is left for it."""
+    clock = ManualClock(wall=10.0)
+    path = tmp_path / "history.sqlite3"
+    store = HistoryStore(path, seams=Seams(clock=clock))
+    event = arrival("refused", 10.0)
+    store.observe(event)
+    store.expect(event.key)
+    denial = deny(responder=S, at_ms=5, decided_by=None, reason="the history could not record the verdict")
+    store.observe(ServeEvent("answered", event.key, 10.2, event.parsed, denial, "fail-safe",
+                             "the history could not record the verdict"))
+    store.write_arrivals(until=11.0)
+    [row] = store.query()
+    assert (row.request_name, row.verdict, row.outcome) == ("refused.json", "denied_with_reason", "fail-safe")
+    store.close()
+    assert row_count(path) == 1
