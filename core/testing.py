@@ -146,6 +146,30 @@ class FailingLedger:
 
 
 
+class ThreadNotingLedger:
+    """A real history that notes the thread each intake's lookup (`recorded_verdicts`) and each
+    batch's record (`record_verdicts`) ran on."""
+
+    def __init__(self, store: HistoryStore) -> None:
+        self.store = store
+        self.lookups: list[str] = []
+        self.records: list[str] = []
+
+    def record_verdicts(self, verdicts: Sequence[VerdictRecord]) -> None:
+        self.records.append(threading.current_thread().name)
+        self.store.record_verdicts(verdicts)
+
+    def expect(self, key: AskKey) -> None:
+        self.store.expect(key)
+
+    def mark_written(self, marks: Sequence[WrittenMark]) -> None:
+        self.store.mark_written(marks)
+
+    def recorded_verdicts(self, session_id: str, request_ids: Collection[str]) -> dict[str, RecordedVerdict]:
+        self.lookups.append(threading.current_thread().name)
+        return self.store.recorded_verdicts(session_id, request_ids)
+
+
 class HeldDisk(FailingDisk):
     """Fails the next `failures` placements with `code` (none unless told); its batches wait at
     `staged` until released."""

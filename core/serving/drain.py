@@ -48,6 +48,7 @@ class Drain:
 
     async def _drain(self, served: ServedSession) -> None:
         """One pass over the inbox; raises `UnsafeFolder` when a folder of the session tree is refused."""
+        on_disk = self.pipeline.publisher.on_disk
         retry = served.records.unanswered()  # a decision not written: the file is served anew
         known = served.records.names() - retry
         # The asks awaiting this node's decision, by the file each was read from: another file under
@@ -57,7 +58,8 @@ class Drain:
                    if record.state in AWAITING and record.identity is not None}
         try:
             # One trip off the loop lists the inbox and reads the first batch of new files, so a burst
-            # is judged, recorded and published together (and a single ask pays one trip).
+            # is judged, recorded and published together (and a single ask pays one trip). On a thread
+            # of its own: a new ask is read while a write hangs or waits to be retried.
             found = await asyncio.to_thread(scan, served.inbox, known, self.ledger, watched)
         except UnsafeFolder:
             raise
@@ -86,7 +88,9 @@ class Drain:
             new = new[len(intake.reads) :]
             if not new:
                 break
-            intake = await asyncio.to_thread(take_in, served.inbox, new[:INTAKE_FILES], self.ledger)
+            # The rest of a burst: on the publisher's disk thread, taking turns with its commits
+            # instead of trading the interpreter lock with them at every system call.
+            intake = await on_disk(take_in, served.inbox, new[:INTAKE_FILES], self.ledger)
 
     async def _serve_batch(self, served: ServedSession, intake: Intake) -> None:
         """Serve the files of one intake concurrently: their answers join one batch of the publisher.

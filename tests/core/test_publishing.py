@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from core.history import HistoryStore
 from core.serving import ServingCore
 from core.serving.asks import DenyingArbiter
-from core.testing import FailingLedger, FlushCountingDisk, HeldAt, PoisonLedger
+from core.serving.intake import INTAKE_FILES
+from core.testing import FailingLedger, FlushCountingDisk, HeldAt, PoisonLedger, ThreadNotingLedger
 from tests.core.support import (
     ALLOW_LS,
     assert_answered_once,
@@ -140,6 +141,32 @@ async def test_a_verdict_the_history_refuses_is_denied_and_holds_up_no_other(tmp
     others = [rid for rid in ids if rid != poison]
     assert all(rows[rid].response == responses(node.root)[rid] for rid in others)
     assert ledger.refused >= 2  # the batch, then the verdict alone
+
+
+async def test_a_bursts_later_intakes_take_turns_with_its_commits_on_one_disk_thread(tmp_path: Path) -> None:
+    """Past its first intake a burst is read on the publisher's disk thread, between its commits (not
+    beside them, trading the interpreter lock at every system call); the first intake of a listing is
+    read on a thread of its own (a new ask is read while a write hangs: `test_serving_faults`)."""
+    node = Node(tmp_path, ALLOW_LS)
+    ids = write_burst(node.root, 3 * INTAKE_FILES)
+    ledger = ThreadNotingLedger(node.history)
+    core = ServingCore(node.root, node.state, DenyingArbiter(), judge=node.authority, ledger=ledger)
+    core.subscribe(node.history.observe)
+    core.subscribe(node.events.append)
+    core.add_session(S)
+    task = asyncio.create_task(core.run())
+    try:
+        await wait_for(lambda: set(responses(node.root)) >= set(ids) and not requests_left(node.root),
+                       within=60, what="every ask answered and its request removed")
+        await wait_for(lambda: all(r.written == 1 for r in node.history.query() if r.verdict), what="noted")
+    finally:
+        core.stop()
+        await asyncio.wait_for(task, 10)
+    assert_answered_once(node, ids)
+    [disk] = set(ledger.records)  # every batch committed on the one disk thread
+    assert disk.startswith("pi-authorizer-disk")
+    assert len(ledger.lookups) >= 3 and ledger.lookups[0] != disk  # the listing's first intake
+    assert set(ledger.lookups[1:]) == {disk}
 
 
 # --------------------------------------------------------------------------------------------------
