@@ -84,13 +84,20 @@ class Drain:
         # As `scan` listed them (the intakes follow this order); one decided meanwhile is not started.
         new = [name for name in names if name not in known or name in found.replaced]
         while intake is not None:
-            await self._serve_batch(served, intake)
             new = new[len(intake.reads) :]
-            if not new:
-                break
             # The rest of a burst: on the publisher's disk thread, taking turns with its commits
-            # instead of trading the interpreter lock with them at every system call.
-            intake = await on_disk(take_in, served.inbox, new[:INTAKE_FILES], self.ledger)
+            # instead of trading the interpreter lock with them at every system call; the next
+            # intake is asked for before this one is judged, so it is read while the loop judges.
+            ahead = None
+            if new:
+                ahead = asyncio.ensure_future(on_disk(take_in, served.inbox, new[:INTAKE_FILES], self.ledger))
+            try:
+                await self._serve_batch(served, intake)
+            except BaseException:
+                if ahead is not None:
+                    ahead.cancel()
+                raise
+            intake = await ahead if ahead is not None else None
 
     async def _serve_batch(self, served: ServedSession, intake: Intake) -> None:
         """Serve the files of one intake concurrently: their answers join one batch of the publisher.
