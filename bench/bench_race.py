@@ -73,9 +73,27 @@ class Server:
 REFERENCE = Server("reference", reference=True)
 
 
+def group_cpu_s(pgid: int) -> float:
+    """User + system CPU seconds of every live process of the process group `pgid` (a contender and
+    any process it started: `tsx` runs the reference in a child `node`), from `/proc`."""
+    ticks = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:  # fields after the command: state, ppid, pgrp, ..., utime, stime
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 @contextmanager
-def running(server: Server, tmp: Path) -> Iterator[Path]:
-    """Start `server` on a fresh forwarding root under `tmp`; yields the session folder."""
+def running(server: Server, tmp: Path) -> Iterator[tuple[Path, int]]:
+    """Start `server` on a fresh forwarding root under `tmp`; yields the session folder and the
+    contender's process group."""
     root = tmp / "root"
     session = root / "sessions" / encode_session_id(SESSION)
     (session / "requests").mkdir(parents=True)
@@ -101,7 +119,7 @@ def running(server: Server, tmp: Path) -> Iterator[Path]:
         extra.append("--history" if server.history else "--no-history")
         proc = start_serve(root, tmp / "state", extra, repo=server.repo)
     try:
-        yield session
+        yield session, proc.pid
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(10)
@@ -111,14 +129,16 @@ def running(server: Server, tmp: Path) -> Iterator[Path]:
 class Burst:
     """One burst: requests/s from the first rename to the last response seen; how long the renames
     took; when the first response was placed and the longest pause between two responses placed
-    (from the files' change times, which a rename sets: a poll shows as a pause); and the CPU the
-    writer itself spent waiting (CPU both contenders lack on 2 cores), all in ms."""
+    (from the files' change times, which a rename sets: a poll shows as a pause); the CPU the
+    writer itself spent waiting (CPU both contenders lack on 2 cores), all in ms; and the contender's
+    CPU per ask over the burst (its processes' user + system time, 10 ms ticks), in µs."""
 
     rate: float
     renames_ms: float
     first_ms: float
     pause_ms: float
     waiter_cpu_ms: float
+    server_cpu_us: float
 
 
 class ResponseWatch:
@@ -168,8 +188,9 @@ def _listing(folder: Path) -> list[str]:
 class Writer:
     """The children's side: stage a request, rename it into `requests/`, wait for its response."""
 
-    def __init__(self, session: Path, body: Body, waiter: str) -> None:
+    def __init__(self, session: Path, body: Body, waiter: str, server: int = 0) -> None:
         self.session = session
+        self.server = server
         self.body = body
         self.waiter = waiter
         self.staging = session.parents[1] / "staging"
@@ -218,6 +239,7 @@ class Writer:
         responses = self.session / "responses"
         responses.mkdir(parents=True, exist_ok=True)
         watch = ResponseWatch(responses) if self.waiter == "inotify" else None
+        server_cpu = group_cpu_s(self.server) if self.server else 0.0
         wall = time.time_ns()
         start = time.perf_counter()
         for rid, temp in staged:
@@ -233,13 +255,14 @@ class Writer:
                     raise RuntimeError("burst not answered within 10 minutes")
                 time.sleep(0.002)
         elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+        server_cpu = (group_cpu_s(self.server) - server_cpu) if self.server else 0.0
         placed = sorted(os.stat(responses / f"{rid}.json").st_ctime_ns for rid, _ in staged)
         pause = max((b - a for a, b in itertools.pairwise(placed)), default=0)
         for name in os.listdir(responses):
             if name.endswith(".json"):
                 (responses / name).unlink(missing_ok=True)
-        return Burst(
-            count / elapsed, (renamed - start) * 1000, (placed[0] - wall) / 1e6, pause / 1e6, cpu * 1000)
+        return Burst(count / elapsed, (renamed - start) * 1000, (placed[0] - wall) / 1e6, pause / 1e6,
+                     cpu * 1000, server_cpu / count * 1e6)
 
 
 def percentile(samples: list[float], q: float) -> float:
@@ -249,8 +272,8 @@ def percentile(samples: list[float], q: float) -> float:
 
 @contextmanager
 def probing(server: Server, body: Body, waiter: str) -> Iterator[Writer]:
-    with tempfile.TemporaryDirectory() as tmp, running(server, Path(tmp)) as session:
-        yield Writer(session, body, waiter)
+    with tempfile.TemporaryDirectory() as tmp, running(server, Path(tmp)) as (session, pgid):
+        yield Writer(session, body, waiter, pgid)
 
 
 def sequential(server: Server, body: Body, count: int, waiter: str) -> tuple[float, float]:
@@ -305,7 +328,7 @@ def main() -> None:
     for size in bursts:
         print(f"burst of {size:,} renamed in at once, requests/s (median of {args.repeat} rounds,"
               f" waiter {waiter}; per round: rate (renames, first response, longest pause, the"
-              f" waiter's CPU; in ms))")
+              f" waiter's CPU; in ms; the contender's CPU per ask in µs))")
         for kind, body in bodies:
             # Rounds alternate reference and ours, so each ratio pairs runs made moments apart.
             runs: dict[str, list[Burst]] = {s.label: [] for s in (REFERENCE, *ours)}
@@ -329,7 +352,8 @@ def main() -> None:
 
 def _figures(runs: list[Burst]) -> str:
     return ", ".join(
-        f"{r.rate:,.0f} ({r.renames_ms:.0f}, {r.first_ms:.0f}, {r.pause_ms:.0f}, {r.waiter_cpu_ms:.0f})"
+        f"{r.rate:,.0f} ({r.renames_ms:.0f}, {r.first_ms:.0f}, {r.pause_ms:.0f}, {r.waiter_cpu_ms:.0f};"
+        f" {r.server_cpu_us:.0f} µs)"
         for r in runs)
 
 
