@@ -6,7 +6,6 @@ of one answer while its batch commits (`BatchItem`).
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -105,7 +104,6 @@ class BatchItem:
     write_failed: str | None = None
     temp: Staged | None = None
     synced: bool = False
-    staging: concurrent.futures.Future[None] | None = None
     written: bool | None = None
 
     def result(self) -> Published:
