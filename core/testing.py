@@ -114,14 +114,34 @@ class FailingDisk(DiskWriter):
 
 
 
-class FailingLedger:
+class LedgerOver:
+    """A real history as the ledger, every call passed on to it: the ledgers below change one or two."""
+
+    def __init__(self, store: HistoryStore) -> None:
+        self.store = store
+
+    def record_verdicts(self, verdicts: Sequence[VerdictRecord]) -> None:
+        self.store.record_verdicts(verdicts)
+
+    def expect(self, key: AskKey) -> None:
+        self.store.expect(key)
+
+    def mark_written(self, marks: Sequence[WrittenMark]) -> None:
+        self.store.mark_written(marks)
+
+    def recorded_verdicts(self, session_id: str, request_ids: Collection[str]) -> dict[str, RecordedVerdict]:
+        return self.store.recorded_verdicts(session_id, request_ids)
+
+
+class FailingLedger(LedgerOver):
     """A real history whose verdict writes fail (`sqlite3.OperationalError`) `failures` times, and
     whose notes of written responses fail `mark_failures` times."""
 
     def __init__(
         self, store: HistoryStore, failures: int, error: str = "disk I/O error", mark_failures: int = 0
     ) -> None:
-        self.store, self.failures, self.error, self.attempts = store, failures, error, 0
+        super().__init__(store)
+        self.failures, self.error, self.attempts = failures, error, 0
         self.mark_failures, self.mark_attempts = mark_failures, 0
 
     def record_verdicts(self, verdicts: Sequence[VerdictRecord]) -> None:
@@ -129,45 +149,33 @@ class FailingLedger:
         if self.failures != 0:
             self.failures -= 1
             raise sqlite3.OperationalError(self.error)
-        self.store.record_verdicts(verdicts)
-
-    def expect(self, key: AskKey) -> None:
-        self.store.expect(key)
+        super().record_verdicts(verdicts)
 
     def mark_written(self, marks: Sequence[WrittenMark]) -> None:
         self.mark_attempts += 1
         if self.mark_failures != 0:
             self.mark_failures -= 1
             raise sqlite3.OperationalError(self.error)
-        self.store.mark_written(marks)
-
-    def recorded_verdicts(self, session_id: str, request_ids: Collection[str]) -> dict[str, RecordedVerdict]:
-        return self.store.recorded_verdicts(session_id, request_ids)
+        super().mark_written(marks)
 
 
 
-class ThreadNotingLedger:
+class ThreadNotingLedger(LedgerOver):
     """A real history that notes the thread each intake's lookup (`recorded_verdicts`) and each
     batch's record (`record_verdicts`) ran on."""
 
     def __init__(self, store: HistoryStore) -> None:
-        self.store = store
+        super().__init__(store)
         self.lookups: list[str] = []
         self.records: list[str] = []
 
     def record_verdicts(self, verdicts: Sequence[VerdictRecord]) -> None:
         self.records.append(threading.current_thread().name)
-        self.store.record_verdicts(verdicts)
-
-    def expect(self, key: AskKey) -> None:
-        self.store.expect(key)
-
-    def mark_written(self, marks: Sequence[WrittenMark]) -> None:
-        self.store.mark_written(marks)
+        super().record_verdicts(verdicts)
 
     def recorded_verdicts(self, session_id: str, request_ids: Collection[str]) -> dict[str, RecordedVerdict]:
         self.lookups.append(threading.current_thread().name)
-        return self.store.recorded_verdicts(session_id, request_ids)
+        return super().recorded_verdicts(session_id, request_ids)
 
 
 class HeldDisk(FailingDisk):
@@ -328,26 +336,18 @@ class LinkedAwayDisk(DiskWriter):
         super().link(dir_fd, source, target)
 
 
-class PoisonLedger:
+class PoisonLedger(LedgerOver):
     """A real history that refuses any transaction holding one request's verdict."""
 
     def __init__(self, store: HistoryStore, poison: str) -> None:
-        self.store, self.poison, self.refused = store, poison, 0
+        super().__init__(store)
+        self.poison, self.refused = poison, 0
 
     def record_verdicts(self, verdicts: Sequence[VerdictRecord]) -> None:
         if any(v.request_id == self.poison for v in verdicts):
             self.refused += 1
             raise ValueError("this verdict cannot be stored")
-        self.store.record_verdicts(verdicts)
-
-    def expect(self, key: AskKey) -> None:
-        self.store.expect(key)
-
-    def mark_written(self, marks: Sequence[WrittenMark]) -> None:
-        self.store.mark_written(marks)
-
-    def recorded_verdicts(self, session_id: str, request_ids: Collection[str]) -> dict[str, RecordedVerdict]:
-        return self.store.recorded_verdicts(session_id, request_ids)
+        super().record_verdicts(verdicts)
 
 
 class AllowAll:

@@ -38,7 +38,7 @@ import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,8 +53,8 @@ from core.person import DecisionRefused, HumanAuthorizer
 from core.rules import PolicyStore
 from core.seams import Seams
 from core.serving import ServeEvent, ServingCore
-from core.serving.asks import AskKey
-from core.serving.verdicts import RecordedVerdict, VerdictRecord, WrittenMark
+from core.serving.verdicts import VerdictRecord, WrittenMark
+from core.testing import LedgerOver
 from core.wire.response import parse_response
 
 S = "019ff969-c34c-70be-9034-fae19c852932"
@@ -155,11 +155,12 @@ class FlakyDisk(DiskWriter):
         return super().place(dir_fd, staged, target)
 
 
-class FlakyLedger:
+class FlakyLedger(LedgerOver):
     """The real history, whose writes fail at random (a locked or broken SQLite)."""
 
     def __init__(self, store: HistoryStore, rng: random.Random, rate: float) -> None:
-        self.store, self.rng, self.rate, self.lock = store, rng, rate, threading.Lock()
+        super().__init__(store)
+        self.rng, self.rate, self.lock = rng, rate, threading.Lock()
 
     def _maybe(self) -> None:
         with self.lock:
@@ -169,17 +170,11 @@ class FlakyLedger:
 
     def record_verdicts(self, verdicts: Sequence[VerdictRecord]) -> None:
         self._maybe()
-        self.store.record_verdicts(verdicts)
-
-    def expect(self, key: AskKey) -> None:
-        self.store.expect(key)
+        super().record_verdicts(verdicts)
 
     def mark_written(self, marks: Sequence[WrittenMark]) -> None:
         self._maybe()
-        self.store.mark_written(marks)
-
-    def recorded_verdicts(self, session_id: str, request_ids: Collection[str]) -> dict[str, RecordedVerdict]:
-        return self.store.recorded_verdicts(session_id, request_ids)
+        super().mark_written(marks)
 
 
 def child(tree: Tree, outside: Path, rng: random.Random, log: Log, stop: threading.Event, n: int) -> None:
