@@ -160,12 +160,12 @@ class Publisher:
             with contextlib.suppress(RuntimeError):  # the loop is closed: nothing is tracked any more
                 self._loop.call_soon_threadsafe(self.on_removed, gone)
 
-    # -- on a worker thread: the checkpoints of one batch --------------------------------------
+    # -- on the disk thread: the checkpoints of one batch ---------------------------------------
 
     def _commit(self, batch: Sequence[BatchItem]) -> None:
         """The checkpoints, in order, on the disk thread: every answer's file is written once the batch
         is recorded. (Writing a single ask's file ahead, on threads of their own beside the ledger's
-        commit, was measured and removed: 8–10% slower on tmpfs and a fresh ext4, the same on the aged
+        commit, was measured and removed: 8–16% slower on tmpfs and a fresh ext4, the same on the aged
         disk, now that a file whose verdict the history holds needs no flush of its own.)"""
         self.fault("arrived")
         together = len(batch) >= SYNCFS_FROM
