@@ -34,6 +34,7 @@ from nats.js.kv import KeyValue
 
 from core.courier.broker_access import BrokerAccess
 from core.courier.transport import Hop, Parcel
+from core.wire.base import strict_json_loads
 from core.wire.limits import MAX_REQUEST_BYTES
 from core.wire.request import MAX_HOP_NAME_CHARS, MAX_HOPS
 
@@ -135,7 +136,7 @@ def _object(data: bytes, limit: int, what: str) -> dict[str, Any]:
     if len(data) > limit:
         raise BrokerRefused(f"{what} is {len(data)} bytes, over the {limit}-byte limit")
     try:
-        value = json.loads(data.decode("utf-8"))
+        value = strict_json_loads(data)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise BrokerRefused(f"{what} is not JSON: {str(exc)[:120]}") from exc
     if not isinstance(value, dict) or value.get("v") != 1:

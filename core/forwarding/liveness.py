@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import json
 import logging
 import os
 import stat
@@ -25,7 +24,7 @@ from core.disk.entries import read_small, remove
 from core.disk.paths import encode_session_id
 from core.disk.tree import Anchor, UnsafeFolder
 from core.disk.writer import DISK, DiskWriter
-from core.wire.base import compact_json
+from core.wire.base import compact_json, strict_json_loads
 
 log = logging.getLogger("pi_authorizer.serve")
 
@@ -86,7 +85,7 @@ def read_heartbeat_in(anchor: Anchor, session_id: str) -> HeartbeatRecord | None
 
 def parse_heartbeat(data: bytes) -> HeartbeatRecord | None:
     try:
-        obj = json.loads(data)
+        obj = strict_json_loads(data)
     except ValueError:
         return None
     if not isinstance(obj, dict):
@@ -228,7 +227,7 @@ def live_foreign_server(
 
 def _holder_pid(fd: int) -> int | None:
     try:
-        obj = json.loads(os.pread(fd, 4096, 0) or b"{}")
+        obj = strict_json_loads(os.pread(fd, 4096, 0) or b"{}")
     except (OSError, ValueError):
         return None
     pid = obj.get("pid") if isinstance(obj, dict) else None

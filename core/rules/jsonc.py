@@ -9,35 +9,15 @@ from __future__ import annotations
 import json
 
 from core.rules.bounded_read import MAX_CONFIG_NESTING
-
-
-class NestedTooDeeply(ValueError):
-    """The document nests objects and arrays deeper than a config ever needs."""
+from core.wire.base import check_nesting, string_end
 
 
 def loads_jsonc(text: str) -> object:
     """Parse JSON after removing comments outside strings; raises `ValueError` (a
     `json.JSONDecodeError`, or `NestedTooDeeply`)."""
     stripped = strip_comments(text)
-    check_nesting(stripped)
+    check_nesting(stripped, MAX_CONFIG_NESTING)
     return json.loads(stripped)
-
-
-def check_nesting(text: str, limit: int = MAX_CONFIG_NESTING) -> None:
-    """Raise `NestedTooDeeply` when `[`/`{` outside strings nest deeper than `limit`."""
-    depth, index, length = 0, 0, len(text)
-    while index < length:
-        char = text[index]
-        if char == '"':
-            index = _string_end(text, index)
-            continue
-        if char in "[{":
-            depth += 1
-            if depth > limit:
-                raise NestedTooDeeply(f"nested deeper than {limit} levels")
-        elif char in "]}":
-            depth -= 1
-        index += 1
 
 
 def strip_comments(text: str) -> str:
@@ -54,22 +34,10 @@ def strip_comments(text: str) -> str:
             close = text.find("*/", index + 2)
             index = length if close < 0 else close + 2
         elif char == '"':
-            end = _string_end(text, index)
+            end = string_end(text, index)
             out.append(text[index:end])
             index = end
         else:
             out.append(char)
             index += 1
     return "".join(out)
-
-
-def _string_end(text: str, start: int) -> int:
-    index = start + 1
-    while index < len(text):
-        if text[index] == "\\":
-            index += 2
-        elif text[index] == '"':
-            return index + 1
-        else:
-            index += 1
-    return len(text)

@@ -48,8 +48,57 @@ def reject_json_constant(name: str) -> float:
 _STRICT_DECODER = json.JSONDecoder(parse_constant=reject_json_constant)
 
 
-def strict_json_loads(text: str) -> object:
-    """`json.loads(text)` refusing `NaN`, `Infinity` and `-Infinity` (ValueError), as JSON.parse does."""
+MAX_WIRE_NESTING = 128
+"""The deepest nesting of arrays and objects read from a file or message another process can write
+(a request, a response, a heartbeat, a parcel). The decoder recurses once per level on the
+interpreter's stack; near its limit any Python the garbage collector runs meanwhile (a finalizer, a
+weakref or gc callback) overflows it and aborts the process — seen in CI with a hostile request
+nested 10,000 deep — so such a file is refused before it is decoded. None of them nests past ten."""
+
+
+class NestedTooDeeply(ValueError):
+    """The document nests objects and arrays deeper than the limit it is read with."""
+
+
+def check_nesting(text: str, limit: int) -> None:
+    """Raise `NestedTooDeeply` when `[`/`{` outside strings nest deeper than `limit`. A text with no
+    more openers than `limit` cannot (counted in C: the path of every ordinary file)."""
+    if text.count("[") + text.count("{") <= limit:
+        return
+    depth, index, length = 0, 0, len(text)
+    while index < length:
+        char = text[index]
+        if char == '"':
+            index = string_end(text, index)
+            continue
+        if char in "[{":
+            depth += 1
+            if depth > limit:
+                raise NestedTooDeeply(f"nested deeper than {limit} levels")
+        elif char in "]}":
+            depth -= 1
+        index += 1
+
+
+def string_end(text: str, start: int) -> int:
+    """Where the JSON string opening at `start` ends (its escapes skipped), or the end of `text`."""
+    index = start + 1
+    while index < len(text):
+        if text[index] == "\\":
+            index += 2
+        elif text[index] == '"':
+            return index + 1
+        else:
+            index += 1
+    return len(text)
+
+
+def strict_json_loads(text: str | bytes) -> object:
+    """`json.loads(text)` refusing `NaN`, `Infinity` and `-Infinity`, as JSON.parse does, and any
+    nesting deeper than `MAX_WIRE_NESTING` (both `ValueError`); bytes are read as UTF-8."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8")
+    check_nesting(text, MAX_WIRE_NESTING)
     return _STRICT_DECODER.decode(text)
 
 

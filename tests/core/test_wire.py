@@ -10,6 +10,9 @@ from typing import Any
 
 import pytest
 
+from core.courier.broker import BrokerRefused, decode_parcel
+from core.forwarding.liveness import parse_heartbeat
+from core.wire.base import MAX_WIRE_NESTING, NestedTooDeeply, check_nesting, strict_json_loads
 from core.wire.decisions import (
     AuthorizerDecision,
     ForwardedDecision,
@@ -301,3 +304,37 @@ def test_decision_source_reader_is_all_or_nothing_and_depth_capped() -> None:
 )
 def test_child_reader_rejects_malformed_responses(body: bytes) -> None:
     assert parse_response(body) is None
+
+
+# --------------------------------------------------------------------------------------------------
+# Nesting: a file another process can write is refused before it is decoded when it nests deeper than
+# `MAX_WIRE_NESTING` (the decoder recurses per level: near the interpreter's limit any Python the
+# garbage collector runs aborts the process; seen in CI with a hostile request nested 10,000 deep).
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize("depth", [1, MAX_WIRE_NESTING - 1, MAX_WIRE_NESTING])
+def test_nesting_up_to_the_limit_is_read(depth: int) -> None:
+    text = '{"a": ' + "[" * (depth - 1) + '"x"' + "]" * (depth - 1) + "}"
+    check_nesting(text, MAX_WIRE_NESTING)
+    assert strict_json_loads(text) is not None
+
+
+def test_nesting_past_the_limit_is_refused_and_brackets_in_strings_do_not_count() -> None:
+    over = "[" * (MAX_WIRE_NESTING + 1) + "]" * (MAX_WIRE_NESTING + 1)
+    with pytest.raises(NestedTooDeeply, match=f"nested deeper than {MAX_WIRE_NESTING} levels"):
+        strict_json_loads(over)
+    quoted = json.dumps({"value": "[{" * 5_000, "escaped": '\\"[[[[' * 500})
+    assert strict_json_loads(quoted) == json.loads(quoted)
+
+
+def test_every_reader_of_other_processes_files_refuses_a_deep_one_with_a_reason() -> None:
+    request = ('{"id":"a","createdAt":1,"requesterSessionId":"c","targetSessionId":"s","message":"m",'
+               '"payload":' + DEEP + "}").encode()
+    with pytest.raises(RequestRejected, match=f"nested deeper than {MAX_WIRE_NESTING} levels"):
+        parse_request(request)
+    assert parse_response(('{"approved":true,"x":' + DEEP + "}").encode()) is None
+    assert parse_heartbeat(('{"sessionId":"s","pid":1,"updatedAt":1,"x":' + DEEP + "}").encode()) is None
+    with pytest.raises(BrokerRefused, match="nested deeper"):
+        decode_parcel(('{"v":1,"x":' + DEEP + "}").encode())
