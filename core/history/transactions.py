@@ -384,8 +384,10 @@ class HistoryWriter:
                             e for e in self._queue if not (e.kind == "arrived" and e.key in claim)
                         ]
                     elif arrivals and until is not None:
-                        pending = [e for e in self._queue if self._due(e, until)]
-                        self._queue = [e for e in self._queue if not self._due(e, until)]
+                        pending, kept = [], list[ServeEvent]()
+                        for event in self._queue:
+                            (pending if self._due(event, until) else kept).append(event)
+                        self._queue = kept
                     elif arrivals:
                         pending, self._queue = self._queue, []
                     else:
