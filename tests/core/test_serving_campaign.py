@@ -161,7 +161,9 @@ name_kind = st.sampled_from([SAFE, SAFE, SAFE, "..", ".", " ", "ü", "%2F", "\n"
 
 @st.composite
 def request_file(draw: st.DrawFn) -> tuple[str, bytes]:
-    n = next(_serial)
+    # Fixed width: a replayed case draws the same bounds (`len(data)` must not grow when the serial
+    # gains a digit, or hypothesis calls the strategy flaky: seen in CI).
+    n = f"{next(_serial):09d}"
     kind = draw(name_kind)
     # A safe id is never reused: a used id is set aside unanswered (never answered twice).
     alone = kind != SAFE and not is_safe_request_id(kind) and draw(st.booleans())
