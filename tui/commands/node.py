@@ -29,6 +29,7 @@ from core.serving import ServingCore
 from core.serving.asks import Arbiter
 from core.text import LineFormatter, log_safe
 from core.wiring import AttendedNode, HistoryFailed, Node, NodeOptions, build_attended_node, build_node
+from tui.commands.judge_options import judge_from_args
 from tui.commands.log_sink import TurnBufferedHandler
 from tui.commands.options import default_session_id, forwarding_root, retention, session_ids, state_dir
 
@@ -73,6 +74,7 @@ def node_options(args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK) -> NodeO
         rules_file=rules.expanduser() if rules else None,
         accept_widening=bool(getattr(args, "accept_widening_reloads", False)),
         links=tuple(parse_link_spec(spec, args.link_timeout, clock) for spec in args.links),
+        judge=judge_from_args(args),
         seams=Seams(clock=clock),
         forward_to=target,
         broker=broker,
