@@ -66,7 +66,7 @@ class Node:
     authority: RecordedAuthority
     history: HistoryStore | None
     #: The model judge's chain, when `--judge` is given (its breaker, its advice, its record).
-    judge: JudgeChain | None = None
+    model_judge: JudgeChain | None = None
 
     def take_session(self, raw_id: str) -> ServedSession:
         return take_session(self.core, self.history, raw_id)
@@ -85,7 +85,7 @@ class AttendedNode:
     #: With `--forward-to`: the courier that takes the asks first (the person decides what it cannot).
     courier: CourierArbiter | None = None
     #: The model judge's chain, when `--judge` is given: its advice on each ask, its breaker.
-    judge: JudgeChain | None = None
+    model_judge: JudgeChain | None = None
 
     def take_session(self, raw_id: str) -> ServedSession:
         return take_session(self.core, self.history, raw_id)
@@ -150,7 +150,7 @@ def build_attended_node(options: NodeOptions, history: HistoryStore | None) -> A
     person = HumanAuthorizer(grants=authority, clock=options.seams.clock)
     courier = courier_arbiter(options, person)
     node = _node(options, history, authority, courier or person, attended=True)
-    return AttendedNode(node.core, person, authority, history, courier, node.judge)
+    return AttendedNode(node.core, person, authority, history, courier, node.model_judge)
 
 
 def _authority(options: NodeOptions) -> RecordedAuthority:

@@ -185,7 +185,7 @@ class JudgeChain:
                  record_path: Path | None = None) -> None:
         """`record`: where each review is written (a worker thread calls it); `record_path`: the
         file it is in, for the measures (`core.judging.judge_record.measure`)."""
-        self.judge, self.links, self.record, self.record_path = judge, links, record, record_path
+        self.model, self.links, self.record, self.record_path = judge, links, record, record_path
         self.advice = AdviceBook()
 
     async def review(self, parsed: ParsedRequest) -> Judgment | None:
@@ -196,7 +196,7 @@ class JudgeChain:
         facts = parsed.facts
         if facts is None:
             return None  # no facts, no judgment: straight to the person
-        review = await self.judge.review(facts)
+        review = await self.model.review(facts)
         review = _placed(review, parsed)
         self.advice.put(parsed, review)
         if self.record is not None:
@@ -212,7 +212,7 @@ class JudgeChain:
                         explanation=(f"the model judge said {review.verdict}: {review.why}",))
 
     async def close(self) -> None:
-        await self.judge.client.close()
+        await self.model.client.close()
 
 
 def _placed(review: JudgeReview, parsed: ParsedRequest) -> JudgeReview:

@@ -30,6 +30,7 @@ from textual.message import Message
 from textual.screen import Screen, ScreenResultCallbackType
 from textual.widgets import DataTable, Footer, Header, Input
 
+from core.judging.model_judge import JudgeReview
 from core.person import (
     AskAdded,
     AskDecided,
@@ -113,6 +114,7 @@ class QueueScreen(Screen[None]):
         key_time: Callable[[], float],
         sessions_served: Callable[[], int] = lambda: 1,
         serving: Callable[[], Content] | None = None,
+        advice: Callable[[Ask], JudgeReview | None] | None = None,
     ) -> None:
         """`clock` is wall time (ages); `safety` and `key_time` (the current key's read time) share
         the monotonic clock; `sessions_served` counts the sessions (more than one: a session column);
@@ -125,6 +127,7 @@ class QueueScreen(Screen[None]):
         self.key_time = key_time
         self.sessions_served = sessions_served
         self.serving = serving
+        self.advice = advice
         self.selected: AskKey | None = None
         self.marked: dict[AskKey, None] = {}  # ordered set
         self.ask_filter = AskFilter()
@@ -146,7 +149,7 @@ class QueueScreen(Screen[None]):
         with Vertical(id="queue-body"):
             yield Input(placeholder=FILTER_HINT, id="queue-filter", select_on_focus=False)
             yield AsksTable(id="asks")
-            yield AskDetail(id="detail", serving=self.serving)
+            yield AskDetail(id="detail", serving=self.serving, advice=self.advice)
             yield StatusLine(id="status")
             yield KeyLegend(id="legend")
         yield Footer(show_command_palette=False)
