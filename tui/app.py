@@ -375,7 +375,7 @@ class AuthorizerApp(App[int]):
             self.notify("No model judge records here (start with --judge, and a history).", markup=False)
             return
         record, history = judge.record_path, self.store.path if self.store is not None else None
-        self._show(lambda: JudgeScreen(record, history), JudgeScreen)
+        self._show(lambda: JudgeScreen(record, history, self.rules), JudgeScreen)
 
     def action_sessions(self) -> None:
         from tui.screens.sessions import SessionsScreen
@@ -413,7 +413,16 @@ class AuthorizerApp(App[int]):
             ("Sessions view (S)", SessionsScreen.BINDINGS),
             ("Grants view (W)", GrantsScreen.BINDINGS),
             *history,
+            *self._judge_help(),
         ]
+
+    def _judge_help(self) -> list[tuple[str, Sequence[BindingType]]]:
+        """The judge view's keys, when this app has a model judge."""
+        if self.model_judge is None:
+            return []
+        from tui.screens.judge_view import JudgeScreen
+
+        return [("Judge view (J)", JudgeScreen.BINDINGS)]
 
     def action_help(self) -> None:
         """Help opens at the keys of the screen it was asked on, then the keys that work everywhere."""
@@ -435,7 +444,7 @@ class AuthorizerApp(App[int]):
                   "HistoryScreen": "History view (h)", "GrantsScreen": "Grants view (W)",
                   "SessionsScreen": "Sessions view (S)", "DetailScreen": "One past ask",
                   "SuggestionsScreen": "Suggested rules", "ConfirmRuleScreen": "Writing a suggested rule",
-                  "ReloadReviewScreen": "Config change review"}
+                  "ReloadReviewScreen": "Config change review", "JudgeScreen": "Judge view (J)"}
         return titles.get(type(screen).__name__, "Deciding the selected ask")
 
     def _pending_reload(self, pending: PendingReload) -> None:

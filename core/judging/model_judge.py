@@ -105,7 +105,7 @@ class ModelJudge:
     async def review(self, facts: IntentFacts) -> JudgeReview:
         given = judge_facts(facts)
         value = facts.match_values[0] if facts.match_values else ""
-        base = JudgeReview(facts.surface, value[:500], self.policy.mode, "defer", "defer", "failed", "",
+        base = JudgeReview(facts.surface, value, self.policy.mode, "defer", "defer", "failed", "",
                            at=self.clock.wall())
         if not self.breaker.admit():
             why = f"the judge is unavailable ({self.breaker.why or 'failing'}): not asked"

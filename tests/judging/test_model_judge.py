@@ -321,3 +321,21 @@ def test_the_default_mapping_reads_as_a_table() -> None:
     assert [row.describe() for row in DEFAULT_MAPPING][-1].endswith("-> allow")
     assert parse_mapping([{"when": {"is_read_only": True}, "verdict": "allow"}])[0].min_confidence == 0.5
     assert NO["value"] is False
+
+
+def test_the_command_line_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tui.cli import build_parser
+    from tui.commands.judge_options import judge_from_args
+
+    monkeypatch.setenv("MY_KEY", "sk-cli")
+    args = build_parser().parse_args(["serve", "--judge", "http://127.0.0.1:8080/v1", "--judge-model", "qwen",
+                                      "--judge-allow-surfaces", "bash", "--judge-api-key-env", "MY_KEY",
+                                      "--judge-mode", "advise", "--judge-timeout", "2.5"])
+    settings = judge_from_args(args)
+    assert settings is not None
+    assert (settings.model, settings.mode, settings.timeout_s) == ("qwen", "advise", 2.5)
+    assert settings.api_key == "sk-cli"
+    assert judge_from_args(build_parser().parse_args(["serve"])) is None
+    with pytest.raises(SystemExit, match="MISSING"):
+        missing = ["serve", "--judge", "x", "--judge-api-key-env", "MISSING"]
+        judge_from_args(build_parser().parse_args(missing))

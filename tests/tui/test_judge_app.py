@@ -26,6 +26,7 @@ from tests.tui.support import (
 from tui.app import AuthorizerApp
 from tui.cli import main
 from tui.screens.judge_view import JudgeScreen
+from tui.screens.review_steps import ConfirmRuleScreen
 from tui.ui_settings import UiSettings
 
 #: The model's reason: markup, an escape sequence and a bidi override, which must show literally.
@@ -38,14 +39,15 @@ def server() -> Iterator[ChatServer]:
         yield running
 
 
-def judged_node(tmp: Path, server: ChatServer, history: HistoryStore | None, **judge: object) -> AttendedNode:
+def judged_node(tmp: Path, server: ChatServer, history: HistoryStore | None, rules: Path | None = None,
+                **judge: object) -> AttendedNode:
     agent = tmp / "agent"
     config = agent / "extensions" / "pi-permission-system" / "config.json"
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text(json.dumps({"permission": {}}), encoding="utf-8")
     settings = JudgeSettings(server.url, "local-model", allow_surfaces=frozenset({"bash"}), **judge)  # type: ignore[arg-type]
     node = build_attended_node(NodeOptions(tmp / "forwarding", tmp / "state", agent, tmp / "project",
-                                           judge=settings), history)
+                                           rules_file=rules, judge=settings), history)
     node.take_session(SERVED)
     return node
 
@@ -117,3 +119,29 @@ async def test_an_outage_opens_the_breaker_and_asks_come_straight_to_the_person(
         await wait_painted(pilot, app)
         assert "unavailable" in detail_text(app) or "could not answer" in detail_text(app)
         await pilot.press("q")
+
+
+async def test_a_judges_allow_is_final_and_can_be_overturned_into_a_deny_rule(
+        tmp_path: Path, server: ChatServer) -> None:
+    server.script(model_says(answers("only builds", is_read_only=YES)))
+    rules = tmp_path / "rules.json"
+    rules.write_text(json.dumps({"permission": {}}), encoding="utf-8")
+    history = HistoryStore.in_state_dir(tmp_path / "state")
+    node = judged_node(tmp_path, server, history, rules)
+    app = AuthorizerApp(node, UiSettings(input_grace_ms=0, double_press=False))
+    async with app.run_test(size=(160, 50)) as pilot:
+        write_request(node.core.root, request_body("mk", value="make deploy"))
+        body = await wait_response(pilot, node.core.root, "mk")
+        assert body["state"] == "approved" and body["decidedBy"]["name"] == "judge"
+        assert node.person.pending() == []  # the judge's allow is final: never shown
+        await pilot.press("J")
+        await wait_for(pilot, lambda: isinstance(app.screen, JudgeScreen) and app.screen.table.row_count == 1)
+        await pilot.press("o")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmRuleScreen))
+        assert rules.read_text() == json.dumps({"permission": {}})  # nothing written before y
+        await pilot.press("y")
+        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmRuleScreen))
+        await pilot.press("escape")
+        await pilot.press("q")
+    history.close()
+    assert json.loads(rules.read_text())["permission"] == {"bash": {"make deploy": "deny"}}

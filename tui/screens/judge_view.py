@@ -1,6 +1,10 @@
 """The model judge against you: per surface, how often it agreed with your verdicts, what it would have
 allowed that you denied (the dangerous miss) and denied that you allowed, how often it failed, and
-how long it took; then its latest reviews. Read from its record and the history; decides nothing."""
+how long it took; then its latest reviews. Read from its record and the history; decides nothing.
+
+`o` overturns the selected review's verdict (a judge's allow, or its final deny under `serve`): the
+rule that would have decided it the other way, through the same confirm step as `R` (the JSON, the
+file, the diff; written only on `y`)."""
 
 from __future__ import annotations
 
@@ -16,11 +20,16 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.widgets import DataTable, Footer, Header, Static
 
+from core.history.overturn import overturn
+from core.history.suggest import SuggestionRefused
 from core.judging.judge_record import measure
+from core.rules import PolicyStore
 from tui.render.judge_advice import MEASURE_COLUMNS, answers_line, disagreement_lines, measure_rows
 from tui.sanitize import safe_plain, sanitize
+from tui.screens.review_steps import ConfirmRuleScreen
 from tui.screens.rows_screen import RowsScreen, rows_keys
 
+#: "Judge" is its verdict where it decided, else its recommendation in parentheses.
 REVIEW_COLUMNS = ("At", "Surface", "Value", "Judge", "What became of it", "Answers")
 
 
@@ -29,11 +38,14 @@ class JudgeScreen(RowsScreen):
 
     TABLE = "judge-reviews"
     BINDINGS: ClassVar[list[BindingType]] = rows_keys(
-        "judge", Binding("g", "reload", "Refresh", id="judge.refresh"))
+        "judge", Binding("g", "reload", "Refresh", id="judge.refresh"),
+        Binding("o", "overturn", "Overturn", id="judge.overturn",
+                tooltip="Propose the rule that decides the selected review's ask the other way"))
 
-    def __init__(self, record: Path, history: Path | None) -> None:
+    def __init__(self, record: Path, history: Path | None, rules: PolicyStore | None = None) -> None:
         super().__init__(id="judge-screen")
-        self.record, self.history = record, history
+        self.record, self.history, self.rules = record, history, rules
+        self.reviews: list[dict[str, Any]] = []
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False, icon="")
@@ -64,22 +76,41 @@ class JudgeScreen(RowsScreen):
         lines = disagreement_lines(measures)
         differed.update("\n".join(lines) if lines else "No ask you decided differed from the judge.")
         self.table.clear()
+        self.reviews = reviews
         for review in reviews:
             self.table.add_row(
                 Text(time.strftime("%H:%M:%S", time.localtime(review["at"]))),
                 sanitize(review["surface"], single_line=True).text(),
                 sanitize(review["value"] or "", single_line=True).text(),
-                Text(review["recommendation"]),
+                Text(review["verdict"] if review["routed"] == "decided" else f"({review['recommendation']})"),
                 Text(review["routed"] if review["failure"] is None else f"failed: {review['failure']}"[:80]),
                 Text(answers_line(_answers(review["answers"]))[:120]),
             )
+
+
+    def action_overturn(self) -> None:
+        row = self.table.cursor_row
+        if self.rules is None or not 0 <= row < len(self.reviews):
+            self.notify("No review selected, or this authorizer has no rules to add to.", markup=False)
+            return
+        review = self.reviews[row]
+        if review["routed"] != "decided":
+            self.notify("The judge decided nothing on this ask (you or the fail-safe did): nothing to "
+                        "overturn.", markup=False)
+            return
+        try:
+            offer = overturn(self.rules, review["verdict"], review["surface"], review["value"], time.time())
+        except SuggestionRefused as exc:
+            self.notify(safe_plain(str(exc), 300), title="No rule proposed", severity="warning", markup=False)
+            return
+        self.app.push_screen(ConfirmRuleScreen(offer, self.rules))
 
 
 def _latest(record: Path, limit: int = 200) -> list[dict[str, Any]]:
     conn = sqlite3.connect(f"file:{record}?mode=ro", uri=True)
     conn.row_factory = sqlite3.Row
     try:
-        rows = conn.execute("SELECT at, surface, value, recommendation, routed, failure, answers "
+        rows = conn.execute("SELECT at, surface, value, recommendation, verdict, routed, failure, answers "
                             "FROM reviews ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
         return [dict(row) for row in rows]
     finally:
