@@ -191,6 +191,7 @@ class CommandModel:
             stdout, stderr = await process.communicate(prompt)
         except asyncio.CancelledError:
             _kill(process)
+            await asyncio.shield(process.wait())  # reaped: no zombie left behind
             raise
         if process.returncode != 0:
             tail = stderr.decode(errors="replace").strip()[-200:]
@@ -232,4 +233,4 @@ def model_client(spec: str, model: str, api_key: str | None, timeout_s: float) -
     argv = tuple(shlex.split(spec))
     if not argv:
         raise ValueError("the judge command is empty")
-    return CommandModel(argv)
+    return CommandModel((os.path.expanduser(argv[0]), *argv[1:]))

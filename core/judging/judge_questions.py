@@ -3,13 +3,15 @@
 The model is the eyes, code decides (`docs/judge.md`): the judge sees only the child-fixed facts, as
 quoted JSON data, and answers fixed yes/no questions, each with a confidence; it never answers
 "allow" or "deny". `decide` maps the answers through a readable table (first matching row wins;
-defaults here, overridable in the judge's settings file). A contradiction (read-only and changing at
-once) and facts shortened to fit the prompt never allow, whatever the table says.
+defaults here, overridable in the judge's settings file). Contradictory answers (read-only, and yet
+a risk) and facts shortened to fit the prompt never allow, whatever the table says: a risk answered
+yes wins.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -85,9 +87,11 @@ class Answers(BaseModel):
 
 
 def parse_answers(text: str) -> Answers:
-    """The model's reply as `Answers`; raises `ValueError` saying what is wrong (never the reply whole)."""
+    """The model's reply as `Answers`; raises `ValueError` saying what is wrong (never the reply whole).
+    One Markdown code fence around the object (small local models add one) is taken off first."""
+    fenced = re.fullmatch(r"\s*```(?:json)?\s*\n(.*)\n\s*```\s*", text, flags=re.S)
     try:
-        return Answers.model_validate_json(text)
+        return Answers.model_validate_json(fenced.group(1) if fenced else text)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}"
                              for e in exc.errors()[:3])
@@ -219,11 +223,13 @@ class Mapped:
 def decide(answers: Answers, mapping: Sequence[MappingRow], shortened: bool = False) -> Mapped:
     """The verdict code reaches from the answers; the model's own reason plays no part."""
     sure = [q for q in RISKS if answers.get(q).value and answers.get(q).confidence >= 0.5]
-    if answers.is_read_only.value and answers.is_read_only.confidence >= 0.5 and sure:
-        return Mapped("defer", f"contradictory answers: read-only, and yet {', '.join(sure)}")
+    contradiction = answers.is_read_only.value and answers.is_read_only.confidence >= 0.5 and bool(sure)
+    said = f"; contradictory answers: read-only, and yet {', '.join(sure)}" if contradiction else ""
     for row in mapping:
         if row.matches(answers):
+            if row.verdict == "allow" and contradiction:
+                return Mapped("defer", f"{row.describe()}{said}: never allowed")
             if row.verdict == "allow" and shortened:
                 return Mapped("defer", "the facts were too long to show the judge whole: never allowed")
-            return Mapped(row.verdict, row.describe())
-    return Mapped("defer", "no row of the mapping matched")
+            return Mapped(row.verdict, f"{row.describe()}{said}")
+    return Mapped("defer", f"no row of the mapping matched{said}")

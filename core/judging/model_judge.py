@@ -199,6 +199,10 @@ class JudgeChain:
         review = await self.model.review(facts)
         review = _placed(review, parsed)
         self.advice.put(parsed, review)
+        if review.failure is None:
+            log.info("model judge on %s %s: %s (%s; %s) in %.0fms", log_safe(review.surface, 40),
+                     log_safe(review.value, 120), review.recommendation, review.routed,
+                     log_safe(review.why, 200), review.latency_ms or 0.0)
         if self.record is not None:
             try:
                 await asyncio.to_thread(self.record, review)

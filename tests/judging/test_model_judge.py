@@ -17,7 +17,13 @@ import pytest
 
 from core.judging.judge_breaker import Breaker
 from core.judging.judge_client import ChatEndpoint, CommandModel, KeyFileError, read_key_file
-from core.judging.judge_questions import DEFAULT_MAPPING, QUESTION_NAMES, VALUE_CHARS, parse_mapping
+from core.judging.judge_questions import (
+    DEFAULT_MAPPING,
+    QUESTION_NAMES,
+    VALUE_CHARS,
+    MappingRow,
+    parse_mapping,
+)
 from core.judging.judge_setup import JudgeSettingsError, judge_settings, read_settings_file
 from core.judging.model_judge import JudgeChain, JudgePolicy, JudgeReview, ModelJudge
 from core.testing import ManualClock
@@ -236,11 +242,23 @@ async def test_an_oversized_value_is_shortened_and_then_never_allowed(server: Ch
     assert recorded[0].recommendation == "defer" and "too long" in recorded[0].why
 
 
-async def test_contradictory_answers_defer(server: ChatServer) -> None:
+async def test_contradictory_answers_never_allow_and_the_risk_wins(server: ChatServer) -> None:
     server.script(model_says(answers("all fine", is_read_only=YES, deletes_outside_project=YES)))
     recorded: list[JudgeReview] = []
-    assert await chain(server, recorded=recorded, allow_surfaces=frozenset({"bash"})).review(ask()) is None
-    assert recorded[0].recommendation == "defer" and "contradictory" in recorded[0].why
+    judge = chain(server, recorded=recorded, allow_surfaces=frozenset({"bash"}))
+    judged = await judge.review(ask())
+    assert judged is not None and judged.verdict == "deny"
+    assert "contradictory" in recorded[0].why
+    table = (MappingRow({"is_read_only": True}, 0.5, "allow"),)
+    lenient = chain(server, recorded=recorded, allow_surfaces=frozenset({"bash"}), mapping=table)
+    assert await lenient.review(ask()) is None  # a table that would allow it: still never
+    assert recorded[1].recommendation == "defer" and "never allowed" in recorded[1].why
+
+
+async def test_an_answer_in_a_code_fence_is_read(server: ChatServer) -> None:
+    server.script(model_says("```json\n" + json.dumps(READ_ONLY) + "\n```"))
+    judged = await chain(server, allow_surfaces=frozenset({"bash"})).review(ask())
+    assert judged is not None and judged.verdict == "allow"
 
 
 async def test_the_models_reason_never_decides(server: ChatServer) -> None:
