@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sqlite3
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -134,7 +135,10 @@ def build_judge_chain(settings: JudgeSettings, links: LinkChain | None, state_di
     policy = JudgePolicy(settings.mode, settings.allow_surfaces, settings.mapping, settings.timeout_s,
                          attended=attended, relaying=relaying)
     breaker = Breaker(settings.failures, settings.window_s, settings.probe_after_s, clock)
-    record = JudgeRecord.in_state_dir(state_dir) if state_dir is not None else None
+    try:
+        record = JudgeRecord.in_state_dir(state_dir) if state_dir is not None else None
+    except (sqlite3.Error, OSError) as exc:
+        raise JudgeSettingsError(f"its record in {state_dir} cannot be opened: {exc}") from None
     return JudgeChain(ModelJudge(client, policy, breaker, clock), links,
                       record.add if record is not None else None, record.path if record is not None else None)
 

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +21,7 @@ from core.judging.judge_record import JUDGE_FILE, JudgeRecord, measure
 from core.judging.judge_setup import JudgeSettings
 from core.serving.asks import DenyingArbiter
 from core.wiring import NodeOptions, build_node
-from tests.helpers import read_response_when_written, wait_for, write_request
+from tests.helpers import poll_until, read_response_when_written, response_path, wait_for, write_request
 from tests.judging.support import READ_ONLY, READS_SECRETS, ChatServer, Reply, chat_server, model_says
 
 S = "019ff96b-0000-7000-8000-bbbbbbbbbbbb"
@@ -85,3 +89,37 @@ async def test_serve_with_the_judge(tmp_path: Path, server: ChatServer) -> None:
     history.close()
     assert (bash.surface, bash.reviewed, bash.failed, bash.compared) == ("bash", 4, 2, 0)
     assert read.reviewed == 1 and bash.latency() is not None
+
+
+def test_the_serve_command_with_a_judge(tmp_path: Path, server: ChatServer) -> None:
+    """`pi-authorizer serve --judge URL` as a process: its deny is final with the reason the agent reads,
+    an outage opens the breaker (said once in the log) and the fail-safe answers meanwhile."""
+    agent, root, state = tmp_path / "agent", tmp_path / "root", tmp_path / "state"
+    config = agent / "extensions" / "pi-permission-system" / "config.json"
+    config.parent.mkdir(parents=True)
+    config.write_text(json.dumps({"permission": {}}))
+    server.script(model_says(READS_SECRETS))
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tui.cli", "serve", "--session", S, "--forwarding-root", str(root),
+         "--state-dir", str(state), "--agent-dir", str(agent), "--project", str(tmp_path / "p"),
+         "--judge", server.url, "--judge-model", "m", "--judge-allow-surfaces", "bash"],
+        cwd=repo, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        write_request(root, S, "ssh", accessIntent=intent("bash", "cat ~/.ssh/id_rsa"))
+        poll_until(response_path(root, S, "ssh").exists, what="the judge's deny")
+        denied = json.loads(response_path(root, S, "ssh").read_text())
+        assert denied["decidedBy"]["name"] == "judge" and "it reads the ssh key" in denied["denialReason"]
+        server.script(Reply(status=500, body=b"{}"))
+        for n in range(4):
+            write_request(root, S, f"e{n}", accessIntent=intent("bash", f"make {n}"))
+            poll_until(response_path(root, S, f"e{n}").exists, what=f"the fail-safe on e{n}")
+            body = json.loads(response_path(root, S, f"e{n}").read_text())
+            assert body["decidedBy"]["kind"] == "unavailable"
+        assert len(server.requests) == 4  # the last ask was not sent: the judge is unavailable
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0
+    assert err.count("the model judge is unavailable") == 1
+    assert "Bearer" not in err

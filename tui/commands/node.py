@@ -23,6 +23,7 @@ from core.disk.paths import agent_dir
 from core.disk.tree import UnsafeFolder
 from core.forwarding.liveness import SessionHeld
 from core.history import HistoryStore, HistoryTooNew
+from core.judging.judge_setup import JudgeSettingsError
 from core.judging.links import parse_link_spec
 from core.seams import Seams
 from core.serving import ServingCore
@@ -90,6 +91,8 @@ def headless_node(args: argparse.Namespace, arbiter: Arbiter, clock: Clock = SYS
         return build_node(options, open_history(args, clock), arbiter)
     except TargetError as exc:
         raise SystemExit(f"pi-authorizer: {exc}") from exc
+    except JudgeSettingsError as exc:
+        raise SystemExit(f"pi-authorizer: judge: {exc}") from exc
 
 
 def attended_node(args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK) -> AttendedNode:
@@ -99,6 +102,8 @@ def attended_node(args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK) -> Atte
         return build_attended_node(options, open_history(args, clock))
     except TargetError as exc:
         raise SystemExit(f"pi-authorizer: {exc}") from exc
+    except JudgeSettingsError as exc:
+        raise SystemExit(f"pi-authorizer: judge: {exc}") from exc
 
 
 def open_history(args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK) -> HistoryStore | None:
