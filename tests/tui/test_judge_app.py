@@ -17,6 +17,7 @@ from core.wiring import AttendedNode, NodeOptions, build_attended_node
 from tests.judging.support import YES, ChatServer, Reply, answers, chat_server, model_says
 from tests.tui.support import (
     SERVED,
+    read_response,
     request_body,
     wait_for,
     wait_painted,
@@ -73,6 +74,9 @@ async def test_a_judges_deny_goes_to_the_person_who_can_overrule_it(
         assert "\x1b" not in shown and "\u202e" not in shown  # controls shown as tokens
         assert "reads_secrets yes 0.95" in shown
         assert len(server.requests) == 1
+        await pilot.press("y")  # an ask the judge would deny takes a second press, even with it off
+        await wait_for(pilot, lambda: "the model judge would deny this ask" in app.queue.status_text)
+        assert read_response(root, "ssh") is None
         await pilot.press("y")
         body = await wait_response(pilot, root, "ssh")
         assert body["state"] == "approved" and body["decidedBy"]["kind"] == "user"
