@@ -19,7 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from core.disk.paths import default_forwarding_root
 from tests.helpers import poll_until
+from tui.commands.own_session import LEGACY_SESSION_FILE, default_session_id
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(120)  # a hang guard, not a speed check
@@ -145,3 +147,23 @@ def test_run_alone_serves_headless_and_says_so_at_start(tmp_path: Path) -> None:
     start = next(line for line in result.stderr.splitlines() if line.startswith("pi-authorizer run:"))
     assert "serves it headless" in start and "denied at once (--on-ask deny)" in start, result.stderr
     assert json.loads(result.stdout)["state"] == "denied_with_reason"
+
+
+def test_the_id_earlier_versions_kept_stays_the_default_roots(tmp_path: Path) -> None:
+    """One id for every root before: the default root keeps it (its env lines stay valid), others mint."""
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / LEGACY_SESSION_FILE).write_text("pi-authorizer-earlier\n")
+    assert default_session_id(state, default_forwarding_root()) == "pi-authorizer-earlier"
+    other = default_session_id(state, tmp_path / "elsewhere")
+    assert other.startswith("pi-authorizer-") and other != "pi-authorizer-earlier"
+    assert default_session_id(state, tmp_path / "elsewhere") == other
+
+
+def test_processes_minting_one_roots_id_at_once_agree(tmp_path: Path) -> None:
+    code = ("import sys; from pathlib import Path; from tui.commands.own_session import default_session_id; "
+            "print(default_session_id(Path(sys.argv[1]), Path(sys.argv[2])))")
+    racers = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "state"), str(tmp_path / "root")],
+                               cwd=REPO, stdout=subprocess.PIPE, text=True) for _ in range(4)]
+    ids = {racer.communicate(timeout=60)[0].strip() for racer in racers}
+    assert len(ids) == 1 and next(iter(ids)).startswith("pi-authorizer-")

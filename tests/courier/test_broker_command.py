@@ -84,6 +84,8 @@ def printed(lines: list[str], after: str) -> list[str]:
     """The command printed under the line that starts with `after`, as words."""
     at = next(n for n, line in enumerate(lines) if line.startswith(after))
     words = shlex.split(lines[at + 1])
+    if words[:2] == ["uv", "run"]:  # from a checkout; `pi-authorizer` alone once installed as a tool
+        words = words[2:]
     assert words[0] == "pi-authorizer"
     return words[1:]
 

@@ -14,8 +14,10 @@ import argparse
 import asyncio
 import getpass
 import ipaddress
+import os
 import secrets
 import shlex
+import shutil
 import signal
 import socket
 import sys
@@ -232,9 +234,19 @@ async def _lay_out(url: str, admin: BrokerAccess) -> None:
     await link.close()
 
 
+def invocation() -> str:
+    """How a person starts pi-authorizer in another terminal: the installed command when one is on the
+    PATH outside this environment (`uv tool install .`), else `uv run pi-authorizer` from the checkout."""
+    own = Path(sys.prefix) / "bin"
+    elsewhere = os.pathsep.join(folder for folder in os.environ.get("PATH", "").split(os.pathsep)
+                                if folder and Path(folder) != own)
+    return "pi-authorizer" if shutil.which("pi-authorizer", path=elsewhere) else "uv run pi-authorizer"
+
+
 def _say(url: str, server: NatsServer, access: Path, hosts: list[str], approvers: list[str],
          ca: str | None) -> None:
     here = socket.gethostname()
+    command = invocation()
     copy = "" if ca is None else " and ca.pem"
     out = [f"pi-authorizer broker: serving {url} (JetStream, every write synced; store "
            f"{server.folder / 'store'}; log {server.folder / 'nats.log'}). Ctrl-C stops it.", ""]
@@ -242,12 +254,12 @@ def _say(url: str, server: NatsServer, access: Path, hosts: list[str], approvers
         path = access_file(access, courier_user(host))
         where = "on this machine" if host == here else f"on {host} (copy {path}{copy} there, chmod 600)"
         out.append(f"Courier {where}: its agents' asks go to the broker")
-        out.append(f"  pi-authorizer serve --forward-to {url} --broker-access {shlex.quote(str(path))}")
+        out.append(f"  {command} serve --forward-to {url} --broker-access {shlex.quote(str(path))}")
     for name in approvers:
         path = access_file(access, approver_user(name))
         out.append(f"Approver {name} (on any host{'' if ca is None else f'; copy {path}{copy} there'}): "
                    "the app, deciding every host's asks")
-        out.append(f"  pi-authorizer --broker {url} --broker-access {shlex.quote(str(path))} "
+        out.append(f"  {command} --broker {url} --broker-access {shlex.quote(str(path))} "
                    f"--session {shlex.quote('approver-' + name)}")
     out.append("")
     out.append("A courier and an approver on one machine serve different sessions: the approver's line "

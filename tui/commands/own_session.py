@@ -120,6 +120,7 @@ def held_message(session_id: str, holder: str, default: bool) -> str:
     """Why `session_id` is not served here: who holds it (pid and command) and how to serve another."""
     command = holder_command(holder)
     who = f"{log_safe(holder)} ({command})" if command else log_safe(holder)
-    other = ("to serve another session beside it, give --session ID (or another --forwarding-root)"
+    other = ("to serve another session beside it, give --session ID (or another --forwarding-root); "
+             "`pi-authorizer run -- COMMAND` starts an agent forwarding to it"
              if default else "give another --session ID to serve one of your own beside it")
     return f"not serving {session_id!r}: {who} serves it; {other}"

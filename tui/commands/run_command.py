@@ -103,7 +103,8 @@ def beside_message(sid: str, holder: str, command: list[str]) -> str:
     who = holder_command(holder)
     server = f"{log_safe(holder)} ({who})" if who else log_safe(holder)
     return (f"{server} serves {sid!r}: {log_safe(command[0], 200)} forwards its asks there, to be decided "
-            "there; this run serves nothing itself")
+            "there; this run serves nothing itself (if that server stops, the asks wait in the inbox for "
+            "the next authorizer)")
 
 
 def alone_message(sid: str, args: argparse.Namespace, command: list[str]) -> str:
