@@ -7,19 +7,25 @@ beside a server of its root's session forwards there, and alone says it serves h
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import pty
+import select
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import textwrap
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from core.disk.paths import default_forwarding_root
+from core.disk.paths import default_forwarding_root, default_state_dir
 from tests.helpers import poll_until
 from tui.commands.own_session import LEGACY_SESSION_FILE, default_session_id
 
@@ -167,3 +173,77 @@ def test_processes_minting_one_roots_id_at_once_agree(tmp_path: Path) -> None:
                                cwd=REPO, stdout=subprocess.PIPE, text=True) for _ in range(4)]
     ids = {racer.communicate(timeout=60)[0].strip() for racer in racers}
     assert len(ids) == 1 and next(iter(ids)).startswith("pi-authorizer-")
+
+
+class AppTerminal:
+    """The app in a real pseudo-terminal (it needs one): keys written to it, its drawing drained."""
+
+    def __init__(self, agent: Path, *args: str) -> None:
+        env = {**os.environ, "PI_CODING_AGENT_DIR": str(agent), "TERM": "xterm-256color",
+               "TEXTUAL_ANIMATIONS": "none"}
+        self.pid, self.master = pty.fork()
+        if self.pid == 0:  # the child: its controlling terminal is the pty
+            os.chdir(REPO)
+            os.execve(sys.executable, [sys.executable, "-m", "tui.cli", "app", *args], env)  # noqa: S606
+        fcntl.ioctl(self.master, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+        self.done = threading.Event()
+        self.reader = threading.Thread(target=self._drain, daemon=True)
+        self.reader.start()
+
+    def _drain(self) -> None:
+        while not self.done.is_set():
+            ready, _, _ = select.select([self.master], [], [], 0.05)
+            try:
+                if ready and not os.read(self.master, 65536):
+                    return
+            except OSError:
+                return
+
+    def press(self, key: bytes) -> None:
+        os.write(self.master, key)
+
+    def close(self) -> int:
+        """SIGTERM, as a closed session does; the exit code."""
+        os.kill(self.pid, signal.SIGTERM)
+        _, status = os.waitpid(self.pid, 0)
+        self.done.set()
+        self.reader.join()
+        os.close(self.master)
+        return os.waitstatus_to_exitcode(status)
+
+
+def test_the_app_and_a_serve_for_two_roots_at_once_and_run_beside_the_app_is_decided_there(
+    tmp_path: Path,
+) -> None:
+    """One state dir (the default one), two agent dirs: the app serves one root's own session, a
+    `serve` the other's; `run -- CMD` for the app's root forwards there and the person's `y` decides."""
+    (agent_a, root_a), (agent_b, root_b) = agent_root(tmp_path, "agent-a"), agent_root(tmp_path, "agent-b")
+    state = default_state_dir()
+    app = AppTerminal(agent_a, "--no-double-press", "--grace-ms", "0")
+    try:
+        poll_until(lambda: any((root_a / "serving").glob("*.json")), 90, "the app serving root a")
+        with serve(tmp_path, agent_b, state, "b") as other:
+            served_id(tmp_path, "b")
+            poll_until(lambda: any((root_b / "serving").glob("*.json")), 60, "serve beating for root b")
+            assert other.poll() is None and "not serving" not in said(tmp_path, "b")
+            script = tmp_path / "child.py"
+            script.write_text(CHILD)
+            with (tmp_path / "run.out").open("w") as out, (tmp_path / "run.err").open("w") as err:
+                run = subprocess.Popen(
+                    [sys.executable, "-m", "tui.cli", "run", "--", sys.executable, str(script)],
+                    cwd=REPO, env={**os.environ, "PI_CODING_AGENT_DIR": str(agent_a)}, stdout=out, stderr=err,
+                    text=True)
+            presses = iter(range(1_000_000))
+
+            def decided() -> bool:
+                if next(presses) % 25 == 0:  # the person presses y (again) until the ask is decided
+                    app.press(b"y")
+                return run.poll() is not None
+
+            poll_until(decided, 90, "the person's y to reach the child")
+        assert run.returncode == 0, (tmp_path / "run.err").read_text()
+        assert "forwards its asks there" in (tmp_path / "run.err").read_text()
+        body = json.loads((tmp_path / "run.out").read_text())
+        assert body["approved"] is True and body["decidedBy"]["kind"] == "user", body
+    finally:
+        app.close()
