@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.clock import Clock, wall_ms
+from core.clock import SYSTEM_CLOCK, Clock, wall_ms
 from core.courier.transport import Parcel, Relayed, Unreachable, decider_words
 from core.disk.paths import encode_session_id, is_safe_request_id
 from core.forwarding.liveness import HEARTBEAT_STALE_MS, heartbeat_path, parse_heartbeat
@@ -174,7 +174,9 @@ class SessionCourier:
         record = None if data is None else parse_heartbeat(data)
         if record is None:
             return None
-        return record.state(wall_ms(self.clock))
+        # Another process's record, dated by its writer's wall clock: judged by the same clock (a test's
+        # manual clock measures this node's waits, not another process's beats).
+        return record.state(wall_ms(SYSTEM_CLOCK))
 
     @contextlib.contextmanager
     def _folder(self, parts: tuple[str, ...], create: bool = False) -> Iterator[int]:
