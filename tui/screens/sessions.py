@@ -1,9 +1,9 @@
 """Sessions: what this instance serves (with the env line to copy) and every other inbox.
 
 An unserved inbox with children waiting can be adopted with one key; an inbox another live
-process serves is read-only (answering it too would race that server: `docs/contract.md` § Serving
-from a side terminal), its evidence shown, and `T` takes it over deliberately (a heartbeat or a temp
-file is its writer's claim: one file must not silence a session for good).
+process serves is read-only (answering it too would race that server: `docs/design/contract.md`
+§ Serving from a side terminal), its evidence shown, and `T` takes it over deliberately (a heartbeat
+or a temp file is its writer's claim: one file must not silence a session for good).
 """
 
 from __future__ import annotations
