@@ -343,6 +343,7 @@ def test_the_default_mapping_reads_as_a_table() -> None:
 
 def test_the_command_line_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from tui.cli import build_parser
+    from tui.commands.arguments import CliError
     from tui.commands.judge_options import judge_from_args
 
     monkeypatch.setenv("MY_KEY", "sk-cli")
@@ -354,6 +355,6 @@ def test_the_command_line_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert (settings.model, settings.mode, settings.timeout_s) == ("qwen", "advise", 2.5)
     assert settings.api_key == "sk-cli"
     assert judge_from_args(build_parser().parse_args(["serve"])) is None
-    with pytest.raises(SystemExit, match="MISSING"):
+    with pytest.raises(CliError, match="MISSING"):
         missing = ["serve", "--judge", "x", "--judge-api-key-env", "MISSING"]
         judge_from_args(build_parser().parse_args(missing))

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from core.judging.judge_setup import JudgeSettings, JudgeSettingsError, judge_settings, read_settings_file
-from tui.commands.arguments import positive_float
+from tui.commands.arguments import CliError, positive_float
 
 
 def add_judge_options(parser: argparse.ArgumentParser) -> None:
@@ -48,4 +48,4 @@ def judge_from_args(args: argparse.Namespace) -> JudgeSettings | None:
         file = read_settings_file(config.expanduser()) if config is not None else None
         return judge_settings(given, file)
     except JudgeSettingsError as exc:
-        raise SystemExit(f"pi-authorizer: judge: {exc}") from None
+        raise CliError(f"judge: {exc}") from None
