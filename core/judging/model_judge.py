@@ -61,6 +61,9 @@ class JudgePolicy:
     attended: bool = False
     #: This node carries its undecided asks to another: the judge may deny or defer, never allow.
     relaying: bool = False
+    #: Calls in flight at once: a burst of asks waits for a slot (within the same timeout) instead of
+    #: flooding a local model; a wait that runs out is "busy", not a failure of the judge.
+    concurrency: int = 4
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,7 @@ class ModelJudge:
                  clock: Clock = SYSTEM_CLOCK) -> None:
         self.client, self.policy, self.clock = client, policy, clock
         self.breaker = breaker or Breaker(clock=clock)
+        self._slots = asyncio.Semaphore(max(1, policy.concurrency))
 
     async def review(self, facts: IntentFacts) -> JudgeReview:
         given = judge_facts(facts)
@@ -111,13 +115,27 @@ class ModelJudge:
             why = f"the judge is unavailable ({self.breaker.why or 'failing'}): not asked"
             return replace(base, routed="unavailable", why=why, failure=why)
         started = self.clock.monotonic()
+        reached = False
+
+        async def call(prompt: str) -> str:
+            nonlocal reached
+            async with self._slots:
+                reached = True
+                return await self.client.ask(prompt)
+
         try:
-            text = await before(self.client.ask(user_prompt(given)), self.policy.timeout_s, self.clock)
+            text = await before(call(user_prompt(given)), self.policy.timeout_s, self.clock)
             answers = parse_answers(text)
         except asyncio.CancelledError:
             self.breaker.abandoned()
             raise
         except TimeoutError:
+            if not reached:  # never asked: the judge was busy with earlier asks, not failing
+                self.breaker.abandoned()
+                policy = self.policy
+                why = f"busy: {policy.concurrency} earlier reviews took the whole {policy.timeout_s:g}s"
+                log.warning("model judge: %s; it defers", why)
+                return replace(base, why=why, failure=why)
             return self._failed(base, started, f"no answer within {self.policy.timeout_s:g}s")
         except (JudgeFailure, ValueError) as exc:
             return self._failed(base, started, str(exc))

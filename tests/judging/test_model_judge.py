@@ -207,6 +207,27 @@ async def test_the_breaker_opens_skips_the_model_and_closes_after_a_probe(server
     assert state(breaker) == "available" and changes == ["unavailable", "available"]
 
 
+async def test_a_burst_waits_for_a_slot_and_a_wait_that_runs_out_is_busy_not_a_failure(
+        server: ChatServer) -> None:
+    release = threading.Event()
+    server.script(Reply(content=json.dumps(READ_ONLY), hold=release))
+    clock = ManualClock()
+    breaker = Breaker(failures=1, window_s=60, probe_after_s=30, clock=clock)
+    recorded: list[JudgeReview] = []
+    judge = chain(server, clock, recorded, breaker, concurrency=1, timeout_s=5.0)
+    first = asyncio.create_task(judge.review(ask()))
+    await wait_for(lambda: len(server.requests) == 1 and clock.waiting > 0, what="the first call waits")
+    second = asyncio.create_task(judge.review(ask()))
+    await wait_for(lambda: clock.waiting > 1, what="the second waits for a slot")
+    clock.advance(5.1)
+    await asyncio.gather(first, second)
+    release.set()
+    assert len(server.requests) == 1  # the model was never asked twice at once
+    failures = sorted(r.failure or "" for r in recorded)
+    assert failures[0].startswith("busy") and failures[1] == "no answer within 5s"
+    assert state(breaker) == "unavailable"  # opened by the real timeout alone (failures=1)
+
+
 async def test_failures_spread_wider_than_the_window_never_open_it(server: ChatServer) -> None:
     clock = ManualClock()
     breaker = Breaker(failures=3, window_s=60, probe_after_s=30, clock=clock)
