@@ -27,7 +27,8 @@ from tests.tui.support import (
 from tui.app import AuthorizerApp
 from tui.cli import main
 from tui.screens.judge_view import JudgeScreen
-from tui.screens.review_steps import ConfirmRuleScreen
+from tui.screens.review import ReviewScreen
+from tui.screens.review_steps import ConfirmRuleScreen, DetailScreen
 from tui.ui_settings import UiSettings
 
 #: The model's reason: markup, an escape sequence and a bidi override, which must show literally.
@@ -149,3 +150,29 @@ async def test_a_judges_allow_is_final_and_can_be_overturned_into_a_deny_rule(
         await pilot.press("q")
     history.close()
     assert json.loads(rules.read_text())["permission"] == {"bash": {"make deploy": "deny"}}
+
+
+async def test_from_the_history_a_judges_allow_is_overturned_into_a_deny_rule(
+        tmp_path: Path, server: ChatServer) -> None:
+    server.script(model_says(answers("only builds", is_read_only=YES)))
+    rules = tmp_path / "rules.json"
+    rules.write_text(json.dumps({"permission": {}}), encoding="utf-8")
+    history = HistoryStore.in_state_dir(tmp_path / "state")
+    node = judged_node(tmp_path, server, history, rules)
+    app = AuthorizerApp(node, UiSettings(input_grace_ms=0, double_press=False))
+    async with app.run_test(size=(160, 50)) as pilot:
+        write_request(node.core.root, request_body("mk", value="make release"))
+        await wait_response(pilot, node.core.root, "mk")
+        await wait_for(pilot, lambda: [r.outcome for r in history.reader().query()] == ["chain"])
+        await pilot.press("h")
+        await wait_for(pilot, lambda: isinstance(app.screen, ReviewScreen))
+        await wait_for(pilot, lambda: len(app.screen.history_list.ids) == 1)  # type: ignore[attr-defined]
+        app.screen.history_list.focus()  # type: ignore[attr-defined]
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, DetailScreen))
+        await pilot.press("o")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmRuleScreen))
+        await pilot.press("y")
+        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmRuleScreen))
+    history.close()
+    assert json.loads(rules.read_text())["permission"] == {"bash": {"make release": "deny"}}
