@@ -57,6 +57,8 @@ class JudgeRecord:
         self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         path.chmod(0o600)
         self._conn.execute("PRAGMA journal_mode=WAL")
+        # Not the ledger: a review lost to a power cut loses a measure, never an answer; no fsync per ask.
+        self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.executescript(_SCHEMA)
 
     @classmethod
