@@ -101,7 +101,8 @@ def take_session(core: ServingCore, history: HistoryStore | None, raw_id: str) -
     served = core.add_session(raw_id)
     if history is not None:
         try:
-            history.reconcile_open(served.inbox.session_id, set(served.inbox.list_request_names()))
+            history.reconcile_open(served.inbox.session_id, set(served.inbox.list_request_names()),
+                                   delivered=served.inbox.response_is)
         except sqlite3.Error as exc:
             raise HistoryFailed(served, exc) from exc
     return served

@@ -64,6 +64,19 @@ def unwritten_row(conn: sqlite3.Connection, key: AskKey) -> tuple[int, float] | 
     return None if found is None else (found[0], found[1])
 
 
+def unnoted_rows(conn: sqlite3.Connection, session_id: str) -> list[tuple[int, str, str | None, bytes]]:
+    """The rows of a session whose verdict was recorded and never noted written, still open: (id,
+    request file name, request id, the recorded bytes)."""
+    return [
+        (row_id, name, request_id, bytes(body))
+        for row_id, name, request_id, body in conn.execute(
+            "SELECT id, request_name, request_id, response FROM asks WHERE served_session = ? "
+            "AND response IS NOT NULL AND written IS NULL AND ended_at IS NULL",
+            storable((session_id,)),
+        )
+    ]
+
+
 def end_unanswered(conn: sqlite3.Connection, key: AskKey, at: float) -> bool:
     """The child withdrew an ask whose recorded verdict was never written: its row ends `withdrawn`,
     with no verdict (the child received none) and the recorded bytes kept (the ledger's). False when

@@ -23,10 +23,10 @@ by a fail-safe denial (`core.serving.publisher`); its `answered` event (with the
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 
-from core.history.open_rows import OPEN, end_unanswered, open_row, open_rows, unwritten_row
+from core.history.open_rows import OPEN, end_unanswered, open_row, open_rows, unnoted_rows, unwritten_row
 from core.history.queries import HistoryFilter, HistoryReader, Summary
 from core.history.rows import HistoryRow, arrival_values, describe_decider, dumps, outcome_kind, storable
 from core.history.transactions import HistoryWriter, Retention
@@ -39,6 +39,9 @@ from core.wire.reader import RequestRejected, parse_request
 from core.wire.request import ParsedRequest
 
 HISTORY_FILE = "history.sqlite3"
+#: Why a recorded verdict's row ended at a restart with neither its request nor its response there.
+UNNOTED_GONE = ("its request and response were gone when serving resumed: its child read this answer or "
+                "stopped waiting (not noted before a restart)")
 
 
 class HistoryStore:
@@ -193,10 +196,17 @@ class HistoryStore:
         elif event.kind == "not_serving":
             self._not_serving(event)
 
-    def reconcile_open(self, session_id: str, present: Collection[str], at: float | None = None) -> int:
+    def reconcile_open(
+        self, session_id: str, present: Collection[str], at: float | None = None,
+        delivered: Callable[[str, bytes], bool] | None = None,
+    ) -> int:
         """At start, before serving: an open row whose request file is gone was withdrawn while no
-        one served the session (a `left` one was most likely answered elsewhere and stays `left`).
-        Returns how many rows were closed."""
+        one served the session (a `left` one was most likely answered elsewhere and stays `left`). A
+        row with a verdict never noted written whose request file is gone ended too (a run killed
+        between linking the response and noting it): `delivered(request_id, body)` says whether the
+        response holds those very bytes (written), else its child read it or gave up, unknown which.
+        Either way its id is used: a request replayed under it is never answered again. Returns how
+        many rows were closed."""
         ended = self.clock.wall() if at is None else at
         with self._writer.transaction() as conn:
             rows = conn.execute(
@@ -211,7 +221,18 @@ class HistoryStore:
                     "ELSE 'withdrawn' END, reason = COALESCE(reason, ?) WHERE id = ?",
                     (ended, "the request file was gone when serving resumed", row_id),
                 )
-        return len(gone)
+            decided = [
+                row for row in unnoted_rows(conn, session_id) if row[1] not in present
+            ]
+            for row_id, _, request_id, body in decided:
+                if delivered is not None and request_id is not None and delivered(request_id, body):
+                    conn.execute("UPDATE asks SET written = 1, ended_at = ? WHERE id = ?", (ended, row_id))
+                else:
+                    conn.execute(
+                        "UPDATE asks SET ended_at = ?, reason = COALESCE(reason, ?) WHERE id = ?",
+                        (ended, UNNOTED_GONE, row_id),
+                    )
+        return len(gone) + len(decided)
 
     def mark_shown(self, key: AskKey, at: float | None = None) -> None:
         """The TUI showed this ask to the person (the first time counts)."""

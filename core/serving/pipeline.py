@@ -305,8 +305,10 @@ class Pipeline:
             return
         if not published.written:
             return  # a response was already there: the answer's path quarantines the request as forged
-        if served is not None and record is not None:
-            served.records.publish(record, published)
+        if served is not None:
+            served.note_answered(key.name)
+            if record is not None:
+                served.records.publish(record, published)
         self._disk_waits.pop(key, None)
         now = self.clock.wall()
         response, outcome = verdict.response, verdict.outcome
@@ -351,6 +353,7 @@ class Pipeline:
         elif earlier.kind == "answered":
             # An earlier run died between answering and deleting the request: it is answered.
             served.records.move(record, "published")
+            served.note_answered(key.name)
             await self.reconcile.note_written(key, earlier)
             await self._remove_request(served, record)
             log.info("%s was answered by this node before a restart; request removed", label(key, None))
@@ -378,6 +381,7 @@ class Pipeline:
                 return
             written = True  # the exact recorded bytes: this node's own answer (an earlier attempt's)
             served.records.advance(record, "published")
+            served.note_answered(key.name)
             if written:  # visible now: reported before anything else can fail
                 self.emit(self.reconcile.answered(key, parsed, earlier.recorded))
             await self.reconcile.mark(key, request_id, written)

@@ -22,11 +22,13 @@ from core.wire.response import ForwardedResponse, deny
 @dataclass(frozen=True)
 class RecordedVerdict:
     """A verdict the ledger holds for a request: its exact response bytes, whether it is visible, and who
-    decided (`outcome`, as recorded), so republishing it reports the answer as it was made."""
+    decided (`outcome`, as recorded), so republishing it reports the answer as it was made. `ended`:
+    its row is closed (its child read it, gave up, or another server answered): the id is used."""
 
     body: bytes
     written: bool
     outcome: str | None = None
+    ended: bool = False
 
 
 @dataclass(frozen=True)
