@@ -78,7 +78,7 @@ class CourierArbiter:
         carry.future.cancel()
         if not isinstance(self.fallback, str):
             self.fallback.withdraw(key, reason)
-        self._spawn(self.courier.withdraw(carry.parcel_id, reason or "the child withdrew its ask"))
+        self._spawn(self._withdraw(carry.parcel_id, reason or "the child withdrew its ask"))
 
     async def run_until(self, stop: asyncio.Event) -> None:
         """Beside serving (`ServingCore.add_background`): closed when serving stops."""
@@ -91,6 +91,10 @@ class CourierArbiter:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.courier.close()
+
+    async def _withdraw(self, parcel_id: str, reason: str) -> None:
+        """Withdrawn where no one waits for a relay (the child withdrew, or was answered already)."""
+        await self.courier.withdraw(parcel_id, reason)
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.ensure_future(work)
@@ -105,10 +109,10 @@ class CourierArbiter:
         except asyncio.CancelledError:
             raise
         except Unreachable as exc:
-            decision = await self._fallback(ask, str(exc))
+            decision = await self._gave_up(ask, parcel_id, str(exc))
         except Exception as exc:  # a transport that fails is a target that cannot be reached
             log.error("%s: carrying to %s failed", log_safe(ask.key.name), log_safe(target), exc_info=True)
-            decision = await self._fallback(ask, f"carrying to {target} failed: {exc}")
+            decision = await self._gave_up(ask, parcel_id, f"carrying to {target} failed: {exc}")
         if not (isinstance(decision, Decision) and decision.outcome == "courier"):
             self._forget(ask.key, parcel_id)  # the fallback's: nothing is left at the target
         if not future.done():
@@ -119,8 +123,21 @@ class CourierArbiter:
         if carry is not None and carry.parcel_id == parcel_id:
             del self._carrying[key]
 
+    async def _gave_up(self, ask: Ask, parcel_id: str, why: str) -> ArbiterDecision:
+        """The target did not decide in time: the parcel is withdrawn there in the same step, so its
+        one answer is the withdrawal or a verdict. A verdict that won is relayed (the child is still
+        unanswered); otherwise the fallback answers."""
+        try:
+            won = await self.courier.withdraw(parcel_id, f"the courier gave up: {why}")
+        except Exception:  # the transport says why; the child still gets its fallback in time
+            log.error("%s: withdrawing it at %s failed", log_safe(ask.key.name),
+                      log_safe(self.courier.target), exc_info=True)
+            won = None
+        if won is not None:
+            return self._relayed(ask, parcel_id, won)
+        return await self._fallback(ask, why)
+
     async def _relay(self, ask: Ask, parcel_id: str) -> ArbiterDecision:
-        target = self.courier.target
         hops = self._hops(ask)
         if isinstance(hops, str):
             return await self._fallback(ask, hops)
@@ -128,6 +145,11 @@ class CourierArbiter:
         if wall_ms(self.clock) >= deadline:
             return await self._fallback(ask, "the child's deadline is too near to carry it")
         relayed = await self.courier.carry(Parcel(parcel_id, ask.parsed.raw, hops, deadline))
+        return self._relayed(ask, parcel_id, relayed)
+
+    def _relayed(self, ask: Ask, parcel_id: str, relayed: Relayed) -> Decision:
+        """The target's verdict, answered as this node's: the one place a relay is made."""
+        target = self.courier.target
         response = relayed_response(relayed, ask.responder_session_id, wall_ms(self.clock))
         log.info("%s carried to %s: %s there by %s", log_safe(ask.key.name), log_safe(target),
                  response.state, log_safe(relayed.decided_by, 200))
@@ -141,7 +163,7 @@ class CourierArbiter:
         answered = None if done.cancelled() else done.result()
         if answered is None or answered.written or answered.gone:
             self._forget(key, parcel_id)
-            self._spawn(self.courier.withdraw(parcel_id, "answered here"))
+            self._spawn(self._withdraw(parcel_id, "answered here"))
 
     def _hops(self, ask: Ask) -> tuple[Hop, ...] | str:
         """The hops the ask came with, then this node; a loop or too long a list is refused (why)."""

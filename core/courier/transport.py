@@ -65,8 +65,10 @@ class Courier(Protocol):
         Raises `Unreachable` when the target cannot be reached or answer before the deadline."""
         ...
 
-    async def withdraw(self, parcel_id: str, reason: str) -> None:
-        """The child withdrew or timed out: withdraw the ask everywhere it was carried."""
+    async def withdraw(self, parcel_id: str, reason: str) -> Relayed | None:
+        """The child withdrew, or the courier gave up waiting: withdraw the ask everywhere it was
+        carried. A target where a verdict and a withdrawal race to one answer returns the verdict that
+        won instead (a courier whose child is still unanswered relays it); None otherwise."""
         ...
 
     async def close(self) -> None:

@@ -77,15 +77,16 @@ def unnoted_rows(conn: sqlite3.Connection, session_id: str) -> list[tuple[int, s
     ]
 
 
-def end_unanswered(conn: sqlite3.Connection, key: AskKey, at: float) -> bool:
-    """The child withdrew an ask whose recorded verdict was never written: its row ends `withdrawn`,
-    with no verdict (the child received none) and the recorded bytes kept (the ledger's). False when
-    the request file has no such row."""
+def end_unanswered(conn: sqlite3.Connection, key: AskKey, at: float, why: str | None = None) -> bool:
+    """The child withdrew an ask whose recorded verdict was never written (or another answer won its
+    one place, `why`): its row ends `withdrawn`, with no verdict (the child received none) and the
+    recorded bytes kept (the ledger's). False when the request file has no such row."""
     found = unwritten_row(conn, key)
     if found is not None:
+        reason = why or "decided, but the response could not be written before the child withdrew"
         conn.execute(
             "UPDATE asks SET ended_at = ?, outcome = 'withdrawn', verdict = NULL, reason = ? WHERE id = ?",
-            (at, "decided, but the response could not be written before the child withdrew", found[0]),
+            storable((at, reason, found[0])),
         )
     return found is not None
 

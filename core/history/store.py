@@ -165,10 +165,12 @@ class HistoryStore:
         with self._writer.transaction(arrivals=False) as conn:  # rows with a response: recorded, never queued
             conn.executemany(
                 "UPDATE asks SET written = CASE outcome WHEN 'contested' THEN 0 ELSE ? END, "
-                "ended_at = CASE WHEN ? THEN ? ELSE ended_at END "
+                "reason = COALESCE(?, reason), ended_at = CASE WHEN ? THEN COALESCE(ended_at, ?) "
+                "ELSE ended_at END "
                 "WHERE id = (SELECT id FROM asks WHERE served_session = ? AND request_id = ? "
                 "AND response IS NOT NULL ORDER BY id DESC LIMIT 1)",
-                [(int(m.written), m.written, now, m.key.session_id, m.request_id) for m in marks],
+                [(int(m.written), m.why, m.written or m.why is not None, now, m.key.session_id, m.request_id)
+                 for m in marks],
             )
 
     def recorded_verdicts(self, session_id: str, request_ids: Collection[str]) -> dict[str, RecordedVerdict]:
@@ -254,7 +256,7 @@ class HistoryStore:
         with self._writer.transaction() as conn:
             found = open_row(conn, event.key)
             if found is None:
-                if end_unanswered(conn, event.key, event.at) or event.parsed is None:
+                if end_unanswered(conn, event.key, event.at, event.reason) or event.parsed is None:
                     return
                 found = self._writer.insert_arrival(conn, event.key, event.parsed, event.at)
             # A left ask that vanishes was most likely answered elsewhere: it stays `left`.

@@ -48,11 +48,13 @@ class VerdictRecord:
 
 @dataclass(frozen=True)
 class WrittenMark:
-    """The response for `request_id` was linked into place (`written`) or found already there."""
+    """The response for `request_id` was linked into place (`written`) or found already there; or not
+    delivered after all (`written` False), `why` then saying so (the row ends with it)."""
 
     key: AskKey
     request_id: str
     written: bool
+    why: str | None = None
 
 
 class Ledger(Protocol):
