@@ -155,7 +155,8 @@ class CourierArbiter:
                  response.state, log_safe(relayed.decided_by, 200))
         reply: asyncio.Future[Answered] = asyncio.get_running_loop().create_future()
         reply.add_done_callback(lambda done: self._settled(ask.key, parcel_id, done))
-        return Decision(response, "courier", reply=reply)
+        where = target if relayed.decider_node is None else f"{target} (approver {relayed.decider_node})"
+        return Decision(response, "courier", reply=reply, carried_to=where)
 
     def _settled(self, key: AskKey, parcel_id: str, done: asyncio.Future[Answered]) -> None:
         """This node's answer is written (or the ask is gone): the target's answer is read and done

@@ -39,7 +39,7 @@ from core.courier.broker import (
     token,
 )
 from core.courier.broker_access import BrokerAccess
-from core.courier.transport import Parcel, Relayed, Unreachable
+from core.courier.transport import Parcel, Relayed, Unreachable, decider_words
 from core.wire.response import parse_response
 
 log = logging.getLogger("pi_authorizer.courier")
@@ -150,7 +150,8 @@ class NatsCourier:
         response = parse_response(decision.body.encode("utf-8"))
         if response is None:
             raise Unreachable(f"{self.target}: the verdict written by {decision.by} is unreadable")
-        return Relayed(response=response, decided_by=f"{decision.by} via {self.target}")
+        return Relayed(response=response, decided_by=decider_words(response, f"approver {decision.by}"),
+                       decider_node=decision.by)
 
     async def withdraw(self, parcel_id: str, reason: str) -> Relayed | None:
         """Write the withdrawal in the parcel's decision key (create-only), within one bounded try: the

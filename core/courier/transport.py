@@ -46,6 +46,8 @@ class Relayed:
     response: ReadResponse
     #: Who decided up there, in words for the log, the history and the app ("the person at host h").
     decided_by: str
+    #: The node that decided, when the response cannot name it (a broker's approver; its claim).
+    decider_node: str | None = None
 
 
 class Unreachable(Exception):
@@ -76,9 +78,10 @@ class Courier(Protocol):
         ...
 
 
-def decider_words(response: ReadResponse) -> str:
+def decider_words(response: ReadResponse, where: str | None = None) -> str:
     """Who decided up there, in words, from the response's `decidedBy` (for `Relayed.decided_by`):
-    told, never trusted (it is the other node's account)."""
+    told, never trusted (it is the other node's account). `where`: the node that decided, when the
+    response's responder does not name it (a broker's approver answers as the courier's session)."""
     source = response.decided_by
     kind = source.kind if source is not None else None
     words = {
@@ -92,4 +95,5 @@ def decider_words(response: ReadResponse) -> str:
         "forwarded": "a node further up",
         "infrastructure_read": "an infrastructure read",
     }
-    return f"{words.get(kind or '', 'an unnamed decider')} at {response.responder_session_id!r}"
+    at = where if where is not None else repr(response.responder_session_id)
+    return f"{words.get(kind or '', 'an unnamed decider')} at {at}"

@@ -316,7 +316,7 @@ def _verdict_columns(verdict: VerdictRecord, now: float, started: float) -> dict
         "decided_at": now,
         "verdict": response.state,
         "decided_by": dumps(decision_source_json(source)) if source is not None else None,
-        "decider": describe_decider(source, verdict.outcome),
+        "decider": describe_decider(source, verdict.outcome, verdict.carried_to),
         "responder_session": response.responder_session_id,
         "decide_ms": (now - started) * 1000,
         "outcome": outcome_kind(verdict.outcome, source),

@@ -102,6 +102,9 @@ class Decision:
     response: ForwardedResponse
     outcome: str
     reply: asyncio.Future[Answered] | None = None
+    #: A courier's relay: the target it carried the ask to, and the node that decided there when the
+    #: response cannot name it (a broker's approver answers as this node's own session).
+    carried_to: str | None = None
 
 
 class Leave:

@@ -264,7 +264,8 @@ class Pipeline:
         self._answering[id(record.parsed)] = record
         response = decision.response
         body = encode_response(response)
-        verdict = VerdictRecord(record.key, record.parsed, response, body, decision.outcome)
+        verdict = VerdictRecord(record.key, record.parsed, response, body, decision.outcome,
+                                decision.carried_to)
         return self.publisher.enqueue(served.inbox, verdict)
 
     def _forged_soon(self, served: ServedSession, record: AskRecord, done: asyncio.Future[Published]) -> None:

@@ -40,6 +40,8 @@ class VerdictRecord:
     response: ForwardedResponse
     body: bytes
     outcome: str
+    #: `Decision.carried_to`: where a courier carried the ask, and who decided there.
+    carried_to: str | None = None
 
     @property
     def request_id(self) -> str:

@@ -26,14 +26,25 @@ from core.courier.arbiter import CourierArbiter, parcel_id_of
 from core.courier.broker import DECISION_BUCKET, NOT_DELIVERED, decision_key, token
 from core.courier.broker_inbox import BrokerInbox
 from core.courier.nats_courier import NatsCourier
+from core.courier.targets import Target
 from core.history import HistoryStore
-from core.serving.asks import Ask, AskKey, Decision, Judgment
+from core.serving.asks import Ask, AskKey, Decision, DenyingArbiter, Judgment
 from core.serving.judgment import NoRecordedAuthority
 from core.testing import AllowAll, ScriptedArbiter
 from core.wire.reader import parse_request
-from tests.helpers import NatsServer, broker_parcel, request_body, wait_for
+from core.wiring import NodeOptions, build_node
+from tests.helpers import (
+    NatsServer,
+    broker_parcel,
+    read_response_when_done,
+    request_body,
+    serving_session,
+    wait_for,
+    write_request,
+)
 
 SESSION = "sess-1"
+COURIER_SESSION = "019ff96a-cccc-7000-8000-000000000033"
 
 
 @contextmanager
@@ -218,3 +229,34 @@ async def test_a_verdict_that_won_after_the_courier_answered_its_child_is_record
         await cut.close()
         await approver.close()
         history.close()
+
+
+async def test_the_couriers_row_names_the_broker_and_the_approver_that_decided(
+    nats_server: NatsServer, tmp_path: Path
+) -> None:
+    """Finding 6: the courier's history said "carried to session:<its own session>" for a nats target
+    (the approver answers as the courier's session). It names the broker and the approver now."""
+    (tmp_path / "root").mkdir()
+    agent = tmp_path / "agent"
+    (agent / "extensions" / "pi-permission-system").mkdir(parents=True)
+    (agent / "extensions" / "pi-permission-system" / "config.json").write_text('{"permission": {}}')
+    target = Target("nats", nats_server.url.removeprefix("nats://"))
+    options = NodeOptions(tmp_path / "root", tmp_path / "state-c", agent, tmp_path / "project",
+                          forward_to=target, node_name="node-c")
+    history_c = HistoryStore.in_state_dir(tmp_path / "state-c")
+    courier = build_node(options, history_c, DenyingArbiter())
+    approver = BrokerInbox(nats_server.url, node="node-b", judge=NoRecordedAuthority(),
+                           arbiter=ScriptedArbiter("person", lambda ask: "deny"))
+    await approver.start()
+    try:
+        async with serving_session(courier.core, COURIER_SESSION):
+            write_request(tmp_path / "root", COURIER_SESSION, "carried")
+            answer = await read_response_when_done(tmp_path / "root", COURIER_SESSION, "carried")
+            assert answer["denialReason"] == "denied by person"
+            await wait_for(lambda: [r.written for r in history_c.query()] == [1], what="C's row")
+    finally:
+        await approver.close()
+    [row] = history_c.query()
+    assert row.outcome == "courier"
+    assert row.decider == f"carried to {nats_server.url} (approver node-b), decided there by person (dialog)"
+    history_c.close()
