@@ -364,10 +364,17 @@ class BrokerInbox:
             log.error("broker parcel on %s failed", msg.subject[:200], exc_info=True)
             self._quarantine(msg, f"serving it failed: {type(exc).__name__}: {exc}")
 
-    def _quarantine(self, msg: Msg, reason: str) -> None:
+    def _quarantine(self, msg: Msg, reason: str, parcel_id: str | None = None, raw: bytes | None = None,
+                    term: bool = True) -> None:
+        """A parcel refused: recorded with the reason, as a quarantined file is (a row of its own), and
+        its message terminated (never delivered again) unless it was answered with why."""
         self.stats.quarantined.append(reason)
         log.warning("broker parcel on %s refused: %s", msg.subject[:200], reason)
-        self._spawn(self._term(msg))
+        name = parcel_id if parcel_id is not None else (parcel_id_of(msg.data) or "(no parcel id)")
+        key = AskKey(f"nats:{msg.subject[:200]}", name)
+        self._event(ServeEvent("quarantined", key, self.clock.wall(), raw=raw, reason=reason))
+        if term:
+            self._spawn(self._term(msg))
 
     async def _term(self, msg: Msg) -> None:
         with contextlib.suppress(*BROKER_DOWN):
@@ -439,7 +446,7 @@ class BrokerInbox:
             parsed = _with_hops(parse_request(parcel.request), parcel)
         except RequestRejected as exc:
             await self._refuse(link, key, parcel.parcel_id, exc.reason)
-            self.stats.quarantined.append(exc.reason)
+            self._quarantine(msg, exc.reason, parcel.parcel_id, parcel.request, term=False)
             await msg.ack()
             return
         responder = parsed.request.target_session_id or BROKER_RESPONDER

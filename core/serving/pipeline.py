@@ -27,7 +27,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from core.disk.tree import UnsafeFolder
 from core.forwarding.inbox import UnreadableRequest
 from core.seams import Seams
-from core.serving.asks import Answered, Arbiter, ArbiterDecision, Ask, AskKey, Decision, Leave
+from core.serving.asks import Answered, Arbiter, ArbiterDecision, Ask, AskKey, Decision, Leave, by_person
 from core.serving.events import ServeEvent, label
 from core.serving.intake import FileRead, Intake, rejection
 from core.serving.judgment import Chain, Judge, judge_ask, review_by_chain
@@ -153,7 +153,7 @@ class Pipeline:
         served.records.move(record, "shown")
         pending = self.arbiter.decide(ask)
         taken = pending.result() if pending.done() and not pending.cancelled() else None
-        if isinstance(taken, Decision) and taken.reply is None and taken.outcome != "user":
+        if isinstance(taken, Decision) and taken.reply is None and not taken.by_person:
             self._answer_soon(served, record, taken)
         else:
             self._when_decided(served, record, ask, pending)
@@ -299,7 +299,7 @@ class Pipeline:
                 if record.vanished:  # its file went while the answer was written: the child gave up
                     served.records.move(record, "withdrawn")
                     self.emit(ServeEvent("withdrawn", key, self.clock.wall(), parsed=verdict.parsed))
-                elif verdict.outcome == "user":
+                elif by_person(verdict.outcome):
                     served.records.move(record, "shown")  # the person's ask stays pending, in its place
                 else:
                     served.records.move(record, "unanswered")  # served anew at the next rescan, or withdrawn

@@ -23,10 +23,18 @@ import pytest
 
 from core.clock import SYSTEM_CLOCK
 from core.courier.arbiter import CourierArbiter, parcel_id_of
-from core.courier.broker import DECISION_BUCKET, NOT_DELIVERED, decision_key, token
+from core.courier.broker import (
+    DECISION_BUCKET,
+    NOT_DELIVERED,
+    ask_subject,
+    decision_key,
+    encode_parcel,
+    token,
+)
 from core.courier.broker_inbox import BrokerInbox
 from core.courier.nats_courier import NatsCourier
 from core.courier.targets import Target
+from core.courier.transport import Hop, Parcel
 from core.history import HistoryStore
 from core.serving.asks import Ask, AskKey, Decision, DenyingArbiter, Judgment
 from core.serving.judgment import NoRecordedAuthority
@@ -260,3 +268,29 @@ async def test_the_couriers_row_names_the_broker_and_the_approver_that_decided(
     assert row.outcome == "courier"
     assert row.decider == f"carried to {nats_server.url} (approver node-b), decided there by person (dialog)"
     history_c.close()
+
+
+async def test_a_refused_parcel_is_recorded_with_its_reason_as_a_quarantined_file_is(
+    nats_server: NatsServer, tmp_path: Path
+) -> None:
+    history = HistoryStore.in_state_dir(tmp_path / "approver")
+    approver = BrokerInbox(nats_server.url, node="node-b", judge=NoRecordedAuthority(),
+                           arbiter=ScriptedArbiter("person", lambda ask: "allow"), ledger=history,
+                           observe=history.observe)
+    await approver.start()
+    nc = await nats.connect(nats_server.url)
+    try:
+        js = nc.jetstream()
+        await js.publish(ask_subject("host-a", SESSION), b"\xff not json")
+        junk = Parcel("junk-1", b"{not json", (Hop("host-a", SESSION, "c"),), 9e12)
+        await js.publish(ask_subject("host-a", SESSION), encode_parcel(junk))
+        await wait_for(lambda: len([r for r in history.query() if r.outcome == "quarantined"]) == 2,
+                       what="both refusals recorded")
+        rows = {r.request_name: r for r in history.query() if r.outcome == "quarantined"}
+        assert set(rows) == {"(no parcel id)", "junk-1"}
+        assert all(r.reason and r.ended_at is not None for r in rows.values())
+        assert rows["junk-1"].raw == b"{not json"  # the request's bytes, as a quarantined file's
+    finally:
+        await nc.close()
+        await approver.close()
+        history.close()
