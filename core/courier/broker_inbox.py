@@ -14,6 +14,9 @@ courier had answered its child (a note beside the key says so) is recorded as no
 acknowledged only once its parcel is settled (answered, decided elsewhere, withdrawn, past its
 deadline, or refused with why), so nothing is lost and nothing answered twice.
 
+The broker itself (read a key, deliver a verdict, acknowledge or terminate a message) is its door,
+`core/courier/broker_door.py`.
+
 Size: still a route of its own beside the inbox's (judging, the chain, the arbiter and the history
 are driven here too: issue 32, finding 5); it shrinks once the broker is a door of the one route.
 """
@@ -44,16 +47,15 @@ from core.courier.broker import (
     BrokerRefused,
     broker_url,
     connect,
-    create_decision,
     decision_key,
     decode_parcel,
     host_token_of,
     late_key,
     parcel_id_of,
-    read_decision,
     token,
 )
 from core.courier.broker_access import BrokerAccess
+from core.courier.broker_door import BrokerDoor, acknowledge, terminate
 from core.courier.transport import Parcel
 from core.serving.asks import Answered, Arbiter, ArbiterDecision, Ask, AskKey, Decision
 from core.serving.events import Observer, ServeEvent
@@ -224,7 +226,8 @@ class BrokerInbox:
                 due = self.clock.monotonic() >= resync_at
                 if link.nc.stats["reconnects"] != reconnects or due:
                     now_at = link.nc.stats["reconnects"]
-                    await self._resync(link)  # counted done only once it worked (JetStream may lag)
+                    # counted done only once it worked (JetStream may lag)
+                    await self._resync(self._door_of(link))
                     reconnects, resync_at = now_at, self.clock.monotonic() + SAFETY_RESYNC_S
                 self._expire()
                 try:
@@ -233,7 +236,8 @@ class BrokerInbox:
                     continue
                 # a batch's parcels are served side by side (each waits on the broker several times);
                 # a broker failure in any is retried as one, the others' messages come back unacked
-                outcomes = await asyncio.gather(*(self._take(link, msg) for msg in msgs),
+                door = self._door_of(link)
+                outcomes = await asyncio.gather(*(self._take(door, msg) for msg in msgs),
                                                 return_exceptions=True)
                 for outcome in outcomes:
                     if isinstance(outcome, BaseException):
@@ -247,12 +251,12 @@ class BrokerInbox:
                 log.error("broker %s: serving failed; retrying", self.url, exc_info=True)
                 await self.clock.wait(self._closing, self.retry_s)
 
-    async def _resync(self, link: BrokerLink) -> None:
+    async def _resync(self, door: BrokerDoor) -> None:
         """After a reconnect: decisions written while this node was away are read from the bucket."""
         held = list(self._held.values())
         for start in range(0, len(held), self.batch):  # side by side, a batch at a time
             chunk = held[start : start + self.batch]
-            found = await asyncio.gather(*(read_decision(link.decisions, h.key) for h in chunk))
+            found = await asyncio.gather(*(door.read(h.key) for h in chunk))
             for one, won in zip(chunk, found, strict=True):
                 if won is not None:
                     self._elsewhere(one, won)
@@ -274,17 +278,17 @@ class BrokerInbox:
         from the message."""
         key = self._on_decision_key(msg.subject)
         if key.endswith(".late") and key[: -len(".late")] in self._won and self._link is not None:
-            self._spawn(self._late(self._link, key[: -len(".late")]))
+            self._spawn(self._late(self._door_of(self._link), key[: -len(".late")]))
             return
         held = self._held.get(key)
         if held is None or held.settled or held.writing or self._link is None:
             return
-        self._spawn(self._recheck(self._link, held))
+        self._spawn(self._recheck(self._door_of(self._link), held))
 
-    async def _late(self, link: BrokerLink, key: str) -> None:
+    async def _late(self, door: BrokerDoor, key: str) -> None:
         """A courier notes that it had answered its child before this node's verdict won (its claim:
         it can only lower what this node's row says). The row says the verdict was not delivered."""
-        note = await read_decision(link.decisions, late_key(key))
+        note = await door.read(late_key(key))
         if note is None or note.kind != "withdrawn":
             return
         row = self._won.pop(key, None)
@@ -295,11 +299,11 @@ class BrokerInbox:
         await self._note_rows([WrittenMark(row[0], row[1], False, why=f"{NOT_DELIVERED} "
                                            f"(the courier at {note.by} says)")])
 
-    async def _recheck(self, link: BrokerLink, held: _Held) -> None:
+    async def _recheck(self, door: BrokerDoor, held: _Held) -> None:
         """Read the key until the bucket answers (right after a broker restart JetStream may not yet)."""
         while not (held.settled or held.writing or self._closing.is_set()):
             try:
-                won = await read_decision(link.decisions, held.key)
+                won = await door.read(held.key)
             except BROKER_DOWN:
                 await self.clock.wait(self._closing, self.retry_s)
                 continue
@@ -333,12 +337,11 @@ class BrokerInbox:
         if self.on_settled is not None:
             self.on_settled(settled)
 
-    def _ack(self, msg: Msg) -> None:
-        self._spawn(self._ack_now(msg))
+    def _door_of(self, link: BrokerLink) -> BrokerDoor:
+        return BrokerDoor(link, self.node, self.clock, self._closing, self.retry_s, self.url)
 
-    async def _ack_now(self, msg: Msg) -> None:
-        with contextlib.suppress(*BROKER_DOWN):
-            await msg.ack()
+    def _ack(self, msg: Msg) -> None:
+        self._spawn(acknowledge(msg))
 
     def _spawn(self, work: Coroutine[object, object, None]) -> None:
         task = asyncio.ensure_future(work)
@@ -354,10 +357,10 @@ class BrokerInbox:
 
     # -- one parcel ---------------------------------------------------------------------------------
 
-    async def _take(self, link: BrokerLink, msg: Msg) -> None:
+    async def _take(self, door: BrokerDoor, msg: Msg) -> None:
         """One delivery: settled, before the arbiter, or left unacknowledged when the broker failed."""
         try:
-            await self._serve(link, msg)
+            await self._serve(door, msg)
         except BROKER_DOWN:
             raise
         except Exception as exc:  # a parcel never stops serving
@@ -374,13 +377,9 @@ class BrokerInbox:
         key = AskKey(f"nats:{msg.subject[:200]}", name)
         self._event(ServeEvent("quarantined", key, self.clock.wall(), raw=raw, reason=reason))
         if term:
-            self._spawn(self._term(msg))
+            self._spawn(terminate(msg))
 
-    async def _term(self, msg: Msg) -> None:
-        with contextlib.suppress(*BROKER_DOWN):
-            await msg.term()
-
-    async def _serve(self, link: BrokerLink, msg: Msg) -> None:
+    async def _serve(self, door: BrokerDoor, msg: Msg) -> None:
         try:
             host_tok = host_token_of(msg.subject)
         except BrokerRefused as exc:
@@ -392,7 +391,7 @@ class BrokerInbox:
         except BrokerRefused as exc:
             parcel_id = parcel_id_of(msg.data)
             if parcel_id is not None:
-                await self._refuse(link, decision_key(host_tok, parcel_id), parcel_id, exc.reason)
+                await self._refuse(door, decision_key(host_tok, parcel_id), parcel_id, exc.reason)
             self._quarantine(msg, exc.reason)
             return
         key = decision_key(host_tok, parcel.parcel_id)
@@ -414,12 +413,12 @@ class BrokerInbox:
             return
         self._working[key] = seq
         try:
-            await self._serve_parcel(link, msg, parcel, key)
+            await self._serve_parcel(door, msg, parcel, key)
         finally:
             self._working.pop(key, None)
 
-    async def _serve_parcel(self, link: BrokerLink, msg: Msg, parcel: Parcel, key: str) -> None:
-        already = await read_decision(link.decisions, key)
+    async def _serve_parcel(self, door: BrokerDoor, msg: Msg, parcel: Parcel, key: str) -> None:
+        already = await door.read(key)
         origin = parcel.hops[-1]
         label = f"nats:{origin.host}/{origin.session_id}"
         ask_key = AskKey(session_id=label, name=parcel.parcel_id)
@@ -445,14 +444,14 @@ class BrokerInbox:
         try:
             parsed = _with_hops(parse_request(parcel.request), parcel)
         except RequestRejected as exc:
-            await self._refuse(link, key, parcel.parcel_id, exc.reason)
+            await self._refuse(door, key, parcel.parcel_id, exc.reason)
             self._quarantine(msg, exc.reason, parcel.parcel_id, parcel.request, term=False)
             await msg.ack()
             return
         responder = parsed.request.target_session_id or BROKER_RESPONDER
         recorded = await self._recorded(ask_key, parsed)
         if recorded is not None:  # recorded by an earlier run, never written: written as recorded
-            await self._publish(link, key, recorded.body, Decision(recorded.response, recorded.outcome),
+            await self._publish(door, key, recorded.body, Decision(recorded.response, recorded.outcome),
                                 (ask_key, parsed), recorded=True)
             await msg.ack()
             return
@@ -463,7 +462,7 @@ class BrokerInbox:
             if chained is not None:
                 judgment, decided = chained
         if decided is not None:
-            await self._answer(link, key, parcel.parcel_id, decided, record=(ask_key, parsed))
+            await self._answer(door, key, parcel.parcel_id, decided, record=(ask_key, parsed))
             await msg.ack()
             return
         ask = Ask(
@@ -477,13 +476,13 @@ class BrokerInbox:
         held = _Held(key=key, ask=ask, msg=msg, deadline=self.clock.monotonic() + left_s)
         self._held[key] = held
         pending = self.arbiter.decide(ask)
-        pending.add_done_callback(lambda done: self._spawn(self._decided(link, held, done)))
+        pending.add_done_callback(lambda done: self._spawn(self._decided(door, held, done)))
         # a decision that landed between the read above and the hold was missed by `_on_decision`
-        won = await read_decision(link.decisions, key)
+        won = await door.read(key)
         if won is not None and not held.settled and not held.writing:
             self._elsewhere(held, won)
 
-    async def _decided(self, link: BrokerLink, held: _Held, done: asyncio.Future[ArbiterDecision]) -> None:
+    async def _decided(self, door: BrokerDoor, held: _Held, done: asyncio.Future[ArbiterDecision]) -> None:
         if done.cancelled() or held.settled:
             return
         decision = done.result()
@@ -499,7 +498,7 @@ class BrokerInbox:
             return
         held.writing = True
         try:
-            won = await self._answer(link, held.key, held.ask.key.name, decision, quiet=True,
+            won = await self._answer(door, held.key, held.ask.key.name, decision, quiet=True,
                                      record=(held.ask.key, held.ask.parsed))
         except BaseException:
             if decision.reply is not None and not decision.reply.done():  # the person is told
@@ -516,12 +515,12 @@ class BrokerInbox:
                 else Answered(written=False, why_not=won.words, elsewhere=won.words)
             )
 
-    async def _refuse(self, link: BrokerLink, key: str, parcel_id: str, reason: str) -> None:
+    async def _refuse(self, door: BrokerDoor, key: str, parcel_id: str, reason: str) -> None:
         denial = gate_denial(BROKER_RESPONDER, self.clock, f"the parcel is unusable: {reason}")
-        await self._answer(link, key, parcel_id, Decision(denial, "refused"))
+        await self._answer(door, key, parcel_id, Decision(denial, "refused"))
 
     async def _answer(
-        self, link: BrokerLink, key: str, parcel_id: str, decision: Decision, quiet: bool = False,
+        self, door: BrokerDoor, key: str, parcel_id: str, decision: Decision, quiet: bool = False,
         record: tuple[AskKey, ParsedRequest] | None = None,
     ) -> BrokerDecision | None:
         """The verdict recorded (durable before it is visible), then written; the winner if not us."""
@@ -534,30 +533,19 @@ class BrokerInbox:
             decision = Decision(denial, "fail-safe", reply=decision.reply)
             verdict = None
         body = verdict.body if verdict is not None else encode_response(decision.response)
-        return await self._publish(link, key, body, decision, record, recorded=verdict is not None,
+        return await self._publish(door, key, body, decision, record, recorded=verdict is not None,
                                    quiet=quiet, parcel_id=parcel_id)
 
     async def _publish(
-        self, link: BrokerLink, key: str, body: bytes, decision: Decision,
+        self, door: BrokerDoor, key: str, body: bytes, decision: Decision,
         record: tuple[AskKey, ParsedRequest] | None, *, recorded: bool, quiet: bool = False,
         parcel_id: str | None = None,
     ) -> BrokerDecision | None:
         """The one write of a verdict: KV `create`, retried while the broker is away. A retry that meets
         this node's own bytes is this node's verdict (the first try's reply was lost). Then the row:
         noted delivered (this node's verdict won) or ended with who won."""
-        mine = BrokerDecision("verdict", self.node, body.decode("utf-8"))
         name = parcel_id if parcel_id is not None else (record[0].name if record is not None else key)
-        while True:
-            try:
-                won = await create_decision(link.decisions, key, mine)
-                break
-            except BROKER_DOWN as exc:
-                if self._closing.is_set():
-                    raise
-                log.info("broker %s: verdict on %s not written yet: %s", self.url, name, exc)
-                await self.clock.wait(self._closing, self.retry_s)
-        if won is not None and won.kind == "verdict" and won.by == self.node and won.body == mine.body:
-            won = None  # this node's own create landed; only its reply was lost
+        won = await door.deliver(key, body, name)
         self._remember(key)
         if record is not None and recorded:
             if won is None:
@@ -566,7 +554,7 @@ class BrokerInbox:
                 self._won[key] = (record[0], record[1].request.id)
                 while len(self._won) > REMEMBERED:
                     self._won.popitem(last=False)
-                self._spawn(self._late(link, key))
+                self._spawn(self._late(door, key))
             else:
                 self._event(ServeEvent("withdrawn", record[0], self.clock.wall(), parsed=record[1],
                                        reason=won.words_for(self.node)))
