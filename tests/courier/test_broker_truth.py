@@ -108,10 +108,11 @@ async def test_a_courier_that_gives_up_on_a_paused_broker_leaves_no_delivered_ve
         assert all(isinstance(d, Decision) and not d.response.approved for d in read)
 
         # Once the broker answers again, every parcel's one answer lands: a withdrawal or a verdict.
-        answers = [await decision_of(nats_server, parcel_id_of(ask)) for ask in asks]
+        ids = [carrier.ids.mint(parcel_id_of(ask)).parcel_id for ask in asks]  # the ids it carried
+        answers = [await decision_of(nats_server, parcel_id) for parcel_id in ids]
         deadline = time.monotonic() + 60
         while any(a is None for a in answers) and time.monotonic() < deadline:
-            answers = [await decision_of(nats_server, parcel_id_of(ask)) for ask in asks]
+            answers = [await decision_of(nats_server, parcel_id) for parcel_id in ids]
         assert all(a is not None for a in answers), answers
         verdicts = sum(a is not None and a["kind"] == "verdict" for a in answers)
 
