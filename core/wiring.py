@@ -26,7 +26,7 @@ from core.person import HumanAuthorizer
 from core.rules import PolicyStore
 from core.seams import PRODUCTION, Seams
 from core.serving import ServedSession, ServingCore
-from core.serving.asks import Arbiter
+from core.vocabulary.asks import Arbiter
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from textual.screen import Screen
 
 from core.clock import SYSTEM_CLOCK, KeyClock
 from core.person import AskAdded, AskDecided, AskWithdrawn, HumanAuthorizer
-from core.serving.asks import Ask, AskKey
+from core.vocabulary.asks import Ask, AskKey
 from core.wiring import AttendedNode
 from tui.actions import APP, DECIDING, bindings, dialog_keymap
 from tui.attention import Attention

@@ -26,8 +26,8 @@ from typing import Any, Literal
 from core.clock import Clock, wall_ms
 from core.courier.parcel_ids import Minted, ParcelIds, ask_identity
 from core.courier.transport import Courier, Hop, Parcel, Relayed, Unreachable
-from core.serving.asks import LEAVE, Answered, Arbiter, ArbiterDecision, Ask, AskKey, Decision
 from core.text import log_safe
+from core.vocabulary.asks import LEAVE, Answered, Arbiter, ArbiterDecision, Ask, AskKey, Decision
 from core.wire.decisions import MAX_DECISION_DEPTH, DecisionSource, ForwardedDecision, UnavailableDecision
 from core.wire.request import MAX_HOPS
 from core.wire.response import ForwardedResponse, approve, approve_for_session, deny

@@ -57,10 +57,10 @@ from core.courier.broker import (
 from core.courier.broker_access import BrokerAccess
 from core.courier.broker_door import BrokerDoor, acknowledge, terminate
 from core.courier.transport import Parcel
-from core.serving.asks import Answered, Arbiter, ArbiterDecision, Ask, AskKey, Decision
-from core.serving.events import Observer, ServeEvent
 from core.serving.judgment import Chain, Judge, judge_ask, review_by_chain
 from core.serving.verdicts import Ledger, VerdictRecord, WrittenMark, gate_denial
+from core.vocabulary.asks import Answered, Arbiter, ArbiterDecision, Ask, AskKey, Decision
+from core.vocabulary.events import Observer, ServeEvent
 from core.wire.reader import RequestRejected, parse_request
 from core.wire.request import CarriedHop, ParsedRequest
 from core.wire.response import ForwardedResponse, encode_response

@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Sequence
 
 from core.history.rows import storable
-from core.serving.asks import AskKey
+from core.vocabulary.asks import AskKey
 
 # The outcomes of a row whose ask has not ended.
 OPEN = ("pending", "left")

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from typing import Any
 
-from core.serving.asks import AskKey
+from core.vocabulary.asks import AskKey
 from core.wire.decisions import (
     AuthorizerDecision,
     DecisionSource,

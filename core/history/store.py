@@ -31,9 +31,9 @@ from core.history.queries import HistoryFilter, HistoryReader, Summary
 from core.history.rows import HistoryRow, arrival_values, describe_decider, dumps, outcome_kind, storable
 from core.history.transactions import HistoryWriter, Retention
 from core.seams import PRODUCTION, Seams
-from core.serving import ServeEvent
-from core.serving.asks import AskKey
 from core.serving.verdicts import RecordedVerdict, VerdictRecord, WrittenMark
+from core.vocabulary.asks import AskKey
+from core.vocabulary.events import ServeEvent
 from core.wire.decisions import decision_source_json
 from core.wire.reader import RequestRejected, parse_request
 from core.wire.request import ParsedRequest

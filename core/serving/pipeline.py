@@ -7,7 +7,7 @@ meets it (`core.serving.records` only rules whether a change is allowed).
 3. restored (`reconcile`): answered by an earlier run, or a response someone else wrote;
 4. judged (`judgment.judge_ask`): this node's rules; a decision goes to the publisher at once;
 5. escalated (`judgment.review_by_chain`): the chain's links, off the serving task;
-6. shown (`core.serving.asks`): the arbiter's decision is a value; the person's arrives later;
+6. shown (`core.vocabulary.asks`): the arbiter's decision is a value; the person's arrives later;
 7. answered (`publisher`): recorded and published once; what became of it (`reported`) moves the
    record on, and the publisher's removal of the request (`removed`) frees the name.
 
@@ -27,8 +27,6 @@ from collections.abc import Callable, Coroutine, Sequence
 from core.disk.tree import UnsafeFolder
 from core.forwarding.inbox import UnreadableRequest
 from core.seams import Seams
-from core.serving.asks import Answered, Arbiter, ArbiterDecision, Ask, AskKey, Decision, Leave, by_person
-from core.serving.events import ServeEvent, label
 from core.serving.intake import FileRead, Intake, rejection
 from core.serving.judgment import Chain, Judge, judge_ask, review_by_chain
 from core.serving.publisher import Publisher
@@ -38,6 +36,8 @@ from core.serving.records import AWAITING, AskRecord
 from core.serving.sessions import ServedSession, Sessions
 from core.serving.verdicts import Ledger, Published, VerdictRecord
 from core.text import log_safe
+from core.vocabulary.asks import Answered, Arbiter, ArbiterDecision, Ask, AskKey, Decision, Leave, by_person
+from core.vocabulary.events import ServeEvent, label
 from core.wire.request import ParsedRequest
 from core.wire.response import ForwardedResponse, encode_response
 

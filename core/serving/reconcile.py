@@ -21,13 +21,13 @@ from typing import Literal
 from pydantic import ValidationError
 
 from core.seams import Seams, retrying
-from core.serving.asks import AskKey
-from core.serving.events import ServeEvent
 from core.serving.intake import Intake
 from core.serving.records import AWAITING, AskRecord
 from core.serving.sessions import ServedSession
 from core.serving.verdicts import Ledger, RecordedVerdict, WrittenMark
 from core.text import log_safe
+from core.vocabulary.asks import AskKey
+from core.vocabulary.events import ServeEvent
 from core.wire.request import ParsedRequest
 from core.wire.response import ForwardedResponse
 

@@ -33,10 +33,10 @@ from core.forwarding.liveness import (
 )
 from core.forwarding.survey import InboxStatus, survey_inboxes
 from core.seams import Seams
-from core.serving.asks import AskKey
-from core.serving.events import ServeEvent
 from core.serving.records import UNDECIDED, AskRecords
 from core.text import log_safe
+from core.vocabulary.asks import AskKey
+from core.vocabulary.events import ServeEvent
 
 log = logging.getLogger("pi_authorizer.serve")
 

@@ -13,7 +13,7 @@ from typing import Protocol
 from core.clock import Clock, wall_ms
 from core.disk.anonymous import Staged
 from core.forwarding.inbox import SessionInbox
-from core.serving.asks import AskKey
+from core.vocabulary.asks import AskKey
 from core.wire.decisions import GateErrorDecision
 from core.wire.request import ParsedRequest
 from core.wire.response import ForwardedResponse, deny

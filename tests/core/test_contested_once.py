@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from core.history import HistoryStore
-from core.serving.asks import DenyingArbiter
 from core.testing import ManualClock
+from core.vocabulary.asks import DenyingArbiter
 from tests.helpers import (
     Served,
     needs_inotify,

@@ -36,9 +36,9 @@ from core.courier.nats_courier import NatsCourier
 from core.courier.targets import Target
 from core.courier.transport import Hop, Parcel
 from core.history import HistoryStore
-from core.serving.asks import Ask, AskKey, Decision, DenyingArbiter, Judgment
 from core.serving.judgment import NoRecordedAuthority
 from core.testing import AllowAll, ScriptedArbiter
+from core.vocabulary.asks import Ask, AskKey, Decision, DenyingArbiter, Judgment
 from core.wire.reader import parse_request
 from core.wiring import NodeOptions, build_node
 from tests.helpers import (

@@ -14,8 +14,8 @@ import pytest
 
 from core.person import AskAdded, HumanAuthorizer
 from core.serving import ServingCore
-from core.serving.asks import AskKey, DenyingArbiter, Judgment, LeavingArbiter
 from core.serving.verdicts import RecordedVerdict
+from core.vocabulary.asks import AskKey, DenyingArbiter, Judgment, LeavingArbiter
 from core.wire.decisions import AuthorizerDecision
 from core.wire.request import ParsedRequest
 from core.wiring import take_session

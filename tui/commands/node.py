@@ -26,8 +26,8 @@ from core.history import HistoryStore, HistoryTooNew
 from core.judging.links import parse_link_spec
 from core.seams import Seams
 from core.serving import ServingCore
-from core.serving.asks import Arbiter
 from core.text import LineFormatter, log_safe
+from core.vocabulary.asks import Arbiter
 from core.wiring import AttendedNode, HistoryFailed, Node, NodeOptions, build_attended_node, build_node
 from tui.commands.arguments import CliError
 from tui.commands.log_sink import TurnBufferedHandler
