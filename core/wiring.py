@@ -28,7 +28,7 @@ from core.person import HumanAuthorizer
 from core.rules import PolicyStore
 from core.seams import PRODUCTION, Seams
 from core.serving import ServedSession, ServingCore
-from core.serving.asks import Arbiter
+from core.vocabulary.asks import Arbiter
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,8 @@ def take_session(core: ServingCore, history: HistoryStore | None, raw_id: str) -
     served = core.add_session(raw_id)
     if history is not None:
         try:
-            history.reconcile_open(served.inbox.session_id, set(served.inbox.list_request_names()))
+            history.reconcile_open(served.inbox.session_id, set(served.inbox.list_request_names()),
+                                   delivered=served.inbox.response_is)
         except sqlite3.Error as exc:
             raise HistoryFailed(served, exc) from exc
     return served

@@ -37,7 +37,7 @@ from core.clock import SYSTEM_CLOCK, KeyClock
 from core.judging.judge_breaker import BreakerState
 from core.judging.model_judge import JudgeReview
 from core.person import AskAdded, AskDecided, AskWithdrawn, HumanAuthorizer
-from core.serving.asks import Ask, AskKey
+from core.vocabulary.asks import Ask, AskKey
 from core.wiring import AttendedNode
 from tui.actions import APP, DECIDING, bindings, dialog_keymap
 from tui.attention import Attention

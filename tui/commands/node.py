@@ -27,8 +27,8 @@ from core.judging.judge_setup import JudgeSettingsError
 from core.judging.links import parse_link_spec
 from core.seams import Seams
 from core.serving import ServingCore
-from core.serving.asks import Arbiter
 from core.text import LineFormatter, log_safe
+from core.vocabulary.asks import Arbiter
 from core.wiring import AttendedNode, HistoryFailed, Node, NodeOptions, build_attended_node, build_node
 from tui.commands.arguments import CliError
 from tui.commands.judge_options import judge_from_args

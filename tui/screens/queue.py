@@ -41,7 +41,7 @@ from core.person import (
     HumanEvent,
     proven_direction,
 )
-from core.serving.asks import Ask, AskKey
+from core.vocabulary.asks import Ask, AskKey
 from core.wire.response import GrantWidth
 from tui.actions import DECIDING, QUEUE, bindings
 from tui.keysafety import Armed, KeySafety, Verdict

@@ -28,7 +28,7 @@ from core.history.rule_edit import RuleEdit, apply, preview, targets
 from core.history.suggest import Suggestion, SuggestionRefused
 from core.judging.model_judge import JUDGE_NAME
 from core.rules import PolicyStore
-from core.serving.asks import Ask
+from core.vocabulary.asks import Ask
 from tui.keysafety import KeySafety
 from tui.render.ask import reach_content
 from tui.render.history import change_content, detail_content, offer_content, safe

@@ -12,7 +12,7 @@ from textual.widgets import Static
 
 from core.judging.model_judge import JudgeReview
 from core.rules.agent_names import suspicious_agent_reason
-from core.serving.asks import Ask, AskKey
+from core.vocabulary.asks import Ask, AskKey
 from tui.render.ask import (
     Clip,
     display_content,
