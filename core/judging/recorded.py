@@ -4,7 +4,7 @@ Adapts `core.rules` (this node's own config, scoped to the child's `principal.ag
 on the child's facts as sent) and `core.judging.links` (non-terminal links) to the serving core's
 `Judge`/`Chain` seams, and keeps this node's serving-session grants. A request without usable facts
 never reaches either: missing facts make judgment impossible, so it goes to a person
-(`docs/contract.md` § Facts and judgment).
+(`docs/design/contract.md` § Facts and judgment).
 """
 
 from __future__ import annotations
@@ -140,15 +140,16 @@ class RecordedAuthority:
         self._log_errors(policy.errors)
         ignored = ", ".join(policy.settings.ignored_knobs)
         if ignored and ignored != self._ignored_reported:  # once, not again at each reload
-            log.warning("ignored knobs from a config layer children can write (the person's keys and their "
-                        "safety come only from the global config and --rules): %s", log_safe(ignored, 400))
+            log.warning("ignored knobs from config layers children can write (a project config sets none "
+                        "of the person's knobs; no file turns the double press off): %s",
+                        log_safe(ignored, 400))
         self._ignored_reported = ignored
 
     def reload(self) -> None:
         if self.store.reload_if_changed():
             self._applied()
 
-    # -- widening reloads (the trust model: docs/reliability.md) ---------------------------------
+    # -- widening reloads (the trust model: docs/design/reliability.md) ---------------------------------
 
     def accept(self, pending: PendingReload) -> bool:
         """Apply a held change a person reviewed; False when a newer change superseded it."""
