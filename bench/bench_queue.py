@@ -26,19 +26,46 @@ import argparse
 import asyncio
 import os
 import resource
+import shlex
+import signal
 import statistics
+import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from textual import events
 
 from bench.bench_tui import FrameApp, frame_app, painted, stage, until
+from bench.profile_serve import report
 
 FILTER = "job-00"
 PRESSES = 200
 PRESS_GAP_S = 0.02
 SIZE = (120, 40)
+PROFILE: list[str | None] = [None]  # `--profile`: the py-spy command sampling `j` and idle
+
+
+@contextmanager
+def spying(what: str) -> Iterator[None]:
+    """With `--profile`: py-spy samples this process meanwhile; its hottest frames are printed."""
+    if PROFILE[0] is None:
+        yield
+        return
+    with tempfile.NamedTemporaryFile(suffix=".txt") as out:
+        command = [*shlex.split(PROFILE[0]), "record", "--pid", str(os.getpid()), "--threads",
+                   "--nonblocking", "--rate", "250", "--format", "raw", "--output", out.name]
+        spy = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(1.0)  # attached
+        try:
+            yield
+        finally:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(60)
+            print(f"  profile of {what}:")
+            report(Path(out.name).read_text(), 15)
 
 
 def rss_mb() -> float:
@@ -69,19 +96,21 @@ async def run(workdir: Path, pending: int, idle_s: float) -> dict[str, object]:
         rss_before = rss_mb()
         staged = [stage(folder, i, f"npm run job-{i:05d}") for i in range(pending)]
         app.expect(f"Ask 1/{pending}")
-        start = time.perf_counter()
-        for temp, final in staged:
-            os.replace(temp, final)
-        out["intake_s"] = await painted(app, 600.0) - start
+        with spying("the intake"):
+            start = time.perf_counter()
+            for temp, final in staged:
+                os.replace(temp, final)
+            out["intake_s"] = await painted(app, 600.0) - start
         await until(lambda: app.queue.table.row_count == pending, 60.0)
         app.clear_notifications()
         await asyncio.sleep(1.0)
 
         await key(app, "slash", "/", "filter: agent:NAME")  # the field's placeholder
         strokes = []
-        for n in range(1, len(FILTER) + 1):
-            strokes.append(await key(app, FILTER[n - 1] if FILTER[n - 1] != "-" else "minus",
-                                     FILTER[n - 1], f"filter: {FILTER[:n]} ("))
+        with spying("the filter's keystrokes"):
+            for n in range(1, len(FILTER) + 1):
+                strokes.append(await key(app, FILTER[n - 1] if FILTER[n - 1] != "-" else "minus",
+                                         FILTER[n - 1], f"filter: {FILTER[:n]} ("))
         out["keystrokes_ms"] = [round(s * 1000, 1) for s in strokes]
         out["filter_s"] = sum(strokes)
         out["shown"] = app.queue.table.row_count
@@ -90,17 +119,19 @@ async def run(workdir: Path, pending: int, idle_s: float) -> dict[str, object]:
 
         presses = []
         first = app.queue.table.ask_keys.index(app.queue.selected) + 1 if app.queue.selected else 1
-        for n in range(first + 1, min(pending, first + PRESSES) + 1):
-            presses.append(await key(app, "j", "j", f"Ask {n}/{pending}", 30.0))
-            await asyncio.sleep(PRESS_GAP_S)
+        with spying("the j presses"):
+            for n in range(first + 1, min(pending, first + PRESSES) + 1):
+                presses.append(await key(app, "j", "j", f"Ask {n}/{pending}", 30.0))
+                await asyncio.sleep(PRESS_GAP_S)
         out["j_p50_ms"] = statistics.median(presses) * 1000
         out["j_p95_ms"] = statistics.quantiles(presses, n=100, method="inclusive")[94] * 1000
 
         app.clear_notifications()
         await asyncio.sleep(1.0)
-        cpu, wall = time.process_time(), time.perf_counter()
-        await asyncio.sleep(idle_s)
-        out["idle_cpu_pct"] = (time.process_time() - cpu) / (time.perf_counter() - wall) * 100
+        with spying("idle"):
+            cpu, wall = time.process_time(), time.perf_counter()
+            await asyncio.sleep(idle_s)
+            out["idle_cpu_pct"] = (time.process_time() - cpu) / (time.perf_counter() - wall) * 100
         out["rss_mb"] = f"{rss_before:.0f} -> {rss_mb():.0f}"
         out["load_end"] = load()
         await app.quitting.stop_serving()
@@ -111,7 +142,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--pending", default="1000,5000", help="pending asks per run, comma-separated")
     parser.add_argument("--idle", type=float, default=10.0, help="seconds of idle CPU measured")
+    parser.add_argument("--profile", nargs="?", const="uvx py-spy", default=None, metavar="PY_SPY",
+                        help="sample the j presses and the idle time with py-spy (default `uvx py-spy`)")
     args = parser.parse_args()
+    PROFILE[0] = args.profile
     for pending in (int(n) for n in args.pending.split(",") if n):
         with tempfile.TemporaryDirectory(prefix="pi-authorizer-bench-queue-") as tmp:
             r = asyncio.run(run(Path(tmp), pending, args.idle))

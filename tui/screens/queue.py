@@ -306,17 +306,20 @@ class QueueScreen(Screen[None]):
         asks = self.human.pending() if pending is None else pending
         if not self.ask_filter.active:
             return asks
+        return [ask for ask, fields in self._indexed(asks) if self.ask_filter.matches_fields(fields)]
+
+    def _indexed(self, asks: list[Ask]) -> list[tuple[Ask, Fields]]:
+        """Each ask with its fields from the filter's index (made for the asks not in it yet)."""
         index = self._search
         if len(index) > len(asks):
             self._search = index = {a.key: index[a.key] for a in asks if a.key in index}
-        shown = []
+        out = []
         for ask in asks:
             entry = index.get(ask.key)
             if entry is None or entry[0] is not ask:
                 entry = index[ask.key] = (ask, AskFilter.fields(ask))
-            if self.ask_filter.matches_fields(entry[1]):
-                shown.append(ask)
-        return shown
+            out.append(entry)
+        return out
 
     def _show_filter(self, shown: bool) -> None:
         """A hidden filter field is also disabled: it can never hold focus and swallow keys unseen."""
@@ -528,6 +531,7 @@ class QueueScreen(Screen[None]):
         self._show_filter(True)
         self.filter_input.focus()
         self._render_legend()
+        self.call_after_refresh(self._indexed, self.human.pending())  # before the first key, not on it
 
     @on(Input.Changed, "#queue-filter")
     def _filter_changed(self, event: Input.Changed) -> None:

@@ -26,7 +26,7 @@ from textual.widgets.data_table import ColumnKey, Row, RowKey
 from core.serving.asks import Ask, AskKey
 from tui.render.ask_facts import age_seconds, duration
 from tui.sanitize import fit
-from tui.widgets.ask_columns import COLUMNS, VALUE_ROOM, Column, order_of, row_key_of
+from tui.widgets.ask_columns import COLUMNS, VALUE_ROOM, Column, row_key_of
 
 CELL_PADDING = 1  # DataTable's default padding on each side of a cell
 MIN_VALUE_WIDTH = 12
@@ -223,7 +223,8 @@ class AsksTable(DataTable[Text]):
                 self._paint_mark(row)
 
     def sync(self, asks: Sequence[Ask], now: float, pending: Sequence[Ask] | None = None) -> None:
-        """Show exactly `asks` (in `createdAt` order) and refresh the times of the visible rows.
+        """Show exactly `asks`, in their order (`createdAt` order: `HumanAuthorizer.pending`'s, so an ask
+        adopted from another inbox joins in its place), and refresh the times of the visible rows.
 
         A row is built once per ask and kept while the ask is in `pending` (default: `asks`), so a
         filter or its clearing only swaps the index of rows shown; nothing is rebuilt or re-measured.
@@ -237,7 +238,7 @@ class AsksTable(DataTable[Text]):
             if entry is None or entry.ask is not ask:
                 built[rk] = self._build(ask, rk, now)
                 fresh = True
-        order = [row_key_of(a.key) for a in sorted(asks, key=order_of)]
+        order = [row_key_of(a.key) for a in asks]
         if fresh or order != self._order:
             self._install(order)
         if len(built) > len(pending if pending is not None else asks):
@@ -286,12 +287,12 @@ class AsksTable(DataTable[Text]):
     def _set_cell(self, rk: str, column: ColumnKey, value: Text) -> None:
         """`update_cell` for one row: DataTable's own drops every cached render of every row (a `j`
         would repaint all the visible rows for its two marks); this drops only this row's."""
-        key = RowKey(rk)
+        key = self._built[rk].key  # the very object the caches' keys hold: compared by identity
         self._data[key][column] = value
         index = self._position[rk]
-        for cell in [k for k in self._cell_render_cache.keys() if k[0] == key]:  # noqa: SIM118 (no __iter__)
+        for cell in [k for k in self._cell_render_cache.keys() if k[0] is key]:  # noqa: SIM118 (no __iter__)
             self._cell_render_cache.discard(cell)
-        for line in [k for k in self._row_render_cache.keys() if k[0] == key]:  # noqa: SIM118 (no __iter__)
+        for line in [k for k in self._row_render_cache.keys() if k[0] is key]:  # noqa: SIM118 (no __iter__)
             self._row_render_cache.discard(line)
         for row in [k for k in self._row_renderable_cache.keys() if k[1] == index]:  # noqa: SIM118 (no __iter__)
             self._row_renderable_cache.discard(row)
@@ -311,6 +312,7 @@ class AsksTable(DataTable[Text]):
     def _refresh_times(self, now: float) -> None:
         top = int(self.scroll_offset.y)
         bottom = top + max(self.size.height, 1)
+        changed = False
         for index in range(max(0, top - 1), min(len(self._order), bottom + 1)):
             rk = self._order[index]
             age, left = self._times(self._asks[rk], now)
@@ -319,9 +321,13 @@ class AsksTable(DataTable[Text]):
             # pending, a per-second refresh of every row would stall key handling.
             if self._times_shown.get(rk) == shown:
                 continue
-            self._set_cell(rk, AGE_COLUMN, age)
-            self._set_cell(rk, LEFT_COLUMN, left)
+            cells = self._built[rk].cells
+            cells[AGE_COLUMN], cells[LEFT_COLUMN] = age, left
             self._times_shown[rk] = shown
+            changed = True
+        if changed:  # most visible rows changed: one repaint of the visible rows, nothing else
+            self._update_count += 1
+            self.refresh()
 
     def refresh_times(self, now: float) -> None:
         """The visible rows' ages and countdowns (once a second: nothing else is recomputed)."""
