@@ -69,7 +69,7 @@ class AsksTable(DataTable[Text]):
         self._columns: tuple[Column, ...] = ()
         self._cut_widths: dict[str, int] = {}
         self._selected_rk: str | None = None
-        self._cut_cells: dict[str, set[str]] = {}  # row key -> the columns cut to fit
+        self._cut_cells: dict[str, set[str]] = {}  # row key -> the columns cut to fit (rows with one)
         self._now = 0.0
 
     def on_mount(self) -> None:
@@ -159,17 +159,19 @@ class AsksTable(DataTable[Text]):
         assert column.cell is not None
         whole = column.cell(ask)
         width = self._cut_widths.get(column.key, column.width or MIN_VALUE_WIDTH)
-        cells = self._cut_cells.setdefault(row_key_of(ask.key), set())
+        rk = row_key_of(ask.key)
         if whole.cell_len > width:
-            cells.add(column.key)
-        else:
+            self._cut_cells.setdefault(rk, set()).add(column.key)
+        elif (cells := self._cut_cells.get(rk)) is not None:
             cells.discard(column.key)
+            if not cells:
+                del self._cut_cells[rk]
         return column.fitted(ask, width) if column.fitted is not None else fit(whole, width)
 
     @property
     def cut(self) -> bool:
         """Some cell of a row shown ends with `…+N` (the table's subtitle then says what it means)."""
-        return any(self._cut_cells.get(rk) for rk in self._keys)
+        return any(rk in self._keys for rk in self._cut_cells)  # only rows with a cut cell are listed
 
     # -- rows: every pending ask's row built once, the table's rows an index over them ---------------
 
