@@ -32,6 +32,7 @@ import select
 import signal
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -44,6 +45,7 @@ from core.disk.paths import encode_session_id
 from core.forwarding.inotify import IN_CREATE, IN_IGNORED, IN_MOVED_TO, IN_ONLYDIR, IN_Q_OVERFLOW, Inotify
 
 NODE_DIR = REPO / "tests" / "interop" / "node"
+WHERE: list[str | None] = [None]  # where each contender's root is made (`--dir`; default TMPDIR)
 Body = Callable[[str], dict[str, object]]
 
 
@@ -68,15 +70,17 @@ class Server:
     reference: bool
     history: bool = False
     repo: Path = REPO
+    floor: bool = False
 
 
 REFERENCE = Server("reference", reference=True)
+FLOOR = Server("floor", reference=False, floor=True)
 
 
-def group_cpu_s(pgid: int) -> float:
-    """User + system CPU seconds of every live process of the process group `pgid` (a contender and
+def group_cpu_s(pgid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of every live process of the process group `pgid` (a contender and
     any process it started: `tsx` runs the reference in a child `node`), from `/proc`."""
-    ticks = 0
+    user = system = 0
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -86,8 +90,10 @@ def group_cpu_s(pgid: int) -> float:
         except OSError:
             continue
         if int(fields[2]) == pgid:  # fields after the command: state, ppid, pgrp, ..., utime, stime
-            ticks += int(fields[11]) + int(fields[12])
-    return ticks / os.sysconf("SC_CLK_TCK")
+            user += int(fields[11])
+            system += int(fields[12])
+    tick = os.sysconf("SC_CLK_TCK")
+    return user / tick, system / tick
 
 
 @contextmanager
@@ -110,6 +116,15 @@ def running(server: Server, tmp: Path) -> Iterator[tuple[Path, int]]:
         if proc.stdout.readline().strip() != b"ready":
             proc.kill()
             raise RuntimeError("the reference server did not start")
+    elif server.floor:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.floor_server", str(root), SESSION, str(tmp / "state")],
+            cwd=REPO, stdout=subprocess.PIPE, start_new_session=True,
+        )
+        assert proc.stdout is not None
+        if proc.stdout.readline().strip() != b"ready":
+            proc.kill()
+            raise RuntimeError("the floor server did not start")
     else:
         agent = tmp / "agent"
         config = agent / "extensions" / "pi-permission-system" / "config.json"
@@ -131,7 +146,8 @@ class Burst:
     took; when the first response was placed and the longest pause between two responses placed
     (from the files' change times, which a rename sets: a poll shows as a pause); the CPU the
     writer itself spent waiting (CPU both contenders lack on 2 cores), all in ms; and the contender's
-    CPU per ask over the burst (its processes' user + system time, 10 ms ticks), in µs."""
+    CPU per ask over the burst (its processes' user + system time, 10 ms ticks), in µs, and of it
+    the user time."""
 
     rate: float
     renames_ms: float
@@ -139,6 +155,7 @@ class Burst:
     pause_ms: float
     waiter_cpu_ms: float
     server_cpu_us: float
+    server_user_us: float = 0.0
 
 
 class ResponseWatch:
@@ -239,7 +256,7 @@ class Writer:
         responses = self.session / "responses"
         responses.mkdir(parents=True, exist_ok=True)
         watch = ResponseWatch(responses) if self.waiter == "inotify" else None
-        server_cpu = group_cpu_s(self.server) if self.server else 0.0
+        user, system = group_cpu_s(self.server) if self.server else (0.0, 0.0)
         wall = time.time_ns()
         start = time.perf_counter()
         for rid, temp in staged:
@@ -255,14 +272,15 @@ class Writer:
                     raise RuntimeError("burst not answered within 10 minutes")
                 time.sleep(0.002)
         elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
-        server_cpu = (group_cpu_s(self.server) - server_cpu) if self.server else 0.0
+        user_after, system_after = group_cpu_s(self.server) if self.server else (0.0, 0.0)
+        user, server_cpu = user_after - user, user_after + system_after - user - system
         placed = sorted(os.stat(responses / f"{rid}.json").st_ctime_ns for rid, _ in staged)
         pause = max((b - a for a, b in itertools.pairwise(placed)), default=0)
         for name in os.listdir(responses):
             if name.endswith(".json"):
                 (responses / name).unlink(missing_ok=True)
         return Burst(count / elapsed, (renamed - start) * 1000, (placed[0] - wall) / 1e6, pause / 1e6,
-                     cpu * 1000, server_cpu / count * 1e6)
+                     cpu * 1000, server_cpu / count * 1e6, user / count * 1e6)
 
 
 def percentile(samples: list[float], q: float) -> float:
@@ -272,7 +290,7 @@ def percentile(samples: list[float], q: float) -> float:
 
 @contextmanager
 def probing(server: Server, body: Body, waiter: str) -> Iterator[Writer]:
-    with tempfile.TemporaryDirectory() as tmp, running(server, Path(tmp)) as (session, pgid):
+    with tempfile.TemporaryDirectory(dir=WHERE[0]) as tmp, running(server, Path(tmp)) as (session, pgid):
         yield Writer(session, body, waiter, pgid)
 
 
@@ -300,7 +318,12 @@ def main() -> None:
     parser.add_argument("--checkout", type=Path, action="append", default=[], metavar="DIR",
                         help="run the --ours contenders from this checkout (repeatable; default: this one)")
     parser.add_argument("--facts", default="no,yes", help="probes: no (fail-safe), yes (rule allow)")
+    parser.add_argument("--floor", action=argparse.BooleanOptionalAction, default=True,
+                        help="race the floor server (`bench.floor_server`) in the same rounds")
+    parser.add_argument("--dir", default=None, help="where the roots are made (e.g. /dev/shm: tmpfs)")
     args = parser.parse_args()
+    WHERE[0] = args.dir
+    print(f"load average at start: {_load()}; roots in {args.dir or tempfile.gettempdir()}")
     bursts = [int(n) for n in args.bursts.split(",") if n]
     kinds = {"no-history": ("serve --no-history", False), "history": ("serve (history)", True)}
     ours: list[Server] = []
@@ -325,35 +348,57 @@ def main() -> None:
                 f"  [{kind}] {server.label}: p50 {p50:.2f} ms, p99 {p99:.2f} ms"
                 f"  -> p50 {ref_p50 / p50:.0f}x, p99 {ref_p99 / p99:.0f}x faster"
             )
+    others = [FLOOR, *ours] if args.floor else ours
     for size in bursts:
         print(f"burst of {size:,} renamed in at once, requests/s (median of {args.repeat} rounds,"
               f" waiter {waiter}; per round: rate (renames, first response, longest pause, the"
-              f" waiter's CPU; in ms; the contender's CPU per ask in µs))")
+              f" waiter's CPU; in ms; the contender's CPU per ask, user + system µs))")
         for kind, body in bodies:
-            # Rounds alternate reference and ours, so each ratio pairs runs made moments apart.
-            runs: dict[str, list[Burst]] = {s.label: [] for s in (REFERENCE, *ours)}
-            ratios: dict[str, list[float]] = {s.label: [] for s in ours}
-            for _ in range(args.repeat):
-                ref = burst(REFERENCE, body, size, waiter)
-                runs[REFERENCE.label].append(ref)
-                for server in ours:
-                    run = burst(server, body, size, waiter)
-                    runs[server.label].append(run)
-                    ratios[server.label].append(run.rate / ref.rate)
-            ref_rate = statistics.median(r.rate for r in runs[REFERENCE.label])
-            print(f"  [{kind}] reference: {ref_rate:,.0f}/s  rounds {_figures(runs[REFERENCE.label])}")
-            for server in ours:
-                rate = statistics.median(r.rate for r in runs[server.label])
-                ratio = statistics.median(ratios[server.label])
-                print(f"  [{kind}] {server.label}: {rate:,.0f}/s  -> {ratio:.2f}x the reference"
-                      f"  rounds {_figures(runs[server.label])}, paired ratios"
-                      f" {', '.join(f'{r:.2f}' for r in ratios[server.label])}")
+            # Rounds alternate the contenders (each round starts one later), so each ratio pairs
+            # runs made moments apart and none always follows the same one's deletions.
+            contenders = [REFERENCE, *others]
+            runs: dict[str, list[Burst]] = {s.label: [] for s in contenders}
+            for round_no in range(args.repeat):
+                turn = round_no % len(contenders)
+                for server in contenders[turn:] + contenders[:turn]:
+                    runs[server.label].append(burst(server, body, size, waiter))
+                print(f"    round {round_no + 1} done, load {_load()}", flush=True)
+            refs = runs[REFERENCE.label]
+            floors = runs[FLOOR.label] if args.floor else None
+            for server in contenders:
+                mine = runs[server.label]
+                rate = statistics.median(r.rate for r in mine)
+                line = f"  [{kind}] {server.label}: {rate:,.0f}/s"
+                if server is not REFERENCE:
+                    ratios = [m.rate / r.rate for m, r in zip(mine, refs, strict=True)]
+                    line += (f" -> {statistics.median(ratios):.2f}x the reference (paired"
+                             f" {', '.join(f'{r:.2f}' for r in ratios)})")
+                line += f"; CPU per ask {_cpu(mine)}"
+                if floors is not None and server is not FLOOR:
+                    cpu = [m.server_cpu_us / f.server_cpu_us for m, f in zip(mine, floors, strict=True)
+                           if f.server_cpu_us]
+                    line += f", {statistics.median(cpu):.2f}x the floor's" if cpu else ""
+                print(line)
+                print(f"      rounds {_figures(mine)}")
+    print(f"load average at end: {_load()}")
+
+
+def _load() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def _cpu(runs: list[Burst]) -> str:
+    """The median round's CPU per ask, split: `total (user / system) µs`, and the range."""
+    mid = sorted(runs, key=lambda r: r.server_cpu_us)[len(runs) // 2]
+    low, high = min(r.server_cpu_us for r in runs), max(r.server_cpu_us for r in runs)
+    return (f"{mid.server_cpu_us:.0f} µs ({mid.server_user_us:.0f} user / "
+            f"{mid.server_cpu_us - mid.server_user_us:.0f} system; rounds {low:.0f}–{high:.0f})")
 
 
 def _figures(runs: list[Burst]) -> str:
     return ", ".join(
         f"{r.rate:,.0f} ({r.renames_ms:.0f}, {r.first_ms:.0f}, {r.pause_ms:.0f}, {r.waiter_cpu_ms:.0f};"
-        f" {r.server_cpu_us:.0f} µs)"
+        f" {r.server_user_us:.0f} + {r.server_cpu_us - r.server_user_us:.0f} µs)"
         for r in runs)
 
 

@@ -18,6 +18,7 @@ themselves are widgets already (`StatusLine`, `KeyLegend`, the table, the detail
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
@@ -53,7 +54,7 @@ from tui.screens.batch_preview import BatchPreviewScreen
 from tui.screens.grant_steps import GrantConfirmScreen, GrantNoFactsScreen, GrantRefusedScreen
 from tui.ui_settings import UiSettings
 from tui.widgets.ask_detail import AskDetail
-from tui.widgets.ask_filter import AskFilter
+from tui.widgets.ask_filter import AskFilter, Fields
 from tui.widgets.asks_table import AsksTable
 from tui.widgets.key_legend import KeyLegend
 from tui.widgets.status_line import StatusLine
@@ -64,6 +65,8 @@ if TYPE_CHECKING:
 R = TypeVar("R")
 
 STATUS_TTL_S = 15.0
+#: New asks join the table at most this often while they keep coming (a burst in a few batches).
+ARRIVALS_EVERY_S = 0.2
 COMPACT_WIDTH = 100
 COMPACT_HEIGHT = 30
 # Below this many columns the footer drops its padding, so every key fits at 80x24.
@@ -131,6 +134,9 @@ class QueueScreen(Screen[None]):
         self.selected: AskKey | None = None
         self.marked: dict[AskKey, None] = {}  # ordered set
         self.ask_filter = AskFilter()
+        self._search: dict[AskKey, tuple[Ask, Fields]] = {}  # the filter's index: each ask's fields
+        self._pending_total = 0
+        self._arrivals_at = 0.0  # when the table last took in a batch of arrivals (monotonic)
         self._busy = False
         self._composed = False
         self._refresh_pending = False
@@ -295,10 +301,28 @@ class QueueScreen(Screen[None]):
         ask = self._detail_ask
         return ask if ask is not None and ask.key == self.selected and self.current_ask() is ask else None
 
-    def visible_asks(self) -> list[Ask]:
-        """What the table shows: every pending ask the filter lets through, in `createdAt` order."""
-        asks = self.human.pending()
-        return [a for a in asks if self.ask_filter.matches(a)] if self.ask_filter.active else asks
+    def visible_asks(self, pending: list[Ask] | None = None) -> list[Ask]:
+        """What the table shows: every pending ask the filter lets through, in `createdAt` order.
+
+        The filter searches an index of each ask's lower-cased fields, made once per ask (a
+        keystroke with thousands pending only searches strings)."""
+        asks = self.human.pending() if pending is None else pending
+        if not self.ask_filter.active:
+            return asks
+        return [ask for ask, fields in self._indexed(asks) if self.ask_filter.matches_fields(fields)]
+
+    def _indexed(self, asks: list[Ask]) -> list[tuple[Ask, Fields]]:
+        """Each ask with its fields from the filter's index (made for the asks not in it yet)."""
+        index = self._search
+        if len(index) > len(asks):
+            self._search = index = {a.key: index[a.key] for a in asks if a.key in index}
+        out = []
+        for ask in asks:
+            entry = index.get(ask.key)
+            if entry is None or entry[0] is not ask:
+                entry = index[ask.key] = (ask, AskFilter.fields(ask))
+            out.append(entry)
+        return out
 
     def _show_filter(self, shown: bool) -> None:
         """A hidden filter field is also disabled: it can never hold focus and swallow keys unseen."""
@@ -318,10 +342,15 @@ class QueueScreen(Screen[None]):
             self.marked.pop(event.ask.key, None)
             self.note_event(event)
         if isinstance(event, AskAdded):
-            # Arrivals come in bursts: sync the table once per burst, not once per ask.
+            # Arrivals come in bursts: the table takes them in batches, at once when none came in the
+            # last `ARRIVALS_EVERY_S`, else at the end of that time (thousands in a few passes).
             if not self._refresh_pending:
                 self._refresh_pending = True
-                self.call_later(self._refresh_after_arrivals)
+                wait = self._arrivals_at + ARRIVALS_EVERY_S - time.monotonic()
+                if wait > 0:
+                    self.set_timer(wait, self._refresh_after_arrivals)
+                else:
+                    self.call_later(self._refresh_after_arrivals)
             return
         self.refresh_queue()
         if gone and self.selected is not None:
@@ -330,6 +359,7 @@ class QueueScreen(Screen[None]):
 
     def _refresh_after_arrivals(self) -> None:
         self._refresh_pending = False
+        self._arrivals_at = time.monotonic()
         self.refresh_queue()
         if self.is_current:
             self._render_legend()
@@ -339,33 +369,35 @@ class QueueScreen(Screen[None]):
         if not self._composed:
             return
         table = self.table
-        shown = self.visible_asks()
+        pending = self.human.pending()
+        self._pending_total = len(pending)
+        shown = self.visible_asks(pending)
         # Several served sessions, or asks from several (a broker's carry their host and session).
         several = self.sessions_served() > 1 or len({ask.key.session_id for ask in shown}) > 1
         table.show_columns(["session"] if several else [])
         before = self.selected
         before_index = None if before is None else table.index_of(before)
-        table.sync(shown, self.clock())
+        table.sync(shown, self.clock(), pending)
         table.set_marked(set(self.marked))
         keys = table.ask_keys
+        at = None if before is None else table.index_of(before)
         if not keys:
             new: AskKey | None = None
-        elif before is not None and before in keys:
+        elif before is not None and at is not None:
             new = before
         elif before_index is not None:
             new = keys[min(before_index, len(keys) - 1)]  # the ask that took its place
         else:
             new = keys[0]
-        if new is not None:
-            index = keys.index(new)
-            if table.cursor_row != index:
-                table.move_cursor(row=index, animate=False, scroll=True)
+        index = None if new is None else table.index_of(new)
+        if index is not None and table.cursor_row != index:
+            table.move_cursor(row=index, animate=False, scroll=True)
         self._title_table()
         if new != before or (new is not None and self.human.get(new) is not self._detail_ask):
             self._select(new)  # another ask, or another ask under the same name: shown anew
-        elif new is not None:
+        elif new is not None and index is not None:
             # Same ask on screen: only its position and the counts change.
-            self.detail.update_header(self.current_ask(), self.clock(), keys.index(new) + 1, len(keys))
+            self.detail.update_header(self.current_ask(), self.clock(), index + 1, len(keys))
             self._subtitle()
         else:
             self._render_detail()
@@ -373,7 +405,7 @@ class QueueScreen(Screen[None]):
     def _title_table(self) -> None:
         title = "Pending asks — oldest first"
         if self.ask_filter.active:
-            shown, total = self.table.row_count, len(self.human.pending())
+            shown, total = self.table.row_count, self._pending_total
             title = f"Pending asks — filter: {safe_plain(self.filter_input.value, 40)} ({shown} of {total})"
         self.table.border_title = title
         marked = len(self.marked)
@@ -384,7 +416,7 @@ class QueueScreen(Screen[None]):
 
     def _subtitle(self) -> None:
         shown = self.table.row_count
-        total = len(self.human.pending())
+        total = self._pending_total
         text = f"{total} pending" if total else "no pending asks"
         if self.ask_filter.active:
             text += f" · {shown} shown"
@@ -425,18 +457,15 @@ class QueueScreen(Screen[None]):
         self._legend_when_ready()
 
     def _tick(self) -> None:
-        """Once a second: ages, an expired first press (it says so), a note past its time."""
+        """Once a second: the visible ages and countdowns, an expired first press (it says so), a note
+        past its time. Nothing else: the rows change with the person's events (`handle_event`), so
+        thousands of pending asks cost nothing here."""
         now = self.clock()
-        asks = self.visible_asks()
-        if [a.key for a in asks] != self.table.ask_keys:
-            # Its event is still on the way: the rows change with the selection, in one place.
-            self.refresh_queue()
-        else:
-            self.table.sync(asks, now)
-        keys = self.table.ask_keys
+        self.table.refresh_times(now)
         ask = self.current_ask()
-        if ask is not None and ask.key in keys:
-            self.detail.update_header(ask, now, keys.index(ask.key) + 1, len(keys))
+        index = None if ask is None else self.table.index_of(ask.key)
+        if ask is not None and index is not None:
+            self.detail.update_header(ask, now, index + 1, self.table.row_count)
         if self.safety.expire():
             self.set_status(Content.styled("First press expired; press again to arm.", DIM),
                             about=ask.key if ask is not None else None, ttl=STATUS_TTL_S)
@@ -444,11 +473,10 @@ class QueueScreen(Screen[None]):
         self.status_line.expire()
 
     def _render_detail(self) -> None:
-        keys = self.table.ask_keys
         ask = self.current_ask()
-        position = keys.index(ask.key) + 1 if ask is not None and ask.key in keys else 0
+        index = None if ask is None else self.table.index_of(ask.key)
         self._detail_ask = ask
-        self.detail.show(ask, self.clock(), position, len(keys))
+        self.detail.show(ask, self.clock(), 0 if index is None else index + 1, self.table.row_count)
         if ask is not None:
             # After the frame that shows it: truer "shown" time, and the write is off the key-to-paint path.
             self.call_after_refresh(self.post_message, self.AskShown(ask.key))
@@ -467,7 +495,8 @@ class QueueScreen(Screen[None]):
         keys = self.table.ask_keys
         if not keys:
             return
-        index = keys.index(self.selected) if self.selected in keys else 0
+        at = None if self.selected is None else self.table.index_of(self.selected)
+        index = at or 0
         self._move_to(max(0, min(len(keys) - 1, index + delta)))
 
     def action_jump(self, where: int) -> None:
@@ -506,6 +535,7 @@ class QueueScreen(Screen[None]):
         self._show_filter(True)
         self.filter_input.focus()
         self._render_legend()
+        self.call_after_refresh(self._indexed, self.human.pending())  # before the first key, not on it
 
     @on(Input.Changed, "#queue-filter")
     def _filter_changed(self, event: Input.Changed) -> None:

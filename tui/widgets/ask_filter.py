@@ -12,6 +12,7 @@ from core.vocabulary.asks import Ask
 from tui.render.ask_facts import primary_surface
 
 FIELDS = ("agent", "session", "surface")
+Fields = tuple[str, str, str, str]
 
 
 @dataclass(frozen=True)
@@ -37,19 +38,23 @@ class AskFilter:
         return bool(self.agent or self.session or self.surface or self.text)
 
     def matches(self, ask: Ask) -> bool:
+        return self.matches_fields(self.fields(ask))
+
+    @staticmethod
+    def fields(ask: Ask) -> Fields:
+        """What the terms are searched in, lower-cased: (agent, sessions, surface, free-text haystack).
+        Made once per ask by the queue's index, so a keystroke only searches strings."""
         req = ask.request
         intent = ask.parsed.access_intent
         agent = req.requester_agent_name.lower()
         sessions = " ".join((ask.key.session_id, req.requester_session_id)).lower()
         surface = primary_surface(ask).lower()
-        if not all(term in agent for term in self.agent):
-            return False
-        if not all(term in sessions for term in self.session):
-            return False
-        if not all(term in surface for term in self.surface):
-            return False
-        if not self.text:
-            return True
         values = list(intent.match_values) if intent is not None else []
         haystack = "\n".join([agent, sessions, surface, *values, req.value or "", req.message or ""]).lower()
-        return all(term in haystack for term in self.text)
+        return agent, sessions, surface, haystack
+
+    def matches_fields(self, fields: Fields) -> bool:
+        agent, sessions, surface, haystack = fields
+        return (all(term in agent for term in self.agent) and all(term in sessions for term in self.session)
+                and all(term in surface for term in self.surface)
+                and all(term in haystack for term in self.text))

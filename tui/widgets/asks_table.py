@@ -1,4 +1,8 @@
-"""The pending asks in `createdAt` order, diff-updated by row key (never cleared and re-added).
+"""The pending asks in `createdAt` order: each ask's row built once, the rows shown an index over them.
+
+Filtering, clearing the filter and a batch of arrivals swap the table's index of rows in one pass
+(`sync`); no row is rebuilt, re-measured or removed one by one, so a keystroke stays quick with
+thousands of asks pending. Only the visible rows' times are refreshed once a second.
 
 Columns are data (`tui/widgets/ask_columns.py`). Optional columns (the session column, shown when more
 than one session is served) are switched with `show_columns`. A value cut to fit its column ends
@@ -7,21 +11,22 @@ with `…+N` (N characters hidden), never silently.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from rich.style import Style
 from rich.text import Text
+from textual._two_way_dict import TwoWayDict
 from textual._types import SegmentLines
 from textual.coordinate import Coordinate
 from textual.events import Resize
 from textual.widgets import DataTable
-from textual.widgets.data_table import CellDoesNotExist, ColumnKey, RowKey
+from textual.widgets.data_table import ColumnKey, Row, RowKey
 
 from core.vocabulary.asks import Ask, AskKey
 from tui.render.ask_facts import age_seconds, duration
 from tui.sanitize import fit
-from tui.widgets.ask_columns import COLUMNS, VALUE_ROOM, Column, order_of, row_key_of
+from tui.widgets.ask_columns import COLUMNS, VALUE_ROOM, Column, row_key_of
 
 CELL_PADDING = 1  # DataTable's default padding on each side of a cell
 MIN_VALUE_WIDTH = 12
@@ -29,6 +34,17 @@ NARROW = 110
 MARK = "●"
 SELECTED = "▶"
 ELSEWHERE = Coordinate(-9, -9)  # not a row or column (the header row is -1)
+MARK_COLUMN, AGE_COLUMN, LEFT_COLUMN = ColumnKey("mark"), ColumnKey("age"), ColumnKey("left")
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    """One ask's row, built once: its cells are what the table paints when the row is shown."""
+
+    ask: Ask
+    key: RowKey
+    row: Row
+    cells: dict[ColumnKey, Text]
 
 
 class AsksTable(DataTable[Text]):
@@ -38,17 +54,22 @@ class AsksTable(DataTable[Text]):
     can_focus = False
 
     def __init__(self, *, id: str | None = None) -> None:
+        self._ordered: list[Row] = []  # DataTable's own start reads these
+        self._offsets: list[tuple[RowKey, int]] = []
         super().__init__(id=id, cursor_type="row", zebra_stripes=True, show_cursor=True)
-        self._keys: dict[str, AskKey] = {}
+        self._built: dict[str, _Row] = {}  # every pending ask's row, shown or hidden by the filter
+        self._keys: dict[str, AskKey] = {}  # the rows shown
         self._asks: dict[str, Ask] = {}
         self._order: list[str] = []  # row keys in display order
+        self._ask_keys: list[AskKey] = []
+        self._position: dict[str, int] = {}
         self._times_shown: dict[str, tuple[str, str, str]] = {}
         self._marked: set[str] = set()
         self._optional_shown: frozenset[str] = frozenset()
         self._columns: tuple[Column, ...] = ()
         self._cut_widths: dict[str, int] = {}
         self._selected_rk: str | None = None
-        self._cut_cells: dict[str, set[str]] = {}  # row key -> the columns cut to fit
+        self._cut_cells: dict[str, set[str]] = {}  # row key -> the columns cut to fit (rows with one)
         self._now = 0.0
 
     def on_mount(self) -> None:
@@ -63,16 +84,16 @@ class AsksTable(DataTable[Text]):
             return
         self._optional_shown = wanted
         asks = [self._asks[rk] for rk in self._order]
+        self._built.clear()
+        self._keys, self._asks, self._order, self._ask_keys, self._position = {}, {}, [], [], {}
+        self._ordered, self._offsets = [], []
         self.clear(columns=True)
-        self._keys.clear()
-        self._asks.clear()
-        self._order.clear()
         self._times_shown.clear()
         self._marked.clear()
         self._cut_cells.clear()
         self._selected_rk = None
         self._build_columns()
-        self._append(asks, self._now)
+        self.sync(asks, self._now)
 
     @property
     def column_keys(self) -> list[str]:
@@ -125,6 +146,8 @@ class AsksTable(DataTable[Text]):
         for column in changed:
             self.columns[ColumnKey(column.key)].width = widths[column.key]
         self._clear_caches()  # a label may have changed with the width (the header row is cached)
+        for rk in [k for k in self._built if k not in self._keys]:
+            del self._built[rk]  # hidden by the filter: built again at the new widths when shown
         for rk, ask in self._asks.items():
             for column in changed:
                 if column.cell is not None:
@@ -136,52 +159,55 @@ class AsksTable(DataTable[Text]):
         assert column.cell is not None
         whole = column.cell(ask)
         width = self._cut_widths.get(column.key, column.width or MIN_VALUE_WIDTH)
-        cells = self._cut_cells.setdefault(row_key_of(ask.key), set())
+        rk = row_key_of(ask.key)
         if whole.cell_len > width:
-            cells.add(column.key)
-        else:
+            self._cut_cells.setdefault(rk, set()).add(column.key)
+        elif (cells := self._cut_cells.get(rk)) is not None:
             cells.discard(column.key)
+            if not cells:
+                del self._cut_cells[rk]
         return column.fitted(ask, width) if column.fitted is not None else fit(whole, width)
 
     @property
     def cut(self) -> bool:
         """Some cell of a row shown ends with `…+N` (the table's subtitle then says what it means)."""
-        return any(self._cut_cells.get(rk) for rk in self._keys)
+        return any(rk in self._keys for rk in self._cut_cells)  # only rows with a cut cell are listed
 
-    # -- rows --------------------------------------------------------------------------------------
+    # -- rows: every pending ask's row built once, the table's rows an index over them ---------------
 
     @property
     def ask_keys(self) -> list[AskKey]:
-        """In display order."""
-        return [self._keys[rk] for rk in self._order]
+        """In display order (the table's own list: read it, never change it)."""
+        return self._ask_keys
 
     def key_at_cursor(self) -> AskKey | None:
-        if not self.row_count:
+        if not self._order:
             return None
-        row = self.ordered_rows[min(self.cursor_row, self.row_count - 1)]
-        return self._keys.get(str(row.key.value))
+        return self._keys.get(self._order[min(self.cursor_row, len(self._order) - 1)])
 
     def index_of(self, key: AskKey) -> int | None:
-        rk = row_key_of(key)
-        if rk not in self._keys:
-            return None
-        return self.get_row_index(rk)
+        return self._position.get(row_key_of(key))
 
     def set_marked(self, keys: set[AskKey]) -> None:
-        """Show a mark in the first column of exactly these rows."""
-        wanted = {row_key_of(k) for k in keys} & set(self._keys)
+        """Show a mark in the first column of exactly these rows (a row hidden by the filter keeps its
+        mark for when it is shown again)."""
+        wanted = {row_key_of(k) for k in keys} & self._built.keys()
         changed = wanted ^ self._marked
         self._marked = wanted
         for rk in changed:
             self._paint_mark(rk)
 
+    def _mark_text(self, rk: str) -> Text:
+        selected = rk == self._selected_rk
+        return Text.assemble((SELECTED if selected else " ", "bold"), (MARK if rk in self._marked else " ",
+                                                                       "bold $accent"))
+
     def _paint_mark(self, rk: str) -> None:
         """The first column: ▶ on the selected row (more than its colour says which it is), ● marked."""
-        selected = rk == self._selected_rk
-        text = Text.assemble((SELECTED if selected else " ", "bold"), (MARK if rk in self._marked else " ",
-                                                                       "bold $accent"))
-        with contextlib.suppress(CellDoesNotExist):  # a row being added: painted once it is
-            self.update_cell(rk, "mark", text)
+        if rk in self._keys:
+            self._set_cell(rk, MARK_COLUMN, self._mark_text(rk))
+        elif (built := self._built.get(rk)) is not None:
+            built.cells[MARK_COLUMN] = self._mark_text(rk)  # hidden by the filter: right when shown
 
     def watch_cursor_coordinate(self, old: Coordinate, new: Coordinate) -> None:
         super().watch_cursor_coordinate(old, new)
@@ -195,51 +221,100 @@ class AsksTable(DataTable[Text]):
             return
         before, self._selected_rk = self._selected_rk, rk
         for row in (before, rk):
-            if row is not None and row in self._keys:
+            if row is not None:
                 self._paint_mark(row)
 
-    def sync(self, asks: list[Ask], now: float) -> None:
-        """Remove gone rows, add new ones in `createdAt` order, refresh times of the visible rest."""
-        wanted = {row_key_of(a.key): a for a in asks}
-        for rk in [k for k in self._keys if k not in wanted]:
-            self.remove_row(rk)
-            del self._keys[rk]
-            del self._asks[rk]
-            self._times_shown.pop(rk, None)
-            self._cut_cells.pop(rk, None)
-            self._marked.discard(rk)
-        if len(self._order) != len(self._keys):
-            self._order = [rk for rk in self._order if rk in self._keys]
+    def sync(self, asks: Sequence[Ask], now: float, pending: Sequence[Ask] | None = None) -> None:
+        """Show exactly `asks`, in their order (`createdAt` order: `HumanAuthorizer.pending`'s, so an ask
+        adopted from another inbox joins in its place), and refresh the times of the visible rows.
+
+        A row is built once per ask and kept while the ask is in `pending` (default: `asks`), so a
+        filter or its clearing only swaps the index of rows shown; nothing is rebuilt or re-measured.
+        """
         self._now = now
-        self._append([a for rk, a in wanted.items() if rk not in self._keys], now)
+        built = self._built
+        fresh = False
+        for ask in asks:
+            rk = row_key_of(ask.key)
+            entry = built.get(rk)
+            if entry is None or entry.ask is not ask:
+                built[rk] = self._build(ask, rk, now)
+                fresh = True
+        order = [row_key_of(a.key) for a in asks]
+        if fresh or order != self._order:
+            self._install(order)
+        if len(built) > len(pending if pending is not None else asks):
+            keep = set(order) if pending is None else {row_key_of(a.key) for a in pending}
+            for rk in [k for k in built if k not in keep]:
+                del built[rk]
+                self._times_shown.pop(rk, None)
+                self._cut_cells.pop(rk, None)
+                self._marked.discard(rk)
         self._refresh_times(now)
         self._follow_cursor()
 
-    def _append(self, asks: list[Ask], now: float) -> None:
-        if not asks:
-            return
-        asks = sorted(asks, key=order_of)
-        last = order_of(self._asks[self._order[-1]]) if self._order else None
-        for ask in asks:
-            rk = row_key_of(ask.key)
-            self._keys[rk] = ask.key
-            self._asks[rk] = ask
-            age, left = self._times(ask, now)
-            given = {"mark": Text(SELECTED if rk == self._selected_rk else ""), "age": age, "left": left}
-            self.add_row(*(given[c.key] if c.cell is None else self._cell(c, ask) for c in self._columns),
-                         key=rk)
-            self._times_shown[rk] = (age.plain, left.plain, str(left.style))
-        self._order += [row_key_of(a.key) for a in asks]
-        if last is not None and order_of(asks[0]) < last:
-            # An ask created before the last one shown (e.g. from an adopted inbox) joins in its place.
-            self._order.sort(key=lambda rk: order_of(self._asks[rk]))
-            position = {rk: i for i, rk in enumerate(self._order)}
-            rows = {id(self.get_row(rk)[0]): position[rk] for rk in self._order}
-            self.sort(key=lambda cells: rows[id(cells[0])])
+    def _build(self, ask: Ask, rk: str, now: float) -> _Row:
+        age, left = self._times(ask, now)
+        self._times_shown[rk] = (age.plain, left.plain, str(left.style))
+        given = {"age": age, "left": left}
+        mark = self._mark_text(rk) if rk == self._selected_rk or rk in self._marked else Text("")
+        cells = {ColumnKey(c.key): mark if c.key == "mark" else
+                 given[c.key] if c.cell is None else self._cell(c, ask)
+                 for c in self._columns}
+        key = RowKey(rk)
+        return _Row(ask, key, Row(key, 1), cells)
+
+    def _install(self, order: list[str]) -> None:
+        """Make `order` the table's rows: O(rows) dictionary work, no row added or removed one by one
+        (DataTable's `remove_row` renumbers every row after it; `add_row` measures each cell)."""
+        rows = [self._built[rk] for rk in order]
+        self._order = order
+        self._keys = {rk: row.ask.key for rk, row in zip(order, rows, strict=True)}
+        self._asks = {rk: row.ask for rk, row in zip(order, rows, strict=True)}
+        self._ask_keys = [row.ask.key for row in rows]
+        self._position = {rk: i for i, rk in enumerate(order)}
+        self.rows = {row.key: row.row for row in rows}
+        self._data = {row.key: row.cells for row in rows}
+        self._row_locations = TwoWayDict({row.key: i for i, row in enumerate(rows)})
+        self._ordered = [row.row for row in rows]
+        self._offsets = [(row.key, 0) for row in rows]
+        self._update_count += 1
+        self._clear_caches()
+        self._require_update_dimensions = True  # the scrollable height, on idle (no row measured)
+        self.check_idle()
+        self.cursor_coordinate = self.cursor_coordinate  # kept within the rows
+        self.hover_coordinate = self.hover_coordinate
+        self.refresh(layout=True)
+
+    def _set_cell(self, rk: str, column: ColumnKey, value: Text) -> None:
+        """`update_cell` for one row: DataTable's own drops every cached render of every row (a `j`
+        would repaint all the visible rows for its two marks); this drops only this row's."""
+        key = self._built[rk].key  # the very object the caches' keys hold: compared by identity
+        self._data[key][column] = value
+        index = self._position[rk]
+        for cell in [k for k in self._cell_render_cache.keys() if k[0] is key]:  # noqa: SIM118 (no __iter__)
+            self._cell_render_cache.discard(cell)
+        for line in [k for k in self._row_render_cache.keys() if k[0] is key]:  # noqa: SIM118 (no __iter__)
+            self._row_render_cache.discard(line)
+        for row in [k for k in self._row_renderable_cache.keys() if k[1] == index]:  # noqa: SIM118 (no __iter__)
+            self._row_renderable_cache.discard(row)
+        self._line_cache.clear()  # lines are cached by screen position: made again from the rows
+        self.refresh_row(index)
+
+    @property
+    def ordered_rows(self) -> list[Row]:
+        """The rows shown, in order (kept by `_install`: DataTable rebuilds it on every cell update)."""
+        return self._ordered
+
+    @property
+    def _y_offsets(self) -> list[tuple[RowKey, int]]:
+        """Every row is one line (kept by `_install`: DataTable rebuilds it on every cell update)."""
+        return self._offsets
 
     def _refresh_times(self, now: float) -> None:
         top = int(self.scroll_offset.y)
         bottom = top + max(self.size.height, 1)
+        changed = False
         for index in range(max(0, top - 1), min(len(self._order), bottom + 1)):
             rk = self._order[index]
             age, left = self._times(self._asks[rk], now)
@@ -248,9 +323,18 @@ class AsksTable(DataTable[Text]):
             # pending, a per-second refresh of every row would stall key handling.
             if self._times_shown.get(rk) == shown:
                 continue
-            self.update_cell(rk, "age", age)
-            self.update_cell(rk, "left", left)
+            cells = self._built[rk].cells
+            cells[AGE_COLUMN], cells[LEFT_COLUMN] = age, left
             self._times_shown[rk] = shown
+            changed = True
+        if changed:  # most visible rows changed: one repaint of the visible rows, nothing else
+            self._update_count += 1
+            self.refresh()
+
+    def refresh_times(self, now: float) -> None:
+        """The visible rows' ages and countdowns (once a second: nothing else is recomputed)."""
+        self._now = now
+        self._refresh_times(now)
 
     @staticmethod
     def _times(ask: Ask, now: float) -> tuple[Text, Text]:

@@ -1,0 +1,176 @@
+"""The queue at scale: the real app, headless, with thousands of real pending asks.
+
+Run: `uv run python -m bench.bench_queue [--pending 1000,5000] [--idle 10]`.
+
+The app as `pi-authorizer app` builds it (recorded authority over the demo pi config, the history
+ledger, inotify) serves a temporary forwarding root; N request files no rule decides (children
+waiting) are written beforehand and renamed into the inbox at once. Frames are caught as in
+`bench.bench_tui` (each compositor update rendered to the bytes a terminal would get and searched
+for a marker). For each N:
+
+- intake: from the first rename to the frame that shows `Ask 1/N` (every ask in the table);
+- filter: `/`, then the 6 characters of `job-00` typed one by one, each timed from the key event to
+  the first frame whose table title names that filter (the next key is sent once it is painted);
+  settled: the sum. `job-00` keeps 1,000 of 5,000 asks (every ask matches the first 5 characters);
+- clear: `esc` to the first frame with the unfiltered title;
+- `j`: 200 presses, 20 ms apart, each to the first frame showing the new `Ask n/N`;
+- idle: the process's CPU (every thread: the app and the core) over `--idle` seconds with no key
+  pressed, its toasts dismissed; and the RSS before the asks came and after.
+
+The load average is printed at the start and the end of each N: the machine is shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import resource
+import shlex
+import signal
+import statistics
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from textual import events
+
+from bench.bench_tui import FrameApp, frame_app, painted, stage, until
+from bench.profile_serve import report
+
+FILTER = "job-00"
+PRESSES = 200
+PRESS_GAP_S = 0.02
+SIZE = (120, 40)
+PROFILE: list[str | None] = [None]  # `--profile`: the py-spy command sampling `j` and idle
+
+
+@contextmanager
+def spying(what: str) -> Iterator[None]:
+    """With `--profile`: py-spy samples this process meanwhile; its hottest frames are printed."""
+    if PROFILE[0] is None:
+        yield
+        return
+    with tempfile.NamedTemporaryFile(suffix=".txt") as out:
+        command = [*shlex.split(PROFILE[0]), "record", "--pid", str(os.getpid()), "--threads",
+                   "--nonblocking", "--rate", "250", "--format", "raw", "--output", out.name]
+        spy = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(1.0)  # attached
+        try:
+            yield
+        finally:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(60)
+            print(f"  profile of {what}:")
+            report(Path(out.name).read_text(), 15)
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def load() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+CPU_MS: list[float] = []  # each key's CPU (the whole process, ms): less of the load than its wall time
+
+
+async def key(app: FrameApp, name: str, character: str | None, marker: str, within: float = 300.0) -> float:
+    """Post one key event; seconds until the first frame containing `marker` (its CPU: `CPU_MS`)."""
+    app.expect(marker)
+    cpu, start = time.process_time(), time.perf_counter()
+    app.post_message(events.Key(name, character))
+    elapsed = await painted(app, within) - start
+    CPU_MS.append((time.process_time() - cpu) * 1000)
+    return elapsed
+
+
+async def run(workdir: Path, pending: int, idle_s: float) -> dict[str, object]:
+    app, folder = frame_app(workdir)
+    out: dict[str, object] = {"pending": pending, "load_start": load()}
+    async with app.run_test(size=SIZE):
+        await until(lambda: app.queue.is_current)
+        rss_before = rss_mb()
+        staged = [stage(folder, i, f"npm run job-{i:05d}") for i in range(pending)]
+        app.expect(f"Ask 1/{pending}")
+        with spying("the intake"):
+            start = time.perf_counter()
+            for temp, final in staged:
+                os.replace(temp, final)
+            out["intake_s"] = await painted(app, 600.0) - start
+        await until(lambda: app.queue.table.row_count == pending, 60.0)
+        app.clear_notifications()
+        await asyncio.sleep(1.0)
+
+        await key(app, "slash", "/", "filter: agent:NAME")  # the field's placeholder
+        strokes = []
+        with spying("the filter's keystrokes"):
+            for n in range(1, len(FILTER) + 1):
+                strokes.append(await key(app, FILTER[n - 1] if FILTER[n - 1] != "-" else "minus",
+                                         FILTER[n - 1], f"filter: {FILTER[:n]} ("))
+        out["keystrokes_ms"] = [round(s * 1000, 1) for s in strokes]
+        out["keystrokes_cpu_ms"] = [round(c, 1) for c in CPU_MS[-len(strokes):]]
+        out["filter_s"] = sum(strokes)
+        out["shown"] = app.queue.table.row_count
+        with spying("the clearing"):
+            out["clear_s"] = await key(app, "escape", None, "Pending asks — oldest first")
+        out["clear_cpu_ms"] = CPU_MS[-1]
+        await asyncio.sleep(0.5)
+
+        presses = []
+        first = app.queue.table.ask_keys.index(app.queue.selected) + 1 if app.queue.selected else 1
+        with spying("the j presses"):
+            for n in range(first + 1, min(pending, first + PRESSES) + 1):
+                presses.append(await key(app, "j", "j", f"Ask {n}/{pending}", 30.0))
+                await asyncio.sleep(PRESS_GAP_S)
+        out["j_p50_ms"] = statistics.median(presses) * 1000
+        out["j_cpu_p50_ms"] = statistics.median(CPU_MS[-len(presses):])
+        out["j_p95_ms"] = statistics.quantiles(presses, n=100, method="inclusive")[94] * 1000
+
+        app.clear_notifications()
+        await asyncio.sleep(1.0)
+        with spying("idle"):
+            cpu, wall = time.process_time(), time.perf_counter()
+            await asyncio.sleep(idle_s)
+            out["idle_cpu_pct"] = (time.process_time() - cpu) / (time.perf_counter() - wall) * 100
+        out["rss_mb"] = f"{rss_before:.0f} -> {rss_mb():.0f}"
+        out["load_end"] = load()
+        await app.quitting.stop_serving()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--pending", default="1000,5000", help="pending asks per run, comma-separated")
+    parser.add_argument("--idle", type=float, default=10.0, help="seconds of idle CPU measured")
+    parser.add_argument("--profile", nargs="?", const="uvx py-spy", default=None, metavar="PY_SPY",
+                        help="sample the j presses and the idle time with py-spy (default `uvx py-spy`)")
+    args = parser.parse_args()
+    PROFILE[0] = args.profile
+    for pending in (int(n) for n in args.pending.split(",") if n):
+        with tempfile.TemporaryDirectory(prefix="pi-authorizer-bench-queue-") as tmp:
+            r = asyncio.run(run(Path(tmp), pending, args.idle))
+        print(f"{pending:,} pending (load {r['load_start']} -> {r['load_end']}):")
+        print(f"  all shown after {r['intake_s']:.2f} s (target < 5 s with 5,000)")
+        print(f"  filter {FILTER!r}: settled after {r['filter_s']:.2f} s, {r['shown']} shown;"
+              f" per key {r['keystrokes_ms']} ms, CPU {r['keystrokes_cpu_ms']} ms"
+              " (targets < 3 s, each < 100 ms)")
+        print(f"  cleared after {r['clear_s']:.2f} s, CPU {r['clear_cpu_ms']:.0f} ms (target < 2 s)")
+        print(f"  j -> repaint: p50 {r['j_p50_ms']:.1f} ms, p95 {r['j_p95_ms']:.1f} ms,"
+              f" CPU p50 {r['j_cpu_p50_ms']:.1f} ms"
+              " (targets p50 < 100 ms with 5,000; p95 < 50 ms with 1,000)")
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"  idle: {r['idle_cpu_pct']:.1f}% CPU over {args.idle:.0f} s (target < 3%);"
+              f" RSS {r['rss_mb']} MB; peak {peak:.0f} MB")
+
+
+if __name__ == "__main__":
+    main()

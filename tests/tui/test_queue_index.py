@@ -1,0 +1,159 @@
+"""The queue's rows as an index over every pending ask (issue 37): a filter, its clearing and a burst of
+arrivals swap which rows are shown without rebuilding them; the rows, their order, the marks, the
+selection and what a key decides stay exactly right. Through the real app (Pilot) and a real core."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.tui.support import (
+    make_rig,
+    names,
+    read_response,
+    request_body,
+    requests_dir,
+    selected,
+    settle,
+    wait_for,
+    wait_painted,
+    wait_response,
+    wait_rows,
+    write_request,
+)
+from tui.app import AuthorizerApp
+
+pytestmark = pytest.mark.timeout(120)  # a hang guard, not a speed check
+
+
+def value(i: int) -> str:
+    return f"make build-{i:03d}" if i % 2 else f"git push origin topic-{i:03d}"
+
+
+def write_asks(root: Path, ids: range, start: float) -> None:
+    for i in ids:
+        write_request(root, request_body(f"r-{i:03d}", value=value(i), created_at=start + i))
+
+
+def marks(app: AuthorizerApp) -> list[str]:
+    """The first column of every row shown, in order: ▶ on the selected row, ● on a marked one."""
+    table = app.queue.table
+    return [table.get_row_at(i)[0].plain.strip() for i in range(table.row_count)]
+
+
+def values(app: AuthorizerApp) -> list[str]:
+    table = app.queue.table
+    return [table.get_row_at(i)[-1].plain for i in range(table.row_count)]
+
+
+async def test_a_filter_and_its_clearing_keep_the_rows_their_order_and_the_selection(tmp_path: Path) -> None:
+    rig = make_rig(tmp_path)
+    start = time.time() * 1000 - 60_000
+    write_asks(rig.root, range(40), start)
+    everything = [f"r-{i:03d}" for i in range(40)]
+    async with rig.app.run_test(size=(140, 40)) as pilot:
+        await wait_rows(pilot, rig.app, 40)
+        assert names(rig.app) == everything
+        await pilot.press("j", "j", "j", "j")
+        assert selected(rig.app) == "r-004"  # a `git` ask, hidden by the filter below
+        await pilot.press("slash", *"make")
+        await wait_rows(pilot, rig.app, 20)
+        odd = [f"r-{i:03d}" for i in range(1, 40, 2)]
+        assert names(rig.app) == odd
+        assert values(rig.app) == [value(i) for i in range(1, 40, 2)]
+        assert selected(rig.app) == "r-009"  # the ask that took the hidden one's place (row 5)
+        assert marks(rig.app).count("▶") == 1 and marks(rig.app)[4] == "▶"
+        await pilot.press("space", *"build-01")  # narrower: `make` and `build-01`
+        await wait_rows(pilot, rig.app, 5)
+        assert names(rig.app) == ["r-011", "r-013", "r-015", "r-017", "r-019"]
+        assert selected(rig.app) == "r-019"  # r-009 hidden by the narrower filter: its row's new ask
+        await pilot.press("escape")
+        await wait_rows(pilot, rig.app, 40)
+        assert names(rig.app) == everything
+        assert values(rig.app) == [value(i) for i in range(40)]
+        assert selected(rig.app) == "r-019"  # clearing keeps the ask selected under the filter
+        shown = marks(rig.app)
+        assert shown.count("▶") == 1 and shown[19] == "▶"  # no stale ▶ on a row hidden meanwhile
+        assert rig.app.queue.current_ask() is rig.app.queue.shown_ask()
+
+
+async def test_marks_of_rows_hidden_by_the_filter_are_right_when_they_are_shown_again(tmp_path: Path) -> None:
+    rig = make_rig(tmp_path)
+    write_asks(rig.root, range(6), time.time() * 1000 - 60_000)
+    async with rig.app.run_test(size=(140, 40)) as pilot:
+        await wait_rows(pilot, rig.app, 6)
+        await pilot.press("space", "space")  # r-000 (git) and r-001 (make) marked; the cursor moves on
+        assert [k.name for k in rig.app.queue.marked] == ["r-000.json", "r-001.json"]
+        await pilot.press("slash", *"make", "enter")
+        await wait_rows(pilot, rig.app, 3)
+        assert marks(rig.app)[0].endswith("●")  # r-001, still marked
+        rig.app.queue.marked.pop(next(iter(rig.app.queue.marked)))  # r-000 unmarked while hidden
+        rig.app.queue.refresh_queue()
+        await pilot.press("escape")
+        await wait_rows(pilot, rig.app, 6)
+        shown = marks(rig.app)
+        assert not shown[0].endswith("●")  # unmarked while hidden: shown unmarked
+        assert shown[1].endswith("●")
+        assert sum(m.endswith("●") for m in shown) == 1
+        assert "1 marked" in str(rig.app.queue.table.border_subtitle)
+
+
+async def test_a_burst_joins_in_created_order_and_the_cursor_stays_on_its_ask(tmp_path: Path) -> None:
+    rig = make_rig(tmp_path)
+    start = time.time() * 1000 - 600_000
+    for i in range(5):
+        write_request(rig.root, request_body(f"first-{i}", created_at=start + 1000 * i))
+    async with rig.app.run_test(size=(140, 40)) as pilot:
+        await wait_rows(pilot, rig.app, 5)
+        await pilot.press("j", "j")
+        assert selected(rig.app) == "first-2"
+        for i in range(300):  # older and newer than the selected ask, interleaved
+            write_request(rig.root, request_body(f"burst-{i:03d}", created_at=start + 13 * i + 1))
+        await wait_rows(pilot, rig.app, 305)
+        pending = [a.key.name.removesuffix(".json") for a in rig.human.pending()]
+        assert names(rig.app) == pending  # every ask, in `createdAt` order, none twice
+        assert selected(rig.app) == "first-2"  # the ask under the cursor did not change
+        shown = marks(rig.app)
+        assert shown.count("▶") == 1 and shown[names(rig.app).index("first-2")] == "▶"
+        assert rig.app.queue.shown_ask() is rig.human.get(rig.app.queue.selected)  # type: ignore[arg-type]
+
+
+async def test_a_decision_under_a_filter_decides_the_painted_ask_and_no_other(tmp_path: Path) -> None:
+    rig = make_rig(tmp_path)
+    write_asks(rig.root, range(20), time.time() * 1000 - 60_000)
+    async with rig.app.run_test(size=(140, 40)) as pilot:
+        await wait_rows(pilot, rig.app, 20)
+        await pilot.press("slash", *"build-007", "enter")
+        await wait_rows(pilot, rig.app, 1)
+        assert selected(rig.app) == "r-007"
+        await wait_painted(pilot, rig.app)
+        await pilot.press("y", "y")
+        response = await wait_response(pilot, rig.root, "r-007")
+        assert response["state"] == "approved"
+        await wait_rows(pilot, rig.app, 0)  # still filtered: nothing else matches
+        assert all(read_response(rig.root, f"r-{i:03d}") is None for i in range(20) if i != 7)
+        await pilot.press("escape")
+        await wait_rows(pilot, rig.app, 19)
+        assert "r-007" not in names(rig.app)
+
+
+async def test_an_ask_replaced_under_its_name_while_hidden_is_shown_as_the_new_ask(tmp_path: Path) -> None:
+    rig = make_rig(tmp_path)
+    start = time.time() * 1000 - 60_000
+    write_asks(rig.root, range(4), start)
+    async with rig.app.run_test(size=(140, 40)) as pilot:
+        await wait_rows(pilot, rig.app, 4)
+        await pilot.press("slash", *"make", "enter")
+        await wait_rows(pilot, rig.app, 2)
+        (requests_dir(rig.root) / "r-000.json").unlink()  # its child withdrew it (hidden: a `git` ask)
+        await wait_for(pilot, lambda: len(rig.human.pending()) == 3)
+        write_request(rig.root, request_body("r-000", value="make replaced-000", created_at=start))
+        await wait_rows(pilot, rig.app, 3)
+        assert names(rig.app) == ["r-000", "r-001", "r-003"]
+        assert values(rig.app)[0] == "make replaced-000"
+        await pilot.press("escape")
+        await wait_rows(pilot, rig.app, 4)
+        assert values(rig.app) == ["make replaced-000", value(1), value(2), value(3)]
+        await settle(pilot)
