@@ -179,6 +179,17 @@ def is_zombie(pid: int) -> bool:
     return stat[end + 2 : end + 3] == b"Z"
 
 
+def process_uid(pid: int) -> int | None:
+    """The user id `pid` runs as (`/proc/<pid>`'s owner), or `None` where that cannot be known (gone,
+    or not Linux: callers fall back on `kill(pid, 0)`, which refuses another user's process)."""
+    if not LINUX:
+        return None
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
+
+
 WatchBackend = Literal["inotify", "kqueue", "polling"]
 
 

@@ -72,10 +72,12 @@ def ui_settings(args: argparse.Namespace, authority: RecordedAuthority | None) -
     try:
         if authority is not None:
             knobs = authority.store.policy("").settings
+            paths = authority.store.sources.config_paths()
             base = UiSettings(
                 double_press=knobs.double_press_to_confirm,
                 prompt_notifications=tuple(knobs.prompt_notifications),
                 dialog_keys=dict(knobs.permission_dialog_keys),
+                dialog_keys_from=str(paths.get(knobs.dialog_keys_origin or "", "")),
                 ignored_knobs=knobs.ignored_knobs,
             )
             # The ignored ones are logged by `RecordedAuthority.report_config`, shown by the app.
@@ -86,6 +88,7 @@ def ui_settings(args: argparse.Namespace, authority: RecordedAuthority | None) -
         prompt_notifications=base.prompt_notifications,
         input_grace_ms=max(0, args.grace_ms) if args.grace_ms is not None else base.input_grace_ms,
         dialog_keys=base.dialog_keys,
+        dialog_keys_from=base.dialog_keys_from,
         ignored_knobs=base.ignored_knobs,
     )
 
