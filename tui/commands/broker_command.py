@@ -35,6 +35,7 @@ from core.courier.broker_permissions import (
     authorization_block,
     courier_permissions,
     courier_user,
+    inbox_prefix,
 )
 from core.disk.entries import replace_file
 from core.disk.tree import Anchor
@@ -101,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     access = usable_dir("access folder", folder / "access")
     users = [_user(access, ADMIN, None)]
     users += [_user(access, courier_user(host), courier_permissions(host)) for host in hosts]
-    users += [_user(access, approver_user(name), approver_permissions()) for name in approvers]
+    users += [_user(access, approver_user(name), approver_permissions(name)) for name in approvers]
     ca = _copy_ca(access, tls) if tls is not None else None
     for user in users:
         _write_access(access, user, ca)
@@ -201,7 +202,8 @@ def access_file(access: Path, user: str) -> Path:
 
 def _write_access(access: Path, user: BrokerUser, ca: str | None) -> None:
     """`--broker-access` TOML for `user`, readable by its owner only (written by descriptor)."""
-    lines = [f"user = {_toml(user.name)}", f"password = {_toml(user.password)}"]
+    lines = [f"user = {_toml(user.name)}", f"password = {_toml(user.password)}",
+             f"inbox_prefix = {_toml(inbox_prefix(user.name))}"]
     if ca is not None:
         lines.append(f"ca = {_toml(ca)}  # beside this file: copy both")
     with Anchor(access, "access folder").folder() as fd:
