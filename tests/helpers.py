@@ -24,11 +24,12 @@ from core.disk.writer import DISK, DiskWriter
 from core.history import HistoryStore
 from core.person import DecisionRefused, HumanAuthorizer
 from core.seams import FaultHook, Seams, no_fault
-from core.serving import ServeEvent, ServingCore
-from core.serving.asks import Arbiter
+from core.serving import ServingCore
 from core.serving.loop import SAFETY_RESCAN_S
 from core.serving.verdicts import Ledger
 from core.testing import Breakable, ManualClock
+from core.vocabulary.asks import Arbiter
+from core.vocabulary.events import ServeEvent
 from tests.history.support import S, intent
 from tui.demo.nats_server import NatsServer as NatsServer
 from tui.demo.nats_server import free_port as free_port

@@ -26,8 +26,8 @@ from typing import Any, Literal
 from core.clock import Clock, wall_ms
 from core.courier.parcel_ids import Minted, ParcelIds, ask_identity
 from core.courier.transport import Courier, Hop, Parcel, Relayed, Unreachable
-from core.serving.asks import LEAVE, Answered, Arbiter, ArbiterDecision, Ask, AskKey, Decision
 from core.text import log_safe
+from core.vocabulary.asks import LEAVE, Answered, Arbiter, ArbiterDecision, Ask, AskKey, Decision
 from core.wire.decisions import MAX_DECISION_DEPTH, DecisionSource, ForwardedDecision, UnavailableDecision
 from core.wire.request import MAX_HOPS
 from core.wire.response import ForwardedResponse, approve, approve_for_session, deny
@@ -83,7 +83,7 @@ class CourierArbiter:
         if not isinstance(self.fallback, str):
             self.fallback.withdraw(key, reason)
         if carry.parcel_id is not None:
-            self._spawn(self.courier.withdraw(carry.parcel_id, reason or "the child withdrew its ask"))
+            self._spawn(self._withdraw(carry.parcel_id, reason or "the child withdrew its ask"))
 
     async def run_until(self, stop: asyncio.Event) -> None:
         """Beside serving (`ServingCore.add_background`): closed when serving stops."""
@@ -96,6 +96,10 @@ class CourierArbiter:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.courier.close()
+
+    async def _withdraw(self, parcel_id: str, reason: str) -> None:
+        """Withdrawn where no one waits for a relay (the child withdrew, or was answered already)."""
+        await self.courier.withdraw(parcel_id, reason)
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.ensure_future(work)
@@ -116,10 +120,10 @@ class CourierArbiter:
         except asyncio.CancelledError:
             raise
         except Unreachable as exc:
-            decision = await self._fallback(ask, str(exc))
+            decision = await self._gave_up(ask, parcel_id, str(exc))
         except Exception as exc:  # a transport that fails is a target that cannot be reached
             log.error("%s: carrying to %s failed", log_safe(ask.key.name), log_safe(target), exc_info=True)
-            decision = await self._fallback(ask, f"carrying to {target} failed: {exc}")
+            decision = await self._gave_up(ask, parcel_id, f"carrying to {target} failed: {exc}")
         if not (isinstance(decision, Decision) and decision.outcome == "courier"):
             self._forget(ask.key, parcel_id)  # the fallback's: nothing is left at the target
         if not future.done():
@@ -130,8 +134,23 @@ class CourierArbiter:
         if carry is not None and carry.parcel_id == (parcel_id or None):
             del self._carrying[key]
 
+    async def _gave_up(self, ask: Ask, parcel_id: str, why: str) -> ArbiterDecision:
+        """The target did not decide in time: the parcel is withdrawn there in the same step, so its
+        one answer is the withdrawal or a verdict. A verdict that won is relayed (the child is still
+        unanswered); otherwise the fallback answers."""
+        won = None
+        try:
+            if parcel_id:  # minted: it may have been carried
+                won = await self.courier.withdraw(parcel_id, f"the courier gave up: {why}")
+        except Exception:  # the transport says why; the child still gets its fallback in time
+            log.error("%s: withdrawing it at %s failed", log_safe(ask.key.name),
+                      log_safe(self.courier.target), exc_info=True)
+        if won is not None:
+            return self._relayed(ask, parcel_id, won)
+        return await self._fallback(ask, why)
+
     async def _relay(self, ask: Ask, minted: Minted) -> ArbiterDecision:
-        target, parcel_id = self.courier.target, minted.parcel_id
+        parcel_id = minted.parcel_id
         hops = self._hops(ask)
         if isinstance(hops, str):
             return await self._fallback(ask, hops)
@@ -140,12 +159,18 @@ class CourierArbiter:
             return await self._fallback(ask, "the child's deadline is too near to carry it")
         parcel = Parcel(parcel_id, ask.parsed.raw, hops, deadline, fresh=minted.fresh)
         relayed = await self.courier.carry(parcel)
+        return self._relayed(ask, parcel_id, relayed)
+
+    def _relayed(self, ask: Ask, parcel_id: str, relayed: Relayed) -> Decision:
+        """The target's verdict, answered as this node's: the one place a relay is made."""
+        target = self.courier.target
         response = relayed_response(relayed, ask.responder_session_id, wall_ms(self.clock))
         log.info("%s carried to %s: %s there by %s", log_safe(ask.key.name), log_safe(target),
                  response.state, log_safe(relayed.decided_by, 200))
         reply: asyncio.Future[Answered] = asyncio.get_running_loop().create_future()
         reply.add_done_callback(lambda done: self._settled(ask.key, parcel_id, done))
-        return Decision(response, "courier", reply=reply)
+        where = target if relayed.decider_node is None else f"{target} (approver {relayed.decider_node})"
+        return Decision(response, "courier", reply=reply, carried_to=where)
 
     def _settled(self, key: AskKey, parcel_id: str, done: asyncio.Future[Answered]) -> None:
         """This node's answer is written (or the ask is gone): the target's answer is read and done
@@ -153,7 +178,7 @@ class CourierArbiter:
         answered = None if done.cancelled() else done.result()
         if answered is None or answered.written or answered.gone:
             self._forget(key, parcel_id)
-            self._spawn(self.courier.withdraw(parcel_id, "answered here"))
+            self._spawn(self._withdraw(parcel_id, "answered here"))
 
     def _hops(self, ask: Ask) -> tuple[Hop, ...] | str:
         """The hops the ask came with, then this node; a loop or too long a list is refused (why)."""

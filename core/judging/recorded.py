@@ -24,8 +24,8 @@ from core.rules.explain import Explanation, explain
 from core.rules.reloads import PendingReload
 from core.rules.session_grants import grant_rules
 from core.serving import NO_FACTS_EXPLANATION
-from core.serving.asks import Judgment, LazySequence
 from core.text import log_safe
+from core.vocabulary.asks import Judgment, LazySequence
 from core.wire.decisions import AuthorizerDecision, SessionApprovalDecision
 from core.wire.request import ParsedRequest, SessionGrant
 

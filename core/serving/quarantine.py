@@ -44,11 +44,11 @@ from core.disk.tree import FILE_MODE, Anchor, UnsafeFolder, lstat_or_none, open_
 from core.forwarding.inbox import SessionInbox, display_name
 from core.forwarding.liveness import pid_alive
 from core.seams import PRODUCTION, Seams, retrying
-from core.serving.asks import AskKey
-from core.serving.events import EventKind, ServeEvent, label
 from core.serving.sessions import ServedSession, Sessions
 from core.serving.verdicts import gate_denial
 from core.text import log_safe
+from core.vocabulary.asks import AskKey
+from core.vocabulary.events import EventKind, ServeEvent, label
 from core.wire.base import compact_json
 from core.wire.request import ParsedRequest
 from core.wire.response import encode_response

@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,10 +33,10 @@ from core.forwarding.liveness import (
 )
 from core.forwarding.survey import InboxStatus, survey_inboxes
 from core.seams import Seams
-from core.serving.asks import AskKey
-from core.serving.events import ServeEvent
 from core.serving.records import UNDECIDED, AskRecords
 from core.text import log_safe
+from core.vocabulary.asks import AskKey
+from core.vocabulary.events import ServeEvent
 
 log = logging.getLogger("pi_authorizer.serve")
 
@@ -68,11 +69,27 @@ class ServedSession:
     #: Response names another server wrote (or is writing) answers under while it lasts: an answer of
     #: this node's under one of them is never taken as the one its child read.
     contested: dict[str, int] = field(default_factory=dict)
+    #: The names said contested (log line, event) while that server lasts: each is said once.
+    contested_said: set[str] = field(default_factory=set)
+    #: Names this node answered lately, newest last (bounded): another server's answer under one of them
+    #: contests this node's; under a name this node never judged it is none of this node's business.
+    answered: OrderedDict[str, None] = field(default_factory=OrderedDict)
     problems: dict[str, ServeEvent] = field(default_factory=dict)
     """Refused folders by part (`inbox`, `heartbeat`): the `unsafe_folder` event that reported each."""
 
     def __post_init__(self) -> None:
         self.records = AskRecords(self.inbox.session_id)
+
+    def note_answered(self, name: str) -> None:
+        """This node's answer under `name` was placed (remembered for `judged`, bounded)."""
+        self.answered[name] = None
+        self.answered.move_to_end(name)
+        while len(self.answered) > MAX_CONTESTED:
+            self.answered.popitem(last=False)
+
+    def judged(self, name: str) -> bool:
+        """Whether this node serves the request `name` now, or answered it lately."""
+        return self.records.get(name) is not None or name in self.answered
 
 class ServedSessions(Protocol):
     """All a front end may know and do about the sessions a core serves (no lock, heartbeat or record)."""
@@ -276,6 +293,7 @@ class Sessions:
             return True
         served.foreign_writer = None
         served.contested.clear()
+        served.contested_said.clear()
         if served.foreign is not None:
             served.foreign = None
             session = served.inbox.session_id
@@ -286,19 +304,26 @@ class Sessions:
     def note_foreign_writer(self, served: ServedSession, pid: int, target: str) -> None:
         """A temp file of process `pid` appeared in this inbox's `responses/` (the watcher saw it), for
         the answer `target`: its rename replaces any answer this node placed there, so that ask is
-        `contested` (the history never claims this node's answer was the one delivered)."""
+        `contested` (the history never claims this node's answer was the one delivered), when this node
+        judged it: the other server's answers to asks this node never saw are its own business."""
         if pid == os.getpid() or pid == served.heartbeat.overruled or not_a_server(pid) is not None:
             return  # an empty temp file named for pid 1, or for a dead or another user's process
         served.foreign_writer = pid
         served.foreign_writer_seen = self.clock.monotonic()
         self._foreign(served, pid, "its temp files in responses/")
+        if not served.judged(target):
+            return
         if len(served.contested) < MAX_CONTESTED:
             served.contested[target] = pid
         self.contest(served, target, pid)
 
     def contest(self, served: ServedSession, name: str, pid: int | None) -> None:
         """Say (log, `contested` event: the history's row, the app) that another server answered the
-        request `name` too, so whatever this node answered may not be what its child read."""
+        request `name` too, so whatever this node answered may not be what its child read. Said once
+        per name while that server lasts (its temp files, a rescan and the publisher may each see it)."""
+        if name in served.contested_said or len(served.contested_said) >= MAX_CONTESTED:
+            return
+        served.contested_said.add(name)
         session = served.inbox.session_id
         who = "another server" if pid is None else f"another server (pid {pid})"
         reason = (f"{who} wrote its own answer to this request; the child may have read that answer, "

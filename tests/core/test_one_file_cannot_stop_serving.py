@@ -22,9 +22,9 @@ from core.forwarding.liveness import (
     not_a_server,
     read_heartbeat,
 )
-from core.serving.asks import DenyingArbiter
 from core.serving.sessions import EMPTY_TEMP_S, WRITER_BELIEVED_S
 from core.testing import ManualClock
+from core.vocabulary.asks import DenyingArbiter
 from tests.helpers import Served, read_response_when_written, rescanned_until, response_path, write_request
 from tests.history.support import S
 

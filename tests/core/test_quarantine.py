@@ -14,7 +14,6 @@ import pytest
 from core.disk.paths import encode_session_id
 from core.forwarding.inbox import SessionInbox
 from core.seams import Seams
-from core.serving.asks import DenyingArbiter
 from core.serving.quarantine import (
     HOLD_CHECKPOINTS,
     PRUNE_EVERY,
@@ -23,6 +22,7 @@ from core.serving.quarantine import (
     Quarantine,
 )
 from core.testing import ManualClock
+from core.vocabulary.asks import DenyingArbiter
 from tests.helpers import session_dir, wait_for, write_request_bytes
 from tests.history.support import Node, S
 

@@ -22,9 +22,10 @@ import pytest
 from core.forwarding.liveness import heartbeat_path, read_heartbeat
 from core.history import HistoryStore
 from core.person import DecisionRefused, HumanAuthorizer
-from core.serving import ServeEvent, ServingCore
-from core.serving.asks import DenyingArbiter, Judgment, LeavingArbiter
+from core.serving import ServingCore
 from core.testing import FailingDisk, FailingLedger, GatedDisk, HeldDisk, LinkedAwayDisk, ManualClock
+from core.vocabulary.asks import DenyingArbiter, Judgment, LeavingArbiter
+from core.vocabulary.events import ServeEvent
 from core.wire.request import ParsedRequest
 from tests.helpers import (
     Served,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from core.forwarding.liveness import heartbeat_path
-from core.serving.asks import DenyingArbiter
+from core.vocabulary.asks import DenyingArbiter
 from tests.helpers import (
     deep_tree,
     read_response_when_done,

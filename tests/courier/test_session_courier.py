@@ -26,9 +26,10 @@ from core.courier.transport import Parcel, Relayed, Unreachable
 from core.disk.paths import is_safe_request_id
 from core.person import HumanAuthorizer
 from core.seams import Seams
-from core.serving import ServeEvent, ServingCore
-from core.serving.asks import Arbiter, Ask, AskKey, DenyingArbiter, Judgment
+from core.serving import ServingCore
 from core.testing import ManualClock
+from core.vocabulary.asks import Arbiter, Ask, AskKey, DenyingArbiter, Judgment
+from core.vocabulary.events import ServeEvent
 from core.wire.decisions import (
     DecisionSource,
     ForwardedDecision,

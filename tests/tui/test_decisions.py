@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import Input, Static
 
-from core.serving.asks import Answered, Decision
+from core.vocabulary.asks import Answered, Decision
 from tests.tui.support import (
     SERVED,
     make_rig,

@@ -7,8 +7,8 @@ import asyncio
 import sys
 
 from core.disk.paths import env_line
-from core.serving.asks import Arbiter, DenyingArbiter, LeavingArbiter
 from core.text import log_safe
+from core.vocabulary.asks import Arbiter, DenyingArbiter, LeavingArbiter
 from tui.commands.collector import settle_for_serving
 from tui.commands.node import (
     check_usage,
