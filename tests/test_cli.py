@@ -142,7 +142,9 @@ def test_serve_without_session_serves_a_stable_own_id_and_prints_the_env(tmp_pat
     assert ids[0] == ids[1] and ids[0].startswith("pi-authorizer-")
 
 
-def test_serve_refuses_a_session_a_live_process_serves(tmp_path: Path) -> None:
+def test_serve_steps_back_from_a_session_a_live_process_serves(tmp_path: Path) -> None:
+    """A live heartbeat of another server (a newer pi): the session is taken but not answered while
+    that server lasts, said once with its pid; its heartbeat is never written over."""
     root = tmp_path / "root"
     (root / "serving").mkdir(parents=True)
     heartbeat = root / "serving" / f"{encode_session_id('taken')}.json"
@@ -160,15 +162,21 @@ def test_serve_refuses_a_session_a_live_process_serves(tmp_path: Path) -> None:
 
     beating = threading.Thread(target=live_server)
     beating.start()
+    log = tmp_path / "serve.log"
     try:
-        result = cli("serve", "--session", "taken", "--forwarding-root", str(root),
-                     "--state-dir", str(tmp_path / "state"))
+        with log.open("w") as sink:
+            proc = subprocess.Popen([sys.executable, "-m", "tui.cli", "serve", "--session", "taken",
+                                     "--forwarding-root", str(root), "--state-dir", str(tmp_path / "state")],
+                                    cwd=REPO, stderr=sink, text=True, start_new_session=True)
+        said = f"another server answers session taken (pid {os.getppid()}"
+        poll_until(lambda: said in log.read_text(), what="the other server said")
+        os.killpg(proc.pid, signal.SIGTERM)
+        assert proc.wait(60) == 0, log.read_text()
+        beat = json.loads(heartbeat.read_text())
+        assert beat["pid"] == os.getppid()  # never written over
     finally:
         stopped.set()
         beating.join()
-    assert result.returncode == 3
-    assert f"pid {os.getppid()}" in result.stderr and "no session left to serve" in result.stderr
-    assert heartbeat.exists()
 
 
 def test_invalid_session_id_is_a_clear_error(tmp_path: Path) -> None:

@@ -5,20 +5,24 @@ decision keys; an approver consumes every ask and writes decisions but never pub
 (`docs/remote.md` § A production server, the threat model). `pi-authorizer broker` writes its
 server's configuration from here, so the permissions it runs are the ones tested
 (`tests/courier/test_broker_command.py` runs a courier and an approver through them); tightening
-them (per-user inbox prefixes, say) is a change to this module alone.
+them further is a change to this module alone. Each user takes its replies on a prefix of its own
+(`inbox_prefix`, written into its access file), never the shared `_INBOX.>`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from core.courier.broker import ASK_PREFIX, ASK_STREAM, DECISION_BUCKET, token
 
-#: Where nats-py's request replies arrive (every client subscribes below it).
-INBOX = "_INBOX.>"
+#: Replies (request answers, acknowledgements, fetched asks) arrive under a prefix of each user's own:
+#: a user allowed the shared `_INBOX.>` would read every other user's replies.
+_PLAIN = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
 @dataclass(frozen=True)
@@ -29,6 +33,14 @@ class BrokerUser:
     name: str
     password: str
     permissions: dict[str, Any] | None
+
+
+def inbox_prefix(user: str) -> str:
+    """The reply prefix `user` connects with and alone may subscribe under: `_INBOX_<user>` (what a
+    node takes by default), or, for a name that is not one plain token, one made of its digest."""
+    if _PLAIN.match(user):
+        return f"_INBOX_{user}"
+    return f"_INBOX_{hashlib.sha256(user.encode('utf-8')).hexdigest()[:24]}"
 
 
 def courier_user(host: str) -> str:
@@ -53,18 +65,18 @@ def courier_permissions(host: str) -> dict[str, Any]:
             f"$JS.API.STREAM.INFO.KV_{DECISION_BUCKET}",
             f"$JS.API.DIRECT.GET.KV_{DECISION_BUCKET}.{keys}",
         ]},
-        "subscribe": {"allow": [keys, INBOX]},
+        "subscribe": {"allow": [keys, f"{inbox_prefix(courier_user(host))}.>"]},
     }
 
 
-def approver_permissions() -> dict[str, Any]:
+def approver_permissions(name: str) -> dict[str, Any]:
     """Consume every ask, write and read every decision; never publish an ask."""
     return {
         "publish": {
             "allow": [f"$KV.{DECISION_BUCKET}.>", "$JS.API.>", f"$JS.ACK.{ASK_STREAM}.>"],
             "deny": [f"{ASK_PREFIX}.>"],
         },
-        "subscribe": {"allow": [f"$KV.{DECISION_BUCKET}.>", INBOX]},
+        "subscribe": {"allow": [f"$KV.{DECISION_BUCKET}.>", f"{inbox_prefix(approver_user(name))}.>"]},
     }
 
 

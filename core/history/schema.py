@@ -75,5 +75,7 @@ def migrate(conn: sqlite3.Connection, target: int = VERSION) -> int:
         except sqlite3.Error:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
+            if user_version(conn) > index:
+                continue  # another process opening the same new file (a courier and an approver) ran it first
             raise
     return user_version(conn)

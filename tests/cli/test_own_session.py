@@ -19,6 +19,7 @@ import sys
 import termios
 import textwrap
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from core.disk.paths import default_forwarding_root, default_state_dir
+from core.forwarding.liveness import HEARTBEAT_INTERVAL_S
 from tests.helpers import poll_until
 from tui.commands.own_session import LEGACY_SESSION_FILE, default_session_id
 
@@ -247,3 +249,34 @@ def test_the_app_and_a_serve_for_two_roots_at_once_and_run_beside_the_app_is_dec
         assert body["approved"] is True and body["decidedBy"]["kind"] == "user", body
     finally:
         app.close()
+
+
+def test_run_beside_a_newer_pi_serving_its_session_stands_by_and_says_so(tmp_path: Path) -> None:
+    """A server known only by its heartbeat (a newer pi): `run` takes the session but leaves its asks to
+    that server while it beats, and says so at start."""
+    agent, root = agent_root(tmp_path, "agent")
+    state = tmp_path / "state"
+    sid = default_session_id(state, root)
+    heartbeat = root / "serving" / f"{sid}.json"
+    heartbeat.parent.mkdir()
+    stopped = threading.Event()
+
+    def beating() -> None:
+        while True:
+            beat = {"sessionId": sid, "pid": os.getpid(), "updatedAt": time.time() * 1000}
+            heartbeat.with_suffix(".tmp").write_text(json.dumps(beat))
+            heartbeat.with_suffix(".tmp").rename(heartbeat)
+            if stopped.wait(HEARTBEAT_INTERVAL_S):
+                return
+
+    beater = threading.Thread(target=beating)
+    beater.start()
+    try:
+        result = cli("run", "--state-dir", str(state), "--", "true", agent=agent)
+    finally:
+        stopped.set()
+        beater.join()
+    assert result.returncode == 0, result.stderr
+    start = next(line for line in result.stderr.splitlines() if line.startswith("pi-authorizer run:"))
+    assert f"another server answers session {sid} (pid {os.getpid()}" in start, result.stderr
+    assert "forwards its asks there" in start and "denied at once (--on-ask deny)" in start

