@@ -34,8 +34,8 @@ from core.judging.judge_questions import (
 )
 from core.judging.links import allow_is_capped
 from core.judging.recorded import LinkChain
-from core.serving.asks import Judgment
 from core.text import log_safe
+from core.vocabulary.asks import Judgment
 from core.wire.decisions import AuthorizerDecision
 from core.wire.facts import IntentFacts
 from core.wire.request import ParsedRequest

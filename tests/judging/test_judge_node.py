@@ -19,7 +19,7 @@ import pytest
 from core.history import HistoryStore
 from core.judging.judge_record import JUDGE_FILE, JudgeRecord, measure
 from core.judging.judge_setup import JudgeSettings
-from core.serving.asks import DenyingArbiter
+from core.vocabulary.asks import DenyingArbiter
 from core.wiring import NodeOptions, build_node
 from tests.helpers import poll_until, read_response_when_written, response_path, wait_for, write_request
 from tests.judging.support import READ_ONLY, READS_SECRETS, ChatServer, Reply, chat_server, model_says
