@@ -250,3 +250,16 @@ def inotify_watch_limit() -> int | None:
             return int(limit.read().strip())
     except (OSError, ValueError):
         return None
+
+
+def command_line(pid: int) -> list[str] | None:
+    """The arguments process `pid` was started with (`/proc/<pid>/cmdline`); None where unknown
+    (the process is gone, or this OS has no procfs: the caller asks `ps`)."""
+    if not LINUX:
+        return None
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            raw = handle.read(1 << 16)
+    except OSError:
+        return None
+    return [os.fsdecode(word) for word in raw.split(b"\0") if word] or None

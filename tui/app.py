@@ -109,9 +109,12 @@ class AuthorizerApp(App[int]):
         self._key_at: float | None = None
         #: This run's decisions and the core's own answers and problems (the history view without a ledger).
         self.history: list[HistoryEntry] = []
+        keymap, self.refused_keys = dialog_keymap(self.settings.dialog_keys)
         self.safety = KeySafety(self.key_clock.monotonic, KeyRules(
             grace_s=max(0, self.settings.input_grace_ms) / 1000,
-            double_press=self.settings.double_press,
+            # Keys remapped by a file (every one is writable by a same-user child) always need the
+            # double press (issue 34 finding 3).
+            double_press=self.settings.double_press or bool(keymap),
             arm_expiry_s=ARM_EXPIRY_S,
         ))
         self.queue = QueueScreen(human, self.settings, self.clock, self.safety, self.key_time,
@@ -123,7 +126,6 @@ class AuthorizerApp(App[int]):
         self.quitting = Quitting(self, core)
         self._shown: set[AskKey] = set()
         self._keymap_ids: dict[str, str] = {}
-        keymap, self.refused_keys = dialog_keymap(self.settings.dialog_keys)
         if keymap:
             self.set_keymap(keymap)
 
@@ -176,8 +178,9 @@ class AuthorizerApp(App[int]):
                         severity="error", markup=False, timeout=15)
         if self.refused_keys:
             refused = safe_plain("; ".join(self.refused_keys), 400)
-            self.notify(f"Ignored permissionDialogKeys entries (defaults kept): {refused}",
-                        severity="warning", markup=False, timeout=10)
+            source = safe_plain(self.settings.dialog_keys_from, 200) or "the config"
+            self.notify(f"Ignored permissionDialogKeys entries from {source} (defaults kept): {refused}",
+                        title="Decision keys refused", severity="error", markup=False, timeout=15)
 
     async def _serve(self) -> None:
         try:
