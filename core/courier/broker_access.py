@@ -31,7 +31,13 @@ MAX_BYTES = 64 * 1024
 #: Where a node's replies come back (`_INBOX_<user>` unless the file says): a subject of its own, so
 #: the server can let each user subscribe to its own replies only (never `_INBOX.>`, where every
 #: other node's replies pass: its asks fetched, its verdicts read).
-_PREFIX = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
+_PREFIX = re.compile(r"^[A-Za-z0-9_=-]+(\.[A-Za-z0-9_=-]+)*$")
+
+
+def inbox_prefix_of(user: str) -> str | None:
+    """`_INBOX_<user>`: the reply prefix a user connects with unless its access file names one (`None`
+    when the user's name cannot be one subject token)."""
+    return f"_INBOX_{user}" if _PREFIX.match(user) and "." not in user else None
 
 
 class BrokerAccessError(ValueError):
@@ -65,9 +71,7 @@ class BrokerAccess:
         """The inbox prefix this node connects with (`docs/remote.md` § A production server)."""
         if self.inbox_prefix is not None:
             return self.inbox_prefix
-        if self.user is not None and _PREFIX.match(self.user) and "." not in self.user:
-            return f"_INBOX_{self.user}"
-        return None
+        return None if self.user is None else inbox_prefix_of(self.user)
 
     @property
     def tls(self) -> bool:

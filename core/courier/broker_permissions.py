@@ -5,7 +5,9 @@ decision keys; an approver consumes every ask and writes decisions but never pub
 (`docs/remote.md` § A production server, the threat model). `pi-authorizer broker` writes its
 server's configuration from here, so the permissions it runs are the ones tested
 (`tests/courier/test_broker_command.py` runs a courier and an approver through them); tightening
-them (per-user inbox prefixes, say) is a change to this module alone.
+them is a change to this module alone. Each user takes its replies on its own inbox prefix
+(`_INBOX_<user>`, what `BrokerAccess` connects with) and may subscribe to that one only: a user
+allowed `_INBOX.>` would read every other user's replies (asks fetched, verdicts read).
 """
 
 from __future__ import annotations
@@ -16,9 +18,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.courier.broker import ASK_PREFIX, ASK_STREAM, DECISION_BUCKET, token
+from core.courier.broker_access import inbox_prefix_of
 
-#: Where nats-py's request replies arrive (every client subscribes below it).
-INBOX = "_INBOX.>"
+
+def replies_of(user: str) -> str:
+    """The subjects `user`'s replies arrive on (its own inbox prefix, never the shared `_INBOX.>`)."""
+    prefix = inbox_prefix_of(user)
+    if prefix is None:
+        raise ValueError(f"{user!r} cannot name an inbox prefix")
+    return f"{prefix}.>"
 
 
 @dataclass(frozen=True)
@@ -53,18 +61,18 @@ def courier_permissions(host: str) -> dict[str, Any]:
             f"$JS.API.STREAM.INFO.KV_{DECISION_BUCKET}",
             f"$JS.API.DIRECT.GET.KV_{DECISION_BUCKET}.{keys}",
         ]},
-        "subscribe": {"allow": [keys, INBOX]},
+        "subscribe": {"allow": [keys, replies_of(courier_user(host))]},
     }
 
 
-def approver_permissions() -> dict[str, Any]:
-    """Consume every ask, write and read every decision; never publish an ask."""
+def approver_permissions(name: str) -> dict[str, Any]:
+    """Consume every ask, write and read every decision; never publish an ask (approver `name`)."""
     return {
         "publish": {
             "allow": [f"$KV.{DECISION_BUCKET}.>", "$JS.API.>", f"$JS.ACK.{ASK_STREAM}.>"],
             "deny": [f"{ASK_PREFIX}.>"],
         },
-        "subscribe": {"allow": [f"$KV.{DECISION_BUCKET}.>", INBOX]},
+        "subscribe": {"allow": [f"$KV.{DECISION_BUCKET}.>", replies_of(approver_user(name))]},
     }
 
 

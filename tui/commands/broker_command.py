@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     access = usable_dir("access folder", folder / "access")
     users = [_user(access, ADMIN, None)]
     users += [_user(access, courier_user(host), courier_permissions(host)) for host in hosts]
-    users += [_user(access, approver_user(name), approver_permissions()) for name in approvers]
+    users += [_user(access, approver_user(name), approver_permissions(name)) for name in approvers]
     ca = _copy_ca(access, tls) if tls is not None else None
     for user in users:
         _write_access(access, user, ca)
