@@ -31,6 +31,7 @@ from core.courier.broker import (
     token,
 )
 from core.courier.broker_access import BrokerAccess
+from core.courier.broker_health import BrokerHealth
 from core.courier.transport import Parcel, Relayed, Unreachable
 from core.wire.response import parse_response
 
@@ -69,6 +70,8 @@ class NatsCourier:
         self._connecting = asyncio.Lock()
         #: Parcel id → the key it was carried under (so `withdraw` knows the host token).
         self._keys: dict[str, str] = {}
+        #: The broker's state as this courier saw it last: one log line per change, not per retry.
+        self.health = BrokerHealth(self.target)
 
     async def _connected(self) -> BrokerLink:
         async with self._connecting:
@@ -118,10 +121,11 @@ class NatsCourier:
                     landed.clear()
                     decision = await read_decision(link.decisions, key)
                     ok_since = self.clock.monotonic()
+                    self.health.saw_connected()
                 except BROKER_DOWN as exc:
+                    self.health.saw_failure(exc, self.access.user if self.access is not None else None)
                     if self.clock.monotonic() - ok_since >= self.unreachable_after_s:
                         raise self._out_of_reach(ok_since, exc) from exc
-                    log.info("%s: broker not answering (%s); retrying", self.target, exc)
                     await self.clock.wait(asyncio.Event(), min(self.retry_s, deadline - now))
                     continue
                 if decision is not None:

@@ -14,7 +14,9 @@ import pytest
 from core.courier.broker import BrokerUnavailable, connect
 from core.courier.broker_access import BrokerAccess
 from core.courier.broker_health import BrokerHealth, BrokerState
-from tests.helpers import NatsServer, nats_server_binary
+from core.courier.nats_courier import NatsCourier
+from core.courier.transport import Unreachable
+from tests.helpers import NatsServer, broker_parcel, nats_server_binary
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -85,3 +87,21 @@ def test_a_parcel_long_past_its_deadline_says_this_clock_may_be_wrong() -> None:
     names.append(health.state.name)
     assert names == ["connected", "clock skew"]
     assert health.state.words == "parcel already 3600 s past its deadline: is this clock right?"
+
+
+async def test_a_courier_retrying_a_dead_broker_says_so_once_and_its_fallback_names_why(
+    caplog: pytest.LogCaptureFixture, without_jetstream: NatsServer
+) -> None:
+    """Before: "broker not answering … retrying" every 0.2 s (25 lines in 10 s), and a server without
+    JetStream was "unreachable … description='None'"."""
+    caplog.set_level(logging.INFO, "pi_authorizer")
+    dead = NatsCourier("nats://127.0.0.1:1", node="courier-a", unreachable_after_s=1.5, retry_s=0.1)
+    with pytest.raises(Unreachable, match="unreachable"):
+        await dead.carry(broker_parcel("req-dead", ttl_s=30))
+    assert len([r for r in caplog.records if "unreachable" in r.getMessage()]) == 1
+    assert dead.health.state.name == "unreachable"
+    plain = NatsCourier(without_jetstream.url, node="courier-a", unreachable_after_s=1.0, retry_s=0.1,
+                        access=BrokerAccess(user="node-a", password="right"))  # noqa: S106
+    with pytest.raises(Unreachable, match="start nats-server with -js"):
+        await plain.carry(broker_parcel("req-nojs", ttl_s=30))
+    assert plain.health.state.name == "JetStream missing"
