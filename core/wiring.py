@@ -16,6 +16,7 @@ from pathlib import Path
 
 from core.courier.arbiter import CourierArbiter, Fallback
 from core.courier.broker_access import BrokerAccess
+from core.courier.broker_health import BrokerHealth
 from core.courier.broker_inbox import BrokerInbox
 from core.courier.parcel_ids import ParcelIds
 from core.courier.targets import CourierPlace, Target, build_courier
@@ -62,6 +63,8 @@ class Node:
     core: ServingCore
     authority: RecordedAuthority
     history: HistoryStore | None
+    #: With `--broker`: that broker's state as this node sees it (for the person).
+    broker_health: BrokerHealth | None = None
 
     def take_session(self, raw_id: str) -> ServedSession:
         return take_session(self.core, self.history, raw_id)
@@ -79,6 +82,8 @@ class AttendedNode:
     history: HistoryStore | None = None
     #: With `--forward-to`: the courier that takes the asks first (the person decides what it cannot).
     courier: CourierArbiter | None = None
+    #: The brokers this node talks to (`--broker`, `--forward-to nats://`), each one's state.
+    brokers: tuple[BrokerHealth, ...] = ()
 
     def take_session(self, raw_id: str) -> ServedSession:
         return take_session(self.core, self.history, raw_id)
@@ -143,7 +148,11 @@ def build_attended_node(options: NodeOptions, history: HistoryStore | None) -> A
     person = HumanAuthorizer(grants=authority, clock=options.seams.clock)
     courier = courier_arbiter(options, person)
     node = _node(options, history, authority, courier or person)
-    return AttendedNode(node.core, person, authority, history, courier)
+    brokers = [node.broker_health] if node.broker_health is not None else []
+    carrying = getattr(courier.courier, "health", None) if courier is not None else None
+    if isinstance(carrying, BrokerHealth):
+        brokers.append(carrying)
+    return AttendedNode(node.core, person, authority, history, courier, tuple(brokers))
 
 
 def _authority(options: NodeOptions) -> RecordedAuthority:
@@ -173,12 +182,14 @@ def _node(
         core.subscribe(history.observe)
     if isinstance(arbiter, CourierArbiter):
         core.add_background(arbiter.run_until)
+    health: BrokerHealth | None = None
     if options.broker is not None:
         inbox = BrokerInbox(options.broker, node=options.node_name, judge=authority, arbiter=arbiter,
                             chain=chain, clock=options.seams.clock, ledger=history,
                             observe=None if history is None else history.observe,
                             access=options.broker_access)
+        health = inbox.health = BrokerHealth(inbox.url)
         core.add_background(inbox.run_until)
     core.add_background(authority.watch_config)
     authority.report_config()
-    return Node(core, authority, history)
+    return Node(core, authority, history, health)

@@ -34,6 +34,7 @@ from textual.notifications import Notification, Notify, SeverityLevel
 from textual.screen import Screen
 
 from core.clock import SYSTEM_CLOCK, KeyClock
+from core.courier.broker_health import BrokerState
 from core.person import AskAdded, AskDecided, AskWithdrawn, HumanAuthorizer
 from core.serving.asks import Ask, AskKey
 from core.wiring import AttendedNode
@@ -163,6 +164,8 @@ class AuthorizerApp(App[int]):
         self.quitting.core_worker = self.run_worker(self._serve(), name="serving-core", exit_on_error=False)
         if not self.is_headless:
             self.quitting.install_signal_handlers()
+        for broker in self.node.brokers:
+            broker.subscribe(self._broker_state)
         if self.node.courier is not None:
             target = self.node.courier.courier.target
             self.tell(Notice(f"Asks this node's rules leave undecided are carried to {target}; you decide "
@@ -181,6 +184,20 @@ class AuthorizerApp(App[int]):
             source = safe_plain(self.settings.dialog_keys_from, 200) or "the config"
             self.notify(f"Ignored permissionDialogKeys entries from {source} (defaults kept): {refused}",
                         title="Decision keys refused", severity="error", markup=False, timeout=15)
+
+    def _broker_state(self, state: BrokerState) -> None:
+        """A broker's state changed (`core/courier/broker_health.py`): the header says trouble while it
+        lasts (never over a NOT SERVING), and a toast says each change."""
+        if state.name == "connecting":
+            return
+        if state.trouble:
+            if not self.sub_title.startswith("NOT SERVING"):
+                self.sub_title = f"BROKER {state.name.upper()}"
+            self.notify(safe_plain(state.words, 400), title=f"Broker: {state.name}", severity="error",
+                        markup=False, timeout=30)
+        elif self.sub_title.startswith("BROKER "):
+            self.sub_title = ""
+            self.notify(f"{safe_plain(state.url, 200)} connected.", title="Broker", markup=False)
 
     async def _serve(self) -> None:
         try:
@@ -351,7 +368,8 @@ class AuthorizerApp(App[int]):
     def action_sessions(self) -> None:
         from tui.screens.sessions import SessionsScreen
 
-        self._show(lambda: SessionsScreen(self.core.served, self.node.take_session), SessionsScreen)
+        self._show(lambda: SessionsScreen(self.core.served, self.node.take_session, self.node.brokers),
+                   SessionsScreen)
 
     def help_groups(self) -> list[tuple[str, Sequence[BindingType]]]:
         """Every screen's bindings, as the help screen lists them (the history view this app uses)."""

@@ -44,6 +44,7 @@ from core.courier.broker import (
     token,
 )
 from core.courier.broker_access import BrokerAccess
+from core.courier.broker_health import BrokerHealth
 from core.courier.transport import Parcel
 from core.serving.asks import Answered, Arbiter, ArbiterDecision, Ask, AskKey, Decision
 from core.serving.events import Observer, ServeEvent
@@ -514,6 +515,9 @@ class BrokerInbox:
         """Asks before this node's arbiter."""
         return len(self._held)
 
+    #: The broker's state for the person (`core/courier/broker_health.py`), when the wiring sets one.
+    health: BrokerHealth | None = None
+
     async def run_until(self, stop: asyncio.Event) -> None:
         """Beside serving (`ServingCore.add_background`, `--broker`): connect, and while the broker is
         out of reach say so once and keep trying every `UNREACHABLE_RETRY_S` (the node's inboxes are
@@ -522,8 +526,12 @@ class BrokerInbox:
         while not stop.is_set():
             try:
                 await self.start()
+                if self.health is not None:
+                    self.health.saw_connected()
                 break
             except BROKER_DOWN as exc:
+                if self.health is not None:
+                    self.health.saw_failure(exc, self.access.user if self.access is not None else None)
                 if not said:
                     log.error("broker %s unreachable (%s): its asks are not served until it answers; "
                               "trying every %.0f s", self.url, exc, UNREACHABLE_RETRY_S)
