@@ -190,6 +190,20 @@ def process_uid(pid: int) -> int | None:
         return None
 
 
+def process_command(pid: int, limit: int = 160) -> str | None:
+    """The command line `pid` runs (`/proc/<pid>/cmdline`, arguments joined by spaces, cut at `limit`),
+    or `None` where it cannot be read: evidence for the person, never trusted (a process names itself)."""
+    if not LINUX:
+        return None
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            data = handle.read(limit * 4)
+    except OSError:
+        return None
+    text = data.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace")
+    return (text[:limit] + "…" if len(text) > limit else text) or None
+
+
 WatchBackend = Literal["inotify", "kqueue", "polling"]
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from core.courier.arbiter import CourierArbiter, Fallback
 from core.courier.broker_access import BrokerAccess
+from core.courier.broker_health import BrokerHealth
 from core.courier.broker_inbox import BrokerInbox
 from core.courier.parcel_ids import ParcelIds
 from core.courier.targets import CourierPlace, Target, build_courier
@@ -68,6 +69,8 @@ class Node:
     history: HistoryStore | None
     #: The model judge's chain, when `--judge` is given (its breaker, its advice, its record).
     model_judge: JudgeChain | None = None
+    #: With `--broker`: that broker's state as this node sees it (for the person).
+    broker_health: BrokerHealth | None = None
 
     def take_session(self, raw_id: str) -> ServedSession:
         return take_session(self.core, self.history, raw_id)
@@ -87,6 +90,8 @@ class AttendedNode:
     courier: CourierArbiter | None = None
     #: The model judge's chain, when `--judge` is given: its advice on each ask, its breaker.
     model_judge: JudgeChain | None = None
+    #: The brokers this node talks to (`--broker`, `--forward-to nats://`), each one's state.
+    brokers: tuple[BrokerHealth, ...] = ()
 
     def take_session(self, raw_id: str) -> ServedSession:
         return take_session(self.core, self.history, raw_id)
@@ -152,7 +157,12 @@ def build_attended_node(options: NodeOptions, history: HistoryStore | None) -> A
     person = HumanAuthorizer(grants=authority, clock=options.seams.clock)
     courier = courier_arbiter(options, person)
     node = _node(options, history, authority, courier or person, attended=True)
-    return AttendedNode(node.core, person, authority, history, courier, node.model_judge)
+    brokers = [node.broker_health] if node.broker_health is not None else []
+    carrying = getattr(courier.courier, "health", None) if courier is not None else None
+    if isinstance(carrying, BrokerHealth):
+        brokers.append(carrying)
+    return AttendedNode(node.core, person, authority, history, courier, node.model_judge,
+                        brokers=tuple(brokers))
 
 
 def _authority(options: NodeOptions) -> RecordedAuthority:
@@ -187,14 +197,16 @@ def _node(
         core.subscribe(history.observe)
     if isinstance(arbiter, CourierArbiter):
         core.add_background(arbiter.run_until)
+    health: BrokerHealth | None = None
     if options.broker is not None:
         inbox = BrokerInbox(options.broker, node=options.node_name, judge=authority, arbiter=arbiter,
                             chain=chain, clock=options.seams.clock, ledger=history,
                             observe=None if history is None else history.observe,
                             access=options.broker_access)
+        health = inbox.health = BrokerHealth(inbox.url)
         core.add_background(inbox.run_until)
     core.add_background(authority.watch_config)
     if judge is not None:
         core.add_background(lambda stop: close_when_stopped(judge, stop))
     authority.report_config()
-    return Node(core, authority, history, judge)
+    return Node(core, authority, history, judge, broker_health=health)

@@ -34,6 +34,7 @@ from textual.notifications import Notification, Notify, SeverityLevel
 from textual.screen import Screen
 
 from core.clock import SYSTEM_CLOCK, KeyClock
+from core.courier.broker_health import BrokerState
 from core.judging.judge_breaker import BreakerState
 from core.judging.model_judge import JudgeReview
 from core.person import AskAdded, AskDecided, AskWithdrawn, HumanAuthorizer
@@ -185,6 +186,8 @@ class AuthorizerApp(App[int]):
             self.model_judge.model.breaker.listeners.append(self._judge_changed)
         if not self.is_headless:
             self.quitting.install_signal_handlers()
+        for broker in self.node.brokers:
+            broker.subscribe(self._broker_state)
         if self.node.courier is not None:
             target = self.node.courier.courier.target
             self.tell(Notice(f"Asks this node's rules leave undecided are carried to {target}; you decide "
@@ -203,6 +206,20 @@ class AuthorizerApp(App[int]):
             source = safe_plain(self.settings.dialog_keys_from, 200) or "the config"
             self.notify(f"Ignored permissionDialogKeys entries from {source} (defaults kept): {refused}",
                         title="Decision keys refused", severity="error", markup=False, timeout=15)
+
+    def _broker_state(self, state: BrokerState) -> None:
+        """A broker's state changed (`core/courier/broker_health.py`): the header says trouble while it
+        lasts (never over a NOT SERVING), and a toast says each change."""
+        if state.name == "connecting":
+            return
+        if state.trouble:
+            if not self.sub_title.startswith("NOT SERVING"):
+                self.sub_title = f"BROKER {state.name.upper()}"
+            self.notify(safe_plain(state.words, 400), title=f"Broker: {state.name}", severity="error",
+                        markup=False, timeout=30)
+        elif self.sub_title.startswith("BROKER "):
+            self.sub_title = ""
+            self.notify(f"{safe_plain(state.url, 200)} connected.", title="Broker", markup=False)
 
     async def _serve(self) -> None:
         try:
@@ -383,7 +400,8 @@ class AuthorizerApp(App[int]):
     def action_sessions(self) -> None:
         from tui.screens.sessions import SessionsScreen
 
-        self._show(lambda: SessionsScreen(self.core.served, self.node.take_session), SessionsScreen)
+        self._show(lambda: SessionsScreen(self.core.served, self.node.take_session, self.node.brokers),
+                   SessionsScreen)
 
     def help_groups(self) -> list[tuple[str, Sequence[BindingType]]]:
         """Every screen's bindings, as the help screen lists them (the history view this app uses)."""

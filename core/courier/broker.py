@@ -17,10 +17,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import collections
 import hashlib
 import json
 import logging
 import re
+import ssl
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -63,6 +66,47 @@ BROKER_DOWN: tuple[type[BaseException], ...] = (
 
 _TOKEN_SAFE = re.compile(r"[A-Za-z0-9_-]")
 _ADDRESS = re.compile(r"^nats://(?P<host>[A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(?P<port>[0-9]{1,5})$")
+
+
+#: What a node can say of its broker (`core/courier/broker_health.py` tracks it).
+BrokerStateName = Literal["connecting", "connected", "unreachable", "auth refused", "TLS failure",
+                          "JetStream missing", "clock skew"]
+
+
+class BrokerUnavailable(nats.errors.Error):
+    """The broker could not be used, and why, in words for the person: one of the `BrokerStateName`s
+    and a sentence naming the address and any key at fault, never a secret. A `nats.errors.Error`, so
+    every caller that retries a broker out of reach retries this too."""
+
+    def __init__(self, state: BrokerStateName, words: str) -> None:
+        super().__init__(words)
+        self.state: BrokerStateName = state
+        self.words = words
+
+    def __str__(self) -> str:
+        return self.words
+
+
+def unavailable(url: str, exc: BaseException, last: BaseException | None = None,
+                user: str | None = None) -> BrokerUnavailable:
+    """What `exc` (and the last error nats-py reported while connecting) says of the broker."""
+    if isinstance(exc, BrokerUnavailable):
+        return exc
+    said = f"{exc} {last or ''}".lower()
+    if isinstance(exc, ssl.SSLError) or isinstance(last, ssl.SSLError) or "ssl" in said or "tls" in said:
+        why = last if isinstance(last, ssl.SSLError) else exc
+        reason = getattr(why, "reason", None) or type(why).__name__
+        return BrokerUnavailable("TLS failure", f"{url}: the TLS handshake failed ({reason}); check the "
+                                 "access file's ca, cert and key")
+    if "authorization violation" in said or "authentication" in said or \
+            isinstance(last, nats.errors.AuthorizationError):
+        who = f"user {user!r}" if user else "this node's credentials"
+        return BrokerUnavailable("auth refused", f"{url} refused {who} (authorization violation): check the "
+                                 "access file's user and password_file (or creds)")
+    if isinstance(exc, nats.js.errors.ServiceUnavailableError | nats.errors.NoRespondersError):
+        return BrokerUnavailable("JetStream missing", f"{url} has no JetStream: start nats-server with -js "
+                                 "(or a jetstream block in its configuration)")
+    return BrokerUnavailable("unreachable", f"{url} unreachable ({type(exc).__name__})")
 
 
 class BrokerRefused(ValueError):
@@ -246,7 +290,34 @@ async def connect(url: str, *, timeout_s: float, name: str, access: BrokerAccess
     and make sure the stream and the bucket exist (idempotent: every node may be first)."""
     # Bounded here too: nats-py's own timeout does not cover every way a connect can stall (a server
     # that requires TLS, met without it, never completes the handshake).
-    nc = await asyncio.wait_for(nats.connect(
+    last: collections.deque[Exception] = collections.deque(maxlen=1)
+
+    async def seen(error: Exception) -> None:
+        last.append(error)
+        await _quiet(error)
+
+    user = access.user if access is not None else None
+    try:
+        nc = await _connect(url, name, timeout_s, seen, access)
+    except (nats.errors.Error, nats.js.errors.Error, OSError, TimeoutError) as exc:  # BROKER_DOWN
+        raise unavailable(url, exc, last[0] if last else None, user) from exc
+    nc.options["max_reconnect_attempts"] = -1
+    try:
+        js = nc.jetstream(timeout=timeout_s)
+        await _ensure_stream(js)
+        decisions = await _ensure_bucket(js)
+    except (nats.js.errors.ServiceUnavailableError, nats.errors.NoRespondersError) as exc:
+        await nc.close()
+        raise unavailable(url, exc) from exc
+    except BaseException:
+        await nc.close()
+        raise
+    return BrokerLink(nc=nc, js=js, decisions=decisions)
+
+
+async def _connect(url: str, name: str, timeout_s: float, seen: Callable[[Exception], Awaitable[None]],
+                   access: BrokerAccess | None) -> Client:
+    return await asyncio.wait_for(nats.connect(
         servers=[url],
         name=name,
         connect_timeout=max(1, int(timeout_s)),
@@ -257,18 +328,9 @@ async def connect(url: str, *, timeout_s: float, name: str, access: BrokerAccess
         reconnect_time_wait=0.2,
         ping_interval=5,
         max_outstanding_pings=2,
-        error_cb=_quiet,
+        error_cb=seen,
         **(access.connect_options() if access is not None else {}),
     ), timeout=max(1.0, timeout_s) + 0.5)
-    nc.options["max_reconnect_attempts"] = -1
-    try:
-        js = nc.jetstream(timeout=timeout_s)
-        await _ensure_stream(js)
-        decisions = await _ensure_bucket(js)
-    except BaseException:
-        await nc.close()
-        raise
-    return BrokerLink(nc=nc, js=js, decisions=decisions)
 
 
 async def _quiet(error: Exception) -> None:

@@ -19,14 +19,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.courier.signing import SigningRefused, decode_public
+
 #: The keys the file may hold; any other is refused (a typo must not silently drop a protection).
-KEYS = frozenset({"user", "password", "password_file", "creds", "ca", "cert", "key", "inbox_prefix"})
+KEYS = frozenset({"user", "password", "password_file", "creds", "ca", "cert", "key", "inbox_prefix",
+                  "approvers", "couriers"})
+#: The keys that hold tables of trusted public keys (`name = "U…"`), not strings.
+TRUST_KEYS = ("approvers", "couriers")
 #: An access file or a password file larger than this is not one.
 MAX_BYTES = 64 * 1024
 #: Where a node's replies come back (`_INBOX_<user>` unless the file says): a subject of its own, so
 #: the server can let each user subscribe to its own replies only (never `_INBOX.>`, where every
 #: other node's replies pass: its asks fetched, its verdicts read).
-_PREFIX = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
+_PREFIX = re.compile(r"^[A-Za-z0-9_=-]+(\.[A-Za-z0-9_=-]+)*$")
+
+
+def inbox_prefix_of(user: str) -> str | None:
+    """`_INBOX_<user>`: the reply prefix a user connects with unless its access file names one (`None`
+    when the user's name cannot be one subject token)."""
+    return f"_INBOX_{user}" if _PREFIX.match(user) and "." not in user else None
 
 
 class BrokerAccessError(ValueError):
@@ -45,15 +56,22 @@ class BrokerAccess:
     key: Path | None = None
     #: The reply subject prefix (`inbox_prefix`); `None`: `_INBOX_<user>` with a user, else nats-py's.
     inbox_prefix: str | None = None
+    #: The approvers whose signed verdicts a courier relays (`[approvers]`: name = public key), as
+    #: (public key, name) pairs (`core/courier/signing.py`).
+    approvers: tuple[tuple[str, str], ...] = ()
+    #: The couriers whose signed withdrawals an approver believes (`[couriers]`).
+    couriers: tuple[tuple[str, str], ...] = ()
+
+    def trusted(self, which: str) -> dict[str, str]:
+        """`approvers` or `couriers` as public key → node name."""
+        return dict(self.approvers if which == "approvers" else self.couriers)
 
     @property
     def replies(self) -> str | None:
         """The inbox prefix this node connects with (`docs/remote.md` § A production server)."""
         if self.inbox_prefix is not None:
             return self.inbox_prefix
-        if self.user is not None and _PREFIX.match(self.user) and "." not in self.user:
-            return f"_INBOX_{self.user}"
-        return None
+        return None if self.user is None else inbox_prefix_of(self.user)
 
     @property
     def tls(self) -> bool:
@@ -89,8 +107,11 @@ def read_broker_access(path: Path) -> BrokerAccess:
     if unknown:
         raise BrokerAccessError(f"{path}: unknown key {unknown[0]!r} (known: {', '.join(sorted(KEYS))})")
     for name, value in table.items():
+        if name in TRUST_KEYS:
+            continue
         if not isinstance(value, str) or not value:
             raise BrokerAccessError(f"{path}: {name} must be a non-empty string")
+    trust = {name: _trusted(path, name, table.get(name, {})) for name in TRUST_KEYS}
     files = {name: _file(path, name, table[name]) for name in ("password_file", "creds", "ca", "cert", "key")
              if name in table}
     password = table.get("password")
@@ -110,14 +131,33 @@ def read_broker_access(path: Path) -> BrokerAccess:
         raise BrokerAccessError(f"{path}: inbox_prefix must be subject tokens of [A-Za-z0-9_-] joined by "
                                 "dots, and not the shared _INBOX")
     return BrokerAccess(user, password, files.get("creds"), files.get("ca"), files.get("cert"),
-                        files.get("key"), prefix)
+                        files.get("key"), prefix, trust["approvers"], trust["couriers"])
+
+
+def _trusted(path: Path, what: str, value: object) -> tuple[tuple[str, str], ...]:
+    """A `[approvers]` or `[couriers]` table (node name = its public key, `U…`), as (key, name) pairs;
+    a value that is no public key is refused naming its entry (a key is public: quoting it is safe)."""
+    if not isinstance(value, dict):
+        raise BrokerAccessError(f"{path}: {what} must be a table of node name = public key (U…)")
+    pairs: list[tuple[str, str]] = []
+    for name, key in value.items():
+        if not isinstance(key, str):
+            raise BrokerAccessError(f"{path}: {what}.{name} must be a public key (U…)")
+        try:
+            decode_public(key)
+        except SigningRefused as exc:
+            raise BrokerAccessError(f"{path}: {what}.{name}: {exc}") from exc
+        pairs.append((key.strip(), name))
+    return tuple(pairs)
 
 
 def _file(base: Path, name: str, value: str) -> Path:
     found = Path(value).expanduser()
     found = found if found.is_absolute() else base.parent / found  # relative to the access file
     if not found.is_file():
-        raise BrokerAccessError(f"{base}: {name} {str(found)!r} is not a file")
+        # the value is never echoed: a password written where a path goes must not reach a log
+        raise BrokerAccessError(f"{base}: {name} does not name a file (its value is not shown: it may be "
+                                "a secret written under the wrong key)")
     return found
 
 

@@ -56,6 +56,7 @@ from core.courier.broker import (
 )
 from core.courier.broker_access import BrokerAccess
 from core.courier.broker_door import BrokerDoor, acknowledge, terminate
+from core.courier.broker_health import BrokerHealth
 from core.courier.transport import Parcel
 from core.serving.judgment import Chain, Judge, judge_ask, review_by_chain
 from core.serving.verdicts import Ledger, VerdictRecord, WrittenMark, gate_denial
@@ -437,6 +438,8 @@ class BrokerInbox:
             return
         left_s = (parcel.deadline_ms - wall_ms(self.clock)) / 1000
         if left_s <= 0:
+            if self.health is not None:  # long past: this clock may be wrong (said once, to the person)
+                self.health.saw_late_parcel(-left_s)
             await msg.ack()
             self._remember(key)
             self._note(Settled(parcel.parcel_id, "expired", "the child's deadline had passed"))
@@ -620,6 +623,9 @@ class BrokerInbox:
         """Asks before this node's arbiter."""
         return len(self._held)
 
+    #: The broker's state for the person (`core/courier/broker_health.py`), when the wiring sets one.
+    health: BrokerHealth | None = None
+
     async def run_until(self, stop: asyncio.Event) -> None:
         """Beside serving (`ServingCore.add_background`, `--broker`): connect, and while the broker is
         out of reach say so once and keep trying every `UNREACHABLE_RETRY_S` (the node's inboxes are
@@ -628,8 +634,12 @@ class BrokerInbox:
         while not stop.is_set():
             try:
                 await self.start()
+                if self.health is not None:
+                    self.health.saw_connected()
                 break
             except BROKER_DOWN as exc:
+                if self.health is not None:
+                    self.health.saw_failure(exc, self.access.user if self.access is not None else None)
                 if not said:
                     log.error("broker %s unreachable (%s): its asks are not served until it answers; "
                               "trying every %.0f s", self.url, exc, UNREACHABLE_RETRY_S)

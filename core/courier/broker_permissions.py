@@ -5,24 +5,34 @@ decision keys; an approver consumes every ask and writes decisions but never pub
 (`docs/remote.md` § A production server, the threat model). `pi-authorizer broker` writes its
 server's configuration from here, so the permissions it runs are the ones tested
 (`tests/courier/test_broker_command.py` runs a courier and an approver through them); tightening
-them further is a change to this module alone. Each user takes its replies on a prefix of its own
-(`inbox_prefix`, written into its access file), never the shared `_INBOX.>`.
+them is a change to this module alone. Each user takes its replies on its own inbox prefix
+(`_INBOX_<user>`, what `BrokerAccess` connects with) and may subscribe to that one only: a user
+allowed `_INBOX.>` would read every other user's replies (asks fetched, verdicts read).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from core.courier.broker import ASK_PREFIX, ASK_STREAM, DECISION_BUCKET, token
+from core.courier.broker_access import inbox_prefix_of
 
-#: Replies (request answers, acknowledgements, fetched asks) arrive under a prefix of each user's own:
-#: a user allowed the shared `_INBOX.>` would read every other user's replies.
-_PLAIN = re.compile(r"^[A-Za-z0-9_-]+$")
+
+def replies_of(user: str) -> str:
+    """The subjects `user`'s replies arrive on (its own inbox prefix, never the shared `_INBOX.>`)."""
+    prefix = inbox_prefix_of(user)
+    if prefix is None:
+        raise ValueError(f"{user!r} cannot name an inbox prefix")
+    return f"{prefix}.>"
+
+
+def inbox_prefix(user: str) -> str:
+    """The reply prefix `user` connects with and alone may subscribe under (its access file's
+    `inbox_prefix`)."""
+    return replies_of(user).removesuffix(".>")
 
 
 @dataclass(frozen=True)
@@ -33,14 +43,6 @@ class BrokerUser:
     name: str
     password: str
     permissions: dict[str, Any] | None
-
-
-def inbox_prefix(user: str) -> str:
-    """The reply prefix `user` connects with and alone may subscribe under: `_INBOX_<user>` (what a
-    node takes by default), or, for a name that is not one plain token, one made of its digest."""
-    if _PLAIN.match(user):
-        return f"_INBOX_{user}"
-    return f"_INBOX_{hashlib.sha256(user.encode('utf-8')).hexdigest()[:24]}"
 
 
 def courier_user(host: str) -> str:
@@ -65,18 +67,18 @@ def courier_permissions(host: str) -> dict[str, Any]:
             f"$JS.API.STREAM.INFO.KV_{DECISION_BUCKET}",
             f"$JS.API.DIRECT.GET.KV_{DECISION_BUCKET}.{keys}",
         ]},
-        "subscribe": {"allow": [keys, f"{inbox_prefix(courier_user(host))}.>"]},
+        "subscribe": {"allow": [keys, replies_of(courier_user(host))]},
     }
 
 
 def approver_permissions(name: str) -> dict[str, Any]:
-    """Consume every ask, write and read every decision; never publish an ask."""
+    """Consume every ask, write and read every decision; never publish an ask (approver `name`)."""
     return {
         "publish": {
             "allow": [f"$KV.{DECISION_BUCKET}.>", "$JS.API.>", f"$JS.ACK.{ASK_STREAM}.>"],
             "deny": [f"{ASK_PREFIX}.>"],
         },
-        "subscribe": {"allow": [f"$KV.{DECISION_BUCKET}.>", f"{inbox_prefix(approver_user(name))}.>"]},
+        "subscribe": {"allow": [f"$KV.{DECISION_BUCKET}.>", replies_of(approver_user(name))]},
     }
 
 

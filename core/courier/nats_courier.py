@@ -39,6 +39,7 @@ from core.courier.broker import (
     token,
 )
 from core.courier.broker_access import BrokerAccess
+from core.courier.broker_health import BrokerHealth
 from core.courier.transport import Parcel, Relayed, Unreachable, decider_words
 from core.wire.response import parse_response
 
@@ -79,6 +80,8 @@ class NatsCourier:
         self._keys: dict[str, str] = {}
         #: Withdrawals the broker could not take yet, written in the background until it can.
         self._owed: set[asyncio.Task[None]] = set()
+        #: The broker's state as this courier saw it last: one log line per change, not per retry.
+        self.health = BrokerHealth(self.target)
 
     async def _connected(self) -> BrokerLink:
         async with self._connecting:
@@ -128,10 +131,11 @@ class NatsCourier:
                     landed.clear()
                     decision = await read_decision(link.decisions, key)
                     ok_since = self.clock.monotonic()
+                    self.health.saw_connected()
                 except BROKER_DOWN as exc:
+                    self.health.saw_failure(exc, self.access.user if self.access is not None else None)
                     if self.clock.monotonic() - ok_since >= self.unreachable_after_s:
                         raise self._out_of_reach(ok_since, exc) from exc
-                    log.info("%s: broker not answering (%s); retrying", self.target, exc)
                     await self.clock.wait(asyncio.Event(), min(self.retry_s, deadline - now))
                     continue
                 if decision is not None:

