@@ -17,6 +17,7 @@ from pathlib import Path
 from core.courier.arbiter import CourierArbiter, Fallback
 from core.courier.broker_access import BrokerAccess
 from core.courier.broker_inbox import BrokerInbox
+from core.courier.parcel_ids import ParcelIds
 from core.courier.targets import CourierPlace, Target, build_courier
 from core.history import HistoryStore
 from core.judging.links import AuthorizerChain, CommandLink
@@ -132,7 +133,7 @@ def courier_arbiter(options: NodeOptions, fallback: Arbiter) -> CourierArbiter |
     elif fallback.name == "leave":
         otherwise = "leave"
     return CourierArbiter(courier, otherwise, options.seams.clock, host=options.host,
-                          node=options.node_name)
+                          node=options.node_name, ids=ParcelIds(options.state_dir / "parcels"))
 
 
 def build_attended_node(options: NodeOptions, history: HistoryStore | None) -> AttendedNode:

@@ -13,6 +13,7 @@ from typing import NoReturn
 from core.text import log_safe
 from tui.commands import (
     app_command,
+    broker_command,
     demo_command,
     explain_command,
     history_command,
@@ -76,7 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
     parser.add_argument("-V", "--version", action="version", version=f"pi-authorizer {version()}")
     subparsers = parser.add_subparsers(dest="command_name", metavar="COMMAND")
-    for module in (app_command, serve_command, run_command, explain_command, history_command, demo_command):
+    for module in (app_command, serve_command, run_command, broker_command, explain_command, history_command,
+                   demo_command):
         module.add_parser(subparsers)
     return parser
 

@@ -9,7 +9,8 @@ child's deadline (less a margin to write the answer in), the fallback applies: a
 target and why, leaving the ask for another authorizer, or another arbiter of this node (in the app:
 the person here decides what the target cannot).
 
-A parcel's id is derived from the ask (session, file name, request id, `createdAt`, its bytes), so a
+A parcel's id is random, minted by this node and kept by the ask's identity (session, file name,
+request id, `createdAt`, its bytes: `core/courier/parcel_ids.py`), so no child can compute it, and a
 courier restarted after a kill carries the same file under the same id and reads the verdict given
 already. The target's answer is removed only once this node's answer is written.
 """
@@ -17,13 +18,13 @@ already. The target's answer is removed only once this node's answer is written.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 from collections.abc import Coroutine
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from core.clock import Clock, wall_ms
+from core.courier.parcel_ids import Minted, ParcelIds, ask_identity
 from core.courier.transport import Courier, Hop, Parcel, Relayed, Unreachable
 from core.serving.asks import LEAVE, Answered, Arbiter, ArbiterDecision, Ask, AskKey, Decision
 from core.text import log_safe
@@ -42,9 +43,10 @@ Fallback = Literal["deny", "leave"] | Arbiter
 
 @dataclass
 class _Carry:
-    parcel_id: str
     task: asyncio.Task[None]
     future: asyncio.Future[ArbiterDecision]
+    #: Known once minted (off the loop): before that nothing was carried anywhere.
+    parcel_id: str | None = None
 
 
 class CourierArbiter:
@@ -52,9 +54,12 @@ class CourierArbiter:
 
     name = "courier"
 
-    def __init__(self, courier: Courier, fallback: Fallback, clock: Clock, *, host: str, node: str) -> None:
+    def __init__(self, courier: Courier, fallback: Fallback, clock: Clock, *, host: str, node: str,
+                 ids: ParcelIds | None = None) -> None:
         self.courier, self.fallback, self.clock = courier, fallback, clock
         self.host, self.node = host, node
+        #: Parcel ids minted and kept (in the state dir, so a restarted courier asks once).
+        self.ids = ids if ids is not None else ParcelIds()
         self._carrying: dict[AskKey, _Carry] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -65,9 +70,8 @@ class CourierArbiter:
 
     def decide(self, ask: Ask) -> asyncio.Future[ArbiterDecision]:
         future: asyncio.Future[ArbiterDecision] = asyncio.get_running_loop().create_future()
-        parcel_id = parcel_id_of(ask)
-        task = self._spawn(self._carry(ask, parcel_id, future))
-        self._carrying[ask.key] = _Carry(parcel_id, task, future)
+        carry = _Carry(self._spawn(self._carry(ask, future)), future)
+        self._carrying[ask.key] = carry
         return future
 
     def withdraw(self, key: AskKey, reason: str | None = None) -> None:
@@ -78,7 +82,8 @@ class CourierArbiter:
         carry.future.cancel()
         if not isinstance(self.fallback, str):
             self.fallback.withdraw(key, reason)
-        self._spawn(self.courier.withdraw(carry.parcel_id, reason or "the child withdrew its ask"))
+        if carry.parcel_id is not None:
+            self._spawn(self.courier.withdraw(carry.parcel_id, reason or "the child withdrew its ask"))
 
     async def run_until(self, stop: asyncio.Event) -> None:
         """Beside serving (`ServingCore.add_background`): closed when serving stops."""
@@ -98,10 +103,16 @@ class CourierArbiter:
         task.add_done_callback(self._tasks.discard)
         return task
 
-    async def _carry(self, ask: Ask, parcel_id: str, future: asyncio.Future[ArbiterDecision]) -> None:
+    async def _carry(self, ask: Ask, future: asyncio.Future[ArbiterDecision]) -> None:
         target = self.courier.target
+        parcel_id = ""
         try:
-            decision = await self._relay(ask, parcel_id)
+            minted = await asyncio.to_thread(self.ids.mint, parcel_id_of(ask))
+            parcel_id = minted.parcel_id
+            carry = self._carrying.get(ask.key)
+            if carry is not None and carry.future is future:
+                carry.parcel_id = parcel_id
+            decision = await self._relay(ask, minted)
         except asyncio.CancelledError:
             raise
         except Unreachable as exc:
@@ -116,18 +127,19 @@ class CourierArbiter:
 
     def _forget(self, key: AskKey, parcel_id: str) -> None:
         carry = self._carrying.get(key)
-        if carry is not None and carry.parcel_id == parcel_id:
+        if carry is not None and carry.parcel_id == (parcel_id or None):
             del self._carrying[key]
 
-    async def _relay(self, ask: Ask, parcel_id: str) -> ArbiterDecision:
-        target = self.courier.target
+    async def _relay(self, ask: Ask, minted: Minted) -> ArbiterDecision:
+        target, parcel_id = self.courier.target, minted.parcel_id
         hops = self._hops(ask)
         if isinstance(hops, str):
             return await self._fallback(ask, hops)
         deadline = ask.deadline_ms - DEADLINE_MARGIN_MS
         if wall_ms(self.clock) >= deadline:
             return await self._fallback(ask, "the child's deadline is too near to carry it")
-        relayed = await self.courier.carry(Parcel(parcel_id, ask.parsed.raw, hops, deadline))
+        parcel = Parcel(parcel_id, ask.parsed.raw, hops, deadline, fresh=minted.fresh)
+        relayed = await self.courier.carry(parcel)
         response = relayed_response(relayed, ask.responder_session_id, wall_ms(self.clock))
         log.info("%s carried to %s: %s there by %s", log_safe(ask.key.name), log_safe(target),
                  response.state, log_safe(relayed.decided_by, 200))
@@ -177,13 +189,11 @@ class CourierArbiter:
 
 
 def parcel_id_of(ask: Ask) -> str:
-    """Unique for this ask, the same for the same file read again after a restart; a legal file name."""
-    digest = hashlib.sha256()
+    """What identifies this ask across restarts (the key its minted parcel id is kept under; never the
+    id itself, which a child could then compute)."""
     request = ask.request
-    for part in (ask.key.session_id, ask.key.name, request.id, repr(request.created_at)):
-        digest.update(part.encode("utf-8", "surrogatepass") + b"\0")
-    digest.update(ask.parsed.raw)
-    return f"courier-{digest.hexdigest()[:40]}"
+    return ask_identity(ask.key.session_id, ask.key.name, request.id, repr(request.created_at),
+                        raw=ask.parsed.raw)
 
 
 def relayed_response(relayed: Relayed, responder: str, at_ms: int) -> ForwardedResponse:

@@ -37,6 +37,9 @@ class Parcel:
     #: When the child gives up (ms, child clock: `createdAt` + `forwardingTimeoutMs`). A transport
     #: never waits past it.
     deadline_ms: float
+    #: Its id was minted in this run, not kept from an earlier one: an answer found at the target
+    #: before this node carried it there was not written for it (`core/courier/parcel_ids.py`).
+    fresh: bool = False
 
 
 @dataclass(frozen=True)

@@ -224,6 +224,7 @@ def test_restart_takes_over_at_once_after_kill_9(tmp_path: Path) -> None:
         S,
         "--forwarding-root",
         str(tmp_path / "root"),
+        "--create",
         "--state-dir",
         str(tmp_path / "state"),
         "--no-history",

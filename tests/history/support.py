@@ -82,7 +82,7 @@ def serve(tmp_path: Path) -> subprocess.Popen[bytes]:
     (tmp_path / "agent").mkdir(exist_ok=True)
     command = [
         sys.executable, "-m", "tui.cli", "serve", "--session", S,
-        "--forwarding-root", str(tmp_path / "root"), "--state-dir", str(tmp_path / "state"),
+        "--forwarding-root", str(tmp_path / "root"), "--create", "--state-dir", str(tmp_path / "state"),
         "--on-ask", "deny", "--agent-dir", str(tmp_path / "agent"), "--project", str(tmp_path),
     ]  # fmt: skip
     return subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
