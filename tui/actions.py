@@ -125,6 +125,8 @@ APP: tuple[Action, ...] = (
            "(JSON, file, diff; written only when you confirm)", footer=True),
     Action("app.grants", "grants", "W", "Grants",
            "Whole-session grants: who made them, what they decided; revoke one", footer=True),
+    Action("app.judge", "judge", "J", "Judge",
+           "The model judge (--judge): its agreement with you per surface, where it differed, its latency"),
     Action("app.quit", "quit", "q", "Quit",
            "Stop serving; pending asks stay in the inbox for the next authorizer", footer=True),
 )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from core.history.rows import APPROVED_STATES, HistoryRow
 from core.history.store import HistoryStore
@@ -37,9 +37,11 @@ class Suggestion:
     last_at: float
     #: The pattern is the child's own session suggestion (shown as the child's), not the value itself.
     from_child: bool = False
+    #: What the rule says: `allow` (offered from approvals), or `deny` (a model judge's allow overturned).
+    state: Literal["allow", "deny"] = "allow"
 
     def rule_json(self) -> dict[str, Any]:
-        return {"permission": {self.surface: {self.pattern: "allow"}}}
+        return {"permission": {self.surface: {self.pattern: self.state}}}
 
 
 __all__ = ["Suggestion", "SuggestionRefused", "acts_as", "shadowed_deny", "suggest", "suggestion_from_ask"]

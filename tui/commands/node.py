@@ -23,6 +23,7 @@ from core.disk.paths import agent_dir
 from core.disk.tree import UnsafeFolder
 from core.forwarding.liveness import SessionHeld
 from core.history import HistoryStore, HistoryTooNew
+from core.judging.judge_setup import JudgeSettingsError
 from core.judging.links import parse_link_spec
 from core.seams import Seams
 from core.serving import ServingCore
@@ -30,6 +31,7 @@ from core.serving.asks import Arbiter
 from core.text import LineFormatter, log_safe
 from core.wiring import AttendedNode, HistoryFailed, Node, NodeOptions, build_attended_node, build_node
 from tui.commands.arguments import CliError
+from tui.commands.judge_options import judge_from_args
 from tui.commands.log_sink import TurnBufferedHandler
 from tui.commands.options import check_serving_dirs, forwarding_root, retention, session_ids, state_dir
 from tui.commands.own_session import held_message
@@ -88,6 +90,7 @@ def node_options(args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK) -> NodeO
         rules_file=rules.expanduser() if rules else None,
         accept_widening=bool(getattr(args, "accept_widening_reloads", False)),
         links=tuple(parse_link_spec(spec, args.link_timeout, clock) for spec in args.links),
+        judge=judge_from_args(args),
         seams=Seams(clock=clock),
         forward_to=target,
         broker=broker,
@@ -105,6 +108,8 @@ def headless_node(args: argparse.Namespace, arbiter: Arbiter, clock: Clock = SYS
         return build_node(options, open_history(args, clock), arbiter)
     except TargetError as exc:
         raise CliError(str(exc)) from exc
+    except JudgeSettingsError as exc:
+        raise CliError(f"judge: {exc}") from exc
 
 
 def attended_node(args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK) -> AttendedNode:
@@ -114,6 +119,8 @@ def attended_node(args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK) -> Atte
         return build_attended_node(options, open_history(args, clock))
     except TargetError as exc:
         raise CliError(str(exc)) from exc
+    except JudgeSettingsError as exc:
+        raise CliError(f"judge: {exc}") from exc
 
 
 def open_history(args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK) -> HistoryStore | None:

@@ -27,6 +27,7 @@ from tui.commands.arguments import (
     positive_float,
     session_id_arg,
 )
+from tui.commands.judge_options import add_judge_options
 from tui.commands.own_session import default_session_id
 
 
@@ -164,6 +165,7 @@ def add_rules_options(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="how long a chain link may take before it counts as defer (default 10)",
     )
+    add_judge_options(parser)
 
 
 def retention(args: argparse.Namespace) -> Retention:
