@@ -35,8 +35,10 @@ def how_wide(surface: str, pattern: str, home: str, cwd: str | None = None) -> s
         return None
     head = re.split(r"[*?]", expanded, maxsplit=1)[0]
     folder = head if head.endswith("/") else head.rsplit("/", 1)[0] + "/" if "/" in head else ""
-    if not folder.startswith("/"):
+    if not head:
         return f"matches {noun(surface)}s in any folder"
+    if not folder.startswith("/"):
+        return None  # relative: it matches only values written from that folder down
     if folder == "/":
         return f"matches every {noun(surface)} on the disk (under /)"
     if folder.rstrip("/") == home.rstrip("/"):
