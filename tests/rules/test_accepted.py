@@ -106,6 +106,7 @@ def test_serve_restarted_over_a_held_project_widening_keeps_it_held_and_says_so(
 
     layout = Layout(tmp_path)
     root, state = tmp_path / "root", tmp_path / "state"
+    root.mkdir()
     command = [sys.executable, "-m", "tui.cli", "serve", "--session", "S", "--forwarding-root", str(root),
                "--state-dir", str(state), "--agent-dir", str(layout.agent_dir),
                "--project", str(layout.project)]
