@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -49,15 +49,17 @@ class Seams:
 PRODUCTION = Seams()
 
 
-async def retrying(seams: Seams, step: str, action: Callable[[], _T]) -> _T:
-    """Run blocking `action` off the event loop; a transient failure (a full or busy disk, a locked
-    database) is retried after each of the retry delays, waited on the clock, then raised."""
+async def retrying(seams: Seams, step: str, action: Callable[[], _T],
+                   run: Callable[[Callable[[], _T]], Awaitable[_T]] | None = None) -> _T:
+    """Run blocking `action` off the event loop (`run`: on a thread of the caller's, else the default
+    executor); a transient failure (a full or busy disk, a locked database) is retried after each of
+    the retry delays, waited on the clock, then raised."""
     delays = (0.0, *seams.retry_delays)
     for attempt, delay in enumerate(delays, start=1):
         if delay:
             await seams.clock.wait(asyncio.Event(), delay)
         try:
-            return await asyncio.to_thread(action)
+            return await (run(action) if run is not None else asyncio.to_thread(action))
         except (OSError, sqlite3.OperationalError) as exc:
             if attempt == len(delays):
                 raise

@@ -27,6 +27,7 @@ from core.judging.model_judge import JudgeChain
 from core.judging.recorded import LinkChain, RecordedAuthority
 from core.person import HumanAuthorizer
 from core.rules import PolicyStore
+from core.rules.accepted import RECORD_NAME as ACCEPTED_RECORD
 from core.seams import PRODUCTION, Seams
 from core.serving import ServedSession, ServingCore
 from core.vocabulary.asks import Arbiter
@@ -168,7 +169,8 @@ def build_attended_node(options: NodeOptions, history: HistoryStore | None) -> A
 def _authority(options: NodeOptions) -> RecordedAuthority:
     return RecordedAuthority(
         PolicyStore(options.agent_dir, options.project, options.rules_file,
-                    accept_widening=options.accept_widening),
+                    accept_widening=options.accept_widening,
+                    accepted=options.state_dir / ACCEPTED_RECORD),
         options.seams.clock,
     )
 

@@ -48,6 +48,11 @@ class RecordedAuthority:
         self.on_pending: list[Callable[[PendingReload], None]] = []
         store.subscribe(self._held)
         self.grant_log = GrantLog()
+        for pending in store.held_at_start():
+            log.warning(
+                "at start: config change to %s since it was last accepted widens permissions and is NOT "
+                "applied (review it in the app, or start serve with --accept-widening-reloads): %s",
+                log_safe(pending.path, 300), log_safe("; ".join(pending.diff_lines()), 2000))
 
     def grants_for(self, session_id: str) -> SessionGrants:
         if session_id not in self._grants:

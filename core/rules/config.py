@@ -26,11 +26,14 @@ from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import TypeVar
 
+from core.rules.accepted import AcceptedRecord
 from core.rules.agent_names import suspicious_agent_reason
+from core.rules.bounded_read import read_config_text
 from core.rules.layers import Layers
+from core.rules.model import ConfigError
 from core.rules.policy import Policy
 from core.rules.reloads import PendingReload, gated_changes
-from core.rules.scopes import FileSignature, Scope, config_scope_from_text
+from core.rules.scopes import FileSignature, Scope, agent_scope_from_text, config_scope_from_text
 from core.rules.sources import (
     AGENT_ORIGINS,
     PiOnlyFiles,
@@ -63,7 +66,10 @@ class PolicyStore:
         *,
         home: str | None = None,
         accept_widening: bool = False,
+        accepted: Path | None = None,
     ) -> None:
+        """`accepted`: where the last accepted content of every file is kept across restarts
+        (`core.rules.accepted`); without it the files present at start are trusted as they are."""
         self.agent_dir = agent_dir
         self.project_dir = project_dir
         self.rules_file = rules_file
@@ -81,11 +87,63 @@ class PolicyStore:
         #: Bumped whenever a file's new version is applied: what was derived from the old one is stale.
         self.generation = 0
         self._remembered: OrderedDict[Hashable, object] = OrderedDict()
-        # The files as they are now are what the person started this node with.
+        # The files as they are now are what the person started this node with, unless a record of
+        # what was last accepted says otherwise (`core.rules.accepted`).
         self._trusted = {path: FileSignature.of(path)
                          for path in (*self.sources.config_paths().values(), *self.sources.agent_files())}
+        self._record = AcceptedRecord(accepted) if accepted is not None else None
+        self._starting = True
+        self._held_at_start: list[PendingReload] = []
+        #: path → the text last accepted (recorded); `_baseline`: what a file changed since is gated against.
+        self._accepted: dict[str, str] = {}
+        self._baseline: dict[Path, str] = {}
+        if self._record is not None:
+            self._compare_with_record(self._record.load())
         for origin, path in self.sources.config_paths().items():
             self._scope(origin, path, agent_file=False)
+        self._starting = False
+        self._save_record()
+
+    # -- the record of what was accepted (across restarts) ---------------------------------------
+
+    def _compare_with_record(self, previous: dict[str, str] | None) -> None:
+        """Trust a file only when it holds the text last accepted; gate one changed since against
+        that text, and one created since (not recorded) against an empty file."""
+        agent_folders = {self.agent_dir / "agents"}
+        if self.project_dir is not None:
+            agent_folders.add(self.project_dir / ".pi" / "agents")
+        recorded = {Path(p) for p in previous or {}
+                    if Path(p).parent in agent_folders or Path(p) in self._trusted}
+        for path in sorted(set(self._trusted) | recorded):
+            now = _text_now(path)
+            before = None if previous is None else previous.get(str(path))
+            if previous is None or (before is not None and before == now):
+                if now is not None:
+                    self._accepted[str(path)] = now
+                continue
+            self._trusted.pop(path, None)  # gated when first read (`_scope`)
+            if before is not None:
+                self._accepted[str(path)] = before
+                self._baseline[path] = before
+
+    def _save_record(self) -> None:
+        if self._record is not None:
+            self._record.save(self._accepted)
+
+    def _accepted_now(self, key: ScopeKey, scope: Scope) -> None:
+        """`scope` is in force for its file now: record its text."""
+        path = str(key[1])
+        if scope.text is not None:
+            self._accepted[path] = scope.text
+        elif not scope.signature.exists:
+            self._accepted.pop(path, None)
+        else:
+            return
+        self._save_record()
+
+    def held_at_start(self) -> tuple[PendingReload, ...]:
+        """The changes held when this store was made: files changed since they were last accepted."""
+        return tuple(self._held_at_start)
 
     # -- policies --------------------------------------------------------------------------------
 
@@ -209,6 +267,9 @@ class PolicyStore:
         twin._policies = OrderedDict()
         twin._neutral = None
         twin._listeners = []
+        twin._record = None  # a what-if is never recorded as accepted
+        twin._accepted = dict(self._accepted)
+        twin._baseline = dict(self._baseline)
         twin._layers = Layers(twin.sources, twin._scope, twin.home)
         twin.apply_written(path, text)
         return twin
@@ -265,6 +326,7 @@ class PolicyStore:
 
     def _apply(self, key: ScopeKey, scope: Scope) -> None:
         self._scopes[key] = scope
+        self._accepted_now(key, scope)
         self._changed()
         self._neutral = None
         self._drop_missing_agent_scopes([k for k in self._scopes if k[0] in AGENT_ORIGINS])
@@ -291,14 +353,27 @@ class PolicyStore:
         if scope is not None:
             return scope
         fresh = load_scope(key, agent_file=agent_file)
+        before = self._baseline.pop(path, None)
+        if before is not None:
+            # Changed since it was last accepted (while this node was not running): gated against
+            # the accepted text, as a change while running is.
+            stale = FileSignature(str(path), True, -1, -1, -1)
+            accepted = _scope_from_text(key, before, stale, agent_file=agent_file)
+            self._scopes[key] = accepted
+            if not self._offer(key, accepted, fresh):
+                self._held_at_start += [p for k, p in self._pending.items() if k == key]
+            return self._scopes[key]
         if not fresh.signature.exists or self._trusted.get(path) == fresh.signature:
             self._scopes[key] = fresh
+            if fresh.signature.exists:
+                self._accepted_now(key, fresh)
             return fresh
         # A file created or changed since this store started, read for the first time: gate it
         # (both readings) like a reload of an empty file.
         empty = Scope(origin, FileSignature(str(path), False))
         self._scopes[key] = dataclasses.replace(empty, pi_reading=empty)
-        self._offer(key, self._scopes[key], fresh)
+        if not self._offer(key, self._scopes[key], fresh) and self._starting:
+            self._held_at_start += [p for k, p in self._pending.items() if k == key]
         return self._scopes[key]
 
     def _neutral_policy(self) -> Policy:
@@ -339,6 +414,25 @@ class PolicyStore:
     def _has_agent_file(self, agent_name: str) -> bool:
         return any(self._scope(origin, path, agent_file=True).signature.exists
                    for origin, path in self.sources.agent_paths(agent_name))
+
+
+def _text_now(path: Path) -> str | None:
+    """The file's text now, or None when it is missing or cannot be read."""
+    try:
+        return read_config_text(path)
+    except (OSError, ValueError):
+        return None
+
+
+def _scope_from_text(key: ScopeKey, text: str, signature: FileSignature, *, agent_file: bool) -> Scope:
+    """Both readings of a file's recorded text."""
+    origin, path = key
+    read = agent_scope_from_text if agent_file else config_scope_from_text
+    try:
+        ours, pi = (read(text, path, origin, signature, as_pi=as_pi) for as_pi in (False, True))
+    except RecursionError:
+        return Scope(origin, signature, errors=(ConfigError(str(path), "(file)", "nested too deeply"),))
+    return dataclasses.replace(ours, pi_reading=pi)
 
 
 def _content(scope: Scope) -> tuple[object, ...]:

@@ -12,7 +12,9 @@ value, shown to the person as an example.
 Each pattern is a union of at most two globs; a glob's state is the set of positions it may be at
 (a `*` loops on itself). A later rule is tracked by its subset (determinised on the fly): the value
 must leave it rejecting. The states are bounded (`MAX_STATES`); a search that reaches the bound
-answers "may overlap" (`UNDECIDED`), so a refusal errs on the safe side, never an approval.
+answers "may overlap" (`UNDECIDED`), so a refusal errs on the safe side, never an approval. The
+values searched are all strings: a bash command is matched trimmed, so an overlap found only on an
+untrimmed string refuses where no command could meet the deny (again the safe side).
 """
 
 from __future__ import annotations
@@ -84,10 +86,10 @@ def common_value(allow: str, deny: str, later: Sequence[str] = ()) -> str | None
     """The shortest value both `allow` and `deny` match and no pattern of `later` matches, or None
     when there is none (all patterns home-expanded, as the matcher compares them). `UNDECIDED`
     when the search reached `MAX_STATES`."""
-    if not _edges_meet(allow, deny):
+    if not edges_meet(allow, deny):
         return None
     a, d = _Automaton(alternatives(allow)), _Automaton(alternatives(deny))
-    rest = [_Automaton(alternatives(p)) for p in later if _edges_meet(allow, p) and _edges_meet(deny, p)]
+    rest = [_Automaton(alternatives(p)) for p in later if edges_meet(allow, p) and edges_meet(deny, p)]
     named = a.literals() | d.literals()
     for automaton in rest:
         named |= automaton.literals()
@@ -127,7 +129,7 @@ def _spell(parents: dict[object, tuple[object, str] | None], state: object) -> s
     return "".join(reversed(chars))
 
 
-def _edges_meet(first: str, second: str) -> bool:
+def edges_meet(first: str, second: str) -> bool:
     """A cheap necessary condition: some glob of each agrees on their literal heads and tails
     (a head is the text before the first wildcard). False proves the two match no common value."""
     return any(_heads_agree(f, s) and _heads_agree(f[::-1], s[::-1])

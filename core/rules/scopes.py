@@ -75,6 +75,9 @@ class Scope:
     #: The same file (the same read of it) as pi 20.7.3 reads it, when the store loaded both:
     #: it travels with this scope through the reload gate, so a held change holds both readings.
     pi_reading: Scope | None = field(default=None, repr=False, compare=False)
+    #: The text this scope was read from (None when the file is missing or could not be read):
+    #: what the store records as accepted (`core.rules.accepted`).
+    text: str | None = field(default=None, repr=False, compare=False)
 
     @property
     def invalid(self) -> bool:
@@ -105,15 +108,15 @@ def config_scope_from_text(text: str, path: Path, origin: str, signature: FileSi
     try:
         data = loads_jsonc(text)
     except ValueError as exc:
-        return _broken(origin, signature, "(file)", f"JSON parse error: {exc}")
+        return _broken(origin, signature, "(file)", f"JSON parse error: {exc}", text)
     errors = validate_config(data, str(path), as_pi=as_pi)
     if errors:
-        return Scope(origin, signature, errors=tuple(errors))
+        return Scope(origin, signature, errors=tuple(errors), text=text)
     document = cast(dict[str, Any], data)
     knobs = {k: v for k, v in document.items() if k not in ("permission", "$schema")}
     raw = document.get("permission", {})
     permission = to_permission(without_proto_keys(raw) if as_pi else raw, origin, str(path), expand=not as_pi)
-    return Scope(origin, signature, permission, knobs)
+    return Scope(origin, signature, permission, knobs, text=text)
 
 
 def load_agent_scope(path: Path, origin: str, *, as_pi: bool = False) -> Scope:
@@ -125,27 +128,33 @@ def load_agent_scope(path: Path, origin: str, *, as_pi: bool = False) -> Scope:
         text = read_config_text(path, lenient=as_pi)
     except (OSError, UnicodeDecodeError) as exc:
         return _broken(origin, signature, "(file)", f"unreadable: {exc}")
+    return agent_scope_from_text(text, path, origin, signature, as_pi=as_pi)
+
+
+def agent_scope_from_text(text: str, path: Path, origin: str, signature: FileSignature, *,
+                          as_pi: bool = False) -> Scope:
+    """An agent file's scope from its text (a recorded accepted version, or what was just read)."""
     if as_pi:
         pi_block = read_permission_block_as_pi(text)
         permission = to_permission(pi_block, origin, str(path), expand=False) if pi_block else {}
-        return Scope(origin, signature, permission)
+        return Scope(origin, signature, permission, text=text)
     try:
         block = read_permission_block(text)
     except FrontmatterError as exc:
-        return _broken(origin, signature, "permission", f"{INVALID}: frontmatter {exc}")
+        return _broken(origin, signature, "permission", f"{INVALID}: frontmatter {exc}", text)
     if block is None:
-        return Scope(origin, signature)
+        return Scope(origin, signature, text=text)
     errors = validate_permission(block, str(path), max_reason=None)
     if errors:
-        return Scope(origin, signature, errors=tuple(errors))
+        return Scope(origin, signature, errors=tuple(errors), text=text)
     # An empty nested map says nothing in pi's reader (it is dropped, so a lower scope's entry
     # for that surface stands); keeping it would replace that entry with nothing.
     block = {k: v for k, v in cast(dict[str, Any], block).items() if v != {}}
-    return Scope(origin, signature, to_permission(block, origin, str(path)))
+    return Scope(origin, signature, to_permission(block, origin, str(path)), text=text)
 
 
-def _broken(origin: str, signature: FileSignature, key: str, reason: str) -> Scope:
-    return Scope(origin, signature, errors=(ConfigError(signature.path, key, reason),))
+def _broken(origin: str, signature: FileSignature, key: str, reason: str, text: str | None = None) -> Scope:
+    return Scope(origin, signature, errors=(ConfigError(signature.path, key, reason),), text=text)
 
 
 def to_permission(raw: dict[str, Any], origin: str, source: str, *, expand: bool = True) -> Permission:

@@ -23,7 +23,7 @@ from core.clock import SYSTEM_CLOCK, Clock
 from core.rules.config import PolicyStore
 from core.rules.matcher import expand_home, utf16_units
 from core.rules.model import Rule, family_members, make_rule
-from core.rules.overlap import UNDECIDED, common_value
+from core.rules.overlap import UNDECIDED, common_value, edges_meet
 from core.rules.policy import Policy
 
 
@@ -152,16 +152,32 @@ def shadowed_denies(policy: Policy, surface: str, pattern: str, *, pi: bool = Fa
     allow = utf16_units(expanded) if pi else expanded
     found: list[ShadowedDeny] = []
     seen: set[tuple[str, str, str]] = set()
+    literal = not any(c in allow for c in "*?")
     for member in dict.fromkeys((*family_members(surface), surface)):
-        rules = policy.candidates(member).rules
+        candidates = policy.candidates(member)
+        rules = candidates.rules
+        if literal:  # one value: the rules in force say exactly what it resolves to
+            at = candidates.last_index(expanded)
+            winner = rules[at] if at >= 0 else None
+            if winner is not None and winner.action == "deny" and not (
+                    winner.layer == "default" and winner.origin == "builtin"):
+                found.append(ShadowedDeny(surface, pattern, winner.surface, winner.pattern, winner.origin,
+                                          winner.source, expanded, policy.agent_name))
+                if first:
+                    return found
+            continue
+        texts = [_text(r, pi) for r in rules]
+        # The non-deny rules that could take a common value back, found once (most cannot).
+        takers = [(j, texts[j]) for j, r in enumerate(rules)
+                  if r.action != "deny" and edges_meet(allow, texts[j])]
         for index, deny in enumerate(rules):
             if deny.action != "deny" or (deny.layer == "default" and deny.origin == "builtin"):
                 continue
             key = (deny.surface, deny.pattern, deny.origin)
-            if key in seen:
+            if key in seen or not edges_meet(allow, texts[index]):  # most denies end here, cheaply
                 continue
-            later = [_text(r, pi) for r in rules[index + 1:] if r.action != "deny"]
-            value = common_value(allow, _text(deny, pi), later)
+            later = [text for j, text in takers if j > index]
+            value = common_value(allow, texts[index], later)
             if value is None:
                 continue
             seen.add(key)

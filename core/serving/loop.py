@@ -81,6 +81,9 @@ class ServingCore:
         self._stop = asyncio.Event()
         self._exhausted = ExhaustedReport()  # the watches used up: said once for this node
         self._tasks: set[asyncio.Task[None]] = set()
+        #: Each session's rescan task (by inbox folder) and the sessions told of a change meanwhile.
+        self._rescans: dict[str, asyncio.Task[None]] = {}
+        self._rescan_again: set[str] = set()
         self._serving: set[asyncio.Task[None]] = set()
         self._background: list[Callable[[asyncio.Event], Coroutine[object, object, None]]] = []
 
@@ -193,7 +196,7 @@ class ServingCore:
                         else [s for f in folders if (s := self.served.by_folder.get(f))]
                     )
                     for served in targets:
-                        await self.rescan(served)
+                        self._rescan_soon(served)
             except Exception:
                 log.error("watching the forwarding root failed; restarting the watch", exc_info=True)
                 await self._pause(STEP_FAILURE_PAUSE_S)
@@ -223,8 +226,27 @@ class ServingCore:
     # -- draining -------------------------------------------------------------------------------
 
     async def rescan_all(self) -> None:
-        for served in list(self.served):
+        """Every session at once: one session's long drain never holds another's (issue 34 finding 5)."""
+        await asyncio.gather(*(self.rescan(served) for served in list(self.served)))
+
+    def _rescan_soon(self, served: ServedSession) -> None:
+        """Rescan `served` in a task of its own, so a flood in one session (20,000 junk files) never
+        delays another session's asks behind its drain (issue 34 finding 5); a change told while one
+        runs is one more pass after it, never a pile of waiting rescans."""
+        folder = served.inbox.folder_name
+        running = self._rescans.get(folder)
+        if running is not None and not running.done():
+            self._rescan_again.add(folder)
+            return
+        self._rescans[folder] = self._spawn(self._rescan_while_told(served))
+
+    async def _rescan_while_told(self, served: ServedSession) -> None:
+        folder = served.inbox.folder_name
+        while True:
+            self._rescan_again.discard(folder)
             await self.rescan(served)
+            if folder not in self._rescan_again or self._stop.is_set():
+                return
 
     async def rescan(self, served: ServedSession) -> None:
         """Diff the inbox listing against the records (`core.serving.drain`); never raises."""

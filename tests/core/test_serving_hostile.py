@@ -163,3 +163,34 @@ async def test_a_deep_folder_is_refused_in_place_and_later_files_are_still_quara
         held = [p for folder in (node.state / "quarantine").iterdir() for p in folder.iterdir()]
         assert held and not any(p.is_dir() for p in held)
         await served_after(node)
+
+
+async def test_setting_junk_aside_never_holds_another_sessions_ask(tmp_path: Path) -> None:
+    """Issue 34 finding 5: 20,000 one-byte junk files in one session delayed another session's ask
+    by 37 s: each junk file's answer and move queued in the executor every session's listing and
+    reads share. They now run on the quarantine's own threads: here every one of them is stuck
+    (the quarantine's fault seam holds each move), and the sibling's ask is answered anyway."""
+    import threading
+
+    release = threading.Event()
+    stuck: list[str] = []
+
+    def hold_every_move(checkpoint: str) -> None:
+        if checkpoint == "reasoned":
+            stuck.append(checkpoint)
+            release.wait(60)
+
+    running = Node(tmp_path)
+    running.fault = hold_every_move
+    await running.start(DenyingArbiter())
+    try:
+        running.core.add_session("T")
+        for n in range(40):
+            write_request_bytes(running.root, S, f"junk-{n:03d}.json", b"x")
+        await wait_for(lambda: len(stuck) >= 4, what="the quarantine's threads all stuck on junk")
+        write_request(running.root, "T", "sibling")
+        body = await read_response_when_written(running.root, "T", "sibling")
+        assert body["approved"] is False and body["decidedBy"]["kind"] == "unavailable"
+    finally:
+        release.set()
+        await running.stop()

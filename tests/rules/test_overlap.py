@@ -134,3 +134,30 @@ def test_a_grant_on_top_of_a_rules_file_allow_still_meets_the_deny(tmp_path: Pat
     policy = layout.store(rules_file).policy("Tester")
     facts = IntentFacts("bash", ("git push --force",))
     assert resolve_with_policy(policy, facts, grant_rules("bash", "git push *", "/home/me")).verdict == "deny"
+
+
+_ACTION = st.sampled_from(["allow", "deny", "ask"])
+
+
+@settings(max_examples=120, deadline=None)
+@given(rules=st.lists(st.tuples(_PATTERN, _ACTION), max_size=5), allow=_PATTERN)
+def test_a_refusal_is_given_exactly_when_the_rules_in_force_deny_a_value_the_allow_matches(
+        tmp_path_factory: pytest.TempPathFactory, rules: list[tuple[str, str]], allow: str) -> None:
+    """A bash value is matched as the child's command trimmed (`bash_match_value`), by the allow as
+    by every rule; the decision counts every string, so it may also refuse over a value only an
+    untrimmed command could be (the safe side), never miss a real one."""
+    from core.rules.session_grants import shadowed_denies
+    from core.rules.values import bash_match_value
+
+    layout = Layout(tmp_path_factory.mktemp("policy"))
+    layout.write_global({"permission": {"bash": dict(rules)}})
+    store = layout.store()
+    found = shadowed_denies(store.policy("Tester"), "bash", allow)
+    denied = [v for v in _VALUES if _matches(allow, bash_match_value(v))
+              and resolve(store, "bash", v).verdict == "deny"]
+    if denied:
+        assert found, f"{allow!r} would approve {denied[0]!r}, which the config denies"
+    for shadow in found:  # each example the allow matches and the config denies, unless untrimmed
+        assert _matches(allow, shadow.witness) and _matches(shadow.pattern, shadow.witness)
+        if bash_match_value(shadow.witness) == shadow.witness:
+            assert resolve(store, "bash", shadow.witness).verdict == "deny"

@@ -17,6 +17,7 @@ from textual.content import Content
 from core.person import HumanAuthorizer
 from core.rules.agent_names import suspicious_agent_reason
 from core.rules.matcher import acts_as
+from core.rules.width import how_wide
 from core.vocabulary.asks import Ask
 from core.wire.principal import agent_mismatch, principal_agent
 from tui.render.ask_facts import LINE_LIMIT, broker_origin, carried_by
@@ -192,7 +193,20 @@ def grants_content(ask: Ask, clip: Clip) -> Content:
         if acting is not None:  # issue 20 finding 6: as written, and as it acts
             rows.append(Content.assemble(("    ⚠ acts as ", WARN), ('"', DIM),
                                          value_content(acting, clip, "bold"), ('"', DIM)))
+        wide = grant_width(ask, grant.surface, grant.pattern, home)
+        if wide is not None:  # issue 34 finding 4: how wide, said out loud
+            rows.append(Content.styled(f"    ⚠ WIDE: this {wide}", WIDE_STYLE))
     return _lines(rows)
+
+
+#: How a wide pattern's warning is painted: bold reverse, so it cannot be missed at any size.
+WIDE_STYLE = "bold reverse $warning"
+
+
+def grant_width(ask: Ask, surface: str, pattern: str, home: str) -> str | None:
+    """`core.rules.width.how_wide` for a pattern recorded or written from `ask` (its requester's cwd)."""
+    intent = ask.parsed.access_intent
+    return how_wide(surface, pattern, home, intent.requester_cwd if intent is not None else None)
 
 
 def display_content(ask: Ask, clip: Clip) -> Content:

@@ -15,6 +15,7 @@ from core.history import HistoryRow, Summary
 from core.history.rule_edit import RuleEdit, Target
 from core.history.suggest import Suggestion
 from core.rules.matcher import acts_as
+from core.rules.width import how_wide
 from tui.render.styles import DIM, WARN
 from tui.sanitize import sanitize
 
@@ -102,6 +103,9 @@ def offer_content(offer: Suggestion, home: str | None = None) -> Content:
                             Content(" "), safe(offer.pattern, "bold")]
     if acting is not None:
         parts += [Content.styled("  ⚠ acts as ", WARN), safe(acting, "bold")]
+    wide = how_wide(offer.surface, offer.pattern, home) if home is not None else None
+    if wide is not None:
+        parts.append(Content.styled(f"  ⚠ WIDE: {wide}", "bold reverse $warning"))
     if offer.from_child:
         parts.append(Content.styled("  ⚠ the child's pattern", WARN))
     parts += [Content.styled(f"  approved {offer.approvals}× by you, e.g. ", "dim"),
@@ -126,6 +130,9 @@ def change_content(change: RuleEdit, target: Target, home: str | None = None,
     if acting is not None:
         lines.append(Content.assemble(("⚠ acts as: ", WARN), safe(acting, "bold"),
                                       ("  (home expanded, .. resolved)", DIM)))
+    wide = how_wide(offer.surface, offer.pattern, home) if home is not None else None
+    if wide is not None:  # issue 34 finding 4: how wide, said out loud
+        lines.append(Content.styled(f"⚠ WIDE: this rule {wide}", "bold reverse $warning"))
     reach = ("every agent this node serves (the --rules file applies after every agent file); "
              "pi itself does not read this file"
              if target.kind == "authorizer" else

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Hashable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from textual import on
@@ -46,6 +47,7 @@ from core.vocabulary.asks import Ask, AskKey
 from core.wire.response import GrantWidth
 from tui.actions import DECIDING, QUEUE, bindings
 from tui.keysafety import Armed, KeySafety, Verdict
+from tui.render.ask import WIDE_STYLE, grant_width
 from tui.render.ask_facts import LINE_LIMIT, VALUE_LIMIT, ask_has_hidden, ask_label, child_values
 from tui.render.styles import DIM, WARN
 from tui.sanitize import safe_plain
@@ -82,6 +84,19 @@ KIND_WORDS = {
     "denied_with_reason": "Denied with reason",
 }
 VERBS = {action.name: action.verb for action in QUEUE if action.verb is not None}
+
+
+def recorded_patterns(ask: Ask) -> Content:
+    """What the child records on `s`: its own pattern(s), not the value, and how wide each is."""
+    home = str(Path.home())
+    parts: list[Content] = []
+    for grant in HumanAuthorizer.serving_grants_of(ask):
+        parts.append(Content.assemble((" — the child records ", DIM), (safe_plain(grant.surface, 40), ""),
+                                      (" ", ""), (repr(safe_plain(grant.pattern, 80)), "bold")))
+        wide = grant_width(ask, grant.surface, grant.pattern, home)
+        if wide is not None:
+            parts.append(Content.styled(f" ⚠ WIDE: {wide}", WIDE_STYLE))
+    return Content.assemble(*parts)
 
 
 def batch_exclusion(ask: Ask) -> str | None:
@@ -241,6 +256,8 @@ class QueueScreen(Screen[None]):
             if event.response.session_grant_width == "family":
                 words += ", both directions"  # `b`: the grant reaches reads and writes alike
             line = Content.assemble((words + ": ", "bold"), (ask_label(event.ask), ""))
+            if event.kind == "approved_for_session":
+                line = Content.assemble(line, recorded_patterns(event.ask))  # issue 34 finding 4
             if event.response.denial_reason:
                 line = Content.assemble(line, (" — reason: ", DIM),
                                         (safe_plain(event.response.denial_reason, 80), ""))
