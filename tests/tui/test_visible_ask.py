@@ -8,10 +8,15 @@ from pathlib import Path
 import pytest
 from textual.widgets import Static
 
+from core.testing import ManualClock
 from tests.tui.support import (
+    FIXED_CREATED,
+    FIXED_NOW,
     make_rig,
     read_response,
     request_body,
+    requests_dir,
+    responses_dir,
     settle,
     wait_for,
     wait_painted,
@@ -55,3 +60,45 @@ async def test_keys_count_after_pgdn_another_screen_and_back(tmp_path: Path, siz
         response = await wait_response(pilot, rig.root, "req-scrolled")
         assert response["state"] == "approved"
         assert read_response(rig.root, "req-scrolled") is not None
+
+
+def _child_gives_up(root: Path, name: str) -> None:
+    """What a pi child does at its deadline: delete its request, then remove the folders it emptied."""
+    (requests_dir(root) / f"{name}.json").unlink()
+    requests_dir(root).rmdir()
+    responses_dir(root).rmdir()
+    requests_dir(root).parent.rmdir()
+
+
+async def test_a_child_that_gives_up_and_removes_its_last_folder_withdraws_its_ask(tmp_path: Path) -> None:
+    clock = ManualClock(wall=FIXED_NOW)
+    rig = make_rig(tmp_path, clock=clock.wall, core_clock=clock)
+    write_request(rig.root, request_body("req-gone", created_at=FIXED_CREATED))
+    async with rig.app.run_test(size=(80, 24)) as pilot:
+        await wait_rows(pilot, rig.app, 1)
+        clock.advance(600)  # past the child's deadline (createdAt + 10 minutes)
+        _child_gives_up(rig.root, "req-gone")
+        await wait_rows(pilot, rig.app, 0)
+        assert "Withdrawn by the child" in status_text(rig)
+        assert not rig.human.pending()
+
+
+async def test_a_folder_gone_keeps_the_ask_until_the_deadline_then_y_withdraws_it(tmp_path: Path) -> None:
+    """Moved away before the child's deadline says nothing of its files: the ask stays. Past the
+    deadline, `y y` finds the child gone: the ask leaves as withdrawn, never "cannot be read now"."""
+    clock = ManualClock(wall=FIXED_NOW)
+    rig = make_rig(tmp_path, clock=clock.wall, core_clock=clock)
+    write_request(rig.root, request_body("req-away", created_at=FIXED_CREATED))
+    session = requests_dir(rig.root).parent
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        await wait_rows(pilot, rig.app, 1)
+        session.rename(tmp_path / "moved-away")
+        clock.advance(2)  # a safety rescan of the missing folder
+        await wait_for(pilot, lambda: clock.waiting > 0)
+        await settle(pilot)
+        assert len(rig.human.pending()) == 1
+        clock.jump_wall(600)  # past the deadline, and no rescan since
+        await pilot.press("y", "y")
+        await wait_rows(pilot, rig.app, 0)
+        assert "cannot be read now" not in status_text(rig)
+        assert "withdrawn" in status_text(rig).lower()
