@@ -71,6 +71,19 @@ if TYPE_CHECKING:
 ARM_EXPIRY_S = 5.0
 #: Toasts standing at once (top right, above the asks table; never over the keys or the ask).
 MAX_TOASTS = 3
+#: A toast over the queue: one line this long at most (the Toast is 56 wide, with its edge and padding).
+QUEUE_TOAST_CELLS = 52
+
+
+def queue_toast(message: str, title: str) -> str:
+    """A notice as one line of at most `QUEUE_TOAST_CELLS` cells (`title: first line (+N more)`)."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    more = f" (+{len(lines) - 1} more)" if len(lines) > 1 else ""
+    text = (f"{title}: " if title else "") + (lines[0] if lines else "")
+    room = QUEUE_TOAST_CELLS - len(more)
+    if Content(text).cell_length > room:
+        text = Content(text).truncate(room - 1).plain + "…"
+    return text + more
 
 
 @dataclass(frozen=True)
@@ -465,7 +478,7 @@ class AuthorizerApp(App[int]):
 
     def _on_notify(self, event: Notify) -> None:
         """Toasts are few: the same one shown again replaces itself, and the oldest go so that at
-        most `MAX_TOASTS` stand (a burst of answers never piles up over the asks)."""
+        most `MAX_TOASTS` stand (a burst of answers never piles up over the asks); over the queue, one."""
         new = event.notification
         shown = [n for n in self._notifications if not n.has_expired]
         for old in shown:
@@ -473,7 +486,8 @@ class AuthorizerApp(App[int]):
                 self._unnotify(old, refresh=False)
                 shown.remove(old)
                 break
-        for old in shown[: max(0, len(shown) - (MAX_TOASTS - 1))]:
+        standing = 1 if self.screen is self.queue else MAX_TOASTS  # over the queue: one (`notify`)
+        for old in shown[: max(0, len(shown) - (standing - 1))]:
             self._unnotify(old, refresh=False)
         super()._on_notify(event)
 
@@ -521,7 +535,14 @@ class AuthorizerApp(App[int]):
             queue.set_status(Content.assemble((head, style), (lines[0] if lines else "", ""), (more, DIM)),
                              ttl=timeout or 8)
             return
+        said = (message, title)
+        if on_top:
+            # Over the queue a toast is one line on the table's top border, the only one standing: never
+            # over a row (the selected row's value included). What it cuts, the status line or the run's
+            # history keeps.
+            message, title = queue_toast(message, title), ""
         super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+        message, title = said
         if self.seams.toasts is not None:
             self.seams.toasts(Notification(message, title, severity,
                                            self.NOTIFICATION_TIMEOUT if timeout is None else timeout,

@@ -282,6 +282,8 @@ async def test_a_message_on_another_screen_is_a_toast_there_not_the_hidden_statu
 async def test_toasts_are_few_and_never_repeat(tmp_path: Path) -> None:
     rig = make_rig(tmp_path)
     async with rig.app.run_test(size=(120, 40), notifications=True) as pilot:
+        await pilot.press("h")  # over the queue one stands (`tests/tui/test_visible_ask.py`)
+        await wait_for(pilot, lambda: isinstance(rig.app.screen, HistoryScreen))
         for n in (1, 2, 1, 3, 4, 5, 5):
             rig.app.notify(f"answer {n}")
         await wait_for(pilot, lambda: [n.message for n in rig.app._notifications] ==

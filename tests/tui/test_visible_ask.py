@@ -14,6 +14,7 @@ from tests.tui.support import (
     FIXED_NOW,
     make_rig,
     read_response,
+    rendered_text,
     request_body,
     requests_dir,
     responses_dir,
@@ -102,3 +103,46 @@ async def test_a_folder_gone_keeps_the_ask_until_the_deadline_then_y_withdraws_i
         await wait_rows(pilot, rig.app, 0)
         assert "cannot be read now" not in status_text(rig)
         assert "withdrawn" in status_text(rig).lower()
+
+
+async def test_a_filter_hiding_every_ask_says_so_not_no_pending_asks(tmp_path: Path) -> None:
+    rig = make_rig(tmp_path)
+    for n in range(3):
+        write_request(rig.root, request_body(f"req-{n}", value=f"git push origin b{n}"))
+    async with rig.app.run_test(size=(80, 24)) as pilot:
+        await wait_rows(pilot, rig.app, 3)
+        await pilot.press("slash", *"zzz-nothing", "enter")
+        await wait_rows(pilot, rig.app, 0)
+        await settle(pilot)
+        screen = rendered_text(rig.app)
+        assert "No pending asks" not in screen
+        assert "3 pending, none match the filter" in screen
+        assert "Waiting for asks" not in screen  # the serving panel is for an empty queue
+        assert rig.app.queue.sub_title == "3 pending · none match the filter"
+        await pilot.press("escape")
+        await wait_rows(pilot, rig.app, 3)
+
+
+async def test_toasts_over_the_queue_never_cover_a_row(tmp_path: Path) -> None:
+    """Arrivals and notices in a burst: over the queue, one toast of one line stands on the table's top
+    edge, never over a row (the selected row's value included); what it cuts, it says (+N more)."""
+    from textual.widgets._toast import Toast
+
+    rig = make_rig(tmp_path)
+    async with rig.app.run_test(size=(120, 40), notifications=True) as pilot:
+        for n in range(6):
+            write_request(rig.root, request_body(f"req-{n}", value=f"git push origin branch-{n}"))
+        await wait_rows(pilot, rig.app, 6)
+        await wait_for(pilot, lambda: any("permissions asked" in t.title or t.title == "Permission asked"
+                                          for t in rig.toasts))
+        rig.app.notify("a second notice\nwith a second line", title="Second", severity="warning")
+        rig.app.notify("an error " * 20, title="Not decided", severity="error")
+        await wait_for(pilot, lambda: len(rig.app.screen.query(Toast)) == 1)
+        await settle(pilot)
+        toasts = list(rig.app.screen.query(Toast))
+        table = rig.app.queue.table.region
+        for toast in toasts:
+            assert toast.region.height == 1
+            assert toast.region.y == table.y  # the table's top border: no row, no header
+        assert "Not decided: an error" in rendered_text(rig.app)
+        assert rig.toasts[-1].title == "Not decided"  # the observer hears what was said, whole

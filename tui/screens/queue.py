@@ -384,7 +384,7 @@ class QueueScreen(Screen[None]):
         total = len(self.human.pending())
         text = f"{total} pending" if total else "no pending asks"
         if self.ask_filter.active:
-            text += f" · {shown} shown"
+            text += f" · {shown} shown" if shown or not total else " · none match the filter"
         self.sub_title = text
 
     def _select(self, key: AskKey | None) -> None:
@@ -444,7 +444,8 @@ class QueueScreen(Screen[None]):
         ask = self.current_ask()
         position = keys.index(ask.key) + 1 if ask is not None and ask.key in keys else 0
         self._detail_ask = ask
-        self.detail.show(ask, self.clock(), position, len(keys))
+        self.detail.show(ask, self.clock(), position, len(keys),
+                         hidden=0 if keys else len(self.human.pending()))
         if ask is not None:
             # After the frame that shows it: truer "shown" time, and the write is off the key-to-paint path.
             self.call_after_refresh(self.post_message, self.AskShown(ask.key))
