@@ -66,7 +66,7 @@ async def test_sessions_view_lists_served_unserved_and_foreign_inboxes(tmp_path:
         await settle(pilot)
         text = screen_text(rig.app)
         assert SERVED in text and "serving here" in text
-        assert f"PI_SUBAGENT_PARENT_SESSION={SERVED} PI_IS_SUBAGENT=1" in text
+        assert f"PI_SUBAGENT_PARENT_SESSION={SERVED} \\" in text and "PI_IS_SUBAGENT=1" in text
         assert ORPHAN in text and "children waiting: press a to adopt" in text
         assert BUSY in text and "served elsewhere" in text and "read-only" in text
         screen = rig.app.screen
