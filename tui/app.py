@@ -71,6 +71,7 @@ if TYPE_CHECKING:
 ARM_EXPIRY_S = 5.0
 #: Toasts standing at once (top right, above the asks table; never over the keys or the ask).
 MAX_TOASTS = 3
+NO_RULE_ID = "app.rule_from_ask.without_facts"
 #: A toast over the queue: one line this long at most (the Toast is 56 wide, with its edge and padding).
 QUEUE_TOAST_CELLS = 52
 
@@ -103,7 +104,11 @@ class AuthorizerApp(App[int]):
     TITLE = "pi-authorizer"
     ENABLE_COMMAND_PALETTE = True  # ctrl+p: every action of the screen, by name (none decides an ask)
 
-    BINDINGS: ClassVar[list[BindingType]] = bindings(APP)
+    BINDINGS: ClassVar[list[BindingType]] = [
+        *bindings(APP),
+        # `R` on an ask without facts: not offered (`check_action`), but a press says why.
+        Binding("R", "no_rule_from_ask", show=False, id=NO_RULE_ID),
+    ]
 
     def __init__(self, node: AttendedNode, settings: UiSettings | None = None,
                  seams: AppSeams | None = None) -> None:
@@ -315,9 +320,17 @@ class AuthorizerApp(App[int]):
             self._show(lambda: HistoryScreen(self.history), HistoryScreen)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "rule_from_ask":
-            return self.screen is self.queue  # it reads the queue's selected ask
+        if action in ("rule_from_ask", "no_rule_from_ask"):  # it reads the queue's selected ask
+            ask = self.queue.shown_ask() if self.screen is self.queue else None
+            if action == "no_rule_from_ask":
+                return ask is not None and not ask.has_facts
+            return self.screen is self.queue and (ask is None or ask.has_facts)  # never offered without facts
         return True
+
+    def action_no_rule_from_ask(self) -> None:
+        self.notify("This ask has no child-fixed facts (a 20.7.3 child): no rule can match it, so R "
+                    "proposes none. Decide it here: y, s (with the child's suggestion), n or r.",
+                    title="No rule proposed", severity="warning", markup=False)
 
     def action_rule_from_ask(self) -> None:
         ask = self.queue.shown_ask()  # the very ask on screen, never another under its name
@@ -381,7 +394,8 @@ class AuthorizerApp(App[int]):
         )
         return [
             ("Deciding the selected ask", QueueScreen.BINDINGS),
-            ("Everywhere", [*self.BINDINGS, Binding(self.COMMAND_PALETTE_BINDING, "command_palette",
+            ("Everywhere", [*(b for b in self.BINDINGS if not isinstance(b, Binding) or b.id != NO_RULE_ID),
+                            Binding(self.COMMAND_PALETTE_BINDING, "command_palette",
                                                     "Every action by name", id="app.palette")]),
             ("Batch preview", BatchPreviewScreen.BINDINGS),
             ("Whole-session confirmation", GrantConfirmScreen.BINDINGS),
@@ -458,7 +472,7 @@ class AuthorizerApp(App[int]):
         seen: set[str] = set()
         for active in screen.active_bindings.values():
             binding = active.binding
-            if binding.action in seen or binding.action == "command_palette":
+            if binding.action in seen or binding.action == "command_palette" or not binding.description:
                 continue
             seen.add(binding.action)
             keys = self.keys_of(binding)

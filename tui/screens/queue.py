@@ -183,8 +183,18 @@ class QueueScreen(Screen[None]):
     def on_screen_resume(self) -> None:
         # Coming back from another screen or a modal: what is visible is new to the eye (and a
         # session may have been adopted meanwhile).
+        self._keys_shown(True)
         self.refresh_queue()
         self.show_selected()
+
+    def on_screen_suspend(self) -> None:
+        """Under a dialog the queue's keys are not shown: there `y` means the dialog's, not this legend's."""
+        self._keys_shown(False)
+
+    def _keys_shown(self, shown: bool) -> None:
+        if self._composed:
+            self.query_one(KeyLegend).display = shown
+            self.query_one(Footer).display = shown
 
     @property
     def compact(self) -> bool:
@@ -411,7 +421,7 @@ class QueueScreen(Screen[None]):
             self.detail.expect_paint(ask.key, self._painted)
         self._render_legend()
         # The footer rebuilds itself on every bindings refresh: only when what the keys may do changed.
-        enabled = (ask is not None, self.typing)
+        enabled = (ask is not None, self.typing, ask is not None and ask.has_facts)  # `R` needs facts
         if enabled != self._bindings_for:
             self._bindings_for = enabled
             self.refresh_bindings()
