@@ -131,7 +131,7 @@ class QueueScreen(Screen[None]):
         self._busy = False
         self._composed = False
         self._refresh_pending = False
-        self._bindings_for: tuple[bool, bool] | None = None
+        self._bindings_for: tuple[bool, bool, bool] | None = None
         self._ready_timer: Timer | None = None
         self._key_labels: tuple[object, dict[str, str]] | None = None
         self._detail_ask: Ask | None = None  # the ask object the detail shows
