@@ -28,8 +28,9 @@ from tui.render.styles import DIM, WARN
 from tui.widgets.painted import PaintProbe
 
 NO_FACTS_BANNER = (
-    "⚠ NO CHILD-FIXED FACTS (no usable accessIntent, e.g. a 20.7.3 child): it could not be matched against "
-    "this node's rules. Only the child's own display text below describes it."
+    "⚠ NO CHILD-FIXED FACTS (no usable accessIntent, e.g. a pi 20.7.3 child): it could not be matched "
+    "against this node's rules, so rules, w, R and explain cannot decide it: it is yours (y, s with the "
+    "child's own suggestion, n, r). Only the child's own display text below describes it."
 )
 HIDDEN_BANNER = (
     "⚠ CONTAINS HIDDEN CHARACTERS, shown as ␛ / ⟨U+…⟩ tokens. Every decision key needs a second press."
