@@ -14,7 +14,7 @@ judge.ts`, the `check()` call pi's forwarded-request server makes) and by pi-aut
 `pi-authorizer explain --json` does it (the request file read by the wire layer, then
 `core.rules.explain.explain`). Verdict and winning rule (pattern and origin) are compared; every
 disagreement is classified: looser than pi (a bug), stricter without a documented reason, or
-stricter and documented (the explanation carries pi's reading, `docs/fidelity.md`).
+stricter and documented (the explanation carries pi's reading, `docs/design/fidelity.md`).
 
     uv run python scripts/fidelity_campaign.py --cases 40000 --seed 7
 
@@ -85,7 +85,7 @@ ASK_SURFACES = (("bash", 5), ("read", 2), ("write", 1), ("edit", 1), ("grep", 1)
                 ("extension", 2))
 
 
-# Tags of the documented differences (docs/fidelity.md); a case with none of them is "plain".
+# Tags of the documented differences (docs/design/fidelity.md); a case with none of them is "plain".
 QUIRKS = frozenset({"agent-name", "integer-key", "astral", "unknown-member", "directional", "newer-knob",
                     "tool-surface", "long-reason", "empty-map", "broken-json", "surface-wildcard",
                     "brace-home", "no-facts"})
@@ -119,7 +119,8 @@ class Case:
         (root / "proj").mkdir(parents=True, exist_ok=True)
 
     def reference_call(self, root: Path) -> dict[str, object]:
-        """The `check()` input pi's server builds from these facts (docs/contract.md, facts and judgment)."""
+        """The `check()` input pi's server builds from these facts (docs/design/contract.md, facts and
+        judgment)."""
         call: dict[str, object] = {"agentDir": str(root / "agentdir"), "cwd": str(root / "proj"),
                                    "agent": self.agent, "surface": self.surface}
         values = self.values or []
@@ -608,7 +609,7 @@ def finish_reference(proc: subprocess.Popen[bytes], folder: Path, expected: int,
     return verdicts
 
 
-# Documented in docs/fidelity.md without a pi-reading step in the explanation: asks on a
+# Documented in docs/design/fidelity.md without a pi-reading step in the explanation: asks on a
 # directional surface (newer children only) follow the newer semantics; newer config knobs are
 # accepted where 20.7.3 rejects the whole file.
 DIRECTIONAL_ASKS = frozenset({"path_read", "path_write", "external_directory_read",

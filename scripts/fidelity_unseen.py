@@ -24,7 +24,7 @@ batch, running while Python judges the previous batch) and by pi-authorizer exac
     uv run python scripts/fidelity_unseen.py --cases 20000 --seed 11 [--dump FILE]
 
 Exit status 1 when pi-authorizer is looser than pi on any case, or stricter without the
-explanation saying why (`pi-reading` step) on a case not covered by `docs/fidelity.md`.
+explanation saying why (`pi-reading` step) on a case not covered by `docs/design/fidelity.md`.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ class Case:
     surface: str
     values: list[str]
     tags: set[str] = field(default_factory=set)
-    # Provenance the judgment must ignore (docs/contract.md § Facts and judgment): varied, so a
+    # Provenance the judgment must ignore (docs/design/contract.md § Facts and judgment): varied, so a
     # verdict that moves with them shows.
     boundary: str | None = None
     cwd: str = "/repo"
@@ -535,7 +535,7 @@ def classify(mine: Verdict, theirs: Verdict, noted: bool, case: Case) -> str:
     if mine.state == theirs.state:
         return "other-rule"
     # Asks on a directional member (only newer children make them) follow the newer semantics
-    # (docs/fidelity.md, last row of the decided differences).
+    # (docs/design/fidelity.md, last row of the decided differences).
     directional = case.surface in DIRECTIONAL
     if RANK[mine.state] > RANK[theirs.state]:
         return "looser-directional" if directional else "LOOSER"

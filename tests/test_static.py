@@ -56,14 +56,15 @@ def test_every_package_says_what_it_is() -> None:
     assert silent == []
 
 
-def test_the_readme_layout_names_every_package() -> None:
-    """README "Layout" names each package of `core/` and `tui/` (as `core/serving/`), and nothing else."""
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    layout = readme.split("## Layout", 1)[1].split("\n## ", 1)[0]
+def test_the_contributing_layout_names_every_package() -> None:
+    """CONTRIBUTING.md "Layout" (the contributor's map; the README is for users) names each package of
+    `core/` and `tui/` (as `core/serving/`), and nothing else."""
+    guide = (REPO / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    layout = guide.split("## Layout", 1)[1].split("\n## ", 1)[0]
     named = set(re.findall(r"`((?:core|tui)/(?:[a-z_]+/)*)`", layout))
     shipped = {package.relative_to(REPO).as_posix() + "/" for package in packages()}
-    assert sorted(shipped - named) == [], "packages missing from README Layout"
-    assert sorted(named - shipped) == [], "README Layout names packages that do not exist"
+    assert sorted(shipped - named) == [], "packages missing from CONTRIBUTING.md Layout"
+    assert sorted(named - shipped) == [], "CONTRIBUTING.md Layout names packages that do not exist"
 
 
 #: The modules at the top of `core/`: what no one package owns (the clock, untrusted text, the seams,

@@ -2,7 +2,7 @@
 
 Every string a child sends (agent name, command, path, message, session id...) goes through
 `sanitize()` before it reaches a widget. Textual's `Content` strips only BEL/BS/VT/FF/CR and passes
-ESC, CSI, NUL and bidi controls straight to the terminal (`docs/contract.md` § Terminal safety), so
+ESC, CSI, NUL and bidi controls straight to the terminal (`docs/design/contract.md` § Terminal safety), so
 this module maps:
 
 - every Cc except `\\n` and `\\t` (C0, DEL and the C1 range U+0080-U+009F),

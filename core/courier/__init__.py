@@ -1,6 +1,6 @@
 """The courier: a node's terminal slot that carries an ask up unchanged and relays the verdict.
 
-The design (`docs/contract.md` § Facts and judgment) composes a node's last judge as the person, a
+The design (`docs/design/contract.md` § Facts and judgment) composes a node's last judge as the person, a
 fail-safe denial, or a courier. A courier
 exercises no judgment: it carries the child's request bytes exactly as read (the facts, the
 principal), appends this node to a hop list that is provenance only, and returns the verdict of the

@@ -1,5 +1,5 @@
 """The `session:ID` transport: carry an ask into another session's inbox under the same forwarding
-root, exactly as a forwarding child writes it (`docs/contract.md` § Layout), and read its answer
+root, exactly as a forwarding child writes it (`docs/design/contract.md` § Layout), and read its answer
 with the child's reader.
 
 The request written there is the child's file byte for byte, with one object's worth of keys spliced

@@ -1,6 +1,6 @@
 """Where things live on disk: the pi agent dir, the forwarding root and pi-authorizer's own state.
 
-The layout is the reference's (`docs/contract.md` § Layout); session folders use JavaScript's
+The layout is the reference's (`docs/design/contract.md` § Layout); session folders use JavaScript's
 `encodeURIComponent` of the trimmed id so a real pi child and this node agree on every byte.
 """
 

@@ -209,7 +209,8 @@ class SessionInbox:
         """Whether `responses/<id>.json` is a regular file holding exactly `body` (never through a
         link): delivery verified, not assumed. False when it is missing, unreadable or other. With
         `or_cut_short`, also a start of `body` (then nothing, or NUL bytes): what a power cut leaves of
-        a response written after its verdict was durable and not flushed itself (docs/reliability.md)."""
+        a response written after its verdict was durable and not flushed itself
+        (docs/design/reliability.md)."""
         try:
             with self.folder("responses") as fd:
                 held = read_small(fd, f"{request_id}.json", len(body))

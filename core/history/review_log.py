@@ -1,6 +1,6 @@
 """Read-only import of pi's own review log, so asks decided in pi's own dialog appear in the history.
 
-The log is JSON Lines written by another program (`docs/contract.md` § pi's own logs): every line
+The log is JSON Lines written by another program (`docs/design/contract.md` § pi's own logs): every line
 may be garbage, cut short or hostile, and is skipped on its own. Each imported row keeps the line's
 bytes as its raw request, is marked `source = 'pi-review-log'`, and is keyed by the line's hash, so
 importing the same log again adds nothing.

@@ -1,6 +1,6 @@
 """The non-terminal judges that run after recorded authority and before the human.
 
-The chain's rules are in `docs/contract.md` § Chain.
+The chain's rules are in `docs/design/contract.md` § Chain.
 
 Links see only the facts (`IntentFacts`: surface, match values, boundary value, floor and asking
 units), never `requesterCwd` or the principal. The chain returns the first verdict that is not `defer`.

@@ -4,7 +4,7 @@ Adapts `core.rules` (this node's own config, scoped to the child's `principal.ag
 on the child's facts as sent) and `core.judging.links` (non-terminal links) to the serving core's
 `Judge`/`Chain` seams, and keeps this node's serving-session grants. A request without usable facts
 never reaches either: missing facts make judgment impossible, so it goes to a person
-(`docs/contract.md` § Facts and judgment).
+(`docs/design/contract.md` § Facts and judgment).
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ class RecordedAuthority:
         if self.store.reload_if_changed():
             self._applied()
 
-    # -- widening reloads (the trust model: docs/reliability.md) ---------------------------------
+    # -- widening reloads (the trust model: docs/design/reliability.md) ---------------------------------
 
     def accept(self, pending: PendingReload) -> bool:
         """Apply a held change a person reviewed; False when a newer change superseded it."""

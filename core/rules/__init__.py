@@ -1,6 +1,6 @@
 """Recorded authority: this node's own rules, judged against child-fixed facts.
 
-The child owns the facts, this node the judgment: `docs/contract.md` § Facts and judgment.
+The child owns the facts, this node the judgment: `docs/design/contract.md` § Facts and judgment.
 
 Pure Python (no UI imports). The serving layer builds one `PolicyStore` and one `SessionGrants`
 per served session, converts each forwarded `accessIntent` into `IntentFacts`, and judges them

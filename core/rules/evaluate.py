@@ -1,4 +1,4 @@
-"""Last-match-wins evaluation over one surface's candidate rules (`docs/contract.md` § Rules).
+"""Last-match-wins evaluation over one surface's candidate rules (`docs/design/contract.md` § Rules).
 
 `any_value` is `evaluateAnyValue` (path surfaces: the last rule matching any alias wins) and
 `first_candidate` is `evaluateFirst` (the first candidate that hits a non-default rule wins).

@@ -1,4 +1,5 @@
-"""Wildcard patterns compiled once, exactly as the reference matcher reads them (`docs/contract.md` § Rules).
+"""Wildcard patterns compiled once, exactly as the reference matcher reads them
+(`docs/design/contract.md` § Rules).
 
 A pattern is home-expanded, then `*` (and `**`) match any run of characters including `/` and
 newlines, `?` matches one character, everything else is literal, and the match is anchored and

@@ -2,7 +2,7 @@
 
 pi-authorizer judges every ask by its own reading of the config files and, when pi's reading of
 those files composes into different rules, by pi's reading too, and keeps the more restrictive
-verdict (see `docs/fidelity.md`). The differences live here, as facts about pi's loader:
+verdict (see `docs/design/fidelity.md`). The differences live here, as facts about pi's loader:
 
 - Object keys: JavaScript puts integer-like keys (`"0"`, `"42"`) before every other key of an
   object, in ascending order, so "last match wins" runs in that order.

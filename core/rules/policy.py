@@ -1,7 +1,7 @@
 """A composed, compiled policy for one agent: the rules in evaluation order plus the knobs.
 
-Composition follows `docs/contract.md` § Rules: `[default */*] + [mcp baseline] + [config rules in merged
-key order]`; session rules are appended by the resolver at check time. A present-but-invalid
+Composition follows `docs/design/contract.md` § Rules: `[default */*] + [mcp baseline] + [config rules in
+merged key order]`; session rules are appended by the resolver at check time. A present-but-invalid
 non-global scope floors every `allow` to `ask` (origin `fail-closed`); yolo then rewrites every
 `ask` to `allow` (origin `yolo`), leaving `deny` alone.
 """

@@ -1,6 +1,6 @@
 """What a changed config or agent file would change, and whether that widens any permission.
 
-The trust model (docs/reliability.md): the files this node's rules come from can be written by
+The trust model (docs/design/reliability.md): the files this node's rules come from can be written by
 the very children it judges (the project layer and project agent files sit in their worktree, and
 they run as the same user). So a reload that could widen a permission is never applied silently:
 it is held as a `PendingReload` until a person accepts its diff (the app), or `serve` was started

@@ -1,6 +1,6 @@
 """Recorded-authority judgment of child-fixed facts against this node's policy.
 
-`docs/contract.md` § Facts and judgment and § Rules state the semantics followed here.
+`docs/design/contract.md` § Facts and judgment and § Rules state the semantics followed here.
 
 The judgment of one reading is `core.rules.judge`; this module judges both readings when pi
 20.7.3 would read the files or facts differently, and keeps the more restrictive verdict.
@@ -28,8 +28,8 @@ from core.wire.decisions import decision_source_json
 from core.wire.facts import IntentFacts
 
 NO_FACTS_REASON = (
-    "version-skew floor (docs/contract.md § Facts and judgment): the request carries no usable accessIntent, "
-    "so recorded rules are not consulted and the ask goes to live authority"
+    "version-skew floor (docs/design/contract.md § Facts and judgment): the request carries no usable "
+    "accessIntent, so recorded rules are not consulted and the ask goes to live authority"
 )
 
 
@@ -79,11 +79,11 @@ def resolve_with_policy(
     ours = _resolve_reading(policy, facts, session_rules)
     pi_facts = facts_as_pi(facts)
     pi_policy = policy.pi_reading
-    note = ("pi 20.7.3 reads these files or facts differently (docs/fidelity.md); "
+    note = ("pi 20.7.3 reads these files or facts differently (docs/design/fidelity.md); "
             "the more restrictive verdict is kept, pi's on a tie")
     if pi_facts is None:
         note = ("a directional ask: the files as pi 20.7.3 reads them, judged with the family fold "
-                "(docs/fidelity.md); the more restrictive verdict is kept, pi's on a tie")
+                "(docs/design/fidelity.md); the more restrictive verdict is kept, pi's on a tie")
         # A directional ask (only newer children make one): pi's reading of the files, judged
         # by the newer semantics, so a file pi reads otherwise still tightens the verdict.
         pi_facts, pi_policy = facts, policy.pi_directional
@@ -135,7 +135,7 @@ def _resolve_reading(
 def explain_no_facts(surface: str | None = None) -> Resolution:
     """The verdict for a request without usable facts: always `ask`, never rules.
 
-    `docs/contract.md` § Facts and judgment.
+    `docs/design/contract.md` § Facts and judgment.
     """
     steps: list[Step] = [
         {"step": "no-facts", "reason": NO_FACTS_REASON},

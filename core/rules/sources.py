@@ -1,6 +1,6 @@
 """Where this node's config layers live, and how one file is loaded in both readings.
 
-Layers, lowest first (`docs/contract.md` § Rules): global `<agentDir>/extensions/pi-permission-system/
+Layers, lowest first (`docs/design/contract.md` § Rules): global `<agentDir>/extensions/pi-permission-system/
 config.json`, project `<project>/.pi/extensions/pi-permission-system/config.json`, global agent
 `<agentDir>/agents/<agent>.md`, project agent `<project>/.pi/agents/<agent>.md`, and last the
 optional pi-authorizer rules file (`--rules FILE`, config.json shape, origin `authorizer`).

@@ -113,7 +113,7 @@ def _pi_reading(step: Mapping[str, Any]) -> list[str]:
         rule = f" by {decided.get('pattern')!r} ({decided.get('origin') or decided.get('kind')})" \
             if decided else ""
         return f"{step[name]['verdict']}{rule}"
-    return [f"pi 20.7.3 reads these files or facts differently (docs/fidelity.md): "
+    return [f"pi 20.7.3 reads these files or facts differently (docs/design/fidelity.md): "
             f"ours {side('ours')}, pi {side('pi')}; kept {step['kept']} (the more restrictive, "
             f"pi's on a tie)"]
 

@@ -1,4 +1,5 @@
-"""Strict validation of one config document, mirroring the reference schema (`docs/contract.md` § Rules).
+"""Strict validation of one config document, mirroring the reference schema
+(`docs/design/contract.md` § Rules).
 
 Any problem rejects the whole scope, so the caller gets every error (file, key, reason) and no
 partial config: an unknown top-level key is "Unrecognized config key", a wrong type or value is

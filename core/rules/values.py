@@ -1,7 +1,7 @@
 """How a surface's match values are read before matching, as the reference reads them.
 
 Path values are matched exactly as the child sent them: the child already produced every alias
-(`docs/contract.md` § Facts and judgment), and the reference does not home-expand values. A bash
+(`docs/design/contract.md` § Facts and judgment), and the reference does not home-expand values. A bash
 command is matched as the reference's input normaliser reads it: comment lines (first non-blank
 character `#`) dropped and the rest trimmed of JavaScript whitespace; a command with nothing left is
 matched as written.

@@ -2,19 +2,20 @@
 
 Every answer ready at the same moment joins one batch (at most `MAX_BATCH`) that passes the checkpoints
 of `CHECKPOINTS` in order, each a named point of the fault hook (`Seams.fault`, the seam crash tests
-use; `docs/serving-speed.md` says what is true after each): `recorded`, every verdict in ONE fsynced
+use; `docs/design/serving-speed.md` says what is true after each): `recorded`, every verdict in ONE fsynced
 transaction (recorded before visible; a verdict the ledger refuses is replaced by a fail-safe denial
 that says why, so nothing is approved without its record); `staged` and `durable`, each body in a temp
 beside its target, made durable by one `syncfs` (an `fsync` each below `SYNCFS_FROM`) where it must be:
 a new file whose verdict the history holds durably needs no flush of its own (a restart after a power
-cut publishes it from the history, and takes what the cut left of it for ours: `docs/reliability.md` § A
-response's own flush); `half-linked` and `linked`, each temp renamed to `responses/<id>.json` without
-replacing (`renameat2(RENAME_NOREPLACE)`, else `link()`: nothing is answered twice), each folder fsynced
+cut publishes it from the history, and takes what the cut left of it for ours:
+`docs/design/reliability.md` § A response's own flush); `half-linked` and `linked`, each temp renamed to
+`responses/<id>.json` without replacing (`renameat2(RENAME_NOREPLACE)`, else `link()`: nothing is
+answered twice), each folder fsynced
 (where its files were); `marked`, the ledger notes what was written; `deleted`, the answered requests
 removed. A restart reconciles a stop between any two checkpoints (`core.serving.reconcile`).
 
 One disk thread (`on_disk`) runs a burst's disk work in order: the drain's intake reads, each batch's
-commit, the removals. Measured (issue 23, `docs/serving-speed.md`): with the reads, the commits and the
+commit, the removals. Measured (issue 23, `docs/design/serving-speed.md`): with the reads, the commits and the
 removals each on a thread of its own, a 10,000-ask burst had no thread holding the interpreter lock
 40% of its time, every short system call of one handing the lock to another and waiting to get it
 back; taking turns on one thread, the same burst ran ~1.2× faster on a quarter less CPU per ask.

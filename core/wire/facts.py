@@ -1,6 +1,6 @@
 """The child-fixed facts a judgment runs on, as plain values: what the rules and the chain links
 judge, and what the wire reads `accessIntent` into (a leaf: it imports nothing). Who owns the facts:
-`docs/contract.md` § Facts and judgment.
+`docs/design/contract.md` § Facts and judgment.
 
 Nothing here re-derives a path.
 `requesterCwd` and `principal` are deliberately absent: they are provenance, not facts to judge.

@@ -1,7 +1,7 @@
 """Whose rules judge an ask: `principal.agentName` (the child's fact), not `requesterAgentName`.
 
 Both names are unauthenticated child text. The rules are scoped to the principal
-(`docs/contract.md` § Facts and judgment); when the two differ, every place that shows the ask (the
+(`docs/design/contract.md` § Facts and judgment); when the two differ, every place that shows the ask (the
 log line, the app, the history) shows both and flags the difference, so a person never approves
 thinking of the wrong agent.
 """

@@ -1,4 +1,5 @@
-"""The tolerant reader of request files (`docs/contract.md` § Reading requests), as the reference reads them.
+"""The tolerant reader of request files (`docs/design/contract.md` § Reading requests), as the reference
+reads them.
 
 Five required fields decide whether a request is usable, a malformed optional field is dropped on
 its own (with its reason kept), and `accessIntent`, `payload` and `sessionApproval` are

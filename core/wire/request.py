@@ -1,5 +1,5 @@
 """The forwarded request as this node models it: the child-fixed facts (`accessIntent`) and the
-display-side optional fields (`docs/contract.md` § Reading requests, § Facts and judgment). Reading
+display-side optional fields (`docs/design/contract.md` § Reading requests, § Facts and judgment). Reading
 a file into these is `core.wire.reader`'s job.
 """
 
@@ -14,7 +14,7 @@ from core.wire.base import StrTuple, WireModel, reject_null
 from core.wire.facts import AskingUnit, IntentFacts
 
 # ---------------------------------------------------------------------------------------------
-# ForwardedAccessIntent: the child-fixed facts (`docs/contract.md` § Facts and judgment)
+# ForwardedAccessIntent: the child-fixed facts (`docs/design/contract.md` § Facts and judgment)
 
 
 class Principal(WireModel):

@@ -212,7 +212,7 @@ async def test_a_file_moved_away_and_back_while_its_answer_is_published_is_answe
 
 async def test_a_response_whose_verdict_the_history_holds_is_not_flushed_itself(tmp_path: Path) -> None:
     """The verdict is durable in the history before its response is visible, and a restart publishes it
-    from there: the new response file costs no flush of its own (docs/reliability.md)."""
+    from there: the new response file costs no flush of its own (docs/design/reliability.md)."""
     disk = FlushCountingDisk()
     store = HistoryStore.in_state_dir(tmp_path / "state")
     async with Served(tmp_path, DenyingArbiter(), ledger=store, writer=disk) as served:

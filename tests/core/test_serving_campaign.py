@@ -219,7 +219,7 @@ def test_hostile_request_files_never_stop_serving_nor_widen_a_grant(
     if read.approved:
         # Only this node's rules grant, and they allow exactly one bash command: a bash ask is
         # judged on its first value, or on every asking unit when it has them
-        # (`docs/contract.md` § Facts and judgment).
+        # (`docs/design/contract.md` § Facts and judgment).
         facts = parse_request(data).access_intent
         assert facts is not None and facts.surface == "bash", data
         judged = (

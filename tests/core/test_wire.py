@@ -1,6 +1,6 @@
 """The wire's read and write rules, on real bytes.
 
-`docs/contract.md` § Reading requests, § Writing responses.
+`docs/design/contract.md` § Reading requests, § Writing responses.
 """
 
 from __future__ import annotations

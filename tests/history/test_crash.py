@@ -104,7 +104,7 @@ def test_killed_at_each_stage_answers_once_after_restart(tmp_path: Path, stage: 
 
 
 def test_the_republish_window_is_bounded_to_the_same_bytes_once(tmp_path: Path) -> None:
-    """The one window left (documented in docs/reliability.md): killed after the response is linked
+    """The one window left (documented in docs/design/reliability.md): killed after the response is linked
     and before the history notes it, while the child consumes the response in that instant. The
     restart cannot tell "never linked" from "linked and consumed", so it publishes the RECORDED bytes
     once more: the same verdict, never a new judgment, and the request is then removed."""

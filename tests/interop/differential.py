@@ -5,7 +5,7 @@ up to four layers (global and project config.json, global and project agent file
 patterns (wildcards, `?`, the optional `" *"` tail, home forms, regex metacharacters) and values
 built from the patterns (exact fills and near misses), so that many rules match and the winning
 rule is often not the first one tried. A case is tagged with each documented difference it may
-exercise (`docs/fidelity.md`); untagged cases must agree with the reference exactly.
+exercise (`docs/design/fidelity.md`); untagged cases must agree with the reference exactly.
 """
 
 from __future__ import annotations

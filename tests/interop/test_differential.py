@@ -2,7 +2,7 @@
 
 A seeded generator (`differential.py`) writes configs (global, project, agent and project agent
 files) and facts; both judge every case over the same files. Verdict and winning rule (pattern
-and origin) must agree, except for the documented deliberate differences (`docs/fidelity.md`),
+and origin) must agree, except for the documented deliberate differences (`docs/design/fidelity.md`),
 where pi-authorizer must be strictly MORE restrictive and the case must carry the tag of a
 documented difference. A disagreement is shrunk (files, surfaces, patterns, lines and values
 dropped while it persists) and printed as a reproduction.

@@ -88,7 +88,7 @@ def _agent(name: str, frontmatter: str, permission: dict[str, object] | None = N
     return files
 
 
-# Documented differences (docs/fidelity.md): (case, our verdict, pi's verdict). Where the two
+# Documented differences (docs/design/fidelity.md): (case, our verdict, pi's verdict). Where the two
 # differ, ours is the stricter; where they agree, the winning rule is pi's too.
 DECISIONS: dict[str, tuple[Case, str, str]] = {
     "integer key ordered first, as pi": (

@@ -1,6 +1,6 @@
 """The reference's worked examples of rule semantics, against real config files (win32 halves skipped).
 
-The rules they exercise: `docs/contract.md` § Rules.
+The rules they exercise: `docs/design/contract.md` § Rules.
 """
 
 from __future__ import annotations
@@ -73,8 +73,8 @@ CASES = [
     Case("15 ? needs a char", {"skill": {"a?c": "allow"}}, "skill", ("ac",), "ask"),
     Case("16 home value", {"path": {"~/.ssh/*": "deny"}}, "path", ("/home/me/.ssh/id_rsa",),
          "deny", "~/.ssh/*"),
-    # The child sends every alias (`docs/contract.md` § Facts and judgment); values are matched as sent,
-    # never home-expanded here (issue 11, fix 4), as the reference's path-values check does.
+    # The child sends every alias (`docs/design/contract.md` § Facts and judgment); values are matched as
+    # sent, never home-expanded here (issue 11, fix 4), as the reference's path-values check does.
     Case("16 tilde value with its alias", {"path": {"~/.ssh/*": "deny"}}, "path",
          ("~/.ssh/config", "/home/me/.ssh/config"), "deny", "~/.ssh/*"),
     Case("16 tilde value alone is matched as sent", {"path": {"~/.ssh/*": "deny"}}, "path",

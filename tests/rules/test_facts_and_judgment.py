@@ -1,4 +1,4 @@
-"""The child owns the facts, this node owns the judgment (`docs/contract.md` § Facts and judgment)."""
+"""The child owns the facts, this node owns the judgment (`docs/design/contract.md` § Facts and judgment)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The wildcard matcher (`docs/contract.md` § Rules), and against the regex translation it replaced.
+"""The wildcard matcher (`docs/design/contract.md` § Rules), and against the regex translation it replaced.
 
 The oracle is the previous matcher's translation, kept here only: `*` runs become `.*`, `?` is
 `.`, the rest is escaped, a trailing `" *"` becomes `(?: .*)?`, and the match is a DOTALL

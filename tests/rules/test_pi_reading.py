@@ -1,5 +1,5 @@
-"""pi 20.7.3's reading of the same files, and the stricter-of-both verdict (docs/fidelity.md); its merge
-with the reload gate (a held change holds pi's reading too) and the shared neutral policy."""
+"""pi 20.7.3's reading of the same files, and the stricter-of-both verdict (docs/design/fidelity.md); its
+merge with the reload gate (a held change holds pi's reading too) and the shared neutral policy."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Deciding one ask with keys, through the real app (Pilot) against a real `ServingCore` and
-`HumanAuthorizer`: keys in, response files on disk out. The key safety's wiring (`docs/keys.md`): the
+`HumanAuthorizer`: keys in, response files on disk out. The key safety's wiring (`docs/design/keys.md`): the
 grace after the paint, double press, hidden characters, the steps of `w` and `r`, `b`, remapped keys,
 withdrawals, quitting with asks pending."""
 

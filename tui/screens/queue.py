@@ -1,6 +1,6 @@
 """The main screen: pending asks oldest first, the selected one in full, the decision keys.
 
-Guards against accidental approval (`docs/contract.md` § Approval safety): the queue never reorders
+Guards against accidental approval (`docs/design/contract.md` § Approval safety): the queue never reorders
 under the cursor; every timing and press rule (grace after the ask is painted, double press, hidden
 characters, modal grace, armed-press expiry) is `tui.keysafety.KeySafety`, fed from here: the
 selection, the paint of the ask's header (`PaintProbe`), and each key's read time. `w` and `r` open

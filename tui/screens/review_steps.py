@@ -37,7 +37,7 @@ from tui.widgets.painted import PaintProbe
 class RuleReach:
     """What a written rule decides at once: `of` lists the pending asks a file's new text would decide
     (shown with the diff), `decide` decides exactly the listed asks after the write (`R` and the
-    review's suggestions alike; `docs/workflows.md`)."""
+    review's suggestions alike; `docs/design/workflows.md`)."""
 
     of: Callable[[Path, str], tuple[Ask, ...]]
     decide: Callable[[Sequence[Ask]], Awaitable[None]]

@@ -1,7 +1,7 @@
 """Sessions: what this instance serves (with the env line to copy) and every other inbox.
 
 An unserved inbox with children waiting can be adopted with one key; an inbox another live
-process serves is read-only (answering it too would race that server: `docs/contract.md` § Serving
+process serves is read-only (answering it too would race that server: `docs/design/contract.md` § Serving
 from a side terminal).
 """
 
