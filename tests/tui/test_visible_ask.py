@@ -146,3 +146,23 @@ async def test_toasts_over_the_queue_never_cover_a_row(tmp_path: Path) -> None:
             assert toast.region.y == table.y  # the table's top border: no row, no header
         assert "Not decided: an error" in rendered_text(rig.app)
         assert rig.toasts[-1].title == "Not decided"  # the observer hears what was said, whole
+
+
+async def test_a_filter_typed_fast_never_reaches_the_decision_keys(tmp_path: Path) -> None:
+    """`/` then the filter's text queued behind it at once (a fast typist, a paste): every key after
+    `/` goes to the field; `n` `o` `n` in "zzz-none" used to reach the queue and deny the ask."""
+    from textual import events
+
+    rig = make_rig(tmp_path)
+    write_request(rig.root, request_body("req-fast"))
+    async with rig.app.run_test(size=(80, 24)) as pilot:
+        await wait_rows(pilot, rig.app, 1)
+        for char in "/zzz-none":
+            key = {"/": "slash", "-": "minus"}.get(char, char)
+            rig.app.post_message(events.Key(key, char))  # all queued before the first is handled
+        await wait_for(pilot, lambda: rig.app.queue.typing)
+        await settle(pilot)
+        await settle(pilot)
+        assert not rig.decided and len(rig.human.pending()) == 1  # no deny was even started
+        assert read_response(rig.root, "req-fast") is None
+        assert rig.app.queue.typing

@@ -511,7 +511,9 @@ class QueueScreen(Screen[None]):
     def action_filter(self) -> None:
         self.safety.disarm()
         self._show_filter(True)
-        self.filter_input.focus()
+        # Focused now, not after the keys already queued behind `/`: typed fast, the filter's text
+        # (`/zzz-none`: n, o, n) would otherwise reach the decision keys and deny the ask.
+        self.set_focus(self.filter_input)
         self._render_legend()
 
     @on(Input.Changed, "#queue-filter")

@@ -40,7 +40,7 @@ def legend_content(
     for wording in (0, 1):
         parts: list[tuple[str, str]] = []
         for action, legend in LEGEND["decisions"]:
-            if ask is not None and not possible.get(action, True):
+            if not possible.get(action, True) and (ask is not None or action == "approve_session_both"):
                 continue  # a key that cannot act on this ask is not offered (`b`: as in pi)
             usable = ask is not None and possible.get(action, True) and not grace
             key_style = "reverse bold" if usable else "reverse dim"
