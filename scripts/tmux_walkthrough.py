@@ -237,11 +237,12 @@ class Walk:
         self.check(f"these {batchable} asks?" in preview,
                    f"the preview lists the {batchable} batchable asks")
         self.keys("End")  # at 80x24 the list is longer than the dialog: y waits until its end was seen
-        deadline = time.monotonic() + WAIT_S
-        while "more below" in preview and time.monotonic() < deadline:
-            time.sleep(0.1)
-            preview = self.screen()
-        self.check("hidden characters" in preview, "the hidden-character ask is listed apart, not batched")
+        try:  # read once painted whole (a capture can catch a frame half drawn)
+            preview = self.wait_screen(r"hidden characters", within=10)
+            apart = "more below" not in self.wait_screen(r"approve all \d+ once", within=10)
+        except TimeoutError:
+            apart = False
+        self.check(apart, "the hidden-character ask is listed apart, not batched")
         time.sleep(GRACE_S)
         self.keys("y")
         try:
@@ -394,7 +395,7 @@ class Walk:
         self.wait_screen(r"Ask 2/2")
         time.sleep(GRACE_S)
         self.keys("y")
-        self.wait_screen(r"press\s+y\s+again")
+        self.wait_screen(r"Press\s+y\s+again")  # the queue's status line
         self.keys("y")
         got = self.received(old)
         self.check(got is not None and got.get("state") == "approved",

@@ -504,6 +504,16 @@ class AuthorizerApp(App[int]):
         for old in shown[: max(0, len(shown) - (standing - 1))]:
             self._unnotify(old, refresh=False)
         super()._on_notify(event)
+        self.call_after_refresh(self._drop_empty_toast_holders)
+
+    def _drop_empty_toast_holders(self) -> None:
+        """Textual removes a gone toast but not its holder, which keeps its place in the rack: the next
+        toast then stands lower, over the rows (a burst of arrivals walked it down the queue)."""
+        from textual.widgets._toast import ToastHolder
+
+        for holder in self.screen.query(ToastHolder):
+            if not holder.children:
+                holder.remove()
 
     def action_help_quit(self) -> None:
         """Ctrl+C does not quit: say which key does, as plain text (Textual's own says it in markup)."""
@@ -537,6 +547,10 @@ class AuthorizerApp(App[int]):
         try:
             on_top = self.screen is queue
         except ScreenStackError:  # quitting: no screen left to tell
+            return
+        if not queue.ready:  # told while the app mounts: once the queue can say where it goes
+            self.set_timer(0.05, partial(self.notify, message, title=title, severity=severity,
+                                         timeout=timeout, markup=markup))
             return
         over_step = not on_top and self.safety.modal_open
         if severity != "error" and over_step and queue.status_line.about is not None:

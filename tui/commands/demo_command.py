@@ -145,10 +145,9 @@ def run(args: argparse.Namespace) -> int:
                 # Textual also runs AuthorizerApp.on_mount (handlers are called along the MRO).
                 self.sub_title = (f"demo — broker {remote.url}, hosts {', '.join(HOSTS)}" if remote else
                                   f"demo — forwarding root {options.forwarding_root}")
-                self.notify("The first ask comes from a pi 20.7.3 child (the version npm serves today): it "
-                            "sends no facts, so rules, w, R and explain decide nothing for it; every ask of "
-                            "such a child comes to you. The others are newer children (20.8.0+).",
-                            title="pi 20.7.3 children", markup=False, timeout=20)
+                # One line (a toast over the queue is one line): its banner says the rest.
+                self.notify("First: a pi 20.7.3 child's ask, which only you decide",
+                            markup=False, timeout=20)
                 if remote is not None:
                     self.run_worker(remote.serve(), name="demo-hosts", exit_on_error=False)
                 self.run_worker(self._children(), name="demo-children", exit_on_error=False)
