@@ -500,7 +500,10 @@ class AuthorizerApp(App[int]):
                 self._unnotify(old, refresh=False)
                 shown.remove(old)
                 break
-        standing = 1 if self.screen is self.queue else MAX_TOASTS  # over the queue: one (`notify`)
+        try:
+            standing = 1 if self.screen is self.queue else MAX_TOASTS  # over the queue: one (`notify`)
+        except ScreenStackError:  # quitting: no screen left to show it on
+            return
         for old in shown[: max(0, len(shown) - (standing - 1))]:
             self._unnotify(old, refresh=False)
         super()._on_notify(event)
@@ -511,7 +514,11 @@ class AuthorizerApp(App[int]):
         toast then stands lower, over the rows (a burst of arrivals walked it down the queue)."""
         from textual.widgets._toast import ToastHolder
 
-        for holder in self.screen.query(ToastHolder):
+        try:
+            holders = list(self.screen.query(ToastHolder))
+        except ScreenStackError:  # quitting
+            return
+        for holder in holders:
             if not holder.children:
                 holder.remove()
 
