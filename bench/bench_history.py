@@ -23,9 +23,9 @@ from textual.app import App
 from textual.strip import Strip
 
 from core.history import HistoryFilter, HistoryStore, Retention
-from core.serving import ServeEvent
-from core.serving.asks import AskKey
 from core.serving.verdicts import VerdictRecord, WrittenMark
+from core.vocabulary.asks import AskKey
+from core.vocabulary.events import ServeEvent
 from core.wire.decisions import UserDecision
 from core.wire.reader import parse_request
 from core.wire.response import approve, encode_response

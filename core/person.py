@@ -27,7 +27,7 @@ from typing import Literal, Protocol
 from core.clock import SYSTEM_CLOCK, Clock, wall_ms
 from core.rules.model import DIRECTIONAL_SURFACES
 from core.rules.session_grants import GrantRefused
-from core.serving.asks import Answered, ArbiterDecision, Ask, AskKey, Decision, Judgment
+from core.vocabulary.asks import Answered, ArbiterDecision, Ask, AskKey, Decision, Judgment
 from core.wire.decisions import UserDecision
 from core.wire.request import ParsedRequest, SessionGrant
 from core.wire.response import ForwardedResponse, GrantWidth, approve, approve_for_session, deny

@@ -179,6 +179,17 @@ def is_zombie(pid: int) -> bool:
     return stat[end + 2 : end + 3] == b"Z"
 
 
+def process_uid(pid: int) -> int | None:
+    """The user id `pid` runs as (`/proc/<pid>`'s owner), or `None` where that cannot be known (gone,
+    or not Linux: callers fall back on `kill(pid, 0)`, which refuses another user's process)."""
+    if not LINUX:
+        return None
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
+
+
 WatchBackend = Literal["inotify", "kqueue", "polling"]
 
 
@@ -239,3 +250,16 @@ def inotify_watch_limit() -> int | None:
             return int(limit.read().strip())
     except (OSError, ValueError):
         return None
+
+
+def command_line(pid: int) -> list[str] | None:
+    """The arguments process `pid` was started with (`/proc/<pid>/cmdline`); None where unknown
+    (the process is gone, or this OS has no procfs: the caller asks `ps`)."""
+    if not LINUX:
+        return None
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            raw = handle.read(1 << 16)
+    except OSError:
+        return None
+    return [os.fsdecode(word) for word in raw.split(b"\0") if word] or None

@@ -19,8 +19,8 @@ from core.disk.tree import UnsafeFolder
 from core.disk.writer import DiskWriter
 from core.history import HistoryStore
 from core.person import GrantBook
-from core.serving.asks import ArbiterDecision, Ask, AskKey, Decision, Judgment
 from core.serving.verdicts import RecordedVerdict, VerdictRecord, WrittenMark
+from core.vocabulary.asks import ArbiterDecision, Ask, AskKey, Decision, Judgment
 from core.wire.decisions import RuleDecision, UserDecision
 from core.wire.request import ParsedRequest, SessionGrant
 from core.wire.response import approve, deny

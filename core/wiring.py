@@ -17,15 +17,18 @@ from pathlib import Path
 from core.courier.arbiter import CourierArbiter, Fallback
 from core.courier.broker_access import BrokerAccess
 from core.courier.broker_inbox import BrokerInbox
+from core.courier.parcel_ids import ParcelIds
 from core.courier.targets import CourierPlace, Target, build_courier
 from core.history import HistoryStore
+from core.judging.judge_setup import JudgeSettings, build_judge_chain, close_when_stopped
 from core.judging.links import AuthorizerChain, CommandLink
+from core.judging.model_judge import JudgeChain
 from core.judging.recorded import LinkChain, RecordedAuthority
 from core.person import HumanAuthorizer
 from core.rules import PolicyStore
 from core.seams import PRODUCTION, Seams
 from core.serving import ServedSession, ServingCore
-from core.serving.asks import Arbiter
+from core.vocabulary.asks import Arbiter
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,8 @@ class NodeOptions:
     #: This node's name in a carried ask's hops and its broker consumer (stable across restarts: its
     #: own session id).
     node_name: str = "pi-authorizer"
+    #: `--judge`: the model judge after the links (`core.judging.model_judge`, `docs/judge.md`).
+    judge: JudgeSettings | None = None
 
 
 @dataclass(frozen=True)
@@ -61,6 +66,8 @@ class Node:
     core: ServingCore
     authority: RecordedAuthority
     history: HistoryStore | None
+    #: The model judge's chain, when `--judge` is given (its breaker, its advice, its record).
+    model_judge: JudgeChain | None = None
 
     def take_session(self, raw_id: str) -> ServedSession:
         return take_session(self.core, self.history, raw_id)
@@ -78,6 +85,8 @@ class AttendedNode:
     history: HistoryStore | None = None
     #: With `--forward-to`: the courier that takes the asks first (the person decides what it cannot).
     courier: CourierArbiter | None = None
+    #: The model judge's chain, when `--judge` is given: its advice on each ask, its breaker.
+    model_judge: JudgeChain | None = None
 
     def take_session(self, raw_id: str) -> ServedSession:
         return take_session(self.core, self.history, raw_id)
@@ -101,7 +110,8 @@ def take_session(core: ServingCore, history: HistoryStore | None, raw_id: str) -
     served = core.add_session(raw_id)
     if history is not None:
         try:
-            history.reconcile_open(served.inbox.session_id, set(served.inbox.list_request_names()))
+            history.reconcile_open(served.inbox.session_id, set(served.inbox.list_request_names()),
+                                   delivered=served.inbox.response_is)
         except sqlite3.Error as exc:
             raise HistoryFailed(served, exc) from exc
     return served
@@ -131,7 +141,7 @@ def courier_arbiter(options: NodeOptions, fallback: Arbiter) -> CourierArbiter |
     elif fallback.name == "leave":
         otherwise = "leave"
     return CourierArbiter(courier, otherwise, options.seams.clock, host=options.host,
-                          node=options.node_name)
+                          node=options.node_name, ids=ParcelIds(options.state_dir / "parcels"))
 
 
 def build_attended_node(options: NodeOptions, history: HistoryStore | None) -> AttendedNode:
@@ -141,8 +151,8 @@ def build_attended_node(options: NodeOptions, history: HistoryStore | None) -> A
     authority = _authority(options)
     person = HumanAuthorizer(grants=authority, clock=options.seams.clock)
     courier = courier_arbiter(options, person)
-    node = _node(options, history, authority, courier or person)
-    return AttendedNode(node.core, person, authority, history, courier)
+    node = _node(options, history, authority, courier or person, attended=True)
+    return AttendedNode(node.core, person, authority, history, courier, node.model_judge)
 
 
 def _authority(options: NodeOptions) -> RecordedAuthority:
@@ -154,10 +164,15 @@ def _authority(options: NodeOptions) -> RecordedAuthority:
 
 
 def _node(
-    options: NodeOptions, history: HistoryStore | None, authority: RecordedAuthority, arbiter: Arbiter
+    options: NodeOptions, history: HistoryStore | None, authority: RecordedAuthority, arbiter: Arbiter,
+    attended: bool = False,
 ) -> Node:
-    chain = LinkChain(AuthorizerChain(options.links, relaying=options.forward_to is not None)) \
-        if options.links else None
+    relaying = options.forward_to is not None
+    links = LinkChain(AuthorizerChain(options.links, relaying=relaying)) if options.links else None
+    judge = None if options.judge is None else build_judge_chain(
+        options.judge, links, options.state_dir if history is not None else None, attended=attended,
+        relaying=relaying, clock=options.seams.clock)
+    chain: LinkChain | JudgeChain | None = judge or links
     core = ServingCore(
         options.forwarding_root,
         options.state_dir,
@@ -179,5 +194,7 @@ def _node(
                             access=options.broker_access)
         core.add_background(inbox.run_until)
     core.add_background(authority.watch_config)
+    if judge is not None:
+        core.add_background(lambda stop: close_when_stopped(judge, stop))
     authority.report_config()
-    return Node(core, authority, history)
+    return Node(core, authority, history, judge)

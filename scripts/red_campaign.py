@@ -52,9 +52,10 @@ from core.judging.recorded import RecordedAuthority
 from core.person import DecisionRefused, HumanAuthorizer
 from core.rules import PolicyStore
 from core.seams import Seams
-from core.serving import ServeEvent, ServingCore
+from core.serving import ServingCore
 from core.serving.verdicts import VerdictRecord, WrittenMark
 from core.testing import LedgerOver
+from core.vocabulary.events import ServeEvent
 from core.wire.response import parse_response
 
 S = "019ff969-c34c-70be-9034-fae19c852932"

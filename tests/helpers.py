@@ -10,7 +10,7 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +24,12 @@ from core.disk.writer import DISK, DiskWriter
 from core.history import HistoryStore
 from core.person import DecisionRefused, HumanAuthorizer
 from core.seams import FaultHook, Seams, no_fault
-from core.serving import ServeEvent, ServingCore
-from core.serving.asks import Arbiter
+from core.serving import ServingCore
 from core.serving.loop import SAFETY_RESCAN_S
 from core.serving.verdicts import Ledger
 from core.testing import Breakable, ManualClock
+from core.vocabulary.asks import Arbiter
+from core.vocabulary.events import ServeEvent
 from tests.history.support import S, intent
 from tui.demo.nats_server import NatsServer as NatsServer
 from tui.demo.nats_server import free_port as free_port
@@ -278,3 +279,33 @@ async def serve_until_the_fail_safe(
         await asyncio.wait_for(task, 10)
     return refused
 
+
+@contextlib.contextmanager
+def deep_tree(top: Path, depth: int) -> Iterator[Path]:
+    """`top` and `depth - 1` folders below it, one file at the bottom (made by descriptor: a path
+    1,000 levels long is longer than the kernel takes); removed afterwards if still there, without
+    recursion (pytest's own cleanup of old temp dirs recurses, and would fail on it)."""
+    from core.disk.entries import remove_tree
+    try:
+        _make_deep_tree(top, depth)
+        yield top
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            parent = os.open(top.parent, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                remove_tree(parent, top.name)
+            finally:
+                os.close(parent)
+
+
+def _make_deep_tree(top: Path, depth: int) -> None:
+    top.parent.mkdir(parents=True, exist_ok=True)
+    top.mkdir()
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(depth - 1):
+        os.mkdir("d", dir_fd=fd)
+        below = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = below
+    os.close(os.open("bottom", os.O_CREAT | os.O_WRONLY, 0o600, dir_fd=fd))
+    os.close(fd)

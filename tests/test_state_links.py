@@ -9,7 +9,7 @@ import pytest
 
 from core.history import HistoryStore
 from tui.commands.app_command import log_to_file
-from tui.commands.options import DEFAULT_SESSION_FILE, default_session_id
+from tui.commands.own_session import OWN_SESSIONS_DIR, default_session_id, root_key
 
 
 def victim(tmp_path: Path) -> Path:
@@ -20,12 +20,14 @@ def victim(tmp_path: Path) -> Path:
 
 def test_default_session_id_replaces_a_link_instead_of_writing_through_it(tmp_path: Path) -> None:
     target = victim(tmp_path)
-    (tmp_path / "state").mkdir()
-    (tmp_path / "state" / DEFAULT_SESSION_FILE).symlink_to(target)
-    minted = default_session_id(tmp_path / "state")
+    root = tmp_path / "root"
+    kept = tmp_path / "state" / OWN_SESSIONS_DIR / root_key(root)
+    kept.parent.mkdir(parents=True)
+    kept.symlink_to(target)
+    minted = default_session_id(tmp_path / "state", root)
     assert target.read_text() == "keep me"
-    assert not (tmp_path / "state" / DEFAULT_SESSION_FILE).is_symlink()
-    assert default_session_id(tmp_path / "state") == minted
+    assert not kept.is_symlink()
+    assert default_session_id(tmp_path / "state", root) == minted
 
 
 def test_app_log_and_history_file_refuse_a_link(tmp_path: Path) -> None:

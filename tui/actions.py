@@ -125,6 +125,8 @@ APP: tuple[Action, ...] = (
            "(JSON, file, diff; written only when you confirm)", footer=True),
     Action("app.grants", "grants", "W", "Grants",
            "Whole-session grants: who made them, what they decided; revoke one", footer=True),
+    Action("app.judge", "judge", "J", "Judge",
+           "The model judge (--judge): its agreement with you per surface, where it differed, its latency"),
     Action("app.quit", "quit", "q", "Quit",
            "Stop serving; pending asks stay in the inbox for the next authorizer", footer=True),
 )
@@ -151,11 +153,19 @@ RESERVED = frozenset(key for action in (*QUEUE, *APP) if action.dialog_key is No
                      for key in action.keys.split(",")) | {"?"}
 
 
+#: Each deciding action's own default key, by binding id: no other decision may be remapped onto one.
+DECISION_LETTERS: Mapping[str, str] = {a.id: a.keys for a in QUEUE if a.decides and len(a.keys) == 1}
+
+
 def dialog_keymap(dialog_keys: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
     """pi's `permissionDialogKeys` as an app keymap, and the entries refused (which keep defaults).
 
     Like pi (#927): one printable lower-case character, not `j`/`k`, no duplicates; here also not
-    a key another action of the queue or the app already uses (`RESERVED`).
+    a key another action of the queue or the app already uses (`RESERVED`), and never the default
+    letter of another decision (issue 34 finding 3: a same-user child wrote approve=`n`, deny=`y`
+    into the global config, which it can write as well as any file): a remap takes a fresh letter,
+    so no letter the person knows ever does another decision. Any remap also makes every decision
+    need the double press (`tui.app`).
     """
     keymap: dict[str, str] = {}
     refused: list[str] = []
@@ -169,6 +179,8 @@ def dialog_keymap(dialog_keys: Mapping[str, str]) -> tuple[dict[str, str], list[
             problem = "must be one printable character"
         elif key in "jk" or key != key.lower():
             problem = "j, k and upper-case letters are not allowed"
+        elif any(key == letter and other != binding_id for other, letter in DECISION_LETTERS.items()):
+            problem = "the default key of another decision"
         elif key in used or key in RESERVED:
             problem = "already used by another key"
         if problem is not None or binding_id is None:

@@ -14,6 +14,10 @@ ask, config reviews; screens not shown at start are imported when first opened, 
 waits for nothing it does not show), the command palette, notices.
 
 What a test or the screenshots vary comes in through one value, `AppSeams`.
+
+Size: one class, the app; its parts that stand alone are modules already (`CoreEvents`, `Attention`,
+`Quitting`, the screens); what is left (wiring the views, the palette, where a notice goes) reads
+best in one place.
 """
 
 from __future__ import annotations
@@ -34,8 +38,10 @@ from textual.notifications import Notification, Notify, SeverityLevel
 from textual.screen import Screen
 
 from core.clock import SYSTEM_CLOCK, KeyClock
+from core.judging.judge_breaker import BreakerState
+from core.judging.model_judge import JudgeReview
 from core.person import AskAdded, AskDecided, AskWithdrawn, HumanAuthorizer
-from core.serving.asks import Ask, AskKey
+from core.vocabulary.asks import Ask, AskKey
 from core.wiring import AttendedNode
 from tui.actions import APP, DECIDING, bindings, dialog_keymap
 from tui.attention import Attention
@@ -127,23 +133,43 @@ class AuthorizerApp(App[int]):
         self._key_at: float | None = None
         #: This run's decisions and the core's own answers and problems (the history view without a ledger).
         self.history: list[HistoryEntry] = []
+        keymap, self.refused_keys = dialog_keymap(self.settings.dialog_keys)
         self.safety = KeySafety(self.key_clock.monotonic, KeyRules(
             grace_s=max(0, self.settings.input_grace_ms) / 1000,
-            double_press=self.settings.double_press,
+            # Keys remapped by a file (every one is writable by a same-user child) always need the
+            # double press (issue 34 finding 3).
+            double_press=self.settings.double_press or bool(keymap),
             arm_expiry_s=ARM_EXPIRY_S,
         ))
+        self.model_judge = node.model_judge
         self.queue = QueueScreen(human, self.settings, self.clock, self.safety, self.key_time,
                                  sessions_served=lambda: len(core.served),
-                                 serving=self._serving)
+                                 serving=self._serving, advice=self._advice)
         self.core_events = CoreEvents(human, core, self.post_message)
         self.attention = Attention(self, human, self.settings, seams.terminal or self.write_to_terminal,
                                    tmux=bool(os.environ.get("TMUX")))
         self.quitting = Quitting(self, core)
         self._shown: set[AskKey] = set()
         self._keymap_ids: dict[str, str] = {}
-        keymap, self.refused_keys = dialog_keymap(self.settings.dialog_keys)
         if keymap:
             self.set_keymap(keymap)
+
+    def _advice(self, ask: Ask) -> JudgeReview | None:
+        """The model judge's review of this very ask (None without a judge, or before it answered)."""
+        return None if self.model_judge is None else self.model_judge.advice.get(ask.parsed)
+
+    def _judge_changed(self, state: BreakerState, why: str | None) -> None:
+        """The header says while the judge is unavailable (the log says it too, once per change)."""
+        if state == "unavailable":
+            if not self.sub_title.startswith("NOT SERVING"):
+                self.sub_title = "judge unavailable: asks come straight to you"
+            self.notify(f"The model judge is unavailable ({safe_plain(why or '?', 200)}): asks come straight "
+                        "to you until a probe succeeds.", title="Judge unavailable", severity="warning",
+                        markup=False, timeout=10)
+        else:
+            if self.sub_title.startswith("judge unavailable"):
+                self.sub_title = ""
+            self.notify("The model judge answers again.", title="Judge available", markup=False)
 
     def _serving(self) -> Content:
         """What the empty queue says: the sessions served, the root, the env line a child needs."""
@@ -177,6 +203,8 @@ class AuthorizerApp(App[int]):
             for pending in self.authority.store.pending():
                 self.call_later(self._review_reload, pending)
         self.quitting.core_worker = self.run_worker(self._serve(), name="serving-core", exit_on_error=False)
+        if self.model_judge is not None:
+            self.model_judge.model.breaker.listeners.append(self._judge_changed)
         if not self.is_headless:
             self.quitting.install_signal_handlers()
         if self.node.courier is not None:
@@ -194,8 +222,9 @@ class AuthorizerApp(App[int]):
                         severity="error", markup=False, timeout=15)
         if self.refused_keys:
             refused = safe_plain("; ".join(self.refused_keys), 400)
-            self.notify(f"Ignored permissionDialogKeys entries (defaults kept): {refused}",
-                        severity="warning", markup=False, timeout=10)
+            source = safe_plain(self.settings.dialog_keys_from, 200) or "the config"
+            self.notify(f"Ignored permissionDialogKeys entries from {source} (defaults kept): {refused}",
+                        title="Decision keys refused", severity="error", markup=False, timeout=15)
 
     async def _serve(self) -> None:
         try:
@@ -371,6 +400,16 @@ class AuthorizerApp(App[int]):
             return
         self._show(lambda: GrantsScreen(authority), GrantsScreen)
 
+    def action_judge(self) -> None:
+        from tui.screens.judge_view import JudgeScreen
+
+        judge = self.model_judge
+        if judge is None or judge.record_path is None:
+            self.notify("No model judge records here (start with --judge, and a history).", markup=False)
+            return
+        record, history = judge.record_path, self.store.path if self.store is not None else None
+        self._show(lambda: JudgeScreen(record, history, self.rules), JudgeScreen)
+
     def action_sessions(self) -> None:
         from tui.screens.sessions import SessionsScreen
 
@@ -408,7 +447,16 @@ class AuthorizerApp(App[int]):
             ("Sessions view (S)", SessionsScreen.BINDINGS),
             ("Grants view (W)", GrantsScreen.BINDINGS),
             *history,
+            *self._judge_help(),
         ]
+
+    def _judge_help(self) -> list[tuple[str, Sequence[BindingType]]]:
+        """The judge view's keys, when this app has a model judge."""
+        if self.model_judge is None:
+            return []
+        from tui.screens.judge_view import JudgeScreen
+
+        return [("Judge view (J)", JudgeScreen.BINDINGS)]
 
     def action_help(self) -> None:
         """Help opens at the keys of the screen it was asked on, then the keys that work everywhere."""
@@ -430,7 +478,7 @@ class AuthorizerApp(App[int]):
                   "HistoryScreen": "History view (h)", "GrantsScreen": "Grants view (W)",
                   "SessionsScreen": "Sessions view (S)", "DetailScreen": "One past ask",
                   "SuggestionsScreen": "Suggested rules", "ConfirmRuleScreen": "Writing a suggested rule",
-                  "ReloadReviewScreen": "Config change review"}
+                  "ReloadReviewScreen": "Config change review", "JudgeScreen": "Judge view (J)"}
         return titles.get(type(screen).__name__, "Deciding the selected ask")
 
     def _pending_reload(self, pending: PendingReload) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from textual.app import App
 
 from core.person import HumanAuthorizer
-from core.serving.asks import Ask
+from core.vocabulary.asks import Ask
 from tui.render.ask_facts import ask_label
 from tui.ui_settings import NOTIFICATION_CHANNELS, UiSettings
 

@@ -13,9 +13,11 @@ from typing import NoReturn
 from core.text import log_safe
 from tui.commands import (
     app_command,
+    broker_command,
     demo_command,
     explain_command,
     history_command,
+    judge_command,
     run_command,
     serve_command,
 )
@@ -76,7 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
     parser.add_argument("-V", "--version", action="version", version=f"pi-authorizer {version()}")
     subparsers = parser.add_subparsers(dest="command_name", metavar="COMMAND")
-    for module in (app_command, serve_command, run_command, explain_command, history_command, demo_command):
+    for module in (app_command, serve_command, run_command, broker_command, explain_command, history_command,
+                   demo_command, judge_command):
         module.add_parser(subparsers)
     return parser
 
@@ -126,12 +129,14 @@ def with_verbs(parser: argparse.ArgumentParser, args: list[str]) -> list[str]:
     if position == len(args) or args[position].startswith("-"):
         return args
     word = args[position]
+    if word == "history" and args[position + 1:position + 2] == [judge_command.VERB]:
+        return [*args[:position], judge_command.COMMAND, *args[position + 2:]]
     if word == "history" and history_command.VERB in args[position + 1:]:
         rest = args[position + 1:]
         rest.remove(history_command.VERB)
         return [*args[:position], history_command.PRUNE, *rest]
     if word not in commands:
-        listed = [name for name in commands if name != history_command.PRUNE]
+        listed = [name for name in commands if name not in (history_command.PRUNE, judge_command.COMMAND)]
         close = difflib.get_close_matches(word, listed, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else f"; one of: {', '.join(listed)}"
         parser.error(f"unknown command {word!r}{hint}")

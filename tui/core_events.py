@@ -21,7 +21,8 @@ from textual.notifications import SeverityLevel
 
 from core.history.rows import describe_decider
 from core.person import AskDecided, AskWithdrawn, HumanAuthorizer, HumanEvent
-from core.serving import ServeEvent, ServingCore
+from core.serving import ServingCore
+from core.vocabulary.events import ServeEvent
 from tui.render.ask_facts import ask_label
 from tui.sanitize import safe_plain
 from tui.screens.run_history import HistoryEntry

@@ -28,7 +28,7 @@ from textual.widgets import Input, Static
 
 from core.clock import SYSTEM_CLOCK, Clock, SystemClock
 from core.person import HumanAuthorizer
-from core.serving.asks import AskKey
+from core.vocabulary.asks import AskKey
 from core.wiring import AttendedNode
 from tui.app import AppSeams, AuthorizerApp
 from tui.commands.app_command import ui_settings

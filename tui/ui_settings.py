@@ -16,6 +16,9 @@ class UiSettings:
     prompt_notifications: tuple[str, ...] = ()
     input_grace_ms: int = 500
     dialog_keys: dict[str, str] = field(default_factory=dict)
+    #: The file `dialog_keys` came from (named with the entries refused); every config file is
+    #: writable by a same-user child, so any remap needs the double press (`tui.app`).
+    dialog_keys_from: str = ""
     #: Person knobs a child-writable config layer tried to set (`<origin>: <knob>`): ignored, shown.
     ignored_knobs: tuple[str, ...] = ()
 

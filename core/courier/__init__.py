@@ -8,6 +8,6 @@ node it carried the ask to as this node's response. Its transports (`Courier`, i
 are the one seam: another session's inbox under the same forwarding root (`session:ID`), or a NATS
 JetStream broker (`nats://HOST:PORT`).
 
-Plugs into serving's seams as an `Arbiter` (`core/serving/asks.py`), beside the person and the
+Plugs into serving's seams as an `Arbiter` (`core/vocabulary/asks.py`), beside the person and the
 fail-safe denial; imports serving and below, never the person or the history.
 """

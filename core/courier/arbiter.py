@@ -9,7 +9,8 @@ child's deadline (less a margin to write the answer in), the fallback applies: a
 target and why, leaving the ask for another authorizer, or another arbiter of this node (in the app:
 the person here decides what the target cannot).
 
-A parcel's id is derived from the ask (session, file name, request id, `createdAt`, its bytes), so a
+A parcel's id is random, minted by this node and kept by the ask's identity (session, file name,
+request id, `createdAt`, its bytes: `core/courier/parcel_ids.py`), so no child can compute it, and a
 courier restarted after a kill carries the same file under the same id and reads the verdict given
 already. The target's answer is removed only once this node's answer is written.
 """
@@ -17,16 +18,16 @@ already. The target's answer is removed only once this node's answer is written.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 from collections.abc import Coroutine
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from core.clock import Clock, wall_ms
+from core.courier.parcel_ids import Minted, ParcelIds, ask_identity
 from core.courier.transport import Courier, Hop, Parcel, Relayed, Unreachable
-from core.serving.asks import LEAVE, Answered, Arbiter, ArbiterDecision, Ask, AskKey, Decision
 from core.text import log_safe
+from core.vocabulary.asks import LEAVE, Answered, Arbiter, ArbiterDecision, Ask, AskKey, Decision
 from core.wire.decisions import MAX_DECISION_DEPTH, DecisionSource, ForwardedDecision, UnavailableDecision
 from core.wire.request import MAX_HOPS
 from core.wire.response import ForwardedResponse, approve, approve_for_session, deny
@@ -42,9 +43,10 @@ Fallback = Literal["deny", "leave"] | Arbiter
 
 @dataclass
 class _Carry:
-    parcel_id: str
     task: asyncio.Task[None]
     future: asyncio.Future[ArbiterDecision]
+    #: Known once minted (off the loop): before that nothing was carried anywhere.
+    parcel_id: str | None = None
 
 
 class CourierArbiter:
@@ -52,9 +54,12 @@ class CourierArbiter:
 
     name = "courier"
 
-    def __init__(self, courier: Courier, fallback: Fallback, clock: Clock, *, host: str, node: str) -> None:
+    def __init__(self, courier: Courier, fallback: Fallback, clock: Clock, *, host: str, node: str,
+                 ids: ParcelIds | None = None) -> None:
         self.courier, self.fallback, self.clock = courier, fallback, clock
         self.host, self.node = host, node
+        #: Parcel ids minted and kept (in the state dir, so a restarted courier asks once).
+        self.ids = ids if ids is not None else ParcelIds()
         self._carrying: dict[AskKey, _Carry] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -65,9 +70,8 @@ class CourierArbiter:
 
     def decide(self, ask: Ask) -> asyncio.Future[ArbiterDecision]:
         future: asyncio.Future[ArbiterDecision] = asyncio.get_running_loop().create_future()
-        parcel_id = parcel_id_of(ask)
-        task = self._spawn(self._carry(ask, parcel_id, future))
-        self._carrying[ask.key] = _Carry(parcel_id, task, future)
+        carry = _Carry(self._spawn(self._carry(ask, future)), future)
+        self._carrying[ask.key] = carry
         return future
 
     def withdraw(self, key: AskKey, reason: str | None = None) -> None:
@@ -78,7 +82,8 @@ class CourierArbiter:
         carry.future.cancel()
         if not isinstance(self.fallback, str):
             self.fallback.withdraw(key, reason)
-        self._spawn(self.courier.withdraw(carry.parcel_id, reason or "the child withdrew its ask"))
+        if carry.parcel_id is not None:
+            self._spawn(self._withdraw(carry.parcel_id, reason or "the child withdrew its ask"))
 
     async def run_until(self, stop: asyncio.Event) -> None:
         """Beside serving (`ServingCore.add_background`): closed when serving stops."""
@@ -92,23 +97,33 @@ class CourierArbiter:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.courier.close()
 
+    async def _withdraw(self, parcel_id: str, reason: str) -> None:
+        """Withdrawn where no one waits for a relay (the child withdrew, or was answered already)."""
+        await self.courier.withdraw(parcel_id, reason)
+
     def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.ensure_future(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
 
-    async def _carry(self, ask: Ask, parcel_id: str, future: asyncio.Future[ArbiterDecision]) -> None:
+    async def _carry(self, ask: Ask, future: asyncio.Future[ArbiterDecision]) -> None:
         target = self.courier.target
+        parcel_id = ""
         try:
-            decision = await self._relay(ask, parcel_id)
+            minted = await asyncio.to_thread(self.ids.mint, parcel_id_of(ask))
+            parcel_id = minted.parcel_id
+            carry = self._carrying.get(ask.key)
+            if carry is not None and carry.future is future:
+                carry.parcel_id = parcel_id
+            decision = await self._relay(ask, minted)
         except asyncio.CancelledError:
             raise
         except Unreachable as exc:
-            decision = await self._fallback(ask, str(exc))
+            decision = await self._gave_up(ask, parcel_id, str(exc))
         except Exception as exc:  # a transport that fails is a target that cannot be reached
             log.error("%s: carrying to %s failed", log_safe(ask.key.name), log_safe(target), exc_info=True)
-            decision = await self._fallback(ask, f"carrying to {target} failed: {exc}")
+            decision = await self._gave_up(ask, parcel_id, f"carrying to {target} failed: {exc}")
         if not (isinstance(decision, Decision) and decision.outcome == "courier"):
             self._forget(ask.key, parcel_id)  # the fallback's: nothing is left at the target
         if not future.done():
@@ -116,24 +131,46 @@ class CourierArbiter:
 
     def _forget(self, key: AskKey, parcel_id: str) -> None:
         carry = self._carrying.get(key)
-        if carry is not None and carry.parcel_id == parcel_id:
+        if carry is not None and carry.parcel_id == (parcel_id or None):
             del self._carrying[key]
 
-    async def _relay(self, ask: Ask, parcel_id: str) -> ArbiterDecision:
-        target = self.courier.target
+    async def _gave_up(self, ask: Ask, parcel_id: str, why: str) -> ArbiterDecision:
+        """The target did not decide in time: the parcel is withdrawn there in the same step, so its
+        one answer is the withdrawal or a verdict. A verdict that won is relayed (the child is still
+        unanswered); otherwise the fallback answers."""
+        won = None
+        try:
+            if parcel_id:  # minted: it may have been carried
+                won = await self.courier.withdraw(parcel_id, f"the courier gave up: {why}")
+        except Exception:  # the transport says why; the child still gets its fallback in time
+            log.error("%s: withdrawing it at %s failed", log_safe(ask.key.name),
+                      log_safe(self.courier.target), exc_info=True)
+        if won is not None:
+            return self._relayed(ask, parcel_id, won)
+        return await self._fallback(ask, why)
+
+    async def _relay(self, ask: Ask, minted: Minted) -> ArbiterDecision:
+        parcel_id = minted.parcel_id
         hops = self._hops(ask)
         if isinstance(hops, str):
             return await self._fallback(ask, hops)
         deadline = ask.deadline_ms - DEADLINE_MARGIN_MS
         if wall_ms(self.clock) >= deadline:
             return await self._fallback(ask, "the child's deadline is too near to carry it")
-        relayed = await self.courier.carry(Parcel(parcel_id, ask.parsed.raw, hops, deadline))
+        parcel = Parcel(parcel_id, ask.parsed.raw, hops, deadline, fresh=minted.fresh)
+        relayed = await self.courier.carry(parcel)
+        return self._relayed(ask, parcel_id, relayed)
+
+    def _relayed(self, ask: Ask, parcel_id: str, relayed: Relayed) -> Decision:
+        """The target's verdict, answered as this node's: the one place a relay is made."""
+        target = self.courier.target
         response = relayed_response(relayed, ask.responder_session_id, wall_ms(self.clock))
         log.info("%s carried to %s: %s there by %s", log_safe(ask.key.name), log_safe(target),
                  response.state, log_safe(relayed.decided_by, 200))
         reply: asyncio.Future[Answered] = asyncio.get_running_loop().create_future()
         reply.add_done_callback(lambda done: self._settled(ask.key, parcel_id, done))
-        return Decision(response, "courier", reply=reply)
+        where = target if relayed.decider_node is None else f"{target} (approver {relayed.decider_node})"
+        return Decision(response, "courier", reply=reply, carried_to=where)
 
     def _settled(self, key: AskKey, parcel_id: str, done: asyncio.Future[Answered]) -> None:
         """This node's answer is written (or the ask is gone): the target's answer is read and done
@@ -141,7 +178,7 @@ class CourierArbiter:
         answered = None if done.cancelled() else done.result()
         if answered is None or answered.written or answered.gone:
             self._forget(key, parcel_id)
-            self._spawn(self.courier.withdraw(parcel_id, "answered here"))
+            self._spawn(self._withdraw(parcel_id, "answered here"))
 
     def _hops(self, ask: Ask) -> tuple[Hop, ...] | str:
         """The hops the ask came with, then this node; a loop or too long a list is refused (why)."""
@@ -177,13 +214,11 @@ class CourierArbiter:
 
 
 def parcel_id_of(ask: Ask) -> str:
-    """Unique for this ask, the same for the same file read again after a restart; a legal file name."""
-    digest = hashlib.sha256()
+    """What identifies this ask across restarts (the key its minted parcel id is kept under; never the
+    id itself, which a child could then compute)."""
     request = ask.request
-    for part in (ask.key.session_id, ask.key.name, request.id, repr(request.created_at)):
-        digest.update(part.encode("utf-8", "surrogatepass") + b"\0")
-    digest.update(ask.parsed.raw)
-    return f"courier-{digest.hexdigest()[:40]}"
+    return ask_identity(ask.key.session_id, ask.key.name, request.id, repr(request.created_at),
+                        raw=ask.parsed.raw)
 
 
 def relayed_response(relayed: Relayed, responder: str, at_ms: int) -> ForwardedResponse:

@@ -110,6 +110,16 @@ def decision_key(host_token: str, parcel_id: str) -> str:
     return f"{host_token}.{hashlib.sha256(parcel_id.encode('utf-8')).hexdigest()}"
 
 
+def late_key(key: str) -> str:
+    """Where a courier notes that it answered its child (its fallback) before the verdict that won
+    `key` was written: beside the key, under the same host scope (written with `create` too)."""
+    return f"{key}.late"
+
+
+#: How an approver records its verdict that won a key after the courier had answered its child.
+NOT_DELIVERED = "decided after the courier had answered its child: not delivered"
+
+
 def _name(value: object, what: str) -> str:
     if not isinstance(value, str) or not 0 < len(value) <= MAX_NAME:
         raise BrokerRefused(f"{what} is not a name of 1 to {MAX_NAME} characters")

@@ -11,6 +11,7 @@ clients). Read once at start; every problem is one line naming the file and the 
 from __future__ import annotations
 
 import os
+import re
 import ssl
 import stat
 import tomllib
@@ -19,9 +20,13 @@ from pathlib import Path
 from typing import Any
 
 #: The keys the file may hold; any other is refused (a typo must not silently drop a protection).
-KEYS = frozenset({"user", "password", "password_file", "creds", "ca", "cert", "key"})
+KEYS = frozenset({"user", "password", "password_file", "creds", "ca", "cert", "key", "inbox_prefix"})
 #: An access file or a password file larger than this is not one.
 MAX_BYTES = 64 * 1024
+#: Where a node's replies come back (`_INBOX_<user>` unless the file says): a subject of its own, so
+#: the server can let each user subscribe to its own replies only (never `_INBOX.>`, where every
+#: other node's replies pass: its asks fetched, its verdicts read).
+_PREFIX = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
 
 
 class BrokerAccessError(ValueError):
@@ -38,6 +43,17 @@ class BrokerAccess:
     ca: Path | None = None
     cert: Path | None = None
     key: Path | None = None
+    #: The reply subject prefix (`inbox_prefix`); `None`: `_INBOX_<user>` with a user, else nats-py's.
+    inbox_prefix: str | None = None
+
+    @property
+    def replies(self) -> str | None:
+        """The inbox prefix this node connects with (`docs/remote.md` § A production server)."""
+        if self.inbox_prefix is not None:
+            return self.inbox_prefix
+        if self.user is not None and _PREFIX.match(self.user) and "." not in self.user:
+            return f"_INBOX_{self.user}"
+        return None
 
     @property
     def tls(self) -> bool:
@@ -51,6 +67,8 @@ class BrokerAccess:
             options["password"] = self.password
         if self.creds is not None:
             options["user_credentials"] = str(self.creds)
+        if self.replies is not None:
+            options["inbox_prefix"] = self.replies
         if self.tls:
             context = ssl.create_default_context(cafile=None if self.ca is None else str(self.ca))
             if self.cert is not None:
@@ -87,8 +105,12 @@ def read_broker_access(path: Path) -> BrokerAccess:
         raise BrokerAccessError(f"{path}: user/password and creds both set: keep one")
     if "key" in files and "cert" not in files:
         raise BrokerAccessError(f"{path}: key without cert")
+    prefix = table.get("inbox_prefix")
+    if prefix is not None and (not _PREFIX.match(prefix) or prefix == "_INBOX"):
+        raise BrokerAccessError(f"{path}: inbox_prefix must be subject tokens of [A-Za-z0-9_-] joined by "
+                                "dots, and not the shared _INBOX")
     return BrokerAccess(user, password, files.get("creds"), files.get("ca"), files.get("cert"),
-                        files.get("key"))
+                        files.get("key"), prefix)
 
 
 def _file(base: Path, name: str, value: str) -> Path:

@@ -5,10 +5,20 @@ killed and restarted is given again every ask it had not settled (after the cons
 A parcel is untrusted: decoded with bounds (`core/courier/broker.py`), its request read by the same
 tolerant reader as a file (`core/wire/reader.py`), its claimed origin checked against the subject
 the broker took it on. Then, as for a file: this node's rules, the chain, the arbiter (the person,
-`--on-ask`). The verdict is written with KV `create`: when approvers race, one verdict exists, and
-every other node withdraws the ask from its arbiter with "decided elsewhere by N". A message is
+`--on-ask`). The verdict is recorded in the history first (durable before it is visible anywhere,
+as a file's), then written with KV `create`: when approvers race, or the courier withdrew the parcel,
+one answer exists, and every other node withdraws the ask from its arbiter with "decided elsewhere by
+N" (its row ends so). A `create` whose reply was lost and whose retry meets this node's own verdict is
+this node's verdict. A parcel past its deadline is never decided; a verdict that won after its
+courier had answered its child (a note beside the key says so) is recorded as not delivered. A message is
 acknowledged only once its parcel is settled (answered, decided elsewhere, withdrawn, past its
 deadline, or refused with why), so nothing is lost and nothing answered twice.
+
+The broker itself (read a key, deliver a verdict, acknowledge or terminate a message) is its door,
+`core/courier/broker_door.py`.
+
+Size: still a route of its own beside the inbox's (judging, the chain, the arbiter and the history
+are driven here too: issue 32, finding 5); it shrinks once the broker is a door of the one route.
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js.api import ConsumerConfig, DeliverPolicy
+from pydantic import ValidationError
 
 from core.clock import SYSTEM_CLOCK, Clock, wall_ms
 from core.courier.broker import (
@@ -30,25 +41,26 @@ from core.courier.broker import (
     ASK_STREAM,
     BROKER_DOWN,
     DECISION_SUBJECT_PREFIX,
+    NOT_DELIVERED,
     BrokerDecision,
     BrokerLink,
     BrokerRefused,
     broker_url,
     connect,
-    create_decision,
     decision_key,
     decode_parcel,
     host_token_of,
+    late_key,
     parcel_id_of,
-    read_decision,
     token,
 )
 from core.courier.broker_access import BrokerAccess
+from core.courier.broker_door import BrokerDoor, acknowledge, terminate
 from core.courier.transport import Parcel
-from core.serving.asks import Answered, Arbiter, ArbiterDecision, Ask, AskKey, Decision
-from core.serving.events import Observer, ServeEvent
 from core.serving.judgment import Chain, Judge, judge_ask, review_by_chain
 from core.serving.verdicts import Ledger, VerdictRecord, WrittenMark, gate_denial
+from core.vocabulary.asks import Answered, Arbiter, ArbiterDecision, Ask, AskKey, Decision
+from core.vocabulary.events import Observer, ServeEvent
 from core.wire.reader import RequestRejected, parse_request
 from core.wire.request import CarriedHop, ParsedRequest
 from core.wire.response import ForwardedResponse, encode_response
@@ -84,6 +96,15 @@ class _Held:
     settled: bool = False
     #: This node is writing its verdict: the key's write seen meanwhile may be its own.
     writing: bool = False
+
+
+@dataclass(frozen=True)
+class _Recorded:
+    """A verdict the history holds for a parcel and the broker does not: written as recorded."""
+
+    body: bytes
+    response: ForwardedResponse
+    outcome: str
 
 
 @dataclass(frozen=True)
@@ -147,6 +168,8 @@ class BrokerInbox:
         self._working: dict[str, int] = {}
         #: Keys of the parcels this node settled, newest last (bounded: an older one is read again).
         self._settled_keys: OrderedDict[str, None] = OrderedDict()
+        #: Keys this node's verdict won, with the row it is recorded in (for a courier's late note).
+        self._won: OrderedDict[str, tuple[AskKey, str]] = OrderedDict()
         self._link: BrokerLink | None = None
         self._closing = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -203,7 +226,8 @@ class BrokerInbox:
                 due = self.clock.monotonic() >= resync_at
                 if link.nc.stats["reconnects"] != reconnects or due:
                     now_at = link.nc.stats["reconnects"]
-                    await self._resync(link)  # counted done only once it worked (JetStream may lag)
+                    # counted done only once it worked (JetStream may lag)
+                    await self._resync(self._door_of(link))
                     reconnects, resync_at = now_at, self.clock.monotonic() + SAFETY_RESYNC_S
                 self._expire()
                 try:
@@ -212,7 +236,8 @@ class BrokerInbox:
                     continue
                 # a batch's parcels are served side by side (each waits on the broker several times);
                 # a broker failure in any is retried as one, the others' messages come back unacked
-                outcomes = await asyncio.gather(*(self._take(link, msg) for msg in msgs),
+                door = self._door_of(link)
+                outcomes = await asyncio.gather(*(self._take(door, msg) for msg in msgs),
                                                 return_exceptions=True)
                 for outcome in outcomes:
                     if isinstance(outcome, BaseException):
@@ -226,12 +251,12 @@ class BrokerInbox:
                 log.error("broker %s: serving failed; retrying", self.url, exc_info=True)
                 await self.clock.wait(self._closing, self.retry_s)
 
-    async def _resync(self, link: BrokerLink) -> None:
+    async def _resync(self, door: BrokerDoor) -> None:
         """After a reconnect: decisions written while this node was away are read from the bucket."""
         held = list(self._held.values())
         for start in range(0, len(held), self.batch):  # side by side, a batch at a time
             chunk = held[start : start + self.batch]
-            found = await asyncio.gather(*(read_decision(link.decisions, h.key) for h in chunk))
+            found = await asyncio.gather(*(door.read(h.key) for h in chunk))
             for one, won in zip(chunk, found, strict=True):
                 if won is not None:
                     self._elsewhere(one, won)
@@ -251,16 +276,34 @@ class BrokerInbox:
         """A write was attempted on a decision key. Core NATS shows every publish on the subject, the
         ones JetStream refused too (a losing `create`), so what won is read from the bucket, never
         from the message."""
-        held = self._held.get(self._on_decision_key(msg.subject))
+        key = self._on_decision_key(msg.subject)
+        if key.endswith(".late") and key[: -len(".late")] in self._won and self._link is not None:
+            self._spawn(self._late(self._door_of(self._link), key[: -len(".late")]))
+            return
+        held = self._held.get(key)
         if held is None or held.settled or held.writing or self._link is None:
             return
-        self._spawn(self._recheck(self._link, held))
+        self._spawn(self._recheck(self._door_of(self._link), held))
 
-    async def _recheck(self, link: BrokerLink, held: _Held) -> None:
+    async def _late(self, door: BrokerDoor, key: str) -> None:
+        """A courier notes that it had answered its child before this node's verdict won (its claim:
+        it can only lower what this node's row says). The row says the verdict was not delivered."""
+        note = await door.read(late_key(key))
+        if note is None or note.kind != "withdrawn":
+            return
+        row = self._won.pop(key, None)
+        if row is None:
+            return
+        log.warning("broker %s: this node's verdict on %s was %s (the courier at %s says)", self.url,
+                    row[0].name, NOT_DELIVERED, note.by)
+        await self._note_rows([WrittenMark(row[0], row[1], False, why=f"{NOT_DELIVERED} "
+                                           f"(the courier at {note.by} says)")])
+
+    async def _recheck(self, door: BrokerDoor, held: _Held) -> None:
         """Read the key until the bucket answers (right after a broker restart JetStream may not yet)."""
         while not (held.settled or held.writing or self._closing.is_set()):
             try:
-                won = await read_decision(link.decisions, held.key)
+                won = await door.read(held.key)
             except BROKER_DOWN:
                 await self.clock.wait(self._closing, self.retry_s)
                 continue
@@ -294,12 +337,11 @@ class BrokerInbox:
         if self.on_settled is not None:
             self.on_settled(settled)
 
-    def _ack(self, msg: Msg) -> None:
-        self._spawn(self._ack_now(msg))
+    def _door_of(self, link: BrokerLink) -> BrokerDoor:
+        return BrokerDoor(link, self.node, self.clock, self._closing, self.retry_s, self.url)
 
-    async def _ack_now(self, msg: Msg) -> None:
-        with contextlib.suppress(*BROKER_DOWN):
-            await msg.ack()
+    def _ack(self, msg: Msg) -> None:
+        self._spawn(acknowledge(msg))
 
     def _spawn(self, work: Coroutine[object, object, None]) -> None:
         task = asyncio.ensure_future(work)
@@ -315,26 +357,29 @@ class BrokerInbox:
 
     # -- one parcel ---------------------------------------------------------------------------------
 
-    async def _take(self, link: BrokerLink, msg: Msg) -> None:
+    async def _take(self, door: BrokerDoor, msg: Msg) -> None:
         """One delivery: settled, before the arbiter, or left unacknowledged when the broker failed."""
         try:
-            await self._serve(link, msg)
+            await self._serve(door, msg)
         except BROKER_DOWN:
             raise
         except Exception as exc:  # a parcel never stops serving
             log.error("broker parcel on %s failed", msg.subject[:200], exc_info=True)
             self._quarantine(msg, f"serving it failed: {type(exc).__name__}: {exc}")
 
-    def _quarantine(self, msg: Msg, reason: str) -> None:
+    def _quarantine(self, msg: Msg, reason: str, parcel_id: str | None = None, raw: bytes | None = None,
+                    term: bool = True) -> None:
+        """A parcel refused: recorded with the reason, as a quarantined file is (a row of its own), and
+        its message terminated (never delivered again) unless it was answered with why."""
         self.stats.quarantined.append(reason)
         log.warning("broker parcel on %s refused: %s", msg.subject[:200], reason)
-        self._spawn(self._term(msg))
+        name = parcel_id if parcel_id is not None else (parcel_id_of(msg.data) or "(no parcel id)")
+        key = AskKey(f"nats:{msg.subject[:200]}", name)
+        self._event(ServeEvent("quarantined", key, self.clock.wall(), raw=raw, reason=reason))
+        if term:
+            self._spawn(terminate(msg))
 
-    async def _term(self, msg: Msg) -> None:
-        with contextlib.suppress(*BROKER_DOWN):
-            await msg.term()
-
-    async def _serve(self, link: BrokerLink, msg: Msg) -> None:
+    async def _serve(self, door: BrokerDoor, msg: Msg) -> None:
         try:
             host_tok = host_token_of(msg.subject)
         except BrokerRefused as exc:
@@ -346,7 +391,7 @@ class BrokerInbox:
         except BrokerRefused as exc:
             parcel_id = parcel_id_of(msg.data)
             if parcel_id is not None:
-                await self._refuse(link, decision_key(host_tok, parcel_id), parcel_id, exc.reason)
+                await self._refuse(door, decision_key(host_tok, parcel_id), parcel_id, exc.reason)
             self._quarantine(msg, exc.reason)
             return
         key = decision_key(host_tok, parcel.parcel_id)
@@ -368,20 +413,26 @@ class BrokerInbox:
             return
         self._working[key] = seq
         try:
-            await self._serve_parcel(link, msg, parcel, key)
+            await self._serve_parcel(door, msg, parcel, key)
         finally:
             self._working.pop(key, None)
 
-    async def _serve_parcel(self, link: BrokerLink, msg: Msg, parcel: Parcel, key: str) -> None:
-        already = await read_decision(link.decisions, key)
+    async def _serve_parcel(self, door: BrokerDoor, msg: Msg, parcel: Parcel, key: str) -> None:
+        already = await door.read(key)
+        origin = parcel.hops[-1]
+        label = f"nats:{origin.host}/{origin.session_id}"
+        ask_key = AskKey(session_id=label, name=parcel.parcel_id)
         if already is not None:
             await msg.ack()
             self._remember(key)
             self._note(Settled(parcel.parcel_id, "elsewhere", already.words_for(self.node)))
-            if already.by != self.node:  # a row an earlier run of this node left open ends here
-                origin = parcel.hops[-1]
-                self._event(ServeEvent("withdrawn", AskKey(f"nats:{origin.host}/{origin.session_id}",
-                                                           parcel.parcel_id), self.clock.wall(),
+            if already.kind == "verdict" and already.by == self.node:
+                # An earlier run's verdict, recorded before it was written: it is the one delivered.
+                with contextlib.suppress(RequestRejected):
+                    request_id = parse_request(parcel.request).request.id
+                    await self._note_rows([WrittenMark(ask_key, request_id, True)])
+            else:  # a row an earlier run of this node left open ends here
+                self._event(ServeEvent("withdrawn", ask_key, self.clock.wall(),
                                        reason=already.words_for(self.node)))
             return
         left_s = (parcel.deadline_ms - wall_ms(self.clock)) / 1000
@@ -393,14 +444,17 @@ class BrokerInbox:
         try:
             parsed = _with_hops(parse_request(parcel.request), parcel)
         except RequestRejected as exc:
-            await self._refuse(link, key, parcel.parcel_id, exc.reason)
-            self.stats.quarantined.append(exc.reason)
+            await self._refuse(door, key, parcel.parcel_id, exc.reason)
+            self._quarantine(msg, exc.reason, parcel.parcel_id, parcel.request, term=False)
             await msg.ack()
             return
         responder = parsed.request.target_session_id or BROKER_RESPONDER
-        origin = parcel.hops[-1]
-        label = f"nats:{origin.host}/{origin.session_id}"
-        ask_key = AskKey(session_id=label, name=parcel.parcel_id)
+        recorded = await self._recorded(ask_key, parsed)
+        if recorded is not None:  # recorded by an earlier run, never written: written as recorded
+            await self._publish(door, key, recorded.body, Decision(recorded.response, recorded.outcome),
+                                (ask_key, parsed), recorded=True)
+            await msg.ack()
+            return
         self._event(ServeEvent("arrived", ask_key, self.clock.wall(), parsed=parsed, raw=parcel.request))
         judgment, decided = judge_ask(self.judge, parsed, responder, self.clock)
         if decided is None:
@@ -408,7 +462,7 @@ class BrokerInbox:
             if chained is not None:
                 judgment, decided = chained
         if decided is not None:
-            await self._answer(link, key, parcel.parcel_id, decided, record=(ask_key, parsed))
+            await self._answer(door, key, parcel.parcel_id, decided, record=(ask_key, parsed))
             await msg.ack()
             return
         ask = Ask(
@@ -422,13 +476,13 @@ class BrokerInbox:
         held = _Held(key=key, ask=ask, msg=msg, deadline=self.clock.monotonic() + left_s)
         self._held[key] = held
         pending = self.arbiter.decide(ask)
-        pending.add_done_callback(lambda done: self._spawn(self._decided(link, held, done)))
+        pending.add_done_callback(lambda done: self._spawn(self._decided(door, held, done)))
         # a decision that landed between the read above and the hold was missed by `_on_decision`
-        won = await read_decision(link.decisions, key)
+        won = await door.read(key)
         if won is not None and not held.settled and not held.writing:
             self._elsewhere(held, won)
 
-    async def _decided(self, link: BrokerLink, held: _Held, done: asyncio.Future[ArbiterDecision]) -> None:
+    async def _decided(self, door: BrokerDoor, held: _Held, done: asyncio.Future[ArbiterDecision]) -> None:
         if done.cancelled() or held.settled:
             return
         decision = done.result()
@@ -436,9 +490,15 @@ class BrokerInbox:
             self._drop(held, Settled(held.ask.key.name, "left", "this node's arbiter left it"))
             self._event(ServeEvent("left", held.ask.key, self.clock.wall(), parsed=held.ask.parsed))
             return
+        if self.clock.monotonic() >= held.deadline:  # never decided past the child's deadline
+            self._drop(held, Settled(held.ask.key.name, "expired", "the child's deadline passed"))
+            self._withdrawn(held.ask, "the child's deadline passed before this decision")
+            if decision.reply is not None and not decision.reply.done():
+                decision.reply.set_result(Answered(written=False, why_not="the child's deadline passed"))
+            return
         held.writing = True
         try:
-            won = await self._answer(link, held.key, held.ask.key.name, decision, quiet=True,
+            won = await self._answer(door, held.key, held.ask.key.name, decision, quiet=True,
                                      record=(held.ask.key, held.ask.parsed))
         except BaseException:
             if decision.reply is not None and not decision.reply.done():  # the person is told
@@ -455,48 +515,94 @@ class BrokerInbox:
                 else Answered(written=False, why_not=won.words, elsewhere=won.words)
             )
 
-    async def _refuse(self, link: BrokerLink, key: str, parcel_id: str, reason: str) -> None:
+    async def _refuse(self, door: BrokerDoor, key: str, parcel_id: str, reason: str) -> None:
         denial = gate_denial(BROKER_RESPONDER, self.clock, f"the parcel is unusable: {reason}")
-        await self._answer(link, key, parcel_id, Decision(denial, "refused"))
+        await self._answer(door, key, parcel_id, Decision(denial, "refused"))
 
     async def _answer(
-        self, link: BrokerLink, key: str, parcel_id: str, decision: Decision, quiet: bool = False,
+        self, door: BrokerDoor, key: str, parcel_id: str, decision: Decision, quiet: bool = False,
         record: tuple[AskKey, ParsedRequest] | None = None,
     ) -> BrokerDecision | None:
-        """Write the verdict create-only, retrying while the broker is away; the winner if not us."""
-        verdict = BrokerDecision("verdict", self.node, _body(decision.response))
-        while True:
-            try:
-                won = await create_decision(link.decisions, key, verdict)
-                break
-            except BROKER_DOWN as exc:
-                if self._closing.is_set():
-                    raise
-                log.info("broker %s: verdict on %s not written yet: %s", self.url, parcel_id, exc)
-                await self.clock.wait(self._closing, self.retry_s)
+        """The verdict recorded (durable before it is visible), then written; the winner if not us."""
+        verdict = VerdictRecord(record[0], record[1], decision.response, encode_response(decision.response),
+                                decision.outcome) if record is not None else None
+        if verdict is not None and not await self._record(verdict):
+            # Nothing is visible without its record: a fail-safe denial that says why goes instead.
+            denial = gate_denial(BROKER_RESPONDER, self.clock, "this node's history could not record "
+                                 "its verdict")
+            decision = Decision(denial, "fail-safe", reply=decision.reply)
+            verdict = None
+        body = verdict.body if verdict is not None else encode_response(decision.response)
+        return await self._publish(door, key, body, decision, record, recorded=verdict is not None,
+                                   quiet=quiet, parcel_id=parcel_id)
+
+    async def _publish(
+        self, door: BrokerDoor, key: str, body: bytes, decision: Decision,
+        record: tuple[AskKey, ParsedRequest] | None, *, recorded: bool, quiet: bool = False,
+        parcel_id: str | None = None,
+    ) -> BrokerDecision | None:
+        """The one write of a verdict: KV `create`, retried while the broker is away. A retry that meets
+        this node's own bytes is this node's verdict (the first try's reply was lost). Then the row:
+        noted delivered (this node's verdict won) or ended with who won."""
+        name = parcel_id if parcel_id is not None else (record[0].name if record is not None else key)
+        won = await door.deliver(key, body, name)
         self._remember(key)
-        if record is not None and won is None:
-            await asyncio.to_thread(self._record, record[0], record[1], decision)
-        elif record is not None and won is not None:
-            self._event(ServeEvent("withdrawn", record[0], self.clock.wall(), parsed=record[1],
-                                   reason=won.words_for(self.node)))
+        if record is not None and recorded:
+            if won is None:
+                await self._note_rows([WrittenMark(record[0], record[1].request.id, True)])
+                # Then a courier's late note may lower it: one written already is read now.
+                self._won[key] = (record[0], record[1].request.id)
+                while len(self._won) > REMEMBERED:
+                    self._won.popitem(last=False)
+                self._spawn(self._late(door, key))
+            else:
+                self._event(ServeEvent("withdrawn", record[0], self.clock.wall(), parsed=record[1],
+                                       reason=won.words_for(self.node)))
         if not quiet:
-            self._note(Settled(parcel_id, decision.outcome) if won is None else
-                       Settled(parcel_id, "elsewhere", won.words))
+            self._note(Settled(name, decision.outcome) if won is None else
+                       Settled(name, "elsewhere", won.words))
         return won
 
-    def _record(self, key: AskKey, parsed: ParsedRequest, decision: Decision) -> None:
-        """This node's verdict won its key: into the history, answered (a thread worker: SQLite)."""
+    async def _record(self, verdict: VerdictRecord) -> bool:
+        """Into the history, durable (a thread worker: SQLite); whether it took it (or keeps none)."""
+        if self.ledger is None:
+            return True
+        ledger = self.ledger
+        try:
+            await asyncio.to_thread(ledger.record_verdicts, [verdict])
+        except Exception:
+            log.error("broker %s: the history did not take the verdict on %s", self.url, verdict.key.name,
+                      exc_info=True)
+            return False
+        return True
+
+    async def _recorded(self, key: AskKey, parsed: ParsedRequest) -> _Recorded | None:
+        """A verdict an earlier run recorded for this ask and never wrote (killed in between)."""
+        if self.ledger is None:
+            return None
+        ledger, request_id = self.ledger, parsed.request.id
+        try:
+            found = await asyncio.to_thread(ledger.recorded_verdicts, key.session_id, [request_id])
+        except Exception:
+            log.error("broker %s: the history could not be read for %s", self.url, key.name, exc_info=True)
+            return None
+        recorded = found.get(request_id)
+        if recorded is None or recorded.written or recorded.ended:
+            return None
+        try:
+            response = ForwardedResponse.model_validate_json(recorded.body)
+        except ValidationError:
+            return None
+        return _Recorded(recorded.body, response, recorded.outcome or "recorded")
+
+    async def _note_rows(self, marks: list[WrittenMark]) -> None:
         if self.ledger is None:
             return
-        body = encode_response(decision.response)
+        ledger = self.ledger
         try:
-            verdict = VerdictRecord(key, parsed, decision.response, body, decision.outcome)
-            self.ledger.record_verdicts([verdict])
-            self.ledger.mark_written([WrittenMark(key, parsed.request.id, True)])
+            await asyncio.to_thread(ledger.mark_written, marks)
         except Exception:  # the verdict stands on the broker; the history says what it could
-            log.error("broker %s: the history did not take the verdict on %s", self.url, key.name,
-                      exc_info=True)
+            log.error("broker %s: the history did not note %s", self.url, marks[0].key.name, exc_info=True)
 
     def _event(self, event: ServeEvent) -> None:
         if self.observe is None:

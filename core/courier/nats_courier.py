@@ -5,6 +5,12 @@ Publishing is idempotent (the parcel id is the JetStream message id, and the dec
 from it), so a courier restarted after a kill carries the same parcel again and reads the same
 verdict. Every wait is bounded: the child's deadline, and `unreachable_after_s` without the broker
 (waits on the injected clock; nats-py's own requests bounded by `request_timeout_s`).
+
+A courier that gives up withdraws the parcel in the same step: the withdrawal is a `create` on the
+parcel's decision key, so the withdrawal or a verdict wins, never both; a verdict that won is relayed
+instead of the fallback. A withdrawal the broker cannot take now is written once it can, and a
+verdict found then was written after the child read its fallback: the courier notes it beside the
+key (`late_key`), so the approver records it as not delivered.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from core.clock import SYSTEM_CLOCK, Clock, wall_ms
 from core.courier.broker import (
     BROKER_DOWN,
     DECISION_SUBJECT_PREFIX,
+    NOT_DELIVERED,
     BrokerDecision,
     BrokerLink,
     ask_subject,
@@ -27,11 +34,12 @@ from core.courier.broker import (
     create_decision,
     decision_key,
     encode_parcel,
+    late_key,
     read_decision,
     token,
 )
 from core.courier.broker_access import BrokerAccess
-from core.courier.transport import Parcel, Relayed, Unreachable
+from core.courier.transport import Parcel, Relayed, Unreachable, decider_words
 from core.wire.response import parse_response
 
 log = logging.getLogger("pi_authorizer.courier")
@@ -69,6 +77,8 @@ class NatsCourier:
         self._connecting = asyncio.Lock()
         #: Parcel id → the key it was carried under (so `withdraw` knows the host token).
         self._keys: dict[str, str] = {}
+        #: Withdrawals the broker could not take yet, written in the background until it can.
+        self._owed: set[asyncio.Task[None]] = set()
 
     async def _connected(self) -> BrokerLink:
         async with self._connecting:
@@ -140,24 +150,61 @@ class NatsCourier:
         response = parse_response(decision.body.encode("utf-8"))
         if response is None:
             raise Unreachable(f"{self.target}: the verdict written by {decision.by} is unreadable")
-        return Relayed(response=response, decided_by=f"{decision.by} via {self.target}")
+        return Relayed(response=response, decided_by=decider_words(response, f"approver {decision.by}"),
+                       decider_node=decision.by)
 
-    async def withdraw(self, parcel_id: str, reason: str) -> None:
-        """Write the withdrawal in the parcel's decision key (create-only: if a verdict won, it stands
-        and nobody relays it); best effort within the bounded wait."""
+    async def withdraw(self, parcel_id: str, reason: str) -> Relayed | None:
+        """Write the withdrawal in the parcel's decision key (create-only), within one bounded try: the
+        verdict that won instead is returned (relayed by a courier whose child is unanswered). A
+        withdrawal the broker cannot take now is owed: written in the background once it can."""
         key = self._keys.pop(parcel_id, None)
         if key is None:
-            return
+            return None
         try:
-            link = await asyncio.wait_for(self._connected(), self.request_timeout_s)
-            won = await create_decision(link.decisions, key, BrokerDecision("withdrawn", self.node, reason))
+            won = await asyncio.wait_for(self._withdraw(key, reason), self.request_timeout_s)
         except BROKER_DOWN as exc:
-            log.warning("%s: could not withdraw %s: %s", self.target, parcel_id, exc)
+            log.warning("%s: could not withdraw %s yet (%s): written once the broker answers",
+                        self.target, parcel_id, exc)
+            task = asyncio.ensure_future(self._owe(key, parcel_id, reason))
+            self._owed.add(task)
+            task.add_done_callback(self._owed.discard)
+            return None
+        if won is None or won.kind == "withdrawn":
+            return None
+        log.info("%s: %s was already %s", self.target, parcel_id, won.words)
+        try:
+            return self._relayed(won)
+        except Unreachable:
+            return None
+
+    async def _withdraw(self, key: str, reason: str) -> BrokerDecision | None:
+        link = await self._connected()
+        return await create_decision(link.decisions, key, BrokerDecision("withdrawn", self.node, reason))
+
+    async def _owe(self, key: str, parcel_id: str, reason: str) -> None:
+        """The owed withdrawal, retried until the broker takes it. The child has read its fallback by
+        then: a verdict that won the key meanwhile was never delivered, and is noted so beside it."""
+        while True:
+            await self.clock.wait(asyncio.Event(), self.retry_s)
+            try:
+                won = await asyncio.wait_for(self._withdraw(key, reason), self.request_timeout_s)
+                if won is None or won.kind == "withdrawn":
+                    log.info("%s: %s withdrawn", self.target, parcel_id)
+                    return
+                link = await self._connected()
+                note = BrokerDecision("withdrawn", self.node, f"{NOT_DELIVERED} ({reason})")
+                await create_decision(link.decisions, late_key(key), note)
+            except BROKER_DOWN:
+                continue
+            log.warning("%s: %s was %s after this courier had answered its child: not delivered",
+                        self.target, parcel_id, won.words)
             return
-        if won is not None:
-            log.info("%s: %s was already %s", self.target, parcel_id, won.words)
 
     async def close(self) -> None:
+        """Owed withdrawals stop here (a verdict written later is not noted as undelivered)."""
+        for task in list(self._owed):
+            task.cancel()
+        await asyncio.gather(*self._owed, return_exceptions=True)
         link, self._link = self._link, None
         if link is not None:
             with contextlib.suppress(*BROKER_DOWN):

@@ -14,6 +14,11 @@ two seconds for the request to be taken, as a newer child waits, and then counts
 seen serving that goes away while an ask waits there has five seconds (the heartbeat's stale
 interval) to come back, as a restarted one does, and answer it. Folders are opened
 one by one without following a link, so a target's inbox cannot send the parcel elsewhere.
+
+An answer found there is its writer's claim. One that was there before this node carried a freshly
+minted parcel, that predates (by its inode's change time, which no writer can set back) the request
+this node wrote, or that names another responder than the target, was not written by the target's
+server for this parcel: it counts as no answer (the fallback, with the reason), never as a verdict.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.clock import Clock, wall_ms
+from core.clock import SYSTEM_CLOCK, Clock, wall_ms
 from core.courier.transport import Parcel, Relayed, Unreachable, decider_words
 from core.disk.paths import encode_session_id, is_safe_request_id
 from core.forwarding.liveness import HEARTBEAT_STALE_MS, heartbeat_path, parse_heartbeat
@@ -80,7 +85,11 @@ class SessionCourier:
         if not is_safe_request_id(parcel.parcel_id):
             raise Unreachable(f"{self.target}: parcel id {parcel.parcel_id!r} is not a legal file name")
         name = f"{parcel.parcel_id}.json"
-        relayed = await asyncio.to_thread(self._response, name)
+        relayed = await asyncio.to_thread(self._response, name, await asyncio.to_thread(self._asked_ns, name))
+        if isinstance(relayed, str) or (relayed is not None and parcel.fresh):
+            await asyncio.to_thread(self._remove, name)
+            why = relayed if isinstance(relayed, str) else "it was there before this node carried the ask"
+            raise self._forged(parcel.parcel_id, why)
         if relayed is not None:
             return relayed  # answered before a restart: the same verdict, never asked again
         beat = await asyncio.to_thread(self._served)
@@ -90,7 +99,7 @@ class SessionCourier:
         #: from before the request is written, so the grace is never longer than it says.
         seen, seen_alive = self.clock.monotonic(), beat == "alive"
         try:
-            written = await asyncio.to_thread(self._write_request, name, self._body(parcel))
+            written, asked_ns = await asyncio.to_thread(self._write_request, name, self._body(parcel))
         except OSError as exc:
             raise Unreachable(f"the ask could not be written into {self.target} ({_why(exc)})") from exc
         log.info("%s: parcel %s %s", log_safe(self.target), parcel.parcel_id,
@@ -98,7 +107,10 @@ class SessionCourier:
         while True:
             look = await self._next_look()
             if look.responses is None or name in look.responses:
-                relayed = await asyncio.to_thread(self._response, name)
+                relayed = await asyncio.to_thread(self._response, name, asked_ns)
+                if isinstance(relayed, str):
+                    await asyncio.to_thread(self._remove, name)
+                    raise self._forged(parcel.parcel_id, relayed)
                 if relayed is not None:
                     return relayed
             if wall_ms(self.clock) >= parcel.deadline_ms:
@@ -117,6 +129,12 @@ class SessionCourier:
                                   f"{limit:g}s)" if seen_alive else
                                   f"nobody serves {self.target} (no heartbeat, and the ask was not "
                                   f"taken within {limit:g}s)")
+
+    def _forged(self, parcel_id: str, why: str) -> Unreachable:
+        reason = (f"the answer found in {self.target} for parcel {parcel_id} was not written by its server "
+                  f"for this ask ({why}): never relayed")
+        log.error("%s", log_safe(reason, 400))
+        return Unreachable(reason)
 
     async def withdraw(self, parcel_id: str, reason: str) -> None:
         """Remove the request (and a response nobody will read) from the target's inbox."""
@@ -174,7 +192,9 @@ class SessionCourier:
         record = None if data is None else parse_heartbeat(data)
         if record is None:
             return None
-        return record.state(wall_ms(self.clock))
+        # Another process's record, dated by its writer's wall clock: judged by the same clock (a test's
+        # manual clock measures this node's waits, not another process's beats).
+        return record.state(wall_ms(SYSTEM_CLOCK))
 
     @contextlib.contextmanager
     def _folder(self, parts: tuple[str, ...], create: bool = False) -> Iterator[int]:
@@ -192,13 +212,16 @@ class SessionCourier:
         finally:
             os.close(fd)
 
-    def _write_request(self, name: str, body: bytes) -> bool:
-        """Temp file and rename, as the child writes; False when the parcel is there already."""
+    def _write_request(self, name: str, body: bytes) -> tuple[bool, int]:
+        """Temp file and rename, as the child writes; False when the parcel is there already. With the
+        request's change time (ns): no answer to it can be older."""
         with self._folder((*self._inbox, "responses"), create=True):
             pass
         with self._folder((*self._inbox, "requests"), create=True) as fd:
-            if _exists(fd, name):
-                return False
+            try:
+                return False, os.stat(name, dir_fd=fd, follow_symlinks=False).st_ctime_ns
+            except FileNotFoundError:
+                pass
             temp = f"{name}.{os.getpid()}.{time.time_ns() // 1_000_000}.tmp"
             out = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
                           dir_fd=fd)
@@ -206,32 +229,47 @@ class SessionCourier:
                 with os.fdopen(out, "wb") as handle:
                     handle.write(body)
                 os.rename(temp, name, src_dir_fd=fd, dst_dir_fd=fd)
+                asked_ns = os.stat(name, dir_fd=fd, follow_symlinks=False).st_ctime_ns
             except BaseException:
                 with contextlib.suppress(OSError):
                     os.unlink(temp, dir_fd=fd)
                 raise
-            return True
+            return True, asked_ns
 
-    def _response(self, name: str) -> Relayed | None:
+    def _asked_ns(self, name: str) -> int:
+        """The change time (ns) of this parcel's request already at the target (0: none there)."""
+        try:
+            with self._folder((*self._inbox, "requests")) as fd:
+                return os.stat(name, dir_fd=fd, follow_symlinks=False).st_ctime_ns
+        except OSError:
+            return 0
+
+    def _response(self, name: str, asked_ns: int = 0) -> Relayed | str | None:
         """The target's response, read as a child reads it; anything a child could not read (garbage,
-        too large, a link, not a file) is a denial whose reason says so, never an approval."""
+        too large, a link, not a file) is a denial whose reason says so, never an approval. One that
+        was not written for this parcel by the target's server is why, in words (a forgery)."""
         try:
             with self._folder((*self._inbox, "responses")) as fd:
                 try:
-                    data = _read_small(fd, name, MAX_RESPONSE_BYTES)
+                    found = _read_small_dated(fd, name, MAX_RESPONSE_BYTES)
                 except OSError as exc:
                     return self._unreadable(_why(exc))
         except FileNotFoundError:
             return None
         except OSError as exc:
             return self._unreadable(f"its responses folder cannot be opened ({_why(exc)})")
-        if data is None:
+        if found is None:
             return None
+        data, changed_ns = found
+        if changed_ns < asked_ns:
+            return "it predates the request this node wrote there"
         response = parse_response(data)
         if response is None:
             return self._unreadable("not a response a child can read")
         if response.approved != response.state.startswith("approved"):
             return self._unreadable(f"approved={response.approved} contradicts state {response.state!r}")
+        if response.responder_session_id != self.session_id:
+            return f"it names {response.responder_session_id!r} as its responder, not {self.session_id!r}"
         return Relayed(response, decider_words(response))
 
     def _unreadable(self, why: str) -> Relayed:
@@ -270,6 +308,24 @@ def _exists(fd: int, name: str) -> bool:
     except FileNotFoundError:
         return False
     return True
+
+
+def _read_small_dated(fd: int, name: str, limit: int) -> tuple[bytes, int] | None:
+    """`_read_small`, with the file's change time (ns) read from the same descriptor."""
+    try:
+        handle = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fd)
+    except FileNotFoundError:
+        return None
+    try:
+        info = os.fstat(handle)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        data = os.read(handle, limit + 1)
+    finally:
+        os.close(handle)
+    if len(data) > limit:
+        raise OSError(errno.EFBIG, f"over {limit} bytes")
+    return data, info.st_ctime_ns
 
 
 def _read_small(fd: int, name: str, limit: int) -> bytes | None:

@@ -37,6 +37,9 @@ class Parcel:
     #: When the child gives up (ms, child clock: `createdAt` + `forwardingTimeoutMs`). A transport
     #: never waits past it.
     deadline_ms: float
+    #: Its id was minted in this run, not kept from an earlier one: an answer found at the target
+    #: before this node carried it there was not written for it (`core/courier/parcel_ids.py`).
+    fresh: bool = False
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,8 @@ class Relayed:
     response: ReadResponse
     #: Who decided up there, in words for the log, the history and the app ("the person at host h").
     decided_by: str
+    #: The node that decided, when the response cannot name it (a broker's approver; its claim).
+    decider_node: str | None = None
 
 
 class Unreachable(Exception):
@@ -65,8 +70,10 @@ class Courier(Protocol):
         Raises `Unreachable` when the target cannot be reached or answer before the deadline."""
         ...
 
-    async def withdraw(self, parcel_id: str, reason: str) -> None:
-        """The child withdrew or timed out: withdraw the ask everywhere it was carried."""
+    async def withdraw(self, parcel_id: str, reason: str) -> Relayed | None:
+        """The child withdrew, or the courier gave up waiting: withdraw the ask everywhere it was
+        carried. A target where a verdict and a withdrawal race to one answer returns the verdict that
+        won instead (a courier whose child is still unanswered relays it); None otherwise."""
         ...
 
     async def close(self) -> None:
@@ -74,9 +81,10 @@ class Courier(Protocol):
         ...
 
 
-def decider_words(response: ReadResponse) -> str:
+def decider_words(response: ReadResponse, where: str | None = None) -> str:
     """Who decided up there, in words, from the response's `decidedBy` (for `Relayed.decided_by`):
-    told, never trusted (it is the other node's account)."""
+    told, never trusted (it is the other node's account). `where`: the node that decided, when the
+    response's responder does not name it (a broker's approver answers as the courier's session)."""
     source = response.decided_by
     kind = source.kind if source is not None else None
     words = {
@@ -90,4 +98,5 @@ def decider_words(response: ReadResponse) -> str:
         "forwarded": "a node further up",
         "infrastructure_read": "an infrastructure read",
     }
-    return f"{words.get(kind or '', 'an unnamed decider')} at {response.responder_session_id!r}"
+    at = where if where is not None else repr(response.responder_session_id)
+    return f"{words.get(kind or '', 'an unnamed decider')} at {at}"

@@ -30,6 +30,10 @@ log = logging.getLogger("pi_authorizer.serve")
 
 HEARTBEAT_INTERVAL_S = 1.0
 HEARTBEAT_STALE_MS = 5_000
+#: How far ahead of this clock a heartbeat's `updatedAt` may be and still count (one machine's
+#: processes share a clock): a record dated further ahead proves no live server, it is a file made
+#: to look fresh for ever.
+FUTURE_SKEW_MS = 2_000
 #: How long a session lock whose recorded holder is dead (a zombie) may take to be released.
 DEAD_HOLDER_GRACE_S = 2.0
 _HEARTBEAT_MAX_BYTES = 64 * 1024
@@ -52,6 +56,29 @@ def pid_alive(pid: int) -> bool:
     return not platform.is_zombie(pid)
 
 
+def not_a_server(pid: int) -> str | None:
+    """Why process `pid` cannot be another server of this user's inboxes (`None`: it may be one).
+
+    A file names a pid; the file is its writer's claim. Only a live process of this user, never the
+    system's init (pid 1, alive for ever), is believed a server; this process is the caller's to
+    exclude (its own heartbeat is no other server)."""
+    if pid <= 1:
+        return f"pid {pid} is the system's init, never a server"
+    if not pid_alive(pid):
+        return f"pid {pid} is not running"
+    uid = platform.process_uid(pid)
+    if uid is None:
+        try:
+            os.kill(pid, 0)
+        except PermissionError:  # where the owner cannot be read: only another user's is refused
+            return f"pid {pid} runs as another user"
+        except ProcessLookupError:
+            return f"pid {pid} is not running"
+    elif uid != os.getuid():
+        return f"pid {pid} runs as another user (uid {uid})"
+    return None
+
+
 @dataclass(frozen=True)
 class HeartbeatRecord:
     session_id: str
@@ -59,10 +86,22 @@ class HeartbeatRecord:
     updated_at_ms: float
 
     def state(self, now_ms: float) -> Literal["alive", "stale", "dead_pid"]:
-        """`alive`, `stale` or `dead_pid`, the reference's words for a record that exists."""
-        if not pid_alive(self.pid):
-            return "dead_pid"
-        return "stale" if now_ms - self.updated_at_ms > HEARTBEAT_STALE_MS else "alive"
+        """`alive`, `stale` or `dead_pid`, the reference's words for a record that exists; `alive` only
+        when `doubt` finds nothing (a pid 1, another user's process or a future date is no server)."""
+        doubt = self.doubt(now_ms)
+        if doubt is None:
+            return "alive"
+        return "stale" if doubt.startswith("its updatedAt") else "dead_pid"
+
+    def doubt(self, now_ms: float) -> str | None:
+        """Why this record proves no live server now, in words for the log and the person (`None`: it
+        does): dated too far ahead or too long ago, or naming a process that cannot be a server."""
+        ahead = self.updated_at_ms - now_ms
+        if ahead > FUTURE_SKEW_MS:
+            return f"its updatedAt is {ahead / 1000:.0f} s in the future"
+        if -ahead > HEARTBEAT_STALE_MS:
+            return f"its updatedAt is {-ahead / 1000:.0f} s old"
+        return not_a_server(self.pid)
 
 
 def read_heartbeat(path: Path) -> HeartbeatRecord | None:
@@ -118,6 +157,9 @@ class Heartbeat:
         self.tree = anchor or Anchor(root, "forwarding root")
         self.clock = clock
         self.writer = writer
+        #: A pid the person chose to take the session over from (`Sessions.take_over`): its record is
+        #: written over and it is never taken for another server again.
+        self.overruled: int | None = None
 
     def beat(self) -> None:
         """Refresh the record. Padded with spaces to a fixed size, so a refresh rewrites the file in
@@ -135,7 +177,7 @@ class Heartbeat:
     def foreign(self) -> HeartbeatRecord | None:
         """The record, when it is another live server's: fresh, naming a live pid not this process's."""
         current = read_heartbeat_in(self.tree, self.session_id)
-        if current is None or current.pid == os.getpid():
+        if current is None or current.pid in (os.getpid(), self.overruled):
             return None
         return current if current.state(wall_ms(SYSTEM_CLOCK)) == "alive" else None
 

@@ -27,6 +27,8 @@ class InboxStatus:
     serving_pid: int | None
     waiting: int
     problem: str | None = None
+    #: Why another server is believed to answer it, in words (its evidence): this node does not.
+    other_server: str | None = None
 
     @property
     def stuck(self) -> bool:
@@ -68,6 +70,10 @@ def survey_inboxes(
         except ValueError:
             record = None
         state: ServingState = "absent" if record is None else record.state(now_ms)
+        other = None
+        if record is not None and state == "alive":
+            age = (now_ms - record.updated_at_ms) / 1000
+            other = f"a heartbeat in serving/ naming live pid {record.pid}, updated {max(age, 0):.0f} s ago"
         out.append(
             InboxStatus(
                 folder=folder,
@@ -76,6 +82,7 @@ def survey_inboxes(
                 serving_pid=None if record is None else record.pid,
                 waiting=waiting,
                 problem=problem,
+                other_server=other,
             )
         )
     return out

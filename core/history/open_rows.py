@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Sequence
 
 from core.history.rows import storable
-from core.serving.asks import AskKey
+from core.vocabulary.asks import AskKey
 
 # The outcomes of a row whose ask has not ended.
 OPEN = ("pending", "left")
@@ -64,15 +64,29 @@ def unwritten_row(conn: sqlite3.Connection, key: AskKey) -> tuple[int, float] | 
     return None if found is None else (found[0], found[1])
 
 
-def end_unanswered(conn: sqlite3.Connection, key: AskKey, at: float) -> bool:
-    """The child withdrew an ask whose recorded verdict was never written: its row ends `withdrawn`,
-    with no verdict (the child received none) and the recorded bytes kept (the ledger's). False when
-    the request file has no such row."""
+def unnoted_rows(conn: sqlite3.Connection, session_id: str) -> list[tuple[int, str, str | None, bytes]]:
+    """The rows of a session whose verdict was recorded and never noted written, still open: (id,
+    request file name, request id, the recorded bytes)."""
+    return [
+        (row_id, name, request_id, bytes(body))
+        for row_id, name, request_id, body in conn.execute(
+            "SELECT id, request_name, request_id, response FROM asks WHERE served_session = ? "
+            "AND response IS NOT NULL AND written IS NULL AND ended_at IS NULL",
+            storable((session_id,)),
+        )
+    ]
+
+
+def end_unanswered(conn: sqlite3.Connection, key: AskKey, at: float, why: str | None = None) -> bool:
+    """The child withdrew an ask whose recorded verdict was never written (or another answer won its
+    one place, `why`): its row ends `withdrawn`, with no verdict (the child received none) and the
+    recorded bytes kept (the ledger's). False when the request file has no such row."""
     found = unwritten_row(conn, key)
     if found is not None:
+        reason = why or "decided, but the response could not be written before the child withdrew"
         conn.execute(
             "UPDATE asks SET ended_at = ?, outcome = 'withdrawn', verdict = NULL, reason = ? WHERE id = ?",
-            (at, "decided, but the response could not be written before the child withdrew", found[0]),
+            storable((at, reason, found[0])),
         )
     return found is not None
 

@@ -149,12 +149,13 @@ class HistoryReader:
             for start in range(0, len(ids), 500):
                 chunk = ids[start : start + 500]
                 marks = ", ".join("?" for _ in chunk)
-                for request_id, body, written, outcome in self._conn.execute(
-                    "SELECT request_id, response, written, outcome FROM asks WHERE served_session = ? "
+                for request_id, body, written, outcome, ended in self._conn.execute(
+                    "SELECT request_id, response, written, outcome, ended_at IS NOT NULL FROM asks "
+                    "WHERE served_session = ? "
                     f"AND request_id IN ({marks}) AND response IS NOT NULL ORDER BY id",
                     (session_id, *chunk),
                 ):
-                    found[request_id] = RecordedVerdict(body, bool(written), outcome)
+                    found[request_id] = RecordedVerdict(body, bool(written), outcome, bool(ended))
         return found
 
     def ids(self, where: HistoryFilter | None = None, limit: int | None = None) -> list[int]:

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from typing import Any
 
-from core.serving.asks import AskKey
+from core.vocabulary.asks import AskKey
 from core.wire.decisions import (
     AuthorizerDecision,
     DecisionSource,
@@ -158,8 +158,9 @@ def outcome_kind(outcome: str, source: DecisionSource | None) -> str:
     return outcome
 
 
-def describe_decider(source: DecisionSource | None, outcome: str) -> str:
-    """Who or what decided, in words (the `decidedBy` JSON is stored beside it)."""
+def describe_decider(source: DecisionSource | None, outcome: str, carried_to: str | None = None) -> str:
+    """Who or what decided, in words (the `decidedBy` JSON is stored beside it); a courier's relay
+    names the target it was carried to (`carried_to`, else the responder up there)."""
     if isinstance(source, UserDecision):
         scope = {"user_grant": ", recorded a whole-session grant"}.get(outcome, "")
         return f"person ({source.via}){scope}"
@@ -181,7 +182,8 @@ def describe_decider(source: DecisionSource | None, outcome: str) -> str:
         return "yolo"
     if isinstance(source, ForwardedDecision) and outcome == "courier":
         inner = describe_decider(source.decision, "")
-        return f"carried to session:{source.responder_session_id or '?'}, decided there by {inner or '?'}"
+        where = carried_to or f"session:{source.responder_session_id or '?'}"
+        return f"carried to {where}, decided there by {inner or '?'}"
     if isinstance(source, ForwardedDecision):
         inner = describe_decider(source.decision, outcome)
         return f"forwarded by {source.responder_session_id or '?'}: {inner}"

@@ -87,9 +87,9 @@ def preview(suggestion: Suggestion, path: Path, rules: PolicyStore | None = None
     if not isinstance(current, dict):
         raise SuggestionRefused(f"{path}: permission.{suggestion.surface} is not an object")
     existing = current.pop(suggestion.pattern, None)
-    if existing is not None and existing != "ask":
+    if existing is not None and existing != "ask" and (suggestion.state == "allow" or existing == "deny"):
         raise SuggestionRefused(f"{path} already sets {suggestion.pattern!r} to {json.dumps(existing)}")
-    current[suggestion.pattern] = "allow"
+    current[suggestion.pattern] = suggestion.state
     permission[suggestion.surface] = current
     errors = validate_config(document, str(path))
     if errors:
@@ -122,7 +122,7 @@ def apply(
     the preview was made from), re-checking the deny guard against the config as it is now when
     `rules` is given. What is applied is exactly the text written (the diff shown), never a re-read
     of the file."""
-    if rules is not None:
+    if rules is not None and suggestion.state == "allow":  # a deny never loosens one
         why = shadowed_deny(rules, suggestion.surface, suggestion.pattern, suggestion.agents)
         if why is not None:
             raise SuggestionRefused(f"this allow would loosen an explicit deny: {why}")

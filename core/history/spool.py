@@ -26,8 +26,8 @@ from typing import Any
 from core import platform
 from core.disk.entries import read_small, remove, temp_name, write_new
 from core.disk.tree import Anchor
-from core.serving import ServeEvent
-from core.serving.asks import AskKey
+from core.vocabulary.asks import AskKey
+from core.vocabulary.events import ServeEvent
 from core.wire.reader import parse_request
 from core.wire.response import ForwardedResponse, encode_response
 

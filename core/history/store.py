@@ -23,22 +23,25 @@ by a fail-safe denial (`core.serving.publisher`); its `answered` event (with the
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 
-from core.history.open_rows import OPEN, end_unanswered, open_row, open_rows, unwritten_row
+from core.history.open_rows import OPEN, end_unanswered, open_row, open_rows, unnoted_rows, unwritten_row
 from core.history.queries import HistoryFilter, HistoryReader, Summary
 from core.history.rows import HistoryRow, arrival_values, describe_decider, dumps, outcome_kind, storable
 from core.history.transactions import HistoryWriter, Retention
 from core.seams import PRODUCTION, Seams
-from core.serving import ServeEvent
-from core.serving.asks import AskKey
 from core.serving.verdicts import RecordedVerdict, VerdictRecord, WrittenMark
+from core.vocabulary.asks import AskKey
+from core.vocabulary.events import ServeEvent
 from core.wire.decisions import decision_source_json
 from core.wire.reader import RequestRejected, parse_request
 from core.wire.request import ParsedRequest
 
 HISTORY_FILE = "history.sqlite3"
+#: Why a recorded verdict's row ended at a restart with neither its request nor its response there.
+UNNOTED_GONE = ("its request and response were gone when serving resumed: its child read this answer or "
+                "stopped waiting (not noted before a restart)")
 
 
 class HistoryStore:
@@ -162,10 +165,12 @@ class HistoryStore:
         with self._writer.transaction(arrivals=False) as conn:  # rows with a response: recorded, never queued
             conn.executemany(
                 "UPDATE asks SET written = CASE outcome WHEN 'contested' THEN 0 ELSE ? END, "
-                "ended_at = CASE WHEN ? THEN ? ELSE ended_at END "
+                "reason = COALESCE(?, reason), ended_at = CASE WHEN ? THEN COALESCE(ended_at, ?) "
+                "ELSE ended_at END "
                 "WHERE id = (SELECT id FROM asks WHERE served_session = ? AND request_id = ? "
                 "AND response IS NOT NULL ORDER BY id DESC LIMIT 1)",
-                [(int(m.written), m.written, now, m.key.session_id, m.request_id) for m in marks],
+                [(int(m.written), m.why, m.written or m.why is not None, now, m.key.session_id, m.request_id)
+                 for m in marks],
             )
 
     def recorded_verdicts(self, session_id: str, request_ids: Collection[str]) -> dict[str, RecordedVerdict]:
@@ -193,10 +198,17 @@ class HistoryStore:
         elif event.kind == "not_serving":
             self._not_serving(event)
 
-    def reconcile_open(self, session_id: str, present: Collection[str], at: float | None = None) -> int:
+    def reconcile_open(
+        self, session_id: str, present: Collection[str], at: float | None = None,
+        delivered: Callable[[str, bytes], bool] | None = None,
+    ) -> int:
         """At start, before serving: an open row whose request file is gone was withdrawn while no
-        one served the session (a `left` one was most likely answered elsewhere and stays `left`).
-        Returns how many rows were closed."""
+        one served the session (a `left` one was most likely answered elsewhere and stays `left`). A
+        row with a verdict never noted written whose request file is gone ended too (a run killed
+        between linking the response and noting it): `delivered(request_id, body)` says whether the
+        response holds those very bytes (written), else its child read it or gave up, unknown which.
+        Either way its id is used: a request replayed under it is never answered again. Returns how
+        many rows were closed."""
         ended = self.clock.wall() if at is None else at
         with self._writer.transaction() as conn:
             rows = conn.execute(
@@ -211,7 +223,18 @@ class HistoryStore:
                     "ELSE 'withdrawn' END, reason = COALESCE(reason, ?) WHERE id = ?",
                     (ended, "the request file was gone when serving resumed", row_id),
                 )
-        return len(gone)
+            decided = [
+                row for row in unnoted_rows(conn, session_id) if row[1] not in present
+            ]
+            for row_id, _, request_id, body in decided:
+                if delivered is not None and request_id is not None and delivered(request_id, body):
+                    conn.execute("UPDATE asks SET written = 1, ended_at = ? WHERE id = ?", (ended, row_id))
+                else:
+                    conn.execute(
+                        "UPDATE asks SET ended_at = ?, reason = COALESCE(reason, ?) WHERE id = ?",
+                        (ended, UNNOTED_GONE, row_id),
+                    )
+        return len(gone) + len(decided)
 
     def mark_shown(self, key: AskKey, at: float | None = None) -> None:
         """The TUI showed this ask to the person (the first time counts)."""
@@ -233,7 +256,7 @@ class HistoryStore:
         with self._writer.transaction() as conn:
             found = open_row(conn, event.key)
             if found is None:
-                if end_unanswered(conn, event.key, event.at) or event.parsed is None:
+                if end_unanswered(conn, event.key, event.at, event.reason) or event.parsed is None:
                     return
                 found = self._writer.insert_arrival(conn, event.key, event.parsed, event.at)
             # A left ask that vanishes was most likely answered elsewhere: it stays `left`.
@@ -293,7 +316,7 @@ def _verdict_columns(verdict: VerdictRecord, now: float, started: float) -> dict
         "decided_at": now,
         "verdict": response.state,
         "decided_by": dumps(decision_source_json(source)) if source is not None else None,
-        "decider": describe_decider(source, verdict.outcome),
+        "decider": describe_decider(source, verdict.outcome, verdict.carried_to),
         "responder_session": response.responder_session_id,
         "decide_ms": (now - started) * 1000,
         "outcome": outcome_kind(verdict.outcome, source),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from core.history.rows import APPROVED_STATES, HistoryRow
 from core.history.store import HistoryStore
@@ -19,7 +19,7 @@ from core.rules.evaluate import any_value
 from core.rules.matcher import acts_as, compile_wildcard, expand_home
 from core.rules.model import PATH_SURFACES, family_members
 from core.rules.policy import Policy
-from core.rules.session_grants import find_shadowed_deny
+from core.rules.session_grants import shadowed_denies
 
 DEFAULT_THRESHOLD = 5
 RECENT_DECISIONS = 5000
@@ -37,9 +37,11 @@ class Suggestion:
     last_at: float
     #: The pattern is the child's own session suggestion (shown as the child's), not the value itself.
     from_child: bool = False
+    #: What the rule says: `allow` (offered from approvals), or `deny` (a model judge's allow overturned).
+    state: Literal["allow", "deny"] = "allow"
 
     def rule_json(self) -> dict[str, Any]:
-        return {"permission": {self.surface: {self.pattern: "allow"}}}
+        return {"permission": {self.surface: {self.pattern: self.state}}}
 
 
 __all__ = ["Suggestion", "SuggestionRefused", "acts_as", "shadowed_deny", "suggest", "suggestion_from_ask"]
@@ -127,14 +129,21 @@ def _covers(home: str, surface: str, pattern: str, values: Sequence[str]) -> boo
 
 
 def shadowed_deny(rules: PolicyStore, surface: str, pattern: str, agents: Iterable[str]) -> str | None:
-    """The explicit deny this allow would override for any of `agents`, for the agent-neutral layers,
-    or for any agent with an agent file (the rules engine's check): a rule in the `--rules` file
-    applies after every agent file, so it must loosen no agent's deny (issue 20 finding 2)."""
+    """Every explicit deny this allow would override (file and key, with an example value) for any of
+    `agents`, for the agent-neutral layers, or for any agent with an agent file, in both readings;
+    None when it overrides none. Decided exactly (`core.rules.overlap`), not sampled: a rule in the
+    `--rules` file applies after every agent file, so it must loosen no agent's deny (issue 20
+    finding 2, issue 34 finding 1)."""
+    found: dict[tuple[object, ...], str] = {}
     for agent in sorted({*agents, "", *rules.known_agents()}):
-        found = find_shadowed_deny(rules.policy(agent), surface, pattern)
-        if found is not None:
-            return found.describe()
-    return None
+        policy = rules.policy(agent)
+        readings = ((policy, False), (policy.pi_reading, True)) \
+            if policy.pi_differs and policy.pi_reading else ((policy, False),)
+        for reading, pi in readings:
+            for deny in shadowed_denies(reading, surface, pattern, pi=pi):
+                key = (deny.surface, deny.pattern, deny.origin, deny.source)
+                found.setdefault(key, deny.describe())
+    return "; ".join(found.values()) if found else None
 
 
 def _candidate_patterns(row: HistoryRow) -> list[tuple[tuple[str, str], bool]]:

@@ -44,8 +44,8 @@ from core.history.queries import HistoryReader
 from core.history.rows import arrival_values, describe_decider, dumps, storable
 from core.history.schema import migrate
 from core.seams import PRODUCTION, Seams
-from core.serving import ServeEvent
-from core.serving.asks import AskKey
+from core.vocabulary.asks import AskKey
+from core.vocabulary.events import ServeEvent
 from core.wire.decisions import decision_source_json
 from core.wire.request import ParsedRequest
 from core.wire.response import encode_response

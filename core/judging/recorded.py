@@ -24,8 +24,8 @@ from core.rules.explain import Explanation, explain
 from core.rules.reloads import PendingReload
 from core.rules.session_grants import grant_rules
 from core.serving import NO_FACTS_EXPLANATION
-from core.serving.asks import Judgment, LazySequence
 from core.text import log_safe
+from core.vocabulary.asks import Judgment, LazySequence
 from core.wire.decisions import AuthorizerDecision, SessionApprovalDecision
 from core.wire.request import ParsedRequest, SessionGrant
 
@@ -140,8 +140,9 @@ class RecordedAuthority:
         self._log_errors(policy.errors)
         ignored = ", ".join(policy.settings.ignored_knobs)
         if ignored and ignored != self._ignored_reported:  # once, not again at each reload
-            log.warning("ignored knobs from a config layer children can write (the person's keys and their "
-                        "safety come only from the global config and --rules): %s", log_safe(ignored, 400))
+            log.warning("ignored knobs from config layers children can write (a project config sets none "
+                        "of the person's knobs; no file turns the double press off): %s",
+                        log_safe(ignored, 400))
         self._ignored_reported = ignored
 
     def reload(self) -> None:

@@ -13,7 +13,9 @@ floor clamps a rule `allow` (never a session grant) to `ask`, unless yolo keeps 
 are judged one by one as bash commands with their own floors, and the most restrictive wins.
 
 A session grant that matches is checked once more against the config alone: when the config
-denies, the deny stands.
+denies, the deny stands. Likewise an allow of pi-authorizer's own `--rules` file that wins is
+checked once more against the other layers alone (`Policy.others`): when they deny, the deny stands
+(issue 34 finding 1: a rule written from an ask never overrides a deny of another layer).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from core.rules import evaluate
 from core.rules.model import PATH_SURFACES, Action, Rule, Step, family_members, more_restrictive
 from core.rules.policy import Policy
+from core.rules.sources import AUTHORIZER
 from core.rules.values import bash_match_value
 from core.wire.decisions import RuleDecision, SessionApprovalDecision, decision_source_json
 from core.wire.facts import AskingUnit, IntentFacts
@@ -114,12 +117,15 @@ class PolicyJudge:
             matched = tuple(bash_match_value(v) for v in originals) if surface == "bash" else originals
         match = self._match(candidates, surface, matched, originals)
         if match.rule.layer == "session":
-            config_only = self._match(self.policy.candidates(surface), surface, matched, originals)
+            config_only = self._backed(self._match(self.policy.candidates(surface), surface, matched,
+                                                   originals), surface, matched, originals, unit)
             if config_only.rule.action == "deny":
                 self._record({"step": "grant-overridden", "surface": surface, "unit": unit,
                               "grant": match.rule.pattern, "deny": config_only.rule.to_json(),
                               "value": config_only.value})
                 match = config_only
+        else:
+            match = self._backed(match, surface, matched, originals, unit)
         rule = match.rule
         pattern = rule.pattern if rule.layer in ("config", "session") else None
         outcome = Outcome(surface, rule, match.value, rule.action, rule.origin, pattern, unit)
@@ -130,6 +136,23 @@ class PolicyJudge:
                           "winner": {**rule.to_json(), "value": match.value},
                           "verdict": rule.action})
         return outcome
+
+    def _backed(self, match: evaluate.Match, surface: str, matched: Sequence[str],
+                originals: Sequence[str], unit: str | None) -> evaluate.Match:
+        """`match`, unless it is an allow of the `--rules` file that the other layers deny: then
+        their deny."""
+        rule = match.rule
+        if rule.action != "allow" or rule.origin != AUTHORIZER or rule.layer != "config":
+            return match
+        others = self.policy.others()
+        if others is None:
+            return match
+        below = self._match(others.candidates(surface), surface, matched, originals)
+        if below.rule.action != "deny":
+            return match
+        self._record({"step": "authorizer-allow-overridden", "surface": surface, "unit": unit,
+                      "allow": rule.pattern, "deny": below.rule.to_json(), "value": below.value})
+        return below
 
     @staticmethod
     def _match(candidates: evaluate.Candidates, surface: str, matched: Sequence[str],

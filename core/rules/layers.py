@@ -51,7 +51,8 @@ class Layers:
         self, agent_name: str, reason: str | None, *, include_agent_files: bool, as_pi: bool,
         agent_scopes: list[Scope] | None = None, fold_families: bool = False,
     ) -> Policy:
-        """One reading of the layers, lowest first (`agent_scopes` replaces the agent files)."""
+        """One reading of the layers, lowest first (`agent_scopes` replaces the agent files); with
+        the `--rules` layer, the same reading without it is attached (`Policy.others`)."""
         configs = {o: reading(self.scope_of(o, p, agent_file=False), as_pi)
                    for o, p in self.sources.config_paths().items()}
         layers = [configs[GLOBAL]]
@@ -62,11 +63,20 @@ class Layers:
         elif include_agent_files:
             layers += [reading(self.scope_of(o, p, agent_file=True), as_pi)
                        for o, p in self.sources.agent_paths(agent_name)]
+        below = list(layers)
         if AUTHORIZER in configs:
             layers.append(configs[AUTHORIZER])
         settings_layers = [s for s in layers if s.origin in configs and not s.invalid]
-        return compose(agent_name, reason, layers, settings_layers, self.home, as_pi=as_pi,
-                       fold_families=fold_families)
+        policy = compose(agent_name, reason, layers, settings_layers, self.home, as_pi=as_pi,
+                         fold_families=fold_families)
+        if AUTHORIZER not in configs:
+            return policy
+
+        def others() -> Policy:  # the very scopes above, without the `--rules` layer
+            return compose(agent_name, reason, below,
+                           [s for s in settings_layers if s is not configs[AUTHORIZER]],
+                           self.home, as_pi=as_pi, fold_families=fold_families)
+        return dataclasses.replace(policy, without_authorizer=others)
 
 
 def _signature(policy: Policy) -> tuple[object, ...]:

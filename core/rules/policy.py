@@ -8,7 +8,7 @@ non-global scope floors every `allow` to `ask` (origin `fail-closed`); yolo then
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from core.rules.evaluate import Candidates
@@ -53,6 +53,10 @@ class Policy:
     # False for pi 20.7.3's reading of files with directional keys (`path_read`, ...): 20.7.3 has
     # no families, so a `path` ask meets the `path` rules only.
     folds: bool = True
+    # The same reading composed without pi-authorizer's own `--rules` layer (built on first use):
+    # an allow of that layer never overrides a deny of the others (`core.rules.judge`).
+    without_authorizer: Callable[[], Policy] | None = field(default=None, repr=False, compare=False)
+    _others: list[Policy] = field(default_factory=list, repr=False, compare=False)
     _by_surface: dict[str, Candidates] = field(default_factory=dict, repr=False, compare=False)
     _pi_differs_on: dict[str, bool] = field(default_factory=dict, repr=False, compare=False)
 
@@ -63,6 +67,14 @@ class Policy:
             cached = Candidates([r for r in self.effective_rules if r.surface_wildcard.matches(surface)])
             self._by_surface[surface] = cached
         return cached
+
+    def others(self) -> Policy | None:
+        """This reading without the `--rules` layer, or None when there is no such layer."""
+        if self.without_authorizer is None:
+            return None
+        if not self._others:
+            self._others.append(self.without_authorizer())
+        return self._others[0]
 
     def pi_differs_on(self, surface: str) -> bool:
         """pi's reading judges an ask on `surface` by other rules than this reading (cached)."""

@@ -7,15 +7,10 @@ grant made while answering agent A must not approve agent B's ask that B's rules
 resolver enforces the same order again at judgment time (a config deny beats a grant), so a deny
 this heuristic misses, or one added after the grant, still stands.
 
-Shadow heuristic (conservative, witness-based): for every deny rule on a surface that overlaps
-the grant's surface, build witness values from both patterns' texts: each text read literally,
-and each text with `*` replaced by nothing and by `x` (and `?` by `x`). A witness that the grant
-matches, that the deny matches, and that this node's config currently resolves to `deny` proves
-the grant would override that deny. This catches equal patterns, `git push *` versus
-`git push --force *`, a `*` grant against any effective deny, and any deny whose text the grant
-matches. Limits: overlaps with no witness among these strings are missed (e.g. grant `a*c`
-versus deny `*b*`, which share `abc`); a deny that a later config allow already overrides for
-every witness is not reported, since the grant would not change its outcome.
+Shadow check (exact, `core.rules.overlap`): a grant is refused when some value it matches is one
+this node's config denies now, in either reading (ours and pi 20.7.3's): a value an explicit deny
+matches and no later non-deny rule matches. The search is exact (no sampled witnesses); the value
+it finds is shown as the example. A search that reaches its bound counts as an overlap.
 """
 
 from __future__ import annotations
@@ -26,9 +21,9 @@ from dataclasses import dataclass
 
 from core.clock import SYSTEM_CLOCK, Clock
 from core.rules.config import PolicyStore
-from core.rules.evaluate import any_value
-from core.rules.matcher import compile_wildcard, expand_home
-from core.rules.model import PATH_SURFACES, Rule, family_members, make_rule
+from core.rules.matcher import expand_home, utf16_units
+from core.rules.model import Rule, family_members, make_rule
+from core.rules.overlap import UNDECIDED, common_value
 from core.rules.policy import Policy
 
 
@@ -126,7 +121,7 @@ class SessionGrants:
             policy = self.store.policy(name)
             readings = (policy, policy.pi_reading) if policy.pi_differs and policy.pi_reading else (policy,)
             for reading in readings:  # pi 20.7.3's reading is judged too, so its denies count
-                found = find_shadowed_deny(reading, surface, pattern)
+                found = find_shadowed_deny(reading, surface, pattern, pi=reading is not policy)
                 if found is not None:
                     return found
         return None
@@ -140,30 +135,45 @@ def grant_rules(surface: str, pattern: str, home: str) -> tuple[Rule, ...]:
     )
 
 
-def find_shadowed_deny(policy: Policy, surface: str, pattern: str) -> ShadowedDeny | None:
-    """Apply the module's witness heuristic to one grant against one composed policy."""
-    grant = compile_wildcard(pattern, policy.home)
-    for member in family_members(surface):
-        candidates = policy.candidates(member)
-        for deny in candidates.rules:
+def find_shadowed_deny(policy: Policy, surface: str, pattern: str, *,
+                       pi: bool = False) -> ShadowedDeny | None:
+    """The first explicit deny of `policy` (one reading; `pi` for pi 20.7.3's) that an allow of
+    `pattern` on `surface`, placed after every rule, would override for some value."""
+    found = shadowed_denies(policy, surface, pattern, pi=pi, first=True)
+    return found[0] if found else None
+
+
+def shadowed_denies(policy: Policy, surface: str, pattern: str, *, pi: bool = False,
+                    first: bool = False) -> list[ShadowedDeny]:
+    """Every explicit deny of `policy` that an allow of `pattern` on `surface`, placed after every
+    rule, would override: for each, a value the allow matches, the deny matches and no later
+    non-deny rule matches (so the config resolves it to `deny` now). Exact (`core.rules.overlap`)."""
+    expanded = expand_home(pattern, policy.home, brace_home=not pi)
+    allow = utf16_units(expanded) if pi else expanded
+    found: list[ShadowedDeny] = []
+    seen: set[tuple[str, str, str]] = set()
+    for member in dict.fromkeys((*family_members(surface), surface)):
+        rules = policy.candidates(member).rules
+        for index, deny in enumerate(rules):
             if deny.action != "deny" or (deny.layer == "default" and deny.origin == "builtin"):
                 continue
-            for witness in _witnesses(pattern, deny.pattern):
-                value = expand_home(witness, policy.home) if member in PATH_SURFACES else witness
-                if not (grant.matches(value) and deny.pattern_wildcard.matches(value)):
-                    continue
-                winner = any_value(candidates, (value,), (witness,)).rule
-                if winner.action == "deny":
-                    return ShadowedDeny(surface, pattern, winner.surface, winner.pattern,
-                                        winner.origin, winner.source, witness, policy.agent_name)
-    return None
-
-
-def _witnesses(*patterns: str) -> list[str]:
-    found: list[str] = []
-    for text in patterns:
-        for variant in (text, text.replace("*", "").replace("?", "x"),
-                        text.replace("*", "x").replace("?", "x")):
-            if variant not in found:
-                found.append(variant)
+            key = (deny.surface, deny.pattern, deny.origin)
+            if key in seen:
+                continue
+            later = [_text(r, pi) for r in rules[index + 1:] if r.action != "deny"]
+            value = common_value(allow, _text(deny, pi), later)
+            if value is None:
+                continue
+            seen.add(key)
+            example = "(undecided within the search bound: counted as overlapping)" \
+                if value == UNDECIDED else value
+            found.append(ShadowedDeny(surface, pattern, deny.surface, deny.pattern, deny.origin,
+                                      deny.source, example, policy.agent_name))
+            if first:
+                return found
     return found
+
+
+def _text(rule: Rule, pi: bool) -> str:
+    expanded = rule.pattern_wildcard.expanded
+    return utf16_units(expanded) if pi else expanded

@@ -99,6 +99,12 @@ def _grant_overridden(step: Mapping[str, Any]) -> list[str]:
             f"this node's config denies it ({_rule(step['deny'])}): a grant never overrides a deny"]
 
 
+def _authorizer_overridden(step: Mapping[str, Any]) -> list[str]:
+    return [f"pi-authorizer's own rule {step['allow']!r} on {step['surface']} allowed {step['value']!r}, "
+            f"but another layer denies it ({_rule(step['deny'])}): an allow of the --rules file never "
+            "overrides a deny of another layer"]
+
+
 def _no_facts(step: Mapping[str, Any]) -> list[str]:
     return [f"no facts: {step['reason']}"]
 
@@ -128,4 +134,5 @@ _RENDERERS = {
     "verdict": _verdict,
     "no-facts": _no_facts,
     "grant-overridden": _grant_overridden,
+    "authorizer-allow-overridden": _authorizer_overridden,
 }

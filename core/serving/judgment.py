@@ -10,8 +10,8 @@ import logging
 from typing import Protocol
 
 from core.clock import Clock, wall_ms
-from core.serving.asks import Decision, Judgment
 from core.serving.verdicts import gate_denial
+from core.vocabulary.asks import Decision, Judgment
 from core.wire.decisions import RuleDecision
 from core.wire.limits import over_limit
 from core.wire.request import ParsedRequest

@@ -19,15 +19,15 @@ from pathlib import Path
 from core.disk.tree import Anchor
 from core.forwarding.watch import ExhaustedReport, watch_session_folders
 from core.seams import PRODUCTION, Seams
-from core.serving.asks import DEFAULT_FORWARDING_TIMEOUT_MS, Arbiter
 from core.serving.drain import Drain
-from core.serving.events import Observer, ServeEvent
 from core.serving.judgment import Chain, Judge, NoRecordedAuthority
 from core.serving.pipeline import Pipeline
 from core.serving.quarantine import Quarantine, Quarantining
 from core.serving.reconcile import Reconcile
 from core.serving.sessions import ServedSession, Sessions
 from core.serving.verdicts import Ledger
+from core.vocabulary.asks import DEFAULT_FORWARDING_TIMEOUT_MS, Arbiter
+from core.vocabulary.events import Observer, ServeEvent
 
 log = logging.getLogger("pi_authorizer.serve")
 

@@ -7,7 +7,7 @@ meets it (`core.serving.records` only rules whether a change is allowed).
 3. restored (`reconcile`): answered by an earlier run, or a response someone else wrote;
 4. judged (`judgment.judge_ask`): this node's rules; a decision goes to the publisher at once;
 5. escalated (`judgment.review_by_chain`): the chain's links, off the serving task;
-6. shown (`core.serving.asks`): the arbiter's decision is a value; the person's arrives later;
+6. shown (`core.vocabulary.asks`): the arbiter's decision is a value; the person's arrives later;
 7. answered (`publisher`): recorded and published once; what became of it (`reported`) moves the
    record on, and the publisher's removal of the request (`removed`) frees the name.
 
@@ -27,8 +27,6 @@ from collections.abc import Callable, Coroutine, Sequence
 from core.disk.tree import UnsafeFolder
 from core.forwarding.inbox import UnreadableRequest
 from core.seams import Seams
-from core.serving.asks import Answered, Arbiter, ArbiterDecision, Ask, AskKey, Decision, Leave
-from core.serving.events import ServeEvent, label
 from core.serving.intake import FileRead, Intake, rejection
 from core.serving.judgment import Chain, Judge, judge_ask, review_by_chain
 from core.serving.publisher import Publisher
@@ -38,6 +36,8 @@ from core.serving.records import AWAITING, AskRecord
 from core.serving.sessions import ServedSession, Sessions
 from core.serving.verdicts import Ledger, Published, VerdictRecord
 from core.text import log_safe
+from core.vocabulary.asks import Answered, Arbiter, ArbiterDecision, Ask, AskKey, Decision, Leave, by_person
+from core.vocabulary.events import ServeEvent, label
 from core.wire.request import ParsedRequest
 from core.wire.response import ForwardedResponse, encode_response
 
@@ -153,7 +153,7 @@ class Pipeline:
         served.records.move(record, "shown")
         pending = self.arbiter.decide(ask)
         taken = pending.result() if pending.done() and not pending.cancelled() else None
-        if isinstance(taken, Decision) and taken.reply is None and taken.outcome != "user":
+        if isinstance(taken, Decision) and taken.reply is None and not taken.by_person:
             self._answer_soon(served, record, taken)
         else:
             self._when_decided(served, record, ask, pending)
@@ -264,7 +264,8 @@ class Pipeline:
         self._answering[id(record.parsed)] = record
         response = decision.response
         body = encode_response(response)
-        verdict = VerdictRecord(record.key, record.parsed, response, body, decision.outcome)
+        verdict = VerdictRecord(record.key, record.parsed, response, body, decision.outcome,
+                                decision.carried_to)
         return self.publisher.enqueue(served.inbox, verdict)
 
     def _forged_soon(self, served: ServedSession, record: AskRecord, done: asyncio.Future[Published]) -> None:
@@ -298,15 +299,17 @@ class Pipeline:
                 if record.vanished:  # its file went while the answer was written: the child gave up
                     served.records.move(record, "withdrawn")
                     self.emit(ServeEvent("withdrawn", key, self.clock.wall(), parsed=verdict.parsed))
-                elif verdict.outcome == "user":
+                elif by_person(verdict.outcome):
                     served.records.move(record, "shown")  # the person's ask stays pending, in its place
                 else:
                     served.records.move(record, "unanswered")  # served anew at the next rescan, or withdrawn
             return
         if not published.written:
             return  # a response was already there: the answer's path quarantines the request as forged
-        if served is not None and record is not None:
-            served.records.publish(record, published)
+        if served is not None:
+            served.note_answered(key.name)
+            if record is not None:
+                served.records.publish(record, published)
         self._disk_waits.pop(key, None)
         now = self.clock.wall()
         response, outcome = verdict.response, verdict.outcome
@@ -351,6 +354,7 @@ class Pipeline:
         elif earlier.kind == "answered":
             # An earlier run died between answering and deleting the request: it is answered.
             served.records.move(record, "published")
+            served.note_answered(key.name)
             await self.reconcile.note_written(key, earlier)
             await self._remove_request(served, record)
             log.info("%s was answered by this node before a restart; request removed", label(key, None))
@@ -378,6 +382,7 @@ class Pipeline:
                 return
             written = True  # the exact recorded bytes: this node's own answer (an earlier attempt's)
             served.records.advance(record, "published")
+            served.note_answered(key.name)
             if written:  # visible now: reported before anything else can fail
                 self.emit(self.reconcile.answered(key, parsed, earlier.recorded))
             await self.reconcile.mark(key, request_id, written)

@@ -41,9 +41,9 @@ from typing import TypeVar
 from core.disk.entries import read_small, remove, temp_name
 from core.forwarding.inbox import SessionInbox, display_name
 from core.seams import PRODUCTION, FaultHook, Seams, no_fault
-from core.serving.asks import AskKey
 from core.serving.verdicts import BatchItem, Ledger, Published, VerdictRecord, WrittenMark, gate_denial
 from core.text import log_safe
+from core.vocabulary.asks import AskKey
 from core.wire.response import encode_response
 
 log = logging.getLogger("pi_authorizer.publish")

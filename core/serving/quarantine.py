@@ -44,11 +44,11 @@ from core.disk.tree import FILE_MODE, Anchor, UnsafeFolder, lstat_or_none, open_
 from core.forwarding.inbox import SessionInbox, display_name
 from core.forwarding.liveness import pid_alive
 from core.seams import PRODUCTION, Seams, retrying
-from core.serving.asks import AskKey
-from core.serving.events import EventKind, ServeEvent, label
 from core.serving.sessions import ServedSession, Sessions
 from core.serving.verdicts import gate_denial
 from core.text import log_safe
+from core.vocabulary.asks import AskKey
+from core.vocabulary.events import EventKind, ServeEvent, label
 from core.wire.base import compact_json
 from core.wire.request import ParsedRequest
 from core.wire.response import encode_response
@@ -250,6 +250,12 @@ class Quarantine:
     def _reason_then_move(self, source: int, name: str, held: int, stem: str, record: dict[str, Any]) -> bool:
         """The reason made durable as pending, the move, then the reason completed by one rename.
         `False` when the file stayed (`leftInPlace` says why if it is there): the caller writes it."""
+        info = lstat_or_none(source, name)
+        if info is not None and stat.S_ISDIR(info.st_mode):
+            # A tree is refused in place, never moved into the state dir (issue 34 finding 6: a
+            # 1,000-deep one broke the prune and the quarantine's caps).
+            record["leftInPlace"] = "a folder: refused in place, never moved into the state dir"
+            return False
         pending = stem + _PENDING
         write_new(held, pending, _encoded(record), FILE_MODE)
         self.fault("reasoned")
@@ -312,11 +318,16 @@ class Quarantine:
             if index < len(entries) - self.max_entries or _stamp_time(key) < cutoff or total > self.max_bytes:
                 doomed.setdefault(folder, []).append(stem)
                 total -= sizes.get((folder, stem), 0)
+        removed = 0
         for folder, fd, _ in self._folders():
             for stem in doomed.get(folder, ()):
-                remove_entry(fd, stem)
-                remove(fd, stem + _REASON)
-        return sum(map(len, doomed.values()))
+                try:  # one entry that cannot go never keeps the others (the caps hold)
+                    remove_entry(fd, stem)
+                    remove(fd, stem + _REASON)
+                    removed += 1
+                except OSError as exc:
+                    log.warning("quarantine: %s could not be removed: %s", log_safe(stem), exc)
+        return removed
 
     def _sizes(self) -> dict[tuple[str, str], int]:
         """The bytes of each entry (its held file and its reason), by folder and stem."""

@@ -21,13 +21,13 @@ from typing import Literal
 from pydantic import ValidationError
 
 from core.seams import Seams, retrying
-from core.serving.asks import AskKey
-from core.serving.events import ServeEvent
 from core.serving.intake import Intake
 from core.serving.records import AWAITING, AskRecord
 from core.serving.sessions import ServedSession
 from core.serving.verdicts import Ledger, RecordedVerdict, WrittenMark
 from core.text import log_safe
+from core.vocabulary.asks import AskKey
+from core.vocabulary.events import ServeEvent
 from core.wire.request import ParsedRequest
 from core.wire.response import ForwardedResponse
 
@@ -42,7 +42,8 @@ class Earlier:
 
     - `forged`: a response is there that no verdict of this node's history accounts for;
     - `answered`: an earlier run published its recorded verdict and stopped before removing the request;
-    - `consumed`: its recorded verdict was published and consumed: a used id is never answered twice;
+    - `consumed`: its recorded verdict was published, or its row ended (its child read it or gave up,
+      whatever a crash left unnoted): a used id is never answered twice;
     - `unpublished`: a verdict was recorded and never made visible: it is published as recorded.
     """
 
@@ -66,7 +67,8 @@ class Reconcile:
                 return Earlier("forged", request_id)  # not the bytes this node recorded: not its answer
             return Earlier("answered", request_id, recorded)
         if recorded is not None:
-            return Earlier("consumed" if recorded.written else "unpublished", request_id, recorded)
+            used = recorded.written or recorded.ended
+            return Earlier("consumed" if used else "unpublished", request_id, recorded)
         return None
 
     async def note_written(self, key: AskKey, earlier: Earlier) -> None:

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from core.forwarding.inbox import FileIdentity
-from core.serving.asks import AskKey
 from core.serving.verdicts import Published
+from core.vocabulary.asks import AskKey
 from core.wire.request import ParsedRequest
 
 State = Literal[

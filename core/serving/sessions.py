@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,22 +26,28 @@ from core.forwarding.inbox import SessionInbox, display_name
 from core.forwarding.liveness import (
     HEARTBEAT_INTERVAL_S,
     Heartbeat,
-    SessionHeld,
     SessionLock,
     live_foreign_server,
+    not_a_server,
     pid_alive,
 )
 from core.forwarding.survey import InboxStatus, survey_inboxes
 from core.seams import Seams
-from core.serving.asks import AskKey
-from core.serving.events import ServeEvent
 from core.serving.records import UNDECIDED, AskRecords
 from core.text import log_safe
+from core.vocabulary.asks import AskKey
+from core.vocabulary.events import ServeEvent
 
 log = logging.getLogger("pi_authorizer.serve")
 
 #: Response names remembered as another server's while it lasts (its every answer is still reported).
 MAX_CONTESTED = 10_000
+#: How long a process seen writing answers into an inbox (the 20.7.3 in-pi server keeps no heartbeat)
+#: is believed to serve it after the last temp file seen.
+WRITER_BELIEVED_S = 30.0
+#: A temp file of a real writer lives an instant: one still there and empty after this is a planted
+#: file, not a server writing.
+EMPTY_TEMP_S = 1.0
 
 
 @dataclass
@@ -57,14 +64,32 @@ class ServedSession:
     foreign: str | None = None
     #: A live process not this one seen writing temp files in this inbox's `responses/`.
     foreign_writer: int | None = None
+    #: When (monotonic) `foreign_writer` was last seen writing one: believed only while that is recent.
+    foreign_writer_seen: float = 0.0
     #: Response names another server wrote (or is writing) answers under while it lasts: an answer of
     #: this node's under one of them is never taken as the one its child read.
     contested: dict[str, int] = field(default_factory=dict)
+    #: The names said contested (log line, event) while that server lasts: each is said once.
+    contested_said: set[str] = field(default_factory=set)
+    #: Names this node answered lately, newest last (bounded): another server's answer under one of them
+    #: contests this node's; under a name this node never judged it is none of this node's business.
+    answered: OrderedDict[str, None] = field(default_factory=OrderedDict)
     problems: dict[str, ServeEvent] = field(default_factory=dict)
     """Refused folders by part (`inbox`, `heartbeat`): the `unsafe_folder` event that reported each."""
 
     def __post_init__(self) -> None:
         self.records = AskRecords(self.inbox.session_id)
+
+    def note_answered(self, name: str) -> None:
+        """This node's answer under `name` was placed (remembered for `judged`, bounded)."""
+        self.answered[name] = None
+        self.answered.move_to_end(name)
+        while len(self.answered) > MAX_CONTESTED:
+            self.answered.popitem(last=False)
+
+    def judged(self, name: str) -> bool:
+        """Whether this node serves the request `name` now, or answered it lately."""
+        return self.records.get(name) is not None or name in self.answered
 
 class ServedSessions(Protocol):
     """All a front end may know and do about the sessions a core serves (no lock, heartbeat or record)."""
@@ -77,13 +102,18 @@ class ServedSessions(Protocol):
     def __contains__(self, session_id: object) -> bool: ...
 
     def statuses(self) -> list[InboxStatus]:
-        """A snapshot of each served session, for display (`waiting`: requests not answered yet)."""
+        """A snapshot of each served session, for display (`waiting`: requests not answered yet;
+        `other_server`: the evidence that another server answers it, while this node does not)."""
 
     def others(self) -> list[InboxStatus]:
         """Every other inbox under the root, and who (if anyone) serves it."""
 
     def release(self, wait_s: float | None = None) -> None:
         """Heartbeats removed, locks released, from any thread; never raises."""
+
+    def take_over(self, session_id: str) -> str:
+        """The person's deliberate key: serve a session another server seems to answer, writing over its
+        evidence; returns what was overruled, in words. Raises `KeyError` when not served here."""
 
 
 class Sessions:
@@ -128,7 +158,8 @@ class Sessions:
     def statuses(self) -> list[InboxStatus]:
         return [InboxStatus(served.inbox.folder_name, session_id, "alive", os.getpid(),
                             waiting=sum(1 for record in served.records if record.state in UNDECIDED),
-                            problem="; ".join(str(e.reason) for e in served.problems.values()) or None)
+                            problem="; ".join(str(e.reason) for e in served.problems.values()) or None,
+                            other_server=served.foreign)
                 for session_id, served in list(self.by_id.items())]
 
     def others(self) -> list[InboxStatus]:
@@ -143,15 +174,17 @@ class Sessions:
         lock = SessionLock(self.state_dir, session_id, self.state_tree)
         lock.acquire()
         foreign = live_foreign_server(self.root, session_id, self.tree)
-        if foreign is not None and foreign.pid != lock.previous_pid:
-            # A live server that is not the authorizer whose lock we just took over (a pi parent).
-            lock.release()
-            raise SessionHeld(session_id, f"pid {foreign.pid} (live serving heartbeat)")
         inbox = SessionInbox(self.root, session_id, self.tree, self.writer)
         _remove_leftover_temps(self.tree, ("sessions", inbox.folder_name, "responses"), ("serving",))
         heartbeat = Heartbeat(self.root, session_id, self.tree, writer=self.writer)
         served = ServedSession(inbox=inbox, lock=lock, heartbeat=heartbeat)
-        self._beat(served)
+        if foreign is not None and foreign.pid != lock.previous_pid:
+            # A live server that is not the authorizer whose lock we just took over (a pi parent): the
+            # session is taken, said once, and not answered while that server lasts (the heartbeat
+            # loop looks every second), never given up for good on the word of one file.
+            self._foreign(served, foreign.pid, "its heartbeat in serving/")
+        else:
+            self._beat(served)
         self.by_id[session_id] = served
         self.by_folder[inbox.folder_name] = served
         log.info("serving session %s (inbox %s)", log_safe(session_id), inbox.requests_dir)
@@ -220,9 +253,36 @@ class Sessions:
         if other is not None:
             return other.pid, "its heartbeat in serving/"
         writer = served.foreign_writer
-        if writer is not None and pid_alive(writer):
+        if writer is None:
+            return None
+        since = self.clock.monotonic() - served.foreign_writer_seen
+        if since <= WRITER_BELIEVED_S and not_a_server(writer) is None and \
+                not (since > EMPTY_TEMP_S and self._only_empty_temps(served, writer)):
             return writer, "its temp files in responses/"
         return None
+
+    def _only_empty_temps(self, served: ServedSession, pid: int) -> bool:
+        """Whether `pid`'s temp files in the inbox's `responses/` are all still there and empty."""
+        try:
+            with self.tree.folder(("sessions", served.inbox.folder_name, "responses")) as fd:
+                sizes = [os.stat(name, dir_fd=fd, follow_symlinks=False).st_size
+                         for name, writer in leftover_temp_files(fd) if writer == pid]
+        except OSError:
+            return False
+        return bool(sizes) and not any(sizes)
+
+    def take_over(self, session_id: str) -> str:
+        served = self.by_id[session_id]
+        found = self.other_server(served)
+        pid = found[0] if found is not None else None
+        served.heartbeat.overruled = pid
+        served.foreign_writer = None
+        words = f"pid {pid} ({found[1]})" if found is not None else "no other server seen now"
+        log.warning("session %s taken over by the person's key from %s: this node answers its inbox",
+                    log_safe(session_id), words)
+        self.apply_foreign(served, None)
+        self._beat(served)
+        return words
 
     def apply_foreign(self, served: ServedSession, found: tuple[int, str] | None) -> bool:
         """On the loop: whether another server answers the session. Said once when it starts (log,
@@ -233,6 +293,7 @@ class Sessions:
             return True
         served.foreign_writer = None
         served.contested.clear()
+        served.contested_said.clear()
         if served.foreign is not None:
             served.foreign = None
             session = served.inbox.session_id
@@ -243,18 +304,26 @@ class Sessions:
     def note_foreign_writer(self, served: ServedSession, pid: int, target: str) -> None:
         """A temp file of process `pid` appeared in this inbox's `responses/` (the watcher saw it), for
         the answer `target`: its rename replaces any answer this node placed there, so that ask is
-        `contested` (the history never claims this node's answer was the one delivered)."""
-        if pid == os.getpid() or not pid_alive(pid):
-            return
+        `contested` (the history never claims this node's answer was the one delivered), when this node
+        judged it: the other server's answers to asks this node never saw are its own business."""
+        if pid == os.getpid() or pid == served.heartbeat.overruled or not_a_server(pid) is not None:
+            return  # an empty temp file named for pid 1, or for a dead or another user's process
         served.foreign_writer = pid
+        served.foreign_writer_seen = self.clock.monotonic()
         self._foreign(served, pid, "its temp files in responses/")
+        if not served.judged(target):
+            return
         if len(served.contested) < MAX_CONTESTED:
             served.contested[target] = pid
         self.contest(served, target, pid)
 
     def contest(self, served: ServedSession, name: str, pid: int | None) -> None:
         """Say (log, `contested` event: the history's row, the app) that another server answered the
-        request `name` too, so whatever this node answered may not be what its child read."""
+        request `name` too, so whatever this node answered may not be what its child read. Said once
+        per name while that server lasts (its temp files, a rescan and the publisher may each see it)."""
+        if name in served.contested_said or len(served.contested_said) >= MAX_CONTESTED:
+            return
+        served.contested_said.add(name)
         session = served.inbox.session_id
         who = "another server" if pid is None else f"another server (pid {pid})"
         reason = (f"{who} wrote its own answer to this request; the child may have read that answer, "

@@ -13,7 +13,7 @@ from typing import Protocol
 from core.clock import Clock, wall_ms
 from core.disk.anonymous import Staged
 from core.forwarding.inbox import SessionInbox
-from core.serving.asks import AskKey
+from core.vocabulary.asks import AskKey
 from core.wire.decisions import GateErrorDecision
 from core.wire.request import ParsedRequest
 from core.wire.response import ForwardedResponse, deny
@@ -22,11 +22,13 @@ from core.wire.response import ForwardedResponse, deny
 @dataclass(frozen=True)
 class RecordedVerdict:
     """A verdict the ledger holds for a request: its exact response bytes, whether it is visible, and who
-    decided (`outcome`, as recorded), so republishing it reports the answer as it was made."""
+    decided (`outcome`, as recorded), so republishing it reports the answer as it was made. `ended`:
+    its row is closed (its child read it, gave up, or another server answered): the id is used."""
 
     body: bytes
     written: bool
     outcome: str | None = None
+    ended: bool = False
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,8 @@ class VerdictRecord:
     response: ForwardedResponse
     body: bytes
     outcome: str
+    #: `Decision.carried_to`: where a courier carried the ask, and who decided there.
+    carried_to: str | None = None
 
     @property
     def request_id(self) -> str:
@@ -46,11 +50,13 @@ class VerdictRecord:
 
 @dataclass(frozen=True)
 class WrittenMark:
-    """The response for `request_id` was linked into place (`written`) or found already there."""
+    """The response for `request_id` was linked into place (`written`) or found already there; or not
+    delivered after all (`written` False), `why` then saying so (the row ends with it)."""
 
     key: AskKey
     request_id: str
     written: bool
+    why: str | None = None
 
 
 class Ledger(Protocol):

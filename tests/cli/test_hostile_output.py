@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from core.history import HistoryStore
 from core.serving import ServingCore
-from core.serving.asks import DenyingArbiter
+from core.vocabulary.asks import DenyingArbiter
 from tests.helpers import request_body, session_dir, wait_for, write_request_bytes
 from tests.hostile import ESCAPE_MARKS, hides, hostile, raw_hidden
 from tui.cli import main

@@ -30,7 +30,7 @@ def one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
 
 
 def serving(tmp_path: Path, *extra: str) -> list[str]:
-    return ["serve", "--session", "s", "--forwarding-root", str(tmp_path / "root"),
+    return ["serve", "--session", "s", "--forwarding-root", str(tmp_path / "root"), "--create",
             "--state-dir", str(tmp_path / "state"), *extra]
 
 
@@ -98,7 +98,7 @@ def test_a_state_dir_that_cannot_be_created(
 ) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")
-    argv = [command, "--session", "s", "--forwarding-root", str(tmp_path / "root"),
+    argv = [command, "--session", "s", "--forwarding-root", str(tmp_path / "root"), "--create",
             "--state-dir", str(blocker / "state")]
     err = one_line_error(capsys, argv + (["--", "true"] if command == "run" else []))
     assert "state dir" in err and "cannot create" in err
@@ -144,16 +144,60 @@ def test_every_value_is_checked_and_a_typo_gets_a_suggestion(
     assert said in one_line_error(capsys, argv)
 
 
-def test_a_missing_forwarding_root_is_said_and_the_command_still_runs(
+@pytest.mark.parametrize("command", ["serve", "run", "app"])
+def test_a_missing_forwarding_root_is_refused_with_the_closest_existing_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    meant = tmp_path / "agent" / "sessions" / "permission-forwarding"
+    meant.mkdir(parents=True)
+    typo = tmp_path / "agnet" / "sessions" / "permision-forwarding"
+    argv = [command, "--session", "s", "--forwarding-root", str(typo), "--state-dir", str(tmp_path / "state")]
+    err = one_line_error(capsys, argv + (["--", "true"] if command == "run" else []))
+    assert f"--forwarding-root {typo} does not exist; did you mean {meant}? (--create creates it)" in err
+    assert not typo.exists() and not (tmp_path / "agnet").exists()
+    assert not (tmp_path / "state").exists()  # refused before anything is made
+
+
+def test_a_missing_forwarding_root_with_no_close_name_names_the_deepest_existing_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "agent").mkdir()
+    typo = tmp_path / "agent" / "zzz" / "qqq"
+    argv = ["serve", "--forwarding-root", str(typo), "--state-dir", str(tmp_path / "s")]
+    err = one_line_error(capsys, argv)
+    assert f"did you mean {tmp_path / 'agent'}?" in err
+
+
+def test_a_missing_forwarding_root_is_created_with_create_and_said(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     typo = tmp_path / "agent" / "sessions" / "permision-forwarding"
-    argv = ["run", "--session", "s", "--forwarding-root", str(typo), "--state-dir", str(tmp_path / "state"),
-            "--", "true"]
+    argv = ["run", "--session", "s", "--forwarding-root", str(typo), "--create",
+            "--state-dir", str(tmp_path / "state"), "--", "true"]
     assert main(argv) == 0
     err = capsys.readouterr().err
     assert f"--forwarding-root {typo} did not exist, so no child wrote there yet (a typo?)" in err
     assert "no pi child writes to" in err  # outside <agentDir>/sessions/permission-forwarding
+    assert typo.is_dir() and (typo.stat().st_mode & 0o777) == 0o700
+
+
+@pytest.mark.parametrize("target", ["session:s", "smtp://x", "nats://nohost"])
+def test_a_bad_forward_to_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], target: str
+) -> None:
+    err = one_line_error(capsys, serving(tmp_path, "--forward-to", target))
+    assert "--forward-to" in err
+
+
+def test_a_bad_broker_access_file_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    access = tmp_path / "access.toml"
+    access.write_text('user = "u"\n')
+    access.chmod(0o644)
+    err = one_line_error(capsys, serving(tmp_path, "--broker", "nats://127.0.0.1:1", "--broker-access",
+                                         str(access)))
+    assert "--broker-access" in err and "others may read it" in err
 
 
 def test_a_missing_review_log_is_named_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from core.disk.paths import encode_session_id
 from core.history import HistoryRow, HistoryStore
-from core.serving.asks import DenyingArbiter
+from core.vocabulary.asks import DenyingArbiter
 from tests.helpers import request_body, session_dir, wait_for, write_request
 from tests.history.support import Node, S, intent
 

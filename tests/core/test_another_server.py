@@ -16,8 +16,8 @@ import pytest
 from core.forwarding.liveness import heartbeat_path, read_heartbeat
 from core.history import HistoryStore
 from core.person import AskWithdrawn, DecisionRefused, HumanAuthorizer
-from core.serving.asks import DenyingArbiter
 from core.testing import ManualClock
+from core.vocabulary.asks import DenyingArbiter
 from tests.helpers import (
     Served,
     needs_inotify,

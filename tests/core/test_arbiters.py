@@ -13,7 +13,8 @@ import json
 import pytest
 
 from core.person import AskAdded, AskDecided, AskWithdrawn, DecisionRefused, HumanAuthorizer, HumanEvent
-from core.serving.asks import (
+from core.testing import ManualClock
+from core.vocabulary.asks import (
     LEAVE,
     UNATTENDED_DENIAL,
     Answered,
@@ -25,7 +26,6 @@ from core.serving.asks import (
     Judgment,
     LeavingArbiter,
 )
-from core.testing import ManualClock
 from core.wire.reader import parse_request
 from tests.helpers import request_body
 

@@ -12,10 +12,10 @@ from core.forwarding.watch import _UNSAFE_RETRY_S
 from core.history import HistoryStore
 from core.seams import Seams
 from core.serving import ServingCore
-from core.serving.asks import DenyingArbiter
 from core.serving.loop import SAFETY_RESCAN_S
 from core.serving.verdicts import Ledger
 from core.testing import FailingDisk, FailingLedger, ManualClock
+from core.vocabulary.asks import DenyingArbiter
 from tests.helpers import (
     needs_inotify,
     poll_until,

@@ -21,10 +21,11 @@ from core.forwarding.liveness import Heartbeat, heartbeat_path, read_heartbeat
 from core.history import HistoryStore
 from core.person import AskWithdrawn, DecisionRefused, HumanAuthorizer, HumanEvent
 from core.seams import Seams
-from core.serving import ServeEvent, ServingCore
-from core.serving.asks import Arbiter, DenyingArbiter
+from core.serving import ServingCore
 from core.serving.verdicts import Ledger
 from core.testing import FullDisk, ManualClock, NamedTemps
+from core.vocabulary.asks import Arbiter, DenyingArbiter
+from core.vocabulary.events import ServeEvent
 from tests.helpers import (
     Served,
     read_response_when_written,

@@ -12,9 +12,9 @@ import pytest
 from core.forwarding.inbox import SessionInbox
 from core.history import HistoryStore
 from core.person import DecisionRefused, HumanAuthorizer
-from core.serving.asks import AskKey
 from core.serving.intake import READ_BUDGET, FileRead, existing_responses, rejection, scan, take_in
 from core.serving.verdicts import VerdictRecord
+from core.vocabulary.asks import AskKey
 from core.wire.reader import parse_request
 from core.wire.response import deny, encode_response
 from tests.helpers import (
@@ -101,7 +101,7 @@ def test_recorded_verdicts_are_looked_up_once_for_the_trip(tmp_path: Path) -> No
     history = HistoryStore.in_state_dir(tmp_path / "state")
     parsed = parse_request((session_dir(root, S) / "requests" / "seen.json").read_bytes())
     response = deny(responder=S, at_ms=1, decided_by=None, reason="no")
-    from core.serving.asks import AskKey
+    from core.vocabulary.asks import AskKey
 
     body = encode_response(response)
     history.record_verdicts([VerdictRecord(AskKey(S, "seen.json"), parsed, response, body, "rule")])

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from core.judging.recorded import RecordedAuthority
 from core.rules import PolicyStore
-from core.serving.asks import Judgment
 from core.serving.judgment import NoRecordedAuthority, judge_ask, review_by_chain
 from core.testing import ManualClock
+from core.vocabulary.asks import Judgment
 from core.wire.reader import parse_request
 from core.wire.request import ParsedRequest
 from tests.helpers import request_body

@@ -41,7 +41,7 @@ def test_every_module_imports_and_serve_answers_without_linux_os_names(tmp_path:
     root = tmp_path / "root"
     proc = subprocess.Popen(
         [sys.executable, "-c", WITHOUT_LINUX, "serve", "--session", "mac", "--forwarding-root", str(root),
-         "--state-dir", str(tmp_path / "state")],
+         "--create", "--state-dir", str(tmp_path / "state")],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )
     try:

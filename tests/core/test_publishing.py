@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 from core.history import HistoryStore
 from core.serving import ServingCore
-from core.serving.asks import DenyingArbiter
 from core.serving.intake import INTAKE_FILES
 from core.testing import FailingLedger, FlushCountingDisk, HeldAt, PoisonLedger, ThreadNotingLedger
+from core.vocabulary.asks import DenyingArbiter
 from tests.core.support import (
     ALLOW_LS,
     assert_answered_once,

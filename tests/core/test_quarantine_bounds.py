@@ -11,7 +11,7 @@ from core.forwarding.inbox import SessionInbox
 from core.seams import Seams
 from core.serving.quarantine import QUARANTINE_MAX_FILE_BYTES, Quarantine
 from core.testing import ManualClock
-from tests.helpers import session_dir, write_request_bytes
+from tests.helpers import deep_tree, session_dir, write_request_bytes
 from tests.history.support import S
 
 
@@ -57,3 +57,43 @@ def test_the_store_is_bounded_by_bytes(tmp_path: Path) -> None:
     assert sizes <= 100_000 + 10_000  # held files and their reasons
     assert [p.name.split("-")[-1] for p in held_files(state)][-1] == "f9.json"  # the newest kept
     assert not (session_dir(root, S) / "requests" / "f0.json").exists()
+
+
+def test_a_deep_folder_in_requests_is_refused_in_place_and_never_moved_into_the_state_dir(
+        tmp_path: Path) -> None:
+    # Issue 34 finding 6: a 1,000-deep `deep.json` was moved into the quarantine, then the prune
+    # failed with RecursionError and the store grew past its caps.
+    root, state = tmp_path / "root", tmp_path / "state"
+    write_request_bytes(root, S, "placeholder.json", b"{}")
+    inbox = SessionInbox(root, S)
+    with deep_tree(inbox.requests_dir / "deep.json", 1_000):
+        record = Quarantine(state).hold(inbox, "deep.json", "unusable", answered=False)
+        assert record.moved_to is None and record.left_in_place is not None
+        assert "refused in place" in record.left_in_place
+        assert (inbox.requests_dir / "deep.json").is_dir()
+        assert held_files(state) == []  # only its reason is kept
+        assert [r["leftInPlace"] for r in Quarantine(state).records()] == [record.left_in_place]
+
+
+def test_a_deep_tree_already_held_is_pruned_without_recursion_and_the_caps_hold(tmp_path: Path) -> None:
+    # A tree an earlier version moved into the quarantine: removed iteratively, and an entry that
+    # cannot be removed never keeps the prune from the others.
+    root, state = tmp_path / "root", tmp_path / "state"
+    clock = ManualClock(1_800_000_000.0)
+    quarantine = Quarantine(state, seams=Seams(clock=clock), max_entries=50)
+    inbox = SessionInbox(root, S)
+    write_request_bytes(root, S, "placeholder.json", b"{}")
+    quarantine.hold(inbox, "placeholder.json", "unusable", answered=False)
+    [folder] = (state / "quarantine").iterdir()
+    [reason] = folder.glob("*.reason.json")
+    stem = reason.name.removesuffix(".reason.json")
+    (folder / stem).unlink()
+    with deep_tree(folder / stem, 3_000):
+        for n in range(120):
+            clock.advance(1)
+            write_request_bytes(root, S, f"j{n}.json", b"x")
+            quarantine.hold(inbox, f"j{n}.json", "unusable", answered=False)
+        quarantine.prune()
+    entries = [p for p in folder.iterdir() if p.name.endswith(".reason.json")]
+    assert len(entries) <= 50
+    assert not (folder / stem).exists()  # the oldest, the tree, went first

@@ -11,8 +11,9 @@ import pytest
 
 from core.history.store import HistoryStore
 from core.person import DecisionRefused, HumanAuthorizer
-from core.serving import ServeEvent, ServingCore
-from core.serving.asks import AskKey
+from core.serving import ServingCore
+from core.vocabulary.asks import AskKey
+from core.vocabulary.events import ServeEvent
 from tests.helpers import response_path, session_dir, wait_for, write_request
 
 S = "019ff969-c34c-70be-9034-fae19c852932"
@@ -74,7 +75,7 @@ def test_a_decision_is_never_applied_to_a_request_changed_while_the_person_decid
 def test_a_rule_denial_tells_the_agent_why(tmp_path: Path) -> None:
     from core.judging.recorded import RecordedAuthority
     from core.rules import PolicyStore
-    from core.serving.asks import DenyingArbiter
+    from core.vocabulary.asks import DenyingArbiter
     from tests.helpers import read_response_when_written
 
     agent = tmp_path / "agent"

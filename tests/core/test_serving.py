@@ -13,8 +13,9 @@ import pytest
 from core.forwarding.liveness import SessionHeld, heartbeat_path, read_heartbeat
 from core.person import AskAdded, AskWithdrawn, HumanAuthorizer
 from core.seams import Seams
-from core.serving import ServeEvent, ServingCore
-from core.serving.asks import UNATTENDED_DENIAL, Arbiter, DenyingArbiter, Judgment, LeavingArbiter
+from core.serving import ServingCore
+from core.vocabulary.asks import UNATTENDED_DENIAL, Arbiter, DenyingArbiter, Judgment, LeavingArbiter
+from core.vocabulary.events import ServeEvent
 from core.wire.decisions import RuleDecision
 from core.wire.request import ParsedRequest
 from tests.helpers import (

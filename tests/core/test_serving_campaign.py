@@ -29,7 +29,7 @@ from core.history import HistoryStore
 from core.judging.recorded import RecordedAuthority
 from core.rules import PolicyStore
 from core.serving import ServingCore
-from core.serving.asks import DenyingArbiter
+from core.vocabulary.asks import DenyingArbiter
 from core.wire.reader import parse_request
 from core.wire.response import parse_response
 from tests.helpers import poll_until, request_body

@@ -22,9 +22,10 @@ import pytest
 from core.forwarding.liveness import heartbeat_path, read_heartbeat
 from core.history import HistoryStore
 from core.person import DecisionRefused, HumanAuthorizer
-from core.serving import ServeEvent, ServingCore
-from core.serving.asks import DenyingArbiter, Judgment, LeavingArbiter
+from core.serving import ServingCore
 from core.testing import FailingDisk, FailingLedger, GatedDisk, HeldDisk, LinkedAwayDisk, ManualClock
+from core.vocabulary.asks import DenyingArbiter, Judgment, LeavingArbiter
+from core.vocabulary.events import ServeEvent
 from core.wire.request import ParsedRequest
 from tests.helpers import (
     Served,
@@ -224,6 +225,7 @@ def test_restart_takes_over_at_once_after_kill_9(tmp_path: Path) -> None:
         S,
         "--forwarding-root",
         str(tmp_path / "root"),
+        "--create",
         "--state-dir",
         str(tmp_path / "state"),
         "--no-history",

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from core.forwarding.liveness import heartbeat_path
-from core.serving.asks import DenyingArbiter
+from core.vocabulary.asks import DenyingArbiter
 from tests.helpers import (
+    deep_tree,
     read_response_when_done,
     read_response_when_written,
     request_body,
@@ -145,3 +146,20 @@ async def test_an_unlistable_inbox_is_reported_and_served_again_when_it_heals(
     await wait_for(lambda: any(e.kind == "serving_again" for e in node.events), what="serving again")
     await wait_for(beat.exists, what="heartbeat back")
     await served_after(node)
+
+
+async def test_a_deep_folder_is_refused_in_place_and_later_files_are_still_quarantined(node: Node) -> None:
+    # Issue 34 finding 6: a 1,000-deep folder `deep.json` broke the prune with RecursionError and
+    # every later unusable file was "left in place and ignored".
+    with deep_tree(session_dir(node.root, S) / "requests" / "deep.json", 1_000):
+        await wait_for(lambda: any("refused in place" in str(r.get("leftInPlace"))
+                                   for r in node.core.quarantine.records()),
+                       what="the folder's reason, the folder left in place")
+        node.core.quarantine.prune()
+        write_request_bytes(node.root, S, "junk.json", b"{")
+        await wait_for(lambda: not (session_dir(node.root, S) / "requests" / "junk.json").exists(),
+                       what="a later unusable file moved out")
+        assert (session_dir(node.root, S) / "requests" / "deep.json").is_dir()
+        held = [p for folder in (node.state / "quarantine").iterdir() for p in folder.iterdir()]
+        assert held and not any(p.is_dir() for p in held)
+        await served_after(node)

@@ -13,11 +13,12 @@ import pytest
 from core.forwarding.liveness import Heartbeat
 from core.person import DecisionRefused, HumanAuthorizer
 from core.seams import Seams
-from core.serving import ServeEvent, ServingCore
-from core.serving.asks import DenyingArbiter
+from core.serving import ServingCore
 from core.serving.loop import SHUTDOWN_GRACE_S
 from core.serving.sessions import Sessions
 from core.testing import HeldAt, ManualClock
+from core.vocabulary.asks import DenyingArbiter
+from core.vocabulary.events import ServeEvent
 from tests.helpers import poll_until, response_path, wait_for, write_request
 
 S = "019ff969-c34c-70be-9034-fae19c852932"

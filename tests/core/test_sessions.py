@@ -10,9 +10,9 @@ from pathlib import Path
 from core.disk.tree import Anchor, UnsafeFolder
 from core.forwarding.liveness import HEARTBEAT_INTERVAL_S, Heartbeat, heartbeat_path, read_heartbeat
 from core.seams import Seams
-from core.serving.events import ServeEvent
 from core.serving.sessions import Sessions
 from core.testing import ManualClock
+from core.vocabulary.events import ServeEvent
 from tests.helpers import wait_for
 from tests.history.support import S
 

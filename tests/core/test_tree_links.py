@@ -18,9 +18,10 @@ from hypothesis import strategies as st
 
 from core.disk.paths import encode_session_id
 from core.forwarding.liveness import heartbeat_path
-from core.serving import ServeEvent, ServingCore
-from core.serving.asks import DenyingArbiter
+from core.serving import ServingCore
 from core.testing import AllowAll
+from core.vocabulary.asks import DenyingArbiter
+from core.vocabulary.events import ServeEvent
 from tests.core.support import (
     CONTROL,
     FOLDER,

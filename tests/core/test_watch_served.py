@@ -13,7 +13,7 @@ import pytest
 from core.disk.paths import encode_session_id
 from core.forwarding.survey import MAX_SURVEYED, survey_inboxes
 from core.platform import inotify_watch_limit as watch_limit
-from core.serving.asks import DenyingArbiter
+from core.vocabulary.asks import DenyingArbiter
 from tests.helpers import Served, needs_inotify, read_response_when_written, wait_for, write_request
 from tests.history.support import S
 

@@ -9,8 +9,8 @@ from pathlib import Path
 from core.clock import SYSTEM_CLOCK, Clock
 from core.history import HistoryStore
 from core.seams import Seams
-from core.serving.asks import DenyingArbiter
 from core.testing import ManualClock
+from core.vocabulary.asks import DenyingArbiter
 from core.wiring import NodeOptions, build_attended_node, build_node
 from tests.helpers import read_response_when_written, wait_for, write_request
 

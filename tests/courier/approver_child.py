@@ -14,9 +14,9 @@ from pathlib import Path
 
 from core.courier.broker_inbox import BrokerInbox
 from core.history import HistoryStore
-from core.serving.asks import Ask
 from core.serving.judgment import NoRecordedAuthority
 from core.testing import ScriptedArbiter
+from core.vocabulary.asks import Ask
 
 
 async def serve(url: str, node: str, mode: str, state: str | None = None) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from core.courier.targets import parse_target
 from core.seams import Seams
-from core.serving.asks import DenyingArbiter
+from core.vocabulary.asks import DenyingArbiter
 from core.wiring import NodeOptions, build_attended_node, build_node
 from tests.helpers import (
     NatsServer,

@@ -14,7 +14,8 @@ from nats.aio.client import Client
 from core.courier.broker import DECISION_BUCKET, BrokerDecision, ask_subject, connect, decision_key
 from tests.helpers import NatsServer, nats_server_binary
 
-#: The authorization block of docs/remote.md, with plain passwords (the docs use bcrypt hashes) and
+#: An earlier form of the authorization block of docs/remote.md (with the shared `_INBOX.>`, which the
+#: doc no longer allows: tests/courier/test_production_config.py runs the doc itself), plain passwords and
 #: an `admin` the layout is created by (the unauthenticated default user here).
 AUTHORIZATION = """
 no_auth_user: admin

@@ -15,8 +15,8 @@ from core.history import HistoryStore
 from core.judging.links import CommandLink
 from core.person import HumanAuthorizer
 from core.seams import Seams
-from core.serving.asks import DenyingArbiter
 from core.testing import ManualClock
+from core.vocabulary.asks import DenyingArbiter
 from core.wiring import NodeOptions, build_attended_node, build_node
 from tests.helpers import (
     bash_intent,

@@ -19,8 +19,8 @@ from core.judging.recorded import RecordedAuthority
 from core.rules import PolicyStore
 from core.seams import Seams
 from core.serving import ServingCore
-from core.serving.asks import DenyingArbiter
 from core.serving.publisher import CHECKPOINTS
+from core.vocabulary.asks import DenyingArbiter
 from tests.history.support import S
 
 

@@ -13,8 +13,9 @@ from core.history import HistoryRow, HistoryStore
 from core.judging.recorded import RecordedAuthority
 from core.rules import PolicyStore
 from core.seams import FaultHook, Seams, no_fault
-from core.serving import Chain, ServeEvent, ServingCore
-from core.serving.asks import Arbiter
+from core.serving import Chain, ServingCore
+from core.vocabulary.asks import Arbiter
+from core.vocabulary.events import ServeEvent
 
 REPO = Path(__file__).resolve().parents[2]
 S = "019ff969-c34c-70be-9034-fae19c852932"
@@ -82,7 +83,7 @@ def serve(tmp_path: Path) -> subprocess.Popen[bytes]:
     (tmp_path / "agent").mkdir(exist_ok=True)
     command = [
         sys.executable, "-m", "tui.cli", "serve", "--session", S,
-        "--forwarding-root", str(tmp_path / "root"), "--state-dir", str(tmp_path / "state"),
+        "--forwarding-root", str(tmp_path / "root"), "--create", "--state-dir", str(tmp_path / "state"),
         "--on-ask", "deny", "--agent-dir", str(tmp_path / "agent"), "--project", str(tmp_path),
     ]  # fmt: skip
     return subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 
 from core.forwarding.liveness import heartbeat_path
 from core.history import HistoryRow, HistoryStore
-from core.serving.asks import AskKey, DenyingArbiter
 from core.serving.publisher import CHECKPOINTS
+from core.vocabulary.asks import AskKey, DenyingArbiter
 from core.wire.response import encode_response
 from tests.helpers import poll_until, response_path, session_dir, wait_for, write_request, write_request_bytes
 from tests.history.support import ALLOW_LS, Node, S, intent, run_until_killed, serve

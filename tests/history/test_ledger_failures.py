@@ -33,9 +33,10 @@ from core.history import HistoryStore, Retention
 from core.history.spool import spool_name
 from core.person import DecisionRefused, HumanAuthorizer
 from core.seams import Seams
-from core.serving import ServeEvent, ServingCore
-from core.serving.asks import DenyingArbiter
+from core.serving import ServingCore
 from core.testing import Breakable, FailingDisk, HeldDisk
+from core.vocabulary.asks import DenyingArbiter
+from core.vocabulary.events import ServeEvent
 from tests.helpers import (
     Served,
     namespace_refused,

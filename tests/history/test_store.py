@@ -17,10 +17,10 @@ from core.history import VERSION, HistoryFilter, HistoryStore, HistoryTooNew, Re
 from core.history.store import HISTORY_FILE
 from core.history.transactions import ARRIVALS_WAIT_S
 from core.seams import Seams
-from core.serving import ServeEvent
-from core.serving.asks import AskKey
 from core.serving.verdicts import VerdictRecord
 from core.testing import ManualClock
+from core.vocabulary.asks import AskKey
+from core.vocabulary.events import ServeEvent
 from core.wire.decisions import RuleDecision
 from core.wire.reader import parse_request
 from core.wire.response import approve, deny, encode_response

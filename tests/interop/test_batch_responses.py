@@ -39,7 +39,7 @@ def _serve_burst(tmp_path: Path) -> dict[str, Any]:
     from core.judging.recorded import RecordedAuthority
     from core.rules import PolicyStore
     from core.serving import ServingCore
-    from core.serving.asks import DenyingArbiter
+    from core.vocabulary.asks import DenyingArbiter
 
     agent = tmp_path / "agent"
     config = agent / "extensions" / "pi-permission-system" / "config.json"

@@ -46,7 +46,7 @@ INTENT: dict[str, Any] = {
 def _ours(tmp_path: Path) -> dict[str, bytes]:
     """The exact bytes a real core writes for each unattended denial."""
     from core.serving import ServingCore
-    from core.serving.asks import DenyingArbiter
+    from core.vocabulary.asks import DenyingArbiter
 
     root = tmp_path / "ours"
     cases = {
@@ -109,7 +109,7 @@ def test_real_child_passes_our_reason_to_the_agent(
 def test_serve_fail_safe_reason_reaches_the_real_child(
     node_driver: NodeDriver, forwarding_root: Path, state_dir: Path, workdir: Path
 ) -> None:
-    from core.serving.asks import UNATTENDED_DENIAL
+    from core.vocabulary.asks import UNATTENDED_DENIAL
 
     with serve([UUID_SESSION], forwarding_root, state_dir, "deny", workdir, [f"{UUID_SESSION}.json"]):
         result = node_driver.run(

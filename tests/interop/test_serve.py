@@ -75,7 +75,7 @@ def test_real_child_is_denied_by_serve_on_ask_deny(
         served.wait_for_log(request_id)
 
     # 20.7.3 drops decidedBy: the fail-safe denial carries its reason in `denialReason`.
-    from core.serving.asks import UNATTENDED_DENIAL
+    from core.vocabulary.asks import UNATTENDED_DENIAL
 
     assert decision["approved"] is False
     assert decision["state"] == "denied_with_reason"

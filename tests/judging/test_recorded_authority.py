@@ -16,9 +16,10 @@ from core.judging.links import AuthorizerChain, CommandLink
 from core.judging.recorded import LinkChain, RecordedAuthority
 from core.person import DecisionRefused, HumanAuthorizer
 from core.rules import GrantRefused, PolicyStore
-from core.serving import ServeEvent, ServingCore
-from core.serving.asks import Arbiter, AskKey, LeavingArbiter
+from core.serving import ServingCore
 from core.testing import GatedGrantBook
+from core.vocabulary.asks import Arbiter, AskKey, LeavingArbiter
+from core.vocabulary.events import ServeEvent
 from core.wire.reader import parse_request
 from tests.helpers import read_response_when_written, response_path, wait_for, write_request
 
@@ -295,7 +296,7 @@ async def test_grant_for_one_agent_is_refused_when_another_agents_rules_deny(nod
 
 
 def test_judge_once_builds_no_trail_and_decided_by_is_the_wire_type(tmp_path: Path) -> None:
-    from core.serving.asks import LazySequence
+    from core.vocabulary.asks import LazySequence
     from core.wire.decisions import RuleDecision
     from core.wire.reader import parse_request
 

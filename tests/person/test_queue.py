@@ -35,9 +35,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.person import AskAdded, AskDecided, AskWithdrawn, DecisionRefused, HumanAuthorizer, HumanEvent
-from core.serving import ServeEvent, ServingCore
-from core.serving.asks import Answered, ArbiterDecision, Ask, AskKey, Decision, Judgment
+from core.serving import ServingCore
 from core.testing import HeldDisk
+from core.vocabulary.asks import Answered, ArbiterDecision, Ask, AskKey, Decision, Judgment
+from core.vocabulary.events import ServeEvent
 from core.wire.reader import parse_request
 from tests.helpers import (
     Served,

@@ -186,7 +186,9 @@ def test_knobs_come_from_config_files_only(tmp_path: Path) -> None:
     layout.write_agent("x", "yoloMode: true\npermission:\n  bash: allow\n")
     rules = layout.write(tmp_path / "rules.json", {"promptNotifications": ["osc9"]})
     settings = layout.store(rules).policy("x").settings
-    assert settings.double_press_to_confirm is False
+    assert settings.double_press_to_confirm is True  # no file turns it off (issue 34 finding 3)
+    assert settings.ignored_knobs == ("global: doublePressToConfirm", "project: forwardingTimeoutMs")
+    assert settings.dialog_keys_origin == "global"
     assert settings.forwarding_timeout_ms == 5000
     assert settings.prompt_notifications == ("osc9",)
     assert settings.permission_dialog_keys == {"approve": "1"}
@@ -336,7 +338,10 @@ def test_a_child_writable_project_layer_sets_no_person_knob(tmp_path: Path) -> N
     assert sorted(settings.ignored_knobs) == [
         "project: doublePressToConfirm", "project: permissionDialogKeys", "project: promptNotifications"]
     rules = layout.write(tmp_path / "rules.json", {"doublePressToConfirm": False})
-    assert layout.store(rules).policy("x").settings.double_press_to_confirm is False  # the app's own file
+    # A same-user child writes the --rules file as well as any other: not from it either (issue 34).
+    settings = layout.store(rules).policy("x").settings
+    assert settings.double_press_to_confirm is True
+    assert "authorizer: doublePressToConfirm" in settings.ignored_knobs
 
 
 def test_a_child_writable_project_layer_turns_on_no_yolo_and_sets_no_timeout(tmp_path: Path) -> None:

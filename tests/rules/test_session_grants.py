@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from core.rules import GrantRefused, IntentFacts, PolicyStore, SessionGrants, resolve_with_policy
 from core.rules.model import Rule, family_members, make_rule
+from core.rules.session_grants import grant_rules
 from core.wire.decisions import SessionApprovalDecision
 from tests.rules.support import HOME, Layout, resolve
 
@@ -103,7 +104,7 @@ def test_family_grant_is_checked_against_both_members(tmp_path: Path) -> None:
     member = grants.would_shadow_deny("Explore", "path", "/home/me/*")
     assert member is not None
     assert (member.surface, member.pattern, member.witness) == ("path_write", "~/.ssh/*",
-                                                                "~/.ssh/*")
+                                                                "/home/me/.ssh/")
     assert grants.would_shadow_deny("Explore", "path_read", "/home/me/*") is None
 
 
@@ -136,18 +137,21 @@ def test_grant_made_for_one_agent_is_refused_when_another_agents_file_denies(tmp
 
 
 def test_a_recorded_grant_never_overrides_a_deny_at_judgment_time(tmp_path: Path) -> None:
-    # `a*c` against `*b*` share `abc`, which the grant-time witness heuristic does not find.
+    # `a*c` against `*b*` share `abc`, which the former witness heuristic did not find: the exact
+    # check now refuses it (issue 34); forced in, the judgment still denies.
     layout = Layout(tmp_path)
     layout.write_global({"permission": {"bash": {"*": "ask", "*b*": "deny"}}})
     store = layout.store()
     grants = SessionGrants(store)
-    assert len(grants.add([("bash", "a*c")], "Explore")) == 1
+    with pytest.raises(GrantRefused, match=r"e\.g\. 'abc'"):
+        grants.add([("bash", "a*c")], "Explore")
+    forced = grant_rules("bash", "a*c", HOME)
     policy = store.policy("Explore")
-    denied = resolve_with_policy(policy, IntentFacts("bash", ("abc",)), grants.rules())
+    denied = resolve_with_policy(policy, IntentFacts("bash", ("abc",)), forced)
     assert denied.verdict == "deny"
     assert denied.decided_by() == {"kind": "rule", "surface": "bash", "pattern": "*b*", "origin": "global"}
     assert any(step["step"] == "grant-overridden" for step in denied.trail)
-    granted = resolve_with_policy(policy, IntentFacts("bash", ("axc",)), grants.rules())
+    granted = resolve_with_policy(policy, IntentFacts("bash", ("axc",)), forced)
     # an ask still becomes allow
     assert granted.verdict == "allow" and isinstance(granted.decision, SessionApprovalDecision)
 

@@ -23,7 +23,7 @@ from core.judging.recorded import RecordedAuthority
 from core.person import AskDecided, HumanAuthorizer
 from core.seams import FaultHook, Seams, no_fault
 from core.serving import ServingCore
-from core.serving.asks import Ask, AskKey, Judgment
+from core.vocabulary.asks import Ask, AskKey, Judgment
 from core.wire.reader import parse_request
 from core.wiring import AttendedNode, NodeOptions, build_attended_node
 from tui.app import AppSeams, AuthorizerApp

@@ -286,7 +286,7 @@ async def test_an_ask_rewritten_under_its_id_while_the_preview_is_open_cancels_t
         tmp_path: Path) -> None:
     """A child withdraws a previewed ask and writes `rm -rf ~` under the same id: `y` decides
     nothing (neither the new file nor the others), and the preview says why."""
-    from core.serving.asks import AskKey
+    from core.vocabulary.asks import AskKey
     from tests.tui.support import SERVED
 
     rig = make_rig(tmp_path, UiSettings(input_grace_ms=0, double_press=False))

@@ -64,9 +64,10 @@ def test_ui_settings_come_from_the_pi_config(tmp_path: Path) -> None:
     assert isinstance(authority, RecordedAuthority) and human.grants is authority and core.arbiter is human
     assert core.judge is authority and node.history is not None
     settings = app_command.ui_settings(args, authority)
-    assert settings.double_press is False
+    assert settings.double_press is True  # no config file turns it off (issue 34 finding 3)
+    assert settings.ignored_knobs == ("global: doublePressToConfirm",)
     assert settings.prompt_notifications == ("osc9",)
-    assert settings.dialog_keys == {"approve": "a"}
+    assert settings.dialog_keys == {"approve": "a"} and settings.dialog_keys_from == str(config)
     assert settings.input_grace_ms == 250
     assert core.timeout_ms() == 120_000
 

@@ -16,8 +16,8 @@ from textual.message import Message
 from textual.widgets import Static
 
 from core.person import AskAdded, AskDecided
-from core.serving import ServeEvent
-from core.serving.asks import AskKey
+from core.vocabulary.asks import AskKey
+from core.vocabulary.events import ServeEvent
 from core.wire.decisions import ForwardedDecision, UserDecision
 from core.wire.reader import parse_request
 from core.wire.response import approve

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import Input, Static
 
-from core.serving.asks import Answered, Decision
+from core.vocabulary.asks import Answered, Decision
 from tests.tui.support import (
     SERVED,
     make_rig,
@@ -664,6 +664,9 @@ async def test_remapped_both_directions_key(tmp_path: Path) -> None:
         await wait_rows(pilot, rig.app, 1)
         assert rig.app.refused_keys == []
         await pilot.press("x")
+        await settle(pilot)
+        assert read_response(rig.root, "req-x") is None  # a remapped key needs the double press
+        await pilot.press("x")
         response = await wait_response(pilot, rig.root, "req-x")
         assert response["sessionGrantWidth"] == "family"
 
@@ -840,3 +843,50 @@ async def test_the_toast_names_the_approver_that_decided_elsewhere(tmp_path: Pat
         toast = next(n for n in rig.toasts if n.title == "Ask answered elsewhere")
         assert "decided elsewhere by approver-2" in toast.message and "(from host-a)" in toast.message
         assert "decided elsewhere by approver-2" in status_text(rig.app)
+
+
+async def test_a_swapped_key_map_in_the_global_config_is_refused_and_named(tmp_path: Path) -> None:
+    """Issue 34 finding 3, end to end: the global pi config (a same-user child writes it) swaps
+    approve and deny and turns the double press off; the app refuses both, names the file, and
+    one `n` approves nothing: `n` `n` denies."""
+    import argparse
+    import json
+
+    from tui.commands import app_command
+    from tui.commands.node import attended_node
+
+    agent = tmp_path / "agent"
+    config = agent / "extensions" / "pi-permission-system" / "config.json"
+    config.parent.mkdir(parents=True)
+    config.write_text(json.dumps({"permissionDialogKeys": {"approve": "n", "deny": "y"},
+                                  "doublePressToConfirm": False}))
+    parser = argparse.ArgumentParser()
+    app_command.add_app_options(parser)
+    args = parser.parse_args(["--agent-dir", str(agent), "--project", str(tmp_path / "project"),
+                              "--forwarding-root", str(tmp_path / "r"), "--state-dir", str(tmp_path / "s"),
+                              "--grace-ms", "0"])
+    settings = app_command.ui_settings(args, attended_node(args).authority)
+    assert settings.double_press is True and settings.ignored_knobs == ("global: doublePressToConfirm",)
+    rig = make_rig(tmp_path, settings)
+    write_request(rig.root, request_body("req-swap", value="rm -rf ~/important"))
+    async with rig.app.run_test(size=(80, 24)) as pilot:
+        await wait_rows(pilot, rig.app, 1)
+        assert sorted(rig.app.refused_keys) == ["approve='n': the default key of another decision",
+                                                "deny='y': the default key of another decision"]
+        named = [t for t in rig.toasts if "permissionDialogKeys" in t.message]
+        assert named and str(config) in named[0].message and named[0].severity == "error"
+        assert any("doublePressToConfirm" in t.message for t in rig.toasts)
+        await pilot.press("n")
+        await settle(pilot)
+        assert read_response(rig.root, "req-swap") is None
+        await pilot.press("n")
+        assert (await wait_response(pilot, rig.root, "req-swap"))["state"] == "denied"
+
+
+def test_no_decision_can_take_another_decisions_letter() -> None:
+    from tui.actions import dialog_keymap
+    keymap, refused = dialog_keymap({"approve": "r", "approveSession": "n", "deny": "s",
+                                     "denyWithReason": "y", "approveSessionBoth": "w"})
+    assert keymap == {} and len(refused) == 5
+    keymap, refused = dialog_keymap({"approve": "a", "deny": "d"})
+    assert keymap == {"ask.approve": "a", "ask.deny": "d"} and refused == []

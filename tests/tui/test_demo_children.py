@@ -9,7 +9,7 @@ from pathlib import Path
 from core.judging.recorded import RecordedAuthority
 from core.rules import PolicyStore
 from core.serving import ServingCore
-from core.serving.asks import DenyingArbiter
+from core.vocabulary.asks import DenyingArbiter
 from core.wire.reader import parse_request
 from core.wire.request import ParsedRequest
 from core.wire.response import parse_response

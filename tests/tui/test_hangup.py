@@ -126,7 +126,7 @@ def spawn(tmp_path: Path) -> Iterator[Spawn]:
 
 
 def app_argv(tmp_path: Path) -> list[str]:
-    return ["app", "--session", SESSION, "--forwarding-root", str(tmp_path / "root"),
+    return ["app", "--session", SESSION, "--forwarding-root", str(tmp_path / "root"), "--create",
             "--state-dir", str(tmp_path / "state"), "--agent-dir", str(tmp_path / "agent"),
             "--project", str(tmp_path / "project"), "--grace-ms", "0"]
 

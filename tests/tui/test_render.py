@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.serving.asks import Ask, AskKey, Judgment
+from core.vocabulary.asks import Ask, AskKey, Judgment
 from core.wire.reader import parse_request
 from tests.rules.support import ODD_NAMES, USABLE
 from tests.tui.support import FIXED_CREATED, SERVED, broker_ask, request_body

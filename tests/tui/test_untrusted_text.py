@@ -16,7 +16,7 @@ from textual.geometry import Region
 from textual.strip import Strip
 from textual.widgets import Footer, Static
 
-from core.serving.asks import Ask, AskKey, Judgment
+from core.vocabulary.asks import Ask, AskKey, Judgment
 from core.wire.reader import parse_request
 from tests.hostile import hostile
 from tests.tui.support import (

@@ -53,13 +53,16 @@ def screen_text(app: object) -> str:
     return rendered_text(app)
 
 
-async def test_sessions_view_lists_served_unserved_and_foreign_inboxes(tmp_path: Path) -> None:
+async def test_sessions_view_lists_served_unserved_and_foreign_inboxes(
+    tmp_path: Path, other: subprocess.Popen[bytes]
+) -> None:
     rig = make_rig(tmp_path)
     write_request(rig.root, request_body("req-orphan", target=ORPHAN), session_id=ORPHAN)
     write_request(rig.root, request_body("req-busy", target=BUSY), session_id=BUSY)
     beat = heartbeat_path(rig.root, BUSY)
     beat.parent.mkdir(parents=True, exist_ok=True)
-    beat.write_text(json.dumps({"sessionId": BUSY, "pid": 1, "updatedAt": time.time() * 1000 + 60_000}))
+    # another live process of this user, its heartbeat fresh (pid 1 or a future date would be no server)
+    beat.write_text(json.dumps({"sessionId": BUSY, "pid": other.pid, "updatedAt": time.time() * 1e3 + 1500}))
     async with rig.app.run_test(size=(120, 40)) as pilot:
         await pilot.press("S")
         await wait_for(pilot, lambda: isinstance(rig.app.screen, SessionsScreen))
@@ -92,6 +95,38 @@ async def test_sessions_view_lists_served_unserved_and_foreign_inboxes(tmp_path:
         assert response["state"] == "approved"
         assert response["responderSessionId"] == ORPHAN
         assert read_response(rig.root, "req-busy", session_id=BUSY) is None
+
+
+async def test_an_inbox_another_server_seems_to_answer_is_taken_over_with_T(
+    tmp_path: Path, other: subprocess.Popen[bytes]
+) -> None:
+    """Issue 33 (item 6): the evidence is shown and one deliberate key takes the inbox over; the
+    person's `y y` then answers the child (before, it was refused for as long as the file stayed)."""
+    rig = make_rig(tmp_path)
+    write_request(rig.root, request_body("req-busy", target=BUSY), session_id=BUSY)
+    beat = heartbeat_path(rig.root, BUSY)
+    beat.parent.mkdir(parents=True, exist_ok=True)
+    beat.write_text(json.dumps({"sessionId": BUSY, "pid": other.pid, "updatedAt": time.time() * 1e3 + 1500}))
+    async with rig.app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("S")
+        await wait_for(pilot, lambda: isinstance(rig.app.screen, SessionsScreen))
+        await settle(pilot)
+        screen = rig.app.screen
+        assert isinstance(screen, SessionsScreen)
+        table = screen.query_one("#sessions-table", DataTable)
+        rows = [str(r.key.value) for r in table.ordered_rows]
+        table.move_cursor(row=rows.index(BUSY))
+        await settle(pilot)
+        assert f"naming live pid {other.pid}" in screen_text(rig.app)  # the evidence
+        await pilot.press("T")
+        await wait_for(pilot, lambda: BUSY in rig.core.served)
+        assert "Taken over" in str(screen.query_one("#sessions-note", Static).render())
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(rig.app.screen, QueueScreen))
+        await wait_rows(pilot, rig.app, 1)
+        await pilot.press("y", "y")
+        response = await wait_response(pilot, rig.root, "req-busy", session_id=BUSY)
+        assert response["state"] == "approved" and response["responderSessionId"] == BUSY
 
 
 async def test_history_lists_this_runs_decisions(tmp_path: Path) -> None:

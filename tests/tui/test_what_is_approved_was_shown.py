@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.serving.asks import Ask
+from core.vocabulary.asks import Ask
 from tests.tui.support import (
     Rig,
     make_rig,

@@ -22,11 +22,10 @@ from core.disk.tree import FILE_MODE, Anchor
 from core.judging.recorded import RecordedAuthority
 from tui.commands.arguments import non_negative_int
 from tui.commands.collector import settle_for_serving
-from tui.commands.node import attended_node, configure_logging, take_sessions
+from tui.commands.node import attended_node, check_usage, configure_logging, take_sessions
 from tui.commands.options import (
     add_rules_options,
     add_serving_options,
-    check_serving_dirs,
     forwarding_root,
     session_ids,
     state_dir,
@@ -73,10 +72,12 @@ def ui_settings(args: argparse.Namespace, authority: RecordedAuthority | None) -
     try:
         if authority is not None:
             knobs = authority.store.policy("").settings
+            paths = authority.store.sources.config_paths()
             base = UiSettings(
                 double_press=knobs.double_press_to_confirm,
                 prompt_notifications=tuple(knobs.prompt_notifications),
                 dialog_keys=dict(knobs.permission_dialog_keys),
+                dialog_keys_from=str(paths.get(knobs.dialog_keys_origin or "", "")),
                 ignored_knobs=knobs.ignored_knobs,
             )
             # The ignored ones are logged by `RecordedAuthority.report_config`, shown by the app.
@@ -87,6 +88,7 @@ def ui_settings(args: argparse.Namespace, authority: RecordedAuthority | None) -
         prompt_notifications=base.prompt_notifications,
         input_grace_ms=max(0, args.grace_ms) if args.grace_ms is not None else base.input_grace_ms,
         dialog_keys=base.dialog_keys,
+        dialog_keys_from=base.dialog_keys_from,
         ignored_knobs=base.ignored_knobs,
     )
 
@@ -105,14 +107,14 @@ def run(args: argparse.Namespace) -> int:
     from tui.app import AuthorizerApp
 
     args = with_defaults(args)
+    check_usage(args)
     if not sys.stdin.isatty() or not sys.stdout.isatty():
         print("pi-authorizer: the app needs a terminal; use `pi-authorizer serve` headless.", file=sys.stderr)
         return 2
-    check_serving_dirs(args)
     log_file = log_to_file(state_dir(args), getattr(args, "verbose", False))
     node = attended_node(args)
     settings = ui_settings(args, node.authority)
-    taken = take_sessions(node, session_ids(args))
+    taken = take_sessions(node, session_ids(args), default=not args.sessions)
     if not taken:
         print("pi-authorizer: no session left to serve", file=sys.stderr)
         return 3

@@ -23,38 +23,55 @@ from core.disk.paths import agent_dir
 from core.disk.tree import UnsafeFolder
 from core.forwarding.liveness import SessionHeld
 from core.history import HistoryStore, HistoryTooNew
+from core.judging.judge_setup import JudgeSettingsError
 from core.judging.links import parse_link_spec
 from core.seams import Seams
 from core.serving import ServingCore
-from core.serving.asks import Arbiter
 from core.text import LineFormatter, log_safe
+from core.vocabulary.asks import Arbiter
 from core.wiring import AttendedNode, HistoryFailed, Node, NodeOptions, build_attended_node, build_node
+from tui.commands.arguments import CliError
+from tui.commands.judge_options import judge_from_args
 from tui.commands.log_sink import TurnBufferedHandler
-from tui.commands.options import default_session_id, forwarding_root, retention, session_ids, state_dir
+from tui.commands.options import check_serving_dirs, forwarding_root, retention, session_ids, state_dir
+from tui.commands.own_session import held_message
 
 
 def forward_target(args: argparse.Namespace) -> Target | None:
-    """`--forward-to`, parsed in the one place targets are (`core.courier.targets`); a bad one ends the
-    command with one line."""
+    """`--forward-to`, parsed in the one place targets are (`core.courier.targets`); a bad one is a
+    usage error (one line, exit 2)."""
     text: str | None = getattr(args, "forward_to", None)
     if text is None:
         return None
     try:
         return parse_target(text, session_ids(args))
     except TargetError as exc:
-        raise SystemExit(f"pi-authorizer: {exc}") from exc
+        raise CliError(str(exc)) from exc
 
 
 def broker_access(args: argparse.Namespace) -> BrokerAccess | None:
     """`--broker-access FILE`, read in the one place it is (`core.courier.broker_access`); a file that
-    cannot be used ends the command with one line."""
+    cannot be used is a usage error (one line, exit 2)."""
     path: Path | None = getattr(args, "broker_access", None)
     if path is None:
         return None
     try:
         return read_broker_access(path)
     except BrokerAccessError as exc:
-        raise SystemExit(f"pi-authorizer: --broker-access {exc}") from exc
+        raise CliError(f"--broker-access {exc}") from exc
+
+
+def check_usage(args: argparse.Namespace) -> None:
+    """Every usage error of a serving command before anything is made or served (exit 2): the
+    `--forward-to` target, the `--broker-access` file, then the folders (`check_serving_dirs`)."""
+    text: str | None = getattr(args, "forward_to", None)
+    if text is not None:
+        try:
+            parse_target(text, args.sessions)
+        except TargetError as exc:
+            raise CliError(str(exc)) from exc
+    broker_access(args)
+    check_serving_dirs(args)
 
 
 def node_options(args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK) -> NodeOptions:
@@ -73,11 +90,14 @@ def node_options(args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK) -> NodeO
         rules_file=rules.expanduser() if rules else None,
         accept_widening=bool(getattr(args, "accept_widening_reloads", False)),
         links=tuple(parse_link_spec(spec, args.link_timeout, clock) for spec in args.links),
+        judge=judge_from_args(args),
         seams=Seams(clock=clock),
         forward_to=target,
         broker=broker,
         broker_access=access,
-        node_name=default_session_id(state_dir(args)) if target is not None or broker else "pi-authorizer",
+        # The node is named by the first session it serves (its own per root, or --session): two nodes on
+        # one machine serving different sessions are two approvers, each with its own broker consumer.
+        node_name=session_ids(args)[0] if target is not None or broker else "pi-authorizer",
     )
 
 
@@ -87,7 +107,9 @@ def headless_node(args: argparse.Namespace, arbiter: Arbiter, clock: Clock = SYS
     try:
         return build_node(options, open_history(args, clock), arbiter)
     except TargetError as exc:
-        raise SystemExit(f"pi-authorizer: {exc}") from exc
+        raise CliError(str(exc)) from exc
+    except JudgeSettingsError as exc:
+        raise CliError(f"judge: {exc}") from exc
 
 
 def attended_node(args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK) -> AttendedNode:
@@ -96,7 +118,9 @@ def attended_node(args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK) -> Atte
     try:
         return build_attended_node(options, open_history(args, clock))
     except TargetError as exc:
-        raise SystemExit(f"pi-authorizer: {exc}") from exc
+        raise CliError(str(exc)) from exc
+    except JudgeSettingsError as exc:
+        raise CliError(f"judge: {exc}") from exc
 
 
 def open_history(args: argparse.Namespace, clock: Clock = SYSTEM_CLOCK) -> HistoryStore | None:
@@ -127,8 +151,9 @@ def _waiting_for_disk(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.OperationalError) and ("disk" in text or "full" in text)
 
 
-def take_sessions(node: Node | AttendedNode, ids: list[str]) -> list[str]:
-    """Serve what can be served (`take_session`: the history reconciled); say who serves the rest.
+def take_sessions(node: Node | AttendedNode, ids: list[str], default: bool = False) -> list[str]:
+    """Serve what can be served (`take_session`: the history reconciled); say who serves the rest
+    (pid and command) and how to serve another (`default`: `ids` is this root's own session).
     Returns the ids taken."""
     taken: list[str] = []
     for sid in ids:
@@ -136,7 +161,7 @@ def take_sessions(node: Node | AttendedNode, ids: list[str]) -> list[str]:
             node.take_session(sid)
             taken.append(sid)
         except SessionHeld as exc:
-            print(f"pi-authorizer: not serving {sid!r}: {log_safe(exc.holder)} serves it", file=sys.stderr)
+            print(f"pi-authorizer: {held_message(sid, exc.holder, default)}", file=sys.stderr)
         except UnsafeFolder as exc:
             print(f"pi-authorizer: not serving {sid!r}: {log_safe(str(exc), 400)}", file=sys.stderr)
         except HistoryFailed as exc:

@@ -3,23 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
+import difflib
+import os
 import sys
 import tempfile
-import uuid
 from pathlib import Path
 
 from core.courier.broker import broker_url
-from core.disk.entries import read_small, replace_file
 from core.disk.paths import (
     ROOT_IN_AGENT_DIR,
-    InvalidSessionId,
     agent_dir_of,
     default_forwarding_root,
     default_state_dir,
-    normalize_session_id,
 )
-from core.disk.tree import Anchor
 from core.history import Retention
 from core.text import log_safe
 from tui.commands.arguments import (
@@ -31,8 +27,8 @@ from tui.commands.arguments import (
     positive_float,
     session_id_arg,
 )
-
-DEFAULT_SESSION_FILE = "default-session-id"
+from tui.commands.judge_options import add_judge_options
+from tui.commands.own_session import default_session_id
 
 
 def broker_arg(text: str) -> str:
@@ -82,7 +78,12 @@ def add_serving_options(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="DIR",
         help="forwarding root (default: $PI_CODING_AGENT_DIR or ~/.pi/agent, then "
-        "sessions/permission-forwarding)",
+        "sessions/permission-forwarding); one that does not exist is refused unless --create",
+    )
+    parser.add_argument(
+        "--create",
+        action="store_true",
+        help="create a --forwarding-root that does not exist yet (mode 700)",
     )
     parser.add_argument(
         "--state-dir",
@@ -164,6 +165,7 @@ def add_rules_options(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="how long a chain link may take before it counts as defer (default 10)",
     )
+    add_judge_options(parser)
 
 
 def retention(args: argparse.Namespace) -> Retention:
@@ -200,15 +202,43 @@ def usable_dir(label: str, path: Path) -> Path:
 
 def check_serving_dirs(args: argparse.Namespace) -> None:
     """The state dir and forwarding root must be usable before anything is served or locked. A
-    root no child writes to is said on stderr: a `--forwarding-root` that did not exist (a typo is
-    created, but never in silence) or one outside the standard layout (no child can be pointed at it)."""
-    usable_dir("state dir", state_dir(args))
+    `--forwarding-root` that does not exist is refused with the closest existing path (a typo must
+    not be created and served in silence) unless `--create`; one outside the standard layout (no
+    child can be pointed at it) is said on stderr."""
     given: Path | None = args.forwarding_root
     root = forwarding_root(args)
     missing = given is not None and not root.exists()
+    if missing and not getattr(args, "create", False):
+        close = closest_existing(root)
+        hint = f"did you mean {close}? " if close is not None else ""
+        raise CliError(f"--forwarding-root {root} does not exist; {hint}(--create creates it)")
+    usable_dir("state dir", state_dir(args))
     usable_dir("forwarding root", root)
     for warning in root_warnings(root, missing):
         print(f"pi-authorizer: warning: {log_safe(warning, 600)}", file=sys.stderr)
+
+
+def closest_existing(path: Path) -> Path | None:
+    """The existing folder `path` most likely meant: each missing part replaced by the closest name
+    beside it (`agnet` → `agent`), as far as one is close; else the deepest existing folder above it."""
+    absolute = Path(os.path.abspath(path))
+    here = Path(absolute.anchor)
+    parts = absolute.parts[1:]
+    for number, part in enumerate(parts):
+        if (here / part).is_dir():
+            here = here / part
+            continue
+        try:
+            names = sorted(entry.name for entry in os.scandir(here) if entry.is_dir())
+        except OSError:
+            names = []
+        close = difflib.get_close_matches(part, names, n=1, cutoff=0.6)
+        if not close:
+            break
+        here = here / close[0]
+        if number == len(parts) - 1:
+            return here
+    return None if here == Path(absolute.anchor) or here == absolute else here
 
 
 def root_warnings(root: Path, missing: bool = False) -> list[str]:
@@ -223,24 +253,9 @@ def root_warnings(root: Path, missing: bool = False) -> list[str]:
     return warnings
 
 
-def default_session_id(state: Path) -> str:
-    """This authorizer's own session id: minted once, kept in the state dir so env lines stay valid.
-
-    Read and written by descriptor: a link in its place is replaced, never followed.
-    """
-    with Anchor(state, "state dir").folder(create=True) as fd:
-        data = read_small(fd, DEFAULT_SESSION_FILE, 4096)
-        with contextlib.suppress(UnicodeDecodeError, InvalidSessionId):
-            if data is not None:
-                return normalize_session_id(data.decode("utf-8"))
-        minted = f"pi-authorizer-{uuid.uuid4()}"
-        replace_file(fd, DEFAULT_SESSION_FILE, (minted + "\n").encode("utf-8"))
-        return minted
-
-
 def session_ids(args: argparse.Namespace) -> list[str]:
     """The sessions named on the command line (validated), or the default one."""
     given: list[str] = args.sessions
     if not given:
-        return [default_session_id(state_dir(args))]
+        return [default_session_id(state_dir(args), forwarding_root(args))]
     return list(dict.fromkeys(given))

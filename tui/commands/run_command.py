@@ -1,4 +1,8 @@
-"""`pi-authorizer run -- COMMAND...`: start an agent that forwards here, and serve it while it runs."""
+"""`pi-authorizer run -- COMMAND...`: start an agent that forwards to this root's session.
+
+Beside an open app (or any server of that session) the command forwards to it and the person decides
+there; alone, `run` serves the session headless while the command runs, and says so at start.
+"""
 
 from __future__ import annotations
 
@@ -9,20 +13,18 @@ import sys
 from pathlib import Path
 
 from core.disk.paths import forwarding_env
+from core.disk.tree import UnsafeFolder
+from core.forwarding.liveness import SessionHeld
 from core.text import log_safe
-from tui.commands.node import (
-    configure_logging,
-    headless_node,
-    install_stop_signals,
-    take_sessions,
-)
+from core.wiring import HistoryFailed
+from tui.commands.node import check_usage, configure_logging, headless_node, install_stop_signals
 from tui.commands.options import (
     add_rules_options,
     add_serving_options,
-    check_serving_dirs,
     forwarding_root,
     session_ids,
 )
+from tui.commands.own_session import holder_command
 from tui.commands.serve_command import add_on_ask_option, arbiter_for
 
 
@@ -44,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
             "pi-authorizer run: give the command after --, e.g. run -- pi -p 'fix the tests'", file=sys.stderr
         )
         return 2
-    check_serving_dirs(args)
+    check_usage(args)
     configure_logging(args.verbose)
     return asyncio.run(_run(args, command))
 
@@ -59,20 +61,62 @@ def child_environment(session_id: str, root: Path) -> dict[str, str]:
 async def _run(args: argparse.Namespace, command: list[str]) -> int:
     node = headless_node(args, arbiter_for(args.on_ask))
     core = node.core
-    ids = session_ids(args)[:1]
+    sid = session_ids(args)[0]
     install_stop_signals(core)  # before the heartbeat exists, so a stop is never lost
-    if not take_sessions(node, ids):
+    try:
+        node.take_session(sid)
+    except SessionHeld as exc:
+        # An app (or another server) serves it: the command forwards there, and the person decides.
+        say(beside_message(sid, exc.holder, command))
+        return await _child(command, child_environment(sid, forwarding_root(args)))
+    except UnsafeFolder as exc:
+        say(f"not serving {sid!r}: {log_safe(str(exc), 400)}")
         return 3
+    except HistoryFailed as exc:  # served all the same
+        say(f"error: serving {sid!r}, but the history failed to close the asks withdrawn while no one "
+            f"served it: {log_safe(str(exc), 400)}")
+    say(alone_message(sid, args, command))
     server = asyncio.create_task(core.run())
-    env = child_environment(ids[0], forwarding_root(args))
+    try:
+        return await _child(command, child_environment(sid, forwarding_root(args)))
+    finally:
+        core.stop()
+        await server
+
+
+async def _child(command: list[str], env: dict[str, str]) -> int:
+    """Start `command` and wait for it: its exit code, or 127 (said) when it cannot start."""
     try:
         child = await asyncio.create_subprocess_exec(*command, env=env)
     except OSError as exc:
-        print(f"pi-authorizer run: cannot start {log_safe(f'{command[0]!r}: {exc}', 400)}", file=sys.stderr)
-        core.stop()
-        await server
+        say(f"cannot start {log_safe(f'{command[0]!r}: {exc}', 400)}")
         return 127
-    code = await child.wait()
-    core.stop()
-    await server
-    return code
+    return await child.wait()
+
+
+def say(line: str) -> None:
+    print(f"pi-authorizer run: {line}", file=sys.stderr, flush=True)
+
+
+def beside_message(sid: str, holder: str, command: list[str]) -> str:
+    """What `run` does when the session is served already: who serves it decides the command's asks."""
+    who = holder_command(holder)
+    server = f"{log_safe(holder)} ({who})" if who else log_safe(holder)
+    return (f"{server} serves {sid!r}: {log_safe(command[0], 200)} forwards its asks there, to be decided "
+            "there; this run serves nothing itself (if that server stops, the asks wait in the inbox for "
+            "the next authorizer)")
+
+
+def alone_message(sid: str, args: argparse.Namespace, command: list[str]) -> str:
+    """What `run` does alone: it serves headless, and what becomes of an ask no rule decides."""
+    target: str | None = getattr(args, "forward_to", None)
+    if target is not None:
+        fate = f"carried to {log_safe(target, 200)}; what it cannot decide is "
+        fate += "denied (--on-ask deny)" if args.on_ask == "deny" else "left in the inbox (--on-ask leave)"
+    elif args.on_ask == "deny":
+        fate = "denied at once (--on-ask deny)"
+    else:
+        fate = "left in the inbox for another authorizer (--on-ask leave)"
+    return (f"no app serves {sid!r}, so this run serves it headless while {log_safe(command[0], 200)} "
+            f"runs: every ask this node's rules do not decide is {fate}. To decide them yourself, open "
+            "the app first (pi-authorizer) and run again: the command then forwards to it")

@@ -7,14 +7,19 @@ import asyncio
 import sys
 
 from core.disk.paths import env_line
-from core.serving.asks import Arbiter, DenyingArbiter, LeavingArbiter
 from core.text import log_safe
+from core.vocabulary.asks import Arbiter, DenyingArbiter, LeavingArbiter
 from tui.commands.collector import settle_for_serving
-from tui.commands.node import configure_logging, headless_node, install_stop_signals, take_sessions
+from tui.commands.node import (
+    check_usage,
+    configure_logging,
+    headless_node,
+    install_stop_signals,
+    take_sessions,
+)
 from tui.commands.options import (
     add_rules_options,
     add_serving_options,
-    check_serving_dirs,
     forwarding_root,
     session_ids,
 )
@@ -43,7 +48,7 @@ def arbiter_for(on_ask: str) -> Arbiter:
 
 
 def run(args: argparse.Namespace) -> int:
-    check_serving_dirs(args)
+    check_usage(args)
     configure_logging(args.verbose)
     return asyncio.run(_serve(args))
 
@@ -53,7 +58,7 @@ async def _serve(args: argparse.Namespace) -> int:
     core = node.core
     ids = session_ids(args)
     install_stop_signals(core)  # before the heartbeat exists, so a stop is never lost
-    taken = take_sessions(node, ids)
+    taken = take_sessions(node, ids, default=not args.sessions)
     if not taken:
         print("pi-authorizer: no session left to serve", file=sys.stderr)
         return 3

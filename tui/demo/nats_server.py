@@ -7,6 +7,7 @@ server: the default syncs every two minutes and has lost acknowledged writes in 
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -39,19 +40,26 @@ def free_port() -> int:
 
 
 class NatsServer:
-    """A nats-server with JetStream on 127.0.0.1: a free port, a store in `folder`. `kill` and `start`
-    again keep the port and the store (fault tests restart the broker under its clients)."""
+    """A nats-server with JetStream: by default on 127.0.0.1 at a free port, its store in `folder`.
+    `kill` and `start` again keep the port and the store (fault tests restart the broker under its
+    clients). `pi-authorizer broker` gives the address, the port and the rest of the configuration
+    (`extra`: users, TLS); the file is written for its owner only, as it may hold passwords."""
 
-    def __init__(self, binary: Path, folder: Path) -> None:
+    def __init__(self, binary: Path, folder: Path, port: int | None = None, address: str = "127.0.0.1",
+                 extra: str = "") -> None:
         self.binary = binary
         self.folder = folder
-        self.port = free_port()
-        self.url = f"nats://127.0.0.1:{self.port}"
+        self.port = port or free_port()
+        self.address = address
+        #: Where a client on this machine reaches it (a wildcard address listens on loopback too).
+        self.reach = "127.0.0.1" if address in ("0.0.0.0", "::", "[::]") else address  # noqa: S104
+        self.url = f"nats://{self.reach}:{self.port}"
         self.config = folder / "nats.conf"
-        self.config.write_text(
-            f"listen: 127.0.0.1:{self.port}\n"
-            f'jetstream {{\n  store_dir: "{folder / "store"}"\n  sync_interval: always\n}}\n'
-        )
+        text = (f"listen: {address}:{self.port}\n"
+                f'jetstream {{\n  store_dir: "{folder / "store"}"\n  sync_interval: always\n}}\n' + extra)
+        fd = os.open(self.config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as config:
+            config.write(text)
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, within: float = START_WITHIN_S) -> None:
@@ -65,7 +73,7 @@ class NatsServer:
             if self.process.poll() is not None:
                 raise RuntimeError(f"nats-server exited: {log_path.read_text(errors='replace')[-2000:]}")
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
+                with socket.create_connection((self.reach.strip("[]"), self.port), timeout=0.5) as sock:
                     if sock.recv(7) == b'INFO {"':
                         return
             except OSError:
@@ -80,6 +88,16 @@ class NatsServer:
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait(10)
+        self.process = None
+
+    def stop(self, within: float = 10.0) -> None:
+        """SIGTERM, as a clean stop (the store is synced and closed); SIGKILL if it does not end."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(within)
+            except subprocess.TimeoutExpired:
+                self.kill()
         self.process = None
 
     def restart(self) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.courier.targets import parse_target
-from core.serving.asks import DenyingArbiter
+from core.vocabulary.asks import DenyingArbiter
 from core.wiring import Node, NodeOptions, build_node
 from tui.demo.children import ChildResult
 from tui.demo.nats_server import NatsServer

@@ -17,7 +17,7 @@ from textual.content import Content
 from core.person import HumanAuthorizer
 from core.rules.agent_names import suspicious_agent_reason
 from core.rules.matcher import acts_as
-from core.serving.asks import Ask
+from core.vocabulary.asks import Ask
 from core.wire.principal import agent_mismatch, principal_agent
 from tui.render.ask_facts import LINE_LIMIT, broker_origin, carried_by
 from tui.render.styles import DIM, ERROR, LABEL_STYLE, WARN

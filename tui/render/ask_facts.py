@@ -6,7 +6,7 @@ every widget read them from here.
 
 from __future__ import annotations
 
-from core.serving.asks import Ask
+from core.vocabulary.asks import Ask
 from core.wire.request import CarriedHop
 from tui.render.risk import RiskHint, risk_hints
 from tui.sanitize import has_hidden, safe_plain

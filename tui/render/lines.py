@@ -9,7 +9,7 @@ from pathlib import Path
 from textual.content import Content
 
 from core.disk.paths import ROOT_IN_AGENT_DIR, agent_dir_of, forwarding_env
-from core.serving.asks import Ask
+from core.vocabulary.asks import Ask
 from tui.render.ask import Clip, agent_content, value_content
 from tui.render.ask_facts import age_seconds, broker_origin, duration
 from tui.render.risk import RiskHint

@@ -17,7 +17,7 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
-from core.serving.asks import Ask, AskKey
+from core.vocabulary.asks import Ask, AskKey
 from tui.keysafety import KeySafety
 from tui.render.ask import (
     Clip,

@@ -12,7 +12,7 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
-from core.serving.asks import Ask
+from core.vocabulary.asks import Ask
 from tui.keysafety import KeySafety
 from tui.render.ask import (
     Clip,

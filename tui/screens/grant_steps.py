@@ -13,7 +13,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.content import Content
 from textual.widgets import Static
 
-from core.serving.asks import Ask
+from core.vocabulary.asks import Ask
 from core.wire.request import SessionGrant
 from tui.keysafety import KeySafety
 from tui.render.ask import (

@@ -30,6 +30,7 @@ from textual.message import Message
 from textual.screen import Screen, ScreenResultCallbackType
 from textual.widgets import DataTable, Footer, Header, Input
 
+from core.judging.model_judge import JudgeReview
 from core.person import (
     AskAdded,
     AskDecided,
@@ -40,7 +41,7 @@ from core.person import (
     HumanEvent,
     proven_direction,
 )
-from core.serving.asks import Ask, AskKey
+from core.vocabulary.asks import Ask, AskKey
 from core.wire.response import GrantWidth
 from tui.actions import DECIDING, QUEUE, bindings
 from tui.keysafety import Armed, KeySafety, Verdict
@@ -113,6 +114,7 @@ class QueueScreen(Screen[None]):
         key_time: Callable[[], float],
         sessions_served: Callable[[], int] = lambda: 1,
         serving: Callable[[], Content] | None = None,
+        advice: Callable[[Ask], JudgeReview | None] | None = None,
     ) -> None:
         """`clock` is wall time (ages); `safety` and `key_time` (the current key's read time) share
         the monotonic clock; `sessions_served` counts the sessions (more than one: a session column);
@@ -125,6 +127,7 @@ class QueueScreen(Screen[None]):
         self.key_time = key_time
         self.sessions_served = sessions_served
         self.serving = serving
+        self.advice = advice
         self.selected: AskKey | None = None
         self.marked: dict[AskKey, None] = {}  # ordered set
         self.ask_filter = AskFilter()
@@ -146,7 +149,7 @@ class QueueScreen(Screen[None]):
         with Vertical(id="queue-body"):
             yield Input(placeholder=FILTER_HINT, id="queue-filter", select_on_focus=False)
             yield AsksTable(id="asks")
-            yield AskDetail(id="detail", serving=self.serving)
+            yield AskDetail(id="detail", serving=self.serving, advice=self.advice)
             yield StatusLine(id="status")
             yield KeyLegend(id="legend")
         yield Footer(show_command_palette=False)
@@ -416,7 +419,8 @@ class QueueScreen(Screen[None]):
             self._render_legend()
             return
         ask = self.current_ask()
-        self.safety.show(None if ask is None else ask.key, hidden=ask is not None and ask_has_hidden(ask))
+        self.safety.show(None if ask is None else ask.key,
+                         hidden=ask is not None and (ask_has_hidden(ask) or self.judge_would_deny(ask)))
         if ask is not None and self._composed:
             self.detail.expect_paint(ask.key, self._painted)
         self._render_legend()
@@ -556,13 +560,21 @@ class QueueScreen(Screen[None]):
         self.safety.open_modal(screen)
         self.app.push_screen(screen, callback)
 
+    def judge_would_deny(self, ask: Ask) -> bool:
+        """The model judge recommended deny: deciding it takes a second press, and never in a batch."""
+        review = self.advice(ask) if self.advice is not None else None
+        return review is not None and review.recommendation == "deny"
+
     def _allowed(self, action: str) -> bool:
         """Ask the safety about this key press; say why when it does not commit."""
         verdict: Verdict = self.safety.press(action, self.key_time())
         if verdict.outcome == "commit":
             return True
         if verdict.outcome == "arm":
-            note = " (this ask contains hidden characters)" if verdict.hidden else ""
+            current = self.current_ask()
+            judged = current is not None and not ask_has_hidden(current)
+            note = "" if not verdict.hidden else " (the model judge would deny this ask)" if judged \
+                else " (this ask contains hidden characters)"
             expired = "The earlier first press expired. " if verdict.reason == "expired" else ""
             sentence = f"{expired}Press {self.key_for(action)} again to {VERBS.get(action, action)}."
             self.set_status(Content.assemble((sentence, "bold $text-warning"), (note, WARN)),
@@ -753,7 +765,8 @@ class QueueScreen(Screen[None]):
         for ask in self.human.pending():
             if ask.key not in self.marked:
                 continue
-            why = batch_exclusion(ask)
+            why = batch_exclusion(ask) or (
+                "the model judge would deny it" if self.judge_would_deny(ask) else None)
             if why is None:
                 included.append(ask)
             else:

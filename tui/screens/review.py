@@ -113,7 +113,7 @@ class ReviewScreen(Screen[None]):
 
     @on(HistoryList.Chosen)
     def _chosen(self, event: HistoryList.Chosen) -> None:
-        self.app.push_screen(DetailScreen(event.row))
+        self.app.push_screen(DetailScreen(event.row, self.rules))
 
     def action_focus_filter(self) -> None:
         self.query_one("#review-filter", Input).focus()

@@ -6,6 +6,7 @@ file and the diff first; opened from the queue (`R`), its `y` also waits for the
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,10 +22,13 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from core.history import HistoryRow
+from core.history.overturn import overturn
+from core.history.rows import APPROVED_STATES
 from core.history.rule_edit import RuleEdit, apply, preview, targets
 from core.history.suggest import Suggestion, SuggestionRefused
+from core.judging.model_judge import JUDGE_NAME
 from core.rules import PolicyStore
-from core.serving.asks import Ask
+from core.vocabulary.asks import Ask
 from tui.keysafety import KeySafety
 from tui.render.ask import reach_content
 from tui.render.history import change_content, detail_content, offer_content, safe
@@ -44,15 +48,34 @@ class RuleReach:
 
 
 class DetailScreen(ModalScreen[None]):
-    """One past ask, read-only."""
+    """One past ask, read-only; a model judge's verdict on it can be overturned (`o`: the reverse rule,
+    through `ConfirmRuleScreen`)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q", "dismiss", "Back", id="review.detail.back"),
+        Binding("o", "overturn", "Overturn the judge", id="review.detail.overturn",
+                tooltip="A model judge decided this ask: propose the rule that decides it the other way"),
     ]
 
-    def __init__(self, row: HistoryRow) -> None:
+    def __init__(self, row: HistoryRow, rules: PolicyStore | None = None) -> None:
         super().__init__()
         self.row = row
+        self.rules = rules
+
+    def action_overturn(self) -> None:
+        row, source = self.row, self.row.decided_by_json() or {}
+        if source.get("kind") != "authorizer" or source.get("name") != JUDGE_NAME or self.rules is None:
+            self.notify("Only a model judge's verdict can be overturned (and this node needs rules to add "
+                        "to).", markup=False)
+            return
+        verdict = "allow" if row.verdict in APPROVED_STATES else "deny"
+        try:
+            offer = overturn(self.rules, verdict, row.surface or "", row.value, time.time())
+        except SuggestionRefused as exc:
+            self.notify(sanitize(str(exc), single_line=True).plain, title="No rule proposed",
+                        severity="warning", markup=False)
+            return
+        self.app.push_screen(ConfirmRuleScreen(offer, self.rules))
 
     def compose(self) -> ComposeResult:
         with Vertical(), VerticalScroll():

@@ -1,8 +1,9 @@
 """Sessions: what this instance serves (with the env line to copy) and every other inbox.
 
 An unserved inbox with children waiting can be adopted with one key; an inbox another live
-process serves is read-only (answering it too would race that server: `docs/design/contract.md` § Serving
-from a side terminal).
+process serves is read-only (answering it too would race that server: `docs/design/contract.md`
+§ Serving from a side terminal), its evidence shown, and `T` takes it over deliberately (a heartbeat
+or a temp file is its writer's claim: one file must not silence a session for good).
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ class SessionsScreen(RowsScreen):
                 tooltip="Serve the selected unserved inbox from this authorizer"),
         Binding("c", "copy_env", "Copy env line", id="sessions.copy",
                 tooltip="Copy the env line for the selected session (OSC 52)"),
+        Binding("T", "take_over", "Take over", id="sessions.take_over",
+                tooltip="Answer the selected inbox here although another server seems to answer it"),
     )
 
     def __init__(self, served: ServedSessions, adopt: Callable[[str], ServedSession]) -> None:
@@ -104,6 +107,9 @@ class SessionsScreen(RowsScreen):
         if status.problem is not None:
             state = Text("not served: unsafe folder" if ours else "unsafe folder", style="bold red")
             note = sanitize(status.problem, single_line=True).text()
+        elif ours and status.other_server is not None:
+            state = Text("not answered: another server", style="bold red")
+            note = Text("press T to take over", style="yellow")
         elif ours:
             state = Text("serving here", style="bold green")
             note = Text("this authorizer")
@@ -134,7 +140,13 @@ class SessionsScreen(RowsScreen):
             env.update(Content.styled("No session inboxes yet.", DIM))
             return
         line = env_block(row.session_id, self.served.root)
-        if row.session_id in self.ours:
+        if row.other_server is not None:
+            env.update(Content.assemble(
+                ("Another server seems to answer it: ", WARN),
+                sanitize(row.other_server, single_line=True).content(),
+                (".\nNot answered here while that lasts. T takes the inbox over: this node answers it "
+                 "(and would race that server if it is real).", DIM)))
+        elif row.session_id in self.ours:
             env.update(Content.assemble((line, "bold"), ("\n(c: copy it as one line)", DIM)))
         elif row.serving == "alive":
             env.update(Content.assemble(
@@ -180,6 +192,29 @@ class SessionsScreen(RowsScreen):
         self.query_one("#sessions-note", Static).update(
             Content.assemble((title, "bold $text-error"), what, ": ", why.content()))
         self.app.notify(why.plain, title=title, severity="error", markup=False)
+
+    def action_take_over(self) -> None:
+        """The deliberate key: answer an inbox another server seems to answer (adopted first if needed)."""
+        row = self._selected()
+        note = self.query_one("#sessions-note", Static)
+        if row is None:
+            return
+        if row.other_server is None:
+            note.update(Content.styled("Nothing to take over: no other server is seen answering it.", DIM))
+            return
+        try:
+            if row.session_id not in self.ours:
+                self.adopt(row.session_id)
+            words = self.served.take_over(row.session_id)
+        except (SessionHeld, InvalidSessionId, OSError, KeyError) as exc:
+            self._failed("Not taken over", Content(), exc)
+            return
+        except HistoryFailed as exc:
+            self._failed("History failed", Content(), exc)
+            return
+        note.update(Content.assemble(("Taken over ", "bold"), sanitize(row.session_id, single_line=True)
+                                     .content("bold"), " from ", sanitize(words, single_line=True).content()))
+        self.refresh_rows()
 
     def action_copy_env(self) -> None:
         row = self._selected()

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
-from core.serving.asks import Ask, AskKey
+from core.vocabulary.asks import Ask, AskKey
 from tui.render.ask_facts import ask_risk, broker_origin, primary_surface, primary_value, risk_label
 from tui.sanitize import fit, sanitize
 

@@ -10,8 +10,9 @@ from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.widgets import Static
 
+from core.judging.model_judge import JudgeReview
 from core.rules.agent_names import suspicious_agent_reason
-from core.serving.asks import Ask, AskKey
+from core.vocabulary.asks import Ask, AskKey
 from tui.render.ask import (
     Clip,
     display_content,
@@ -23,6 +24,7 @@ from tui.render.ask import (
 )
 from tui.render.ask_facts import VALUE_LIMIT, ask_has_hidden, ask_risk
 from tui.render.change import FileChange, change_from_evidence, change_renderable
+from tui.render.judge_advice import advice_content
 from tui.render.lines import header_content, risk_content
 from tui.render.styles import DIM, WARN
 from tui.widgets.painted import PaintProbe
@@ -66,10 +68,13 @@ class AskDetail(VerticalScroll):
     can_focus = False
     CACHE = 64
 
-    def __init__(self, *, id: str | None = None, serving: Callable[[], Content] | None = None) -> None:
-        """`serving`: what the empty queue says it serves (session, root, the child's env line)."""
+    def __init__(self, *, id: str | None = None, serving: Callable[[], Content] | None = None,
+                 advice: Callable[[Ask], JudgeReview | None] | None = None) -> None:
+        """`serving`: what the empty queue says it serves (session, root, the child's env line);
+        `advice`: the model judge's review of an ask, when it has one."""
         super().__init__(id=id)
         self.serving = serving
+        self.advice = advice
         # Keyed by name, but only ever the very ask built (another ask under the same name is built anew).
         self._built: dict[AskKey, tuple[Ask, dict[str, Content | Text], bool]] = {}
         self._shown: dict[str, Content | Text | bool] = {}
@@ -82,6 +87,7 @@ class AskDetail(VerticalScroll):
         yield Static(id="banner-nofacts", classes="banner -warning", markup=False)
         yield Static(id="banner-agent", classes="banner -error", markup=False)
         yield Static(id="banner-risk", classes="banner -warning", markup=False)
+        yield Static(id="judge", classes="banner -warning", markup=False)  # the model judge's advice
         yield Static(id="facts", classes="panel", markup=False)
         yield Static(id="origin", classes="panel", markup=False)  # a carried ask's hops
         yield Static(id="change", classes="panel", markup=False)  # the diff before the raw text
@@ -157,6 +163,9 @@ class AskDetail(VerticalScroll):
             hints = ask_risk(ask)
             if hints:
                 panels["banner-risk"] = risk_content(hints)
+            review = self.advice(ask) if self.advice is not None else None
+            if review is not None:
+                panels["judge"] = advice_content(review)
             cached = (panels, clip.clipped > 0)
             while len(self._built) >= self.CACHE:
                 self._built.pop(next(iter(self._built)))
@@ -172,7 +181,7 @@ class AskDetail(VerticalScroll):
             header.update(Content.styled(
                 f"{hidden} pending, none match the filter (esc clears it)." if hidden else
                 "No pending asks. Children's asks appear here as they arrive.", WARN if hidden else DIM))
-            for name in ("banner-hidden", "banner-nofacts", "banner-agent", "banner-risk",
+            for name in ("banner-hidden", "banner-nofacts", "banner-agent", "banner-risk", "judge",
                          *(n for n, _ in PANELS), "change", "origin"):
                 self._set(name, None)
             self._set("serving", self.serving() if self.serving is not None and not hidden else None)
@@ -188,6 +197,7 @@ class AskDetail(VerticalScroll):
         self._set("banner-nofacts", NOFACTS_CONTENT if not ask.has_facts else None)
         self._set("banner-agent", panels.get("banner-agent"))
         self._set("banner-risk", panels.get("banner-risk"))
+        self._set("judge", panels.get("judge"))
         for name, _ in PANELS:
             self._set(name, panels[name])
         self._set("change", panels.get("change"))

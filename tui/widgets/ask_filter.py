@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.serving.asks import Ask
+from core.vocabulary.asks import Ask
 from tui.render.ask_facts import primary_surface
 
 FIELDS = ("agent", "session", "surface")

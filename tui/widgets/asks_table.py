@@ -18,7 +18,7 @@ from textual.events import Resize
 from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist, ColumnKey, RowKey
 
-from core.serving.asks import Ask, AskKey
+from core.vocabulary.asks import Ask, AskKey
 from tui.render.ask_facts import age_seconds, duration
 from tui.sanitize import fit
 from tui.widgets.ask_columns import COLUMNS, VALUE_ROOM, Column, order_of, row_key_of

@@ -11,7 +11,7 @@ from textual.content import Content
 from textual.widgets import Static
 
 from core.person import HumanAuthorizer, proven_direction
-from core.serving.asks import Ask
+from core.vocabulary.asks import Ask
 from tui.actions import LEGEND
 from tui.render.ask_facts import ask_has_hidden
 from tui.render.styles import DIM, WARN

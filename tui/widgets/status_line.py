@@ -8,7 +8,7 @@ from textual.content import Content
 from textual.widgets import Static
 
 from core.clock import SYSTEM_CLOCK
-from core.serving.asks import AskKey
+from core.vocabulary.asks import AskKey
 from tui.sanitize import visible
 
 

@@ -102,6 +102,23 @@ class Decision:
     response: ForwardedResponse
     outcome: str
     reply: asyncio.Future[Answered] | None = None
+    #: A courier's relay: the target it carried the ask to, and the node that decided there when the
+    #: response cannot name it (a broker's approver answers as this node's own session).
+    carried_to: str | None = None
+
+    @property
+    def by_person(self) -> bool:
+        """The person decided: an answer that cannot be written leaves the ask before them, in place."""
+        return by_person(self.outcome)
+
+
+#: The outcome of the person's decision, as recorded (the wire's `decidedBy.kind` for it).
+PERSON = "user"
+
+
+def by_person(outcome: str) -> bool:
+    """Whether a decision's (or a recorded verdict's) `outcome` is the person's."""
+    return outcome == PERSON
 
 
 class Leave:

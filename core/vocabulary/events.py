@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from core.forwarding.inbox import display_name
-from core.serving.asks import AskKey
 from core.text import log_safe
+from core.vocabulary.asks import AskKey
 from core.wire.principal import log_agents
 from core.wire.request import ParsedRequest
 from core.wire.response import ForwardedResponse

@@ -1,0 +1,68 @@
+"""The broker as a door an approver's asks come through and its verdicts go out of: read a parcel's
+one answer, deliver a verdict (the one place an approver writes one), acknowledge or terminate a
+message. What is judged, recorded and reported stays with the route (`core/courier/broker_inbox.py`).
+
+Delivering is a KV `create` on the parcel's decision key, retried while the broker is away: the first
+of a verdict or a withdrawal wins. A retry that meets this node's own bytes is this node's verdict
+(the first try landed and only its reply was lost), never someone else's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+
+from nats.aio.msg import Msg
+
+from core.clock import Clock
+from core.courier.broker import BROKER_DOWN, BrokerDecision, BrokerLink, create_decision, read_decision
+
+log = logging.getLogger("pi_authorizer.broker")
+
+
+@dataclass(frozen=True)
+class BrokerDoor:
+    """One approver's door on one connection to the broker."""
+
+    link: BrokerLink
+    node: str
+    clock: Clock
+    #: Set when the approver stops: a delivery still retrying gives up (raises).
+    closing: asyncio.Event
+    retry_s: float
+    url: str
+
+    async def read(self, key: str) -> BrokerDecision | None:
+        """The answer a key holds (a verdict, a withdrawal, a courier's late note), None if none yet."""
+        return await read_decision(self.link.decisions, key)
+
+    async def deliver(self, key: str, body: bytes, name: str) -> BrokerDecision | None:
+        """Write this node's verdict (`body`, the response's exact bytes) create-only, retrying while
+        the broker is away; None when it is the key's answer, else the answer that won."""
+        mine = BrokerDecision("verdict", self.node, body.decode("utf-8"))
+        while True:
+            try:
+                won = await create_decision(self.link.decisions, key, mine)
+                break
+            except BROKER_DOWN as exc:
+                if self.closing.is_set():
+                    raise
+                log.info("broker %s: verdict on %s not written yet: %s", self.url, name, exc)
+                await self.clock.wait(self.closing, self.retry_s)
+        if won is not None and won.kind == "verdict" and won.by == self.node and won.body == mine.body:
+            return None  # this node's own create landed; only its reply was lost
+        return won
+
+
+async def acknowledge(msg: Msg) -> None:
+    """The parcel is settled here: the broker does not hand it to this node again."""
+    with contextlib.suppress(*BROKER_DOWN):
+        await msg.ack()
+
+
+async def terminate(msg: Msg) -> None:
+    """The parcel is refused here (recorded with why): never handed to this node again."""
+    with contextlib.suppress(*BROKER_DOWN):
+        await msg.term()

