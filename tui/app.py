@@ -14,6 +14,10 @@ ask, config reviews; screens not shown at start are imported when first opened, 
 waits for nothing it does not show), the command palette, notices.
 
 What a test or the screenshots vary comes in through one value, `AppSeams`.
+
+Size: one class, the app; its parts that stand alone are modules already (`CoreEvents`, `Attention`,
+`Quitting`, the screens); what is left (wiring the views, the palette, where a notice goes) reads
+best in one place.
 """
 
 from __future__ import annotations
@@ -74,6 +78,20 @@ if TYPE_CHECKING:
 ARM_EXPIRY_S = 5.0
 #: Toasts standing at once (top right, above the asks table; never over the keys or the ask).
 MAX_TOASTS = 3
+NO_RULE_ID = "app.rule_from_ask.without_facts"
+#: A toast over the queue: one line this long at most (the Toast is 56 wide, with its edge and padding).
+QUEUE_TOAST_CELLS = 52
+
+
+def queue_toast(message: str, title: str) -> str:
+    """A notice as one line of at most `QUEUE_TOAST_CELLS` cells (`title: first line (+N more)`)."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    more = f" (+{len(lines) - 1} more)" if len(lines) > 1 else ""
+    text = (f"{title}: " if title else "") + (lines[0] if lines else "")
+    room = QUEUE_TOAST_CELLS - len(more)
+    if Content(text).cell_length > room:
+        text = Content(text).truncate(room - 1).plain + "…"
+    return text + more
 
 
 @dataclass(frozen=True)
@@ -93,7 +111,11 @@ class AuthorizerApp(App[int]):
     TITLE = "pi-authorizer"
     ENABLE_COMMAND_PALETTE = True  # ctrl+p: every action of the screen, by name (none decides an ask)
 
-    BINDINGS: ClassVar[list[BindingType]] = bindings(APP)
+    BINDINGS: ClassVar[list[BindingType]] = [
+        *bindings(APP),
+        # `R` on an ask without facts: not offered (`check_action`), but a press says why.
+        Binding("R", "no_rule_from_ask", show=False, id=NO_RULE_ID),
+    ]
 
     def __init__(self, node: AttendedNode, settings: UiSettings | None = None,
                  seams: AppSeams | None = None) -> None:
@@ -344,9 +366,17 @@ class AuthorizerApp(App[int]):
             self._show(lambda: HistoryScreen(self.history), HistoryScreen)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "rule_from_ask":
-            return self.screen is self.queue  # it reads the queue's selected ask
+        if action in ("rule_from_ask", "no_rule_from_ask"):  # it reads the queue's selected ask
+            ask = self.queue.shown_ask() if self.screen is self.queue else None
+            if action == "no_rule_from_ask":
+                return ask is not None and not ask.has_facts
+            return self.screen is self.queue and (ask is None or ask.has_facts)  # never offered without facts
         return True
+
+    def action_no_rule_from_ask(self) -> None:
+        self.notify("This ask has no child-fixed facts (a 20.7.3 child): no rule can match it, so R "
+                    "proposes none. Decide it here: y, s (with the child's suggestion), n or r.",
+                    title="No rule proposed", severity="warning", markup=False)
 
     def action_rule_from_ask(self) -> None:
         ask = self.queue.shown_ask()  # the very ask on screen, never another under its name
@@ -421,7 +451,8 @@ class AuthorizerApp(App[int]):
         )
         return [
             ("Deciding the selected ask", QueueScreen.BINDINGS),
-            ("Everywhere", [*self.BINDINGS, Binding(self.COMMAND_PALETTE_BINDING, "command_palette",
+            ("Everywhere", [*(b for b in self.BINDINGS if not isinstance(b, Binding) or b.id != NO_RULE_ID),
+                            Binding(self.COMMAND_PALETTE_BINDING, "command_palette",
                                                     "Every action by name", id="app.palette")]),
             ("Batch preview", BatchPreviewScreen.BINDINGS),
             ("Whole-session confirmation", GrantConfirmScreen.BINDINGS),
@@ -507,7 +538,7 @@ class AuthorizerApp(App[int]):
         seen: set[str] = set()
         for active in screen.active_bindings.values():
             binding = active.binding
-            if binding.action in seen or binding.action == "command_palette":
+            if binding.action in seen or binding.action == "command_palette" or not binding.description:
                 continue
             seen.add(binding.action)
             keys = self.keys_of(binding)
@@ -527,7 +558,7 @@ class AuthorizerApp(App[int]):
 
     def _on_notify(self, event: Notify) -> None:
         """Toasts are few: the same one shown again replaces itself, and the oldest go so that at
-        most `MAX_TOASTS` stand (a burst of answers never piles up over the asks)."""
+        most `MAX_TOASTS` stand (a burst of answers never piles up over the asks); over the queue, one."""
         new = event.notification
         shown = [n for n in self._notifications if not n.has_expired]
         for old in shown:
@@ -535,9 +566,27 @@ class AuthorizerApp(App[int]):
                 self._unnotify(old, refresh=False)
                 shown.remove(old)
                 break
-        for old in shown[: max(0, len(shown) - (MAX_TOASTS - 1))]:
+        try:
+            standing = 1 if self.screen is self.queue else MAX_TOASTS  # over the queue: one (`notify`)
+        except ScreenStackError:  # quitting: no screen left to show it on
+            return
+        for old in shown[: max(0, len(shown) - (standing - 1))]:
             self._unnotify(old, refresh=False)
         super()._on_notify(event)
+        self.call_after_refresh(self._drop_empty_toast_holders)
+
+    def _drop_empty_toast_holders(self) -> None:
+        """Textual removes a gone toast but not its holder, which keeps its place in the rack: the next
+        toast then stands lower, over the rows (a burst of arrivals walked it down the queue)."""
+        from textual.widgets._toast import ToastHolder
+
+        try:
+            holders = list(self.screen.query(ToastHolder))
+        except ScreenStackError:  # quitting
+            return
+        for holder in holders:
+            if not holder.children:
+                holder.remove()
 
     def action_help_quit(self) -> None:
         """Ctrl+C does not quit: say which key does, as plain text (Textual's own says it in markup)."""
@@ -572,6 +621,10 @@ class AuthorizerApp(App[int]):
             on_top = self.screen is queue
         except ScreenStackError:  # quitting: no screen left to tell
             return
+        if not queue.ready:  # told while the app mounts: once the queue can say where it goes
+            self.set_timer(0.05, partial(self.notify, message, title=title, severity=severity,
+                                         timeout=timeout, markup=markup))
+            return
         over_step = not on_top and self.safety.modal_open
         if severity != "error" and over_step and queue.status_line.about is not None:
             return  # the status line says what became of the step's ask: kept (the queue lists arrivals)
@@ -583,7 +636,14 @@ class AuthorizerApp(App[int]):
             queue.set_status(Content.assemble((head, style), (lines[0] if lines else "", ""), (more, DIM)),
                              ttl=timeout or 8)
             return
+        said = (message, title)
+        if on_top:
+            # Over the queue a toast is one line on the table's top border, the only one standing: never
+            # over a row (the selected row's value included). What it cuts, the status line or the run's
+            # history keeps.
+            message, title = queue_toast(message, title), ""
         super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+        message, title = said
         if self.seams.toasts is not None:
             self.seams.toasts(Notification(message, title, severity,
                                            self.NOTIFICATION_TIMEOUT if timeout is None else timeout,

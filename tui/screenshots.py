@@ -212,20 +212,23 @@ async def drive(app: AuthorizerApp, root: Path, clock: PinnedWallClock, outdir: 
         shooter = Shooter(app, pilot, clock, outdir)
         for index, (agent, scenario) in enumerate(demo_scenarios()):
             kid = kids[agent]
-            _, body = scenario(kid)
+            summary, body = scenario(kid)
             newest = "payload" in body
             rid = f"toolu_shot{index + 1:02d}" if newest else f"{int(START * 1000)}-legacy{index + 1:02d}"
             clock.now = START + index * ASK_SPACING_S
             kid.write(fixed(body, rid, clock.now - 0.2))
             # One at a time, so the queue order (arrival order) is fixed.
             await shooter.until(arrived(app, kid, rid))
-            if index == 0:
+            if summary.startswith("read from another worktree"):  # after the 20.7.3 ask, which comes first
+                path_ask = next(ask.key for ask in human.pending() if ask.request.id == rid)
+                await shooter.select(path_ask)
                 shooter.advance(5.0)
-                await shooter.shoot("path-ask.svg")  # alone in the queue, so its detail fits
+                await shooter.shoot("path-ask.svg")
         stuck.write(fixed(legacy(stuck, "bash", "npm test", ["npm test *"]), "toolu_shot99", clock.now))
         shooter.advance(6.0)
         asks = human.pending()
-        first, second, mcp = asks[0].key, asks[1].key, asks[3].key
+        newer = [ask for ask in asks if ask.has_facts]  # the asks after the 20.7.3 one
+        first, second, mcp = newer[0].key, newer[1].key, newer[3].key
         no_facts = next(ask.key for ask in asks if not ask.has_facts)
         await shooter.select(second)
         await shooter.shoot("queue.svg")

@@ -37,9 +37,17 @@ def _policy(step: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+#: How each evaluator picks the deciding rule, in plain words (the rule written last wins in both).
+_HOW = {
+    "first-candidate": "the first value one of the rules matches decides; of the rules that match it, "
+                       "the one written last wins",
+    "any-value": "of the rules that match any of its values, the one written last wins",
+}
+
+
 def _evaluate(step: Mapping[str, Any]) -> list[str]:
     unit = f" (unit {step['unit']!r})" if step.get("unit") else ""
-    lines = [f"evaluate {step['surface']}{unit} by {step['evaluator']}, last match wins"]
+    lines = [f"evaluate {step['surface']}{unit}: {_HOW.get(step['evaluator'], step['evaluator'])}"]
     for entry in step["consulted"]:
         matched_as = f" (matched as {entry['matchedAs']!r})" if "matchedAs" in entry else ""
         lines.append(f"  value {entry['value']!r}{matched_as}:")

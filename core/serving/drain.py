@@ -72,6 +72,8 @@ class Drain:
             # No session folder or no `requests/`: moved away (and maybe back), or not made yet. That
             # says nothing of the files: an ask is withdrawn only once a listing of its folder lacks
             # its file, and the files back with the folder are the asks still held (never served twice).
+            # Save an ask past its child's deadline: that child gave up and removed the emptied folders.
+            self.pipeline.gave_up(served)
             return
         # Only asks still awaiting a decision: one decided meanwhile has its answer on the way.
         replaced = {name for name in found.replaced

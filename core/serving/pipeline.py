@@ -208,8 +208,8 @@ class Pipeline:
         away = raw is None and not await asyncio.to_thread(served.inbox.listable)
         if raw == ask.parsed.raw or record.state != "shown":
             return None  # unchanged, or ended meanwhile (answering says so)
-        if away:
-            return AWAY
+        if away and not self._past_deadline(record):
+            return AWAY  # past the child's deadline its folder went with it: the child gave up
         served.records.vanish(record.key.name)
         self.emit(ServeEvent("withdrawn", record.key, self.clock.wall(), parsed=ask.parsed))
         log.warning("%s changed or withdrawn before the decision was written", label(record.key, ask.parsed))
@@ -438,6 +438,19 @@ class Pipeline:
     def _due(self, key: AskKey) -> bool:
         known = self._disk_waits.get(key)
         return known is None or self.clock.monotonic() >= known[0]
+
+    def gave_up(self, served: ServedSession) -> None:
+        """An inbox that cannot be listed withdraws no ask, except one past its child's deadline: that
+        child has stopped waiting, and a child that gives up deletes its request and then the folders
+        it emptied (pi's `cleanupPermissionForwardingLocationIfEmpty`), so no listing will ever lack it."""
+        for record in served.records:
+            if record.state in AWAITING and self._past_deadline(record):
+                self._vanished(served, record.key.name)
+
+    def _past_deadline(self, record: AskRecord) -> bool:
+        parsed = record.parsed
+        return parsed is not None and self.clock.wall() * 1000 >= (parsed.request.created_at
+                                                                    + self.timeout_ms())
 
     def _vanished(self, served: ServedSession, name: str) -> None:
         record = served.records.vanish(name)

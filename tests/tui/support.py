@@ -15,6 +15,7 @@ from textual.notifications import Notification
 from textual.pilot import Pilot
 from textual.strip import Strip
 
+from core.clock import SYSTEM_CLOCK, Clock
 from core.disk.paths import encode_session_id
 from core.forwarding.liveness import heartbeat_path
 from core.history import HistoryStore
@@ -186,6 +187,7 @@ def attended_node(
     *,
     permission: dict[str, Any] | None = None,
     fault: FaultHook = no_fault,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> AttendedNode:
     """A node built as `pi-authorizer app` builds it (`core.wiring.build_attended_node`) in `tmp`: its
     forwarding root `tmp/forwarding`, state dir `tmp/state`, agent dir and project; `sessions` taken
@@ -193,13 +195,13 @@ def attended_node(
 
     `permission`: this node's rules (the agent dir's pi-permission-system config; none: every ask with
     facts goes to the person); `fault`: the publisher's stage hook (`Seams.fault`), to hold a
-    decision's write at a stage."""
+    decision's write at a stage; `clock`: the node's (`Seams.clock`)."""
     root, agent = tmp / "forwarding", tmp / "agent"
     root.mkdir(parents=True, exist_ok=True)
     config = agent / "extensions" / "pi-permission-system" / "config.json"
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text(json.dumps({"permission": permission or {}}), encoding="utf-8")
-    options = NodeOptions(root, tmp / "state", agent, tmp / "project", seams=Seams(fault=fault))
+    options = NodeOptions(root, tmp / "state", agent, tmp / "project", seams=Seams(fault=fault, clock=clock))
     node = build_attended_node(options, history)
     for sid in sessions:
         node.take_session(sid)
@@ -215,12 +217,13 @@ def make_rig(
     sessions: Sequence[str] = (SERVED,),
     keys: FakeKeyClock | None = None,
     fault: FaultHook = no_fault,
+    core_clock: Clock = SYSTEM_CLOCK,
 ) -> Rig:
     """The app over `attended_node(tmp, ...)`, no history, serving `sessions`.
 
     `clock`: the app's wall clock; `keys`: the key-safety clock, fake, so no test depends on how fast
-    the machine is."""
-    node = attended_node(tmp, None, sessions, permission=permission, fault=fault)
+    the machine is; `core_clock`: the node's clock (a `ManualClock` moves a child's deadline)."""
+    node = attended_node(tmp, None, sessions, permission=permission, fault=fault, clock=core_clock)
     root, state = node.core.root, tmp / "state"
     keys = keys or FakeKeyClock()
     signals: list[str] = []

@@ -47,13 +47,14 @@ async def test_every_simulated_child_gets_its_verdict(tmp_path: Path) -> None:
         await serving
     by_summary = {r.summary: r.response for r in results}
     assert len(results) == len(demo_scenarios())
+    assert demo_scenarios()[0][0] == "Legacy"  # a 20.7.3 child's ask first: the generation npm serves
     assert all(r is not None for r in by_summary.values())
     allowed = by_summary["git status (a rule allows it)"]
     assert allowed is not None and allowed.state == "approved" and allowed.decided_by is not None
     assert allowed.decided_by.kind == "rule"
     env = by_summary["write .env.local (a rule denies it)"]
     assert env is not None and env.denial_reason == "secrets stay out of agent hands"
-    legacy = by_summary["legacy 20.7.3 request (no facts)"]
+    legacy = by_summary["make deploy, as a pi 20.7.3 child (no facts: only you decide it)"]
     assert legacy is not None and legacy.decided_by is not None and legacy.decided_by.kind == "unavailable"
     assert core.quarantine.records() == []
     # Children clean up after themselves, as real ones do.
@@ -95,3 +96,14 @@ def test_what_a_child_received_reads_as_a_sentence() -> None:
               "responderSessionId": "demo", "respondedAt": 1}
     line = describe(ChildResult("B", "r2", "rm", parse_response(json.dumps(denied).encode())))
     assert line == "B asked rm: denied by a rule: not here"
+
+
+def test_a_whole_session_grant_does_not_read_as_approved_once() -> None:
+    """The wire says `approved` by the person for a `w` grant: the summary says what this node did."""
+    body = {"state": "approved", "approved": True, "decidedBy": {"kind": "user", "via": "dialog"},
+            "responderSessionId": "demo", "respondedAt": 1}
+    result = ChildResult("Explore", "r1", "git push", parse_response(json.dumps(body).encode()))
+    line = describe(result, "approved_for_serving_session")
+    assert "approved once" not in line
+    assert line == "Explore asked git push: approved by you, with a whole-session grant recorded"
+    assert describe(result, "approved") == "Explore asked git push: approved once by you"

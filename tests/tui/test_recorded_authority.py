@@ -186,7 +186,7 @@ async def test_rule_from_an_ask_without_facts_is_refused(tmp_path: Path) -> None
         await pilot.press("R")
         await settle(pilot)
         assert app.screen is app.queue
-        assert any("no child-fixed facts" in n.message for n in node.toasts)
+        assert any("no child-fixed facts" in n.message for n in node.toasts)  # R: not offered, says why
 
 
 def write_payload(path: str, evidence: list[dict[str, Any]]) -> dict[str, Any]:

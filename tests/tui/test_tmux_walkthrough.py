@@ -1,5 +1,8 @@
-"""A first-hour walkthrough as a newcomer sees it: the real `pi-authorizer app` in tmux at 80×24, real
-request files written as a child writes them, keys sent to the pane, the response read back.
+"""A first-hour walkthrough as a newcomer sees it: the real `pi-authorizer app` in tmux at 80×24 and
+120×40, real request files written as a child writes them, keys sent to the pane, the response read
+back; then the rough edges a newcomer hit on the first day, each walked again: keys after `PgDn` `h`
+`esc`, the keys a 20.7.3 ask is offered, a filter hiding every ask, help's `End`, a child that gave
+up and removed its folder.
 
 Skipped where tmux is missing (`scripts/tmux_walkthrough.py` is the long version, with real 20.7.3
 children, several sizes and a terminal close).
@@ -7,18 +10,20 @@ children, several sizes and a terminal close).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import poll_until
-from tests.tui.support import read_response, request_body, write_request
+from tests.tui.support import read_response, request_body, requests_dir, responses_dir, write_request
 
 pytestmark = [
     pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
@@ -28,7 +33,7 @@ SESSION = "walkthrough-1"
 
 
 class Pane:
-    """One tmux session of its own (its own socket), 80×24."""
+    """One tmux session of its own (its own socket), of the size the test asks for."""
 
     def __init__(self, base: Path) -> None:
         self.socket = str(base / "tmux.sock")
@@ -60,8 +65,9 @@ class Pane:
             self.tmux("send-keys", "-t", self.name, key)
 
 
-@pytest.fixture
-def pane(tmp_path: Path) -> Iterator[tuple[Pane, Path]]:
+@pytest.fixture(params=[(80, 24), (120, 40)], ids=["80x24", "120x40"])
+def pane(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[Pane, Path]]:
+    width, height = request.param
     agent = tmp_path / "agent"
     root = agent / "sessions" / "permission-forwarding"
     root.mkdir(parents=True)
@@ -71,7 +77,7 @@ def pane(tmp_path: Path) -> Iterator[tuple[Pane, Path]]:
            "--grace-ms", "0"]
     pane = Pane(tmp_path)
     env = f"PI_CODING_AGENT_DIR={agent}"
-    pane.tmux("new-session", "-d", "-s", pane.name, "-x", "80", "-y", "24", "-c",
+    pane.tmux("new-session", "-d", "-s", pane.name, "-x", str(width), "-y", str(height), "-c",
               str(Path(__file__).resolve().parents[2]), "env", env, f"HOME={os.environ['HOME']}", *app)
     try:
         yield pane, root
@@ -79,13 +85,13 @@ def pane(tmp_path: Path) -> Iterator[tuple[Pane, Path]]:
         subprocess.run(["tmux", "-S", pane.socket, "kill-server"], capture_output=True, check=False)
 
 
-def test_a_newcomer_at_80x24_sees_what_is_served_decides_and_the_child_reads_it(
+def test_a_newcomer_sees_what_is_served_decides_and_the_child_reads_it(
     pane: tuple[Pane, Path],
 ) -> None:
     tmux, root = pane
     # The empty queue says which session it serves and the line a child needs.
     empty = tmux.wait(r"Serving session")
-    assert SESSION in empty and "PI_SUBAGENT_PARENT_SESSION=" in empty
+    assert SESSION in empty and f"PI_SUBAGENT_PARENT_SESSION={SESSION} \\" in empty  # never cut in the id
     # Ctrl+C does not quit, and says so in plain words.
     tmux.keys("C-c")
     said = tmux.wait(r"to quit")
@@ -121,3 +127,81 @@ def test_a_newcomer_at_80x24_sees_what_is_served_decides_and_the_child_reads_it(
                               capture_output=True, check=False).returncode != 0
 
     poll_until(ended, what="the app to quit")
+
+
+def press_until_answered(tmux: Pane, root: Path, name: str, key: str = "y") -> dict[str, object]:
+    """Press `key` until the child has its answer (a key read before the ask was painted counts for
+    nothing); the hang guard fails a key that never counts."""
+
+    def answered() -> bool:
+        if read_response(root, name, SESSION) is not None:
+            return True
+        tmux.keys(key)
+        return False
+
+    try:
+        poll_until(answered, what=f"the response to {name}")
+    except AssertionError:
+        raise AssertionError(f"{name} was never answered; the screen:\n{tmux.screen()}") from None
+    response = read_response(root, name, SESSION)
+    assert response is not None
+    return response
+
+
+def test_the_rough_edges_of_the_first_day(pane: tuple[Pane, Path]) -> None:
+    tmux, root = pane
+    tmux.wait(r"Serving session")
+    # A 20.7.3 ask: only the keys that can act on it are offered (no w, no R, no s without a suggestion).
+    write_request(root, request_body("old-1", value="make lint", target=SESSION, facts=False,
+                                     suggestion=False), SESSION)
+    tmux.wait(r"NO CHILD-FIXED FACTS")
+
+    def key_bar() -> str:
+        return "\n".join([line for line in tmux.screen().splitlines() if line.strip()][-3:])
+
+    poll_until(lambda: "R Rule" not in key_bar(), what="the footer without R")  # it follows the ask
+    bar = key_bar()
+    assert " y " in bar and " n " in bar and " r " in bar
+    assert " w " not in bar and " s " not in bar
+    # A filter hiding every ask says so (not "No pending asks").
+    tmux.keys("/")
+    tmux.wait(r"filter: agent:NAME")
+    tmux.tmux("send-keys", "-t", tmux.name, "-l", "zzz-none")
+    tmux.keys("Enter")
+    tmux.wait(r"1 pending, none match the filter")
+    tmux.keys("Escape")
+    tmux.wait(r"NO CHILD-FIXED FACTS")
+    assert press_until_answered(tmux, root, "old-1")["state"] == "approved"
+
+    # PgDn (the detail's header scrolled out), h, esc: the keys count again.
+    long = request_body("long-1", value="npm test -- " + "--case " * 60, target=SESSION)
+    write_request(root, long, SESSION)
+    tmux.wait(r"npm test")
+    tmux.keys("PageDown", "PageDown", "PageDown", "h")
+    tmux.wait(r"this run's decisions|asks ·")
+    tmux.keys("Escape")
+    tmux.wait(r"Ask 1/1")  # the queue again (its detail's header), not the history listing it
+    assert press_until_answered(tmux, root, "long-1")["state"] == "approved"
+
+    # A child past its deadline gives up and removes the folders it emptied: its ask leaves the queue,
+    # withdrawn, and says so.
+    past = time.time() * 1000 - 11 * 60_000  # created 11 minutes ago: its 10 minutes are up
+    gone = write_request(root, request_body("gone-1", value="git fetch", target=SESSION, created_at=past),
+                         SESSION)
+    tmux.wait(r"git fetch")
+    gone.unlink()
+    for folder in (requests_dir(root, SESSION), responses_dir(root, SESSION), gone.parent.parent):
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+    tmux.wait(r"Withdrawn by the child|withdrawn")
+    tmux.wait(r"Serving session")
+
+    # Help: End reaches its last line on one press, and the queue's keys are not shown under it.
+    tmux.keys("?")
+    tmux.wait(r"Keys")
+    assert "approve once" not in tmux.screen()
+    tmux.keys("End")
+    tmux.wait(r"esc / \? : close")
+    tmux.keys("Escape")
+    tmux.wait(r"Serving session")
+    tmux.keys("q")

@@ -69,7 +69,7 @@ async def test_sessions_view_lists_served_unserved_and_foreign_inboxes(
         await settle(pilot)
         text = screen_text(rig.app)
         assert SERVED in text and "serving here" in text
-        assert f"PI_SUBAGENT_PARENT_SESSION={SERVED} PI_IS_SUBAGENT=1" in text
+        assert f"PI_SUBAGENT_PARENT_SESSION={SERVED} \\" in text and "PI_IS_SUBAGENT=1" in text
         assert ORPHAN in text and "children waiting: press a to adopt" in text
         assert BUSY in text and "served elsewhere" in text and "read-only" in text
         screen = rig.app.screen
@@ -317,6 +317,8 @@ async def test_a_message_on_another_screen_is_a_toast_there_not_the_hidden_statu
 async def test_toasts_are_few_and_never_repeat(tmp_path: Path) -> None:
     rig = make_rig(tmp_path)
     async with rig.app.run_test(size=(120, 40), notifications=True) as pilot:
+        await pilot.press("h")  # over the queue one stands (`tests/tui/test_visible_ask.py`)
+        await wait_for(pilot, lambda: isinstance(rig.app.screen, HistoryScreen))
         for n in (1, 2, 1, 3, 4, 5, 5):
             rig.app.notify(f"answer {n}")
         await wait_for(pilot, lambda: [n.message for n in rig.app._notifications] ==

@@ -18,6 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from core.person import AskDecided
 from core.wire.decisions import ForwardedDecision
 from tui.commands.app_command import ui_settings, with_defaults
 from tui.commands.arguments import non_negative_int, positive_float
@@ -55,13 +56,17 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.set_defaults(handler=run)
 
 
-def describe(result: ChildResult) -> str:
-    """One line for the person: what the child received, as the child read it."""
+def describe(result: ChildResult, kind: str | None = None) -> str:
+    """One line for the person: what the child received, as the child read it. `kind`: how this node
+    decided it (`core.person.AskDecided.kind`), where the wire cannot say (a `w` grant reads as a
+    person's `approved`, not "approved once")."""
     from tui.sanitize import safe_plain  # Textual: only the commands that draw import it
 
     response = result.response
     if response is None:
         return safe_plain(f"{result.agent}: gave up waiting ({result.summary})")
+    if kind in _KIND_WORDS and response.approved:
+        return safe_plain(f"{result.agent} asked {result.summary}: {_KIND_WORDS[kind]}")
     source, carried = response.decided_by, False
     while isinstance(source, ForwardedDecision):  # carried up: who decided at the far end
         source, carried = source.decision, True
@@ -74,6 +79,11 @@ def describe(result: ChildResult) -> str:
     return safe_plain(f"{result.agent} asked {result.summary}: {verdict} {by}{reason}")
 
 
+_KIND_WORDS = {
+    "approved_for_serving_session": "approved by you, with a whole-session grant recorded",
+    "approved_by_serving_grant": "approved by the whole-session grant you recorded",
+    "approved_by_written_rule": "approved by the rule you wrote",
+}
 _STATE_WORDS = {
     "approved": "approved once",
     "approved_for_session": "approved for its session",
@@ -135,12 +145,16 @@ def run(args: argparse.Namespace) -> int:
                 # Textual also runs AuthorizerApp.on_mount (handlers are called along the MRO).
                 self.sub_title = (f"demo — broker {remote.url}, hosts {', '.join(HOSTS)}" if remote else
                                   f"demo — forwarding root {options.forwarding_root}")
+                # One line (a toast over the queue is one line): its banner says the rest.
+                self.notify("First: a pi 20.7.3 child's ask, which only you decide",
+                            markup=False, timeout=20)
                 if remote is not None:
                     self.run_worker(remote.serve(), name="demo-hosts", exit_on_error=False)
                 self.run_worker(self._children(), name="demo-children", exit_on_error=False)
 
             def report(self, result: ChildResult, host: str | None = None) -> None:
-                line = describe(result) if host is None else f"{host}: {describe(result)}"
+                said = describe(result, decided.get(result.request_id))
+                line = said if host is None else f"{host}: {said}"
                 received.append(line)
                 self.notify(line, title="a child received", markup=False, timeout=6)
 
@@ -158,6 +172,9 @@ def run(args: argparse.Namespace) -> int:
                             "(approving npm test five times makes it suggest a rule) · q: quit.",
                             title="Demo round done", markup=False, timeout=30)
 
+        decided: dict[str, str] = {}  # request id -> how this node decided it (the summary's words)
+        node.person.subscribe(lambda event: decided.__setitem__(event.ask.request.id, event.kind)
+                              if isinstance(event, AskDecided) else None)
         app = DemoApp(node, ui_settings(options, node.authority))
         if remote is not None:  # a hangup or signal ends the process there: the broker goes with it
             app.quitting.forced_exit_cleanups.append(remote.close)

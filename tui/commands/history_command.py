@@ -193,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
             verdict=args.verdict,
             since=SYSTEM_CLOCK.wall() - args.since if args.since is not None else None,
         )
-        rows = store.query(where, args.limit or None)[::-1]
+        rows = store.query(where, args.limit or None)  # newest first, as the app lists them
     finally:
         store.close()
     out = sys.stdout

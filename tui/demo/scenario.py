@@ -115,7 +115,8 @@ Scenario = Callable[[SimulatedChild], tuple[str, dict[str, Any]]]
 
 
 def demo_scenarios() -> list[tuple[str, Scenario]]:
-    """(agent, builder) pairs: realistic asks of both generations, including hostile text."""
+    """(agent, builder) pairs: realistic asks of both generations, including hostile text; a 20.7.3
+    child's first (the generation npm serves today: every one of its asks comes to the person)."""
 
     def bash_chain(c: SimulatedChild) -> tuple[str, dict[str, Any]]:
         cmd = "cd /repo && npm install left-pad && git push origin main"
@@ -166,7 +167,8 @@ def demo_scenarios() -> list[tuple[str, Scenario]]:
         return "skill", _single_value(c, "skill", "release-notes", "release-notes")
 
     def old_child(c: SimulatedChild) -> tuple[str, dict[str, Any]]:
-        return "legacy 20.7.3 request (no facts)", legacy(c, "bash", "make deploy", ["make deploy *"])
+        return ("make deploy, as a pi 20.7.3 child (no facts: only you decide it)",
+                legacy(c, "bash", "make deploy", ["make deploy *"]))
 
     def edit(c: SimulatedChild) -> tuple[str, dict[str, Any]]:
         abs_path = f"{c.cwd}/src/auth/session.ts"
@@ -192,6 +194,8 @@ def demo_scenarios() -> list[tuple[str, Scenario]]:
         return "hidden characters and markup", newest(c, "bash", cmd, _intent(c, "bash", [cmd]), [], "bash")
 
     return [
+        # First: pi 20.7.3 is the version npm serves today, and every ask of its children comes to you.
+        ("Legacy", old_child),
         ("Explore", path_read),
         ("Builder", bash_chain),
         ("Explore", git_status),
@@ -199,7 +203,6 @@ def demo_scenarios() -> list[tuple[str, Scenario]]:
         ("Researcher", external),
         ("Researcher", mcp),
         ("Writer", skill),
-        ("Legacy", old_child),
         ("Mallory\u202e", hostile),
         ("Builder", edit),
         *[("Tester", npm_test)] * SUGGESTION_AFTER,

@@ -156,4 +156,5 @@ def stamp(at: float | None) -> str | None:
 
 
 def wait_text(ms: float) -> str:
-    return f"{ms:.0f} ms" if ms < 1000 else f"{ms / 1000:.1f} s" if ms < 60_000 else f"{ms / 60_000:.1f} min"
+    """A time to decide, always in seconds (as `pi-authorizer history` writes it)."""
+    return f"{ms / 1000:.3f}s" if ms < 10_000 else f"{ms / 1000:.0f}s"

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
 from textual.content import Content
 
-from core.disk.paths import ROOT_IN_AGENT_DIR, agent_dir_of, env_line
+from core.disk.paths import ROOT_IN_AGENT_DIR, agent_dir_of, forwarding_env
 from core.vocabulary.asks import Ask
 from tui.render.ask import Clip, agent_content, value_content
 from tui.render.ask_facts import age_seconds, broker_origin, duration
@@ -63,6 +64,15 @@ def batch_line(index: int | None, ask: Ask, clip: Clip) -> Content:
     return Content("\n").join(rows)
 
 
+def env_block(session_id: str, root: Path | None = None, indent: str = "") -> str:
+    """`core.disk.paths.env_line` as a shell command over lines, one variable a line (`\\` goes on):
+    a narrow terminal never wraps it inside the session id, and the lines pasted run as the one line.
+    Each variable is sanitised on its own line (a session id is another process's claim)."""
+    env = forwarding_env(session_id, root)
+    pairs = [safe_plain(f"{key}={shlex.quote(value)}") for key, value in env.items()]
+    return f" \\\n{indent}".join(pairs)
+
+
 def serving_content(sessions: Sequence[str], root: Path | None) -> Content:
     """The empty queue: what this authorizer serves, and the line a child needs to forward here."""
     if not sessions:
@@ -77,7 +87,7 @@ def serving_content(sessions: Sequence[str], root: Path | None) -> Content:
                           WARN))
     parts += [
         ("\n\nA child forwards its asks here when started with:\n  ", DIM),
-        (safe_plain(env_line(sessions[0], root)), "bold"),
+        (env_block(sessions[0], root, indent="  "), "bold"),
         ("\n(S: every inbox under the root, and adopting one)",
          DIM),
     ]

@@ -60,14 +60,40 @@ def _hanging(head: str, text: str, width: int, head_style: str, *, dim_text: boo
 class HelpScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,question_mark,q", "dismiss", "Close", id="help.close"),
+        # Over the scroll's own keys (its `end` animates, and took a second press to arrive).
+        Binding("end,G", "scroll_to(1)", "Last line", show=False, priority=True, id="help.end"),
+        Binding("home,g", "scroll_to(0)", "First line", show=False, priority=True, id="help.home"),
     ]
 
     def __init__(self, sections: Sequence[tuple[str, Sequence[tuple[str, Binding]]]]) -> None:
         super().__init__(classes="expand")
         self.sections = sections
+        self._width = 0
 
     def compose(self) -> ComposeResult:
-        width = max(40, self.app.size.width - 8)  # the dialog's border and padding
+        with VerticalScroll(id="expand-body"):
+            yield Static(id="help-text", markup=False)
+
+    def on_resize(self) -> None:
+        # Wrapped here, to the width the text really has once laid out: wrapped again by the widget
+        # (a guess too wide by the scrollbar) it would leave orphan words on lines of their own.
+        self.call_after_refresh(self._fill)
+
+    def _fill(self) -> None:
+        text = self.query_one("#help-text", Static)
+        width = text.content_region.width
+        if width and width != self._width:
+            self._width = width
+            text.update(self._content(width))
+
+    def action_scroll_to(self, end: int) -> None:
+        body = self.query_one("#expand-body", VerticalScroll)
+        if end:
+            body.scroll_end(animate=False, immediate=True)
+        else:
+            body.scroll_home(animate=False, immediate=True)
+
+    def _content(self, width: int) -> Content:
         lines: list[Content] = [Content.styled("Keys", "bold underline")]
         for title, bindings in self.sections:
             lines.append(Content(""))
@@ -82,9 +108,8 @@ class HelpScreen(ModalScreen[None]):
         for note in SAFETY_NOTES:
             lines.extend(_hanging("  • ", note, width, DIM))
         lines.append(Content(""))
-        lines.append(Content.styled("esc / ? : close", DIM))
-        with VerticalScroll(id="expand-body"):
-            yield Static(Content("\n").join(lines), markup=False)
+        lines.append(Content.styled("esc / ? : close · home / end: first / last line", DIM))
+        return Content("\n").join(lines)
 
     async def action_dismiss(self, result: None = None) -> None:
         self.dismiss(None)

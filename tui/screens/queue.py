@@ -155,7 +155,7 @@ class QueueScreen(Screen[None]):
         self._busy = False
         self._composed = False
         self._refresh_pending = False
-        self._bindings_for: tuple[bool, bool] | None = None
+        self._bindings_for: tuple[bool, bool, bool] | None = None
         self._ready_timer: Timer | None = None
         self._key_labels: tuple[object, dict[str, str]] | None = None
         self._detail_ask: Ask | None = None  # the ask object the detail shows
@@ -207,8 +207,18 @@ class QueueScreen(Screen[None]):
     def on_screen_resume(self) -> None:
         # Coming back from another screen or a modal: what is visible is new to the eye (and a
         # session may have been adopted meanwhile).
+        self._keys_shown(True)
         self.refresh_queue()
         self.show_selected()
+
+    def on_screen_suspend(self) -> None:
+        """Under a dialog the queue's keys are not shown: there `y` means the dialog's, not this legend's."""
+        self._keys_shown(False)
+
+    def _keys_shown(self, shown: bool) -> None:
+        if self._composed:
+            self.query_one(KeyLegend).display = shown
+            self.query_one(Footer).display = shown
 
     @property
     def compact(self) -> bool:
@@ -436,7 +446,7 @@ class QueueScreen(Screen[None]):
         total = self._pending_total
         text = f"{total} pending" if total else "no pending asks"
         if self.ask_filter.active:
-            text += f" · {shown} shown"
+            text += f" · {shown} shown" if shown or not total else " · none match the filter"
         self.sub_title = text
 
     def _select(self, key: AskKey | None) -> None:
@@ -464,7 +474,7 @@ class QueueScreen(Screen[None]):
             self.detail.expect_paint(ask.key, self._painted)
         self._render_legend()
         # The footer rebuilds itself on every bindings refresh: only when what the keys may do changed.
-        enabled = (ask is not None, self.typing)
+        enabled = (ask is not None, self.typing, ask is not None and ask.has_facts)  # `R` needs facts
         if enabled != self._bindings_for:
             self._bindings_for = enabled
             self.refresh_bindings()
@@ -493,7 +503,9 @@ class QueueScreen(Screen[None]):
         ask = self.current_ask()
         index = None if ask is None else self.table.index_of(ask.key)
         self._detail_ask = ask
-        self.detail.show(ask, self.clock(), 0 if index is None else index + 1, self.table.row_count)
+        rows = self.table.row_count
+        self.detail.show(ask, self.clock(), 0 if index is None else index + 1, rows,
+                         hidden=0 if rows else self._pending_total)
         if ask is not None:
             # After the frame that shows it: truer "shown" time, and the write is off the key-to-paint path.
             self.call_after_refresh(self.post_message, self.AskShown(ask.key))
@@ -550,7 +562,9 @@ class QueueScreen(Screen[None]):
     def action_filter(self) -> None:
         self.safety.disarm()
         self._show_filter(True)
-        self.filter_input.focus()
+        # Focused now, not after the keys already queued behind `/`: typed fast, the filter's text
+        # (`/zzz-none`: n, o, n) would otherwise reach the decision keys and deny the ask.
+        self.set_focus(self.filter_input)
         self._render_legend()
         self.call_after_refresh(self._indexed, self.human.pending())  # before the first key, not on it
 

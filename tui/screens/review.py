@@ -62,6 +62,13 @@ class ReviewScreen(Screen[None]):
         self.apply_filter(HistoryFilter())
         self.history_list.focus()
 
+    def on_resize(self) -> None:
+        """The headers follow the list's columns, which give way to the value at a narrow width."""
+        self.call_after_refresh(self._header)
+
+    def _header(self) -> None:
+        self.query_one("#review-header", Static).update(header_text(self.history_list.size.width or None))
+
     def on_unmount(self) -> None:
         self.workers.cancel_group(self, "review-summary")
         self._reader.close()

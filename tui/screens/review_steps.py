@@ -119,11 +119,12 @@ class ConfirmRuleScreen(ModalScreen[bool]):
         Binding("y", "confirm", "Write the rule", id="review.rule.confirm"),
         Binding("t", "next_target", "Other file", id="review.rule.target"),
         Binding("n,escape", "cancel", "Cancel", id="review.rule.cancel"),
-        Binding("j,down", "scroll(1)", "Down", show=False, id="review.rule.down"),
-        Binding("k,up", "scroll(-1)", "Up", show=False, id="review.rule.up"),
-        Binding("pagedown", "scroll(8)", "Page down", show=False, id="review.rule.page_down"),
-        Binding("pageup", "scroll(-8)", "Page up", show=False, id="review.rule.page_up"),
-        Binding("end", "scroll_end", "End", show=False, id="review.rule.end"),
+        # Over the focused scroll's own keys (its `end` animates, and took a second press to arrive).
+        Binding("j,down", "scroll(1)", "Down", show=False, priority=True, id="review.rule.down"),
+        Binding("k,up", "scroll(-1)", "Up", show=False, priority=True, id="review.rule.up"),
+        Binding("pagedown", "scroll(8)", "Page down", show=False, priority=True, id="review.rule.page_down"),
+        Binding("pageup", "scroll(-8)", "Page up", show=False, priority=True, id="review.rule.page_up"),
+        Binding("end", "scroll_end", "End", show=False, priority=True, id="review.rule.end"),
     ]
 
     def __init__(
@@ -172,7 +173,8 @@ class ConfirmRuleScreen(ModalScreen[bool]):
         self.change = None
         self.reach = ()
         if self.chosen < 0:
-            body.update(Content("No --rules file is configured: press t to pick a pi config file."))
+            body.update(Content("No rules file is set (start pi-authorizer with --rules FILE for one): "
+                                "press t to pick a pi config file."))
             return
         target = self.targets[self.chosen]
         try:
@@ -223,6 +225,12 @@ class ConfirmRuleScreen(ModalScreen[bool]):
             if verdict.outcome != "commit":
                 self.notify(verdict.why, markup=False)
                 return
+        if self.chosen < 0:
+            why = ("No rules file is set, so there is nowhere to write it by default: start pi-authorizer "
+                   "with --rules FILE (its own rules), or press t to pick a pi config file.")
+            self._render_keys(why)
+            self.notify(why, title="Not written", severity="warning", markup=False)
+            return
         if self.change is None:
             self.notify("Nothing to write for this file.", severity="warning", markup=False)
             return

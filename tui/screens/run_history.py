@@ -1,4 +1,4 @@
-"""This run's decisions, newest last: a plain list (a history issue will replace it)."""
+"""This run's decisions, newest first (as the durable history and `pi-authorizer history`): a plain list."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def history_content(entries: Sequence[HistoryEntry]) -> Content:
     if not entries:
         return Content.styled("Nothing decided yet in this run.", DIM)
     lines = []
-    for entry in entries:
+    for entry in reversed(entries):  # newest first
         stamp = time.strftime("%H:%M:%S", time.localtime(entry.at))
         parts: list[tuple[str, str]] = [
             (f"{stamp}  ", DIM),

@@ -24,6 +24,7 @@ from core.forwarding.liveness import SessionHeld
 from core.forwarding.survey import InboxStatus
 from core.serving import ServedSession, ServedSessions
 from core.wiring import HistoryFailed
+from tui.render.lines import env_block
 from tui.render.styles import DIM, WARN
 from tui.sanitize import sanitize
 from tui.screens.rows_screen import RowsScreen, rows_keys
@@ -72,7 +73,7 @@ class SessionsScreen(RowsScreen):
     def on_mount(self) -> None:
         self.sub_title = "sessions"
         for key, label in (("session", "Session"), ("state", "State"), ("pid", "Pid"),
-                           ("waiting", "Waiting"), ("note", "")):
+                           ("waiting", "Waiting"), ("note", "Note")):
             self.table.add_column(Text(label), key=key)
         self.query_one("#sessions-env", Static).border_title = "Run a headless pi so it forwards here"
         self.refresh_rows()
@@ -153,7 +154,7 @@ class SessionsScreen(RowsScreen):
         if row is None:
             env.update(Content.styled("No session inboxes yet.", DIM))
             return
-        line = sanitize(env_line(row.session_id), single_line=True)
+        line = env_block(row.session_id, self.served.root)
         if row.other_server is not None:
             env.update(Content.assemble(
                 ("Another server seems to answer it: ", WARN),
@@ -161,7 +162,7 @@ class SessionsScreen(RowsScreen):
                 (".\nNot answered here while that lasts. T takes the inbox over: this node answers it "
                  "(and would race that server if it is real).", DIM)))
         elif row.session_id in self.ours:
-            env.update(Content.assemble(line.content("bold"), ("\n(c: copy)", DIM)))
+            env.update(Content.assemble((line, "bold"), ("\n(c: copy it as one line)", DIM)))
         elif row.serving == "alive":
             env.update(Content.assemble(
                 ("Served by another live process", WARN),
@@ -169,7 +170,7 @@ class SessionsScreen(RowsScreen):
                 (": read-only here; answering it too would race that server.", DIM)))
         else:
             env.update(Content.assemble(("Unserved. Press a to adopt it; then children can use:\n", DIM),
-                                        line.content()))
+                                        (line, "")))
 
     def action_adopt(self) -> None:
         row = self._selected()
@@ -233,5 +234,5 @@ class SessionsScreen(RowsScreen):
     def action_copy_env(self) -> None:
         row = self._selected()
         if row is not None:
-            self.app.copy_to_clipboard(env_line(row.session_id))
+            self.app.copy_to_clipboard(env_line(row.session_id, self.served.root))
             self.query_one("#sessions-note", Static).update(Content.styled("Env line copied.", DIM))

@@ -26,12 +26,13 @@ from tui.render.ask_facts import VALUE_LIMIT, ask_has_hidden, ask_risk
 from tui.render.change import FileChange, change_from_evidence, change_renderable
 from tui.render.judge_advice import advice_content
 from tui.render.lines import header_content, risk_content
-from tui.render.styles import DIM
+from tui.render.styles import DIM, WARN
 from tui.widgets.painted import PaintProbe
 
 NO_FACTS_BANNER = (
-    "⚠ NO CHILD-FIXED FACTS (no usable accessIntent, e.g. a 20.7.3 child): it could not be matched against "
-    "this node's rules. Only the child's own display text below describes it."
+    "⚠ NO CHILD-FIXED FACTS (no usable accessIntent, e.g. a pi 20.7.3 child): it could not be matched "
+    "against this node's rules, so rules, w, R and explain cannot decide it: it is yours (y, s with the "
+    "child's own suggestion, n, r). Only the child's own display text below describes it."
 )
 HIDDEN_BANNER = (
     "⚠ CONTAINS HIDDEN CHARACTERS, shown as ␛ / ⟨U+…⟩ tokens. Every decision key needs a second press."
@@ -171,16 +172,19 @@ class AskDetail(VerticalScroll):
         self._built[ask.key] = (ask, *cached)
         return cached
 
-    def show(self, ask: Ask | None, now: float, position: int, total: int) -> bool:
-        """Render `ask` (or the empty state); True when a value was shortened."""
+    def show(self, ask: Ask | None, now: float, position: int, total: int, *, hidden: int = 0) -> bool:
+        """Render `ask` (or the empty state); True when a value was shortened. `hidden`: asks pending
+        that the filter hides (none shown is then not "no pending asks")."""
         header = self.query_one("#detail-header", Static)
         if ask is None:
             self._ask = self._ask_object = None
-            header.update(Content.styled("No pending asks. Children's asks appear here as they arrive.", DIM))
+            header.update(Content.styled(
+                f"{hidden} pending, none match the filter (esc clears it)." if hidden else
+                "No pending asks. Children's asks appear here as they arrive.", WARN if hidden else DIM))
             for name in ("banner-hidden", "banner-nofacts", "banner-agent", "banner-risk", "judge",
                          *(n for n, _ in PANELS), "change", "origin"):
                 self._set(name, None)
-            self._set("serving", self.serving() if self.serving is not None else None)
+            self._set("serving", self.serving() if self.serving is not None and not hidden else None)
             return False
         self._set("serving", None)
         if ask.key != self._ask or ask is not self._ask_object:

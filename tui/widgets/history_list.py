@@ -39,31 +39,57 @@ _COLUMNS = (
     ("by", "Decided by", 26),
 )
 GAP = "  "
+#: The value keeps at least this many cells: the other columns give way first, in this order.
+VALUE_ROOM = 20
+_NARROWEST = {"by": 10, "agent": 8, "surface": 7, "time": 11, "verdict": 10}
+
+
+def column_widths(width: int | None) -> dict[str, int]:
+    """Each column's width in `width` cells (None: the widest): "Decided by", then the agent, the
+    surface, the time (its seconds go, its date stays) and the verdict shrink so the value keeps
+    `VALUE_ROOM` cells."""
+    widths = {name: cell_width for name, _, cell_width in _COLUMNS}
+    if width is None:
+        return widths
+    over = sum(widths.values()) + len(GAP) * len(widths) + VALUE_ROOM - width
+    for name, narrowest in _NARROWEST.items():
+        if over <= 0:
+            break
+        give = min(over, widths[name] - narrowest)
+        widths[name] -= give
+        over -= give
+    return widths
+
+
+def _stamp(at: float, cells: int) -> str:
+    return time.strftime("%m-%d %H:%M:%S" if cells >= 14 else "%m-%d %H:%M", time.localtime(at))
 
 
 def header_text(width: int | None = None) -> Text:
-    """The column headers, aligned with `row_text`."""
+    """The column headers, aligned with `row_text` at the same `width`."""
+    widths = column_widths(width)
     line = Text(no_wrap=True, overflow="crop", style="bold")
-    for _, label, cell_width in _COLUMNS:
-        line.append(label.ljust(cell_width) + GAP)
+    for name, label, _ in _COLUMNS:
+        line.append_text(fit(Text(label), widths[name]))
+        line.append(" " * (widths[name] - min(len(label), widths[name])) + GAP)
     line.append("Value")
     return line
 
 
 def row_text(row: HistoryRow, width: int | None = None) -> Text:
     """One history line: time, agent, surface, verdict (or outcome), decider, value; a cut says `…+N`."""
+    widths = column_widths(width)
     line = Text(no_wrap=True, overflow="crop")
-    stamp = time.strftime("%m-%d %H:%M:%S", time.localtime(row.arrived_at))
     cells = {
-        "time": Text(stamp, "dim"),
+        "time": Text(_stamp(row.arrived_at, widths["time"]), "dim"),
         "agent": sanitize(row.agent or "?", single_line=True).text(),
         "surface": sanitize(row.surface or "?", single_line=True).text(),
         "verdict": Text(row.verdict or row.outcome, VERDICT_STYLE.get(row.verdict or "", "bold yellow")),
         "by": sanitize(row.decider or row.outcome, single_line=True).text("dim"),
     }
-    for name, _, cell_width in _COLUMNS:
-        cell = fit(cells[name], cell_width)
-        cell.pad_right(cell_width - cell.cell_len)
+    for name, _, _ in _COLUMNS:
+        cell = fit(cells[name], widths[name])
+        cell.pad_right(widths[name] - cell.cell_len)
         line.append_text(cell)
         line.append(GAP)
     value = sanitize(row.value or "", single_line=True).text()

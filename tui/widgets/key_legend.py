@@ -27,7 +27,9 @@ def legend_content(
     marked: int,
     width: int,
 ) -> Content:
-    """Two lines of keys: the decisions (what the selected ask allows) and the batch keys; the long
+    """Two lines of keys: the decisions the selected ask allows (`s` only with the child's suggestion,
+    `b` only when it proves one direction, `w` only with facts: never a key that cannot act on it) and
+    the batch keys; the long
     words when they fit in `width`, else the short ones. `armed`: the action of an armed first press."""
     grants = HumanAuthorizer.serving_grants_of(ask) if ask is not None else ()
     has_grants = bool(grants)
@@ -38,8 +40,8 @@ def legend_content(
     for wording in (0, 1):
         parts: list[tuple[str, str]] = []
         for action, legend in LEGEND["decisions"]:
-            if action == "approve_session_both" and not possible[action]:
-                continue  # offered only when it is a different width, as in pi
+            if not possible.get(action, True) and (ask is not None or action == "approve_session_both"):
+                continue  # a key that cannot act on this ask is not offered (`b`: as in pi)
             usable = ask is not None and possible.get(action, True) and not grace
             key_style = "reverse bold" if usable else "reverse dim"
             if armed == action:

@@ -3,7 +3,9 @@
 Key safety counts from the paint, not from building or updating a widget: on a loaded machine the
 two can be far apart. The compositor calls `render_lines` only while it renders the frame it is
 about to write; the probe then waits for that refresh to finish (`call_after_refresh`) and reports
-the token it was given, once.
+the token it was given, once. So a probe must stand where every frame of its screen shows it (docked,
+never inside content that scrolls): a probe scrolled out of view is never rendered, and keys waiting
+for its paint would wait forever.
 """
 
 from __future__ import annotations
