@@ -17,6 +17,10 @@ deadline, or refused with why), so nothing is lost and nothing answered twice.
 The broker itself (read a key, deliver a verdict, acknowledge or terminate a message) is its door,
 `core/courier/broker_door.py`.
 
+A parcel is decoded, nesting-checked and its request read on one worker thread of the inbox, never
+on the event loop (issue 33, finding 7: a batch of bracket-heavy parcels froze an approver's screen);
+a batch at most waits for it, so the work queued is bounded by the batch.
+
 Size: still a route of its own beside the inbox's (judging, the chain, the arbiter and the history
 are driven here too: issue 32, finding 5); it shrinks once the broker is a door of the one route.
 """
@@ -28,6 +32,7 @@ import contextlib
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 from nats.aio.msg import Msg
@@ -58,6 +63,7 @@ from core.courier.broker_access import BrokerAccess
 from core.courier.broker_door import BrokerDoor, acknowledge, terminate
 from core.courier.broker_health import BrokerHealth
 from core.courier.transport import Parcel
+from core.seams import FaultHook, no_fault
 from core.serving.judgment import Chain, Judge, judge_ask, review_by_chain
 from core.serving.verdicts import Ledger, VerdictRecord, WrittenMark, gate_denial
 from core.vocabulary.asks import Answered, Arbiter, ArbiterDecision, Ask, AskKey, Decision
@@ -145,6 +151,7 @@ class BrokerInbox:
         ledger: Ledger | None = None,
         observe: Observer | None = None,
         access: BrokerAccess | None = None,
+        checkpoint: FaultHook = no_fault,
     ) -> None:
         self.url = broker_url(url)
         self.node = node
@@ -175,6 +182,9 @@ class BrokerInbox:
         self._closing = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
         self._runner: asyncio.Task[None] | None = None
+        #: Called with `broker.decode` on the decoding thread before each parcel is read (a seam).
+        self.checkpoint = checkpoint
+        self._decoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"broker-decode-{token(node)}")
 
     @property
     def durable(self) -> str:
@@ -201,6 +211,7 @@ class BrokerInbox:
         if self._link is not None:
             with contextlib.suppress(*BROKER_DOWN):
                 await self._link.close()
+        self._decoder.shutdown(wait=False, cancel_futures=True)
 
     # -- the loop -----------------------------------------------------------------------------------
 
@@ -360,13 +371,16 @@ class BrokerInbox:
 
     async def _take(self, door: BrokerDoor, msg: Msg) -> None:
         """One delivery: settled, before the arbiter, or left unacknowledged when the broker failed."""
+        unpacked = _Unpacked()
         try:
-            await self._serve(door, msg)
+            unpacked = await asyncio.get_running_loop().run_in_executor(
+                self._decoder, _unpack, msg.data, msg.subject, self.checkpoint)
+            await self._serve(door, msg, unpacked)
         except BROKER_DOWN:
             raise
         except Exception as exc:  # a parcel never stops serving
             log.error("broker parcel on %s failed", msg.subject[:200], exc_info=True)
-            self._quarantine(msg, f"serving it failed: {type(exc).__name__}: {exc}")
+            self._quarantine(msg, f"serving it failed: {type(exc).__name__}: {exc}", unpacked.parcel_id)
 
     def _quarantine(self, msg: Msg, reason: str, parcel_id: str | None = None, raw: bytes | None = None,
                     term: bool = True) -> None:
@@ -374,26 +388,23 @@ class BrokerInbox:
         its message terminated (never delivered again) unless it was answered with why."""
         self.stats.quarantined.append(reason)
         log.warning("broker parcel on %s refused: %s", msg.subject[:200], reason)
-        name = parcel_id if parcel_id is not None else (parcel_id_of(msg.data) or "(no parcel id)")
+        name = parcel_id if parcel_id is not None else "(no parcel id)"
         key = AskKey(f"nats:{msg.subject[:200]}", name)
         self._event(ServeEvent("quarantined", key, self.clock.wall(), raw=raw, reason=reason))
         if term:
             self._spawn(terminate(msg))
 
-    async def _serve(self, door: BrokerDoor, msg: Msg) -> None:
+    async def _serve(self, door: BrokerDoor, msg: Msg, unpacked: _Unpacked) -> None:
         try:
             host_tok = host_token_of(msg.subject)
         except BrokerRefused as exc:
-            self._quarantine(msg, exc.reason)
+            self._quarantine(msg, exc.reason, unpacked.parcel_id)
             return
-        try:
-            parcel = decode_parcel(msg.data)
-            _check_origin(parcel, msg.subject)
-        except BrokerRefused as exc:
-            parcel_id = parcel_id_of(msg.data)
+        parcel, parcel_id = unpacked.parcel, unpacked.parcel_id
+        if parcel is None:
             if parcel_id is not None:
-                await self._refuse(door, decision_key(host_tok, parcel_id), parcel_id, exc.reason)
-            self._quarantine(msg, exc.reason)
+                await self._refuse(door, decision_key(host_tok, parcel_id), parcel_id, unpacked.refused)
+            self._quarantine(msg, unpacked.refused, parcel_id)
             return
         key = decision_key(host_tok, parcel.parcel_id)
         if key in self._settled_keys:  # delivered again (an ack lost, a fetch that timed out): done
@@ -414,11 +425,12 @@ class BrokerInbox:
             return
         self._working[key] = seq
         try:
-            await self._serve_parcel(door, msg, parcel, key)
+            await self._serve_parcel(door, msg, parcel, key, unpacked.read)
         finally:
             self._working.pop(key, None)
 
-    async def _serve_parcel(self, door: BrokerDoor, msg: Msg, parcel: Parcel, key: str) -> None:
+    async def _serve_parcel(self, door: BrokerDoor, msg: Msg, parcel: Parcel, key: str,
+                            read: ParsedRequest | RequestRejected) -> None:
         already = await door.read(key)
         origin = parcel.hops[-1]
         label = f"nats:{origin.host}/{origin.session_id}"
@@ -429,9 +441,8 @@ class BrokerInbox:
             self._note(Settled(parcel.parcel_id, "elsewhere", already.words_for(self.node)))
             if already.kind == "verdict" and already.by == self.node:
                 # An earlier run's verdict, recorded before it was written: it is the one delivered.
-                with contextlib.suppress(RequestRejected):
-                    request_id = parse_request(parcel.request).request.id
-                    await self._note_rows([WrittenMark(ask_key, request_id, True)])
+                if isinstance(read, ParsedRequest):
+                    await self._note_rows([WrittenMark(ask_key, read.request.id, True)])
             else:  # a row an earlier run of this node left open ends here
                 self._event(ServeEvent("withdrawn", ask_key, self.clock.wall(),
                                        reason=already.words_for(self.node)))
@@ -444,13 +455,12 @@ class BrokerInbox:
             self._remember(key)
             self._note(Settled(parcel.parcel_id, "expired", "the child's deadline had passed"))
             return
-        try:
-            parsed = _with_hops(parse_request(parcel.request), parcel)
-        except RequestRejected as exc:
-            await self._refuse(door, key, parcel.parcel_id, exc.reason)
-            self._quarantine(msg, exc.reason, parcel.parcel_id, parcel.request, term=False)
+        if isinstance(read, RequestRejected):
+            await self._refuse(door, key, parcel.parcel_id, read.reason)
+            self._quarantine(msg, read.reason, parcel.parcel_id, parcel.request, term=False)
             await msg.ack()
             return
+        parsed = read
         responder = parsed.request.target_session_id or BROKER_RESPONDER
         recorded = await self._recorded(ask_key, parsed)
         if recorded is not None:  # recorded by an earlier run, never written: written as recorded
@@ -650,6 +660,32 @@ class BrokerInbox:
         log.info("serving the asks of broker %s as %s", self.url, self.durable)
         await stop.wait()
         await self.close()
+
+
+@dataclass(frozen=True)
+class _Unpacked:
+    """A message as the decoding thread read it: its parcel (or why it is refused, and its parcel id if
+    one could be read) and the parcel's request (or why it is rejected)."""
+
+    parcel: Parcel | None = None
+    parcel_id: str | None = None
+    refused: str = "the parcel was not read"
+    read: ParsedRequest | RequestRejected = field(default_factory=lambda: RequestRejected("not read"))
+
+
+def _unpack(data: bytes, subject: str, checkpoint: FaultHook) -> _Unpacked:
+    """Decode, nesting-check and read one message (on the decoding thread: `BrokerInbox._take`)."""
+    checkpoint("broker.decode")
+    try:
+        parcel = decode_parcel(data)
+        _check_origin(parcel, subject)
+    except BrokerRefused as exc:
+        return _Unpacked(parcel_id=parcel_id_of(data), refused=exc.reason)
+    try:
+        read: ParsedRequest | RequestRejected = _with_hops(parse_request(parcel.request), parcel)
+    except RequestRejected as exc:
+        read = exc
+    return _Unpacked(parcel, parcel.parcel_id, read=read)
 
 
 def _body(response: ForwardedResponse) -> str:
