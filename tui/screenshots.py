@@ -156,6 +156,8 @@ class Shooter:
     async def select(self, key: AskKey) -> None:
         """Move the queue cursor with j / k onto the ask `key`."""
         queue = self.app.queue
+        # New asks join the table in batches: wait for this one's row before moving onto it.
+        await self.until(lambda: key in queue.table.ask_keys)
         keys = queue.table.ask_keys
         while queue.selected != key:
             here = keys.index(queue.selected) if queue.selected in keys else 0

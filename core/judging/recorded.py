@@ -101,7 +101,7 @@ class RecordedAuthority:
         for grant in grants:
             shadowed = book.would_shadow_deny(agent_name, grant.surface, grant.pattern)
             if shadowed is not None:
-                return f"recording {grant.surface} {grant.pattern!r} would override {shadowed.describe()}"
+                return f"recording {shadowed.describe()}"
         return None
 
     def record(self, session_id: str, grants: Sequence[SessionGrant], agent_name: str) -> None:

@@ -26,7 +26,7 @@ from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import TypeVar
 
-from core.rules.accepted import AcceptedRecord
+from core.rules.accepted import AcceptedRecord, Recorded
 from core.rules.agent_names import suspicious_agent_reason
 from core.rules.bounded_read import read_config_text
 from core.rules.layers import Layers
@@ -92,6 +92,10 @@ class PolicyStore:
         self._trusted = {path: FileSignature.of(path)
                          for path in (*self.sources.config_paths().values(), *self.sources.agent_files())}
         self._record = AcceptedRecord(accepted) if accepted is not None else None
+        #: What this node watches: a file of these (or in these agents folders) created while it was
+        #: stopped is gated at the next start; a path no start watched is trusted as it is.
+        self._watched = {str(path) for path in self.sources.config_paths().values()}
+        self._watched |= {str(folder) for folder in self._agent_folders()}
         self._starting = True
         self._held_at_start: list[PendingReload] = []
         #: path → the text last accepted (recorded); `_baseline`: what a file changed since is gated against.
@@ -106,18 +110,23 @@ class PolicyStore:
 
     # -- the record of what was accepted (across restarts) ---------------------------------------
 
-    def _compare_with_record(self, previous: dict[str, str] | None) -> None:
-        """Trust a file only when it holds the text last accepted; gate one changed since against
-        that text, and one created since (not recorded) against an empty file."""
-        agent_folders = {self.agent_dir / "agents"}
+    def _agent_folders(self) -> set[Path]:
+        folders = {self.agent_dir / "agents"}
         if self.project_dir is not None:
-            agent_folders.add(self.project_dir / ".pi" / "agents")
-        recorded = {Path(p) for p in previous or {}
+            folders.add(self.project_dir / ".pi" / "agents")
+        return folders
+
+    def _compare_with_record(self, previous: Recorded | None) -> None:
+        """Trust a file only when it holds the text last accepted; gate one changed since against
+        that text, and one created since in a place the record watched against an empty file. A
+        path no earlier start watched is trusted as it is (as at a first start)."""
+        agent_folders = self._agent_folders()
+        recorded = {Path(p) for p in (previous.texts if previous is not None else {})
                     if Path(p).parent in agent_folders or Path(p) in self._trusted}
         for path in sorted(set(self._trusted) | recorded):
             now = _text_now(path)
-            before = None if previous is None else previous.get(str(path))
-            if previous is None or (before is not None and before == now):
+            before = None if previous is None else previous.texts.get(str(path))
+            if previous is None or not previous.knows(path) or (before is not None and before == now):
                 if now is not None:
                     self._accepted[str(path)] = now
                 continue
@@ -128,7 +137,7 @@ class PolicyStore:
 
     def _save_record(self) -> None:
         if self._record is not None:
-            self._record.save(self._accepted)
+            self._record.save(self._accepted, self._watched)
 
     def _accepted_now(self, key: ScopeKey, scope: Scope) -> None:
         """`scope` is in force for its file now: record its text."""

@@ -83,6 +83,30 @@ def test_a_rule_written_by_the_person_is_recorded_as_accepted(tmp_path: Path) ->
     assert _store(layout, state, rules_file).pending() == ()
 
 
+def test_a_rules_file_named_for_the_first_time_is_trusted_as_it_is(tmp_path: Path) -> None:
+    """A courier (no `--rules`) and an approver (`--rules FILE`) on one machine share a state dir:
+    whichever starts first, the approver's rules are in force, not held as "created since"."""
+    layout, state = Layout(tmp_path), tmp_path / "state"
+    rules_file = layout.write(tmp_path / "rules.json", {"permission": {"bash": {"ls *": "allow"}}})
+    _store(layout, state)  # the courier starts first and records what it watches
+    approver = _store(layout, state, rules_file)
+    assert approver.held_at_start() == () and resolve(approver, "bash", "ls src").verdict == "allow"
+
+
+def test_nodes_sharing_a_state_dir_keep_each_others_record(tmp_path: Path) -> None:
+    """The approver's rules widened while both were stopped stay held at its restart, although the
+    courier (which does not watch that file) saved the record after the approver did."""
+    layout, state = Layout(tmp_path), tmp_path / "state"
+    rules_file = layout.write(tmp_path / "rules.json", {"permission": {"bash": {"ls *": "allow"}}})
+    _store(layout, state, rules_file)
+    layout.write_global({"permission": {"bash": {"curl *": "deny"}}})  # the courier records a change
+    _store(layout, state)
+    layout.write(rules_file, WIDE)
+    restarted = _store(layout, state, rules_file)
+    assert [p.path for p in restarted.held_at_start()] == [str(rules_file)]
+    assert resolve(restarted, "bash", "make").verdict != "allow"
+
+
 def test_without_a_record_the_files_are_trusted_as_they_are(tmp_path: Path) -> None:
     layout, state = Layout(tmp_path), tmp_path / "state"
     layout.write_project(WIDE)
