@@ -57,6 +57,9 @@ DEDUPE_WINDOW_S = 3600.0
 #: A parcel on the wire: the request (base64 grows it by a third), the hops and a little JSON.
 MAX_PARCEL_BYTES = MAX_REQUEST_BYTES * 2 + 64 * 1024
 MAX_DECISION_BYTES = 64 * 1024
+#: Values a decision key keeps (new buckets): the first, which is the decision, outlives a hostile
+#: delete and rewrite. A bucket made with history 1 still works: its one value is read.
+DECISION_HISTORY = 8
 MAX_NAME = MAX_HOP_NAME_CHARS
 #: Errors that mean "the broker did not answer now" (connection lost, timeout), as opposed to refusals.
 BROKER_DOWN: tuple[type[BaseException], ...] = (
@@ -415,7 +418,8 @@ async def _ensure_bucket(js: JetStreamContext) -> KeyValue:
         return await js.create_key_value(
             KeyValueConfig(
                 bucket=DECISION_BUCKET,
-                history=1,
+                # the first value stays readable after a later delete or write (`read_first_decision`)
+                history=DECISION_HISTORY,
                 ttl=RETENTION_S,
                 storage=StorageType.FILE,
                 max_value_size=MAX_DECISION_BYTES,
@@ -433,6 +437,28 @@ async def create_decision(kv: KeyValue, key: str, decision: BrokerDecision) -> B
     except nats.js.errors.KeyWrongLastSequenceError:
         won = await read_decision(kv, key)
         return won if won is not None else BrokerDecision("verdict", "an unreadable writer", "")
+
+
+async def read_first_decision(js: JetStreamContext, key: str) -> BrokerDecision | None:
+    """The first value the key's history still holds (`None` if none): the decision, whatever was
+    deleted or written after it (a create-only writer can only follow a delete; a purge erases the
+    history, and then the approver's own memory of what it settled stands). Direct gets by subject, so
+    only an approver's permissions (the whole JetStream API) allow it; a courier reads the latest."""
+    subject = f"{DECISION_SUBJECT_PREFIX}.{key}"
+    seq = 1
+    for _ in range(DECISION_HISTORY * 2):
+        try:
+            msg = await js.get_msg(f"KV_{DECISION_BUCKET}", seq=seq, subject=subject, direct=True, next=True)
+        except nats.js.errors.NotFoundError:
+            return None
+        if (msg.headers or {}).get("KV-Operation") in ("DEL", "PURGE") or msg.seq is None:
+            seq = (msg.seq or seq) + 1
+            continue
+        try:
+            return decode_decision(msg.data or b"")
+        except BrokerRefused as exc:
+            return BrokerDecision("withdrawn", "an unknown writer", f"an unreadable decision ({exc.reason})")
+    return BrokerDecision("withdrawn", "an unknown writer", "a decision key deleted and rewritten too often")
 
 
 async def read_decision(kv: KeyValue, key: str) -> BrokerDecision | None:

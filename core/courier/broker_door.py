@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from nats.aio.msg import Msg
 
 from core.clock import Clock, wall_ms
-from core.courier.broker import BROKER_DOWN, BrokerDecision, BrokerLink, create_decision, read_decision
+from core.courier.broker import BROKER_DOWN, BrokerDecision, BrokerLink, create_decision, read_first_decision
 from core.courier.signing import NodeKey
 
 log = logging.getLogger("pi_authorizer.broker")
@@ -38,8 +38,9 @@ class BrokerDoor:
     node_key: NodeKey | None = None
 
     async def read(self, key: str) -> BrokerDecision | None:
-        """The answer a key holds (a verdict, a withdrawal, a courier's late note), None if none yet."""
-        return await read_decision(self.link.decisions, key)
+        """The answer a key holds (a verdict, a withdrawal, a courier's late note), None if none yet: its
+        first value, never reopened by a delete or a later write (`read_first_decision`)."""
+        return await read_first_decision(self.link.js, key)
 
     async def deliver(self, key: str, body: bytes, name: str, parcel_id: str,
                       digest: str) -> BrokerDecision | None:
@@ -59,8 +60,15 @@ class BrokerDoor:
                     raise
                 log.info("broker %s: verdict on %s not written yet: %s", self.url, name, exc)
                 await self.clock.wait(self.closing, self.retry_s)
-        if won == mine:
-            return None  # this node's own create landed; only its reply was lost
+        # The key's first value is its answer: a create that landed after a hostile delete is no win.
+        try:
+            first = await self.read(key)
+        except BROKER_DOWN as exc:
+            log.info("broker %s: the first value of %s not read back: %s", self.url, name, exc)
+            first = None
+        won = first if first is not None else won
+        if won is None or won == mine:
+            return None  # this node's own create landed (perhaps only its reply was lost)
         return won
 
 
