@@ -202,6 +202,8 @@ class BrokerInbox:
         """Connect (raises what nats-py raises when the broker is out of reach) and start serving."""
         self._link = await connect(self.url, timeout_s=self.request_timeout_s, name=self.node,
                                    access=self.access)
+        log.info("broker %s: node %s signs with %s (its line in a courier's [approvers]: %s = \"%s\")",
+                 self.url, self.node, self.node_key.public, self.node, self.node_key.public)
         self._runner = asyncio.create_task(self._run(self._link), name=f"broker inbox {self.node}")
 
     async def close(self) -> None:

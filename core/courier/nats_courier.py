@@ -95,6 +95,8 @@ class NatsCourier:
             if self._link is None or self._link.nc.is_closed:
                 self._link = await connect(self.target, timeout_s=self.request_timeout_s, name=self.node,
                                            access=self.access)
+                log.info("%s: node %s signs with %s (its line in an approver's [couriers]: %s = \"%s\")",
+                         self.target, self.node, self.node_key.public, self.node, self.node_key.public)
             return self._link
 
     def _out_of_reach(self, since: float, why: BaseException | str) -> Unreachable:
