@@ -17,7 +17,9 @@ the confirmation then decides exactly the asks it listed (`R`'s written rule lik
 from __future__ import annotations
 
 import asyncio
+import bisect
 import dataclasses
+import itertools
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -219,6 +221,13 @@ class HumanAuthorizer:
     def __init__(self, grants: GrantBook | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
         self.clock = clock
         self._pending: dict[AskKey, Ask] = {}
+        #: The pending asks kept in queue order as they come and go (a refresh never sorts them all):
+        #: each entry is (createdAt, arrival, the key's first-come number, key); `_ordered` is the asks
+        #: in that order, made again only after a change.
+        self._order: list[tuple[float, float, int, AskKey]] = []
+        self._entry: dict[AskKey, tuple[float, float, int, AskKey]] = {}
+        self._seq = itertools.count()
+        self._ordered: tuple[Ask, ...] | None = ()
         self._deciding: dict[AskKey, asyncio.Future[ArbiterDecision]] = {}
         self._listeners: list[Callable[[HumanEvent], None]] = []
         self.grants = grants
@@ -231,7 +240,48 @@ class HumanAuthorizer:
     def pending(self) -> list[Ask]:
         """In the children's `createdAt` order, then arrival: an ask from an inbox adopted late joins the
         queue where it was created, not at the end. (A screen keeps its cursor on the same ask.)"""
-        return sorted(self._pending.values(), key=lambda a: (a.request.created_at, a.arrived_at))
+        return list(self.ordered())
+
+    def ordered(self) -> tuple[Ask, ...]:
+        """`pending()` without a copy: the same tuple until an ask comes or goes (kept in order as
+        they do, so thousands pending are never sorted again on a refresh)."""
+        if self._ordered is None:
+            pending = self._pending
+            self._ordered = tuple(pending[entry[3]] for entry in self._order)
+        return self._ordered
+
+    def count(self) -> int:
+        return len(self._pending)
+
+    def _hold(self, ask: Ask) -> None:
+        """`ask` pending under its key, at its place in the order (a key already pending keeps its
+        first-come number, as a dictionary keeps its place: the order is what sorting would give)."""
+        key = ask.key
+        old = self._entry.pop(key, None)
+        if old is not None:
+            self._unorder(old)
+        seq = next(self._seq) if old is None else old[2]
+        entry = (ask.request.created_at, ask.arrived_at, seq, key)
+        bisect.insort(self._order, entry)
+        self._entry[key] = entry
+        self._pending[key] = ask
+        self._ordered = None
+
+    def _release(self, key: AskKey) -> Ask | None:
+        """The ask pending under `key` taken out of the queue (None: none was)."""
+        ask = self._pending.pop(key, None)
+        entry = self._entry.pop(key, None)
+        if entry is not None:
+            self._unorder(entry)
+            self._ordered = None
+        return ask
+
+    def _unorder(self, entry: tuple[float, float, int, AskKey]) -> None:
+        at = bisect.bisect_left(self._order, entry)
+        if at < len(self._order) and self._order[at] is entry:
+            del self._order[at]
+        else:  # a time that orders nothing (NaN): found by identity
+            del self._order[next(i for i, e in enumerate(self._order) if e is entry)]
 
     def get(self, key: AskKey) -> Ask | None:
         return self._pending.get(key)
@@ -282,7 +332,7 @@ class HumanAuthorizer:
 
     def rule_reach(self, path: Path, text: str) -> tuple[Ask, ...]:
         """The pending asks a rule would decide once `text` is written into the config file `path`."""
-        return rule_reach(self.grants, list(self.pending()), (path, text))
+        return rule_reach(self.grants, self.ordered(), (path, text))
 
     async def approve_for_serving_session(self, key: AskKey, *, shown: Ask | None = None,
                                           reach: Sequence[Ask]) -> AskDecided:
@@ -354,7 +404,7 @@ class HumanAuthorizer:
         future: asyncio.Future[ArbiterDecision] = asyncio.get_running_loop().create_future()
         self._deciding[ask.key] = future
         if self._pending.get(ask.key) is not ask:
-            self._pending[ask.key] = ask
+            self._hold(ask)
             self._emit(AskAdded(ask))
         return future
 
@@ -362,7 +412,7 @@ class HumanAuthorizer:
         deciding = self._deciding.pop(key, None)
         if deciding is not None:
             deciding.cancel()
-        ask = self._pending.pop(key, None)
+        ask = self._release(key)
         if ask is not None:
             self._emit(AskWithdrawn(ask, reason))
 
@@ -423,7 +473,7 @@ class HumanAuthorizer:
         if not result.written and result.waiting:
             # Decided and recorded; the disk refused it for now: it is written once the disk allows.
             if mine:
-                del self._pending[ask.key]
+                self._release(ask.key)
             self._emit(AskDecided(ask=ask, kind=kind, response=response, decided_at=self.clock.wall(),
                                   granted_on=granted_on))
             outcome.set_exception(DecisionRefused(result.why_not or "waiting for disk"))
@@ -431,14 +481,14 @@ class HumanAuthorizer:
             return
         if not result.written:
             if result.gone and mine:
-                del self._pending[ask.key]
+                self._release(ask.key)
                 self._emit(AskWithdrawn(ask, result.elsewhere))
             # A failed write leaves the ask pending, in its place in the queue.
             outcome.set_exception(DecisionRefused(result.why_not or "the answer could not be written"))
             outcome.exception()  # retrieved: a caller cancelled meanwhile has nothing to be told
             return
         if mine:
-            del self._pending[ask.key]
+            self._release(ask.key)
         decided = AskDecided(ask=ask, kind=kind, response=response, decided_at=self.clock.wall(),
                              granted_on=granted_on, batch=batch)
         self._emit(decided)

@@ -256,7 +256,7 @@ class AuthorizerApp(App[int]):
             self.notify("The serving core stopped.", severity="error", markup=False, timeout=60)
 
     async def action_quit(self) -> None:
-        pending = len(self.human.pending())
+        pending = self.human.count()
         if pending:
             async def answered(confirmed: bool | None) -> None:
                 if confirmed:

@@ -81,7 +81,7 @@ class Attention:
             body = "\n".join(ask_label(a) for a in asks[:5]) + ("\n…" if len(asks) > 5 else "")
             title = f"{len(asks)} permissions asked"
         self.app.notify(body, title=title, markup=False, timeout=8)
-        pending = len(self.person.pending())
+        pending = self.person.count()
         plain = _signal_safe(f"{pending} pending ask{'s' if pending != 1 else ''}")
         for channel in self.channels:
             self.terminal(osc_sequence(channel, "pi-authorizer", plain, self.tmux))

@@ -10,16 +10,39 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass, field
 
 from core.disk.tree import UnsafeFolder
+from core.forwarding.inbox import FileIdentity
 from core.serving.intake import INTAKE_FILES, Intake, scan, take_in
 from core.serving.pipeline import Pipeline
-from core.serving.records import AWAITING
+from core.serving.records import AWAITING, AskRecords
 from core.serving.sessions import ServedSession, Sessions
 from core.serving.verdicts import Ledger
 from core.text import log_safe
 
 log = logging.getLogger("pi_authorizer.serve")
+
+#: A safety rescan looks again at the file of at least this many asks awaiting a decision (all of them
+#: up to this many), and at a `SPREAD_PASSES`-th of them beyond: with thousands waiting, each is
+#: looked at every few passes instead of all at every pass. A rescan a file event asked for looks at
+#: every one; a decision re-reads its file before it is written (`Pipeline._unasked`) whatever a
+#: rescan saw.
+IDENTITY_CHECKS = 256
+SPREAD_PASSES = 8
+
+
+@dataclass
+class _Derived:
+    """What a pass derived from a session's records, kept while the records do not change."""
+
+    records: AskRecords | None = None  # the very records derived from (a session taken again has new ones)
+    changes: int = -1
+    retry: frozenset[str] = frozenset()
+    known: frozenset[str] = frozenset()
+    watched: dict[str, FileIdentity] = field(default_factory=dict)
+    order: list[str] = field(default_factory=list)  # the watched names, the safety passes' round
+    turn: int = 0  # where the next safety pass's look starts in `order`
 
 
 class Drain:
@@ -27,9 +50,12 @@ class Drain:
 
     def __init__(self, sessions: Sessions, ledger: Ledger | None, pipeline: Pipeline) -> None:
         self.sessions, self.ledger, self.pipeline = sessions, ledger, pipeline
+        self._derived: dict[str, _Derived] = {}
 
-    async def rescan(self, served: ServedSession) -> None:
+    async def rescan(self, served: ServedSession, safety: bool = False) -> None:
         """Diff the inbox listing against the records: new files are served, vanished ones withdrawn.
+        `safety`: the periodic pass for what a watch missed (the files of asks awaiting a decision
+        are looked at a share at a time, `IDENTITY_CHECKS`).
 
         Never raises: one file's failure quarantines that file, a listing failure marks the session
         unservable (heartbeat removed) until listing works again.
@@ -38,7 +64,7 @@ class Drain:
             if served.foreign is not None:
                 return  # another server answers this inbox: this node does not race it
             try:
-                await self._drain(served)
+                await self._drain(served, safety)
             except UnsafeFolder as exc:
                 why = "this session's requests are not served"
                 self.sessions.report_unsafe(served, "inbox", exc, why)
@@ -46,21 +72,47 @@ class Drain:
                 return
             self.sessions.clear_unsafe(served, "inbox")
 
-    async def _drain(self, served: ServedSession) -> None:
-        """One pass over the inbox; raises `UnsafeFolder` when a folder of the session tree is refused."""
-        on_disk = self.pipeline.publisher.on_disk
-        retry = served.records.unanswered()  # a decision not written: the file is served anew
-        known = served.records.names() - retry
+    def _derive(self, served: ServedSession) -> _Derived:
+        """The names to retry, those known and the identities watched: derived again only after the
+        records changed (a quiet queue of thousands costs no walk over them each second)."""
+        records = served.records
+        derived = self._derived.get(served.inbox.folder_name)
+        if derived is not None and derived.records is records and derived.changes == records.changes:
+            return derived
+        retry = records.unanswered()  # a decision not written: the file is served anew
         # The asks awaiting this node's decision, by the file each was read from: another file under
         # the name (renamed over, rewritten) is that ask withdrawn and a new ask, never the old one's
         # bytes. (Not a `left` ask: another authorizer may be answering it in place.)
-        watched = {record.key.name: record.identity for record in served.records
+        watched = {record.key.name: record.identity for record in records
                    if record.state in AWAITING and record.identity is not None}
+        turn = 0 if derived is None else derived.turn
+        known = records.names() - retry
+        derived = _Derived(records, records.changes, retry, known, watched, list(watched), turn)
+        self._derived[served.inbox.folder_name] = derived
+        return derived
+
+    @staticmethod
+    def _share(derived: _Derived) -> list[str]:
+        """The watched names a safety pass looks at: the next share of the round."""
+        order = derived.order
+        size = max(IDENTITY_CHECKS, -(-len(order) // SPREAD_PASSES))
+        if size >= len(order):
+            return order
+        start = derived.turn % len(order)
+        derived.turn = start + size
+        return order[start:start + size] + order[:max(0, start + size - len(order))]
+
+    async def _drain(self, served: ServedSession, safety: bool = False) -> None:
+        """One pass over the inbox; raises `UnsafeFolder` when a folder of the session tree is refused."""
+        on_disk = self.pipeline.publisher.on_disk
+        derived = self._derive(served)
+        retry, known, watched = derived.retry, derived.known, derived.watched
+        check = self._share(derived) if safety else None
         try:
             # One trip off the loop lists the inbox and reads the first batch of new files, so a burst
             # is judged, recorded and published together (and a single ask pays one trip). On a thread
             # of its own: a new ask is read while a write hangs or waits to be retried.
-            found = await asyncio.to_thread(scan, served.inbox, known, self.ledger, watched)
+            found = await asyncio.to_thread(scan, served.inbox, known, self.ledger, watched, check)
         except UnsafeFolder:
             raise
         except Exception as exc:
@@ -84,7 +136,7 @@ class Drain:
                         log_safe(served.inbox.session_id), len(replaced))
         await self.pipeline.listed(served, set(names) - replaced, retry)
         # As `scan` listed them (the intakes follow this order); one decided meanwhile is not started.
-        new = [name for name in names if name not in known or name in found.replaced]
+        new = found.new
         while intake is not None:
             new = new[len(intake.reads) :]
             # The rest of a burst: on the publisher's disk thread, taking turns with its commits

@@ -13,8 +13,8 @@ from __future__ import annotations
 import errno
 import logging
 import os
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from core.disk.paths import is_safe_request_id
 from core.forwarding.inbox import (
@@ -71,6 +71,8 @@ class Scan:
     names: list[str] | None
     replaced: frozenset[str] = frozenset()
     intake: Intake | None = None
+    #: The names to read, in listing order: new, or replaced.
+    new: list[str] = field(default_factory=list)
 
     @property
     def to_read(self) -> list[str]:
@@ -79,20 +81,25 @@ class Scan:
 
 def scan(
     inbox: SessionInbox, known: frozenset[str], ledger: Ledger | None,
-    watched: Mapping[str, FileIdentity] | None = None,
+    watched: Mapping[str, FileIdentity] | None = None, check: Collection[str] | None = None,
 ) -> Scan:
     """List the inbox, find which of the `watched` files (name: the identity read) now hold another
-    file, and read the first batch of the files not in `known` or replaced."""
+    file, and read the first batch of the files not in `known` or replaced. `check`: only these of
+    the watched names are looked at again this time (a safety rescan spreads them over its passes);
+    None: all of them."""
     names = inbox.listed_requests()
     if names is None:
         return Scan(None)
+    listed = set(names)
     replaced: frozenset[str] = frozenset()
     if watched:
-        present = [name for name in names if name in watched]
-        now = inbox.identities(present)
-        replaced = frozenset(name for name in present if now[name] is not None and now[name] != watched[name])
-    new = [name for name in names if name not in known or name in replaced]
-    return Scan(names, replaced, take_in(inbox, new[:INTAKE_FILES], ledger) if new else None)
+        looked = listed.intersection(watched if check is None else check).intersection(watched)
+        now = inbox.identities(looked)
+        replaced = frozenset(name for name, identity in now.items()
+                             if identity is not None and identity != watched[name])
+    # Set work, not a loop over thousands of names: the listing is sorted, so is what it adds.
+    new = sorted(listed.difference(known).union(replaced))
+    return Scan(names, replaced, take_in(inbox, new[:INTAKE_FILES], ledger) if new else None, new)
 
 
 def take_in(inbox: SessionInbox, names: Sequence[str], ledger: Ledger | None) -> Intake:

@@ -219,15 +219,16 @@ class ServingCore:
         while not self._stop.is_set():
             await self._pause(SAFETY_RESCAN_S)
             try:
-                await self.rescan_all()
+                await self.rescan_all(safety=True)
             except Exception:
                 log.error("a safety rescan failed; the next one runs as usual", exc_info=True)
 
     # -- draining -------------------------------------------------------------------------------
 
-    async def rescan_all(self) -> None:
-        """Every session at once: one session's long drain never holds another's (issue 34 finding 5)."""
-        await asyncio.gather(*(self.rescan(served) for served in list(self.served)))
+    async def rescan_all(self, safety: bool = False) -> None:
+        """Every session at once: one session's long drain never holds another's (issue 34 finding 5).
+        `safety`: the periodic pass for what a watch missed (`Drain.rescan`)."""
+        await asyncio.gather(*(self.drain.rescan(served, safety) for served in list(self.served)))
 
     def _rescan_soon(self, served: ServedSession) -> None:
         """Rescan `served` in a task of its own, so a flood in one session (20,000 junk files) never

@@ -31,7 +31,7 @@ from core.serving.intake import FileRead, Intake, rejection
 from core.serving.judgment import Chain, Judge, judge_ask, review_by_chain
 from core.serving.publisher import Publisher
 from core.serving.quarantine import Kept, Quarantining
-from core.serving.reconcile import Earlier, Reconcile, awaiting, is_forged
+from core.serving.reconcile import Earlier, Reconcile, is_forged
 from core.serving.records import AWAITING, AskRecord
 from core.serving.sessions import ServedSession, Sessions
 from core.serving.verdicts import Ledger, Published, VerdictRecord
@@ -400,19 +400,25 @@ class Pipeline:
         """A listing of the inbox: a file gone from it ends its record, and an ask it held before any
         decision was withdrawn by its child (its terminal is told); a decision that could not be
         written is served anew; an ask still held whose response someone else wrote is forged."""
-        for record in served.records:
-            if record.key.name not in present:
+        records = served.records
+        # Set work over the names, not a walk over thousands of records: only those gone or retried.
+        for name in sorted(records.names() - present):
+            if (record := records.get(name)) is not None:
                 self._disk_waits.pop(record.key, None)
-                self._vanished(served, record.key.name)
-            elif record.key.name in retry and record.state == "unanswered" and self._due(record.key):
-                served.records.release(record)
-        waiting = awaiting(served.records)
+                self._vanished(served, name)
+        for name in sorted(retry & present):
+            record = records.get(name)
+            if record is not None and record.state == "unanswered" and self._due(record.key):
+                records.release(record)
+        waiting = records.awaiting()  # the same dict while no record changes (never mutated)
         if not waiting:
             return
         responses = await self.reconcile.responses(served)
         if responses is None:
             return
-        for record in waiting:
+        # A response is named as its request (`<id>.json`, checked when the file was taken in).
+        for name in sorted(responses & waiting.keys()):
+            record = waiting[name]
             if is_forged(record, responses):
                 self.arbiter.withdraw(record.key)
                 await self._forged(served, record, "while the ask waited for this node's verdict")

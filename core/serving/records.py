@@ -90,6 +90,10 @@ class AskRecords:
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
         self._live: dict[str, AskRecord] = {}
+        #: Counts every change of a record (taken, moved, vanished): a rescan that finds it as it left
+        #: it reuses what it derived from the records then (`core.serving.drain`).
+        self.changes = 0
+        self._awaiting: tuple[int, dict[str, AskRecord]] = (-1, {})
 
     def __contains__(self, name: object) -> bool:
         return name in self._live
@@ -110,6 +114,7 @@ class AskRecords:
         """A new file: its record, `taken`. A name already tracked is refused."""
         if name in self._live:
             raise IllegalTransition(f"{name!r} is already tracked")
+        self.changes += 1
         record = self._live[name] = AskRecord(AskKey(self.session_id, name))
         return record
 
@@ -129,11 +134,21 @@ class AskRecords:
         (`decided`) keeps its name until the publisher says what became of it: a file back under that
         name meanwhile (a folder moved away and back) is not judged and answered a second time."""
         record = self._live.get(name)
+        self.changes += 1
         if record is not None and record.state == "decided":
             record.vanished = True  # if its answer cannot be written, the child gave up unanswered
         elif record is not None:
             self.move(record, "withdrawn" if record.state in UNANSWERED else "released")
         return record
+
+    def awaiting(self) -> dict[str, AskRecord]:
+        """The records awaiting this node's decision, by name: the same dict until a record changes
+        (a rescan of a quiet queue of thousands walks none of them)."""
+        at, found = self._awaiting
+        if at != self.changes:
+            found = {name: record for name, record in self._live.items() if record.state in AWAITING}
+            self._awaiting = (self.changes, found)
+        return found
 
     def unanswered(self) -> frozenset[str]:
         """The names whose decision could not be written: the next rescan reads them anew."""
@@ -157,6 +172,7 @@ class AskRecords:
             raise IllegalTransition(f"{record.key.name!r}: {record.state} → {state}")
         if self._live.get(record.key.name) is not record:
             raise IllegalTransition(f"{record.key.name!r}: not a record of this table")
+        self.changes += 1
         record.state = state
         if not record.live:
             del self._live[record.key.name]

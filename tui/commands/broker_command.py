@@ -21,12 +21,13 @@ import shlex
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import types
 from pathlib import Path
 from typing import Any
 
-from core.courier.broker import broker_url, connect
+from core.courier.broker import BROKER_DOWN, BrokerRefused, broker_url, connect
 from core.courier.broker_access import BrokerAccess, BrokerAccessError, read_broker_access
 from core.courier.broker_permissions import (
     BrokerUser,
@@ -239,6 +240,11 @@ def _copy_ca(access: Path, tls: tuple[Path, Path, Path]) -> str:
     return "ca.pem"
 
 
+#: Why a server may not have come up: its own failure, the access file, or the broker refusing the
+#: layout (another NATS server answering on a port this one could not take).
+_NOT_STARTED: tuple[type[BaseException], ...] = (RuntimeError, BrokerAccessError, BrokerRefused, *BROKER_DOWN)
+
+
 def _serve(server: NatsServer, url: str, access: Path, hosts: list[str], approvers: list[str],
            ca: str | None) -> int:
     """Start the server, lay the stream and bucket out, print the lines, wait for Ctrl-C or SIGTERM."""
@@ -252,8 +258,8 @@ def _serve(server: NatsServer, url: str, access: Path, hosts: list[str], approve
             server.start()
             admin = read_broker_access(access_file(access, ADMIN))
             asyncio.run(_lay_out(server.url, admin))
-        except (RuntimeError, OSError, BrokerAccessError) as exc:
-            why = log_safe(_cause(str(exc)), 600)
+        except _NOT_STARTED as exc:
+            why = log_safe(_cause(_exit_log(server) or str(exc)), 600)
             hint = (f" (port {server.port} is taken: another program listens there; --port N picks another)"
                     if "address already in use" in why else "")
             print(f"pi-authorizer broker: the server did not start{hint}: {why} (its log: "
@@ -272,6 +278,21 @@ def _serve(server: NatsServer, url: str, access: Path, hosts: list[str], approve
         return 0
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_log(server: NatsServer) -> str | None:
+    """The log of a nats-server that exited (e.g. its port taken by another NATS server, which then
+    answered in its place): why it stopped, rather than what the other server said."""
+    if server.process is None:
+        return None
+    try:
+        server.process.wait(2.0)
+    except subprocess.TimeoutExpired:
+        return None
+    try:
+        return (server.folder / "nats.log").read_text(errors="replace")[-2000:]
+    except OSError:
+        return None
 
 
 def _cause(text: str) -> str:

@@ -328,17 +328,17 @@ class QueueScreen(Screen[None]):
         ask = self._detail_ask
         return ask if ask is not None and ask.key == self.selected and self.current_ask() is ask else None
 
-    def visible_asks(self, pending: list[Ask] | None = None) -> list[Ask]:
+    def visible_asks(self, pending: Sequence[Ask] | None = None) -> Sequence[Ask]:
         """What the table shows: every pending ask the filter lets through, in `createdAt` order.
 
         The filter searches an index of each ask's lower-cased fields, made once per ask (a
         keystroke with thousands pending only searches strings)."""
-        asks = self.human.pending() if pending is None else pending
+        asks = self.human.ordered() if pending is None else pending
         if not self.ask_filter.active:
             return asks
         return [ask for ask, fields in self._indexed(asks) if self.ask_filter.matches_fields(fields)]
 
-    def _indexed(self, asks: list[Ask]) -> list[tuple[Ask, Fields]]:
+    def _indexed(self, asks: Sequence[Ask]) -> list[tuple[Ask, Fields]]:
         """Each ask with its fields from the filter's index (made for the asks not in it yet)."""
         index = self._search
         if len(index) > len(asks):
@@ -396,7 +396,7 @@ class QueueScreen(Screen[None]):
         if not self._composed:
             return
         table = self.table
-        pending = self.human.pending()
+        pending = self.human.ordered()  # the same tuple until an ask comes or goes: no copy, no sort
         self._pending_total = len(pending)
         shown = self.visible_asks(pending)
         # Several served sessions, or asks from several (a broker's carry their host and session).
@@ -566,7 +566,7 @@ class QueueScreen(Screen[None]):
         # (`/zzz-none`: n, o, n) would otherwise reach the decision keys and deny the ask.
         self.set_focus(self.filter_input)
         self._render_legend()
-        self.call_after_refresh(self._indexed, self.human.pending())  # before the first key, not on it
+        self.call_after_refresh(self._indexed, self.human.ordered())  # before the first key, not on it
 
     @on(Input.Changed, "#queue-filter")
     def _filter_changed(self, event: Input.Changed) -> None:
@@ -810,7 +810,7 @@ class QueueScreen(Screen[None]):
         """The marked asks still pending, in queue order: those a batch may decide, and those it may not."""
         included: list[Ask] = []
         excluded: list[tuple[Ask, str]] = []
-        for ask in self.human.pending():
+        for ask in self.human.ordered():
             if ask.key not in self.marked:
                 continue
             why = batch_exclusion(ask) or (

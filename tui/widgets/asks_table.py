@@ -61,6 +61,9 @@ class AsksTable(DataTable[Text]):
         self._keys: dict[str, AskKey] = {}  # the rows shown
         self._asks: dict[str, Ask] = {}
         self._order: list[str] = []  # row keys in display order
+        #: The very sequences of the last `sync` (the person's pending asks are one tuple until an
+        #: ask comes or goes): the same ones again only refresh the times, nothing is walked.
+        self._synced: tuple[Sequence[Ask], Sequence[Ask] | None] | None = None
         self._ask_keys: list[AskKey] = []
         self._position: dict[str, int] = {}
         self._times_shown: dict[str, tuple[str, str, str]] = {}
@@ -85,6 +88,7 @@ class AsksTable(DataTable[Text]):
         self._optional_shown = wanted
         asks = [self._asks[rk] for rk in self._order]
         self._built.clear()
+        self._synced = None
         self._keys, self._asks, self._order, self._ask_keys, self._position = {}, {}, [], [], {}
         self._ordered, self._offsets = [], []
         self.clear(columns=True)
@@ -139,6 +143,7 @@ class AsksTable(DataTable[Text]):
         if widths == self._cut_widths:
             return
         self._cut_widths = widths
+        self._synced = None
         narrow = self._narrow
         changed = [c for c in self._columns if self.columns[ColumnKey(c.key)].width != widths[c.key]]
         for column in self._columns:
@@ -232,6 +237,11 @@ class AsksTable(DataTable[Text]):
         filter or its clearing only swaps the index of rows shown; nothing is rebuilt or re-measured.
         """
         self._now = now
+        last = self._synced
+        if last is not None and last[0] is asks and last[1] is pending and isinstance(asks, tuple):
+            self._refresh_times(now)
+            self._follow_cursor()
+            return
         built = self._built
         fresh = False
         for ask in asks:
@@ -250,6 +260,7 @@ class AsksTable(DataTable[Text]):
                 self._times_shown.pop(rk, None)
                 self._cut_cells.pop(rk, None)
                 self._marked.discard(rk)
+        self._synced = (asks, pending)
         self._refresh_times(now)
         self._follow_cursor()
 
