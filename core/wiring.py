@@ -19,7 +19,8 @@ from core.courier.broker_access import BrokerAccess
 from core.courier.broker_health import BrokerHealth
 from core.courier.broker_inbox import BrokerInbox
 from core.courier.parcel_ids import ParcelIds
-from core.courier.targets import CourierPlace, Target, build_courier
+from core.courier.signing import NodeKey, SigningRefused, node_key
+from core.courier.targets import CourierPlace, Target, TargetError, build_courier
 from core.history import HistoryStore
 from core.judging.judge_setup import JudgeSettings, build_judge_chain, close_when_stopped
 from core.judging.links import AuthorizerChain, CommandLink
@@ -139,7 +140,7 @@ def courier_arbiter(options: NodeOptions, fallback: Arbiter) -> CourierArbiter |
     if options.forward_to is None:
         return None
     place = CourierPlace(options.forwarding_root, options.seams.clock, options.node_name,
-                         options.broker_access)
+                         options.broker_access, options.state_dir)
     courier = build_courier(options.forward_to, place)
     otherwise: Fallback = fallback
     if fallback.name == "deny":
@@ -164,6 +165,15 @@ def build_attended_node(options: NodeOptions, history: HistoryStore | None) -> A
         brokers.append(carrying)
     return AttendedNode(node.core, person, authority, history, courier, node.model_judge,
                         brokers=tuple(brokers))
+
+
+def _node_key(options: NodeOptions) -> NodeKey:
+    """This node's signing key for `--broker` (made at its first start); raises `TargetError` (the
+    command line's refusal) when the key file cannot be used."""
+    try:
+        return node_key(options.state_dir, options.node_name)
+    except (SigningRefused, OSError) as exc:
+        raise TargetError(f"--broker {options.broker}: this node's key cannot be used: {exc}") from exc
 
 
 def _authority(options: NodeOptions) -> RecordedAuthority:
@@ -204,7 +214,7 @@ def _node(
         inbox = BrokerInbox(options.broker, node=options.node_name, judge=authority, arbiter=arbiter,
                             chain=chain, clock=options.seams.clock, ledger=history,
                             observe=None if history is None else history.observe,
-                            access=options.broker_access)
+                            access=options.broker_access, node_key=_node_key(options))
         health = inbox.health = BrokerHealth(inbox.url)
         core.add_background(inbox.run_until)
     core.add_background(authority.watch_config)

@@ -169,7 +169,8 @@ class CourierArbiter:
                  response.state, log_safe(relayed.decided_by, 200))
         reply: asyncio.Future[Answered] = asyncio.get_running_loop().create_future()
         reply.add_done_callback(lambda done: self._settled(ask.key, parcel_id, done))
-        where = target if relayed.decider_node is None else f"{target} (approver {relayed.decider_node})"
+        where = f"{target} (approver {relayed.decider_node}, verified)" if relayed.decider_node else \
+            f"{target} (claimed by {relayed.claimed_by}, unverified)" if relayed.claimed_by else target
         return Decision(response, "courier", reply=reply, carried_to=where)
 
     def _settled(self, key: AskKey, parcel_id: str, done: asyncio.Future[Answered]) -> None:

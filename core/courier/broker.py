@@ -18,12 +18,13 @@ import asyncio
 import base64
 import binascii
 import collections
+import dataclasses
 import hashlib
 import json
 import logging
 import re
 import ssl
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -36,6 +37,7 @@ from nats.js.api import KeyValueConfig, StorageType, StreamConfig
 from nats.js.kv import KeyValue
 
 from core.courier.broker_access import BrokerAccess
+from core.courier.signing import Decision, NodeKey, SignedDecision
 from core.courier.transport import Hop, Parcel
 from core.wire.base import strict_json_loads
 from core.wire.limits import MAX_REQUEST_BYTES
@@ -55,6 +57,9 @@ DEDUPE_WINDOW_S = 3600.0
 #: A parcel on the wire: the request (base64 grows it by a third), the hops and a little JSON.
 MAX_PARCEL_BYTES = MAX_REQUEST_BYTES * 2 + 64 * 1024
 MAX_DECISION_BYTES = 64 * 1024
+#: Values a decision key keeps (new buckets): the first, which is the decision, outlives a hostile
+#: delete and rewrite. A bucket made with history 1 still works: its one value is read.
+DECISION_HISTORY = 8
 MAX_NAME = MAX_HOP_NAME_CHARS
 #: Errors that mean "the broker did not answer now" (connection lost, timeout), as opposed to refusals.
 BROKER_DOWN: tuple[type[BaseException], ...] = (
@@ -240,28 +245,67 @@ DecisionKind = Literal["verdict", "withdrawn"]
 @dataclass(frozen=True)
 class BrokerDecision:
     """What the decision key of a parcel holds: a verdict (the response bytes exactly as the approver
-    wrote them) or a withdrawal, and who wrote it."""
+    wrote them) or a withdrawal, and who its writer says wrote it (a claim until `why_not` says the
+    signature verifies under a trusted key: `core/courier/signing.py`)."""
 
     kind: DecisionKind
     by: str
     #: The response body (verdict) or the reason (withdrawal).
     body: str
+    #: The signer's public key (`U…`) and its Ed25519 signature (base64); empty when unsigned.
+    signer: str = ""
+    signature: str = ""
+    #: What the signature covers besides the above: the parcel id, sha256 of its request bytes, the time.
+    parcel_id: str = ""
+    parcel_digest: str = ""
+    at_ms: int = 0
+    #: Set by a reader whose trust lists do not cover the signature: `by` is only its writer's claim.
+    claimed: bool = False
 
     def encode(self) -> bytes:
-        return json.dumps(
-            {"v": 1, "kind": self.kind, "by": self.by, "body": self.body}, separators=(",", ":")
-        ).encode("utf-8")
+        fields: dict[str, object] = {"v": 1, "kind": self.kind, "by": self.by, "body": self.body}
+        if self.signer:
+            fields.update(signer=self.signer, signature=self.signature, parcelId=self.parcel_id,
+                          parcelDigest=self.parcel_digest, atMs=self.at_ms)
+        return json.dumps(fields, separators=(",", ":")).encode("utf-8")
+
+    def signed(self, node_key: NodeKey, key: str, parcel_id: str, digest: str, at_ms: int) -> BrokerDecision:
+        """This decision signed by `node_key` (its `by` must be that node's name) for the key and parcel."""
+        signed = node_key.sign(Decision(key, parcel_id, digest, self.kind, self.body, self.by, at_ms))
+        return BrokerDecision(self.kind, self.by, self.body, signed.signer, signed.signature, parcel_id,
+                              digest, at_ms)
+
+    def why_not(self, trusted: Mapping[str, str], key: str, parcel_id: str, digest: str) -> str | None:
+        """Why this decision is not its `by`'s for this parcel (`None`: its signature verifies under a
+        key in `trusted`, public key → name, for exactly this key, parcel id and parcel bytes)."""
+        if not self.signer:
+            return "it is not signed"
+        # the key is the one it was read from: a signature copied under another key does not verify
+        decision = Decision(key=key, parcel_id=self.parcel_id, parcel_digest=self.parcel_digest,
+                            kind=self.kind, body=self.body, by=self.by, at_ms=self.at_ms)
+        return SignedDecision(decision, self.signer, self.signature).why_not(
+            trusted, key=key, parcel_id=parcel_id, digest=digest)
 
     @property
     def words(self) -> str:
         """How a loser of the race is told (the arbiter's withdrawal reason)."""
+        if self.claimed:
+            what = "withdrawn by" if self.kind == "withdrawn" else "decided elsewhere by"
+            return f"{what} an unverified writer (claims to be {self.by[:MAX_NAME]!r})" + \
+                (f": {self.body}" if self.kind == "withdrawn" else "")
         if self.kind == "withdrawn":
             return f"withdrawn by the courier at {self.by}: {self.body}"
         return f"decided elsewhere by {self.by}"
 
     def words_for(self, node: str) -> str:
         """`words`, as node `node` says it (its own verdict, seen again after a restart, is no race lost)."""
-        return "already answered by this node" if self.kind == "verdict" and self.by == node else self.words
+        mine = self.kind == "verdict" and self.by == node and not self.claimed
+        return "already answered by this node" if mine else self.words
+
+    def unverified(self) -> BrokerDecision:
+        """This decision with its writer's name kept only as a claim (its signature did not verify
+        under a trusted key; the reader logs why)."""
+        return dataclasses.replace(self, claimed=True)
 
 
 def decode_decision(data: bytes) -> BrokerDecision:
@@ -269,7 +313,20 @@ def decode_decision(data: bytes) -> BrokerDecision:
     kind, body = obj.get("kind"), obj.get("body")
     if kind not in ("verdict", "withdrawn") or not isinstance(body, str):
         raise BrokerRefused("the decision is neither a verdict nor a withdrawal")
-    return BrokerDecision(kind=kind, by=_name(obj.get("by"), "the decider"), body=body)
+    by = _name(obj.get("by"), "the decider")
+    if "signer" not in obj:
+        return BrokerDecision(kind=kind, by=by, body=body)
+    signer, signature, parcel_id, digest, at_ms = (obj.get(k) for k in (
+        "signer", "signature", "parcelId", "parcelDigest", "atMs"))
+    for value, what in ((signer, "signer"), (signature, "signature"), (digest, "parcelDigest")):
+        if not isinstance(value, str) or not 0 < len(value) <= 200:
+            raise BrokerRefused(f"the decision's {what} is not text of 1 to 200 characters")
+    if isinstance(at_ms, bool) or not isinstance(at_ms, int) or not 0 <= at_ms < 10**15:
+        raise BrokerRefused("the decision's atMs is not a time in milliseconds")
+    assert isinstance(signer, str) and isinstance(signature, str) and isinstance(digest, str)
+    return BrokerDecision(kind=kind, by=by, body=body, signer=signer, signature=signature,
+                          parcel_id=_name(parcel_id, "the decision's parcelId"), parcel_digest=digest,
+                          at_ms=at_ms)
 
 
 @dataclass
@@ -361,7 +418,8 @@ async def _ensure_bucket(js: JetStreamContext) -> KeyValue:
         return await js.create_key_value(
             KeyValueConfig(
                 bucket=DECISION_BUCKET,
-                history=1,
+                # the first value stays readable after a later delete or write (`read_first_decision`)
+                history=DECISION_HISTORY,
                 ttl=RETENTION_S,
                 storage=StorageType.FILE,
                 max_value_size=MAX_DECISION_BYTES,
@@ -379,6 +437,28 @@ async def create_decision(kv: KeyValue, key: str, decision: BrokerDecision) -> B
     except nats.js.errors.KeyWrongLastSequenceError:
         won = await read_decision(kv, key)
         return won if won is not None else BrokerDecision("verdict", "an unreadable writer", "")
+
+
+async def read_first_decision(js: JetStreamContext, key: str) -> BrokerDecision | None:
+    """The first value the key's history still holds (`None` if none): the decision, whatever was
+    deleted or written after it (a create-only writer can only follow a delete; a purge erases the
+    history, and then the approver's own memory of what it settled stands). Direct gets by subject, so
+    only an approver's permissions (the whole JetStream API) allow it; a courier reads the latest."""
+    subject = f"{DECISION_SUBJECT_PREFIX}.{key}"
+    seq = 1
+    for _ in range(DECISION_HISTORY * 2):
+        try:
+            msg = await js.get_msg(f"KV_{DECISION_BUCKET}", seq=seq, subject=subject, direct=True, next=True)
+        except nats.js.errors.NotFoundError:
+            return None
+        if (msg.headers or {}).get("KV-Operation") in ("DEL", "PURGE") or msg.seq is None:
+            seq = (msg.seq or seq) + 1
+            continue
+        try:
+            return decode_decision(msg.data or b"")
+        except BrokerRefused as exc:
+            return BrokerDecision("withdrawn", "an unknown writer", f"an unreadable decision ({exc.reason})")
+    return BrokerDecision("withdrawn", "an unknown writer", "a decision key deleted and rewritten too often")
 
 
 async def read_decision(kv: KeyValue, key: str) -> BrokerDecision | None:

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 from nats.aio.msg import Msg
 
-from core.clock import Clock
-from core.courier.broker import BROKER_DOWN, BrokerDecision, BrokerLink, create_decision, read_decision
+from core.clock import Clock, wall_ms
+from core.courier.broker import BROKER_DOWN, BrokerDecision, BrokerLink, create_decision, read_first_decision
+from core.courier.signing import NodeKey
 
 log = logging.getLogger("pi_authorizer.broker")
 
@@ -33,15 +34,23 @@ class BrokerDoor:
     closing: asyncio.Event
     retry_s: float
     url: str
+    #: This node's key: each verdict is signed with it (`core/courier/signing.py`); None: unsigned.
+    node_key: NodeKey | None = None
 
     async def read(self, key: str) -> BrokerDecision | None:
-        """The answer a key holds (a verdict, a withdrawal, a courier's late note), None if none yet."""
-        return await read_decision(self.link.decisions, key)
+        """The answer a key holds (a verdict, a withdrawal, a courier's late note), None if none yet: its
+        first value, never reopened by a delete or a later write (`read_first_decision`)."""
+        return await read_first_decision(self.link.js, key)
 
-    async def deliver(self, key: str, body: bytes, name: str) -> BrokerDecision | None:
-        """Write this node's verdict (`body`, the response's exact bytes) create-only, retrying while
-        the broker is away; None when it is the key's answer, else the answer that won."""
+    async def deliver(self, key: str, body: bytes, name: str, parcel_id: str,
+                      digest: str) -> BrokerDecision | None:
+        """Write this node's verdict (`body`, the response's exact bytes) create-only, signed over the
+        key, the parcel id and `digest` (sha256 of the parcel's bytes, or of the message's raw bytes
+        when it could not be decoded), retrying while the broker is away; None when it is the key's
+        answer, else the answer that won."""
         mine = BrokerDecision("verdict", self.node, body.decode("utf-8"))
+        if self.node_key is not None:
+            mine = mine.signed(self.node_key, key, parcel_id, digest, wall_ms(self.clock))
         while True:
             try:
                 won = await create_decision(self.link.decisions, key, mine)
@@ -51,8 +60,15 @@ class BrokerDoor:
                     raise
                 log.info("broker %s: verdict on %s not written yet: %s", self.url, name, exc)
                 await self.clock.wait(self.closing, self.retry_s)
-        if won is not None and won.kind == "verdict" and won.by == self.node and won.body == mine.body:
-            return None  # this node's own create landed; only its reply was lost
+        # The key's first value is its answer: a create that landed after a hostile delete is no win.
+        try:
+            first = await self.read(key)
+        except BROKER_DOWN as exc:
+            log.info("broker %s: the first value of %s not read back: %s", self.url, name, exc)
+            first = None
+        won = first if first is not None else won
+        if won is None or won == mine:
+            return None  # this node's own create landed (perhaps only its reply was lost)
         return won
 
 

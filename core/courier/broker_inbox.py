@@ -35,6 +35,7 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
+from nacl.signing import SigningKey
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js.api import ConsumerConfig, DeliverPolicy
@@ -62,6 +63,7 @@ from core.courier.broker import (
 from core.courier.broker_access import BrokerAccess
 from core.courier.broker_door import BrokerDoor, acknowledge, terminate
 from core.courier.broker_health import BrokerHealth
+from core.courier.signing import NodeKey, parcel_digest
 from core.courier.transport import Parcel
 from core.seams import FaultHook, no_fault
 from core.serving.judgment import Chain, Judge, judge_ask, review_by_chain
@@ -100,6 +102,8 @@ class _Held:
     ask: Ask
     msg: Msg
     deadline: float
+    #: sha256 of the parcel's request bytes: what this node's signed verdict is for.
+    digest: str = ""
     settled: bool = False
     #: This node is writing its verdict: the key's write seen meanwhile may be its own.
     writing: bool = False
@@ -152,9 +156,13 @@ class BrokerInbox:
         observe: Observer | None = None,
         access: BrokerAccess | None = None,
         checkpoint: FaultHook = no_fault,
+        node_key: NodeKey | None = None,
     ) -> None:
         self.url = broker_url(url)
         self.node = node
+        #: This node's key (`<state>/node.nk`): its verdicts are signed with it, and a verdict is this
+        #: node's own only under it. None: a key for this run only (a test's node).
+        self.node_key = node_key if node_key is not None else NodeKey(node, SigningKey.generate())
         #: Credentials and TLS (`--broker-access`).
         self.access = access
         self.judge = judge
@@ -194,6 +202,8 @@ class BrokerInbox:
         """Connect (raises what nats-py raises when the broker is out of reach) and start serving."""
         self._link = await connect(self.url, timeout_s=self.request_timeout_s, name=self.node,
                                    access=self.access)
+        log.info("broker %s: node %s signs with %s (its line in a courier's [approvers]: %s = \"%s\")",
+                 self.url, self.node, self.node_key.public, self.node, self.node_key.public)
         self._runner = asyncio.create_task(self._run(self._link), name=f"broker inbox {self.node}")
 
     async def close(self) -> None:
@@ -326,6 +336,7 @@ class BrokerInbox:
     def _elsewhere(self, held: _Held, won: BrokerDecision) -> None:
         if held.settled or held.writing:  # settled meanwhile, or this node's own write in flight
             return
+        won = self._checked(won, held.key, held.ask.key.name, held.digest)
         self._drop(held, Settled(held.ask.key.name, "elsewhere", won.words_for(self.node)))
         self.arbiter.withdraw(held.ask.key, won.words_for(self.node))
         self._withdrawn(held.ask, won.words_for(self.node))
@@ -350,7 +361,22 @@ class BrokerInbox:
             self.on_settled(settled)
 
     def _door_of(self, link: BrokerLink) -> BrokerDoor:
-        return BrokerDoor(link, self.node, self.clock, self._closing, self.retry_s, self.url)
+        return BrokerDoor(link, self.node, self.clock, self._closing, self.retry_s, self.url, self.node_key)
+
+    def _checked(self, won: BrokerDecision, key: str, parcel_id: str, digest: str) -> BrokerDecision:
+        """`won` as this node may name its writer: a verdict under this node's own key or an
+        `[approvers]` key, a withdrawal under a `[couriers]` key; anything else is an unverified
+        writer's claim (logged with why), never a named node's decision."""
+        access = self.access
+        if won.kind == "verdict":
+            trusted = {self.node_key.public: self.node} | (access.trusted("approvers") if access else {})
+        else:
+            trusted = access.trusted("couriers") if access else {}
+        why = won.why_not(trusted, key, parcel_id, digest)
+        if why is None:
+            return won
+        log.info("broker %s: the answer on %s names %r, not believed: %s", self.url, parcel_id, won.by, why)
+        return won.unverified()
 
     def _ack(self, msg: Msg) -> None:
         self._spawn(acknowledge(msg))
@@ -403,7 +429,8 @@ class BrokerInbox:
         parcel, parcel_id = unpacked.parcel, unpacked.parcel_id
         if parcel is None:
             if parcel_id is not None:
-                await self._refuse(door, decision_key(host_tok, parcel_id), parcel_id, unpacked.refused)
+                await self._refuse(door, decision_key(host_tok, parcel_id), parcel_id, unpacked.refused,
+                                   parcel_digest(msg.data))
             self._quarantine(msg, unpacked.refused, parcel_id)
             return
         key = decision_key(host_tok, parcel.parcel_id)
@@ -431,7 +458,10 @@ class BrokerInbox:
 
     async def _serve_parcel(self, door: BrokerDoor, msg: Msg, parcel: Parcel, key: str,
                             read: ParsedRequest | RequestRejected) -> None:
+        digest = parcel_digest(parcel.request)
         already = await door.read(key)
+        if already is not None:
+            already = self._checked(already, key, parcel.parcel_id, digest)
         origin = parcel.hops[-1]
         label = f"nats:{origin.host}/{origin.session_id}"
         ask_key = AskKey(session_id=label, name=parcel.parcel_id)
@@ -439,7 +469,7 @@ class BrokerInbox:
             await msg.ack()
             self._remember(key)
             self._note(Settled(parcel.parcel_id, "elsewhere", already.words_for(self.node)))
-            if already.kind == "verdict" and already.by == self.node:
+            if already.kind == "verdict" and already.by == self.node and not already.claimed:
                 # An earlier run's verdict, recorded before it was written: it is the one delivered.
                 if isinstance(read, ParsedRequest):
                     await self._note_rows([WrittenMark(ask_key, read.request.id, True)])
@@ -456,7 +486,7 @@ class BrokerInbox:
             self._note(Settled(parcel.parcel_id, "expired", "the child's deadline had passed"))
             return
         if isinstance(read, RequestRejected):
-            await self._refuse(door, key, parcel.parcel_id, read.reason)
+            await self._refuse(door, key, parcel.parcel_id, read.reason, digest)
             self._quarantine(msg, read.reason, parcel.parcel_id, parcel.request, term=False)
             await msg.ack()
             return
@@ -465,7 +495,7 @@ class BrokerInbox:
         recorded = await self._recorded(ask_key, parsed)
         if recorded is not None:  # recorded by an earlier run, never written: written as recorded
             await self._publish(door, key, recorded.body, Decision(recorded.response, recorded.outcome),
-                                (ask_key, parsed), recorded=True)
+                                (ask_key, parsed), recorded=True, digest=digest)
             await msg.ack()
             return
         self._event(ServeEvent("arrived", ask_key, self.clock.wall(), parsed=parsed, raw=parcel.request))
@@ -475,7 +505,7 @@ class BrokerInbox:
             if chained is not None:
                 judgment, decided = chained
         if decided is not None:
-            await self._answer(door, key, parcel.parcel_id, decided, record=(ask_key, parsed))
+            await self._answer(door, key, parcel.parcel_id, decided, record=(ask_key, parsed), digest=digest)
             await msg.ack()
             return
         ask = Ask(
@@ -486,7 +516,7 @@ class BrokerInbox:
             timeout_ms=max(0, int(parcel.deadline_ms - parsed.request.created_at)),
             responder_session_id=responder,
         )
-        held = _Held(key=key, ask=ask, msg=msg, deadline=self.clock.monotonic() + left_s)
+        held = _Held(key=key, ask=ask, msg=msg, deadline=self.clock.monotonic() + left_s, digest=digest)
         self._held[key] = held
         pending = self.arbiter.decide(ask)
         pending.add_done_callback(lambda done: self._spawn(self._decided(door, held, done)))
@@ -512,7 +542,7 @@ class BrokerInbox:
         held.writing = True
         try:
             won = await self._answer(door, held.key, held.ask.key.name, decision, quiet=True,
-                                     record=(held.ask.key, held.ask.parsed))
+                                     record=(held.ask.key, held.ask.parsed), digest=held.digest)
         except BaseException:
             if decision.reply is not None and not decision.reply.done():  # the person is told
                 decision.reply.set_result(Answered(written=False, why_not="the broker did not take it",
@@ -528,13 +558,15 @@ class BrokerInbox:
                 else Answered(written=False, why_not=won.words, elsewhere=won.words)
             )
 
-    async def _refuse(self, door: BrokerDoor, key: str, parcel_id: str, reason: str) -> None:
+    async def _refuse(self, door: BrokerDoor, key: str, parcel_id: str, reason: str, digest: str) -> None:
+        """A denial that says why, signed for the bytes this node read (the raw message's, when it could
+        not be decoded as a parcel)."""
         denial = gate_denial(BROKER_RESPONDER, self.clock, f"the parcel is unusable: {reason}")
-        await self._answer(door, key, parcel_id, Decision(denial, "refused"))
+        await self._answer(door, key, parcel_id, Decision(denial, "refused"), digest=digest)
 
     async def _answer(
         self, door: BrokerDoor, key: str, parcel_id: str, decision: Decision, quiet: bool = False,
-        record: tuple[AskKey, ParsedRequest] | None = None,
+        record: tuple[AskKey, ParsedRequest] | None = None, *, digest: str,
     ) -> BrokerDecision | None:
         """The verdict recorded (durable before it is visible), then written; the winner if not us."""
         verdict = VerdictRecord(record[0], record[1], decision.response, encode_response(decision.response),
@@ -547,18 +579,20 @@ class BrokerInbox:
             verdict = None
         body = verdict.body if verdict is not None else encode_response(decision.response)
         return await self._publish(door, key, body, decision, record, recorded=verdict is not None,
-                                   quiet=quiet, parcel_id=parcel_id)
+                                   quiet=quiet, parcel_id=parcel_id, digest=digest)
 
     async def _publish(
         self, door: BrokerDoor, key: str, body: bytes, decision: Decision,
         record: tuple[AskKey, ParsedRequest] | None, *, recorded: bool, quiet: bool = False,
-        parcel_id: str | None = None,
+        parcel_id: str | None = None, digest: str,
     ) -> BrokerDecision | None:
         """The one write of a verdict: KV `create`, retried while the broker is away. A retry that meets
         this node's own bytes is this node's verdict (the first try's reply was lost). Then the row:
         noted delivered (this node's verdict won) or ended with who won."""
         name = parcel_id if parcel_id is not None else (record[0].name if record is not None else key)
-        won = await door.deliver(key, body, name)
+        won = await door.deliver(key, body, name, name, digest)
+        if won is not None:
+            won = self._checked(won, key, name, digest)
         self._remember(key)
         if record is not None and recorded:
             if won is None:

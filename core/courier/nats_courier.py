@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import logging
 
+from nacl.signing import SigningKey
 from nats.aio.msg import Msg
 
 from core.clock import SYSTEM_CLOCK, Clock, wall_ms
@@ -40,6 +41,7 @@ from core.courier.broker import (
 )
 from core.courier.broker_access import BrokerAccess
 from core.courier.broker_health import BrokerHealth
+from core.courier.signing import NodeKey, parcel_digest
 from core.courier.transport import Parcel, Relayed, Unreachable, decider_words
 from core.wire.response import parse_response
 
@@ -65,9 +67,13 @@ class NatsCourier:
         request_timeout_s: float = 2.0,
         retry_s: float = 0.2,
         access: BrokerAccess | None = None,
+        node_key: NodeKey | None = None,
     ) -> None:
         self.target = broker_url(target)
         self.node = node
+        #: This node's key (`<state>/node.nk`): its withdrawals are signed with it. None: a key for
+        #: this run only (a test's node).
+        self.node_key = node_key if node_key is not None else NodeKey(node, SigningKey.generate())
         #: Credentials and TLS (`--broker-access`).
         self.access = access
         self.clock = clock
@@ -76,8 +82,9 @@ class NatsCourier:
         self.retry_s = retry_s
         self._link: BrokerLink | None = None
         self._connecting = asyncio.Lock()
-        #: Parcel id → the key it was carried under (so `withdraw` knows the host token).
-        self._keys: dict[str, str] = {}
+        #: Parcel id → the key it was carried under (so `withdraw` knows the host token) and the digest
+        #: of its request bytes (what a verdict or a withdrawal is signed for).
+        self._keys: dict[str, tuple[str, str]] = {}
         #: Withdrawals the broker could not take yet, written in the background until it can.
         self._owed: set[asyncio.Task[None]] = set()
         #: The broker's state as this courier saw it last: one log line per change, not per retry.
@@ -88,6 +95,8 @@ class NatsCourier:
             if self._link is None or self._link.nc.is_closed:
                 self._link = await connect(self.target, timeout_s=self.request_timeout_s, name=self.node,
                                            access=self.access)
+                log.info("%s: node %s signs with %s (its line in an approver's [couriers]: %s = \"%s\")",
+                         self.target, self.node, self.node_key.public, self.node, self.node_key.public)
             return self._link
 
     def _out_of_reach(self, since: float, why: BaseException | str) -> Unreachable:
@@ -101,7 +110,8 @@ class NatsCourier:
             raise ValueError("a parcel carries at least this node's hop")
         origin = parcel.hops[-1]
         key = decision_key(token(origin.host), parcel.parcel_id)
-        self._keys[parcel.parcel_id] = key
+        digest = parcel_digest(parcel.request)
+        self._keys[parcel.parcel_id] = (key, digest)
         subject = ask_subject(origin.host, origin.session_id)
         body = encode_parcel(parcel)
         deadline = self.clock.monotonic() + max(0.0, (parcel.deadline_ms - wall_ms(self.clock)) / 1000)
@@ -141,35 +151,52 @@ class NatsCourier:
                 if decision is not None:
                     # Decided: a withdrawal could no longer win the key, so none is written later.
                     self._keys.pop(parcel.parcel_id, None)
-                    return self._relayed(decision)
+                    return self._relayed(decision, key, parcel.parcel_id, digest)
                 await self.clock.wait(landed, min(RECHECK_S, max(0.0, deadline - self.clock.monotonic())))
         finally:
             if sub is not None:
                 with contextlib.suppress(*BROKER_DOWN):
                     await sub.unsubscribe()
 
-    def _relayed(self, decision: BrokerDecision) -> Relayed:
+    def _relayed(self, decision: BrokerDecision, key: str, parcel_id: str, digest: str) -> Relayed:
+        """The verdict a key holds, relayed only as far as this courier can verify it: signed by an
+        `[approvers]` key, it is that approver's; with a trust list, anything else is no answer (the
+        fallback answers, saying why); with none, it is relayed as its writer's claim, naming nobody."""
         if decision.kind == "withdrawn":
             raise Unreachable(f"{self.target}: the ask was {decision.words}")
+        trusted = self.access.trusted("approvers") if self.access is not None else {}
+        why = decision.why_not(trusted, key, parcel_id, digest)
+        if why is not None and trusted:
+            log.warning("%s: a verdict on %s naming %r is not relayed: %s", self.target, parcel_id,
+                        decision.by, why)
+            raise Unreachable(f"{self.target}: a verdict claiming to be {decision.by[:64]!r}'s is not "
+                              f"believed ({why})")
         response = parse_response(decision.body.encode("utf-8"))
         if response is None:
             raise Unreachable(f"{self.target}: the verdict written by {decision.by} is unreadable")
-        return Relayed(response=response, decided_by=decider_words(response, f"approver {decision.by}"),
-                       decider_node=decision.by)
+        if why is not None:
+            log.info("%s: the verdict on %s is relayed as claimed by %r, unverified: %s", self.target,
+                     parcel_id, decision.by, why)
+            return Relayed(response=response, decided_by=decider_words(
+                response, f"claimed by {decision.by}, unverified"), claimed_by=decision.by)
+        return Relayed(response=response, decided_by=decider_words(
+            response, f"approver {decision.by}, verified"), decider_node=decision.by)
 
     async def withdraw(self, parcel_id: str, reason: str) -> Relayed | None:
         """Write the withdrawal in the parcel's decision key (create-only), within one bounded try: the
         verdict that won instead is returned (relayed by a courier whose child is unanswered). A
         withdrawal the broker cannot take now is owed: written in the background once it can."""
-        key = self._keys.pop(parcel_id, None)
-        if key is None:
+        carried = self._keys.pop(parcel_id, None)
+        if carried is None:
             return None
+        key, digest = carried
         try:
-            won = await asyncio.wait_for(self._withdraw(key, reason), self.request_timeout_s)
+            won = await asyncio.wait_for(self._withdraw(key, parcel_id, digest, reason),
+                                         self.request_timeout_s)
         except BROKER_DOWN as exc:
             log.warning("%s: could not withdraw %s yet (%s): written once the broker answers",
                         self.target, parcel_id, exc)
-            task = asyncio.ensure_future(self._owe(key, parcel_id, reason))
+            task = asyncio.ensure_future(self._owe(key, parcel_id, digest, reason))
             self._owed.add(task)
             task.add_done_callback(self._owed.discard)
             return None
@@ -177,26 +204,31 @@ class NatsCourier:
             return None
         log.info("%s: %s was already %s", self.target, parcel_id, won.words)
         try:
-            return self._relayed(won)
+            return self._relayed(won, key, parcel_id, digest)
         except Unreachable:
             return None
 
-    async def _withdraw(self, key: str, reason: str) -> BrokerDecision | None:
+    async def _withdraw(self, key: str, parcel_id: str, digest: str, reason: str) -> BrokerDecision | None:
+        """The withdrawal, signed by this courier, create-only; the decision that won instead, if any."""
         link = await self._connected()
-        return await create_decision(link.decisions, key, BrokerDecision("withdrawn", self.node, reason))
+        mine = BrokerDecision("withdrawn", self.node, reason).signed(self.node_key, key, parcel_id, digest,
+                                                                     wall_ms(self.clock))
+        return await create_decision(link.decisions, key, mine)
 
-    async def _owe(self, key: str, parcel_id: str, reason: str) -> None:
+    async def _owe(self, key: str, parcel_id: str, digest: str, reason: str) -> None:
         """The owed withdrawal, retried until the broker takes it. The child has read its fallback by
         then: a verdict that won the key meanwhile was never delivered, and is noted so beside it."""
         while True:
             await self.clock.wait(asyncio.Event(), self.retry_s)
             try:
-                won = await asyncio.wait_for(self._withdraw(key, reason), self.request_timeout_s)
+                won = await asyncio.wait_for(self._withdraw(key, parcel_id, digest, reason),
+                                             self.request_timeout_s)
                 if won is None or won.kind == "withdrawn":
                     log.info("%s: %s withdrawn", self.target, parcel_id)
                     return
                 link = await self._connected()
-                note = BrokerDecision("withdrawn", self.node, f"{NOT_DELIVERED} ({reason})")
+                note = BrokerDecision("withdrawn", self.node, f"{NOT_DELIVERED} ({reason})").signed(
+                    self.node_key, late_key(key), parcel_id, digest, wall_ms(self.clock))
                 await create_decision(link.decisions, late_key(key), note)
             except BROKER_DOWN:
                 continue

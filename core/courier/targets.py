@@ -16,6 +16,7 @@ from core.courier.broker import broker_url
 from core.courier.broker_access import BrokerAccess
 from core.courier.nats_courier import NatsCourier
 from core.courier.session import SessionCourier
+from core.courier.signing import SigningRefused, node_key
 from core.courier.transport import Courier
 from core.disk.paths import InvalidSessionId, normalize_session_id
 
@@ -45,6 +46,8 @@ class CourierPlace:
     node: str = "pi-authorizer"
     #: Credentials and TLS for a broker target (`--broker-access`).
     access: BrokerAccess | None = None
+    #: This node's state dir, where its key is (`core/courier/signing.py`); None: a key for this run.
+    state_dir: Path | None = None
 
 
 Builder = Callable[[Target, CourierPlace], Courier]
@@ -78,7 +81,13 @@ def _session(target: Target, place: CourierPlace) -> Courier:
 
 
 def _nats(target: Target, place: CourierPlace) -> Courier:
-    return NatsCourier(str(target), node=place.node, clock=place.clock, access=place.access)
+    key = None
+    if place.state_dir is not None:
+        try:
+            key = node_key(place.state_dir, place.node)
+        except (SigningRefused, OSError) as exc:
+            raise TargetError(f"--forward-to {target}: this node's key cannot be used: {exc}") from exc
+    return NatsCourier(str(target), node=place.node, clock=place.clock, access=place.access, node_key=key)
 
 
 #: scheme → the builder of its transport.

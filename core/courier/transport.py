@@ -49,8 +49,11 @@ class Relayed:
     response: ReadResponse
     #: Who decided up there, in words for the log, the history and the app ("the person at host h").
     decided_by: str
-    #: The node that decided, when the response cannot name it (a broker's approver; its claim).
+    #: The node that decided, when the response cannot name it: a broker's approver whose signature
+    #: this node verified under a trusted key.
     decider_node: str | None = None
+    #: The node a verdict claims decided it, when this node could not verify that (no trust list).
+    claimed_by: str | None = None
 
 
 class Unreachable(Exception):

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from core.courier.broker_inbox import BrokerInbox
+from core.courier.signing import node_key
 from core.history import HistoryStore
 from core.serving.judgment import NoRecordedAuthority
 from core.testing import ScriptedArbiter
@@ -24,8 +25,10 @@ async def serve(url: str, node: str, mode: str, state: str | None = None) -> Non
         return "allow" if mode == "all" or int(ask.key.name[-1]) % 2 == 0 else None
 
     history = HistoryStore.in_state_dir(Path(state)) if state else None
+    key = node_key(Path(state), node) if state else None  # the same key across its restarts
     inbox = BrokerInbox(url, node=node, judge=NoRecordedAuthority(), arbiter=ScriptedArbiter(node, script),
-                        ack_wait_s=1.0, ledger=history, observe=None if history is None else history.observe)
+                        ack_wait_s=1.0, ledger=history, observe=None if history is None else history.observe,
+                        node_key=key)
     await inbox.start()
     print("ready", flush=True)
     await asyncio.Event().wait()

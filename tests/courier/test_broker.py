@@ -11,8 +11,10 @@ import nats
 import pytest
 
 from core.courier.broker import ASK_PREFIX, DECISION_BUCKET, ask_subject, decision_key, encode_parcel, token
+from core.courier.broker_access import BrokerAccess
 from core.courier.broker_inbox import BrokerInbox
 from core.courier.nats_courier import NatsCourier
+from core.courier.signing import node_key
 from core.courier.transport import Hop, Parcel, Unreachable
 from core.history import HistoryStore
 from core.serving.judgment import NoRecordedAuthority
@@ -70,7 +72,8 @@ async def test_this_nodes_rules_decide_before_its_arbiter(nats_server: NatsServe
 @pytest.mark.timeout(60)
 async def test_racing_approvers_leave_exactly_one_verdict_per_parcel(nats_server: NatsServer) -> None:
     """Three approvers (two deny at once, a person approves at once) race on 120 parcels: one verdict
-    per parcel, what the courier relays is it, and the two others report "decided elsewhere by N"."""
+    per parcel, what the courier relays is it, and the two others report it decided elsewhere. With no
+trust lists, each signature is its writer's claim: named so, never as a node's decision."""
     arbiters = [ScriptedArbiter("deny-1", lambda a: "deny"), ScriptedArbiter("deny-2", lambda a: "deny"),
                 ScriptedArbiter("person", lambda a: "allow")]
     inboxes = [approver(nats_server, f"node-{i}", arb) for i, arb in enumerate(arbiters)]
@@ -91,10 +94,12 @@ async def test_racing_approvers_leave_exactly_one_verdict_per_parcel(nats_server
             winners = [node for node, s in settled if s.outcome == "user"]
             losers = [s.words for node, s in settled if s.outcome == "elsewhere"]
             assert len(winners) == 1 and len(losers) == 2, settled
-            assert all(words == f"decided elsewhere by {winners[0]}" for words in losers), settled
+            claimed = f"decided elsewhere by an unverified writer (claims to be {winners[0]!r})"
+            assert all(words == claimed for words in losers), settled
             entry = await kv.get(decision_key(token("host-a"), parcel.parcel_id))
             stored = json.loads(entry.value or b"")
-            assert stored["by"] == winners[0] == verdict.decider_node and winners[0] in verdict.decided_by
+            assert stored["by"] == winners[0] == verdict.claimed_by and winners[0] in verdict.decided_by
+            assert verdict.decider_node is None and "unverified" in verdict.decided_by
             assert verdict.response.approved == (winners[0] == "node-2")
         # every write the bucket ever took: one per parcel (a second writer never got in)
         assert (await nc.jetstream().stream_info(f"KV_{DECISION_BUCKET}")).state.last_seq == len(parcels)
@@ -105,12 +110,16 @@ async def test_racing_approvers_leave_exactly_one_verdict_per_parcel(nats_server
             await inbox.close()
 
 
-async def test_a_courier_withdrawal_withdraws_the_ask_everywhere(nats_server: NatsServer) -> None:
+async def test_a_courier_withdrawal_withdraws_the_ask_everywhere(nats_server: NatsServer,
+                                                                tmp_path: Path) -> None:
+    """Signed by the courier, whose key the approvers trust (`[couriers]`): named as its withdrawal."""
+    key = node_key(tmp_path / "courier", "courier-a")
+    trusting = BrokerAccess(couriers=((key.public, "courier-a"),))
     people = [ScriptedArbiter(f"person-{i}", lambda a: None) for i in range(2)]
-    inboxes = [approver(nats_server, f"node-{i}", p) for i, p in enumerate(people)]
+    inboxes = [approver(nats_server, f"node-{i}", p, access=trusting) for i, p in enumerate(people)]
     for inbox in inboxes:
         await inbox.start()
-    courier = NatsCourier(nats_server.url, node="courier-a")
+    courier = NatsCourier(nats_server.url, node="courier-a", node_key=key)
     try:
         carrying = asyncio.create_task(courier.carry(broker_parcel("req-w")))
         await wait_for(lambda: all(p.held for p in people), what="both people shown the ask")

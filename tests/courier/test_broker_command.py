@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shlex
 import signal
 import socket
@@ -21,7 +22,7 @@ import nats
 import pytest
 
 from core.courier.broker import DECISION_BUCKET, ask_subject, connect, decision_key
-from core.courier.broker_access import BrokerAccess
+from core.courier.broker_access import BrokerAccess, read_broker_access
 from core.courier.broker_permissions import (
     BrokerUser,
     approver_permissions,
@@ -31,6 +32,7 @@ from core.courier.broker_permissions import (
     courier_user,
     inbox_prefix,
 )
+from core.courier.signing import node_key
 from core.disk.paths import default_forwarding_root
 from tests.helpers import (
     NatsServer,
@@ -41,6 +43,8 @@ from tests.helpers import (
     response_path,
     write_request,
 )
+from tui.commands.broker_command import _write_access as write_access
+from tui.commands.broker_command import access_file
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(300)  # a hang guard, not a speed check (the machine is shared)
@@ -279,3 +283,17 @@ def test_the_permission_block_is_valid_for_nats_server(tmp_path: Path) -> None:
     checked = subprocess.run([str(binary), "-t", "-c", str(config)], capture_output=True, text=True,
                              timeout=30, check=False)
     assert checked.returncode == 0, checked.stderr
+
+
+def test_the_trust_tables_a_person_added_are_kept_across_runs(tmp_path: Path) -> None:
+    """Keys are made at each node's first start, so only the person lists them: a later run of the
+    command rewrites the access file (its password kept) with the tables as they were."""
+    alice = node_key(tmp_path / "alice", "approver-alice")
+    secret = secrets.token_urlsafe(8)
+    user = BrokerUser("courier-laptop", secret, courier_permissions("laptop"))
+    write_access(tmp_path, user, None)
+    path = access_file(tmp_path, "courier-laptop")
+    path.write_text(path.read_text() + f'[approvers]\n"approver-alice" = "{alice.public}"\n')
+    write_access(tmp_path, user, None)
+    kept = read_broker_access(path)
+    assert kept.trusted("approvers") == {alice.public: "approver-alice"} and kept.password == secret

@@ -69,8 +69,10 @@ async def test_the_broker_restarted_mid_run_loses_nothing_and_answers_nothing_tw
         assert await one_verdict_each(nats_server, ids) == ["node-b"] * len(ids)
         await wait_for(lambda: {s.parcel_id for s in inboxes[1].stats.settled} == set(ids),
                        what="node-c settled each")
-        assert {s.words for s in inboxes[1].stats.settled} == {"decided elsewhere by node-b"}
-        assert set(other.withdrawn.values()) == {"decided elsewhere by node-b"}
+        # no trust lists: node-b's claim
+        claimed = "decided elsewhere by an unverified writer (claims to be 'node-b')"
+        assert {s.words for s in inboxes[1].stats.settled} == {claimed}
+        assert set(other.withdrawn.values()) == {claimed}
     finally:
         await courier.close()
         for inbox in inboxes:
@@ -161,7 +163,8 @@ async def test_an_approver_restarted_after_others_decided_its_open_asks_closes_t
         assert len(rows) == 6
         for n in range(1, 6, 2):
             row = rows[f"open-{n}"]
-            assert row.outcome == "withdrawn" and row.reason == "decided elsewhere by node-c", row
+            claimed = "decided elsewhere by an unverified writer (claims to be 'node-c')"
+            assert row.outcome == "withdrawn" and row.reason == claimed, row
     finally:
         await courier.close()
         for child in children:

@@ -31,8 +31,10 @@ from core.courier.broker import (
     encode_parcel,
     token,
 )
+from core.courier.broker_access import BrokerAccess
 from core.courier.broker_inbox import BrokerInbox
 from core.courier.nats_courier import NatsCourier
+from core.courier.signing import node_key
 from core.courier.targets import Target
 from core.courier.transport import Hop, Parcel
 from core.history import HistoryStore
@@ -244,18 +246,21 @@ async def test_the_couriers_row_names_the_broker_and_the_approver_that_decided(
     nats_server: NatsServer, tmp_path: Path
 ) -> None:
     """Finding 6: the courier's history said "carried to session:<its own session>" for a nats target
-    (the approver answers as the courier's session). It names the broker and the approver now."""
+    (the approver answers as the courier's session). It names the broker and the approver now: an
+    approver whose signature the courier verified under its `[approvers]` list."""
     (tmp_path / "root").mkdir()
     agent = tmp_path / "agent"
     (agent / "extensions" / "pi-permission-system").mkdir(parents=True)
     (agent / "extensions" / "pi-permission-system" / "config.json").write_text('{"permission": {}}')
     target = Target("nats", nats_server.url.removeprefix("nats://"))
+    key_b = node_key(tmp_path / "state-b", "node-b")
     options = NodeOptions(tmp_path / "root", tmp_path / "state-c", agent, tmp_path / "project",
-                          forward_to=target, node_name="node-c")
+                          forward_to=target, node_name="node-c",
+                          broker_access=BrokerAccess(approvers=((key_b.public, "node-b"),)))
     history_c = HistoryStore.in_state_dir(tmp_path / "state-c")
     courier = build_node(options, history_c, DenyingArbiter())
     approver = BrokerInbox(nats_server.url, node="node-b", judge=NoRecordedAuthority(),
-                           arbiter=ScriptedArbiter("person", lambda ask: "deny"))
+                           arbiter=ScriptedArbiter("person", lambda ask: "deny"), node_key=key_b)
     await approver.start()
     try:
         async with serving_session(courier.core, COURIER_SESSION):
@@ -267,7 +272,8 @@ async def test_the_couriers_row_names_the_broker_and_the_approver_that_decided(
         await approver.close()
     [row] = history_c.query()
     assert row.outcome == "courier"
-    assert row.decider == f"carried to {nats_server.url} (approver node-b), decided there by person (dialog)"
+    assert row.decider == (f"carried to {nats_server.url} (approver node-b, verified), decided there by "
+                           "person (dialog)")
     history_c.close()
 
 

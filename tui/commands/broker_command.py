@@ -207,9 +207,26 @@ def _write_access(access: Path, user: BrokerUser, ca: str | None) -> None:
              f"inbox_prefix = {_toml(inbox_prefix(user.name))}"]
     if ca is not None:
         lines.append(f"ca = {_toml(ca)}  # beside this file: copy both")
+    lines += _trust_kept(access_file(access, user.name))
     with Anchor(access, "access folder").folder() as fd:
         data = ("\n".join(lines) + "\n").encode("utf-8")
         replace_file(fd, access_file(access, user.name).name, data, 0o600)
+
+
+def _trust_kept(path: Path) -> list[str]:
+    """The `[approvers]` and `[couriers]` tables the person added to an earlier run's file, kept (the
+    nodes' keys are made at their first start, so only the person can list them)."""
+    try:
+        kept = read_broker_access(path) if path.exists() else None
+    except BrokerAccessError:
+        kept = None
+    lines: list[str] = []
+    tables = (("approvers", kept.approvers), ("couriers", kept.couriers)) if kept is not None else ()
+    for table, pairs in tables:
+        if pairs:
+            lines.append(f"[{table}]")
+            lines += [f"{_toml(name)} = {_toml(public)}" for public, name in pairs]
+    return lines
 
 
 def _toml(text: str) -> str:
@@ -321,4 +338,8 @@ def _say(url: str, server: NatsServer, access: Path, hosts: list[str], approvers
     out.append("")
     out.append("A courier and an approver on one machine serve different sessions: the approver's line "
                "names its own (--session), so the courier keeps the one its agents forward to.")
+    out.append("Signed verdicts: each node logs its public key at its first start (\"signs with U…\"). Until "
+               "a courier's access file lists its approvers (a line `node-name = \"U…\"` under "
+               "[approvers]; an approver's lists its couriers under [couriers]), verdicts are relayed as "
+               "their writer's unverified claim. The tables are kept across runs of this command.")
     print("\n".join(out), flush=True)
