@@ -157,3 +157,27 @@ async def test_an_ask_replaced_under_its_name_while_hidden_is_shown_as_the_new_a
         await wait_rows(pilot, rig.app, 4)
         assert values(rig.app) == ["make replaced-000", value(1), value(2), value(3)]
         await settle(pilot)
+
+
+async def test_the_ticking_times_repaint_exactly_what_a_fresh_render_shows(tmp_path: Path) -> None:
+    """Once a second only the visible ages and countdowns are rendered again; every painted line is
+    still exactly what rendering the whole table afresh gives."""
+    now = [time.time()]
+    rig = make_rig(tmp_path, clock=lambda: now[0])
+    write_asks(rig.root, range(12), now[0] * 1000 - 30_000)
+    async with rig.app.run_test(size=(140, 40)) as pilot:
+        await wait_rows(pilot, rig.app, 12)
+        table = rig.app.queue.table
+
+        def painted() -> list[str]:
+            return [table.render_line(y).text for y in range(1, 13)]
+
+        before = painted()
+        now[0] += 75  # every age passes a minute: each row's time cells change
+        await wait_for(pilot, lambda: painted() != before)
+        await settle(pilot)
+        ticked = painted()
+        assert all("1m" in line for line in ticked)
+        table._update_count += 1  # everything rendered again from the rows
+        table._clear_caches()
+        assert painted() == ticked
