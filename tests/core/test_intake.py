@@ -9,10 +9,20 @@ from pathlib import Path
 
 import pytest
 
+from core.disk.tree import UnsafeFolder
 from core.forwarding.inbox import SessionInbox
 from core.history import HistoryStore
 from core.person import DecisionRefused, HumanAuthorizer
-from core.serving.intake import READ_BUDGET, FileRead, existing_responses, rejection, scan, take_in
+from core.serving.intake import (
+    READ_BUDGET,
+    FileRead,
+    Listing,
+    existing_responses,
+    list_requests,
+    rejection,
+    scan,
+    take_in,
+)
 from core.serving.verdicts import VerdictRecord
 from core.vocabulary.asks import AskKey
 from core.wire.reader import parse_request
@@ -229,3 +239,55 @@ async def test_a_file_gone_from_its_existing_folder_is_still_withdrawn(tmp_path:
         await served.core.rescan_all()
         assert [e.key for e in served.events if e.kind == "withdrawn"] == [gone, fresh]
         assert not human.pending()
+
+
+def _aged(folder: Path, seconds: float) -> None:
+    """The folder's times as if it last changed `seconds` ago (its ctime moves to now: set it first)."""
+    info = folder.stat()
+    os.utime(folder, ns=(info.st_atime_ns, info.st_mtime_ns - int(seconds * 1e9)))
+
+
+def test_a_settled_listing_is_reused_until_the_folder_changes(tmp_path: Path) -> None:
+    """Issue 37: a safety pass reuses the names while `requests/` is exactly as listed, if it had last
+    changed well before that listing; a file added, removed or renamed in lists again."""
+    root = tmp_path / "root"
+    write_request(root, S, "a")
+    inbox = SessionInbox(root, S)
+    requests = session_dir(root, S) / "requests"
+    fresh = list_requests(inbox)
+    assert fresh is not None and fresh.names == ["a.json"]
+    assert not fresh.settled  # just written: never reused, whatever its times say later
+    assert list_requests(inbox, fresh) is not fresh
+    _aged(requests, 60)
+    # The folder's ctime is the moment of the `utime`: reused only once that too is old enough.
+    assert not list_requests(inbox).settled  # type: ignore[union-attr]
+    settled = Listing(listed_stamp(requests), ["a.json"], True)
+    assert list_requests(inbox, settled) is settled
+    write_request(root, S, "b")
+    again = list_requests(inbox, settled)
+    assert again is not settled and again is not None and again.names == ["a.json", "b.json"]
+    (requests / "a.json").unlink()
+    assert list_requests(inbox, again if again.settled else settled).names == ["b.json"]  # type: ignore[union-attr]
+    kept = Listing(listed_stamp(requests), ["b.json", "ghost.json"], True)
+    found = scan(inbox, frozenset(), None, kept=kept)
+    assert found.names == ["b.json", "ghost.json"]  # unchanged folder: the kept names as they were
+
+
+def test_a_reused_listing_still_refuses_an_unsafe_inbox(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    write_request(root, S, "a")
+    inbox = SessionInbox(root, S)
+    requests = session_dir(root, S) / "requests"
+    kept = Listing(listed_stamp(requests), ["a.json"], True)
+    responses = session_dir(root, S) / "responses"
+    shutil.rmtree(responses)
+    responses.symlink_to(tmp_path)
+    with pytest.raises(UnsafeFolder):
+        list_requests(inbox, kept)
+    shutil.rmtree(session_dir(root, S))
+    assert list_requests(inbox, kept) is None  # the inbox gone: nothing listed, nothing reused
+
+
+def listed_stamp(folder: Path) -> tuple[int, int, int, int]:
+    info = folder.stat()
+    return (info.st_dev, info.st_ino, info.st_mtime_ns, info.st_ctime_ns)

@@ -343,8 +343,8 @@ class AsksTable(DataTable[Text]):
 
     def _drop_times(self, changed: Sequence[str]) -> None:
         """Forget what was rendered of the changed rows' two time cells only (every other cell stays
-        cached: an idle queue re-renders two cells a row a second, not whole rows), then one repaint
-        of the visible rows."""
+        cached: an idle queue re-renders two cells a row a second, not whole rows), then a repaint
+        of those two columns' visible cells."""
         keys = {id(self._built[rk].key) for rk in changed}
         indexes = {self._position[rk] for rk in changed}
         times = (AGE_COLUMN, LEFT_COLUMN)
@@ -356,7 +356,12 @@ class AsksTable(DataTable[Text]):
         for row in [k for k in self._row_renderable_cache.keys() if k[1] in indexes]:  # noqa: SIM118
             self._row_renderable_cache.discard(row)
         self._line_cache.clear()  # lines are cached by screen position: made again from the rows
-        self.refresh()
+        for column in times:  # only the two columns' cells are painted again
+            index = self._column_locations.get(column)
+            if index is None:
+                self.refresh()
+                return
+            self.refresh_column(index)
 
     def refresh_times(self, now: float) -> None:
         """The visible rows' ages and countdowns (once a second: nothing else is recomputed)."""
