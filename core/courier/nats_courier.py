@@ -36,7 +36,7 @@ from core.courier.broker import (
     decision_key,
     encode_parcel,
     late_key,
-    read_decision,
+    read_own_first_decision,
     token,
 )
 from core.courier.broker_access import BrokerAccess
@@ -139,7 +139,8 @@ class NatsCourier:
                         )
                         published = True
                     landed.clear()
-                    decision = await read_decision(link.decisions, key)
+                    # the key's first value is its decision: a delete or later value never reopens it
+                    decision = await read_own_first_decision(link, key, self.request_timeout_s)
                     ok_since = self.clock.monotonic()
                     self.health.saw_connected()
                 except BROKER_DOWN as exc:
@@ -209,11 +210,15 @@ class NatsCourier:
             return None
 
     async def _withdraw(self, key: str, parcel_id: str, digest: str, reason: str) -> BrokerDecision | None:
-        """The withdrawal, signed by this courier, create-only; the decision that won instead, if any."""
+        """The withdrawal, signed by this courier, create-only; the decision that won instead, if any: the
+        key's first value (a create that lands after a hostile delete is no win)."""
         link = await self._connected()
         mine = BrokerDecision("withdrawn", self.node, reason).signed(self.node_key, key, parcel_id, digest,
                                                                      wall_ms(self.clock))
-        return await create_decision(link.decisions, key, mine)
+        won = await create_decision(link.decisions, key, mine)
+        first = await read_own_first_decision(link, key, self.request_timeout_s)
+        won = first if first is not None else won
+        return None if won is None or won == mine else won
 
     async def _owe(self, key: str, parcel_id: str, digest: str, reason: str) -> None:
         """The owed withdrawal, retried until the broker takes it. The child has read its fallback by

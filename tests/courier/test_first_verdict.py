@@ -1,0 +1,114 @@
+"""The first verdict is the verdict, on an approver (issue 33), on a real nats-server: a parcel its
+history holds as decided is never shown again, whatever happened to its key (purged, republished);
+a courier's late note lowers its row to "not delivered" only when signed by a `[couriers]` key."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import pytest
+
+from core.courier.broker import (
+    NOT_DELIVERED,
+    BrokerDecision,
+    ask_subject,
+    connect,
+    decision_key,
+    encode_parcel,
+    late_key,
+    token,
+)
+from core.courier.broker_access import BrokerAccess
+from core.courier.broker_inbox import DECIDED_HERE, BrokerInbox
+from core.courier.nats_courier import NatsCourier
+from core.courier.signing import node_key, parcel_digest
+from core.history.store import HistoryStore
+from core.serving.judgment import NoRecordedAuthority
+from core.testing import ScriptedArbiter
+from tests.helpers import NatsServer, broker_parcel, wait_for
+
+
+async def test_a_purged_and_republished_parcel_is_never_shown_again_by_the_approver_that_decided_it(
+    nats_server: NatsServer, tmp_path: Path
+) -> None:
+    """Alice approves; the hostile host purges the key (its history gone) and publishes the parcel
+    again under another message id. Alice, restarted (her memory of settled keys gone), finds the
+    verdict in her history and never puts the ask before her person again."""
+    history = HistoryStore.in_state_dir(tmp_path / "alice")
+    alice_key = node_key(tmp_path / "alice", "node-alice")
+    first = BrokerInbox(nats_server.url, node="node-alice", judge=NoRecordedAuthority(), node_key=alice_key,
+                        arbiter=ScriptedArbiter("person", lambda ask: "allow"), ledger=history,
+                        observe=history.observe)
+    await first.start()
+    courier = NatsCourier(nats_server.url, node="courier-a")
+    link = await connect(nats_server.url, timeout_s=2.0, name="hostile")
+    again_person = ScriptedArbiter("person", lambda ask: "allow")
+    again = BrokerInbox(nats_server.url, node="node-alice", judge=NoRecordedAuthority(), node_key=alice_key,
+                        arbiter=again_person, ledger=history, observe=history.observe)
+    try:
+        parcel = broker_parcel("purged-1", ttl_s=60)
+        assert (await courier.carry(parcel)).response.approved is True
+        await first.close()
+        await link.decisions.purge(decision_key(token("host-a"), parcel.parcel_id))
+        await link.js.publish(ask_subject("host-a", "sess-1"), encode_parcel(parcel),
+                              headers={"Nats-Msg-Id": "purged-1-again"})
+        await again.start()
+        await wait_for(lambda: any(s.parcel_id == "purged-1" for s in again.stats.settled),
+                       what="the republished parcel settled")
+        (settled,) = [s for s in again.stats.settled if s.parcel_id == "purged-1"]
+        assert (settled.outcome, settled.words) == ("elsewhere", DECIDED_HERE)
+        assert again_person.asked == []
+        assert [(r.verdict, r.written) for r in history.query()] == [("approved", 1)]  # no second row
+    finally:
+        await link.close()
+        await courier.close()
+        await again.close()
+        await first.close()
+        history.close()
+
+
+async def test_a_late_note_lowers_the_row_only_when_signed_by_a_trusted_courier(
+    nats_server: NatsServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With `[couriers]`, an unsigned late note (anyone with the host's credentials can write one) leaves
+    the row delivered, said in the log; one signed by a listed courier lowers it, saying verified."""
+    caplog.set_level(logging.INFO, "pi_authorizer")
+    courier_key = node_key(tmp_path / "courier", "courier-a")
+    history = HistoryStore.in_state_dir(tmp_path / "alice")
+    trusting = BrokerAccess(couriers=((courier_key.public, "courier-a"),))
+    alice = BrokerInbox(nats_server.url, node="node-alice", judge=NoRecordedAuthority(),
+                        arbiter=ScriptedArbiter("person", lambda ask: "allow"), ledger=history,
+                        observe=history.observe, access=trusting)
+    await alice.start()
+    courier = NatsCourier(nats_server.url, node="courier-a", node_key=courier_key)
+    link = await connect(nats_server.url, timeout_s=2.0, name="hostile")
+
+    def row(name: str) -> tuple[int | None, str | None]:
+        (found,) = [r for r in history.query() if r.request_name == name]
+        return found.written, found.reason
+
+    try:
+        forged, signed = broker_parcel("late-forged", ttl_s=60), broker_parcel("late-signed", ttl_s=60)
+        for parcel in (forged, signed):
+            assert (await courier.carry(parcel)).response.approved is True
+        await wait_for(lambda: [row(p.parcel_id)[0] for p in (forged, signed)] == [1, 1],
+                       what="both verdicts delivered")
+        key = late_key(decision_key(token("host-a"), forged.parcel_id))
+        await link.decisions.create(key, BrokerDecision("withdrawn", "courier-a", NOT_DELIVERED).encode())
+        await wait_for(lambda: any("late note on late-forged" in r.getMessage() for r in caplog.records),
+                       what="the unsigned note refused")
+        assert row("late-forged") == (1, None)
+        key = late_key(decision_key(token("host-a"), signed.parcel_id))
+        note = BrokerDecision("withdrawn", "courier-a", NOT_DELIVERED).signed(
+            courier_key, key, signed.parcel_id, parcel_digest(signed.request), int(time.time() * 1000))
+        await link.decisions.create(key, note.encode())
+        await wait_for(lambda: row("late-signed")[0] == 0, what="the signed note believed")
+        reason = row("late-signed")[1]
+        assert reason is not None and NOT_DELIVERED in reason and "courier-a says, verified" in reason
+    finally:
+        await link.close()
+        await courier.close()
+        await alice.close()
+        history.close()
