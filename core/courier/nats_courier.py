@@ -11,6 +11,10 @@ parcel's decision key, so the withdrawal or a verdict wins, never both; a verdic
 instead of the fallback. A withdrawal the broker cannot take now is written once it can, and a
 verdict found then was written after the child read its fallback: the courier notes it beside the
 key (`late_key`), so the approver records it as not delivered.
+
+The key's decision is its **first** value (`read_own_first_decision`: its history, through a consumer
+scoped to this host's keys), so a delete, a purge's marker or a later write never reopens it or puts
+another verdict in its place; it is relayed only if a trusted approver signed it (`_relayed`).
 """
 
 from __future__ import annotations
@@ -71,8 +75,8 @@ class NatsCourier:
     ) -> None:
         self.target = broker_url(target)
         self.node = node
-        #: This node's key (`<state>/node.nk`): its withdrawals are signed with it. None: a key for
-        #: this run only (a test's node).
+        #: This node's key (`<state>/node.nk`, or its access file's `node_key`): its withdrawals are
+        #: signed with it, under its name. None: a key for this run only (a test's node).
         self.node_key = node_key if node_key is not None else NodeKey(node, SigningKey.generate())
         #: Credentials and TLS (`--broker-access`).
         self.access = access
@@ -96,7 +100,8 @@ class NatsCourier:
                 self._link = await connect(self.target, timeout_s=self.request_timeout_s, name=self.node,
                                            access=self.access)
                 log.info("%s: node %s signs with %s (its line in an approver's [couriers]: %s = \"%s\")",
-                         self.target, self.node, self.node_key.public, self.node, self.node_key.public)
+                         self.target, self.node, self.node_key.public, self.node_key.name,
+                         self.node_key.public)
             return self._link
 
     def _out_of_reach(self, since: float, why: BaseException | str) -> Unreachable:
@@ -213,8 +218,8 @@ class NatsCourier:
         """The withdrawal, signed by this courier, create-only; the decision that won instead, if any: the
         key's first value (a create that lands after a hostile delete is no win)."""
         link = await self._connected()
-        mine = BrokerDecision("withdrawn", self.node, reason).signed(self.node_key, key, parcel_id, digest,
-                                                                     wall_ms(self.clock))
+        mine = BrokerDecision("withdrawn", self.node_key.name, reason).signed(
+            self.node_key, key, parcel_id, digest, wall_ms(self.clock))
         won = await create_decision(link.decisions, key, mine)
         first = await read_own_first_decision(link, key, self.request_timeout_s)
         won = first if first is not None else won
@@ -232,7 +237,7 @@ class NatsCourier:
                     log.info("%s: %s withdrawn", self.target, parcel_id)
                     return
                 link = await self._connected()
-                note = BrokerDecision("withdrawn", self.node, f"{NOT_DELIVERED} ({reason})").signed(
+                note = BrokerDecision("withdrawn", self.node_key.name, f"{NOT_DELIVERED} ({reason})").signed(
                     self.node_key, late_key(key), parcel_id, digest, wall_ms(self.clock))
                 await create_decision(link.decisions, late_key(key), note)
             except BROKER_DOWN:
