@@ -170,6 +170,9 @@ def late_key(key: str) -> str:
 
 #: How an approver records its verdict that won a key after the courier had answered its child.
 NOT_DELIVERED = "decided after the courier had answered its child: not delivered"
+#: How a courier notes, beside the key, a verdict it read and did not relay (its signature is not one
+#: its trust list believes, or it is unreadable), and how the approver's row then says it.
+NOT_RELAYED = "not relayed by the courier, which did not believe it: not delivered"
 
 
 def _name(value: object, what: str) -> str:

@@ -48,6 +48,7 @@ from core.courier.broker import (
     BROKER_DOWN,
     DECISION_SUBJECT_PREFIX,
     NOT_DELIVERED,
+    NOT_RELAYED,
     BrokerDecision,
     BrokerLink,
     BrokerRefused,
@@ -326,9 +327,9 @@ class BrokerInbox:
             return
         says = f"the courier at {note.by} says, unverified" if checked.claimed else \
             f"the courier at {note.by} says, verified"
-        log.warning("broker %s: this node's verdict on %s was %s (%s)", self.url, row[0].name,
-                    NOT_DELIVERED, says)
-        await self._note_rows([WrittenMark(row[0], row[1], False, why=f"{NOT_DELIVERED} ({says})")])
+        what = NOT_RELAYED if note.body.startswith(NOT_RELAYED) else NOT_DELIVERED
+        log.warning("broker %s: this node's verdict on %s was %s (%s)", self.url, row[0].name, what, says)
+        await self._note_rows([WrittenMark(row[0], row[1], False, why=f"{what} ({says})")])
 
     async def _recheck(self, door: BrokerDoor, held: _Held) -> None:
         """Read the key until the bucket answers (right after a broker restart JetStream may not yet)."""

@@ -31,6 +31,7 @@ from core.courier.broker import (
     BROKER_DOWN,
     DECISION_SUBJECT_PREFIX,
     NOT_DELIVERED,
+    NOT_RELAYED,
     BrokerDecision,
     BrokerLink,
     ask_subject,
@@ -157,7 +158,12 @@ class NatsCourier:
                 if decision is not None:
                     # Decided: a withdrawal could no longer win the key, so none is written later.
                     self._keys.pop(parcel.parcel_id, None)
-                    return self._relayed(decision, key, parcel.parcel_id, digest)
+                    try:
+                        return self._relayed(decision, key, parcel.parcel_id, digest)
+                    except Unreachable as exc:
+                        if decision.kind == "verdict":  # its approver's row must not say delivered
+                            await self._note_late(key, parcel.parcel_id, digest, f"{NOT_RELAYED} ({exc})")
+                        raise
                 await self.clock.wait(landed, min(RECHECK_S, max(0.0, deadline - self.clock.monotonic())))
         finally:
             if sub is not None:
@@ -236,15 +242,28 @@ class NatsCourier:
                 if won is None or won.kind == "withdrawn":
                     log.info("%s: %s withdrawn", self.target, parcel_id)
                     return
-                link = await self._connected()
-                note = BrokerDecision("withdrawn", self.node_key.name, f"{NOT_DELIVERED} ({reason})").signed(
-                    self.node_key, late_key(key), parcel_id, digest, wall_ms(self.clock))
-                await create_decision(link.decisions, late_key(key), note)
+                await self._late(key, parcel_id, digest, f"{NOT_DELIVERED} ({reason})")
             except BROKER_DOWN:
                 continue
             log.warning("%s: %s was %s after this courier had answered its child: not delivered",
                         self.target, parcel_id, won.words)
             return
+
+    async def _late(self, key: str, parcel_id: str, digest: str, body: str) -> None:
+        """The note beside `key` that the verdict which won it did not reach the child (signed by this
+        courier, create-only): the approver's row then says not delivered."""
+        link = await self._connected()
+        note = BrokerDecision("withdrawn", self.node_key.name, body).signed(
+            self.node_key, late_key(key), parcel_id, digest, wall_ms(self.clock))
+        await create_decision(link.decisions, late_key(key), note)
+
+    async def _note_late(self, key: str, parcel_id: str, digest: str, body: str) -> None:
+        """`_late` within one bounded try (the child's fallback does not wait for it)."""
+        try:
+            await asyncio.wait_for(self._late(key, parcel_id, digest, body), self.request_timeout_s)
+        except BROKER_DOWN as exc:
+            log.warning("%s: could not note beside %s that its verdict was not relayed (%s)", self.target,
+                        parcel_id, exc)
 
     async def close(self) -> None:
         """Owed withdrawals stop here (a verdict written later is not noted as undelivered)."""

@@ -12,6 +12,7 @@ import pytest
 
 from core.courier.broker import (
     NOT_DELIVERED,
+    NOT_RELAYED,
     BrokerDecision,
     ask_subject,
     connect,
@@ -24,6 +25,7 @@ from core.courier.broker_access import BrokerAccess
 from core.courier.broker_inbox import DECIDED_HERE, BrokerInbox
 from core.courier.nats_courier import NatsCourier
 from core.courier.signing import node_key, parcel_digest
+from core.courier.transport import Unreachable
 from core.history.store import HistoryStore
 from core.serving.judgment import NoRecordedAuthority
 from core.testing import ScriptedArbiter
@@ -111,4 +113,30 @@ async def test_a_late_note_lowers_the_row_only_when_signed_by_a_trusted_courier(
         await link.close()
         await courier.close()
         await alice.close()
+        history.close()
+
+
+async def test_a_verdict_the_courier_does_not_believe_is_recorded_not_delivered_by_its_approver(
+    nats_server: NatsServer, tmp_path: Path
+) -> None:
+    """Bob's verdict wins, but the courier trusts only alice: its child gets the fallback. Bob's row
+    must not say delivered: the courier notes beside the key that it did not relay it, signed."""
+    alice, courier_key = node_key(tmp_path / "alice", "node-alice"), node_key(tmp_path / "c", "courier-a")
+    history = HistoryStore.in_state_dir(tmp_path / "bob")
+    bob = BrokerInbox(nats_server.url, node="node-bob", judge=NoRecordedAuthority(),
+                      arbiter=ScriptedArbiter("person", lambda ask: "allow"), ledger=history,
+                      observe=history.observe,
+                      access=BrokerAccess(couriers=((courier_key.public, "courier-a"),)))
+    await bob.start()
+    courier = NatsCourier(nats_server.url, node="courier-a", node_key=courier_key, unreachable_after_s=2.0,
+                          access=BrokerAccess(approvers=((alice.public, "node-alice"),)))
+    try:
+        with pytest.raises(Unreachable, match="not believed"):
+            await courier.carry(broker_parcel("untrusted-1", ttl_s=60))
+        await wait_for(lambda: [r.written for r in history.query()] == [0], what="bob's row lowered")
+        (row,) = history.query()
+        assert row.reason is not None and NOT_RELAYED in row.reason and "courier-a says, verified" in row.reason
+    finally:
+        await courier.close()
+        await bob.close()
         history.close()
