@@ -135,7 +135,8 @@ async def test_a_verdict_the_courier_does_not_believe_is_recorded_not_delivered_
             await courier.carry(broker_parcel("untrusted-1", ttl_s=60))
         await wait_for(lambda: [r.written for r in history.query()] == [0], what="bob's row lowered")
         (row,) = history.query()
-        assert row.reason is not None and NOT_RELAYED in row.reason and "courier-a says, verified" in row.reason
+        assert row.reason is not None and NOT_RELAYED in row.reason, row
+        assert "courier-a says, verified" in row.reason
     finally:
         await courier.close()
         await bob.close()

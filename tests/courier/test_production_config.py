@@ -6,6 +6,7 @@ while A's ask is carried and decided; B's own work still runs."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ import nats
 import pytest
 from nats.aio.msg import Msg
 
+from core.courier.broker import encode_parcel
 from core.courier.broker_access import BrokerAccess
 from core.courier.broker_inbox import BrokerInbox
 from core.courier.nats_courier import NatsCourier
@@ -134,8 +136,23 @@ async def test_host_b_cannot_read_the_history_of_host_as_keys(
     b = await nats.connect(server.url, user="courier-hostB", password=passwords["courier-hostB"],
                            inbox_prefix="_INBOX_courier-hostB", allow_reconnect=False)
     try:
+        # its own keys' consumer may not deliver into A's asks (a parcel B wrote in its key, posing
+        # as A's) nor into A's keys: refused (a cycle), or delivered to no stream
+        forged = encode_parcel(broker_parcel("req-posing", host="hostA", ttl_s=30))
+        own = "$KV.PIAUTH_DECISIONS.hostB.posing"
+        await b.jetstream().publish(own, forged)
+        for n, deliver in enumerate(("piauth.ask.hostA.sess-1", "$KV.PIAUTH_DECISIONS.hostA.x")):
+            posing = {"name": f"posing{n}", "deliver_subject": deliver, "ack_policy": "none",
+                      "deliver_policy": "all", "filter_subject": own}
+            with contextlib.suppress(nats.errors.Error, TimeoutError):  # whatever its answer: see below
+                await b.request(f"$JS.API.CONSUMER.CREATE.KV_PIAUTH_DECISIONS.posing{n}.{own}",
+                                json.dumps({"stream_name": "KV_PIAUTH_DECISIONS", "config": posing}).encode(),
+                                timeout=10.0)
         parcel = broker_parcel("req-history", host="hostA", ttl_s=30)
         assert (await courier_a.carry(parcel)).response.approved is True  # A reads its own history
+        # nothing else came in (a posing parcel would have been in the stream before it)
+        assert [s.parcel_id for s in alice.stats.settled] == ["req-history"]
+        assert [key.name for key in person.asked] == ["req-history"]
         a_keys, b_keys = "$KV.PIAUTH_DECISIONS.hostA.>", "$KV.PIAUTH_DECISIONS.hostB.>"
         attempts: list[tuple[str, dict[str, object]]] = [
             (f"$JS.API.CONSUMER.CREATE.KV_PIAUTH_DECISIONS.spy.{a_keys}", {"filter_subject": a_keys}),
@@ -150,7 +167,7 @@ async def test_host_b_cannot_read_the_history_of_host_as_keys(
                                          "ack_policy": "none", "deliver_policy": "all", **filters}
             body = json.dumps({"stream_name": "KV_PIAUTH_DECISIONS", "config": config}).encode()
             try:
-                reply = await b.request(subject, body, timeout=1.0)
+                reply = await b.request(subject, body, timeout=5.0)
             except (nats.errors.Error, TimeoutError):
                 continue  # refused by the permissions: no reply
             assert b'"error"' in reply.data, (subject, reply.data)
