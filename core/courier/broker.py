@@ -18,13 +18,11 @@ import asyncio
 import base64
 import binascii
 import collections
-import contextlib
 import dataclasses
 import hashlib
 import json
 import logging
 import re
-import secrets
 import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -34,9 +32,8 @@ import nats
 import nats.errors
 import nats.js.errors
 from nats.aio.client import Client
-from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, KeyValueConfig, StorageType, StreamConfig
+from nats.js.api import KeyValueConfig, StorageType, StreamConfig
 from nats.js.kv import KeyValue
 
 from core.courier.broker_access import BrokerAccess
@@ -449,7 +446,8 @@ async def read_first_decision(js: JetStreamContext, key: str) -> BrokerDecision 
     """The first value the key's history still holds (`None` if none): the decision, whatever was
     deleted or written after it (a create-only writer can only follow a delete; a purge erases the
     history, and then the approver's own memory of what it settled stands). Direct gets by subject, so
-    only an approver's permissions (the whole JetStream API) allow it; a courier reads the latest."""
+    only an approver's permissions (the whole JetStream API) allow it; a courier reads its own keys'
+    history through a scoped consumer (`core/courier/broker_history.py`)."""
     subject = f"{DECISION_SUBJECT_PREFIX}.{key}"
     seq = 1
     for _ in range(DECISION_HISTORY * 2):
@@ -465,59 +463,6 @@ async def read_first_decision(js: JetStreamContext, key: str) -> BrokerDecision 
         except BrokerRefused as exc:
             return BrokerDecision("withdrawn", "an unknown writer", f"an unreadable decision ({exc.reason})")
     return BrokerDecision("withdrawn", "an unknown writer", "a decision key deleted and rewritten too often")
-
-
-def _first_of(values: list[Msg]) -> BrokerDecision | None:
-    """The first value among a key's messages (oldest first) that is not a delete or purge marker."""
-    for msg in values:
-        if (msg.headers or {}).get("KV-Operation") in ("DEL", "PURGE"):
-            continue
-        try:
-            return decode_decision(msg.data or b"")
-        except BrokerRefused as exc:
-            return BrokerDecision("withdrawn", "an unknown writer", f"an unreadable decision ({exc.reason})")
-    return None
-
-
-async def read_own_first_decision(link: BrokerLink, key: str, timeout_s: float) -> BrokerDecision | None:
-    """The key's first value, as a courier may read it: the latest is read first (a direct get on the
-    key's own subject); only if the key holds anything (a value or a delete marker) is its history
-    read, through a consumer filtered on the key's subject, created on a subject that names the
-    filter (`$JS.API.CONSUMER.CREATE.<stream>.<name>.<filter>`, which the server checks against the
-    filter asked for) and delivering to this node's own inbox prefix: a host's permissions can scope
-    it to its own keys (`core/courier/broker_permissions.py`). A delete, a purge's marker or a later
-    value never hides the first value the history still holds."""
-    try:
-        await link.decisions.get(key)
-    except nats.js.errors.KeyNotFoundError as exc:
-        if exc.op is None:
-            return None  # never written
-        # a delete or purge marker: something may have been decided before it, the history says
-    subject = f"{DECISION_SUBJECT_PREFIX}.{key}"
-    inbox = link.nc.new_inbox()
-    seen: asyncio.Queue[Msg] = asyncio.Queue()
-
-    async def got(msg: Msg) -> None:
-        seen.put_nowait(msg)
-
-    sub = await link.nc.subscribe(inbox, cb=got)
-    try:
-        info = await link.js.add_consumer(f"KV_{DECISION_BUCKET}", ConsumerConfig(
-            name=f"first-{secrets.token_hex(8)}", filter_subject=subject, deliver_subject=inbox,
-            deliver_policy=DeliverPolicy.ALL, ack_policy=AckPolicy.NONE, mem_storage=True,
-            num_replicas=1, inactive_threshold=max(5.0, timeout_s * 2)), timeout=timeout_s)
-        count = (info.num_pending or 0) + ((info.delivered.consumer_seq or 0) if info.delivered else 0)
-        values: list[Msg] = []
-        async with asyncio.timeout(timeout_s):
-            while len(values) < count:
-                msg = await seen.get()
-                values.append(msg)
-                if (msg.headers or {}).get("KV-Operation") not in ("DEL", "PURGE"):
-                    break  # the first value: what follows never changes it
-        return _first_of(values)
-    finally:
-        with contextlib.suppress(*BROKER_DOWN):
-            await sub.unsubscribe()
 
 
 async def read_decision(kv: KeyValue, key: str) -> BrokerDecision | None:

@@ -64,6 +64,7 @@ from core.courier.broker import (
 from core.courier.broker_access import BrokerAccess
 from core.courier.broker_door import BrokerDoor, acknowledge, terminate
 from core.courier.broker_health import BrokerHealth
+from core.courier.broker_history import late_row_of, read_late_notes
 from core.courier.signing import NodeKey, parcel_digest
 from core.courier.transport import Parcel
 from core.seams import FaultHook, no_fault
@@ -208,6 +209,7 @@ class BrokerInbox:
         log.info("broker %s: node %s signs with %s (its line in a courier's [approvers]: %s = \"%s\")",
                  self.url, self.node, self.node_key.public, self.node, self.node_key.public)
         self._runner = asyncio.create_task(self._run(self._link), name=f"broker inbox {self.node}")
+        self._spawn(self._late_while_down(self._door_of(self._link)))  # issue 33: notes missed while down
 
     async def close(self) -> None:
         """Stop taking asks; asks before the arbiter stay unacknowledged, so a later run gets them."""
@@ -330,6 +332,25 @@ class BrokerInbox:
         what = NOT_RELAYED if note.body.startswith(NOT_RELAYED) else NOT_DELIVERED
         log.warning("broker %s: this node's verdict on %s was %s (%s)", self.url, row[0].name, what, says)
         await self._note_rows([WrittenMark(row[0], row[1], False, why=f"{what} ({says})")])
+
+    async def _late_while_down(self, door: BrokerDoor) -> None:
+        """Late notes written while this node was down: for each key whose first value is this node's
+        own signed verdict, the row the note names is read as `_late` reads one (the note's row is its
+        writer's claim: believed only when the row's recorded verdict is exactly that verdict)."""
+        if self.ledger is None:
+            return
+        ledger, mine = self.ledger, {self.node_key.public: self.node}
+        for key, note in await read_late_notes(door.link, self.request_timeout_s):
+            row = late_row_of(note.body, key)
+            first = await door.read(key) if row is not None else None
+            if row is None or first is None or first.kind != "verdict" or \
+                    first.why_not(mine, key, first.parcel_id, first.parcel_digest) is not None:
+                continue
+            label, request_id = row
+            found = (await asyncio.to_thread(ledger.recorded_verdicts, label, [request_id])).get(request_id)
+            if found is not None and found.written and found.body == first.body.encode("utf-8"):
+                self._won[key] = (AskKey(label, first.parcel_id), request_id, first.parcel_digest)
+                await self._late(door, key)
 
     async def _recheck(self, door: BrokerDoor, held: _Held) -> None:
         """Read the key until the bucket answers (right after a broker restart JetStream may not yet)."""

@@ -41,13 +41,14 @@ from core.courier.broker import (
     decision_key,
     encode_parcel,
     late_key,
-    read_own_first_decision,
     token,
 )
 from core.courier.broker_access import BrokerAccess
 from core.courier.broker_health import BrokerHealth
+from core.courier.broker_history import late_body, read_own_first_decision
 from core.courier.signing import NodeKey, parcel_digest
 from core.courier.transport import Parcel, Relayed, Unreachable, decider_words
+from core.wire.base import strict_json_loads
 from core.wire.response import parse_response
 
 log = logging.getLogger("pi_authorizer.courier")
@@ -90,6 +91,8 @@ class NatsCourier:
         #: Parcel id → the key it was carried under (so `withdraw` knows the host token) and the digest
         #: of its request bytes (what a verdict or a withdrawal is signed for).
         self._keys: dict[str, tuple[str, str]] = {}
+        #: Parcel id → where the approver's row for it is (`late_body`): for a late note.
+        self._rows: dict[str, tuple[str, str, str]] = {}
         #: Withdrawals the broker could not take yet, written in the background until it can.
         self._owed: set[asyncio.Task[None]] = set()
         #: The broker's state as this courier saw it last: one log line per change, not per retry.
@@ -118,6 +121,7 @@ class NatsCourier:
         key = decision_key(token(origin.host), parcel.parcel_id)
         digest = parcel_digest(parcel.request)
         self._keys[parcel.parcel_id] = (key, digest)
+        self._rows[parcel.parcel_id] = (origin.host, origin.session_id, _request_id(parcel.request))
         subject = ask_subject(origin.host, origin.session_id)
         body = encode_parcel(parcel)
         deadline = self.clock.monotonic() + max(0.0, (parcel.deadline_ms - wall_ms(self.clock)) / 1000)
@@ -164,6 +168,8 @@ class NatsCourier:
                         if decision.kind == "verdict":  # its approver's row must not say delivered
                             await self._note_late(key, parcel.parcel_id, digest, f"{NOT_RELAYED} ({exc})")
                         raise
+                    finally:
+                        self._rows.pop(parcel.parcel_id, None)
                 await self.clock.wait(landed, min(RECHECK_S, max(0.0, deadline - self.clock.monotonic())))
         finally:
             if sub is not None:
@@ -200,6 +206,7 @@ class NatsCourier:
         withdrawal the broker cannot take now is owed: written in the background once it can."""
         carried = self._keys.pop(parcel_id, None)
         if carried is None:
+            self._rows.pop(parcel_id, None)
             return None
         key, digest = carried
         try:
@@ -213,12 +220,16 @@ class NatsCourier:
             task.add_done_callback(self._owed.discard)
             return None
         if won is None or won.kind == "withdrawn":
+            self._rows.pop(parcel_id, None)
             return None
         log.info("%s: %s was already %s", self.target, parcel_id, won.words)
         try:
             return self._relayed(won, key, parcel_id, digest)
-        except Unreachable:
+        except Unreachable as exc:  # its approver's row must not say delivered
+            await self._note_late(key, parcel_id, digest, f"{NOT_RELAYED} ({exc})")
             return None
+        finally:
+            self._rows.pop(parcel_id, None)
 
     async def _withdraw(self, key: str, parcel_id: str, digest: str, reason: str) -> BrokerDecision | None:
         """The withdrawal, signed by this courier, create-only; the decision that won instead, if any: the
@@ -241,6 +252,7 @@ class NatsCourier:
                                              self.request_timeout_s)
                 if won is None or won.kind == "withdrawn":
                     log.info("%s: %s withdrawn", self.target, parcel_id)
+                    self._rows.pop(parcel_id, None)
                     return
                 await self._late(key, parcel_id, digest, f"{NOT_DELIVERED} ({reason})")
             except BROKER_DOWN:
@@ -253,9 +265,13 @@ class NatsCourier:
         """The note beside `key` that the verdict which won it did not reach the child (signed by this
         courier, create-only): the approver's row then says not delivered."""
         link = await self._connected()
+        row = self._rows.get(parcel_id)
+        if row is not None and row[2]:
+            body = late_body(body, *row)
         note = BrokerDecision("withdrawn", self.node_key.name, body).signed(
             self.node_key, late_key(key), parcel_id, digest, wall_ms(self.clock))
         await create_decision(link.decisions, late_key(key), note)
+        self._rows.pop(parcel_id, None)
 
     async def _note_late(self, key: str, parcel_id: str, digest: str, body: str) -> None:
         """`_late` within one bounded try (the child's fallback does not wait for it)."""
@@ -274,3 +290,13 @@ class NatsCourier:
         if link is not None:
             with contextlib.suppress(*BROKER_DOWN):
                 await link.close()
+
+
+def _request_id(request: bytes) -> str:
+    """The child's request id, as the approver reads it (its row is named by it); empty if unreadable."""
+    try:
+        value = strict_json_loads(request)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return ""
+    found = value.get("id") if isinstance(value, dict) else None
+    return found if isinstance(found, str) and 0 < len(found) <= 200 else ""

@@ -4,6 +4,7 @@ a courier's late note lowers its row to "not delivered" only when signed by a `[
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from pathlib import Path
@@ -22,6 +23,7 @@ from core.courier.broker import (
     token,
 )
 from core.courier.broker_access import BrokerAccess
+from core.courier.broker_history import late_body
 from core.courier.broker_inbox import DECIDED_HERE, BrokerInbox
 from core.courier.nats_courier import NatsCourier
 from core.courier.signing import node_key, parcel_digest
@@ -140,4 +142,52 @@ async def test_a_verdict_the_courier_does_not_believe_is_recorded_not_delivered_
     finally:
         await courier.close()
         await bob.close()
+        history.close()
+
+
+async def test_a_late_note_written_while_the_approver_was_down_is_read_at_its_restart(
+    nats_server: NatsServer, tmp_path: Path
+) -> None:
+    """The courier's late notes land while alice is down. Restarted, she reads them: the row a signed
+    note names is lowered, once its recorded verdict is exactly her verdict on that key; a note on
+    another key naming that row (its writer's claim) lowers nothing."""
+    courier_key = node_key(tmp_path / "courier", "courier-a")
+    history = HistoryStore.in_state_dir(tmp_path / "alice")
+    alice_key = node_key(tmp_path / "alice", "node-alice")
+    trusting = BrokerAccess(couriers=((courier_key.public, "courier-a"),))
+
+    def alice() -> BrokerInbox:
+        return BrokerInbox(nats_server.url, node="node-alice", judge=NoRecordedAuthority(),
+                           node_key=alice_key, arbiter=ScriptedArbiter("person", lambda ask: "allow"),
+                           ledger=history, observe=history.observe, access=trusting)
+
+    def written() -> dict[str, int | None]:
+        return {r.request_name: r.written for r in history.query()}
+
+    first, again = alice(), alice()
+    await first.start()
+    courier = NatsCourier(nats_server.url, node="courier-a", node_key=courier_key)
+    link = await connect(nats_server.url, timeout_s=2.0, name="courier-a")
+    try:
+        parcels = [broker_parcel(f"down-{n}", ttl_s=60) for n in range(3)]
+        for parcel in parcels:
+            assert (await courier.carry(parcel)).response.approved is True
+        await wait_for(lambda: written() == {"down-0": 1, "down-1": 1, "down-2": 1}, what="all delivered")
+        await first.close()
+        # a note on down-1's key naming down-0's row, then a true one on down-2's
+        for on, names in ((parcels[1], parcels[0]), (parcels[2], parcels[2])):
+            key = decision_key(token("host-a"), on.parcel_id)
+            body = late_body(f"{NOT_DELIVERED} (gave up)", "host-a", "sess-1",
+                             json.loads(names.request)["id"])
+            note = BrokerDecision("withdrawn", "courier-a", body).signed(
+                courier_key, late_key(key), on.parcel_id, parcel_digest(on.request), int(time.time() * 1000))
+            await link.decisions.create(late_key(key), note.encode())
+        await again.start()
+        await wait_for(lambda: written()["down-2"] == 0, what="the true note read at the restart")
+        assert written() == {"down-0": 1, "down-1": 1, "down-2": 0}
+    finally:
+        await link.close()
+        await courier.close()
+        await again.close()
+        await first.close()
         history.close()

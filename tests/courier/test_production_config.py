@@ -151,6 +151,7 @@ async def test_host_b_cannot_read_the_history_of_host_as_keys(
         parcel = broker_parcel("req-history", host="hostA", ttl_s=30)
         assert (await courier_a.carry(parcel)).response.approved is True  # A reads its own history
         # nothing else came in (a posing parcel would have been in the stream before it)
+        await wait_for(lambda: bool(alice.stats.settled), what="alice settled it")
         assert [s.parcel_id for s in alice.stats.settled] == ["req-history"]
         assert [key.name for key in person.asked] == ["req-history"]
         a_keys, b_keys = "$KV.PIAUTH_DECISIONS.hostA.>", "$KV.PIAUTH_DECISIONS.hostB.>"
