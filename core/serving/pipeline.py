@@ -37,7 +37,7 @@ from core.serving.route import Route
 from core.serving.sessions import ServedSession, Sessions
 from core.serving.verdicts import Ledger, Published, VerdictRecord
 from core.text import log_safe
-from core.vocabulary.asks import Answered, Arbiter, Ask, AskKey, Decision, by_person
+from core.vocabulary.asks import Answered, Arbiter, Ask, AskKey, Decision
 from core.vocabulary.events import ServeEvent, label
 from core.wire.request import ParsedRequest
 from core.wire.response import ForwardedResponse, encode_response
@@ -229,7 +229,7 @@ class Pipeline:
                 if record.vanished:  # its file went while the answer was written: the child gave up
                     served.records.move(record, "withdrawn")
                     self.emit(ServeEvent("withdrawn", key, self.clock.wall(), parsed=verdict.parsed))
-                elif by_person(verdict.outcome):
+                elif verdict.by_person:
                     served.records.move(record, "shown")  # the person's ask stays pending, in its place
                 else:
                     served.records.move(record, "unanswered")  # served anew at the next rescan, or withdrawn

@@ -13,7 +13,7 @@ from typing import Protocol
 from core.clock import Clock, wall_ms
 from core.disk.anonymous import Staged
 from core.forwarding.inbox import SessionInbox
-from core.vocabulary.asks import AskKey
+from core.vocabulary.asks import AskKey, by_person
 from core.wire.decisions import GateErrorDecision
 from core.wire.request import ParsedRequest
 from core.wire.response import ForwardedResponse, deny
@@ -46,6 +46,11 @@ class VerdictRecord:
     @property
     def request_id(self) -> str:
         return self.parsed.request.id
+
+    @property
+    def by_person(self) -> bool:
+        """The person decided: an answer that cannot be written leaves the ask before them, in place."""
+        return by_person(self.outcome)
 
 
 @dataclass(frozen=True)
