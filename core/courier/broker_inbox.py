@@ -25,6 +25,10 @@ A parcel is decoded, nesting-checked and its request read on one worker thread o
 on the event loop (issue 33, finding 7: a batch of bracket-heavy parcels froze an approver's screen);
 a batch waits for what the route does without a person (the chain, a rule's answer), so the work
 queued is bounded by the batch.
+
+Size: the consumer loop, an earlier run's answer found on the key or in the history, the parcel's
+door of the route (`ParcelDoor`) and its delivery (recorded, then created, then the row noted), and
+the parcel's decoding: what only a parcel has; judging, the chain and the arbiter are the route's.
 """
 
 from __future__ import annotations
