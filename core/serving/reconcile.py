@@ -5,7 +5,7 @@ For every request read, before it is judged, `earlier()` says what was left for 
 history holds is published as recorded (never judged again, never answered twice); a response already
 there is ours from before a restart when the history holds its verdict, else forged. On every rescan
 the asks this node holds unanswered are checked against a listing of `responses/` (`is_forged`).
-What to do with the record is the route's (`core.serving.pipeline`); this module only decides and
+What to do with the record is the inbox door's (`core.serving.pipeline`); this module only decides and
 does the disk and history work.
 """
 
