@@ -75,7 +75,7 @@ from core.seams import FaultHook, no_fault
 from core.serving.judgment import Chain, Judge
 from core.serving.records import AWAITING, AskRecord, AskRecords
 from core.serving.route import Route
-from core.serving.verdicts import Ledger, VerdictRecord, WrittenMark, gate_denial
+from core.serving.verdicts import Ledger, VerdictRecord, VerdictRow, WrittenMark, gate_denial
 from core.vocabulary.asks import Answered, Arbiter, Ask, AskKey, Decision
 from core.vocabulary.events import Observer, ServeEvent
 from core.wire.reader import RequestRejected, parse_request
@@ -93,15 +93,6 @@ SAFETY_RESYNC_S = 5.0
 REMEMBERED = 100_000
 #: Who answers a parcel that names no usable responder (the child's reader checks only its type).
 BROKER_RESPONDER = "pi-authorizer-broker"
-
-
-@dataclass(frozen=True)
-class _Recorded:
-    """A verdict the history holds for a parcel and the broker does not: written as recorded."""
-
-    body: bytes
-    response: ForwardedResponse
-    outcome: str
 
 
 @dataclass(frozen=True)
@@ -491,7 +482,7 @@ class BrokerInbox:
         responder = parsed.request.target_session_id or BROKER_RESPONDER
         recorded = await self._recorded(ask_key, parsed)
         if recorded is not None:  # recorded by an earlier run, never written: written as recorded
-            await self._publish(door, key, recorded.body, Decision(recorded.response, recorded.outcome),
+            await self._publish(door, key, recorded.body, recorded.outcome or "recorded",
                                 (ask_key, parsed), recorded=True, digest=digest)
             await msg.ack()
             return
@@ -542,11 +533,11 @@ class BrokerInbox:
             decision = Decision(denial, "fail-safe", reply=decision.reply)
             verdict = None
         body = verdict.body if verdict is not None else encode_response(decision.response)
-        return await self._publish(door, key, body, decision, record, recorded=verdict is not None,
+        return await self._publish(door, key, body, decision.outcome, record, recorded=verdict is not None,
                                    quiet=quiet, parcel_id=parcel_id, digest=digest)
 
     async def _publish(
-        self, door: BrokerDoor, key: str, body: bytes, decision: Decision,
+        self, door: BrokerDoor, key: str, body: bytes, outcome: str,
         record: tuple[AskKey, ParsedRequest] | None, *, recorded: bool, quiet: bool = False,
         parcel_id: str | None = None, digest: str,
     ) -> BrokerDecision | None:
@@ -570,7 +561,7 @@ class BrokerInbox:
                 self._event(ServeEvent("withdrawn", record[0], self.clock.wall(), parsed=record[1],
                                        reason=won.words_for(self.node)))
         if not quiet:
-            self._note(Settled(name, decision.outcome) if won is None else
+            self._note(Settled(name, outcome) if won is None else
                        Settled(name, "elsewhere", won.words))
         return won
 
@@ -587,7 +578,7 @@ class BrokerInbox:
             return False
         return True
 
-    async def _recorded(self, key: AskKey, parsed: ParsedRequest) -> _Recorded | None:
+    async def _recorded(self, key: AskKey, parsed: ParsedRequest) -> VerdictRow | None:
         """A verdict an earlier run recorded for this ask and never wrote (killed in between)."""
         if self.ledger is None:
             return None
@@ -601,10 +592,10 @@ class BrokerInbox:
         if recorded is None or recorded.written or recorded.ended:
             return None
         try:
-            response = ForwardedResponse.model_validate_json(recorded.body)
+            ForwardedResponse.model_validate_json(recorded.body)
         except ValidationError:
-            return None
-        return _Recorded(recorded.body, response, recorded.outcome or "recorded")
+            return None  # not a response this node could have recorded: the parcel is judged anew
+        return recorded
 
     async def _note_rows(self, marks: list[WrittenMark]) -> None:
         if self.ledger is None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from core.history.rows import APPROVED_STATES, DENIED_STATES, SELECT_ROWS, HistoryRow
-from core.serving.verdicts import RecordedVerdict
+from core.serving.verdicts import VerdictRow
 
 
 @dataclass(frozen=True)
@@ -141,9 +141,9 @@ class HistoryReader:
 
     # -- reading --------------------------------------------------------------------------------
 
-    def recorded_verdicts(self, session_id: str, request_ids: Collection[str]) -> dict[str, RecordedVerdict]:
+    def recorded_verdicts(self, session_id: str, request_ids: Collection[str]) -> dict[str, VerdictRow]:
         """The verdicts recorded for these requests, by id (ids are unique per ask; the newest wins)."""
-        found: dict[str, RecordedVerdict] = {}
+        found: dict[str, VerdictRow] = {}
         ids = list(dict.fromkeys(request_ids))
         with self._reading():
             for start in range(0, len(ids), 500):
@@ -155,7 +155,7 @@ class HistoryReader:
                     f"AND request_id IN ({marks}) AND response IS NOT NULL ORDER BY id",
                     (session_id, *chunk),
                 ):
-                    found[request_id] = RecordedVerdict(body, bool(written), outcome, bool(ended))
+                    found[request_id] = VerdictRow(body, bool(written), outcome, bool(ended))
         return found
 
     def ids(self, where: HistoryFilter | None = None, limit: int | None = None) -> list[int]:

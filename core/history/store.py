@@ -31,7 +31,7 @@ from core.history.queries import HistoryFilter, HistoryReader, Summary
 from core.history.rows import HistoryRow, arrival_values, describe_decider, dumps, outcome_kind, storable
 from core.history.transactions import HistoryWriter, Retention
 from core.seams import PRODUCTION, Seams
-from core.serving.verdicts import RecordedVerdict, VerdictRecord, WrittenMark
+from core.serving.verdicts import VerdictRecord, VerdictRow, WrittenMark
 from core.vocabulary.asks import AskKey
 from core.vocabulary.events import ServeEvent
 from core.wire.decisions import decision_source_json
@@ -173,7 +173,7 @@ class HistoryStore:
                  for m in marks],
             )
 
-    def recorded_verdicts(self, session_id: str, request_ids: Collection[str]) -> dict[str, RecordedVerdict]:
+    def recorded_verdicts(self, session_id: str, request_ids: Collection[str]) -> dict[str, VerdictRow]:
         """Read on a connection of its own (WAL), so an intake never waits for a batch's transaction in
         progress: a verdict is committed before its request's name can be taken in again (the name is
         freed only once the publisher removed the answered request)."""
