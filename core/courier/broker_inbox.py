@@ -758,10 +758,6 @@ def _unpack(data: bytes, subject: str, checkpoint: FaultHook) -> _Unpacked:
     return _Unpacked(parcel, parcel.parcel_id, read=read)
 
 
-def _body(response: ForwardedResponse) -> str:
-    return encode_response(response).decode("utf-8")
-
-
 def _with_hops(parsed: ParsedRequest, parcel: Parcel) -> ParsedRequest:
     """The request as read, its hop list the parcel's (the envelope the broker carried, checked
     against the publishing subject), so the queue shows where the ask came through."""
