@@ -54,6 +54,7 @@ from core.courier.broker import (
     BROKER_DOWN,
     DECISION_SUBJECT_PREFIX,
     NOT_DELIVERED,
+    NOT_RELAYED,
     BrokerDecision,
     BrokerLink,
     BrokerRefused,
@@ -69,6 +70,7 @@ from core.courier.broker import (
 from core.courier.broker_access import BrokerAccess
 from core.courier.broker_door import BrokerDoor, acknowledge, terminate
 from core.courier.broker_health import BrokerHealth
+from core.courier.broker_history import late_row_of, read_late_notes
 from core.courier.signing import NodeKey, parcel_digest
 from core.courier.transport import Parcel
 from core.seams import FaultHook, no_fault
@@ -91,6 +93,8 @@ UNREACHABLE_RETRY_S = 5.0
 SAFETY_RESYNC_S = 5.0
 #: How many settled parcels a node remembers, to acknowledge a second delivery without a word.
 REMEMBERED = 100_000
+#: How a parcel this node's history holds as decided is settled when it comes again (issue 33).
+DECIDED_HERE = "already decided by this node (its history holds the verdict): never shown again"
 #: Who answers a parcel that names no usable responder (the child's reader checks only its type).
 BROKER_RESPONDER = "pi-authorizer-broker"
 
@@ -166,7 +170,7 @@ class BrokerInbox:
         #: Keys of the parcels this node settled, newest last (bounded: an older one is read again).
         self._settled_keys: OrderedDict[str, None] = OrderedDict()
         #: Keys this node's verdict won, with the row it is recorded in (for a courier's late note).
-        self._won: OrderedDict[str, tuple[AskKey, str]] = OrderedDict()
+        self._won: OrderedDict[str, tuple[AskKey, str, str]] = OrderedDict()
         self._link: BrokerLink | None = None
         self._closing = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -186,6 +190,7 @@ class BrokerInbox:
         log.info("broker %s: node %s signs with %s (its line in a courier's [approvers]: %s = \"%s\")",
                  self.url, self.node, self.node_key.public, self.node, self.node_key.public)
         self._runner = asyncio.create_task(self._run(self._link), name=f"broker inbox {self.node}")
+        self._spawn(self._late_while_down(self._door_of(self._link)))  # issue 33: notes missed while down
 
     async def close(self) -> None:
         """Stop taking asks; asks before the arbiter stay unacknowledged, so a later run gets them."""
@@ -296,10 +301,36 @@ class BrokerInbox:
         row = self._won.pop(key, None)
         if row is None:
             return
-        log.warning("broker %s: this node's verdict on %s was %s (the courier at %s says)", self.url,
-                    row[0].name, NOT_DELIVERED, note.by)
-        await self._note_rows([WrittenMark(row[0], row[1], False, why=f"{NOT_DELIVERED} "
-                                           f"(the courier at {note.by} says)")])
+        # believed only under a [couriers] key; without a list, recorded as the courier's claim
+        checked = self._checked(note, late_key(key), row[0].name, row[2])
+        if checked.claimed and self.access is not None and self.access.couriers:
+            log.warning("broker %s: a late note on %s naming %r is not believed: the row stays delivered",
+                        self.url, row[0].name, note.by)
+            return
+        says = f"the courier at {note.by} says, unverified" if checked.claimed else \
+            f"the courier at {note.by} says, verified"
+        what = NOT_RELAYED if note.body.startswith(NOT_RELAYED) else NOT_DELIVERED
+        log.warning("broker %s: this node's verdict on %s was %s (%s)", self.url, row[0].name, what, says)
+        await self._note_rows([WrittenMark(row[0], row[1], False, why=f"{what} ({says})")])
+
+    async def _late_while_down(self, door: BrokerDoor) -> None:
+        """Late notes written while this node was down: for each key whose first value is this node's
+        own signed verdict, the row the note names is read as `_late` reads one (the note's row is its
+        writer's claim: believed only when the row's recorded verdict is exactly that verdict)."""
+        if self.ledger is None:
+            return
+        ledger, mine = self.ledger, {self.node_key.public: self.node}
+        for key, note in await read_late_notes(door.link, self.request_timeout_s):
+            row = late_row_of(note.body, key)
+            first = await door.read(key) if row is not None else None
+            if row is None or first is None or first.kind != "verdict" or \
+                    first.why_not(mine, key, first.parcel_id, first.parcel_digest) is not None:
+                continue
+            label, request_id = row
+            found = (await asyncio.to_thread(ledger.recorded_verdicts, label, [request_id])).get(request_id)
+            if found is not None and found.written and found.body == first.body.encode("utf-8"):
+                self._won[key] = (AskKey(label, first.parcel_id), request_id, first.parcel_digest)
+                await self._late(door, key)
 
     async def _recheck(self, door: BrokerDoor, held: ParcelDoor) -> None:
         """Read the key until the bucket answers (right after a broker restart JetStream may not yet)."""
@@ -480,6 +511,11 @@ class BrokerInbox:
             return
         parsed = read
         responder = parsed.request.target_session_id or BROKER_RESPONDER
+        if await self._decided_here(ask_key, parsed):  # issue 33: a purged key never reopens it here
+            await msg.ack()
+            self._remember(key)
+            self._note(Settled(parcel.parcel_id, "elsewhere", DECIDED_HERE))
+            return
         recorded = await self._recorded(ask_key, parsed)
         if recorded is not None:  # recorded by an earlier run, never written: written as recorded
             await self._publish(door, key, recorded.body, recorded.outcome or "recorded",
@@ -553,7 +589,7 @@ class BrokerInbox:
             if won is None:
                 await self._note_rows([WrittenMark(record[0], record[1].request.id, True)])
                 # Then a courier's late note may lower it: one written already is read now.
-                self._won[key] = (record[0], record[1].request.id)
+                self._won[key] = (record[0], record[1].request.id, digest)
                 while len(self._won) > REMEMBERED:
                     self._won.popitem(last=False)
                 self._spawn(self._late(door, key))
@@ -577,6 +613,20 @@ class BrokerInbox:
                       exc_info=True)
             return False
         return True
+
+    async def _decided_here(self, key: AskKey, parsed: ParsedRequest) -> bool:
+        """This node's history holds a verdict on this ask that it delivered or whose row ended: the ask
+        is decided, whatever its key holds now (deleted or purged, and written again or not)."""
+        if self.ledger is None:
+            return False
+        ledger, request_id = self.ledger, parsed.request.id
+        try:
+            found = await asyncio.to_thread(ledger.recorded_verdicts, key.session_id, [request_id])
+        except Exception:
+            log.error("broker %s: the history could not be read for %s", self.url, key.name, exc_info=True)
+            return False
+        recorded = found.get(request_id)
+        return recorded is not None and (recorded.written or recorded.ended)
 
     async def _recorded(self, key: AskKey, parsed: ParsedRequest) -> VerdictRow | None:
         """A verdict an earlier run recorded for this ask and never wrote (killed in between)."""
