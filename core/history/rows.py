@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from typing import Any
 
+from core.serving.verdicts import VerdictRecord
 from core.vocabulary.asks import AskKey
 from core.wire.decisions import (
     AuthorizerDecision,
@@ -19,9 +20,11 @@ from core.wire.decisions import (
     UnavailableDecision,
     UserDecision,
     YoloDecision,
+    decision_source_json,
 )
 from core.wire.principal import agent_mismatch
 from core.wire.request import ParsedRequest
+from core.wire.response import ForwardedResponse
 
 APPROVED_STATES = ("approved", "approved_for_session")
 DENIED_STATES = ("denied", "denied_with_reason")
@@ -100,7 +103,6 @@ class HistoryRow:
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(HistoryRow))
 #: Instants stored in seconds (the child's `created_at` is already milliseconds).
 SECONDS_COLUMNS = frozenset({"arrived_at", "shown_at", "decided_at", "ended_at"})
-SELECT_ROWS = f"SELECT {', '.join(COLUMNS)} FROM asks"  # noqa: S608 (constant column names)
 
 
 def facts_columns(parsed: ParsedRequest) -> dict[str, object]:
@@ -148,6 +150,45 @@ def arrival_values(
     if parsed is not None:
         values.update(facts_columns(parsed))
     return values
+
+
+def verdict_columns(verdict: VerdictRecord, now: float, started: float) -> dict[str, object]:
+    """What recording a verdict stores in its row (`started`: when the ask arrived, or was shown)."""
+    response = verdict.response
+    source = response.decided_by
+    return {
+        "decided_at": now,
+        "verdict": response.state,
+        "decided_by": dumps(decision_source_json(source)) if source is not None else None,
+        "decider": describe_decider(source, verdict.outcome, verdict.carried_to),
+        "responder_session": response.responder_session_id,
+        "decide_ms": (now - started) * 1000,
+        "outcome": outcome_kind(verdict.outcome, source),
+        "reason": response.denial_reason,
+        "response": verdict.body,
+        "written": None,
+    }
+
+
+def fail_safe_columns(
+    response: ForwardedResponse, body: bytes, at: float, started: float
+) -> dict[str, object]:
+    """What a fail-safe denial published when the ledger refused the verdict stores in its row: the
+    answer the child read, written and ended at `at`."""
+    source = response.decided_by
+    return {
+        "decided_at": at,
+        "verdict": response.state,
+        "decided_by": dumps(decision_source_json(source)) if source is not None else None,
+        "decider": describe_decider(source, "fail-safe"),
+        "responder_session": response.responder_session_id,
+        "decide_ms": (at - started) * 1000,
+        "outcome": "fail-safe",
+        "reason": response.denial_reason,
+        "response": body,
+        "written": 1,
+        "ended_at": at,
+    }
 
 
 def outcome_kind(outcome: str, source: DecisionSource | None) -> str:

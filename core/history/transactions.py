@@ -1,6 +1,7 @@
 """The history file's write side: one connection under one lock, its transactions, the queue of what
-is observed but not written yet, row inserts and retention. `core.history.store.HistoryStore` writes
-the ledger and the observer's facts through it.
+is observed but not written yet, and retention. A transaction hands its caller the asks table
+(`core.history.table`, where every statement is); `core.history.store.HistoryStore` writes the
+ledger and the observer's facts through it.
 
 Durability: every transaction commits with `synchronous=NORMAL` (it survives a killed process;
 losing it to a power cut only loses display data) except a `durable` one, which commits with
@@ -21,9 +22,6 @@ Size: the queue, its delayed worker and the transactions that drain it are one s
 lock (`transaction` takes the queue); split apart, each half would reach into the other's.
 """
 
-# SQL text here is assembled from constant fragments only; every value is a bound parameter.
-# ruff: noqa: S608
-
 from __future__ import annotations
 
 import asyncio
@@ -39,16 +37,12 @@ from pathlib import Path
 from core import platform
 from core.disk.tree import FILE_MODE, Anchor
 from core.history import spool
-from core.history.open_rows import holds_response, open_row, open_rows
 from core.history.queries import HistoryReader
-from core.history.rows import arrival_values, describe_decider, dumps, storable
 from core.history.schema import migrate
+from core.history.table import AsksTable
 from core.seams import PRODUCTION, Seams
 from core.vocabulary.asks import AskKey
 from core.vocabulary.events import ServeEvent
-from core.wire.decisions import decision_source_json
-from core.wire.request import ParsedRequest
-from core.wire.response import encode_response
 
 log = logging.getLogger("pi_authorizer.history")
 
@@ -211,101 +205,12 @@ class HistoryWriter:
         with self._queue_lock:
             self._expected.difference_update(keys)
 
-    def _write_queued(self, conn: sqlite3.Connection, pending: Sequence[ServeEvent]) -> None:
-        """The arrivals (one lookup of the open rows for all of them, then a row each), then the
-        fail-safe answers the ledger did not record."""
-        arrivals = [event for event in pending if event.kind == "arrived"]
-        found = open_rows(conn, [event.key for event in arrivals])
-        for event in arrivals:
-            assert event.parsed is not None
-            row = found.get(event.key)
-            if row is None:
-                found[event.key] = self.insert_arrival(conn, event.key, event.parsed, event.at, event.raw)
-            else:
-                # Served again after a restart: the same ask, so the same row.
-                conn.execute("UPDATE asks SET outcome = 'pending' WHERE id = ?", (row[0],))
-        for event in pending:
-            if event.kind == "answered":
-                self._close_unrecorded(conn, event, open_row(conn, event.key))
-
-    def _close_unrecorded(
-        self, conn: sqlite3.Connection, event: ServeEvent, found: tuple[int, float] | None
-    ) -> None:
-        """The fail-safe denial published when the ledger refused the verdict: the row says so, and
-        keeps its bytes (a request under that id is never answered twice)."""
-        assert event.parsed is not None and event.response is not None
-        body = encode_response(event.response)
-        if found is None and holds_response(conn, event.key, body):
-            return  # already closed (a spool replayed twice)
-        row_id, started = found or self.insert_arrival(conn, event.key, event.parsed, event.at)
-        response, source = event.response, event.response.decided_by
-        conn.execute(
-            "UPDATE asks SET decided_at = ?, verdict = ?, decided_by = ?, decider = ?, "
-            "responder_session = ?, decide_ms = ?, outcome = 'fail-safe', reason = ?, response = ?, "
-            "written = 1, ended_at = ? WHERE id = ?",
-            storable(
-                (
-                    event.at,
-                    response.state,
-                    dumps(decision_source_json(source)) if source is not None else None,
-                    describe_decider(source, "fail-safe"),
-                    response.responder_session_id,
-                    (event.at - started) * 1000,
-                    response.denial_reason,
-                    body,
-                    event.at,
-                    row_id,
-                )
-            ),
-        )
-
-    # -- rows -----------------------------------------------------------------------------------
-
-    def insert_arrival(
-        self,
-        conn: sqlite3.Connection,
-        key: AskKey,
-        parsed: ParsedRequest | None,
-        at: float,
-        raw: bytes | None = None,
-    ) -> tuple[int, float]:
-        """A new row for an ask that arrived at `at`: its id, and `at` (when its time counts from)."""
-        return self._insert(conn, arrival_values(key, parsed, at, raw)), at
-
-    def _insert(self, conn: sqlite3.Connection, values: dict[str, object]) -> int:
-        names = ", ".join(values)
-        marks = ", ".join("?" for _ in values)
-        cursor = conn.execute(f"INSERT INTO asks ({names}) VALUES ({marks})", storable(values.values()))
-        self._since_prune += 1
-        assert cursor.lastrowid is not None
-        return cursor.lastrowid
-
-    def insert_many(self, conn: sqlite3.Connection, rows: Sequence[dict[str, object]]) -> None:
-        """Rows grouped by their columns, a group per `executemany`: one call into SQLite for a
-        burst's rows instead of one per row (each call gives up the interpreter and waits to get it
-        back behind the other busy threads)."""
-        groups: dict[tuple[str, ...], list[tuple[object, ...]]] = {}
-        for values in rows:
-            groups.setdefault(tuple(values), []).append(storable(values.values()))
-        for names, params in groups.items():
-            marks = ", ".join("?" for _ in names)
-            conn.executemany(f"INSERT INTO asks ({', '.join(names)}) VALUES ({marks})", params)
-        self._since_prune += len(rows)
+    # -- rows outside serving -------------------------------------------------------------------
 
     def insert_rows(self, rows: Sequence[dict[str, object]]) -> int:
         """Bulk insert (imports, benchmarks); rows whose `import_key` is already stored are skipped."""
-        added = 0
-        with self.transaction() as conn:
-            for values in rows:
-                names = ", ".join(values)
-                marks = ", ".join("?" for _ in values)
-                cursor = conn.execute(
-                    f"INSERT OR IGNORE INTO asks ({names}) VALUES ({marks})",
-                    tuple(values.values()),
-                )
-                added += cursor.rowcount
-                self._since_prune += cursor.rowcount
-        return added
+        with self.transaction() as table:
+            return table.insert_new(rows)
 
     # -- retention ------------------------------------------------------------------------------
 
@@ -313,30 +218,14 @@ class HistoryWriter:
         """Apply the retention limits (or `limits`, for an explicit prune); a verdict not yet known
         written is never pruned (one that ended unwritten, its child gone, is). `dry`: only count."""
         limits = limits or self.retention
-        keep = "NOT (response IS NOT NULL AND written IS NULL AND ended_at IS NULL)"
-        removed = 0
         if not dry:
             self._since_prune = 0
-        verb = "SELECT COUNT(*) FROM asks" if dry else "DELETE FROM asks"
         cutoff = None
         if limits.max_age_s is not None:
             cutoff = (self.clock.wall() if now is None else now) - limits.max_age_s
         # Queued arrivals stay queued: a burst's verdicts write each with its arrival as one row.
-        with self.transaction(arrivals=False) as conn:
-            def run(sql: str, params: tuple[object, ...]) -> int:
-                cursor = conn.execute(f"{verb} WHERE {sql} AND {keep}", params)
-                return int(cursor.fetchone()[0]) if dry else cursor.rowcount
-
-            if cutoff is not None:
-                removed += run("arrived_at < ?", (cutoff,))
-            if limits.max_rows is not None:
-                newest = "id IN (SELECT id FROM asks ORDER BY arrived_at DESC, id DESC LIMIT -1 OFFSET ?)"
-                if dry and cutoff is not None:
-                    newest += " AND arrived_at >= ?"  # not counted twice
-                    removed += run(newest, (limits.max_rows, cutoff))
-                else:
-                    removed += run(newest, (limits.max_rows,))
-        return removed
+        with self.transaction(arrivals=False) as table:
+            return table.prune(cutoff, limits.max_rows, dry=dry)
 
     def _maybe_prune(self) -> None:
         if self._since_prune >= self.retention.every:
@@ -361,9 +250,9 @@ class HistoryWriter:
     def transaction(
         self, durable: bool = False, claim: Collection[AskKey] | None = None, arrivals: bool = True,
         until: float | None = None,
-    ) -> Iterator[sqlite3.Connection]:
-        """A write transaction; queued events are written first, in it (every row it looks for exists;
-        with `until`, only those observed then or before: the others stay queued).
+    ) -> Iterator[AsksTable]:
+        """A write transaction on the asks table; queued events are written first, in it (every row it
+        looks for exists; with `until`, only those observed then or before: the others stay queued).
 
         With `claim`, only the queued arrivals of those keys are taken, and not written: the caller
         takes each (`take_claimed`) and writes it with what it records (a burst's verdict joins its
@@ -395,17 +284,19 @@ class HistoryWriter:
                 self._claimed = {}
                 for event in pending if claim else ():
                     self._claimed.setdefault(event.key, event)  # a repeat would only reopen that row
+                table = AsksTable(conn)
                 try:
                     self._fault("history")
-                    self._write_queued(conn, [e for e in pending if e.key not in self._claimed])
-                    yield conn
-                    self._write_queued(conn, list(self._claimed.values()))  # any the caller left
+                    table.write_queued([e for e in pending if e.key not in self._claimed])
+                    yield table
+                    table.write_queued(list(self._claimed.values()))  # any the caller left
                 except BaseException:
                     conn.execute("ROLLBACK")
                     with self._queue_lock:
                         self._queue = pending + self._queue  # written by the next transaction
                     raise
                 conn.execute("COMMIT")
+                self._since_prune += table.added
             finally:
                 self._claimed = {}
                 if durable:
