@@ -2,7 +2,8 @@
 
 Run: `uv run python -m bench.bench_history_rows [--asks 10000] [--batch 256] [--dir /dev/shm] [--rounds 5]`.
 
-Per ask, as in a burst: the `arrived` event (queued), `expect` (its verdict is on its way); per batch of
+Per ask, as in a burst: the `arrived` event (queued), `expect` (its verdict is on its way), `--ahead`
+asks before its batch is recorded (the intake reads a burst faster than batches commit); per batch of
 `--batch` asks: `record_verdicts` (one fsynced transaction: each verdict written with its queued
 arrival as one row) and `mark_written`; per batch also the intake's `recorded_verdicts` lookup of the
 next batch's ids (none found). The asks alternate a request without facts (denied fail-safe) and one
@@ -48,9 +49,10 @@ def request(i: int) -> bytes:
     return json.dumps(body).encode()
 
 
-async def one_round(folder: Path, asks: int, batch: int) -> dict[str, float]:
+async def one_round(folder: Path, asks: int, batch: int, ahead: int) -> dict[str, float]:
     """CPU seconds per step for `asks` asks through a fresh history in `folder` (on an event loop, as
-    `serve` observes: arrivals are queued, not written one by one)."""
+    `serve` observes: arrivals are queued, not written one by one), `ahead` arrivals observed before
+    the batch whose verdicts are recorded next."""
     parsed = [parse_request(request(i)) for i in range(asks)]
     denied = deny(responder=SESSION, at_ms=0, decided_by=UnavailableDecision(reason="no rule, no person"))
     allowed = approve(responder=SESSION, at_ms=0,
@@ -60,6 +62,7 @@ async def one_round(folder: Path, asks: int, batch: int) -> dict[str, float]:
     store = HistoryStore(path, Retention(max_age_s=None, max_rows=None))
     spent = dict.fromkeys(("arrivals", "lookups", "record_verdicts", "mark_written"), 0.0)
     try:
+        observed = 0
         for start in range(0, asks, batch):
             chunk = list(enumerate(parsed[start : start + batch], start))
             keys = [AskKey(SESSION, f"r{i}.json") for i, _ in chunk]
@@ -67,9 +70,11 @@ async def one_round(folder: Path, asks: int, batch: int) -> dict[str, float]:
             store.recorded_verdicts(SESSION, [p.request.id for _, p in chunk])
             spent["lookups"] += time.process_time() - clock
             clock = time.process_time()
-            for key, (_, p) in zip(keys, chunk, strict=True):
-                store.observe(ServeEvent("arrived", key, time.time(), parsed=p, raw=p.raw))
+            for i in range(observed, min(asks, start + batch + ahead)):
+                key = AskKey(SESSION, f"r{i}.json")
+                store.observe(ServeEvent("arrived", key, time.time(), parsed=parsed[i], raw=parsed[i].raw))
                 store.expect(key)
+                observed = i + 1
             spent["arrivals"] += time.process_time() - clock
             verdicts = []
             for key, (i, p) in zip(keys, chunk, strict=True):
@@ -93,14 +98,16 @@ def main() -> None:
     parser.add_argument("--asks", type=int, default=10_000)
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--ahead", type=int, default=2_000, help="arrivals queued beyond the next batch")
     parser.add_argument("--dir", default=None, help="where the history file is made (e.g. /dev/shm)")
     args = parser.parse_args()
     rounds: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         for _ in range(args.rounds):
-            rounds.append(asyncio.run(one_round(Path(tmp), args.asks, args.batch)))
+            rounds.append(asyncio.run(one_round(Path(tmp), args.asks, args.batch, args.ahead)))
     load = os.getloadavg()[0]
-    print(f"{args.asks:,} asks in batches of {args.batch}, {args.rounds} rounds, load {load:.2f}:")
+    print(f"{args.asks:,} asks in batches of {args.batch} ({args.ahead:,} more arrivals queued), "
+          f"{args.rounds} rounds, load {load:.2f}:")
     for step in (*rounds[0], "all"):
         per_ask = [(sum(r.values()) if step == "all" else r[step]) / args.asks * 1e6 for r in rounds]
         print(f"  {step:16} {statistics.median(per_ask):6.1f} µs per ask "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
@@ -155,19 +156,41 @@ def arrival_values(
 def verdict_columns(verdict: VerdictRecord, now: float, started: float) -> dict[str, object]:
     """What recording a verdict stores in its row (`started`: when the ask arrived, or was shown)."""
     response = verdict.response
-    source = response.decided_by
+    decided_by, decider, outcome = decision_columns(response.decided_by, verdict.outcome, verdict.carried_to)
     return {
         "decided_at": now,
         "verdict": response.state,
-        "decided_by": dumps(decision_source_json(source)) if source is not None else None,
-        "decider": describe_decider(source, verdict.outcome, verdict.carried_to),
+        "decided_by": decided_by,
+        "decider": decider,
         "responder_session": response.responder_session_id,
         "decide_ms": (now - started) * 1000,
-        "outcome": outcome_kind(verdict.outcome, source),
+        "outcome": outcome,
         "reason": response.denial_reason,
         "response": verdict.body,
         "written": None,
     }
+
+
+def decision_columns(
+    source: DecisionSource | None, outcome: str, carried_to: str | None = None
+) -> tuple[str | None, str, str]:
+    """Who decided, as stored: the `decidedBy` JSON, the decider in words, the outcome. A burst's
+    verdicts share a few sources (one rule, the fail-safe): each is described once (`_described`)."""
+    try:
+        return _described(source, outcome, carried_to)
+    except TypeError:  # a value that cannot be hashed: described afresh
+        return _describe(source, outcome, carried_to)
+
+
+def _describe(
+    source: DecisionSource | None, outcome: str, carried_to: str | None
+) -> tuple[str | None, str, str]:
+    decided_by = dumps(decision_source_json(source)) if source is not None else None
+    return decided_by, describe_decider(source, outcome, carried_to), outcome_kind(outcome, source)
+
+
+#: Sources are frozen wire values (equal values, equal columns): the recent ones' columns, kept.
+_described = functools.lru_cache(maxsize=256)(_describe)
 
 
 def fail_safe_columns(
@@ -236,8 +259,9 @@ def describe_decider(source: DecisionSource | None, outcome: str, carried_to: st
 def storable(params: Iterable[object]) -> tuple[object, ...]:
     """SQL parameters SQLite can take: a lone surrogate (the real child writes one when its text
     truncation splits a pair) is kept as its `\\udXXX` escape, which in a JSON column is exactly the
-    JSON escape of that character. Everything else is bound unchanged."""
-    return tuple(_text(p) if isinstance(p, str) else p for p in params)
+    JSON escape of that character. Everything else is bound unchanged (an ASCII string has no
+    surrogate: a flag of the string, read without encoding it)."""
+    return tuple([_text(p) if isinstance(p, str) and not p.isascii() else p for p in params])
 
 
 def _text(value: str) -> str:
@@ -250,8 +274,13 @@ def _text(value: str) -> str:
     return value
 
 
+#: The encoder `json.dumps(value, ensure_ascii=False, separators=(",", ":"))` would build on every
+#: call, built once (the same text; building it cost as much as encoding a row's facts).
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def dumps(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return _ENCODER.encode(value)
 
 
 def loads(text: str | None) -> Any:

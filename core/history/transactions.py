@@ -30,7 +30,7 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,6 +60,63 @@ class Retention:
     every: int = 500
 
 
+class Queued:
+    """What is observed but not written yet, in the order observed. A verdict batch takes its own
+    arrivals by key (`take_arrivals`), in steps of the batch's size however deep the queue is: a burst
+    queues thousands of arrivals and each batch takes a few hundred (filtering the whole queue per
+    batch cost the burst's asks time quadratic in its size)."""
+
+    def __init__(self, events: Iterable[ServeEvent] = ()) -> None:
+        self._events: dict[int, ServeEvent] = {}
+        self._arrivals: dict[AskKey, int | list[int]] = {}  # where each key's queued arrivals are
+        self._next = 0
+        self._refill(events)
+
+    def _refill(self, events: Iterable[ServeEvent]) -> None:
+        self._events.clear()
+        self._arrivals.clear()
+        for event in events:
+            self.append(event)
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def __iter__(self) -> Iterator[ServeEvent]:
+        return iter(self._events.values())
+
+    def append(self, event: ServeEvent) -> None:
+        index, self._next = self._next, self._next + 1
+        self._events[index] = event
+        if event.kind == "arrived":
+            earlier = self._arrivals.get(event.key)
+            if earlier is None:
+                self._arrivals[event.key] = index  # the usual case: no list made
+            elif isinstance(earlier, int):
+                self._arrivals[event.key] = [earlier, index]
+            else:
+                earlier.append(index)
+
+    def take_arrivals(self, keys: Collection[AskKey]) -> list[ServeEvent]:
+        """The queued arrivals of these keys (in the order observed), no longer queued."""
+        at: list[int] = []
+        for key in keys:
+            found = self._arrivals.pop(key, None)
+            if isinstance(found, int):
+                at.append(found)
+            elif found is not None:
+                at += found
+        return [self._events.pop(index) for index in sorted(at)]
+
+    def take(self, due: Callable[[ServeEvent], bool] | None = None) -> list[ServeEvent]:
+        """Every queued event (or the `due` ones), no longer queued; the rest keep their order."""
+        taken: list[ServeEvent] = []
+        kept: list[ServeEvent] = []
+        for event in self._events.values():
+            (taken if due is None or due(event) else kept).append(event)
+        self._refill(kept)
+        return taken
+
+
 class HistoryWriter:
     """The history file opened for writing: its transactions, the queue, inserts, retention."""
 
@@ -85,7 +142,7 @@ class HistoryWriter:
             self._conn.execute("PRAGMA checkpoint_fullfsync=ON")
         migrate(self._conn)
         self._since_prune = 0
-        self._queue: list[ServeEvent] = []
+        self._queue = Queued()
         self._claimed: dict[AskKey, ServeEvent] = {}
         self._worker_armed = False  # a delayed worker is due (set and cleared under the queue lock)
         # Its own lock: the event loop queues an arrival without waiting for a transaction in progress.
@@ -106,7 +163,7 @@ class HistoryWriter:
         if not spooled:
             return False
         with self._queue_lock:  # first: an earlier run's rows before this run's
-            self._queue[:0] = spooled
+            self._queue = Queued([*spooled, *self._queue])
         try:
             self.write_arrivals()
         except Exception as exc:  # still queued and still spooled: the next transaction writes them
@@ -123,7 +180,7 @@ class HistoryWriter:
             log.error("%d queued rows are kept beside the history for the next start: %s",
                       len(self._queue), exc)
         with self._queue_lock:
-            queued, self._queue = self._queue, []
+            queued = self._queue.take()
         try:
             if queued:
                 spool.save(self.path, queued)
@@ -268,17 +325,11 @@ class HistoryWriter:
                 with self._queue_lock:
                     if claim is not None:
                         # Arrivals only: a queued fail-safe answer is written as it is, never claimed.
-                        pending = [e for e in self._queue if e.kind == "arrived" and e.key in claim]
-                        self._queue = [
-                            e for e in self._queue if not (e.kind == "arrived" and e.key in claim)
-                        ]
+                        pending = self._queue.take_arrivals(claim)
                     elif arrivals and until is not None:
-                        pending, kept = [], list[ServeEvent]()
-                        for event in self._queue:
-                            (pending if self._due(event, until) else kept).append(event)
-                        self._queue = kept
+                        pending = self._queue.take(lambda event: self._due(event, until))
                     elif arrivals:
-                        pending, self._queue = self._queue, []
+                        pending = self._queue.take()
                     else:
                         pending = []
                 self._claimed = {}
@@ -293,7 +344,7 @@ class HistoryWriter:
                 except BaseException:
                     conn.execute("ROLLBACK")
                     with self._queue_lock:
-                        self._queue = pending + self._queue  # written by the next transaction
+                        self._queue = Queued([*pending, *self._queue])  # written by the next transaction
                     raise
                 conn.execute("COMMIT")
                 self._since_prune += table.added
