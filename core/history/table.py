@@ -215,7 +215,25 @@ class AsksTable:
 
     def mark_written(self, marks: Sequence[WrittenMark], now: float) -> None:
         """The responses were linked (or found already there): for their children the asks have ended
-        (a `contested` row never says its answer was delivered)."""
+        (a `contested` row never says its answer was delivered). Each mark lands in the newest row with
+        a response for its request id; a batch of plain marks (linked, no why: a burst's) is one
+        statement per session and `CHUNK` ids (a statement per row cost twice the row's update)."""
+        if all(m.written and m.why is None for m in marks):
+            sessions: dict[str, dict[str, None]] = {}
+            for mark in marks:
+                sessions.setdefault(mark.key.session_id, {})[mark.request_id] = None
+            for session_id, unique in sessions.items():
+                listed = list(unique)
+                for start in range(0, len(listed), CHUNK):
+                    chunk = listed[start : start + CHUNK]
+                    self.conn.execute(
+                        "UPDATE asks SET written = CASE outcome WHEN 'contested' THEN 0 ELSE 1 END, "
+                        "ended_at = COALESCE(ended_at, ?) WHERE id IN (SELECT MAX(id) FROM asks "
+                        f"WHERE served_session = ? AND request_id IN ({', '.join('?' for _ in chunk)}) "
+                        "AND response IS NOT NULL GROUP BY request_id)",
+                        (now, session_id, *chunk),
+                    )
+            return
         self.conn.executemany(
             "UPDATE asks SET written = CASE outcome WHEN 'contested' THEN 0 ELSE ? END, "
             "reason = COALESCE(?, reason), ended_at = CASE WHEN ? THEN COALESCE(ended_at, ?) "

@@ -15,7 +15,7 @@ from core.history import HistoryStore
 from core.history.rows import _describe, decision_columns, dumps
 from core.history.transactions import Queued
 from core.seams import Seams
-from core.serving.verdicts import VerdictRecord
+from core.serving.verdicts import VerdictRecord, WrittenMark
 from core.testing import ManualClock
 from core.vocabulary.asks import AskKey
 from core.vocabulary.events import ServeEvent
@@ -108,3 +108,36 @@ def test_a_source_is_described_as_afresh(outcome: str) -> None:
 ])
 def test_dumps_writes_what_json_dumps_writes(value: object) -> None:
     assert dumps(value) == json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def test_a_burst_of_plain_marks_notes_what_one_mark_at_a_time_notes(tmp_path: Path) -> None:
+    """Plain marks (linked, no why) are noted in one statement: the same rows as the statement per mark
+    (the newest row with a response per request id; a contested row never says written)."""
+    results = []
+    for per_mark in (False, True):
+        clock = ManualClock(wall=10.0)
+        path = tmp_path / f"{per_mark}.sqlite3"
+        store = HistoryStore(path, seams=Seams(clock=clock))
+        response = approve(responder=S, at_ms=0, decided_by=UserDecision(via="dialog"))
+        body = encode_response(response)
+        events = [arrival(f"m{i}", 10.0) for i in range(6)]
+        verdicts = []
+        for event in events:
+            store.observe(event)
+            assert event.parsed is not None
+            verdicts.append(VerdictRecord(event.key, event.parsed, response, body, "user"))
+        store.record_verdicts(verdicts)
+        store.record_verdicts(verdicts[:1])  # decided again (its write failed): the same row
+        store.observe(ServeEvent("contested", events[1].key, 10.5, reason="another server answered"))
+        clock.advance(1)
+        marks = [WrittenMark(v.key, v.request_id, True) for v in (*verdicts[:4], verdicts[0])]
+        if per_mark:  # a mark with a why takes the statement per mark for the whole batch
+            marks.append(WrittenMark(AskKey(S, "gone.json"), "gone", False, "never answered"))
+        store.mark_written(marks)
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            sql = "SELECT id, request_name, outcome, written, ended_at, reason FROM asks ORDER BY id"
+            results.append(conn.execute(sql).fetchall())
+        store.close()
+    assert results[0] == results[1]
+    noted = {(name, written) for _, name, _, written, _, _ in results[0]}
+    assert ("m1.json", 0) in noted and ("m2.json", 1) in noted and ("m5.json", None) in noted
