@@ -94,7 +94,7 @@ SAFETY_RESYNC_S = 5.0
 #: How many settled parcels a node remembers, to acknowledge a second delivery without a word.
 REMEMBERED = 100_000
 #: How a parcel this node's history holds as decided is settled when it comes again (issue 33).
-DECIDED_HERE = "already decided: this node's history holds it as decided; never shown again"
+DECIDED_HERE = "already decided by this node (its history holds the verdict): never shown again"
 #: Who answers a parcel that names no usable responder (the child's reader checks only its type).
 BROKER_RESPONDER = "pi-authorizer-broker"
 
