@@ -28,7 +28,8 @@ A contradiction, for an ask:
 - `answered-twice`: a second response file appeared after the child had read one (or given up), or the
   courier's history holds two answered rows for one request;
 - `open-with-verdict`: a row with a verdict and no `ended_at` after a clean stop;
-- `winner-unknown`: a row says "decided elsewhere by N" but N's history holds no verdict for the ask;
+- `winner-unknown`: a row says "decided elsewhere by N" (or relays N's verdict) but N's history holds
+  no verdict for the ask (a late verdict N notes "not delivered" counts as N's);
 - `lost`: the child read nothing and no node holds a verdict (not a contradiction, counted).
 """
 
@@ -283,10 +284,11 @@ def report(args: argparse.Namespace, folder: Path, children: list[Child], approv
             found["two-winners"].append(f"{rid}: {', '.join(sorted({r['node'] for r in winners}))}")
         for r in [*approver_rows.get(rid, []), *rows]:
             by = _named_winner(r)
-            named = {w["node"] for w in winners} | {n.name for n in couriers}
+            deciders = {r["node"] for r in approver_rows.get(rid, []) if r["verdict"] is not None}
+            named = deciders | {n.name for n in couriers}
             if by is not None and by not in named:
                 found["winner-unknown"].append(f"{rid}: {r['node']} row {r['id']} names {by} as the decider; "
-                                               f"winners by their histories: {[w['node'] for w in winners]}")
+                                               f"deciders by their histories: {sorted(deciders)}")
         if ask.read is None and not winners and not answered:
             found["lost (not a contradiction)"].append(rid)
     kinds = ["approver-contradicts-child", "courier-contradicts-child", "two-winners", "answered-twice",
