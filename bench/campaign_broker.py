@@ -47,7 +47,16 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from bench.campaign_common import Child, ChildAsk, Node, history_rows, response_verdict, table, wait_for_log
+from bench.campaign_common import (
+    Child,
+    ChildAsk,
+    Node,
+    dump_asks,
+    history_rows,
+    response_verdict,
+    table,
+    wait_for_log,
+)
 from core.courier.signing import node_key
 from tui.demo.nats_server import NatsServer, nats_server_binary
 
@@ -193,7 +202,9 @@ def run(args: argparse.Namespace, binary: Path, folder: Path) -> int:
                         target.pause()
                         paused[target.name] = now + rng.uniform(pause_min, pause_max)
                         faults[f"pause {target.name}"] += 1
+                        note(folder, f"SIGSTOP {target.name} for {paused[target.name] - now:.1f} s")
                     else:
+                        note(folder, f"SIGKILL {target.name} (restarted at once)")
                         target.kill()
                         target.start()
                         faults[f"kill {target.name}"] += 1
@@ -222,6 +233,12 @@ def run(args: argparse.Namespace, binary: Path, folder: Path) -> int:
     return report(args, folder, children, approvers, couriers, faults, sent, asking)
 
 
+def note(folder: Path, line: str) -> None:
+    """The fault timeline (`faults.log`, wall time), to read beside the nodes' logs."""
+    with (folder / "faults.log").open("a") as out:
+        out.write(f"{time.time():.3f} {line}\n")
+
+
 def trust(approvers: list[Node], couriers: list[Node]) -> None:
     """Signed verdicts, as `docs/remote.md` configures them: every node's key made now in its state dir
     (`node_key`, as its first start would), each node's access file listing the others' public keys."""
@@ -248,6 +265,7 @@ def report(args: argparse.Namespace, folder: Path, children: list[Child], approv
         for row in history_rows(node.folder / "state"):
             approver_rows[row["request_id"] or row["request_name"]].append({**row, "node": node.name})
     found: dict[str, list[str]] = defaultdict(list)
+    dump_asks(folder, children)
     read = Counter(ask.read_verdict() for ask in asks.values())
     for child in children:
         for rid, extra in child.stray.items():

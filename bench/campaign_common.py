@@ -232,6 +232,15 @@ def count_log(node_logs: list[Path], text: str) -> int:
     return sum(p.read_text(errors="replace").count(text) for p in node_logs if p.exists())
 
 
+def dump_asks(folder: Path, children: list[Child]) -> None:
+    """What every child wrote and read (`asks.json`), to compare again with the histories by hand."""
+    out = {rid: {"session": a.session, "command": a.command, "sent_at": a.sent_at, "read_at": a.read_at,
+                 "read": None if a.read is None else a.read.decode("utf-8", "replace"),
+                 "timed_out": a.timed_out}
+           for child in children for rid, a in child.asks.items()}
+    (folder / "asks.json").write_text(json.dumps(out, indent=0))
+
+
 def table(rows: list[tuple[str, object]]) -> str:
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"  {k.ljust(width)}  {v}" for k, v in rows)

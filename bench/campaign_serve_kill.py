@@ -17,7 +17,9 @@ still killed during the replays. Then serve is stopped cleanly and the history r
 Findings:
 - `replay-answered`: a response file appeared for a replayed id (an id answered once is never
   answered again: its replay is quarantined without an answer);
-- `replay-not-quarantined`: a replay left the inbox without a trace in the quarantine;
+- `replay-not-quarantined`: a replay left the inbox without a trace in the quarantine or the history;
+- `replay-quarantined-without-history-row`: the quarantine folder holds a replay the history does not
+  (a run killed between the move and the row);
 - `answered-twice`: a response file appeared after the child had read one, or the history holds two
   answered rows for one id;
 - `history-contradicts-child`: an answered row holds other response bytes than the child read, or the
@@ -44,6 +46,7 @@ from typing import Any
 from bench.campaign_common import (
     Child,
     Node,
+    dump_asks,
     history_rows,
     request_bytes,
     response_verdict,
@@ -73,6 +76,8 @@ class Killer:
                     self.next = now + self.rng.uniform(self.low, self.high)
             return
         if now >= self.next:
+            with (self.node.folder / "faults.log").open("a") as out:
+                out.write(f"{time.time():.3f} SIGKILL serve pid {self.node.pid()}\n")
             self.node.kill()
             self.offset = self.node.log.stat().st_size
             self.node.start()
@@ -132,6 +137,7 @@ def run(args: argparse.Namespace, folder: Path) -> int:
     print(f"asked {n} in {asking:.0f} s, serve killed {kills_asking} times; replaying every id")
     quarantine = state / "quarantine"
     replays: dict[str, list[str]] = defaultdict(list)  # rid -> what happened to each replay
+    seen: dict[str, dict[str, str]] = {child.session: {} for child in children}
     for altered in (False, True):
         for child in children:
             for rid, ask in child.asks.items():
@@ -157,11 +163,14 @@ def run(args: argparse.Namespace, folder: Path) -> int:
         for child in children:
             _collect_replay_answers(child, replays)
             child.open.clear()
+            _look_at_quarantine(quarantine, child.session, seen[child.session])
     kills = killer.kills
     serve.stop()
     for child in children:
         _collect_replay_answers(child, replays)
-    return report(args, folder, children, state, quarantine, replays, n, asking, kills_asking, kills)
+    for child in children:
+        _look_at_quarantine(quarantine, child.session, seen[child.session])
+    return report(args, folder, children, state, seen, replays, n, asking, kills_asking, kills)
 
 
 def _collect_replay_answers(child: Child, replays: dict[str, list[str]]) -> None:
@@ -183,27 +192,28 @@ def _collect_replay_answers(child: Child, replays: dict[str, list[str]]) -> None
         (child.requests / name).unlink(missing_ok=True)
 
 
-def _quarantined(quarantine: Path, session: str) -> Counter[str]:
-    """How many files of each request name the quarantine holds for `session`."""
-    held: Counter[str] = Counter()
+def _look_at_quarantine(quarantine: Path, session: str, seen: dict[str, str]) -> None:
+    """Adds to `seen` (entry → request id) what the quarantine holds for `session` now: looked at after
+    each replay round, as it keeps only its newest 1,000 entries."""
     where = quarantine / encode_session_id(session)
     if not where.is_dir():
-        return held
+        return
     for entry in os.listdir(where):  # `<stamp>-<ns>-<pid>.<serial>-<name>.reason.json`
         if entry.endswith(".reason.json") and entry.count("-") >= 3:
-            held[entry.removesuffix(".reason.json").split("-", 3)[3].removesuffix(".json")] += 1
-    return held
+            seen[entry] = entry.removesuffix(".reason.json").split("-", 3)[3].removesuffix(".json")
 
 
-def report(args: argparse.Namespace, folder: Path, children: list[Child], state: Path, quarantine: Path,
+def report(args: argparse.Namespace, folder: Path, children: list[Child], state: Path,
+           seen: dict[str, dict[str, str]],
            replays: dict[str, list[str]], asked: int, asking: float, kills_asking: int, kills: int) -> int:
     rows = history_rows(state)
     by_id: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         by_id[row["request_id"] or row["request_name"]].append(row)
     found: dict[str, list[str]] = defaultdict(list)
+    dump_asks(folder, children)
     read: Counter[str] = Counter()
-    held_all = {child.session: _quarantined(quarantine, child.session) for child in children}
+    held_all = {child.session: Counter(seen[child.session].values()) for child in children}
     for row in rows:
         if row["verdict"] is not None and row["ended_at"] is None:
             found["open-with-verdict"].append(f"row {row['id']} {row['request_id']} {row['verdict']} "
@@ -234,14 +244,19 @@ def report(args: argparse.Namespace, folder: Path, children: list[Child], state:
             if answers:
                 found["replay-answered"].append(f"{rid}: {answers} (first read {ask.read_verdict()})")
             quarantined = sum(1 for r in by_id.get(rid, []) if r["outcome"] == "quarantined")
-            held[rid] = max(held[rid], quarantined)  # the quarantine folder keeps only its newest 1,000
-            if held[rid] < 2 - len(answers) and "left in the inbox" not in replays.get(rid, []):
-                found["replay-not-quarantined"].append(f"{rid}: {held[rid]} of 2 replays in the quarantine")
+            if held[rid] > quarantined:
+                found["replay-quarantined-without-history-row"].append(
+                    f"{rid}: {held[rid]} in the quarantine folder, {quarantined} quarantined rows")
+            traced = max(held[rid], quarantined)
+            if traced < 2 - len(answers) and "left in the inbox" not in replays.get(rid, []):
+                found["replay-not-quarantined"].append(f"{rid}: {traced} of 2 replays in the quarantine "
+                                                       "or the history")
             if "left in the inbox" in replays.get(rid, []):
                 found["replay-not-taken"].append(rid)
         for rid, extra in child.stray.items():
             found["answered-twice"].append(f"{rid}: {len(extra)} response file(s) after the child's read")
-    kinds = ["replay-answered", "replay-not-quarantined", "replay-not-taken", "answered-twice",
+    kinds = ["replay-answered", "replay-not-quarantined", "replay-quarantined-without-history-row",
+             "replay-not-taken", "answered-twice",
              "history-contradicts-child", "open-with-verdict"]
     soft = "delivery-unknown (not a contradiction)"
     print(f"\ncampaign_serve_kill seed {args.seed}: {len(children)} sessions, {asked} asks in {asking:.0f} s")
