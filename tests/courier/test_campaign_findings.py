@@ -233,8 +233,9 @@ async def test_a_verdict_for_a_child_that_gave_up_while_its_courier_was_down_is_
         await wait_for(lambda: [r.written for r in history.query()] == [1], what="the approval written")
         (requests / "gave-up.json").unlink()  # its child stops waiting: it read nothing
         courier = courier_process(tmp_path, nats_server.url)
-        gone = lambda: [(r[0], r[1]) for r in courier_rows(tmp_path) if r[2] is not None]  # noqa: E731
-        await wait_for(lambda: gone() == [("gave-up", "withdrawn")], within=120, what="the courier's row")
+        closed = [("gave-up", "withdrawn")]
+        await wait_for(lambda: [(r[0], r[1]) for r in courier_rows(tmp_path) if r[2] is not None] == closed,
+                       within=120, what="the courier's row closed at its restart")
         # The child read nothing: the approver's row must not say its approval was delivered.
         await wait_for(lambda: [r.written for r in history.query()] == [0], within=30,
                        what="the approver's row told the verdict was not delivered")
