@@ -4,15 +4,16 @@ every request id is replayed (the same bytes, and altered bytes) and the history
 every child read.
 
 Run: `nice -n 10 uv run python -m bench.campaign_serve_kill [--seed 1] [--sessions 2] [--bursts 20]
-[--burst 100] [--kill-every 0.5:2] [--child-timeout 60] [--keep DIR]`.
+[--burst 100] [--burst-every 0] [--kill-every 0.5:2] [--child-timeout 60] [--keep DIR]`.
 
 One serve process, `--sessions` sessions, rules that allow `ls *` and deny `rm *` (everything else
 denied at once, `--on-ask deny`). The children (in this process) write `--burst` asks per session at
-once, `--bursts` times, each burst when the last is read; they poll their responses folder, delete
-what they read and their request, as a pi child does. When every ask is read (or past its deadline),
-each id is written again twice: first with the bytes the child wrote, then with altered bytes (another
-command, a fresh `createdAt`), each replay waited on until serve has taken it from the inbox. Serve is
-still killed during the replays. Then serve is stopped cleanly and the history read.
+once, `--bursts` times, each burst when the last is read (or every `--burst-every` s); they poll their
+responses folder, delete what they read and their request, as a pi child does. When every ask is read
+(or past its deadline), each id is written again twice: first with the bytes the child wrote, then with
+altered bytes (another command, a fresh `createdAt`), each replay waited on until serve has taken it
+from the inbox. Serve is still killed during the replays. Then serve is stopped cleanly and the history
+read.
 
 Findings:
 - `replay-answered`: a response file appeared for a replayed id (an id answered once is never
@@ -91,6 +92,8 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=2)
     parser.add_argument("--bursts", type=int, default=20)
     parser.add_argument("--burst", type=int, default=100, help="asks per session per burst")
+    parser.add_argument("--burst-every", type=float, default=0.0,
+                        help="seconds between bursts (0: each burst once the last is read)")
     parser.add_argument("--kill-every", default="0.5:2", help="MIN:MAX seconds between kills")
     parser.add_argument("--child-timeout", type=float, default=60.0, help="the child's deadline (s)")
     parser.add_argument("--keep", type=Path, default=None, help="keep the run's folders here")
@@ -122,12 +125,15 @@ def run(args: argparse.Namespace, folder: Path) -> int:
     started = time.monotonic()
     n = 0
     kinds = ("ls", "rm", "cat")
-    for _ in range(args.bursts):
+    for burst in range(args.bursts):
         for j, child in enumerate(children):
             for _ in range(args.burst):
                 child.ask(f"s{j}-{n:06d}", f"{rng.choice(kinds)} f{n}")
                 n += 1
-        while any(child.open for child in children):
+        next_burst = started + (burst + 1) * args.burst_every
+        last = burst == args.bursts - 1
+        while any(child.open for child in children) if (last or not args.burst_every) else \
+                time.monotonic() < next_burst:
             for child in children:
                 child.poll()
             killer.tick()
@@ -136,8 +142,8 @@ def run(args: argparse.Namespace, folder: Path) -> int:
     kills_asking = killer.kills
     print(f"asked {n} in {asking:.0f} s, serve killed {kills_asking} times; replaying every id")
     quarantine = state / "quarantine"
-    replays: dict[str, list[str]] = defaultdict(list)  # rid -> what happened to each replay
     seen: dict[str, dict[str, str]] = {child.session: {} for child in children}
+    replays: dict[str, list[str]] = defaultdict(list)  # rid -> what happened to each replay
     for altered in (False, True):
         for child in children:
             for rid, ask in child.asks.items():
@@ -153,6 +159,8 @@ def run(args: argparse.Namespace, folder: Path) -> int:
             for child in children:
                 _collect_replay_answers(child, replays)
             killer.tick()
+            for child in children:  # often: the quarantine keeps only its newest 1,000 entries
+                _look_at_quarantine(quarantine, child.session, seen[child.session])
             if not pending:
                 break
             if time.monotonic() - replay_started > args.child_timeout * 2:
