@@ -54,11 +54,15 @@ from bench.campaign_common import (
     dump_asks,
     history_rows,
     response_verdict,
+    stop_all,
     table,
     wait_for_log,
 )
 from core.courier.signing import node_key
 from tui.demo.nats_server import NatsServer, nats_server_binary
+
+#: The nats-servers started, killed whatever ends the run.
+SERVERS: list[NatsServer] = []
 
 APPROVER_RULES = [
     {"permission": {"bash": {"ls *": "allow"}}},
@@ -122,7 +126,12 @@ def main() -> None:
     else:
         folder = Path(tempfile.mkdtemp(prefix="campaign-broker-"))
     print(f"campaign folder: {folder}")
-    found = run(args, binary, folder)
+    try:
+        found = run(args, binary, folder)
+    finally:
+        stop_all()
+        for server in SERVERS:
+            server.kill()
     raise SystemExit(1 if found else 0)
 
 
@@ -131,6 +140,7 @@ def run(args: argparse.Namespace, binary: Path, folder: Path) -> int:
     pause_min, pause_max = (float(x) for x in args.pause.split(":"))
     (folder / "nats").mkdir()
     server = NatsServer(binary, folder / "nats")
+    SERVERS.append(server)
     server.start()
     broker = Broker(server)
     approvers: list[Node] = []

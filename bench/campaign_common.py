@@ -138,10 +138,21 @@ def _unlink(path: Path) -> None:
         path.unlink()
 
 
+#: Every node a campaign made, stopped by `stop_all` whatever ends the run (Ctrl-C, a failure).
+STARTED: list[Node] = []
+
+
+def stop_all() -> None:
+    for node in STARTED:
+        with contextlib.suppress(Exception):
+            node.stop()
+
+
 class Node:
     """One `pi-authorizer serve` process (restartable with the same arguments), its log appended."""
 
     def __init__(self, name: str, folder: Path, args: list[str], env: dict[str, str] | None = None) -> None:
+        STARTED.append(self)
         self.name = name
         self.folder = folder
         self.args = args

@@ -51,6 +51,7 @@ from bench.campaign_common import (
     history_rows,
     request_bytes,
     response_verdict,
+    stop_all,
     table,
     wait_for_log,
     write_atomically,
@@ -102,7 +103,11 @@ def main() -> None:
         args.keep.mkdir(parents=True, exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix="campaign-serve-", dir=args.keep))
     print(f"campaign folder: {folder}")
-    raise SystemExit(1 if run(args, folder) else 0)
+    try:
+        found = run(args, folder)
+    finally:
+        stop_all()
+    raise SystemExit(1 if found else 0)
 
 
 def run(args: argparse.Namespace, folder: Path) -> int:
