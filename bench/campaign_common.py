@@ -250,6 +250,24 @@ def dump_asks(folder: Path, children: list[Child]) -> None:
                  "timed_out": a.timed_out}
            for child in children for rid, a in child.asks.items()}
     (folder / "asks.json").write_text(json.dumps(out, indent=0))
+    stray = {rid: [d.decode("utf-8", "replace") for d in extra]
+             for child in children for rid, extra in child.stray.items()}
+    (folder / "stray.json").write_text(json.dumps(stray, indent=0))
+
+
+def load_children(folder: Path, root_of: dict[str, Path], timeout_s: float) -> list[Child]:
+    """The children of a kept run, as `dump_asks` wrote them (`root_of`: session → forwarding root)."""
+    children = {session: Child(root, session, timeout_s) for session, root in root_of.items()}
+    for rid, a in json.loads((folder / "asks.json").read_text()).items():
+        ask = ChildAsk(a["session"], rid, a["command"], a["sent_at"], a["sent_at"] + timeout_s,
+                       None if a["read"] is None else a["read"].encode(), a["read_at"], a["timed_out"])
+        children[a["session"]].asks[rid] = ask
+    stray = folder / "stray.json"
+    if stray.exists():
+        for rid, extra in json.loads(stray.read_text()).items():
+            session = children[next(s for s in children if rid in children[s].asks)]
+            session.stray[rid] = [d.encode() for d in extra]
+    return list(children.values())
 
 
 def table(rows: list[tuple[str, object]]) -> str:
