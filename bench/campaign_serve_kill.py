@@ -16,13 +16,16 @@ from the inbox. Serve is still killed during the replays. Then serve is stopped 
 read.
 
 Findings:
-- `replay-answered`: a response file appeared for a replayed id (an id answered once is never
-  answered again: its replay is quarantined without an answer);
+- `replay-answered`: a response file appeared for a replayed id that was answered before (an id
+  answered once is never answered again: its replay is quarantined without an answer), or for both
+  replays of an id never answered;
 - `replay-not-quarantined`: a replay left the inbox without a trace in the quarantine or the history;
 - `replay-quarantined-without-history-row`: the quarantine folder holds a replay the history does not
   (a run killed between the move and the row);
 - `answered-twice`: a response file appeared after the child had read one, or the history holds two
   answered rows for one id;
+- `written-after-the-child-gave-up`: the child stopped waiting at its deadline (and removed its
+  request), yet a response was linked afterwards and the history says it was written;
 - `history-contradicts-child`: an answered row holds other response bytes than the child read, or the
   child read an answer no row holds;
 - `open-with-verdict`: a row with a verdict and no `ended_at` after a clean stop.
@@ -148,6 +151,7 @@ def run(args: argparse.Namespace, folder: Path) -> int:
     print(f"asked {n} in {asking:.0f} s, serve killed {kills_asking} times; replaying every id")
     quarantine = state / "quarantine"
     seen: dict[str, dict[str, str]] = {child.session: {} for child in children}
+    replays_began = time.time()
     replays: dict[str, list[str]] = defaultdict(list)  # rid -> what happened to each replay
     for altered in (False, True):
         for child in children:
@@ -168,7 +172,7 @@ def run(args: argparse.Namespace, folder: Path) -> int:
                 _look_at_quarantine(quarantine, child.session, seen[child.session])
             if not pending:
                 break
-            if time.monotonic() - replay_started > args.child_timeout * 2:
+            if time.monotonic() - replay_started > max(60.0, args.child_timeout * 2):
                 for rid in pending:
                     replays[rid].append("left in the inbox")
                 break
@@ -183,7 +187,7 @@ def run(args: argparse.Namespace, folder: Path) -> int:
         _collect_replay_answers(child, replays)
     for child in children:
         _look_at_quarantine(quarantine, child.session, seen[child.session])
-    return report(args, folder, children, state, seen, replays, n, asking, kills_asking, kills)
+    return report(args, folder, children, state, seen, replays, replays_began, n, asking, kills_asking, kills)
 
 
 def _collect_replay_answers(child: Child, replays: dict[str, list[str]]) -> None:
@@ -218,7 +222,8 @@ def _look_at_quarantine(quarantine: Path, session: str, seen: dict[str, str]) ->
 
 def report(args: argparse.Namespace, folder: Path, children: list[Child], state: Path,
            seen: dict[str, dict[str, str]],
-           replays: dict[str, list[str]], asked: int, asking: float, kills_asking: int, kills: int) -> int:
+           replays: dict[str, list[str]], replays_began: float, asked: int, asking: float, kills_asking: int,
+           kills: int) -> int:
     rows = history_rows(state)
     by_id: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
@@ -235,26 +240,33 @@ def report(args: argparse.Namespace, folder: Path, children: list[Child], state:
         held = held_all[child.session]
         for rid, ask in child.asks.items():
             read[ask.read_verdict()] += 1
-            answered = [r for r in by_id.get(rid, []) if r["response"] is not None and r["written"]]
+            first = [r for r in by_id.get(rid, []) if r["arrived_at"] < replays_began]
+            answered = [r for r in first if r["response"] is not None and r["written"]]
             if len(answered) > 1:
                 found["answered-twice"].append(f"{rid}: {len(answered)} answered rows "
                                                f"({[r['verdict'] for r in answered]})")
-            held_bytes = [r for r in by_id.get(rid, []) if r["response"] is not None
-                          and bytes(r["response"]) == ask.read]
+            held_bytes = [r for r in first if r["response"] is not None and bytes(r["response"]) == ask.read]
             if ask.read is not None and not held_bytes:
                 found["history-contradicts-child"].append(
                     f"{rid}: child read {ask.read_verdict()}; no row holds those bytes: "
-                    f"{[(r['id'], r['verdict'], r['outcome'], r['written']) for r in by_id.get(rid, [])]}")
+                    f"{[(r['id'], r['verdict'], r['outcome'], r['written']) for r in first]}")
             elif ask.read is not None and not answered:
                 if any(r["written"] == 0 for r in held_bytes):
                     found["history-contradicts-child"].append(f"{rid}: the child read it; the row says "
                                                               "not written")
                 else:  # written unknown: the run that wrote it died before noting it (not a contradiction)
                     found["delivery-unknown (not a contradiction)"].append(rid)
-            if ask.read is None and answered:
-                found["history-contradicts-child"].append(f"{rid}: child read nothing; rows say answered")
+            late = child.stray.get(rid, []) if ask.read is None else []
+            if ask.read is None and (answered or late):
+                found["written-after-the-child-gave-up"].append(
+                    f"{rid}: the child gave up at its deadline; rows say written "
+                    f"{[(r['id'], r['verdict'], r['outcome']) for r in answered]}, {len(late)} late file(s)")
+            if ask.read is not None and rid in child.stray:
+                found["answered-twice"].append(f"{rid}: {len(child.stray[rid])} response file(s) after the "
+                                               "child's read")
+            was_answered = ask.read is not None or bool(answered) or any(r["verdict"] for r in first)
             answers = [x for x in replays.get(rid, []) if x.startswith("answered")]
-            if answers:
+            if answers and (was_answered or len(answers) > 1):
                 found["replay-answered"].append(f"{rid}: {answers} (first read {ask.read_verdict()})")
             quarantined = sum(1 for r in by_id.get(rid, []) if r["outcome"] == "quarantined")
             if held[rid] > quarantined:
@@ -266,10 +278,8 @@ def report(args: argparse.Namespace, folder: Path, children: list[Child], state:
                                                        "or the history")
             if "left in the inbox" in replays.get(rid, []):
                 found["replay-not-taken"].append(rid)
-        for rid, extra in child.stray.items():
-            found["answered-twice"].append(f"{rid}: {len(extra)} response file(s) after the child's read")
     kinds = ["replay-answered", "replay-not-quarantined", "replay-quarantined-without-history-row",
-             "replay-not-taken", "answered-twice",
+             "replay-not-taken", "answered-twice", "written-after-the-child-gave-up",
              "history-contradicts-child", "open-with-verdict"]
     soft = "delivery-unknown (not a contradiction)"
     print(f"\ncampaign_serve_kill seed {args.seed}: {len(children)} sessions, {asked} asks in {asking:.0f} s")
