@@ -25,8 +25,10 @@ A contradiction, for an ask:
 - `courier-contradicts-child`: the courier's row holds other response bytes than the child read, or a
   verdict while the child read nothing;
 - `two-winners`: more than one approver records its own verdict as the one written;
-- `answered-twice`: a second response file appeared after the child had read one (or given up), or the
-  courier's history holds two answered rows for one request;
+- `answered-twice`: a second response file appeared after the child had read one, or the courier's
+  history holds two answered rows for one request;
+- `written-after-the-child-gave-up`: a response file appeared after the child's deadline (the child
+  had removed its request: nobody reads it);
 - `open-with-verdict`: a row with a verdict and no `ended_at` after a clean stop;
 - `winner-unknown`: a row says "decided elsewhere by N" (or relays N's verdict) but N's history holds
   no verdict for the ask (a late verdict N notes "not delivered" counts as N's);
@@ -299,7 +301,11 @@ def report(args: argparse.Namespace, folder: Path, children: list[Child], approv
     read = Counter(ask.read_verdict() for ask in asks.values())
     for child in children:
         for rid, extra in child.stray.items():
-            found["answered-twice"].append(f"{rid}: {len(extra)} more response file(s) after the child's")
+            if child.asks[rid].read is None:  # written after the child gave up: its own kind
+                found["written-after-the-child-gave-up"].append(f"{rid}: {len(extra)} response file(s) "
+                                                                "after the child's deadline")
+            else:
+                found["answered-twice"].append(f"{rid}: {len(extra)} more response file(s) after the child's")
     every_row = [r for rows in (*courier_rows.values(), *approver_rows.values()) for r in rows]
     for row in every_row:
         if row["verdict"] is not None and row["ended_at"] is None:
@@ -340,6 +346,7 @@ def report(args: argparse.Namespace, folder: Path, children: list[Child], approv
         if ask.read is None and not winners and not answered:
             found["lost (not a contradiction)"].append(rid)
     kinds = ["approver-contradicts-child", "courier-contradicts-child", "two-winners", "answered-twice",
+             "written-after-the-child-gave-up",
              "open-with-verdict", "winner-unknown"]
     run_name = f"report of {args.report}" if args.report else f"seed {args.seed}"
     print(f"\ncampaign_broker {run_name}: {len(couriers)} couriers, {len(approvers)} approvers, "
