@@ -19,7 +19,7 @@ from core.disk.tree import UnsafeFolder
 from core.disk.writer import DiskWriter
 from core.history import HistoryStore
 from core.person import GrantBook
-from core.serving.verdicts import RecordedVerdict, VerdictRecord, WrittenMark
+from core.serving.verdicts import VerdictRecord, VerdictRow, WrittenMark
 from core.vocabulary.asks import ArbiterDecision, Ask, AskKey, Decision, Judgment
 from core.wire.decisions import RuleDecision, UserDecision
 from core.wire.request import ParsedRequest, SessionGrant
@@ -129,7 +129,7 @@ class LedgerOver:
     def mark_written(self, marks: Sequence[WrittenMark]) -> None:
         self.store.mark_written(marks)
 
-    def recorded_verdicts(self, session_id: str, request_ids: Collection[str]) -> dict[str, RecordedVerdict]:
+    def recorded_verdicts(self, session_id: str, request_ids: Collection[str]) -> dict[str, VerdictRow]:
         return self.store.recorded_verdicts(session_id, request_ids)
 
 
@@ -173,7 +173,7 @@ class ThreadNotingLedger(LedgerOver):
         self.records.append(threading.current_thread().name)
         super().record_verdicts(verdicts)
 
-    def recorded_verdicts(self, session_id: str, request_ids: Collection[str]) -> dict[str, RecordedVerdict]:
+    def recorded_verdicts(self, session_id: str, request_ids: Collection[str]) -> dict[str, VerdictRow]:
         self.lookups.append(threading.current_thread().name)
         return super().recorded_verdicts(session_id, request_ids)
 

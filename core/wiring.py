@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.courier.arbiter import CourierArbiter, Fallback
-from core.courier.broker_access import BrokerAccess
+from core.courier.broker_access import BrokerAccess, node_key_of
 from core.courier.broker_health import BrokerHealth
 from core.courier.broker_inbox import BrokerInbox
 from core.courier.parcel_ids import ParcelIds
-from core.courier.signing import NodeKey, SigningRefused, node_key
+from core.courier.signing import NodeKey, SigningRefused
 from core.courier.targets import CourierPlace, Target, TargetError, build_courier
 from core.history import HistoryStore
 from core.judging.judge_setup import JudgeSettings, build_judge_chain, close_when_stopped
@@ -171,7 +171,7 @@ def _node_key(options: NodeOptions) -> NodeKey:
     """This node's signing key for `--broker` (made at its first start); raises `TargetError` (the
     command line's refusal) when the key file cannot be used."""
     try:
-        return node_key(options.state_dir, options.node_name)
+        return node_key_of(options.broker_access, options.state_dir, options.node_name)
     except (SigningRefused, OSError) as exc:
         raise TargetError(f"--broker {options.broker}: this node's key cannot be used: {exc}") from exc
 

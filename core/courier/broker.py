@@ -167,6 +167,9 @@ def late_key(key: str) -> str:
 
 #: How an approver records its verdict that won a key after the courier had answered its child.
 NOT_DELIVERED = "decided after the courier had answered its child: not delivered"
+#: How a courier notes, beside the key, a verdict it read and did not relay (its signature is not one
+#: its trust list believes, or it is unreadable), and how the approver's row then says it.
+NOT_RELAYED = "not relayed by the courier, which did not believe it: not delivered"
 
 
 def _name(value: object, what: str) -> str:
@@ -443,7 +446,8 @@ async def read_first_decision(js: JetStreamContext, key: str) -> BrokerDecision 
     """The first value the key's history still holds (`None` if none): the decision, whatever was
     deleted or written after it (a create-only writer can only follow a delete; a purge erases the
     history, and then the approver's own memory of what it settled stands). Direct gets by subject, so
-    only an approver's permissions (the whole JetStream API) allow it; a courier reads the latest."""
+    only an approver's permissions (the whole JetStream API) allow it; a courier reads its own keys'
+    history through a scoped consumer (`core/courier/broker_history.py`)."""
     subject = f"{DECISION_SUBJECT_PREFIX}.{key}"
     seq = 1
     for _ in range(DECISION_HISTORY * 2):

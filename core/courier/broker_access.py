@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.courier.signing import SigningRefused, decode_public
+from core.courier.signing import NodeKey, SigningRefused, decode_public, node_key, read_node_key
 
 #: The keys the file may hold; any other is refused (a typo must not silently drop a protection).
 KEYS = frozenset({"user", "password", "password_file", "creds", "ca", "cert", "key", "inbox_prefix",
-                  "approvers", "couriers"})
+                  "node_key", "approvers", "couriers"})
 #: The keys that hold tables of trusted public keys (`name = "U…"`), not strings.
 TRUST_KEYS = ("approvers", "couriers")
 #: An access file or a password file larger than this is not one.
@@ -61,6 +61,9 @@ class BrokerAccess:
     approvers: tuple[tuple[str, str], ...] = ()
     #: The couriers whose signed withdrawals an approver believes (`[couriers]`).
     couriers: tuple[tuple[str, str], ...] = ()
+    #: This node's key pair's seed (`node_key`, written by `pi-authorizer broker`), instead of the one
+    #: made in its state dir (`<state>/node.nk`), so the trust lists written with it already hold it.
+    node_key: Path | None = None
 
     def trusted(self, which: str) -> dict[str, str]:
         """`approvers` or `couriers` as public key → node name."""
@@ -112,8 +115,8 @@ def read_broker_access(path: Path) -> BrokerAccess:
         if not isinstance(value, str) or not value:
             raise BrokerAccessError(f"{path}: {name} must be a non-empty string")
     trust = {name: _trusted(path, name, table.get(name, {})) for name in TRUST_KEYS}
-    files = {name: _file(path, name, table[name]) for name in ("password_file", "creds", "ca", "cert", "key")
-             if name in table}
+    files = {name: _file(path, name, table[name])
+             for name in ("password_file", "creds", "ca", "cert", "key", "node_key") if name in table}
     password = table.get("password")
     if "password_file" in files:
         if password is not None:
@@ -131,7 +134,16 @@ def read_broker_access(path: Path) -> BrokerAccess:
         raise BrokerAccessError(f"{path}: inbox_prefix must be subject tokens of [A-Za-z0-9_-] joined by "
                                 "dots, and not the shared _INBOX")
     return BrokerAccess(user, password, files.get("creds"), files.get("ca"), files.get("cert"),
-                        files.get("key"), prefix, trust["approvers"], trust["couriers"])
+                        files.get("key"), prefix, trust["approvers"], trust["couriers"],
+                        files.get("node_key"))
+
+
+def node_key_of(access: BrokerAccess | None, state_dir: Path, name: str) -> NodeKey:
+    """The key this node signs with as `name`: the access file's `node_key` when it names one, else the
+    one made at its first start in its state dir. Raises `SigningRefused` or `OSError` with why."""
+    if access is not None and access.node_key is not None:
+        return read_node_key(access.node_key, name)
+    return node_key(state_dir, name)
 
 
 def _trusted(path: Path, what: str, value: object) -> tuple[tuple[str, str], ...]:

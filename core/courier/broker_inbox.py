@@ -1,11 +1,13 @@
-"""The approver's side of the broker: asks couriers put on NATS JetStream, served like an inbox's.
+"""The approver's side of the broker: asks couriers put on NATS JetStream, served by the one route.
 
 Each approver node reads every ask through its own durable consumer (`approver-<node>`), so a node
 killed and restarted is given again every ask it had not settled (after the consumer's ack wait).
 A parcel is untrusted: decoded with bounds (`core/courier/broker.py`), its request read by the same
 tolerant reader as a file (`core/wire/reader.py`), its claimed origin checked against the subject
-the broker took it on. Then, as for a file: this node's rules, the chain, the arbiter (the person,
-`--on-ask`). The verdict is recorded in the history first (durable before it is visible anywhere,
+the broker took it on. Then each parcel is a door (`ParcelDoor`, `core/serving/door.py`) of the
+route every ask goes down (`core/serving/route.py`: this node's rules, the chain, the arbiter: the
+person, `--on-ask`), with a record in the same lifecycle table as a file's (`core/serving/records.py`,
+one per origin). The verdict is recorded in the history first (durable before it is visible anywhere,
 as a file's), then written with KV `create`: when approvers race, or the courier withdrew the parcel,
 one answer exists, and every other node withdraws the ask from its arbiter with "decided elsewhere by
 N" (its row ends so). A `create` whose reply was lost and whose retry meets this node's own verdict is
@@ -14,15 +16,19 @@ courier had answered its child (a note beside the key says so) is recorded as no
 acknowledged only once its parcel is settled (answered, decided elsewhere, withdrawn, past its
 deadline, or refused with why), so nothing is lost and nothing answered twice.
 
-The broker itself (read a key, deliver a verdict, acknowledge or terminate a message) is its door,
+What stays here is the broker's side only: the consumer loop, the parcel decoded and checked, an
+earlier run's verdict found on the key or in the history, refusals, resync, late notes and expiry.
+The broker itself (read a key, deliver a verdict, acknowledge or terminate a message) is
 `core/courier/broker_door.py`.
 
 A parcel is decoded, nesting-checked and its request read on one worker thread of the inbox, never
 on the event loop (issue 33, finding 7: a batch of bracket-heavy parcels froze an approver's screen);
-a batch at most waits for it, so the work queued is bounded by the batch.
+a batch waits for what the route does without a person (the chain, a rule's answer), so the work
+queued is bounded by the batch.
 
-Size: still a route of its own beside the inbox's (judging, the chain, the arbiter and the history
-are driven here too: issue 32, finding 5); it shrinks once the broker is a door of the one route.
+Size: the consumer loop, an earlier run's answer found on the key or in the history, the parcel's
+door of the route (`ParcelDoor`) and its delivery (recorded, then created, then the row noted), and
+the parcel's decoding: what only a parcel has; judging, the chain and the arbiter are the route's.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ from core.courier.broker import (
     BROKER_DOWN,
     DECISION_SUBJECT_PREFIX,
     NOT_DELIVERED,
+    NOT_RELAYED,
     BrokerDecision,
     BrokerLink,
     BrokerRefused,
@@ -63,12 +70,15 @@ from core.courier.broker import (
 from core.courier.broker_access import BrokerAccess
 from core.courier.broker_door import BrokerDoor, acknowledge, terminate
 from core.courier.broker_health import BrokerHealth
+from core.courier.broker_history import late_row_of, read_late_notes
 from core.courier.signing import NodeKey, parcel_digest
 from core.courier.transport import Parcel
 from core.seams import FaultHook, no_fault
-from core.serving.judgment import Chain, Judge, judge_ask, review_by_chain
-from core.serving.verdicts import Ledger, VerdictRecord, WrittenMark, gate_denial
-from core.vocabulary.asks import Answered, Arbiter, ArbiterDecision, Ask, AskKey, Decision
+from core.serving.judgment import Chain, Judge
+from core.serving.records import AWAITING, AskRecord, AskRecords
+from core.serving.route import Route
+from core.serving.verdicts import Ledger, VerdictRecord, VerdictRow, WrittenMark, gate_denial
+from core.vocabulary.asks import Answered, Arbiter, Ask, AskKey, Decision
 from core.vocabulary.events import Observer, ServeEvent
 from core.wire.reader import RequestRejected, parse_request
 from core.wire.request import CarriedHop, ParsedRequest
@@ -83,39 +93,10 @@ UNREACHABLE_RETRY_S = 5.0
 SAFETY_RESYNC_S = 5.0
 #: How many settled parcels a node remembers, to acknowledge a second delivery without a word.
 REMEMBERED = 100_000
+#: How a parcel this node's history holds as decided is settled when it comes again (issue 33).
+DECIDED_HERE = "already decided by this node (its history holds the verdict): never shown again"
 #: Who answers a parcel that names no usable responder (the child's reader checks only its type).
 BROKER_RESPONDER = "pi-authorizer-broker"
-
-
-class NoChain:
-    """No chain links on this node: every parcel the rules leave goes to the arbiter."""
-
-    async def review(self, parsed: object) -> None:
-        return None
-
-
-@dataclass
-class _Held:
-    """An ask before this node's arbiter: the message to acknowledge once it is settled."""
-
-    key: str
-    ask: Ask
-    msg: Msg
-    deadline: float
-    #: sha256 of the parcel's request bytes: what this node's signed verdict is for.
-    digest: str = ""
-    settled: bool = False
-    #: This node is writing its verdict: the key's write seen meanwhile may be its own.
-    writing: bool = False
-
-
-@dataclass(frozen=True)
-class _Recorded:
-    """A verdict the history holds for a parcel and the broker does not: written as recorded."""
-
-    body: bytes
-    response: ForwardedResponse
-    outcome: str
 
 
 @dataclass(frozen=True)
@@ -165,10 +146,11 @@ class BrokerInbox:
         self.node_key = node_key if node_key is not None else NodeKey(node, SigningKey.generate())
         #: Credentials and TLS (`--broker-access`).
         self.access = access
-        self.judge = judge
         self.arbiter = arbiter
-        self.chain: Chain = chain if chain is not None else NoChain()
         self.clock = clock
+        #: The one route of every ask (`core/serving/route.py`): this node's rules, the chain, the
+        #: arbiter; each parcel is its door (`ParcelDoor`).
+        self.route = Route(arbiter, judge, chain, clock, self._event)
         self.ack_wait_s = ack_wait_s
         self.batch = batch
         self.request_timeout_s = request_timeout_s
@@ -179,13 +161,16 @@ class BrokerInbox:
         self.ledger = ledger
         self.observe = observe
         self.stats = BrokerInboxStats()
-        self._held: dict[str, _Held] = {}
+        #: The parcels this node is serving (from arrival until settled), by decision key.
+        self._held: dict[str, ParcelDoor] = {}
+        #: Their records, one lifecycle table per origin (`nats:<host>/<session>`), as an inbox's.
+        self._tables: dict[str, AskRecords] = {}
         #: Keys of parcels being read, not yet shown nor settled, with their message's stream sequence.
         self._working: dict[str, int] = {}
         #: Keys of the parcels this node settled, newest last (bounded: an older one is read again).
         self._settled_keys: OrderedDict[str, None] = OrderedDict()
         #: Keys this node's verdict won, with the row it is recorded in (for a courier's late note).
-        self._won: OrderedDict[str, tuple[AskKey, str]] = OrderedDict()
+        self._won: OrderedDict[str, tuple[AskKey, str, str]] = OrderedDict()
         self._link: BrokerLink | None = None
         self._closing = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -205,6 +190,7 @@ class BrokerInbox:
         log.info("broker %s: node %s signs with %s (its line in a courier's [approvers]: %s = \"%s\")",
                  self.url, self.node, self.node_key.public, self.node, self.node_key.public)
         self._runner = asyncio.create_task(self._run(self._link), name=f"broker inbox {self.node}")
+        self._spawn(self._late_while_down(self._door_of(self._link)))  # issue 33: notes missed while down
 
     async def close(self) -> None:
         """Stop taking asks; asks before the arbiter stay unacknowledged, so a later run gets them."""
@@ -216,8 +202,9 @@ class BrokerInbox:
         for task in list(self._tasks):
             task.cancel()
         for held in list(self._held.values()):
-            self.arbiter.withdraw(held.ask.key, "this authorizer stopped serving the broker")
+            self.arbiter.withdraw(held.record.key, "this authorizer stopped serving the broker")
         self._held.clear()
+        self._tables.clear()
         if self._link is not None:
             with contextlib.suppress(*BROKER_DOWN):
                 await self._link.close()
@@ -286,10 +273,8 @@ class BrokerInbox:
     def _expire(self) -> None:
         now = self.clock.monotonic()
         for held in list(self._held.values()):
-            if now >= held.deadline and not held.writing:  # a verdict being written reports itself
-                self._drop(held, Settled(held.ask.key.name, "expired", "the child's deadline passed"))
-                self.arbiter.withdraw(held.ask.key, "the child's deadline passed")
-                self._withdrawn(held.ask, "the child's deadline passed")
+            if now >= held.deadline and not held.settled and not held.writing:  # a write reports itself
+                self._withdraw(held, "expired", "the child's deadline passed")
 
     def _on_decision_key(self, subject: str) -> str:
         return subject[len(DECISION_SUBJECT_PREFIX) + 1 :]
@@ -316,12 +301,38 @@ class BrokerInbox:
         row = self._won.pop(key, None)
         if row is None:
             return
-        log.warning("broker %s: this node's verdict on %s was %s (the courier at %s says)", self.url,
-                    row[0].name, NOT_DELIVERED, note.by)
-        await self._note_rows([WrittenMark(row[0], row[1], False, why=f"{NOT_DELIVERED} "
-                                           f"(the courier at {note.by} says)")])
+        # believed only under a [couriers] key; without a list, recorded as the courier's claim
+        checked = self._checked(note, late_key(key), row[0].name, row[2])
+        if checked.claimed and self.access is not None and self.access.couriers:
+            log.warning("broker %s: a late note on %s naming %r is not believed: the row stays delivered",
+                        self.url, row[0].name, note.by)
+            return
+        says = f"the courier at {note.by} says, unverified" if checked.claimed else \
+            f"the courier at {note.by} says, verified"
+        what = NOT_RELAYED if note.body.startswith(NOT_RELAYED) else NOT_DELIVERED
+        log.warning("broker %s: this node's verdict on %s was %s (%s)", self.url, row[0].name, what, says)
+        await self._note_rows([WrittenMark(row[0], row[1], False, why=f"{what} ({says})")])
 
-    async def _recheck(self, door: BrokerDoor, held: _Held) -> None:
+    async def _late_while_down(self, door: BrokerDoor) -> None:
+        """Late notes written while this node was down: for each key whose first value is this node's
+        own signed verdict, the row the note names is read as `_late` reads one (the note's row is its
+        writer's claim: believed only when the row's recorded verdict is exactly that verdict)."""
+        if self.ledger is None:
+            return
+        ledger, mine = self.ledger, {self.node_key.public: self.node}
+        for key, note in await read_late_notes(door.link, self.request_timeout_s):
+            row = late_row_of(note.body, key)
+            first = await door.read(key) if row is not None else None
+            if row is None or first is None or first.kind != "verdict" or \
+                    first.why_not(mine, key, first.parcel_id, first.parcel_digest) is not None:
+                continue
+            label, request_id = row
+            found = (await asyncio.to_thread(ledger.recorded_verdicts, label, [request_id])).get(request_id)
+            if found is not None and found.written and found.body == first.body.encode("utf-8"):
+                self._won[key] = (AskKey(label, first.parcel_id), request_id, first.parcel_digest)
+                await self._late(door, key)
+
+    async def _recheck(self, door: BrokerDoor, held: ParcelDoor) -> None:
         """Read the key until the bucket answers (right after a broker restart JetStream may not yet)."""
         while not (held.settled or held.writing or self._closing.is_set()):
             try:
@@ -333,16 +344,23 @@ class BrokerInbox:
                 self._elsewhere(held, won)
             return
 
-    def _elsewhere(self, held: _Held, won: BrokerDecision) -> None:
+    def _elsewhere(self, held: ParcelDoor, won: BrokerDecision) -> None:
         if held.settled or held.writing:  # settled meanwhile, or this node's own write in flight
             return
-        won = self._checked(won, held.key, held.ask.key.name, held.digest)
-        self._drop(held, Settled(held.ask.key.name, "elsewhere", won.words_for(self.node)))
-        self.arbiter.withdraw(held.ask.key, won.words_for(self.node))
-        self._withdrawn(held.ask, won.words_for(self.node))
+        won = self._checked(won, held.key, held.record.key.name, held.digest)
+        self._withdraw(held, "elsewhere", won.words_for(self.node))
 
-    def _drop(self, held: _Held, settled: Settled) -> None:
-        held.settled = True
+    def _withdraw(self, held: ParcelDoor, outcome: str, words: str) -> None:
+        """The ask leaves without this node's verdict (decided elsewhere, past its deadline): its
+        record ends withdrawn, the route lets its arbiter go and says why, the message is acknowledged."""
+        held.table.move(held.record, "withdrawn")
+        self.route.withdrawn(held.record, held.record.parsed, words)
+        self._drop(held, Settled(held.record.key.name, outcome, words))
+
+    def _drop(self, held: ParcelDoor, settled: Settled) -> None:
+        held.table.release(held.record)
+        if not held.table:
+            self._tables.pop(held.table.session_id, None)
         self._held.pop(held.key, None)
         self._remember(held.key)
         self._ack(held.msg)
@@ -381,10 +399,11 @@ class BrokerInbox:
     def _ack(self, msg: Msg) -> None:
         self._spawn(acknowledge(msg))
 
-    def _spawn(self, work: Coroutine[object, object, None]) -> None:
+    def _spawn(self, work: Coroutine[object, object, None]) -> asyncio.Task[None]:
         task = asyncio.ensure_future(work)
         self._tasks.add(task)
         task.add_done_callback(self._finished)
+        return task
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         """A side task ended: a failure is logged (a verdict not written while closing stays
@@ -492,71 +511,43 @@ class BrokerInbox:
             return
         parsed = read
         responder = parsed.request.target_session_id or BROKER_RESPONDER
+        if await self._decided_here(ask_key, parsed):  # issue 33: a purged key never reopens it here
+            await msg.ack()
+            self._remember(key)
+            self._note(Settled(parcel.parcel_id, "elsewhere", DECIDED_HERE))
+            return
         recorded = await self._recorded(ask_key, parsed)
         if recorded is not None:  # recorded by an earlier run, never written: written as recorded
-            await self._publish(door, key, recorded.body, Decision(recorded.response, recorded.outcome),
+            await self._publish(door, key, recorded.body, recorded.outcome or "recorded",
                                 (ask_key, parsed), recorded=True, digest=digest)
             await msg.ack()
             return
-        self._event(ServeEvent("arrived", ask_key, self.clock.wall(), parsed=parsed, raw=parcel.request))
-        judgment, decided = judge_ask(self.judge, parsed, responder, self.clock)
-        if decided is None:
-            chained = await review_by_chain(self.chain, parsed, responder, self.clock, label)
-            if chained is not None:
-                judgment, decided = chained
-        if decided is not None:
-            await self._answer(door, key, parcel.parcel_id, decided, record=(ask_key, parsed), digest=digest)
-            await msg.ack()
+        if ask_key.name in self._tables.get(label, ()):  # a copy under way (a lost record): a later delivery
             return
-        ask = Ask(
-            key=ask_key,
-            parsed=parsed,
-            judgment=judgment,
-            arrived_at=self.clock.wall(),
-            timeout_ms=max(0, int(parcel.deadline_ms - parsed.request.created_at)),
-            responder_session_id=responder,
-        )
-        held = _Held(key=key, ask=ask, msg=msg, deadline=self.clock.monotonic() + left_s, digest=digest)
+        table = self._tables.setdefault(label, AskRecords(label))
+        record = table.take(ask_key.name)
+        held = ParcelDoor(self, door, key, msg, self.clock.monotonic() + left_s, digest, table, record)
         self._held[key] = held
-        pending = self.arbiter.decide(ask)
-        pending.add_done_callback(lambda done: self._spawn(self._decided(door, held, done)))
-        # a decision that landed between the read above and the hold was missed by `_on_decision`
-        won = await door.read(key)
-        if won is not None and not held.settled and not held.writing:
-            self._elsewhere(held, won)
-
-    async def _decided(self, door: BrokerDoor, held: _Held, done: asyncio.Future[ArbiterDecision]) -> None:
-        if done.cancelled() or held.settled:
-            return
-        decision = done.result()
-        if not isinstance(decision, Decision):
-            self._drop(held, Settled(held.ask.key.name, "left", "this node's arbiter left it"))
-            self._event(ServeEvent("left", held.ask.key, self.clock.wall(), parsed=held.ask.parsed))
-            return
-        if self.clock.monotonic() >= held.deadline:  # never decided past the child's deadline
-            self._drop(held, Settled(held.ask.key.name, "expired", "the child's deadline passed"))
-            self._withdrawn(held.ask, "the child's deadline passed before this decision")
-            if decision.reply is not None and not decision.reply.done():
-                decision.reply.set_result(Answered(written=False, why_not="the child's deadline passed"))
-            return
-        held.writing = True
+        timeout_ms = max(0, int(parcel.deadline_ms - parsed.request.created_at))
         try:
-            won = await self._answer(door, held.key, held.ask.key.name, decision, quiet=True,
-                                     record=(held.ask.key, held.ask.parsed), digest=held.digest)
+            self.route.arrive(held, record, parsed, parcel.request, responder, timeout_ms)
+            # what the route does without waiting on a person (the chain, a rule's answer) is this batch's
+            while held.steps:
+                await held.steps.pop(0)
         except BaseException:
-            if decision.reply is not None and not decision.reply.done():  # the person is told
-                decision.reply.set_result(Answered(written=False, why_not="the broker did not take it",
-                                                   gone=True))
+            # not settled: the message comes back (the broker failed) or is refused with why (`_take`)
+            table.release(record)
+            if not table:
+                self._tables.pop(label, None)
+            self._held.pop(key, None)
             raise
-        if won is None:
-            self._drop(held, Settled(held.ask.key.name, decision.outcome))
-        else:
-            self._drop(held, Settled(held.ask.key.name, "elsewhere", won.words))
-        if decision.reply is not None and not decision.reply.done():
-            decision.reply.set_result(
-                Answered(written=True) if won is None
-                else Answered(written=False, why_not=won.words, elsewhere=won.words)
-            )
+        finally:
+            held.inline = False
+        # a decision that landed between the read above and the hold was missed by `_on_decision`
+        if not held.settled and not held.writing:
+            won = await door.read(key)
+            if won is not None:
+                self._elsewhere(held, won)
 
     async def _refuse(self, door: BrokerDoor, key: str, parcel_id: str, reason: str, digest: str) -> None:
         """A denial that says why, signed for the bytes this node read (the raw message's, when it could
@@ -578,11 +569,11 @@ class BrokerInbox:
             decision = Decision(denial, "fail-safe", reply=decision.reply)
             verdict = None
         body = verdict.body if verdict is not None else encode_response(decision.response)
-        return await self._publish(door, key, body, decision, record, recorded=verdict is not None,
+        return await self._publish(door, key, body, decision.outcome, record, recorded=verdict is not None,
                                    quiet=quiet, parcel_id=parcel_id, digest=digest)
 
     async def _publish(
-        self, door: BrokerDoor, key: str, body: bytes, decision: Decision,
+        self, door: BrokerDoor, key: str, body: bytes, outcome: str,
         record: tuple[AskKey, ParsedRequest] | None, *, recorded: bool, quiet: bool = False,
         parcel_id: str | None = None, digest: str,
     ) -> BrokerDecision | None:
@@ -598,7 +589,7 @@ class BrokerInbox:
             if won is None:
                 await self._note_rows([WrittenMark(record[0], record[1].request.id, True)])
                 # Then a courier's late note may lower it: one written already is read now.
-                self._won[key] = (record[0], record[1].request.id)
+                self._won[key] = (record[0], record[1].request.id, digest)
                 while len(self._won) > REMEMBERED:
                     self._won.popitem(last=False)
                 self._spawn(self._late(door, key))
@@ -606,7 +597,7 @@ class BrokerInbox:
                 self._event(ServeEvent("withdrawn", record[0], self.clock.wall(), parsed=record[1],
                                        reason=won.words_for(self.node)))
         if not quiet:
-            self._note(Settled(name, decision.outcome) if won is None else
+            self._note(Settled(name, outcome) if won is None else
                        Settled(name, "elsewhere", won.words))
         return won
 
@@ -623,7 +614,21 @@ class BrokerInbox:
             return False
         return True
 
-    async def _recorded(self, key: AskKey, parsed: ParsedRequest) -> _Recorded | None:
+    async def _decided_here(self, key: AskKey, parsed: ParsedRequest) -> bool:
+        """This node's history holds a verdict on this ask that it delivered or whose row ended: the ask
+        is decided, whatever its key holds now (deleted or purged, and written again or not)."""
+        if self.ledger is None:
+            return False
+        ledger, request_id = self.ledger, parsed.request.id
+        try:
+            found = await asyncio.to_thread(ledger.recorded_verdicts, key.session_id, [request_id])
+        except Exception:
+            log.error("broker %s: the history could not be read for %s", self.url, key.name, exc_info=True)
+            return False
+        recorded = found.get(request_id)
+        return recorded is not None and (recorded.written or recorded.ended)
+
+    async def _recorded(self, key: AskKey, parsed: ParsedRequest) -> VerdictRow | None:
         """A verdict an earlier run recorded for this ask and never wrote (killed in between)."""
         if self.ledger is None:
             return None
@@ -637,10 +642,10 @@ class BrokerInbox:
         if recorded is None or recorded.written or recorded.ended:
             return None
         try:
-            response = ForwardedResponse.model_validate_json(recorded.body)
+            ForwardedResponse.model_validate_json(recorded.body)
         except ValidationError:
-            return None
-        return _Recorded(recorded.body, response, recorded.outcome or "recorded")
+            return None  # not a response this node could have recorded: the parcel is judged anew
+        return recorded
 
     async def _note_rows(self, marks: list[WrittenMark]) -> None:
         if self.ledger is None:
@@ -659,13 +664,10 @@ class BrokerInbox:
         except Exception:
             log.error("broker %s: the history did not take %s", self.url, event.kind, exc_info=True)
 
-    def _withdrawn(self, ask: Ask, reason: str) -> None:
-        self._event(ServeEvent("withdrawn", ask.key, self.clock.wall(), parsed=ask.parsed, reason=reason))
-
     @property
     def holding(self) -> int:
         """Asks before this node's arbiter."""
-        return len(self._held)
+        return sum(1 for held in self._held.values() if held.record.state == "shown")
 
     #: The broker's state for the person (`core/courier/broker_health.py`), when the wiring sets one.
     health: BrokerHealth | None = None
@@ -696,6 +698,90 @@ class BrokerInbox:
         await self.close()
 
 
+@dataclass(eq=False)
+class ParcelDoor:
+    """One parcel as the route's door (`core.serving.door.Door`): read again (past its deadline it is
+    never decided), delivered through the broker's door (recorded in the history, then KV `create`),
+    acknowledged once settled. Its message is acknowledged only then, so nothing is lost."""
+
+    inbox: BrokerInbox
+    broker: BrokerDoor
+    #: The parcel's decision key on the broker.
+    key: str
+    #: The newest delivery of its message: acknowledged once the parcel is settled.
+    msg: Msg
+    #: When its child gives up (on this node's monotonic clock).
+    deadline: float
+    #: sha256 of the parcel's request bytes: what this node's signed verdict is for.
+    digest: str
+    table: AskRecords
+    record: AskRecord
+    #: Steps of the route started while its message is being taken: its batch waits for them.
+    steps: list[asyncio.Task[None]] = field(default_factory=list)
+    inline: bool = True
+
+    @property
+    def records(self) -> AskRecords:
+        return self.table
+
+    @property
+    def settled(self) -> bool:
+        return not self.record.live
+
+    @property
+    def writing(self) -> bool:
+        """This node is writing its verdict: the key's write seen meanwhile may be its own."""
+        return self.record.state == "decided"
+
+    def go_on(
+        self, record: AskRecord, step: Coroutine[object, object, None], finish: bool
+    ) -> asyncio.Task[None]:
+        task = self.inbox._spawn(step)
+        if self.inline:
+            self.steps.append(task)
+        return task
+
+    def answer_soon(self, record: AskRecord, decision: Decision) -> None:
+        self.go_on(record, self._deliver(record, decision), True)
+
+    async def _deliver(self, record: AskRecord, decision: Decision) -> None:
+        await self.deliver(record, decision)
+
+    async def read(self, record: AskRecord, ask: Ask, decision: Decision) -> Answered | None:
+        """None while the parcel waits for this node's verdict; past its child's deadline it is never
+        decided (withdrawn, acknowledged)."""
+        if self.settled:
+            return Answered(False, "this ask was already settled")
+        if self.inbox.clock.monotonic() < self.deadline:
+            return None
+        self.table.move(record, "withdrawn")
+        self.inbox._event(ServeEvent("withdrawn", record.key, self.inbox.clock.wall(), parsed=record.parsed,
+                                     reason="the child's deadline passed before this decision"))
+        self.inbox._drop(self, Settled(record.key.name, "expired", "the child's deadline passed"))
+        return Answered(False, "the child's deadline passed")
+
+    async def deliver(self, record: AskRecord, decision: Decision) -> Answered:
+        """Recorded (durable), then created on the key; the record ends published (this node's verdict
+        won) or withdrawn (another answer won: who, in words)."""
+        if record.state not in AWAITING:
+            return Answered(False, "this ask was already settled")
+        parsed = record.parsed
+        assert parsed is not None
+        self.table.move(record, "decided")
+        won = await self.inbox._answer(self.broker, self.key, record.key.name, decision, quiet=True,
+                                       record=(record.key, parsed), digest=self.digest)
+        if won is None:
+            self.table.move(record, "published")
+            self.inbox._drop(self, Settled(record.key.name, decision.outcome))
+            return Answered(True)
+        self.table.move(record, "withdrawn")
+        self.inbox._drop(self, Settled(record.key.name, "elsewhere", won.words))
+        return Answered(False, why_not=won.words, elsewhere=won.words)
+
+    def acknowledge(self, record: AskRecord, outcome: str, words: str = "") -> None:
+        self.inbox._drop(self, Settled(record.key.name, outcome, words))
+
+
 @dataclass(frozen=True)
 class _Unpacked:
     """A message as the decoding thread read it: its parcel (or why it is refused, and its parcel id if
@@ -720,10 +806,6 @@ def _unpack(data: bytes, subject: str, checkpoint: FaultHook) -> _Unpacked:
     except RequestRejected as exc:
         read = exc
     return _Unpacked(parcel, parcel.parcel_id, read=read)
-
-
-def _body(response: ForwardedResponse) -> str:
-    return encode_response(response).decode("utf-8")
 
 
 def _with_hops(parsed: ParsedRequest, parcel: Parcel) -> ParsedRequest:

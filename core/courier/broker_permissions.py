@@ -55,8 +55,9 @@ def approver_user(name: str) -> str:
 
 
 def courier_permissions(host: str) -> dict[str, Any]:
-    """Publish its own asks, read and write its own decision keys (create-only by the client), read
-    the layout's info; nothing of another host's."""
+    """Publish its own asks, read and write its own decision keys (create-only by the client) and read
+    their history (a consumer filtered on its own keys, delivering to its own inbox prefix), read the
+    layout's info; nothing of another host's."""
     own = token(host)
     keys = f"$KV.{DECISION_BUCKET}.{own}.>"
     return {
@@ -66,6 +67,8 @@ def courier_permissions(host: str) -> dict[str, Any]:
             f"$JS.API.STREAM.INFO.{ASK_STREAM}",
             f"$JS.API.STREAM.INFO.KV_{DECISION_BUCKET}",
             f"$JS.API.DIRECT.GET.KV_{DECISION_BUCKET}.{keys}",
+            # a key's history (its first value): a consumer whose create subject names its filter
+            f"$JS.API.CONSUMER.CREATE.KV_{DECISION_BUCKET}.*.{keys}",
         ]},
         "subscribe": {"allow": [keys, replies_of(courier_user(host))]},
     }

@@ -11,6 +11,10 @@ parcel's decision key, so the withdrawal or a verdict wins, never both; a verdic
 instead of the fallback. A withdrawal the broker cannot take now is written once it can, and a
 verdict found then was written after the child read its fallback: the courier notes it beside the
 key (`late_key`), so the approver records it as not delivered.
+
+The key's decision is its **first** value (`read_own_first_decision`: its history, through a consumer
+scoped to this host's keys), so a delete, a purge's marker or a later write never reopens it or puts
+another verdict in its place; it is relayed only if a trusted approver signed it (`_relayed`).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from core.courier.broker import (
     BROKER_DOWN,
     DECISION_SUBJECT_PREFIX,
     NOT_DELIVERED,
+    NOT_RELAYED,
     BrokerDecision,
     BrokerLink,
     ask_subject,
@@ -36,13 +41,14 @@ from core.courier.broker import (
     decision_key,
     encode_parcel,
     late_key,
-    read_decision,
     token,
 )
 from core.courier.broker_access import BrokerAccess
 from core.courier.broker_health import BrokerHealth
+from core.courier.broker_history import late_body, read_own_first_decision
 from core.courier.signing import NodeKey, parcel_digest
 from core.courier.transport import Parcel, Relayed, Unreachable, decider_words
+from core.wire.base import strict_json_loads
 from core.wire.response import parse_response
 
 log = logging.getLogger("pi_authorizer.courier")
@@ -71,8 +77,8 @@ class NatsCourier:
     ) -> None:
         self.target = broker_url(target)
         self.node = node
-        #: This node's key (`<state>/node.nk`): its withdrawals are signed with it. None: a key for
-        #: this run only (a test's node).
+        #: This node's key (`<state>/node.nk`, or its access file's `node_key`): its withdrawals are
+        #: signed with it, under its name. None: a key for this run only (a test's node).
         self.node_key = node_key if node_key is not None else NodeKey(node, SigningKey.generate())
         #: Credentials and TLS (`--broker-access`).
         self.access = access
@@ -85,6 +91,8 @@ class NatsCourier:
         #: Parcel id → the key it was carried under (so `withdraw` knows the host token) and the digest
         #: of its request bytes (what a verdict or a withdrawal is signed for).
         self._keys: dict[str, tuple[str, str]] = {}
+        #: Parcel id → where the approver's row for it is (`late_body`): for a late note.
+        self._rows: dict[str, tuple[str, str, str]] = {}
         #: Withdrawals the broker could not take yet, written in the background until it can.
         self._owed: set[asyncio.Task[None]] = set()
         #: The broker's state as this courier saw it last: one log line per change, not per retry.
@@ -96,7 +104,8 @@ class NatsCourier:
                 self._link = await connect(self.target, timeout_s=self.request_timeout_s, name=self.node,
                                            access=self.access)
                 log.info("%s: node %s signs with %s (its line in an approver's [couriers]: %s = \"%s\")",
-                         self.target, self.node, self.node_key.public, self.node, self.node_key.public)
+                         self.target, self.node, self.node_key.public, self.node_key.name,
+                         self.node_key.public)
             return self._link
 
     def _out_of_reach(self, since: float, why: BaseException | str) -> Unreachable:
@@ -112,6 +121,7 @@ class NatsCourier:
         key = decision_key(token(origin.host), parcel.parcel_id)
         digest = parcel_digest(parcel.request)
         self._keys[parcel.parcel_id] = (key, digest)
+        self._rows[parcel.parcel_id] = (origin.host, origin.session_id, _request_id(parcel.request))
         subject = ask_subject(origin.host, origin.session_id)
         body = encode_parcel(parcel)
         deadline = self.clock.monotonic() + max(0.0, (parcel.deadline_ms - wall_ms(self.clock)) / 1000)
@@ -139,7 +149,8 @@ class NatsCourier:
                         )
                         published = True
                     landed.clear()
-                    decision = await read_decision(link.decisions, key)
+                    # the key's first value is its decision: a delete or later value never reopens it
+                    decision = await read_own_first_decision(link, key, self.request_timeout_s)
                     ok_since = self.clock.monotonic()
                     self.health.saw_connected()
                 except BROKER_DOWN as exc:
@@ -151,7 +162,14 @@ class NatsCourier:
                 if decision is not None:
                     # Decided: a withdrawal could no longer win the key, so none is written later.
                     self._keys.pop(parcel.parcel_id, None)
-                    return self._relayed(decision, key, parcel.parcel_id, digest)
+                    try:
+                        return self._relayed(decision, key, parcel.parcel_id, digest)
+                    except Unreachable as exc:
+                        if decision.kind == "verdict":  # its approver's row must not say delivered
+                            await self._note_late(key, parcel.parcel_id, digest, f"{NOT_RELAYED} ({exc})")
+                        raise
+                    finally:
+                        self._rows.pop(parcel.parcel_id, None)
                 await self.clock.wait(landed, min(RECHECK_S, max(0.0, deadline - self.clock.monotonic())))
         finally:
             if sub is not None:
@@ -188,6 +206,7 @@ class NatsCourier:
         withdrawal the broker cannot take now is owed: written in the background once it can."""
         carried = self._keys.pop(parcel_id, None)
         if carried is None:
+            self._rows.pop(parcel_id, None)
             return None
         key, digest = carried
         try:
@@ -201,19 +220,27 @@ class NatsCourier:
             task.add_done_callback(self._owed.discard)
             return None
         if won is None or won.kind == "withdrawn":
+            self._rows.pop(parcel_id, None)
             return None
         log.info("%s: %s was already %s", self.target, parcel_id, won.words)
         try:
             return self._relayed(won, key, parcel_id, digest)
-        except Unreachable:
+        except Unreachable as exc:  # its approver's row must not say delivered
+            await self._note_late(key, parcel_id, digest, f"{NOT_RELAYED} ({exc})")
             return None
+        finally:
+            self._rows.pop(parcel_id, None)
 
     async def _withdraw(self, key: str, parcel_id: str, digest: str, reason: str) -> BrokerDecision | None:
-        """The withdrawal, signed by this courier, create-only; the decision that won instead, if any."""
+        """The withdrawal, signed by this courier, create-only; the decision that won instead, if any: the
+        key's first value (a create that lands after a hostile delete is no win)."""
         link = await self._connected()
-        mine = BrokerDecision("withdrawn", self.node, reason).signed(self.node_key, key, parcel_id, digest,
-                                                                     wall_ms(self.clock))
-        return await create_decision(link.decisions, key, mine)
+        mine = BrokerDecision("withdrawn", self.node_key.name, reason).signed(
+            self.node_key, key, parcel_id, digest, wall_ms(self.clock))
+        won = await create_decision(link.decisions, key, mine)
+        first = await read_own_first_decision(link, key, self.request_timeout_s)
+        won = first if first is not None else won
+        return None if won is None or won == mine else won
 
     async def _owe(self, key: str, parcel_id: str, digest: str, reason: str) -> None:
         """The owed withdrawal, retried until the broker takes it. The child has read its fallback by
@@ -225,16 +252,34 @@ class NatsCourier:
                                              self.request_timeout_s)
                 if won is None or won.kind == "withdrawn":
                     log.info("%s: %s withdrawn", self.target, parcel_id)
+                    self._rows.pop(parcel_id, None)
                     return
-                link = await self._connected()
-                note = BrokerDecision("withdrawn", self.node, f"{NOT_DELIVERED} ({reason})").signed(
-                    self.node_key, late_key(key), parcel_id, digest, wall_ms(self.clock))
-                await create_decision(link.decisions, late_key(key), note)
+                await self._late(key, parcel_id, digest, f"{NOT_DELIVERED} ({reason})")
             except BROKER_DOWN:
                 continue
             log.warning("%s: %s was %s after this courier had answered its child: not delivered",
                         self.target, parcel_id, won.words)
             return
+
+    async def _late(self, key: str, parcel_id: str, digest: str, body: str) -> None:
+        """The note beside `key` that the verdict which won it did not reach the child (signed by this
+        courier, create-only): the approver's row then says not delivered."""
+        link = await self._connected()
+        row = self._rows.get(parcel_id)
+        if row is not None and row[2]:
+            body = late_body(body, *row)
+        note = BrokerDecision("withdrawn", self.node_key.name, body).signed(
+            self.node_key, late_key(key), parcel_id, digest, wall_ms(self.clock))
+        await create_decision(link.decisions, late_key(key), note)
+        self._rows.pop(parcel_id, None)
+
+    async def _note_late(self, key: str, parcel_id: str, digest: str, body: str) -> None:
+        """`_late` within one bounded try (the child's fallback does not wait for it)."""
+        try:
+            await asyncio.wait_for(self._late(key, parcel_id, digest, body), self.request_timeout_s)
+        except BROKER_DOWN as exc:
+            log.warning("%s: could not note beside %s that its verdict was not relayed (%s)", self.target,
+                        parcel_id, exc)
 
     async def close(self) -> None:
         """Owed withdrawals stop here (a verdict written later is not noted as undelivered)."""
@@ -245,3 +290,13 @@ class NatsCourier:
         if link is not None:
             with contextlib.suppress(*BROKER_DOWN):
                 await link.close()
+
+
+def _request_id(request: bytes) -> str:
+    """The child's request id, as the approver reads it (its row is named by it); empty if unreadable."""
+    try:
+        value = strict_json_loads(request)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return ""
+    found = value.get("id") if isinstance(value, dict) else None
+    return found if isinstance(found, str) and 0 < len(found) <= 200 else ""

@@ -134,6 +134,23 @@ def node_key(state_dir: Path, name: str) -> NodeKey:
     return NodeKey(name, signing)
 
 
+def new_seed() -> str:
+    """A new key pair's seed, as `node.nk` holds it (nkey text, `S…`): `pi-authorizer broker` makes one
+    per node it gives access to, so the trust lists it writes hold that node's public key."""
+    return _encode_seed(bytes(nacl.signing.SigningKey.generate()))
+
+
+def public_of(seed: str) -> str:
+    """The public key (`U…`) of a seed's key pair; raises `SigningRefused` with why."""
+    return encode_public(nacl.signing.SigningKey(_decode_seed(seed)).verify_key)
+
+
+def read_node_key(path: Path, name: str) -> NodeKey:
+    """The key pair whose seed is at `path` (named by an access file's `node_key`), refused as `node_key`
+    refuses `node.nk`: readable by others, a link, not a small regular file, not a seed."""
+    return NodeKey(name, nacl.signing.SigningKey(_decode_seed(_read_private(path))))
+
+
 def _read_private(path: Path) -> str:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)

@@ -13,10 +13,10 @@ from pathlib import Path
 
 from core.clock import Clock
 from core.courier.broker import broker_url
-from core.courier.broker_access import BrokerAccess
+from core.courier.broker_access import BrokerAccess, node_key_of
 from core.courier.nats_courier import NatsCourier
 from core.courier.session import SessionCourier
-from core.courier.signing import SigningRefused, node_key
+from core.courier.signing import SigningRefused
 from core.courier.transport import Courier
 from core.disk.paths import InvalidSessionId, normalize_session_id
 
@@ -84,7 +84,11 @@ def _nats(target: Target, place: CourierPlace) -> Courier:
     key = None
     if place.state_dir is not None:
         try:
-            key = node_key(place.state_dir, place.node)
+            # named by its broker user when its access file names its key: the name `pi-authorizer
+            # broker` lists it under in the approvers' [couriers]
+            access = place.access
+            named = access.user if access is not None and access.node_key is not None else None
+            key = node_key_of(access, place.state_dir, named or place.node)
         except (SigningRefused, OSError) as exc:
             raise TargetError(f"--forward-to {target}: this node's key cannot be used: {exc}") from exc
     return NatsCourier(str(target), node=place.node, clock=place.clock, access=place.access, node_key=key)

@@ -24,7 +24,7 @@ from core.forwarding.inbox import (
     display_name,
     read_request_identified,
 )
-from core.serving.verdicts import Ledger, RecordedVerdict
+from core.serving.verdicts import Ledger, VerdictRow
 from core.text import log_safe
 from core.wire.reader import RequestRejected, parse_request
 from core.wire.request import ParsedRequest
@@ -57,7 +57,7 @@ class Intake:
 
     reads: list[tuple[str, FileRead]]
     responses: frozenset[str]
-    recorded: dict[str, RecordedVerdict]
+    recorded: dict[str, VerdictRow]
     #: Of `responses`, those holding exactly the bytes recorded for their id (this node's answer).
     ours: frozenset[str] = frozenset()
 
@@ -123,7 +123,7 @@ def take_in(inbox: SessionInbox, names: Sequence[str], ledger: Ledger | None) ->
         os.close(fd)
     ids = [read.parsed.request.id for _, read in reads if read.parsed is not None]
     responses = existing_responses(inbox, ids)
-    recorded: dict[str, RecordedVerdict] = {}
+    recorded: dict[str, VerdictRow] = {}
     if ledger is not None and ids:
         try:
             recorded = ledger.recorded_verdicts(inbox.session_id, ids)

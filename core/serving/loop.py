@@ -4,8 +4,8 @@ inbox and hands every new request file down its route.
 One undecided ask never blocks the inbox: rule-decided asks keep flowing while a person (or a slow
 chain link) thinks, and every session is rescanned as soon as inotify says it changed. What a rescan
 finds is read in one trip off the event loop (`core.serving.intake`, by `core.serving.drain`) and
-served together, so the answers ready at once share one group commit (`core.serving.publisher`). The
-route of one file, and every change of its record, is `core.serving.pipeline`.
+served together, so the answers ready at once share one group commit (`core.serving.publisher`). Every
+ask goes down the one route (`core.serving.route`); the inbox is its door (`core.serving.pipeline`).
 """
 
 from __future__ import annotations

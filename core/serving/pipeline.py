@@ -1,21 +1,20 @@
-"""The route of one request file, from the intake that found it to the report of its answer, and the
-one owner of its record: every change of a record's state is decided here, in the order the file
-meets it (`core.serving.records` only rules whether a change is allowed).
+"""The inbox on disk as a door of the route (`core.serving.route`): a request file from the intake that
+found it to the report of its answer. The route owns the ask from arrival to delivery; this module
+owns what only a file has, and the changes of its record there (`core.serving.records` only rules
+whether a change is allowed):
 
 1. taken (`start`): a new file of an intake gets its record;
 2. checked (`intake.rejection`): unusable, misaddressed → quarantined with the reason (`quarantine`);
 3. restored (`reconcile`): answered by an earlier run, or a response someone else wrote;
-4. judged (`judgment.judge_ask`): this node's rules; a decision goes to the publisher at once;
-5. escalated (`judgment.review_by_chain`): the chain's links, off the serving task;
-6. shown (`core.vocabulary.asks`): the arbiter's decision is a value; the person's arrives later;
-7. answered (`publisher`): recorded and published once; what became of it (`reported`) moves the
+4. arrived → judged → escalated → shown → decided: the route (`Route.arrive`), through this
+   session's `InboxDoor` (read the file again before a person's decision is written; deliver);
+5. answered (`publisher`): recorded and published once; what became of it (`reported`) moves the
    record on, and the publisher's removal of the request (`removed`) frees the name.
 
-The path runs at once, without a task of its own, as far as it can without waiting: a burst of
-10,000 would pay 10,000 tasks. A step that waits (the quarantine, a restore, the chain, a decision
-still to come) goes on in a task of its own, as a file being served (let finish at shutdown). A
-listing that lacks the file ends its record (`listed`): an ask withdrawn is never answered. Whatever
-goes wrong, the file is quarantined with the reason and serving goes on.
+A step that waits (the quarantine, a restore, the chain, a decision still to come) goes on in a
+task of its own, as a file being served (let finish at shutdown). A listing that lacks the file ends
+its record (`listed`): an ask withdrawn is never answered. Whatever goes wrong, the file is
+quarantined with the reason and serving goes on.
 """
 
 from __future__ import annotations
@@ -23,20 +22,22 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
 
 from core.disk.tree import UnsafeFolder
 from core.forwarding.inbox import UnreadableRequest
 from core.seams import Seams
 from core.serving.intake import FileRead, Intake, rejection
-from core.serving.judgment import Chain, Judge, judge_ask, review_by_chain
+from core.serving.judgment import Chain, Judge
 from core.serving.publisher import Publisher
 from core.serving.quarantine import Kept, Quarantining
 from core.serving.reconcile import Earlier, Reconcile, is_forged
-from core.serving.records import AWAITING, AskRecord
+from core.serving.records import AWAITING, AskRecord, AskRecords
+from core.serving.route import Route
 from core.serving.sessions import ServedSession, Sessions
 from core.serving.verdicts import Ledger, Published, VerdictRecord
 from core.text import log_safe
-from core.vocabulary.asks import Answered, Arbiter, ArbiterDecision, Ask, AskKey, Decision, Leave, by_person
+from core.vocabulary.asks import Answered, Arbiter, Ask, AskKey, Decision
 from core.vocabulary.events import ServeEvent, label
 from core.wire.request import ParsedRequest
 from core.wire.response import ForwardedResponse, encode_response
@@ -48,8 +49,6 @@ Spawn = Callable[[Coroutine[object, object, None], bool], "asyncio.Task[None]"]
 Rescan = Callable[[ServedSession], Coroutine[object, object, None]]
 """List an inbox again now (a file found changed needs no file event, nor the safety rescan)."""
 
-#: What a person's decision call learns when serving ended (shutdown, a failure) before it knew.
-UNSERVED = Answered(False, "serving ended before what became of this decision was known")
 #: What a person's decision call learns when the request file no longer holds the ask decided.
 CHANGED = Answered(False, "the request was withdrawn or replaced by another before this decision was written")
 #: What it learns when the request's folder cannot be read (moved away, refused): the ask waits again.
@@ -63,7 +62,8 @@ DISK_WAIT_S: tuple[float, float] = (1.0, 30.0)
 
 
 class Pipeline:
-    """The route every request file of the sessions served goes down, wired once per serving core."""
+    """The inbox's side of the route for every session served (files taken, checked, restored, answered
+    by the publisher, set aside), wired once per serving core."""
 
     def __init__(
         self,
@@ -80,7 +80,8 @@ class Pipeline:
         spawn: Spawn,
         rescan: Rescan,
     ) -> None:
-        self.sessions, self.arbiter, self.judge, self.chain = sessions, arbiter, judge, chain
+        self.sessions, self.arbiter = sessions, arbiter
+        self.route = Route(arbiter, judge, chain, seams.clock, emit)
         self.timeout_ms, self.reconcile, self.quarantining = timeout_ms, reconcile, quarantining
         self.clock, self.emit, self.spawn, self.rescan = seams.clock, emit, spawn, rescan
         self.publisher = Publisher(ledger, seams, on_published=self.reported, on_removed=self.removed)
@@ -118,83 +119,12 @@ class Pipeline:
         if earlier is not None:
             self._go_on(served, record, self._restore(served, record, earlier, parsed))
             return
-        now = self.clock.wall()
-        served.records.arrive(record, parsed, now)
-        self.emit(ServeEvent("arrived", record.key, now, parsed=parsed, raw=read.raw))
-        judgment, decision = judge_ask(self.judge, parsed, served.inbox.session_id, self.clock)
-        if decision is not None:
-            self._answer_soon(served, record, decision)
-            return
-        served.records.move(record, "judged")
-        ask = Ask(record.key, parsed, judgment, now, self.timeout_ms(), served.inbox.session_id)
-        if self.chain is not None:
-            self.spawn(self._guarded(served, record, self._escalate(served, record, ask)), False)
-            return
-        self._show(served, record, ask)
+        session_id = served.inbox.session_id
+        self.route.arrive(InboxDoor(self, served), record, parsed, read.raw, session_id, self.timeout_ms())
 
     def _go_on(self, served: ServedSession, record: AskRecord, step: Coroutine[object, object, None]) -> None:
         """The rest of the path waits (on the disk, the history): it goes on as a file being served."""
         self.spawn(self._guarded(served, record, step), True)
-
-    async def _escalate(self, served: ServedSession, record: AskRecord, ask: Ask) -> None:
-        assert self.chain is not None
-        named = label(ask.key, ask.parsed)
-        reviewed = await review_by_chain(self.chain, ask.parsed, ask.responder_session_id, self.clock, named)
-        if record.state != "judged":
-            return  # withdrawn, or quarantined as forged, while the chain reviewed it
-        if reviewed is not None:
-            self._answer_soon(served, record, reviewed[1])
-        else:
-            self._show(served, record, ask)
-
-    def _show(self, served: ServedSession, record: AskRecord, ask: Ask) -> None:
-        """The arbiter decides: a decision taken on the spot that no one waits on is answered at
-        once; any other is taken as a file being served once it is made (nothing waits meanwhile)."""
-        served.records.move(record, "shown")
-        pending = self.arbiter.decide(ask)
-        taken = pending.result() if pending.done() and not pending.cancelled() else None
-        if isinstance(taken, Decision) and taken.reply is None and not taken.by_person:
-            self._answer_soon(served, record, taken)
-        else:
-            self._when_decided(served, record, ask, pending)
-
-    def _when_decided(
-        self, served: ServedSession, record: AskRecord, ask: Ask, pending: asyncio.Future[ArbiterDecision]
-    ) -> None:
-        """A withdrawn ask's decision is cancelled: nothing is taken then."""
-
-        def taken(done: asyncio.Future[ArbiterDecision]) -> None:
-            if done.cancelled():
-                return
-            decided = self._decided(served, record, ask, done)
-            task = self.spawn(self._guarded(served, record, decided), True)
-            decision = done.result()
-            reply = decision.reply if isinstance(decision, Decision) else None
-            if reply is not None:  # whatever ends the task (a failure, shutdown), the person learns it
-                task.add_done_callback(lambda _: _settle(reply, UNSERVED))
-
-        pending.add_done_callback(taken)
-
-    async def _decided(
-        self, served: ServedSession, record: AskRecord, ask: Ask, done: asyncio.Future[ArbiterDecision]
-    ) -> None:
-        decision = done.result()
-        if isinstance(decision, Leave):
-            if served.records.advance(record, "left"):
-                self.emit(ServeEvent("left", ask.key, self.clock.wall(), parsed=ask.parsed))
-                log.info("%s left for another authorizer", label(ask.key, ask.parsed))
-            return
-        unasked = None if decision.reply is None else await self._unasked(served, record, ask)
-        if decision.reply is not None and unasked is not None:
-            if not unasked.gone:  # its inbox cannot be read now: the ask waits in its place
-                self._when_decided(served, record, ask, self.arbiter.decide(ask))
-            _settle(decision.reply, unasked)
-            return
-        answered = await self._answer(served, record, decision)
-        if record.state == "shown":  # the person's decision could not be written: asked again
-            self._when_decided(served, record, ask, self.arbiter.decide(ask))
-        if decision.reply is not None:
-            _settle(decision.reply, answered)
 
     async def _unasked(self, served: ServedSession, record: AskRecord, ask: Ask) -> Answered | None:
         """None when the request file still holds the ask the person decided. One replaced, rewritten or
@@ -299,7 +229,7 @@ class Pipeline:
                 if record.vanished:  # its file went while the answer was written: the child gave up
                     served.records.move(record, "withdrawn")
                     self.emit(ServeEvent("withdrawn", key, self.clock.wall(), parsed=verdict.parsed))
-                elif by_person(verdict.outcome):
+                elif verdict.by_person:
                     served.records.move(record, "shown")  # the person's ask stays pending, in its place
                 else:
                     served.records.move(record, "unanswered")  # served anew at the next rescan, or withdrawn
@@ -462,8 +392,7 @@ class Pipeline:
         record = served.records.vanish(name)
         if record is None or record.state != "withdrawn":
             return
-        self.arbiter.withdraw(record.key)
-        self.emit(ServeEvent("withdrawn", record.key, self.clock.wall(), parsed=record.parsed))
+        self.route.withdrawn(record, record.parsed)
         log.info("%s withdrawn by the child before an answer", label(record.key, record.parsed))
 
     # -- quarantined: unusable, forged, or failed --------------------------------------------------
@@ -543,11 +472,6 @@ class Pipeline:
             self.arbiter.withdraw(record.key)
 
 
-def _settle(reply: asyncio.Future[Answered], answered: Answered) -> None:
-    if not reply.done():
-        reply.set_result(answered)
-
-
 def _gone(record: AskRecord) -> str:
     if record.state in ("decided", "published"):
         return "this request was already answered"
@@ -563,3 +487,39 @@ def describe(response: ForwardedResponse, outcome: str, waited_s: float | None) 
     reason = f" reason={log_safe(response.denial_reason, 120)}" if response.denial_reason else ""
     waited = "" if waited_s is None else f" in {waited_s * 1000:.1f}ms"
     return f"-> {response.state} by={by} ({outcome}){reason}{waited}"
+
+
+@dataclass(frozen=True, slots=True)
+class InboxDoor:
+    """The inbox on disk as the route's door (`core.serving.door.Door`), for one served session: a
+    decision is delivered by the publisher (recorded in the history in its batch, then linked into
+    place), a person's decision is checked against the request file first, and whatever goes wrong
+    sets the file aside in the quarantine with the reason."""
+
+    pipeline: Pipeline
+    served: ServedSession
+
+    @property
+    def records(self) -> AskRecords:
+        return self.served.records
+
+    def go_on(
+        self, record: AskRecord, step: Coroutine[object, object, None], finish: bool
+    ) -> asyncio.Task[None]:
+        return self.pipeline.spawn(self.pipeline._guarded(self.served, record, step), finish)
+
+    def answer_soon(self, record: AskRecord, decision: Decision) -> None:
+        self.pipeline._answer_soon(self.served, record, decision)
+
+    async def read(self, record: AskRecord, ask: Ask, decision: Decision) -> Answered | None:
+        """Only a decision someone waits on (the person's) can be older than its file's bytes."""
+        if decision.reply is None:
+            return None
+        return await self.pipeline._unasked(self.served, record, ask)
+
+    async def deliver(self, record: AskRecord, decision: Decision) -> Answered:
+        return await self.pipeline._answer(self.served, record, decision)
+
+    def acknowledge(self, record: AskRecord, outcome: str, words: str = "") -> None:
+        """Nothing to let go of: the file stays in its place (for another authorizer) until its listing
+        lacks it."""

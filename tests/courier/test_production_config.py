@@ -6,6 +6,8 @@ while A's ask is carried and decided; B's own work still runs."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +16,7 @@ import nats
 import pytest
 from nats.aio.msg import Msg
 
+from core.courier.broker import encode_parcel
 from core.courier.broker_access import BrokerAccess
 from core.courier.broker_inbox import BrokerInbox
 from core.courier.nats_courier import NatsCourier
@@ -115,3 +118,61 @@ async def test_host_b_sees_nothing_of_host_as_asks_or_verdicts(
         await spy_b.close()
         await alice.close()
         await asyncio.sleep(0)
+
+
+async def test_host_b_cannot_read_the_history_of_host_as_keys(
+    documented_server: tuple[NatsServer, dict[str, str]]
+) -> None:
+    """A courier reads its own keys' history through a consumer whose create subject names its
+    filter: host B is refused one on A's keys, and one whose subject names B's keys but whose
+    configuration filters A's (the server checks the two agree)."""
+    server, passwords = documented_server
+    person = ScriptedArbiter("person", lambda ask: "allow")
+    alice = BrokerInbox(server.url, node="alice", judge=NoRecordedAuthority(), arbiter=person,
+                        access=BrokerAccess(user="approver-alice", password=passwords["approver-alice"]))
+    await alice.start()
+    courier_a = NatsCourier(server.url, node="courier-a",
+                            access=BrokerAccess(user="courier-hostA", password=passwords["courier-hostA"]))
+    b = await nats.connect(server.url, user="courier-hostB", password=passwords["courier-hostB"],
+                           inbox_prefix="_INBOX_courier-hostB", allow_reconnect=False)
+    try:
+        # its own keys' consumer may not deliver into A's asks (a parcel B wrote in its key, posing
+        # as A's) nor into A's keys: refused (a cycle), or delivered to no stream
+        forged = encode_parcel(broker_parcel("req-posing", host="hostA", ttl_s=30))
+        own = "$KV.PIAUTH_DECISIONS.hostB.posing"
+        await b.jetstream().publish(own, forged)
+        for n, deliver in enumerate(("piauth.ask.hostA.sess-1", "$KV.PIAUTH_DECISIONS.hostA.x")):
+            posing = {"name": f"posing{n}", "deliver_subject": deliver, "ack_policy": "none",
+                      "deliver_policy": "all", "filter_subject": own}
+            with contextlib.suppress(nats.errors.Error, TimeoutError):  # whatever its answer: see below
+                await b.request(f"$JS.API.CONSUMER.CREATE.KV_PIAUTH_DECISIONS.posing{n}.{own}",
+                                json.dumps({"stream_name": "KV_PIAUTH_DECISIONS", "config": posing}).encode(),
+                                timeout=10.0)
+        parcel = broker_parcel("req-history", host="hostA", ttl_s=30)
+        assert (await courier_a.carry(parcel)).response.approved is True  # A reads its own history
+        # nothing else came in (a posing parcel would have been in the stream before it)
+        await wait_for(lambda: bool(alice.stats.settled), what="alice settled it")
+        assert [s.parcel_id for s in alice.stats.settled] == ["req-history"]
+        assert [key.name for key in person.asked] == ["req-history"]
+        a_keys, b_keys = "$KV.PIAUTH_DECISIONS.hostA.>", "$KV.PIAUTH_DECISIONS.hostB.>"
+        attempts: list[tuple[str, dict[str, object]]] = [
+            (f"$JS.API.CONSUMER.CREATE.KV_PIAUTH_DECISIONS.spy.{a_keys}", {"filter_subject": a_keys}),
+            (f"$JS.API.CONSUMER.CREATE.KV_PIAUTH_DECISIONS.spy.{b_keys}", {"filter_subject": a_keys}),
+            (f"$JS.API.CONSUMER.CREATE.KV_PIAUTH_DECISIONS.spy.{b_keys}",
+             {"filter_subjects": [b_keys, a_keys]}),
+            ("$JS.API.CONSUMER.CREATE.KV_PIAUTH_DECISIONS.spy", {"filter_subject": a_keys}),
+            ("$JS.API.CONSUMER.CREATE.KV_PIAUTH_DECISIONS", {"filter_subject": a_keys}),
+        ]
+        for subject, filters in attempts:
+            config: dict[str, object] = {"name": "spy", "deliver_subject": "_INBOX_courier-hostB.spy",
+                                         "ack_policy": "none", "deliver_policy": "all", **filters}
+            body = json.dumps({"stream_name": "KV_PIAUTH_DECISIONS", "config": config}).encode()
+            try:
+                reply = await b.request(subject, body, timeout=5.0)
+            except (nats.errors.Error, TimeoutError):
+                continue  # refused by the permissions: no reply
+            assert b'"error"' in reply.data, (subject, reply.data)
+    finally:
+        await courier_a.close()
+        await b.close()
+        await alice.close()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import nats
 import pytest
+from nats.aio.client import Client
 
 from core.courier.broker import (
     DECISION_BUCKET,
@@ -25,7 +26,7 @@ from core.courier.signing import node_key, parcel_digest
 from core.courier.transport import Unreachable
 from core.serving.judgment import NoRecordedAuthority
 from core.testing import ScriptedArbiter
-from core.wire.response import approve, encode_response
+from core.wire.response import approve, deny, encode_response
 from tests.helpers import NatsServer, broker_parcel, wait_for
 
 SESSION = "sess-1"
@@ -125,3 +126,90 @@ async def test_a_deleted_and_republished_key_never_reopens_the_decision(
         await courier.close()
         await bob.close()
         await alice.close()
+
+
+async def _decided_then_rewritten(nc: Client, key: str, first: BrokerDecision,
+                                  *, purge: bool = False) -> None:
+    """The hostile host's moves on its own key: `first` written, then deleted (or purged) and an
+    unsigned approval naming node-alice written after it."""
+    kv = await nc.jetstream().key_value(DECISION_BUCKET)
+    await kv.create(key, first.encode())
+    await (kv.purge(key) if purge else kv.delete(key))
+    await kv.create(key, BrokerDecision("verdict", "node-alice", _approval()).encode())
+
+
+def _deny() -> str:
+    return encode_response(deny(responder=SESSION, at_ms=int(time.time() * 1000), reason="no",
+                                decided_by=None)).decode()
+
+
+async def test_a_courier_relays_the_keys_first_value_never_a_later_one(
+    nats_server: NatsServer, tmp_path: Path
+) -> None:
+    """The first verdict is the verdict on the courier too: alice's signed deny, then a delete and an
+    approval written after it. A courier reading the key after that relays alice's deny (verified
+    with a trust list, her claim without), never the approval that came later."""
+    alice = node_key(tmp_path / "alice", "node-alice")
+    link = await connect(nats_server.url, timeout_s=2.0, name="hostile")
+    trusting = NatsCourier(nats_server.url, node="courier-a",
+                           access=BrokerAccess(approvers=((alice.public, "node-alice"),)))
+    untrusting = NatsCourier(nats_server.url, node="courier-a")
+    try:
+        for n, courier in enumerate((trusting, untrusting)):
+            parcel = broker_parcel(f"rewritten-{n}", ttl_s=30)
+            key = decision_key(token("host-a"), parcel.parcel_id)
+            denial = BrokerDecision("verdict", "node-alice", _deny()).signed(
+                alice, key, parcel.parcel_id, parcel_digest(parcel.request), int(time.time() * 1000))
+            await _decided_then_rewritten(link.nc, key, denial)
+            relayed = await courier.carry(parcel)
+            assert relayed.response.approved is False, n
+            assert relayed.decider_node == ("node-alice" if courier is trusting else None)
+    finally:
+        await link.close()
+        await trusting.close()
+        await untrusting.close()
+
+
+async def test_a_key_deleted_after_its_verdict_is_still_decided_for_a_courier(
+    nats_server: NatsServer, tmp_path: Path
+) -> None:
+    """A delete never reopens an ask: a courier arriving after alice's verdict was deleted relays it
+    (read from the key's history), rather than waiting for an answer that never comes."""
+    alice = node_key(tmp_path / "alice", "node-alice")
+    link = await connect(nats_server.url, timeout_s=2.0, name="hostile")
+    courier = NatsCourier(nats_server.url, node="courier-a",
+                          access=BrokerAccess(approvers=((alice.public, "node-alice"),)))
+    try:
+        parcel = broker_parcel("deleted-1", ttl_s=30)
+        key = decision_key(token("host-a"), parcel.parcel_id)
+        verdict = BrokerDecision("verdict", "node-alice", _approval()).signed(
+            alice, key, parcel.parcel_id, parcel_digest(parcel.request), int(time.time() * 1000))
+        await link.decisions.create(key, verdict.encode())
+        await link.decisions.delete(key)
+        relayed = await courier.carry(parcel)
+        assert relayed.response.approved is True and relayed.decider_node == "node-alice"
+    finally:
+        await link.close()
+        await courier.close()
+
+
+async def test_after_a_purge_a_courier_believes_only_what_is_left_and_only_if_trusted(
+    nats_server: NatsServer, tmp_path: Path
+) -> None:
+    """A purge erases the key's history: a courier that had seen nothing reads what is left, and the
+    unsigned approval written after the purge is no answer (its fallback denies, saying why)."""
+    alice = node_key(tmp_path / "alice", "node-alice")
+    link = await connect(nats_server.url, timeout_s=2.0, name="hostile")
+    courier = NatsCourier(nats_server.url, node="courier-a", unreachable_after_s=2.0,
+                          access=BrokerAccess(approvers=((alice.public, "node-alice"),)))
+    try:
+        parcel = broker_parcel("purged-1", ttl_s=30)
+        key = decision_key(token("host-a"), parcel.parcel_id)
+        denial = BrokerDecision("verdict", "node-alice", _deny()).signed(
+            alice, key, parcel.parcel_id, parcel_digest(parcel.request), int(time.time() * 1000))
+        await _decided_then_rewritten(link.nc, key, denial, purge=True)
+        with pytest.raises(Unreachable, match="not believed"):
+            await courier.carry(parcel)
+    finally:
+        await link.close()
+        await courier.close()

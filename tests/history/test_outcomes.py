@@ -14,7 +14,7 @@ import pytest
 
 from core.person import AskAdded, HumanAuthorizer
 from core.serving import ServingCore
-from core.serving.verdicts import RecordedVerdict
+from core.serving.verdicts import VerdictRow
 from core.vocabulary.asks import AskKey, DenyingArbiter, Judgment, LeavingArbiter
 from core.wire.decisions import AuthorizerDecision
 from core.wire.request import ParsedRequest
@@ -58,7 +58,7 @@ async def test_fail_safe_denial_keeps_raw_bytes_response_and_provenance(node: No
     assert row.responder_session == S and row.agent == "Explore" and row.surface == "bash"
     assert row.decide_ms is not None and 0 <= row.decide_ms < 5000
     assert row.decided_at is not None and row.arrived_at <= row.decided_at <= row.ended_at  # type: ignore[operator]
-    recorded = RecordedVerdict(row.response or b"", written=True, outcome="fail-safe", ended=True)
+    recorded = VerdictRow(row.response or b"", written=True, outcome="fail-safe", ended=True)
     assert node.history.recorded_verdicts(S, ["r1", "r2"]) == {"r1": recorded}
 
 

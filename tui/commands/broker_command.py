@@ -24,6 +24,7 @@ import socket
 import subprocess
 import sys
 import types
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ from core.courier.broker_permissions import (
     courier_user,
     inbox_prefix,
 )
+from core.courier.signing import SigningRefused, new_seed, public_of, read_node_key
 from core.disk.entries import replace_file
 from core.disk.tree import Anchor
 from core.text import log_safe
@@ -105,8 +107,16 @@ def run(args: argparse.Namespace) -> int:
     users += [_user(access, courier_user(host), courier_permissions(host)) for host in hosts]
     users += [_user(access, approver_user(name), approver_permissions(name)) for name in approvers]
     ca = _copy_ca(access, tls) if tls is not None else None
+    # each node's key pair, so every access file trusts the others' keys out of the box
+    couriers = {courier_user(host): _seed(access, courier_user(host)) for host in hosts}
+    deciders = {_approver_node(name): _seed(access, approver_user(name)) for name in approvers}
     for user in users:
-        _write_access(access, user, ca)
+        if user.name == ADMIN:
+            _write_access(access, user, ca)
+        elif user.name in couriers:
+            _write_access(access, user, ca, {"approvers": deciders})
+        else:
+            _write_access(access, user, ca, {"couriers": couriers})
     extra = authorization_block(users)
     if tls is not None:
         extra += f'tls {{\n  cert_file: "{tls[0]}"\n  key_file: "{tls[1]}"\n}}\n'
@@ -196,36 +206,66 @@ def _user(access: Path, name: str, permissions: dict[str, Any] | None) -> Broker
     return BrokerUser(name, password or secrets.token_urlsafe(24), permissions)
 
 
+def _approver_node(name: str) -> str:
+    """The node name approver `name` runs under (the `--session` its printed line gives it), which its
+    verdicts are signed by and the couriers' `[approvers]` list it under."""
+    return f"approver-{name}"
+
+
+def _seed(access: Path, user: str) -> str:
+    """`user`'s node key (`<user>.nk` beside its access file, owner-only): kept across runs, made on the
+    first; its public key (`U…`), which the other nodes' trust lists hold."""
+    path = access / f"{_file_name(user)}.nk"
+    if path.exists() or path.is_symlink():
+        try:
+            return read_node_key(path, user).public
+        except SigningRefused as exc:
+            raise CliError(f"{exc} (remove it to have a new one made; the nodes holding the old "
+                           "one need the new files)") from None
+    seed = new_seed()
+    with Anchor(access, "access folder").folder() as fd:
+        replace_file(fd, path.name, (seed + "\n").encode("ascii"), 0o600)
+    return public_of(seed)
+
+
 def access_file(access: Path, user: str) -> Path:
     """Where `user`'s access file is: `<user>.toml` (user names are tokens: safe as file names)."""
     return access / f"{_file_name(user)}.toml"
 
 
-def _write_access(access: Path, user: BrokerUser, ca: str | None) -> None:
-    """`--broker-access` TOML for `user`, readable by its owner only (written by descriptor)."""
+def _write_access(access: Path, user: BrokerUser, ca: str | None,
+                  trust: Mapping[str, Mapping[str, str]] | None = None) -> None:
+    """`--broker-access` TOML for `user`, readable by its owner only (written by descriptor): its node
+    key when this command made one (`<user>.nk`, beside it), and the trust tables `trust` (table →
+    node name → public key) over the ones a person added to an earlier run's file."""
     lines = [f"user = {_toml(user.name)}", f"password = {_toml(user.password)}",
              f"inbox_prefix = {_toml(inbox_prefix(user.name))}"]
     if ca is not None:
         lines.append(f"ca = {_toml(ca)}  # beside this file: copy both")
-    lines += _trust_kept(access_file(access, user.name))
+    seed = access / f"{_file_name(user.name)}.nk"
+    if seed.exists():
+        lines.append(f"node_key = {_toml(seed.name)}  # this node's signing key, beside this file: copy both")
+    lines += _trust_kept(access_file(access, user.name), trust or {})
     with Anchor(access, "access folder").folder() as fd:
         data = ("\n".join(lines) + "\n").encode("utf-8")
         replace_file(fd, access_file(access, user.name).name, data, 0o600)
 
 
-def _trust_kept(path: Path) -> list[str]:
-    """The `[approvers]` and `[couriers]` tables the person added to an earlier run's file, kept (the
-    nodes' keys are made at their first start, so only the person can list them)."""
+def _trust_kept(path: Path, made: Mapping[str, Mapping[str, str]]) -> list[str]:
+    """The `[approvers]` and `[couriers]` tables: the keys this command made (`made`), and the entries
+    a person added to an earlier run's file, kept (a node that keeps its own `<state>/node.nk` is
+    listed by the person)."""
     try:
         kept = read_broker_access(path) if path.exists() else None
     except BrokerAccessError:
         kept = None
     lines: list[str] = []
-    tables = (("approvers", kept.approvers), ("couriers", kept.couriers)) if kept is not None else ()
-    for table, pairs in tables:
+    for table in ("approvers", "couriers"):
+        pairs = dict((name, public) for public, name in (getattr(kept, table) if kept is not None else ()))
+        pairs.update(made.get(table, {}))
         if pairs:
             lines.append(f"[{table}]")
-            lines += [f"{_toml(name)} = {_toml(public)}" for public, name in pairs]
+            lines += [f"{_toml(name)} = {_toml(public)}" for name, public in pairs.items()]
     return lines
 
 
@@ -321,25 +361,27 @@ def _say(url: str, server: NatsServer, access: Path, hosts: list[str], approvers
          ca: str | None) -> None:
     here = socket.gethostname()
     command = invocation()
-    copy = "" if ca is None else " and ca.pem"
+    ca_too = "" if ca is None else " and ca.pem"
     out = [f"pi-authorizer broker: serving {url} (JetStream, every write synced; store "
            f"{server.folder / 'store'}; log {server.folder / 'nats.log'}). Ctrl-C stops it.", ""]
     for host in hosts:
         path = access_file(access, courier_user(host))
+        copy = f" with {path.with_suffix('.nk').name}{ca_too}"
         where = "on this machine" if host == here else f"on {host} (copy {path}{copy} there, chmod 600)"
         out.append(f"Courier {where}: its agents' asks go to the broker")
         out.append(f"  {command} serve --forward-to {url} --broker-access {shlex.quote(str(path))}")
     for name in approvers:
         path = access_file(access, approver_user(name))
-        out.append(f"Approver {name} (on any host{'' if ca is None else f'; copy {path}{copy} there'}): "
+        copy = f" with {path.with_suffix('.nk').name}{ca_too}"
+        out.append(f"Approver {name} (on any host; elsewhere copy {path}{copy} there, chmod 600): "
                    "the app, deciding every host's asks")
         out.append(f"  {command} --broker {url} --broker-access {shlex.quote(str(path))} "
-                   f"--session {shlex.quote('approver-' + name)}")
+                   f"--session {shlex.quote(_approver_node(name))}")
     out.append("")
     out.append("A courier and an approver on one machine serve different sessions: the approver's line "
                "names its own (--session), so the courier keeps the one its agents forward to.")
-    out.append("Signed verdicts: each node logs its public key at its first start (\"signs with U…\"). Until "
-               "a courier's access file lists its approvers (a line `node-name = \"U…\"` under "
-               "[approvers]; an approver's lists its couriers under [couriers]), verdicts are relayed as "
-               "their writer's unverified claim. The tables are kept across runs of this command.")
+    out.append("Signed verdicts: each access file names its node's signing key (node_key, the .nk beside "
+               "it) and lists the keys of the others: a courier's [approvers], an approver's [couriers]. "
+               "A courier relays only a verdict signed by an approver listed there. Keys and any entries "
+               "you add are kept across runs of this command; a node added later needs the files again.")
     print("\n".join(out), flush=True)
