@@ -292,8 +292,8 @@ class BrokerInbox:
             log.warning("broker %s: a late note on %s naming %r is not believed: the row stays delivered",
                         self.url, row[0].name, note.by)
             return
-        says = f"the courier at {note.by} says, unverified" if checked.claimed else \
-            f"the courier at {note.by} says, verified"
+        says = (f"the courier at {note.by} says, unverified" if checked.claimed else
+                f"the courier at {note.by} says, verified")
         what = NOT_RELAYED if note.body.startswith(NOT_RELAYED) else NOT_DELIVERED
         log.warning("broker %s: this node's verdict on %s was %s (%s)", self.url, row[0].name, what, says)
         await self.approver.note_rows([WrittenMark(row[0], row[1], False, why=f"{what} ({says})")])
@@ -308,8 +308,8 @@ class BrokerInbox:
         for key, note in await read_late_notes(door.link, self.request_timeout_s):
             row = late_row_of(note.body, key)
             first = await door.read(key) if row is not None else None
-            if row is None or first is None or first.kind != "verdict" or \
-                    first.why_not(mine, key, first.parcel_id, first.parcel_digest) is not None:
+            if (row is None or first is None or first.kind != "verdict"
+                    or first.why_not(mine, key, first.parcel_id, first.parcel_digest) is not None):
                 continue
             label, request_id = row
             found = (await asyncio.to_thread(ledger.recorded_verdicts, label, [request_id])).get(request_id)
