@@ -457,23 +457,14 @@ class BrokerInbox:
     async def _serve_parcel(self, door: BrokerDoor, msg: Msg, parcel: Parcel, key: str,
                             read: ParsedRequest | RequestRejected) -> None:
         digest = parcel_digest(parcel.request)
-        already = await door.read(key)
-        if already is not None:
-            already = self.approver.checked(already, key, parcel.parcel_id, digest)
         origin = parcel.hops[-1]
         label = f"nats:{origin.host}/{origin.session_id}"
         ask_key = AskKey(session_id=label, name=parcel.parcel_id)
+        already = await self.approver.answered(door, key, ask_key, read, digest)
         if already is not None:
             await msg.ack()
             self._remember(key)
             self._note(Settled(parcel.parcel_id, "elsewhere", already.words_for(self.node)))
-            if already.kind == "verdict" and already.by == self.node and not already.claimed:
-                # An earlier run's verdict, recorded before it was written: it is the one delivered.
-                if isinstance(read, ParsedRequest):
-                    await self.approver.note_rows([WrittenMark(ask_key, read.request.id, True)])
-            else:  # a row an earlier run of this node left open ends here
-                self.approver.event(ServeEvent("withdrawn", ask_key, self.clock.wall(),
-                                       reason=already.words_for(self.node)))
             return
         left_s = (parcel.deadline_ms - wall_ms(self.clock)) / 1000
         if left_s <= 0:

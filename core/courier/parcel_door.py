@@ -31,6 +31,7 @@ from core.serving.records import AWAITING, AskRecord, AskRecords
 from core.serving.verdicts import Ledger, VerdictRecord, VerdictRow, WrittenMark, gate_denial
 from core.vocabulary.asks import Answered, Ask, AskKey, Decision
 from core.vocabulary.events import Observer, ServeEvent
+from core.wire.reader import RequestRejected
 from core.wire.request import ParsedRequest
 from core.wire.response import ForwardedResponse, encode_response
 
@@ -88,6 +89,25 @@ class Approver:
             return won
         log.info("broker %s: the answer on %s names %r, not believed: %s", self.url, parcel_id, won.by, why)
         return won.unverified()
+
+    async def answered(
+        self, broker: BrokerDoor, key: str, ask_key: AskKey, read: ParsedRequest | RequestRejected,
+        digest: str,
+    ) -> BrokerDecision | None:
+        """The answer the key holds already (as this node may name its writer), None if none yet. The
+        row an earlier run of this node left says so first: its own verdict, recorded before it was
+        written, is the one delivered; any other answer ends the row."""
+        already = await broker.read(key)
+        if already is None:
+            return None
+        already = self.checked(already, key, ask_key.name, digest)
+        if already.kind == "verdict" and already.by == self.node and not already.claimed:
+            if isinstance(read, ParsedRequest):
+                await self.note_rows([WrittenMark(ask_key, read.request.id, True)])
+        else:
+            self.event(ServeEvent("withdrawn", ask_key, self.clock.wall(),
+                                  reason=already.words_for(self.node)))
+        return already
 
     async def answer(
         self, broker: BrokerDoor, key: str, name: str, decision: Decision,
