@@ -2,10 +2,10 @@
 
 `HistoryStore` (`store`) is the serving core's ledger and observer and the app's queries; it holds a
 `HistoryWriter` (`transactions`: the file's transactions, the queue of what is not written yet, its
-`spool` between runs, retention) and `HistoryReader`s (`queries`). `rows`, `open_rows` and `schema`
-are the table; `suggest`, `rule_edit` and `review_log` are what the review screen and the `history`
-command build on it (rule suggestions, their edit of a rules file, pi's own review log imported);
-`overturn`, the rule that reverses a model judge's verdict.
+`spool` between runs, retention) and `HistoryReader`s (`queries`). `table` (the asks table: every
+statement), `rows` (the columns) and `schema` are the table; `suggest`, `rule_edit` and `review_log`
+are what the review screen and the `history` command build on it (rule suggestions, their edit of a
+rules file, pi's own review log imported); `overturn`, the rule that reverses a model judge's verdict.
 """
 
 from core.history.queries import HistoryFilter, HistoryReader, Summary

@@ -1,8 +1,6 @@
 """Queries over the history: filters (the review screen's box), summaries, and the reader that runs them
-on one connection (the store's own, or a read-only one for a thread worker)."""
-
-# SQL text here is assembled from constant fragments only; every value is a bound parameter.
-# ruff: noqa: S608
+on one connection (the store's own, or a read-only one for a thread worker); the statements are the
+asks table's (`core.history.table`)."""
 
 from __future__ import annotations
 
@@ -14,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from core.history.rows import APPROVED_STATES, DENIED_STATES, SELECT_ROWS, HistoryRow
+from core.history.rows import APPROVED_STATES, DENIED_STATES, HistoryRow
+from core.history.table import AsksTable
 from core.serving.verdicts import VerdictRow
 
 
@@ -125,6 +124,7 @@ class HistoryReader:
         self, conn: sqlite3.Connection, guard: Callable[[], AbstractContextManager[object]] | None = None
     ) -> None:
         self._conn = conn
+        self._table = AsksTable(conn)
         self._lock = threading.RLock()
         self._reading = guard or (lambda: self._lock)
 
@@ -143,41 +143,21 @@ class HistoryReader:
 
     def recorded_verdicts(self, session_id: str, request_ids: Collection[str]) -> dict[str, VerdictRow]:
         """The verdicts recorded for these requests, by id (ids are unique per ask; the newest wins)."""
-        found: dict[str, VerdictRow] = {}
-        ids = list(dict.fromkeys(request_ids))
         with self._reading():
-            for start in range(0, len(ids), 500):
-                chunk = ids[start : start + 500]
-                marks = ", ".join("?" for _ in chunk)
-                for request_id, body, written, outcome, ended in self._conn.execute(
-                    "SELECT request_id, response, written, outcome, ended_at IS NOT NULL FROM asks "
-                    "WHERE served_session = ? "
-                    f"AND request_id IN ({marks}) AND response IS NOT NULL ORDER BY id",
-                    (session_id, *chunk),
-                ):
-                    found[request_id] = VerdictRow(body, bool(written), outcome, bool(ended))
-        return found
+            return self._table.recorded_verdicts(session_id, request_ids)
 
     def ids(self, where: HistoryFilter | None = None, limit: int | None = None) -> list[int]:
         """Matching row ids, newest first: the review list pages through these."""
         clause, params = (where or HistoryFilter()).where()
-        sql = f"SELECT id FROM asks{clause} ORDER BY arrived_at DESC, id DESC"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(limit)
         with self._reading():
-            return [r[0] for r in self._conn.execute(sql, params)]
+            return self._table.ids(clause, params, limit)
 
     def rows(self, ids: Sequence[int]) -> list[HistoryRow]:
         """The rows with these ids, in the order given."""
         if not ids:
             return []
-        marks = ", ".join("?" for _ in ids)
         with self._reading():
-            found = {
-                r[0]: HistoryRow(*r)
-                for r in self._conn.execute(f"{SELECT_ROWS} WHERE id IN ({marks})", tuple(ids))
-            }
+            found = self._table.rows(ids)
         return [found[i] for i in ids if i in found]
 
     def query(self, where: HistoryFilter | None = None, limit: int | None = None) -> list[HistoryRow]:
@@ -188,24 +168,9 @@ class HistoryReader:
         """Two scans of the matching rows: per-agent counts (totals summed from them), then the median."""
         clause, params = (where or HistoryFilter()).where()
         with self._reading():
-            groups = self._conn.execute(
-                "SELECT agent, COUNT(*), COUNT(verdict), "
-                "COUNT(CASE WHEN verdict IN ('approved', 'approved_for_session') THEN 1 END), "
-                "COUNT(CASE WHEN outcome = 'withdrawn' THEN 1 END), "
-                "COUNT(CASE WHEN outcome IN ('user', 'user_grant') AND decide_ms IS NOT NULL THEN 1 END) "
-                f"FROM asks{clause} GROUP BY agent",
-                params,
-            ).fetchall()
+            groups = self._table.summary_groups(clause, params)
             people = sum(g[5] for g in groups)
-            median = None
-            if people:
-                joiner = " AND " if clause else " WHERE "
-                median = self._conn.execute(
-                    f"SELECT decide_ms FROM asks{clause}{joiner}outcome IN ('user', 'user_grant') "
-                    "AND decide_ms IS NOT NULL "
-                    "ORDER BY decide_ms LIMIT 1 OFFSET ?",
-                    [*params, (people - 1) // 2],
-                ).fetchone()[0]
+            median = self._table.person_ms_at(clause, params, (people - 1) // 2) if people else None
         per_agent = tuple(sorted(((g[0] or "?", g[1]) for g in groups), key=lambda p: (-p[1], p[0])))
         return Summary(
             total=sum(g[1] for g in groups),
@@ -221,7 +186,4 @@ class HistoryReader:
         if column not in {"agent", "surface", "served_session", "verdict", "outcome"}:
             raise ValueError(f"not a filterable column: {column}")
         with self._reading():
-            sql = f"SELECT DISTINCT {column} FROM asks WHERE {column} IS NOT NULL ORDER BY 1"
-            return [r[0] for r in self._conn.execute(sql)]
-
-
+            return self._table.distinct(column)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import base64
+import functools
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from typing import Any
 
+from core.serving.verdicts import VerdictRecord
 from core.vocabulary.asks import AskKey
 from core.wire.decisions import (
     AuthorizerDecision,
@@ -19,9 +21,11 @@ from core.wire.decisions import (
     UnavailableDecision,
     UserDecision,
     YoloDecision,
+    decision_source_json,
 )
 from core.wire.principal import agent_mismatch
 from core.wire.request import ParsedRequest
+from core.wire.response import ForwardedResponse
 
 APPROVED_STATES = ("approved", "approved_for_session")
 DENIED_STATES = ("denied", "denied_with_reason")
@@ -100,7 +104,6 @@ class HistoryRow:
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(HistoryRow))
 #: Instants stored in seconds (the child's `created_at` is already milliseconds).
 SECONDS_COLUMNS = frozenset({"arrived_at", "shown_at", "decided_at", "ended_at"})
-SELECT_ROWS = f"SELECT {', '.join(COLUMNS)} FROM asks"  # noqa: S608 (constant column names)
 
 
 def facts_columns(parsed: ParsedRequest) -> dict[str, object]:
@@ -150,6 +153,67 @@ def arrival_values(
     return values
 
 
+def verdict_columns(verdict: VerdictRecord, now: float, started: float) -> dict[str, object]:
+    """What recording a verdict stores in its row (`started`: when the ask arrived, or was shown)."""
+    response = verdict.response
+    decided_by, decider, outcome = decision_columns(response.decided_by, verdict.outcome, verdict.carried_to)
+    return {
+        "decided_at": now,
+        "verdict": response.state,
+        "decided_by": decided_by,
+        "decider": decider,
+        "responder_session": response.responder_session_id,
+        "decide_ms": (now - started) * 1000,
+        "outcome": outcome,
+        "reason": response.denial_reason,
+        "response": verdict.body,
+        "written": None,
+    }
+
+
+def decision_columns(
+    source: DecisionSource | None, outcome: str, carried_to: str | None = None
+) -> tuple[str | None, str, str]:
+    """Who decided, as stored: the `decidedBy` JSON, the decider in words, the outcome. A burst's
+    verdicts share a few sources (one rule, the fail-safe): each is described once (`_described`)."""
+    try:
+        return _described(source, outcome, carried_to)
+    except TypeError:  # a value that cannot be hashed: described afresh
+        return _describe(source, outcome, carried_to)
+
+
+def _describe(
+    source: DecisionSource | None, outcome: str, carried_to: str | None
+) -> tuple[str | None, str, str]:
+    decided_by = dumps(decision_source_json(source)) if source is not None else None
+    return decided_by, describe_decider(source, outcome, carried_to), outcome_kind(outcome, source)
+
+
+#: Sources are frozen wire values (equal values, equal columns): the recent ones' columns, kept.
+_described = functools.lru_cache(maxsize=256)(_describe)
+
+
+def fail_safe_columns(
+    response: ForwardedResponse, body: bytes, at: float, started: float
+) -> dict[str, object]:
+    """What a fail-safe denial published when the ledger refused the verdict stores in its row: the
+    answer the child read, written and ended at `at`."""
+    source = response.decided_by
+    return {
+        "decided_at": at,
+        "verdict": response.state,
+        "decided_by": dumps(decision_source_json(source)) if source is not None else None,
+        "decider": describe_decider(source, "fail-safe"),
+        "responder_session": response.responder_session_id,
+        "decide_ms": (at - started) * 1000,
+        "outcome": "fail-safe",
+        "reason": response.denial_reason,
+        "response": body,
+        "written": 1,
+        "ended_at": at,
+    }
+
+
 def outcome_kind(outcome: str, source: DecisionSource | None) -> str:
     """The core's outcome, with a rule decision that came from a session grant named as such."""
     granted = isinstance(source, RuleDecision) and source.origin == "session"
@@ -195,8 +259,9 @@ def describe_decider(source: DecisionSource | None, outcome: str, carried_to: st
 def storable(params: Iterable[object]) -> tuple[object, ...]:
     """SQL parameters SQLite can take: a lone surrogate (the real child writes one when its text
     truncation splits a pair) is kept as its `\\udXXX` escape, which in a JSON column is exactly the
-    JSON escape of that character. Everything else is bound unchanged."""
-    return tuple(_text(p) if isinstance(p, str) else p for p in params)
+    JSON escape of that character. Everything else is bound unchanged (an ASCII string has no
+    surrogate: a flag of the string, read without encoding it)."""
+    return tuple([_text(p) if isinstance(p, str) and not p.isascii() else p for p in params])
 
 
 def _text(value: str) -> str:
@@ -209,8 +274,13 @@ def _text(value: str) -> str:
     return value
 
 
+#: The encoder `json.dumps(value, ensure_ascii=False, separators=(",", ":"))` would build on every
+#: call, built once (the same text; building it cost as much as encoding a row's facts).
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def dumps(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return _ENCODER.encode(value)
 
 
 def loads(text: str | None) -> Any:

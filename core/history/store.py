@@ -4,8 +4,9 @@ and the queries over it, in one `HistoryStore`.
 The store holds a writer (`core.history.transactions`: the file's transactions, the queue of what is
 observed but not written yet, retention, and the spool of what a failing history could not write by
 exit) and readers (`core.history.queries`): one on the writer's connection for the store's own
-queries, and a read-only connection of its own for the ledger's lookups. Rows and their columns are
-in `core.history.rows`.
+queries, and a read-only connection of its own for the ledger's lookups. Each method here says what
+happened in one call to the asks table (`core.history.table`, which holds every statement) inside
+one of the writer's transactions; rows and their columns are in `core.history.rows`.
 
 Durability order (the reason this is a ledger and not a log): `record_verdicts` commits a batch
 with `synchronous=FULL` before the publisher (`core.serving.publisher`) links its responses into place, so
@@ -17,31 +18,23 @@ by a fail-safe denial (`core.serving.publisher`); its `answered` event (with the
 `fail-safe`, queued like an arrival until a transaction works.
 """
 
-# SQL text here is assembled from constant fragments only; every value is a bound parameter.
-# ruff: noqa: S608
-
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 
-from core.history.open_rows import OPEN, end_unanswered, open_row, open_rows, unnoted_rows, unwritten_row
 from core.history.queries import HistoryFilter, HistoryReader, Summary
-from core.history.rows import HistoryRow, arrival_values, describe_decider, dumps, outcome_kind, storable
+from core.history.rows import HistoryRow
 from core.history.transactions import HistoryWriter, Retention
 from core.seams import PRODUCTION, Seams
 from core.serving.verdicts import VerdictRecord, VerdictRow, WrittenMark
 from core.vocabulary.asks import AskKey
 from core.vocabulary.events import ServeEvent
-from core.wire.decisions import decision_source_json
 from core.wire.reader import RequestRejected, parse_request
 from core.wire.request import ParsedRequest
 
 HISTORY_FILE = "history.sqlite3"
-#: Why a recorded verdict's row ended at a restart with neither its request nor its response there.
-UNNOTED_GONE = ("its request and response were gone when serving resumed: its child read this answer or "
-                "stopped waiting (not noted before a restart)")
 
 
 class HistoryStore:
@@ -137,41 +130,15 @@ class HistoryStore:
 
     def _record_verdicts(self, verdicts: Sequence[VerdictRecord], keys: set[AskKey]) -> None:
         now = self.clock.wall()
-        with self._writer.transaction(durable=True, claim=keys) as conn:
-            found = open_rows(conn, [verdict.key for verdict in verdicts])
-            fresh: list[dict[str, object]] = []
-            for verdict in verdicts:
-                arrival = self._writer.take_claimed(verdict.key)
-                row = found.get(verdict.key)
-                if row is None and arrival is not None:
-                    assert arrival.parsed is not None
-                    values = arrival_values(verdict.key, arrival.parsed, arrival.at, arrival.raw)
-                    values.update(_verdict_columns(verdict, now, arrival.at))
-                    fresh.append(values)
-                    continue
-                # The person's time counts from when the ask was shown; a rule's from its arrival.
-                row = row or unwritten_row(conn, verdict.key)  # decided again after a failed write
-                row_id, started = row or self._writer.insert_arrival(conn, verdict.key, verdict.parsed, now)
-                columns = _verdict_columns(verdict, now, started)
-                assignments = ", ".join(f"{name} = ?" for name in columns)
-                conn.execute(
-                    f"UPDATE asks SET {assignments} WHERE id = ?", storable((*columns.values(), row_id))
-                )
-            self._writer.insert_many(conn, fresh)
+        with self._writer.transaction(durable=True, claim=keys) as table:
+            table.record_verdicts(verdicts, self._writer.take_claimed, now)
 
     def mark_written(self, marks: Sequence[WrittenMark]) -> None:
         """The responses were linked (or found already there): for their children the asks have ended."""
         now = self.clock.wall()
-        with self._writer.transaction(arrivals=False) as conn:  # rows with a response: recorded, never queued
-            conn.executemany(
-                "UPDATE asks SET written = CASE outcome WHEN 'contested' THEN 0 ELSE ? END, "
-                "reason = COALESCE(?, reason), ended_at = CASE WHEN ? THEN COALESCE(ended_at, ?) "
-                "ELSE ended_at END "
-                "WHERE id = (SELECT id FROM asks WHERE served_session = ? AND request_id = ? "
-                "AND response IS NOT NULL ORDER BY id DESC LIMIT 1)",
-                [(int(m.written), m.why, m.written or m.why is not None, now, m.key.session_id, m.request_id)
-                 for m in marks],
-            )
+        # Rows with a response: recorded, never queued.
+        with self._writer.transaction(arrivals=False) as table:
+            table.mark_written(marks, now)
 
     def recorded_verdicts(self, session_id: str, request_ids: Collection[str]) -> dict[str, VerdictRow]:
         """Read on a connection of its own (WAL), so an intake never waits for a batch's transaction in
@@ -186,17 +153,22 @@ class HistoryStore:
         if event.kind == "arrived" or (event.kind == "answered" and event.reason is not None):
             self._writer.queue(event)  # an answer with a reason: the ledger refused its verdict
         elif event.kind == "withdrawn":
-            self._withdrawn(event)
+            with self._writer.transaction() as table:
+                table.withdraw(event)
         elif event.kind == "left":
-            self._set_open(event.key, "outcome = 'left'", ())
+            with self._writer.transaction() as table:
+                table.leave(event.key)
         elif event.kind == "answer_failed":
-            self._set_open(event.key, "reason = ?", (event.reason,))
+            with self._writer.transaction() as table:
+                table.answer_failed(event.key, event.reason)
         elif event.kind in ("quarantined", "forged"):
             self._quarantined(event)
         elif event.kind == "contested":
-            self._contested(event)
+            with self._writer.transaction() as table:
+                table.contest(event)
         elif event.kind == "not_serving":
-            self._not_serving(event)
+            with self._writer.transaction() as table:
+                table.not_serving(event)
 
     def reconcile_open(
         self, session_id: str, present: Collection[str], at: float | None = None,
@@ -210,117 +182,24 @@ class HistoryStore:
         Either way its id is used: a request replayed under it is never answered again. Returns how
         many rows were closed."""
         ended = self.clock.wall() if at is None else at
-        with self._writer.transaction() as conn:
-            rows = conn.execute(
-                "SELECT id, request_name FROM asks WHERE served_session = ? AND verdict IS NULL "
-                "AND outcome IN (?, ?) AND ended_at IS NULL",
-                (session_id, *OPEN),
-            ).fetchall()
-            gone = [row_id for row_id, name in rows if name not in present]
-            for row_id in gone:
-                conn.execute(
-                    "UPDATE asks SET ended_at = ?, outcome = CASE outcome WHEN 'left' THEN 'left' "
-                    "ELSE 'withdrawn' END, reason = COALESCE(reason, ?) WHERE id = ?",
-                    (ended, "the request file was gone when serving resumed", row_id),
-                )
-            decided = [
-                row for row in unnoted_rows(conn, session_id) if row[1] not in present
-            ]
-            for row_id, _, request_id, body in decided:
-                if delivered is not None and request_id is not None and delivered(request_id, body):
-                    conn.execute("UPDATE asks SET written = 1, ended_at = ? WHERE id = ?", (ended, row_id))
-                else:
-                    conn.execute(
-                        "UPDATE asks SET ended_at = ?, reason = COALESCE(reason, ?) WHERE id = ?",
-                        (ended, UNNOTED_GONE, row_id),
-                    )
-        return len(gone) + len(decided)
+        with self._writer.transaction() as table:
+            return table.reconcile_open(session_id, present, ended, delivered)
 
     def mark_shown(self, key: AskKey, at: float | None = None) -> None:
         """The TUI showed this ask to the person (the first time counts)."""
-        self._set_open(key, "shown_at = COALESCE(shown_at, ?)", (self.clock.wall() if at is None else at,))
+        with self._writer.transaction() as table:
+            table.shown(key, self.clock.wall() if at is None else at)
 
     def mark_batch(self, key: AskKey, raw: bytes, size: int) -> None:
         """The person decided this ask (these very bytes) as one of a batch of `size`: its decider says
         so (the wire's `decidedBy` has no batch kind a child accepts, so only this history can)."""
-        with self._writer.transaction() as conn:
-            conn.execute(
-                "UPDATE asks SET decider = COALESCE(decider, 'person') || ? WHERE id = "
-                "(SELECT id FROM asks WHERE served_session = ? AND request_name = ? AND raw = ? "
-                "AND verdict IS NOT NULL ORDER BY id DESC LIMIT 1) "
-                "AND COALESCE(decider, '') NOT LIKE '%batch of%'",
-                storable((f", in a batch of {size}", key.session_id, key.name, raw)),
-            )
-
-    def _withdrawn(self, event: ServeEvent) -> None:
-        with self._writer.transaction() as conn:
-            found = open_row(conn, event.key)
-            if found is None:
-                if end_unanswered(conn, event.key, event.at, event.reason) or event.parsed is None:
-                    return
-                found = self._writer.insert_arrival(conn, event.key, event.parsed, event.at)
-            # A left ask that vanishes was most likely answered elsewhere: it stays `left`.
-            # Why, when it was not the child (decided by another approver): kept on the row.
-            conn.execute(
-                "UPDATE asks SET ended_at = ?, outcome = CASE outcome WHEN 'left' THEN 'left' "
-                "ELSE 'withdrawn' END, reason = COALESCE(?, reason) WHERE id = ?",
-                storable((event.at, event.reason, found[0])),
-            )
-
-    def _not_serving(self, event: ServeEvent) -> None:
-        """A session row (no request name): the session stopped being served and why, e.g. `another
-        server answers session S`, so the history says when this node was not the one answering."""
-        with self._writer.transaction() as conn:
-            row_id, _ = self._writer.insert_arrival(conn, AskKey(event.key.session_id, ""), None, event.at)
-            conn.execute(
-                "UPDATE asks SET outcome = 'not-serving', reason = ?, ended_at = ? WHERE id = ?",
-                storable((event.reason, event.at, row_id)),
-            )
-
-    def _contested(self, event: ServeEvent) -> None:
-        """Another server answered this request too: its row (the verdict recorded, or the ask still open)
-        never says this node's answer was delivered; the verdict recorded is kept."""
-        with self._writer.transaction() as conn:
-            conn.execute(
-                "UPDATE asks SET outcome = 'contested', written = 0, reason = ?, "
-                "ended_at = COALESCE(ended_at, ?) WHERE id = (SELECT id FROM asks WHERE served_session = ? "
-                "AND request_name = ? AND (response IS NOT NULL OR ended_at IS NULL) "
-                "ORDER BY id DESC LIMIT 1)",
-                storable((event.reason, event.at, event.key.session_id, event.key.name)),
-            )
-
-    def _set_open(self, key: AskKey, assignment: str, params: Sequence[object]) -> None:
-        with self._writer.transaction() as conn:
-            found = open_row(conn, key)
-            if found is not None:
-                conn.execute(f"UPDATE asks SET {assignment} WHERE id = ?", storable((*params, found[0])))
+        with self._writer.transaction() as table:
+            table.in_batch(key, raw, size)
 
     def _quarantined(self, event: ServeEvent) -> None:
         parsed: ParsedRequest | None = None
         if event.raw is not None:
             with contextlib.suppress(RequestRejected):
                 parsed = parse_request(event.raw)
-        with self._writer.transaction() as conn:
-            row_id, _ = self._writer.insert_arrival(conn, event.key, parsed, event.at, event.raw)
-            conn.execute(
-                "UPDATE asks SET outcome = ?, reason = ?, ended_at = ? WHERE id = ?",
-                storable((event.kind, event.reason, event.at, row_id)),
-            )
-
-
-def _verdict_columns(verdict: VerdictRecord, now: float, started: float) -> dict[str, object]:
-    """What recording a verdict stores in its row (`started`: when the ask arrived, or was shown)."""
-    response = verdict.response
-    source = response.decided_by
-    return {
-        "decided_at": now,
-        "verdict": response.state,
-        "decided_by": dumps(decision_source_json(source)) if source is not None else None,
-        "decider": describe_decider(source, verdict.outcome, verdict.carried_to),
-        "responder_session": response.responder_session_id,
-        "decide_ms": (now - started) * 1000,
-        "outcome": outcome_kind(verdict.outcome, source),
-        "reason": response.denial_reason,
-        "response": verdict.body,
-        "written": None,
-    }
+        with self._writer.transaction() as table:
+            table.quarantine(event, parsed)

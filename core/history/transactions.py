@@ -1,6 +1,7 @@
 """The history file's write side: one connection under one lock, its transactions, the queue of what
-is observed but not written yet, row inserts and retention. `core.history.store.HistoryStore` writes
-the ledger and the observer's facts through it.
+is observed but not written yet, and retention. A transaction hands its caller the asks table
+(`core.history.table`, where every statement is); `core.history.store.HistoryStore` writes the
+ledger and the observer's facts through it.
 
 Durability: every transaction commits with `synchronous=NORMAL` (it survives a killed process;
 losing it to a power cut only loses display data) except a `durable` one, which commits with
@@ -21,9 +22,6 @@ Size: the queue, its delayed worker and the transactions that drain it are one s
 lock (`transaction` takes the queue); split apart, each half would reach into the other's.
 """
 
-# SQL text here is assembled from constant fragments only; every value is a bound parameter.
-# ruff: noqa: S608
-
 from __future__ import annotations
 
 import asyncio
@@ -32,23 +30,19 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from core import platform
 from core.disk.tree import FILE_MODE, Anchor
 from core.history import spool
-from core.history.open_rows import holds_response, open_row, open_rows
 from core.history.queries import HistoryReader
-from core.history.rows import arrival_values, describe_decider, dumps, storable
 from core.history.schema import migrate
+from core.history.table import AsksTable
 from core.seams import PRODUCTION, Seams
 from core.vocabulary.asks import AskKey
 from core.vocabulary.events import ServeEvent
-from core.wire.decisions import decision_source_json
-from core.wire.request import ParsedRequest
-from core.wire.response import encode_response
 
 log = logging.getLogger("pi_authorizer.history")
 
@@ -64,6 +58,63 @@ class Retention:
     max_age_s: float | None = 180 * 86400
     max_rows: int | None = 200_000
     every: int = 500
+
+
+class Queued:
+    """What is observed but not written yet, in the order observed. A verdict batch takes its own
+    arrivals by key (`take_arrivals`), in steps of the batch's size however deep the queue is: a burst
+    queues thousands of arrivals and each batch takes a few hundred (filtering the whole queue per
+    batch cost the burst's asks time quadratic in its size)."""
+
+    def __init__(self, events: Iterable[ServeEvent] = ()) -> None:
+        self._events: dict[int, ServeEvent] = {}
+        self._arrivals: dict[AskKey, int | list[int]] = {}  # where each key's queued arrivals are
+        self._next = 0
+        self._refill(events)
+
+    def _refill(self, events: Iterable[ServeEvent]) -> None:
+        self._events.clear()
+        self._arrivals.clear()
+        for event in events:
+            self.append(event)
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def __iter__(self) -> Iterator[ServeEvent]:
+        return iter(self._events.values())
+
+    def append(self, event: ServeEvent) -> None:
+        index, self._next = self._next, self._next + 1
+        self._events[index] = event
+        if event.kind == "arrived":
+            earlier = self._arrivals.get(event.key)
+            if earlier is None:
+                self._arrivals[event.key] = index  # the usual case: no list made
+            elif isinstance(earlier, int):
+                self._arrivals[event.key] = [earlier, index]
+            else:
+                earlier.append(index)
+
+    def take_arrivals(self, keys: Collection[AskKey]) -> list[ServeEvent]:
+        """The queued arrivals of these keys (in the order observed), no longer queued."""
+        at: list[int] = []
+        for key in keys:
+            found = self._arrivals.pop(key, None)
+            if isinstance(found, int):
+                at.append(found)
+            elif found is not None:
+                at += found
+        return [self._events.pop(index) for index in sorted(at)]
+
+    def take(self, due: Callable[[ServeEvent], bool] | None = None) -> list[ServeEvent]:
+        """Every queued event (or the `due` ones), no longer queued; the rest keep their order."""
+        taken: list[ServeEvent] = []
+        kept: list[ServeEvent] = []
+        for event in self._events.values():
+            (taken if due is None or due(event) else kept).append(event)
+        self._refill(kept)
+        return taken
 
 
 class HistoryWriter:
@@ -91,7 +142,7 @@ class HistoryWriter:
             self._conn.execute("PRAGMA checkpoint_fullfsync=ON")
         migrate(self._conn)
         self._since_prune = 0
-        self._queue: list[ServeEvent] = []
+        self._queue = Queued()
         self._claimed: dict[AskKey, ServeEvent] = {}
         self._worker_armed = False  # a delayed worker is due (set and cleared under the queue lock)
         # Its own lock: the event loop queues an arrival without waiting for a transaction in progress.
@@ -112,7 +163,7 @@ class HistoryWriter:
         if not spooled:
             return False
         with self._queue_lock:  # first: an earlier run's rows before this run's
-            self._queue[:0] = spooled
+            self._queue = Queued([*spooled, *self._queue])
         try:
             self.write_arrivals()
         except Exception as exc:  # still queued and still spooled: the next transaction writes them
@@ -129,7 +180,7 @@ class HistoryWriter:
             log.error("%d queued rows are kept beside the history for the next start: %s",
                       len(self._queue), exc)
         with self._queue_lock:
-            queued, self._queue = self._queue, []
+            queued = self._queue.take()
         try:
             if queued:
                 spool.save(self.path, queued)
@@ -211,101 +262,12 @@ class HistoryWriter:
         with self._queue_lock:
             self._expected.difference_update(keys)
 
-    def _write_queued(self, conn: sqlite3.Connection, pending: Sequence[ServeEvent]) -> None:
-        """The arrivals (one lookup of the open rows for all of them, then a row each), then the
-        fail-safe answers the ledger did not record."""
-        arrivals = [event for event in pending if event.kind == "arrived"]
-        found = open_rows(conn, [event.key for event in arrivals])
-        for event in arrivals:
-            assert event.parsed is not None
-            row = found.get(event.key)
-            if row is None:
-                found[event.key] = self.insert_arrival(conn, event.key, event.parsed, event.at, event.raw)
-            else:
-                # Served again after a restart: the same ask, so the same row.
-                conn.execute("UPDATE asks SET outcome = 'pending' WHERE id = ?", (row[0],))
-        for event in pending:
-            if event.kind == "answered":
-                self._close_unrecorded(conn, event, open_row(conn, event.key))
-
-    def _close_unrecorded(
-        self, conn: sqlite3.Connection, event: ServeEvent, found: tuple[int, float] | None
-    ) -> None:
-        """The fail-safe denial published when the ledger refused the verdict: the row says so, and
-        keeps its bytes (a request under that id is never answered twice)."""
-        assert event.parsed is not None and event.response is not None
-        body = encode_response(event.response)
-        if found is None and holds_response(conn, event.key, body):
-            return  # already closed (a spool replayed twice)
-        row_id, started = found or self.insert_arrival(conn, event.key, event.parsed, event.at)
-        response, source = event.response, event.response.decided_by
-        conn.execute(
-            "UPDATE asks SET decided_at = ?, verdict = ?, decided_by = ?, decider = ?, "
-            "responder_session = ?, decide_ms = ?, outcome = 'fail-safe', reason = ?, response = ?, "
-            "written = 1, ended_at = ? WHERE id = ?",
-            storable(
-                (
-                    event.at,
-                    response.state,
-                    dumps(decision_source_json(source)) if source is not None else None,
-                    describe_decider(source, "fail-safe"),
-                    response.responder_session_id,
-                    (event.at - started) * 1000,
-                    response.denial_reason,
-                    body,
-                    event.at,
-                    row_id,
-                )
-            ),
-        )
-
-    # -- rows -----------------------------------------------------------------------------------
-
-    def insert_arrival(
-        self,
-        conn: sqlite3.Connection,
-        key: AskKey,
-        parsed: ParsedRequest | None,
-        at: float,
-        raw: bytes | None = None,
-    ) -> tuple[int, float]:
-        """A new row for an ask that arrived at `at`: its id, and `at` (when its time counts from)."""
-        return self._insert(conn, arrival_values(key, parsed, at, raw)), at
-
-    def _insert(self, conn: sqlite3.Connection, values: dict[str, object]) -> int:
-        names = ", ".join(values)
-        marks = ", ".join("?" for _ in values)
-        cursor = conn.execute(f"INSERT INTO asks ({names}) VALUES ({marks})", storable(values.values()))
-        self._since_prune += 1
-        assert cursor.lastrowid is not None
-        return cursor.lastrowid
-
-    def insert_many(self, conn: sqlite3.Connection, rows: Sequence[dict[str, object]]) -> None:
-        """Rows grouped by their columns, a group per `executemany`: one call into SQLite for a
-        burst's rows instead of one per row (each call gives up the interpreter and waits to get it
-        back behind the other busy threads)."""
-        groups: dict[tuple[str, ...], list[tuple[object, ...]]] = {}
-        for values in rows:
-            groups.setdefault(tuple(values), []).append(storable(values.values()))
-        for names, params in groups.items():
-            marks = ", ".join("?" for _ in names)
-            conn.executemany(f"INSERT INTO asks ({', '.join(names)}) VALUES ({marks})", params)
-        self._since_prune += len(rows)
+    # -- rows outside serving -------------------------------------------------------------------
 
     def insert_rows(self, rows: Sequence[dict[str, object]]) -> int:
         """Bulk insert (imports, benchmarks); rows whose `import_key` is already stored are skipped."""
-        added = 0
-        with self.transaction() as conn:
-            for values in rows:
-                names = ", ".join(values)
-                marks = ", ".join("?" for _ in values)
-                cursor = conn.execute(
-                    f"INSERT OR IGNORE INTO asks ({names}) VALUES ({marks})",
-                    tuple(values.values()),
-                )
-                added += cursor.rowcount
-                self._since_prune += cursor.rowcount
-        return added
+        with self.transaction() as table:
+            return table.insert_new(rows)
 
     # -- retention ------------------------------------------------------------------------------
 
@@ -313,30 +275,14 @@ class HistoryWriter:
         """Apply the retention limits (or `limits`, for an explicit prune); a verdict not yet known
         written is never pruned (one that ended unwritten, its child gone, is). `dry`: only count."""
         limits = limits or self.retention
-        keep = "NOT (response IS NOT NULL AND written IS NULL AND ended_at IS NULL)"
-        removed = 0
         if not dry:
             self._since_prune = 0
-        verb = "SELECT COUNT(*) FROM asks" if dry else "DELETE FROM asks"
         cutoff = None
         if limits.max_age_s is not None:
             cutoff = (self.clock.wall() if now is None else now) - limits.max_age_s
         # Queued arrivals stay queued: a burst's verdicts write each with its arrival as one row.
-        with self.transaction(arrivals=False) as conn:
-            def run(sql: str, params: tuple[object, ...]) -> int:
-                cursor = conn.execute(f"{verb} WHERE {sql} AND {keep}", params)
-                return int(cursor.fetchone()[0]) if dry else cursor.rowcount
-
-            if cutoff is not None:
-                removed += run("arrived_at < ?", (cutoff,))
-            if limits.max_rows is not None:
-                newest = "id IN (SELECT id FROM asks ORDER BY arrived_at DESC, id DESC LIMIT -1 OFFSET ?)"
-                if dry and cutoff is not None:
-                    newest += " AND arrived_at >= ?"  # not counted twice
-                    removed += run(newest, (limits.max_rows, cutoff))
-                else:
-                    removed += run(newest, (limits.max_rows,))
-        return removed
+        with self.transaction(arrivals=False) as table:
+            return table.prune(cutoff, limits.max_rows, dry=dry)
 
     def _maybe_prune(self) -> None:
         if self._since_prune >= self.retention.every:
@@ -361,9 +307,9 @@ class HistoryWriter:
     def transaction(
         self, durable: bool = False, claim: Collection[AskKey] | None = None, arrivals: bool = True,
         until: float | None = None,
-    ) -> Iterator[sqlite3.Connection]:
-        """A write transaction; queued events are written first, in it (every row it looks for exists;
-        with `until`, only those observed then or before: the others stay queued).
+    ) -> Iterator[AsksTable]:
+        """A write transaction on the asks table; queued events are written first, in it (every row it
+        looks for exists; with `until`, only those observed then or before: the others stay queued).
 
         With `claim`, only the queued arrivals of those keys are taken, and not written: the caller
         takes each (`take_claimed`) and writes it with what it records (a burst's verdict joins its
@@ -379,33 +325,29 @@ class HistoryWriter:
                 with self._queue_lock:
                     if claim is not None:
                         # Arrivals only: a queued fail-safe answer is written as it is, never claimed.
-                        pending = [e for e in self._queue if e.kind == "arrived" and e.key in claim]
-                        self._queue = [
-                            e for e in self._queue if not (e.kind == "arrived" and e.key in claim)
-                        ]
+                        pending = self._queue.take_arrivals(claim)
                     elif arrivals and until is not None:
-                        pending, kept = [], list[ServeEvent]()
-                        for event in self._queue:
-                            (pending if self._due(event, until) else kept).append(event)
-                        self._queue = kept
+                        pending = self._queue.take(lambda event: self._due(event, until))
                     elif arrivals:
-                        pending, self._queue = self._queue, []
+                        pending = self._queue.take()
                     else:
                         pending = []
                 self._claimed = {}
                 for event in pending if claim else ():
                     self._claimed.setdefault(event.key, event)  # a repeat would only reopen that row
+                table = AsksTable(conn)
                 try:
                     self._fault("history")
-                    self._write_queued(conn, [e for e in pending if e.key not in self._claimed])
-                    yield conn
-                    self._write_queued(conn, list(self._claimed.values()))  # any the caller left
+                    table.write_queued([e for e in pending if e.key not in self._claimed])
+                    yield table
+                    table.write_queued(list(self._claimed.values()))  # any the caller left
                 except BaseException:
                     conn.execute("ROLLBACK")
                     with self._queue_lock:
-                        self._queue = pending + self._queue  # written by the next transaction
+                        self._queue = Queued([*pending, *self._queue])  # written by the next transaction
                     raise
                 conn.execute("COMMIT")
+                self._since_prune += table.added
             finally:
                 self._claimed = {}
                 if durable:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from core.wire.response import ReadResponse
-from tests.tui.support import FakeKeyClock, settle, wait_for, wait_rows
+from tests.tui.support import FakeKeyClock, settle, wait_for
 from tui.app import AppSeams, AuthorizerApp
 from tui.commands.demo_command import demo_args, describe
 from tui.commands.node import attended_node, take_sessions
@@ -49,7 +49,9 @@ async def test_both_hosts_asks_share_one_queue_and_a_decision_reaches_the_childs
                      for _, r in received}
             assert all(kind == ("rule" if "git status" in summary else "forwarded")
                        for summary, kind in kinds)
-            await wait_rows(pilot, app, len(node.person.pending()))
+            # asks may still be arriving: the table matches the queue as it is at each check
+            await wait_for(pilot, lambda: app.queue.ready and app.safety.ready_at() is not None
+                           and app.queue.table.row_count == len(node.person.pending()))
             [first] = [a for a in node.person.pending() if a.key == app.queue.selected]
             host = first.key.session_id.split("/")[0].removeprefix("nats:")
             assert first.request.hops is not None and [h.host for h in first.request.hops] == [host]

@@ -1,0 +1,454 @@
+"""The asks table's statements, every one: each read and write of a history row, in one room.
+
+`AsksTable` is the table on one connection. The writer (`core.history.transactions`) opens a
+transaction and hands the table over; the store (`core.history.store`) says what happened and calls
+one method here for it, which does the whole write: a verdict batch reads straight down in
+`record_verdicts`, from finding each request file's row to the rows inserted and updated. The
+readers (`core.history.queries`) run their statements through it too. The columns a row stores are
+computed in `core.history.rows`; which row is a request file's own (open, or decided and unwritten)
+is decided here, next to the statements that use it: every later fact about an ask (its verdict,
+shown, left, withdrawn) lands in that row, and a request served again after a restart reopens it
+instead of adding a second one.
+
+The statements are one idea (the schema's rows as this program writes and reads them): split by
+caller, one verdict write used to cross three modules ten times.
+"""
+
+# SQL text here is assembled from constant fragments only; every value is a bound parameter.
+# ruff: noqa: S608
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Collection, Iterable, Sequence
+from typing import NamedTuple
+
+from core.history.rows import (
+    COLUMNS,
+    HistoryRow,
+    arrival_values,
+    fail_safe_columns,
+    storable,
+    verdict_columns,
+)
+from core.serving.verdicts import VerdictRecord, VerdictRow, WrittenMark
+from core.vocabulary.asks import AskKey
+from core.vocabulary.events import ServeEvent
+from core.wire.request import ParsedRequest
+from core.wire.response import encode_response
+
+#: The outcomes of a row whose ask has not ended.
+OPEN = ("pending", "left")
+#: Why a recorded verdict's row ended at a restart with neither its request nor its response there.
+UNNOTED_GONE = ("its request and response were gone when serving resumed: its child read this answer or "
+                "stopped waiting (not noted before a restart)")
+SELECT_ROWS = f"SELECT {', '.join(COLUMNS)} FROM asks"
+#: Ids per `IN (...)` list (SQLite's bound-parameter limit is far above; the statements stay short).
+CHUNK = 500
+
+
+class Found(NamedTuple):
+    """A request file's row: its id, and when the ask's time counts from (shown, else arrived)."""
+
+    id: int
+    started: float
+
+
+class AsksTable:
+    """The asks table on one connection. `added` counts the rows inserted through it (retention runs
+    every so many new rows)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self.added = 0
+
+    # -- the row of a request file --------------------------------------------------------------
+
+    def open_row(self, key: AskKey) -> Found | None:
+        """The open row of this request file: an ask that has not ended (no verdict, not withdrawn)."""
+        found = self.conn.execute(
+            "SELECT id, COALESCE(shown_at, arrived_at) FROM asks WHERE served_session = ? "
+            "AND request_name = ? AND verdict IS NULL AND outcome IN (?, ?) AND ended_at IS NULL "
+            "ORDER BY id DESC LIMIT 1",
+            (key.session_id, key.name, *OPEN),
+        ).fetchone()
+        return None if found is None else Found(found[0], found[1])
+
+    def open_rows(self, keys: Iterable[AskKey]) -> dict[AskKey, Found]:
+        """`open_row` for many request files at once (a burst's arrivals or verdicts), by key."""
+        names: dict[str, dict[str, None]] = {}
+        for key in keys:
+            names.setdefault(key.session_id, {})[key.name] = None
+        found: dict[AskKey, Found] = {}
+        for session_id, unique in names.items():
+            listed = list(unique)
+            for start in range(0, len(listed), CHUNK):
+                chunk = listed[start : start + CHUNK]
+                marks = ", ".join("?" for _ in chunk)
+                for row_id, name, started in self.conn.execute(
+                    "SELECT id, request_name, COALESCE(shown_at, arrived_at) FROM asks "
+                    f"WHERE served_session = ? AND request_name IN ({marks}) AND verdict IS NULL "
+                    "AND outcome IN (?, ?) AND ended_at IS NULL ORDER BY id",
+                    storable((session_id, *chunk, *OPEN)),
+                ):
+                    found[AskKey(session_id, name)] = Found(row_id, started)  # the newest wins
+        return found
+
+    def unwritten_row(self, key: AskKey) -> Found | None:
+        """The row of an ask whose verdict was recorded but whose response was never written, and which
+        has not ended: its child is still unanswered (the write failed). A later verdict for the same
+        request file (decided again) or its withdrawal lands in this row, so one ask keeps one row."""
+        found = self.conn.execute(
+            "SELECT id, COALESCE(shown_at, arrived_at) FROM asks WHERE served_session = ? "
+            "AND request_name = ? AND response IS NOT NULL AND written IS NULL AND ended_at IS NULL "
+            "ORDER BY id DESC LIMIT 1",
+            storable((key.session_id, key.name)),
+        ).fetchone()
+        return None if found is None else Found(found[0], found[1])
+
+    def holds_response(self, key: AskKey, body: bytes) -> bool:
+        """Whether a row of this request file already holds exactly this response."""
+        return self.conn.execute(
+            "SELECT 1 FROM asks WHERE served_session = ? AND request_name = ? AND response = ? LIMIT 1",
+            storable((key.session_id, key.name, body)),
+        ).fetchone() is not None
+
+    # -- new rows -------------------------------------------------------------------------------
+
+    def insert(self, values: dict[str, object]) -> int:
+        """One new row; its id."""
+        names = ", ".join(values)
+        marks = ", ".join("?" for _ in values)
+        cursor = self.conn.execute(f"INSERT INTO asks ({names}) VALUES ({marks})", storable(values.values()))
+        self.added += 1
+        assert cursor.lastrowid is not None
+        return cursor.lastrowid
+
+    def insert_many(self, rows: Sequence[dict[str, object]]) -> None:
+        """Rows grouped by their columns, a group per `executemany`: one call into SQLite for a burst's
+        rows instead of one per row (each call gives up the interpreter and waits to get it back behind
+        the other busy threads)."""
+        groups: dict[tuple[str, ...], list[tuple[object, ...]]] = {}
+        for values in rows:
+            groups.setdefault(tuple(values), []).append(storable(values.values()))
+        for names, params in groups.items():
+            marks = ", ".join("?" for _ in names)
+            self.conn.executemany(f"INSERT INTO asks ({', '.join(names)}) VALUES ({marks})", params)
+        self.added += len(rows)
+
+    def insert_new(self, rows: Sequence[dict[str, object]]) -> int:
+        """Bulk insert (imports, benchmarks); rows whose `import_key` is already stored are skipped."""
+        added = 0
+        for values in rows:
+            names = ", ".join(values)
+            marks = ", ".join("?" for _ in values)
+            cursor = self.conn.execute(
+                f"INSERT OR IGNORE INTO asks ({names}) VALUES ({marks})", tuple(values.values())
+            )
+            added += cursor.rowcount
+        self.added += added
+        return added
+
+    def arrive(self, key: AskKey, parsed: ParsedRequest | None, at: float, raw: bytes | None = None) -> Found:
+        """A new row for an ask that arrived at `at` (its time counts from then)."""
+        return Found(self.insert(arrival_values(key, parsed, at, raw)), at)
+
+    # -- what the writer's queue holds ----------------------------------------------------------
+
+    def write_queued(self, pending: Sequence[ServeEvent]) -> None:
+        """The arrivals (one lookup of the open rows for all of them, then a row each), then the
+        fail-safe answers the ledger did not record."""
+        arrivals = [event for event in pending if event.kind == "arrived"]
+        found = self.open_rows(event.key for event in arrivals)
+        for event in arrivals:
+            assert event.parsed is not None
+            row = found.get(event.key)
+            if row is None:
+                found[event.key] = self.arrive(event.key, event.parsed, event.at, event.raw)
+            else:
+                # Served again after a restart: the same ask, so the same row.
+                self.conn.execute("UPDATE asks SET outcome = 'pending' WHERE id = ?", (row.id,))
+        for event in pending:
+            if event.kind == "answered":
+                self._close_unrecorded(event)
+
+    def _close_unrecorded(self, event: ServeEvent) -> None:
+        """The fail-safe denial published when the ledger refused the verdict: the row says so, and
+        keeps its bytes (a request under that id is never answered twice)."""
+        assert event.parsed is not None and event.response is not None
+        body = encode_response(event.response)
+        found = self.open_row(event.key)
+        if found is None and self.holds_response(event.key, body):
+            return  # already closed (a spool replayed twice)
+        row = found or self.arrive(event.key, event.parsed, event.at)
+        self._update(row.id, fail_safe_columns(event.response, body, event.at, row.started))
+
+    def _update(self, row_id: int, columns: dict[str, object]) -> None:
+        assignments = ", ".join(f"{name} = ?" for name in columns)
+        params = storable((*columns.values(), row_id))
+        self.conn.execute(f"UPDATE asks SET {assignments} WHERE id = ?", params)
+
+    # -- the ledger -----------------------------------------------------------------------------
+
+    def record_verdicts(
+        self, verdicts: Sequence[VerdictRecord], take_arrival: Callable[[AskKey], ServeEvent | None],
+        now: float,
+    ) -> None:
+        """A batch's verdicts. One whose arrival is still queued (`take_arrival`: a burst) is written with
+        it as one new row, all of those in one `executemany`; any other updates the open row of its
+        request file, or the row of a verdict never written (decided again after a failed write), or a
+        row made for it. The person's time counts from when the ask was shown; a rule's from its arrival."""
+        found = self.open_rows(verdict.key for verdict in verdicts)
+        fresh: list[dict[str, object]] = []
+        for verdict in verdicts:
+            arrival = take_arrival(verdict.key)
+            row = found.get(verdict.key)
+            if row is None and arrival is not None:
+                assert arrival.parsed is not None
+                values = arrival_values(verdict.key, arrival.parsed, arrival.at, arrival.raw)
+                values.update(verdict_columns(verdict, now, arrival.at))
+                fresh.append(values)
+                continue
+            row = row or self.unwritten_row(verdict.key) or self.arrive(verdict.key, verdict.parsed, now)
+            self._update(row.id, verdict_columns(verdict, now, row.started))
+        self.insert_many(fresh)
+
+    def mark_written(self, marks: Sequence[WrittenMark], now: float) -> None:
+        """The responses were linked (or found already there): for their children the asks have ended
+        (a `contested` row never says its answer was delivered). Each mark lands in the newest row with
+        a response for its request id; a batch of plain marks (linked, no why: a burst's) is one
+        statement per session and `CHUNK` ids (a statement per row cost twice the row's update)."""
+        if all(m.written and m.why is None for m in marks):
+            sessions: dict[str, dict[str, None]] = {}
+            for mark in marks:
+                sessions.setdefault(mark.key.session_id, {})[mark.request_id] = None
+            for session_id, unique in sessions.items():
+                listed = list(unique)
+                for start in range(0, len(listed), CHUNK):
+                    chunk = listed[start : start + CHUNK]
+                    self.conn.execute(
+                        "UPDATE asks SET written = CASE outcome WHEN 'contested' THEN 0 ELSE 1 END, "
+                        "ended_at = COALESCE(ended_at, ?) WHERE id IN (SELECT MAX(id) FROM asks "
+                        f"WHERE served_session = ? AND request_id IN ({', '.join('?' for _ in chunk)}) "
+                        "AND response IS NOT NULL GROUP BY request_id)",
+                        (now, session_id, *chunk),
+                    )
+            return
+        self.conn.executemany(
+            "UPDATE asks SET written = CASE outcome WHEN 'contested' THEN 0 ELSE ? END, "
+            "reason = COALESCE(?, reason), ended_at = CASE WHEN ? THEN COALESCE(ended_at, ?) "
+            "ELSE ended_at END "
+            "WHERE id = (SELECT id FROM asks WHERE served_session = ? AND request_id = ? "
+            "AND response IS NOT NULL ORDER BY id DESC LIMIT 1)",
+            [(int(m.written), m.why, m.written or m.why is not None, now, m.key.session_id, m.request_id)
+             for m in marks],
+        )
+
+    def reconcile_open(
+        self, session_id: str, present: Collection[str], ended: float,
+        delivered: Callable[[str, bytes], bool] | None,
+    ) -> int:
+        """At start, before serving (see `HistoryStore.reconcile_open`): the open rows whose request file
+        is gone end withdrawn (a `left` one stays `left`); the rows with a verdict never noted written
+        whose request file is gone end, written when `delivered` says the response holds those bytes.
+        How many rows were closed."""
+        rows = self.conn.execute(
+            "SELECT id, request_name FROM asks WHERE served_session = ? AND verdict IS NULL "
+            "AND outcome IN (?, ?) AND ended_at IS NULL",
+            (session_id, *OPEN),
+        ).fetchall()
+        gone = [row_id for row_id, name in rows if name not in present]
+        for row_id in gone:
+            self.conn.execute(
+                "UPDATE asks SET ended_at = ?, outcome = CASE outcome WHEN 'left' THEN 'left' "
+                "ELSE 'withdrawn' END, reason = COALESCE(reason, ?) WHERE id = ?",
+                (ended, "the request file was gone when serving resumed", row_id),
+            )
+        decided = [
+            (row_id, request_id, bytes(body))
+            for row_id, name, request_id, body in self.conn.execute(
+                "SELECT id, request_name, request_id, response FROM asks WHERE served_session = ? "
+                "AND response IS NOT NULL AND written IS NULL AND ended_at IS NULL",
+                storable((session_id,)),
+            ).fetchall()
+            if name not in present
+        ]
+        for row_id, request_id, body in decided:
+            if delivered is not None and request_id is not None and delivered(request_id, body):
+                self.conn.execute("UPDATE asks SET written = 1, ended_at = ? WHERE id = ?", (ended, row_id))
+            else:
+                self.conn.execute(
+                    "UPDATE asks SET ended_at = ?, reason = COALESCE(reason, ?) WHERE id = ?",
+                    (ended, UNNOTED_GONE, row_id),
+                )
+        return len(gone) + len(decided)
+
+    # -- what the observer and the app note ------------------------------------------------------
+
+    def withdraw(self, event: ServeEvent) -> None:
+        """The request file went away unanswered (or another approver decided it: `event.reason`)."""
+        found = self.open_row(event.key)
+        if found is None:
+            if self._end_unanswered(event.key, event.at, event.reason) or event.parsed is None:
+                return
+            found = self.arrive(event.key, event.parsed, event.at)
+        # A left ask that vanishes was most likely answered elsewhere: it stays `left`.
+        # Why, when it was not the child (decided by another approver): kept on the row.
+        self.conn.execute(
+            "UPDATE asks SET ended_at = ?, outcome = CASE outcome WHEN 'left' THEN 'left' "
+            "ELSE 'withdrawn' END, reason = COALESCE(?, reason) WHERE id = ?",
+            storable((event.at, event.reason, found.id)),
+        )
+
+    def _end_unanswered(self, key: AskKey, at: float, why: str | None = None) -> bool:
+        """The child withdrew an ask whose recorded verdict was never written (or another answer won its
+        one place, `why`): its row ends `withdrawn`, with no verdict (the child received none) and the
+        recorded bytes kept (the ledger's). False when the request file has no such row."""
+        found = self.unwritten_row(key)
+        if found is not None:
+            reason = why or "decided, but the response could not be written before the child withdrew"
+            self.conn.execute(
+                "UPDATE asks SET ended_at = ?, outcome = 'withdrawn', verdict = NULL, reason = ? "
+                "WHERE id = ?",
+                storable((at, reason, found.id)),
+            )
+        return found is not None
+
+    def leave(self, key: AskKey) -> None:
+        """The ask was left to another server (its open row says `left`)."""
+        found = self.open_row(key)
+        if found is not None:
+            self.conn.execute("UPDATE asks SET outcome = 'left' WHERE id = ?", (found.id,))
+
+    def answer_failed(self, key: AskKey, reason: str | None) -> None:
+        """Its answer could not be written (yet): the open row says why."""
+        found = self.open_row(key)
+        if found is not None:
+            self.conn.execute("UPDATE asks SET reason = ? WHERE id = ?", storable((reason, found.id)))
+
+    def shown(self, key: AskKey, at: float) -> None:
+        """Shown to the person (the first time counts)."""
+        found = self.open_row(key)
+        if found is not None:
+            self.conn.execute("UPDATE asks SET shown_at = COALESCE(shown_at, ?) WHERE id = ?", (at, found.id))
+
+    def in_batch(self, key: AskKey, raw: bytes, size: int) -> None:
+        """The person decided these very bytes as one of a batch of `size`: its decider says so."""
+        self.conn.execute(
+            "UPDATE asks SET decider = COALESCE(decider, 'person') || ? WHERE id = "
+            "(SELECT id FROM asks WHERE served_session = ? AND request_name = ? AND raw = ? "
+            "AND verdict IS NOT NULL ORDER BY id DESC LIMIT 1) "
+            "AND COALESCE(decider, '') NOT LIKE '%batch of%'",
+            storable((f", in a batch of {size}", key.session_id, key.name, raw)),
+        )
+
+    def not_serving(self, event: ServeEvent) -> None:
+        """A session row (no request name): the session stopped being served, and why."""
+        row = self.arrive(AskKey(event.key.session_id, ""), None, event.at)
+        self.conn.execute(
+            "UPDATE asks SET outcome = 'not-serving', reason = ?, ended_at = ? WHERE id = ?",
+            storable((event.reason, event.at, row.id)),
+        )
+
+    def contest(self, event: ServeEvent) -> None:
+        """Another server answered this request too: its row (the verdict recorded, or the ask still
+        open) never says this node's answer was delivered; the verdict recorded is kept."""
+        self.conn.execute(
+            "UPDATE asks SET outcome = 'contested', written = 0, reason = ?, "
+            "ended_at = COALESCE(ended_at, ?) WHERE id = (SELECT id FROM asks WHERE served_session = ? "
+            "AND request_name = ? AND (response IS NOT NULL OR ended_at IS NULL) "
+            "ORDER BY id DESC LIMIT 1)",
+            storable((event.reason, event.at, event.key.session_id, event.key.name)),
+        )
+
+    def quarantine(self, event: ServeEvent, parsed: ParsedRequest | None) -> None:
+        """A row of its own for a request file quarantined (or forged), ended with the reason."""
+        row = self.arrive(event.key, parsed, event.at, event.raw)
+        self.conn.execute(
+            "UPDATE asks SET outcome = ?, reason = ?, ended_at = ? WHERE id = ?",
+            storable((event.kind, event.reason, event.at, row.id)),
+        )
+
+    # -- retention ------------------------------------------------------------------------------
+
+    def prune(self, cutoff: float | None, max_rows: int | None, *, dry: bool = False) -> int:
+        """Delete (`dry`: count) the rows older than `cutoff` and those beyond the newest `max_rows`;
+        a verdict not yet known written is never pruned (one that ended unwritten, its child gone, is)."""
+        keep = "NOT (response IS NOT NULL AND written IS NULL AND ended_at IS NULL)"
+        verb = "SELECT COUNT(*) FROM asks" if dry else "DELETE FROM asks"
+
+        def run(sql: str, params: tuple[object, ...]) -> int:
+            cursor = self.conn.execute(f"{verb} WHERE {sql} AND {keep}", params)
+            return int(cursor.fetchone()[0]) if dry else cursor.rowcount
+
+        removed = 0
+        if cutoff is not None:
+            removed += run("arrived_at < ?", (cutoff,))
+        if max_rows is not None:
+            newest = "id IN (SELECT id FROM asks ORDER BY arrived_at DESC, id DESC LIMIT -1 OFFSET ?)"
+            if dry and cutoff is not None:
+                newest += " AND arrived_at >= ?"  # not counted twice
+                removed += run(newest, (max_rows, cutoff))
+            else:
+                removed += run(newest, (max_rows,))
+        return removed
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def recorded_verdicts(self, session_id: str, request_ids: Collection[str]) -> dict[str, VerdictRow]:
+        """The verdicts recorded for these requests, by id (ids are unique per ask; the newest wins)."""
+        found: dict[str, VerdictRow] = {}
+        ids = list(dict.fromkeys(request_ids))
+        for start in range(0, len(ids), CHUNK):
+            chunk = ids[start : start + CHUNK]
+            marks = ", ".join("?" for _ in chunk)
+            for request_id, body, written, outcome, ended in self.conn.execute(
+                "SELECT request_id, response, written, outcome, ended_at IS NOT NULL FROM asks "
+                f"WHERE served_session = ? AND request_id IN ({marks}) AND response IS NOT NULL ORDER BY id",
+                (session_id, *chunk),
+            ):
+                found[request_id] = VerdictRow(body, bool(written), outcome, bool(ended))
+        return found
+
+    def ids(self, clause: str, params: Sequence[object], limit: int | None) -> list[int]:
+        """The ids of the rows matching a filter's `clause` (`HistoryFilter.where`), newest first."""
+        sql = f"SELECT id FROM asks{clause} ORDER BY arrived_at DESC, id DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params = [*params, limit]
+        return [r[0] for r in self.conn.execute(sql, params)]
+
+    def rows(self, ids: Sequence[int]) -> dict[int, HistoryRow]:
+        """The rows with these ids, by id."""
+        marks = ", ".join("?" for _ in ids)
+        found = self.conn.execute(f"{SELECT_ROWS} WHERE id IN ({marks})", tuple(ids))
+        return {r[0]: HistoryRow(*r) for r in found}
+
+    def summary_groups(
+        self, clause: str, params: Sequence[object]
+    ) -> list[tuple[str | None, int, int, int, int, int]]:
+        """Per agent of the matching rows: rows, decided, approved, withdrawn, decided by the person
+        (with a time)."""
+        return self.conn.execute(
+            "SELECT agent, COUNT(*), COUNT(verdict), "
+            "COUNT(CASE WHEN verdict IN ('approved', 'approved_for_session') THEN 1 END), "
+            "COUNT(CASE WHEN outcome = 'withdrawn' THEN 1 END), "
+            "COUNT(CASE WHEN outcome IN ('user', 'user_grant') AND decide_ms IS NOT NULL THEN 1 END) "
+            f"FROM asks{clause} GROUP BY agent",
+            params,
+        ).fetchall()
+
+    def person_ms_at(self, clause: str, params: Sequence[object], offset: int) -> float:
+        """The `offset`-th smallest time the person took among the matching rows (the median's)."""
+        joiner = " AND " if clause else " WHERE "
+        found: float = self.conn.execute(
+            f"SELECT decide_ms FROM asks{clause}{joiner}outcome IN ('user', 'user_grant') "
+            "AND decide_ms IS NOT NULL ORDER BY decide_ms LIMIT 1 OFFSET ?",
+            [*params, offset],
+        ).fetchone()[0]
+        return found
+
+    def distinct(self, column: str) -> list[str]:
+        """Values seen in one column (the caller names only filterable columns)."""
+        sql = f"SELECT DISTINCT {column} FROM asks WHERE {column} IS NOT NULL ORDER BY 1"
+        return [r[0] for r in self.conn.execute(sql)]

@@ -1,0 +1,143 @@
+"""The per-ask shortcuts of the history's write path keep what it writes: the queue hands a batch its
+own arrivals (in the order observed, the rest left queued in order), a decider described once per
+source is the one described afresh, and the shared JSON encoder writes `json.dumps`'s text."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from core.history import HistoryStore
+from core.history.rows import _describe, decision_columns, dumps
+from core.history.transactions import Queued
+from core.seams import Seams
+from core.serving.verdicts import VerdictRecord, WrittenMark
+from core.testing import ManualClock
+from core.vocabulary.asks import AskKey
+from core.vocabulary.events import ServeEvent
+from core.wire.decisions import ForwardedDecision, RuleDecision, UnavailableDecision, UserDecision
+from core.wire.reader import parse_request
+from core.wire.response import approve, encode_response
+
+S = "019ff969-c34c-70be-9034-fae19c852932"
+
+
+def arrival(name: str, at: float) -> ServeEvent:
+    raw = json.dumps({"id": name, "createdAt": 1, "requesterSessionId": "child", "targetSessionId": S,
+                      "requesterAgentName": "Explore", "message": f"run {name}", "surface": "bash",
+                      "value": name}).encode()
+    parsed = parse_request(raw)
+    return ServeEvent("arrived", AskKey(S, f"{name}.json"), at, parsed=parsed, raw=raw)
+
+
+def answered(name: str, at: float) -> ServeEvent:
+    return ServeEvent("answered", AskKey(S, f"{name}.json"), at, reason="refused")
+
+
+def test_a_batch_takes_its_own_arrivals_and_leaves_the_rest_in_order() -> None:
+    a, b, c, a_again, d = (arrival(n, t) for n, t in (("a", 1), ("b", 2), ("c", 3), ("a", 4), ("d", 5)))
+    refused = answered("c", 3.5)
+    queue = Queued([a, b, c, refused, a_again, d])
+    assert queue.take_arrivals({c.key, a.key, AskKey(S, "never.json")}) == [a, c, a_again]
+    assert list(queue) == [b, refused, d]  # an answer is never claimed, even for a claimed key
+    queue.append(arrival("e", 6))
+    assert [event.key.name for event in queue.take(lambda event: event.at < 5)] == ["b.json", "c.json"]
+    assert [event.key.name for event in queue] == ["d.json", "e.json"]
+    assert queue.take_arrivals({d.key}) == [d]
+    assert len(queue) == 1
+
+
+def stored(path: Path) -> list[tuple[object, ...]]:
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        return conn.execute("SELECT id, request_name, outcome, verdict FROM asks ORDER BY id").fetchall()
+
+
+@pytest.mark.asyncio
+async def test_batches_taken_from_the_middle_of_a_deep_queue_write_the_rest_in_order(tmp_path: Path) -> None:
+    """A burst: many arrivals queued, batches decided out of order; each verdict is one row with its
+    arrival, and the arrivals left (asks at a person) are written in the order observed."""
+    clock = ManualClock(wall=10.0)
+    path = tmp_path / "history.sqlite3"
+    store = HistoryStore(path, seams=Seams(clock=clock))
+    events = [arrival(f"r{i}", 10.0 + i / 100) for i in range(40)]
+    for event in events:
+        store.observe(event)
+    response = approve(responder=S, at_ms=0, decided_by=RuleDecision(surface="bash", pattern="*", origin="g"))
+    body = encode_response(response)
+    for batch in (events[30:35], events[5:10], events[20:22]):
+        verdicts = []
+        for event in batch:
+            store.expect(event.key)
+            assert event.parsed is not None
+            verdicts.append(VerdictRecord(event.key, event.parsed, response, body, "rule"))
+        store.record_verdicts(verdicts)
+    decided = [f"r{i}.json" for i in (*range(30, 35), *range(5, 10), 20, 21)]
+    assert [name for _, name, _, _ in stored(path)] == decided
+    store.write_arrivals()
+    rows = stored(path)
+    assert [name for _, name, _, _ in rows[len(decided):]] == [
+        e.key.name for e in events if e.key.name not in decided]
+    assert {(o, v) for _, name, o, v in rows if name in decided} == {("rule", "approved")}
+    assert {outcome for _, name, outcome, _ in rows if name not in decided} == {"pending"}
+    store.close()
+
+
+@pytest.mark.parametrize("outcome", ["rule", "user", "fail-safe", "courier"])
+def test_a_source_is_described_as_afresh(outcome: str) -> None:
+    rule = RuleDecision(surface="bash", pattern="git *", origin="session")
+    sources = [
+        rule, RuleDecision(surface="bash", pattern="git *", origin="session"),
+        UserDecision(via="dialog"), UnavailableDecision(reason="no one to ask"),
+        ForwardedDecision(responder_session_id="up", decision=rule), None,
+    ]
+    for source in sources:
+        for carried_to in (None, "nats://a", "nats://b"):
+            assert decision_columns(source, outcome, carried_to) == _describe(source, outcome, carried_to)
+    forwarded = ForwardedDecision(responder_session_id="up", decision=rule)
+    assert decision_columns(forwarded, "courier", "nats://a")[1] != decision_columns(forwarded, "courier", "nats://b")[1]
+
+
+@pytest.mark.parametrize("value", [
+    {"a": "ü\u2028\x00\"\\", "n": [1, 2.5, 1e16, -0.0, None, True], "nested": {"k": ()}},
+    {"surrogate": "x\udc80y", "emoji": "😀"},
+    ["plain", 3],
+])
+def test_dumps_writes_what_json_dumps_writes(value: object) -> None:
+    assert dumps(value) == json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def test_a_burst_of_plain_marks_notes_what_one_mark_at_a_time_notes(tmp_path: Path) -> None:
+    """Plain marks (linked, no why) are noted in one statement: the same rows as the statement per mark
+    (the newest row with a response per request id; a contested row never says written)."""
+    results = []
+    for per_mark in (False, True):
+        clock = ManualClock(wall=10.0)
+        path = tmp_path / f"{per_mark}.sqlite3"
+        store = HistoryStore(path, seams=Seams(clock=clock))
+        response = approve(responder=S, at_ms=0, decided_by=UserDecision(via="dialog"))
+        body = encode_response(response)
+        events = [arrival(f"m{i}", 10.0) for i in range(6)]
+        verdicts = []
+        for event in events:
+            store.observe(event)
+            assert event.parsed is not None
+            verdicts.append(VerdictRecord(event.key, event.parsed, response, body, "user"))
+        store.record_verdicts(verdicts)
+        store.record_verdicts(verdicts[:1])  # decided again (its write failed): the same row
+        store.observe(ServeEvent("contested", events[1].key, 10.5, reason="another server answered"))
+        clock.advance(1)
+        marks = [WrittenMark(v.key, v.request_id, True) for v in (*verdicts[:4], verdicts[0])]
+        if per_mark:  # a mark with a why takes the statement per mark for the whole batch
+            marks.append(WrittenMark(AskKey(S, "gone.json"), "gone", False, "never answered"))
+        store.mark_written(marks)
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            sql = "SELECT id, request_name, outcome, written, ended_at, reason FROM asks ORDER BY id"
+            results.append(conn.execute(sql).fetchall())
+        store.close()
+    assert results[0] == results[1]
+    noted = {(name, written) for _, name, _, written, _, _ in results[0]}
+    assert ("m1.json", 0) in noted and ("m2.json", 1) in noted and ("m5.json", None) in noted
