@@ -3,8 +3,10 @@ decisions bucket (`core/courier/broker.py` holds the layout).
 
 Publishing is idempotent (the parcel id is the JetStream message id, and the decision key is derived
 from it), so a courier restarted after a kill carries the same parcel again and reads the same
-verdict. Every wait is bounded: the child's deadline, and `unreachable_after_s` without the broker
-(waits on the injected clock; nats-py's own requests bounded by `request_timeout_s`).
+verdict. Every wait is bounded: the child's deadline, and `unreachable_after_s` without the broker,
+counted from its first failure after it last answered (a courier itself stopped a while never counts
+its own pause as the broker's; waits on the injected clock; nats-py's own requests bounded by
+`request_timeout_s`).
 
 A courier that gives up withdraws the parcel in the same step: the withdrawal is a `create` on the
 parcel's decision key, so the withdrawal or a verdict wins, never both; a verdict that won is relayed
@@ -127,7 +129,9 @@ class NatsCourier:
         deadline = self.clock.monotonic() + max(0.0, (parcel.deadline_ms - wall_ms(self.clock)) / 1000)
         landed = asyncio.Event()
         published = False
-        ok_since = self.clock.monotonic()
+        #: When the broker first failed since it last answered: a courier that was itself stopped
+        #: (SIGSTOP, asleep) counts only from its first failure after it runs again, never its own pause.
+        failing_since: float | None = None
         sub = None
 
         async def on_write(msg: Msg) -> None:
@@ -151,12 +155,14 @@ class NatsCourier:
                     landed.clear()
                     # the key's first value is its decision: a delete or later value never reopens it
                     decision = await read_own_first_decision(link, key, self.request_timeout_s)
-                    ok_since = self.clock.monotonic()
+                    failing_since = None
                     self.health.saw_connected()
                 except BROKER_DOWN as exc:
                     self.health.saw_failure(exc, self.access.user if self.access is not None else None)
-                    if self.clock.monotonic() - ok_since >= self.unreachable_after_s:
-                        raise self._out_of_reach(ok_since, exc) from exc
+                    failed_at = self.clock.monotonic()
+                    failing_since = failed_at if failing_since is None else failing_since
+                    if failed_at - failing_since >= self.unreachable_after_s:
+                        raise self._out_of_reach(failing_since, exc) from exc
                     await self.clock.wait(asyncio.Event(), min(self.retry_s, deadline - now))
                     continue
                 if decision is not None:
