@@ -221,7 +221,7 @@ class BrokerInbox:
                 if link.nc.stats["reconnects"] != reconnects or due:
                     now_at = link.nc.stats["reconnects"]
                     # counted done only once it worked (JetStream may lag)
-                    await self._resync(self._door_of(link))
+                    await self._resync(self._door_of(link), reconnected=now_at != reconnects)
                     reconnects, resync_at = now_at, self.clock.monotonic() + SAFETY_RESYNC_S
                 self._expire()
                 try:
@@ -245,8 +245,11 @@ class BrokerInbox:
                 log.error("broker %s: serving failed; retrying", self.url, exc_info=True)
                 await self.clock.wait(self._closing, self.retry_s)
 
-    async def _resync(self, door: BrokerDoor) -> None:
-        """After a reconnect: decisions written while this node was away are read from the bucket."""
+    async def _resync(self, door: BrokerDoor, reconnected: bool = False) -> None:
+        """After a reconnect: decisions written while this node was away are read from the bucket, and
+        the late notes couriers wrote meanwhile (their live notices were lost with the connection)."""
+        if reconnected:
+            await self._late_while_down(door)
         held = list(self._held.values())
         for start in range(0, len(held), self.batch):  # side by side, a batch at a time
             chunk = held[start : start + self.batch]
@@ -299,23 +302,37 @@ class BrokerInbox:
         await self.approver.note_rows([WrittenMark(row[0], row[1], False, why=f"{what} ({says})")])
 
     async def _late_while_down(self, door: BrokerDoor) -> None:
-        """Late notes written while this node was down: for each key whose first value is this node's
-        own signed verdict, the row the note names is read as `_late` reads one (the note's row is its
-        writer's claim: believed only when the row's recorded verdict is exactly that verdict)."""
+        """Late notes written while this node was down or away (at start, and after each reconnect:
+        the live notice of a note is heard only while connected). A key this node's verdict won in
+        this run is read as `_late` reads one. For another, the row the note names is its writer's
+        claim: believed only when the key's first value is this node's own signed verdict and the
+        row's recorded verdict is exactly it, still noted delivered (a row lowered already is skipped
+        before the key is read)."""
+        notes = await read_late_notes(door.link, self.request_timeout_s)
+        named: dict[str, list[tuple[str, str]]] = {}  # label → (key, request id) of rows not in memory
+        for key, note in notes:
+            if key in self._won:
+                await self._late(door, key)
+                continue
+            row = late_row_of(note.body, key)
+            if row is not None and self.ledger is not None:
+                named.setdefault(row[0], []).append((key, row[1]))
         if self.ledger is None:
             return
         ledger, mine = self.ledger, {self.node_key.public: self.node}
-        for key, note in await read_late_notes(door.link, self.request_timeout_s):
-            row = late_row_of(note.body, key)
-            first = await door.read(key) if row is not None else None
-            if (row is None or first is None or first.kind != "verdict"
-                    or first.why_not(mine, key, first.parcel_id, first.parcel_digest) is not None):
-                continue
-            label, request_id = row
-            found = (await asyncio.to_thread(ledger.recorded_verdicts, label, [request_id])).get(request_id)
-            if found is not None and found.written and found.body == first.body.encode("utf-8"):
-                self._won[key] = (AskKey(label, first.parcel_id), request_id, first.parcel_digest)
-                await self._late(door, key)
+        for label, rows in named.items():
+            found = await asyncio.to_thread(ledger.recorded_verdicts, label, [r for _, r in rows])
+            for key, request_id in rows:
+                verdict = found.get(request_id)
+                if verdict is None or not verdict.written:
+                    continue
+                first = await door.read(key)
+                if (first is None or first.kind != "verdict"
+                        or first.why_not(mine, key, first.parcel_id, first.parcel_digest) is not None):
+                    continue
+                if verdict.body == first.body.encode("utf-8"):
+                    self._won[key] = (AskKey(label, first.parcel_id), request_id, first.parcel_digest)
+                    await self._late(door, key)
 
     async def _recheck(self, door: BrokerDoor, held: ParcelDoor) -> None:
         """Read the key until the bucket answers (right after a broker restart JetStream may not yet)."""

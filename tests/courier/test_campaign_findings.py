@@ -34,12 +34,14 @@ from pathlib import Path
 
 import nats
 import pytest
+from nacl.signing import SigningKey
 
 from core.clock import SYSTEM_CLOCK
 from core.courier.arbiter import CourierArbiter
 from core.courier.broker import DECISION_BUCKET, NOT_DELIVERED
 from core.courier.broker_inbox import BrokerInbox
 from core.courier.nats_courier import NatsCourier
+from core.courier.signing import NodeKey
 from core.history import HistoryStore
 from core.serving.judgment import NoRecordedAuthority
 from core.testing import ManualClock, ScriptedArbiter
@@ -130,15 +132,12 @@ async def late_noted(server: NatsServer) -> bool:
         await nc.close()
 
 
-def approver_on(url: str, history: HistoryStore, person: ScriptedArbiter) -> BrokerInbox:
+def approver_on(url: str, history: HistoryStore, person: ScriptedArbiter, key: NodeKey) -> BrokerInbox:
+    """Node `node-b` with its key (a restarted node keeps its own: `<state>/node.nk`)."""
     return BrokerInbox(url, node="node-b", judge=NoRecordedAuthority(), arbiter=person, request_timeout_s=0.5,
-                       retry_s=0.1, ledger=history, observe=history.observe)
+                       retry_s=0.1, ledger=history, observe=history.observe, node_key=key)
 
 
-@pytest.mark.xfail(strict=True, reason="campaign finding (issues 32/33): an approver away when the courier "
-                   "writes its late note never reads it (only the live notice is heard, with the won keys "
-                   "in memory); fix in core/courier/broker_inbox.py: read the .late key of each won key "
-                   "after a reconnect (`_resync`) and at start for rows noted delivered")
 @pytest.mark.parametrize("away", ["disconnected", "restarted"])
 @pytest.mark.timeout(120)
 async def test_a_late_note_written_while_the_approver_was_away_still_lowers_its_row(
@@ -148,7 +147,8 @@ async def test_a_late_note_written_while_the_approver_was_away_still_lowers_its_
     person = ScriptedArbiter("person", lambda ask: None)
     approver_wire = Relay(nats_server.port)
     approver_url = await approver_wire.start()
-    approver = approver_on(approver_url, history, person)
+    node_key = NodeKey("node-b", SigningKey.generate())
+    approver = approver_on(approver_url, history, person, node_key)
     await approver.start()
     courier_wire = Relay(nats_server.port)
     courier = NatsCourier(await courier_wire.start(), node="courier-a", unreachable_after_s=1.0,
@@ -173,7 +173,7 @@ async def test_a_late_note_written_while_the_approver_was_away_still_lowers_its_
             approver_wire.restore()
         else:
             person = ScriptedArbiter("person", lambda ask: None)
-            approver = approver_on(approver_url, history, person)
+            approver = approver_on(approver_url, history, person, node_key)  # its key kept, as serve's
             await approver.start()
 
         # The approver is back and serving: a second ask reaches its person and is decided.
@@ -232,7 +232,7 @@ async def test_a_verdict_for_a_child_that_gave_up_while_its_courier_was_down_is_
 ) -> None:
     history = HistoryStore.in_state_dir(tmp_path / "approver")
     person = ScriptedArbiter("person", lambda ask: None)
-    approver = approver_on(nats_server.url, history, person)
+    approver = approver_on(nats_server.url, history, person, NodeKey("node-b", SigningKey.generate()))
     await approver.start()
     courier = courier_process(tmp_path, nats_server.url)
     requests = tmp_path / "root" / "sessions" / "courier-c" / "requests"
