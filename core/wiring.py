@@ -18,6 +18,7 @@ from core.courier.arbiter import CourierArbiter, Fallback
 from core.courier.broker_access import BrokerAccess, node_key_of
 from core.courier.broker_health import BrokerHealth
 from core.courier.broker_inbox import BrokerInbox
+from core.courier.carried import CarriedAsks
 from core.courier.parcel_ids import ParcelIds
 from core.courier.signing import NodeKey, SigningRefused
 from core.courier.targets import CourierPlace, Target, TargetError, build_courier
@@ -148,7 +149,8 @@ def courier_arbiter(options: NodeOptions, fallback: Arbiter) -> CourierArbiter |
     elif fallback.name == "leave":
         otherwise = "leave"
     return CourierArbiter(courier, otherwise, options.seams.clock, host=options.host,
-                          node=options.node_name, ids=ParcelIds(options.state_dir / "parcels"))
+                          node=options.node_name, ids=ParcelIds(options.state_dir / "parcels"),
+                          carried=CarriedAsks(options.state_dir / "carried", options.forwarding_root))
 
 
 def build_attended_node(options: NodeOptions, history: HistoryStore | None) -> AttendedNode:

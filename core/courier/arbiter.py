@@ -13,6 +13,10 @@ A parcel's id is random, minted by this node and kept by the ask's identity (ses
 request id, `createdAt`, its bytes: `core/courier/parcel_ids.py`), so no child can compute it, and a
 courier restarted after a kill carries the same file under the same id and reads the verdict given
 already. The target's answer is removed only once this node's answer is written.
+
+An ask carried and not yet answered is kept in the state dir (`core/courier/carried.py`): a courier
+killed while its child waited, whose child gave up before the restart, withdraws the parcel at its
+next start (`resume`), and a verdict that won meanwhile is noted there as not delivered.
 """
 
 from __future__ import annotations
@@ -24,7 +28,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from core.clock import Clock, wall_ms
+from core.courier.carried import CarriedAsks, carried_of
 from core.courier.parcel_ids import Minted, ParcelIds, ask_identity
+from core.courier.signing import parcel_digest
 from core.courier.transport import Courier, Hop, Parcel, Relayed, Unreachable
 from core.text import log_safe
 from core.vocabulary.asks import LEAVE, Answered, Arbiter, ArbiterDecision, Ask, AskKey, Decision
@@ -55,11 +61,15 @@ class CourierArbiter:
     name = "courier"
 
     def __init__(self, courier: Courier, fallback: Fallback, clock: Clock, *, host: str, node: str,
-                 ids: ParcelIds | None = None) -> None:
+                 ids: ParcelIds | None = None, carried: CarriedAsks | None = None) -> None:
         self.courier, self.fallback, self.clock = courier, fallback, clock
         self.host, self.node = host, node
         #: Parcel ids minted and kept (in the state dir, so a restarted courier asks once).
         self.ids = ids if ids is not None else ParcelIds()
+        #: Asks carried and not yet answered, kept in the state dir (for `resume` after a kill).
+        self.carried = carried if carried is not None else CarriedAsks()
+        #: Parcel ids this run minted or read back: never an earlier run's to withdraw at start.
+        self._this_run: set[str] = set()
         self._carrying: dict[AskKey, _Carry] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -86,9 +96,31 @@ class CourierArbiter:
             self._spawn(self._withdraw(carry.parcel_id, reason or "the child withdrew its ask"))
 
     async def run_until(self, stop: asyncio.Event) -> None:
-        """Beside serving (`ServingCore.add_background`): closed when serving stops."""
+        """Beside serving (`ServingCore.add_background`): an earlier run's asks resumed, then closed
+        when serving stops."""
+        await self.resume()
         await stop.wait()
         await self.close()
+
+    async def resume(self) -> None:
+        """The asks an earlier run carried and never answered, whose request is gone (the child gave up
+        while no courier ran, reading nothing from this node): withdrawn at the target, a verdict that
+        won there noted as not delivered (`Courier.abandon`). One whose request is still there is
+        served again (the same parcel id, the same verdict)."""
+        for carried in await asyncio.to_thread(self.carried.kept):
+            if carried.parcel_id in self._this_run:
+                continue
+            if await asyncio.to_thread(self.carried.request_present, carried):
+                continue
+            if carried.parcel_id in self._this_run:  # served by this run meanwhile
+                continue
+            try:
+                await self.courier.abandon(carried, "its child gave up while this courier was down")
+            except Exception:  # the next start tries again
+                log.error("%s: withdrawing an earlier run's parcel %s at %s failed", log_safe(carried.name),
+                          carried.parcel_id, log_safe(self.courier.target), exc_info=True)
+                continue
+            await asyncio.to_thread(self.carried.done, carried.parcel_id)
 
     async def close(self) -> None:
         """Stop carrying (parcels in flight stay where they are) and release the transport."""
@@ -100,6 +132,7 @@ class CourierArbiter:
     async def _withdraw(self, parcel_id: str, reason: str) -> None:
         """Withdrawn where no one waits for a relay (the child withdrew, or was answered already)."""
         await self.courier.withdraw(parcel_id, reason)
+        await asyncio.to_thread(self.carried.done, parcel_id)
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.ensure_future(work)
@@ -113,6 +146,7 @@ class CourierArbiter:
         try:
             minted = await asyncio.to_thread(self.ids.mint, parcel_id_of(ask))
             parcel_id = minted.parcel_id
+            self._this_run.add(parcel_id)
             carry = self._carrying.get(ask.key)
             if carry is not None and carry.future is future:
                 carry.parcel_id = parcel_id
@@ -126,6 +160,8 @@ class CourierArbiter:
             decision = await self._gave_up(ask, parcel_id, f"carrying to {target} failed: {exc}")
         if not (isinstance(decision, Decision) and decision.outcome == "courier"):
             self._forget(ask.key, parcel_id)  # the fallback's: nothing is left at the target
+        if parcel_id:  # answered: nothing is left for a restart to withdraw
+            self._spawn(asyncio.to_thread(self.carried.done, parcel_id))
         if not future.done():
             future.set_result(decision)
 
@@ -158,6 +194,12 @@ class CourierArbiter:
         if wall_ms(self.clock) >= deadline:
             return await self._fallback(ask, "the child's deadline is too near to carry it")
         parcel = Parcel(parcel_id, ask.parsed.raw, hops, deadline, fresh=minted.fresh)
+        kept = carried_of(parcel_id, ask.key, self.host, ask.request.id, parcel_digest(ask.parsed.raw))
+        try:
+            await asyncio.to_thread(self.carried.keep, kept)
+        except OSError as exc:  # carried all the same: only a restart's withdrawal depends on it
+            log.warning("%s: could not keep parcel %s for a restart: %s", log_safe(ask.key.name), parcel_id,
+                        exc)
         relayed = await self.courier.carry(parcel)
         return self._relayed(ask, parcel_id, relayed)
 

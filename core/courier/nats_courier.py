@@ -49,7 +49,7 @@ from core.courier.broker_access import BrokerAccess
 from core.courier.broker_health import BrokerHealth
 from core.courier.broker_history import late_body, read_own_first_decision
 from core.courier.signing import NodeKey, parcel_digest
-from core.courier.transport import Parcel, Relayed, Unreachable, decider_words
+from core.courier.transport import Carried, Parcel, Relayed, Unreachable, decider_words
 from core.wire.base import strict_json_loads
 from core.wire.response import parse_response
 
@@ -219,11 +219,7 @@ class NatsCourier:
             won = await asyncio.wait_for(self._withdraw(key, parcel_id, digest, reason),
                                          self.request_timeout_s)
         except BROKER_DOWN as exc:
-            log.warning("%s: could not withdraw %s yet (%s): written once the broker answers",
-                        self.target, parcel_id, exc)
-            task = asyncio.ensure_future(self._owe(key, parcel_id, digest, reason))
-            self._owed.add(task)
-            task.add_done_callback(self._owed.discard)
+            self._owe_later(key, parcel_id, digest, reason, exc)
             return None
         if won is None or won.kind == "withdrawn":
             self._rows.pop(parcel_id, None)
@@ -236,6 +232,35 @@ class NatsCourier:
             return None
         finally:
             self._rows.pop(parcel_id, None)
+
+    async def abandon(self, carried: Carried, reason: str) -> None:
+        """Withdrawn as `withdraw` does, for a parcel an earlier run carried (its child read nothing
+        from this node): a verdict that won the key, trusted or not, is noted beside it as not
+        delivered, so its approver's row says so."""
+        key = decision_key(token(carried.host), carried.parcel_id)
+        parcel_id, digest = carried.parcel_id, carried.digest
+        self._rows[parcel_id] = (carried.host, carried.session_id, carried.request_id)
+        try:
+            won = await asyncio.wait_for(self._withdraw(key, parcel_id, digest, reason),
+                                         self.request_timeout_s)
+        except BROKER_DOWN as exc:
+            self._owe_later(key, parcel_id, digest, reason, exc)
+            return
+        if won is None or won.kind == "withdrawn":
+            log.info("%s: %s withdrawn (%s)", self.target, parcel_id, reason)
+            self._rows.pop(parcel_id, None)
+            return
+        log.warning("%s: %s was %s while this courier was down, and its child gave up: not delivered",
+                    self.target, parcel_id, won.words)
+        await self._note_late(key, parcel_id, digest, f"{NOT_DELIVERED} ({reason})")
+        self._rows.pop(parcel_id, None)
+
+    def _owe_later(self, key: str, parcel_id: str, digest: str, reason: str, exc: BaseException) -> None:
+        log.warning("%s: could not withdraw %s yet (%s): written once the broker answers",
+                    self.target, parcel_id, exc)
+        task = asyncio.ensure_future(self._owe(key, parcel_id, digest, reason))
+        self._owed.add(task)
+        task.add_done_callback(self._owed.discard)
 
     async def _withdraw(self, key: str, parcel_id: str, digest: str, reason: str) -> BrokerDecision | None:
         """The withdrawal, signed by this courier, create-only; the decision that won instead, if any: the

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.clock import SYSTEM_CLOCK, Clock, wall_ms
-from core.courier.transport import Parcel, Relayed, Unreachable, decider_words
+from core.courier.transport import Carried, Parcel, Relayed, Unreachable, decider_words
 from core.disk.paths import encode_session_id, is_safe_request_id
 from core.forwarding.liveness import HEARTBEAT_STALE_MS, heartbeat_path, parse_heartbeat
 from core.text import log_safe
@@ -141,6 +141,10 @@ class SessionCourier:
         if is_safe_request_id(parcel_id):
             await asyncio.to_thread(self._remove, f"{parcel_id}.json")
             log.info("%s: parcel %s withdrawn (%s)", log_safe(self.target), parcel_id, log_safe(reason))
+
+    async def abandon(self, carried: Carried, reason: str) -> None:
+        """The request is removed from the target's inbox (an answer there is nobody's to read)."""
+        await self.withdraw(carried.parcel_id, reason)
 
     async def close(self) -> None:
         """Nothing is held between carries."""

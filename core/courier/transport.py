@@ -56,6 +56,22 @@ class Relayed:
     claimed_by: str | None = None
 
 
+@dataclass(frozen=True)
+class Carried:
+    """An ask a courier carried and has not answered yet, as kept in its state dir
+    (`core/courier/carried.py`): enough to withdraw its parcel and name the approver's row."""
+
+    parcel_id: str
+    #: The courier's host (the parcel's origin hop) and the session the ask came from.
+    host: str
+    session_id: str
+    #: The request file's name in that session's inbox, and the child's request id.
+    name: str
+    request_id: str
+    #: `parcel_digest` of the request bytes (what a withdrawal is signed for).
+    digest: str
+
+
 class Unreachable(Exception):
     """The target could not take or answer the parcel within the transport's bounded wait; the
     message names the target and why, and is what the courier's fallback denial tells the agent."""
@@ -77,6 +93,12 @@ class Courier(Protocol):
         """The child withdrew, or the courier gave up waiting: withdraw the ask everywhere it was
         carried. A target where a verdict and a withdrawal race to one answer returns the verdict that
         won instead (a courier whose child is still unanswered relays it); None otherwise."""
+        ...
+
+    async def abandon(self, carried: Carried, reason: str) -> None:
+        """An ask an earlier run carried whose child gave up while no courier ran (its request is
+        gone): withdraw it; a verdict that won meanwhile was never delivered, and the target is told
+        so where it keeps a record of its verdict."""
         ...
 
     async def close(self) -> None:

@@ -221,11 +221,6 @@ def courier_rows(tmp_path: Path) -> list[tuple[str, str, object]]:
         conn.close()
 
 
-@pytest.mark.xfail(strict=True, reason="campaign finding (issue 32): a courier restarted after its "
-                   "child gave up closes its row and tells the broker nothing; the approver's verdict stays "
-                   "recorded as delivered. Fix on the courier's side (core/courier/arbiter.py, "
-                   "nats_courier.py, with the restart's row closing): withdraw the parcel, note a verdict "
-                   "that won as not delivered")
 @pytest.mark.timeout(180)
 async def test_a_verdict_for_a_child_that_gave_up_while_its_courier_was_down_is_recorded_not_delivered(
     nats_server: NatsServer, tmp_path: Path
