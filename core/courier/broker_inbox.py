@@ -75,6 +75,8 @@ UNREACHABLE_RETRY_S = 5.0
 #: How often the keys of the asks before the arbiter are read anyway (a write whose notice was lost
 #: while the broker restarted), as serving rescans its inboxes.
 SAFETY_RESYNC_S = 5.0
+#: How often the late notes are tried after a reconnect before the next reconnect is left to.
+LATE_TRIES = 20
 #: How many settled parcels a node remembers, to acknowledge a second delivery without a word.
 REMEMBERED = 100_000
 #: How a parcel this node's history holds as decided is settled when it comes again (issue 33).
@@ -248,8 +250,8 @@ class BrokerInbox:
     async def _resync(self, door: BrokerDoor, reconnected: bool = False) -> None:
         """After a reconnect: decisions written while this node was away are read from the bucket, and
         the late notes couriers wrote meanwhile (their live notices were lost with the connection)."""
-        if reconnected:
-            await self._late_while_down(door)
+        if reconnected:  # beside serving, as at start: a failure there is logged, never stops the asks
+            self._spawn(self._late_after_reconnect(door))
         held = list(self._held.values())
         for start in range(0, len(held), self.batch):  # side by side, a batch at a time
             chunk = held[start : start + self.batch]
@@ -333,6 +335,19 @@ class BrokerInbox:
                 if verdict.body == first.body.encode("utf-8"):
                     self._won[key] = (AskKey(label, first.parcel_id), request_id, first.parcel_digest)
                     await self._late(door, key)
+
+    async def _late_after_reconnect(self, door: BrokerDoor) -> None:
+        """`_late_while_down` after a reconnect, tried again while JetStream is not back yet (a few
+        times: the next reconnect reads them again)."""
+        for _ in range(LATE_TRIES):
+            try:
+                await self._late_while_down(door)
+                return
+            except BROKER_DOWN as exc:
+                log.info("broker %s: late notes not read yet (%s); retrying", self.url, exc)
+                if await self.clock.wait(self._closing, self.retry_s):
+                    return
+        log.warning("broker %s: the late notes written while this node was away could not be read", self.url)
 
     async def _recheck(self, door: BrokerDoor, held: ParcelDoor) -> None:
         """Read the key until the bucket answers (right after a broker restart JetStream may not yet)."""
