@@ -138,7 +138,6 @@ class BrokerInbox:
         #: The node's history, as serving's: an ask's arrival observed, this node's winning verdict
         #: recorded (once it won the key), a lost race or an expiry observed as withdrawn with why.
         self.ledger = ledger
-        self.observe = observe
         #: What each parcel's door needs of this node (`core/courier/parcel_door.py`), in one value.
         self.approver = Approver(node, self.url, clock, self.node_key, access, ledger, observe,
                                  self._spawn, self._remember, self._won_here, self._drop)
