@@ -487,8 +487,8 @@ class BrokerInbox:
             return
         recorded = await self.approver.recorded(ask_key, parsed)
         if recorded is not None:  # recorded by an earlier run, never written: written as recorded
-            won = await self.approver.publish(door, key, ask_key.name, recorded.body, (ask_key, parsed),
-                                              recorded=True, digest=digest)
+            won = await self.approver.deliver_body(door, key, ask_key.name, recorded.body, (ask_key, parsed),
+                                                   recorded=True, digest=digest)
             self._noted(ask_key.name, recorded.outcome or "recorded", won)
             await msg.ack()
             return
@@ -524,7 +524,7 @@ class BrokerInbox:
         """A denial that says why, signed for the bytes this node read (the raw message's, when it could
         not be decoded as a parcel)."""
         denial = gate_denial(BROKER_RESPONDER, self.clock, f"the parcel is unusable: {reason}")
-        won = await self.approver.answer(door, key, parcel_id, Decision(denial, "refused"), None,
+        won = await self.approver.deliver(door, key, parcel_id, Decision(denial, "refused"), None,
                                          digest=digest)
         self._noted(parcel_id, "refused", won)
 
