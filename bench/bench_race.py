@@ -62,6 +62,14 @@ def with_facts(rid: str) -> dict[str, object]:
     return request
 
 
+def with_same_facts(rid: str) -> dict[str, object]:
+    """`with_facts`, every ask the same command (the facts cache's case: one agent repeating itself)."""
+    request = with_facts(rid)
+    request["value"] = "git status"
+    request["accessIntent"]["matchValues"] = ["git status"]  # type: ignore[index]
+    return request
+
+
 @dataclass(frozen=True)
 class Server:
     """How to start one contender on a fresh root; `label` names it in the table."""
@@ -317,7 +325,8 @@ def main() -> None:
                         help="pi-authorizer contenders, comma-separated: no-history, history")
     parser.add_argument("--checkout", type=Path, action="append", default=[], metavar="DIR",
                         help="run the --ours contenders from this checkout (repeatable; default: this one)")
-    parser.add_argument("--facts", default="no,yes", help="probes: no (fail-safe), yes (rule allow)")
+    parser.add_argument("--facts", default="no,yes",
+                        help="probes: no (fail-safe), yes (rule allow), same (rule allow, one command)")
     parser.add_argument("--floor", action=argparse.BooleanOptionalAction, default=True,
                         help="race the floor server (`bench.floor_server`) in the same rounds")
     parser.add_argument("--dir", default=None, help="where the roots are made (e.g. /dev/shm: tmpfs)")
@@ -333,7 +342,8 @@ def main() -> None:
             label, history = kinds[kind]
             ours.append(Server(label + suffix, False, history=history, repo=repo.resolve()))
     every: dict[str, tuple[str, Body]] = {
-        "no": ("no facts", base_request), "yes": ("facts, rule allow", with_facts)}
+        "no": ("no facts", base_request), "yes": ("facts, rule allow", with_facts),
+        "same": ("facts, one command", with_same_facts)}
     bodies = [every[f] for f in args.facts.split(",")]
     waiter = args.waiter
 

@@ -61,6 +61,9 @@ def main() -> None:
     parser.add_argument("--dir", default=None, help="where the root is made (e.g. /dev/shm)")
     parser.add_argument("--py-spy", default="uvx py-spy", help="the py-spy command")
     parser.add_argument("--top", type=int, default=25, help="hottest frames printed")
+    parser.add_argument("--gil", action="store_true",
+                        help="only samples of the thread holding the interpreter lock (its Python CPU, "
+                             "not the waits for the lock)")
     args = parser.parse_args()
     body = with_facts if args.facts else base_request
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
@@ -70,6 +73,7 @@ def main() -> None:
             raw = Path(tmp) / "profile.txt"
             command = [*shlex.split(args.py_spy), "record", "--pid", str(pgid), "--threads", "--nonblocking",
                        "--rate", "250", "--format", "raw", "--output", str(raw)]
+            command += ["--gil"] if args.gil else []
             spy = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             time.sleep(2.0)  # py-spy attached
             result = writer.burst(args.asks)

@@ -11,11 +11,15 @@ against the config alone: when the config denies, the deny stands. This holds at
 whatever the grant-time refusal missed (its shadow check is a heuristic).
 
 A judgment is made once; the trail (which re-runs the same decisions, recording them) is built
-only when someone reads it.
+only when someone reads it. Identical facts judged again under the same composed policy (a burst of
+one command) reuse the first judgment (`MAX_RESOLVED` kept): a policy is a value, replaced
+whole when a file changes, and the judgment a pure function of it, the facts and the session rules,
+so the reuse gives exactly what judging again gives (`tests/rules/test_resolved_cache.py`).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -26,6 +30,13 @@ from core.rules.pi_reading import beyond_bmp, facts_as_pi
 from core.rules.policy import Policy
 from core.wire.decisions import decision_source_json
 from core.wire.facts import IntentFacts
+
+#: Judgments kept, over every policy (the oldest half dropped when full), and the largest facts
+#: kept (in characters): memory stays bounded whatever the children send.
+MAX_RESOLVED = 2048
+MAX_RESOLVED_CHARS = 2048
+_RESOLVED: dict[tuple[object, ...], tuple[Policy, tuple[Rule, ...], Resolution]] = {}
+_RESOLVED_LOCK = threading.Lock()
 
 NO_FACTS_REASON = (
     "version-skew floor (docs/design/contract.md § Facts and judgment): the request carries no usable "
@@ -40,7 +51,7 @@ class Resolution:
     verdict: Action
     surface: str
     outcome: Outcome | None
-    _trail: Callable[[], list[Step]] = field(repr=False, compare=False)
+    trail_of: Callable[[], list[Step]] = field(repr=False, compare=False)
 
     @property
     def rule(self) -> Rule | None:
@@ -64,13 +75,43 @@ class Resolution:
     @cached_property
     def trail(self) -> list[Step]:
         """JSON-serialisable steps explaining the verdict (computed on first use)."""
-        return self._trail()
+        return self.trail_of()
 
 
 def resolve_with_policy(
     policy: Policy, facts: IntentFacts, session_rules: Sequence[Rule] = ()
 ) -> Resolution:
-    """Resolve `facts` against a composed policy (`PolicyStore.policy(agent)`) plus `session_rules`.
+    """Resolve `facts` against a composed policy (`PolicyStore.policy(agent)`) plus `session_rules`,
+    reusing the judgment of identical facts under the very same policy and session rules."""
+    session = tuple(session_rules)
+    if _size(facts) > MAX_RESOLVED_CHARS:
+        return resolve_uncached(policy, facts, session)
+    key = (id(policy), facts, tuple(map(id, session)))
+    kept = _RESOLVED.get(key)
+    # The entry holds the policy and rules it was judged with: an id seen again is the same object.
+    if kept is not None and kept[0] is policy and all(a is b for a, b in zip(kept[1], session, strict=True)):
+        resolution = kept[2]
+        # A value of its own, whose trail is built again on first read (as if judged again).
+        return Resolution(resolution.verdict, resolution.surface, resolution.outcome, resolution.trail_of)
+    resolution = resolve_uncached(policy, facts, session)
+    with _RESOLVED_LOCK:
+        if len(_RESOLVED) >= MAX_RESOLVED:
+            for old in list(_RESOLVED)[: MAX_RESOLVED // 2]:
+                del _RESOLVED[old]
+        _RESOLVED[key] = (policy, session, resolution)
+    return resolution
+
+
+def _size(facts: IntentFacts) -> int:
+    units = facts.asking_units or ()
+    return (sum(map(len, facts.match_values)) + len(facts.match_values) + len(facts.boundary_value or "")
+            + sum(len(u.command) + 1 for u in units) + len(facts.surface))
+
+
+def resolve_uncached(
+    policy: Policy, facts: IntentFacts, session_rules: Sequence[Rule] = ()
+) -> Resolution:
+    """Resolve `facts` against a composed policy plus `session_rules`, judged afresh.
 
     When pi 20.7.3 would read the files or the facts differently (`core.rules.pi_reading`),
     both readings are judged and the more restrictive verdict is kept; on a tie pi's reading

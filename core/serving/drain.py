@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from core.disk.tree import UnsafeFolder
 from core.forwarding.inbox import FileIdentity
-from core.serving.intake import INTAKE_FILES, Intake, scan, take_in
+from core.serving.intake import INTAKE_FILES, Intake, Listing, scan, take_in
 from core.serving.pipeline import Pipeline
 from core.serving.records import AWAITING, AskRecords
 from core.serving.sessions import ServedSession, Sessions
@@ -30,6 +30,9 @@ log = logging.getLogger("pi_authorizer.serve")
 #: rescan saw.
 IDENTITY_CHECKS = 256
 SPREAD_PASSES = 8
+#: A safety pass reuses the last listing of an inbox while its `requests/` is unchanged since
+#: (`core.serving.intake.Listing`), and lists it anyway at least once every this many passes.
+RELIST_PASSES = 8
 
 
 @dataclass
@@ -51,6 +54,8 @@ class Drain:
     def __init__(self, sessions: Sessions, ledger: Ledger | None, pipeline: Pipeline) -> None:
         self.sessions, self.ledger, self.pipeline = sessions, ledger, pipeline
         self._derived: dict[str, _Derived] = {}
+        #: Each inbox's last listing, and how many safety passes reused it in a row.
+        self._listings: dict[str, tuple[Listing, int]] = {}
 
     async def rescan(self, served: ServedSession, safety: bool = False) -> None:
         """Diff the inbox listing against the records: new files are served, vanished ones withdrawn.
@@ -108,17 +113,24 @@ class Drain:
         derived = self._derive(served)
         retry, known, watched = derived.retry, derived.known, derived.watched
         check = self._share(derived) if safety else None
+        folder = served.inbox.folder_name
+        last = self._listings.pop(folder, None)
+        # Only a safety pass reuses a listing (a file event always lists again), and not every time.
+        kept = last[0] if safety and last is not None and last[1] < RELIST_PASSES else None
         try:
             # One trip off the loop lists the inbox and reads the first batch of new files, so a burst
             # is judged, recorded and published together (and a single ask pays one trip). On a thread
             # of its own: a new ask is read while a write hangs or waits to be retried.
-            found = await asyncio.to_thread(scan, served.inbox, known, self.ledger, watched, check)
+            found = await asyncio.to_thread(scan, served.inbox, known, self.ledger, watched, check, kept)
         except UnsafeFolder:
             raise
         except Exception as exc:
             self.sessions.set_unservable(served, f"its inbox cannot be listed: {exc}")
             return
         self.sessions.set_unservable(served, None)
+        if found.listing is not None:
+            reused = kept is not None and found.listing is kept
+            self._listings[folder] = (found.listing, last[1] + 1 if reused and last is not None else 0)
         names, intake = found.names, found.intake
         if names is None:
             # No session folder or no `requests/`: moved away (and maybe back), or not made yet. That

@@ -13,10 +13,12 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from core.disk.paths import is_safe_request_id
+from core.disk.tree import require_folder_or_absent
 from core.forwarding.inbox import (
     FileIdentity,
     SessionInbox,
@@ -36,6 +38,21 @@ log = logging.getLogger("pi_authorizer.serve")
 INTAKE_FILES = 256
 #: Request bytes one intake trip may hold (with at most `INTAKE_FILES` files): memory stays bounded.
 READ_BUDGET = 32 << 20
+#: How long before a listing `requests/` must have last changed for its listing to be reused while
+#: the folder's identity and times stay the same (`Listing`): any file created, renamed in or removed
+#: after the listing then gives the folder a later time (far more than the coarsest timestamp tick).
+SETTLED_S = 2.0
+
+
+@dataclass(frozen=True)
+class Listing:
+    """What a listing of `requests/` found, and the folder as it was then (device, inode, modified
+    and changed times in ns): a safety pass reuses the names while the folder is exactly as it was,
+    when it had last changed `SETTLED_S` before that listing (else it lists again)."""
+
+    stamp: tuple[int, int, int, int]
+    names: list[str]
+    settled: bool
 
 
 @dataclass(frozen=True)
@@ -73,6 +90,8 @@ class Scan:
     intake: Intake | None = None
     #: The names to read, in listing order: new, or replaced.
     new: list[str] = field(default_factory=list)
+    #: The listing itself (a later safety pass may reuse it).
+    listing: Listing | None = None
 
     @property
     def to_read(self) -> list[str]:
@@ -82,14 +101,17 @@ class Scan:
 def scan(
     inbox: SessionInbox, known: frozenset[str], ledger: Ledger | None,
     watched: Mapping[str, FileIdentity] | None = None, check: Collection[str] | None = None,
+    kept: Listing | None = None,
 ) -> Scan:
     """List the inbox, find which of the `watched` files (name: the identity read) now hold another
     file, and read the first batch of the files not in `known` or replaced. `check`: only these of
     the watched names are looked at again this time (a safety rescan spreads them over its passes);
-    None: all of them."""
-    names = inbox.listed_requests()
-    if names is None:
+    None: all of them. `kept`: the last listing, reused when the folder is unchanged since (`Listing`;
+    the files of `check` are looked at all the same: a file rewritten in place leaves its folder be)."""
+    listing = list_requests(inbox, kept)
+    if listing is None:
         return Scan(None)
+    names = listing.names
     listed = set(names)
     replaced: frozenset[str] = frozenset()
     if watched:
@@ -99,7 +121,26 @@ def scan(
                              if identity is not None and identity != watched[name])
     # Set work, not a loop over thousands of names: the listing is sorted, so is what it adds.
     new = sorted(listed.difference(known).union(replaced))
-    return Scan(names, replaced, take_in(inbox, new[:INTAKE_FILES], ledger) if new else None, new)
+    return Scan(names, replaced, take_in(inbox, new[:INTAKE_FILES], ledger) if new else None, new, listing)
+
+
+def list_requests(inbox: SessionInbox, kept: Listing | None = None) -> Listing | None:
+    """`SessionInbox.listed_requests` (the same checks: `UnsafeFolder` for a link or a non-folder on
+    the way, None without the inbox), with `kept` reused while `requests/` is unchanged since it."""
+    try:
+        with inbox.tree.folder(("sessions", inbox.folder_name)) as session_fd:
+            require_folder_or_absent(session_fd, "responses", str(inbox.responses_dir))
+        with inbox.folder("requests") as fd:
+            before = time.time_ns()
+            info = os.fstat(fd)
+            stamp = (info.st_dev, info.st_ino, info.st_mtime_ns, info.st_ctime_ns)
+            if kept is not None and kept.settled and kept.stamp == stamp:
+                return kept
+            names = sorted(name for name in os.listdir(fd) if name.endswith(".json"))
+    except FileNotFoundError:
+        return None
+    settled = before - max(info.st_mtime_ns, info.st_ctime_ns) > SETTLED_S * 1e9
+    return Listing(stamp, names, settled)
 
 
 def take_in(inbox: SessionInbox, names: Sequence[str], ledger: Ledger | None) -> Intake:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import Field, TypeAdapter, ValidationError
 
@@ -92,6 +92,25 @@ def read_decision_source(value: object) -> DecisionSource | None:
     return source if _decision_depth(source) <= MAX_DECISION_DEPTH else None
 
 
+#: Each kind's fields in order, with their on-wire names: what `model_dump(by_alias=True,
+#: mode="json")` writes, built without pydantic's serializer (every ask's response and history row
+#: writes one; `tests/core/test_wire.py` checks both give the same object for every kind).
+_WIRE_FIELDS: dict[type[WireModel], tuple[tuple[str, str], ...]] = {
+    kind: tuple((name, field.alias or name) for name, field in kind.model_fields.items())
+    for kind in (UserDecision, AuthorizerDecision, RuleDecision, SessionApprovalDecision, YoloDecision,
+                 InfrastructureReadDecision, UnavailableDecision, GateErrorDecision, ForwardedDecision)
+}
+
+
 def decision_source_json(source: DecisionSource) -> dict[str, Any]:
     """The on-wire object (nullable fields stay present as null, as the reference writes them)."""
-    return source.model_dump(by_alias=True, mode="json")
+    fields = _WIRE_FIELDS.get(type(source))
+    if fields is None:  # a subclass: whatever its serializer writes
+        return source.model_dump(by_alias=True, mode="json")
+    out: dict[str, Any] = {}
+    for name, alias in fields:
+        value = getattr(source, name)
+        # The one nested model is a forwarded decision's own `decision`: a decision source too.
+        nested = isinstance(value, WireModel)
+        out[alias] = decision_source_json(cast("DecisionSource", value)) if nested else value
+    return out

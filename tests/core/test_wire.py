@@ -9,16 +9,24 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from core.courier.broker import BrokerRefused, decode_parcel
 from core.forwarding.liveness import parse_heartbeat
 from core.wire.base import MAX_WIRE_NESTING, NestedTooDeeply, check_nesting, strict_json_loads
 from core.wire.decisions import (
     AuthorizerDecision,
+    DecisionSource,
     ForwardedDecision,
     GateErrorDecision,
+    InfrastructureReadDecision,
     RuleDecision,
+    SessionApprovalDecision,
+    UnavailableDecision,
     UserDecision,
+    YoloDecision,
+    decision_source_json,
     read_decision_source,
 )
 from core.wire.reader import RequestRejected, parse_request
@@ -338,3 +346,30 @@ def test_every_reader_of_other_processes_files_refuses_a_deep_one_with_a_reason(
     assert parse_heartbeat(('{"sessionId":"s","pid":1,"updatedAt":1,"x":' + DEEP + "}").encode()) is None
     with pytest.raises(BrokerRefused, match="nested deeper"):
         decode_parcel(('{"v":1,"x":' + DEEP + "}").encode())
+
+
+_TEXT = st.none() | st.text(max_size=8)
+_DECISIONS: st.SearchStrategy[DecisionSource] = st.recursive(
+    st.one_of(
+        st.builds(UserDecision, via=st.sampled_from(["dialog", "select"])),
+        st.builds(AuthorizerDecision, name=st.text(max_size=8), verdict=st.sampled_from(["allow", "deny"]),
+                  reason=_TEXT),
+        st.builds(RuleDecision, surface=st.text(max_size=8), pattern=_TEXT, origin=_TEXT),
+        st.builds(SessionApprovalDecision, surface=st.text(max_size=8), pattern=_TEXT),
+        st.builds(YoloDecision, pattern=_TEXT),
+        st.builds(InfrastructureReadDecision),
+        st.builds(UnavailableDecision, reason=st.text(max_size=8)),
+        st.builds(GateErrorDecision, reason=st.text(max_size=8)),
+    ),
+    lambda inner: st.builds(ForwardedDecision, responder_session_id=_TEXT, decision=st.none() | inner),
+    max_leaves=4,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_DECISIONS)
+def test_decided_by_is_written_as_pydantic_would_write_it(source: DecisionSource) -> None:
+    """Issue 37: `decidedBy` is built without pydantic's serializer: the same object, key order too."""
+    ours = decision_source_json(source)
+    assert ours == source.model_dump(by_alias=True, mode="json")
+    assert json.dumps(ours) == json.dumps(source.model_dump(by_alias=True, mode="json"))

@@ -230,7 +230,7 @@ class AsksTable(DataTable[Text]):
                 self._paint_mark(row)
 
     def sync(self, asks: Sequence[Ask], now: float, pending: Sequence[Ask] | None = None) -> None:
-        """Show exactly `asks`, in their order (`createdAt` order: `HumanAuthorizer.pending`'s, so an ask
+        """Show exactly `asks`, in their order (`createdAt` order: `Person.pending`'s, so an ask
         adopted from another inbox joins in its place), and refresh the times of the visible rows.
 
         A row is built once per ask and kept while the ask is in `pending` (default: `asks`), so a
@@ -325,7 +325,7 @@ class AsksTable(DataTable[Text]):
     def _refresh_times(self, now: float) -> None:
         top = int(self.scroll_offset.y)
         bottom = top + max(self.size.height, 1)
-        changed = False
+        changed: list[str] = []
         for index in range(max(0, top - 1), min(len(self._order), bottom + 1)):
             rk = self._order[index]
             age, left = self._times(self._asks[rk], now)
@@ -337,10 +337,31 @@ class AsksTable(DataTable[Text]):
             cells = self._built[rk].cells
             cells[AGE_COLUMN], cells[LEFT_COLUMN] = age, left
             self._times_shown[rk] = shown
-            changed = True
-        if changed:  # most visible rows changed: one repaint of the visible rows, nothing else
-            self._update_count += 1
-            self.refresh()
+            changed.append(rk)
+        if changed:
+            self._drop_times(changed)
+
+    def _drop_times(self, changed: Sequence[str]) -> None:
+        """Forget what was rendered of the changed rows' two time cells only (every other cell stays
+        cached: an idle queue re-renders two cells a row a second, not whole rows), then a repaint
+        of those two columns' visible cells."""
+        keys = {id(self._built[rk].key) for rk in changed}
+        indexes = {self._position[rk] for rk in changed}
+        times = (AGE_COLUMN, LEFT_COLUMN)
+        for cell in [k for k in self._cell_render_cache.keys()  # noqa: SIM118 (no __iter__)
+                     if id(k[0]) in keys and k[1] in times]:
+            self._cell_render_cache.discard(cell)
+        for line in [k for k in self._row_render_cache.keys() if id(k[0]) in keys]:  # noqa: SIM118
+            self._row_render_cache.discard(line)
+        for row in [k for k in self._row_renderable_cache.keys() if k[1] in indexes]:  # noqa: SIM118
+            self._row_renderable_cache.discard(row)
+        self._line_cache.clear()  # lines are cached by screen position: made again from the rows
+        for column in times:  # only the two columns' cells are painted again
+            index = self._column_locations.get(column)
+            if index is None:
+                self.refresh()
+                return
+            self.refresh_column(index)
 
     def refresh_times(self, now: float) -> None:
         """The visible rows' ages and countdowns (once a second: nothing else is recomputed)."""
