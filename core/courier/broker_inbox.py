@@ -140,7 +140,6 @@ class BrokerInbox:
         #: The node's history, as serving's: an ask's arrival observed, this node's winning verdict
         #: recorded (once it won the key), a lost race or an expiry observed as withdrawn with why.
         self.ledger = ledger
-        self.observe = observe
         #: What each parcel's door needs of this node (`core/courier/parcel_door.py`), in one value.
         self.approver = Approver(node, self.url, clock, self.node_key, access, ledger, observe,
                                  self._spawn, self._remember, self._won_here, self._drop)
@@ -520,8 +519,8 @@ class BrokerInbox:
             return
         recorded = await self.approver.recorded(ask_key, parsed)
         if recorded is not None:  # recorded by an earlier run, never written: written as recorded
-            won = await self.approver.publish(door, key, ask_key.name, recorded.body, (ask_key, parsed),
-                                              recorded=True, digest=digest)
+            won = await self.approver.deliver_body(door, key, ask_key.name, recorded.body, (ask_key, parsed),
+                                                   recorded=True, digest=digest)
             self._noted(ask_key.name, recorded.outcome or "recorded", won)
             await msg.ack()
             return
@@ -557,7 +556,7 @@ class BrokerInbox:
         """A denial that says why, signed for the bytes this node read (the raw message's, when it could
         not be decoded as a parcel)."""
         denial = gate_denial(BROKER_RESPONDER, self.clock, f"the parcel is unusable: {reason}")
-        won = await self.approver.answer(door, key, parcel_id, Decision(denial, "refused"), None,
+        won = await self.approver.deliver(door, key, parcel_id, Decision(denial, "refused"), None,
                                          digest=digest)
         self._noted(parcel_id, "refused", won)
 

@@ -109,7 +109,7 @@ class Approver:
                                   reason=already.words_for(self.node)))
         return already
 
-    async def answer(
+    async def deliver(
         self, broker: BrokerDoor, key: str, name: str, decision: Decision,
         record: tuple[AskKey, ParsedRequest] | None, *, digest: str,
     ) -> BrokerDecision | None:
@@ -123,16 +123,17 @@ class Approver:
             decision = Decision(denial, "fail-safe", reply=decision.reply)
             verdict = None
         body = verdict.body if verdict is not None else encode_response(decision.response)
-        return await self.publish(broker, key, name, body, record, recorded=verdict is not None,
-                                  digest=digest)
+        return await self.deliver_body(broker, key, name, body, record, recorded=verdict is not None,
+                                       digest=digest)
 
-    async def publish(
+    async def deliver_body(
         self, broker: BrokerDoor, key: str, name: str, body: bytes,
         record: tuple[AskKey, ParsedRequest] | None, *, recorded: bool, digest: str,
     ) -> BrokerDecision | None:
-        """The one write of a verdict: KV `create`, retried while the broker is away. A retry that meets
-        this node's own bytes is this node's verdict (the first try's reply was lost). Then the row:
-        noted delivered (this node's verdict won) or ended with who won."""
+        """The one write of a verdict's bytes: KV `create`, retried while the broker is away. A retry
+        that meets this node's own bytes is this node's verdict (the first try's reply was lost). Then,
+        when the bytes are `recorded` in the history, the row: noted delivered (this node's verdict
+        won) or ended with who won."""
         won = await broker.deliver(key, body, name, name, digest)
         if won is not None:
             won = self.checked(won, key, name, digest)
@@ -269,7 +270,7 @@ class ParcelDoor:
         parsed = record.parsed
         assert parsed is not None
         self.table.move(record, "decided")
-        won = await self.approver.answer(self.broker, self.key, record.key.name, decision,
+        won = await self.approver.deliver(self.broker, self.key, record.key.name, decision,
                                          (record.key, parsed), digest=self.digest)
         if won is None:
             self.table.move(record, "published")
