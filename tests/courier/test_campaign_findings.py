@@ -18,6 +18,10 @@ its first failed read after it runs again finds its last success more than `unre
 and answers the fallback at once, though the verdict has waited in the bucket all along (campaign
 seed 8: 23 asks, courier-1 stopped 10 s while the approvers decided; the approvers then missed the
 late notes, finding 1).
+
+All three are fixed (docs/design/reliability.md, Campaigns): late notes read again after a reconnect,
+an earlier run's carried asks withdrawn at a courier's start, the unreachable limit counted from the
+first failure after a success.
 """
 
 from __future__ import annotations
