@@ -31,7 +31,7 @@ from core.clock import Clock, wall_ms
 from core.courier.carried import CarriedAsks, carried_of
 from core.courier.parcel_ids import Minted, ParcelIds, ask_identity
 from core.courier.signing import parcel_digest
-from core.courier.transport import Courier, Hop, Parcel, Relayed, Unreachable
+from core.courier.transport import Carried, Courier, Hop, Parcel, Relayed, Unreachable
 from core.text import log_safe
 from core.vocabulary.asks import LEAVE, Answered, Arbiter, ArbiterDecision, Ask, AskKey, Decision
 from core.wire.decisions import MAX_DECISION_DEPTH, DecisionSource, ForwardedDecision, UnavailableDecision
@@ -68,8 +68,9 @@ class CourierArbiter:
         self.ids = ids if ids is not None else ParcelIds()
         #: Asks carried and not yet answered, kept in the state dir (for `resume` after a kill).
         self.carried = carried if carried is not None else CarriedAsks()
-        #: Parcel ids this run minted or read back: never an earlier run's to withdraw at start.
-        self._this_run: set[str] = set()
+        #: Parcel ids this run minted or read back until `resume` is done: never an earlier run's to
+        #: withdraw at start (None once it is: nothing more is remembered).
+        self._this_run: set[str] | None = set()
         self._carrying: dict[AskKey, _Carry] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -107,20 +108,25 @@ class CourierArbiter:
         while no courier ran, reading nothing from this node): withdrawn at the target, a verdict that
         won there noted as not delivered (`Courier.abandon`). One whose request is still there is
         served again (the same parcel id, the same verdict)."""
-        for carried in await asyncio.to_thread(self.carried.kept):
-            if carried.parcel_id in self._this_run:
-                continue
-            if await asyncio.to_thread(self.carried.request_present, carried):
-                continue
-            if carried.parcel_id in self._this_run:  # served by this run meanwhile
-                continue
-            try:
-                await self.courier.abandon(carried, "its child gave up while this courier was down")
-            except Exception:  # the next start tries again
-                log.error("%s: withdrawing an earlier run's parcel %s at %s failed", log_safe(carried.name),
-                          carried.parcel_id, log_safe(self.courier.target), exc_info=True)
-                continue
-            await asyncio.to_thread(self.carried.done, carried.parcel_id)
+        try:
+            for carried in await asyncio.to_thread(self.carried.kept):
+                await self._resume_one(carried)
+        finally:
+            self._this_run = None
+
+    async def _resume_one(self, carried: Carried) -> None:
+        this_run = self._this_run if self._this_run is not None else set()
+        if carried.parcel_id in this_run or await asyncio.to_thread(self.carried.request_present, carried):
+            return
+        if carried.parcel_id in this_run:  # served by this run meanwhile
+            return
+        try:
+            await self.courier.abandon(carried, "its child gave up while this courier was down")
+        except Exception:  # the next start tries again
+            log.error("%s: withdrawing an earlier run's parcel %s at %s failed", log_safe(carried.name),
+                      carried.parcel_id, log_safe(self.courier.target), exc_info=True)
+            return
+        await asyncio.to_thread(self.carried.done, carried.parcel_id)
 
     async def close(self) -> None:
         """Stop carrying (parcels in flight stay where they are) and release the transport."""
@@ -146,7 +152,8 @@ class CourierArbiter:
         try:
             minted = await asyncio.to_thread(self.ids.mint, parcel_id_of(ask))
             parcel_id = minted.parcel_id
-            self._this_run.add(parcel_id)
+            if self._this_run is not None:
+                self._this_run.add(parcel_id)
             carry = self._carrying.get(ask.key)
             if carry is not None and carry.future is future:
                 carry.parcel_id = parcel_id
