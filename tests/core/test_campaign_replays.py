@@ -1,14 +1,15 @@
 """Findings of the serve campaign (`bench/campaign_serve_kill.py`, issue 32), reduced to a real
 `pi-authorizer serve` killed with SIGKILL, waiting for conditions, never for time.
 
-A replay under an answered id is quarantined without an answer (as it must be), but the file is
-moved into the quarantine before the history holds its row: the row follows through the history's
-queue, and a run killed in between leaves the replay in the quarantine folder (itself bounded to its
-newest 1,000 entries) and nowhere in the history. Campaign seed 3: 106 of 2,000 replays, with serve
-killed 4 times while they were served.
+A replay under an answered id is quarantined without an answer (as it must be). The file was moved
+into the quarantine before the history held its row (the row followed through the history's queue),
+so a run killed in between left the replay in the quarantine folder (itself bounded to its newest
+1,000 entries) and nowhere in the history (campaign seed 3: 106 of 2,000 replays). Now the row
+commits before the file moves: a history that cannot take it keeps the file in place.
 
 An answer whose child stopped waiting while it waited at the disk (a restart's backlog, a slow disk)
-is still linked, and the history says it was written, though no child will ever read it.
+was still linked, and the history said it was written, though no child would ever read it. Now the
+publisher looks for the request just before placing the answer.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ from tests.helpers import (
 from tests.history.support import S
 
 REPO = Path(__file__).resolve().parents[2]
+#: Logged by the first refused attempt to commit a set-aside file's row (`core.seams.retrying`).
+REFUSED = "recording a request set aside in the history failed"
 pytestmark = pytest.mark.timeout(180)  # a hang guard, not a speed check (the machine is shared)
 
 
@@ -97,10 +100,6 @@ def quarantined(tmp_path: Path, request_id: str) -> bool:
     return held.is_dir() and any(n.endswith(f"-{request_id}.json.reason.json") for n in os.listdir(held))
 
 
-@pytest.mark.xfail(strict=True, reason="campaign finding (issue 32): a replay is moved into the quarantine "
-                   "before its history row commits; a run killed in between leaves no row for it. Fix in the "
-                   "route (core/serving/pipeline.py `_unusable` / core/serving/quarantine.py): the row "
-                   "durable before the move, as a verdict is before its response")
 def test_a_replay_quarantined_by_a_run_killed_before_its_row_is_in_the_history_after_restart(
     tmp_path: Path,
 ) -> None:
@@ -112,7 +111,11 @@ def test_a_replay_quarantined_by_a_run_killed_before_its_row_is_in_the_history_a
         poll_until(lambda: [r[2] is not None for r in rows(tmp_path)] == [True], 60, "the row closed")
         with history_held(tmp_path):
             write_request_bytes(tmp_path / "root", S, "once.json", ask("once", now_ms))  # the replay
-            poll_until(lambda: quarantined(tmp_path, "once"), 60, "the replay quarantined")
+            # Its row cannot commit: the replay is not moved (nor answered) until it does. Killed in
+            # that wait, as the campaign's runs were between the move and the row.
+            poll_until(lambda: REFUSED in (tmp_path / "serve.log").read_text(errors="replace"), 90,
+                       "the history refusing the replay's row")
+            assert not quarantined(tmp_path, "once")
             os.kill(first.pid, signal.SIGKILL)
             first.wait(30)
         assert not response_path(tmp_path / "root", S, "once").exists()  # not answered twice: sound
@@ -123,6 +126,7 @@ def test_a_replay_quarantined_by_a_run_killed_before_its_row_is_in_the_history_a
     try:
         write_request_bytes(tmp_path / "root", S, "control.json", ask("control", now_ms))
         read_as_the_child(tmp_path, "control")  # the restarted run serves
+        poll_until(lambda: quarantined(tmp_path, "once"), 60, "the replay quarantined by the restarted run")
         poll_until(lambda: ("control", "rule") in [(r[0], r[1]) for r in rows(tmp_path) if r[2] is not None],
                    60, "the control row closed")
     finally:
@@ -130,13 +134,9 @@ def test_a_replay_quarantined_by_a_run_killed_before_its_row_is_in_the_history_a
         second.wait(60)
     outcomes = [(r[0], r[1]) for r in rows(tmp_path)]
     assert ("once", "quarantined") in outcomes, outcomes  # the replay's trace in the person's history
+    assert not response_path(tmp_path / "root", S, "once").exists()  # never answered twice
 
 
-@pytest.mark.xfail(strict=True, reason="campaign finding (issue 32): an answer is linked after its "
-                   "child withdrew (its request removed while the answer waited at the disk) and the history "
-                   "says it was written; serve seed 7: 360 of 1,200 asks under a 4 s child deadline and "
-                   "restarts. Fix in the route/publisher (core/serving/pipeline.py, publisher.py): look for "
-                   "the request just before linking; a withdrawn ask's answer is neither placed nor written")
 async def test_an_answer_whose_child_withdrew_while_it_waited_at_the_disk_is_not_recorded_written(
     tmp_path: Path,
 ) -> None:
@@ -155,5 +155,7 @@ async def test_an_answer_whose_child_withdrew_while_it_waited_at_the_disk_is_not
         [row] = history.query()
         # The child never read an answer: the history must not say one was written for it.
         assert row.written != 1, row
+        assert row.outcome == "withdrawn", row  # its child gave up: nothing placed where nobody reads it
+        assert not response_path(root, S, "late").exists()
     finally:
         history.close()
