@@ -2,7 +2,8 @@
 
 `Quarantining` is the route's step for such a file: an unusable request is moved out with its reason
 (its child answered at once with an explained denial when its name is a safe id and the file is still
-there), and a response this node did not write is reported as forged and its request moved out too.
+there; its history row committed first, so no file is set aside that the history lacks), and a
+response this node did not write is reported as forged and its request moved out too.
 Nothing is deleted without a trace. It moves no record: it says whether the file is still held, and
 the inbox's door of the route (`core.serving.pipeline`) moves the record.
 
