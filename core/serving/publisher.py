@@ -12,7 +12,8 @@ cut publishes it from the history, and takes what the cut left of it for ours:
 `responses/<id>.json` without replacing (`renameat2(RENAME_NOREPLACE)`, else `link()`: nothing is
 answered twice), each folder fsynced (where its files were), an answer whose request is gone just
 before not placed (its child gave up: `Published.withdrawn`); `marked`, the ledger notes what was
-written; `deleted`, the answered requests removed. A restart reconciles a stop between any two checkpoints (`core.serving.reconcile`).
+written; `deleted`, the answered requests removed. A restart reconciles a stop between any two
+checkpoints (`core.serving.reconcile`).
 
 One disk thread (`on_disk`) runs a burst's disk work in order: the drain's intake reads, each batch's
 commit, the removals. Measured (issue 23, `docs/design/serving-speed.md`): with the reads, the commits and the
