@@ -3,7 +3,7 @@
 Run with `uv run python -m bench.bench_grant_check [AGENT_FILES]` (default 10,000). A real serving core
 (real config, `git *` allowed) serves one session; the agents folder holds AGENT_FILES agent files
 (one of them denies `npm run *`). A person asks for a whole-session grant of `npm run *`: the check
-(`HumanAuthorizer.check_serving_grant`, off the event loop) composes one policy per agent file. While
+(`Person.check_serving_grant`, off the event loop) composes one policy per agent file. While
 it runs, control asks (`git status`, allowed by rule) are written one after another and their
 round trip timed (`--on-loop`: the check run on the event loop, as before the fix).
 Reported: the first check's time, control asks answered meanwhile and their p50 /
@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from core.judging.recorded import RecordedAuthority
-from core.person import HumanAuthorizer
+from core.person import Person
 from core.rules import PolicyStore
 from core.serving import ServingCore
 from tests.helpers import response_path, write_request
@@ -48,23 +48,23 @@ async def main(count: int, on_loop: bool) -> None:
         careful = '---\nname: careful\npermission:\n  bash:\n    "npm run *": deny\n---\n'
         (agents / "careful.md").write_text(careful)
         authority = RecordedAuthority(PolicyStore(agent_dir, base / "project", None, home="/home/me"))
-        human = HumanAuthorizer(authority)
+        person = Person(authority)
         root = base / "root"
-        core = ServingCore(root, base / "state", human, judge=authority)
+        core = ServingCore(root, base / "state", person, judge=authority)
         core.add_session(S)
         task = asyncio.create_task(core.run())
         write_request(root, S, "grant", accessIntent=intent("npm run dev"),
                       sessionApproval={"surface": "bash", "patterns": ["npm run *"]})
-        while not human.pending():  # noqa: ASYNC110 (polled, as a child polls)
+        while not person.pending():  # noqa: ASYNC110 (polled, as a child polls)
             await asyncio.sleep(0.01)
-        key = human.pending()[0].key
+        key = person.pending()[0].key
         started = time.perf_counter()
 
         async def blocking() -> str | None:  # the code before: the check ran on the event loop
             await asyncio.sleep(0.05)
-            return human.serving_grant_refusal(key)
+            return person.serving_grant_refusal(key)
 
-        check = asyncio.create_task(blocking() if on_loop else human.check_serving_grant(key))
+        check = asyncio.create_task(blocking() if on_loop else person.check_serving_grant(key))
         trips: list[float] = []
         n = 0
         while not check.done():
@@ -79,7 +79,7 @@ async def main(count: int, on_loop: bool) -> None:
         refusal = await check
         first = time.perf_counter() - started
         again = time.perf_counter()
-        await human.check_serving_grant(key)
+        await person.check_serving_grant(key)
         second = time.perf_counter() - again
         core.stop()
         await task

@@ -157,8 +157,8 @@ async def arrivals(workdir: Path) -> tuple[list[float], list[float]]:
                 await asyncio.sleep(0.0005)
             to_row.append(time.perf_counter() - start)
             to_frame.append(await painted(app) - start)
-            [ask] = app.human.pending()
-            await app.human.approve_once(ask.key)
+            [ask] = app.person.pending()
+            await app.person.approve_once(ask.key)
             answer = folder / "responses" / final.name
             await until(answered(app, answer))
             answer.unlink()

@@ -1,13 +1,13 @@
 """The person as the arbiter: the asks that reached a person, in arrival order, decided through this
 API only.
 
-The TUI subscribes to `HumanAuthorizer` events and calls its decision methods; nothing here knows a
+The TUI subscribes to `Person` events and calls its decision methods; nothing here knows a
 screen exists, so every decision path is tested without one. Deciding never blocks draining: the
 serving core asks for a decision (`decide`), gets a future and goes on; a decision method resolves
 that future with its decision value and waits for the core's `Answered` on the decision's `reply`.
 
 One room for everything a person's decision touches, so no decision path bypasses `_take`/`_commit`:
-the events the slot publishes (an ask added, withdrawn, decided) and the history outcome of each
+the events the person publishes (an ask added, withdrawn, decided) and the history outcome of each
 kind of decision; `DecisionRefused`, what a decision method raises; the book of serving-session
 grants it records into (`GrantBook`); and a whole-session grant's reach (what it would record, why
 it is refused, which other pending asks it would decide at once), asked before a grant is confirmed;
@@ -47,8 +47,8 @@ __all__ = [
     "DecisionRefused",
     "GrantBook",
     "GrantRefused",
-    "HumanAuthorizer",
-    "HumanEvent",
+    "Person",
+    "PersonEvent",
     "grant_reach",
     "grant_refusal",
     "proven_direction",
@@ -57,10 +57,10 @@ __all__ = [
 ]
 
 
-log = logging.getLogger("pi_authorizer.human")
+log = logging.getLogger("pi_authorizer.person")
 
 
-# -- what the slot tells its listeners, and what it needs -------------------------------------
+# -- what the person tells its listeners, and what it needs -------------------------------------
 
 DecisionKind = Literal[
     "approved",
@@ -110,7 +110,7 @@ class AskDecided:
     batch: int = 0
 
 
-HumanEvent = AskAdded | AskWithdrawn | AskDecided
+PersonEvent = AskAdded | AskWithdrawn | AskDecided
 
 
 class DecisionRefused(Exception):
@@ -206,14 +206,14 @@ def proven_direction(grants: Sequence[SessionGrant]) -> str | None:
     return directions.pop()
 
 
-# -- the slot ---------------------------------------------------------------------------------
+# -- the person -------------------------------------------------------------------------------
 
 USER = UserDecision(via="dialog")
 #: What a decision call learns when the core never said what became of it (serving ended).
 UNKNOWN = Answered(False, "serving ended before what became of this decision was known")
 
 
-class HumanAuthorizer:
+class Person:
     """Holds what reached a person; publishes added / withdrawn / decided events."""
 
     name = "person"
@@ -229,12 +229,12 @@ class HumanAuthorizer:
         self._seq = itertools.count()
         self._ordered: tuple[Ask, ...] | None = ()
         self._deciding: dict[AskKey, asyncio.Future[ArbiterDecision]] = {}
-        self._listeners: list[Callable[[HumanEvent], None]] = []
+        self._listeners: list[Callable[[PersonEvent], None]] = []
         self.grants = grants
 
     # -- the seam the TUI uses --------------------------------------------------------------
 
-    def subscribe(self, listener: Callable[[HumanEvent], None]) -> None:
+    def subscribe(self, listener: Callable[[PersonEvent], None]) -> None:
         self._listeners.append(listener)
 
     def pending(self) -> list[Ask]:
@@ -396,7 +396,7 @@ class HumanAuthorizer:
         )
         return await self._commit(ask, response.state, response, batch=batch)
 
-    # -- the terminal-slot side ---------------------------------------------------------------
+    # -- the arbiter side (the route asks, withdraws) ----------------------------------------------
 
     def decide(self, ask: Ask) -> asyncio.Future[ArbiterDecision]:
         """Resolved by the person's decision; asked again for the same ask after its decision could not be
@@ -494,7 +494,7 @@ class HumanAuthorizer:
         self._emit(decided)
         outcome.set_result(decided)
 
-    def _emit(self, event: HumanEvent) -> None:
+    def _emit(self, event: PersonEvent) -> None:
         for listener in list(self._listeners):
             try:
                 listener(event)

@@ -26,7 +26,7 @@ from core.judging.judge_setup import JudgeSettings, build_judge_chain, close_whe
 from core.judging.links import AuthorizerChain, CommandLink
 from core.judging.model_judge import JudgeChain
 from core.judging.recorded import LinkChain, RecordedAuthority
-from core.person import HumanAuthorizer
+from core.person import Person
 from core.rules import PolicyStore
 from core.rules.accepted import RECORD_NAME as ACCEPTED_RECORD
 from core.seams import PRODUCTION, Seams
@@ -85,7 +85,7 @@ class AttendedNode:
     reviews) and its history; `None` where a node has none (tests attend bare cores)."""
 
     core: ServingCore
-    person: HumanAuthorizer
+    person: Person
     authority: RecordedAuthority | None = None
     history: HistoryStore | None = None
     #: With `--forward-to`: the courier that takes the asks first (the person decides what it cannot).
@@ -156,7 +156,7 @@ def build_attended_node(options: NodeOptions, history: HistoryStore | None) -> A
     grants in this node's recorded authority. With `forward_to` the courier is, and the person
     decides only what the target cannot (unreachable, or no answer before the child's deadline)."""
     authority = _authority(options)
-    person = HumanAuthorizer(grants=authority, clock=options.seams.clock)
+    person = Person(grants=authority, clock=options.seams.clock)
     courier = courier_arbiter(options, person)
     node = _node(options, history, authority, courier or person, attended=True)
     brokers = [node.broker_health] if node.broker_health is not None else []

@@ -4,7 +4,7 @@ histories, kill -9 and restart; every promise checked at the end from the files 
 Two modes, both seeded (the children's operations are reproducible; the thread interleaving is the
 point of the exercise and is not) and bounded in time:
 
-- `inproc`: one `ServingCore` with real rules, a `HumanAuthorizer` driven by a fake person, a real
+- `inproc`: one `ServingCore` with real rules, a `Person` driven by a fake person, a real
   history behind a ledger that fails at random, a `DiskWriter` that fails at random; children in
   threads write bursts, withdraw, replay ids, forge responses, rewrite requests in place, swap in
   links, FIFOs, hard links and huge files, and replace `responses/` by a link for a moment.
@@ -49,7 +49,7 @@ from core.disk.paths import encode_session_id
 from core.disk.writer import DiskWriter
 from core.history import HistoryStore
 from core.judging.recorded import RecordedAuthority
-from core.person import DecisionRefused, HumanAuthorizer
+from core.person import DecisionRefused, Person
 from core.rules import PolicyStore
 from core.seams import Seams
 from core.serving import ServingCore
@@ -376,36 +376,36 @@ def put_back_session(tree: Tree, moved: Path) -> None:
             continue
 
 
-async def person(
-    human: HumanAuthorizer, rng: random.Random, decided: list[tuple[str, str, Any]], stop: asyncio.Event
+async def play_person(
+    person: Person, rng: random.Random, decided: list[tuple[str, str, Any]], stop: asyncio.Event
 ) -> None:
     """Approves or denies (with a reason) whatever is pending, at random moments."""
     while not stop.is_set():
-        pending = human.pending()
+        pending = person.pending()
         if pending:  # mostly one at a time; sometimes a batch decided at once (the queue's batch press)
             batch = rng.sample(pending, min(len(pending), rng.choice([1, 1, 1, 1, 2, 5])))
             approvals = [rng.random() < 0.5 for _ in batch]
             pairs = zip(batch, approvals, strict=True)
-            await asyncio.gather(*(decide(human, a, ok, decided) for a, ok in pairs))
+            await asyncio.gather(*(decide(person, a, ok, decided) for a, ok in pairs))
         await asyncio.sleep(rng.uniform(0, 0.03))
 
 
 async def decide(
-    human: HumanAuthorizer, ask: Any, approve: bool, decided: list[tuple[str, str, Any]]
+    person: Person, ask: Any, approve: bool, decided: list[tuple[str, str, Any]]
 ) -> None:
     try:
         if approve:
-            done = await human.approve_once(ask.key)
+            done = await person.approve_once(ask.key)
         else:
-            done = await human.deny(ask.key, "not now")
+            done = await person.deny(ask.key, "not now")
         decided.append((ask.key.name, done.response.state, ask.parsed.raw))
     except DecisionRefused as exc:
         decided.append((ask.key.name, f"refused: {exc}", ask.parsed.raw))
 
 
-async def deny_left(human: HumanAuthorizer, ask: Any, decided: list[tuple[str, str, Any]]) -> None:
+async def deny_left(person: Person, ask: Any, decided: list[tuple[str, str, Any]]) -> None:
     with contextlib.suppress(DecisionRefused):
-        done = await human.deny(ask.key, "campaign over")
+        done = await person.deny(ask.key, "campaign over")
         decided.append((ask.key.name, done.response.state, ask.parsed.raw))
 
 
@@ -432,12 +432,12 @@ async def inproc(seed: int, seconds: float, base: Path, children: int) -> list[s
     config.write_text(json.dumps(RULES))
     store = HistoryStore.in_state_dir(state)
     ledger = FlakyLedger(store, seeded(seed + 1), 0.05)
-    human = HumanAuthorizer()
+    person = Person()
     judge = RecordedAuthority(PolicyStore(agent, None, None, home="/home/me"))
     core = ServingCore(
         root,
         state,
-        human,
+        person,
         judge=judge,
         ledger=ledger,
         seams=Seams(disk=FlakyDisk(seeded(seed + 2), 0.03), retry_delays=(0.01, 0.02)),
@@ -459,7 +459,7 @@ async def inproc(seed: int, seconds: float, base: Path, children: int) -> list[s
     ]
     decided: list[tuple[str, str, Any]] = []
     person_stop = asyncio.Event()
-    deciding = asyncio.create_task(person(human, seeded(seed + 3), decided, person_stop))
+    deciding = asyncio.create_task(play_person(person, seeded(seed + 3), decided, person_stop))
     for thread in threads:
         thread.start()
     await asyncio.sleep(seconds)
@@ -474,17 +474,18 @@ async def inproc(seed: int, seconds: float, base: Path, children: int) -> list[s
     last, progress = time.monotonic(), None
     while time.monotonic() - last < 120:
         await core.rescan_all()
-        await asyncio.gather(*(deny_left(human, ask, decided) for ask in human.pending()))
+        await asyncio.gather(*(deny_left(person, ask, decided) for ask in person.pending()))
         waiting = [r for r in core.served[S].records if r.state != "held"]
-        if not waiting and not human.pending():
+        if not waiting and not person.pending():
             break
-        if (len(waiting), len(human.pending())) != progress:
-            last, progress = time.monotonic(), (len(waiting), len(human.pending()))
+        if (len(waiting), len(person.pending())) != progress:
+            last, progress = time.monotonic(), (len(waiting), len(person.pending()))
         await asyncio.sleep(0.05)
     left = [r for r in core.served[S].records if r.state != "held"]
     stages = Counter(r.state for r in left)
-    stuck = [(r.key.name, r.state, human_view(human, r.key), failures(events, r.key.name)) for r in left[:20]]
-    ghosts = [a.key.name for a in human.pending() if "decidable: False" in human_view(human, a.key)]
+    stuck = [(r.key.name, r.state, person_view(person, r.key), failures(events, r.key.name))
+             for r in left[:20]]
+    ghosts = [a.key.name for a in person.pending() if "decidable: False" in person_view(person, a.key)]
     control = "control-1"
     tree.write(f"{control}.json", json.dumps(body(control, "git status")).encode())
     for _ in range(600):
@@ -502,11 +503,11 @@ async def inproc(seed: int, seconds: float, base: Path, children: int) -> list[s
     return bad
 
 
-def human_view(human: HumanAuthorizer, key: Any) -> str:
+def person_view(person: Person, key: Any) -> str:
     """Whether the person holds this ask, and whether a decision on it can be taken now."""
-    held = human.get(key) is not None
+    held = person.get(key) is not None
     try:
-        human.serving_grants(key)
+        person.serving_grants(key)
         decidable = True
     except DecisionRefused:
         decidable = False

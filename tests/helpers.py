@@ -22,7 +22,7 @@ from core.courier.transport import Hop, Parcel
 from core.disk.paths import encode_session_id
 from core.disk.writer import DISK, DiskWriter
 from core.history import HistoryStore
-from core.person import DecisionRefused, HumanAuthorizer
+from core.person import DecisionRefused, Person
 from core.seams import FaultHook, Seams, no_fault
 from core.serving import ServingCore
 from core.serving.loop import SAFETY_RESCAN_S
@@ -257,20 +257,20 @@ async def serve_until_the_fail_safe(
 ) -> DecisionRefused | None:
     """A person approves an ask while the history is broken (`fault`): the child is denied for safety
     (a gate error) and the row is closed `fail-safe`. Returns what the person's decision was told."""
-    human = HumanAuthorizer()
+    person = Person()
     seams = Seams(retry_delays=(0.0, 0.0, 0.0))
-    core = ServingCore(root, store.path.parent, human, ledger=store, seams=seams)
+    core = ServingCore(root, store.path.parent, person, ledger=store, seams=seams)
     core.subscribe(store.observe)
     core.add_session(S)
     task = asyncio.create_task(core.run())
     refused = None
     try:
         write_request(root, S, "p", accessIntent=intent("bash", "make test"))
-        await wait_for(lambda: bool(human.pending()), what="pending ask")
+        await wait_for(lambda: bool(person.pending()), what="pending ask")
         await wait_for(lambda: [r.outcome for r in store.query()] == ["pending"], what="arrival row")
         fault.broken = True
         try:
-            await human.approve_once(human.pending()[0].key)
+            await person.approve_once(person.pending()[0].key)
         except DecisionRefused as exc:
             refused = exc
         assert (await read_response_when_written(root, S, "p"))["decidedBy"]["kind"] == "gate_error"

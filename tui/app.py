@@ -1,9 +1,9 @@
 """`AuthorizerApp`: the person at the arbiter of a running `ServingCore`.
 
 The app is handed a built node (`core.wiring.AttendedNode`: the `ServingCore`, the
-`HumanAuthorizer` it escalates to, its recorded authority and history, each by name), runs
+`Person` it escalates to, its recorded authority and history, each by name), runs
 `core.run()` as a worker in its own event loop, and stops it on quit (heartbeats removed; pending
-requests stay in their inbox for the next authorizer). All decisions go through `HumanAuthorizer`,
+requests stay in their inbox for the next authorizer). All decisions go through `Person`,
 on the queue screen (`tui.screens.queue`).
 
 One class, holding its parts: `CoreEvents` (the core's events as Messages, `tui.core_events`),
@@ -41,15 +41,15 @@ from core.clock import SYSTEM_CLOCK, KeyClock
 from core.courier.broker_health import BrokerState
 from core.judging.judge_breaker import BreakerState
 from core.judging.model_judge import JudgeReview
-from core.person import AskAdded, AskDecided, AskWithdrawn, HumanAuthorizer
+from core.person import AskAdded, AskDecided, AskWithdrawn, Person
 from core.vocabulary.asks import Ask, AskKey
 from core.wiring import AttendedNode
 from tui.actions import APP, DECIDING, bindings, dialog_keymap
 from tui.attention import Attention
 from tui.core_events import (
     CoreEvents,
-    HumanChanged,
     Notice,
+    PersonChanged,
     ServingChanged,
     another_server,
     person_entry,
@@ -123,7 +123,7 @@ class AuthorizerApp(App[int]):
         seams = seams or AppSeams()
         self.node = node
         self.core = core = node.core
-        self.human = human = node.person
+        self.person = person = node.person
         self.store = node.history
         self.authority = node.authority
         self.rules = self.authority.store if self.authority is not None else None
@@ -143,11 +143,11 @@ class AuthorizerApp(App[int]):
             arm_expiry_s=ARM_EXPIRY_S,
         ))
         self.model_judge = node.model_judge
-        self.queue = QueueScreen(human, self.settings, self.clock, self.safety, self.key_time,
+        self.queue = QueueScreen(person, self.settings, self.clock, self.safety, self.key_time,
                                  sessions_served=lambda: len(core.served),
                                  serving=self._serving, advice=self._advice)
-        self.core_events = CoreEvents(human, core, self.post_message)
-        self.attention = Attention(self, human, self.settings, seams.terminal or self.write_to_terminal,
+        self.core_events = CoreEvents(person, core, self.post_message)
+        self.attention = Attention(self, person, self.settings, seams.terminal or self.write_to_terminal,
                                    tmux=bool(os.environ.get("TMUX")))
         self.quitting = Quitting(self, core)
         self._shown: set[AskKey] = set()
@@ -256,7 +256,7 @@ class AuthorizerApp(App[int]):
             self.notify("The serving core stopped.", severity="error", markup=False, timeout=60)
 
     async def action_quit(self) -> None:
-        pending = self.human.count()
+        pending = self.person.count()
         if pending:
             async def answered(confirmed: bool | None) -> None:
                 if confirmed:
@@ -275,7 +275,7 @@ class AuthorizerApp(App[int]):
 
     # -- the core's events (`tui.core_events`), in the order posted ---------------------------------
 
-    def on_human_changed(self, message: HumanChanged) -> None:
+    def on_person_changed(self, message: PersonChanged) -> None:
         event = message.event
         entry = person_entry(event, self.clock())
         if entry is not None:
@@ -392,7 +392,7 @@ class AuthorizerApp(App[int]):
                 self.rules,
                 intent.surface if intent else None,
                 intent.match_values if intent else (),
-                [(g.surface, g.pattern) for g in HumanAuthorizer.serving_grants_of(ask)],
+                [(g.surface, g.pattern) for g in Person.serving_grants_of(ask)],
                 intent.principal.agent_name if intent else ask.request.requester_agent_name,
                 self.clock(),
             )
@@ -406,7 +406,7 @@ class AuthorizerApp(App[int]):
         """A written rule's reach: the pending asks it decides, listed, then decided exactly."""
         from tui.screens.review_steps import RuleReach
 
-        return RuleReach(self.human.rule_reach, self.queue.decide_by_written_rule)
+        return RuleReach(self.person.rule_reach, self.queue.decide_by_written_rule)
 
     def action_grants(self) -> None:
         from tui.screens.grants import GrantsScreen

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from textual.app import App
 
-from core.person import HumanAuthorizer
+from core.person import Person
 from core.vocabulary.asks import Ask
 from tui.render.ask_facts import ask_label
 from tui.ui_settings import NOTIFICATION_CHANNELS, UiSettings
@@ -40,7 +40,7 @@ def _signal_safe(text: str) -> str:
 class Attention:
     """One notice and one set of terminal signals per burst of arrivals."""
 
-    def __init__(self, app: App[int], person: HumanAuthorizer, settings: UiSettings,
+    def __init__(self, app: App[int], person: Person, settings: UiSettings,
                  terminal: Callable[[str], None], tmux: bool) -> None:
         """`app`: where the notice goes and the coalescing timer runs; `terminal`: where signals are
         written; `tmux`: wrap them for tmux passthrough."""

@@ -1,6 +1,6 @@
 """The core's events as Textual Messages, and what each one means for this run's history and notices.
 
-Every event of the person's slot (`HumanChanged`: added, withdrawn, decided) and of the serving core
+Every event of the person (`PersonChanged`: added, withdrawn, decided) and of the serving core
 (`ServingChanged`) reaches the app only as a Message, posted from the core's callback by `CoreEvents`
 (`post_message` is thread safe) and handled in the app's message loop in the order posted: the queue,
 the history and the status line follow the order of the events. A note the queue sets about its own
@@ -20,7 +20,7 @@ from textual.message import Message
 from textual.notifications import SeverityLevel
 
 from core.history.rows import describe_decider
-from core.person import AskDecided, AskWithdrawn, HumanAuthorizer, HumanEvent
+from core.person import AskDecided, AskWithdrawn, Person, PersonEvent
 from core.serving import ServingCore
 from core.vocabulary.events import ServeEvent
 from tui.render.ask_facts import ask_label
@@ -32,10 +32,10 @@ PERSON_OUTCOMES = frozenset({"user", "user_grant", "session_grant", "rule_writte
 WHO = {"approved_by_serving_grant": "grant", "approved_by_written_rule": "rule"}
 
 
-class HumanChanged(Message):
-    """An ask arrived for the person, was withdrawn by its child, or was decided (`HumanAuthorizer`)."""
+class PersonChanged(Message):
+    """An ask arrived for the person, was withdrawn by its child, or was decided (`Person`)."""
 
-    def __init__(self, event: HumanEvent) -> None:
+    def __init__(self, event: PersonEvent) -> None:
         super().__init__()
         self.event = event
 
@@ -49,22 +49,22 @@ class ServingChanged(Message):
 
 
 class CoreEvents:
-    """Subscribes to the person's slot and the serving core; posts each event as a Message."""
+    """Subscribes to the person and the serving core; posts each event as a Message."""
 
-    def __init__(self, person: HumanAuthorizer, core: ServingCore, post: Callable[[Message], object]) -> None:
+    def __init__(self, person: Person, core: ServingCore, post: Callable[[Message], object]) -> None:
         self.person = person
         self.core = core
         self.post = post
 
     def listen(self) -> None:
         """Receive the core's events as Messages from now on."""
-        def human(event: HumanEvent) -> None:
-            self.post(HumanChanged(event))
+        def person(event: PersonEvent) -> None:
+            self.post(PersonChanged(event))
 
         def serving(event: ServeEvent) -> None:
             self.post(ServingChanged(event))
 
-        self.person.subscribe(human)
+        self.person.subscribe(person)
         self.core.subscribe(serving)
 
 
@@ -78,7 +78,7 @@ class Notice:
     timeout: float | None = None
 
 
-def person_entry(event: HumanEvent, now: float) -> HistoryEntry | None:
+def person_entry(event: PersonEvent, now: float) -> HistoryEntry | None:
     """This run's history line for a decision or a withdrawal (an arrival has none)."""
     if isinstance(event, AskDecided):
         reason = event.response.denial_reason

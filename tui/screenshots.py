@@ -1,7 +1,7 @@
 """`uv run python -m tui.screenshots [OUTDIR]`: SVG screenshots of the real app (default `screenshots/`).
 
 Generated, not drawn, so they cannot drift from the app: the same wiring `pi-authorizer app` uses
-(`attended_node`: recorded authority over a small pi config, the history ledger, a `HumanAuthorizer`)
+(`attended_node`: recorded authority over a small pi config, the history ledger, a `Person`)
 on a temporary forwarding root, fed by the simulated children of `tui.demo.children`, run headless.
 
 Deterministic: each run works in a fresh temp folder, and the app is given paths relative to it, so no
@@ -27,7 +27,7 @@ from textual.pilot import Pilot
 from textual.widgets import Input, Static
 
 from core.clock import SYSTEM_CLOCK, Clock, SystemClock
-from core.person import HumanAuthorizer
+from core.person import Person
 from core.vocabulary.asks import AskKey
 from core.wiring import AttendedNode
 from tui.app import AppSeams, AuthorizerApp
@@ -118,7 +118,7 @@ def fixed(body: dict[str, Any], request_id: str, created_s: float) -> dict[str, 
 def arrived(app: AuthorizerApp, child: SimulatedChild, request_id: str) -> Callable[[], bool]:
     """The ask is in the queue, or this node's rules have already answered it."""
     answer = child.folder / "responses" / f"{request_id}.json"
-    return lambda: answer.exists() or any(ask.request.id == request_id for ask in app.human.pending())
+    return lambda: answer.exists() or any(ask.request.id == request_id for ask in app.person.pending())
 
 
 class Shooter:
@@ -169,7 +169,7 @@ class Shooter:
         self.advance(think_s)
         await self.until_keys_count()
         await self.press(*presses)
-        await self.until(lambda: self.app.human.get(key) is None)
+        await self.until(lambda: self.app.person.get(key) is None)
 
 
 def generate(outdir: Path = DEFAULT_OUTDIR) -> list[Path]:
@@ -207,7 +207,7 @@ def build_app(workdir: Path, clock: PinnedWallClock) -> tuple[AuthorizerApp, Pat
 
 async def drive(app: AuthorizerApp, root: Path, clock: PinnedWallClock, outdir: Path) -> None:
     """Children ask one at a time; each screen is then reached with the keys a person presses."""
-    human = app.human
+    person = app.person
     kids = children(root, DEMO_SESSION)
     stuck = SimulatedChild(root, OTHER_SESSION, "Explore", "019ff96a-00ff-7000-8000-0000000000ff", "/repo")
     async with app.run_test(size=SIZE) as pilot:
@@ -222,13 +222,13 @@ async def drive(app: AuthorizerApp, root: Path, clock: PinnedWallClock, outdir: 
             # One at a time, so the queue order (arrival order) is fixed.
             await shooter.until(arrived(app, kid, rid))
             if summary.startswith("read from another worktree"):  # after the 20.7.3 ask, which comes first
-                path_ask = next(ask.key for ask in human.pending() if ask.request.id == rid)
+                path_ask = next(ask.key for ask in person.pending() if ask.request.id == rid)
                 await shooter.select(path_ask)
                 shooter.advance(5.0)
                 await shooter.shoot("path-ask.svg")
         stuck.write(fixed(legacy(stuck, "bash", "npm test", ["npm test *"]), "toolu_shot99", clock.now))
         shooter.advance(6.0)
-        asks = human.pending()
+        asks = person.pending()
         newer = [ask for ask in asks if ask.has_facts]  # the asks after the 20.7.3 one
         first, second, mcp = newer[0].key, newer[1].key, newer[3].key
         no_facts = next(ask.key for ask in asks if not ask.has_facts)
@@ -262,7 +262,7 @@ async def drive(app: AuthorizerApp, root: Path, clock: PinnedWallClock, outdir: 
         await shooter.press(*"only after CI passes")
         await shooter.shoot("deny-with-reason.svg")
         await shooter.press("enter")
-        await shooter.until(lambda: human.get(mcp) is None)
+        await shooter.until(lambda: person.get(mcp) is None)
         await shooter.press("h")
         await shooter.until(
             lambda: (
@@ -273,13 +273,13 @@ async def drive(app: AuthorizerApp, root: Path, clock: PinnedWallClock, outdir: 
         await shooter.shoot("review.svg")
         await shooter.press("escape")
         await shooter.until(lambda: app.screen is app.queue)
-        granted = next(ask.key for ask in human.pending() if HumanAuthorizer.serving_grants_of(ask))
+        granted = next(ask.key for ask in person.pending() if Person.serving_grants_of(ask))
         await shooter.select(granted)
         shooter.advance(5.0)
         await shooter.press("w")
         await shooter.until(lambda: isinstance(app.screen, GrantConfirmScreen))
         await shooter.press("y")
-        await shooter.until(lambda: human.get(granted) is None)
+        await shooter.until(lambda: person.get(granted) is None)
         shooter.advance(30.0)
         await shooter.press("W")
         await shooter.until(lambda: isinstance(app.screen, GrantsScreen) and bool(app.screen.entries))

@@ -1,4 +1,4 @@
-"""The non-terminal judges that run after recorded authority and before the human.
+"""The non-terminal judges that run after recorded authority and before the person.
 
 The chain's rules are in `docs/design/contract.md` § Chain.
 

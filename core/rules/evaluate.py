@@ -4,7 +4,7 @@
 `first_candidate` is `evaluateFirst` (the first candidate that hits a non-default rule wins).
 A surface's candidates are indexed once (exact patterns in a dict, wildcards scanned from the
 last rule down), so finding the last matching rule never backtracks; the trail re-checks each
-rule on its own (`consulted`) to show the human what matched.
+rule on its own (`consulted`) to show the person what matched.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ class RecordedGrant:
 
 @dataclass(frozen=True, slots=True)
 class ShadowedDeny:
-    """The deny rule a grant would override, named for the human."""
+    """The deny rule a grant would override, named for the person."""
 
     grant_surface: str
     grant_pattern: str

@@ -15,7 +15,7 @@ import pytest
 
 from core.forwarding.liveness import heartbeat_path, read_heartbeat
 from core.history import HistoryStore
-from core.person import AskWithdrawn, DecisionRefused, HumanAuthorizer
+from core.person import AskWithdrawn, DecisionRefused, Person
 from core.testing import ManualClock
 from core.vocabulary.asks import DenyingArbiter
 from tests.helpers import (
@@ -102,21 +102,21 @@ async def test_a_persons_decision_is_not_written_while_another_server_answers(
     tmp_path: Path, other: subprocess.Popen[bytes]
 ) -> None:
     clock = ManualClock(1_800_000_000.0)
-    human = HumanAuthorizer(clock=clock)
-    async with Served(tmp_path, human, clock=clock) as served:
+    person = Person(clock=clock)
+    async with Served(tmp_path, person, clock=clock) as served:
         write_request(served.root, S, "shown")
-        await wait_for(lambda: bool(human.pending()), what="the pending ask")
+        await wait_for(lambda: bool(person.pending()), what="the pending ask")
         plant_heartbeat(served.root, other.pid)
         await rescanned_until(clock, lambda: "not_serving" in served.kinds(), what="the other server seen")
-        key = human.pending()[0].key
+        key = person.pending()[0].key
         with pytest.raises(DecisionRefused, match="another server answers session"):
-            await human.approve_once(key)
+            await person.approve_once(key)
         assert not response_path(served.root, S, "shown").exists()
-        assert [a.key for a in human.pending()] == [key]  # still in its place
+        assert [a.key for a in person.pending()] == [key]  # still in its place
         other.kill()
         other.wait()
         await rescanned_until(clock, lambda: "serving_again" in served.kinds(), what="serving again")
-        await human.approve_once(key)
+        await person.approve_once(key)
         assert (await read_response_when_written(served.root, S, "shown"))["approved"] is True
 
 
@@ -171,16 +171,16 @@ async def test_an_ask_another_server_answers_leaves_the_persons_queue_as_answere
     """The issue: the other server's answers to asks shown here were called "withdrawn" (290 of them),
     as if the child had stopped waiting. Its temp name for the ask's response says otherwise."""
     clock = ManualClock(1_800_000_000.0)
-    human = HumanAuthorizer(clock=clock)
+    person = Person(clock=clock)
     gone: list[AskWithdrawn] = []
-    human.subscribe(lambda event: gone.append(event) if isinstance(event, AskWithdrawn) else None)
-    async with Served(tmp_path, human, clock=clock) as served:
+    person.subscribe(lambda event: gone.append(event) if isinstance(event, AskWithdrawn) else None)
+    async with Served(tmp_path, person, clock=clock) as served:
         write_request(served.root, S, "shown")
-        await wait_for(lambda: bool(human.pending()), what="the pending ask")
+        await wait_for(lambda: bool(person.pending()), what="the pending ask")
         path = response_path(served.root, S, "shown")
         temp = path.with_name(f"{path.name}.{other.pid}.1800000000000.tmp")  # the other server answers it
         temp.write_text(json.dumps({"approved": True, "state": "approved"}))
-        await rescanned_until(clock, lambda: not human.pending(), what="the ask out of the queue")
+        await rescanned_until(clock, lambda: not person.pending(), what="the ask out of the queue")
         temp.rename(path)  # its publish completes
         await served.core.rescan_all()
         [event] = gone

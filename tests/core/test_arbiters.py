@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from core.person import AskAdded, AskDecided, AskWithdrawn, DecisionRefused, HumanAuthorizer, HumanEvent
+from core.person import AskAdded, AskDecided, AskWithdrawn, DecisionRefused, Person, PersonEvent
 from core.testing import ManualClock
 from core.vocabulary.asks import (
     LEAVE,
@@ -66,40 +66,40 @@ async def test_leave_returns_leave_at_once() -> None:
 
 
 async def test_the_person_decides_later_and_learns_what_became_of_it() -> None:
-    human = HumanAuthorizer()
-    events: list[HumanEvent] = []
-    human.subscribe(events.append)
+    person = Person()
+    events: list[PersonEvent] = []
+    person.subscribe(events.append)
     ask = make_ask()
-    pending = human.decide(ask)
-    assert not pending.done() and human.pending() == [ask]
+    pending = person.decide(ask)
+    assert not pending.done() and person.pending() == [ask]
     assert [type(e) for e in events] == [AskAdded]
-    approving = asyncio.ensure_future(human.approve_once(ask.key))
+    approving = asyncio.ensure_future(person.approve_once(ask.key))
     decision = decision_of(await settled(pending))  # the core's part: the decision arrives as a value
     assert decision.outcome == "user" and decision.response.state == "approved"
     assert not approving.done()  # the person's call waits for the core's answer
     with pytest.raises(DecisionRefused):  # being answered: no second decision
-        await human.deny(ask.key)
+        await person.deny(ask.key)
     assert decision.reply is not None
     decision.reply.set_result(Answered(True))
     decided = await approving
-    assert decided.kind == "approved" and not human.pending()
+    assert decided.kind == "approved" and not person.pending()
     assert [type(e) for e in events] == [AskAdded, AskDecided]
 
 
 async def test_a_failed_write_keeps_the_ask_in_its_place_and_it_is_decided_again() -> None:
-    human = HumanAuthorizer()
+    person = Person()
     first, second = make_ask("r1"), make_ask("r2")
-    pending = human.decide(first)
-    human.decide(second)
-    approving = asyncio.ensure_future(human.approve_once(first.key))
+    pending = person.decide(first)
+    person.decide(second)
+    approving = asyncio.ensure_future(person.approve_once(first.key))
     decision = decision_of(await settled(pending))
-    again = human.decide(first)  # the core asks again before it replies
+    again = person.decide(first)  # the core asks again before it replies
     assert decision.reply is not None
     decision.reply.set_result(Answered(False, "writing the response failed: disk full", gone=False))
     with pytest.raises(DecisionRefused, match="disk full"):
         await approving
-    assert [a.key for a in human.pending()] == [first.key, second.key]  # in its place, not added twice
-    denying = asyncio.ensure_future(human.deny(first.key, "no"))
+    assert [a.key for a in person.pending()] == [first.key, second.key]  # in its place, not added twice
+    denying = asyncio.ensure_future(person.deny(first.key, "no"))
     denial = decision_of(await settled(again))
     assert denial.response.denial_reason == "no"
     assert denial.reply is not None
@@ -108,26 +108,26 @@ async def test_a_failed_write_keeps_the_ask_in_its_place_and_it_is_decided_again
 
 
 async def test_a_withdrawn_ask_cancels_its_decision_and_refuses_one() -> None:
-    human = HumanAuthorizer()
-    events: list[HumanEvent] = []
-    human.subscribe(events.append)
+    person = Person()
+    events: list[PersonEvent] = []
+    person.subscribe(events.append)
     ask = make_ask()
-    pending = human.decide(ask)
-    human.withdraw(ask.key)
-    assert pending.cancelled() and not human.pending()
+    pending = person.decide(ask)
+    person.withdraw(ask.key)
+    assert pending.cancelled() and not person.pending()
     assert [type(e) for e in events] == [AskAdded, AskWithdrawn]
     with pytest.raises(DecisionRefused, match="no longer pending"):
-        await human.approve_once(ask.key)
+        await person.approve_once(ask.key)
 
 
 async def test_an_ask_withdrawn_while_its_decision_is_published_refuses_the_decision() -> None:
-    human = HumanAuthorizer()
+    person = Person()
     ask = make_ask()
-    pending = human.decide(ask)
-    approving = asyncio.ensure_future(human.approve_once(ask.key))
+    pending = person.decide(ask)
+    approving = asyncio.ensure_future(person.approve_once(ask.key))
     decision = decision_of(await settled(pending))
     assert decision.reply is not None
     decision.reply.set_result(Answered(False, "the child withdrew this request"))
     with pytest.raises(DecisionRefused, match="withdrew"):
         await approving
-    assert not human.pending()
+    assert not person.pending()

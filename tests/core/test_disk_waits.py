@@ -19,7 +19,7 @@ import pytest
 from core.disk.writer import DiskWriter
 from core.forwarding.liveness import Heartbeat, heartbeat_path, read_heartbeat
 from core.history import HistoryStore
-from core.person import AskWithdrawn, DecisionRefused, HumanAuthorizer, HumanEvent
+from core.person import AskWithdrawn, DecisionRefused, Person, PersonEvent
 from core.seams import Seams
 from core.serving import ServingCore
 from core.serving.verdicts import Ledger
@@ -110,19 +110,19 @@ async def test_a_persons_decision_waits_for_a_full_disk_and_is_never_called_with
 ) -> None:
     caplog.set_level(logging.WARNING, "pi_authorizer")
     disk, clock = FullDisk(errno.ENOSPC), ManualClock(1_800_000_000.0)
-    human = HumanAuthorizer(clock=clock)
-    seen: list[HumanEvent] = []
-    human.subscribe(seen.append)
-    async with Node(tmp_path, human, disk, clock) as node:
+    person = Person(clock=clock)
+    seen: list[PersonEvent] = []
+    person.subscribe(seen.append)
+    async with Node(tmp_path, person, disk, clock) as node:
         write_request(node.root, S, "decided")
-        await wait_for(lambda: bool(human.pending()), what="the pending ask")
+        await wait_for(lambda: bool(person.pending()), what="the pending ask")
         with pytest.raises(DecisionRefused, match="waiting for disk"):
-            await human.approve_once(human.pending()[0].key)
-        assert not human.pending()  # decided: it does not wait for a second decision
+            await person.approve_once(person.pending()[0].key)
+        assert not person.pending()  # decided: it does not wait for a second decision
         assert not [e for e in seen if isinstance(e, AskWithdrawn)]
         await rescans(clock, 40)
         assert "quarantined" not in node.kinds() and "withdrawn" not in node.kinds()
-        assert not quarantined(node.state) and not human.pending()
+        assert not quarantined(node.state) and not person.pending()
         disk.full = False
         await rescanned_until(clock, response_path(node.root, S, "decided").exists, what="the response")
         body = await read_response_when_written(node.root, S, "decided")
@@ -136,12 +136,12 @@ async def test_a_decision_recorded_then_a_restart_on_a_full_disk_is_published_wh
     tmp_path: Path,
 ) -> None:
     disk, clock = FullDisk(errno.EIO), ManualClock(1_800_000_000.0)
-    human = HumanAuthorizer(clock=clock)
-    async with Node(tmp_path, human, disk, clock) as node:
+    person = Person(clock=clock)
+    async with Node(tmp_path, person, disk, clock) as node:
         write_request(node.root, S, "restart")
-        await wait_for(lambda: bool(human.pending()), what="the pending ask")
+        await wait_for(lambda: bool(person.pending()), what="the pending ask")
         with pytest.raises(DecisionRefused, match="waiting for disk"):
-            await human.deny(human.pending()[0].key, "not now")
+            await person.deny(person.pending()[0].key, "not now")
     node.history.close()
     async with Node(tmp_path, DenyingArbiter(clock), disk, clock) as again:
         await rescans(clock, 30)

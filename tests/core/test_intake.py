@@ -12,7 +12,7 @@ import pytest
 from core.disk.tree import UnsafeFolder
 from core.forwarding.inbox import SessionInbox
 from core.history import HistoryStore
-from core.person import DecisionRefused, HumanAuthorizer
+from core.person import DecisionRefused, Person
 from core.serving.intake import (
     READ_BUDGET,
     FileRead,
@@ -143,61 +143,61 @@ def test_responses_are_looked_up_per_id_never_through_a_path(tmp_path: Path) -> 
 # served as a new ask when the folder came back, so a person could decide it twice, or lose the one
 # under the cursor. Only a listing of an existing folder that lacks a file withdraws its ask.
 #
-# A real core, a real person's queue (`HumanAuthorizer`), real folders renamed in `tmp_path`.
+# A real core, a real person's queue (`Person`), real folders renamed in `tmp_path`.
 
 
-async def held_ask(served: Served, human: HumanAuthorizer, request_id: str) -> AskKey:
+async def held_ask(served: Served, person: Person, request_id: str) -> AskKey:
     """A request written and waiting in front of the person."""
     write_request(served.root, S, request_id)
     key = AskKey(S, f"{request_id}.json")
-    await wait_for(lambda: human.awaiting(key), what=f"{request_id} in front of the person")
+    await wait_for(lambda: person.awaiting(key), what=f"{request_id} in front of the person")
     return key
 
 
-async def still_held_then_answered_once(served: Served, human: HumanAuthorizer, key: AskKey) -> None:
+async def still_held_then_answered_once(served: Served, person: Person, key: AskKey) -> None:
     """The ask stayed in the queue, arrived once; the person's decision answers it once."""
-    assert "withdrawn" not in served.kinds() and human.awaiting(key)
+    assert "withdrawn" not in served.kinds() and person.awaiting(key)
     assert [e.key for e in served.events if e.kind == "arrived"] == [key]
-    decided = await human.approve_once(key)
+    decided = await person.approve_once(key)
     assert decided.ask.key == key
     body = await read_response_when_written(served.root, S, key.name.removesuffix(".json"))
     assert body["state"] == "approved"
     await served.core.rescan_all()
     kinds = served.kinds()
     assert kinds.count("arrived") == 1 and kinds.count("answered") == 1, kinds
-    assert "withdrawn" not in kinds and not human.pending()
+    assert "withdrawn" not in kinds and not person.pending()
 
 
 async def test_requests_moved_away_and_back_withdraw_nothing_and_answer_once(tmp_path: Path) -> None:
-    human = HumanAuthorizer()
-    async with Served(tmp_path, human) as served:
-        key = await held_ask(served, human, "kept")
+    person = Person()
+    async with Served(tmp_path, person) as served:
+        key = await held_ask(served, person, "kept")
         requests = session_dir(served.root, S) / "requests"
         away = session_dir(served.root, S) / "requests.away"
         os.rename(requests, away)
         await served.core.rescan_all()
-        assert "withdrawn" not in served.kinds() and human.awaiting(key)
+        assert "withdrawn" not in served.kinds() and person.awaiting(key)
         os.rename(away, requests)
         await served.core.rescan_all()
-        await still_held_then_answered_once(served, human, key)
+        await still_held_then_answered_once(served, person, key)
 
 
 async def test_session_folder_moved_away_linked_and_back_withdraws_nothing(tmp_path: Path) -> None:
-    human = HumanAuthorizer()
-    async with Served(tmp_path, human) as served:
-        key = await held_ask(served, human, "kept")
+    person = Person()
+    async with Served(tmp_path, person) as served:
+        key = await held_ask(served, person, "kept")
         folder, away = session_dir(served.root, S), tmp_path / "away"
         os.rename(folder, away)
         await served.core.rescan_all()
-        assert "withdrawn" not in served.kinds() and human.awaiting(key)
+        assert "withdrawn" not in served.kinds() and person.awaiting(key)
         folder.symlink_to(away, target_is_directory=True)  # refused (`UnsafeFolder`), never followed
         await served.core.rescan_all()
         assert "unsafe_folder" in served.kinds()
-        assert "withdrawn" not in served.kinds() and human.awaiting(key)
+        assert "withdrawn" not in served.kinds() and person.awaiting(key)
         folder.unlink()
         os.rename(away, folder)
         await served.core.rescan_all()
-        await still_held_then_answered_once(served, human, key)
+        await still_held_then_answered_once(served, person, key)
 
 
 async def test_a_decision_while_the_folder_is_away_or_refused_is_refused_and_the_ask_waits(
@@ -205,40 +205,40 @@ async def test_a_decision_while_the_folder_is_away_or_refused_is_refused_and_the
 ) -> None:
     """The person decides the ask under the cursor while its file cannot be read: nothing is written,
     the person is told why, and the ask stays in its place to be decided once the folder is back."""
-    human = HumanAuthorizer()
-    async with Served(tmp_path, human) as served:
-        key = await held_ask(served, human, "kept")
+    person = Person()
+    async with Served(tmp_path, person) as served:
+        key = await held_ask(served, person, "kept")
         folder, away = session_dir(served.root, S), tmp_path / "away"
         os.rename(folder, away)
         with pytest.raises(DecisionRefused, match="cannot be read"):
-            await human.approve_once(key)
-        assert human.awaiting(key)
+            await person.approve_once(key)
+        assert person.awaiting(key)
         folder.symlink_to(away, target_is_directory=True)
         with pytest.raises(DecisionRefused, match="cannot be read"):
-            await human.deny(key, "not through a link")
-        assert human.awaiting(key)
+            await person.deny(key, "not through a link")
+        assert person.awaiting(key)
         folder.unlink()
         os.rename(away, folder)
         await served.core.rescan_all()
-        await still_held_then_answered_once(served, human, key)
+        await still_held_then_answered_once(served, person, key)
 
 
 async def test_a_file_gone_from_its_existing_folder_is_still_withdrawn(tmp_path: Path) -> None:
-    human = HumanAuthorizer()
-    async with Served(tmp_path, human) as served:
-        gone = await held_ask(served, human, "gone")
+    person = Person()
+    async with Served(tmp_path, person) as served:
+        gone = await held_ask(served, person, "gone")
         (session_dir(served.root, S) / "requests" / "gone.json").unlink()
         await served.core.rescan_all()
         assert [e.key for e in served.events if e.kind == "withdrawn"] == [gone]
-        assert not human.awaiting(gone)
+        assert not person.awaiting(gone)
         # A `requests/` emptied and made anew under the same name is a listing of an existing folder.
-        fresh = await held_ask(served, human, "fresh")
+        fresh = await held_ask(served, person, "fresh")
         requests = session_dir(served.root, S) / "requests"
         shutil.rmtree(requests)
         requests.mkdir()
         await served.core.rescan_all()
         assert [e.key for e in served.events if e.kind == "withdrawn"] == [gone, fresh]
-        assert not human.pending()
+        assert not person.pending()
 
 
 def _aged(folder: Path, seconds: float) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from core.history.store import HistoryStore
-from core.person import DecisionRefused, HumanAuthorizer
+from core.person import DecisionRefused, Person
 from core.serving import ServingCore
 from core.vocabulary.asks import AskKey
 from core.vocabulary.events import ServeEvent
@@ -19,8 +19,8 @@ from tests.helpers import response_path, session_dir, wait_for, write_request
 S = "019ff969-c34c-70be-9034-fae19c852932"
 
 
-def shown_value(human: HumanAuthorizer, key: AskKey) -> str | None:
-    ask = human.get(key)
+def shown_value(person: Person, key: AskKey) -> str | None:
+    ask = person.get(key)
     return None if ask is None else ask.parsed.request.value
 
 
@@ -35,9 +35,9 @@ def test_a_decision_is_never_applied_to_a_request_changed_while_the_person_decid
     async def run() -> None:
         root, state = tmp_path / "root", tmp_path / "state"
         state.mkdir()
-        human = HumanAuthorizer()
+        person = Person()
         store = HistoryStore.in_state_dir(state)
-        core = ServingCore(root, state, human, ledger=store)
+        core = ServingCore(root, state, person, ledger=store)
         core.subscribe(store.observe)
         events: list[ServeEvent] = []
         core.subscribe(events.append)
@@ -46,7 +46,7 @@ def test_a_decision_is_never_applied_to_a_request_changed_while_the_person_decid
         key = AskKey(S, "r1.json")
         try:
             path = write_request(root, S, "r1", value="ls")
-            await wait_for(lambda: shown_value(human, key) == "ls", what="the ask in front of the person")
+            await wait_for(lambda: shown_value(person, key) == "ls", what="the ask in front of the person")
             if how == "replaced":
                 write_request(root, S, "r1", value="rm -rf ~")
             elif how == "rewritten":
@@ -58,11 +58,11 @@ def test_a_decision_is_never_applied_to_a_request_changed_while_the_person_decid
             else:
                 path.unlink()
             with pytest.raises(DecisionRefused):
-                await human.approve_once(key)
+                await person.approve_once(key)
             assert not response_path(root, S, "r1").exists()
             if how != "withdrawn":
                 # The new content is a new ask, in front of the person as it is.
-                await wait_for(lambda: shown_value(human, key) == "rm -rf ~", what="the new ask shown")
+                await wait_for(lambda: shown_value(person, key) == "rm -rf ~", what="the new ask shown")
                 assert (session_dir(root, S) / "requests" / "r1.json").exists()
             assert [e.kind for e in events if e.kind != "arrived"][:1] == ["withdrawn"]
         finally:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from core.person import HumanAuthorizer
+from core.person import Person
 from core.serving import ServingCore
 from core.serving.drain import IDENTITY_CHECKS, SPREAD_PASSES
 from core.vocabulary.asks import AskKey
@@ -30,8 +30,8 @@ def rewrite_in_place(path: Path, value: str) -> None:
         file.truncate()
 
 
-def shown_value(human: HumanAuthorizer, key: AskKey) -> str | None:
-    ask = human.get(key)
+def shown_value(person: Person, key: AskKey) -> str | None:
+    ask = person.get(key)
     return None if ask is None else ask.parsed.request.value
 
 
@@ -42,22 +42,22 @@ def test_a_request_rewritten_in_place_while_awaiting_a_decision_is_found(
     async def run() -> None:
         root, state = tmp_path / "root", tmp_path / "state"
         state.mkdir()
-        human = HumanAuthorizer()
-        core = ServingCore(root, state, human)
+        person = Person()
+        core = ServingCore(root, state, person)
         served = core.add_session(S)
         paths = [write_request(root, S, f"r{i:04d}", value="ls") for i in range(WAITING)]
         await core.drain.rescan(served)
-        assert human.count() == WAITING
+        assert person.count() == WAITING
         # The last file of the listing: a share looked at from the start does not reach it at once.
         key = AskKey(S, paths[-1].name)
         rewrite_in_place(paths[-1], "rm -rf ~")
         passes = 0
-        while shown_value(human, key) != "rm -rf ~":
+        while shown_value(person, key) != "rm -rf ~":
             passes += 1
             assert passes <= SPREAD_PASSES, "a rewritten request was not found within one round"
             await core.drain.rescan(served, safety)
         assert passes == (3 if safety else 1)  # a share of 256 a pass; a file event's rescan: all
-        assert human.count() == WAITING
+        assert person.count() == WAITING
         core.stop()
         await core.run()  # releases the session
 

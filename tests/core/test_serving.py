@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from core.forwarding.liveness import SessionHeld, heartbeat_path, read_heartbeat
-from core.person import AskAdded, AskWithdrawn, HumanAuthorizer
+from core.person import AskAdded, AskWithdrawn, Person
 from core.seams import Seams
 from core.serving import ServingCore
 from core.vocabulary.asks import UNATTENDED_DENIAL, Arbiter, DenyingArbiter, Judgment, LeavingArbiter
@@ -131,28 +131,28 @@ async def test_leave_keeps_the_request_and_reports_withdrawal(tmp_path: Path) ->
 
 
 async def test_person_decides_without_blocking_other_asks(tmp_path: Path) -> None:
-    human = HumanAuthorizer()
+    person = Person()
     seen: list[object] = []
-    human.subscribe(seen.append)
-    running = await start(tmp_path, human, judge=AllowLs())
+    person.subscribe(seen.append)
+    running = await start(tmp_path, person, judge=AllowLs())
     root = tmp_path / "root"
     intent = {"surface": "bash", "matchValues": ["ls"], "boundaryValue": None, "requesterCwd": "/w",
               "principal": {"sessionId": "c", "agentName": "Explore"}}
     try:
         write_request(root, S, "a1")
         write_request(root, S, "a2")
-        await wait_for(lambda: len(human.pending()) == 2, what="two pending asks")
+        await wait_for(lambda: len(person.pending()) == 2, what="two pending asks")
         # While both wait for a person, a rule-decided ask is answered at once.
         write_request(root, S, "ruled", accessIntent=intent)
         assert (await read_response_when_written(root, S, "ruled"))["state"] == "approved"
-        assert [a.key.name for a in human.pending()] == ["a1.json", "a2.json"]
-        decided = await human.approve_once(human.pending()[0].key)
+        assert [a.key.name for a in person.pending()] == ["a1.json", "a2.json"]
+        decided = await person.approve_once(person.pending()[0].key)
         assert decided.kind == "approved"
         body = await read_response_when_written(root, S, "a1")
         assert body["decidedBy"] == {"kind": "user", "via": "dialog"} and body["state"] == "approved"
         # The child gives up on the other one: it leaves the queue, never as a denial.
         (session_dir(root, S) / "requests" / "a2.json").unlink()
-        await wait_for(lambda: not human.pending(), what="withdrawn ask removed")
+        await wait_for(lambda: not person.pending(), what="withdrawn ask removed")
         assert any(isinstance(e, AskWithdrawn) for e in seen)
         assert sum(isinstance(e, AskAdded) for e in seen) == 2
         assert not response_path(root, S, "a2").exists()

@@ -21,7 +21,7 @@ import pytest
 
 from core.forwarding.liveness import heartbeat_path, read_heartbeat
 from core.history import HistoryStore
-from core.person import DecisionRefused, HumanAuthorizer
+from core.person import DecisionRefused, Person
 from core.serving import ServingCore
 from core.testing import FailingDisk, FailingLedger, GatedDisk, HeldDisk, LinkedAwayDisk, ManualClock
 from core.vocabulary.asks import DenyingArbiter, Judgment, LeavingArbiter
@@ -97,16 +97,16 @@ async def test_history_that_cannot_be_written_still_answers_the_child_with_the_r
     """A person's approval that cannot be recorded is never published: the child is denied, and told why."""
     store = HistoryStore.in_state_dir(tmp_path / "state")
     ledger = FailingLedger(store, failures=-1, error="attempt to write a readonly database")
-    human = HumanAuthorizer()
-    async with Served(tmp_path, human, ledger=ledger) as served:
+    person = Person()
+    async with Served(tmp_path, person, ledger=ledger) as served:
         write_request(served.root, S, "approve-me")
-        await wait_for(lambda: bool(human.pending()), what="pending ask")
+        await wait_for(lambda: bool(person.pending()), what="pending ask")
         with pytest.raises(Exception, match="history could not record"):
-            await human.approve_once(human.pending()[0].key)
+            await person.approve_once(person.pending()[0].key)
         body = await read_response_when_written(served.root, S, "approve-me")
         assert body["approved"] is False and body["state"] == "denied_with_reason"
         assert "readonly database" in body["denialReason"] and body["decidedBy"]["kind"] == "gate_error"
-        assert not human.pending()
+        assert not person.pending()
 
 
 async def test_read_only_state_dir_still_answers_unusable_requests(tmp_path: Path) -> None:
@@ -185,13 +185,13 @@ async def test_response_present_before_serving_is_reported_as_forged(
 
 
 async def test_response_appearing_while_a_person_decides_is_reported_as_forged(tmp_path: Path) -> None:
-    human = HumanAuthorizer()
-    async with Served(tmp_path, human) as served:
+    person = Person()
+    async with Served(tmp_path, person) as served:
         write_request(served.root, S, "waiting")
-        await wait_for(lambda: bool(human.pending()), what="pending ask")
+        await wait_for(lambda: bool(person.pending()), what="pending ask")
         response_path(served.root, S, "waiting").write_text('{"approved":true,"state":"approved"}')
         await served.core.rescan_all()
-        assert "forged" in served.kinds() and not human.pending()
+        assert "forged" in served.kinds() and not person.pending()
 
 
 async def test_already_answered_id_is_set_aside_with_a_reason(tmp_path: Path) -> None:
@@ -305,17 +305,17 @@ async def test_a_persons_decision_that_cannot_be_written_keeps_the_ask_for_the_n
     tmp_path: Path,
 ) -> None:
     disk = FailingDisk(errno.EIO, failures=4)  # the batch's attempt and its three retries
-    human = HumanAuthorizer()
-    async with Served(tmp_path, human, writer=disk) as served:
+    person = Person()
+    async with Served(tmp_path, person, writer=disk) as served:
         write_request(served.root, S, "first")
         write_request(served.root, S, "second")
-        await wait_for(lambda: len(human.pending()) == 2, what="two pending asks")
-        key = human.pending()[0].key
+        await wait_for(lambda: len(person.pending()) == 2, what="two pending asks")
+        key = person.pending()[0].key
         with pytest.raises(DecisionRefused, match="writing the response failed"):
-            await human.approve_once(key)
-        assert [a.key.name for a in human.pending()] == ["first.json", "second.json"]  # in its place
+            await person.approve_once(key)
+        assert [a.key.name for a in person.pending()] == ["first.json", "second.json"]  # in its place
         assert not response_path(served.root, S, "first").exists()
-        decided = await human.deny(key, "not this one")  # the disk healed: the next decision is written
+        decided = await person.deny(key, "not this one")  # the disk healed: the next decision is written
         assert decided.kind == "denied_with_reason"
         body = await read_response_when_written(served.root, S, "first")
         assert body["denialReason"] == "not this one"
@@ -332,11 +332,11 @@ async def test_an_ask_withdrawn_while_its_failed_decision_is_written_leaves_the_
     undecidable). The publisher looks for the request just before placing the answer, so it finds it
     gone and places nothing: the write is not even tried (campaign finding 5)."""
     disk = HeldDisk(failures=-1)
-    human = HumanAuthorizer()
-    async with Served(tmp_path, human, writer=disk, fault=disk.fault) as served:
+    person = Person()
+    async with Served(tmp_path, person, writer=disk, fault=disk.fault) as served:
         request = write_request(served.root, S, "gone")
-        await wait_for(lambda: bool(human.pending()), what="pending ask")
-        approving = asyncio.ensure_future(human.approve_once(human.pending()[0].key))
+        await wait_for(lambda: bool(person.pending()), what="pending ask")
+        approving = asyncio.ensure_future(person.approve_once(person.pending()[0].key))
         try:
             await wait_for(disk.entered.is_set, what="the decision's batch held")
             request.unlink()  # the child withdraws while its answer is being written
@@ -345,7 +345,7 @@ async def test_an_ask_withdrawn_while_its_failed_decision_is_written_leaves_the_
             disk.release.set()
         with pytest.raises(DecisionRefused, match="its child stopped waiting"):
             await asyncio.wait_for(approving, 30)
-        assert not human.pending() and not response_path(served.root, S, "gone").exists()
+        assert not person.pending() and not response_path(served.root, S, "gone").exists()
         assert disk.attempts == 0  # nothing placed where nobody reads it
 
 

@@ -11,7 +11,7 @@ from types import FrameType
 import pytest
 
 from core.forwarding.liveness import Heartbeat
-from core.person import DecisionRefused, HumanAuthorizer
+from core.person import DecisionRefused, Person
 from core.seams import Seams
 from core.serving import ServingCore
 from core.serving.loop import SHUTDOWN_GRACE_S
@@ -111,14 +111,14 @@ async def test_a_persons_call_whose_decision_is_cut_off_by_shutdown_returns(tmp_
     root = tmp_path / "root"
     held = HeldAt("staged")
     clock = ManualClock()
-    human = HumanAuthorizer(clock=clock)
-    core = ServingCore(root, tmp_path / "state", human, seams=Seams(clock=clock, fault=held))
+    person = Person(clock=clock)
+    core = ServingCore(root, tmp_path / "state", person, seams=Seams(clock=clock, fault=held))
     core.add_session(S)
     task = asyncio.create_task(core.run())
     try:
         write_request(root, S, "cut")
-        await wait_for(lambda: bool(human.pending()), what="pending ask")
-        approving = asyncio.ensure_future(human.approve_once(human.pending()[0].key))
+        await wait_for(lambda: bool(person.pending()), what="pending ask")
+        approving = asyncio.ensure_future(person.approve_once(person.pending()[0].key))
         await wait_for(held.entered.is_set, what="the decision's batch held at staged")
         core.stop()
         await grace_given_up(core, clock)

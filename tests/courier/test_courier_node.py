@@ -13,7 +13,7 @@ from core.courier.arbiter import CourierArbiter
 from core.courier.targets import Target
 from core.history import HistoryStore
 from core.judging.links import CommandLink
-from core.person import HumanAuthorizer
+from core.person import Person
 from core.seams import Seams
 from core.testing import ManualClock
 from core.vocabulary.asks import DenyingArbiter
@@ -62,7 +62,7 @@ async def test_the_rest_is_carried_to_p_and_both_histories_say_who_decided_where
         refused = await read_response_when_done(tmp_path / "root", C, "refused")
         assert (refused["approved"], refused["decidedBy"]["kind"]) == (False, "rule")
         write_request(tmp_path / "root", C, "carried", accessIntent=bash_intent("make deploy"))
-        person: HumanAuthorizer = parent.person
+        person: Person = parent.person
         await wait_for(lambda: len(person.pending()) == 1, what="the ask at P (the link's allow capped)")
         await person.deny(person.pending()[0].key, "deploys wait for Monday")
         answer = await read_response_when_done(tmp_path / "root", C, "carried")

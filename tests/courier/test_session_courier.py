@@ -1,6 +1,6 @@
 """The courier carrying asks to `session:ID` under the same forwarding root: two real serving cores
 on real files, the courier's serving session C and the adjudicating session P, a real person's API
-(`HumanAuthorizer`) or the fail-safe deciding at P."""
+(`Person`) or the fail-safe deciding at P."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from core.courier.parcel_ids import ParcelIds
 from core.courier.session import SessionCourier, splice
 from core.courier.transport import Parcel, Relayed, Unreachable
 from core.disk.paths import is_safe_request_id
-from core.person import HumanAuthorizer
+from core.person import Person
 from core.seams import Seams
 from core.serving import ServingCore
 from core.testing import ManualClock
@@ -56,7 +56,7 @@ P = "019ff96a-pppp-7000-8000-000000000002"
 class Tree:
     root: Path
     courier: CourierArbiter
-    person: HumanAuthorizer
+    person: Person
     at_c: list[ServeEvent]
 
 
@@ -81,7 +81,7 @@ async def _tree(tmp_path: Path, p_arbiter: Arbiter | None = None, clock: Clock =
     root = tmp_path / "root"
     root.mkdir()
     courier = CourierArbiter(SessionCourier(root, P, clock), "deny", clock, host="host-c", node="node-c")
-    person = HumanAuthorizer(clock=clock)
+    person = Person(clock=clock)
     at_c: list[ServeEvent] = []
     async with _core(tmp_path, "c", C, courier, clock, at_c):
         if serve_p:
@@ -100,7 +100,7 @@ def _ask(root: Path, request_id: str, **fields: Any) -> bytes:
     return data
 
 
-async def _shown_at_p(person: HumanAuthorizer) -> Ask:
+async def _shown_at_p(person: Person) -> Ask:
     await wait_for(lambda: len(person.pending()) == 1, what="the ask shown at P")
     return person.pending()[0]
 
@@ -197,7 +197,7 @@ async def test_a_target_that_stops_serving_while_its_person_thinks_is_the_fallba
     root = tmp_path / "root"
     root.mkdir()
     courier = CourierArbiter(SessionCourier(root, P, clock), "deny", clock, host="host-c", node="node-c")
-    person = HumanAuthorizer(clock=clock)
+    person = Person(clock=clock)
     async with _core(tmp_path, "c", C, courier, clock, []):
         async with _core(tmp_path, "p", P, person, clock, []):
             _ask(root, "toolu_7")
@@ -218,12 +218,12 @@ async def test_a_target_restarted_while_an_ask_waits_there_answers_it(tmp_path: 
     root.mkdir()
     courier = CourierArbiter(SessionCourier(root, P, clock), "deny", clock, host="host-c", node="node-c")
     async with _core(tmp_path, "c", C, courier, clock, []):
-        first = HumanAuthorizer(clock=clock)
+        first = Person(clock=clock)
         async with _core(tmp_path, "p", P, first, clock, []):
             _ask(root, "toolu_r")
             await _shown_at_p(first)
         clock.advance(4.0)  # down for four seconds, then back
-        restarted = HumanAuthorizer(clock=clock)
+        restarted = Person(clock=clock)
         async with _core(tmp_path, "p", P, restarted, clock, []):
             shown = await _shown_at_p(restarted)
             await restarted.approve_once(shown.key)
@@ -237,7 +237,7 @@ async def test_the_childs_deadline_is_honoured_and_the_ask_withdrawn_up_there(tm
     root = tmp_path / "root"
     root.mkdir()
     courier = CourierArbiter(SessionCourier(root, P, clock), "deny", clock, host="host-c", node="node-c")
-    person = HumanAuthorizer()
+    person = Person()
     async with _core(tmp_path, "c", C, courier, clock, []), _core(tmp_path, "p", P, person, SYSTEM_CLOCK, []):
         # 597 s of the child's 600 s gone: 3 s left, less the 2 s margin to answer in.
         _ask(root, "toolu_8", createdAt=int(clock.wall() * 1000) - 597_000)

@@ -31,7 +31,7 @@ import pytest
 
 from core.history import HistoryStore, Retention
 from core.history.spool import spool_name
-from core.person import DecisionRefused, HumanAuthorizer
+from core.person import DecisionRefused, Person
 from core.seams import Seams
 from core.serving import ServingCore
 from core.testing import Breakable, FailingDisk, HeldDisk
@@ -54,18 +54,18 @@ async def test_a_refused_verdict_is_closed_as_fail_safe_once_the_history_works(t
     root, state = tmp_path / "root", tmp_path / "state"
     fault = Breakable()
     store = HistoryStore.in_state_dir(state, seams=Seams(fault=fault))
-    human = HumanAuthorizer()
-    core = ServingCore(root, state, human, ledger=store, seams=Seams(retry_delays=(0.0, 0.0, 0.0)))
+    person = Person()
+    core = ServingCore(root, state, person, ledger=store, seams=Seams(retry_delays=(0.0, 0.0, 0.0)))
     core.subscribe(store.observe)
     core.add_session(S)
     task = asyncio.create_task(core.run())
     try:
         write_request(root, S, "p", accessIntent=intent("bash", "make test"))
-        await wait_for(lambda: bool(human.pending()), what="pending ask")
+        await wait_for(lambda: bool(person.pending()), what="pending ask")
         await wait_for(lambda: [r.outcome for r in store.query()] == ["pending"], what="arrival row")
         fault.broken = True
         with pytest.raises(DecisionRefused, match="history could not record"):
-            await human.approve_once(human.pending()[0].key)
+            await person.approve_once(person.pending()[0].key)
         body = await read_response_when_written(root, S, "p")
         assert body["state"] == "denied_with_reason" and body["decidedBy"]["kind"] == "gate_error"
         reader = store.reader()  # its own connection: reads while the store's writes still fail
@@ -148,12 +148,12 @@ async def test_a_fail_safe_answer_not_written_then_withdrawn_is_withdrawn(tmp_pa
 async def test_a_persons_answer_withdrawn_while_it_failed_to_be_written_is_withdrawn(tmp_path: Path) -> None:
     store = HistoryStore.in_state_dir(tmp_path / "state")
     disk = HeldDisk(errno.ENOSPC, failures=-1)
-    human = HumanAuthorizer()
-    async with Served(tmp_path, human, ledger=store, writer=disk, fault=disk.fault) as served:
+    person = Person()
+    async with Served(tmp_path, person, ledger=store, writer=disk, fault=disk.fault) as served:
         served.core.subscribe(store.observe)
         request = write_request(served.root, S, "left")
-        await wait_for(lambda: bool(human.pending()), what="the ask in front of the person")
-        approving = asyncio.ensure_future(human.approve_once(human.pending()[0].key))
+        await wait_for(lambda: bool(person.pending()), what="the ask in front of the person")
+        approving = asyncio.ensure_future(person.approve_once(person.pending()[0].key))
         try:
             await wait_for(disk.entered.is_set, what="the decision's batch held")
             request.unlink()  # the child gives up while its answer is being written
@@ -163,7 +163,7 @@ async def test_a_persons_answer_withdrawn_while_it_failed_to_be_written_is_withd
         with contextlib.suppress(DecisionRefused):  # refused, or told the child withdrew
             await asyncio.wait_for(approving, 30)
         await wait_for(lambda: "withdrawn" in served.kinds(), what="the withdrawal reported")
-        assert not human.pending()
+        assert not person.pending()
     assert one_row(store, "left")[:3] == ("withdrawn", None, None)
     store.close()
 
@@ -173,16 +173,16 @@ async def test_a_person_deciding_again_after_a_failed_write_leaves_one_row(tmp_p
     published as recorded (issue 21); it cannot be decided a second time, so one verdict row stays."""
     store = HistoryStore.in_state_dir(tmp_path / "state")
     disk = FailingDisk(errno.EIO, failures=4)  # the batch's attempt and its three retries
-    human = HumanAuthorizer()
-    async with Served(tmp_path, human, ledger=store, writer=disk) as served:
+    person = Person()
+    async with Served(tmp_path, person, ledger=store, writer=disk) as served:
         served.core.subscribe(store.observe)
         write_request(served.root, S, "twice")
-        await wait_for(lambda: bool(human.pending()), what="the ask in front of the person")
-        key = human.pending()[0].key
+        await wait_for(lambda: bool(person.pending()), what="the ask in front of the person")
+        key = person.pending()[0].key
         with pytest.raises(DecisionRefused, match="waiting for disk"):
-            await human.approve_once(key)
+            await person.approve_once(key)
         with pytest.raises(DecisionRefused, match="no longer pending"):
-            await human.deny(key, "no after all")
+            await person.deny(key, "no after all")
         body = await read_response_when_written(served.root, S, "twice")
         assert body["approved"] is True and body["decidedBy"]["kind"] == "user"
         await wait_for(lambda: one_row_written(store, "twice"), what="the answer marked written")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from core.person import AskAdded, HumanAuthorizer
+from core.person import AskAdded, Person
 from core.serving import ServingCore
 from core.serving.verdicts import VerdictRow
 from core.vocabulary.asks import AskKey, DenyingArbiter, Judgment, LeavingArbiter
@@ -105,13 +105,13 @@ async def test_chain_link_decision(node: Node) -> None:
 
 
 async def test_person_decision_records_shown_time_and_time_to_decide(node: Node) -> None:
-    human = HumanAuthorizer()
-    human.subscribe(lambda e: node.history.mark_shown(e.ask.key, 1.0e9) if isinstance(e, AskAdded) else None)
-    await node.start(human)
+    person = Person()
+    person.subscribe(lambda e: node.history.mark_shown(e.ask.key, 1.0e9) if isinstance(e, AskAdded) else None)
+    await node.start(person)
     write_request(node.root, S, "p", accessIntent=intent("bash", "make test"))
-    await wait_for(lambda: bool(human.pending()), what="pending ask")
+    await wait_for(lambda: bool(person.pending()), what="pending ask")
     assert node.only_row().outcome == "pending"
-    await human.deny(human.pending()[0].key, "not now")
+    await person.deny(person.pending()[0].key, "not now")
     await wait_for(lambda: ended(node), what="answered row")
     row = node.only_row()
     assert (row.outcome, row.verdict, row.reason) == ("user", "denied_with_reason", "not now")
@@ -120,10 +120,10 @@ async def test_person_decision_records_shown_time_and_time_to_decide(node: Node)
 
 
 async def test_withdrawn_by_the_child(node: Node) -> None:
-    human = HumanAuthorizer()
-    await node.start(human)
+    person = Person()
+    await node.start(person)
     path = write_request(node.root, S, "w", accessIntent=intent("bash", "make test"))
-    await wait_for(lambda: bool(human.pending()), what="pending ask")
+    await wait_for(lambda: bool(person.pending()), what="pending ask")
     path.unlink()
     await wait_for(lambda: ended(node), what="withdrawn row")
     row = node.only_row()
@@ -162,18 +162,18 @@ async def test_left_then_gone_stays_left(node: Node) -> None:
 async def test_history_tells_once_child_session_whole_session_grant_and_its_decisions_apart(
     node: Node,
 ) -> None:
-    human = HumanAuthorizer(node.authority)
-    await node.start(human)
+    person = Person(node.authority)
+    await node.start(person)
     asks = (("once", "npm ci"), ("child", "npm run a"), ("grant", "npm run b"), ("by", "npm run c"))
     for rid, value in asks:
         write_request(node.root, S, rid, accessIntent=intent("bash", value),
                       sessionApproval=suggestion("bash", "npm run *"))
     write_request(node.root, S, "rule", accessIntent=intent("bash", "git status"))
-    await wait_for(lambda: len(human.pending()) == 4, what="four asks for the person")
-    key = {a.request.id: a.key for a in human.pending()}
-    await human.approve_once(key["once"])
-    await human.approve_for_requester_session(key["child"])
-    await human.approve_for_serving_session(key["grant"], reach=human.grant_reach(key["grant"]))
+    await wait_for(lambda: len(person.pending()) == 4, what="four asks for the person")
+    key = {a.request.id: a.key for a in person.pending()}
+    await person.approve_once(key["once"])
+    await person.approve_for_requester_session(key["child"])
+    await person.approve_for_serving_session(key["grant"], reach=person.grant_reach(key["grant"]))
     await wait_for(lambda: all(r.ended_at is not None for r in node.history.query()) and
                    len(node.history.query()) == 5, what="five ended rows")
     rows = {r.request_id: r for r in node.history.query()}
@@ -197,14 +197,14 @@ async def bare_node(tmp_path: Path) -> AsyncIterator[Node]:
 
 
 async def test_time_to_decide_counts_from_when_the_ask_was_shown(bare_node: Node) -> None:
-    human = HumanAuthorizer()
-    await bare_node.start(human)
+    person = Person()
+    await bare_node.start(person)
     write_request(bare_node.root, S, "p", accessIntent=intent("bash", "make test"))
-    await wait_for(lambda: bool(human.pending()), what="pending ask")
+    await wait_for(lambda: bool(person.pending()), what="pending ask")
     arrived = bare_node.only_row().arrived_at
     shown = arrived - 100.0  # an explicit, distinct instant: the span must start here, not at arrival
     bare_node.history.mark_shown(AskKey(S, "p.json"), shown)
-    await human.approve_once(human.pending()[0].key)
+    await person.approve_once(person.pending()[0].key)
     await wait_for(lambda: bare_node.only_row().decided_at is not None, what="decided row")
     row = bare_node.only_row()
     assert row.shown_at == shown and row.decided_at is not None and row.decide_ms is not None
@@ -213,16 +213,16 @@ async def test_time_to_decide_counts_from_when_the_ask_was_shown(bare_node: Node
 
 
 async def test_an_ask_withdrawn_while_no_one_served_is_closed_at_start(bare_node: Node) -> None:
-    human = HumanAuthorizer()
-    await bare_node.start(human)
+    person = Person()
+    await bare_node.start(person)
     gone = write_request(bare_node.root, S, "gone", accessIntent=intent("bash", "make a"))
     write_request(bare_node.root, S, "stays", accessIntent=intent("bash", "make b"))
-    await wait_for(lambda: len(human.pending()) == 2, what="two pending asks")
+    await wait_for(lambda: len(person.pending()) == 2, what="two pending asks")
     await bare_node.stop()
     gone.unlink()  # the child gave up while pi-authorizer was down
     assert {r.outcome for r in bare_node.history.query()} == {"pending"}
 
-    core = ServingCore(bare_node.root, bare_node.state, HumanAuthorizer(), ledger=bare_node.history)
+    core = ServingCore(bare_node.root, bare_node.state, Person(), ledger=bare_node.history)
     assert take_session(core, bare_node.history, S).inbox.session_id == S
     try:
         outcomes = {r.request_id: (r.outcome, r.ended_at is not None) for r in bare_node.history.query()}

@@ -35,7 +35,7 @@ async def test_real_child_is_approved_with_a_double_press(
     node = build_attended_node(
         NodeOptions(forwarding_root, state_dir, tmp_path / "agent", tmp_path / "project"), None
     )
-    human = node.person
+    person = node.person
     node.take_session(UUID_SESSION)
     keys = FakeKeyClock()
     # double press on, 500 ms grace
@@ -49,15 +49,15 @@ async def test_real_child_is_approved_with_a_double_press(
         async with app.run_test(size=(140, 45)) as pilot:
             def arrived() -> bool:
                 assert child.proc.poll() is None, child.stderr_text()  # a child that died fails at once
-                return bool(human.pending())
+                return bool(person.pending())
 
             await wait_for(pilot, arrived)
-            ask = human.pending()[0]
+            ask = person.pending()[0]
             assert ask.request.value == "git push origin main" and not ask.has_facts
             await wait_painted(pilot, app)
             keys.advance(0.5)  # past the input-grace window
             await pilot.press("y")
-            assert human.pending(), "the first press only arms"
+            assert person.pending(), "the first press only arms"
             await pilot.press("y")
             result = await asyncio.to_thread(child.wait, 30)
             await pilot.press("q")
@@ -85,7 +85,7 @@ async def test_real_children_accept_batch_decisions(
     node = build_attended_node(
         NodeOptions(forwarding_root, state_dir, tmp_path / "agent", tmp_path / "project"), history
     )
-    human = node.person
+    person = node.person
     node.take_session(UUID_SESSION)
     keys = FakeKeyClock()
     app = AuthorizerApp(node, UiSettings(), AppSeams(keys=keys))  # double press on, 500 ms grace
@@ -104,7 +104,7 @@ async def test_real_children_accept_batch_decisions(
             def arrived() -> bool:
                 for child in children.values():
                     assert child.proc.poll() is None, child.stderr_text()
-                return len(human.pending()) == 4
+                return len(person.pending()) == 4
 
             await wait_for(pilot, arrived)
 
@@ -119,11 +119,11 @@ async def test_real_children_accept_batch_decisions(
                 keys.advance(0.5)
                 await pilot.press("y", "y")  # double press
 
-            first_two = [a.request.requester_agent_name for a in human.pending()[:2]]
+            first_two = [a.request.requester_agent_name for a in person.pending()[:2]]
             await batch(("space", "space"), "Y")
-            await wait_for(pilot, lambda: len(human.pending()) == 2)
+            await wait_for(pilot, lambda: len(person.pending()) == 2)
             await batch(("asterisk",), "N")
-            await wait_for(pilot, lambda: not human.pending())
+            await wait_for(pilot, lambda: not person.pending())
             results = {agent: await asyncio.to_thread(child.wait, 30) for agent, child in children.items()}
             await pilot.press("q")
     for agent, result in results.items():

@@ -14,7 +14,7 @@ import pytest
 
 from core.judging.links import AuthorizerChain, CommandLink
 from core.judging.recorded import LinkChain, RecordedAuthority
-from core.person import DecisionRefused, HumanAuthorizer
+from core.person import DecisionRefused, Person
 from core.rules import GrantRefused, PolicyStore
 from core.serving import ServingCore
 from core.testing import GatedGrantBook
@@ -91,41 +91,41 @@ async def test_relative_rule_covers_a_child_in_another_worktree(node: Node) -> N
 
 
 async def test_no_facts_goes_to_the_person_even_when_the_display_value_matches(node: Node) -> None:
-    human = HumanAuthorizer(node.authority)
-    await node.start(human)
+    person = Person(node.authority)
+    await node.start(person)
     write_request(node.root, S, "legacy", surface="bash", value="git status")
-    await wait_for(lambda: len(human.pending()) == 1, what="the legacy ask pending")
-    ask = human.pending()[0]
+    await wait_for(lambda: len(person.pending()) == 1, what="the legacy ask pending")
+    ask = person.pending()[0]
     assert not ask.has_facts and ask.judgment.verdict == "ask"
     assert "no child-fixed facts" in ask.judgment.explanation[0]
     assert not response_path(node.root, S, "legacy").exists()
 
 
 async def test_malformed_intent_is_named_in_the_explanation(node: Node) -> None:
-    human = HumanAuthorizer(node.authority)
-    await node.start(human)
+    person = Person(node.authority)
+    await node.start(person)
     write_request(node.root, S, "bad", accessIntent={**intent("bash", "git status"), "matchValues": "git"})
-    await wait_for(lambda: len(human.pending()) == 1, what="pending")
-    assert any("malformed and dropped whole" in line for line in human.pending()[0].judgment.explanation)
+    await wait_for(lambda: len(person.pending()) == 1, what="pending")
+    assert any("malformed and dropped whole" in line for line in person.pending()[0].judgment.explanation)
 
 
 async def test_default_ask_is_explained(node: Node) -> None:
-    human = HumanAuthorizer(node.authority)
-    await node.start(human)
+    person = Person(node.authority)
+    await node.start(person)
     write_request(node.root, S, "npm", accessIntent=intent("bash", "npm install"))
-    await wait_for(lambda: len(human.pending()) == 1, what="pending")
-    assert human.pending()[0].judgment.explanation[0] == "No rule of this node decided: the default is ask."
+    await wait_for(lambda: len(person.pending()) == 1, what="pending")
+    assert person.pending()[0].judgment.explanation[0] == "No rule of this node decided: the default is ask."
 
 
 async def test_whole_session_grant_is_recorded_and_auto_approves_later_forwards(node: Node) -> None:
-    human = HumanAuthorizer(node.authority)
-    await node.start(human)
+    person = Person(node.authority)
+    await node.start(person)
     grants = {"grants": [{"surface": "bash", "pattern": "npm run *"}]}
     write_request(node.root, S, "first", accessIntent=intent("bash", "npm run dev"), sessionApproval=grants)
-    await wait_for(lambda: len(human.pending()) == 1, what="pending")
-    key = human.pending()[0].key
-    assert human.serving_grant_refusal(key) is None
-    await human.approve_for_serving_session(key, reach=())
+    await wait_for(lambda: len(person.pending()) == 1, what="pending")
+    key = person.pending()[0].key
+    assert person.serving_grant_refusal(key) is None
+    await person.approve_for_serving_session(key, reach=())
     first = await read_response_when_written(node.root, S, "first")
     assert first["state"] == "approved" and first["decidedBy"] == {"kind": "user", "via": "dialog"}
     write_request(node.root, S, "later", accessIntent=intent("bash", "npm run test"))
@@ -135,19 +135,19 @@ async def test_whole_session_grant_is_recorded_and_auto_approves_later_forwards(
 
 
 async def test_whole_session_grant_previews_and_decides_the_other_pending_asks_it_matches(node: Node) -> None:
-    human = HumanAuthorizer(node.authority)
-    await node.start(human)
+    person = Person(node.authority)
+    await node.start(person)
     grants = {"grants": [{"surface": "bash", "pattern": "npm run *"}]}
     write_request(node.root, S, "a", accessIntent=intent("bash", "npm run dev"), sessionApproval=grants)
     write_request(node.root, S, "b", accessIntent=intent("bash", "npm run test", agent="Builder"))
     write_request(node.root, S, "c", accessIntent=intent("bash", "npm install"))
     write_request(node.root, S, "d", surface="bash", value="npm run lint")  # no facts: never matched
     write_request(node.root, S, "e", accessIntent=intent("bash", "npm run x"), targetSessionId="other")
-    await wait_for(lambda: len(human.pending()) == 4, what="four pending (e is quarantined)")
-    key = next(a.key for a in human.pending() if a.request.id == "a")
-    reach = human.grant_reach(key)
+    await wait_for(lambda: len(person.pending()) == 4, what="four pending (e is quarantined)")
+    key = next(a.key for a in person.pending() if a.request.id == "a")
+    reach = person.grant_reach(key)
     assert [a.request.id for a in reach] == ["b"]  # same session, facts, allowed now
-    decided = await human.approve_for_serving_session(key, reach=reach)
+    decided = await person.approve_for_serving_session(key, reach=reach)
     assert decided.kind == "approved_for_serving_session"
     b = await read_response_when_written(node.root, S, "b")
     assert b["state"] == "approved"
@@ -155,52 +155,52 @@ async def test_whole_session_grant_previews_and_decides_the_other_pending_asks_i
     [by_grant] = decided.also
     assert by_grant.granted_on == key
     assert by_grant.kind == "approved_by_serving_grant" and by_grant.ask.request.id == "b"
-    assert sorted(a.request.id for a in human.pending()) == ["c", "d"]
+    assert sorted(a.request.id for a in person.pending()) == ["c", "d"]
 
 
 async def test_grant_on_an_ask_without_facts_is_refused_as_pointless(node: Node) -> None:
-    human = HumanAuthorizer(node.authority)
-    await node.start(human)
+    person = Person(node.authority)
+    await node.start(person)
     write_request(node.root, S, "old", surface="bash", value="npm run dev",
                   sessionApproval={"surface": "bash", "patterns": ["npm run *"]})
-    await wait_for(lambda: len(human.pending()) == 1, what="pending")
-    key = human.pending()[0].key
-    refusal = human.serving_grant_refusal(key)
+    await wait_for(lambda: len(person.pending()) == 1, what="pending")
+    key = person.pending()[0].key
+    refusal = person.serving_grant_refusal(key)
     assert refusal is not None and "cannot apply to asks without facts" in refusal
     with pytest.raises(GrantRefused):
-        await human.approve_for_serving_session(key, reach=())
+        await person.approve_for_serving_session(key, reach=())
     assert node.authority.grants_for(S).list() == ()
 
 
 async def test_grant_that_would_shadow_a_deny_is_refused_naming_it(node: Node) -> None:
-    human = HumanAuthorizer(node.authority)
-    await node.start(human)
+    person = Person(node.authority)
+    await node.start(person)
     grants = {"grants": [{"surface": "bash", "pattern": "git *"}]}
     write_request(node.root, S, "wide", accessIntent=intent("bash", "gitk"), sessionApproval=grants)
-    await wait_for(lambda: len(human.pending()) == 1, what="pending")
-    key = human.pending()[0].key
-    refusal = human.serving_grant_refusal(key)
+    await wait_for(lambda: len(person.pending()) == 1, what="pending")
+    key = person.pending()[0].key
+    refusal = person.serving_grant_refusal(key)
     assert refusal is not None and "git push *" in refusal
     with pytest.raises(GrantRefused):
-        await human.approve_for_serving_session(key, reach=())
-    assert human.get(key) is not None and not response_path(node.root, S, "wide").exists()
+        await person.approve_for_serving_session(key, reach=())
+    assert person.get(key) is not None and not response_path(node.root, S, "wide").exists()
     assert node.authority.grants_for(S).list() == ()
 
 
 async def test_subagent_session_approval_needs_a_suggestion(node: Node) -> None:
-    human = HumanAuthorizer(node.authority)
-    await node.start(human)
+    person = Person(node.authority)
+    await node.start(person)
     write_request(node.root, S, "plain", accessIntent=intent("bash", "make"))
-    await wait_for(lambda: len(human.pending()) == 1, what="pending")
+    await wait_for(lambda: len(person.pending()) == 1, what="pending")
     with pytest.raises(DecisionRefused, match="no session suggestion"):
-        await human.approve_for_requester_session(human.pending()[0].key)
+        await person.approve_for_requester_session(person.pending()[0].key)
     with pytest.raises(DecisionRefused, match="A reason is required"):
-        await human.deny(human.pending()[0].key, reason="   ")
-    await human.deny(human.pending()[0].key, reason="not now")
+        await person.deny(person.pending()[0].key, reason="   ")
+    await person.deny(person.pending()[0].key, reason="not now")
     body = await read_response_when_written(node.root, S, "plain")
     assert body["state"] == "denied_with_reason" and body["denialReason"] == "not now"
     with pytest.raises(DecisionRefused):
-        await human.approve_once(AskKey(S, "plain.json"))
+        await person.approve_once(AskKey(S, "plain.json"))
 
 
 async def test_config_change_is_picked_up_while_serving(node: Node) -> None:
@@ -245,12 +245,12 @@ async def test_invalid_config_never_grants_and_never_crashes(tmp_path: Path) -> 
     (project / "config.json").write_text(json.dumps({"permission": {"bash": "allow"}, "bogus": 1}))
     node.authority.reload()  # what the config watcher does on the change (invalid files never widen)
     assert node.store.pending() == ()
-    human = HumanAuthorizer(node.authority)
-    await node.start(human)
+    person = Person(node.authority)
+    await node.start(person)
     try:
         write_request(node.root, S, "x", accessIntent=intent("bash", "anything"))
-        await wait_for(lambda: len(human.pending()) == 1, what="pending")
-        lines = human.pending()[0].judgment.explanation
+        await wait_for(lambda: len(person.pending()) == 1, what="pending")
+        lines = person.pending()[0].judgment.explanation
         assert any(line.startswith("config error:") and "bogus" in line for line in lines)
     finally:
         await node.stop()
@@ -265,33 +265,33 @@ async def test_a_chain_link_decides_after_the_rules(node: Node, tmp_path: Path) 
         verdict = "deny" if facts["matchValues"][0].startswith("curl") else "defer"
         print(json.dumps({"verdict": verdict, "reason": "no network from agents"}))
     """))
-    human = HumanAuthorizer(node.authority)
+    person = Person(node.authority)
     link = CommandLink("netguard", (sys.executable, str(script)), timeout_s=20)
-    await node.start(human, chain=LinkChain(AuthorizerChain([link])))
+    await node.start(person, chain=LinkChain(AuthorizerChain([link])))
     write_request(node.root, S, "curl", accessIntent=intent("bash", "curl example.com"))
     write_request(node.root, S, "make", accessIntent=intent("bash", "make"))
     body = await read_response_when_written(node.root, S, "curl")
     assert body["state"] == "denied_with_reason" and body["denialReason"] == "no network from agents"
     assert body["decidedBy"] == {"kind": "authorizer", "name": "netguard", "verdict": "deny",
                                  "reason": "no network from agents"}
-    await wait_for(lambda: len(human.pending()) == 1, within=20, what="the deferred ask reaches the person")
-    assert human.pending()[0].key.name == "make.json"
+    await wait_for(lambda: len(person.pending()) == 1, within=20, what="the deferred ask reaches the person")
+    assert person.pending()[0].key.name == "make.json"
 
 
 async def test_grant_for_one_agent_is_refused_when_another_agents_rules_deny(node: Node) -> None:
     reviewer = node.tmp_path / "project" / ".pi" / "agents" / "Reviewer.md"
     reviewer.parent.mkdir(parents=True)
     reviewer.write_text('---\npermission:\n  bash:\n    "npm publish *": deny\n---\n')
-    human = HumanAuthorizer(node.authority)
-    await node.start(human)
+    person = Person(node.authority)
+    await node.start(person)
     grants = {"grants": [{"surface": "bash", "pattern": "npm *"}]}
     write_request(node.root, S, "a", accessIntent=intent("bash", "npm ci"), sessionApproval=grants)
-    await wait_for(lambda: len(human.pending()) == 1, what="pending")
-    key = human.pending()[0].key
-    refusal = human.serving_grant_refusal(key)
+    await wait_for(lambda: len(person.pending()) == 1, what="pending")
+    key = person.pending()[0].key
+    refusal = person.serving_grant_refusal(key)
     assert refusal is not None and "'Reviewer'" in refusal and "npm publish *" in refusal
     with pytest.raises(GrantRefused):
-        await human.approve_for_serving_session(key, reach=())
+        await person.approve_for_serving_session(key, reach=())
     assert node.authority.grants_for(S).list() == ()
 
 
@@ -334,13 +334,13 @@ async def test_serving_goes_on_while_a_grant_check_runs_over_many_agent_files(tm
     careful = '---\nname: careful\npermission:\n  bash:\n    "npm run *": deny\n---\n'
     (agents / "careful.md").write_text(careful)
     book = GatedGrantBook(node.authority)
-    human = HumanAuthorizer(book)
-    await node.start(human)
+    person = Person(book)
+    await node.start(person)
     try:
         write_request(node.root, S, "grant", accessIntent=intent("bash", "npm run dev"),
                       sessionApproval={"surface": "bash", "patterns": ["npm run *"]})
-        await wait_for(lambda: len(human.pending()) == 1, what="the ask pending")
-        check = asyncio.create_task(human.check_serving_grant(human.pending()[0].key))
+        await wait_for(lambda: len(person.pending()) == 1, what="the ask pending")
+        check = asyncio.create_task(person.check_serving_grant(person.pending()[0].key))
         await asyncio.to_thread(book.entered.wait, 30)
         for n in range(5):  # the control asks: answered while the check is held
             write_request(node.root, S, f"control{n}", accessIntent=intent("bash", "git status"))
@@ -357,27 +357,27 @@ async def test_serving_goes_on_while_a_grant_check_runs_over_many_agent_files(tm
 async def test_whole_session_grant_decides_exactly_the_asks_its_confirmation_listed(node: Node) -> None:
     """Never re-derived at commit: an ask that arrived after the confirmation was painted, or one
     rewritten under a listed name, waits for the person (issue 20)."""
-    human = HumanAuthorizer(node.authority)
-    await node.start(human)
+    person = Person(node.authority)
+    await node.start(person)
     grants = {"grants": [{"surface": "bash", "pattern": "npm run *"}]}
     write_request(node.root, S, "a", accessIntent=intent("bash", "npm run dev"), sessionApproval=grants)
     write_request(node.root, S, "b", accessIntent=intent("bash", "npm run test"))
     write_request(node.root, S, "c", accessIntent=intent("bash", "npm run lint"))
-    await wait_for(lambda: len(human.pending()) == 3, what="three pending")
-    key = next(a.key for a in human.pending() if a.request.id == "a")
-    reach = human.grant_reach(key)  # what the confirmation listed
+    await wait_for(lambda: len(person.pending()) == 3, what="three pending")
+    key = next(a.key for a in person.pending() if a.request.id == "a")
+    reach = person.grant_reach(key)  # what the confirmation listed
     assert sorted(a.request.id for a in reach) == ["b", "c"]
     # After the paint: c is rewritten under its id, d arrives; both would match the grant.
     old_c = next(a for a in reach if a.request.id == "c")
     response_path(node.root, S, "c").parent.parent.joinpath("requests", "c.json").unlink()
-    await wait_for(lambda: human.get(old_c.key) is None, what="c withdrawn")
+    await wait_for(lambda: person.get(old_c.key) is None, what="c withdrawn")
     write_request(node.root, S, "c", accessIntent=intent("bash", "npm run lint -- --fix"))
     write_request(node.root, S, "d", accessIntent=intent("bash", "npm run build"))
-    await wait_for(lambda: len(human.pending()) == 4, what="the new c and d pending")
-    decided = await human.approve_for_serving_session(key, reach=reach)
+    await wait_for(lambda: len(person.pending()) == 4, what="the new c and d pending")
+    decided = await person.approve_for_serving_session(key, reach=reach)
     assert [d.ask.request.id for d in decided.also] == ["b"]
     assert (await read_response_when_written(node.root, S, "b"))["decidedBy"]["kind"] == "session_approval"
-    assert sorted(a.request.id for a in human.pending()) == ["c", "d"]
+    assert sorted(a.request.id for a in person.pending()) == ["c", "d"]
     assert not response_path(node.root, S, "c").exists() and not response_path(node.root, S, "d").exists()
 
 
@@ -392,30 +392,30 @@ async def test_a_written_rule_lists_the_asks_it_decides_and_decides_exactly_thos
     node = Node(tmp_path, {"permission": {"bash": {"rm *": "deny"}}})
     node.store = PolicyStore(node.agent_dir, tmp_path / "project", rules_file, home="/home/me")
     node.authority = RecordedAuthority(node.store)
-    human = HumanAuthorizer(node.authority)
-    await node.start(human)
+    person = Person(node.authority)
+    await node.start(person)
     try:
         write_request(node.root, S, "a", accessIntent=intent("bash", "npm run lint"))
         write_request(node.root, S, "b", accessIntent=intent("bash", "npm run lint", agent="Builder"))
         write_request(node.root, S, "c", accessIntent=intent("bash", "npm run test"))
-        await wait_for(lambda: len(human.pending()) == 3, what="three pending")
-        a = next(x for x in human.pending() if x.request.id == "a")
+        await wait_for(lambda: len(person.pending()) == 3, what="three pending")
+        a = next(x for x in person.pending() if x.request.id == "a")
         offer = suggestion_from_ask(node.store, "bash", ["npm run lint"], [], "Explore", 0.0)
         edit = preview(offer, rules_file, node.store)
-        reach = human.rule_reach(edit.path, edit.after)
+        reach = person.rule_reach(edit.path, edit.after)
         assert sorted(x.request.id for x in reach) == ["a", "b"]  # the ask itself and b; never c
         assert json.loads(rules_file.read_text()) == {}  # a what-if: nothing written, nothing applied
         assert node.authority.judge(a.parsed, S).verdict == "ask"
         write_request(node.root, S, "d", accessIntent=intent("bash", "npm run lint"))  # after the paint
-        await wait_for(lambda: len(human.pending()) == 4, what="d pending")
+        await wait_for(lambda: len(person.pending()) == 4, what="d pending")
         apply(offer, edit.path, confirmed=edit, rules=node.store)
-        decided = await human.approve_by_written_rule(reach)
+        decided = await person.approve_by_written_rule(reach)
         assert sorted(x.ask.request.id for x in decided) == ["a", "b"]
         assert {x.kind for x in decided} == {"approved_by_written_rule"}
         for rid in ("a", "b"):
             body = await read_response_when_written(node.root, S, rid)
             assert body["state"] == "approved" and body["decidedBy"]["kind"] == "rule"
             assert body["decidedBy"]["pattern"] == "npm run lint"
-        assert sorted(x.request.id for x in human.pending()) == ["c", "d"]  # d waits for the person
+        assert sorted(x.request.id for x in person.pending()) == ["c", "d"]  # d waits for the person
     finally:
         await node.stop()

@@ -20,7 +20,7 @@ from core.disk.paths import encode_session_id
 from core.forwarding.liveness import heartbeat_path
 from core.history import HistoryStore
 from core.judging.recorded import RecordedAuthority
-from core.person import AskDecided, HumanAuthorizer
+from core.person import AskDecided, Person
 from core.seams import FaultHook, Seams, no_fault
 from core.serving import ServingCore
 from core.vocabulary.asks import Ask, AskKey, Judgment
@@ -167,7 +167,7 @@ class Rig:
         return self.node.core
 
     @property
-    def human(self) -> HumanAuthorizer:
+    def person(self) -> Person:
         return self.node.person
 
     @property

@@ -50,7 +50,7 @@ async def test_batch_approve_previews_every_marked_ask_and_decides_each_on_its_o
     rig = make_rig(tmp_path, UiSettings(input_grace_ms=0, double_press=True))
     three(rig.root, time.time() * 1000 - 5000)
     events: list[AskDecided] = []
-    rig.human.subscribe(lambda e: events.append(e) if isinstance(e, AskDecided) else None)
+    rig.person.subscribe(lambda e: events.append(e) if isinstance(e, AskDecided) else None)
     async with rig.app.run_test(size=(120, 40)) as pilot:
         await wait_rows(pilot, rig.app, 3)
         await pilot.press("Y")  # nothing marked yet: it says how to mark, decides nothing
@@ -216,7 +216,7 @@ async def test_a_batch_denial_relays_the_typed_reason_to_every_child(tmp_path: P
         await pilot.press(*"yes, not on main")  # y types into the field: nothing is decided
         await settle(pilot)
         assert isinstance(rig.app.screen, BatchPreviewScreen)
-        assert read_response(rig.root, "bd-1") is None and len(rig.human.pending()) == 2
+        assert read_response(rig.root, "bd-1") is None and len(rig.person.pending()) == 2
         assert screen.query_one("#batch-reason", Input).value == "yes, not on main"
         await pilot.press("escape")  # out of the field, the reason kept, the batch still open
         await wait_for(pilot, lambda: not screen.typing)
@@ -296,12 +296,12 @@ async def test_an_ask_rewritten_under_its_id_while_the_preview_is_open_cancels_t
     key = AskKey(SERVED, "s-1.json")
     async with rig.app.run_test(size=(120, 40)) as pilot:
         screen = await _open_preview(pilot, rig, 2)
-        shown = rig.human.get(key)
+        shown = rig.person.get(key)
         assert shown is not None and [a.request.value for a in screen.included] == ["ls", "pwd"]
         path.unlink()
-        await wait_for(pilot, lambda: rig.human.get(key) is None)
+        await wait_for(pilot, lambda: rig.person.get(key) is None)
         write_request(rig.root, request_body("s-1", value="rm -rf ~", created_at=start))
-        await wait_for(pilot, lambda: rig.human.get(key) is not None)
+        await wait_for(pilot, lambda: rig.person.get(key) is not None)
         await settle(pilot)
         await pilot.press("y")
         await settle(pilot)

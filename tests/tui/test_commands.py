@@ -60,8 +60,8 @@ def test_ui_settings_come_from_the_pi_config(tmp_path: Path) -> None:
                  "--forwarding-root", str(tmp_path / "root"), "--state-dir", str(tmp_path / "state"),
                  "--grace-ms", "250")
     node = attended_node(args)
-    core, human, authority = node.core, node.person, node.authority
-    assert isinstance(authority, RecordedAuthority) and human.grants is authority and core.arbiter is human
+    core, person, authority = node.core, node.person, node.authority
+    assert isinstance(authority, RecordedAuthority) and person.grants is authority and core.arbiter is person
     assert core.judge is authority and node.history is not None
     settings = app_command.ui_settings(args, authority)
     assert settings.double_press is True  # no config file turns it off (issue 34 finding 3)

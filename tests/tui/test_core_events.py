@@ -34,7 +34,7 @@ from tests.tui.support import (
     wait_rows,
     write_request,
 )
-from tui.core_events import HumanChanged, ServingChanged, serving_entry
+from tui.core_events import PersonChanged, ServingChanged, serving_entry
 from tui.screens.sessions import SessionsScreen
 from tui.ui_settings import UiSettings
 
@@ -78,8 +78,8 @@ async def test_a_decision_is_not_overwritten_by_an_event_posted_before_it(tmp_pa
         assert kinds.index("quarantined") < kinds.index("approved")  # the history is in event order
         assert rig.app.queue.status_text.startswith("Approved once: "), rig.app.queue.status_text
         # Both reached the app as Messages, the decision too, in the order the events happened.
-        order = [("decided" if isinstance(m, HumanChanged) else "quarantined") for m in seen
-                 if (isinstance(m, HumanChanged) and isinstance(m.event, AskDecided))
+        order = [("decided" if isinstance(m, PersonChanged) else "quarantined") for m in seen
+                 if (isinstance(m, PersonChanged) and isinstance(m.event, AskDecided))
                  or (isinstance(m, ServingChanged) and m.event.kind == "quarantined")]
         assert order == ["quarantined", "decided"]
 
@@ -93,7 +93,7 @@ async def test_asks_and_serving_events_reach_the_app_as_messages(tmp_path: Path)
     write_request(rig.root, request_body("msg-1"))
     async with rig.app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
         await wait_rows(pilot, rig.app, 1)
-        added = [m.event for m in seen if isinstance(m, HumanChanged)]
+        added = [m.event for m in seen if isinstance(m, PersonChanged)]
         assert [type(e) for e in added] == [AskAdded] and added[0].ask.request.id == "msg-1"
         await pilot.press("y")
         await wait_response(pilot, rig.root, "msg-1")

@@ -1,5 +1,5 @@
 """Deciding one ask with keys, through the real app (Pilot) against a real `ServingCore` and
-`HumanAuthorizer`: keys in, response files on disk out. The key safety's wiring (`docs/design/keys.md`): the
+`Person`: keys in, response files on disk out. The key safety's wiring (`docs/design/keys.md`): the
 grace after the paint, double press, hidden characters, the steps of `w` and `r`, `b`, remapped keys,
 withdrawals, quitting with asks pending."""
 
@@ -92,7 +92,7 @@ async def test_s_without_a_suggestion_explains_and_decides_nothing(tmp_path: Pat
         await settle(pilot)
         assert "no session suggestion" in status_text(rig.app)
         assert read_response(rig.root, "req-ns") is None
-        assert len(rig.human.pending()) == 1
+        assert len(rig.person.pending()) == 1
 
 
 async def test_w_shows_exact_pattern_confirms_and_records_the_grant(tmp_path: Path) -> None:
@@ -276,7 +276,7 @@ async def test_escape_never_denies(tmp_path: Path) -> None:
         await pilot.press("escape", "escape", "escape")
         await settle(pilot)
         assert read_response(rig.root, "req-esc") is None
-        assert len(rig.human.pending()) == 1
+        assert len(rig.person.pending()) == 1
 
 
 async def test_moving_clears_the_armed_key(tmp_path: Path) -> None:
@@ -359,7 +359,7 @@ async def test_grace_window_after_a_decision_protects_the_next_ask(tmp_path: Pat
         await wait_rows(pilot, rig.app, 1)
         await settle(pilot)
         assert read_response(rig.root, "req-b") is None
-        assert [a.key.name for a in rig.human.pending()] == ["req-b.json"]
+        assert [a.key.name for a in rig.person.pending()] == ["req-b.json"]
 
 
 async def test_queue_is_in_created_order_and_the_cursor_stays_during_a_decision(tmp_path: Path) -> None:
@@ -554,7 +554,7 @@ async def test_w_without_facts_explains_and_offers_the_alternatives(tmp_path: Pa
         await wait_for(pilot, lambda: rig.app.screen is rig.app.queue)
         await settle(pilot)
         assert read_response(rig.root, "req-old") is None and rig.authority.list_grants() == []
-        refusal = rig.human.serving_grant_refusal(rig.human.pending()[0].key)
+        refusal = rig.person.serving_grant_refusal(rig.person.pending()[0].key)
         assert refusal is not None and "cannot apply to asks without facts" in refusal
 
 
@@ -651,7 +651,7 @@ async def test_b_approves_both_directions_only_for_one_direction_grants(tmp_path
         await pilot.press("b", "b")
         await settle(pilot)
         assert read_response(rig.root, "req-b-bash") is None
-        assert rig.human.pending()[0].key.session_id == SERVED
+        assert rig.person.pending()[0].key.session_id == SERVED
 
 
 async def test_remapped_both_directions_key(tmp_path: Path) -> None:
@@ -688,7 +688,7 @@ async def test_no_toast_covers_a_step(tmp_path: Path) -> None:
         assert len(rig.app._notifications) == 0
         shown = len(rig.toasts)
         write_request(rig.root, request_body("req-t2", value="make t2"))
-        await wait_for(pilot, lambda: len(rig.human.pending()) == 2)
+        await wait_for(pilot, lambda: len(rig.person.pending()) == 2)
         await wait_for(pilot, lambda: "asked" in rig.app.queue.status_text)
         assert len(rig.toasts) == shown and isinstance(rig.app.screen, GrantConfirmScreen)
 
@@ -802,11 +802,11 @@ async def test_an_ask_decided_elsewhere_says_so_and_a_key_meant_for_it_does_noth
                         arrived_at=now)
     async with rig.app.run_test(size=(80, 24)) as pilot:
         await wait_rows(pilot, rig.app, 0)
-        decisions = [rig.human.decide(first), rig.human.decide(second)]
+        decisions = [rig.person.decide(first), rig.person.decide(second)]
         await wait_rows(pilot, rig.app, 2)
         rig.keys.advance(0.4)
         assert rig.app.queue.selected == first.key
-        rig.human.withdraw(first.key, "decided elsewhere by approver-2")
+        rig.person.withdraw(first.key, "decided elsewhere by approver-2")
         await pilot.press("y")  # meant for host-a's ask
         await wait_rows(pilot, rig.app, 1)
         await settle(pilot)
@@ -836,9 +836,9 @@ async def test_the_toast_names_the_approver_that_decided_elsewhere(tmp_path: Pat
     ask = broker_ask("host-a", "demo-host-a", request_body("r-t", created_at=now * 1000), arrived_at=now)
     async with rig.app.run_test(size=(120, 40)) as pilot:
         await wait_rows(pilot, rig.app, 0)
-        rig.human.decide(ask)
+        rig.person.decide(ask)
         await wait_rows(pilot, rig.app, 1)
-        rig.human.withdraw(ask.key, "decided elsewhere by approver-2")
+        rig.person.withdraw(ask.key, "decided elsewhere by approver-2")
         await wait_rows(pilot, rig.app, 0)
         toast = next(n for n in rig.toasts if n.title == "Ask answered elsewhere")
         assert "decided elsewhere by approver-2" in toast.message and "(from host-a)" in toast.message

@@ -33,11 +33,11 @@ async def test_h_opens_the_review_and_decisions_are_recorded_with_shown_time(tmp
     root, state = tmp_path / "forwarding", tmp_path / "state"
     store = HistoryStore.in_state_dir(state)
     node = attended_node(tmp_path, store)
-    human = node.person
+    person = node.person
     app = AuthorizerApp(node, UiSettings(input_grace_ms=0, double_press=False))
     async with app.run_test(size=(140, 45)) as pilot:
         write_request(root, request_body("seen-1"))
-        await wait_for(pilot, lambda: len(human.pending()) == 1)
+        await wait_for(pilot, lambda: len(person.pending()) == 1)
         await wait_painted(pilot, app)
         await pilot.press("y")
         body = await wait_response(pilot, root, "seen-1")
@@ -143,12 +143,12 @@ async def test_a_batch_decision_is_recorded_as_one(tmp_path: Path) -> None:
     root, state = tmp_path / "forwarding", tmp_path / "state"
     store = HistoryStore.in_state_dir(state)
     node = attended_node(tmp_path, store)
-    human = node.person
+    person = node.person
     app = AuthorizerApp(node, UiSettings(input_grace_ms=0, double_press=False))
     async with app.run_test(size=(140, 45)) as pilot:
         write_request(root, request_body("b-1", value="ls"))
         write_request(root, request_body("b-2", value="pwd"))
-        await wait_for(pilot, lambda: len(human.pending()) == 2)
+        await wait_for(pilot, lambda: len(person.pending()) == 2)
         await wait_painted(pilot, app)
         await pilot.press("asterisk", "Y")
         await wait_for(pilot, lambda: isinstance(app.screen, BatchPreviewScreen))

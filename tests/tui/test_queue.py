@@ -89,7 +89,7 @@ async def test_asks_of_an_adopted_inbox_join_in_created_order(tmp_path: Path) ->
         assert names(rig.app) == ["mine-1", "theirs", "mine-2"]
         assert selected(rig.app) == "mine-2"  # the ask under the cursor did not change
         assert "session" in rig.app.queue.table.column_keys
-        assert [a.request.id for a in rig.human.pending()] == ["mine-1", "theirs", "mine-2"]
+        assert [a.request.id for a in rig.person.pending()] == ["mine-1", "theirs", "mine-2"]
 
 
 # -- small terminals, cuts, status, screens ----------------------------------------------------------------

@@ -112,12 +112,12 @@ async def test_a_burst_joins_in_created_order_and_the_cursor_stays_on_its_ask(tm
         for i in range(300):  # older and newer than the selected ask, interleaved
             write_request(rig.root, request_body(f"burst-{i:03d}", created_at=start + 13 * i + 1))
         await wait_rows(pilot, rig.app, 305)
-        pending = [a.key.name.removesuffix(".json") for a in rig.human.pending()]
+        pending = [a.key.name.removesuffix(".json") for a in rig.person.pending()]
         assert names(rig.app) == pending  # every ask, in `createdAt` order, none twice
         assert selected(rig.app) == "first-2"  # the ask under the cursor did not change
         shown = marks(rig.app)
         assert shown.count("▶") == 1 and shown[names(rig.app).index("first-2")] == "▶"
-        assert rig.app.queue.shown_ask() is rig.human.get(rig.app.queue.selected)  # type: ignore[arg-type]
+        assert rig.app.queue.shown_ask() is rig.person.get(rig.app.queue.selected)  # type: ignore[arg-type]
 
 
 async def test_a_decision_under_a_filter_decides_the_painted_ask_and_no_other(tmp_path: Path) -> None:
@@ -148,7 +148,7 @@ async def test_an_ask_replaced_under_its_name_while_hidden_is_shown_as_the_new_a
         await pilot.press("slash", *"make", "enter")
         await wait_rows(pilot, rig.app, 2)
         (requests_dir(rig.root) / "r-000.json").unlink()  # its child withdrew it (hidden: a `git` ask)
-        await wait_for(pilot, lambda: len(rig.human.pending()) == 3)
+        await wait_for(pilot, lambda: len(rig.person.pending()) == 3)
         write_request(rig.root, request_body("r-000", value="make replaced-000", created_at=start))
         await wait_rows(pilot, rig.app, 3)
         assert names(rig.app) == ["r-000", "r-001", "r-003"]

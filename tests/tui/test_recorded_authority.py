@@ -64,7 +64,7 @@ class Node:
         self.attended = build_attended_node(options, self.history)
         assert self.attended.authority is not None
         self.authority: RecordedAuthority = self.attended.authority
-        self.store, self.human, self.core = self.authority.store, self.attended.person, self.attended.core
+        self.store, self.person, self.core = self.authority.store, self.attended.person, self.attended.core
         self.attended.take_session(SERVED)
         self.toasts: list[Notification] = []
         self.app = AuthorizerApp(self.attended, UiSettings(input_grace_ms=0, double_press=False),
@@ -107,7 +107,7 @@ async def test_grants_screen_lists_counts_and_revokes_for_the_next_ask(tmp_path:
 
         await pilot.press("escape")
         write_request(node.root, request_body("third", value="git push origin feature"))
-        await wait_for(pilot, lambda: any(a.request.id == "third" for a in node.human.pending()))
+        await wait_for(pilot, lambda: any(a.request.id == "third" for a in node.person.pending()))
         assert not (node.root / "sessions" / SERVED / "responses" / "third.json").exists()
 
 
@@ -381,7 +381,7 @@ async def test_the_rule_dialog_lists_the_asks_it_decides_and_decides_exactly_tho
         for rid in ("lint", "lint-b"):
             assert (await wait_response(pilot, node.root, rid))["decidedBy"]["kind"] == "rule"
         await wait_rows(pilot, app, 2)
-        pending = sorted(a.request.id for a in node.human.pending())
+        pending = sorted(a.request.id for a in node.person.pending())
         assert pending == ["late", "test"]
         await wait_for(pilot, lambda: "it decided 2 pending asks" in app.queue.status_text)
         assert [(e.what, e.who) for e in app.history] == [("approved_by_written_rule", "rule")] * 2

@@ -138,7 +138,7 @@ def test_snapshot_queue_remote_asks(snap_compare: SnapCompare, size: Size) -> No
 
     async def arrive(pilot: Pilot[Any]) -> None:
         for ask in asks:
-            rig.human.decide(ask)
+            rig.person.decide(ask)
         await ready(rig, len(asks))(pilot)
 
     assert snap_compare(rig.app, terminal_size=size, run_before=arrive)

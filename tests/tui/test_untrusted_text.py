@@ -187,7 +187,7 @@ async def test_clicking_child_text_never_decides(tmp_path: Path) -> None:
         assert rig.app.screen is rig.app.queue
         await settle(pilot)
         assert read_response(rig.root, "req-ck") is None
-        assert len(rig.human.pending()) == 1
+        assert len(rig.person.pending()) == 1
         assert rig.app.is_running
 
 

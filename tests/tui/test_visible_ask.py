@@ -81,7 +81,7 @@ async def test_a_child_that_gives_up_and_removes_its_last_folder_withdraws_its_a
         _child_gives_up(rig.root, "req-gone")
         await wait_rows(pilot, rig.app, 0)
         assert "Withdrawn by the child" in status_text(rig)
-        assert not rig.human.pending()
+        assert not rig.person.pending()
 
 
 async def test_a_folder_gone_keeps_the_ask_until_the_deadline_then_y_withdraws_it(tmp_path: Path) -> None:
@@ -97,7 +97,7 @@ async def test_a_folder_gone_keeps_the_ask_until_the_deadline_then_y_withdraws_i
         clock.advance(2)  # a safety rescan of the missing folder
         await wait_for(pilot, lambda: clock.waiting > 0)
         await settle(pilot)
-        assert len(rig.human.pending()) == 1
+        assert len(rig.person.pending()) == 1
         clock.jump_wall(600)  # past the deadline, and no rescan since
         await pilot.press("y", "y")
         await wait_rows(pilot, rig.app, 0)
@@ -162,6 +162,6 @@ async def test_a_filter_typed_fast_never_reaches_the_decision_keys(tmp_path: Pat
         await wait_for(pilot, lambda: rig.app.queue.typing)
         await settle(pilot)
         await settle(pilot)
-        assert not rig.decided and len(rig.human.pending()) == 1  # no deny was even started
+        assert not rig.decided and len(rig.person.pending()) == 1  # no deny was even started
         assert read_response(rig.root, "req-fast") is None
         assert rig.app.queue.typing

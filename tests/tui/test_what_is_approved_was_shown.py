@@ -71,7 +71,7 @@ def queue_matches_disk(rig: Rig) -> bool:
     """The person's queue lists exactly the request files there are (a file rewritten in place may
     still be listed with the bytes first read: the core checks the bytes when a decision is written)."""
     files = set(on_disk(rig))
-    pending = {a.key.name.removesuffix(".json") for a in rig.human.pending()}
+    pending = {a.key.name.removesuffix(".json") for a in rig.person.pending()}
     queue = rig.app.queue
     return pending == files and queue.ready and queue.table.row_count == len(files)
 

@@ -1,7 +1,7 @@
 """Bare `pi-authorizer` (or `pi-authorizer app`): the interactive app.
 
 Builds the same serving core `serve` builds (this node's recorded authority, chain links, config
-watching), with a `HumanAuthorizer` as its arbiter and the recorded authority as the book of
+watching), with a `Person` as its arbiter and the recorded authority as the book of
 whole-serving-session grants, takes the sessions named with `--session` (or this authorizer's own
 id), and runs `AuthorizerApp`. The person-facing knobs (`doublePressToConfirm`,
 `forwardingTimeoutMs`, `promptNotifications`, `permissionDialogKeys`) come from the pi config; the

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from textual.content import Content
 
-from core.person import HumanAuthorizer
+from core.person import Person
 from core.rules.agent_names import suspicious_agent_reason
 from core.rules.matcher import acts_as
 from core.rules.width import how_wide
@@ -174,7 +174,7 @@ def provenance_content(ask: Ask, clip: Clip) -> Content:
 
 
 def grants_content(ask: Ask, clip: Clip) -> Content:
-    grants = HumanAuthorizer.serving_grants_of(ask)
+    grants = Person.serving_grants_of(ask)
     if not grants:
         return Content.styled("The child sent no session suggestion: only once / deny are possible.", DIM)
     rows: list[Content] = []

@@ -10,7 +10,7 @@ Footer and shown in a plain legend (`KeyLegend`) instead, so no mouse path decid
 The screen, read top to bottom: its layout and its parts (the table, the detail, the filter field,
 the `StatusLine` and the `KeyLegend` it tells what to paint); the state (the table and the selected
 ask in sync with the pending asks, the paint the key safety waits for); moving and filtering;
-single decisions (the key safety first, then one `HumanAuthorizer` call); batches.
+single decisions (the key safety first, then one `Person` call); batches.
 
 Size: one screen, one idea — the decision surface and every guard on it; its parts that paint
 themselves are widgets already (`StatusLine`, `KeyLegend`, the table, the detail).
@@ -39,8 +39,8 @@ from core.person import (
     AskWithdrawn,
     DecisionRefused,
     GrantRefused,
-    HumanAuthorizer,
-    HumanEvent,
+    Person,
+    PersonEvent,
     proven_direction,
 )
 from core.vocabulary.asks import Ask, AskKey
@@ -90,7 +90,7 @@ def recorded_patterns(ask: Ask) -> Content:
     """What the child records on `s`: its own pattern(s), not the value, and how wide each is."""
     home = str(Path.home())
     parts: list[Content] = []
-    for grant in HumanAuthorizer.serving_grants_of(ask):
+    for grant in Person.serving_grants_of(ask):
         parts.append(Content.assemble((" — the child records ", DIM), (safe_plain(grant.surface, 40), ""),
                                       (" ", ""), (repr(safe_plain(grant.pattern, 80)), "bold")))
         wide = grant_width(ask, grant.surface, grant.pattern, home)
@@ -125,7 +125,7 @@ class QueueScreen(Screen[None]):
 
     def __init__(
         self,
-        human: HumanAuthorizer,
+        person: Person,
         settings: UiSettings,
         clock: Callable[[], float],
         safety: KeySafety,
@@ -138,7 +138,7 @@ class QueueScreen(Screen[None]):
         the monotonic clock; `sessions_served` counts the sessions (more than one: a session column);
         `serving` says what the empty queue serves."""
         super().__init__(id="queue")
-        self.human = human
+        self.person = person
         self.settings = settings
         self.clock = clock
         self.safety = safety
@@ -320,7 +320,7 @@ class QueueScreen(Screen[None]):
     # -- state: the table and the selected ask in sync with the pending asks ------------------------
 
     def current_ask(self) -> Ask | None:
-        return None if self.selected is None else self.human.get(self.selected)
+        return None if self.selected is None else self.person.get(self.selected)
 
     def shown_ask(self) -> Ask | None:
         """The very ask the detail shows (what a decision key decides), if it is still the one pending
@@ -333,7 +333,7 @@ class QueueScreen(Screen[None]):
 
         The filter searches an index of each ask's lower-cased fields, made once per ask (a
         keystroke with thousands pending only searches strings)."""
-        asks = self.human.ordered() if pending is None else pending
+        asks = self.person.ordered() if pending is None else pending
         if not self.ask_filter.active:
             return asks
         return [ask for ask, fields in self._indexed(asks) if self.ask_filter.matches_fields(fields)]
@@ -362,8 +362,8 @@ class QueueScreen(Screen[None]):
         """The filter field has focus: every key types into it and none decides."""
         return self._composed and self.focused is self.filter_input
 
-    def handle_event(self, event: HumanEvent) -> None:
-        """Every `HumanAuthorizer` event, in order, from the app's message loop (`HumanChanged`)."""
+    def handle_event(self, event: PersonEvent) -> None:
+        """Every `Person` event, in order, from the app's message loop (`PersonChanged`)."""
         gone = isinstance(event, AskWithdrawn) and event.ask.key == self.selected
         if isinstance(event, AskWithdrawn | AskDecided):
             self.marked.pop(event.ask.key, None)
@@ -396,7 +396,7 @@ class QueueScreen(Screen[None]):
         if not self._composed:
             return
         table = self.table
-        pending = self.human.ordered()  # the same tuple until an ask comes or goes: no copy, no sort
+        pending = self.person.ordered()  # the same tuple until an ask comes or goes: no copy, no sort
         self._pending_total = len(pending)
         shown = self.visible_asks(pending)
         # Several served sessions, or asks from several (a broker's carry their host and session).
@@ -420,7 +420,7 @@ class QueueScreen(Screen[None]):
         if index is not None and table.cursor_row != index:
             table.move_cursor(row=index, animate=False, scroll=True)
         self._title_table()
-        if new != before or (new is not None and self.human.get(new) is not self._detail_ask):
+        if new != before or (new is not None and self.person.get(new) is not self._detail_ask):
             self._select(new)  # another ask, or another ask under the same name: shown anew
         elif new is not None and index is not None:
             # Same ask on screen: only its position and the counts change.
@@ -566,7 +566,7 @@ class QueueScreen(Screen[None]):
         # (`/zzz-none`: n, o, n) would otherwise reach the decision keys and deny the ask.
         self.set_focus(self.filter_input)
         self._render_legend()
-        self.call_after_refresh(self._indexed, self.human.ordered())  # before the first key, not on it
+        self.call_after_refresh(self._indexed, self.person.ordered())  # before the first key, not on it
 
     @on(Input.Changed, "#queue-filter")
     def _filter_changed(self, event: Input.Changed) -> None:
@@ -664,7 +664,7 @@ class QueueScreen(Screen[None]):
     async def action_approve(self) -> None:
         ask = self.shown_ask()
         if ask is not None and self._allowed("approve"):
-            await self._commit(lambda key: self.human.approve_once(key, shown=ask), ask.key)
+            await self._commit(lambda key: self.person.approve_once(key, shown=ask), ask.key)
 
     async def action_approve_session(self) -> None:
         await self._approve_session("approve_session", "proven")
@@ -681,20 +681,20 @@ class QueueScreen(Screen[None]):
                 "The child sent no session suggestion, so there is nothing to record: use once or deny.",
                 WARN), about=ask.key)
             return
-        if width == "family" and proven_direction(HumanAuthorizer.serving_grants_of(ask)) is None:
+        if width == "family" and proven_direction(Person.serving_grants_of(ask)) is None:
             self.set_status(Content.styled(
                 "Both directions applies only when every grant proves one direction (read or write).", WARN))
             return
         if self._allowed(action):
             async def approve(key: AskKey) -> object:
-                return await self.human.approve_for_requester_session(key, width, shown=ask)
+                return await self.person.approve_for_requester_session(key, width, shown=ask)
 
             await self._commit(approve, ask.key)
 
     async def action_deny(self) -> None:
         ask = self.shown_ask()
         if ask is not None and self._allowed("deny"):
-            await self._commit(lambda key: self.human.deny(key, shown=ask), ask.key)
+            await self._commit(lambda key: self.person.deny(key, shown=ask), ask.key)
 
     def action_deny_reason(self) -> None:
         ask = self.shown_ask()
@@ -703,7 +703,7 @@ class QueueScreen(Screen[None]):
         key = ask.key
 
         async def done(reason: str | None) -> None:
-            if self.human.get(key) is None:
+            if self.person.get(key) is None:
                 return  # withdrawn meanwhile: the withdrawal note stays
             if reason is None:
                 self.set_status(Content.styled("Back from the reason editor: nothing was decided.", DIM),
@@ -711,7 +711,7 @@ class QueueScreen(Screen[None]):
                 return
 
             async def deny_with_reason(k: AskKey) -> object:
-                return await self.human.deny(k, reason, shown=ask)
+                return await self.person.deny(k, reason, shown=ask)
 
             await self._commit(deny_with_reason, key)
 
@@ -729,12 +729,12 @@ class QueueScreen(Screen[None]):
                                                 self.key_for("approve_session")))
             return
         try:
-            refusal = await self.human.check_serving_grant(key)  # off the loop: serving goes on
-            if self.human.get(key) is not ask:
+            refusal = await self.person.check_serving_grant(key)  # off the loop: serving goes on
+            if self.person.get(key) is not ask:
                 raise DecisionRefused("this ask was withdrawn or replaced while its grant was checked: "
                                       "nothing was decided")
-            grants = self.human.serving_grants(key)
-            reach = self.human.grant_reach(key)
+            grants = self.person.serving_grants(key)
+            reach = self.person.grant_reach(key)
         except DecisionRefused as exc:
             self.app.notify(safe_plain(str(exc), 300), title="Not decided", severity="error", markup=False)
             return
@@ -745,7 +745,7 @@ class QueueScreen(Screen[None]):
             return
 
         async def done(confirmed: bool | None) -> None:
-            if self.human.get(key) is None:
+            if self.person.get(key) is None:
                 return  # withdrawn meanwhile: the withdrawal note stays
             if not confirmed:
                 self.set_status(Content.styled("Whole-session grant cancelled: nothing was decided.", DIM),
@@ -754,7 +754,7 @@ class QueueScreen(Screen[None]):
             granted: list[AskDecided] = []
 
             async def grant(key: AskKey) -> None:
-                granted.append(await self.human.approve_for_serving_session(key, shown=ask, reach=reach))
+                granted.append(await self.person.approve_for_serving_session(key, shown=ask, reach=reach))
 
             await self._commit(grant, key)
             also = granted[0].also if granted else ()
@@ -771,7 +771,7 @@ class QueueScreen(Screen[None]):
         decided: list[AskDecided] = []
 
         async def decide(_: AskKey) -> None:
-            decided.extend(await self.human.approve_by_written_rule(reach))
+            decided.extend(await self.person.approve_by_written_rule(reach))
 
         await self._commit(decide, reach[0].key)
         self.say_after_events(Content.assemble(
@@ -810,7 +810,7 @@ class QueueScreen(Screen[None]):
         """The marked asks still pending, in queue order: those a batch may decide, and those it may not."""
         included: list[Ask] = []
         excluded: list[tuple[Ask, str]] = []
-        for ask in self.human.ordered():
+        for ask in self.person.ordered():
             if ask.key not in self.marked:
                 continue
             why = batch_exclusion(ask) or (
@@ -852,7 +852,7 @@ class QueueScreen(Screen[None]):
         """Why the asks a preview showed are no longer exactly what is pending, or None: one withdrawn,
         answered, or replaced by another ask under the same name."""
         for ask in shown:
-            now = self.human.get(ask.key)
+            now = self.person.get(ask.key)
             if now is None:
                 return f"{ask_label(ask)} was withdrawn by its child (or answered) since the preview"
             if now is not ask:
@@ -874,14 +874,14 @@ class QueueScreen(Screen[None]):
         size = len(shown)
         decided = skipped = failed = 0
         for ask in shown:
-            if self.human.get(ask.key) is not ask:
+            if self.person.get(ask.key) is not ask:
                 skipped += 1  # answered or withdrawn while the batch ran: never decided twice
                 continue
 
             async def call(key: AskKey, ask: Ask = ask) -> object:
                 if verb == "approve":
-                    return await self.human.approve_once(key, shown=ask, batch=size)
-                return await self.human.deny(key, reason, shown=ask, batch=size)
+                    return await self.person.approve_once(key, shown=ask, batch=size)
+                return await self.person.deny(key, reason, shown=ask, batch=size)
 
             if await self._commit(call, ask.key):
                 decided += 1

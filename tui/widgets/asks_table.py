@@ -230,7 +230,7 @@ class AsksTable(DataTable[Text]):
                 self._paint_mark(row)
 
     def sync(self, asks: Sequence[Ask], now: float, pending: Sequence[Ask] | None = None) -> None:
-        """Show exactly `asks`, in their order (`createdAt` order: `HumanAuthorizer.pending`'s, so an ask
+        """Show exactly `asks`, in their order (`createdAt` order: `Person.pending`'s, so an ask
         adopted from another inbox joins in its place), and refresh the times of the visible rows.
 
         A row is built once per ask and kept while the ask is in `pending` (default: `asks`), so a

@@ -10,7 +10,7 @@ from __future__ import annotations
 from textual.content import Content
 from textual.widgets import Static
 
-from core.person import HumanAuthorizer, proven_direction
+from core.person import Person, proven_direction
 from core.vocabulary.asks import Ask
 from tui.actions import LEGEND
 from tui.render.ask_facts import ask_has_hidden
@@ -31,7 +31,7 @@ def legend_content(
     `b` only when it proves one direction, `w` only with facts: never a key that cannot act on it) and
     the batch keys; the long
     words when they fit in `width`, else the short ones. `armed`: the action of an armed first press."""
-    grants = HumanAuthorizer.serving_grants_of(ask) if ask is not None else ()
+    grants = Person.serving_grants_of(ask) if ask is not None else ()
     has_grants = bool(grants)
     possible = {"approve_session": has_grants,
                 "approve_session_both": proven_direction(grants) is not None,
