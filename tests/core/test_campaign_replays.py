@@ -28,7 +28,9 @@ from pathlib import Path
 import pytest
 
 from core.history import HistoryStore
-from core.testing import GatedDisk
+from core.seams import Seams
+from core.serving.pipeline import DISK_WAIT_S
+from core.testing import Breakable, GatedDisk, ManualClock
 from core.vocabulary.asks import DenyingArbiter
 from tests.helpers import (
     Served,
@@ -159,3 +161,71 @@ async def test_an_answer_whose_child_withdrew_while_it_waited_at_the_disk_is_not
         assert not response_path(root, S, "late").exists()
     finally:
         history.close()
+
+
+async def test_a_file_the_history_cannot_record_is_neither_answered_nor_set_aside_until_it_can(
+    tmp_path: Path,
+) -> None:
+    """Finding 2's order in one process: while the history refuses every write, an unusable file
+    stays where it is, unanswered (nothing visible without its row); once the history works again,
+    the disk wait over, it is answered, set aside, and its row is there once."""
+    fault, clock = Breakable(), ManualClock()
+    history = HistoryStore.in_state_dir(tmp_path / "state", seams=Seams(clock=clock, fault=fault))
+    root = tmp_path / "root"
+    try:
+        async with Served(tmp_path, DenyingArbiter(), ledger=history, clock=clock) as served:
+            served.core.subscribe(history.observe)
+            fault.broken = True
+            write_request_bytes(root, S, "junk.json", b"{not json")
+            await served.core.rescan_all()
+            await wait_for(lambda: any(e.kind == "answer_failed" and e.key.name == "junk.json"
+                                       for e in served.events), what="the file waiting for its row")
+            assert (session_dir(root, S) / "requests" / "junk.json").exists()
+            assert not response_path(root, S, "junk").exists()
+            assert not quarantined_name(tmp_path, "junk.json")
+            fault.broken = False
+            clock.advance(DISK_WAIT_S[0])
+            await served.core.rescan_all()
+            await served.core.rescan_all()  # the first frees its name, the second serves it anew
+            await wait_for(lambda: quarantined_name(tmp_path, "junk.json"), what="set aside")
+        assert json.loads(response_path(root, S, "junk").read_bytes())["approved"] is False  # answered
+        assert [(r.request_name, r.outcome) for r in history.query()] == [("junk.json", "quarantined")]
+    finally:
+        history.close()
+
+
+async def test_a_batch_places_the_answers_whose_requests_are_there_and_withdraws_the_others(
+    tmp_path: Path,
+) -> None:
+    """Finding 5 for a burst (one listing of the requests per batch): of twelve answers waiting at the
+    disk, the six whose children gave up meanwhile are neither placed nor recorded written."""
+    root = tmp_path / "root"
+    history = HistoryStore.in_state_dir(tmp_path / "state")
+    now_ms = time.time_ns() // 1_000_000
+    ids = [f"a{i:02d}" for i in range(12)]
+    for request_id in ids:
+        write_request_bytes(root, S, f"{request_id}.json", ask(request_id, now_ms))
+    disk = GatedDisk()
+    try:
+        async with Served(tmp_path, DenyingArbiter(), ledger=history, writer=disk) as served:
+            served.core.subscribe(history.observe)
+            await wait_for(disk.entered.is_set, what="the answers waiting at the disk")
+            gone = ids[::2]
+            for request_id in gone:
+                (session_dir(root, S) / "requests" / f"{request_id}.json").unlink()
+            disk.gate.set()
+            await wait_for(lambda: len(history.query()) == 12
+                           and all(r.ended_at is not None for r in history.query()), what="every row closed")
+        by_id = {r.request_id: r for r in history.query()}
+        for request_id in ids:
+            withdrawn = request_id in gone
+            assert response_path(root, S, request_id).exists() is not withdrawn, request_id
+            assert (by_id[request_id].written == 1) is not withdrawn, by_id[request_id]
+            assert (by_id[request_id].outcome == "withdrawn") is withdrawn, by_id[request_id]
+    finally:
+        history.close()
+
+
+def quarantined_name(tmp_path: Path, name: str) -> bool:
+    held = tmp_path / "state" / "quarantine" / S
+    return held.is_dir() and any(n.endswith(f"-{name}.reason.json") for n in os.listdir(held))
