@@ -107,6 +107,9 @@ class Quarantining:
         self.store, self.sessions, self.emit, self.seams = store, sessions, emit, seams
         self.ledger = ledger
         self.keeps_history = ledger is not None
+        #: Files whose rows are written and that are not set aside yet (their answer waits for the
+        #: disk): served again, they get no second row.
+        self._recorded_unmoved: set[tuple[AskKey, str]] = set()
         # Threads of its own for setting files aside (their answer, the move): a flood of junk in
         # one session queues here, never in the shared executor where another session's listing and
         # reads wait their turn (issue 34 finding 5: 20,000 junk files delayed a sibling's ask 37 s).
@@ -165,7 +168,7 @@ class Quarantining:
         before its response): a run killed after the move leaves no quarantined file the history lacks
         (the quarantine keeps only its newest entries). False when the history refuses it now."""
         ledger = self.ledger
-        if ledger is None:
+        if ledger is None or (key, reason) in self._recorded_unmoved:
             return True
         event = ServeEvent(kind, key, self.seams.clock.wall(), reason=reason, raw=raw)
         try:
@@ -174,6 +177,7 @@ class Quarantining:
         except (OSError, sqlite3.OperationalError) as exc:
             serve_log.error("%s: the history cannot record it being set aside: %s", label(key, None), exc)
             return False
+        self._recorded_unmoved.add((key, reason))
         return True
 
     async def _move_out(
@@ -181,6 +185,7 @@ class Quarantining:
         kind: EventKind = "quarantined",
     ) -> Kept:
         """Move the file to the store; one that cannot be moved is held (left in place, ignored)."""
+        self._recorded_unmoved.discard((key, reason))
         held = True
         try:
             kept = await self._off_loop(
