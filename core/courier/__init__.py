@@ -8,6 +8,9 @@ node it carried the ask to as this node's response. Its transports (`Courier`, i
 are the one seam: another session's inbox under the same forwarding root (`session:ID`), or a NATS
 JetStream broker (`nats://HOST:PORT`).
 
+An approver serves a broker's asks: `broker_inbox` (the consumer loop) sends each parcel down the one
+route through its door (`parcel_door`), unpacked off the event loop (`parcel_unpack`).
+
 Plugs into serving's seams as an `Arbiter` (`core/vocabulary/asks.py`), beside the person and the
 fail-safe denial; imports serving and below, never the person or the history.
 """

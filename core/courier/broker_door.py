@@ -1,6 +1,7 @@
 """The broker as a door an approver's asks come through and its verdicts go out of: read a parcel's
 one answer, deliver a verdict (the one place an approver writes one), acknowledge or terminate a
-message. What is judged, recorded and reported stays with the route (`core/courier/broker_inbox.py`).
+message. What is judged stays with the route; what is recorded and reported, with the parcel's door
+(`core/courier/parcel_door.py`).
 
 Delivering is a KV `create` on the parcel's decision key, retried while the broker is away: the first
 of a verdict or a withdrawal wins. A retry that meets this node's own bytes is this node's verdict

@@ -1,34 +1,20 @@
-"""The approver's side of the broker: asks couriers put on NATS JetStream, served by the one route.
+"""The approver's side of the broker: the consumer loop that takes couriers' asks off NATS JetStream
+and sends each down the one route (`core/serving/route.py`: this node's rules, the chain, the
+arbiter: the person, `--on-ask`), each parcel its own door (`core/courier/parcel_door.py`).
 
 Each approver node reads every ask through its own durable consumer (`approver-<node>`), so a node
-killed and restarted is given again every ask it had not settled (after the consumer's ack wait).
-A parcel is untrusted: decoded with bounds (`core/courier/broker.py`), its request read by the same
-tolerant reader as a file (`core/wire/reader.py`), its claimed origin checked against the subject
-the broker took it on. Then each parcel is a door (`ParcelDoor`, `core/serving/door.py`) of the
-route every ask goes down (`core/serving/route.py`: this node's rules, the chain, the arbiter: the
-person, `--on-ask`), with a record in the same lifecycle table as a file's (`core/serving/records.py`,
-one per origin). The verdict is recorded in the history first (durable before it is visible anywhere,
-as a file's), then written with KV `create`: when approvers race, or the courier withdrew the parcel,
-one answer exists, and every other node withdraws the ask from its arbiter with "decided elsewhere by
-N" (its row ends so). A `create` whose reply was lost and whose retry meets this node's own verdict is
-this node's verdict. A parcel past its deadline is never decided; a verdict that won after its
-courier had answered its child (a note beside the key says so) is recorded as not delivered. A message is
-acknowledged only once its parcel is settled (answered, decided elsewhere, withdrawn, past its
-deadline, or refused with why), so nothing is lost and nothing answered twice.
-
-What stays here is the broker's side only: the consumer loop, the parcel decoded and checked, an
-earlier run's verdict found on the key or in the history, refusals, resync, late notes and expiry.
-The broker itself (read a key, deliver a verdict, acknowledge or terminate a message) is
-`core/courier/broker_door.py`.
-
-A parcel is decoded, nesting-checked and its request read on one worker thread of the inbox, never
-on the event loop (issue 33, finding 7: a batch of bracket-heavy parcels froze an approver's screen);
-a batch waits for what the route does without a person (the chain, a rule's answer), so the work
-queued is bounded by the batch.
-
-Size: the consumer loop, an earlier run's answer found on the key or in the history, the parcel's
-door of the route (`ParcelDoor`) and its delivery (recorded, then created, then the row noted), and
-the parcel's decoding: what only a parcel has; judging, the chain and the arbiter are the route's.
+killed and restarted is given again every ask it had not settled (after the consumer's ack wait). A
+parcel is untrusted: unpacked on one worker thread, never on the event loop
+(`core/courier/parcel_unpack.py`), and refused with why (recorded `quarantined`, its message
+terminated or answered with a gate denial). Its record is in the same lifecycle table as a file's
+(`core/serving/records.py`, one per origin). What stays here is the consumer's: batches fetched (a
+batch waits for what the route does without a person, so the work queued is bounded by it), an
+earlier run's verdict found on the key or in the history, the resync after a reconnect, a decision
+key's notices ("decided elsewhere by N": the ask withdrawn from the arbiter), expiry (a parcel past
+its deadline is never decided), and the courier's late notes (a verdict that won after its courier
+had answered its child is recorded as not delivered). A message is acknowledged only once its parcel
+is settled (answered, decided elsewhere, withdrawn, past its deadline, or refused with why), so
+nothing is lost and nothing answered twice.
 """
 
 from __future__ import annotations
@@ -39,13 +25,12 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from nacl.signing import SigningKey
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js.api import ConsumerConfig, DeliverPolicy
-from pydantic import ValidationError
 
 from core.clock import SYSTEM_CLOCK, Clock, wall_ms
 from core.courier.broker import (
@@ -61,28 +46,27 @@ from core.courier.broker import (
     broker_url,
     connect,
     decision_key,
-    decode_parcel,
     host_token_of,
     late_key,
-    parcel_id_of,
     token,
 )
 from core.courier.broker_access import BrokerAccess
 from core.courier.broker_door import BrokerDoor, acknowledge, terminate
 from core.courier.broker_health import BrokerHealth
 from core.courier.broker_history import late_row_of, read_late_notes
+from core.courier.parcel_door import BROKER_RESPONDER, Approver, ParcelDoor, WonRow
+from core.courier.parcel_unpack import Unpacked, unpack
 from core.courier.signing import NodeKey, parcel_digest
 from core.courier.transport import Parcel
 from core.seams import FaultHook, no_fault
 from core.serving.judgment import Chain, Judge
-from core.serving.records import AWAITING, AskRecord, AskRecords
+from core.serving.records import AskRecords
 from core.serving.route import Route
-from core.serving.verdicts import Ledger, VerdictRecord, VerdictRow, WrittenMark, gate_denial
-from core.vocabulary.asks import Answered, Arbiter, Ask, AskKey, Decision
+from core.serving.verdicts import Ledger, WrittenMark, gate_denial
+from core.vocabulary.asks import Arbiter, AskKey, Decision
 from core.vocabulary.events import Observer, ServeEvent
-from core.wire.reader import RequestRejected, parse_request
-from core.wire.request import CarriedHop, ParsedRequest
-from core.wire.response import ForwardedResponse, encode_response
+from core.wire.reader import RequestRejected
+from core.wire.request import ParsedRequest
 
 log = logging.getLogger("pi_authorizer.broker")
 
@@ -95,8 +79,6 @@ SAFETY_RESYNC_S = 5.0
 REMEMBERED = 100_000
 #: How a parcel this node's history holds as decided is settled when it comes again (issue 33).
 DECIDED_HERE = "already decided by this node (its history holds the verdict): never shown again"
-#: Who answers a parcel that names no usable responder (the child's reader checks only its type).
-BROKER_RESPONDER = "pi-authorizer-broker"
 
 
 @dataclass(frozen=True)
@@ -148,9 +130,6 @@ class BrokerInbox:
         self.access = access
         self.arbiter = arbiter
         self.clock = clock
-        #: The one route of every ask (`core/serving/route.py`): this node's rules, the chain, the
-        #: arbiter; each parcel is its door (`ParcelDoor`).
-        self.route = Route(arbiter, judge, chain, clock, self._event)
         self.ack_wait_s = ack_wait_s
         self.batch = batch
         self.request_timeout_s = request_timeout_s
@@ -159,7 +138,12 @@ class BrokerInbox:
         #: The node's history, as serving's: an ask's arrival observed, this node's winning verdict
         #: recorded (once it won the key), a lost race or an expiry observed as withdrawn with why.
         self.ledger = ledger
-        self.observe = observe
+        #: What each parcel's door needs of this node (`core/courier/parcel_door.py`), in one value.
+        self.approver = Approver(node, self.url, clock, self.node_key, access, ledger, observe,
+                                 self._spawn, self._remember, self._won_here, self._drop)
+        #: The one route of every ask (`core/serving/route.py`): this node's rules, the chain, the
+        #: arbiter; each parcel is its door (`ParcelDoor`).
+        self.route = Route(arbiter, judge, chain, clock, self.approver.event)
         self.stats = BrokerInboxStats()
         #: The parcels this node is serving (from arrival until settled), by decision key.
         self._held: dict[str, ParcelDoor] = {}
@@ -170,7 +154,7 @@ class BrokerInbox:
         #: Keys of the parcels this node settled, newest last (bounded: an older one is read again).
         self._settled_keys: OrderedDict[str, None] = OrderedDict()
         #: Keys this node's verdict won, with the row it is recorded in (for a courier's late note).
-        self._won: OrderedDict[str, tuple[AskKey, str, str]] = OrderedDict()
+        self._won: OrderedDict[str, WonRow] = OrderedDict()
         self._link: BrokerLink | None = None
         self._closing = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -302,16 +286,16 @@ class BrokerInbox:
         if row is None:
             return
         # believed only under a [couriers] key; without a list, recorded as the courier's claim
-        checked = self._checked(note, late_key(key), row[0].name, row[2])
+        checked = self.approver.checked(note, late_key(key), row[0].name, row[2])
         if checked.claimed and self.access is not None and self.access.couriers:
             log.warning("broker %s: a late note on %s naming %r is not believed: the row stays delivered",
                         self.url, row[0].name, note.by)
             return
-        says = f"the courier at {note.by} says, unverified" if checked.claimed else \
-            f"the courier at {note.by} says, verified"
+        says = (f"the courier at {note.by} says, unverified" if checked.claimed else
+                f"the courier at {note.by} says, verified")
         what = NOT_RELAYED if note.body.startswith(NOT_RELAYED) else NOT_DELIVERED
         log.warning("broker %s: this node's verdict on %s was %s (%s)", self.url, row[0].name, what, says)
-        await self._note_rows([WrittenMark(row[0], row[1], False, why=f"{what} ({says})")])
+        await self.approver.note_rows([WrittenMark(row[0], row[1], False, why=f"{what} ({says})")])
 
     async def _late_while_down(self, door: BrokerDoor) -> None:
         """Late notes written while this node was down: for each key whose first value is this node's
@@ -323,8 +307,8 @@ class BrokerInbox:
         for key, note in await read_late_notes(door.link, self.request_timeout_s):
             row = late_row_of(note.body, key)
             first = await door.read(key) if row is not None else None
-            if row is None or first is None or first.kind != "verdict" or \
-                    first.why_not(mine, key, first.parcel_id, first.parcel_digest) is not None:
+            if (row is None or first is None or first.kind != "verdict"
+                    or first.why_not(mine, key, first.parcel_id, first.parcel_digest) is not None):
                 continue
             label, request_id = row
             found = (await asyncio.to_thread(ledger.recorded_verdicts, label, [request_id])).get(request_id)
@@ -347,7 +331,7 @@ class BrokerInbox:
     def _elsewhere(self, held: ParcelDoor, won: BrokerDecision) -> None:
         if held.settled or held.writing:  # settled meanwhile, or this node's own write in flight
             return
-        won = self._checked(won, held.key, held.record.key.name, held.digest)
+        won = self.approver.checked(won, held.key, held.record.key.name, held.digest)
         self._withdraw(held, "elsewhere", won.words_for(self.node))
 
     def _withdraw(self, held: ParcelDoor, outcome: str, words: str) -> None:
@@ -355,16 +339,25 @@ class BrokerInbox:
         record ends withdrawn, the route lets its arbiter go and says why, the message is acknowledged."""
         held.table.move(held.record, "withdrawn")
         self.route.withdrawn(held.record, held.record.parsed, words)
-        self._drop(held, Settled(held.record.key.name, outcome, words))
+        self._drop(held, outcome, words)
 
-    def _drop(self, held: ParcelDoor, settled: Settled) -> None:
+    def _drop(self, held: ParcelDoor, outcome: str, words: str) -> None:
+        """The parcel leaves: its record released, its message acknowledged, what became of it noted."""
         held.table.release(held.record)
         if not held.table:
             self._tables.pop(held.table.session_id, None)
         self._held.pop(held.key, None)
         self._remember(held.key)
         self._ack(held.msg)
-        self._note(settled)
+        self._note(Settled(held.record.key.name, outcome, words))
+
+    def _won_here(self, door: BrokerDoor, key: str, row: WonRow) -> None:
+        """This node's verdict won `key`: a courier's late note may lower its row (one already
+        written is read now)."""
+        self._won[key] = row
+        while len(self._won) > REMEMBERED:
+            self._won.popitem(last=False)
+        self._spawn(self._late(door, key))
 
     def _remember(self, key: str) -> None:
         """This node is done with the parcel: a later delivery of it is acknowledged and nothing more."""
@@ -380,21 +373,6 @@ class BrokerInbox:
 
     def _door_of(self, link: BrokerLink) -> BrokerDoor:
         return BrokerDoor(link, self.node, self.clock, self._closing, self.retry_s, self.url, self.node_key)
-
-    def _checked(self, won: BrokerDecision, key: str, parcel_id: str, digest: str) -> BrokerDecision:
-        """`won` as this node may name its writer: a verdict under this node's own key or an
-        `[approvers]` key, a withdrawal under a `[couriers]` key; anything else is an unverified
-        writer's claim (logged with why), never a named node's decision."""
-        access = self.access
-        if won.kind == "verdict":
-            trusted = {self.node_key.public: self.node} | (access.trusted("approvers") if access else {})
-        else:
-            trusted = access.trusted("couriers") if access else {}
-        why = won.why_not(trusted, key, parcel_id, digest)
-        if why is None:
-            return won
-        log.info("broker %s: the answer on %s names %r, not believed: %s", self.url, parcel_id, won.by, why)
-        return won.unverified()
 
     def _ack(self, msg: Msg) -> None:
         self._spawn(acknowledge(msg))
@@ -416,10 +394,10 @@ class BrokerInbox:
 
     async def _take(self, door: BrokerDoor, msg: Msg) -> None:
         """One delivery: settled, before the arbiter, or left unacknowledged when the broker failed."""
-        unpacked = _Unpacked()
+        unpacked = Unpacked()
         try:
             unpacked = await asyncio.get_running_loop().run_in_executor(
-                self._decoder, _unpack, msg.data, msg.subject, self.checkpoint)
+                self._decoder, unpack, msg.data, msg.subject, self.checkpoint)
             await self._serve(door, msg, unpacked)
         except BROKER_DOWN:
             raise
@@ -435,11 +413,11 @@ class BrokerInbox:
         log.warning("broker parcel on %s refused: %s", msg.subject[:200], reason)
         name = parcel_id if parcel_id is not None else "(no parcel id)"
         key = AskKey(f"nats:{msg.subject[:200]}", name)
-        self._event(ServeEvent("quarantined", key, self.clock.wall(), raw=raw, reason=reason))
+        self.approver.event(ServeEvent("quarantined", key, self.clock.wall(), raw=raw, reason=reason))
         if term:
             self._spawn(terminate(msg))
 
-    async def _serve(self, door: BrokerDoor, msg: Msg, unpacked: _Unpacked) -> None:
+    async def _serve(self, door: BrokerDoor, msg: Msg, unpacked: Unpacked) -> None:
         try:
             host_tok = host_token_of(msg.subject)
         except BrokerRefused as exc:
@@ -478,23 +456,14 @@ class BrokerInbox:
     async def _serve_parcel(self, door: BrokerDoor, msg: Msg, parcel: Parcel, key: str,
                             read: ParsedRequest | RequestRejected) -> None:
         digest = parcel_digest(parcel.request)
-        already = await door.read(key)
-        if already is not None:
-            already = self._checked(already, key, parcel.parcel_id, digest)
         origin = parcel.hops[-1]
         label = f"nats:{origin.host}/{origin.session_id}"
         ask_key = AskKey(session_id=label, name=parcel.parcel_id)
+        already = await self.approver.answered(door, key, ask_key, read, digest)
         if already is not None:
             await msg.ack()
             self._remember(key)
             self._note(Settled(parcel.parcel_id, "elsewhere", already.words_for(self.node)))
-            if already.kind == "verdict" and already.by == self.node and not already.claimed:
-                # An earlier run's verdict, recorded before it was written: it is the one delivered.
-                if isinstance(read, ParsedRequest):
-                    await self._note_rows([WrittenMark(ask_key, read.request.id, True)])
-            else:  # a row an earlier run of this node left open ends here
-                self._event(ServeEvent("withdrawn", ask_key, self.clock.wall(),
-                                       reason=already.words_for(self.node)))
             return
         left_s = (parcel.deadline_ms - wall_ms(self.clock)) / 1000
         if left_s <= 0:
@@ -511,22 +480,24 @@ class BrokerInbox:
             return
         parsed = read
         responder = parsed.request.target_session_id or BROKER_RESPONDER
-        if await self._decided_here(ask_key, parsed):  # issue 33: a purged key never reopens it here
+        if await self.approver.decided_here(ask_key, parsed):  # issue 33: a purged key never reopens it here
             await msg.ack()
             self._remember(key)
             self._note(Settled(parcel.parcel_id, "elsewhere", DECIDED_HERE))
             return
-        recorded = await self._recorded(ask_key, parsed)
+        recorded = await self.approver.recorded(ask_key, parsed)
         if recorded is not None:  # recorded by an earlier run, never written: written as recorded
-            await self._publish(door, key, recorded.body, recorded.outcome or "recorded",
-                                (ask_key, parsed), recorded=True, digest=digest)
+            won = await self.approver.deliver_body(door, key, ask_key.name, recorded.body, (ask_key, parsed),
+                                                   recorded=True, digest=digest)
+            self._noted(ask_key.name, recorded.outcome or "recorded", won)
             await msg.ack()
             return
         if ask_key.name in self._tables.get(label, ()):  # a copy under way (a lost record): a later delivery
             return
         table = self._tables.setdefault(label, AskRecords(label))
         record = table.take(ask_key.name)
-        held = ParcelDoor(self, door, key, msg, self.clock.monotonic() + left_s, digest, table, record)
+        held = ParcelDoor(self.approver, door, key, msg, self.clock.monotonic() + left_s, digest, table,
+                          record)
         self._held[key] = held
         timeout_ms = max(0, int(parcel.deadline_ms - parsed.request.created_at))
         try:
@@ -553,116 +524,12 @@ class BrokerInbox:
         """A denial that says why, signed for the bytes this node read (the raw message's, when it could
         not be decoded as a parcel)."""
         denial = gate_denial(BROKER_RESPONDER, self.clock, f"the parcel is unusable: {reason}")
-        await self._answer(door, key, parcel_id, Decision(denial, "refused"), digest=digest)
+        won = await self.approver.deliver(door, key, parcel_id, Decision(denial, "refused"), None,
+                                         digest=digest)
+        self._noted(parcel_id, "refused", won)
 
-    async def _answer(
-        self, door: BrokerDoor, key: str, parcel_id: str, decision: Decision, quiet: bool = False,
-        record: tuple[AskKey, ParsedRequest] | None = None, *, digest: str,
-    ) -> BrokerDecision | None:
-        """The verdict recorded (durable before it is visible), then written; the winner if not us."""
-        verdict = VerdictRecord(record[0], record[1], decision.response, encode_response(decision.response),
-                                decision.outcome) if record is not None else None
-        if verdict is not None and not await self._record(verdict):
-            # Nothing is visible without its record: a fail-safe denial that says why goes instead.
-            denial = gate_denial(BROKER_RESPONDER, self.clock, "this node's history could not record "
-                                 "its verdict")
-            decision = Decision(denial, "fail-safe", reply=decision.reply)
-            verdict = None
-        body = verdict.body if verdict is not None else encode_response(decision.response)
-        return await self._publish(door, key, body, decision.outcome, record, recorded=verdict is not None,
-                                   quiet=quiet, parcel_id=parcel_id, digest=digest)
-
-    async def _publish(
-        self, door: BrokerDoor, key: str, body: bytes, outcome: str,
-        record: tuple[AskKey, ParsedRequest] | None, *, recorded: bool, quiet: bool = False,
-        parcel_id: str | None = None, digest: str,
-    ) -> BrokerDecision | None:
-        """The one write of a verdict: KV `create`, retried while the broker is away. A retry that meets
-        this node's own bytes is this node's verdict (the first try's reply was lost). Then the row:
-        noted delivered (this node's verdict won) or ended with who won."""
-        name = parcel_id if parcel_id is not None else (record[0].name if record is not None else key)
-        won = await door.deliver(key, body, name, name, digest)
-        if won is not None:
-            won = self._checked(won, key, name, digest)
-        self._remember(key)
-        if record is not None and recorded:
-            if won is None:
-                await self._note_rows([WrittenMark(record[0], record[1].request.id, True)])
-                # Then a courier's late note may lower it: one written already is read now.
-                self._won[key] = (record[0], record[1].request.id, digest)
-                while len(self._won) > REMEMBERED:
-                    self._won.popitem(last=False)
-                self._spawn(self._late(door, key))
-            else:
-                self._event(ServeEvent("withdrawn", record[0], self.clock.wall(), parsed=record[1],
-                                       reason=won.words_for(self.node)))
-        if not quiet:
-            self._note(Settled(name, outcome) if won is None else
-                       Settled(name, "elsewhere", won.words))
-        return won
-
-    async def _record(self, verdict: VerdictRecord) -> bool:
-        """Into the history, durable (a thread worker: SQLite); whether it took it (or keeps none)."""
-        if self.ledger is None:
-            return True
-        ledger = self.ledger
-        try:
-            await asyncio.to_thread(ledger.record_verdicts, [verdict])
-        except Exception:
-            log.error("broker %s: the history did not take the verdict on %s", self.url, verdict.key.name,
-                      exc_info=True)
-            return False
-        return True
-
-    async def _decided_here(self, key: AskKey, parsed: ParsedRequest) -> bool:
-        """This node's history holds a verdict on this ask that it delivered or whose row ended: the ask
-        is decided, whatever its key holds now (deleted or purged, and written again or not)."""
-        if self.ledger is None:
-            return False
-        ledger, request_id = self.ledger, parsed.request.id
-        try:
-            found = await asyncio.to_thread(ledger.recorded_verdicts, key.session_id, [request_id])
-        except Exception:
-            log.error("broker %s: the history could not be read for %s", self.url, key.name, exc_info=True)
-            return False
-        recorded = found.get(request_id)
-        return recorded is not None and (recorded.written or recorded.ended)
-
-    async def _recorded(self, key: AskKey, parsed: ParsedRequest) -> VerdictRow | None:
-        """A verdict an earlier run recorded for this ask and never wrote (killed in between)."""
-        if self.ledger is None:
-            return None
-        ledger, request_id = self.ledger, parsed.request.id
-        try:
-            found = await asyncio.to_thread(ledger.recorded_verdicts, key.session_id, [request_id])
-        except Exception:
-            log.error("broker %s: the history could not be read for %s", self.url, key.name, exc_info=True)
-            return None
-        recorded = found.get(request_id)
-        if recorded is None or recorded.written or recorded.ended:
-            return None
-        try:
-            ForwardedResponse.model_validate_json(recorded.body)
-        except ValidationError:
-            return None  # not a response this node could have recorded: the parcel is judged anew
-        return recorded
-
-    async def _note_rows(self, marks: list[WrittenMark]) -> None:
-        if self.ledger is None:
-            return
-        ledger = self.ledger
-        try:
-            await asyncio.to_thread(ledger.mark_written, marks)
-        except Exception:  # the verdict stands on the broker; the history says what it could
-            log.error("broker %s: the history did not note %s", self.url, marks[0].key.name, exc_info=True)
-
-    def _event(self, event: ServeEvent) -> None:
-        if self.observe is None:
-            return
-        try:
-            self.observe(event)
-        except Exception:
-            log.error("broker %s: the history did not take %s", self.url, event.kind, exc_info=True)
+    def _noted(self, name: str, outcome: str, won: BrokerDecision | None) -> None:
+        self._note(Settled(name, outcome) if won is None else Settled(name, "elsewhere", won.words))
 
     @property
     def holding(self) -> int:
@@ -696,132 +563,3 @@ class BrokerInbox:
         log.info("serving the asks of broker %s as %s", self.url, self.durable)
         await stop.wait()
         await self.close()
-
-
-@dataclass(eq=False)
-class ParcelDoor:
-    """One parcel as the route's door (`core.serving.door.Door`): read again (past its deadline it is
-    never decided), delivered through the broker's door (recorded in the history, then KV `create`),
-    acknowledged once settled. Its message is acknowledged only then, so nothing is lost."""
-
-    inbox: BrokerInbox
-    broker: BrokerDoor
-    #: The parcel's decision key on the broker.
-    key: str
-    #: The newest delivery of its message: acknowledged once the parcel is settled.
-    msg: Msg
-    #: When its child gives up (on this node's monotonic clock).
-    deadline: float
-    #: sha256 of the parcel's request bytes: what this node's signed verdict is for.
-    digest: str
-    table: AskRecords
-    record: AskRecord
-    #: Steps of the route started while its message is being taken: its batch waits for them.
-    steps: list[asyncio.Task[None]] = field(default_factory=list)
-    inline: bool = True
-
-    @property
-    def records(self) -> AskRecords:
-        return self.table
-
-    @property
-    def settled(self) -> bool:
-        return not self.record.live
-
-    @property
-    def writing(self) -> bool:
-        """This node is writing its verdict: the key's write seen meanwhile may be its own."""
-        return self.record.state == "decided"
-
-    def go_on(
-        self, record: AskRecord, step: Coroutine[object, object, None], finish: bool
-    ) -> asyncio.Task[None]:
-        task = self.inbox._spawn(step)
-        if self.inline:
-            self.steps.append(task)
-        return task
-
-    def answer_soon(self, record: AskRecord, decision: Decision) -> None:
-        self.go_on(record, self._deliver(record, decision), True)
-
-    async def _deliver(self, record: AskRecord, decision: Decision) -> None:
-        await self.deliver(record, decision)
-
-    async def read(self, record: AskRecord, ask: Ask, decision: Decision) -> Answered | None:
-        """None while the parcel waits for this node's verdict; past its child's deadline it is never
-        decided (withdrawn, acknowledged)."""
-        if self.settled:
-            return Answered(False, "this ask was already settled")
-        if self.inbox.clock.monotonic() < self.deadline:
-            return None
-        self.table.move(record, "withdrawn")
-        self.inbox._event(ServeEvent("withdrawn", record.key, self.inbox.clock.wall(), parsed=record.parsed,
-                                     reason="the child's deadline passed before this decision"))
-        self.inbox._drop(self, Settled(record.key.name, "expired", "the child's deadline passed"))
-        return Answered(False, "the child's deadline passed")
-
-    async def deliver(self, record: AskRecord, decision: Decision) -> Answered:
-        """Recorded (durable), then created on the key; the record ends published (this node's verdict
-        won) or withdrawn (another answer won: who, in words)."""
-        if record.state not in AWAITING:
-            return Answered(False, "this ask was already settled")
-        parsed = record.parsed
-        assert parsed is not None
-        self.table.move(record, "decided")
-        won = await self.inbox._answer(self.broker, self.key, record.key.name, decision, quiet=True,
-                                       record=(record.key, parsed), digest=self.digest)
-        if won is None:
-            self.table.move(record, "published")
-            self.inbox._drop(self, Settled(record.key.name, decision.outcome))
-            return Answered(True)
-        self.table.move(record, "withdrawn")
-        self.inbox._drop(self, Settled(record.key.name, "elsewhere", won.words))
-        return Answered(False, why_not=won.words, elsewhere=won.words)
-
-    def acknowledge(self, record: AskRecord, outcome: str, words: str = "") -> None:
-        self.inbox._drop(self, Settled(record.key.name, outcome, words))
-
-
-@dataclass(frozen=True)
-class _Unpacked:
-    """A message as the decoding thread read it: its parcel (or why it is refused, and its parcel id if
-    one could be read) and the parcel's request (or why it is rejected)."""
-
-    parcel: Parcel | None = None
-    parcel_id: str | None = None
-    refused: str = "the parcel was not read"
-    read: ParsedRequest | RequestRejected = field(default_factory=lambda: RequestRejected("not read"))
-
-
-def _unpack(data: bytes, subject: str, checkpoint: FaultHook) -> _Unpacked:
-    """Decode, nesting-check and read one message (on the decoding thread: `BrokerInbox._take`)."""
-    checkpoint("broker.decode")
-    try:
-        parcel = decode_parcel(data)
-        _check_origin(parcel, subject)
-    except BrokerRefused as exc:
-        return _Unpacked(parcel_id=parcel_id_of(data), refused=exc.reason)
-    try:
-        read: ParsedRequest | RequestRejected = _with_hops(parse_request(parcel.request), parcel)
-    except RequestRejected as exc:
-        read = exc
-    return _Unpacked(parcel, parcel.parcel_id, read=read)
-
-
-def _with_hops(parsed: ParsedRequest, parcel: Parcel) -> ParsedRequest:
-    """The request as read, its hop list the parcel's (the envelope the broker carried, checked
-    against the publishing subject), so the queue shows where the ask came through."""
-    hops = tuple(CarriedHop(host=h.host, session_id=h.session_id, node=h.node) for h in parcel.hops)
-    return replace(parsed, request=parsed.request.model_copy(update={"hops": hops}))
-
-
-def _check_origin(parcel: Parcel, subject: str) -> None:
-    """The parcel's last hop (the courier that published it) must be the subject's host and session:
-    a host can publish only under its own name, so it cannot pass an ask off as another's."""
-    origin = parcel.hops[-1]
-    expected = f"{ASK_PREFIX}.{token(origin.host)}.{token(origin.session_id)}"
-    if subject != expected:
-        raise BrokerRefused(
-            f"the parcel claims to come from {origin.host!r}/{origin.session_id!r} but was published on "
-            f"{subject[:200]!r}"
-        )

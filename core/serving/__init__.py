@@ -7,8 +7,8 @@ stages once and runs the loop; `drain` diffs each inbox listing against the sess
 reads new files in batches (`intake`); `pipeline` takes each file, checks it, restores what an earlier
 run left (`reconcile`) and hands it to the route; the `publisher` records and answers (its records:
 `verdicts`); a file that cannot be served goes to the `quarantine`. The broker's door is
-`core.courier.broker_inbox`. The sessions served are `sessions`; what serving reports,
-`core.vocabulary.events`.
+`core.courier.parcel_door` (one per parcel, taken by `core.courier.broker_inbox`). The sessions
+served are `sessions`; what serving reports, `core.vocabulary.events`.
 """
 
 from core.serving.judgment import NO_FACTS_EXPLANATION, Chain, Judge, NoRecordedAuthority

@@ -3,9 +3,10 @@
 
 Two doors implement it: the inbox on disk (`core.serving.pipeline`: request files read by the drain,
 answers recorded and linked into place by the publisher, unusable files quarantined) and the broker
-(`core.courier.broker_inbox`: a parcel decoded and checked, its verdict recorded and then created on
-its one decision key, the message acknowledged or terminated). A door is one value per place asks
-come from (an inbox's session, one parcel): the route passes it along each step of the ask.
+(`core.courier.parcel_door`: a parcel taken by `core.courier.broker_inbox`, its verdict recorded and
+then created on its one decision key, the message acknowledged or terminated). A door is one value
+per place asks come from (an inbox's session, one parcel): the route passes it along each step of
+the ask.
 """
 
 from __future__ import annotations

@@ -54,6 +54,9 @@ async def test_a_purged_and_republished_parcel_is_never_shown_again_by_the_appro
     try:
         parcel = broker_parcel("purged-1", ttl_s=60)
         assert (await courier.carry(parcel)).response.approved is True
+        # Alice's row is noted delivered once her create won (the courier may read it first)
+        await wait_for(lambda: [(r.verdict, r.written) for r in history.query()] == [("approved", 1)],
+                       what="alice's verdict noted delivered")
         await first.close()
         await link.decisions.purge(decision_key(token("host-a"), parcel.parcel_id))
         await link.js.publish(ask_subject("host-a", "sess-1"), encode_parcel(parcel),
