@@ -21,6 +21,7 @@ from core.history import HistoryStore
 from core.person import GrantBook
 from core.serving.verdicts import VerdictRecord, VerdictRow, WrittenMark
 from core.vocabulary.asks import ArbiterDecision, Ask, AskKey, Decision, Judgment
+from core.vocabulary.events import ServeEvent
 from core.wire.decisions import RuleDecision, UserDecision
 from core.wire.request import ParsedRequest, SessionGrant
 from core.wire.response import approve, deny
@@ -128,6 +129,9 @@ class LedgerOver:
 
     def mark_written(self, marks: Sequence[WrittenMark]) -> None:
         self.store.mark_written(marks)
+
+    def record_quarantined(self, event: ServeEvent) -> None:
+        self.store.record_quarantined(event)
 
     def recorded_verdicts(self, session_id: str, request_ids: Collection[str]) -> dict[str, VerdictRow]:
         return self.store.recorded_verdicts(session_id, request_ids)

@@ -54,6 +54,9 @@ class HistoryStore:
         self.retention = self._writer.retention
         self._queries = self._writer.queries()
         self._lookups = self.reader()
+        #: Files set aside whose rows were committed before they moved (`record_quarantined`), until
+        #: their events are observed (which then write nothing more).
+        self._set_aside: set[tuple[AskKey, str | None]] = set()
 
     def close(self) -> None:
         """What the history still cannot write is spooled beside it for the next open."""
@@ -140,6 +143,12 @@ class HistoryStore:
         with self._writer.transaction(arrivals=False) as table:
             table.mark_written(marks, now)
 
+    def record_quarantined(self, event: ServeEvent) -> None:
+        """`Ledger.record_quarantined`: the row of a file being set aside, committed before it moves (on
+        the quarantine's thread); the same event observed after the move adds no second row."""
+        self._quarantined(event)
+        self._set_aside.add((event.key, event.reason))
+
     def recorded_verdicts(self, session_id: str, request_ids: Collection[str]) -> dict[str, VerdictRow]:
         """Read on a connection of its own (WAL), so an intake never waits for a batch's transaction in
         progress: a verdict is committed before its request's name can be taken in again (the name is
@@ -162,7 +171,10 @@ class HistoryStore:
             with self._writer.transaction() as table:
                 table.answer_failed(event.key, event.reason)
         elif event.kind in ("quarantined", "forged"):
-            self._quarantined(event)
+            if (event.key, event.reason) in self._set_aside:
+                self._set_aside.discard((event.key, event.reason))  # its row is written already
+            else:
+                self._quarantined(event)
         elif event.kind == "contested":
             with self._writer.transaction() as table:
                 table.contest(event)

@@ -61,8 +61,7 @@ class ServingCore:
         #: The sessions served; a front end sees them as `ServedSessions`.
         self.served = Sessions(forwarding_root, state_dir, self.tree, self.state_tree, seams, self._emit)
         self.quarantine = Quarantine(state_dir, self.state_tree, seams)
-        keeps_history = ledger is not None
-        quarantining = Quarantining(self.quarantine, self.served, self._emit, seams, keeps_history)
+        quarantining = Quarantining(self.quarantine, self.served, self._emit, seams, ledger)
         self.pipeline = Pipeline(
             self.served,
             arbiter,

@@ -53,6 +53,9 @@ Rescan = Callable[[ServedSession], Coroutine[object, object, None]]
 CHANGED = Answered(False, "the request was withdrawn or replaced by another before this decision was written")
 #: What it learns when the request's folder cannot be read (moved away, refused): the ask waits again.
 AWAY = Answered(False, "the request's folder cannot be read now; decide again once it is back", gone=False)
+#: Why an answer was not written: its child removed its request while the answer waited to be placed.
+WITHDRAWN_AT_THE_DISK = ("decided, but its child stopped waiting (its request was removed) before the "
+                         "response was written: not written")
 #: When a response found before this node's verdict could be written appeared.
 BEFORE_OURS = "before this node's verdict could be written"
 #: How long a recorded answer the disk refused waits before the next try: doubled after each refusal
@@ -171,6 +174,8 @@ class Pipeline:
         parsed = record.parsed
         assert parsed is not None
         published = await asyncio.shield(self._enqueue(served, record, decision))
+        if published.withdrawn:
+            return Answered(False, WITHDRAWN_AT_THE_DISK)
         if published.write_failed is not None and record.state == "unanswered" and self._keeps_verdicts:
             why = (f"waiting for disk ({published.write_failed}): the decision is recorded and is written "
                    "to the child once the disk allows")
@@ -199,7 +204,10 @@ class Pipeline:
         return self.publisher.enqueue(served.inbox, verdict)
 
     def _forged_soon(self, served: ServedSession, record: AskRecord, done: asyncio.Future[Published]) -> None:
-        if done.cancelled() or done.result().write_failed is not None or done.result().written:
+        if done.cancelled():
+            return
+        published = done.result()
+        if published.write_failed is not None or published.written or published.withdrawn:
             return
         self.spawn(self._forged(served, record, BEFORE_OURS), True)
 
@@ -214,6 +222,17 @@ class Pipeline:
         if served is not None and published.written and key.name in served.contested:
             # Placed, but the other server's rename replaces it (or did): not the answer known delivered.
             self.sessions.contest(served, key.name, served.contested[key.name])
+        if published.withdrawn:
+            # Its request was gone just before the answer would have been placed: its child gave up,
+            # and nothing was placed. The row ends withdrawn with why (the verdict was never read).
+            self._disk_waits.pop(key, None)
+            if served is not None and record is not None:
+                served.records.move(record, "withdrawn")
+            self.emit(ServeEvent("withdrawn", key, self.clock.wall(), parsed=verdict.parsed,
+                                 reason=WITHDRAWN_AT_THE_DISK))
+            log.info("%s withdrawn by the child before its answer was written; not written",
+                     label(key, verdict.parsed))
+            return
         if published.write_failed is not None:
             error = published.write_failed
             if served is not None and record is not None and not record.vanished and (
@@ -403,9 +422,10 @@ class Pipeline:
         if not record.live:
             return  # withdrawn before its turn
         kept = await self.quarantining.unusable(served, record.key, reason, raw, answer)
-        if kept is None:  # its explained denial waits for the disk: the file stays, served again later
+        if kept is None:  # its denial or its history row waits for the disk: the file stays, served again
             if record.state in ("taken", "decided"):
-                self._wait_for_disk(served, record, "its explained denial could not be written",
+                why = "its explained denial or its history row could not be written"
+                self._wait_for_disk(served, record, why,
                                     what="the unusable request is answered and set aside")
             else:
                 served.records.release(record)

@@ -10,9 +10,10 @@ a new file whose verdict the history holds durably needs no flush of its own (a 
 cut publishes it from the history, and takes what the cut left of it for ours:
 `docs/design/reliability.md` § A response's own flush); `half-linked` and `linked`, each temp renamed to
 `responses/<id>.json` without replacing (`renameat2(RENAME_NOREPLACE)`, else `link()`: nothing is
-answered twice), each folder fsynced
-(where its files were); `marked`, the ledger notes what was written; `deleted`, the answered requests
-removed. A restart reconciles a stop between any two checkpoints (`core.serving.reconcile`).
+answered twice), each folder fsynced (where its files were), an answer whose request is gone just
+before not placed (its child gave up: `Published.withdrawn`); `marked`, the ledger notes what was
+written; `deleted`, the answered requests removed. A restart reconciles a stop between any two
+checkpoints (`core.serving.reconcile`).
 
 One disk thread (`on_disk`) runs a burst's disk work in order: the drain's intake reads, each batch's
 commit, the removals. Measured (issue 23, `docs/design/serving-speed.md`): with the reads, the commits and the
@@ -39,6 +40,7 @@ from dataclasses import replace
 from typing import TypeVar
 
 from core.disk.entries import read_small, remove, temp_name
+from core.disk.tree import lstat_or_none
 from core.forwarding.inbox import SessionInbox, display_name
 from core.seams import PRODUCTION, FaultHook, Seams, no_fault
 from core.serving.verdicts import BatchItem, Ledger, Published, VerdictRecord, WrittenMark, gate_denial
@@ -53,6 +55,8 @@ MAX_BATCH = 1024
 """Answers per batch: bounds one batch's memory and the wait of its first answer."""
 SYNCFS_FROM = 4
 """From this many response files in a batch, one `syncfs` beats an `fsync` per file."""
+LIST_FROM = 8
+"""From this many answers of one session in a batch, one listing of its requests beats a look at each."""
 CHECKPOINTS = ("arrived", "recorded", "staged", "durable", "half-linked", "linked", "marked", "deleted")
 """Fault points of a batch in order; at `arrived` the batch's asks are judged and reported, nothing
 recorded."""
@@ -262,6 +266,8 @@ class Publisher:
             else:
                 self._sync_each(fd, unflushed)
         fault("durable")
+        for fd, items in opened:
+            self._drop_withdrawn(fd, items)
         staged = [(fd, item) for fd, items in opened for item in items if item.temp is not None]
         half = len(staged) // 2
         placed: set[int] = set()
@@ -276,6 +282,22 @@ class Publisher:
             except OSError as exc:
                 log.error("fsync of a responses folder failed after publishing: %s", exc)
         fault("linked")
+
+    def _drop_withdrawn(self, fd: int, items: Sequence[BatchItem]) -> None:
+        """Just before placing: an answer whose request file is gone is not placed. Its child gave up
+        (at its deadline the reference's child deletes its request, and reads no response after), so
+        the answer would lie where nobody reads it, and its row would say it was written. The protocol
+        has no lock: a child giving up between this look and the link is not seen, but the window is
+        this look, not the answer's whole wait at the disk. One listing of the session's requests per
+        batch from `LIST_FROM` answers on (a look per answer below it)."""
+        waiting = [item for item in items if item.temp is not None]
+        present = _requests_present(waiting) if waiting else None
+        if present is None:
+            return  # nothing to place, or the folder cannot be looked at now: placed as before
+        for item in waiting:
+            if item.verdict.key.name not in present:
+                item.withdrawn = True
+                self.drop_temp(fd, item)
 
     def _flushed_itself(self, item: BatchItem) -> bool:
         """Whether this answer's response file is made durable itself before and after it is placed:
@@ -388,6 +410,27 @@ def what(exc: BaseException) -> str:
 def open_folder(inbox: SessionInbox, sub: str, create: bool = False) -> int:
     """A descriptor for a folder of the session, opened from the root down, never through a link."""
     return inbox.tree.open(("sessions", inbox.folder_name, sub), create)
+
+
+def _requests_present(items: Sequence[BatchItem]) -> set[str] | None:
+    """Which of these answers' request files (all of one session) are in `requests/` now: an empty set
+    when the folder is gone (the child that gave up removed it, emptied), None when it cannot be read."""
+    inbox = items[0].inbox
+    try:
+        fd = inbox.tree.open(("sessions", inbox.folder_name, "requests"))
+    except FileNotFoundError:
+        return set()
+    except OSError:
+        return None
+    try:
+        if len(items) >= LIST_FROM:
+            return set(os.listdir(fd))
+        names = (item.verdict.key.name for item in items)
+        return {name for name in names if lstat_or_none(fd, name) is not None}
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(fd)
 
 
 def _remove_answered(answered: Sequence[tuple[BatchItem, Published]]) -> list[tuple[AskKey, Published]]:

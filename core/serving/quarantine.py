@@ -2,7 +2,8 @@
 
 `Quarantining` is the route's step for such a file: an unusable request is moved out with its reason
 (its child answered at once with an explained denial when its name is a safe id and the file is still
-there), and a response this node did not write is reported as forged and its request moved out too.
+there; its history row committed first, so no file is set aside that the history lacks), and a
+response this node did not write is reported as forged and its request moved out too.
 Nothing is deleted without a trace. It moves no record: it says whether the file is still held, and
 the inbox's door of the route (`core.serving.pipeline`) moves the record.
 
@@ -30,6 +31,7 @@ import json
 import logging
 import os
 import re
+import sqlite3
 import stat
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -46,7 +48,7 @@ from core.forwarding.inbox import SessionInbox, display_name
 from core.forwarding.liveness import pid_alive
 from core.seams import PRODUCTION, Seams, retrying
 from core.serving.sessions import ServedSession, Sessions
-from core.serving.verdicts import gate_denial
+from core.serving.verdicts import Ledger, gate_denial
 from core.text import log_safe
 from core.vocabulary.asks import AskKey
 from core.vocabulary.events import EventKind, ServeEvent, label
@@ -100,10 +102,14 @@ class Quarantining:
 
     def __init__(
         self, store: Quarantine, sessions: Sessions, emit: Callable[[ServeEvent], None], seams: Seams,
-        keeps_history: bool,
+        ledger: Ledger | None,
     ) -> None:
         self.store, self.sessions, self.emit, self.seams = store, sessions, emit, seams
-        self.keeps_history = keeps_history
+        self.ledger = ledger
+        self.keeps_history = ledger is not None
+        #: Files whose rows are written and that are not set aside yet (their answer waits for the
+        #: disk): served again, they get no second row.
+        self._recorded_unmoved: set[tuple[AskKey, str]] = set()
         # Threads of its own for setting files aside (their answer, the move): a flood of junk in
         # one session queues here, never in the shared executor where another session's listing and
         # reads wait their turn (issue 34 finding 5: 20,000 junk files delayed a sibling's ask 37 s).
@@ -117,8 +123,10 @@ class Quarantining:
     ) -> Kept | None:
         """Quarantine an unusable file; answer its child at once when its name is a safe id and the
         file is still there (a withdrawn request's child is gone: a response would be left behind).
-        None, with the file left in place, when that answer cannot be written now (a full or failing
-        disk): it waits, and is answered and set aside once the disk allows."""
+        None, with the file left in place, when that answer or its history row cannot be written now (a
+        full or failing disk, a locked history): it waits, and is answered and set aside once they allow."""
+        if not await self._recorded(key, reason, raw, "quarantined"):
+            return None  # neither answered nor moved until its row is written: never set aside untraced
         name = key.name
         stem = name.removesuffix(".json")
         answered = False
@@ -150,13 +158,34 @@ class Quarantining:
             f"the child may act on it: {body!r}"
         )
         serve_log.warning("%s %s", label(key, parsed), log_safe(reason, 400))
+        # Evidence of a forgery is moved out even when the history refuses its row now (the reason
+        # file keeps it): the forged response must not stay beside a request this node serves.
+        await self._recorded(key, reason, parsed.raw, "forged")
         return await self._move_out(served, key, reason, False, parsed.raw, kind="forged")
+
+    async def _recorded(self, key: AskKey, reason: str, raw: bytes | None, kind: EventKind) -> bool:
+        """The history's row of a file about to be set aside, committed before it moves (as a verdict is
+        before its response): a run killed after the move leaves no quarantined file the history lacks
+        (the quarantine keeps only its newest entries). False when the history refuses it now."""
+        ledger = self.ledger
+        if ledger is None or (key, reason) in self._recorded_unmoved:
+            return True
+        event = ServeEvent(kind, key, self.seams.clock.wall(), reason=reason, raw=raw)
+        try:
+            await retrying(self.seams, "recording a request set aside in the history",
+                           lambda: ledger.record_quarantined(event), self._off_loop)
+        except (OSError, sqlite3.OperationalError) as exc:
+            serve_log.error("%s: the history cannot record it being set aside: %s", label(key, None), exc)
+            return False
+        self._recorded_unmoved.add((key, reason))
+        return True
 
     async def _move_out(
         self, served: ServedSession, key: AskKey, reason: str, answered: bool, raw: bytes | None,
         kind: EventKind = "quarantined",
     ) -> Kept:
         """Move the file to the store; one that cannot be moved is held (left in place, ignored)."""
+        self._recorded_unmoved.discard((key, reason))
         held = True
         try:
             kept = await self._off_loop(

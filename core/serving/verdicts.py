@@ -14,6 +14,7 @@ from core.clock import Clock, wall_ms
 from core.disk.anonymous import Staged
 from core.forwarding.inbox import SessionInbox
 from core.vocabulary.asks import AskKey, by_person
+from core.vocabulary.events import ServeEvent
 from core.wire.decisions import GateErrorDecision
 from core.wire.request import ParsedRequest
 from core.wire.response import ForwardedResponse, deny
@@ -81,6 +82,12 @@ class Ledger(Protocol):
 
     def mark_written(self, marks: Sequence[WrittenMark]) -> None: ...
 
+    def record_quarantined(self, event: ServeEvent) -> None:
+        """A file set aside (`quarantined`, `forged`): its row committed before the file moves, so a run
+        killed after the move never leaves a quarantined file the history lacks; the event observed
+        after the move then adds nothing."""
+        ...
+
     def recorded_verdicts(self, session_id: str, request_ids: Collection[str]) -> dict[str, VerdictRow]:
         """The verdicts recorded for these requests of a session, by request id."""
         ...
@@ -95,6 +102,9 @@ class Published:
     written: bool = False
     history_failed: str | None = None
     write_failed: str | None = None
+    withdrawn: bool = False
+    """Its request file was gone just before the answer would have been placed: its child gave up (the
+    reference's child deletes its request at its deadline), so nothing was placed."""
 
 
 def gate_denial(responder: str, clock: Clock, reason: str) -> ForwardedResponse:
@@ -119,7 +129,8 @@ class BatchItem:
     temp: Staged | None = None
     synced: bool = False
     written: bool | None = None
+    withdrawn: bool = False
 
     def result(self) -> Published:
         written = bool(self.written) and self.write_failed is None
-        return Published(self.verdict, written, self.history_failed, self.write_failed)
+        return Published(self.verdict, written, self.history_failed, self.write_failed, self.withdrawn)

@@ -305,3 +305,7 @@ async def test_an_unusable_request_is_answered_once_the_disk_heals_before_it_is_
         body = await read_response_when_written(node.root, S, "broken")
         assert body["state"] == "denied_with_reason" and body["decidedBy"]["kind"] == "gate_error"
         await wait_for(lambda: "quarantined" in node.kinds(), what="then set aside")
+        # Its row was written before its first try (the history works): one row, however many tries.
+        node.history.write_arrivals()
+        rows = [(r.request_name, r.outcome) for r in node.history.query()]
+        assert rows == [("broken.json", "quarantined")], rows

@@ -327,8 +327,10 @@ async def test_a_persons_decision_that_cannot_be_written_keeps_the_ask_for_the_n
 async def test_an_ask_withdrawn_while_its_failed_decision_is_written_leaves_the_persons_queue(
     tmp_path: Path,
 ) -> None:
-    """The child gives up while the person's decision is being written, and the write fails: the ask
-    cannot be decided again, so it leaves the queue (it used to stay there, undecidable)."""
+    """The child gives up while the person's decision is being written (on a disk that fails every
+    write): the ask cannot be decided again, so it leaves the queue (it used to stay there,
+    undecidable). The publisher looks for the request just before placing the answer, so it finds it
+    gone and places nothing: the write is not even tried (campaign finding 5)."""
     disk = HeldDisk(failures=-1)
     person = Person()
     async with Served(tmp_path, person, writer=disk, fault=disk.fault) as served:
@@ -341,9 +343,10 @@ async def test_an_ask_withdrawn_while_its_failed_decision_is_written_leaves_the_
             await served.core.rescan_all()
         finally:
             disk.release.set()
-        with pytest.raises(DecisionRefused, match="writing the response failed"):
+        with pytest.raises(DecisionRefused, match="its child stopped waiting"):
             await asyncio.wait_for(approving, 30)
         assert not person.pending() and not response_path(served.root, S, "gone").exists()
+        assert disk.attempts == 0  # nothing placed where nobody reads it
 
 
 # --------------------------------------------------------------------------------------------------
