@@ -51,6 +51,13 @@ class ManualClock:
         """How many waits and sleeps are in progress (a test advances once the code under test waits)."""
         return len(self._waits) + len(self._sleeps)
 
+    @property
+    def pending(self) -> int:
+        """Waits still in progress whose interval has not passed: once a test's `advance` has been taken
+        by the code under test, none that it woke is left (the next `advance` is not taken twice)."""
+        return sum(1 for deadline, _, _ in self._waits if deadline > self._monotonic) + sum(
+            1 for deadline, _ in self._sleeps if deadline > self._monotonic)
+
     async def wait(self, event: asyncio.Event, seconds: float) -> bool:
         """Ends when `event` is set, or when `advance` has moved monotonic time `seconds` on."""
         due = asyncio.Event()

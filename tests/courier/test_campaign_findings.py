@@ -284,12 +284,9 @@ async def test_a_courier_that_was_itself_stopped_reads_the_verdict_before_giving
                        what="the courier's first read after it runs again failed")
         wire.restore()
         while not carried.done():  # its retries, each on its clock, until the read works
-            await wait_for(lambda: carried.done() or clock.waiting >= 1, what="the courier retrying")
+            await wait_for(lambda: carried.done() or clock.pending >= 1, what="the courier retrying")
             if not carried.done():
-                clock.advance(0.1)
-                # the woken wait ends on the loop (a yield, no time passes on the courier's clock):
-                # else the same wait, still counted, would be advanced again and again without a yield
-                await asyncio.sleep(0.01)
+                clock.advance(0.1)  # taken once the woken wait has ended: a new wait is then pending
         relayed = carried.result()
         assert relayed.response.approved is True, relayed
     finally:
