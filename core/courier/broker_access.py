@@ -10,16 +10,15 @@ clients). Read once at start; every problem is one line naming the file and the 
 
 from __future__ import annotations
 
-import os
 import re
 import ssl
-import stat
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from core.courier.signing import NodeKey, SigningRefused, decode_public, node_key, read_node_key
+from core.disk.private import NotPrivate, read_private
 
 #: The keys the file may hold; any other is refused (a typo must not silently drop a protection).
 KEYS = frozenset({"user", "password", "password_file", "creds", "ca", "cert", "key", "inbox_prefix",
@@ -176,19 +175,6 @@ def _file(base: Path, name: str, value: str) -> Path:
 def _private_bytes(path: Path, what: str) -> bytes:
     """A secret's bytes, refused when the file is readable by others or is not a small regular file."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError as exc:
-        raise BrokerAccessError(f"{path}: the {what} cannot be opened ({exc.strerror})") from exc
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise BrokerAccessError(f"{path}: the {what} is not a regular file")
-        if info.st_mode & 0o077:
-            raise BrokerAccessError(f"{path}: the {what} holds a secret but others may read it "
-                                    f"(chmod 600 {path})")
-        data = os.read(fd, MAX_BYTES + 1)
-    finally:
-        os.close(fd)
-    if len(data) > MAX_BYTES:
-        raise BrokerAccessError(f"{path}: the {what} is over {MAX_BYTES} bytes")
-    return data
+        return read_private(path, what, MAX_BYTES)
+    except NotPrivate as exc:
+        raise BrokerAccessError(str(exc)) from exc

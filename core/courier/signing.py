@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import errno
 import hashlib
 import json
 import os
-import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +26,8 @@ from typing import Literal
 
 import nacl.exceptions
 import nacl.signing
+
+from core.disk.private import NotPrivate, read_private
 
 #: The seed file in the state dir.
 SEED_FILE = "node.nk"
@@ -153,20 +153,9 @@ def read_node_key(path: Path, name: str) -> NodeKey:
 
 def _read_private(path: Path) -> str:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError as exc:
-        why = "it is a symbolic link" if exc.errno == errno.ELOOP else exc.strerror
-        raise SigningRefused(f"{path}: the node key cannot be opened ({why})") from exc
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise SigningRefused(f"{path}: the node key is not a regular file")
-        if info.st_mode & 0o077:
-            raise SigningRefused(f"{path}: the node key is readable by others (chmod 600 {path})")
-        data = os.read(fd, 4096)
-    finally:
-        os.close(fd)
-    return data.decode("ascii", "replace")
+        return read_private(path, "node key", 4096).decode("ascii", "replace")
+    except NotPrivate as exc:
+        raise SigningRefused(str(exc)) from exc
 
 
 Kind = Literal["verdict", "withdrawn"]

@@ -15,7 +15,6 @@ import json
 import os
 import shlex
 import signal
-import stat
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from core.clock import SYSTEM_CLOCK, Clock
+from core.disk.private import NotPrivate, read_private
 from core.judging.judge_questions import SYSTEM_PROMPT, answers_schema
 
 if TYPE_CHECKING:
@@ -59,20 +59,9 @@ class KeyFileError(ValueError):
 def read_key_file(path: Path) -> str:
     """The key in `path`: refused unless it is a regular file of this user that only it can read."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError as exc:
-        raise KeyFileError(f"{path}: {exc.strerror or exc}") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise KeyFileError(f"{path}: not a regular file")
-        if info.st_uid != os.getuid():
-            raise KeyFileError(f"{path}: owned by another user")
-        if info.st_mode & 0o077:
-            raise KeyFileError(f"{path}: readable by group or others (chmod 600 it)")
-        key = os.read(fd, 64 * 1024).decode("utf-8", "replace").strip()
-    finally:
-        os.close(fd)
+        key = read_private(path, "API key file", 64 * 1024).decode("utf-8", "replace").strip()
+    except NotPrivate as exc:
+        raise KeyFileError(str(exc)) from None
     if not key:
         raise KeyFileError(f"{path}: empty")
     return key
