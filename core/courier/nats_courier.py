@@ -252,7 +252,12 @@ class NatsCourier:
             return
         log.warning("%s: %s was %s while this courier was down, and its child gave up: not delivered",
                     self.target, parcel_id, won.words)
-        await self._note_late(key, parcel_id, digest, f"{NOT_DELIVERED} ({reason})")
+        try:  # nobody waits on this note (its child is gone): one that fails now is owed, as a withdrawal is
+            await asyncio.wait_for(self._late(key, parcel_id, digest, f"{NOT_DELIVERED} ({reason})"),
+                                   self.request_timeout_s)
+        except BROKER_DOWN as exc:
+            self._owe_later(key, parcel_id, digest, reason, exc)
+            return
         self._rows.pop(parcel_id, None)
 
     def _owe_later(self, key: str, parcel_id: str, digest: str, reason: str, exc: BaseException) -> None:
