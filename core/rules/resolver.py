@@ -63,7 +63,7 @@ class Resolution:
         """The deciding deny rule's reason, to relay as the response's `denialReason`."""
         return self.rule.reason if self.verdict == "deny" and self.rule else None
 
-    @cached_property
+    @property
     def decision(self) -> RulesDecision | None:
         """The response `decidedBy` for an auto-decision (the wire's own type); None for an ask."""
         return decision_of(self.verdict, self.surface, self.outcome)
@@ -129,8 +129,8 @@ def resolve_uncached(
         # by the newer semantics, so a file pi reads otherwise still tightens the verdict.
         pi_facts, pi_policy = facts, policy.pi_directional
     if pi_policy is None or not (
-        pi_facts != facts or beyond_bmp(facts) or policy.pi_differs_on(facts.surface)
-        or (facts.asking_units and policy.pi_differs_on("bash"))
+        (pi_facts is not facts and pi_facts != facts) or beyond_bmp(facts)
+        or policy.pi_differs_on(facts.surface) or (facts.asking_units and policy.pi_differs_on("bash"))
     ):
         return ours
     pi = _resolve_reading(pi_policy, pi_facts, session_rules)
