@@ -59,8 +59,6 @@ class KeptJudgments:
     def keep(self, key: Hashable, kept: Kept, facts: IntentFacts | None) -> None:
         """Keep `kept` for `key` from its second judgment on (an ask seen once, as most of a burst of
         different commands are, costs a hash, not a judgment held in memory), unless its facts are large."""
-        if facts is not None and facts_size(facts) > MAX_KEPT_CHARS:
-            return
         with self._lock:
             if key not in self._kept:
                 seen = hash(key)
@@ -69,6 +67,8 @@ class KeptJudgments:
                         self._seen.clear()
                     self._seen.add(seen)
                     return
+            if facts is not None and facts_size(facts) > MAX_KEPT_CHARS:
+                return
             if len(self._kept) >= MAX_KEPT:
                 for old in list(self._kept)[: MAX_KEPT // 2]:
                     del self._kept[old]
