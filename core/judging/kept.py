@@ -24,7 +24,7 @@ from core.vocabulary.asks import Judgment
 from core.wire.decisions import SessionApprovalDecision
 from core.wire.facts import IntentFacts
 
-MAX_KEPT = 4096
+MAX_KEPT = 1024
 MAX_SEEN = 4 * MAX_KEPT
 MAX_KEPT_CHARS = 2048
 
@@ -48,6 +48,11 @@ class KeptJudgments:
         #: Hashes of the asks judged once and not kept: an ask is kept when it comes again.
         self._seen: set[int] = set()
         self._lock = threading.Lock()
+
+    def clear(self) -> None:
+        """Forget every judgment (the files changed: none would be used again, and each holds its policy)."""
+        with self._lock:
+            self._kept.clear()
 
     def get(self, key: Hashable, policy: Policy, rules: tuple[Rule, ...]) -> Kept | None:
         """The judgment kept for `key`, if it was made under this very `policy` and `rules`."""

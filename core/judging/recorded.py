@@ -51,6 +51,7 @@ class RecordedAuthority:
         store.subscribe(self._held)
         self.grant_log = GrantLog()
         self._kept = KeptJudgments()
+        self._kept_generation = store.generation
         for pending in store.held_at_start():
             log.warning(
                 "at start: config change to %s since it was last accepted widens permissions and is NOT "
@@ -90,14 +91,17 @@ class RecordedAuthority:
             why = parsed.dropped.get("accessIntent")
             key: tuple[object, ...] = (None, agent, why)
         else:
-            agent, facts = intent.principal.agent_name, intent.facts()
+            agent, facts, why = intent.principal.agent_name, intent.facts(), None
             key = (facts, agent, session_id)
+        if self.store.generation != self._kept_generation:
+            self._kept_generation = self.store.generation
+            self._kept.clear()
         policy = self.store.policy(agent)
         book = self.grants_for(session_id)
         rules = book.rules() if facts is not None else ()
         kept = self._kept.get(key, policy, rules)
         if kept is None:
-            kept = self._judged(policy, facts, rules, why if facts is None else None)
+            kept = self._judged(policy, facts, rules, why)
             self._kept.keep(key, kept, facts)
         if kept.grant is not None and not preview:
             self.grant_log.decided(session_id, kept.grant, book)
