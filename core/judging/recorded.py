@@ -235,7 +235,7 @@ class RecordedAuthority:
 
 def _judgment(explanation: Explanation, why: str | None, facts: bool) -> Judgment:
     """The judgment an explanation says (`why`: why the child's facts were dropped, if they were)."""
-    errors = tuple(str(e) for e in explanation.config_errors)
+    errors = tuple(map(str, explanation.config_errors))
     return Judgment(
         verdict=explanation.verdict,
         decided_by=explanation.decision,
