@@ -11,8 +11,9 @@ against the config alone: when the config denies, the deny stands. This holds at
 whatever the grant-time refusal missed (its shadow check is a heuristic).
 
 A judgment is made once; the trail (which re-runs the same decisions, recording them) is built
-only when someone reads it. Identical facts judged again under the same composed policy (a burst of
-one command) reuse the first judgment (`MAX_RESOLVED` kept): a policy is a value, replaced
+only when someone reads it. Identical facts judged again under the same composed policy
+(`resolve_with_policy`: `explain`, a preview) reuse the first judgment (`MAX_RESOLVED` kept; serving
+keeps its own, the whole judgment of an ask: `core.judging.kept`): a policy is a value, replaced
 whole when a file changes, and the judgment a pure function of it, the facts and the session rules,
 so the reuse gives exactly what judging again gives (`tests/rules/test_resolved_cache.py`).
 """
