@@ -54,15 +54,16 @@ Observer = Callable[[ServeEvent], None]
 
 def label(key: AskKey, parsed: ParsedRequest | None) -> str:
     """The request's part of a log line: session, file and, once parsed, agents, surface and value."""
-    parts = [f"session={log_safe(key.session_id)}", f"request={log_safe(display_name(key.name))}"]
-    if parsed is not None:
-        req = parsed.request
-        intent = parsed.access_intent
-        surface = intent.surface if intent else (req.surface or "?")
-        value = intent.match_values[0] if intent and intent.match_values else (req.value or "")
-        parts += [
-            log_agents(parsed),
-            f"surface={log_safe(surface, 40)}",
-            f"value={log_safe(value, 80)!s}",
-        ]
-    return " ".join(parts)
+    return f"session={log_safe(key.session_id)} {asked(key, parsed)}"
+
+
+def asked(key: AskKey, parsed: ParsedRequest | None) -> str:
+    """`label` without the session (a line of one session's answers names it once)."""
+    name = f"request={log_safe(display_name(key.name))}"
+    if parsed is None:
+        return name
+    req = parsed.request
+    intent = parsed.access_intent
+    surface = intent.surface if intent else (req.surface or "?")
+    value = intent.match_values[0] if intent and intent.match_values else (req.value or "")
+    return f"{name} {log_agents(parsed)} surface={log_safe(surface, 40)} value={log_safe(value, 80)!s}"
