@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 
 from core.disk.tree import UnsafeFolder
@@ -102,14 +102,28 @@ class Pipeline:
 
     def start(self, served: ServedSession, name: str, read: FileRead, intake: Intake) -> None:
         """Serve a new file of an intake: its record is taken, and its path runs as far as it can now."""
-        record = served.records.take(name)
-        record.identity = read.identity
-        try:
-            self._route(served, record, read, intake)
-        except Exception as exc:
-            self.spawn(self._failed(served, record, exc), True)
+        self.start_all(served, ((name, read),), intake)
 
-    def _route(self, served: ServedSession, record: AskRecord, read: FileRead, intake: Intake) -> None:
+    def start_all(
+        self, served: ServedSession, reads: Iterable[tuple[str, FileRead]], intake: Intake
+    ) -> None:
+        """`start` each new file of an intake (one already tracked is not), with what they share (the
+        door, the child's timeout) worked out once."""
+        records, door, timeout_ms = served.records, InboxDoor(self, served), self.timeout_ms()
+        for name, read in reads:
+            if name in records:
+                continue
+            record = records.take(name)
+            record.identity = read.identity
+            try:
+                self._route(served, record, read, intake, door, timeout_ms)
+            except Exception as exc:
+                self.spawn(self._failed(served, record, exc), True)
+
+    def _route(
+        self, served: ServedSession, record: AskRecord, read: FileRead, intake: Intake, door: InboxDoor,
+        timeout_ms: int,
+    ) -> None:
         parsed = read.parsed
         if read.gone:
             served.records.release(record)  # gone before it was read: nothing to serve
@@ -126,8 +140,7 @@ class Pipeline:
         if earlier is not None:
             self._go_on(served, record, self._restore(served, record, earlier, parsed))
             return
-        session_id = served.inbox.session_id
-        self.route.arrive(InboxDoor(self, served), record, parsed, read.raw, session_id, self.timeout_ms())
+        self.route.arrive(door, record, parsed, read.raw, served.inbox.session_id, timeout_ms)
 
     def _go_on(self, served: ServedSession, record: AskRecord, step: Coroutine[object, object, None]) -> None:
         """The rest of the path waits (on the disk, the history): it goes on as a file being served."""
