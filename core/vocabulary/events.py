@@ -59,7 +59,10 @@ def label(key: AskKey, parsed: ParsedRequest | None) -> str:
 
 def asked(key: AskKey, parsed: ParsedRequest | None) -> str:
     """`label` without the session (a line of one session's answers names it once)."""
-    name = f"request={log_safe(display_name(key.name))}"
+    file = key.name
+    # `display_name` only changes a name with a byte it must escape (a request id is plain ASCII).
+    shown = file if file.isascii() and file.isprintable() and "\\" not in file else display_name(file)
+    name = f"request={log_safe(shown)}"
     if parsed is None:
         return name
     req = parsed.request
