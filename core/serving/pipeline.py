@@ -109,7 +109,7 @@ class Pipeline:
     ) -> None:
         """`start` each new file of an intake (one already tracked is not), with what they share (the
         door, the child's timeout) worked out once."""
-        records, door, timeout_ms = served.records, InboxDoor(self, served), self.timeout_ms()
+        records, door, timeout_ms = served.records, InboxDoor(self, served, served.records), self.timeout_ms()
         for name, read in reads:
             if name in records:
                 continue
@@ -230,8 +230,9 @@ class Pipeline:
             self.reported(*results[0])
             return
         lines: dict[str, list[str]] = {}
+        now = self.clock.wall()  # one moment for the whole batch
         for key, published in results:
-            self.reported(key, published, lines)
+            self.reported(key, published, lines, now)
         for session_id, parts in lines.items():
             session = f"session={log_safe(session_id)}"
             for at in range(0, len(parts), LOG_GROUP):
@@ -239,12 +240,13 @@ class Pipeline:
                 log.info("%s answered %d: %s", session, len(group), "; ".join(group))
 
     def reported(
-        self, key: AskKey, published: Published, lines: dict[str, list[str]] | None = None
+        self, key: AskKey, published: Published, lines: dict[str, list[str]] | None = None,
+        now: float | None = None,
     ) -> None:
         """The publisher says what became of one answer of a batch, on the event loop, before anyone
         waiting on it resumes (so a serving task cancelled at shutdown loses no report): the record
         moves on, observers are told. `lines`: the answer's log line is joined to its batch's (by
-        session) instead of logged alone."""
+        session) instead of logged alone, at `now` (its batch's moment)."""
         verdict = published.verdict
         served = self.sessions.by_id.get(key.session_id)
         answering, unwaited = self._answering.pop(id(verdict.parsed), (None, None))
@@ -294,7 +296,7 @@ class Pipeline:
             if record is not None:
                 served.records.publish(record, published)
         self._disk_waits.pop(key, None)
-        now = self.clock.wall()
+        now = self.clock.wall() if now is None else now
         response, outcome = verdict.response, verdict.outcome
         # With the ledger's refusal as its reason, the history closes the row as fail-safe from it.
         reason = published.history_failed
@@ -556,11 +558,7 @@ class InboxDoor:
 
     pipeline: Pipeline
     served: ServedSession
-
-    @property
-    def records(self) -> AskRecords:
-        return self.served.records
-
+    records: AskRecords  # the session's (never replaced), read by the route at every step
     def go_on(
         self, record: AskRecord, step: Coroutine[object, object, None], finish: bool
     ) -> asyncio.Task[None]:

@@ -24,7 +24,16 @@ from core.clock import Clock
 from core.serving.door import Door
 from core.serving.judgment import Chain, Judge, judge_ask, review_by_chain
 from core.serving.records import AskRecord
-from core.vocabulary.asks import Answered, Arbiter, ArbiterDecision, Ask, Decision, Leave
+from core.vocabulary.asks import (
+    Answered,
+    Arbiter,
+    ArbiterDecision,
+    Ask,
+    DecidesAtOnce,
+    Decision,
+    Leave,
+    at_once,
+)
 from core.vocabulary.events import ServeEvent, label
 from core.wire.request import ParsedRequest
 
@@ -46,6 +55,7 @@ class Route:
         emit: Callable[[ServeEvent], None],
     ) -> None:
         self.arbiter, self.judge, self.chain, self.clock, self.emit = arbiter, judge, chain, clock, emit
+        self._at_once = arbiter.decide_at_once if isinstance(arbiter, DecidesAtOnce) else None
 
     def arrive(
         self, door: Door, record: AskRecord, parsed: ParsedRequest, raw: bytes | None, responder: str,
@@ -81,6 +91,13 @@ class Route:
         """The arbiter decides: a decision taken on the spot that no one waits on is delivered at
         once; any other is taken alongside once it is made (nothing waits meanwhile)."""
         door.records.move(record, "shown")
+        if self._at_once is not None:
+            now = self._at_once(ask)
+            if isinstance(now, Decision) and now.reply is None and not now.by_person:
+                door.answer_soon(record, now)
+            else:
+                self._when_decided(door, record, ask, at_once(now))
+            return
         pending = self.arbiter.decide(ask)
         taken = pending.result() if pending.done() and not pending.cancelled() else None
         if isinstance(taken, Decision) and taken.reply is None and not taken.by_person:
