@@ -108,21 +108,22 @@ class Pipeline:
         self, served: ServedSession, reads: Iterable[tuple[str, FileRead]], intake: Intake
     ) -> None:
         """`start` each new file of an intake (one already tracked is not), with what they share (the
-        door, the child's timeout) worked out once."""
+        door, the child's timeout, the moment) worked out once."""
         records, door, timeout_ms = served.records, InboxDoor(self, served, served.records), self.timeout_ms()
+        now = self.clock.wall()  # the moment they arrive (served together)
         for name, read in reads:
             if name in records:
                 continue
             record = records.take(name)
             record.identity = read.identity
             try:
-                self._route(served, record, read, intake, door, timeout_ms)
+                self._route(served, record, read, intake, door, timeout_ms, now)
             except Exception as exc:
                 self.spawn(self._failed(served, record, exc), True)
 
     def _route(
         self, served: ServedSession, record: AskRecord, read: FileRead, intake: Intake, door: InboxDoor,
-        timeout_ms: int,
+        timeout_ms: int, now: float,
     ) -> None:
         parsed = read.parsed
         if read.gone:
@@ -140,7 +141,7 @@ class Pipeline:
         if earlier is not None:
             self._go_on(served, record, self._restore(served, record, earlier, parsed))
             return
-        self.route.arrive(door, record, parsed, read.raw, served.inbox.session_id, timeout_ms)
+        self.route.arrive(door, record, parsed, read.raw, served.inbox.session_id, timeout_ms, now)
 
     def _go_on(self, served: ServedSession, record: AskRecord, step: Coroutine[object, object, None]) -> None:
         """The rest of the path waits (on the disk, the history): it goes on as a file being served."""

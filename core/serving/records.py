@@ -164,14 +164,13 @@ class AskRecords:
 
     def release(self, record: AskRecord) -> None:
         """The name is free again; a record already ended stays as it ended."""
-        if not record.live:
-            return
         name = record.key.name
-        if record.state not in RELEASABLE or self._live.get(name) is not record:
+        if record.state in RELEASABLE and self._live.get(name) is record:
+            self.changes += 1
+            record.state = "released"
+            del self._live[name]
+        elif record.live:
             self.move(record, "released")  # refused, saying why
-        self.changes += 1
-        record.state = "released"
-        del self._live[name]
 
     def advance(self, record: AskRecord, state: State) -> bool:
         """`move` a record that is still live; one that ended meanwhile (its file vanished while serving
@@ -182,11 +181,12 @@ class AskRecords:
         return True
 
     def move(self, record: AskRecord, state: State) -> None:
+        name = record.key.name
         if state not in NEXT[record.state]:
-            raise IllegalTransition(f"{record.key.name!r}: {record.state} → {state}")
-        if self._live.get(record.key.name) is not record:
-            raise IllegalTransition(f"{record.key.name!r}: not a record of this table")
+            raise IllegalTransition(f"{name!r}: {record.state} → {state}")
+        if self._live.get(name) is not record:
+            raise IllegalTransition(f"{name!r}: not a record of this table")
         self.changes += 1
         record.state = state
-        if not record.live:
-            del self._live[record.key.name]
+        if state == "withdrawn" or state == "released":  # final: out of the table
+            del self._live[name]

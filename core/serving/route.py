@@ -59,10 +59,12 @@ class Route:
 
     def arrive(
         self, door: Door, record: AskRecord, parsed: ParsedRequest, raw: bytes | None, responder: str,
-        timeout_ms: int,
+        timeout_ms: int, now: float | None = None,
     ) -> None:
-        """A checked request is an ask now: judged, escalated, shown, as far as it goes without waiting."""
-        now = self.clock.wall()
+        """A checked request is an ask now: judged, escalated, shown, as far as it goes without waiting.
+        `now`: when it arrived (the moment its intake is served), else read from the clock."""
+        if now is None:
+            now = self.clock.wall()
         door.records.arrive(record, parsed, now)
         self.emit(ServeEvent("arrived", record.key, now, parsed=parsed, raw=raw))
         judgment, decision = judge_ask(self.judge, parsed, responder, self.clock)

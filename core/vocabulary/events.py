@@ -60,9 +60,10 @@ def label(key: AskKey, parsed: ParsedRequest | None) -> str:
 def asked(key: AskKey, parsed: ParsedRequest | None) -> str:
     """`label` without the session (a line of one session's answers names it once)."""
     file = key.name
-    # `display_name` only changes a name with a byte it must escape (a request id is plain ASCII).
-    shown = file if file.isascii() and file.isprintable() and "\\" not in file else display_name(file)
-    name = f"request={log_safe(shown)}"
+    # A plain ASCII name (every request id) is shown as it is: nothing for `display_name` or
+    # `log_safe` to escape, and short enough not to be cut.
+    plain = len(file) <= 120 and file.isascii() and file.isprintable() and "\\" not in file
+    name = f"request={file if plain else log_safe(display_name(file))}"
     if parsed is None:
         return name
     req = parsed.request
