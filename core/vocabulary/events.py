@@ -4,8 +4,7 @@ and the request's part of every log line about it."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from core.forwarding.inbox import display_name
 from core.text import log_safe
@@ -29,9 +28,9 @@ EventKind = Literal[
 ]
 
 
-@dataclass(frozen=True)
-class ServeEvent:
-    """What happened to one request file; observers (TUI, history) subscribe to these.
+class ServeEvent(NamedTuple):
+    """What happened to one request file; observers (TUI, history) subscribe to these. (A named tuple:
+    immutable as a frozen dataclass, made in half its time or less; a burst makes two per ask.)
 
     `contested`: another server wrote (or is writing) its own answer under this request's response
     name; whatever this node answered, the child may read the other's (`reason` says who).
