@@ -14,6 +14,7 @@ import stat
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import InitVar, dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from core.disk.entries import read_small, remove
@@ -107,8 +108,10 @@ class SessionInbox:
         object.__setattr__(self, "session_id", normalize_session_id(self.session_id))
         object.__setattr__(self, "tree", anchor or Anchor(self.root, "forwarding root"))
 
-    @property
+    @cached_property
     def folder_name(self) -> str:
+        """The session's folder under `sessions/`, encoded once (every file operation of the inbox
+        walks through it: a burst asked for it twice per ask)."""
         return encode_session_id(self.session_id)
 
     @property
