@@ -9,6 +9,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from core.serving.verdicts import VerdictRecord
 from core.vocabulary.asks import AskKey
 from core.wire.decisions import (
@@ -137,26 +139,27 @@ def facts_values(parsed: ParsedRequest) -> tuple[object, ...]:
 
 def facts_json(parsed: ParsedRequest) -> str:
     """The `facts` column: the access intent and the fields beside it that no other column holds.
-    The intent (the largest part) is encoded by its model straight to JSON text, the same text as
-    `dumps` of its dump and a third cheaper; where the model cannot (a lone surrogate in a
-    string), by `dumps` (`_facts_json`)."""
+    Encoded by pydantic in one call, the intent model included (the same text as `dumps` of the
+    dumped intent, at a third of its cost); where it cannot (a lone surrogate in a string, which JSON
+    text in UTF-8 cannot carry), by `dumps` (`_facts_json`)."""
     request = parsed.request
-    intent = parsed.access_intent
-    if intent is None:
-        return _facts_json(parsed)
     try:
-        encoded = intent.model_dump_json(by_alias=True)
-    except ValueError:  # pydantic's serialization error: text JSON cannot carry as UTF-8
+        encoded = _FACTS.dump_json({
+            "accessIntent": parsed.access_intent,
+            "sessionApproval": _grants(parsed),
+            "source": request.source,
+            "displaySurface": request.surface,
+            "displayValue": request.value,
+            "dropped": parsed.dropped or None,
+            "requesterAgentName": request.requester_agent_name,
+        }, by_alias=True)
+    except ValueError:  # pydantic's serialization error
         return _facts_json(parsed)
-    rest = dumps({
-        "sessionApproval": _grants(parsed),
-        "source": request.source,
-        "displaySurface": request.surface,
-        "displayValue": request.value,
-        "dropped": parsed.dropped or None,
-        "requesterAgentName": request.requester_agent_name,
-    })
-    return f'{{"accessIntent":{encoded},{rest[1:]}'
+    return encoded.decode()
+
+
+#: Encodes a row's facts (`facts_json`): a dict of plain values and the intent's model.
+_FACTS: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 
 
 def _facts_json(parsed: ParsedRequest) -> str:

@@ -196,7 +196,7 @@ class AsksTable:
         fresh: list[tuple[object, ...]] = []
         for verdict in verdicts:
             arrival = take_arrival(verdict.key)
-            row = found.get(verdict.key)
+            row = found.get(verdict.key) if found else None  # none in a burst (its rows are new)
             if row is None and arrival is not None:
                 assert arrival.parsed is not None
                 fresh.append(verdict_row(verdict, arrival.parsed, arrival.at, arrival.raw, now))
