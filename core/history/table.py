@@ -30,6 +30,7 @@ from core.history.rows import (
     arrival_values,
     fail_safe_columns,
     storable,
+    storable_rows,
     verdict_columns,
     verdict_row,
 )
@@ -206,20 +207,10 @@ class AsksTable:
         self.insert_verdict_rows(fresh)
 
     def insert_verdict_rows(self, rows: Sequence[tuple[object, ...]]) -> None:
-        """A burst's new rows (`verdict_row`) in one `executemany` of plain tuples. Text SQLite cannot
-        take (a lone surrogate, which the real child can write) is made `storable` only when SQLite
-        refuses it: the whole statement is undone to a savepoint and run again with every row made
-        storable (a look at each value of each row cost a burst more than the insert itself)."""
-        if not rows:
-            return
-        self.conn.execute("SAVEPOINT verdict_rows")
-        try:
-            self.conn.executemany(INSERT_VERDICT_ROW, rows)
-        except UnicodeEncodeError:
-            self.conn.execute("ROLLBACK TO verdict_rows")
-            self.conn.executemany(INSERT_VERDICT_ROW, [storable(row) for row in rows])
-        self.conn.execute("RELEASE verdict_rows")
-        self.added += len(rows)
+        """A burst's new rows (`verdict_row`) in one `executemany` of plain tuples (`storable_rows`)."""
+        if rows:
+            self.conn.executemany(INSERT_VERDICT_ROW, storable_rows(rows))
+            self.added += len(rows)
 
     def mark_written(self, marks: Sequence[WrittenMark], now: float) -> None:
         """The responses were linked (or found already there): for their children the asks have ended
