@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import os
+import pstats
 import resource
 import shlex
 import signal
@@ -46,11 +48,16 @@ PRESSES = 200
 PRESS_GAP_S = 0.02
 SIZE = (120, 40)
 PROFILE: list[str | None] = [None]  # `--profile`: the py-spy command sampling `j` and idle
+CPROFILE: list[bool] = [False]  # `--cprofile`: the main thread's Python calls per stage
 
 
 @contextmanager
 def spying(what: str) -> Iterator[None]:
     """With `--profile`: py-spy samples this process meanwhile; its hottest frames are printed."""
+    if CPROFILE[0]:
+        with cprofiling(what):
+            yield
+        return
     if PROFILE[0] is None:
         yield
         return
@@ -66,6 +73,20 @@ def spying(what: str) -> Iterator[None]:
             spy.wait(60)
             print(f"  profile of {what}:")
             report(Path(out.name).read_text(), 15)
+
+
+@contextmanager
+def cprofiling(what: str) -> Iterator[None]:
+    """With `--cprofile`: the main thread's (the app's) calls meanwhile, the costliest printed."""
+    profile = cProfile.Profile()
+    profile.enable()
+    try:
+        yield
+    finally:
+        profile.disable()
+        print(f"  cProfile of {what} (main thread):")
+        pstats.Stats(profile).sort_stats("cumulative").print_stats(30)
+        pstats.Stats(profile).sort_stats("tottime").print_stats(25)
 
 
 def rss_mb() -> float:
@@ -153,8 +174,11 @@ def main() -> None:
     parser.add_argument("--idle", type=float, default=10.0, help="seconds of idle CPU measured")
     parser.add_argument("--profile", nargs="?", const="uvx py-spy", default=None, metavar="PY_SPY",
                         help="sample the j presses and the idle time with py-spy (default `uvx py-spy`)")
+    parser.add_argument("--cprofile", action="store_true",
+                        help="cProfile the main thread (the app) per stage instead; slows it down")
     args = parser.parse_args()
     PROFILE[0] = args.profile
+    CPROFILE[0] = args.cprofile
     for pending in (int(n) for n in args.pending.split(",") if n):
         with tempfile.TemporaryDirectory(prefix="pi-authorizer-bench-queue-") as tmp:
             r = asyncio.run(run(Path(tmp), pending, args.idle))

@@ -56,7 +56,7 @@ from tui.screens.batch_preview import BatchPreviewScreen
 from tui.screens.grant_steps import GrantConfirmScreen, GrantNoFactsScreen, GrantRefusedScreen
 from tui.ui_settings import UiSettings
 from tui.widgets.ask_detail import AskDetail
-from tui.widgets.ask_filter import AskFilter, Fields
+from tui.widgets.ask_filter import AskFilter, FilterIndex
 from tui.widgets.asks_table import AsksTable
 from tui.widgets.key_legend import KeyLegend
 from tui.widgets.status_line import StatusLine
@@ -149,7 +149,8 @@ class QueueScreen(Screen[None]):
         self.selected: AskKey | None = None
         self.marked: dict[AskKey, None] = {}  # ordered set
         self.ask_filter = AskFilter()
-        self._search: dict[AskKey, tuple[Ask, Fields]] = {}  # the filter's index: each ask's fields
+        self._index = FilterIndex()  # the filter's index: each pending ask's fields, made as it comes
+        self._sessions_of: tuple[Sequence[Ask] | None, bool] = (None, False)  # pending -> several sessions?
         self._pending_total = 0
         self._arrivals_at = 0.0  # when the table last took in a batch of arrivals (monotonic)
         self._busy = False
@@ -331,25 +332,20 @@ class QueueScreen(Screen[None]):
     def visible_asks(self, pending: Sequence[Ask] | None = None) -> Sequence[Ask]:
         """What the table shows: every pending ask the filter lets through, in `createdAt` order.
 
-        The filter searches an index of each ask's lower-cased fields, made once per ask (a
-        keystroke with thousands pending only searches strings)."""
+        The filter searches an index of each ask's lower-cased fields, kept as the asks come and go
+        (a keystroke with thousands pending only searches strings)."""
         asks = self.person.ordered() if pending is None else pending
+        self._index.update(asks)
         if not self.ask_filter.active:
             return asks
-        return [ask for ask, fields in self._indexed(asks) if self.ask_filter.matches_fields(fields)]
+        return self._index.select(self.ask_filter)
 
-    def _indexed(self, asks: Sequence[Ask]) -> list[tuple[Ask, Fields]]:
-        """Each ask with its fields from the filter's index (made for the asks not in it yet)."""
-        index = self._search
-        if len(index) > len(asks):
-            self._search = index = {a.key: index[a.key] for a in asks if a.key in index}
-        out = []
-        for ask in asks:
-            entry = index.get(ask.key)
-            if entry is None or entry[0] is not ask:
-                entry = index[ask.key] = (ask, AskFilter.fields(ask))
-            out.append(entry)
-        return out
+    def _several_sessions(self, pending: Sequence[Ask]) -> bool:
+        """Asks from more than one session are pending (worked out once per change of the asks)."""
+        if self._sessions_of[0] is not pending:
+            first = pending[0].key.session_id if pending else None
+            self._sessions_of = (pending, any(ask.key.session_id != first for ask in pending))
+        return self._sessions_of[1]
 
     def _show_filter(self, shown: bool) -> None:
         """A hidden filter field is also disabled: it can never hold focus and swallow keys unseen."""
@@ -399,8 +395,9 @@ class QueueScreen(Screen[None]):
         pending = self.person.ordered()  # the same tuple until an ask comes or goes: no copy, no sort
         self._pending_total = len(pending)
         shown = self.visible_asks(pending)
-        # Several served sessions, or asks from several (a broker's carry their host and session).
-        several = self.sessions_served() > 1 or len({ask.key.session_id for ask in shown}) > 1
+        # Several served sessions, or asks pending from several (a broker's carry their host and
+        # session): the column stays while a filter shows one session's asks.
+        several = self.sessions_served() > 1 or self._several_sessions(pending)
         table.show_columns(["session"] if several else [])
         before = self.selected
         before_index = None if before is None else table.index_of(before)
@@ -548,6 +545,11 @@ class QueueScreen(Screen[None]):
         if key is not None and key != self.selected:
             self._select(key)
 
+    @on(AsksTable.Cut)
+    def _cut_shown(self, event: AsksTable.Cut) -> None:
+        event.stop()
+        self._title_table()  # a row painted with a cell cut to fit: the subtitle says what …+N means
+
     @on(DataTable.RowSelected)
     def _row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()  # a click on a highlighted row decides nothing
@@ -566,7 +568,6 @@ class QueueScreen(Screen[None]):
         # (`/zzz-none`: n, o, n) would otherwise reach the decision keys and deny the ask.
         self.set_focus(self.filter_input)
         self._render_legend()
-        self.call_after_refresh(self._indexed, self.person.ordered())  # before the first key, not on it
 
     @on(Input.Changed, "#queue-filter")
     def _filter_changed(self, event: Input.Changed) -> None:

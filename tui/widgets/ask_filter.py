@@ -6,6 +6,7 @@ free text looks at the agent, both session ids, the surface, every match value a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from core.vocabulary.asks import Ask
@@ -58,3 +59,55 @@ class AskFilter:
         return (all(term in agent for term in self.agent) and all(term in sessions for term in self.session)
                 and all(term in surface for term in self.surface)
                 and all(term in haystack for term in self.text))
+
+    def narrows(self, before: AskFilter) -> bool:
+        """Every ask this filter lets through `before` lets through too: each of its terms holds one
+        of `before`'s (at the same place, in the same field) and it may have more (all must match)."""
+        return all(len(new) >= len(old) and all(o in n for o, n in zip(old, new, strict=False))
+                   for old, new in ((before.agent, self.agent), (before.session, self.session),
+                                    (before.surface, self.surface), (before.text, self.text)))
+
+
+class FilterIndex:
+    """The filter's index over the pending asks: each ask's lower-cased fields made once, when it
+    comes (not on the first key), kept as four columns of strings, so a keystroke with thousands
+    pending is one substring test per ask and term, and a term typed on only searches the asks the
+    last keystroke kept."""
+
+    def __init__(self) -> None:
+        self._fields: dict[int, tuple[Ask, Fields]] = {}  # by the ask's identity (the entry holds it)
+        self._asks: Sequence[Ask] = ()
+        self._columns: tuple[Sequence[str], ...] = ((), (), (), ())
+        self._last: tuple[AskFilter, list[int]] | None = None  # the last filter and the indexes it kept
+
+    def update(self, pending: Sequence[Ask]) -> None:
+        """Index exactly `pending` (the person's ordered asks: the same tuple again costs nothing)."""
+        if pending is self._asks:
+            return
+        fields = self._fields
+        get = fields.get
+        entries = []
+        for ask in pending:
+            entry = get(id(ask))
+            if entry is None:
+                entry = fields[id(ask)] = (ask, AskFilter.fields(ask))
+            entries.append(entry[1])
+        if len(fields) > len(pending):
+            kept = {id(ask) for ask in pending}
+            self._fields = {i: entry for i, entry in fields.items() if i in kept}
+        self._asks = pending
+        self._columns = tuple(zip(*entries, strict=True)) if entries else ((), (), (), ())
+        self._last = None
+
+    def select(self, flt: AskFilter) -> list[Ask]:
+        """The indexed asks `flt` lets through, in their order."""
+        last = self._last
+        narrowed = last is not None and flt.narrows(last[0])
+        indexes: Sequence[int] = last[1] if last is not None and narrowed else range(len(self._asks))
+        for terms, column in zip((flt.agent, flt.session, flt.surface, flt.text), self._columns, strict=True):
+            for term in terms:
+                indexes = [i for i in indexes if term in column[i]]
+        kept = list(indexes)
+        self._last = (flt, kept)
+        asks = self._asks
+        return [asks[i] for i in kept]
