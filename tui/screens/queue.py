@@ -419,6 +419,11 @@ class QueueScreen(Screen[None]):
         self._title_table()
         if new != before or (new is not None and self.person.get(new) is not self._detail_ask):
             self._select(new)  # another ask, or another ask under the same name: shown anew
+            hidden = None if before is None or at is not None else self.person.get(before)
+            if hidden is not None and new is not None:  # still pending: the filter hides it
+                self.set_status(Content.assemble(
+                    ("The ask you had selected is hidden by the filter (", WARN), (ask_label(hidden), ""),
+                    ("): this is the one in its place; keys wait until you have seen it.", WARN)), about=new)
         elif new is not None and index is not None:
             # Same ask on screen: only its position and the counts change.
             self.detail.update_header(self.current_ask(), self.clock(), index + 1, len(keys))

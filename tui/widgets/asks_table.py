@@ -242,11 +242,7 @@ class AsksTable(DataTable[Text]):
             self.columns[ColumnKey(column.key)].label = Text(column.label_for(narrow))
         for column in changed:
             self.columns[ColumnKey(column.key)].width = widths[column.key]
-        self._clear_caches()  # a label may have changed with the width (the header row is cached)
-        for row in self._by_id.values():
-            row.cells = None  # built again at the new widths when painted
-        self._times_shown.clear()
-        self._cut_cells.clear()
+        self.refresh_rows_afresh()  # cells built again at the new widths when painted; labels too
         self._require_update_dimensions = True  # textual 8.2: a changed column width is not noticed
         self.refresh()
 
@@ -424,6 +420,18 @@ class AsksTable(DataTable[Text]):
             self._row_renderable_cache.discard(cached)
         self._line_cache.clear()  # lines are cached by screen position: made again from the rows
         self.refresh_row(index)
+
+    def refresh_rows_afresh(self) -> None:
+        """Forget every built cell and cached render: what is painted next is made from the asks
+        again (what the caches paint must always equal it)."""
+        for row in self._by_id.values():
+            row.cells = None
+        self._times_shown.clear()
+        self._cut_cells.clear()
+        self._cut_known = False  # a row painted again with a cut cell says so again (`Cut`)
+        self._update_count += 1
+        self._clear_caches()
+        self.refresh()
 
     @property
     def ordered_rows(self) -> list[Row]:
