@@ -84,7 +84,8 @@ def cprofiling(what: str) -> Iterator[None]:
         yield
     finally:
         profile.disable()
-        print(f"  cProfile of {what} (main thread):")
+        profile.dump_stats(Path(tempfile.gettempdir()) / f"bench-queue-{what.split()[-1]}.prof")
+        print(f"  cProfile of {what} (main thread, saved in {tempfile.gettempdir()}):")
         pstats.Stats(profile).sort_stats("cumulative").print_stats(30)
         pstats.Stats(profile).sort_stats("tottime").print_stats(25)
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Hashable, Sequence
+from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
     from textual.timer import Timer
 
 R = TypeVar("R")
+SESSION_OF = attrgetter("key.session_id")
 
 STATUS_TTL_S = 15.0
 #: New asks join the table at most this often while they keep coming (a burst in a few batches).
@@ -343,8 +345,7 @@ class QueueScreen(Screen[None]):
     def _several_sessions(self, pending: Sequence[Ask]) -> bool:
         """Asks from more than one session are pending (worked out once per change of the asks)."""
         if self._sessions_of[0] is not pending:
-            first = pending[0].key.session_id if pending else None
-            self._sessions_of = (pending, any(ask.key.session_id != first for ask in pending))
+            self._sessions_of = (pending, len(set(map(SESSION_OF, pending))) > 1)  # one C loop
         return self._sessions_of[1]
 
     def _show_filter(self, shown: bool) -> None:
@@ -365,6 +366,7 @@ class QueueScreen(Screen[None]):
             self.marked.pop(event.ask.key, None)
             self.note_event(event)
         if isinstance(event, AskAdded):
+            self._index.add((event.ask,))  # its filter fields now, not on the first key
             # Arrivals come in bursts: the table takes them in batches, at once when none came in the
             # last `ARRIVALS_EVERY_S`, else at the end of that time (thousands in a few passes).
             if not self._refresh_pending:

@@ -342,10 +342,12 @@ class AsksTable(DataTable[Text]):
             self._follow_cursor()
             return
         by_id = self._by_id
-        get = by_id.get
-        rows = [get(id(ask)) or self._new_row(ask) for ask in asks]
+        rows = list(map(by_id.get, map(id, asks)))  # one C loop over thousands
+        if None in rows:
+            for i in [i for i, row in enumerate(rows) if row is None]:
+                rows[i] = self._new_row(asks[i])
         if rows != self._shown:  # identity first: the same rows compare in C, element by element
-            self._install(rows)
+            self._install(cast("list[_Row]", rows))
         kept = pending if pending is not None else asks
         if len(by_id) > len(kept):
             keep = {id(a) for a in kept}
