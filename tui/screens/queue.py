@@ -47,6 +47,7 @@ from core.person import (
 from core.vocabulary.asks import Ask, AskKey
 from core.wire.response import GrantWidth
 from tui.actions import DECIDING, QUEUE, bindings
+from tui.heap import Heap
 from tui.keysafety import Armed, KeySafety, Verdict
 from tui.render.ask import WIDE_STYLE, grant_width
 from tui.render.ask_facts import LINE_LIMIT, VALUE_LIMIT, ask_has_hidden, ask_label, child_values
@@ -151,6 +152,7 @@ class QueueScreen(Screen[None]):
         self.selected: AskKey | None = None
         self.marked: dict[AskKey, None] = {}  # ordered set
         self.ask_filter = AskFilter()
+        self.heap = Heap()  # thousands pending: the collector's full passes need not walk them
         self._index = FilterIndex()  # the filter's index: each pending ask's fields, made as it comes
         self._sessions_of: tuple[Sequence[Ask] | None, bool] = (None, False)  # pending -> several sessions?
         self._pending_total = 0
@@ -206,6 +208,9 @@ class QueueScreen(Screen[None]):
         self.set_interval(1.0, self._tick)
         self.refresh_queue()
         self._render_legend()
+
+    def on_unmount(self) -> None:
+        self.heap.settle()  # the app ends: what was frozen is the collector's again
 
     def on_screen_resume(self) -> None:
         # Coming back from another screen or a modal: what is visible is new to the eye (and a
@@ -396,6 +401,7 @@ class QueueScreen(Screen[None]):
         table = self.table
         pending = self.person.ordered()  # the same tuple until an ask comes or goes: no copy, no sort
         self._pending_total = len(pending)
+        self.heap.pending(len(pending))
         shown = self.visible_asks(pending)
         # Several served sessions, or asks pending from several (a broker's carry their host and
         # session): the column stays while a filter shows one session's asks.
