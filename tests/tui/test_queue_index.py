@@ -196,7 +196,7 @@ def exact(rig: Rig) -> list[str]:
     queue = rig.app.queue
     table = queue.table
     shown = list(queue.visible_asks())
-    assert table.ask_keys == [ask.key for ask in shown]
+    assert list(table.ask_keys) == [ask.key for ask in shown]
     assert all(table.shown_ask(i) is ask for i, ask in enumerate(shown))  # what a decision acts on
     assert all(rig.person.get(ask.key) is ask for ask in shown)
     top = int(table.scroll_offset.y)

@@ -11,9 +11,9 @@ with `…+N` (N characters hidden), never silently.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from operator import attrgetter
-from typing import cast
+from typing import TypeVar, cast, overload
 
 from rich.style import Style
 from rich.text import Text
@@ -36,7 +36,14 @@ NARROW = 110
 MARK = "●"
 SELECTED = "▶"
 ELSEWHERE = Coordinate(-9, -9)  # not a row or column (the header row is -1)
-_RK, _ROW = attrgetter("rk"), attrgetter("row")
+_RK, _ROW, _ASK_KEY = attrgetter("rk"), attrgetter("row"), attrgetter("ask.key")
+T = TypeVar("T")
+
+
+def _offset(row: _Row) -> tuple[RowKey, int]:
+    return (row.key, 0)
+
+
 MARK_COLUMN, AGE_COLUMN, LEFT_COLUMN = ColumnKey("mark"), ColumnKey("age"), ColumnKey("left")
 
 
@@ -98,6 +105,46 @@ class _Cells(Mapping[RowKey, dict[ColumnKey, Text]]):
         """Nothing to clear: the view reads the table's rows shown."""
 
 
+class _Column(Sequence[T]):
+    """One thing of each shown row (its `Row`, its y offset, its ask's key), read from the rows
+    shown: DataTable's `ordered_rows` and `_y_offsets` and the screen's `ask_keys` cost nothing to
+    make when thousands of rows are installed."""
+
+    def __init__(self, table: AsksTable, of: Callable[[_Row], T]) -> None:
+        self._table = table
+        self._of = of
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[T]: ...
+    def __getitem__(self, index: int | slice) -> T | list[T]:
+        shown = self._table._shown
+        return list(map(self._of, shown[index])) if isinstance(index, slice) else self._of(shown[index])
+
+    def __len__(self) -> int:
+        return len(self._table._shown)
+
+    def __iter__(self) -> Iterator[T]:
+        return map(self._of, self._table._shown)
+
+    def clear(self) -> None:
+        """Nothing to clear: the view reads the table's rows shown."""
+
+
+class _AskKeys(_Column[AskKey]):
+    """The asks' keys in display order; membership and position by the table's index."""
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, AskKey) and self._table.index_of(key) is not None
+
+    def index(self, key: AskKey, start: int = 0, stop: int | None = None) -> int:
+        at = self._table.index_of(key)
+        if at is None or at < start or (stop is not None and at >= stop):
+            raise ValueError(f"{key!r} is not shown")
+        return at
+
+
 class _Locations(TwoWayDict[RowKey, int]):
     """DataTable's `_row_locations` (row key <-> index), read through the table's position index."""
 
@@ -140,10 +187,10 @@ class AsksTable(DataTable[Text]):
         """A row shown was painted with a cell cut to fit (`cut` turned true): the subtitle says why."""
 
     def __init__(self, *, id: str | None = None) -> None:
-        self._ordered: list[Row] = []  # DataTable's own start reads these
-        self._offsets: list[tuple[RowKey, int]] = []
         self._shown: list[_Row] = []  # the rows shown, in display order
         self._position: dict[str, int] = {}  # row key -> index in `_shown`
+        self._ordered = _Column(self, _ROW)  # DataTable's own start reads these
+        self._offsets = _Column(self, _offset)
         super().__init__(id=id, cursor_type="row", zebra_stripes=True, show_cursor=True)
         # DataTable's three lookups, read through `_shown` and `_position` (never filled one by one).
         self.rows = cast("dict[RowKey, Row]", _Shown(self))
@@ -155,7 +202,7 @@ class AsksTable(DataTable[Text]):
         #: The very sequences of the last `sync` (the person's pending asks are one tuple until an
         #: ask comes or goes): the same ones again only refresh the times, nothing is walked.
         self._synced: tuple[Sequence[Ask], Sequence[Ask] | None] | None = None
-        self._ask_keys: list[AskKey] = []
+        self._ask_keys = _AskKeys(self, _ASK_KEY)
         self._times_shown: dict[str, tuple[str, str, str]] = {}
         self._marked: set[str] = set()
         self._optional_shown: frozenset[str] = frozenset()
@@ -181,7 +228,7 @@ class AsksTable(DataTable[Text]):
         self._by_id.clear()
         self._by_rk.clear()
         self._synced = None
-        self._shown, self._position, self._ask_keys, self._ordered, self._offsets = [], {}, [], [], []
+        self._shown, self._position = [], {}
         self.clear(columns=True)
         self._row_locations = self._locations
         self._times_shown.clear()
@@ -269,8 +316,8 @@ class AsksTable(DataTable[Text]):
     # -- rows: every pending ask's row made once, the table's rows an index over them ---------------
 
     @property
-    def ask_keys(self) -> list[AskKey]:
-        """In display order (the table's own list: read it, never change it)."""
+    def ask_keys(self) -> Sequence[AskKey]:
+        """In display order (a view of the rows shown: copy it to keep it)."""
         return self._ask_keys
 
     def key_at_cursor(self) -> AskKey | None:
@@ -392,10 +439,7 @@ class AsksTable(DataTable[Text]):
         removed one by one (DataTable's `remove_row` renumbers every row after it; `add_row` measures
         each cell) and no cell built (a row's cells are built when it is painted)."""
         self._shown = rows
-        self._position = dict(zip(map(_RK, rows), range(len(rows)), strict=True))
-        self._ask_keys = [row.ask.key for row in rows]
-        self._ordered = list(map(_ROW, rows))
-        self._offsets = [(row.key, 0) for row in rows]
+        self._position = dict(zip(map(_RK, rows), range(len(rows)), strict=True))  # the one index made
         self._row_locations = self._locations  # DataTable's `clear` puts a dictionary of its own there
         self._update_count += 1
         self._clear_caches()
@@ -437,13 +481,13 @@ class AsksTable(DataTable[Text]):
 
     @property
     def ordered_rows(self) -> list[Row]:
-        """The rows shown, in order (kept by `_install`: DataTable rebuilds it on every cell update)."""
-        return self._ordered
+        """The rows shown, in order (a view: DataTable rebuilds a list on every cell update)."""
+        return cast("list[Row]", self._ordered)
 
     @property
     def _y_offsets(self) -> list[tuple[RowKey, int]]:
-        """Every row is one line (kept by `_install`: DataTable rebuilds it on every cell update)."""
-        return self._offsets
+        """Every row is one line (a view: DataTable rebuilds a list on every cell update)."""
+        return cast("list[tuple[RowKey, int]]", self._offsets)
 
     def _refresh_times(self, now: float) -> None:
         top = int(self.scroll_offset.y)
