@@ -1,0 +1,291 @@
+"""One burst of mixed asks against one `pi-authorizer serve`, every guarantee checked per ask (issue 37:
+the batched hot path must keep them all).
+
+Run: `nice -n 10 uv run python -m bench.campaign_burst [--asks 3000] [--seed 1] [--on-ask deny]
+[--dir /tmp] [--keep DIR] [--checkout DIR]`.
+
+Serve (history on) allows `ls *` and denies `rm *` by rule and leaves the rest to `--on-ask`. Every
+request is written to a staging folder first, then all are renamed into the inbox in one go, a mix of:
+`ls` with facts (a rule allows), `rm` with facts (a rule denies), `cat` with facts (the person's:
+`--on-ask`), `ls` without facts (no rule can judge it: the person's, and the fail-safe denies it when
+`--on-ask deny`) and malformed files with safe names (quarantined
+with a reason, their child answered with an explained denial). A child polls `responses/`, reads each
+answer once and deletes it and its request, as a pi child does; an inotify watch of `responses/`
+counts every entry that appears under each name (a second one is an answer given twice, or a response
+replaced). After the last answer (or `--within` s) serve is stopped cleanly and its history read.
+
+Counted per ask (`findings.json`): `unanswered` (a valid or safe-named ask with no response),
+`answered-twice` (a second response under one name, or two answered rows), `wrong-verdict` (not what
+the rules, the fail-safe or `--on-ask` say), `history-contradicts-child` (no row holds the bytes the
+child read, or a row says not written), `no-history-row`, `open-row`, `not-quarantined` (a malformed
+file with no `.reason.json` in the quarantine or no quarantined row with a reason), and every
+traceback or ERROR line in serve's log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from bench.campaign_common import history_rows, request_bytes, response_verdict, table
+from core.disk.paths import encode_session_id
+from core.forwarding.inotify import IN_CREATE, IN_MOVED_TO, IN_ONLYDIR, IN_Q_OVERFLOW, Inotify
+
+REPO = Path(__file__).resolve().parents[1]
+SESSION = "burst-session"
+KINDS = ("allow", "rule-deny", "person", "fail-safe", "malformed")
+WEIGHTS = (0.25, 0.15, 0.2, 0.15, 0.25)
+#: What no rule decides (the person's, and an ask without facts): `--on-ask leave` leaves it unanswered.
+LEFT = ("person", "fail-safe")
+
+
+def malformed_bytes(rid: str, rng: random.Random) -> bytes:
+    """A file with a safe name serving cannot use (each a way the reader refuses)."""
+    good = json.loads(request_bytes(rid, SESSION, f"ls {rid}", int(time.time() * 1000)))
+    choice = rng.randrange(8)
+    if choice == 0:
+        return b'{"id": "' + rid.encode() + b'", "createdAt": '  # cut short
+    if choice == 1:
+        return b"[1, 2, 3]"
+    if choice == 2:
+        del good["requesterSessionId"]
+    elif choice == 3:
+        good["id"] = 12345
+    elif choice == 4:
+        good["createdAt"] = "yesterday"
+    elif choice == 5:
+        return json.dumps(good).encode().replace(b"Explore", b"Expl\xff\xfere", 1)
+    elif choice == 6:
+        return json.dumps(good).encode().replace(str(good["createdAt"]).encode(), b"NaN", 1)
+    else:
+        good["createdAt"] = True
+    return json.dumps(good).encode()
+
+
+def fail_safe_bytes(rid: str) -> bytes:
+    """A valid request without facts (`accessIntent`): only the fail-safe can answer it, a denial."""
+    body = json.loads(request_bytes(rid, SESSION, "ls", int(time.time() * 1000)))
+    del body["accessIntent"]
+    return json.dumps(body).encode()
+
+
+def ask_bytes(kind: str, rid: str, name: str, now_ms: int, rng: random.Random) -> bytes:
+    """The request file of one ask of `kind` (`KINDS`)."""
+    if kind == "malformed":
+        return malformed_bytes(rid, rng)
+    if kind == "fail-safe":
+        return fail_safe_bytes(rid)
+    verb = {"allow": "ls", "rule-deny": "rm", "person": "cat"}[kind]
+    return request_bytes(rid, SESSION, f"{verb} {name}", now_ms)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--asks", type=int, default=3000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--on-ask", default="deny", choices=("deny", "leave"))
+    parser.add_argument("--within", type=float, default=300.0, help="seconds to wait for every answer")
+    parser.add_argument("--dir", type=Path, default=None, help="where the run's folder is made")
+    parser.add_argument("--keep", type=Path, default=None, help="keep the run's folder here")
+    parser.add_argument("--checkout", type=Path, default=REPO, help="run serve from this checkout")
+    args = parser.parse_args()
+    where = args.keep or args.dir
+    if where is not None:
+        where.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix="campaign-burst-", dir=where))
+    print(f"campaign folder: {folder}")
+    raise SystemExit(1 if run(args, folder) else 0)
+
+
+def run(args: argparse.Namespace, folder: Path) -> int:
+    rng = random.Random(args.seed)  # noqa: S311 - a reproducible mix, not a secret
+    root, state, agent = folder / "root", folder / "state", folder / "agent"
+    session = root / "sessions" / encode_session_id(SESSION)
+    requests, responses, staging = session / "requests", session / "responses", folder / "staging"
+    for path in (requests, responses, staging, agent):
+        path.mkdir(parents=True)
+    rules = folder / "rules.json"
+    rules.write_text(json.dumps({"forwardingTimeoutMs": int(args.within * 1000),
+                                 "permission": {"bash": {"ls *": "allow", "rm *": "deny"}}}))
+    kind_of: dict[str, str] = {}
+    sent: dict[str, bytes] = {}
+    for i in range(args.asks):
+        rid = f"b-{i:06d}"
+        kind = rng.choices(KINDS, WEIGHTS)[0]
+        now_ms = int(time.time() * 1000)
+        data = ask_bytes(kind, rid, f"f{i}", now_ms, rng)
+        (staging / f"{rid}.json").write_bytes(data)
+        kind_of[rid], sent[rid] = kind, data
+    log_path = folder / "serve.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            ["nice", "-n", "10", sys.executable, "-m", "tui.cli", "serve", "--session", SESSION,
+             "--forwarding-root", str(root), "--state-dir", str(state), "--rules", str(rules),
+             "--on-ask", args.on_ask],
+            cwd=args.checkout, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            env={**os.environ, "PI_CODING_AGENT_DIR": str(agent)})
+    beat = root / "serving" / f"{encode_session_id(SESSION)}.json"
+    deadline = time.monotonic() + 60
+    while not beat.exists():
+        if time.monotonic() > deadline or proc.poll() is not None:
+            proc.kill()
+            raise RuntimeError(f"serve did not start: {log_path.read_text()[-2000:]}")
+        time.sleep(0.05)
+    ino = Inotify()
+    ino.add_watch(str(responses), IN_CREATE | IN_MOVED_TO | IN_ONLYDIR)
+    appeared: Counter[str] = Counter()
+    overflowed = False
+    read: dict[str, tuple[bytes, int, float]] = {}
+    started = time.monotonic()
+    for rid in kind_of:  # the burst: every request renamed in at once
+        os.rename(staging / f"{rid}.json", requests / f"{rid}.json")
+    burst_s = time.monotonic() - started
+    expected = {rid for rid, kind in kind_of.items() if not (kind in LEFT and args.on_ask == "leave")}
+    second: dict[str, list[bytes]] = defaultdict(list)
+    while time.monotonic() - started < args.within:
+        ready, _, _ = select.select([ino.fd], [], [], 0.02)
+        if ready:
+            for event in ino.read_events():
+                if event.mask & IN_Q_OVERFLOW:
+                    overflowed = True
+                elif event.name.endswith(".json") and not event.name.startswith("."):
+                    appeared[event.name[:-5]] += 1
+        for name in os.listdir(responses):
+            if not name.endswith(".json") or name.startswith("."):
+                continue
+            rid, path = name[:-5], responses / name
+            try:
+                data, ino_no = path.read_bytes(), path.stat().st_ino
+            except OSError:
+                continue
+            if rid in read:
+                second[rid].append(data)
+            else:
+                read[rid] = (data, ino_no, time.monotonic() - started)
+            path.unlink(missing_ok=True)
+            (requests / name).unlink(missing_ok=True)
+        if expected <= read.keys() and not any(requests.iterdir()):
+            break
+    answered_s = time.monotonic() - started
+    time.sleep(1.0)  # a late second answer would show here
+    for event in ino.read_events() if select.select([ino.fd], [], [], 0)[0] else []:
+        if event.name.endswith(".json") and not event.name.startswith("."):
+            appeared[event.name[:-5]] += 1
+    for name in os.listdir(responses):
+        if name.endswith(".json") and not name.startswith("."):
+            second[name[:-5]].append((responses / name).read_bytes())
+    os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait(120)
+    ino.close()
+    return report(args, folder, state, kind_of, sent, read, second, appeared, overflowed, burst_s, answered_s)
+
+
+def report(args: argparse.Namespace, folder: Path, state: Path, kind_of: dict[str, str],
+           sent: dict[str, bytes], read: dict[str, tuple[bytes, int, float]],
+           second: dict[str, list[bytes]], appeared: Counter[str], overflowed: bool,
+           burst_s: float, answered_s: float) -> int:
+    rows = history_rows(state)
+    by_id: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        by_id[row["request_name"].removesuffix(".json")].append(row)
+    held: Counter[str] = Counter()
+    reasons: dict[str, str] = {}
+    where = state / "quarantine" / encode_session_id(SESSION)
+    for entry in os.listdir(where) if where.is_dir() else []:
+        if entry.endswith(".reason.json") and entry.count("-") >= 3:
+            rid = entry.removesuffix(".reason.json").split("-", 3)[3].removesuffix(".json")
+            held[rid] += 1
+            note = json.loads((where / entry).read_text())
+            reasons[rid] = note.get("reason", "") if note.get("childAnswered") else ""
+    want = {"allow": "approved", "rule-deny": "denied", "person": "denied", "fail-safe": "denied",
+            "malformed": "denied"}
+    found: dict[str, list[str]] = defaultdict(list)
+    for rid, kind in kind_of.items():
+        got = read.get(rid)
+        rows_of = by_id.get(rid, [])
+        if kind in LEFT and args.on_ask == "leave":
+            if got is not None:
+                found["answered-while-left"].append(f"{rid}: {response_verdict(got[0])}")
+            continue
+        if got is None:
+            outcomes = [(r["outcome"], r["reason"]) for r in rows_of]
+            found["unanswered"].append(f"{rid} ({kind}): rows {outcomes}")
+            continue
+        if second.get(rid) or (not overflowed and appeared[rid] > 1):
+            found["answered-twice"].append(f"{rid} ({kind}): {appeared[rid]} entries appeared, "
+                                           f"{len(second.get(rid, []))} read after the first")
+        verdict = response_verdict(got[0])
+        if verdict != want[kind]:
+            found["wrong-verdict"].append(f"{rid} ({kind}): {verdict}")
+        if not rows_of:
+            found["no-history-row"].append(f"{rid} ({kind})")
+            continue
+        answered = [r for r in rows_of if r["response"] is not None and r["written"]]
+        if len(answered) > 1:
+            found["answered-twice"].append(f"{rid} ({kind}): {len(answered)} answered rows")
+        if kind == "malformed" and all(r["response"] is None for r in rows_of):
+            found["quarantined-row-holds-no-response (apart)"].append(f"{rid}: child read {verdict}")
+            holding = rows_of
+        else:
+            holding = [r for r in rows_of if r["response"] is not None and bytes(r["response"]) == got[0]]
+        if not holding:
+            seen = [(r["id"], r["verdict"], r["written"]) for r in rows_of]
+            found["history-contradicts-child"].append(f"{rid} ({kind}): no row holds the bytes read; {seen}")
+        elif kind != "malformed" and not any(r["written"] for r in holding):
+            found["history-contradicts-child"].append(f"{rid} ({kind}): the row says written "
+                                                      f"{[r['written'] for r in holding]}")
+        if any(r["ended_at"] is None for r in rows_of):
+            found["open-row"].append(f"{rid} ({kind})")
+        if kind == "malformed":
+            quarantined = [r for r in rows_of if r["outcome"] == "quarantined" and r["reason"]]
+            if not held[rid] or not reasons.get(rid):
+                found["not-quarantined"].append(f"{rid}: {held[rid]} in the quarantine folder, "
+                                                "or its note says its child was not answered")
+            if not quarantined:
+                found["not-quarantined"].append(f"{rid}: no quarantined row with a reason "
+                                                f"{[(r['outcome'], r['reason']) for r in rows_of]}")
+        elif held[rid]:
+            found["quarantined-valid-ask"].append(f"{rid} ({kind}): {reasons.get(rid)}")
+        if rows_of and bytes(rows_of[0]["raw"] or b"") not in (sent[rid], b""):
+            found["raw-differs"].append(f"{rid} ({kind})")
+    log_text = (folder / "serve.log").read_text(errors="replace")
+    for line in log_text.splitlines():
+        if "Traceback" in line or " ERROR " in line or " CRITICAL " in line:
+            found["log-error"].append(line[:300])
+    counts = Counter(kind_of.values())
+    print(f"\ncampaign_burst seed {args.seed}, --on-ask {args.on_ask}: {len(kind_of)} asks renamed in "
+          f"{burst_s:.2f} s, answered by {answered_s:.1f} s; load {os.getloadavg()[0]:.1f}")
+    print(table([*((f"asks {k}", counts[k]) for k in KINDS), ("responses read", len(read)),
+                 ("history rows", len(rows)), ("quarantine entries", sum(held.values())),
+                 ("inotify overflowed", overflowed)]))
+    kinds = ["unanswered", "answered-twice", "answered-while-left", "wrong-verdict", "no-history-row",
+             "history-contradicts-child", "open-row", "not-quarantined", "quarantined-valid-ask",
+             "raw-differs", "log-error"]
+    apart = "quarantined-row-holds-no-response (apart)"
+    print("findings:")
+    print(table([(k, len(found[k])) for k in [*kinds, apart]]))
+    for kind in kinds:
+        for line in found[kind][:8]:
+            print(f"  {kind}: {line}")
+    (folder / "findings.json").write_text(json.dumps(
+        {"seed": args.seed, "asks": len(kind_of), "kinds": dict(counts), "found": dict(found)}, indent=1))
+    (folder / "asks.json").write_text(json.dumps(
+        {rid: {"kind": kind_of[rid], "sent": sent[rid].decode("utf-8", "replace"),
+               "read": None if rid not in read else read[rid][0].decode("utf-8", "replace")}
+         for rid in kind_of}, indent=0))
+    return sum(len(found[k]) for k in kinds)
+
+
+if __name__ == "__main__":
+    main()
