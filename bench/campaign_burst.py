@@ -2,17 +2,18 @@
 the batched hot path must keep them all).
 
 Run: `nice -n 10 uv run python -m bench.campaign_burst [--asks 3000] [--seed 1] [--on-ask deny]
-[--dir /tmp] [--keep DIR] [--checkout DIR]`.
+[--malformed SHARE] [--dir /tmp] [--keep DIR] [--checkout DIR]`.
 
 Serve (history on) allows `ls *` and denies `rm *` by rule and leaves the rest to `--on-ask`. Every
 request is written to a staging folder first, then all are renamed into the inbox in one go, a mix of:
-`ls` with facts (a rule allows), `rm` with facts (a rule denies), `cat` with facts (the person's:
-`--on-ask`), `ls` without facts (no rule can judge it: the person's, and the fail-safe denies it when
-`--on-ask deny`) and malformed files with safe names (quarantined
-with a reason, their child answered with an explained denial). A child polls `responses/`, reads each
-answer once and deletes it and its request, as a pi child does; an inotify watch of `responses/`
-counts every entry that appears under each name (a second one is an answer given twice, or a response
-replaced). After the last answer (or `--within` s) serve is stopped cleanly and its history read.
+`ls` with facts (a rule allows), `rm` with facts (a rule denies), the same `ls` or `rm` again and
+again (judged once, kept), `cat` with facts (the person's: `--on-ask`), `ls` without facts (no rule
+can judge it: the person's, denied by the fail-safe when `--on-ask deny`) and malformed files with
+safe names (quarantined with a reason, their child answered with an explained denial).
+A child polls `responses/`, reads each answer once and deletes it and its request, as a pi child
+does; an inotify watch of `responses/` counts every entry that appears under each name (a second one
+is an answer given twice, or a response replaced). After the last answer (or `--within` s) serve is
+stopped cleanly and its history read.
 
 Counted per ask (`findings.json`): `unanswered` (a valid or safe-named ask with no response),
 `answered-twice` (a second response under one name, or two answered rows), `wrong-verdict` (not what
@@ -44,8 +45,10 @@ from core.forwarding.inotify import IN_CREATE, IN_MOVED_TO, IN_ONLYDIR, IN_Q_OVE
 
 REPO = Path(__file__).resolve().parents[1]
 SESSION = "burst-session"
-KINDS = ("allow", "rule-deny", "person", "fail-safe", "malformed")
-WEIGHTS = (0.25, 0.15, 0.2, 0.15, 0.25)
+KINDS = ("allow", "rule-deny", "person", "fail-safe", "malformed", "same-allow", "same-deny")
+#: Shares of each kind; `--malformed` replaces the malformed share (the quarantine keeps its newest
+#: 1,000 entries per session: keep it under that).
+WEIGHTS = (0.2, 0.1, 0.15, 0.1, 0.25, 0.1, 0.1)
 #: What no rule decides (the person's, and an ask without facts): `--on-ask leave` leaves it unanswered.
 LEFT = ("person", "fail-safe")
 
@@ -86,7 +89,9 @@ def ask_bytes(kind: str, rid: str, name: str, now_ms: int, rng: random.Random) -
         return malformed_bytes(rid, rng)
     if kind == "fail-safe":
         return fail_safe_bytes(rid)
-    verb = {"allow": "ls", "rule-deny": "rm", "person": "cat"}[kind]
+    if kind.startswith("same-"):  # one command asked again and again: judged once, kept
+        name = "same"
+    verb = {"allow": "ls", "rule-deny": "rm", "person": "cat", "same-allow": "ls", "same-deny": "rm"}[kind]
     return request_bytes(rid, SESSION, f"{verb} {name}", now_ms)
 
 
@@ -94,6 +99,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--asks", type=int, default=3000)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--malformed", type=float, default=None, help="share of malformed files")
     parser.add_argument("--on-ask", default="deny", choices=("deny", "leave"))
     parser.add_argument("--within", type=float, default=300.0, help="seconds to wait for every answer")
     parser.add_argument("--dir", type=Path, default=None, help="where the run's folder is made")
@@ -118,11 +124,14 @@ def run(args: argparse.Namespace, folder: Path) -> int:
     rules = folder / "rules.json"
     rules.write_text(json.dumps({"forwardingTimeoutMs": int(args.within * 1000),
                                  "permission": {"bash": {"ls *": "allow", "rm *": "deny"}}}))
+    weights = list(WEIGHTS)
+    if args.malformed is not None:
+        weights[KINDS.index("malformed")] = args.malformed
     kind_of: dict[str, str] = {}
     sent: dict[str, bytes] = {}
     for i in range(args.asks):
         rid = f"b-{i:06d}"
-        kind = rng.choices(KINDS, WEIGHTS)[0]
+        kind = rng.choices(KINDS, weights)[0]
         now_ms = int(time.time() * 1000)
         data = ask_bytes(kind, rid, f"f{i}", now_ms, rng)
         (staging / f"{rid}.json").write_bytes(data)
@@ -209,7 +218,7 @@ def report(args: argparse.Namespace, folder: Path, state: Path, kind_of: dict[st
             note = json.loads((where / entry).read_text())
             reasons[rid] = note.get("reason", "") if note.get("childAnswered") else ""
     want = {"allow": "approved", "rule-deny": "denied", "person": "denied", "fail-safe": "denied",
-            "malformed": "denied"}
+            "malformed": "denied", "same-allow": "approved", "same-deny": "denied"}
     found: dict[str, list[str]] = defaultdict(list)
     for rid, kind in kind_of.items():
         got = read.get(rid)
