@@ -2,7 +2,7 @@
 the batched hot path must keep them all).
 
 Run: `nice -n 10 uv run python -m bench.campaign_burst [--asks 3000] [--seed 1] [--on-ask deny]
-[--malformed SHARE] [--dir /tmp] [--keep DIR] [--checkout DIR]`.
+[--malformed SHARE] [--kills N] [--kill-after 0.2:1.5] [--dir /tmp] [--keep DIR] [--checkout DIR]`.
 
 Serve (history on) allows `ls *` and denies `rm *` by rule and leaves the rest to `--on-ask`. Every
 request is written to a staging folder first, then all are renamed into the inbox in one go, a mix of:
@@ -13,7 +13,9 @@ safe names (quarantined with a reason, their child answered with an explained de
 A child polls `responses/`, reads each answer once and deletes it and its request, as a pi child
 does; an inotify watch of `responses/` counts every entry that appears under each name (a second one
 is an answer given twice, or a response replaced). After the last answer (or `--within` s) serve is
-stopped cleanly and its history read.
+stopped cleanly and its history read. `--kills N`: serve is SIGKILLed `--kill-after` s after the burst
+(then after each restart says it serves) and started again at once, N times, while the burst is
+answered.
 
 Counted per ask (`findings.json`): `unanswered` (a valid or safe-named ask with no response),
 `answered-twice` (a second response under one name, or two answered rows), `wrong-verdict` (not what
@@ -99,6 +101,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--asks", type=int, default=3000)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--kills", type=int, default=0, help="SIGKILL serve this many times mid-burst")
+    parser.add_argument("--kill-after", default="0.2:1.5",
+                        help="MIN:MAX seconds after the burst (then after each restart) to kill")
     parser.add_argument("--malformed", type=float, default=None, help="share of malformed files")
     parser.add_argument("--on-ask", default="deny", choices=("deny", "leave"))
     parser.add_argument("--within", type=float, default=300.0, help="seconds to wait for every answer")
@@ -137,13 +142,17 @@ def run(args: argparse.Namespace, folder: Path) -> int:
         (staging / f"{rid}.json").write_bytes(data)
         kind_of[rid], sent[rid] = kind, data
     log_path = folder / "serve.log"
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            ["nice", "-n", "10", sys.executable, "-m", "tui.cli", "serve", "--session", SESSION,
-             "--forwarding-root", str(root), "--state-dir", str(state), "--rules", str(rules),
-             "--on-ask", args.on_ask],
-            cwd=args.checkout, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            env={**os.environ, "PI_CODING_AGENT_DIR": str(agent)})
+    argv = ["nice", "-n", "10", sys.executable, "-m", "tui.cli", "serve", "--session", SESSION,
+            "--forwarding-root", str(root), "--state-dir", str(state), "--rules", str(rules),
+            "--on-ask", args.on_ask]
+    env = {**os.environ, "PI_CODING_AGENT_DIR": str(agent)}
+
+    def start() -> subprocess.Popen[bytes]:
+        with log_path.open("ab") as log:
+            return subprocess.Popen(argv, cwd=args.checkout, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True, env=env)
+
+    proc = start()
     beat = root / "serving" / f"{encode_session_id(SESSION)}.json"
     deadline = time.monotonic() + 60
     while not beat.exists():
@@ -151,6 +160,10 @@ def run(args: argparse.Namespace, folder: Path) -> int:
             proc.kill()
             raise RuntimeError(f"serve did not start: {log_path.read_text()[-2000:]}")
         time.sleep(0.05)
+    low, high = (float(x) for x in args.kill_after.split(":"))
+    kills: list[float] = []
+    next_kill = time.monotonic() + rng.uniform(low, high) if args.kills else None
+    restarted, offset = False, 0
     ino = Inotify()
     ino.add_watch(str(responses), IN_CREATE | IN_MOVED_TO | IN_ONLYDIR)
     appeared: Counter[str] = Counter()
@@ -163,6 +176,21 @@ def run(args: argparse.Namespace, folder: Path) -> int:
     expected = {rid for rid, kind in kind_of.items() if not (kind in LEFT and args.on_ask == "leave")}
     second: dict[str, list[bytes]] = defaultdict(list)
     while time.monotonic() - started < args.within:
+        if next_kill is not None and time.monotonic() >= next_kill:
+            os.killpg(proc.pid, signal.SIGKILL)  # mid-batch: the burst is being answered
+            proc.wait(30)
+            kills.append(time.monotonic() - started)
+            with (folder / "faults.log").open("a") as out:
+                out.write(f"{time.time():.3f} SIGKILL serve pid {proc.pid} at {kills[-1]:.2f} s\n")
+            offset = log_path.stat().st_size
+            proc = start()
+            next_kill = None
+            restarted = len(kills) < args.kills  # timed from its "serving" line, as campaign_serve_kill
+        elif restarted:
+            with log_path.open("rb") as log:
+                log.seek(offset)
+                if b"serving session" in log.read():
+                    next_kill, restarted = time.monotonic() + rng.uniform(low, high), False
         ready, _, _ = select.select([ino.fd], [], [], 0.02)
         if ready:
             for event in ino.read_events():
@@ -197,13 +225,14 @@ def run(args: argparse.Namespace, folder: Path) -> int:
     os.killpg(proc.pid, signal.SIGTERM)
     proc.wait(120)
     ino.close()
-    return report(args, folder, state, kind_of, sent, read, second, appeared, overflowed, burst_s, answered_s)
+    return report(args, folder, state, kind_of, sent, read, second, appeared, overflowed, burst_s, answered_s,
+                  len(kills))
 
 
 def report(args: argparse.Namespace, folder: Path, state: Path, kind_of: dict[str, str],
            sent: dict[str, bytes], read: dict[str, tuple[bytes, int, float]],
            second: dict[str, list[bytes]], appeared: Counter[str], overflowed: bool,
-           burst_s: float, answered_s: float) -> int:
+           burst_s: float, answered_s: float, kills: int) -> int:
     rows = history_rows(state)
     by_id: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
@@ -251,14 +280,20 @@ def report(args: argparse.Namespace, folder: Path, state: Path, kind_of: dict[st
         if not holding:
             seen = [(r["id"], r["verdict"], r["written"]) for r in rows_of]
             found["history-contradicts-child"].append(f"{rid} ({kind}): no row holds the bytes read; {seen}")
-        elif kind != "malformed" and not any(r["written"] for r in holding):
+        elif kind != "malformed" and any(r["written"] == 0 for r in holding) and not any(
+                r["written"] for r in holding):
             found["history-contradicts-child"].append(f"{rid} ({kind}): the row says written "
                                                       f"{[r['written'] for r in holding]}")
-        if any(r["ended_at"] is None for r in rows_of):
+        elif kind != "malformed" and not any(r["written"] for r in holding):
+            found["delivery-unknown (apart)"].append(f"{rid} ({kind})")  # killed before noting it
+        strict = args.on_ask == "deny"  # a left ask's row stays open
+        if any(r["ended_at"] is None and (r["verdict"] is not None or strict) for r in rows_of):
             found["open-row"].append(f"{rid} ({kind})")
         if kind == "malformed":
             quarantined = [r for r in rows_of if r["outcome"] == "quarantined" and r["reason"]]
-            if not held[rid] or not reasons.get(rid):
+            if not held[rid] and kills and quarantined:  # the child removed it before a restart moved it
+                found["quarantined-row-file-gone (apart)"].append(rid)
+            elif not held[rid] or not reasons.get(rid):
                 found["not-quarantined"].append(f"{rid}: {held[rid]} in the quarantine folder, "
                                                 "or its note says its child was not answered")
             if not quarantined:
@@ -277,13 +312,14 @@ def report(args: argparse.Namespace, folder: Path, state: Path, kind_of: dict[st
           f"{burst_s:.2f} s, answered by {answered_s:.1f} s; load {os.getloadavg()[0]:.1f}")
     print(table([*((f"asks {k}", counts[k]) for k in KINDS), ("responses read", len(read)),
                  ("history rows", len(rows)), ("quarantine entries", sum(held.values())),
-                 ("inotify overflowed", overflowed)]))
+                 ("serve SIGKILLed mid-burst", kills), ("inotify overflowed", overflowed)]))
     kinds = ["unanswered", "answered-twice", "answered-while-left", "wrong-verdict", "no-history-row",
              "history-contradicts-child", "open-row", "not-quarantined", "quarantined-valid-ask",
              "raw-differs", "log-error"]
-    apart = "quarantined-row-holds-no-response (apart)"
+    apart = ["quarantined-row-holds-no-response (apart)", "delivery-unknown (apart)",
+             "quarantined-row-file-gone (apart)"]
     print("findings:")
-    print(table([(k, len(found[k])) for k in [*kinds, apart]]))
+    print(table([(k, len(found[k])) for k in [*kinds, *apart]]))
     for kind in kinds:
         for line in found[kind][:8]:
             print(f"  {kind}: {line}")
