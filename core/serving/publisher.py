@@ -428,7 +428,8 @@ def _requests_present(items: Sequence[BatchItem]) -> set[str] | None:
     try:
         for item in items:
             name = check_name(item.verdict.key.name)
-            if os.access(name, os.F_OK, dir_fd=fd, follow_symlinks=False) or lstat_or_none(fd, name):
+            if (os.access(name, os.F_OK, dir_fd=fd, follow_symlinks=False)
+                    or lstat_or_none(fd, name) is not None):
                 present.add(name)
     except (OSError, ValueError):
         return None
