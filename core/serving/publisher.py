@@ -63,6 +63,9 @@ TRANSIENT = (OSError, sqlite3.OperationalError)
 Settled = Callable[[AskKey, Published], None]
 """Told, on the event loop, what became of an answer, before anyone waiting on it resumes."""
 Removed = Callable[[Sequence[tuple[AskKey, Published]]], None]
+BatchSettled = Callable[[Sequence[tuple[AskKey, Published]]], None]
+"""`Settled` for a whole batch at once (one call, in the batch's order): a burst's reports, log lines
+included, are made per batch instead of per answer."""
 """Told, on the event loop, which answered requests are gone from their inboxes (and by which answer)."""
 Opened = Sequence[tuple[int, list[BatchItem]]]
 """Each session's `responses/` descriptor with the answers of the batch that go there."""
@@ -82,12 +85,16 @@ class Publisher:
         seams: Seams = PRODUCTION,
         on_published: Settled | None = None,
         on_removed: Removed | None = None,
+        on_batch: BatchSettled | None = None,
     ) -> None:
         self.ledger = ledger
         self.writer, self.clock, self.fault = seams.disk, seams.clock, seams.fault
         self.retry_delays = seams.retry_delays
         self.on_published = on_published
         self.on_removed = on_removed
+        self.on_batch = on_batch
+        #: The `done` of an answer no one waits on (`enqueue_unwaited`): already done, never set.
+        self._unwaited: asyncio.Future[Published] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._queue: list[BatchItem] = []
         self._room = asyncio.Event()
@@ -111,6 +118,20 @@ class Publisher:
         if self._drain is None or self._drain.done():
             self._drain = asyncio.ensure_future(self._draining())
         return done
+
+    def enqueue_unwaited(self, inbox: SessionInbox, verdict: VerdictRecord) -> None:
+        """`enqueue` an answer no one waits on (a rule's, the fail-safe's): no future of its own to
+        create and set; what became of it reaches `on_published` / `on_batch` only."""
+        unwaited = self._unwaited
+        if unwaited is None:
+            self._loop = asyncio.get_running_loop()
+            unwaited = self._unwaited = self._loop.create_future()
+            unwaited.cancel()  # done from the start: `_draining` sets no result on it
+        if self.ledger is not None:
+            self.ledger.expect(verdict.key)
+        self._queue.append(BatchItem(inbox, verdict, unwaited))
+        if self._drain is None or self._drain.done():
+            self._drain = asyncio.ensure_future(self._draining())
 
     async def on_disk(self, work: Callable[..., _T], *args: object) -> _T:
         """`work(*args)` on the disk thread, after the disk work queued before it (see the module
@@ -145,8 +166,10 @@ class Publisher:
                     if item.written is None:
                         item.write_failed = item.write_failed or f"publishing failed ({what(exc)})"
             answered: list[tuple[BatchItem, Published]] = []
-            for item in batch:
-                published = item.result()
+            results = [item.result() for item in batch]
+            if self.on_batch is not None:
+                self.on_batch(list(zip([item.verdict.key for item in batch], results, strict=True)))
+            for item, published in zip(batch, results, strict=True):
                 if self.on_published is not None:
                     self.on_published(item.verdict.key, published)
                 if not item.done.done():
