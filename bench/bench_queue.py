@@ -1,6 +1,6 @@
 """The queue at scale: the real app, headless, with thousands of real pending asks.
 
-Run: `uv run python -m bench.bench_queue [--pending 1000,5000] [--idle 10]`.
+Run: `uv run python -m bench.bench_queue [--pending 1000,5000] [--idle 10] [--profile | --cprofile]`.
 
 The app as `pi-authorizer app` builds it (recorded authority over the demo pi config, the history
 ledger, inotify) serves a temporary forwarding root; N request files no rule decides (children
@@ -24,7 +24,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
+import gc
 import os
+import pstats
 import resource
 import shlex
 import signal
@@ -35,6 +38,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import cast
 
 from textual import events
 
@@ -46,11 +50,16 @@ PRESSES = 200
 PRESS_GAP_S = 0.02
 SIZE = (120, 40)
 PROFILE: list[str | None] = [None]  # `--profile`: the py-spy command sampling `j` and idle
+CPROFILE: list[bool] = [False]  # `--cprofile`: the main thread's Python calls per stage
 
 
 @contextmanager
 def spying(what: str) -> Iterator[None]:
     """With `--profile`: py-spy samples this process meanwhile; its hottest frames are printed."""
+    if CPROFILE[0]:
+        with cprofiling(what):
+            yield
+        return
     if PROFILE[0] is None:
         yield
         return
@@ -68,6 +77,21 @@ def spying(what: str) -> Iterator[None]:
             report(Path(out.name).read_text(), 15)
 
 
+@contextmanager
+def cprofiling(what: str) -> Iterator[None]:
+    """With `--cprofile`: the main thread's (the app's) calls meanwhile, the costliest printed."""
+    profile = cProfile.Profile()
+    profile.enable()
+    try:
+        yield
+    finally:
+        profile.disable()
+        profile.dump_stats(Path(tempfile.gettempdir()) / f"bench-queue-{what.split()[-1]}.prof")
+        print(f"  cProfile of {what} (main thread, saved in {tempfile.gettempdir()}):")
+        pstats.Stats(profile).sort_stats("cumulative").print_stats(30)
+        pstats.Stats(profile).sort_stats("tottime").print_stats(25)
+
+
 def rss_mb() -> float:
     with open("/proc/self/status") as status:
         for line in status:
@@ -78,6 +102,27 @@ def rss_mb() -> float:
 
 def load() -> str:
     return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+GC_MS: list[float] = [0.0, 0.0]  # the garbage collector's time (ms): every generation, the oldest alone
+_gc_start: list[float] = [0.0]
+
+
+def _gc_timer(phase: str, info: dict[str, int]) -> None:
+    if phase == "start":
+        _gc_start[0] = time.perf_counter()
+        return
+    spent = (time.perf_counter() - _gc_start[0]) * 1000
+    GC_MS[0] += spent
+    if info.get("generation") == 2:
+        GC_MS[1] += spent
+
+
+def gc_spent() -> tuple[float, float]:
+    """(every generation, the oldest) ms of garbage collection since the last call."""
+    spent = (GC_MS[0], GC_MS[1])
+    GC_MS[0] = GC_MS[1] = 0.0
+    return spent
 
 
 CPU_MS: list[float] = []  # each key's CPU (the whole process, ms): less of the load than its wall time
@@ -94,6 +139,8 @@ async def key(app: FrameApp, name: str, character: str | None, marker: str, with
 
 
 async def run(workdir: Path, pending: int, idle_s: float) -> dict[str, object]:
+    if _gc_timer not in gc.callbacks:
+        gc.callbacks.append(_gc_timer)
     app, folder = frame_app(workdir)
     out: dict[str, object] = {"pending": pending, "load_start": load()}
     async with app.run_test(size=SIZE):
@@ -106,6 +153,7 @@ async def run(workdir: Path, pending: int, idle_s: float) -> dict[str, object]:
             for temp, final in staged:
                 os.replace(temp, final)
             out["intake_s"] = await painted(app, 600.0) - start
+        out["intake_gc"] = gc_spent()
         await until(lambda: app.queue.table.row_count == pending, 60.0)
         app.clear_notifications()
         await asyncio.sleep(1.0)
@@ -116,6 +164,7 @@ async def run(workdir: Path, pending: int, idle_s: float) -> dict[str, object]:
             for n in range(1, len(FILTER) + 1):
                 strokes.append(await key(app, FILTER[n - 1] if FILTER[n - 1] != "-" else "minus",
                                          FILTER[n - 1], f"filter: {FILTER[:n]} ("))
+        out["keys_gc"] = gc_spent()
         out["keystrokes_ms"] = [round(s * 1000, 1) for s in strokes]
         out["keystrokes_cpu_ms"] = [round(c, 1) for c in CPU_MS[-len(strokes):]]
         out["filter_s"] = sum(strokes)
@@ -139,7 +188,9 @@ async def run(workdir: Path, pending: int, idle_s: float) -> dict[str, object]:
         await asyncio.sleep(1.0)
         with spying("idle"):
             cpu, wall = time.process_time(), time.perf_counter()
+            gc_spent()
             await asyncio.sleep(idle_s)
+            out["idle_gc"] = gc_spent()
             out["idle_cpu_pct"] = (time.process_time() - cpu) / (time.perf_counter() - wall) * 100
         out["rss_mb"] = f"{rss_before:.0f} -> {rss_mb():.0f}"
         out["load_end"] = load()
@@ -153,13 +204,19 @@ def main() -> None:
     parser.add_argument("--idle", type=float, default=10.0, help="seconds of idle CPU measured")
     parser.add_argument("--profile", nargs="?", const="uvx py-spy", default=None, metavar="PY_SPY",
                         help="sample the j presses and the idle time with py-spy (default `uvx py-spy`)")
+    parser.add_argument("--cprofile", action="store_true",
+                        help="cProfile the main thread (the app) per stage instead; slows it down")
     args = parser.parse_args()
     PROFILE[0] = args.profile
+    CPROFILE[0] = args.cprofile
     for pending in (int(n) for n in args.pending.split(",") if n):
         with tempfile.TemporaryDirectory(prefix="pi-authorizer-bench-queue-") as tmp:
             r = asyncio.run(run(Path(tmp), pending, args.idle))
         print(f"{pending:,} pending (load {r['load_start']} -> {r['load_end']}):")
         print(f"  all shown after {r['intake_s']:.2f} s (target < 5 s with 5,000)")
+        print("  garbage collection (ms, all generations / the oldest): intake {}, keys {}, idle {}".format(
+            *("{:.0f} / {:.0f}".format(*cast("tuple[float, float]", r[k]))
+              for k in ("intake_gc", "keys_gc", "idle_gc"))))
         print(f"  filter {FILTER!r}: settled after {r['filter_s']:.2f} s, {r['shown']} shown;"
               f" per key {r['keystrokes_ms']} ms, CPU {r['keystrokes_cpu_ms']} ms"
               " (targets < 3 s, each < 100 ms)")

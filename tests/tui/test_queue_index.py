@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from core.vocabulary.asks import AskKey
 from tests.tui.support import (
+    SERVED,
+    Rig,
     make_rig,
     names,
     read_response,
@@ -181,3 +184,74 @@ async def test_the_ticking_times_repaint_exactly_what_a_fresh_render_shows(tmp_p
         table._update_count += 1  # everything rendered again from the rows
         table._clear_caches()
         assert painted() == ticked
+
+
+THOUSANDS = 1500
+
+
+def exact(rig: Rig) -> list[str]:
+    """Every row shown is the very ask pending under its name, in the person's order under the
+    filter, and every painted line is exactly what rendering the rows afresh from those asks gives
+    (nothing cached from an ask that was replaced, withdrawn or hidden). Returns the painted lines."""
+    queue = rig.app.queue
+    table = queue.table
+    shown = list(queue.visible_asks())
+    assert list(table.ask_keys) == [ask.key for ask in shown]
+    assert all(table.shown_ask(i) is ask for i, ask in enumerate(shown))  # what a decision acts on
+    assert all(rig.person.get(ask.key) is ask for ask in shown)
+    top = int(table.scroll_offset.y)
+    lines = range(1, min(table.row_count - top, table.size.height - 1) + 1)
+    painted = [table.render_line(y).text for y in lines]
+    for y, line in zip(lines, painted, strict=True):
+        assert (shown[top + y - 1].request.value or "?") in line
+    table.refresh_rows_afresh()
+    assert [table.render_line(y).text for y in lines] == painted
+    return painted
+
+
+async def test_with_thousands_pending_every_painted_row_is_its_pending_ask_exactly(tmp_path: Path) -> None:
+    """A filter over thousands, arrivals, withdrawals and a replacement under it, its clearing: each
+    row painted is exactly its ask's, the ask a row stands for is the one pending under its name,
+    and the selection stays on its ask (or the status line says it is hidden by the filter)."""
+    rig = make_rig(tmp_path)
+    start = time.time() * 1000 - 600_000
+    write_asks(rig.root, range(THOUSANDS), start)
+
+    def replaced() -> str | None:
+        ask = rig.person.get(AskKey(SERVED, "r-005.json"))
+        return None if ask is None else ask.request.value
+
+    async with rig.app.run_test(size=(140, 40)) as pilot:
+        await wait_rows(pilot, rig.app, THOUSANDS, within=90)
+        exact(rig)
+        await pilot.press("G")  # the last row: the rows at the bottom are painted too
+        await settle(pilot)
+        exact(rig)
+        await pilot.press("g", *["j"] * 6)
+        assert selected(rig.app) == "r-006"  # a `git` ask
+        await pilot.press("slash", *"make")
+        await wait_rows(pilot, rig.app, THOUSANDS // 2)
+        assert selected(rig.app) == "r-013"  # the row in its place (row 7)
+        assert "hidden by the filter" in rig.app.queue.status_text  # said so
+        exact(rig)
+        for i in (1, 3, 4, 1001):  # withdrawn by their children: shown (make) and hidden (git)
+            (requests_dir(rig.root) / f"r-{i:03d}.json").unlink()
+        await wait_for(pilot, lambda: len(rig.person.pending()) == THOUSANDS - 4)
+        # rewritten in place by its child (a row shown): the new bytes are another ask under its name
+        write_request(rig.root, request_body("r-005", value="make replaced-005", created_at=start + 5))
+        await wait_for(pilot, lambda: "replaced" in (replaced() or ""))
+        for i in range(THOUSANDS, THOUSANDS + 40):  # arrivals, older than most: they join in order
+            write_request(rig.root, request_body(f"r-{i:03d}", value=value(i), created_at=start + i - 1400))
+        expected = THOUSANDS // 2 - 3 + 20
+        await wait_rows(pilot, rig.app, expected)
+        assert selected(rig.app) == "r-013"  # arrivals and withdrawals around it keep it
+        painted = exact(rig)
+        assert "make replaced-005" in painted[0] and "make build-005" not in "".join(painted)
+        await pilot.press("escape")
+        await wait_rows(pilot, rig.app, THOUSANDS - 4 + 40)
+        assert selected(rig.app) == "r-013"  # clearing keeps the ask selected under the filter
+        exact(rig)
+        assert rig.app.queue.shown_ask() is rig.person.get(rig.app.queue.selected)  # type: ignore[arg-type]
+        await pilot.press("G")
+        await settle(pilot)
+        exact(rig)

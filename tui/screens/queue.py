@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Hashable, Sequence
+from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
@@ -46,6 +47,7 @@ from core.person import (
 from core.vocabulary.asks import Ask, AskKey
 from core.wire.response import GrantWidth
 from tui.actions import DECIDING, QUEUE, bindings
+from tui.heap import Heap
 from tui.keysafety import Armed, KeySafety, Verdict
 from tui.render.ask import WIDE_STYLE, grant_width
 from tui.render.ask_facts import LINE_LIMIT, VALUE_LIMIT, ask_has_hidden, ask_label, child_values
@@ -56,7 +58,7 @@ from tui.screens.batch_preview import BatchPreviewScreen
 from tui.screens.grant_steps import GrantConfirmScreen, GrantNoFactsScreen, GrantRefusedScreen
 from tui.ui_settings import UiSettings
 from tui.widgets.ask_detail import AskDetail
-from tui.widgets.ask_filter import AskFilter, Fields
+from tui.widgets.ask_filter import AskFilter, FilterIndex
 from tui.widgets.asks_table import AsksTable
 from tui.widgets.key_legend import KeyLegend
 from tui.widgets.status_line import StatusLine
@@ -65,6 +67,7 @@ if TYPE_CHECKING:
     from textual.timer import Timer
 
 R = TypeVar("R")
+SESSION_OF = attrgetter("key.session_id")
 
 STATUS_TTL_S = 15.0
 #: New asks join the table at most this often while they keep coming (a burst in a few batches).
@@ -149,7 +152,9 @@ class QueueScreen(Screen[None]):
         self.selected: AskKey | None = None
         self.marked: dict[AskKey, None] = {}  # ordered set
         self.ask_filter = AskFilter()
-        self._search: dict[AskKey, tuple[Ask, Fields]] = {}  # the filter's index: each ask's fields
+        self.heap = Heap()  # thousands pending: the collector's full passes need not walk them
+        self._index = FilterIndex()  # the filter's index: each pending ask's fields, made as it comes
+        self._sessions_of: tuple[Sequence[Ask] | None, bool] = (None, False)  # pending -> several sessions?
         self._pending_total = 0
         self._arrivals_at = 0.0  # when the table last took in a batch of arrivals (monotonic)
         self._busy = False
@@ -203,6 +208,9 @@ class QueueScreen(Screen[None]):
         self.set_interval(1.0, self._tick)
         self.refresh_queue()
         self._render_legend()
+
+    def on_unmount(self) -> None:
+        self.heap.settle()  # the app ends: what was frozen is the collector's again
 
     def on_screen_resume(self) -> None:
         # Coming back from another screen or a modal: what is visible is new to the eye (and a
@@ -331,25 +339,19 @@ class QueueScreen(Screen[None]):
     def visible_asks(self, pending: Sequence[Ask] | None = None) -> Sequence[Ask]:
         """What the table shows: every pending ask the filter lets through, in `createdAt` order.
 
-        The filter searches an index of each ask's lower-cased fields, made once per ask (a
-        keystroke with thousands pending only searches strings)."""
+        The filter searches an index of each ask's lower-cased fields, kept as the asks come and go
+        (a keystroke with thousands pending only searches strings)."""
         asks = self.person.ordered() if pending is None else pending
+        self._index.update(asks)
         if not self.ask_filter.active:
             return asks
-        return [ask for ask, fields in self._indexed(asks) if self.ask_filter.matches_fields(fields)]
+        return self._index.select(self.ask_filter)
 
-    def _indexed(self, asks: Sequence[Ask]) -> list[tuple[Ask, Fields]]:
-        """Each ask with its fields from the filter's index (made for the asks not in it yet)."""
-        index = self._search
-        if len(index) > len(asks):
-            self._search = index = {a.key: index[a.key] for a in asks if a.key in index}
-        out = []
-        for ask in asks:
-            entry = index.get(ask.key)
-            if entry is None or entry[0] is not ask:
-                entry = index[ask.key] = (ask, AskFilter.fields(ask))
-            out.append(entry)
-        return out
+    def _several_sessions(self, pending: Sequence[Ask]) -> bool:
+        """Asks from more than one session are pending (worked out once per change of the asks)."""
+        if self._sessions_of[0] is not pending:
+            self._sessions_of = (pending, len(set(map(SESSION_OF, pending))) > 1)  # one C loop
+        return self._sessions_of[1]
 
     def _show_filter(self, shown: bool) -> None:
         """A hidden filter field is also disabled: it can never hold focus and swallow keys unseen."""
@@ -369,6 +371,7 @@ class QueueScreen(Screen[None]):
             self.marked.pop(event.ask.key, None)
             self.note_event(event)
         if isinstance(event, AskAdded):
+            self._index.add((event.ask,))  # its filter fields now, not on the first key
             # Arrivals come in bursts: the table takes them in batches, at once when none came in the
             # last `ARRIVALS_EVERY_S`, else at the end of that time (thousands in a few passes).
             if not self._refresh_pending:
@@ -398,9 +401,11 @@ class QueueScreen(Screen[None]):
         table = self.table
         pending = self.person.ordered()  # the same tuple until an ask comes or goes: no copy, no sort
         self._pending_total = len(pending)
+        self.heap.pending(len(pending))
         shown = self.visible_asks(pending)
-        # Several served sessions, or asks from several (a broker's carry their host and session).
-        several = self.sessions_served() > 1 or len({ask.key.session_id for ask in shown}) > 1
+        # Several served sessions, or asks pending from several (a broker's carry their host and
+        # session): the column stays while a filter shows one session's asks.
+        several = self.sessions_served() > 1 or self._several_sessions(pending)
         table.show_columns(["session"] if several else [])
         before = self.selected
         before_index = None if before is None else table.index_of(before)
@@ -422,6 +427,11 @@ class QueueScreen(Screen[None]):
         self._title_table()
         if new != before or (new is not None and self.person.get(new) is not self._detail_ask):
             self._select(new)  # another ask, or another ask under the same name: shown anew
+            hidden = None if before is None or at is not None else self.person.get(before)
+            if hidden is not None and new is not None:  # still pending: the filter hides it
+                self.set_status(Content.assemble(
+                    ("The ask you had selected is hidden by the filter (", WARN), (ask_label(hidden), ""),
+                    ("): this is the one in its place; keys wait until you have seen it.", WARN)), about=new)
         elif new is not None and index is not None:
             # Same ask on screen: only its position and the counts change.
             self.detail.update_header(self.current_ask(), self.clock(), index + 1, len(keys))
@@ -548,6 +558,11 @@ class QueueScreen(Screen[None]):
         if key is not None and key != self.selected:
             self._select(key)
 
+    @on(AsksTable.Cut)
+    def _cut_shown(self, event: AsksTable.Cut) -> None:
+        event.stop()
+        self._title_table()  # a row painted with a cell cut to fit: the subtitle says what …+N means
+
     @on(DataTable.RowSelected)
     def _row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()  # a click on a highlighted row decides nothing
@@ -566,7 +581,6 @@ class QueueScreen(Screen[None]):
         # (`/zzz-none`: n, o, n) would otherwise reach the decision keys and deny the ask.
         self.set_focus(self.filter_input)
         self._render_legend()
-        self.call_after_refresh(self._indexed, self.person.ordered())  # before the first key, not on it
 
     @on(Input.Changed, "#queue-filter")
     def _filter_changed(self, event: Input.Changed) -> None:

@@ -6,7 +6,10 @@ free text looks at the agent, both session ids, the surface, every match value a
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
+from typing import cast
 
 from core.vocabulary.asks import Ask
 from tui.render.ask_facts import primary_surface
@@ -58,3 +61,70 @@ class AskFilter:
         return (all(term in agent for term in self.agent) and all(term in sessions for term in self.session)
                 and all(term in surface for term in self.surface)
                 and all(term in haystack for term in self.text))
+
+    def narrows(self, before: AskFilter) -> bool:
+        """Every ask this filter lets through `before` lets through too: each of its terms holds one
+        of `before`'s (at the same place, in the same field) and it may have more (all must match)."""
+        return all(len(new) >= len(old) and all(o in n for o, n in zip(old, new, strict=False))
+                   for old, new in ((before.agent, self.agent), (before.session, self.session),
+                                    (before.surface, self.surface), (before.text, self.text)))
+
+
+class FilterIndex:
+    """The filter's index over the pending asks: each ask's lower-cased fields made once, as it
+    comes (`add`, not on the first key), and laid out as four columns of strings on the first
+    keystroke after the asks changed, so a keystroke with thousands pending is one substring test
+    per ask and term, and a term typed on only searches the asks the last keystroke kept."""
+
+    def __init__(self) -> None:
+        self._fields: dict[int, tuple[Ask, Fields]] = {}  # by the ask's identity (the entry holds it)
+        self._asks: Sequence[Ask] = ()
+        self._columns: tuple[Sequence[str], ...] | None = ((), (), (), ())  # None: made on next select
+        self._last: tuple[AskFilter, list[int]] | None = None  # the last filter and the indexes it kept
+
+    def add(self, asks: Iterable[Ask]) -> None:
+        """Index these asks as they arrive (what the first keystroke would otherwise do for all)."""
+        fields = self._fields
+        for ask in asks:
+            if id(ask) not in fields:
+                fields[id(ask)] = (ask, AskFilter.fields(ask))
+
+    def update(self, pending: Sequence[Ask]) -> None:
+        """Index exactly `pending` (the person's ordered asks: the same tuple again costs nothing)."""
+        if pending is not self._asks:
+            self._asks, self._columns, self._last = pending, None, None
+            if len(self._fields) > len(pending) + max(256, len(pending) // 4):  # asks gone, now and then
+                kept = set(map(id, pending))
+                self._fields = {i: entry for i, entry in self._fields.items() if i in kept}
+
+    def _laid_out(self) -> tuple[Sequence[str], ...]:
+        if self._columns is not None:
+            return self._columns
+        asks, fields = self._asks, self._fields
+        found = list(map(fields.get, map(id, asks)))  # one C loop over thousands
+        missing = [i for i, entry in enumerate(found) if entry is None] if None in found else []
+        for i in missing:
+            ask = asks[i]
+            found[i] = fields[id(ask)] = (ask, AskFilter.fields(ask))
+        entries = cast("list[tuple[Ask, Fields]]", found)
+        if len(fields) > len(asks):  # asks gone: their fields go too (memory follows the asks)
+            self._fields = dict(zip(map(id, asks), entries, strict=True))
+        self._columns = tuple(zip(*map(_FIELDS, entries), strict=True)) if asks else ((), (), (), ())
+        return self._columns
+
+    def select(self, flt: AskFilter) -> list[Ask]:
+        """The indexed asks `flt` lets through, in their order."""
+        columns = self._laid_out()
+        last = self._last
+        narrowed = last is not None and flt.narrows(last[0])
+        indexes: Sequence[int] = last[1] if last is not None and narrowed else range(len(self._asks))
+        for terms, column in zip((flt.agent, flt.session, flt.surface, flt.text), columns, strict=True):
+            for term in terms:
+                indexes = [i for i in indexes if term in column[i]]
+        kept = list(indexes)
+        self._last = (flt, kept)
+        asks = self._asks
+        return [asks[i] for i in kept]
+
+
+_FIELDS = itemgetter(1)

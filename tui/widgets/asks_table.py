@@ -11,8 +11,9 @@ with `…+N` (N characters hidden), never silently.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from operator import attrgetter
+from typing import TypeVar, cast, overload
 
 from rich.style import Style
 from rich.text import Text
@@ -20,6 +21,7 @@ from textual._two_way_dict import TwoWayDict
 from textual._types import SegmentLines
 from textual.coordinate import Coordinate
 from textual.events import Resize
+from textual.message import Message
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, Row, RowKey
 
@@ -34,17 +36,145 @@ NARROW = 110
 MARK = "●"
 SELECTED = "▶"
 ELSEWHERE = Coordinate(-9, -9)  # not a row or column (the header row is -1)
+_RK, _ROW, _ASK_KEY = attrgetter("rk"), attrgetter("row"), attrgetter("ask.key")
+T = TypeVar("T")
+
+
+def _offset(row: _Row) -> tuple[RowKey, int]:
+    return (row.key, 0)
+
+
 MARK_COLUMN, AGE_COLUMN, LEFT_COLUMN = ColumnKey("mark"), ColumnKey("age"), ColumnKey("left")
 
 
-@dataclass(frozen=True, slots=True)
 class _Row:
-    """One ask's row, built once: its cells are what the table paints when the row is shown."""
+    """One pending ask's row. Its cells are built when the row is first painted or read (`cells`
+    None until then), so thousands of asks arriving or shown by a filter build nothing unseen."""
 
-    ask: Ask
-    key: RowKey
-    row: Row
-    cells: dict[ColumnKey, Text]
+    __slots__ = ("ask", "cells", "key", "rk", "row")
+
+    def __init__(self, ask: Ask, rk: str) -> None:
+        self.ask = ask
+        self.rk = rk
+        self.key = RowKey(rk)
+        self.row = Row(self.key, 1)
+        self.cells: dict[ColumnKey, Text] | None = None
+
+
+def _value(key: object) -> str:
+    """A row key's string (DataTable passes `RowKey`s; our own calls pass the string)."""
+    return str(key.value) if isinstance(key, RowKey) else str(key)
+
+
+class _Shown(Mapping[RowKey, Row]):
+    """DataTable's `rows`, read through the table's rows shown: nothing is filled per change (a dict
+    of thousands of `RowKey`s hashes each in Python)."""
+
+    def __init__(self, table: AsksTable) -> None:
+        self._table = table
+
+    def __getitem__(self, key: RowKey) -> Row:
+        return self._table._row_at(key).row
+
+    def __len__(self) -> int:
+        return len(self._table._shown)
+
+    def __iter__(self) -> Iterator[RowKey]:
+        return (row.key for row in self._table._shown)
+
+    def clear(self) -> None:
+        """Nothing to clear: the view reads the table's rows shown."""
+
+
+class _Cells(Mapping[RowKey, dict[ColumnKey, Text]]):
+    """DataTable's `_data`: each shown row's cells, built on first read."""
+
+    def __init__(self, table: AsksTable) -> None:
+        self._table = table
+
+    def __getitem__(self, key: RowKey) -> dict[ColumnKey, Text]:
+        return self._table._cells(self._table._row_at(key))
+
+    def __len__(self) -> int:
+        return len(self._table._shown)
+
+    def __iter__(self) -> Iterator[RowKey]:
+        return (row.key for row in self._table._shown)
+
+    def clear(self) -> None:
+        """Nothing to clear: the view reads the table's rows shown."""
+
+
+class _Column(Sequence[T]):
+    """One thing of each shown row (its `Row`, its y offset, its ask's key), read from the rows
+    shown: DataTable's `ordered_rows` and `_y_offsets` and the screen's `ask_keys` cost nothing to
+    make when thousands of rows are installed."""
+
+    def __init__(self, table: AsksTable, of: Callable[[_Row], T]) -> None:
+        self._table = table
+        self._of = of
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[T]: ...
+    def __getitem__(self, index: int | slice) -> T | list[T]:
+        shown = self._table._shown
+        return list(map(self._of, shown[index])) if isinstance(index, slice) else self._of(shown[index])
+
+    def __len__(self) -> int:
+        return len(self._table._shown)
+
+    def __iter__(self) -> Iterator[T]:
+        return map(self._of, self._table._shown)
+
+    def clear(self) -> None:
+        """Nothing to clear: the view reads the table's rows shown."""
+
+
+class _AskKeys(_Column[AskKey]):
+    """The asks' keys in display order; membership and position by the table's index."""
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, AskKey) and self._table.index_of(key) is not None
+
+    def index(self, key: AskKey, start: int = 0, stop: int | None = None) -> int:
+        at = self._table.index_of(key)
+        if at is None or at < start or (stop is not None and at >= stop):
+            raise ValueError(f"{key!r} is not shown")
+        return at
+
+
+class _Locations(TwoWayDict[RowKey, int]):
+    """DataTable's `_row_locations` (row key <-> index), read through the table's position index."""
+
+    def __init__(self, table: AsksTable) -> None:  # no dictionaries of its own
+        self._table = table
+
+    def get(self, key: RowKey) -> int | None:
+        return self._table._position.get(_value(key))
+
+    def get_key(self, value: int) -> RowKey | None:
+        shown = self._table._shown
+        return shown[value].key if 0 <= value < len(shown) else None
+
+    def contains_value(self, value: int) -> bool:
+        return 0 <= value < len(self._table._shown)
+
+    def __contains__(self, item: RowKey) -> bool:
+        return _value(item) in self._table._position
+
+    def __len__(self) -> int:
+        return len(self._table._shown)
+
+    def __iter__(self) -> Iterator[RowKey]:
+        return (row.key for row in self._table._shown)
+
+    def __setitem__(self, key: RowKey, value: int) -> None:
+        raise TypeError("rows are installed by AsksTable.sync, never added one by one")
+
+    def __delitem__(self, key: RowKey) -> None:
+        raise TypeError("rows are installed by AsksTable.sync, never removed one by one")
 
 
 class AsksTable(DataTable[Text]):
@@ -53,26 +183,34 @@ class AsksTable(DataTable[Text]):
     # The screen owns the keys (so every binding has an id); clicking a row only moves the cursor.
     can_focus = False
 
+    class Cut(Message):
+        """A row shown was painted with a cell cut to fit (`cut` turned true): the subtitle says why."""
+
     def __init__(self, *, id: str | None = None) -> None:
-        self._ordered: list[Row] = []  # DataTable's own start reads these
-        self._offsets: list[tuple[RowKey, int]] = []
+        self._shown: list[_Row] = []  # the rows shown, in display order
+        self._position: dict[str, int] = {}  # row key -> index in `_shown`
+        self._ordered = _Column(self, _ROW)  # DataTable's own start reads these
+        self._offsets = _Column(self, _offset)
         super().__init__(id=id, cursor_type="row", zebra_stripes=True, show_cursor=True)
-        self._built: dict[str, _Row] = {}  # every pending ask's row, shown or hidden by the filter
-        self._keys: dict[str, AskKey] = {}  # the rows shown
-        self._asks: dict[str, Ask] = {}
-        self._order: list[str] = []  # row keys in display order
+        # DataTable's three lookups, read through `_shown` and `_position` (never filled one by one).
+        self.rows = cast("dict[RowKey, Row]", _Shown(self))
+        self._data = cast("dict[RowKey, dict[ColumnKey, Text]]", _Cells(self))
+        self._locations = _Locations(self)
+        self._row_locations = self._locations
+        self._by_id: dict[int, _Row] = {}  # every pending ask's row by the ask's identity (sync's lookup)
+        self._by_rk: dict[str, _Row] = {}  # the same rows by row key (marks, cells)
         #: The very sequences of the last `sync` (the person's pending asks are one tuple until an
         #: ask comes or goes): the same ones again only refresh the times, nothing is walked.
         self._synced: tuple[Sequence[Ask], Sequence[Ask] | None] | None = None
-        self._ask_keys: list[AskKey] = []
-        self._position: dict[str, int] = {}
+        self._ask_keys = _AskKeys(self, _ASK_KEY)
         self._times_shown: dict[str, tuple[str, str, str]] = {}
         self._marked: set[str] = set()
         self._optional_shown: frozenset[str] = frozenset()
         self._columns: tuple[Column, ...] = ()
         self._cut_widths: dict[str, int] = {}
         self._selected_rk: str | None = None
-        self._cut_cells: dict[str, set[str]] = {}  # row key -> the columns cut to fit (rows with one)
+        self._cut_cells: dict[str, set[str]] = {}  # row key -> the columns cut to fit (rows built with one)
+        self._cut_known = False  # what `cut` last said (a row built later with a cut cell tells `Cut`)
         self._now = 0.0
 
     def on_mount(self) -> None:
@@ -86,12 +224,13 @@ class AsksTable(DataTable[Text]):
         if wanted == self._optional_shown:
             return
         self._optional_shown = wanted
-        asks = [self._asks[rk] for rk in self._order]
-        self._built.clear()
+        asks = [row.ask for row in self._shown]
+        self._by_id.clear()
+        self._by_rk.clear()
         self._synced = None
-        self._keys, self._asks, self._order, self._ask_keys, self._position = {}, {}, [], [], {}
-        self._ordered, self._offsets = [], []
+        self._shown, self._position = [], {}
         self.clear(columns=True)
+        self._row_locations = self._locations
         self._times_shown.clear()
         self._marked.clear()
         self._cut_cells.clear()
@@ -150,13 +289,7 @@ class AsksTable(DataTable[Text]):
             self.columns[ColumnKey(column.key)].label = Text(column.label_for(narrow))
         for column in changed:
             self.columns[ColumnKey(column.key)].width = widths[column.key]
-        self._clear_caches()  # a label may have changed with the width (the header row is cached)
-        for rk in [k for k in self._built if k not in self._keys]:
-            del self._built[rk]  # hidden by the filter: built again at the new widths when shown
-        for rk, ask in self._asks.items():
-            for column in changed:
-                if column.cell is not None:
-                    self.update_cell(rk, column.key, self._cell(column, ask))
+        self.refresh_rows_afresh()  # cells built again at the new widths when painted; labels too
         self._require_update_dimensions = True  # textual 8.2: a changed column width is not noticed
         self.refresh()
 
@@ -175,28 +308,41 @@ class AsksTable(DataTable[Text]):
 
     @property
     def cut(self) -> bool:
-        """Some cell of a row shown ends with `…+N` (the table's subtitle then says what it means)."""
-        return any(rk in self._keys for rk in self._cut_cells)  # only rows with a cut cell are listed
+        """Some cell of a row shown and painted ends with `…+N` (the table's subtitle then says what it
+        means; a row painted later with one posts `Cut`)."""
+        self._cut_known = any(rk in self._position for rk in self._cut_cells)  # rows built with a cut cell
+        return self._cut_known
 
-    # -- rows: every pending ask's row built once, the table's rows an index over them ---------------
+    # -- rows: every pending ask's row made once, the table's rows an index over them ---------------
 
     @property
-    def ask_keys(self) -> list[AskKey]:
-        """In display order (the table's own list: read it, never change it)."""
+    def ask_keys(self) -> Sequence[AskKey]:
+        """In display order (a view of the rows shown: copy it to keep it)."""
         return self._ask_keys
 
     def key_at_cursor(self) -> AskKey | None:
-        if not self._order:
+        shown = self._shown
+        if not shown:
             return None
-        return self._keys.get(self._order[min(self.cursor_row, len(self._order) - 1)])
+        return shown[min(self.cursor_row, len(shown) - 1)].ask.key
 
     def index_of(self, key: AskKey) -> int | None:
         return self._position.get(row_key_of(key))
 
+    def shown_ask(self, index: int) -> Ask:
+        """The ask whose row is painted at `index` (the very object its cells were made from)."""
+        return self._shown[index].ask
+
+    def _row_at(self, key: object) -> _Row:
+        index = self._position.get(_value(key))
+        if index is None:
+            raise KeyError(key)
+        return self._shown[index]
+
     def set_marked(self, keys: set[AskKey]) -> None:
         """Show a mark in the first column of exactly these rows (a row hidden by the filter keeps its
         mark for when it is shown again)."""
-        wanted = {row_key_of(k) for k in keys} & self._built.keys()
+        wanted = {row_key_of(k) for k in keys} & self._by_rk.keys()
         changed = wanted ^ self._marked
         self._marked = wanted
         for rk in changed:
@@ -209,10 +355,10 @@ class AsksTable(DataTable[Text]):
 
     def _paint_mark(self, rk: str) -> None:
         """The first column: ▶ on the selected row (more than its colour says which it is), ● marked."""
-        if rk in self._keys:
+        if rk in self._position:
             self._set_cell(rk, MARK_COLUMN, self._mark_text(rk))
-        elif (built := self._built.get(rk)) is not None:
-            built.cells[MARK_COLUMN] = self._mark_text(rk)  # hidden by the filter: right when shown
+        elif (row := self._by_rk.get(rk)) is not None and row.cells is not None:
+            row.cells[MARK_COLUMN] = self._mark_text(rk)  # hidden by the filter: right when shown
 
     def watch_cursor_coordinate(self, old: Coordinate, new: Coordinate) -> None:
         super().watch_cursor_coordinate(old, new)
@@ -233,62 +379,68 @@ class AsksTable(DataTable[Text]):
         """Show exactly `asks`, in their order (`createdAt` order: `Person.pending`'s, so an ask
         adopted from another inbox joins in its place), and refresh the times of the visible rows.
 
-        A row is built once per ask and kept while the ask is in `pending` (default: `asks`), so a
-        filter or its clearing only swaps the index of rows shown; nothing is rebuilt or re-measured.
-        """
+        A row is made once per ask (by identity: an ask replaced under its name is a new row) and
+        kept while the ask is in `pending` (default: `asks`); its cells are built when first painted.
+        A filter, its clearing or a batch of arrivals only swaps the index of rows shown."""
         self._now = now
         last = self._synced
         if last is not None and last[0] is asks and last[1] is pending and isinstance(asks, tuple):
             self._refresh_times(now)
             self._follow_cursor()
             return
-        built = self._built
-        fresh = False
-        for ask in asks:
-            rk = row_key_of(ask.key)
-            entry = built.get(rk)
-            if entry is None or entry.ask is not ask:
-                built[rk] = self._build(ask, rk, now)
-                fresh = True
-        order = [row_key_of(a.key) for a in asks]
-        if fresh or order != self._order:
-            self._install(order)
-        if len(built) > len(pending if pending is not None else asks):
-            keep = set(order) if pending is None else {row_key_of(a.key) for a in pending}
-            for rk in [k for k in built if k not in keep]:
-                del built[rk]
-                self._times_shown.pop(rk, None)
-                self._cut_cells.pop(rk, None)
-                self._marked.discard(rk)
+        by_id = self._by_id
+        rows = list(map(by_id.get, map(id, asks)))  # one C loop over thousands
+        if None in rows:
+            for i in [i for i, row in enumerate(rows) if row is None]:
+                rows[i] = self._new_row(asks[i])
+        if rows != self._shown:  # identity first: the same rows compare in C, element by element
+            self._install(cast("list[_Row]", rows))
+        kept = pending if pending is not None else asks
+        if len(by_id) > len(kept):
+            keep = {id(a) for a in kept}
+            for gone in [row for i, row in by_id.items() if i not in keep]:
+                del by_id[id(gone.ask)]
+                if self._by_rk.get(gone.rk) is gone:
+                    del self._by_rk[gone.rk]
+                    self._times_shown.pop(gone.rk, None)
+                    self._cut_cells.pop(gone.rk, None)
+                    self._marked.discard(gone.rk)
         self._synced = (asks, pending)
         self._refresh_times(now)
         self._follow_cursor()
 
-    def _build(self, ask: Ask, rk: str, now: float) -> _Row:
-        age, left = self._times(ask, now)
+    def _new_row(self, ask: Ask) -> _Row:
+        rk = row_key_of(ask.key)
+        row = self._by_id[id(ask)] = self._by_rk[rk] = _Row(ask, rk)
+        self._times_shown.pop(rk, None)  # another ask's under the same name, if any
+        self._cut_cells.pop(rk, None)
+        return row
+
+    def _cells(self, row: _Row) -> dict[ColumnKey, Text]:
+        """The row's cells, built on first read (when it is painted): the times of now, the marks."""
+        cells = row.cells
+        if cells is not None:
+            return cells
+        rk, ask = row.rk, row.ask
+        age, left = self._times(ask, self._now)
         self._times_shown[rk] = (age.plain, left.plain, str(left.style))
         given = {"age": age, "left": left}
         mark = self._mark_text(rk) if rk == self._selected_rk or rk in self._marked else Text("")
-        cells = {ColumnKey(c.key): mark if c.key == "mark" else
-                 given[c.key] if c.cell is None else self._cell(c, ask)
-                 for c in self._columns}
-        key = RowKey(rk)
-        return _Row(ask, key, Row(key, 1), cells)
+        cells = row.cells = {ColumnKey(c.key): mark if c.key == "mark" else
+                             given[c.key] if c.cell is None else self._cell(c, ask)
+                             for c in self._columns}
+        if not self._cut_known and rk in self._cut_cells and rk in self._position:
+            self._cut_known = True
+            self.post_message(self.Cut())
+        return cells
 
-    def _install(self, order: list[str]) -> None:
-        """Make `order` the table's rows: O(rows) dictionary work, no row added or removed one by one
-        (DataTable's `remove_row` renumbers every row after it; `add_row` measures each cell)."""
-        rows = [self._built[rk] for rk in order]
-        self._order = order
-        self._keys = {rk: row.ask.key for rk, row in zip(order, rows, strict=True)}
-        self._asks = {rk: row.ask for rk, row in zip(order, rows, strict=True)}
-        self._ask_keys = [row.ask.key for row in rows]
-        self._position = {rk: i for i, rk in enumerate(order)}
-        self.rows = {row.key: row.row for row in rows}
-        self._data = {row.key: row.cells for row in rows}
-        self._row_locations = TwoWayDict({row.key: i for i, row in enumerate(rows)})
-        self._ordered = [row.row for row in rows]
-        self._offsets = [(row.key, 0) for row in rows]
+    def _install(self, rows: list[_Row]) -> None:
+        """Make `rows` the table's rows: a few lists and one dictionary of strings, no row added or
+        removed one by one (DataTable's `remove_row` renumbers every row after it; `add_row` measures
+        each cell) and no cell built (a row's cells are built when it is painted)."""
+        self._shown = rows
+        self._position = dict(zip(map(_RK, rows), range(len(rows)), strict=True))  # the one index made
+        self._row_locations = self._locations  # DataTable's `clear` puts a dictionary of its own there
         self._update_count += 1
         self._clear_caches()
         self._require_update_dimensions = True  # the scrollable height, on idle (no row measured)
@@ -300,53 +452,71 @@ class AsksTable(DataTable[Text]):
     def _set_cell(self, rk: str, column: ColumnKey, value: Text) -> None:
         """`update_cell` for one row: DataTable's own drops every cached render of every row (a `j`
         would repaint all the visible rows for its two marks); this drops only this row's."""
-        key = self._built[rk].key  # the very object the caches' keys hold: compared by identity
-        self._data[key][column] = value
+        row = self._by_rk[rk]
+        if row.cells is None:
+            return  # never painted: built right when it is
+        row.cells[column] = value
+        key = row.key  # the very object the caches' keys hold: compared by identity
         index = self._position[rk]
         for cell in [k for k in self._cell_render_cache.keys() if k[0] is key]:  # noqa: SIM118 (no __iter__)
             self._cell_render_cache.discard(cell)
         for line in [k for k in self._row_render_cache.keys() if k[0] is key]:  # noqa: SIM118 (no __iter__)
             self._row_render_cache.discard(line)
-        for row in [k for k in self._row_renderable_cache.keys() if k[1] == index]:  # noqa: SIM118 (no __iter__)
-            self._row_renderable_cache.discard(row)
+        for cached in [k for k in self._row_renderable_cache.keys() if k[1] == index]:  # noqa: SIM118
+            self._row_renderable_cache.discard(cached)
         self._line_cache.clear()  # lines are cached by screen position: made again from the rows
         self.refresh_row(index)
 
+    def refresh_rows_afresh(self) -> None:
+        """Forget every built cell and cached render: what is painted next is made from the asks
+        again (what the caches paint must always equal it)."""
+        for row in self._by_id.values():
+            row.cells = None
+        self._times_shown.clear()
+        self._cut_cells.clear()
+        self._cut_known = False  # a row painted again with a cut cell says so again (`Cut`)
+        self._update_count += 1
+        self._clear_caches()
+        self.refresh()
+
     @property
     def ordered_rows(self) -> list[Row]:
-        """The rows shown, in order (kept by `_install`: DataTable rebuilds it on every cell update)."""
-        return self._ordered
+        """The rows shown, in order (a view: DataTable rebuilds a list on every cell update)."""
+        return cast("list[Row]", self._ordered)
 
     @property
     def _y_offsets(self) -> list[tuple[RowKey, int]]:
-        """Every row is one line (kept by `_install`: DataTable rebuilds it on every cell update)."""
-        return self._offsets
+        """Every row is one line (a view: DataTable rebuilds a list on every cell update)."""
+        return cast("list[tuple[RowKey, int]]", self._offsets)
 
     def _refresh_times(self, now: float) -> None:
         top = int(self.scroll_offset.y)
         bottom = top + max(self.size.height, 1)
-        changed: list[str] = []
-        for index in range(max(0, top - 1), min(len(self._order), bottom + 1)):
-            rk = self._order[index]
-            age, left = self._times(self._asks[rk], now)
-            shown = (age.plain, left.plain, str(left.style))
+        shown = self._shown
+        changed: list[_Row] = []
+        for index in range(max(0, top - 1), min(len(shown), bottom + 1)):
+            row = shown[index]
+            cells = row.cells
+            if cells is None:
+                continue  # never painted: its times are made when it is
+            age, left = self._times(row.ask, now)
+            times = (age.plain, left.plain, str(left.style))
             # Only touch cells whose text changed and that are on screen: with a thousand asks
             # pending, a per-second refresh of every row would stall key handling.
-            if self._times_shown.get(rk) == shown:
+            if self._times_shown.get(row.rk) == times:
                 continue
-            cells = self._built[rk].cells
             cells[AGE_COLUMN], cells[LEFT_COLUMN] = age, left
-            self._times_shown[rk] = shown
-            changed.append(rk)
+            self._times_shown[row.rk] = times
+            changed.append(row)
         if changed:
             self._drop_times(changed)
 
-    def _drop_times(self, changed: Sequence[str]) -> None:
+    def _drop_times(self, changed: Sequence[_Row]) -> None:
         """Forget what was rendered of the changed rows' two time cells only (every other cell stays
         cached: an idle queue re-renders two cells a row a second, not whole rows), then a repaint
         of those two columns' visible cells."""
-        keys = {id(self._built[rk].key) for rk in changed}
-        indexes = {self._position[rk] for rk in changed}
+        keys = {id(row.key) for row in changed}
+        indexes = {self._position[row.rk] for row in changed}
         times = (AGE_COLUMN, LEFT_COLUMN)
         for cell in [k for k in self._cell_render_cache.keys()  # noqa: SIM118 (no __iter__)
                      if id(k[0]) in keys and k[1] in times]:
