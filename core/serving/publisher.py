@@ -168,7 +168,10 @@ class Publisher:
             answered: list[tuple[BatchItem, Published]] = []
             results = [item.result() for item in batch]
             if self.on_batch is not None:
-                self.on_batch(list(zip([item.verdict.key for item in batch], results, strict=True)))
+                try:
+                    self.on_batch(list(zip([item.verdict.key for item in batch], results, strict=True)))
+                except Exception:  # a bug must not strand the answers waiting on this batch
+                    log.exception("reporting a batch of %d failed", len(batch))
             for item, published in zip(batch, results, strict=True):
                 if self.on_published is not None:
                     self.on_published(item.verdict.key, published)
