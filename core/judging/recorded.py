@@ -87,20 +87,21 @@ class RecordedAuthority:
             return self.judge_afresh(parsed, session_id, extra, preview, written)
         intent = parsed.request.access_intent
         if intent is None:
-            agent, facts = parsed.request.requester_agent_name, None
-            why = parsed.dropped.get("accessIntent")
-            key: tuple[object, ...] = (None, agent, why)
-        else:
-            agent, facts, why = intent.principal.agent_name, intent.facts(), None
-            key = (facts, agent, session_id)
+            agent, why = parsed.request.requester_agent_name, parsed.dropped.get("accessIntent")
+            key: tuple[object, ...] = (agent, why)
+        else:  # the facts' fields (`ForwardedAccessIntent.facts`), without building them
+            agent, why = intent.principal.agent_name, None
+            key = (agent, session_id, intent.surface, intent.match_values, intent.boundary_value,
+                   intent.floor, intent.asking_units)
         if self.store.generation != self._kept_generation:
             self._kept_generation = self.store.generation
             self._kept.clear()
         policy = self.store.policy(agent)
         book = self.grants_for(session_id)
-        rules = book.rules() if facts is not None else ()
+        rules = book.rules() if intent is not None else ()
         kept = self._kept.get(key, policy, rules)
         if kept is None:
+            facts = None if intent is None else intent.facts()
             kept = self._judged(policy, facts, rules, why)
             self._kept.keep(key, kept, facts)
         if kept.grant is not None and not preview:

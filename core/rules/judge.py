@@ -116,7 +116,7 @@ class PolicyJudge:
             evaluator = "first-candidate"
             if surface in _SINGLE_VALUE_SURFACES:
                 originals = originals[:1]
-            matched = tuple(bash_match_value(v) for v in originals) if surface == "bash" else originals
+            matched = tuple(map(bash_match_value, originals)) if surface == "bash" else originals
         match = self._match(candidates, surface, matched, originals)
         if match.rule.layer == "session":
             config_only = self._backed(self._match(self.policy.candidates(surface), surface, matched,

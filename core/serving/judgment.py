@@ -51,7 +51,7 @@ def judge_ask(
 ) -> tuple[Judgment, Decision | None]:
     """The judgment: an ask over the per-request limits is refused before any rule sees it (bounded
     work; the agent is told which limit), else this node's rules decide; `None`: nobody decided."""
-    limit = over_limit(parsed.access_intent)
+    limit = over_limit(parsed.request.access_intent)
     if limit is not None:
         judgment = Judgment(verdict="deny", explanation=(f"over the per-request limit: {limit}",))
         denial = gate_denial(responder, clock, f"the ask is too large: {limit}")

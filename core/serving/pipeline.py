@@ -227,13 +227,15 @@ class Pipeline:
     def reported_batch(self, results: Sequence[tuple[AskKey, Published]]) -> None:
         """What became of the answers of one batch (`reported`), their log lines joined: one line per
         session and `LOG_GROUP` answers under a burst, each answer's part as its own line says it."""
-        if len(results) == 1:
-            self.reported(*results[0])
-            return
-        lines: dict[str, list[str]] = {}
+        lines: dict[str, list[str]] | None = {} if len(results) > 1 else None
         now = self.clock.wall()  # one moment for the whole batch
         for key, published in results:
-            self.reported(key, published, lines, now)
+            try:
+                self.reported(key, published, lines, now)
+            except Exception:  # a bug reporting one answer: the others are reported, their waiters told
+                log.exception("%s: reporting its answer failed", label(key, published.verdict.parsed))
+        if lines is None:
+            return
         for session_id, parts in lines.items():
             session = f"session={log_safe(session_id)}"
             for at in range(0, len(parts), LOG_GROUP):

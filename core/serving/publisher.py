@@ -168,7 +168,10 @@ class Publisher:
             answered: list[tuple[BatchItem, Published]] = []
             results = [item.result() for item in batch]
             if self.on_batch is not None:
-                self.on_batch(list(zip([item.verdict.key for item in batch], results, strict=True)))
+                try:
+                    self.on_batch(list(zip([item.verdict.key for item in batch], results, strict=True)))
+                except Exception:  # a bug must not strand the answers waiting on this batch
+                    log.exception("reporting a batch of %d failed", len(batch))
             for item, published in zip(batch, results, strict=True):
                 if self.on_published is not None:
                     self.on_published(item.verdict.key, published)
@@ -451,7 +454,8 @@ def _requests_present(items: Sequence[BatchItem]) -> set[str] | None:
     try:
         for item in items:
             name = check_name(item.verdict.key.name)
-            if os.access(name, os.F_OK, dir_fd=fd, follow_symlinks=False) or lstat_or_none(fd, name):
+            if (os.access(name, os.F_OK, dir_fd=fd, follow_symlinks=False)
+                    or lstat_or_none(fd, name) is not None):
                 present.add(name)
     except (OSError, ValueError):
         return None

@@ -1,13 +1,13 @@
 """The usual request, read in one validation: the reader's fast path (issue 37).
 
-Nearly every file a child writes has the usual shape: only the fields this node reads, none of
-them null, every one well formed. For such an object the tolerant reader's work (each field
-checked alone, then the whole validated again) gives what one `ForwardedRequest.model_validate` of
-the object itself gives, in pydantic's compiled code. This module checks the few ways the two could
-differ (a name the reader does not read, a null it reads as absent or drops, a time beyond a
-finite float, the two fields whose wire shape is not the model's) and returns None for any object
-not of the usual shape or not valid: the tolerant reader (`core.wire.reader`) then reads it, so
-every rejection and every dropped field's reason stays the reader's.
+Nearly every file a child writes has the usual shape: only the fields this node reads, no null but
+a display string's, every one well formed. For such an object the tolerant reader's work (each
+field checked alone, then the whole validated again) gives what one `ForwardedRequest.model_validate`
+of the object itself gives, in pydantic's compiled code. This module checks the few ways the two
+could differ (a name the reader does not read, a null it reads as absent, left out here too, or
+drops, a time beyond a finite float, the two fields whose wire shape is not the model's) and returns
+None for any object not of the usual shape or not valid: the tolerant reader (`core.wire.reader`)
+then reads it, so every rejection and every dropped field's reason stays the reader's.
 `tests/wire/test_fast_reader.py` proves the two give the same value on generated requests.
 """
 
@@ -29,6 +29,8 @@ _USUAL_KEYS = frozenset({
     "id", "createdAt", "requesterSessionId", "targetSessionId", "requesterAgentName", "message",
     "source", "surface", "value", "sessionApproval", "payload", "accessIntent", "hops",
 })
+#: The display strings the reader reads as absent when null (a null elsewhere it refuses or drops).
+_NULL_AS_ABSENT = frozenset({"message", "surface", "value"})
 #: The fields whose wire shape is not the model's: read first, as the reader reads them.
 _PRE_READ = ("sessionApproval", "hops")
 
@@ -54,8 +56,12 @@ def read_usual(obj: dict[str, Any], pre_read: Mapping[str, Reader]) -> Forwarded
     """The request `obj` holds when it has the usual shape and is valid, else None.
 
     `pre_read` holds the reader's own readers of `sessionApproval` and `hops`."""
-    if not obj.keys() <= _USUAL_KEYS or None in obj.values():
+    if not obj.keys() <= _USUAL_KEYS:
         return None
+    if None in obj.values():  # 20.7.3 writes a null `surface`/`value` when its prompt has none
+        if not {key for key, value in obj.items() if value is None} <= _NULL_AS_ABSENT:
+            return None
+        obj = {key: value for key, value in obj.items() if value is not None}
     try:
         if "sessionApproval" in obj or "hops" in obj:
             obj = dict(obj)

@@ -80,9 +80,11 @@ TIMES = (st.integers(min_value=0, max_value=2**60) | st.floats(min_value=0, max_
 REQUEST = st.fixed_dictionaries(
     {"id": TEXT, "createdAt": TIMES, "requesterSessionId": TEXT, "targetSessionId": TEXT,
      "requesterAgentName": NAMES},
-    optional={"message": TEXT, "source": st.sampled_from(["tool_call", "skill_input", "skill_read", "other"]),
-              "surface": TEXT, "value": TEXT, "accessIntent": INTENT, "payload": PAYLOAD,
-              "sessionApproval": APPROVAL, "hops": HOPS},
+    optional={"message": st.none() | TEXT,
+              "source": st.sampled_from(["tool_call", "skill_input", "skill_read", "other", None]),
+              "surface": st.none() | TEXT, "value": st.none() | TEXT, "accessIntent": INTENT | st.none(),
+              "payload": PAYLOAD | st.none(), "sessionApproval": APPROVAL | st.none(),
+              "hops": HOPS | st.none()},
 )
 #: Names the model would also take (snake_case) or that no reader reads.
 ODD_KEYS = st.sampled_from(["created_at", "requester_session_id", "access_intent", "session_approval",
