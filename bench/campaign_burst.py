@@ -237,6 +237,7 @@ def report(args: argparse.Namespace, folder: Path, state: Path, kind_of: dict[st
     by_id: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         by_id[row["request_name"].removesuffix(".json")].append(row)
+    found: dict[str, list[str]] = defaultdict(list)
     held: Counter[str] = Counter()
     reasons: dict[str, str] = {}
     where = state / "quarantine" / encode_session_id(SESSION)
@@ -244,11 +245,14 @@ def report(args: argparse.Namespace, folder: Path, state: Path, kind_of: dict[st
         if entry.endswith(".reason.json") and entry.count("-") >= 3:
             rid = entry.removesuffix(".reason.json").split("-", 3)[3].removesuffix(".json")
             held[rid] += 1
-            note = json.loads((where / entry).read_text())
+            try:
+                note = json.loads((where / entry).read_text())
+            except ValueError:  # a reason file holding no reason (finding B)
+                found["reason-file-unreadable"].append(entry)
+                continue
             reasons[rid] = note.get("reason", "") if note.get("childAnswered") else ""
     want = {"allow": "approved", "rule-deny": "denied", "person": "denied", "fail-safe": "denied",
             "malformed": "denied", "same-allow": "approved", "same-deny": "denied"}
-    found: dict[str, list[str]] = defaultdict(list)
     for rid, kind in kind_of.items():
         got = read.get(rid)
         rows_of = by_id.get(rid, [])
@@ -315,7 +319,7 @@ def report(args: argparse.Namespace, folder: Path, state: Path, kind_of: dict[st
                  ("serve SIGKILLed mid-burst", kills), ("inotify overflowed", overflowed)]))
     kinds = ["unanswered", "answered-twice", "answered-while-left", "wrong-verdict", "no-history-row",
              "history-contradicts-child", "open-row", "not-quarantined", "quarantined-valid-ask",
-             "raw-differs", "log-error"]
+             "raw-differs", "reason-file-unreadable", "log-error"]
     apart = ["quarantined-row-holds-no-response (apart)", "delivery-unknown (apart)",
              "quarantined-row-file-gone (apart)"]
     print("findings:")
