@@ -1,6 +1,7 @@
 """Race the reference `ForwardedRequestServer` (20.7.3) and pi-authorizer `serve` on the same probes.
 
-Run: `uv run python -m bench.bench_race [--sequential N] [--bursts 1000,10000]`.
+Run: `uv run python -m bench.bench_race [--sequential N] [--bursts 1000,10000] [--dir /dev/shm]
+[--fresh-ext4 MIB]`.
 
 Both servers run as real processes, one after the other, in this one invocation: the reference
 through `tests/interop/node/reference_server.ts` (the package's own class, polled every 250 ms like
@@ -298,8 +299,46 @@ def percentile(samples: list[float], q: float) -> float:
 
 @contextmanager
 def probing(server: Server, body: Body, waiter: str) -> Iterator[Writer]:
-    with tempfile.TemporaryDirectory(dir=WHERE[0]) as tmp, running(server, Path(tmp)) as (session, pgid):
+    with _root_dir() as tmp, running(server, Path(tmp)) as (session, pgid):
         yield Writer(session, body, waiter, pgid)
+
+
+#: `--fresh-ext4 MIB`: every probe's root on an ext4 made for it (0: the folder given by `--dir`).
+FRESH_MIB = [0]
+#: Set in the re-executed process that runs inside its own mount namespace.
+IN_NAMESPACE = "PI_AUTHORIZER_BENCH_NAMESPACE"
+
+
+@contextmanager
+def _root_dir() -> Iterator[str]:
+    """Where one probe's root is made: a temporary folder, or a freshly made ext4 (an image file
+    formatted and loop-mounted for this probe alone, in this process's private mount namespace), so
+    no contender runs on the inodes another one's deletions left behind."""
+    if not FRESH_MIB[0]:
+        with tempfile.TemporaryDirectory(dir=WHERE[0]) as tmp:
+            yield tmp
+        return
+    with tempfile.TemporaryDirectory(dir=WHERE[0]) as work:
+        image, mount = Path(work) / "fs.img", Path(work) / "fs"
+        mount.mkdir()
+        with image.open("wb") as out:
+            out.truncate(FRESH_MIB[0] << 20)
+        subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], check=True)
+        subprocess.run(["mount", "-o", "loop", str(image), str(mount)], check=True)
+        try:
+            yield str(mount)
+        finally:
+            subprocess.run(["umount", str(mount)], check=True)
+
+
+def _in_namespace() -> None:
+    """Run this very command again inside a private mount namespace (as root), once."""
+    if os.environ.get(IN_NAMESPACE):
+        return
+    command = ["unshare", "-m", "--propagation", "private", sys.executable, "-m", "bench.bench_race",
+               *sys.argv[1:]]
+    sys.stdout.flush()
+    os.execvpe("unshare", command, {**os.environ, IN_NAMESPACE: "1"})  # noqa: S606 (a fixed argv)
 
 
 def sequential(server: Server, body: Body, count: int, waiter: str) -> tuple[float, float]:
@@ -330,9 +369,15 @@ def main() -> None:
     parser.add_argument("--floor", action=argparse.BooleanOptionalAction, default=True,
                         help="race the floor server (`bench.floor_server`) in the same rounds")
     parser.add_argument("--dir", default=None, help="where the roots are made (e.g. /dev/shm: tmpfs)")
+    parser.add_argument("--fresh-ext4", type=int, default=0, metavar="MIB",
+                        help="each probe on an ext4 of this size made for it (loop-mounted under --dir,"
+                             " in a private mount namespace: needs root and unshare(1))")
     args = parser.parse_args()
-    WHERE[0] = args.dir
-    print(f"load average at start: {_load()}; roots in {args.dir or tempfile.gettempdir()}")
+    WHERE[0], FRESH_MIB[0] = args.dir, args.fresh_ext4
+    if args.fresh_ext4:
+        _in_namespace()
+    where = f"a fresh ext4 of {args.fresh_ext4} MiB each, under " if args.fresh_ext4 else ""
+    print(f"load average at start: {_load()}; roots in {where}{args.dir or tempfile.gettempdir()}")
     bursts = [int(n) for n in args.bursts.split(",") if n]
     kinds = {"no-history": ("serve --no-history", False), "history": ("serve (history)", True)}
     ours: list[Server] = []

@@ -55,7 +55,9 @@ def is_hidden(char: str) -> bool:
 def log_safe(text: str, limit: int = 120) -> str:
     """Untrusted text for a log line: every hidden code point (`core.text`, the app's definition),
     newline and tab becomes `\\uXXXX`, and a backslash is doubled, so no escape is ambiguous."""
-    joined = text if none_hidden(text) and "\\" not in text else _escaped(text)
+    # `none_hidden`, inline: every log line of a burst passes here a few times.
+    plain = text.isprintable() and "\\" not in text and _IGNORABLE.search(text) is None
+    joined = text if plain else _escaped(text)
     if len(joined) <= limit:
         return joined
     # A cut says how much it hid (`…+N`), as everywhere in the app.

@@ -11,6 +11,7 @@ import resource
 from dataclasses import dataclass
 
 from core import platform
+from core.disk.entries import write_all
 from core.disk.tree import FILE_MODE
 
 _FLAGS = os.O_WRONLY | platform.O_TMPFILE | os.O_CLOEXEC
@@ -41,9 +42,9 @@ def write_anonymous(dir_fd: int, data: bytes) -> int | None:
             return None
         raise
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        written = os.write(fd, data)  # a response is small: written whole at once
+        if written < len(data):
+            write_all(fd, data[written:])
     except BaseException:
         os.close(fd)
         raise

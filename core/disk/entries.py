@@ -25,11 +25,20 @@ _COPY_CHUNK = 1 << 20
 NAME_MAX = 255
 
 
-def temp_name(name: str) -> str:
-    """`<name>.<pid>.<ms>.tmp`, the reference's temp naming (skipped by every `.json` lister). A name
-    too long for that within `NAME_MAX` bytes keeps its start and a digest of the whole name
-    (`<start>~<digest>.<pid>.<ms>.tmp`): a request of any legal name length can be answered."""
-    suffix = f".{os.getpid()}.{wall_ms(SYSTEM_CLOCK)}.tmp"
+def temp_suffix() -> str:
+    """`.<pid>.<ms>.tmp`, the end of a temp name made now (one for a whole batch of them)."""
+    return f".{os.getpid()}.{wall_ms(SYSTEM_CLOCK)}.tmp"
+
+
+def temp_name(name: str, suffix: str | None = None) -> str:
+    """`<name>.<pid>.<ms>.tmp`, the reference's temp naming (skipped by every `.json` lister), with the
+    `suffix` given (`temp_suffix`) or one made now. A name too long for that within `NAME_MAX` bytes
+    keeps its start and a digest of the whole name (`<start>~<digest>.<pid>.<ms>.tmp`): a request of
+    any legal name length can be answered."""
+    if suffix is None:
+        suffix = temp_suffix()
+    if name.isascii() and len(name) + len(suffix) <= NAME_MAX:
+        return f"{name}{suffix}"  # a byte per character: nothing to encode
     encoded = os.fsencode(name)
     if len(encoded) + len(suffix) <= NAME_MAX:
         return f"{name}{suffix}"

@@ -10,7 +10,6 @@ import errno
 import os
 import stat
 import threading
-from collections.abc import Callable
 
 from core import platform
 from core.disk.anonymous import ANONYMOUS_MAX, Staged, link_anonymous, write_anonymous
@@ -56,11 +55,9 @@ class DiskWriter:
         return staged
 
     def _write_anonymous(self, dir_fd: int, data: bytes) -> int | None:
-        return self._held_open(lambda: write_anonymous(dir_fd, data))
-
-    def _held_open(self, make: Callable[[], int | None]) -> int | None:
-        """The descriptor `make` opens, counted as held until placed or discarded; None (nothing
-        counted) when `/proc` does not name descriptors, too many are held, or `make` made none."""
+        """An anonymous file holding `data`, its descriptor counted as held until placed or discarded;
+        None (nothing counted) when `/proc` does not name descriptors, too many are held, or the
+        filesystem makes none."""
         if DiskWriter._usable is None:
             DiskWriter._usable = platform.anonymous_files()
         with DiskWriter._lock:
@@ -68,7 +65,7 @@ class DiskWriter:
                 return None
             self._held += 1
         try:
-            fd = make()
+            fd = write_anonymous(dir_fd, data)
         except BaseException:
             self._let_go()
             raise

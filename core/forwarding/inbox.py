@@ -14,6 +14,7 @@ import stat
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import InitVar, dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from core.disk.entries import read_small, remove
@@ -67,25 +68,38 @@ def read_request_identified(dir_fd: int, name: str) -> tuple[bytes, FileIdentity
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise UnreadableRequest("is not a regular file")
-        if info.st_size > MAX_REQUEST_BYTES:
-            raise UnreadableRequest(f"is {info.st_size} bytes, over the {MAX_REQUEST_BYTES}-byte limit")
-        chunks: list[bytes] = []
-        remaining = MAX_REQUEST_BYTES + 1
-        while remaining > 0:
-            asked = min(remaining, 1 << 16)
-            chunk = os.read(fd, asked)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            remaining -= len(chunk)
-            if len(chunk) < asked and MAX_REQUEST_BYTES + 1 - remaining >= info.st_size:
-                break  # a regular file read short once its size at open is read: at its end (no 0-byte read)
-        data = b"".join(chunks)
-        if len(data) > MAX_REQUEST_BYTES:
-            raise UnreadableRequest(f"grew over the {MAX_REQUEST_BYTES}-byte limit")
+        size = info.st_size
+        if size > MAX_REQUEST_BYTES:
+            raise UnreadableRequest(f"is {size} bytes, over the {MAX_REQUEST_BYTES}-byte limit")
+        data = os.read(fd, size + 1)  # a byte more than its size: one that grew since is seen growing
+        if len(data) == size:
+            # Read whole, as it was when looked at: the identity of that look (a change after it gives
+            # the name another identity, so the file is read again).
+            return data, identity_of(info)
+        data = _read_on(fd, data, size)
         return data, identity_of(os.fstat(fd))
     finally:
         os.close(fd)
+
+
+def _read_on(fd: int, first: bytes, size: int) -> bytes:
+    """The rest of a file that changed while it was read (`first` read so far; `size` at its open),
+    to its end or past the limit."""
+    chunks = [first]
+    read = len(first)
+    while first and read <= MAX_REQUEST_BYTES:
+        asked = min(MAX_REQUEST_BYTES + 1 - read, 1 << 16)
+        chunk = os.read(fd, asked)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        read += len(chunk)
+        if len(chunk) < asked and read >= size:
+            break  # a regular file read short once its size at open is read: at its end (no 0-byte read)
+    data = b"".join(chunks)
+    if len(data) > MAX_REQUEST_BYTES:
+        raise UnreadableRequest(f"grew over the {MAX_REQUEST_BYTES}-byte limit")
+    return data
 
 
 @dataclass(frozen=True)
@@ -107,8 +121,10 @@ class SessionInbox:
         object.__setattr__(self, "session_id", normalize_session_id(self.session_id))
         object.__setattr__(self, "tree", anchor or Anchor(self.root, "forwarding root"))
 
-    @property
+    @cached_property
     def folder_name(self) -> str:
+        """The session's folder under `sessions/`, encoded once (every file operation of the inbox
+        walks through it: a burst asked for it twice per ask)."""
         return encode_session_id(self.session_id)
 
     @property

@@ -113,12 +113,13 @@ class Inotify:
             return []
         events: list[Event] = []
         offset, end, size, unpack = 0, len(data), _HEADER.size, _HEADER.unpack_from
+        new = tuple.__new__  # `Event(...)` without its Python-level `__new__` (a burst reads thousands)
         while offset + size <= end:
             wd, mask, _cookie, length = unpack(data, offset)
             offset += size
             raw = data[offset : offset + length].rstrip(b"\0")
             offset += length
-            events.append(Event(wd, mask, raw.decode(_FS_ENCODING, _FS_ERRORS)))
+            events.append(new(Event, (wd, mask, raw.decode(_FS_ENCODING, _FS_ERRORS))))
         return events
 
     def close(self) -> None:

@@ -42,6 +42,8 @@ log = logging.getLogger("pi_authorizer.watch")
 OUTBOX_EVENTS = IN_CREATE | IN_MOVED_TO
 
 _UNSAFE_RETRY_S = 5.0
+#: Events no file of a folder raises alone: each goes through `_SessionTree._handle`.
+_SPECIAL = IN_Q_OVERFLOW | IN_IGNORED
 
 
 Settled = Callable[[str, str], bool]
@@ -152,8 +154,19 @@ class _SessionTree:
             log.warning("reading inotify events failed: %s", exc)
             self.rescan_all = True
             events = []
+        # A burst's events in bulk: a request file renamed in or removed, and an answer linked into
+        # `responses/`, three per ask, are told apart here without a call each (`_handle` has the rest).
+        folder_of, inboxes, outboxes = self.folder_of, self.inboxes, self.outboxes
+        changed, settled = self.changed, self.settled
         for event in events:
-            self._handle(event)
+            wd, mask, name = event
+            if not name.endswith(".json") or mask & _SPECIAL:
+                self._handle(event)
+            elif wd in inboxes and (folder := folder_of.get(wd)) is not None:
+                if not (mask & (IN_DELETE | IN_MOVED_FROM) and settled(folder, name)):
+                    changed.add(folder)
+            elif wd not in outboxes:  # a temp's name ends `.tmp`: an answer's is no news for serving
+                self._handle(event)
         if self.changed or self.rescan_all:
             self.ready.set()
 

@@ -121,7 +121,7 @@ class HistoryStore:
 
         A verdict whose arrival is still queued (a burst) is written with it as one new row; any
         other updates the open row of its request file (or a row made for it)."""
-        keys = {verdict.key for verdict in verdicts}
+        keys = [verdict.key for verdict in verdicts]  # not a set: a key is hashed where it is looked up
         try:
             self._record_verdicts(verdicts, keys)
         finally:
@@ -131,7 +131,7 @@ class HistoryStore:
         """`Ledger.expect`: the arrival of `key` waits in the queue for its verdict's transaction."""
         self._writer.expect(key)
 
-    def _record_verdicts(self, verdicts: Sequence[VerdictRecord], keys: set[AskKey]) -> None:
+    def _record_verdicts(self, verdicts: Sequence[VerdictRecord], keys: list[AskKey]) -> None:
         now = self.clock.wall()
         with self._writer.transaction(durable=True, claim=keys) as table:
             table.record_verdicts(verdicts, self._writer.take_claimed, now)

@@ -25,11 +25,14 @@ from typing import NamedTuple
 
 from core.history.rows import (
     COLUMNS,
+    VERDICT_ROW,
     HistoryRow,
     arrival_values,
     fail_safe_columns,
     storable,
+    storable_rows,
     verdict_columns,
+    verdict_row,
 )
 from core.serving.verdicts import VerdictRecord, VerdictRow, WrittenMark
 from core.vocabulary.asks import AskKey
@@ -43,6 +46,10 @@ OPEN = ("pending", "left")
 UNNOTED_GONE = ("its request and response were gone when serving resumed: its child read this answer or "
                 "stopped waiting (not noted before a restart)")
 SELECT_ROWS = f"SELECT {', '.join(COLUMNS)} FROM asks"
+#: The statement of a burst's new rows (`AsksTable.insert_verdict_rows`).
+INSERT_VERDICT_ROW = (
+    f"INSERT INTO asks ({', '.join(VERDICT_ROW)}) VALUES ({', '.join('?' * len(VERDICT_ROW))})"
+)
 #: Ids per `IN (...)` list (SQLite's bound-parameter limit is far above; the statements stay short).
 CHUNK = 500
 
@@ -124,18 +131,6 @@ class AsksTable:
         assert cursor.lastrowid is not None
         return cursor.lastrowid
 
-    def insert_many(self, rows: Sequence[dict[str, object]]) -> None:
-        """Rows grouped by their columns, a group per `executemany`: one call into SQLite for a burst's
-        rows instead of one per row (each call gives up the interpreter and waits to get it back behind
-        the other busy threads)."""
-        groups: dict[tuple[str, ...], list[tuple[object, ...]]] = {}
-        for values in rows:
-            groups.setdefault(tuple(values), []).append(storable(values.values()))
-        for names, params in groups.items():
-            marks = ", ".join("?" for _ in names)
-            self.conn.executemany(f"INSERT INTO asks ({', '.join(names)}) VALUES ({marks})", params)
-        self.added += len(rows)
-
     def insert_new(self, rows: Sequence[dict[str, object]]) -> int:
         """Bulk insert (imports, benchmarks); rows whose `import_key` is already stored are skipped."""
         added = 0
@@ -199,19 +194,23 @@ class AsksTable:
         request file, or the row of a verdict never written (decided again after a failed write), or a
         row made for it. The person's time counts from when the ask was shown; a rule's from its arrival."""
         found = self.open_rows(verdict.key for verdict in verdicts)
-        fresh: list[dict[str, object]] = []
+        fresh: list[tuple[object, ...]] = []
         for verdict in verdicts:
             arrival = take_arrival(verdict.key)
-            row = found.get(verdict.key)
+            row = found.get(verdict.key) if found else None  # none in a burst (its rows are new)
             if row is None and arrival is not None:
                 assert arrival.parsed is not None
-                values = arrival_values(verdict.key, arrival.parsed, arrival.at, arrival.raw)
-                values.update(verdict_columns(verdict, now, arrival.at))
-                fresh.append(values)
+                fresh.append(verdict_row(verdict, arrival.parsed, arrival.at, arrival.raw, now))
                 continue
             row = row or self.unwritten_row(verdict.key) or self.arrive(verdict.key, verdict.parsed, now)
             self._update(row.id, verdict_columns(verdict, now, row.started))
-        self.insert_many(fresh)
+        self.insert_verdict_rows(fresh)
+
+    def insert_verdict_rows(self, rows: Sequence[tuple[object, ...]]) -> None:
+        """A burst's new rows (`verdict_row`) in one `executemany` of plain tuples (`storable_rows`)."""
+        if rows:
+            self.conn.executemany(INSERT_VERDICT_ROW, storable_rows(rows))
+            self.added += len(rows)
 
     def mark_written(self, marks: Sequence[WrittenMark], now: float) -> None:
         """The responses were linked (or found already there): for their children the asks have ended

@@ -338,7 +338,9 @@ class HistoryWriter:
                 table = AsksTable(conn)
                 try:
                     self._fault("history")
-                    table.write_queued([e for e in pending if e.key not in self._claimed])
+                    # With `claim`, every event taken is a claimed arrival (a repeat would only reopen
+                    # that row): nothing is left for this.
+                    table.write_queued([] if claim is not None else pending)
                     yield table
                     table.write_queued(list(self._claimed.values()))  # any the caller left
                 except BaseException:

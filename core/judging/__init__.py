@@ -1,7 +1,8 @@
 """This node's own judgment of an ask, before a person sees it: the serving core's `Judge` and `Chain`.
 
 `recorded` is the recorded authority (`RecordedAuthority`: this node's rules from `core.rules`, plus
-the serving-session grants a person made) and `LinkChain`, the chain as serving sees it; `links`
+the serving-session grants a person made; `kept`, its judgments kept for identical asks) and
+`LinkChain`, the chain as serving sees it; `links`
 holds the chain's links (external judges consulted in order on the child's facts, an allow on a path
 capped to defer); `grant_log`, who made each serving-session grant, when, and what it has decided
 since. The model judge (`docs/judge.md`) is one idea a module: `model_judge` (the link: caps, advice

@@ -18,15 +18,17 @@ from typing import Literal
 from core.clock import SYSTEM_CLOCK, Clock
 from core.forwarding.inotify import FolderWatch
 from core.judging.grant_log import GrantEntry, GrantLog
+from core.judging.kept import Kept, KeptJudgments
 from core.judging.links import AuthorizerChain
-from core.rules import ConfigError, PolicyStore, SessionGrants
-from core.rules.explain import Explanation, explain
+from core.rules import ConfigError, Policy, PolicyStore, Rule, SessionGrants
+from core.rules.explain import Explanation, explain, explain_policy
 from core.rules.reloads import PendingReload
 from core.rules.session_grants import grant_rules
 from core.serving import NO_FACTS_EXPLANATION
 from core.text import log_safe
 from core.vocabulary.asks import Judgment, LazySequence
 from core.wire.decisions import AuthorizerDecision, SessionApprovalDecision
+from core.wire.facts import IntentFacts
 from core.wire.request import ParsedRequest, SessionGrant
 
 log = logging.getLogger("pi_authorizer.rules")
@@ -48,6 +50,8 @@ class RecordedAuthority:
         self.on_pending: list[Callable[[PendingReload], None]] = []
         store.subscribe(self._held)
         self.grant_log = GrantLog()
+        self._kept = KeptJudgments()
+        self._kept_generation = store.generation
         for pending in store.held_at_start():
             log.warning(
                 "at start: config change to %s since it was last accepted widens permissions and is NOT "
@@ -75,24 +79,58 @@ class RecordedAuthority:
         self, parsed: ParsedRequest, session_id: str, extra: Sequence[SessionGrant] = (),
         preview: bool = False, written: tuple[Path, str] | None = None,
     ) -> Judgment:
-        """One judgment; the explanation is `LazySequence` until someone reads it.
+        """One judgment; the explanation is `LazySequence` until someone reads it. An ask judged
+        before under the same policy and grants gets the judgment kept then (`core.judging.kept`).
 
         `preview`: a what-if (a grant's or a rule's reach), not a decision: no grant's use is counted."""
+        if extra or written is not None:
+            return self.judge_afresh(parsed, session_id, extra, preview, written)
+        intent = parsed.request.access_intent
+        if intent is None:
+            agent, why = parsed.request.requester_agent_name, parsed.dropped.get("accessIntent")
+            key: tuple[object, ...] = (agent, why)
+        else:  # the facts' fields (`ForwardedAccessIntent.facts`), without building them
+            agent, why = intent.principal.agent_name, None
+            key = (agent, session_id, intent.surface, intent.match_values, intent.boundary_value,
+                   intent.floor, intent.asking_units)
+        if self.store.generation != self._kept_generation:
+            self._kept_generation = self.store.generation
+            self._kept.clear()
+        policy = self.store.policy(agent)
+        book = self.grants_for(session_id)
+        rules = book.rules() if intent is not None else ()
+        kept = self._kept.get(key, policy, rules)
+        if kept is None:
+            facts = None if intent is None else intent.facts()
+            kept = self._judged(policy, facts, rules, why)
+            self._kept.keep(key, kept, facts)
+        if kept.grant is not None and not preview:
+            self.grant_log.decided(session_id, kept.grant, book)
+        if policy.errors:
+            self._log_errors(policy.errors)
+        return kept.judgment
+
+    def judge_afresh(
+        self, parsed: ParsedRequest, session_id: str, extra: Sequence[SessionGrant] = (),
+        preview: bool = False, written: tuple[Path, str] | None = None,
+    ) -> Judgment:
+        """`judge`, judged again whatever was kept (a preview's `extra` grants or `written` text)."""
         explanation = self.explain(parsed, session_id, extra, written)
         decision = explanation.decision
         # Only a session grant's use is counted.
         if not preview and not extra and written is None and isinstance(decision, SessionApprovalDecision):
             self.grant_log.decided(session_id, decision, self.grants_for(session_id))
         self._log_errors(explanation.config_errors)
-        errors = tuple(str(e) for e in explanation.config_errors)
-        return Judgment(
-            verdict=explanation.verdict,
-            decided_by=decision,
-            reason=explanation.deny_reason,
-            explanation=LazySequence(lambda: _lines(parsed, explanation, errors)),
-            trail=LazySequence(lambda: explanation.trail),
-            config_errors=errors,
-        )
+        facts = parsed.access_intent is not None
+        return _judgment(explanation, None if facts else parsed.dropped.get("accessIntent"), facts)
+
+    def _judged(self, policy: Policy, facts: IntentFacts | None, rules: tuple[Rule, ...],
+                why: str | None) -> Kept:
+        explanation = explain_policy(policy, facts, rules)
+        judgment = _judgment(explanation, why, facts is not None)
+        decision = judgment.decided_by
+        grant = decision if isinstance(decision, SessionApprovalDecision) else None
+        return Kept(policy, rules, judgment, grant)
 
     # -- the GrantBook the person's "whole serving session" approval uses ------------------------
 
@@ -196,11 +234,23 @@ class RecordedAuthority:
                 log.warning("config error (scope ignored or floored): %s", text)
 
 
-def _lines(parsed: ParsedRequest, explanation: Explanation, errors: Sequence[str]) -> list[str]:
+def _judgment(explanation: Explanation, why: str | None, facts: bool) -> Judgment:
+    """The judgment an explanation says (`why`: why the child's facts were dropped, if they were)."""
+    errors = tuple(map(str, explanation.config_errors))
+    return Judgment(
+        verdict=explanation.verdict,
+        decided_by=explanation.decision,
+        reason=explanation.deny_reason,
+        explanation=LazySequence(lambda: _lines(explanation, why, facts, errors)),
+        trail=LazySequence(lambda: explanation.trail),
+        config_errors=errors,
+    )
+
+
+def _lines(explanation: Explanation, why: str | None, facts: bool, errors: Sequence[str]) -> list[str]:
     """What the app shows under "why this node asks": the rendered trail, with context first."""
     lines = list(explanation.text)
-    if parsed.access_intent is None:
-        why = parsed.dropped.get("accessIntent")
+    if not facts:
         lines.insert(0, NO_FACTS_EXPLANATION)
         if why:
             lines.insert(1, f"The child's accessIntent was malformed and dropped whole: {why}")

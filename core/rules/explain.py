@@ -13,7 +13,8 @@ from functools import cached_property
 from core.rules.config import PolicyStore
 from core.rules.judge import RulesDecision
 from core.rules.model import Action, ConfigError, Rule, Step
-from core.rules.resolver import Resolution, explain_no_facts, resolve_with_policy
+from core.rules.policy import Policy
+from core.rules.resolver import Resolution, explain_no_facts, resolve_uncached, resolve_with_policy
 from core.rules.trail import render_trail
 from core.wire.facts import IntentFacts
 
@@ -74,4 +75,12 @@ def explain(
     """Explain the recorded-authority verdict for one request (`agent_name` is the principal's)."""
     policy = store.policy(agent_name)
     resolution = explain_no_facts() if facts is None else resolve_with_policy(policy, facts, session_rules)
+    return Explanation(resolution, policy.errors, policy.suspicious_agent_reason)
+
+
+def explain_policy(
+    policy: Policy, facts: IntentFacts | None, session_rules: Sequence[Rule] = ()
+) -> Explanation:
+    """`explain` under a policy already composed, judged afresh (for a caller that keeps judgments)."""
+    resolution = explain_no_facts() if facts is None else resolve_uncached(policy, facts, session_rules)
     return Explanation(resolution, policy.errors, policy.suspicious_agent_reason)

@@ -90,6 +90,8 @@ class PolicyJudge:
 
     def _surface(self, surface: str, values: Sequence[str], unit: str | None = None) -> Outcome:
         members = family_members(surface) if self.policy.folds else (surface,)
+        if len(members) == 1:
+            return self._member(members[0], values, unit)
         outcomes = [self._member(member, values, unit) for member in members]
         chosen = _most_restrictive(outcomes)
         if len(outcomes) > 1:
@@ -114,7 +116,7 @@ class PolicyJudge:
             evaluator = "first-candidate"
             if surface in _SINGLE_VALUE_SURFACES:
                 originals = originals[:1]
-            matched = tuple(bash_match_value(v) for v in originals) if surface == "bash" else originals
+            matched = tuple(map(bash_match_value, originals)) if surface == "bash" else originals
         match = self._match(candidates, surface, matched, originals)
         if match.rule.layer == "session":
             config_only = self._backed(self._match(self.policy.candidates(surface), surface, matched,
@@ -186,12 +188,27 @@ def _most_restrictive(outcomes: Sequence[Outcome]) -> Outcome:
 
 
 def decision_of(verdict: Action, surface: str, outcome: Outcome | None) -> RulesDecision | None:
-    """The response `decidedBy` of an auto-decision (the wire's own type); None for an ask."""
+    """The response `decidedBy` of an auto-decision (the wire's own type); None for an ask.
+
+    One value per distinct `decidedBy` (an immutable wire model): the asks one rule decides carry the
+    same value, built once (at most `MAX_DECISIONS` kept: children choose the surface)."""
     if verdict == "ask" or outcome is None:
         return None
-    if outcome.rule.layer == "session":
-        return SessionApprovalDecision(surface=surface, pattern=outcome.rule.pattern)
-    return RuleDecision(surface=surface, pattern=outcome.matched_pattern, origin=outcome.origin)
+    rule = outcome.rule
+    session = rule.layer == "session"
+    key = (session, surface, rule.pattern if session else outcome.matched_pattern, outcome.origin)
+    decision = _DECISIONS.get(key)
+    if decision is None:
+        decision = SessionApprovalDecision(surface=surface, pattern=rule.pattern) if session else \
+            RuleDecision(surface=surface, pattern=outcome.matched_pattern, origin=outcome.origin)
+        if len(_DECISIONS) >= MAX_DECISIONS:
+            _DECISIONS.clear()
+        _DECISIONS[key] = decision
+    return decision
+
+
+MAX_DECISIONS = 1024
+_DECISIONS: dict[tuple[bool, str, str | None, str], RulesDecision] = {}
 
 
 def _decided_by_preview(surface: str, outcome: Outcome) -> dict[str, object] | None:

@@ -172,6 +172,14 @@ def _surrogates(found: re.Match[str]) -> str:
     return chr(0xD800 + (offset >> 10)) + chr(0xDC00 + (offset & 0x3FF))
 
 
+def _prefix(prefix: str, optional_tail: bool) -> Callable[[str], bool]:
+    """`prefix*`; with `optional_tail` (`prefix` ends with a space) the prefix without it matches too."""
+    if optional_tail:
+        bare = prefix[:-1]
+        return lambda value: value == bare or value.startswith(prefix)
+    return lambda value: value.startswith(prefix)
+
+
 def compile_wildcard(
     pattern: str, home: str | None = None, *, brace_home: bool = True, utf16: bool = False
 ) -> Wildcard:
@@ -191,6 +199,9 @@ def compile_wildcard(
         return Wildcard(pattern, expanded, expanded, expanded.__eq__, expanded)
     optional_tail = expanded.endswith(" *")
     head = re.split(r"[*?]", expanded[:-2] if optional_tail else expanded, maxsplit=1)[0]
+    if "?" not in expanded and expanded.find("*") == len(expanded) - 1:
+        # The common shape, a literal prefix (`git *`, `/tmp/*`): one test, no glob.
+        return Wildcard(pattern, expanded, None, _prefix(expanded[:-1], optional_tail), head)
     whole = _Glob(expanded)
     if not optional_tail:
         return Wildcard(pattern, expanded, None, whole.matches, head)

@@ -190,5 +190,7 @@ def facts_as_pi(facts: IntentFacts) -> IntentFacts | None:
 
 def beyond_bmp(facts: IntentFacts) -> bool:
     """The surface or some value holds a character beyond the BMP, which pi's `?` sees as two."""
-    values = [facts.surface, *facts.match_values, *(u.command for u in facts.asking_units or ())]
-    return any(utf16_units(value) != value for value in values)
+    values = [facts.surface, *facts.match_values]
+    if facts.asking_units:
+        values += [u.command for u in facts.asking_units]
+    return not all(map(str.isascii, values)) and any(utf16_units(value) != value for value in values)

@@ -11,8 +11,9 @@ against the config alone: when the config denies, the deny stands. This holds at
 whatever the grant-time refusal missed (its shadow check is a heuristic).
 
 A judgment is made once; the trail (which re-runs the same decisions, recording them) is built
-only when someone reads it. Identical facts judged again under the same composed policy (a burst of
-one command) reuse the first judgment (`MAX_RESOLVED` kept): a policy is a value, replaced
+only when someone reads it. Identical facts judged again under the same composed policy
+(`resolve_with_policy`: `explain`, a preview) reuse the first judgment (`MAX_RESOLVED` kept; serving
+keeps its own, the whole judgment of an ask: `core.judging.kept`): a policy is a value, replaced
 whole when a file changes, and the judgment a pure function of it, the facts and the session rules,
 so the reuse gives exactly what judging again gives (`tests/rules/test_resolved_cache.py`).
 """
@@ -63,7 +64,7 @@ class Resolution:
         """The deciding deny rule's reason, to relay as the response's `denialReason`."""
         return self.rule.reason if self.verdict == "deny" and self.rule else None
 
-    @cached_property
+    @property
     def decision(self) -> RulesDecision | None:
         """The response `decidedBy` for an auto-decision (the wire's own type); None for an ask."""
         return decision_of(self.verdict, self.surface, self.outcome)
@@ -129,8 +130,8 @@ def resolve_uncached(
         # by the newer semantics, so a file pi reads otherwise still tightens the verdict.
         pi_facts, pi_policy = facts, policy.pi_directional
     if pi_policy is None or not (
-        pi_facts != facts or beyond_bmp(facts) or policy.pi_differs_on(facts.surface)
-        or (facts.asking_units and policy.pi_differs_on("bash"))
+        (pi_facts is not facts and pi_facts != facts) or beyond_bmp(facts)
+        or policy.pi_differs_on(facts.surface) or (facts.asking_units and policy.pi_differs_on("bash"))
     ):
         return ours
     pi = _resolve_reading(pi_policy, pi_facts, session_rules)

@@ -77,6 +77,7 @@ class SessionGrants:
         self.clock = clock
         self._grants: dict[str, RecordedGrant] = {}
         self._ids = itertools.count(1)
+        self._rules: tuple[Rule, ...] = ()
 
     def add(self, grants: Iterable[tuple[str, str]], agent_name: str) -> list[RecordedGrant]:
         """Record all `(surface, pattern)` grants, or none: raises `GrantRefused` on a shadow."""
@@ -92,6 +93,8 @@ class SessionGrants:
             grant = RecordedGrant(f"g{next(self._ids)}", surface, pattern, self.clock.wall(), rules)
             self._grants[grant.id] = grant
             added.append(grant)
+        if added:
+            self._changed()
         return added
 
     def list(self) -> tuple[RecordedGrant, ...]:
@@ -100,11 +103,18 @@ class SessionGrants:
 
     def revoke(self, grant_id: str) -> bool:
         """Forget one grant; False when there was none with that id."""
-        return self._grants.pop(grant_id, None) is not None
+        if self._grants.pop(grant_id, None) is None:
+            return False
+        self._changed()
+        return True
 
     def rules(self) -> tuple[Rule, ...]:
-        """The session rules to append at check time, in recording order."""
-        return tuple(rule for grant in self._grants.values() for rule in grant.rules)
+        """The session rules to append at check time, in recording order: one value until a grant
+        is added or revoked (a judgment kept for identical asks holds while it is the same)."""
+        return self._rules
+
+    def _changed(self) -> None:
+        self._rules = tuple(rule for grant in self._grants.values() for rule in grant.rules)
 
     def would_shadow_deny(self, agent_name: str, surface: str, pattern: str) -> ShadowedDeny | None:
         """The first explicit deny this grant would override: `agent_name`'s policy first, then

@@ -171,8 +171,6 @@ class Drain:
         Returns once each has been judged and handed on (not published): the next intake is judged
         while this batch is being committed, and waits only when the publisher is a batch behind.
         """
-        for name, read in intake.reads:
-            if name not in served.records:
-                self.pipeline.start(served, name, read, intake)
+        self.pipeline.start_all(served, intake.reads, intake)
         await asyncio.sleep(0)  # the files served in a task run up to their answer, or into their terminal
         await self.pipeline.publisher.room()

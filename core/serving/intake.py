@@ -16,6 +16,7 @@ import os
 import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from core.disk.paths import is_safe_request_id
 from core.disk.tree import require_folder_or_absent
@@ -55,9 +56,9 @@ class Listing:
     settled: bool
 
 
-@dataclass(frozen=True)
-class FileRead:
-    """One request file as read off the event loop: gone, unusable (with why), or parsed."""
+class FileRead(NamedTuple):
+    """One request file as read off the event loop: gone, unusable (with why), or parsed. A plain
+    tuple: a burst makes one per file (a frozen dataclass cost twice as much to make)."""
 
     gone: bool = False
     raw: bytes | None = None

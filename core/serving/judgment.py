@@ -12,7 +12,7 @@ from typing import Protocol
 from core.clock import Clock, wall_ms
 from core.serving.verdicts import gate_denial
 from core.vocabulary.asks import Decision, Judgment
-from core.wire.decisions import RuleDecision
+from core.wire.decisions import DecisionSource, RuleDecision
 from core.wire.limits import over_limit
 from core.wire.request import ParsedRequest
 from core.wire.response import ForwardedResponse, approve, deny
@@ -51,7 +51,7 @@ def judge_ask(
 ) -> tuple[Judgment, Decision | None]:
     """The judgment: an ask over the per-request limits is refused before any rule sees it (bounded
     work; the agent is told which limit), else this node's rules decide; `None`: nobody decided."""
-    limit = over_limit(parsed.access_intent)
+    limit = over_limit(parsed.request.access_intent)
     if limit is not None:
         judgment = Judgment(verdict="deny", explanation=(f"over the per-request limit: {limit}",))
         denial = gate_denial(responder, clock, f"the ask is too large: {limit}")
@@ -81,12 +81,29 @@ def rule_response(judgment: Judgment, responder: str, clock: Clock) -> Forwarded
     """The response for a rule's (or a link's) allow or deny, with its `decidedBy` and reason.
 
     A deny always carries a reason: without one, 20.7.3 tells its agent "User denied …" though no
-    person decided (the reference's own rule denials leave it out; this node does not)."""
+    person decided (the reference's own rule denials leave it out; this node does not).
+
+    A response is a value of the verdict, `decidedBy`, reason, responder and millisecond alone, and
+    building one costs more than a kept judgment: the asks of a burst decided alike within the same
+    millisecond share the last one built (asks decided by one rule share its `decidedBy` value,
+    `core.rules.judge.decision_of`)."""
     now = wall_ms(clock)
-    if judgment.verdict == "allow":
-        return approve(responder=responder, at_ms=now, decided_by=judgment.decided_by)
-    reason = judgment.reason if judgment.reason and judgment.reason.strip() else unreasoned_denial(judgment)
-    return deny(responder=responder, at_ms=now, decided_by=judgment.decided_by, reason=reason)
+    verdict, source, reason = judgment.verdict, judgment.decided_by, judgment.reason
+    last = _last[0]
+    if (last is not None and last[1] is source and last[4] == now and last[3] == responder
+            and last[0] == verdict and last[2] == reason):
+        return last[5]
+    if verdict == "allow":
+        response = approve(responder=responder, at_ms=now, decided_by=source)
+    else:
+        text = reason if reason and reason.strip() else unreasoned_denial(judgment)
+        response = deny(responder=responder, at_ms=now, decided_by=source, reason=text)
+    _last[0] = (verdict, source, reason, responder, now, response)
+    return response
+
+
+#: The last response `rule_response` built, with what it was built from.
+_last: list[tuple[str, DecisionSource | None, str | None, str, int, ForwardedResponse] | None] = [None]
 
 
 def unreasoned_denial(judgment: Judgment) -> str:

@@ -57,7 +57,7 @@ class ServingCore:
         self.timeout_ms, self.seams = timeout_ms, seams
         self.tree = Anchor(forwarding_root, "forwarding root")
         self.state_tree = Anchor(state_dir, "state dir")
-        self._observers: list[Observer] = []
+        self._observers: tuple[Observer, ...] = ()  # a new tuple per subscriber: none copied per event
         #: The sessions served; a front end sees them as `ServedSessions`.
         self.served = Sessions(forwarding_root, state_dir, self.tree, self.state_tree, seams, self._emit)
         self.quarantine = Quarantine(state_dir, self.state_tree, seams)
@@ -90,7 +90,7 @@ class ServingCore:
 
     def subscribe(self, observer: Observer) -> None:
         """Add an observer; folders already refused (found by `add_session`) are reported to it at once."""
-        self._observers.append(observer)
+        self._observers = (*self._observers, observer)
         for served in self.served:
             for event in served.problems.values():
                 observer(event)
@@ -253,7 +253,7 @@ class ServingCore:
         await self.drain.rescan(served)
 
     def _emit(self, event: ServeEvent) -> None:
-        for observer in list(self._observers):
+        for observer in self._observers:
             try:
                 observer(event)
             except Exception:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 
 from core.disk.tree import UnsafeFolder
@@ -38,7 +38,7 @@ from core.serving.sessions import ServedSession, Sessions
 from core.serving.verdicts import Ledger, Published, VerdictRecord
 from core.text import log_safe
 from core.vocabulary.asks import Answered, Arbiter, Ask, AskKey, Decision
-from core.vocabulary.events import ServeEvent, label
+from core.vocabulary.events import ServeEvent, asked, label
 from core.wire.request import ParsedRequest
 from core.wire.response import ForwardedResponse, encode_response
 
@@ -62,6 +62,9 @@ BEFORE_OURS = "before this node's verdict could be written"
 #: from the first to the last (on the serving clock), for as long as its request file is there (the
 #: child deletes it at its deadline; it can read an answer until then).
 DISK_WAIT_S: tuple[float, float] = (1.0, 30.0)
+#: Answers of one session per log line when a batch publishes several (each still says who asked
+#: what, the verdict, who decided, why and how long it waited).
+LOG_GROUP = 64
 
 
 class Pipeline:
@@ -87,9 +90,10 @@ class Pipeline:
         self.route = Route(arbiter, judge, chain, seams.clock, emit)
         self.timeout_ms, self.reconcile, self.quarantining = timeout_ms, reconcile, quarantining
         self.clock, self.emit, self.spawn, self.rescan = seams.clock, emit, spawn, rescan
-        self.publisher = Publisher(ledger, seams, on_published=self.reported, on_removed=self.removed)
-        #: The record of each answer being published, by its request (`id(parsed)`, kept alive here).
-        self._answering: dict[int, AskRecord] = {}
+        self.publisher = Publisher(ledger, seams, on_removed=self.removed, on_batch=self.reported_batch)
+        #: The record of each answer being published, by its request (`id(parsed)`, kept alive here),
+        #: with its session when no one waits on it (`_answer_soon`: a forged response is its report's).
+        self._answering: dict[int, tuple[AskRecord, ServedSession | None]] = {}
         #: Answers recorded and refused by the disk: when each is tried again, and the wait before it.
         self._disk_waits: dict[AskKey, tuple[float, float]] = {}
         self._keeps_verdicts = ledger is not None
@@ -98,14 +102,29 @@ class Pipeline:
 
     def start(self, served: ServedSession, name: str, read: FileRead, intake: Intake) -> None:
         """Serve a new file of an intake: its record is taken, and its path runs as far as it can now."""
-        record = served.records.take(name)
-        record.identity = read.identity
-        try:
-            self._route(served, record, read, intake)
-        except Exception as exc:
-            self.spawn(self._failed(served, record, exc), True)
+        self.start_all(served, ((name, read),), intake)
 
-    def _route(self, served: ServedSession, record: AskRecord, read: FileRead, intake: Intake) -> None:
+    def start_all(
+        self, served: ServedSession, reads: Iterable[tuple[str, FileRead]], intake: Intake
+    ) -> None:
+        """`start` each new file of an intake (one already tracked is not), with what they share (the
+        door, the child's timeout, the moment) worked out once."""
+        records, door, timeout_ms = served.records, InboxDoor(self, served, served.records), self.timeout_ms()
+        now = self.clock.wall()  # the moment they arrive (served together)
+        for name, read in reads:
+            if name in records:
+                continue
+            record = records.take(name)
+            record.identity = read.identity
+            try:
+                self._route(served, record, read, intake, door, timeout_ms, now)
+            except Exception as exc:
+                self.spawn(self._failed(served, record, exc), True)
+
+    def _route(
+        self, served: ServedSession, record: AskRecord, read: FileRead, intake: Intake, door: InboxDoor,
+        timeout_ms: int, now: float,
+    ) -> None:
         parsed = read.parsed
         if read.gone:
             served.records.release(record)  # gone before it was read: nothing to serve
@@ -122,8 +141,7 @@ class Pipeline:
         if earlier is not None:
             self._go_on(served, record, self._restore(served, record, earlier, parsed))
             return
-        session_id = served.inbox.session_id
-        self.route.arrive(InboxDoor(self, served), record, parsed, read.raw, session_id, self.timeout_ms())
+        self.route.arrive(door, record, parsed, read.raw, served.inbox.session_id, timeout_ms, now)
 
     def _go_on(self, served: ServedSession, record: AskRecord, step: Coroutine[object, object, None]) -> None:
         """The rest of the path waits (on the disk, the history): it goes on as a file being served."""
@@ -160,9 +178,7 @@ class Pipeline:
         if served.foreign is not None:  # another server answers this inbox: not raced; served again after
             served.records.release(record)
             return
-        self._enqueue(served, record, decision).add_done_callback(
-            lambda done: self._forged_soon(served, record, done)
-        )
+        self.publisher.enqueue_unwaited(served.inbox, self._verdict(served, record, decision, served))
 
     async def _answer(self, served: ServedSession, record: AskRecord, decision: Decision) -> Answered:
         """A decision someone waits on (the person's): recorded (durable), published once, in the batch
@@ -194,30 +210,47 @@ class Pipeline:
     def _enqueue(
         self, served: ServedSession, record: AskRecord, decision: Decision
     ) -> asyncio.Future[Published]:
-        assert record.parsed is not None
+        return self.publisher.enqueue(served.inbox, self._verdict(served, record, decision, None))
+
+    def _verdict(
+        self, served: ServedSession, record: AskRecord, decision: Decision, unwaited: ServedSession | None
+    ) -> VerdictRecord:
+        """The ask's verdict to publish; its record is `decided` meanwhile."""
+        parsed = record.parsed
+        assert parsed is not None
         served.records.move(record, "decided")
-        self._answering[id(record.parsed)] = record
+        self._answering[id(parsed)] = (record, unwaited)
         response = decision.response
-        body = encode_response(response)
-        verdict = VerdictRecord(record.key, record.parsed, response, body, decision.outcome,
-                                decision.carried_to)
-        return self.publisher.enqueue(served.inbox, verdict)
+        return VerdictRecord(record.key, parsed, response, encode_response(response), decision.outcome,
+                             decision.carried_to)
 
-    def _forged_soon(self, served: ServedSession, record: AskRecord, done: asyncio.Future[Published]) -> None:
-        if done.cancelled():
+    def reported_batch(self, results: Sequence[tuple[AskKey, Published]]) -> None:
+        """What became of the answers of one batch (`reported`), their log lines joined: one line per
+        session and `LOG_GROUP` answers under a burst, each answer's part as its own line says it."""
+        if len(results) == 1:
+            self.reported(*results[0])
             return
-        published = done.result()
-        if published.write_failed is not None or published.written or published.withdrawn:
-            return
-        self.spawn(self._forged(served, record, BEFORE_OURS), True)
+        lines: dict[str, list[str]] = {}
+        now = self.clock.wall()  # one moment for the whole batch
+        for key, published in results:
+            self.reported(key, published, lines, now)
+        for session_id, parts in lines.items():
+            session = f"session={log_safe(session_id)}"
+            for at in range(0, len(parts), LOG_GROUP):
+                group = parts[at:at + LOG_GROUP]
+                log.info("%s answered %d: %s", session, len(group), "; ".join(group))
 
-    def reported(self, key: AskKey, published: Published) -> None:
+    def reported(
+        self, key: AskKey, published: Published, lines: dict[str, list[str]] | None = None,
+        now: float | None = None,
+    ) -> None:
         """The publisher says what became of one answer of a batch, on the event loop, before anyone
         waiting on it resumes (so a serving task cancelled at shutdown loses no report): the record
-        moves on, observers are told."""
+        moves on, observers are told. `lines`: the answer's log line is joined to its batch's (by
+        session) instead of logged alone, at `now` (its batch's moment)."""
         verdict = published.verdict
         served = self.sessions.by_id.get(key.session_id)
-        answering = self._answering.pop(id(verdict.parsed), None)
+        answering, unwaited = self._answering.pop(id(verdict.parsed), (None, None))
         record = answering if answering is not None and answering.state == "decided" else None
         if served is not None and published.written and key.name in served.contested:
             # Placed, but the other server's rename replaces it (or did): not the answer known delivered.
@@ -254,19 +287,27 @@ class Pipeline:
                     served.records.move(record, "unanswered")  # served anew at the next rescan, or withdrawn
             return
         if not published.written:
-            return  # a response was already there: the answer's path quarantines the request as forged
+            # A response was already there: the request is quarantined as forged (by the answer's path
+            # when someone waits on it).
+            if unwaited is not None and answering is not None:
+                self.spawn(self._forged(unwaited, answering, BEFORE_OURS), True)
+            return
         if served is not None:
             served.note_answered(key.name)
             if record is not None:
                 served.records.publish(record, published)
         self._disk_waits.pop(key, None)
-        now = self.clock.wall()
+        now = self.clock.wall() if now is None else now
         response, outcome = verdict.response, verdict.outcome
         # With the ledger's refusal as its reason, the history closes the row as fail-safe from it.
         reason = published.history_failed
         self.emit(ServeEvent("answered", key, now, verdict.parsed, response, outcome, reason))
         waited = None if record is None else now - record.arrived_at
-        log.info("%s %s", label(key, verdict.parsed), describe(response, outcome, waited))
+        if lines is None:
+            log.info("%s %s", label(key, verdict.parsed), describe(response, outcome, waited))
+        else:
+            part = f"{asked(key, verdict.parsed)} {describe(response, outcome, waited)}"
+            lines.setdefault(key.session_id, []).append(part)
 
     def removed(self, gone: Sequence[tuple[AskKey, Published]]) -> None:
         """The publisher removed these answered requests: their names are free for new requests (each
@@ -518,11 +559,7 @@ class InboxDoor:
 
     pipeline: Pipeline
     served: ServedSession
-
-    @property
-    def records(self) -> AskRecords:
-        return self.served.records
-
+    records: AskRecords  # the session's (never replaced), read by the route at every step
     def go_on(
         self, record: AskRecord, step: Coroutine[object, object, None], finish: bool
     ) -> asyncio.Task[None]:

@@ -57,6 +57,8 @@ UNDECIDED: Final = frozenset({"taken", "arrived", "judged", "shown", "left"})
 UNANSWERED: Final = UNDECIDED | {"unanswered"}
 #: States of an ask awaiting this node's decision: it writes no response then, so one appearing is forged.
 AWAITING: Final = frozenset({"arrived", "judged", "shown"})
+#: States a record may be released from (`release`).
+RELEASABLE: Final = frozenset(state for state, after in NEXT.items() if "released" in after)
 
 
 class IllegalTransition(Exception):
@@ -120,14 +122,19 @@ class AskRecords:
         return record
 
     def arrive(self, record: AskRecord, parsed: ParsedRequest, at: float) -> None:
-        """A valid request: it is an ask now, to be judged."""
-        self.move(record, "arrived")
-        record.parsed, record.arrived_at = parsed, at
+        """A valid request: it is an ask now, to be judged. (`move`'s checks inline: every ask of a
+        burst passes here, as through `publish` and `release`.)"""
+        if record.state != "taken" or self._live.get(record.key.name) is not record:
+            self.move(record, "arrived")  # refused, saying why
+        self.changes += 1
+        record.state, record.parsed, record.arrived_at = "arrived", parsed, at
 
     def publish(self, record: AskRecord, published: Published) -> None:
         """Its response is visible; the request is being removed (by the answer `published`)."""
-        self.move(record, "published")
-        record.published = published
+        if record.state != "decided" or self._live.get(record.key.name) is not record:
+            self.move(record, "published")  # refused, saying why
+        self.changes += 1
+        record.state, record.published = "published", published
 
     def vanish(self, name: str) -> AskRecord | None:
         """The file is gone: the record ends `withdrawn` when no answer was written (none taken, or one
@@ -157,8 +164,13 @@ class AskRecords:
 
     def release(self, record: AskRecord) -> None:
         """The name is free again; a record already ended stays as it ended."""
-        if record.live:
-            self.move(record, "released")
+        name = record.key.name
+        if record.state in RELEASABLE and self._live.get(name) is record:
+            self.changes += 1
+            record.state = "released"
+            del self._live[name]
+        elif record.live:
+            self.move(record, "released")  # refused, saying why
 
     def advance(self, record: AskRecord, state: State) -> bool:
         """`move` a record that is still live; one that ended meanwhile (its file vanished while serving
@@ -169,11 +181,12 @@ class AskRecords:
         return True
 
     def move(self, record: AskRecord, state: State) -> None:
+        name = record.key.name
         if state not in NEXT[record.state]:
-            raise IllegalTransition(f"{record.key.name!r}: {record.state} → {state}")
-        if self._live.get(record.key.name) is not record:
-            raise IllegalTransition(f"{record.key.name!r}: not a record of this table")
+            raise IllegalTransition(f"{name!r}: {record.state} → {state}")
+        if self._live.get(name) is not record:
+            raise IllegalTransition(f"{name!r}: not a record of this table")
         self.changes += 1
         record.state = state
-        if not record.live:
-            del self._live[record.key.name]
+        if state == "withdrawn" or state == "released":  # final: out of the table
+            del self._live[name]

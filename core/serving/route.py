@@ -24,7 +24,16 @@ from core.clock import Clock
 from core.serving.door import Door
 from core.serving.judgment import Chain, Judge, judge_ask, review_by_chain
 from core.serving.records import AskRecord
-from core.vocabulary.asks import Answered, Arbiter, ArbiterDecision, Ask, Decision, Leave
+from core.vocabulary.asks import (
+    Answered,
+    Arbiter,
+    ArbiterDecision,
+    Ask,
+    DecidesAtOnce,
+    Decision,
+    Leave,
+    at_once,
+)
 from core.vocabulary.events import ServeEvent, label
 from core.wire.request import ParsedRequest
 
@@ -46,13 +55,16 @@ class Route:
         emit: Callable[[ServeEvent], None],
     ) -> None:
         self.arbiter, self.judge, self.chain, self.clock, self.emit = arbiter, judge, chain, clock, emit
+        self._at_once = arbiter.decide_at_once if isinstance(arbiter, DecidesAtOnce) else None
 
     def arrive(
         self, door: Door, record: AskRecord, parsed: ParsedRequest, raw: bytes | None, responder: str,
-        timeout_ms: int,
+        timeout_ms: int, now: float | None = None,
     ) -> None:
-        """A checked request is an ask now: judged, escalated, shown, as far as it goes without waiting."""
-        now = self.clock.wall()
+        """A checked request is an ask now: judged, escalated, shown, as far as it goes without waiting.
+        `now`: when it arrived (the moment its intake is served), else read from the clock."""
+        if now is None:
+            now = self.clock.wall()
         door.records.arrive(record, parsed, now)
         self.emit(ServeEvent("arrived", record.key, now, parsed=parsed, raw=raw))
         judgment, decision = judge_ask(self.judge, parsed, responder, self.clock)
@@ -81,6 +93,13 @@ class Route:
         """The arbiter decides: a decision taken on the spot that no one waits on is delivered at
         once; any other is taken alongside once it is made (nothing waits meanwhile)."""
         door.records.move(record, "shown")
+        if self._at_once is not None:
+            now = self._at_once(ask)
+            if isinstance(now, Decision) and now.reply is None and not now.by_person:
+                door.answer_soon(record, now)
+            else:
+                self._when_decided(door, record, ask, at_once(now))
+            return
         pending = self.arbiter.decide(ask)
         taken = pending.result() if pending.done() and not pending.cancelled() else None
         if isinstance(taken, Decision) and taken.reply is None and not taken.by_person:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from core.clock import Clock, wall_ms
 from core.disk.anonymous import Staged
@@ -57,10 +57,10 @@ class VerdictRecord:
         return by_person(self.outcome)
 
 
-@dataclass(frozen=True)
-class WrittenMark:
+class WrittenMark(NamedTuple):
     """The response for `request_id` was linked into place (`written`) or found already there; or not
-    delivered after all (`written` False), `why` then saying so (the row ends with it)."""
+    delivered after all (`written` False), `why` then saying so (the row ends with it). A plain tuple:
+    a burst makes one per ask (a frozen dataclass cost twice as much to make)."""
 
     key: AskKey
     request_id: str

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Final, Literal, Protocol, TypeVar, overload
+from typing import Final, Literal, Protocol, TypeVar, overload, runtime_checkable
 
 from core.clock import SYSTEM_CLOCK, Clock, wall_ms
 from core.rules.settings import DEFAULT_FORWARDING_TIMEOUT_MS as DEFAULT_FORWARDING_TIMEOUT_MS
@@ -177,6 +177,16 @@ class Arbiter(Protocol):
         ...
 
 
+@runtime_checkable
+class DecidesAtOnce(Protocol):
+    """An arbiter whose decision is always taken on the spot (the fail-safe, leave): the route takes
+    it without a future (a burst of asks no rule decides makes none); `decide` is `at_once` of it."""
+
+    def decide_at_once(self, ask: Ask) -> ArbiterDecision:
+        """The decision on `ask`, taken now."""
+        ...
+
+
 def at_once(decision: ArbiterDecision) -> asyncio.Future[ArbiterDecision]:
     """A decision taken at once, as an arbiter returns it."""
     future: asyncio.Future[ArbiterDecision] = asyncio.get_running_loop().create_future()
@@ -201,13 +211,16 @@ class DenyingArbiter:
         self.clock = clock
 
     def decide(self, ask: Ask) -> asyncio.Future[ArbiterDecision]:
+        return at_once(self.decide_at_once(ask))
+
+    def decide_at_once(self, ask: Ask) -> ArbiterDecision:
         response = deny(
             responder=ask.responder_session_id,
             at_ms=wall_ms(self.clock),
             decided_by=UnavailableDecision(reason=UNATTENDED_REASON),
             reason=UNATTENDED_DENIAL,
         )
-        return at_once(Decision(response, "fail-safe"))
+        return Decision(response, "fail-safe")
 
     def withdraw(self, key: AskKey, reason: str | None = None) -> None:
         """Nothing is held, so nothing to withdraw."""
@@ -220,6 +233,9 @@ class LeavingArbiter:
 
     def decide(self, ask: Ask) -> asyncio.Future[ArbiterDecision]:
         return at_once(LEAVE)
+
+    def decide_at_once(self, ask: Ask) -> ArbiterDecision:
+        return LEAVE
 
     def withdraw(self, key: AskKey, reason: str | None = None) -> None:
         """Nothing is held, so nothing to withdraw."""

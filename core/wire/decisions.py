@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from json.encoder import encode_basestring
 from typing import Annotated, Any, Literal, cast
 
 from pydantic import Field, TypeAdapter, ValidationError
@@ -114,3 +115,34 @@ def decision_source_json(source: DecisionSource) -> dict[str, Any]:
         nested = isinstance(value, WireModel)
         out[alias] = decision_source_json(cast("DecisionSource", value)) if nested else value
     return out
+
+
+#: Each kind's fields with their keys as written (`"name":`), for `decision_source_text`.
+_WIRE_KEYS: dict[type[WireModel], tuple[tuple[str, str], ...]] = {
+    kind: tuple((name, f'"{alias}":') for name, alias in fields) for kind, fields in _WIRE_FIELDS.items()
+}
+
+
+def decision_source_text(source: DecisionSource) -> str | None:
+    """`decision_source_json` as compact JSON text (non-ASCII kept, as `core.wire.base.compact_json`
+    writes it), built from its pieces; None for a value it was not made for (a subclass, a field
+    of another type): the caller then writes the object the general way."""
+    keys = _WIRE_KEYS.get(type(source))
+    if keys is None:
+        return None
+    parts = []
+    for name, key in keys:
+        value = getattr(source, name)
+        if type(value) is str:
+            parts.append(key + encode_basestring(value))
+        elif value is None:
+            parts.append(key + "null")
+        elif isinstance(value, WireModel):
+            # The one nested model is a forwarded decision's own `decision`: a decision source too.
+            nested = decision_source_text(cast("DecisionSource", value))
+            if nested is None:
+                return None
+            parts.append(key + nested)
+        else:
+            return None
+    return "{" + ",".join(parts) + "}"

@@ -31,10 +31,11 @@ def over_limit(intent: ForwardedAccessIntent | None) -> str | None:
     texts = [*values, *(u.command for u in units)]
     if intent.boundary_value is not None:
         texts.append(intent.boundary_value)
-    longest = max((len(t) for t in texts), default=0)
+    lengths = list(map(len, texts))  # in C: every ask with facts is measured
+    longest = max(lengths, default=0)
     if longest > MAX_VALUE_CHARS:
         return f"a value of accessIntent is {longest} characters long, over the limit of {MAX_VALUE_CHARS}"
-    total = sum(len(t) for t in texts)
+    total = sum(lengths)
     if total > MAX_FACTS_CHARS:
         return f"the values of accessIntent total {total} characters, over the limit of {MAX_FACTS_CHARS}"
     return None

@@ -27,9 +27,10 @@ def agent_mismatch(requester: str, principal: str) -> str | None:
 
 def log_agents(parsed: ParsedRequest) -> str:
     """`agent=<principal>`, plus `requester=<name> AGENT-MISMATCH` when the names differ."""
-    requester = parsed.request.requester_agent_name
-    principal = principal_agent(parsed)
+    request = parsed.request  # `principal_agent` and `agent_mismatch` inlined: one line per ask
+    requester, intent = request.requester_agent_name, request.access_intent
+    principal = intent.principal.agent_name if intent else requester
     text = f"agent={log_safe(principal, 40)}"
-    if agent_mismatch(requester, principal):
+    if requester != principal:
         text += f" requester={log_safe(requester, 40)} AGENT-MISMATCH"
     return text

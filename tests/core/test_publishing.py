@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
+import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -52,6 +55,29 @@ async def test_a_burst_is_answered_once_in_fewer_batches_than_asks(tmp_path: Pat
     # Each batch went through every stage, in order, before the next began.
     order = [s for s in stages if s not in ("deleted", "inotify_add_watch")]  # the watcher has its own
     assert order[:6] == ["arrived", "recorded", "staged", "durable", "half-linked", "linked"]
+
+
+async def test_every_answer_of_a_burst_is_logged_once_in_fewer_lines_than_asks(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    node = Node(tmp_path, ALLOW_LS)
+    ids = write_burst(node.root, 300)
+    with caplog.at_level(logging.INFO, logger="pi_authorizer"):
+        await serve_until_answered(node, ids, [])
+    served = [r.getMessage() for r in caplog.records if "->" in r.getMessage()]
+    # Each answer's part names who asked what, the verdict, who decided and why, as a line of its own.
+    parts = [part for line in served for part in re.findall(r"request=[^;]*", line)]
+    logged = Counter(re.match(r"request=(\S+)", part)[1] for part in parts)  # type: ignore[index]
+    assert logged == Counter(f"{rid}.json" for rid in ids)
+    for part in parts:
+        allowed = int(re.match(r"request=b(\d+)", part)[1]) % 2 == 1  # type: ignore[index]
+        assert "surface=bash" in part and "agent=" in part and " in " in part
+        if allowed:
+            assert "-> approved by=rule" in part and "reason=" not in part
+        else:
+            assert "-> denied_with_reason" in part and "reason=" in part
+    assert all(line.startswith("session=") for line in served)
+    assert len(served) < len(ids)
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -194,6 +194,26 @@ async def test_response_appearing_while_a_person_decides_is_reported_as_forged(t
         assert "forged" in served.kinds() and not person.pending()
 
 
+async def test_a_response_planted_while_an_answer_no_one_waits_on_is_committed_is_reported_as_forged(
+    tmp_path: Path,
+) -> None:
+    forged = b'{"approved":true,"state":"approved","responderSessionId":"' + S.encode() + b'"}'
+    root = tmp_path / "root"
+
+    def plant(checkpoint: str) -> None:  # on the disk thread, once the batch is recorded
+        if checkpoint == "recorded" and not response_path(root, S, "planted").exists():
+            response_path(root, S, "planted").write_bytes(forged)
+
+    async with Served(tmp_path, DenyingArbiter(), fault=plant) as served:  # the fail-safe decides
+        request = write_request(served.root, S, "planted")
+        await wait_for(lambda: "forged" in served.kinds(), what="forgery reported")
+        await wait_for(lambda: not request.exists(), what="request set aside")
+        reasons = [str(r["reason"]) for r in served.core.quarantine.records()]
+    assert response_path(root, S, "planted").read_bytes() == forged  # never replaced
+    assert any("before this node's verdict could be written" in reason for reason in reasons)
+    assert "answered" not in served.kinds()
+
+
 async def test_already_answered_id_is_set_aside_with_a_reason(tmp_path: Path) -> None:
     store = HistoryStore.in_state_dir(tmp_path / "state")
     async with Served(tmp_path, DenyingArbiter(), ledger=store) as served:

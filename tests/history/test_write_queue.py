@@ -1,6 +1,8 @@
 """The per-ask shortcuts of the history's write path keep what it writes: the queue hands a batch its
 own arrivals (in the order observed, the rest left queued in order), a decider described once per
-source is the one described afresh, and the shared JSON encoder writes `json.dumps`'s text."""
+source is the one described afresh, the shared JSON encoder writes `json.dumps`'s text, a burst's row
+as a plain tuple holds what the arrival's and the verdict's columns hold, and a burst whose text
+SQLite refuses (a lone surrogate) is stored all the same."""
 
 from __future__ import annotations
 
@@ -12,7 +14,17 @@ from pathlib import Path
 import pytest
 
 from core.history import HistoryStore
-from core.history.rows import _describe, decision_columns, dumps
+from core.history.rows import (
+    VERDICT_ROW,
+    _describe,
+    _facts_json,
+    arrival_values,
+    decision_columns,
+    dumps,
+    facts_json,
+    verdict_columns,
+    verdict_row,
+)
 from core.history.transactions import Queued
 from core.seams import Seams
 from core.serving.verdicts import VerdictRecord, WrittenMark
@@ -141,3 +153,59 @@ def test_a_burst_of_plain_marks_notes_what_one_mark_at_a_time_notes(tmp_path: Pa
     assert results[0] == results[1]
     noted = {(name, written) for _, name, _, written, _, _ in results[0]}
     assert ("m1.json", 0) in noted and ("m2.json", 1) in noted and ("m5.json", None) in noted
+
+
+def request_bytes(name: str, **fields: object) -> bytes:
+    body: dict[str, object] = {
+        "id": name, "createdAt": 1, "requesterSessionId": "child", "targetSessionId": S,
+        "requesterAgentName": "Explore", "message": f"run {name}", "surface": "bash", "value": name,
+    }
+    return json.dumps({**body, **fields}).encode()
+
+
+INTENT = {"surface": "bash", "matchValues": ["git status \u00fc\u2028\x01\"\\"], "boundaryValue": None,
+          "requesterCwd": "/w", "principal": {"sessionId": "child", "agentName": "Explore"}}
+KINDS: dict[str, dict[str, object]] = {
+    "plain": {},
+    "intent": {"accessIntent": INTENT},
+    "grants, dropped": {"accessIntent": INTENT, "source": "elsewhere", "message": 3,
+                        "sessionApproval": {"grants": [{"surface": "bash", "pattern": "git *"}]}},
+    "surrogate": {"accessIntent": {**INTENT, "matchValues": ["git \udc80"]}, "message": "x\udc80"},
+}
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_a_burst_row_holds_what_the_arrival_and_the_verdict_columns_hold(kind: str) -> None:
+    parsed = parse_request(request_bytes("r1", **KINDS[kind]))
+    assert facts_json(parsed) == _facts_json(parsed)  # the intent encoded by its model: the same text
+    key = AskKey(S, "r1.json")
+    response = approve(responder=S, at_ms=0, decided_by=RuleDecision(surface="bash", pattern="*", origin="g"))
+    verdict = VerdictRecord(key, parsed, response, encode_response(response), "rule")
+    expected = arrival_values(key, parsed, 10.0, parsed.raw)
+    expected.update(verdict_columns(verdict, 12.5, 10.0))
+    assert expected.pop("written") is None
+    assert dict(zip(VERDICT_ROW, verdict_row(verdict, parsed, 10.0, None, 12.5), strict=True)) == expected
+
+
+@pytest.mark.asyncio
+async def test_a_burst_with_a_lone_surrogate_is_stored_whole(tmp_path: Path) -> None:
+    """SQLite refuses a lone surrogate (the real child writes one): the batch's rows are stored all the
+    same, that text as its `\\udXXX` escape, each row once."""
+    path = tmp_path / "history.sqlite3"
+    store = HistoryStore(path, seams=Seams(clock=ManualClock(wall=10.0)))
+    raws = [request_bytes(f"r{i}", **(KINDS["surrogate"] if i == 2 else {})) for i in range(4)]
+    events = [ServeEvent("arrived", AskKey(S, f"r{i}.json"), 10.0, parsed=parse_request(raw), raw=raw)
+              for i, raw in enumerate(raws)]
+    response = approve(responder=S, at_ms=0, decided_by=RuleDecision(surface="bash", pattern="*", origin="g"))
+    verdicts = []
+    for event in events:
+        store.observe(event)
+        store.expect(event.key)
+        assert event.parsed is not None
+        verdicts.append(VerdictRecord(event.key, event.parsed, response, encode_response(response), "rule"))
+    store.record_verdicts(verdicts)
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        rows = conn.execute("SELECT request_name, outcome, message, value FROM asks ORDER BY id").fetchall()
+    store.close()
+    assert [(name, outcome) for name, outcome, _, _ in rows] == [(f"r{i}.json", "rule") for i in range(4)]
+    assert rows[2][2:] == ("x\\udc80", "git \\udc80")

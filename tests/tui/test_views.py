@@ -61,9 +61,15 @@ async def test_sessions_view_lists_served_unserved_and_foreign_inboxes(
     write_request(rig.root, request_body("req-busy", target=BUSY), session_id=BUSY)
     beat = heartbeat_path(rig.root, BUSY)
     beat.parent.mkdir(parents=True, exist_ok=True)
-    # another live process of this user, its heartbeat fresh (pid 1 or a future date would be no server)
-    beat.write_text(json.dumps({"sessionId": BUSY, "pid": other.pid, "updatedAt": time.time() * 1e3 + 1500}))
+
+    def beating() -> None:
+        """Another live process of this user keeps its heartbeat fresh, as a server does (pid 1 or a
+        future date would be no server); a slow machine must not let it go stale mid-test."""
+        beat.write_text(json.dumps({"sessionId": BUSY, "pid": other.pid, "updatedAt": time.time() * 1e3}))
+
+    beating()
     async with rig.app.run_test(size=(120, 40)) as pilot:
+        rig.app.set_interval(1.0, beating)
         await pilot.press("S")
         await wait_for(pilot, lambda: isinstance(rig.app.screen, SessionsScreen))
         await settle(pilot)

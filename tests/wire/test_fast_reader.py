@@ -1,0 +1,199 @@
+"""The reader's fast path (`core.wire.fast_reader`) gives exactly what the tolerant reader gives:
+the same models (values, types, which fields were set), the same bytes kept, the same dropped fields
+and reasons, the same rejection, on valid, near-valid and hostile request files."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel
+from pydantic.alias_generators import to_snake
+
+from core.wire.fast_reader import decode_usual, read_usual
+from core.wire.reader import PRE_READ, RequestRejected, parse_request, read_tolerantly
+
+
+class Raw(str):
+    """JSON text written as it is (a number literal JSON allows but Python would write otherwise)."""
+
+
+class Pairs(list[tuple[str, Any]]):
+    """A JSON object as its written members, in order: a key may appear twice (the last one counts)."""
+
+
+def dumps(value: Any, space: str = "") -> str:
+    if isinstance(value, Raw):
+        return str(value)
+    if isinstance(value, Pairs | dict):
+        items = value if isinstance(value, Pairs) else value.items()
+        return "{" + f",{space}".join(f"{json.dumps(k)}:{space}{dumps(v, space)}" for k, v in items) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + f",{space}".join(dumps(v, space) for v in value) + "]"
+    lone_surrogate = isinstance(value, str) and any("\ud800" <= c <= "\udfff" for c in value)
+    return json.dumps(value, ensure_ascii=lone_surrogate)  # written as `\ud800`, as a child writes it
+
+
+NUMBERS = st.sampled_from(["1e400", "-1e400", "1E2", "-0", "-0.0", "1.0", "10" * 30, "9007199254740993",
+                           "1.7976931348623157e308", "2e-400", "NaN", "Infinity", "0.1e1"]).map(Raw)
+TEXT = st.text(max_size=6) | st.sampled_from(["\ud800", "\udfff", "\x00", "\u202e", "é", "\U0001f600", " "])
+#: Nesting at, just past and far past the limit (`core.wire.base.MAX_WIRE_NESTING`), in brackets and braces.
+DEEP = st.sampled_from([Raw("[" * n + "]" * n) for n in (127, 128, 129, 5000)]
+                       + [Raw('{"a":' * n + "1" + "}" * n) for n in (127, 129)])
+SCALARS = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | TEXT
+           | NUMBERS | DEEP)
+HOSTILE = st.recursive(
+    SCALARS, lambda kids: st.lists(kids, max_size=3) | st.dictionaries(TEXT, kids, max_size=3), max_leaves=6)
+NAMES = st.sampled_from(["Explore", "general", "Explore ", ""]) | TEXT
+
+PRINCIPAL = st.fixed_dictionaries({"sessionId": NAMES, "agentName": NAMES})
+UNIT = st.fixed_dictionaries({"command": TEXT}, optional={"floor": TEXT})
+INTENT = st.fixed_dictionaries(
+    {"surface": st.sampled_from(["bash", "path_read", "mcp"]) | TEXT,
+     "matchValues": st.lists(TEXT, max_size=3), "boundaryValue": st.none() | TEXT, "requesterCwd": TEXT,
+     "principal": PRINCIPAL},
+    optional={"floor": TEXT, "askingUnits": st.lists(UNIT, min_size=1, max_size=3)},
+)
+PAYLOAD = st.fixed_dictionaries({
+    "kind": st.sampled_from(["bash", "path", "forwarded", "skill"]),
+    "request": st.fixed_dictionaries(
+        {"requester": st.fixed_dictionaries({"forwarded": st.booleans()},
+                                            optional={"agentName": st.none() | NAMES,
+                                                      "sessionId": st.none() | TEXT}),
+         "surface": TEXT, "value": TEXT},
+        optional={"toolName": st.none() | TEXT, "invokedToolName": st.none() | TEXT,
+                  "matchedPattern": st.none() | TEXT, "executedUnit": st.none() | TEXT,
+                  "commandContext": st.none() | st.sampled_from(["subshell", "command_substitution"])}),
+    "evidence": st.lists(st.fixed_dictionaries({"label": TEXT, "text": TEXT},
+                                               optional={"detail": st.none() | TEXT}), max_size=2),
+    "annotations": st.lists(st.fixed_dictionaries({"source": TEXT, "text": TEXT}), max_size=2),
+})
+GRANT = st.fixed_dictionaries({"surface": TEXT, "pattern": TEXT})
+APPROVAL = (st.fixed_dictionaries({"grants": st.lists(GRANT, min_size=1, max_size=2)})
+            | st.fixed_dictionaries({"surface": TEXT, "patterns": st.lists(TEXT, max_size=2)}))
+HOP = st.fixed_dictionaries({"host": TEXT, "sessionId": TEXT, "node": TEXT})
+HOPS = st.lists(HOP, min_size=1, max_size=3)
+TIMES = (st.integers(min_value=0, max_value=2**60) | st.floats(min_value=0, max_value=1e15) | st.integers()
+         | NUMBERS)
+REQUEST = st.fixed_dictionaries(
+    {"id": TEXT, "createdAt": TIMES, "requesterSessionId": TEXT, "targetSessionId": TEXT,
+     "requesterAgentName": NAMES},
+    optional={"message": st.none() | TEXT,
+              "source": st.sampled_from(["tool_call", "skill_input", "skill_read", "other", None]),
+              "surface": st.none() | TEXT, "value": st.none() | TEXT, "accessIntent": INTENT | st.none(),
+              "payload": PAYLOAD | st.none(), "sessionApproval": APPROVAL | st.none(),
+              "hops": HOPS | st.none()},
+)
+#: Names the model would also take (snake_case) or that no reader reads.
+ODD_KEYS = st.sampled_from(["created_at", "requester_session_id", "access_intent", "session_approval",
+                            "match_values", "boundary_value", "agent_name", "extra", "asking_units", "Id"])
+
+
+def _objects(value: Any) -> list[dict[str, Any]]:
+    """Every object inside `value`, outermost first."""
+    found: list[dict[str, Any]] = []
+    if isinstance(value, dict):
+        found.append(value)
+        for item in value.values():
+            found.extend(_objects(item))
+    elif isinstance(value, list):
+        for item in value:
+            found.extend(_objects(item))
+    return found
+
+
+@st.composite
+def files(draw: st.DrawFn) -> bytes:
+    """A request file: a valid request, then a few hostile edits to its objects, then written out
+    with duplicated keys, odd number literals, spacing and stray bytes as drawn."""
+    request: dict[str, Any] = draw(REQUEST)
+    for _ in range(draw(st.integers(0, 2))):
+        target = draw(st.sampled_from(_objects(request)))
+        edit = draw(st.sampled_from(["set", "delete", "null", "odd key", "snake_case"]))
+        key = draw(st.sampled_from(sorted(target)) if target and edit != "odd key" else ODD_KEYS)
+        if edit == "delete":
+            target.pop(key, None)
+        elif edit == "snake_case":  # the name the model would also take, not the one the reader reads
+            target[to_snake(key)] = target.pop(key, None)
+        else:
+            target[key] = None if edit == "null" else draw(HOSTILE)
+    written: Any = request
+    if draw(st.booleans()):  # a key written twice: json keeps the last one
+        pairs = Pairs(request.items())
+        key, value = draw(st.sampled_from(pairs)) if pairs else ("id", "x")
+        pairs.insert(draw(st.integers(0, len(pairs))), (key, draw(HOSTILE | st.just(value))))
+        written = pairs
+    if draw(st.integers(0, 9)) == 5:
+        written = draw(HOSTILE)
+    text = dumps(written, draw(st.sampled_from(["", " ", "\n"])))
+    before, after = draw(st.sampled_from([("", "")] * 8 + [("", "\n"), (" ", ""), ("\ufeff", ""), ("", "x")]))
+    data = (before + text + after).encode("utf-8")
+    if draw(st.integers(0, 19)) == 5:
+        data = data[: draw(st.integers(0, len(data)))] + b"\xff"
+    return data
+
+
+def _outcome(reader: Any, data: bytes) -> Any:
+    try:
+        return reader(data)
+    except RequestRejected as exc:
+        return ("rejected", exc.reason)
+    except Exception as exc:
+        return ("raised", type(exc).__name__, str(exc))
+
+
+def assert_same(fast: Any, full: Any) -> None:
+    """Equal values of the same types, to every field set, float sign and nested model."""
+    assert type(fast) is type(full)
+    if isinstance(fast, BaseModel):
+        assert fast.__pydantic_fields_set__ == full.__pydantic_fields_set__
+        assert (fast.__pydantic_extra__, fast.__pydantic_private__) == (full.__pydantic_extra__,
+                                                                        full.__pydantic_private__)
+        assert list(fast.__dict__) == list(full.__dict__)
+        for name, value in fast.__dict__.items():
+            assert_same(value, full.__dict__[name])
+    elif isinstance(fast, tuple | list):
+        assert len(fast) == len(full)
+        for one, other in zip(fast, full, strict=True):
+            assert_same(one, other)
+    else:
+        assert fast == full and repr(fast) == repr(full)
+
+
+def check(data: bytes) -> Any:
+    fast, full = _outcome(parse_request, data), _outcome(read_tolerantly, data)
+    obj = decode_usual(data)
+    event("fast path" if obj is not None and read_usual(obj, PRE_READ) is not None else "tolerant reader")
+    if isinstance(full, tuple):
+        event(full[0])
+        assert fast == full
+        return full
+    event("dropped" if full.dropped else "read whole")
+    assert fast.raw is data and full.raw is data
+    assert fast.dropped == full.dropped
+    assert_same(fast.request, full.request)
+    assert fast == full
+    return full
+
+
+@settings(max_examples=1500, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(files())
+def test_the_fast_path_reads_every_file_as_the_tolerant_reader_does(data: bytes) -> None:
+    check(data)
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(REQUEST)
+def test_usual_requests_take_the_fast_path_and_read_the_same(request: dict[str, Any]) -> None:
+    data = json.dumps(request, separators=(",", ":")).encode()
+    full = check(data)
+    obj = decode_usual(data)
+    usual = None if obj is None else read_usual(obj, PRE_READ)
+    if isinstance(full, tuple) or full.dropped:
+        assert usual is None
+    elif isinstance(request["createdAt"], Raw) or request.get("source") == "other":
+        pass  # a literal the reader refuses or a source it drops: read by the tolerant reader
+    else:
+        assert usual is not None, "a usual, valid request left the fast path"
