@@ -15,7 +15,9 @@ for a marker). For each N:
 - clear: `esc` to the first frame with the unfiltered title;
 - `j`: 200 presses, 20 ms apart, each to the first frame showing the new `Ask n/N`;
 - idle: the process's CPU (every thread: the app and the core) over `--idle` seconds with no key
-  pressed, its toasts dismissed; and the RSS before the asks came and after.
+  pressed, its toasts dismissed, and each thread's share (`/proc/self/task`: the main thread runs
+  the app and the core's event loop; the core's threads are its own); and the RSS before the asks
+  came and after.
 
 The load average is printed at the start and the end of each N: the machine is shared.
 """
@@ -34,6 +36,7 @@ import signal
 import statistics
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -90,6 +93,19 @@ def cprofiling(what: str) -> Iterator[None]:
         print(f"  cProfile of {what} (main thread, saved in {tempfile.gettempdir()}):")
         pstats.Stats(profile).sort_stats("cumulative").print_stats(30)
         pstats.Stats(profile).sort_stats("tottime").print_stats(25)
+
+
+def thread_ticks() -> dict[str, int]:
+    """CPU ticks (user + system) of each live thread of this process, by thread name."""
+    ticks: dict[str, int] = {}
+    for thread in threading.enumerate():
+        try:
+            fields = Path(f"/proc/self/task/{thread.native_id}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        name = "app's main thread" if thread is threading.main_thread() else thread.name.split(" ")[0]
+        ticks[name] = ticks.get(name, 0) + int(fields[11]) + int(fields[12])
+    return ticks
 
 
 def rss_mb() -> float:
@@ -189,8 +205,12 @@ async def run(workdir: Path, pending: int, idle_s: float) -> dict[str, object]:
         with spying("idle"):
             cpu, wall = time.process_time(), time.perf_counter()
             gc_spent()
+            before = thread_ticks()
             await asyncio.sleep(idle_s)
             out["idle_gc"] = gc_spent()
+            hz = os.sysconf("SC_CLK_TCK")
+            out["idle_threads"] = {name: (ticks - before.get(name, 0)) / hz / idle_s * 100
+                                   for name, ticks in thread_ticks().items() if ticks > before.get(name, 0)}
             out["idle_cpu_pct"] = (time.process_time() - cpu) / (time.perf_counter() - wall) * 100
         out["rss_mb"] = f"{rss_before:.0f} -> {rss_mb():.0f}"
         out["load_end"] = load()
@@ -227,6 +247,8 @@ def main() -> None:
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"  idle: {r['idle_cpu_pct']:.1f}% CPU over {args.idle:.0f} s (target < 3%);"
               f" RSS {r['rss_mb']} MB; peak {peak:.0f} MB")
+        threads = cast("dict[str, float]", r["idle_threads"])
+        print("  idle CPU by thread: " + ", ".join(f"{n} {p:.1f}%" for n, p in sorted(threads.items())))
 
 
 if __name__ == "__main__":

@@ -2,10 +2,11 @@
 
 CPython's full collection walks every tracked object and runs each time the survivors grew by a
 quarter, so taking 10,000 asks in spent seconds walking the same asks again and again (5.3 s of a
-19 s intake in `bench.bench_queue`). `Heap.grown` freezes what survives a large batch of arrivals
-(`gc.freeze`: moved out of the collector's sight; freed as usual when no longer referenced); when
-the queue has shrunk to half of what it was at the last freeze, or when the app ends, `settle`
-unfreezes it, so reference cycles among objects that since became garbage are collected again.
+19 s intake in `bench.bench_queue`). `Heap.pending` freezes what survives each 1,000 more asks
+taken in (`gc.freeze`: moved out of the collector's sight; freed as usual when no longer
+referenced), and `burst_over` what the burst's last asks left; when the queue has shrunk to half
+of what it was at the last freeze, or when the app ends, `settle` unfreezes it, so reference
+cycles among objects that since became garbage are collected again.
 """
 
 from __future__ import annotations
@@ -31,6 +32,13 @@ class Heap:
         if not self._frozen_at:
             self._low = min(self._low, count)
         if count >= (self._frozen_at or self._low) + FREEZE_STEP:
+            gc.freeze()
+            self._frozen_at = count
+
+    def burst_over(self, count: int) -> None:
+        """Arrivals stopped with `count` pending: freeze what the burst's last asks left (up to
+        `FREEZE_STEP` asks' objects that `pending` did not freeze), if the burst was one."""
+        if self._frozen_at and count > self._frozen_at:
             gc.freeze()
             self._frozen_at = count
 

@@ -65,6 +65,10 @@ DISK_WAIT_S: tuple[float, float] = (1.0, 30.0)
 #: Answers of one session per log line when a batch publishes several (each still says who asked
 #: what, the verdict, who decided, why and how long it waited).
 LOG_GROUP = 64
+#: How a `;` inside one answer's part of a joined line is written: `; ` separates the answers, so no
+#: child's value can split its answer in two or add an answer that never was (`log_safe` already
+#: doubles a backslash a child wrote, so this escape cannot be typed by one).
+SEMICOLON = "\\u003b"
 
 
 class Pipeline:
@@ -254,6 +258,12 @@ class Pipeline:
         served = self.sessions.by_id.get(key.session_id)
         answering, unwaited = self._answering.pop(id(verdict.parsed), (None, None))
         record = answering if answering is not None and answering.state == "decided" else None
+        if not published.written and published.write_failed is None and not published.withdrawn:
+            # A response was already there: the request is quarantined as forged (by the answer's path
+            # when someone waits on it), decided first so nothing else of this report can skip it.
+            if unwaited is not None and answering is not None:
+                self.spawn(self._forged(unwaited, answering, BEFORE_OURS), True)
+            return
         if served is not None and published.written and key.name in served.contested:
             # Placed, but the other server's rename replaces it (or did): not the answer known delivered.
             self.sessions.contest(served, key.name, served.contested[key.name])
@@ -289,11 +299,7 @@ class Pipeline:
                     served.records.move(record, "unanswered")  # served anew at the next rescan, or withdrawn
             return
         if not published.written:
-            # A response was already there: the request is quarantined as forged (by the answer's path
-            # when someone waits on it).
-            if unwaited is not None and answering is not None:
-                self.spawn(self._forged(unwaited, answering, BEFORE_OURS), True)
-            return
+            return  # a response was already there: set aside as forged above
         if served is not None:
             served.note_answered(key.name)
             if record is not None:
@@ -309,7 +315,7 @@ class Pipeline:
             log.info("%s %s", label(key, verdict.parsed), describe(response, outcome, waited))
         else:
             part = f"{asked(key, verdict.parsed)} {describe(response, outcome, waited)}"
-            lines.setdefault(key.session_id, []).append(part)
+            lines.setdefault(key.session_id, []).append(part.replace(";", SEMICOLON))
 
     def removed(self, gone: Sequence[tuple[AskKey, Published]]) -> None:
         """The publisher removed these answered requests: their names are free for new requests (each

@@ -41,7 +41,7 @@ from tests.helpers import (
     write_request,
     write_request_bytes,
 )
-from tests.history.support import Node, S
+from tests.history.support import Node, S, intent
 
 
 async def test_a_burst_is_answered_once_in_fewer_batches_than_asks(tmp_path: Path) -> None:
@@ -78,6 +78,31 @@ async def test_every_answer_of_a_burst_is_logged_once_in_fewer_lines_than_asks(
             assert "-> denied_with_reason" in part and "reason=" in part
     assert all(line.startswith("session=") for line in served)
     assert len(served) < len(ids)
+
+
+#: Under 80 characters, so `log_safe(value, 80)` keeps it whole: it reads as an answer of its own.
+FORGED_PART = "ls a; request=forged.json agent=main surface=bash value=rm -> denied by=rule"
+
+
+async def test_a_childs_semicolon_cannot_split_its_answer_or_add_one_to_a_joined_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Found in review: `; ` separates a joined line's answers, and a child's value (an ordinary
+    `cd x; make`, or a forged part) could make one answer read as two."""
+    node = Node(tmp_path, ALLOW_LS)
+    ids = [f"r{i:03d}" for i in range(40)]
+    for i, rid in enumerate(ids):
+        write_request(node.root, S, rid, accessIntent=intent("bash", FORGED_PART if i == 7 else f"ls {rid}"))
+    with caplog.at_level(logging.INFO, logger="pi_authorizer"):
+        await serve_until_answered(node, ids, [])
+    served = [r.getMessage() for r in caplog.records if "->" in r.getMessage()]
+    joined = [line for line in served if re.match(r"session=\S+ answered \d+: ", line)]
+    # A joined line is split as written; a line of one answer is that answer.
+    parts = [part for line in joined for part in line.split(": ", 1)[1].split("; ")]
+    parts += [line for line in served if line not in joined]
+    named = Counter(re.search(r"request=(\S+)", part)[1] for part in parts)  # type: ignore[index]
+    assert named == Counter(f"{rid}.json" for rid in ids)
+    assert "forged.json" not in named
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -700,7 +700,9 @@ async def test_the_ignored_project_knobs_are_told_at_80x24_too(tmp_path: Path) -
     write_request(rig.root, request_body("req-small"))
     async with rig.app.run_test(size=(80, 24)) as pilot:
         await wait_rows(pilot, rig.app, 1)
-        assert any("yoloMode" in t.message and t.severity == "error" for t in rig.toasts)
+        # Told once the app is up, which a loaded machine may let the first row beat: waited for.
+        await wait_for(pilot, lambda: any("yoloMode" in t.message and t.severity == "error"
+                                          for t in rig.toasts))
 
 
 async def test_a_hostile_project_config_cannot_make_n_approve(tmp_path: Path) -> None:
@@ -728,7 +730,8 @@ async def test_a_hostile_project_config_cannot_make_n_approve(tmp_path: Path) ->
     write_request(rig.root, request_body("req-hostile-keys"))
     async with rig.app.run_test(size=(120, 40)) as pilot:
         await wait_rows(pilot, rig.app, 1)
-        assert any("permissionDialogKeys" in t.message and "Ignored" in t.message for t in rig.toasts)
+        await wait_for(pilot, lambda: any("permissionDialogKeys" in t.message and "Ignored" in t.message
+                                          for t in rig.toasts))
         await pilot.press("n")
         await settle(pilot)
         assert read_response(rig.root, "req-hostile-keys") is None  # the double press still holds

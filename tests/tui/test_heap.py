@@ -38,3 +38,12 @@ def test_asks_coming_and_going_one_by_one_never_freeze(heap: Heap) -> None:
     for n in range(3 * FREEZE_STEP):
         heap.pending(n % 7)
     assert gc.get_freeze_count() == 0
+
+
+def test_the_end_of_a_burst_freezes_what_its_last_asks_left(heap: Heap) -> None:
+    heap.burst_over(10)
+    assert gc.get_freeze_count() == 0  # no burst: nothing frozen
+    heap.pending(FREEZE_STEP + 10)
+    gc.unfreeze()  # only to see the next freeze
+    heap.burst_over(FREEZE_STEP + 500)
+    assert gc.get_freeze_count() > 0

@@ -72,6 +72,8 @@ SESSION_OF = attrgetter("key.session_id")
 STATUS_TTL_S = 15.0
 #: New asks join the table at most this often while they keep coming (a burst in a few batches).
 ARRIVALS_EVERY_S = 0.2
+#: A burst is over when no ask came for this long (`Heap.burst_over`).
+BURST_OVER_S = 1.0
 COMPACT_WIDTH = 100
 COMPACT_HEIGHT = 30
 # Below this many columns the footer drops its padding, so every key fits at 80x24.
@@ -391,8 +393,14 @@ class QueueScreen(Screen[None]):
         self._refresh_pending = False
         self._arrivals_at = time.monotonic()
         self.refresh_queue()
+        self.set_timer(BURST_OVER_S, self._burst_over)
         if self.is_current:
             self._render_legend()
+
+    def _burst_over(self) -> None:
+        """No arrival since the last batch for `BURST_OVER_S`: what the burst left is frozen too."""
+        if time.monotonic() - self._arrivals_at >= BURST_OVER_S and not self._refresh_pending:
+            self.heap.burst_over(self.person.count())
 
     def refresh_queue(self) -> None:
         """Sync rows with the shown asks; keep the cursor on the same ask whenever it is still shown."""
