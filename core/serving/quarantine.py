@@ -280,8 +280,11 @@ class Quarantine:
             except FileNotFoundError:
                 pass  # the child withdrew it: only the reason is kept
             if not moved:
-                write_new(held, stem + _REASON, _encoded(record), FILE_MODE)
+                # Alone (the child withdrew its request): made whole as pending, then renamed, as a held
+                # file's reason is, so a kill never leaves a reason file holding nothing.
                 remove(held, stem + _PENDING)
+                write_new(held, stem + _PENDING, _encoded(record), FILE_MODE)
+                os.rename(stem + _PENDING, stem + _REASON, src_dir_fd=held, dst_dir_fd=held)
         self._holds_since_prune = (self._holds_since_prune or 0) + 1
         folder = self.base / inbox.folder_name
         return QuarantineRecord(
@@ -431,8 +434,14 @@ def _evidence_instead(source: int, name: str, raw: bytes | None, record: dict[st
 def _recover(fd: int, names: list[str], cutoff: float) -> list[str]:
     """What a killed `hold` left (see the module docstring), when that process is gone (or its pid
     taken by another, once older than `cutoff`): a pending reason beside its held file is
-    completed; one alone, and a copy's temp file, are removed."""
+    completed; one alone, a copy's temp file and an empty lone reason are removed."""
     pending = [name for name in names if name.endswith(_PENDING) and _holder_gone(name, cutoff)]
+    # A lone reason written in place by an earlier version, left empty by a kill: it says nothing.
+    empty = [name for name in names if name.endswith(_REASON) and _holder_gone(name, cutoff)
+             and lstat_or_none(fd, name.removesuffix(_REASON)) is None
+             and (found := lstat_or_none(fd, name)) is not None and found.st_size == 0]
+    for name in empty:
+        remove(fd, name)
     for name in pending:
         stem = name.removesuffix(_PENDING)
         for temp in (n for n in names if n.startswith(stem) and _COPY_TEMP.fullmatch(n[len(stem) :])):
@@ -441,7 +450,7 @@ def _recover(fd: int, names: list[str], cutoff: float) -> list[str]:
             remove(fd, name)
         else:
             os.rename(name, stem + _REASON, src_dir_fd=fd, dst_dir_fd=fd)
-    return sorted(os.listdir(fd)) if pending else names
+    return sorted(os.listdir(fd)) if pending or empty else names
 
 
 def _stamp_time(key: str) -> float:

@@ -1,8 +1,8 @@
-"""A reason the quarantine keeps alone (its request already gone: the child read its answer and removed
-it) is written in place (`Quarantine.hold`, `write_new(held, stem + _REASON, ...)`), not made durable
-as pending and renamed as a held file's is: a run SIGKILLed between creating it and writing it leaves
-a `.reason.json` holding nothing, and the next run's prune neither completes nor removes it
-(campaign2 finding B: `bench.campaign_burst` seed 15, `--kills 4`, pid 22553 killed at 12:22:19 left
+"""A reason the quarantine keeps alone (its request already gone: the child read its answer and
+removed it) was written in place, not made durable as pending and renamed as a held file's is (now it
+is): a run SIGKILLed between creating it and writing it left a `.reason.json` holding nothing, which
+the next run's prune neither completed nor removed (campaign2 finding B: `bench.campaign_burst` seed
+15, `--kills 4`, pid 22553 killed at 12:22:19 left
 `…-22553.53-b-001874.json.reason.json`, 0 bytes). The test starts from what that kill leaves.
 """
 
@@ -13,8 +13,6 @@ import os
 import time
 from pathlib import Path
 
-import pytest
-
 from core.disk.paths import encode_session_id
 from core.serving.quarantine import Quarantine
 from tests.history.support import S
@@ -23,10 +21,6 @@ from tests.history.support import S
 GONE_PID = 4_194_305
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "campaign2 finding B: Quarantine.hold writes a lone reason in place (core/serving/quarantine.py, "
-    "`if not moved`); a kill between its creation and its write leaves an empty .reason.json that "
-    "prune keeps and records() skips: an entry without its reason"))
 def test_an_empty_reason_left_by_a_killed_run_is_not_kept_as_an_entry(tmp_path: Path) -> None:
     held = tmp_path / "state" / "quarantine" / encode_session_id(S)
     held.mkdir(parents=True)
