@@ -16,7 +16,9 @@ already. The target's answer is removed only once this node's answer is written.
 
 An ask carried and not yet answered is kept in the state dir (`core/courier/carried.py`): a courier
 killed while its child waited, whose child gave up before the restart, withdraws the parcel at its
-next start (`resume`), and a verdict that won meanwhile is noted there as not delivered.
+next start (`resume`), and a verdict that won meanwhile is noted there as not delivered. So does one
+killed or stopped after its fallback answered while the withdrawal was still owed (`Courier.owed`):
+the ask stays kept until the withdrawal is written.
 """
 
 from __future__ import annotations
@@ -121,12 +123,13 @@ class CourierArbiter:
         if carried.parcel_id in this_run:  # served by this run meanwhile
             return
         try:
-            await self.courier.abandon(carried, "its child gave up while this courier was down")
+            await self.courier.abandon(carried, "its child was answered here or gave up before this "
+                                              "courier withdrew it")
         except Exception:  # the next start tries again
             log.error("%s: withdrawing an earlier run's parcel %s at %s failed", log_safe(carried.name),
                       carried.parcel_id, log_safe(self.courier.target), exc_info=True)
             return
-        await asyncio.to_thread(self.carried.done, carried.parcel_id)
+        self._spawn(self._done(carried.parcel_id))
 
     async def close(self) -> None:
         """Stop carrying (parcels in flight stay where they are) and release the transport."""
@@ -138,6 +141,13 @@ class CourierArbiter:
     async def _withdraw(self, parcel_id: str, reason: str) -> None:
         """Withdrawn where no one waits for a relay (the child withdrew, or was answered already)."""
         await self.courier.withdraw(parcel_id, reason)
+        await self._done(parcel_id)
+
+    async def _done(self, parcel_id: str) -> None:
+        """The kept ask is removed once nothing is owed for it at the target: a withdrawal written
+        later (the broker was out of reach) keeps it, so a courier killed or stopped before then
+        withdraws it at its next start (`resume`) and a verdict that won is noted as not delivered."""
+        await self.courier.owed(parcel_id)
         await asyncio.to_thread(self.carried.done, parcel_id)
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
@@ -167,8 +177,8 @@ class CourierArbiter:
             decision = await self._gave_up(ask, parcel_id, f"carrying to {target} failed: {exc}")
         if not (isinstance(decision, Decision) and decision.outcome == "courier"):
             self._forget(ask.key, parcel_id)  # the fallback's: nothing is left at the target
-        if parcel_id:  # answered: nothing is left for a restart to withdraw
-            self._spawn(asyncio.to_thread(self.carried.done, parcel_id))
+        if parcel_id:  # answered: nothing is left for a restart to withdraw, once nothing is owed there
+            self._spawn(self._done(parcel_id))
         if not future.done():
             future.set_result(decision)
 

@@ -5,7 +5,8 @@ A child that gave up while no courier ran removed its request and read nothing f
 target may have decided meanwhile. At start, a kept ask whose request is gone is withdrawn at the
 target (`Courier.abandon`), and a verdict that won there is noted as not delivered, as the fallback
 does. One small file per ask in flight, written before the parcel is carried and removed once the
-courier answers (or the child withdraws); not fsynced: a kill keeps it, only a machine crash may not.
+courier answers (or the child withdraws) and nothing is owed at the target (a withdrawal the broker
+could not take yet: `Courier.owed`); not fsynced: a kill keeps it, only a machine crash may not.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ A courier that gives up withdraws the parcel in the same step: the withdrawal is
 parcel's decision key, so the withdrawal or a verdict wins, never both; a verdict that won is relayed
 instead of the fallback. A withdrawal the broker cannot take now is written once it can, and a
 verdict found then was written after the child read its fallback: the courier notes it beside the
-key (`late_key`), so the approver records it as not delivered.
+key (`late_key`), so the approver records it as not delivered. Until then the ask stays kept
+(`owed`): a courier killed or stopped first withdraws it at its next start.
 
 The key's decision is its **first** value (`read_own_first_decision`: its history, through a consumer
 scoped to this host's keys), so a delete, a purge's marker or a later write never reopens it or puts
@@ -95,8 +96,8 @@ class NatsCourier:
         self._keys: dict[str, tuple[str, str]] = {}
         #: Parcel id → where the approver's row for it is (`late_body`): for a late note.
         self._rows: dict[str, tuple[str, str, str]] = {}
-        #: Withdrawals the broker could not take yet, written in the background until it can.
-        self._owed: set[asyncio.Task[None]] = set()
+        #: Parcel id → its withdrawal the broker could not take yet, written in the background until it can.
+        self._owed: dict[str, asyncio.Task[None]] = {}
         #: The broker's state as this courier saw it last: one log line per change, not per retry.
         self.health = BrokerHealth(self.target)
 
@@ -264,8 +265,19 @@ class NatsCourier:
         log.warning("%s: could not withdraw %s yet (%s): written once the broker answers",
                     self.target, parcel_id, exc)
         task = asyncio.ensure_future(self._owe(key, parcel_id, digest, reason))
-        self._owed.add(task)
-        task.add_done_callback(self._owed.discard)
+        self._owed[parcel_id] = task
+        task.add_done_callback(lambda done: self._paid(parcel_id, done))
+
+    def _paid(self, parcel_id: str, task: asyncio.Task[None]) -> None:
+        if self._owed.get(parcel_id) is task:
+            del self._owed[parcel_id]
+
+    async def owed(self, parcel_id: str) -> None:
+        """Returns once the withdrawal owed for the parcel (or its late note) is written; at once when
+        none is. Raises `CancelledError` when it is stopped unwritten (`close`): the ask stays kept."""
+        task = self._owed.get(parcel_id)
+        if task is not None:
+            await asyncio.shield(task)
 
     async def _withdraw(self, key: str, parcel_id: str, digest: str, reason: str) -> BrokerDecision | None:
         """The withdrawal, signed by this courier, create-only; the decision that won instead, if any: the
@@ -318,10 +330,12 @@ class NatsCourier:
                         parcel_id, exc)
 
     async def close(self) -> None:
-        """Owed withdrawals stop here (a verdict written later is not noted as undelivered)."""
-        for task in list(self._owed):
+        """Owed withdrawals stop here; their asks stay kept (`core/courier/carried.py`), so the next
+        start's `resume` writes them."""
+        owed = list(self._owed.values())
+        for task in owed:
             task.cancel()
-        await asyncio.gather(*self._owed, return_exceptions=True)
+        await asyncio.gather(*owed, return_exceptions=True)
         link, self._link = self._link, None
         if link is not None:
             with contextlib.suppress(*BROKER_DOWN):

@@ -146,6 +146,9 @@ class SessionCourier:
         """The request is removed from the target's inbox (an answer there is nobody's to read)."""
         await self.withdraw(carried.parcel_id, reason)
 
+    async def owed(self, parcel_id: str) -> None:
+        """Nothing is ever owed: a withdrawal here is done before `withdraw` returns."""
+
     async def close(self) -> None:
         """Nothing is held between carries."""
 

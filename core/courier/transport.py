@@ -101,6 +101,12 @@ class Courier(Protocol):
         so where it keeps a record of its verdict."""
         ...
 
+    async def owed(self, parcel_id: str) -> None:
+        """Returns once nothing `withdraw` or `abandon` left owed for the parcel (a withdrawal the target
+        could not take yet) is; raises `CancelledError` if stopped first. Until then the ask stays kept
+        (`core/courier/carried.py`), so a courier killed meanwhile withdraws it at its next start."""
+        ...
+
     async def close(self) -> None:
         """Release connections and watches; parcels in flight stay where they are."""
         ...

@@ -22,6 +22,10 @@ late notes, finding 1).
 All three are fixed (docs/design/reliability.md, Campaigns): late notes read again after a reconnect,
 an earlier run's carried asks withdrawn at a courier's start, the unreachable limit counted from the
 first failure after a success.
+
+A courier killed after its fallback answered, while its withdrawal was still owed (the broker out of
+its reach), forgot the ask: campaign2 finding A (seed 11), fixed by keeping the carried ask until
+the owed withdrawal is written, so the restarted courier withdraws it and notes the verdict.
 """
 
 from __future__ import annotations
@@ -296,11 +300,6 @@ async def test_a_courier_that_was_itself_stopped_reads_the_verdict_before_giving
         await approver.close()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "campaign2 finding A (broker seed 11): the courier forgets its carried ask once its fallback "
-    "answers, while the withdrawal is only owed in memory; killed before the broker answers again, "
-    "nothing tells the approver its verdict was not delivered (core/courier/arbiter.py `_carry`, "
-    "nats_courier.py `_owe_later`)"))
 @pytest.mark.timeout(180)
 async def test_a_withdrawal_owed_by_a_courier_killed_after_its_fallback_still_lowers_the_approvers_row(
     nats_server: NatsServer, tmp_path: Path
