@@ -25,7 +25,9 @@ def test_a_burst_is_frozen_and_given_back_when_the_queue_halves(heap: Heap) -> N
     frozen = gc.get_freeze_count()
     assert frozen > 0  # what survived the burst is out of the collector's full passes
     heap.pending(FREEZE_STEP)
-    assert gc.get_freeze_count() == frozen  # decided a few: still frozen
+    # Decided a few: still frozen, and nothing frozen again (a frozen object another thread of this
+    # process freed meanwhile lowers the count: it is not compared exactly).
+    assert 0 < gc.get_freeze_count() <= frozen
     heap.pending((10 + FREEZE_STEP) // 2)
     assert gc.get_freeze_count() == 0  # halved: given back, its cycles collectable again
     heap.pending((10 + FREEZE_STEP) // 2 + FREEZE_STEP)
