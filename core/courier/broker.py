@@ -353,7 +353,11 @@ async def connect(url: str, *, timeout_s: float, name: str, access: BrokerAccess
     last: collections.deque[Exception] = collections.deque(maxlen=1)
 
     async def seen(error: Exception) -> None:
-        last.append(error)
+        # The most telling error of the attempts is kept: a server that refused the credentials (or
+        # the TLS handshake) and then reset the connection was not merely out of reach.
+        if not last or unavailable(url, last[0]).state == "unreachable" or \
+                unavailable(url, error).state != "unreachable":
+            last.append(error)
         await _quiet(error)
 
     user = access.user if access is not None else None
