@@ -144,17 +144,8 @@ def facts_json(parsed: ParsedRequest) -> str:
     Encoded by pydantic in one call, the intent model included (the same text as `dumps` of the
     dumped intent, at a third of its cost); where it cannot (a lone surrogate in a string, which JSON
     text in UTF-8 cannot carry), by `dumps` (`_facts_json`)."""
-    request = parsed.request
     try:
-        encoded = _FACTS.dump_json({
-            "accessIntent": parsed.access_intent,
-            "sessionApproval": _grants(parsed),
-            "source": request.source,
-            "displaySurface": request.surface,
-            "displayValue": request.value,
-            "dropped": parsed.dropped or None,
-            "requesterAgentName": request.requester_agent_name,
-        }, by_alias=True)
+        encoded = _FACTS.dump_json(_facts(parsed, parsed.access_intent), by_alias=True)
     except ValueError:  # pydantic's serialization error
         return _facts_json(parsed)
     return encoded.decode()
@@ -165,17 +156,22 @@ _FACTS: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 
 
 def _facts_json(parsed: ParsedRequest) -> str:
-    request = parsed.request
     intent = parsed.access_intent
-    return dumps({
-        "accessIntent": intent.model_dump(by_alias=True, mode="json") if intent else None,
+    return dumps(_facts(parsed, intent.model_dump(by_alias=True, mode="json") if intent else None))
+
+
+def _facts(parsed: ParsedRequest, intent: object) -> dict[str, Any]:
+    """The `facts` column's fields, the intent as given (its model, or its dump)."""
+    request = parsed.request
+    return {
+        "accessIntent": intent,
         "sessionApproval": _grants(parsed),
         "source": request.source,
         "displaySurface": request.surface,
         "displayValue": request.value,
         "dropped": parsed.dropped or None,
         "requesterAgentName": request.requester_agent_name,
-    })
+    }
 
 
 def _grants(parsed: ParsedRequest) -> list[Any] | None:
