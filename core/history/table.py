@@ -202,6 +202,9 @@ class AsksTable:
                 assert arrival.parsed is not None
                 fresh.append(verdict_row(verdict, arrival.parsed, arrival.at, arrival.raw, now))
                 continue
+            if row is None and verdict.arrived is not None:  # answered in its intake's trip: none queued
+                fresh.append(verdict_row(verdict, verdict.parsed, verdict.arrived, verdict.raw, now))
+                continue
             row = row or self.unwritten_row(verdict.key) or self.arrive(verdict.key, verdict.parsed, now)
             self._update(row.id, verdict_columns(verdict, now, row.started))
         self.insert_verdict_rows(fresh)

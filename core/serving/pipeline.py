@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from core.disk.tree import UnsafeFolder
 from core.forwarding.inbox import UnreadableRequest
 from core.seams import Seams
+from core.serving.at_once import AtOnce
 from core.serving.intake import FileRead, Intake, rejection
 from core.serving.judgment import Chain, Judge
 from core.serving.publisher import Publisher
@@ -145,7 +146,10 @@ class Pipeline:
         if earlier is not None:
             self._go_on(served, record, self._restore(served, record, earlier, parsed))
             return
-        self.route.arrive(door, record, parsed, read.raw, served.inbox.session_id, timeout_ms, now)
+        judged = intake.judged.get(record.key.name) if intake.judged else None
+        if isinstance(judged, Exception):
+            raise judged  # its judgment in the trip failed: quarantined with why, never judged twice
+        self.route.arrive(door, record, parsed, read.raw, served.inbox.session_id, timeout_ms, now, judged)
 
     def _go_on(self, served: ServedSession, record: AskRecord, step: Coroutine[object, object, None]) -> None:
         """The rest of the path waits (on the disk, the history): it goes on as a file being served."""
@@ -238,13 +242,63 @@ class Pipeline:
                 self.reported(key, published, lines, now)
             except Exception:  # a bug reporting one answer: the others are reported, their waiters told
                 log.exception("%s: reporting its answer failed", label(key, published.verdict.parsed))
-        if lines is None:
-            return
-        for session_id, parts in lines.items():
-            session = f"session={log_safe(session_id)}"
-            for at in range(0, len(parts), LOG_GROUP):
-                group = parts[at:at + LOG_GROUP]
-                log.info("%s answered %d: %s", session, len(group), "; ".join(group))
+        if lines is not None:
+            _log_answers(lines)
+
+    # -- answered at once, in their intake's trip ----------------------------------------------------
+
+    def at_once(self, served: ServedSession) -> AtOnce | None:
+        """What a trip needs to judge this session's asks decided at once (`core.serving.at_once`);
+        None while another server answers the inbox (nothing is raced: every file takes the route)."""
+        if served.foreign is not None:
+            return None
+        arbiter = self.route.at_once if self.route.chain is None else None
+        return AtOnce(served.inbox.session_id, self.route.judge, self.clock, self.timeout_ms(), arbiter,
+                      (served.records, served.settling))
+
+    def settle_at_once(self, served: ServedSession, verdicts: list[VerdictRecord]) -> None:
+        """Have the publisher record, publish and remove an intake's asks decided at once, next on its
+        disk thread (`Publisher.settle`); their names are held meanwhile, and what became of them is
+        reported once for all (`answered_at_once`)."""
+        names = [verdict.key.name for verdict in verdicts]
+        served.settling.update(names)
+
+        def settled(done: asyncio.Future[list[Published]]) -> None:
+            served.settling.difference_update(names)
+            if not done.cancelled() and done.exception() is None:
+                self.answered_at_once(served, done.result())
+
+        # Reported when done, whatever waits or stops meanwhile (`Publisher.close` waits for it).
+        self.publisher.settle_soon(served.inbox, verdicts).add_done_callback(settled)
+
+    def answered_at_once(self, served: ServedSession, answered: Sequence[Published]) -> None:
+        """What became of an intake's answers decided at once, reported as `reported_batch` reports a
+        batch: an answer plainly written needs no record (its request is removed already); any other is
+        reported from a record made for it now, so the route's own code waits for the disk or sets a
+        forgery aside."""
+        lines: dict[str, list[str]] = {}
+        now = self.clock.wall()
+        contested, emit = served.contested, self.emit
+        for published in answered:
+            verdict = published.verdict
+            key = verdict.key
+            try:
+                if published.written and published.history_failed is None and key.name not in contested:
+                    served.note_answered(key.name)
+                    emit(ServeEvent("answered", key, now, verdict.parsed, verdict.response, verdict.outcome))
+                    told = describe(verdict.response, verdict.outcome, now - (verdict.arrived or now))
+                    part = f"{asked(key, verdict.parsed)} {told}"
+                    lines.setdefault(key.session_id, []).append(part.replace(";", SEMICOLON))
+                    continue
+                if not published.written and not published.withdrawn and key.name not in served.records:
+                    record = served.records.take(key.name)
+                    served.records.arrive(record, verdict.parsed, verdict.arrived or now)
+                    served.records.move(record, "decided")
+                    self._answering[id(verdict.parsed)] = (record, served)
+                self.reported(key, published, lines, now)
+            except Exception:  # a bug reporting one answer: the others are reported
+                log.exception("%s: reporting its answer failed", label(key, verdict.parsed))
+        _log_answers(lines)
 
     def reported(
         self, key: AskKey, published: Published, lines: dict[str, list[str]] | None = None,
@@ -539,6 +593,15 @@ class Pipeline:
     def _leave_arbiter(self, record: AskRecord) -> None:
         if record.state == "shown":
             self.arbiter.withdraw(record.key)
+
+
+def _log_answers(lines: dict[str, list[str]]) -> None:
+    """A batch's answers logged together: one line per session and `LOG_GROUP` answers."""
+    for session_id, parts in lines.items():
+        session = f"session={log_safe(session_id)}"
+        for at in range(0, len(parts), LOG_GROUP):
+            group = parts[at:at + LOG_GROUP]
+            log.info("%s answered %d: %s", session, len(group), "; ".join(group))
 
 
 def _gone(record: AskRecord) -> str:

@@ -75,6 +75,9 @@ class ServedSession:
     #: Names this node answered lately, newest last (bounded): another server's answer under one of them
     #: contests this node's; under a name this node never judged it is none of this node's business.
     answered: OrderedDict[str, None] = field(default_factory=OrderedDict)
+    #: Names of asks decided at once whose answers the publisher is settling (`core.serving.at_once`):
+    #: held as a record holds its name (no rescan takes their files), until their report.
+    settling: set[str] = field(default_factory=set)
     problems: dict[str, ServeEvent] = field(default_factory=dict)
     """Refused folders by part (`inbox`, `heartbeat`): the `unsafe_folder` event that reported each."""
 
