@@ -276,19 +276,24 @@ class Pipeline:
         batch: an answer plainly written needs no record (its request is removed already); any other is
         reported from a record made for it now, so the route's own code waits for the disk or sets a
         forgery aside."""
-        lines: dict[str, list[str]] = {}
+        parts: list[str] = []
+        lines: dict[str, list[str]] = {served.inbox.session_id: parts}
         now = self.clock.wall()
-        contested, emit = served.contested, self.emit
+        contested, emit, plain = served.contested, self.emit, []
+        #: What each response says in a log line (a burst's answers share a few responses).
+        told: dict[int, str] = {}
         for published in answered:
             verdict = published.verdict
-            key = verdict.key
+            key, response = verdict.key, verdict.response
             try:
                 if published.written and published.history_failed is None and key.name not in contested:
-                    served.note_answered(key.name)
-                    emit(ServeEvent("answered", key, now, verdict.parsed, verdict.response, verdict.outcome))
-                    told = describe(verdict.response, verdict.outcome, now - (verdict.arrived or now))
-                    part = f"{asked(key, verdict.parsed)} {told}"
-                    lines.setdefault(key.session_id, []).append(part.replace(";", SEMICOLON))
+                    plain.append(key.name)
+                    emit(ServeEvent("answered", key, now, verdict.parsed, response, verdict.outcome))
+                    if (said := told.get(id(response))) is None:
+                        said = told[id(response)] = describe(response, verdict.outcome, None)
+                    waited = (now - (verdict.arrived or now)) * 1000
+                    part = f"{asked(key, verdict.parsed)} {said} in {waited:.1f}ms"
+                    parts.append(part.replace(";", SEMICOLON))
                     continue
                 if not published.written and not published.withdrawn and key.name not in served.records:
                     record = served.records.take(key.name)
@@ -298,6 +303,7 @@ class Pipeline:
                 self.reported(key, published, lines, now)
             except Exception:  # a bug reporting one answer: the others are reported
                 log.exception("%s: reporting its answer failed", label(key, verdict.parsed))
+        served.note_answered_all(plain)
         _log_answers(lines)
 
     def reported(

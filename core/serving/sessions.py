@@ -91,6 +91,15 @@ class ServedSession:
         while len(self.answered) > MAX_CONTESTED:
             self.answered.popitem(last=False)
 
+    def note_answered_all(self, names: list[str]) -> None:
+        """`note_answered` for a batch's answers, in their order."""
+        answered = self.answered
+        for name in answered.keys() & names:  # answered lately under the same name: newest again
+            answered.move_to_end(name)
+        answered.update(dict.fromkeys(names))
+        while len(answered) > MAX_CONTESTED:
+            answered.popitem(last=False)
+
     def judged(self, name: str) -> bool:
         """Whether this node serves the request `name` now, or answered it lately."""
         return self.records.get(name) is not None or name in self.answered
