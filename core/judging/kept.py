@@ -55,7 +55,8 @@ class KeptJudgments:
             self._kept.clear()
 
     def get(self, key: Hashable, policy: Policy, rules: tuple[Rule, ...]) -> Kept | None:
-        """The judgment kept for `key`, if it was made under this very `policy` and `rules`."""
+        """The judgment kept for `key`, if it was made under this very `policy` and `rules` (no lock: a
+        dictionary read, and `keep` replaces entries whole; any thread)."""
         kept = self._kept.get(key)
         if kept is None or kept.policy is not policy or kept.rules is not rules:
             return None

@@ -5,12 +5,25 @@ on the child's facts as sent) and `core.judging.links` (non-terminal links) to t
 `Judge`/`Chain` seams, and keeps this node's serving-session grants. A request without usable facts
 never reaches either: missing facts make judgment impossible, so it goes to a person
 (`docs/design/contract.md` § Facts and judgment).
+
+Thread-safe: `judge` (and so `judge_ask`) runs on the publisher's disk thread for the asks decided at
+once while the event loop judges others, reloads the config and records or revokes grants. The
+judgment itself reads values replaced whole (a `Policy` from the store, which locks itself; a
+session's grant rules, one tuple): a judgment made while a reload or a grant lands is the judgment
+of the state before or after it, never a mix inside one reading. What is shared and mutated takes a
+lock of its own, held for a few dictionary operations only: the grant books by session (`_lock`,
+taken only when a session's book is first made), the config errors already logged (`_lock`, only
+when the policy has errors), a grant's use count (`GrantLog`'s lock, only when a grant decided), a
+book's grants (`SessionGrants`' lock) and the kept judgments (`KeptJudgments`' lock, at a miss).
+An ask no grant decides, under a config without errors, takes no lock of this module.
+(`tests/judging/test_threads.py` judges from two threads during a reload and a grant.)
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
@@ -45,6 +58,8 @@ class RecordedAuthority:
         self.clock = clock
         self._grants: dict[str, SessionGrants] = {}
         self._reported: set[str] = set()
+        #: Guards `_grants` (a book made once per session) and `_reported`, from any thread.
+        self._lock = threading.Lock()
         self._ignored_reported = ""
         #: Called with each config change held because it widens (the app shows it and asks).
         self.on_pending: list[Callable[[PendingReload], None]] = []
@@ -59,9 +74,14 @@ class RecordedAuthority:
                 log_safe(pending.path, 300), log_safe("; ".join(pending.diff_lines()), 2000))
 
     def grants_for(self, session_id: str) -> SessionGrants:
-        if session_id not in self._grants:
-            self._grants[session_id] = SessionGrants(self.store, self.clock)
-        return self._grants[session_id]
+        """The session's grant book, made on first use (once, whichever thread asks first)."""
+        book = self._grants.get(session_id)
+        if book is None:
+            with self._lock:
+                book = self._grants.get(session_id)
+                if book is None:
+                    book = self._grants[session_id] = SessionGrants(self.store, self.clock)
+        return book
 
     def explain(
         self, parsed: ParsedRequest, session_id: str, extra: Sequence[SessionGrant] = (),
@@ -81,6 +101,7 @@ class RecordedAuthority:
     ) -> Judgment:
         """One judgment; the explanation is `LazySequence` until someone reads it. An ask judged
         before under the same policy and grants gets the judgment kept then (`core.judging.kept`).
+        Callable from any thread (the module's docstring says how).
 
         `preview`: a what-if (a grant's or a rule's reach), not a decision: no grant's use is counted."""
         if extra or written is not None:
@@ -150,7 +171,9 @@ class RecordedAuthority:
 
     def list_grants(self) -> list[GrantEntry]:
         """Every live whole-serving-session grant of this node, with provenance and use."""
-        return self.grant_log.entries(self._grants)
+        with self._lock:  # a snapshot: another thread may make a session's book meanwhile
+            books = dict(self._grants)
+        return self.grant_log.entries(books)
 
     def revoke_grant(self, session_id: str, grant_id: str) -> bool:
         """Remove a grant: the next ask is judged without it. False when it was already gone."""
@@ -209,7 +232,8 @@ class RecordedAuthority:
         return declined
 
     def _applied(self) -> None:
-        self._reported.clear()
+        with self._lock:
+            self._reported.clear()
         log.info("config changed; rules reloaded")
         self.report_config()
 
@@ -229,8 +253,10 @@ class RecordedAuthority:
     def _log_errors(self, errors: Sequence[ConfigError]) -> None:
         for error in errors:
             text = f"{error.path}: {error.key}: {error.reason}"
-            if text not in self._reported:
+            with self._lock:
+                new = text not in self._reported
                 self._reported.add(text)
+            if new:
                 log.warning("config error (scope ignored or floored): %s", text)
 
 

@@ -31,7 +31,11 @@ GLOBAL = "global"
 
 @dataclass(frozen=True)
 class Policy:
-    """What this node's recorded authority says, for one (possibly suspicious) agent name."""
+    """What this node's recorded authority says, for one (possibly suspicious) agent name.
+
+    Its caches (candidates by surface, `others`, `pi_differs_on`) fill on first use from any thread
+    without a lock: each entry is a pure function of the policy, so two threads filling one at once
+    store equal values."""
 
     agent_name: str
     suspicious_agent_reason: str | None

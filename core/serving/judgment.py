@@ -86,7 +86,9 @@ def rule_response(judgment: Judgment, responder: str, clock: Clock) -> Forwarded
     A response is a value of the verdict, `decidedBy`, reason, responder and millisecond alone, and
     building one costs more than a kept judgment: the asks of a burst decided alike within the same
     millisecond share the last one built (asks decided by one rule share its `decidedBy` value,
-    `core.rules.judge.decision_of`)."""
+    `core.rules.judge.decision_of`). Callable from any thread without a lock: the last one is one
+    tuple, read and replaced whole (a thread that finds another's is given an identical value; a
+    race only builds one more response)."""
     now = wall_ms(clock)
     verdict, source, reason = judgment.verdict, judgment.decided_by, judgment.reason
     last = _last[0]
