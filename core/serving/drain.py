@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from core.disk.tree import UnsafeFolder
 from core.forwarding.inbox import FileIdentity
-from core.serving.intake import INTAKE_FILES, Intake, Listing, scan, take_in
+from core.serving.intake import INTAKE_FILES, SETTLE_FILES, Intake, Listing, scan, take_in
 from core.serving.pipeline import Pipeline
 from core.serving.records import AWAITING, AskRecords
 from core.serving.sessions import ServedSession, Sessions
@@ -167,7 +167,8 @@ class Drain:
             ahead = None
             if new:
                 serve = None if lane is None else lane.serve
-                trip = on_disk(take_in, served.inbox, new[:INTAKE_FILES], self.ledger, serve)
+                count = INTAKE_FILES if serve is None else SETTLE_FILES
+                trip = on_disk(take_in, served.inbox, new[:count], self.ledger, serve)
                 ahead = asyncio.ensure_future(trip)
             try:
                 await self._serve_batch(served, intake)

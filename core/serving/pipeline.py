@@ -387,9 +387,13 @@ class Pipeline:
                 served.records.release(record)
 
     def settled(self, served: ServedSession, name: str) -> bool:
-        """The watcher saw an answered request removed (by us, or by its child): its name is free."""
+        """The watcher saw an answered request removed (by us, or by its child): its name is free. One
+        answered at once has no record: its removal is no news (no rescan) while its answer is being
+        settled or once it was (`note_answered`)."""
         record = served.records.get(name)
-        if record is None or record.state != "published":
+        if record is None:
+            return name in served.settling or name in served.answered
+        if record.state != "published":
             return False
         served.records.release(record)
         return True
