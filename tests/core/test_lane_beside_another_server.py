@@ -16,8 +16,6 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
-
 from core.history import HistoryStore
 from core.serving.intake import INTAKE_FILES
 from core.testing import HeldAt, ManualClock
@@ -49,7 +47,6 @@ def noted(store: HistoryStore) -> bool:
 
 
 @needs_inotify
-@pytest.mark.xfail(strict=True, reason="campaign3 finding 1: `ServedSession.judged` ignores `settling`")
 async def test_another_servers_answer_to_an_ask_being_settled_at_once_makes_it_contested(
     tmp_path: Path, other: subprocess.Popen[bytes]
 ) -> None:
@@ -83,7 +80,6 @@ async def test_another_servers_answer_to_an_ask_being_settled_at_once_makes_it_c
 
 
 @needs_inotify
-@pytest.mark.xfail(strict=True, reason="campaign3 finding 2: the lane ignores `foreign` once a pass began")
 async def test_asks_read_after_another_server_was_seen_are_not_answered_at_once(
     tmp_path: Path, other: subprocess.Popen[bytes]
 ) -> None:
