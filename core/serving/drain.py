@@ -166,7 +166,8 @@ class Drain:
             # intake is asked for before this one is judged, so it is read while the loop judges.
             ahead = None
             if new:
-                serve = None if lane is None else lane.serve
+                # Another server seen meanwhile: nothing more is answered at once (the route leaves it).
+                serve = None if lane is None or served.foreign is not None else lane.serve
                 count = INTAKE_FILES if serve is None else SETTLE_FILES
                 trip = on_disk(take_in, served.inbox, new[:count], self.ledger, serve)
                 ahead = asyncio.ensure_future(trip)

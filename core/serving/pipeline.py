@@ -259,7 +259,10 @@ class Pipeline:
     def settle_at_once(self, served: ServedSession, verdicts: list[VerdictRecord]) -> None:
         """Have the publisher record, publish and remove an intake's asks decided at once, next on its
         disk thread (`Publisher.settle`); their names are held meanwhile, and what became of them is
-        reported once for all (`answered_at_once`)."""
+        reported once for all (`answered_at_once`). Not while another server answers the inbox (seen
+        since the trip judged them): their files stay, served again once it is gone (never raced)."""
+        if served.foreign is not None:
+            return
         names = [verdict.key.name for verdict in verdicts]
         served.settling.update(names)
 

@@ -101,8 +101,9 @@ class ServedSession:
             answered.popitem(last=False)
 
     def judged(self, name: str) -> bool:
-        """Whether this node serves the request `name` now, or answered it lately."""
-        return self.records.get(name) is not None or name in self.answered
+        """Whether this node serves the request `name` now (its answer settling at once included), or
+        answered it lately."""
+        return self.records.get(name) is not None or name in self.settling or name in self.answered
 
 class ServedSessions(Protocol):
     """All a front end may know and do about the sessions a core serves (no lock, heartbeat or record)."""
