@@ -121,15 +121,13 @@ class Drain:
         kept = last[0] if safety and last is not None and last[1] < RELIST_PASSES else None
         lane = self.pipeline.at_once(served)
         try:
-            # One trip off the loop lists the inbox and reads the first batch of new files, so a burst
-            # is judged, recorded and published together (and a single ask pays one trip). On the disk
-            # thread when it is free, serving there the asks decided at once (`core.serving.at_once`);
-            # else on a thread of its own: a new ask is read while a write hangs or waits to be retried.
-            if lane is not None and self.pipeline.publisher.idle():
-                found = await on_disk(scan, served.inbox, known, self.ledger, watched, check, kept,
-                                      lane.serve)
-            else:
-                found = await asyncio.to_thread(scan, served.inbox, known, self.ledger, watched, check, kept)
+            # One trip off the loop lists the inbox, reads the first batch of new files and judges those
+            # decided at once (`core.serving.at_once`), so a burst is judged, recorded and published
+            # together (and a single ask pays one trip). On the disk thread when it is free; else on a
+            # thread of its own: a new ask is read while a write hangs or waits to be retried.
+            serve = None if lane is None else lane.serve
+            run = on_disk if self.pipeline.publisher.idle() else asyncio.to_thread
+            found = await run(scan, served.inbox, known, self.ledger, watched, check, kept, serve)
         except UnsafeFolder:
             raise
         except Exception as exc:
