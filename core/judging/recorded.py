@@ -34,6 +34,7 @@ from core.judging.grant_log import GrantEntry, GrantLog
 from core.judging.kept import KeptJudgments
 from core.judging.links import AuthorizerChain
 from core.rules import ConfigError, Policy, PolicyStore, Rule, SessionGrants
+from core.rules.compiled import Compiled
 from core.rules.explain import Explanation, explain, explain_policy
 from core.rules.model import Step
 from core.rules.reloads import PendingReload
@@ -70,6 +71,7 @@ class RecordedAuthority:
         #: (agent, store generation, compositions, the policy `store.policy(agent)` returned then):
         #: one tuple, read and replaced whole from any thread.
         self._last_policy: tuple[str, int, int, Policy] | None = None
+        self._last_compiled: Compiled | None = None
         for pending in store.held_at_start():
             log.warning(
                 "at start: config change to %s since it was last accepted widens permissions and is NOT "
@@ -159,14 +161,17 @@ class RecordedAuthority:
         facts = parsed.access_intent is not None
         return _judgment(explanation, None if facts else parsed.dropped.get("accessIntent"), facts)
 
-    @staticmethod
-    def _judged(policy: Policy, intent: ForwardedAccessIntent | None, rules: tuple[Rule, ...],
+    def _judged(self, policy: Policy, intent: ForwardedAccessIntent | None, rules: tuple[Rule, ...],
                 why: str | None) -> tuple[Judgment, SessionApprovalDecision | None]:
         """The judgment and the grant that decided it: an ask without asking units by the policy's
         compiled reading (`core.rules.compiled`) when it can tell, else in full; the explanation and
         trail are the full judgment's, built when someone reads them."""
         if intent is not None and not intent.asking_units:
-            compiled = policy.compiled(rules)
+            last = self._last_compiled
+            if last is not None and last.policy is policy and last.session is rules:
+                compiled = last  # `policy.compiled(rules)`, as it was last
+            else:
+                compiled = self._last_compiled = policy.compiled(rules)
             decided = compiled.decide(intent.surface, intent.match_values, intent.floor)
             if decided is not None:
                 afresh = _Afresh(policy, intent, rules)
