@@ -14,8 +14,9 @@ of the state before or after it, never a mix inside one reading. What is shared 
 lock of its own, held for a few dictionary operations only: the grant books by session (`_lock`,
 taken only when a session's book is first made), the config errors already logged (`_lock`, only
 when the policy has errors), a grant's use count (`GrantLog`'s lock, only when a grant decided), a
-book's grants (`SessionGrants`' lock) and the kept judgments (`KeptJudgments`' lock, at a miss).
-An ask no grant decides, under a config without errors, takes no lock of this module.
+book's grants (`SessionGrants`' lock) and the kept judgments (`KeptJudgments`' lock, when one is
+kept). The last policy and compiled reading used are one value each, read and replaced whole. An
+ask no grant decides, under a config without errors, takes no lock of the judging layer.
 (`tests/judging/test_threads.py` judges from two threads during a reload and a grant.)
 """
 
