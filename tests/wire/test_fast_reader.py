@@ -137,7 +137,7 @@ def files(draw: st.DrawFn) -> bytes:
         pairs.insert(draw(st.integers(0, len(pairs))), (key, draw(HOSTILE | st.just(value))))
         written = pairs
     nested = [obj for obj in _objects(request)[1:] if obj]
-    if nested and draw(st.booleans()):  # a key of a nested object (the facts, a unit...) written twice
+    if draw(st.booleans()) and nested:  # a key of a nested object (the facts, a unit...) written twice
         target = draw(st.sampled_from(nested))
         key = draw(st.sampled_from(sorted(target)))
         at = draw(st.integers(0, len(target)))
