@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from core.history import HistoryStore
 from core.testing import FailingLedger, ManualClock
 from core.vocabulary.asks import DenyingArbiter
@@ -24,8 +22,6 @@ from tests.history.support import S
 
 
 @needs_inotify
-@pytest.mark.xfail(strict=True, reason="campaign3 finding 4: refused written-marks are never retried while "
-                   "serve runs (`Publisher._commit`)")
 async def test_a_written_mark_refused_through_every_retry_is_noted_once_the_history_takes_writes(
     tmp_path: Path,
 ) -> None:
