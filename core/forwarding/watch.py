@@ -249,6 +249,51 @@ class _SessionTree:
 #: How often the watcher looks for inboxes served since (their folders then get their watches); the
 #: safety rescan finds their asks meanwhile.
 SYNC_S = 1.0
+#: Events read this soon after the last read are a stream (a burst: a rename in, a link and a removal
+#: per ask): the next read waits this long, so the loop wakes once per stretch, not every few events.
+GATHER_S = 0.002
+
+
+class _Reading:
+    """The inotify descriptor read on the event loop: at once while events are rare (a single ask pays
+    no wait), once per `GATHER_S` while they stream in; never while the consumer rescans (`paused`)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, watched: _SessionTree) -> None:
+        self.loop, self.watched = loop, watched
+        self.paused = self.gathering = self.closed = False
+        self.on = False
+        self.last = float("-inf")
+
+    def readable(self) -> None:
+        self.watched.on_readable()
+        now = self.loop.time()
+        if now - self.last < GATHER_S and not self.gathering:
+            self.gathering = True
+            self._sync()
+            self.loop.call_later(GATHER_S, self._gathered)
+        self.last = now
+
+    def _gathered(self) -> None:
+        self.gathering = False
+        self._sync()
+        if self.on:
+            self.readable()  # what queued meanwhile, at once
+
+    def pause(self, paused: bool) -> None:
+        self.paused = paused
+        self._sync()
+
+    def close(self) -> None:
+        self.closed = True
+        self._sync()
+
+    def _sync(self) -> None:
+        wanted = not (self.paused or self.gathering or self.closed)
+        if wanted and not self.on:
+            self.loop.add_reader(self.watched.ino.fd, self.readable)
+        elif self.on and not wanted:
+            self.loop.remove_reader(self.watched.ino.fd)
+        self.on = wanted
 
 
 async def _inotify_changes(
@@ -265,8 +310,8 @@ async def _inotify_changes(
     every few events during that rescan, and they only say to rescan again once it ends. An overflow
     meanwhile means "rescan everything"; a removal not read yet is noted by that rescan instead."""
     watched = _SessionTree(sessions_dir, tree, settled, wanted, foreign, fault)
-    loop = asyncio.get_running_loop()
-    loop.add_reader(watched.ino.fd, watched.on_readable)
+    reading = _Reading(asyncio.get_running_loop(), watched)
+    reading.pause(False)
     try:
         watched.start()
         stopping = asyncio.ensure_future(stop.wait())
@@ -280,16 +325,16 @@ async def _inotify_changes(
                     continue
                 if not stop.is_set():
                     taken = watched.take()
-                    loop.remove_reader(watched.ino.fd)
+                    reading.pause(True)
                     try:
                         yield taken
                     finally:
-                        loop.add_reader(watched.ino.fd, watched.on_readable)
+                        reading.pause(False)
                     watched.on_readable()  # what queued meanwhile, at once
         finally:
             stopping.cancel()
     finally:
-        loop.remove_reader(watched.ino.fd)
+        reading.close()
         watched.close()
 
 

@@ -41,11 +41,16 @@ class Candidates:
         """The same compiled rules followed by `tail`."""
         return Candidates(self.compiled, tail, self._index) if tail else self
 
+    def finder(self) -> Callable[[str], int]:
+        """`last_index` itself, or the index's own lookup when there is no tail (one call fewer)."""
+        return self.last_index if self.tail else self._index.last
+
     def last_index(self, value: str) -> int:
         """Position of the last rule matching `value`, or -1."""
-        for offset in range(len(self.tail) - 1, -1, -1):
-            if self.tail[offset].pattern_wildcard.matches(value):
-                return len(self.compiled) + offset
+        if self.tail:
+            for offset in range(len(self.tail) - 1, -1, -1):
+                if self.tail[offset].pattern_wildcard.matches(value):
+                    return len(self.compiled) + offset
         return self._index.last(value)
 
 
@@ -70,27 +75,31 @@ class _LastMatch:
                 heads.setdefault(wildcard.head, []).append((position, wildcard.matches))
             else:
                 headless.append((position, wildcard.matches))
-        self.by_head = {size: {head: tuple(reversed(found)) for head, found in heads.items()}
-                        for size, heads in sorted(by_head.items())}
+        #: (head length, head -> its rules from the last down), shortest heads first.
+        self.by_head = tuple((size, {head: tuple(reversed(found)) for head, found in heads.items()})
+                             for size, heads in sorted(by_head.items()))
         self.headless = tuple(reversed(headless))
 
     def last(self, value: str) -> int:
+        """Each group is scanned from its last rule down, never below the best hit so far (the
+        scan is written out in place: this runs for every value of every ask)."""
         best = self.exact.get(value, -1)
-        for size, heads in self.by_head.items():
-            if size > len(value):
+        length = len(value)
+        for size, heads in self.by_head:
+            if size > length:
                 break
-            best = _scan(heads.get(value[:size], ()), value, best)
-        return _scan(self.headless, value, best)
-
-
-def _scan(rules: Sequence[tuple[int, Callable[[str], bool]]], value: str, best: int) -> int:
-    """The highest position above `best` whose rule matches (`rules` run from the last down)."""
-    for position, matches in rules:
-        if position <= best:
-            break
-        if matches(value):
-            return position
-    return best
+            for position, matches in heads.get(value[:size], ()):
+                if position <= best:
+                    break
+                if matches(value):
+                    best = position
+                    break
+        for position, matches in self.headless:
+            if position <= best:
+                break
+            if matches(value):
+                return position
+        return best
 
 
 def any_value(candidates: Candidates, values: Sequence[str], originals: Sequence[str]) -> Match:

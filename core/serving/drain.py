@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from core.disk.tree import UnsafeFolder
 from core.forwarding.inbox import FileIdentity
-from core.serving.intake import INTAKE_FILES, Intake, Listing, scan, take_in
+from core.serving.intake import INTAKE_FILES, SETTLE_FILES, Intake, Listing, scan, take_in
 from core.serving.pipeline import Pipeline
 from core.serving.records import AWAITING, AskRecords
 from core.serving.sessions import ServedSession, Sessions
@@ -121,15 +121,13 @@ class Drain:
         kept = last[0] if safety and last is not None and last[1] < RELIST_PASSES else None
         lane = self.pipeline.at_once(served)
         try:
-            # One trip off the loop lists the inbox and reads the first batch of new files, so a burst
-            # is judged, recorded and published together (and a single ask pays one trip). On the disk
-            # thread when it is free, serving there the asks decided at once (`core.serving.at_once`);
-            # else on a thread of its own: a new ask is read while a write hangs or waits to be retried.
-            if lane is not None and self.pipeline.publisher.idle():
-                found = await on_disk(scan, served.inbox, known, self.ledger, watched, check, kept,
-                                      lane.serve)
-            else:
-                found = await asyncio.to_thread(scan, served.inbox, known, self.ledger, watched, check, kept)
+            # One trip off the loop lists the inbox, reads the first batch of new files and judges those
+            # decided at once (`core.serving.at_once`), so a burst is judged, recorded and published
+            # together (and a single ask pays one trip). On the disk thread when it is free; else on a
+            # thread of its own: a new ask is read while a write hangs or waits to be retried.
+            serve = None if lane is None else lane.serve
+            run = on_disk if self.pipeline.publisher.idle() else asyncio.to_thread
+            found = await run(scan, served.inbox, known, self.ledger, watched, check, kept, serve)
         except UnsafeFolder:
             raise
         except Exception as exc:
@@ -168,7 +166,8 @@ class Drain:
             if new:
                 # Another server seen meanwhile: nothing more is answered at once (the route leaves it).
                 serve = None if lane is None or served.foreign is not None else lane.serve
-                trip = on_disk(take_in, served.inbox, new[:INTAKE_FILES], self.ledger, serve)
+                count = INTAKE_FILES if serve is None else SETTLE_FILES
+                trip = on_disk(take_in, served.inbox, new[:count], self.ledger, serve)
                 ahead = asyncio.ensure_future(trip)
             try:
                 await self._serve_batch(served, intake)

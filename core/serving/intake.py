@@ -38,6 +38,10 @@ log = logging.getLogger("pi_authorizer.serve")
 #: Files one intake trip reads: small enough that a burst is judged while its first files are being
 #: committed (the publisher then takes everything queued, up to `MAX_BATCH`, as one batch).
 INTAKE_FILES = 256
+#: Files a later trip of a burst reads when it judges the asks decided at once (`core.serving.at_once`):
+#: their judgment and their batch then share one thread, and a batch's own costs (its transactions, the
+#: looks it makes once, the folder's flush) are spread over more asks.
+SETTLE_FILES = 1024
 #: Request bytes one intake trip may hold (with at most `INTAKE_FILES` files): memory stays bounded.
 READ_BUDGET = 32 << 20
 #: How long before a listing `requests/` must have last changed for its listing to be reused while

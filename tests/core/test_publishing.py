@@ -216,7 +216,7 @@ async def test_a_bursts_later_intakes_take_turns_with_its_commits_on_one_disk_th
     assert_answered_once(node, ids)
     [disk] = set(ledger.records)  # every batch committed on the one disk thread
     assert disk.startswith("pi-authorizer-disk")
-    assert len(ledger.lookups) >= 3 and set(ledger.lookups) == {disk}
+    assert len(ledger.lookups) >= 2 and set(ledger.lookups) == {disk}
 
 
 # --------------------------------------------------------------------------------------------------
