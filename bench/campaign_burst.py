@@ -33,6 +33,7 @@ import json
 import os
 import random
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -321,6 +322,8 @@ def serve_burst(args: argparse.Namespace, folder: Path, rng: random.Random,
     os.killpg(proc.pid, signal.SIGTERM)
     proc.wait(120)
     ino.close()
+    if args.full_disk and args.state_on_full:  # kept: the tmpfs goes with the namespace
+        shutil.copytree(state, folder / "state-kept", ignore=shutil.ignore_patterns("quarantine"))
     status = report(args, folder, state, kind_of, sent, read, second, appeared, overflowed, burst_s,
                     answered_s, len(kills))
     if args.hostile:
