@@ -239,6 +239,7 @@ def serve_burst(args: argparse.Namespace, folder: Path, rng: random.Random,
     overflowed = False
     read: dict[str, tuple[bytes, int, float]] = {}
     started = time.monotonic()
+    args.started_wall = time.time()  # read times in asks.json are wall clock (to compare with the log)
     for rid in kind_of:  # the burst: every request renamed in at once
         os.rename(staging / f"{rid}.json", requests / f"{rid}.json")
     burst_s = time.monotonic() - started
@@ -555,11 +556,14 @@ def report(args: argparse.Namespace, folder: Path, state: Path, kind_of: dict[st
     for kind in kinds:
         for line in found[kind][:8]:
             print(f"  {kind}: {line}")
+    started_wall = getattr(args, "started_wall", 0.0)
     (folder / "findings.json").write_text(json.dumps(
         {"seed": args.seed, "asks": len(kind_of), "kinds": dict(counts), "found": dict(found)}, indent=1))
     (folder / "asks.json").write_text(json.dumps(
         {rid: {"kind": kind_of[rid], "sent": sent[rid].decode("utf-8", "replace"),
-               "read": None if rid not in read else read[rid][0].decode("utf-8", "replace")}
+               "read": None if rid not in read else read[rid][0].decode("utf-8", "replace"),
+               "read_at": None if rid not in read else read[rid][2] + started_wall,
+               "again": [data.decode("utf-8", "replace") for data in second.get(rid, [])]}
          for rid in kind_of}, indent=0))
     return sum(len(found[k]) for k in kinds)
 
