@@ -21,6 +21,9 @@ from core.disk.entries import temp_target, temp_writer
 from core.disk.tree import Anchor, UnsafeFolder
 from core.forwarding.inotify import (
     DIRECTORY_EVENTS,
+    FS_ENCODING,
+    FS_ERRORS,
+    HEADER,
     IN_CREATE,
     IN_DELETE,
     IN_DONT_FOLLOW,
@@ -149,24 +152,31 @@ class _SessionTree:
 
     def on_readable(self) -> None:
         try:
-            events = self.ino.read_events()
+            data = self.ino.read_raw()
         except OSError as exc:
             log.warning("reading inotify events failed: %s", exc)
             self.rescan_all = True
-            events = []
+            data = b""
         # A burst's events in bulk: a request file renamed in or removed, and an answer linked into
-        # `responses/`, three per ask, are told apart here without a call each (`_handle` has the rest).
+        # `responses/`, three per ask, are told apart here as the kernel wrote them, without an
+        # `Event` or a call each (an answer's name is not even decoded; `_handle` has the rest).
         folder_of, inboxes, outboxes = self.folder_of, self.inboxes, self.outboxes
         changed, settled = self.changed, self.settled
-        for event in events:
-            wd, mask, name = event
-            if not name.endswith(".json") or mask & _SPECIAL:
-                self._handle(event)
-            elif wd in inboxes and (folder := folder_of.get(wd)) is not None:
-                if not (mask & (IN_DELETE | IN_MOVED_FROM) and settled(folder, name)):
-                    changed.add(folder)
-            elif wd not in outboxes:  # a temp's name ends `.tmp`: an answer's is no news for serving
-                self._handle(event)
+        offset, end, size, unpack = 0, len(data), HEADER.size, HEADER.unpack_from
+        while offset + size <= end:
+            wd, mask, _cookie, length = unpack(data, offset)
+            offset += size
+            raw = data[offset : offset + length].rstrip(b"\0")
+            offset += length
+            if raw.endswith(b".json") and not mask & _SPECIAL:
+                if wd in outboxes:
+                    continue  # an answer linked (a temp's name ends `.tmp`): no news for serving
+                if wd in inboxes and (folder := folder_of.get(wd)) is not None:
+                    name = raw.decode(FS_ENCODING, FS_ERRORS)
+                    if not (mask & (IN_DELETE | IN_MOVED_FROM) and settled(folder, name)):
+                        changed.add(folder)
+                    continue
+            self._handle(Event(wd, mask, raw.decode(FS_ENCODING, FS_ERRORS)))
         if self.changed or self.rescan_all:
             self.ready.set()
 

@@ -24,7 +24,6 @@ a batch judged on the loop and still committing).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Container
 from dataclasses import dataclass, replace
 
@@ -36,11 +35,10 @@ from core.serving.verdicts import VerdictRecord
 from core.vocabulary.asks import ArbiterDecision, Ask, AskKey, Decision, Judgment
 from core.wire.response import ForwardedResponse, encode_response
 
-log = logging.getLogger("pi_authorizer.serve")
 
 @dataclass(frozen=True)
 class AtOnce:
-    """What a trip needs to serve the asks of one session decided at once, taken on the event loop."""
+    """What a trip needs to judge the asks of one session decided at once, taken on the event loop."""
 
     session_id: str
     judge: Judge

@@ -284,7 +284,8 @@ class Pipeline:
         now = self.clock.wall()
         contested, emit, plain = served.contested, self.emit, []
         #: What each response says in a log line (a burst's answers share a few responses).
-        told: dict[int, str] = {}
+        told: dict[tuple[int, str], str] = {}
+        said: dict[tuple[str, ...], str] = {}  # the agents and surface parts (`asked`)
         for published in answered:
             verdict = published.verdict
             key, response = verdict.key, verdict.response
@@ -292,10 +293,11 @@ class Pipeline:
                 if published.written and published.history_failed is None and key.name not in contested:
                     plain.append(key.name)
                     emit(ServeEvent("answered", key, now, verdict.parsed, response, verdict.outcome))
-                    if (said := told.get(id(response))) is None:
-                        said = told[id(response)] = describe(response, verdict.outcome, None)
+                    outcome = verdict.outcome
+                    if (told_now := told.get((id(response), outcome))) is None:
+                        told_now = told[id(response), outcome] = describe(response, outcome, None)
                     waited = (now - (verdict.arrived or now)) * 1000
-                    parts.append(joined(f"{asked(key, verdict.parsed)} {said} in {waited:.1f}ms"))
+                    parts.append(joined(f"{asked(key, verdict.parsed, said)} {told_now} in {waited:.1f}ms"))
                     continue
                 if not published.written and not published.withdrawn and key.name not in served.records:
                     record = served.records.take(key.name)

@@ -8,9 +8,13 @@ every ask is judged exactly once, whichever side of the lane it ends on.
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections import Counter
 from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from core.history import HistoryStore
 from core.seams import Seams
@@ -18,13 +22,15 @@ from core.serving.intake import INTAKE_FILES
 from core.serving.loop import ServingCore
 from core.serving.sessions import ServedSession
 from core.testing import HeldAt, ScriptedArbiter
-from core.vocabulary.asks import Arbiter, Ask, DenyingArbiter, Judgment
-from core.vocabulary.events import ServeEvent
+from core.vocabulary.asks import Arbiter, Ask, AskKey, DenyingArbiter, Judgment
+from core.vocabulary.events import ServeEvent, asked
 from core.wire.decisions import RuleDecision
+from core.wire.reader import parse_request
 from core.wire.request import ParsedRequest
 from tests.helpers import (
     needs_inotify,
     read_response_when_written,
+    request_body,
     response_path,
     session_dir,
     wait_for,
@@ -203,3 +209,24 @@ async def test_a_response_planted_while_an_answer_settles_is_never_replaced_and_
     assert "answered" not in node.kinds("planted")
     assert node.judge.judged["planted"] == 1
     assert not any(written for _, written in node.rows("planted"))
+
+
+@settings(max_examples=200, deadline=None)
+@given(asks=st.lists(st.tuples(st.sampled_from(["Explore", "main", "a\u202eb", "x;y"]),
+                               st.sampled_from(["Explore", "main", "\x1b[31m"]),
+                               st.sampled_from(["bash", "read", "ba\nsh"]),
+                               st.text(max_size=90)), min_size=1, max_size=12))
+def test_a_batchs_log_parts_made_with_shared_pieces_read_as_each_made_alone(
+    asks: list[tuple[str, str, str, str]],
+) -> None:
+    """`asked` with the agents and surface parts shared across a batch (`said`) writes exactly what
+    it writes for each ask alone, whatever the names, surfaces and values."""
+    said: dict[tuple[str, ...], str] = {}
+    for i, (requester, principal, surface, value) in enumerate(asks):
+        body = request_body(f"r{i}", S, requesterAgentName=requester, surface=surface, value=value,
+                            accessIntent={"surface": surface, "matchValues": [value], "boundaryValue": None,
+                                          "requesterCwd": "/w",
+                                          "principal": {"sessionId": "c", "agentName": principal}})
+        parsed = parse_request(json.dumps(body).encode())
+        key = AskKey(S, f"r{i}.json")
+        assert asked(key, parsed, said) == asked(key, parsed)
