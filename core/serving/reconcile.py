@@ -77,14 +77,16 @@ class Reconcile:
         if not earlier.recorded.written:
             await self.mark(key, earlier.request_id, True)
 
-    async def publish(self, served: ServedSession, earlier: Earlier) -> bool:
-        """Write the recorded verdict's exact bytes as the response (never replacing one); whether it was."""
+    async def publish(self, served: ServedSession, earlier: Earlier, name: str) -> bool:
+        """Write the recorded verdict's exact bytes as the response (never replacing one); whether it was.
+        Raises `RequestGone` when the request file `name` is gone just before the response would be
+        placed (a pi child deletes its response, then its request: a restart reading in between)."""
         recorded = earlier.recorded
         assert recorded is not None
         return await retrying(
             self.seams,
             "publishing a recorded verdict",
-            lambda: served.inbox.write_response(earlier.request_id, recorded.body),
+            lambda: served.inbox.write_response(earlier.request_id, recorded.body, awaited=name),
         )
 
     async def mark(self, key: AskKey, request_id: str, written: bool) -> None:
