@@ -81,8 +81,12 @@ class Intake:
     reads: list[tuple[str, FileRead]]
     responses: frozenset[str]
     recorded: dict[str, VerdictRow]
-    #: Of `responses`, those holding exactly the bytes recorded for their id (this node's answer).
+    #: Of `responses`, those holding the bytes recorded for their id, or a start of them (this node's
+    #: answer, or what a power cut left of it: `SessionInbox.response_is`'s `or_cut_short`).
     ours: frozenset[str] = frozenset()
+    #: Of `ours`, those holding exactly the recorded bytes (a cut-short one is only this node's when it
+    #: may have placed it: `Reconcile.earlier`).
+    exact: frozenset[str] = frozenset()
     #: The verdicts of the asks of this intake decided at once in its trip (`core.serving.at_once`),
     #: each read at `VerdictRecord.arrived`; `reads` holds the others.
     at_once: list[VerdictRecord] = field(default_factory=list)
@@ -204,7 +208,10 @@ def take_in(
         if (verdict := recorded.get(name.removesuffix(".json"))) is not None
         and inbox.response_is(name.removesuffix(".json"), verdict.body, or_cut_short=True)
     )
-    intake = Intake(reads, responses, recorded, ours)
+    # Read again: only the responses of recorded ids (a restart's), rare.
+    exact = frozenset(name for name in ours
+                      if inbox.response_is(stem := name.removesuffix(".json"), recorded[stem].body))
+    intake = Intake(reads, responses, recorded, ours, exact)
     return intake if serve is None else serve(inbox, intake)
 
 

@@ -143,7 +143,7 @@ class Pipeline:
         if reason is not None:
             self._go_on(served, record, self._unusable(served, record, reason, read.raw))
             return
-        earlier = self.reconcile.earlier(parsed, intake)
+        earlier = self.reconcile.earlier(parsed, intake, record.key in self._disk_waits)
         if earlier is not None:
             self._go_on(served, record, self._restore(served, record, earlier, parsed))
             return
