@@ -241,11 +241,19 @@ def decision_columns(
     source: DecisionSource | None, outcome: str, carried_to: str | None = None
 ) -> tuple[str | None, str, str]:
     """Who decided, as stored: the `decidedBy` JSON, the decider in words, the outcome. A burst's
-    verdicts share a few sources (one rule, the fail-safe): each is described once (`_described`)."""
+    verdicts share a few sources (one rule, the fail-safe): each is described once (`_described`),
+    and a run of verdicts sharing the very same source (one response for a run of asks) finds it
+    by identity before any hash (a frozen model's hash is Python code)."""
+    global _last
+    last = _last
+    if last[0] is source and last[1] == outcome and last[2] == carried_to:
+        return last[3]
     try:
-        return _described(source, outcome, carried_to)
+        columns = _described(source, outcome, carried_to)
     except TypeError:  # a value that cannot be hashed: described afresh
         return _describe(source, outcome, carried_to)
+    _last = (source, outcome, carried_to, columns)  # held: the source cannot be freed and its id reused
+    return columns
 
 
 def _describe(
@@ -257,6 +265,8 @@ def _describe(
 
 #: Sources are frozen wire values (equal values, equal columns): the recent ones' columns, kept.
 _described = functools.lru_cache(maxsize=256)(_describe)
+#: The last source described (`decision_columns`), its outcome, where it was carried, its columns.
+_last: tuple[object, str, str | None, tuple[str | None, str, str]] = (object(), "", None, (None, "", ""))
 
 
 def fail_safe_columns(

@@ -59,7 +59,8 @@ class KeptJudgments:
         """The judgment kept for `key`, if it was made under this very `policy` and `rules`, and whether
         a judgment made now is to be kept (`keep`): from an ask's second judgment on. An ask seen once,
         as most of a burst of different commands are, costs a hash here, not a judgment held in memory.
-        (A dictionary read, and `keep` replaces entries whole: no lock but to mark an ask seen.)"""
+        No lock: a dictionary read (`keep` replaces entries whole), and the seen hashes are a set each
+        operation of which is one step under the GIL (a race forgets hashes, or marks one twice)."""
         kept = self._kept.get(key)
         if kept is not None:
             if kept.policy is policy and kept.rules is rules:
@@ -68,10 +69,9 @@ class KeptJudgments:
         seen = hash(key)
         if seen in self._seen:
             return None, True
-        with self._lock:
-            if len(self._seen) >= MAX_SEEN:
-                self._seen.clear()
-            self._seen.add(seen)
+        if len(self._seen) >= MAX_SEEN:
+            self._seen.clear()
+        self._seen.add(seen)
         return None, False
 
     def keep(self, key: Hashable, policy: Policy, rules: tuple[Rule, ...], judgment: Judgment,

@@ -14,8 +14,9 @@ of the state before or after it, never a mix inside one reading. What is shared 
 lock of its own, held for a few dictionary operations only: the grant books by session (`_lock`,
 taken only when a session's book is first made), the config errors already logged (`_lock`, only
 when the policy has errors), a grant's use count (`GrantLog`'s lock, only when a grant decided), a
-book's grants (`SessionGrants`' lock) and the kept judgments (`KeptJudgments`' lock, at a miss).
-An ask no grant decides, under a config without errors, takes no lock of this module.
+book's grants (`SessionGrants`' lock) and the kept judgments (`KeptJudgments`' lock, when one is
+kept). The last policy and compiled reading used are one value each, read and replaced whole. An
+ask no grant decides, under a config without errors, takes no lock of the judging layer.
 (`tests/judging/test_threads.py` judges from two threads during a reload and a grant.)
 """
 
@@ -34,6 +35,7 @@ from core.judging.grant_log import GrantEntry, GrantLog
 from core.judging.kept import KeptJudgments
 from core.judging.links import AuthorizerChain
 from core.rules import ConfigError, Policy, PolicyStore, Rule, SessionGrants
+from core.rules.compiled import Compiled
 from core.rules.explain import Explanation, explain, explain_policy
 from core.rules.model import Step
 from core.rules.reloads import PendingReload
@@ -70,6 +72,7 @@ class RecordedAuthority:
         #: (agent, store generation, compositions, the policy `store.policy(agent)` returned then):
         #: one tuple, read and replaced whole from any thread.
         self._last_policy: tuple[str, int, int, Policy] | None = None
+        self._last_compiled: Compiled | None = None
         for pending in store.held_at_start():
             log.warning(
                 "at start: config change to %s since it was last accepted widens permissions and is NOT "
@@ -159,14 +162,17 @@ class RecordedAuthority:
         facts = parsed.access_intent is not None
         return _judgment(explanation, None if facts else parsed.dropped.get("accessIntent"), facts)
 
-    @staticmethod
-    def _judged(policy: Policy, intent: ForwardedAccessIntent | None, rules: tuple[Rule, ...],
+    def _judged(self, policy: Policy, intent: ForwardedAccessIntent | None, rules: tuple[Rule, ...],
                 why: str | None) -> tuple[Judgment, SessionApprovalDecision | None]:
         """The judgment and the grant that decided it: an ask without asking units by the policy's
         compiled reading (`core.rules.compiled`) when it can tell, else in full; the explanation and
         trail are the full judgment's, built when someone reads them."""
         if intent is not None and not intent.asking_units:
-            compiled = policy.compiled(rules)
+            last = self._last_compiled
+            if last is not None and last.policy is policy and last.session is rules:
+                compiled = last  # `policy.compiled(rules)`, as it was last
+            else:
+                compiled = self._last_compiled = policy.compiled(rules)
             decided = compiled.decide(intent.surface, intent.match_values, intent.floor)
             if decided is not None:
                 afresh = _Afresh(policy, intent, rules)

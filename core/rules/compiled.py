@@ -11,8 +11,9 @@ shared `Decided` per deciding rule. Judging an ask is then finding that rule (a 
 
 It answers only what it knows to be the full judgment's answer, and `None` otherwise (the caller then
 judges in full): asking units, a value beyond the BMP, a tool surface whose values pi reads otherwise,
-a surface pi's reading composes otherwise, a yolo floor, a surface with no default rule. The trail is
-never built here: the caller builds it by the full judgment when someone reads it.
+a surface pi's reading composes otherwise (every family ask: 20.7.3 knows no families), a yolo floor,
+a surface with no default rule. The trail is never built here: the caller builds it by the full
+judgment when someone reads it.
 `tests/rules/test_compiled.py` compares both on hostile facts, many configs and grants.
 """
 

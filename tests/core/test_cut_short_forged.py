@@ -11,8 +11,6 @@ import errno
 import os
 from pathlib import Path
 
-import pytest
-
 from core.history import HistoryStore
 from core.testing import FailingDisk, ManualClock
 from core.vocabulary.asks import DenyingArbiter
@@ -21,8 +19,6 @@ from tests.history.support import S
 
 
 @needs_inotify
-@pytest.mark.xfail(strict=True, reason="campaign3 finding 6: an empty response planted while the answer "
-                   "waited for the disk is noted as this node's, delivered (`take_in`'s `or_cut_short`)")
 async def test_an_empty_response_planted_while_the_answer_waits_for_the_disk_is_not_noted_as_ours(
     tmp_path: Path,
 ) -> None:

@@ -12,8 +12,6 @@ import asyncio
 import json
 from pathlib import Path
 
-import pytest
-
 from core.history import HistoryStore
 from core.serving.verdicts import VerdictRecord, gate_denial
 from core.testing import GatedDisk, ManualClock
@@ -25,8 +23,6 @@ from tests.history.support import S
 
 
 @needs_inotify
-@pytest.mark.xfail(strict=True, reason="campaign3 finding 5: the restart's path publishes a recorded verdict "
-                   "without looking whether its request is still there (`Pipeline._restore`)")
 async def test_a_recorded_verdict_is_not_published_after_a_restart_once_its_request_is_gone(
     tmp_path: Path,
 ) -> None:

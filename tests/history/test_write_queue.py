@@ -113,6 +113,8 @@ def test_a_source_is_described_as_afresh(outcome: str) -> None:
             assert decision_columns(source, outcome, carried_to) == _describe(source, outcome, carried_to)
     forwarded = ForwardedDecision(responder_session_id="up", decision=rule)
     assert decision_columns(forwarded, "courier", "nats://a")[1] != decision_columns(forwarded, "courier", "nats://b")[1]
+    for other in ("rule", "rule_written", outcome, "rule"):  # the very same source, one outcome after another
+        assert decision_columns(rule, other) == _describe(rule, other, None)
 
 
 @pytest.mark.parametrize("value", [

@@ -117,7 +117,8 @@ def _objects(value: Any) -> list[dict[str, Any]]:
 @st.composite
 def files(draw: st.DrawFn) -> bytes:
     """A request file: a valid request, then a few hostile edits to its objects, then written out
-    with duplicated keys, odd number literals, spacing and stray bytes as drawn."""
+    with duplicated keys (at the top or in a nested object), odd number literals, spacing and stray
+    bytes as drawn."""
     request: dict[str, Any] = draw(REQUEST)
     for _ in range(draw(st.integers(0, 2))):
         target = draw(st.sampled_from(_objects(request)))
@@ -135,6 +136,12 @@ def files(draw: st.DrawFn) -> bytes:
         key, value = draw(st.sampled_from(pairs)) if pairs else ("id", "x")
         pairs.insert(draw(st.integers(0, len(pairs))), (key, draw(HOSTILE | st.just(value))))
         written = pairs
+    nested = [obj for obj in _objects(request)[1:] if obj]
+    if draw(st.booleans()) and nested:  # a key of a nested object (the facts, a unit...) written twice
+        target = draw(st.sampled_from(nested))
+        key = draw(st.sampled_from(sorted(target)))
+        at = draw(st.integers(0, len(target)))
+        written = _repeating(written, target, (at, key, draw(HOSTILE | st.just(target[key]))))
     if draw(st.integers(0, 9)) == 5:
         written = draw(HOSTILE)
     text = dumps(written, draw(st.sampled_from(["", "", " ", "\n", "\t", "\r\n", "\x0c", "\xa0", "\u2028"])))
@@ -144,6 +151,23 @@ def files(draw: st.DrawFn) -> bytes:
     if draw(st.integers(0, 19)) == 5:
         data = data[: draw(st.integers(0, len(data)))] + b"\xff"
     return data
+
+
+def _repeating(value: Any, target: dict[str, Any], repeat: tuple[int, str, Any]) -> Any:
+    """`value` with the object `target` written with a key twice: `repeat` is where the extra
+    member goes among its members, its key and its value (the last one written counts)."""
+    if value is target:
+        at, key, extra = repeat
+        pairs = Pairs(target.items())
+        pairs.insert(at, (key, extra))
+        return pairs
+    if isinstance(value, Pairs):
+        return Pairs([(k, _repeating(v, target, repeat)) for k, v in value])
+    if isinstance(value, dict):
+        return {k: _repeating(v, target, repeat) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_repeating(v, target, repeat) for v in value]
+    return value
 
 
 def _outcome(reader: Any, data: bytes) -> Any:
