@@ -41,7 +41,7 @@ from core.clock import SYSTEM_CLOCK, KeyClock
 from core.courier.broker_health import BrokerState
 from core.judging.judge_breaker import BreakerState
 from core.judging.model_judge import JudgeReview
-from core.person import AskAdded, AskDecided, AskWithdrawn, Person
+from core.person import AskAdded, AskDecided, AskWithdrawn, Person, PersonEvent
 from core.vocabulary.asks import Ask, AskKey
 from core.wiring import AttendedNode
 from tui.actions import APP, DECIDING, bindings, dialog_keymap
@@ -276,7 +276,10 @@ class AuthorizerApp(App[int]):
     # -- the core's events (`tui.core_events`), in the order posted ---------------------------------
 
     def on_person_changed(self, message: PersonChanged) -> None:
-        event = message.event
+        for event in self.core_events.take(message):
+            self._person_event(event)
+
+    def _person_event(self, event: PersonEvent) -> None:
         entry = person_entry(event, self.clock())
         if entry is not None:
             self.history.append(entry)
