@@ -276,8 +276,13 @@ class AuthorizerApp(App[int]):
     # -- the core's events (`tui.core_events`), in the order posted ---------------------------------
 
     def on_person_changed(self, message: PersonChanged) -> None:
-        for event in self.core_events.take(message):
+        events = self.core_events.take(message)
+        for event in events:
             self._person_event(event)
+        self.queue.handle_events(events)
+        for event in events:
+            if isinstance(event, AskAdded):
+                self.attention.arrived(event.ask)
 
     def _person_event(self, event: PersonEvent) -> None:
         entry = person_entry(event, self.clock())
@@ -290,9 +295,6 @@ class AuthorizerApp(App[int]):
             self._batch_changed(event)
         if isinstance(event, AskDecided) and event.batch and self.store is not None:
             self.store.mark_batch(event.ask.key, event.ask.parsed.raw, event.batch)
-        self.queue.handle_event(event)
-        if isinstance(event, AskAdded):
-            self.attention.arrived(event.ask)
 
     def _abandon_modals(self, ask: Ask) -> None:
         screen = self.screen

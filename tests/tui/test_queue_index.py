@@ -303,3 +303,24 @@ async def test_renders_kept_across_a_burst_are_exactly_a_fresh_render(tmp_path: 
         await settle(pilot)
         assert "early-900" in exact(rig)[0]
         assert selected(rig.app) == "r-003"  # the cursor stayed on its ask throughout
+
+
+async def test_children_giving_up_together_leave_the_rows_and_the_selection_right(tmp_path: Path) -> None:
+    """Hundreds of withdrawals reach the queue as runs of events, each run one change of the table:
+    the rows left are the asks still pending, in order, painted exactly, and the selection moves to
+    the ask in the place of the one the person was looking at."""
+    rig = make_rig(tmp_path)
+    start = time.time() * 1000 - 600_000
+    write_asks(rig.root, range(300), start)
+    async with rig.app.run_test(size=(140, 40)) as pilot:
+        await wait_rows(pilot, rig.app, 300)
+        await pilot.press(*"jjjjj")
+        assert selected(rig.app) == "r-005"
+        for i in range(250):
+            (requests_dir(rig.root) / f"r-{i:03d}.json").unlink()
+        await wait_rows(pilot, rig.app, 50)
+        await settle(pilot)
+        assert names(rig.app) == [f"r-{i:03d}" for i in range(250, 300)]
+        assert selected(rig.app) == "r-255"  # row 6, where r-005 stood
+        assert rig.app.queue.shown_ask() is rig.person.get(rig.app.queue.selected)  # type: ignore[arg-type]
+        exact(rig)
