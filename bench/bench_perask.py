@@ -59,17 +59,27 @@ def micro() -> None:
 
 
 _RUNNER = """
-import cProfile, sys
+import cProfile, pstats, sys, threading
 from tui.cli import main
-profile = cProfile.Profile()
-profile.enable()
+profiles = [cProfile.Profile()]
+def each_thread(*_):  # every thread started from now on is profiled too (its own profiler)
+    sys.setprofile(None)
+    profiles.append(cProfile.Profile())
+    profiles[-1].enable()
+if sys.argv[2] == "--threads":
+    threading.setprofile(each_thread)
+profiles[0].enable()
 try:
-    main(sys.argv[2:])
+    main(sys.argv[3:])
 except KeyboardInterrupt:
     pass
 finally:
-    profile.disable()
-    profile.dump_stats(sys.argv[1])
+    for one in profiles:
+        one.disable()
+    stats = pstats.Stats(profiles[0])
+    for one in profiles[1:]:
+        stats.add(one)
+    stats.dump_stats(sys.argv[1])
 """
 
 
@@ -150,10 +160,12 @@ def serving(
             proc.wait(60)
 
 
-def profile(count: int, top: int, keep: Path | None) -> None:
+def profile(count: int, top: int, keep: Path | None, threads: bool = False) -> None:
+    """cProfile of the event loop's thread (`threads`: of every thread, summed) over two bursts."""
     with tempfile.TemporaryDirectory() as name:
         out = Path(name) / "serve.prof"
-        with serving(["--history"], [sys.executable, "-c", _RUNNER, str(out)]) as (session, _):
+        runner = [sys.executable, "-c", _RUNNER, str(out), "--threads" if threads else "--loop"]
+        with serving(["--history"], runner) as (session, _):
             plain = burst(session, count, base_request, "plain")
             facts = burst(session, count, with_facts, "facts")
         print(f"under cProfile: {count / plain:.0f}/s without facts, {count / facts:.0f}/s with facts")
@@ -170,12 +182,13 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--cpu", type=int, default=0, metavar="N", help="CPU per ask over bursts of N")
     parser.add_argument("--keep", type=Path, help="also save the cProfile stats here")
+    parser.add_argument("--threads", action="store_true", help="--profile every thread, not only the loop's")
     args = parser.parse_args()
     micro()
     if args.cpu:
         cpu_per_ask(args.cpu)
     if args.profile:
-        profile(args.profile, args.top, args.keep)
+        profile(args.profile, args.top, args.keep, args.threads)
 
 
 if __name__ == "__main__":

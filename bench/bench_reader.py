@@ -5,7 +5,8 @@ Run: `uv run python -m bench.bench_reader [--checkout PATH ...] [--rounds 5]`.
 Each checkout (default: this one) times, in a fresh interpreter with that checkout first on its
 path, `parse_request` of realistic request files (the race's, with and without facts; a 20.7.3
 child's; the newest child's with payload, grants and asking units) and `encode_response` of the
-usual verdicts: µs per call, the best of 25 repeats of 1,000. Checkouts are run in turn, rounds alternated;
+usual verdicts: µs of CPU per call (`time.process_time`: a busy machine's waits left out), the best
+of 25 repeats of 1,000. Checkouts are run in turn, rounds alternated;
 the table keeps each one's best round. Write the load average next to any figure you keep.
 """
 
@@ -56,7 +57,7 @@ LEGACY: dict[str, object] = {
 
 # Run inside each checkout's code: request bodies come on stdin, µs per call go to stdout.
 _TIMER = """
-import json, sys, timeit
+import json, sys, time, timeit
 sys.path.insert(0, sys.argv[1])
 from core.wire.decisions import RuleDecision
 from core.wire.reader import parse_request
@@ -72,7 +73,7 @@ cases = {f"read: {name}": (lambda body=body: parse_request(body)) for name, body
 cases.update({name: (lambda v=v: encode_response(v)) for name, v in verdicts.items()})
 out = {}
 for name, fn in cases.items():
-    out[name] = min(timeit.repeat(fn, number=1000, repeat=25)) / 1000 * 1e6
+    out[name] = min(timeit.repeat(fn, number=1000, repeat=25, timer=time.process_time)) / 1000 * 1e6
 print(json.dumps(out))
 """
 

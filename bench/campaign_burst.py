@@ -53,6 +53,13 @@ KINDS = ("allow", "rule-deny", "person", "fail-safe", "malformed", "same-allow",
 WEIGHTS = (0.2, 0.1, 0.15, 0.1, 0.25, 0.1, 0.1)
 #: What no rule decides (the person's, and an ask without facts): `--on-ask leave` leaves it unanswered.
 LEFT = ("person", "fail-safe")
+#: `--hostile SHARE`: asks a rule allows that someone else meddles with (campaign3, the at-once lane):
+#: a forged response planted before the burst, or during it (created without replacing, as a racing
+#: forger would, at a random moment); the request withdrawn (unlinked) during it; or another file
+#: (`rm`, a rule denies) renamed over the request during it. Their child does not read a forged
+#: response (what is left at the end is checked); a withdrawn ask's child stops reading.
+HOSTILE = ("forged-before", "forged-during", "withdrawn", "renamed-over")
+FORGED = b'{"approved":true,"state":"approved","forged":true}'
 
 
 def malformed_bytes(rid: str, rng: random.Random) -> bytes:
@@ -106,6 +113,9 @@ def main() -> None:
                         help="MIN:MAX seconds after the burst (then after each restart) to kill")
     parser.add_argument("--malformed", type=float, default=None, help="share of malformed files")
     parser.add_argument("--on-ask", default="deny", choices=("deny", "leave"))
+    parser.add_argument("--hostile", type=float, default=0.0, help="share of meddled-with asks (HOSTILE)")
+    parser.add_argument("--meddle-within", type=float, default=3.0,
+                        help="the meddling happens this many seconds after the burst at most")
     parser.add_argument("--within", type=float, default=300.0, help="seconds to wait for every answer")
     parser.add_argument("--dir", type=Path, default=None, help="where the run's folder is made")
     parser.add_argument("--keep", type=Path, default=None, help="keep the run's folder here")
@@ -134,9 +144,20 @@ def run(args: argparse.Namespace, folder: Path) -> int:
         weights[KINDS.index("malformed")] = args.malformed
     kind_of: dict[str, str] = {}
     sent: dict[str, bytes] = {}
+    replacement: dict[str, bytes] = {}
+    meddling: list[tuple[float, str]] = []  # (seconds after the burst, rid)
     for i in range(args.asks):
         rid = f"b-{i:06d}"
         kind = rng.choices(KINDS, weights)[0]
+        if args.hostile and rng.random() < args.hostile:
+            kind = rng.choice(HOSTILE)
+            data = request_bytes(rid, SESSION, f"ls f{i}", int(time.time() * 1000))
+            (staging / f"{rid}.json").write_bytes(data)
+            kind_of[rid], sent[rid] = kind, data
+            replacement[rid] = request_bytes(rid, SESSION, f"rm f{i}", int(time.time() * 1000))
+            if kind != "forged-before":
+                meddling.append((rng.uniform(0, args.meddle_within), rid))
+            continue
         now_ms = int(time.time() * 1000)
         data = ask_bytes(kind, rid, f"f{i}", now_ms, rng)
         (staging / f"{rid}.json").write_bytes(data)
@@ -167,13 +188,20 @@ def run(args: argparse.Namespace, folder: Path) -> int:
     ino = Inotify()
     ino.add_watch(str(responses), IN_CREATE | IN_MOVED_TO | IN_ONLYDIR)
     appeared: Counter[str] = Counter()
+    meddled: dict[str, str] = {}  # rid -> what the meddling did
+    for rid, kind in kind_of.items():
+        if kind == "forged-before":
+            (responses / f"{rid}.json").write_bytes(FORGED)
+            meddled[rid] = "planted"
+    meddling.sort()
     overflowed = False
     read: dict[str, tuple[bytes, int, float]] = {}
     started = time.monotonic()
     for rid in kind_of:  # the burst: every request renamed in at once
         os.rename(staging / f"{rid}.json", requests / f"{rid}.json")
     burst_s = time.monotonic() - started
-    expected = {rid for rid, kind in kind_of.items() if not (kind in LEFT and args.on_ask == "leave")}
+    expected = {rid for rid, kind in kind_of.items()
+                if not (kind in LEFT and args.on_ask == "leave") and kind not in HOSTILE[:3]}
     second: dict[str, list[bytes]] = defaultdict(list)
     while time.monotonic() - started < args.within:
         if next_kill is not None and time.monotonic() >= next_kill:
@@ -191,6 +219,9 @@ def run(args: argparse.Namespace, folder: Path) -> int:
                 log.seek(offset)
                 if b"serving session" in log.read():
                     next_kill, restarted = time.monotonic() + rng.uniform(low, high), False
+        while meddling and time.monotonic() - started - burst_s >= meddling[0][0]:
+            _, rid = meddling.pop(0)
+            meddled[rid] = meddle(kind_of[rid], rid, requests, responses, staging, replacement[rid])
         ready, _, _ = select.select([ino.fd], [], [], 0.02)
         if ready:
             for event in ino.read_events():
@@ -202,6 +233,8 @@ def run(args: argparse.Namespace, folder: Path) -> int:
             if not name.endswith(".json") or name.startswith("."):
                 continue
             rid, path = name[:-5], responses / name
+            if kind_of.get(rid) in HOSTILE[:3]:
+                continue  # forged or withdrawn: not read by its child; what is left is checked at the end
             try:
                 data, ino_no = path.read_bytes(), path.stat().st_ino
             except OSError:
@@ -212,21 +245,134 @@ def run(args: argparse.Namespace, folder: Path) -> int:
                 read[rid] = (data, ino_no, time.monotonic() - started)
             path.unlink(missing_ok=True)
             (requests / name).unlink(missing_ok=True)
-        if expected <= read.keys() and not any(requests.iterdir()):
+        if expected <= read.keys() and not meddling and not (set(os.listdir(requests)) - left_over(kind_of)):
             break
     answered_s = time.monotonic() - started
     time.sleep(1.0)  # a late second answer would show here
     for event in ino.read_events() if select.select([ino.fd], [], [], 0)[0] else []:
         if event.name.endswith(".json") and not event.name.startswith("."):
             appeared[event.name[:-5]] += 1
+    left: dict[str, tuple[bytes, int]] = {}  # what the meddled-with asks' responses hold at the end
     for name in os.listdir(responses):
         if name.endswith(".json") and not name.startswith("."):
+            if kind_of.get(name[:-5]) in HOSTILE[:3]:
+                left[name[:-5]] = ((responses / name).read_bytes(), (responses / name).stat().st_ino)
+                continue
             second[name[:-5]].append((responses / name).read_bytes())
     os.killpg(proc.pid, signal.SIGTERM)
     proc.wait(120)
     ino.close()
-    return report(args, folder, state, kind_of, sent, read, second, appeared, overflowed, burst_s, answered_s,
-                  len(kills))
+    status = report(args, folder, state, kind_of, sent, read, second, appeared, overflowed, burst_s,
+                    answered_s, len(kills))
+    if args.hostile:
+        status += report_hostile(folder, state, kind_of, sent, replacement, read, left, appeared, overflowed,
+                                 meddled, requests)
+    return status
+
+
+def left_over(kind_of: dict[str, str]) -> set[str]:
+    """Request files a burst may leave: forged ones (quarantined as forged, or still there)."""
+    return {f"{rid}.json" for rid, kind in kind_of.items() if kind in ("forged-before", "forged-during")}
+
+
+def meddle(kind: str, rid: str, requests: Path, responses: Path, staging: Path, replacement: bytes) -> str:
+    """Someone else's move on an ask during the burst (`HOSTILE`); what it did."""
+    name = f"{rid}.json"
+    if kind == "forged-during":
+        try:
+            fd = os.open(responses / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            return "too late: a response was there"
+        with os.fdopen(fd, "wb") as out:
+            out.write(FORGED)
+        return "planted"
+    if kind == "withdrawn":
+        try:
+            os.unlink(requests / name)
+        except FileNotFoundError:
+            return "gone already"
+        return "withdrawn"
+    temp = staging / f"{rid}.over"
+    temp.write_bytes(replacement)
+    if not (requests / name).exists():
+        temp.unlink()
+        return "gone already"
+    os.rename(temp, requests / name)
+    return "renamed over"
+
+
+def report_hostile(folder: Path, state: Path, kind_of: dict[str, str], sent: dict[str, bytes],
+                   replacement: dict[str, bytes], read: dict[str, tuple[bytes, int, float]],
+                   left: dict[str, tuple[bytes, int]], appeared: Counter[str], overflowed: bool,
+                   meddled: dict[str, str], requests: Path) -> int:
+    """Every meddled-with ask against what serve must do (campaign3): a forged response never replaced
+    (one entry under its name, still the forger's bytes) and no row saying ours was written; a
+    withdrawn ask's row says written exactly when a response appeared; a renamed-over ask answered once,
+    its row holding what its child read and the request it answered."""
+    rows = history_rows(state)
+    by_id: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        by_id[row["request_name"].removesuffix(".json")].append(row)
+    found: dict[str, list[str]] = defaultdict(list)
+    outcomes: Counter[str] = Counter()
+    for rid, kind in kind_of.items():
+        if kind not in HOSTILE:
+            continue
+        did, rows_of = meddled.get(rid, "not done"), by_id.get(rid, [])
+        written = [r for r in rows_of if r["written"]]
+        entries = appeared[rid]
+        if not overflowed and entries > 1:
+            found["response-replaced-or-twice"].append(f"{rid} ({kind}, {did}): {entries} entries appeared")
+        if kind.startswith("forged"):
+            forged = did == "planted"
+            outcomes[f"{kind}: {did}"] += 1
+            if forged:
+                if rid in left and left[rid][0] != FORGED:
+                    found["forged-replaced"].append(f"{rid} ({kind}): it holds {left[rid][0][:80]!r}")
+                if written:
+                    found["forged-row-says-written"].append(
+                        f"{rid} ({kind}): {[(r['outcome'], r['written']) for r in written]}")
+                if (requests / f"{rid}.json").exists():
+                    found["forged-request-left"].append(f"{rid} ({kind})")
+            elif rid not in left or not any(bytes(r["response"] or b"") == left[rid][0] for r in written):
+                found["history-contradicts-response"].append(f"{rid} ({kind}, {did}): no row holds it")
+        elif kind == "withdrawn":
+            got = left.get(rid)
+            outcomes[f"{kind}: {did}, {'answered' if got else 'not answered'}"] += 1
+            if got is None and written:
+                found["written-but-no-response"].append(
+                    f"{rid}: {[(r['outcome'], r['written']) for r in written]}")
+            if got is not None and not any(bytes(r["response"] or b"") == got[0] for r in rows_of):
+                found["response-without-row"].append(f"{rid}: {got[0][:80]!r}")
+        else:
+            got_read = read.get(rid)
+            verdict = response_verdict(None if got_read is None else got_read[0])
+            outcomes[f"{kind}: {did}, child read {verdict}"] += 1
+            if got_read is None:
+                found["renamed-over-unanswered"].append(f"{rid} ({did})")
+                continue
+            holding = [r for r in rows_of if bytes(r["response"] or b"") == got_read[0]]
+            if not holding:
+                found["history-contradicts-child"].append(f"{rid} ({kind}, {did}): no row holds it")
+                continue
+            raw = bytes(holding[0]["raw"] or b"")
+            want = sent[rid] if verdict == "approved" else replacement[rid]
+            if raw and raw != want:
+                found["answered-other-bytes"].append(f"{rid}: {verdict} for {raw[:60]!r}")
+    print("meddled with (campaign3):")
+    print(table(sorted(outcomes.items())))
+    kinds = ["response-replaced-or-twice", "forged-replaced", "forged-row-says-written",
+             "forged-request-left",
+             "history-contradicts-response", "written-but-no-response", "response-without-row",
+             "renamed-over-unanswered", "history-contradicts-child", "answered-other-bytes"]
+    print("hostile findings:")
+    print(table([(k, len(found[k])) for k in kinds]))
+    for kind in kinds:
+        for line in found[kind][:8]:
+            print(f"  {kind}: {line}")
+    found_all = {"outcomes": dict(outcomes), "found": dict(found)}
+    (folder / "hostile.json").write_text(json.dumps(found_all, indent=1))
+    return sum(len(found[k]) for k in kinds)
 
 
 def report(args: argparse.Namespace, folder: Path, state: Path, kind_of: dict[str, str],
@@ -254,6 +400,8 @@ def report(args: argparse.Namespace, folder: Path, state: Path, kind_of: dict[st
     want = {"allow": "approved", "rule-deny": "denied", "person": "denied", "fail-safe": "denied",
             "malformed": "denied", "same-allow": "approved", "same-deny": "denied"}
     for rid, kind in kind_of.items():
+        if kind in HOSTILE:
+            continue  # `report_hostile`
         got = read.get(rid)
         rows_of = by_id.get(rid, [])
         if kind in LEFT and args.on_ask == "leave":

@@ -56,7 +56,8 @@ def log_safe(text: str, limit: int = 120) -> str:
     """Untrusted text for a log line: every hidden code point (`core.text`, the app's definition),
     newline and tab becomes `\\uXXXX`, and a backslash is doubled, so no escape is ambiguous."""
     # `none_hidden`, inline: every log line of a burst passes here a few times.
-    plain = text.isprintable() and "\\" not in text and _IGNORABLE.search(text) is None
+    # ASCII text holds none of the ignorable code points (all beyond ASCII): no search for them.
+    plain = text.isprintable() and "\\" not in text and (text.isascii() or _IGNORABLE.search(text) is None)
     joined = text if plain else _escaped(text)
     if len(joined) <= limit:
         return joined

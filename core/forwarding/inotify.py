@@ -47,9 +47,10 @@ DIRECTORY_EVENTS = (
     | IN_ONLYDIR
     | IN_DONT_FOLLOW
 )
-_HEADER = struct.Struct("iIII")
+#: An event's header as the kernel writes it (wd, mask, cookie, length of the name that follows).
+HEADER = struct.Struct("iIII")
 #: `os.fsdecode` without its per-call lookups (the same encoding and error handler).
-_FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
+FS_ENCODING, FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 
 
 class Event(NamedTuple):
@@ -106,20 +107,25 @@ class Inotify:
         """Stop watching; a watch the kernel already dropped (its folder went away) is no error."""
         self._calls.rm_watch(self.fd, wd)
 
-    def read_events(self) -> list[Event]:
+    def read_raw(self) -> bytes:
+        """The events waiting, as the kernel wrote them (`HEADER` and name each; empty when none):
+        a burst's are told apart without an `Event` each (`core.forwarding.watch`)."""
         try:
-            data = os.read(self.fd, 64 * 1024)
+            return os.read(self.fd, 64 * 1024)
         except BlockingIOError:
-            return []
+            return b""
+
+    def read_events(self) -> list[Event]:
+        data = self.read_raw()
         events: list[Event] = []
-        offset, end, size, unpack = 0, len(data), _HEADER.size, _HEADER.unpack_from
+        offset, end, size, unpack = 0, len(data), HEADER.size, HEADER.unpack_from
         new = tuple.__new__  # `Event(...)` without its Python-level `__new__` (a burst reads thousands)
         while offset + size <= end:
             wd, mask, _cookie, length = unpack(data, offset)
             offset += size
             raw = data[offset : offset + length].rstrip(b"\0")
             offset += length
-            events.append(new(Event, (wd, mask, raw.decode(_FS_ENCODING, _FS_ERRORS))))
+            events.append(new(Event, (wd, mask, raw.decode(FS_ENCODING, FS_ERRORS))))
         return events
 
     def close(self) -> None:

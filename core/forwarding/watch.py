@@ -21,6 +21,9 @@ from core.disk.entries import temp_target, temp_writer
 from core.disk.tree import Anchor, UnsafeFolder
 from core.forwarding.inotify import (
     DIRECTORY_EVENTS,
+    FS_ENCODING,
+    FS_ERRORS,
+    HEADER,
     IN_CREATE,
     IN_DELETE,
     IN_DONT_FOLLOW,
@@ -149,24 +152,31 @@ class _SessionTree:
 
     def on_readable(self) -> None:
         try:
-            events = self.ino.read_events()
+            data = self.ino.read_raw()
         except OSError as exc:
             log.warning("reading inotify events failed: %s", exc)
             self.rescan_all = True
-            events = []
+            data = b""
         # A burst's events in bulk: a request file renamed in or removed, and an answer linked into
-        # `responses/`, three per ask, are told apart here without a call each (`_handle` has the rest).
+        # `responses/`, three per ask, are told apart here as the kernel wrote them, without an
+        # `Event` or a call each (an answer's name is not even decoded; `_handle` has the rest).
         folder_of, inboxes, outboxes = self.folder_of, self.inboxes, self.outboxes
         changed, settled = self.changed, self.settled
-        for event in events:
-            wd, mask, name = event
-            if not name.endswith(".json") or mask & _SPECIAL:
-                self._handle(event)
-            elif wd in inboxes and (folder := folder_of.get(wd)) is not None:
-                if not (mask & (IN_DELETE | IN_MOVED_FROM) and settled(folder, name)):
-                    changed.add(folder)
-            elif wd not in outboxes:  # a temp's name ends `.tmp`: an answer's is no news for serving
-                self._handle(event)
+        offset, end, size, unpack = 0, len(data), HEADER.size, HEADER.unpack_from
+        while offset + size <= end:
+            wd, mask, _cookie, length = unpack(data, offset)
+            offset += size
+            raw = data[offset : offset + length].rstrip(b"\0")
+            offset += length
+            if raw.endswith(b".json") and not mask & _SPECIAL:
+                if wd in outboxes:
+                    continue  # an answer linked (a temp's name ends `.tmp`): no news for serving
+                if wd in inboxes and (folder := folder_of.get(wd)) is not None:
+                    name = raw.decode(FS_ENCODING, FS_ERRORS)
+                    if not (mask & (IN_DELETE | IN_MOVED_FROM) and settled(folder, name)):
+                        changed.add(folder)
+                    continue
+            self._handle(Event(wd, mask, raw.decode(FS_ENCODING, FS_ERRORS)))
         if self.changed or self.rescan_all:
             self.ready.set()
 
@@ -249,6 +259,51 @@ class _SessionTree:
 #: How often the watcher looks for inboxes served since (their folders then get their watches); the
 #: safety rescan finds their asks meanwhile.
 SYNC_S = 1.0
+#: Events read this soon after the last read are a stream (a burst: a rename in, a link and a removal
+#: per ask): the next read waits this long, so the loop wakes once per stretch, not every few events.
+GATHER_S = 0.002
+
+
+class _Reading:
+    """The inotify descriptor read on the event loop: at once while events are rare (a single ask pays
+    no wait), once per `GATHER_S` while they stream in; never while the consumer rescans (`paused`)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, watched: _SessionTree) -> None:
+        self.loop, self.watched = loop, watched
+        self.paused = self.gathering = self.closed = False
+        self.on = False
+        self.last = float("-inf")
+
+    def readable(self) -> None:
+        self.watched.on_readable()
+        now = self.loop.time()
+        if now - self.last < GATHER_S and not self.gathering:
+            self.gathering = True
+            self._sync()
+            self.loop.call_later(GATHER_S, self._gathered)
+        self.last = now
+
+    def _gathered(self) -> None:
+        self.gathering = False
+        self._sync()
+        if self.on:
+            self.readable()  # what queued meanwhile, at once
+
+    def pause(self, paused: bool) -> None:
+        self.paused = paused
+        self._sync()
+
+    def close(self) -> None:
+        self.closed = True
+        self._sync()
+
+    def _sync(self) -> None:
+        wanted = not (self.paused or self.gathering or self.closed)
+        if wanted and not self.on:
+            self.loop.add_reader(self.watched.ino.fd, self.readable)
+        elif self.on and not wanted:
+            self.loop.remove_reader(self.watched.ino.fd)
+        self.on = wanted
 
 
 async def _inotify_changes(
@@ -265,8 +320,8 @@ async def _inotify_changes(
     every few events during that rescan, and they only say to rescan again once it ends. An overflow
     meanwhile means "rescan everything"; a removal not read yet is noted by that rescan instead."""
     watched = _SessionTree(sessions_dir, tree, settled, wanted, foreign, fault)
-    loop = asyncio.get_running_loop()
-    loop.add_reader(watched.ino.fd, watched.on_readable)
+    reading = _Reading(asyncio.get_running_loop(), watched)
+    reading.pause(False)
     try:
         watched.start()
         stopping = asyncio.ensure_future(stop.wait())
@@ -280,16 +335,16 @@ async def _inotify_changes(
                     continue
                 if not stop.is_set():
                     taken = watched.take()
-                    loop.remove_reader(watched.ino.fd)
+                    reading.pause(True)
                     try:
                         yield taken
                     finally:
-                        loop.add_reader(watched.ino.fd, watched.on_readable)
+                        reading.pause(False)
                     watched.on_readable()  # what queued meanwhile, at once
         finally:
             stopping.cancel()
     finally:
-        loop.remove_reader(watched.ino.fd)
+        reading.close()
         watched.close()
 
 

@@ -145,14 +145,15 @@ def facts_json(parsed: ParsedRequest) -> str:
     dumped intent, at a third of its cost); where it cannot (a lone surrogate in a string, which JSON
     text in UTF-8 cannot carry), by `dumps` (`_facts_json`)."""
     try:
-        encoded = _FACTS.dump_json(_facts(parsed, parsed.access_intent), by_alias=True)
+        encoded = _encode_facts(_facts(parsed, parsed.access_intent), by_alias=True)
     except ValueError:  # pydantic's serialization error
         return _facts_json(parsed)
     return encoded.decode()
 
 
-#: Encodes a row's facts (`facts_json`): a dict of plain values and the intent's model.
-_FACTS: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
+#: Encodes a row's facts (`facts_json`): a dict of plain values and the intent's model. Its
+#: serializer's own call: `TypeAdapter.dump_json`'s Python wrapper only passes its defaults on.
+_encode_facts = TypeAdapter(dict[str, Any]).serializer.to_json
 
 
 def _facts_json(parsed: ParsedRequest) -> str:
@@ -240,11 +241,19 @@ def decision_columns(
     source: DecisionSource | None, outcome: str, carried_to: str | None = None
 ) -> tuple[str | None, str, str]:
     """Who decided, as stored: the `decidedBy` JSON, the decider in words, the outcome. A burst's
-    verdicts share a few sources (one rule, the fail-safe): each is described once (`_described`)."""
+    verdicts share a few sources (one rule, the fail-safe): each is described once (`_described`),
+    and a run of verdicts sharing the very same source (one response for a run of asks) finds it
+    by identity before any hash (a frozen model's hash is Python code)."""
+    global _last
+    last = _last
+    if last[0] is source and last[1] == outcome and last[2] == carried_to:
+        return last[3]
     try:
-        return _described(source, outcome, carried_to)
+        columns = _described(source, outcome, carried_to)
     except TypeError:  # a value that cannot be hashed: described afresh
         return _describe(source, outcome, carried_to)
+    _last = (source, outcome, carried_to, columns)  # held: the source cannot be freed and its id reused
+    return columns
 
 
 def _describe(
@@ -256,6 +265,8 @@ def _describe(
 
 #: Sources are frozen wire values (equal values, equal columns): the recent ones' columns, kept.
 _described = functools.lru_cache(maxsize=256)(_describe)
+#: The last source described (`decision_columns`), its outcome, where it was carried, its columns.
+_last: tuple[object, str, str | None, tuple[str | None, str, str]] = (object(), "", None, (None, "", ""))
 
 
 def fail_safe_columns(

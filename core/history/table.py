@@ -202,6 +202,9 @@ class AsksTable:
                 assert arrival.parsed is not None
                 fresh.append(verdict_row(verdict, arrival.parsed, arrival.at, arrival.raw, now))
                 continue
+            if row is None and verdict.arrived is not None:  # answered in its intake's trip: none queued
+                fresh.append(verdict_row(verdict, verdict.parsed, verdict.arrived, verdict.raw, now))
+                continue
             row = row or self.unwritten_row(verdict.key) or self.arrive(verdict.key, verdict.parsed, now)
             self._update(row.id, verdict_columns(verdict, now, row.started))
         self.insert_verdict_rows(fresh)
@@ -383,14 +386,30 @@ class AsksTable:
         removed = 0
         if cutoff is not None:
             removed += run("arrived_at < ?", (cutoff,))
-        if max_rows is not None:
+        if max_rows is not None and dry:
             newest = "id IN (SELECT id FROM asks ORDER BY arrived_at DESC, id DESC LIMIT -1 OFFSET ?)"
-            if dry and cutoff is not None:
+            if cutoff is not None:
                 newest += " AND arrived_at >= ?"  # not counted twice
                 removed += run(newest, (max_rows, cutoff))
             else:
                 removed += run(newest, (max_rows,))
+        elif max_rows is not None:
+            beyond = self._count_beyond(max_rows)
+            if beyond > 0:  # the oldest rows past the newest `max_rows`: the same rows, walked from their end
+                removed += run("id IN (SELECT id FROM asks ORDER BY arrived_at, id LIMIT ?)", (beyond,))
         return removed
+
+    def _count_beyond(self, max_rows: int) -> int:
+        """How many rows the table holds beyond `max_rows`. Pruning runs every few hundred new rows
+        (in a burst too): a table whose ids span no more than `max_rows` cannot hold more, which two
+        index lookups tell; else the rows are counted (a walk of the table's smallest index, a quarter
+        of the cost of skipping the newest `max_rows` in `arrived_at` order, as this did)."""
+        span = self.conn.execute(
+            "SELECT (SELECT MAX(id) FROM asks) - (SELECT MIN(id) FROM asks)").fetchone()[0]
+        if span is None or span < max_rows:
+            return 0
+        count: int = self.conn.execute("SELECT COUNT(*) FROM asks").fetchone()[0]
+        return count - max_rows
 
     # -- reading --------------------------------------------------------------------------------
 

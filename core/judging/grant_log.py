@@ -4,11 +4,13 @@ ask, how many asks it has decided since; and revoking one. Textual-free.
 `core.rules.SessionGrants` holds the grants' rules (what the resolver appends); this module keeps
 the provenance and use counts beside them, keyed by the same grant ids, so listing and revoking
 never change how a grant matches. Revoking removes the grant's rules from its session's book:
-the next ask is judged without it.
+the next ask is judged without it. Thread-safe: a grant's use is counted by whichever thread judged
+the ask it decided (the disk thread, the event loop), while the loop lists, makes and revokes grants.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -49,30 +51,36 @@ class GrantLog:
     def __init__(self) -> None:
         self._made: dict[tuple[str, str], _Provenance] = {}
         self._decided: Counter[tuple[str, str]] = Counter()
+        self._lock = threading.Lock()
 
     def made(self, session_id: str, grants: Sequence[RecordedGrant], asked_by: str, by: str = "you") -> None:
         """`by` recorded `grants` while answering an ask of agent `asked_by`."""
-        for grant in grants:
-            self._made[(session_id, grant.id)] = _Provenance(by, asked_by)
+        with self._lock:
+            for grant in grants:
+                self._made[(session_id, grant.id)] = _Provenance(by, asked_by)
 
     def decided(self, session_id: str, decision: SessionApprovalDecision, book: SessionGrants) -> None:
         """Count an ask a session grant decided (`decision` as the resolver made it)."""
         surface, pattern = decision.surface, decision.pattern
         for grant in book.list():
             if grant.pattern == pattern and surface in (grant.surface, *family_members(grant.surface)):
-                self._decided[(session_id, grant.id)] += 1
+                with self._lock:
+                    self._decided[(session_id, grant.id)] += 1
                 return
 
     def forget(self, session_id: str, grant_id: str) -> None:
-        self._made.pop((session_id, grant_id), None)
-        self._decided.pop((session_id, grant_id), None)
+        with self._lock:
+            self._made.pop((session_id, grant_id), None)
+            self._decided.pop((session_id, grant_id), None)
 
     def entries(self, books: Mapping[str, SessionGrants]) -> list[GrantEntry]:
         """Every live grant, oldest first within each session."""
         out: list[GrantEntry] = []
+        with self._lock:
+            made_by, decided = dict(self._made), Counter(self._decided)
         for session_id, book in books.items():
             for grant in book.list():
-                made = self._made.get((session_id, grant.id), _Provenance("?", "?"))
+                made = made_by.get((session_id, grant.id), _Provenance("?", "?"))
                 out.append(GrantEntry(
                     session_id=session_id,
                     grant_id=grant.id,
@@ -82,6 +90,6 @@ class GrantLog:
                     made_at=grant.created_at,
                     made_by=made.made_by,
                     asked_by=made.asked_by,
-                    decided=self._decided[(session_id, grant.id)],
+                    decided=decided[(session_id, grant.id)],
                 ))
         return out

@@ -18,11 +18,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Hashable
 from dataclasses import dataclass
+from typing import Protocol
 
 from core.rules import Policy, Rule
 from core.vocabulary.asks import Judgment
 from core.wire.decisions import SessionApprovalDecision
-from core.wire.facts import IntentFacts
+from core.wire.facts import AskingUnit
 
 MAX_KEPT = 1024
 MAX_SEEN = 4 * MAX_KEPT
@@ -54,33 +55,53 @@ class KeptJudgments:
         with self._lock:
             self._kept.clear()
 
-    def get(self, key: Hashable, policy: Policy, rules: tuple[Rule, ...]) -> Kept | None:
-        """The judgment kept for `key`, if it was made under this very `policy` and `rules`."""
+    def get(self, key: Hashable, policy: Policy, rules: tuple[Rule, ...]) -> tuple[Kept | None, bool]:
+        """The judgment kept for `key`, if it was made under this very `policy` and `rules`, and whether
+        a judgment made now is to be kept (`keep`): from an ask's second judgment on. An ask seen once,
+        as most of a burst of different commands are, costs a hash here, not a judgment held in memory.
+        No lock: a dictionary read (`keep` replaces entries whole), and the seen hashes are a set each
+        operation of which is one step under the GIL (a race forgets hashes, or marks one twice)."""
         kept = self._kept.get(key)
-        if kept is None or kept.policy is not policy or kept.rules is not rules:
-            return None
-        return kept
+        if kept is not None:
+            if kept.policy is policy and kept.rules is rules:
+                return kept, False
+            return None, True  # kept under other rules: judged again, kept again
+        seen = hash(key)
+        if seen in self._seen:
+            return None, True
+        if len(self._seen) >= MAX_SEEN:
+            self._seen.clear()
+        self._seen.add(seen)
+        return None, False
 
-    def keep(self, key: Hashable, kept: Kept, facts: IntentFacts | None) -> None:
-        """Keep `kept` for `key` from its second judgment on (an ask seen once, as most of a burst of
-        different commands are, costs a hash, not a judgment held in memory), unless its facts are large."""
+    def keep(self, key: Hashable, policy: Policy, rules: tuple[Rule, ...], judgment: Judgment,
+             grant: SessionApprovalDecision | None, facts: Facts | None) -> None:
+        """Keep `judgment` for `key` (as `get` said), unless its facts are large."""
+        if facts is not None and facts_size(facts) > MAX_KEPT_CHARS:
+            return
         with self._lock:
-            if key not in self._kept:
-                seen = hash(key)
-                if seen not in self._seen:
-                    if len(self._seen) >= MAX_SEEN:
-                        self._seen.clear()
-                    self._seen.add(seen)
-                    return
-            if facts is not None and facts_size(facts) > MAX_KEPT_CHARS:
-                return
             if len(self._kept) >= MAX_KEPT:
                 for old in list(self._kept)[: MAX_KEPT // 2]:
                     del self._kept[old]
-            self._kept[key] = kept
+            self._kept[key] = Kept(policy, rules, judgment, grant)
 
 
-def facts_size(facts: IntentFacts) -> int:
+class Facts(Protocol):
+    """The child's facts as `IntentFacts` or the wire's `ForwardedAccessIntent` hold them (sized alike)."""
+
+    @property
+    def surface(self) -> str: ...
+    @property
+    def match_values(self) -> tuple[str, ...]: ...
+    @property
+    def boundary_value(self) -> str | None: ...
+    @property
+    def floor(self) -> str | None: ...
+    @property
+    def asking_units(self) -> tuple[AskingUnit, ...] | None: ...
+
+
+def facts_size(facts: Facts) -> int:
     """About how many characters the facts hold (what keeping them costs)."""
     units = facts.asking_units or ()
     return (sum(map(len, facts.match_values)) + len(facts.match_values) + len(facts.boundary_value or "")

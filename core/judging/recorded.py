@@ -5,12 +5,26 @@ on the child's facts as sent) and `core.judging.links` (non-terminal links) to t
 `Judge`/`Chain` seams, and keeps this node's serving-session grants. A request without usable facts
 never reaches either: missing facts make judgment impossible, so it goes to a person
 (`docs/design/contract.md` § Facts and judgment).
+
+Thread-safe: `judge` (and so `judge_ask`) runs on the publisher's disk thread for the asks decided at
+once while the event loop judges others, reloads the config and records or revokes grants. The
+judgment itself reads values replaced whole (a `Policy` from the store, which locks itself; a
+session's grant rules, one tuple): a judgment made while a reload or a grant lands is the judgment
+of the state before or after it, never a mix inside one reading. What is shared and mutated takes a
+lock of its own, held for a few dictionary operations only: the grant books by session (`_lock`,
+taken only when a session's book is first made), the config errors already logged (`_lock`, only
+when the policy has errors), a grant's use count (`GrantLog`'s lock, only when a grant decided), a
+book's grants (`SessionGrants`' lock) and the kept judgments (`KeptJudgments`' lock, when one is
+kept). The last policy and compiled reading used are one value each, read and replaced whole. An
+ask no grant decides, under a config without errors, takes no lock of the judging layer.
+(`tests/judging/test_threads.py` judges from two threads during a reload and a grant.)
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
@@ -18,18 +32,19 @@ from typing import Literal
 from core.clock import SYSTEM_CLOCK, Clock
 from core.forwarding.inotify import FolderWatch
 from core.judging.grant_log import GrantEntry, GrantLog
-from core.judging.kept import Kept, KeptJudgments
+from core.judging.kept import KeptJudgments
 from core.judging.links import AuthorizerChain
 from core.rules import ConfigError, Policy, PolicyStore, Rule, SessionGrants
+from core.rules.compiled import Compiled
 from core.rules.explain import Explanation, explain, explain_policy
+from core.rules.model import Step
 from core.rules.reloads import PendingReload
 from core.rules.session_grants import grant_rules
 from core.serving import NO_FACTS_EXPLANATION
 from core.text import log_safe
 from core.vocabulary.asks import Judgment, LazySequence
 from core.wire.decisions import AuthorizerDecision, SessionApprovalDecision
-from core.wire.facts import IntentFacts
-from core.wire.request import ParsedRequest, SessionGrant
+from core.wire.request import ForwardedAccessIntent, ParsedRequest, SessionGrant
 
 log = logging.getLogger("pi_authorizer.rules")
 
@@ -45,6 +60,8 @@ class RecordedAuthority:
         self.clock = clock
         self._grants: dict[str, SessionGrants] = {}
         self._reported: set[str] = set()
+        #: Guards `_grants` (a book made once per session) and `_reported`, from any thread.
+        self._lock = threading.Lock()
         self._ignored_reported = ""
         #: Called with each config change held because it widens (the app shows it and asks).
         self.on_pending: list[Callable[[PendingReload], None]] = []
@@ -52,6 +69,10 @@ class RecordedAuthority:
         self.grant_log = GrantLog()
         self._kept = KeptJudgments()
         self._kept_generation = store.generation
+        #: (agent, store generation, compositions, the policy `store.policy(agent)` returned then):
+        #: one tuple, read and replaced whole from any thread.
+        self._last_policy: tuple[str, int, int, Policy] | None = None
+        self._last_compiled: Compiled | None = None
         for pending in store.held_at_start():
             log.warning(
                 "at start: config change to %s since it was last accepted widens permissions and is NOT "
@@ -59,9 +80,14 @@ class RecordedAuthority:
                 log_safe(pending.path, 300), log_safe("; ".join(pending.diff_lines()), 2000))
 
     def grants_for(self, session_id: str) -> SessionGrants:
-        if session_id not in self._grants:
-            self._grants[session_id] = SessionGrants(self.store, self.clock)
-        return self._grants[session_id]
+        """The session's grant book, made on first use (once, whichever thread asks first)."""
+        book = self._grants.get(session_id)
+        if book is None:
+            with self._lock:
+                book = self._grants.get(session_id)
+                if book is None:
+                    book = self._grants[session_id] = SessionGrants(self.store, self.clock)
+        return book
 
     def explain(
         self, parsed: ParsedRequest, session_id: str, extra: Sequence[SessionGrant] = (),
@@ -81,6 +107,7 @@ class RecordedAuthority:
     ) -> Judgment:
         """One judgment; the explanation is `LazySequence` until someone reads it. An ask judged
         before under the same policy and grants gets the judgment kept then (`core.judging.kept`).
+        Callable from any thread (the module's docstring says how).
 
         `preview`: a what-if (a grant's or a rule's reach), not a decision: no grant's use is counted."""
         if extra or written is not None:
@@ -93,22 +120,33 @@ class RecordedAuthority:
             agent, why = intent.principal.agent_name, None
             key = (agent, session_id, intent.surface, intent.match_values, intent.boundary_value,
                    intent.floor, intent.asking_units)
-        if self.store.generation != self._kept_generation:
-            self._kept_generation = self.store.generation
+        store = self.store
+        generation, composed = store.generation, store.composed
+        if generation != self._kept_generation:
+            self._kept_generation = generation
             self._kept.clear()
-        policy = self.store.policy(agent)
-        book = self.grants_for(session_id)
+        last = self._last_policy
+        if last is not None and last[0] == agent and last[1] == generation and last[2] == composed:
+            policy = last[3]  # `store.policy(agent)`, as it returned it last (`PolicyStore.composed`)
+        else:
+            policy = store.policy(agent)
+            self._last_policy = (agent, generation, composed, policy)
+        book = self._grants.get(session_id)
+        if book is None:
+            book = self.grants_for(session_id)
         rules = book.rules() if intent is not None else ()
-        kept = self._kept.get(key, policy, rules)
-        if kept is None:
-            facts = None if intent is None else intent.facts()
-            kept = self._judged(policy, facts, rules, why)
-            self._kept.keep(key, kept, facts)
-        if kept.grant is not None and not preview:
-            self.grant_log.decided(session_id, kept.grant, book)
+        kept, again = self._kept.get(key, policy, rules)
+        if kept is not None:
+            judgment, grant = kept.judgment, kept.grant
+        else:
+            judgment, grant = self._judged(policy, intent, rules, why)
+            if again:
+                self._kept.keep(key, policy, rules, judgment, grant, intent)
+        if grant is not None and not preview:
+            self.grant_log.decided(session_id, grant, book)
         if policy.errors:
             self._log_errors(policy.errors)
-        return kept.judgment
+        return judgment
 
     def judge_afresh(
         self, parsed: ParsedRequest, session_id: str, extra: Sequence[SessionGrant] = (),
@@ -124,13 +162,37 @@ class RecordedAuthority:
         facts = parsed.access_intent is not None
         return _judgment(explanation, None if facts else parsed.dropped.get("accessIntent"), facts)
 
-    def _judged(self, policy: Policy, facts: IntentFacts | None, rules: tuple[Rule, ...],
-                why: str | None) -> Kept:
-        explanation = explain_policy(policy, facts, rules)
-        judgment = _judgment(explanation, why, facts is not None)
+    def _judged(self, policy: Policy, intent: ForwardedAccessIntent | None, rules: tuple[Rule, ...],
+                why: str | None) -> tuple[Judgment, SessionApprovalDecision | None]:
+        """The judgment and the grant that decided it: an ask without asking units by the policy's
+        compiled reading (`core.rules.compiled`) when it can tell, else in full; the explanation and
+        trail are the full judgment's, built when someone reads them."""
+        if intent is not None and not intent.asking_units:
+            last = self._last_compiled
+            if last is not None and last.policy is policy and last.session is rules:
+                compiled = last  # `policy.compiled(rules)`, as it was last
+            else:
+                compiled = self._last_compiled = policy.compiled(rules)
+            decided = compiled.decide(intent.surface, intent.match_values, intent.floor)
+            if decided is not None:
+                afresh = _Afresh(policy, intent, rules)
+                # `Judgment(...)`, made without its frozen dataclass `__init__` (six `object.__setattr__`
+                # calls: a third of the judgment of a new ask): the same value, its fields written into
+                # its `__dict__` as that `__init__` writes them (`tests/judging/test_compiled_judgment.py`
+                # checks every field of `Judgment` is written).
+                judgment = _new_object(Judgment)
+                fields = judgment.__dict__
+                fields["verdict"] = decided.verdict
+                fields["decided_by"] = decided.decision
+                fields["reason"] = decided.reason
+                fields["explanation"] = LazySequence(afresh.lines)
+                fields["trail"] = LazySequence(afresh.trail)
+                fields["config_errors"] = compiled.config_errors
+                return judgment, decided.grant
+        explanation = explain_policy(policy, None if intent is None else intent.facts(), rules)
+        judgment = _judgment(explanation, why, intent is not None)
         decision = judgment.decided_by
-        grant = decision if isinstance(decision, SessionApprovalDecision) else None
-        return Kept(policy, rules, judgment, grant)
+        return judgment, decision if isinstance(decision, SessionApprovalDecision) else None
 
     # -- the GrantBook the person's "whole serving session" approval uses ------------------------
 
@@ -150,7 +212,9 @@ class RecordedAuthority:
 
     def list_grants(self) -> list[GrantEntry]:
         """Every live whole-serving-session grant of this node, with provenance and use."""
-        return self.grant_log.entries(self._grants)
+        with self._lock:  # a snapshot: another thread may make a session's book meanwhile
+            books = dict(self._grants)
+        return self.grant_log.entries(books)
 
     def revoke_grant(self, session_id: str, grant_id: str) -> bool:
         """Remove a grant: the next ask is judged without it. False when it was already gone."""
@@ -209,7 +273,8 @@ class RecordedAuthority:
         return declined
 
     def _applied(self) -> None:
-        self._reported.clear()
+        with self._lock:
+            self._reported.clear()
         log.info("config changed; rules reloaded")
         self.report_config()
 
@@ -229,8 +294,10 @@ class RecordedAuthority:
     def _log_errors(self, errors: Sequence[ConfigError]) -> None:
         for error in errors:
             text = f"{error.path}: {error.key}: {error.reason}"
-            if text not in self._reported:
+            with self._lock:
+                new = text not in self._reported
                 self._reported.add(text)
+            if new:
                 log.warning("config error (scope ignored or floored): %s", text)
 
 
@@ -245,6 +312,33 @@ def _judgment(explanation: Explanation, why: str | None, facts: bool) -> Judgmen
         trail=LazySequence(lambda: explanation.trail),
         config_errors=errors,
     )
+
+
+#: Makes a `Judgment` without its `__init__` (`RecordedAuthority._judged`).
+_new_object = object.__new__
+
+
+class _Afresh:
+    """An ask's full judgment, made when its explanation or trail is first read (for a judgment the
+    compiled reading made: what `explain` would say of it, exactly)."""
+
+    __slots__ = ("_explanation", "intent", "policy", "rules")
+
+    def __init__(self, policy: Policy, intent: ForwardedAccessIntent, rules: tuple[Rule, ...]) -> None:
+        self.policy, self.intent, self.rules = policy, intent, rules
+        self._explanation: Explanation | None = None
+
+    def explanation(self) -> Explanation:
+        if self._explanation is None:
+            self._explanation = explain_policy(self.policy, self.intent.facts(), self.rules)
+        return self._explanation
+
+    def lines(self) -> list[str]:
+        explanation = self.explanation()
+        return _lines(explanation, None, True, tuple(map(str, explanation.config_errors)))
+
+    def trail(self) -> list[Step]:
+        return self.explanation().trail
 
 
 def _lines(explanation: Explanation, why: str | None, facts: bool, errors: Sequence[str]) -> list[str]:

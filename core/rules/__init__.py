@@ -5,7 +5,8 @@ The child owns the facts, this node the judgment: `docs/design/contract.md` § F
 Pure Python (no UI imports). The serving layer builds one `PolicyStore` and one `SessionGrants`
 per served session, converts each forwarded `accessIntent` into `IntentFacts`, and judges them
 with `explain_policy(store.policy(agent), facts, grants.rules())` (keeping the judgment for
-identical asks: `core.judging.kept`); `explain(store, facts, agent, rules)` is the same through
+identical asks: `core.judging.kept`; a new plain ask by the policy's compiled reading,
+`Policy.compiled`, `core.rules.compiled`); `explain(store, facts, agent, rules)` is the same through
 `resolve_with_policy`'s own reuse. A request without usable facts never reaches the rules:
 `explain_no_facts()` is its verdict (`ask`).
 """

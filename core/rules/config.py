@@ -86,6 +86,9 @@ class PolicyStore:
         self._lock = threading.RLock()
         #: Bumped whenever a file's new version is applied: what was derived from the old one is stale.
         self.generation = 0
+        #: Bumped at each policy composed (which may drop the least recently used one): while it and
+        #: `generation` stay, `policy(name)` returns the very policy it returned last for `name`.
+        self.composed = 0
         self._remembered: OrderedDict[Hashable, object] = OrderedDict()
         # The files as they are now are what the person started this node with, unless a record of
         # what was last accepted says otherwise (`core.rules.accepted`).
@@ -159,6 +162,10 @@ class PolicyStore:
     def policy(self, agent_name: str) -> Policy:
         """The composed policy for `agent_name` (cached until a source file changes)."""
         with self._lock:
+            cached = self._policies.get(agent_name)  # `_policy`'s first step, in place: every ask
+            if cached is not None:
+                self._policies.move_to_end(agent_name)
+                return cached
             return self._policy(agent_name)
 
     def remembered(self, key: Hashable, compute: Callable[[], T]) -> T:
@@ -184,6 +191,7 @@ class PolicyStore:
         if cached is not None:
             self._policies.move_to_end(agent_name)
             return cached
+        self.composed += 1
         composed = self._compose(agent_name)
         self._policies[agent_name] = composed
         if len(self._policies) > MAX_CACHED_POLICIES:

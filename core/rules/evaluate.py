@@ -41,11 +41,16 @@ class Candidates:
         """The same compiled rules followed by `tail`."""
         return Candidates(self.compiled, tail, self._index) if tail else self
 
+    def finder(self) -> Callable[[str], int]:
+        """`last_index` itself, or the index's own lookup when there is no tail (one call fewer)."""
+        return self.last_index if self.tail else self._index.last
+
     def last_index(self, value: str) -> int:
         """Position of the last rule matching `value`, or -1."""
-        for offset in range(len(self.tail) - 1, -1, -1):
-            if self.tail[offset].pattern_wildcard.matches(value):
-                return len(self.compiled) + offset
+        if self.tail:
+            for offset in range(len(self.tail) - 1, -1, -1):
+                if self.tail[offset].pattern_wildcard.matches(value):
+                    return len(self.compiled) + offset
         return self._index.last(value)
 
 
@@ -54,43 +59,57 @@ class _LastMatch:
 
     A value is looked up once per distinct head length, so only the wildcard rules whose head it
     starts with (and those without a head) are tried, from the last one down, never below the
-    best hit so far; each test is linear-time (see `core.rules.matcher`).
+    best hit so far; each test is linear-time (see `core.rules.matcher`). A literal prefix (`/tmp/*`)
+    matches whatever starts with its head, so it needs no test; `git *` is the text `git` (an exact
+    entry) and the prefix `git ` (the most common rule shape: one call fewer per value).
     """
 
     def __init__(self, rules: Sequence[Rule]) -> None:
         self.exact: dict[str, int] = {}
-        by_head: dict[int, dict[str, list[tuple[int, Callable[[str], bool]]]]] = {}
+        by_head: dict[int, dict[str, list[tuple[int, Callable[[str], bool] | None]]]] = {}
         headless: list[tuple[int, Callable[[str], bool]]] = []
         for position, rule in enumerate(rules):
             wildcard = rule.pattern_wildcard
+            head, expanded = wildcard.head, wildcard.expanded
+            test: Callable[[str], bool] | None = wildcard.matches
             if wildcard.literal is not None:
                 self.exact[wildcard.literal] = position
-            elif wildcard.head:
-                heads = by_head.setdefault(len(wildcard.head), {})
-                heads.setdefault(wildcard.head, []).append((position, wildcard.matches))
-            else:
+                continue
+            if not head:
                 headless.append((position, wildcard.matches))
-        self.by_head = {size: {head: tuple(reversed(found)) for head, found in heads.items()}
-                        for size, heads in sorted(by_head.items())}
+                continue
+            if expanded == head + "*":
+                test = None  # a literal prefix: its head is the whole test
+            elif expanded == head + " *":
+                self.exact[head] = max(self.exact.get(head, -1), position)  # the optional tail absent
+                head, test = head + " ", None
+            heads = by_head.setdefault(len(head), {})
+            heads.setdefault(head, []).append((position, test))
+        #: (head length, head -> its rules from the last down), shortest heads first.
+        self.by_head = tuple((size, {head: tuple(reversed(found)) for head, found in heads.items()})
+                             for size, heads in sorted(by_head.items()))
         self.headless = tuple(reversed(headless))
 
     def last(self, value: str) -> int:
+        """Each group is scanned from its last rule down, never below the best hit so far (the
+        scan is written out in place: this runs for every value of every ask)."""
         best = self.exact.get(value, -1)
-        for size, heads in self.by_head.items():
-            if size > len(value):
+        length = len(value)
+        for size, heads in self.by_head:
+            if size > length:
                 break
-            best = _scan(heads.get(value[:size], ()), value, best)
-        return _scan(self.headless, value, best)
-
-
-def _scan(rules: Sequence[tuple[int, Callable[[str], bool]]], value: str, best: int) -> int:
-    """The highest position above `best` whose rule matches (`rules` run from the last down)."""
-    for position, matches in rules:
-        if position <= best:
-            break
-        if matches(value):
-            return position
-    return best
+            for position, test in heads.get(value[:size], ()):
+                if position <= best:
+                    break
+                if test is None or test(value):
+                    best = position
+                    break
+        for position, matches in self.headless:
+            if position <= best:
+                break
+            if matches(value):
+                return position
+        return best
 
 
 def any_value(candidates: Candidates, values: Sequence[str], originals: Sequence[str]) -> Match:

@@ -191,7 +191,9 @@ def decision_of(verdict: Action, surface: str, outcome: Outcome | None) -> Rules
     """The response `decidedBy` of an auto-decision (the wire's own type); None for an ask.
 
     One value per distinct `decidedBy` (an immutable wire model): the asks one rule decides carry the
-    same value, built once (at most `MAX_DECISIONS` kept: children choose the surface)."""
+    same value, built once (at most `MAX_DECISIONS` kept: children choose the surface). Callable from
+    any thread without a lock: two threads missing at once each build an equal value, and the last
+    one kept wins (values compared by identity only to skip work: `core.serving.judgment.rule_response`)."""
     if verdict == "ask" or outcome is None:
         return None
     rule = outcome.rule

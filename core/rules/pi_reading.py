@@ -42,7 +42,7 @@ _ARRAY_INDEX_LIMIT = 2**32 - 1
 _PROTO = "__proto__"
 _STATES = ("allow", "deny", "ask")
 # Judged on the values as sent (`path-values`): 20.7.3's path surfaces and `mcp`'s candidates.
-_PATH_VALUE_SURFACES = frozenset({"read", "write", "edit", "find", "grep", "ls", "path",
+PATH_VALUE_SURFACES = frozenset({"read", "write", "edit", "find", "grep", "ls", "path",
                                   "external_directory", "mcp"})
 
 
@@ -174,7 +174,7 @@ def facts_as_pi(facts: IntentFacts) -> IntentFacts | None:
     surface = facts.surface
     if surface in DIRECTIONAL_SURFACES:
         return None
-    if surface in _PATH_VALUE_SURFACES or surface in ("bash", "skill"):
+    if surface in PATH_VALUE_SURFACES or surface in ("bash", "skill"):
         return facts
     name = js_trim(surface)
     if name == "bash":

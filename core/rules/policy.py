@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from core.rules.evaluate import Candidates
 from core.rules.model import (
@@ -26,12 +27,21 @@ from core.rules.pi_reading import js_key_order
 from core.rules.scopes import FileSignature, Permission, Scope, expand_families
 from core.rules.settings import Settings
 
+if TYPE_CHECKING:
+    from core.rules.compiled import Compiled
+
 GLOBAL = "global"
+#: Compiled readings kept per policy (one per tuple of session rules in use).
+MAX_COMPILED = 64
 
 
 @dataclass(frozen=True)
 class Policy:
-    """What this node's recorded authority says, for one (possibly suspicious) agent name."""
+    """What this node's recorded authority says, for one (possibly suspicious) agent name.
+
+    Its caches (candidates by surface, `others`, `pi_differs_on`) fill on first use from any thread
+    without a lock: each entry is a pure function of the policy, so two threads filling one at once
+    store equal values."""
 
     agent_name: str
     suspicious_agent_reason: str | None
@@ -59,6 +69,8 @@ class Policy:
     _others: list[Policy] = field(default_factory=list, repr=False, compare=False)
     _by_surface: dict[str, Candidates] = field(default_factory=dict, repr=False, compare=False)
     _pi_differs_on: dict[str, bool] = field(default_factory=dict, repr=False, compare=False)
+    # This very policy's `Compiled` readings by session rules (never shared with a copy: `init=False`).
+    _compiled: dict[int, Compiled] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def candidates(self, surface: str) -> Candidates:
         """The effective rules whose surface side matches `surface`, in position order (cached)."""
@@ -67,6 +79,18 @@ class Policy:
             cached = Candidates([r for r in self.effective_rules if r.surface_wildcard.matches(surface)])
             self._by_surface[surface] = cached
         return cached
+
+    def compiled(self, session: tuple[Rule, ...]) -> Compiled:
+        """This policy with these very session rules, compiled for plain asks (`core.rules.compiled`),
+        built on first use and kept beside the policy (at most `MAX_COMPILED`: grants change)."""
+        found = self._compiled.get(id(session))
+        if found is None or found.session is not session:
+            from core.rules.compiled import Compiled  # it judges by `core.rules.judge`, which needs Policy
+
+            if len(self._compiled) >= MAX_COMPILED:
+                self._compiled.clear()
+            found = self._compiled[id(session)] = Compiled(self, session)
+        return found
 
     def others(self) -> Policy | None:
         """This reading without the `--rules` layer, or None when there is no such layer."""

@@ -16,6 +16,7 @@ it finds is shown as the example. A search that reaches its bound counts as an o
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -70,7 +71,10 @@ class GrantRefused(ValueError):
 
 
 class SessionGrants:
-    """The grants of one served session: in memory only, cleared with the session."""
+    """The grants of one served session: in memory only, cleared with the session.
+
+    Thread-safe: the event loop adds and revokes grants while another thread judges (`rules`, one
+    tuple replaced whole) and counts a grant's use (`list`); the shadow check runs outside the lock."""
 
     def __init__(self, store: PolicyStore, clock: Clock = SYSTEM_CLOCK) -> None:
         self.store = store
@@ -78,6 +82,7 @@ class SessionGrants:
         self._grants: dict[str, RecordedGrant] = {}
         self._ids = itertools.count(1)
         self._rules: tuple[Rule, ...] = ()
+        self._lock = threading.Lock()
 
     def add(self, grants: Iterable[tuple[str, str]], agent_name: str) -> list[RecordedGrant]:
         """Record all `(surface, pattern)` grants, or none: raises `GrantRefused` on a shadow."""
@@ -88,24 +93,27 @@ class SessionGrants:
         if shadowed:
             raise GrantRefused("; ".join(s.describe() for s in shadowed), shadowed)
         added = []
-        for surface, pattern in wanted:
-            rules = grant_rules(surface, pattern, self.store.home)
-            grant = RecordedGrant(f"g{next(self._ids)}", surface, pattern, self.clock.wall(), rules)
-            self._grants[grant.id] = grant
-            added.append(grant)
-        if added:
-            self._changed()
+        with self._lock:
+            for surface, pattern in wanted:
+                rules = grant_rules(surface, pattern, self.store.home)
+                grant = RecordedGrant(f"g{next(self._ids)}", surface, pattern, self.clock.wall(), rules)
+                self._grants[grant.id] = grant
+                added.append(grant)
+            if added:
+                self._changed()
         return added
 
     def list(self) -> tuple[RecordedGrant, ...]:
         """Grants in recording order."""
-        return tuple(self._grants.values())
+        with self._lock:
+            return tuple(self._grants.values())
 
     def revoke(self, grant_id: str) -> bool:
         """Forget one grant; False when there was none with that id."""
-        if self._grants.pop(grant_id, None) is None:
-            return False
-        self._changed()
+        with self._lock:
+            if self._grants.pop(grant_id, None) is None:
+                return False
+            self._changed()
         return True
 
     def rules(self) -> tuple[Rule, ...]:

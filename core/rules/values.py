@@ -24,7 +24,7 @@ def js_trim(text: str) -> str:
 
 def bash_match_value(command: str) -> str:
     """The text bash rules are matched against: comment lines stripped, then trimmed."""
-    if "#" not in command:  # no comment line: the command, trimmed
-        return js_trim(command) or command
+    if "#" not in command:  # no comment line: the command, trimmed (`js_trim`, in place: every bash ask)
+        return command.strip(_JS_SPACE) or command
     kept = [line for line in command.split("\n") if not _COMMENT_LINE.match(line)]
     return js_trim("\n".join(kept)) or command

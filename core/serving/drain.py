@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from core.disk.tree import UnsafeFolder
 from core.forwarding.inbox import FileIdentity
-from core.serving.intake import INTAKE_FILES, Intake, Listing, scan, take_in
+from core.serving.intake import INTAKE_FILES, SETTLE_FILES, Intake, Listing, scan, take_in
 from core.serving.pipeline import Pipeline
 from core.serving.records import AWAITING, AskRecords
 from core.serving.sessions import ServedSession, Sessions
@@ -112,16 +112,22 @@ class Drain:
         on_disk = self.pipeline.publisher.on_disk
         derived = self._derive(served)
         retry, known, watched = derived.retry, derived.known, derived.watched
+        if served.settling:  # their answers are being settled: not new files
+            known = known | served.settling
         check = self._share(derived) if safety else None
         folder = served.inbox.folder_name
         last = self._listings.pop(folder, None)
         # Only a safety pass reuses a listing (a file event always lists again), and not every time.
         kept = last[0] if safety and last is not None and last[1] < RELIST_PASSES else None
+        lane = self.pipeline.at_once(served)
         try:
-            # One trip off the loop lists the inbox and reads the first batch of new files, so a burst
-            # is judged, recorded and published together (and a single ask pays one trip). On a thread
-            # of its own: a new ask is read while a write hangs or waits to be retried.
-            found = await asyncio.to_thread(scan, served.inbox, known, self.ledger, watched, check, kept)
+            # One trip off the loop lists the inbox, reads the first batch of new files and judges those
+            # decided at once (`core.serving.at_once`), so a burst is judged, recorded and published
+            # together (and a single ask pays one trip). On the disk thread when it is free; else on a
+            # thread of its own: a new ask is read while a write hangs or waits to be retried.
+            serve = None if lane is None else lane.serve
+            run = on_disk if self.pipeline.publisher.idle() else asyncio.to_thread
+            found = await run(scan, served.inbox, known, self.ledger, watched, check, kept, serve)
         except UnsafeFolder:
             raise
         except Exception as exc:
@@ -150,13 +156,19 @@ class Drain:
         # As `scan` listed them (the intakes follow this order); one decided meanwhile is not started.
         new = found.new
         while intake is not None:
-            new = new[len(intake.reads) :]
+            new = new[intake.taken :]
+            if intake.at_once:  # before the next trip is asked for: the disk thread settles them first
+                self.pipeline.settle_at_once(served, intake.at_once)
             # The rest of a burst: on the publisher's disk thread, taking turns with its commits
             # instead of trading the interpreter lock with them at every system call; the next
             # intake is asked for before this one is judged, so it is read while the loop judges.
             ahead = None
             if new:
-                ahead = asyncio.ensure_future(on_disk(take_in, served.inbox, new[:INTAKE_FILES], self.ledger))
+                # Another server seen meanwhile: nothing more is answered at once (the route leaves it).
+                serve = None if lane is None or served.foreign is not None else lane.serve
+                count = INTAKE_FILES if serve is None else SETTLE_FILES
+                trip = on_disk(take_in, served.inbox, new[:count], self.ledger, serve)
+                ahead = asyncio.ensure_future(trip)
             try:
                 await self._serve_batch(served, intake)
             except BaseException:

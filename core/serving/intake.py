@@ -14,7 +14,7 @@ import errno
 import logging
 import os
 import time
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -27,8 +27,9 @@ from core.forwarding.inbox import (
     display_name,
     read_request_identified,
 )
-from core.serving.verdicts import Ledger, VerdictRow
+from core.serving.verdicts import Ledger, VerdictRecord, VerdictRow
 from core.text import log_safe
+from core.vocabulary.asks import Judgment
 from core.wire.reader import RequestRejected, parse_request
 from core.wire.request import ParsedRequest
 
@@ -37,6 +38,10 @@ log = logging.getLogger("pi_authorizer.serve")
 #: Files one intake trip reads: small enough that a burst is judged while its first files are being
 #: committed (the publisher then takes everything queued, up to `MAX_BATCH`, as one batch).
 INTAKE_FILES = 256
+#: Files a later trip of a burst reads when it judges the asks decided at once (`core.serving.at_once`):
+#: their judgment and their batch then share one thread, and a batch's own costs (its transactions, the
+#: looks it makes once, the folder's flush) are spread over more asks.
+SETTLE_FILES = 1024
 #: Request bytes one intake trip may hold (with at most `INTAKE_FILES` files): memory stays bounded.
 READ_BUDGET = 32 << 20
 #: How long before a listing `requests/` must have last changed for its listing to be reused while
@@ -78,6 +83,18 @@ class Intake:
     recorded: dict[str, VerdictRow]
     #: Of `responses`, those holding exactly the bytes recorded for their id (this node's answer).
     ours: frozenset[str] = frozenset()
+    #: The verdicts of the asks of this intake decided at once in its trip (`core.serving.at_once`),
+    #: each read at `VerdictRecord.arrived`; `reads` holds the others.
+    at_once: list[VerdictRecord] = field(default_factory=list)
+    #: What the trip's judgment said of the others it judged (by name): an ask no one decides at once
+    #: (the route takes it without judging again), or the failure of its judgment (the file is
+    #: quarantined with it; a judge is never asked twice).
+    judged: dict[str, Judgment | Exception] = field(default_factory=dict)
+
+    @property
+    def taken(self) -> int:
+        """How many of the names asked for this trip took in (read, and decided at once)."""
+        return len(self.reads) + len(self.at_once)
 
 
 @dataclass(frozen=True)
@@ -96,13 +113,19 @@ class Scan:
 
     @property
     def to_read(self) -> list[str]:
-        return [] if self.intake is None else [name for name, _ in self.intake.reads]
+        if self.intake is None:
+            return []
+        return [name for name, _ in self.intake.reads] + [v.key.name for v in self.intake.at_once]
+
+
+Serve = Callable[[SessionInbox, "Intake"], "Intake"]
+"""What a trip does with an intake before it returns (`core.serving.at_once`: the asks decided at once)."""
 
 
 def scan(
     inbox: SessionInbox, known: frozenset[str], ledger: Ledger | None,
     watched: Mapping[str, FileIdentity] | None = None, check: Collection[str] | None = None,
-    kept: Listing | None = None,
+    kept: Listing | None = None, serve: Serve | None = None,
 ) -> Scan:
     """List the inbox, find which of the `watched` files (name: the identity read) now hold another
     file, and read the first batch of the files not in `known` or replaced. `check`: only these of
@@ -122,7 +145,8 @@ def scan(
                              if identity is not None and identity != watched[name])
     # Set work, not a loop over thousands of names: the listing is sorted, so is what it adds.
     new = sorted(listed.difference(known).union(replaced))
-    return Scan(names, replaced, take_in(inbox, new[:INTAKE_FILES], ledger) if new else None, new, listing)
+    intake = take_in(inbox, new[:INTAKE_FILES], ledger, serve) if new else None
+    return Scan(names, replaced, intake, new, listing)
 
 
 def list_requests(inbox: SessionInbox, kept: Listing | None = None) -> Listing | None:
@@ -144,10 +168,12 @@ def list_requests(inbox: SessionInbox, kept: Listing | None = None) -> Listing |
     return Listing(stamp, names, settled)
 
 
-def take_in(inbox: SessionInbox, names: Sequence[str], ledger: Ledger | None) -> Intake:
+def take_in(
+    inbox: SessionInbox, names: Sequence[str], ledger: Ledger | None, serve: Serve | None = None
+) -> Intake:
     """FileRead and parse up to `READ_BUDGET` bytes of the named files (at least one), through one
-    descriptor of `requests/`; then look up their responses and recorded verdicts, once for all.
-    Raises `UnsafeFolder` when a folder of the session tree is refused."""
+    descriptor of `requests/`; then look up their responses and recorded verdicts, once for all, and
+    `serve` what it takes of them. Raises `UnsafeFolder` when a folder of the session tree is refused."""
     reads: list[tuple[str, FileRead]] = []
     held = 0
     try:
@@ -178,7 +204,8 @@ def take_in(inbox: SessionInbox, names: Sequence[str], ledger: Ledger | None) ->
         if (verdict := recorded.get(name.removesuffix(".json"))) is not None
         and inbox.response_is(name.removesuffix(".json"), verdict.body, or_cut_short=True)
     )
-    return Intake(reads, responses, recorded, ours)
+    intake = Intake(reads, responses, recorded, ours)
+    return intake if serve is None else serve(inbox, intake)
 
 
 def existing_responses(inbox: SessionInbox, request_ids: Iterable[str]) -> frozenset[str]:

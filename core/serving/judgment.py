@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
-from core.clock import Clock, wall_ms
+from core.clock import Clock
 from core.serving.verdicts import gate_denial
 from core.vocabulary.asks import Decision, Judgment
 from core.wire.decisions import DecisionSource, RuleDecision
@@ -50,7 +50,8 @@ def judge_ask(
     judge: Judge, parsed: ParsedRequest, responder: str, clock: Clock
 ) -> tuple[Judgment, Decision | None]:
     """The judgment: an ask over the per-request limits is refused before any rule sees it (bounded
-    work; the agent is told which limit), else this node's rules decide; `None`: nobody decided."""
+    work; the agent is told which limit), else this node's rules decide; `None`: nobody decided.
+    The asks a rule decides alike within one millisecond share one `Decision` value (`rule_decision`)."""
     limit = over_limit(parsed.request.access_intent)
     if limit is not None:
         judgment = Judgment(verdict="deny", explanation=(f"over the per-request limit: {limit}",))
@@ -59,7 +60,7 @@ def judge_ask(
     judgment = judge.judge(parsed, responder)
     if judgment.verdict == "ask":
         return judgment, None
-    return judgment, Decision(rule_response(judgment, responder, clock), "rule")
+    return judgment, rule_decision(judgment, responder, clock)
 
 
 async def review_by_chain(
@@ -74,36 +75,44 @@ async def review_by_chain(
         return None
     if verdict is None:
         return None
-    return verdict, Decision(rule_response(verdict, responder, clock), "chain")
+    return verdict, rule_decision(verdict, responder, clock, "chain")
 
 
 def rule_response(judgment: Judgment, responder: str, clock: Clock) -> ForwardedResponse:
     """The response for a rule's (or a link's) allow or deny, with its `decidedBy` and reason.
 
     A deny always carries a reason: without one, 20.7.3 tells its agent "User denied …" though no
-    person decided (the reference's own rule denials leave it out; this node does not).
+    person decided (the reference's own rule denials leave it out; this node does not)."""
+    return rule_decision(judgment, responder, clock).response
+
+
+def rule_decision(judgment: Judgment, responder: str, clock: Clock, outcome: str = "rule") -> Decision:
+    """`Decision(rule_response(judgment, responder, clock), outcome)`.
 
     A response is a value of the verdict, `decidedBy`, reason, responder and millisecond alone, and
-    building one costs more than a kept judgment: the asks of a burst decided alike within the same
-    millisecond share the last one built (asks decided by one rule share its `decidedBy` value,
-    `core.rules.judge.decision_of`)."""
-    now = wall_ms(clock)
+    building one (and its decision) costs more than a kept judgment: the asks of a burst decided
+    alike within the same millisecond share the last decision built (asks decided by one rule share
+    its `decidedBy` value, `core.rules.judge.decision_of`). Callable from any thread without a lock:
+    the last one is one tuple, read and replaced whole (a thread that finds another's is given an
+    identical value; a race only builds one more)."""
+    now = int(clock.wall() * 1000)  # `wall_ms`, in place: every ask decided at once
     verdict, source, reason = judgment.verdict, judgment.decided_by, judgment.reason
     last = _last[0]
     if (last is not None and last[1] is source and last[4] == now and last[3] == responder
-            and last[0] == verdict and last[2] == reason):
-        return last[5]
+            and last[0] == verdict and last[2] == reason and last[5] == outcome):
+        return last[6]
     if verdict == "allow":
         response = approve(responder=responder, at_ms=now, decided_by=source)
     else:
         text = reason if reason and reason.strip() else unreasoned_denial(judgment)
         response = deny(responder=responder, at_ms=now, decided_by=source, reason=text)
-    _last[0] = (verdict, source, reason, responder, now, response)
-    return response
+    decision = Decision(response, outcome)
+    _last[0] = (verdict, source, reason, responder, now, outcome, decision)
+    return decision
 
 
-#: The last response `rule_response` built, with what it was built from.
-_last: list[tuple[str, DecisionSource | None, str | None, str, int, ForwardedResponse] | None] = [None]
+#: The last decision `rule_decision` built, with what it was built from.
+_last: list[tuple[str, DecisionSource | None, str | None, str, int, str, Decision] | None] = [None]
 
 
 def unreasoned_denial(judgment: Judgment) -> str:

@@ -9,12 +9,19 @@ whether a change is allowed):
 4. arrived → judged → escalated → shown → decided: the route (`Route.arrive`), through this
    session's `InboxDoor` (read the file again before a person's decision is written; deliver);
 5. answered (`publisher`): recorded and published once; what became of it (`reported`) moves the
-   record on, and the publisher's removal of the request (`removed`) frees the name.
+   record on, and the publisher's removal of the request (`removed`) frees the name. An ask decided
+   at once in its intake's trip (`core.serving.at_once`) takes steps 1-5 on the disk thread, without
+   a record, and is reported here once per intake (`answered_at_once`); an answer of it that was not
+   plainly written gets its record then, and this module's code as any other.
 
 A step that waits (the quarantine, a restore, the chain, a decision still to come) goes on in a
 task of its own, as a file being served (let finish at shutdown). A listing that lacks the file ends
 its record (`listed`): an ask withdrawn is never answered. Whatever goes wrong, the file is
 quarantined with the reason and serving goes on.
+
+Size: one door, every step of a file through it (taken, checked, restored, answered, reported,
+withdrawn, set aside); the rules of a record are `core.serving.records`, the route is
+`core.serving.route`, the log lines `core.serving.answer_log`.
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ from dataclasses import dataclass
 from core.disk.tree import UnsafeFolder
 from core.forwarding.inbox import UnreadableRequest
 from core.seams import Seams
+from core.serving.answer_log import describe, joined, log_answers
+from core.serving.at_once import AtOnce
 from core.serving.intake import FileRead, Intake, rejection
 from core.serving.judgment import Chain, Judge
 from core.serving.publisher import Publisher
@@ -36,11 +45,10 @@ from core.serving.records import AWAITING, AskRecord, AskRecords
 from core.serving.route import Route
 from core.serving.sessions import ServedSession, Sessions
 from core.serving.verdicts import Ledger, Published, VerdictRecord
-from core.text import log_safe
 from core.vocabulary.asks import Answered, Arbiter, Ask, AskKey, Decision
 from core.vocabulary.events import ServeEvent, asked, label
 from core.wire.request import ParsedRequest
-from core.wire.response import ForwardedResponse, encode_response
+from core.wire.response import encode_response
 
 log = logging.getLogger("pi_authorizer.serve")
 
@@ -62,13 +70,6 @@ BEFORE_OURS = "before this node's verdict could be written"
 #: from the first to the last (on the serving clock), for as long as its request file is there (the
 #: child deletes it at its deadline; it can read an answer until then).
 DISK_WAIT_S: tuple[float, float] = (1.0, 30.0)
-#: Answers of one session per log line when a batch publishes several (each still says who asked
-#: what, the verdict, who decided, why and how long it waited).
-LOG_GROUP = 64
-#: How a `;` inside one answer's part of a joined line is written: `; ` separates the answers, so no
-#: child's value can split its answer in two or add an answer that never was (`log_safe` already
-#: doubles a backslash a child wrote, so this escape cannot be typed by one).
-SEMICOLON = "\\u003b"
 
 
 class Pipeline:
@@ -145,7 +146,10 @@ class Pipeline:
         if earlier is not None:
             self._go_on(served, record, self._restore(served, record, earlier, parsed))
             return
-        self.route.arrive(door, record, parsed, read.raw, served.inbox.session_id, timeout_ms, now)
+        judged = intake.judged.get(record.key.name) if intake.judged else None
+        if isinstance(judged, Exception):
+            raise judged  # its judgment in the trip failed: quarantined with why, never judged twice
+        self.route.arrive(door, record, parsed, read.raw, served.inbox.session_id, timeout_ms, now, judged)
 
     def _go_on(self, served: ServedSession, record: AskRecord, step: Coroutine[object, object, None]) -> None:
         """The rest of the path waits (on the disk, the history): it goes on as a file being served."""
@@ -238,13 +242,73 @@ class Pipeline:
                 self.reported(key, published, lines, now)
             except Exception:  # a bug reporting one answer: the others are reported, their waiters told
                 log.exception("%s: reporting its answer failed", label(key, published.verdict.parsed))
-        if lines is None:
+        if lines is not None:
+            log_answers(lines)
+
+    # -- answered at once, in their intake's trip ----------------------------------------------------
+
+    def at_once(self, served: ServedSession) -> AtOnce | None:
+        """What a trip needs to judge this session's asks decided at once (`core.serving.at_once`);
+        None while another server answers the inbox (nothing is raced: every file takes the route)."""
+        if served.foreign is not None:
+            return None
+        arbiter = self.route.at_once if self.route.chain is None else None
+        return AtOnce(served.inbox.session_id, self.route.judge, self.clock, self.timeout_ms(), arbiter,
+                      (served.records, served.settling))
+
+    def settle_at_once(self, served: ServedSession, verdicts: list[VerdictRecord]) -> None:
+        """Have the publisher record, publish and remove an intake's asks decided at once, next on its
+        disk thread (`Publisher.settle`); their names are held meanwhile, and what became of them is
+        reported once for all (`answered_at_once`). Not while another server answers the inbox (seen
+        since the trip judged them): their files stay, served again once it is gone (never raced)."""
+        if served.foreign is not None:
             return
-        for session_id, parts in lines.items():
-            session = f"session={log_safe(session_id)}"
-            for at in range(0, len(parts), LOG_GROUP):
-                group = parts[at:at + LOG_GROUP]
-                log.info("%s answered %d: %s", session, len(group), "; ".join(group))
+        names = [verdict.key.name for verdict in verdicts]
+        served.settling.update(names)
+
+        def settled(done: asyncio.Future[list[Published]]) -> None:
+            served.settling.difference_update(names)
+            if not done.cancelled() and done.exception() is None:
+                self.answered_at_once(served, done.result())
+
+        # Reported when done, whatever waits or stops meanwhile (`Publisher.close` waits for it).
+        self.publisher.settle_soon(served.inbox, verdicts).add_done_callback(settled)
+
+    def answered_at_once(self, served: ServedSession, answered: Sequence[Published]) -> None:
+        """What became of an intake's answers decided at once, reported as `reported_batch` reports a
+        batch: an answer plainly written needs no record (its request is removed already); any other is
+        reported from a record made for it now, so the route's own code waits for the disk or sets a
+        forgery aside."""
+        parts: list[str] = []
+        lines: dict[str, list[str]] = {served.inbox.session_id: parts}
+        now = self.clock.wall()
+        contested, emit, plain = served.contested, self.emit, []
+        #: What each response says in a log line (a burst's answers share a few responses).
+        told: dict[tuple[int, str], str] = {}
+        said: dict[tuple[str, ...], str] = {}  # the agents and surface parts (`asked`)
+        for published in answered:
+            verdict = published.verdict
+            key, response = verdict.key, verdict.response
+            try:
+                if published.written and published.history_failed is None and key.name not in contested:
+                    plain.append(key.name)
+                    emit(ServeEvent("answered", key, now, verdict.parsed, response, verdict.outcome))
+                    outcome = verdict.outcome
+                    if (told_now := told.get((id(response), outcome))) is None:
+                        told_now = told[id(response), outcome] = describe(response, outcome, None)
+                    waited = (now - (verdict.arrived or now)) * 1000
+                    parts.append(joined(f"{asked(key, verdict.parsed, said)} {told_now} in {waited:.1f}ms"))
+                    continue
+                if not published.written and not published.withdrawn and key.name not in served.records:
+                    record = served.records.take(key.name)
+                    served.records.arrive(record, verdict.parsed, verdict.arrived or now)
+                    served.records.move(record, "decided")
+                    self._answering[id(verdict.parsed)] = (record, served)
+                self.reported(key, published, lines, now)
+            except Exception:  # a bug reporting one answer: the others are reported
+                log.exception("%s: reporting its answer failed", label(key, verdict.parsed))
+        served.note_answered_all(plain)
+        log_answers(lines)
 
     def reported(
         self, key: AskKey, published: Published, lines: dict[str, list[str]] | None = None,
@@ -315,7 +379,7 @@ class Pipeline:
             log.info("%s %s", label(key, verdict.parsed), describe(response, outcome, waited))
         else:
             part = f"{asked(key, verdict.parsed)} {describe(response, outcome, waited)}"
-            lines.setdefault(key.session_id, []).append(part.replace(";", SEMICOLON))
+            lines.setdefault(key.session_id, []).append(joined(part))
 
     def removed(self, gone: Sequence[tuple[AskKey, Published]]) -> None:
         """The publisher removed these answered requests: their names are free for new requests (each
@@ -327,9 +391,13 @@ class Pipeline:
                 served.records.release(record)
 
     def settled(self, served: ServedSession, name: str) -> bool:
-        """The watcher saw an answered request removed (by us, or by its child): its name is free."""
+        """The watcher saw an answered request removed (by us, or by its child): its name is free. One
+        answered at once has no record: its removal is no news (no rescan) while its answer is being
+        settled or once it was (`note_answered`)."""
         record = served.records.get(name)
-        if record is None or record.state != "published":
+        if record is None:
+            return name in served.settling or name in served.answered
+        if record.state != "published":
             return False
         served.records.release(record)
         return True
@@ -547,15 +615,6 @@ def _gone(record: AskRecord) -> str:
     if record.state == "held":
         return "this request was set aside"
     return "the child withdrew this request"
-
-
-def describe(response: ForwardedResponse, outcome: str, waited_s: float | None) -> str:
-    """The answer's part of its log line: state, who decided, the reason, how long the ask waited."""
-    source = response.decided_by
-    by = source.kind if source is not None else "?"
-    reason = f" reason={log_safe(response.denial_reason, 120)}" if response.denial_reason else ""
-    waited = "" if waited_s is None else f" in {waited_s * 1000:.1f}ms"
-    return f"-> {response.state} by={by} ({outcome}){reason}{waited}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -101,6 +101,10 @@ class Publisher:
         self._drain: asyncio.Task[None] | None = None
         self._disk = ThreadPoolExecutor(1, thread_name_prefix="pi-authorizer-disk")
         self._removing: concurrent.futures.Future[None] | None = None
+        #: Works asked of the disk thread (`on_disk`) not finished yet.
+        self._busy = 0
+        #: The `settle`s asked for and not done: `close` lets them end.
+        self._settling: set[asyncio.Future[list[Published]]] = set()
 
     # -- on the event loop: the queue, a batch at a time ----------------------------------------
 
@@ -122,11 +126,7 @@ class Publisher:
     def enqueue_unwaited(self, inbox: SessionInbox, verdict: VerdictRecord) -> None:
         """`enqueue` an answer no one waits on (a rule's, the fail-safe's): no future of its own to
         create and set; what became of it reaches `on_published` / `on_batch` only."""
-        unwaited = self._unwaited
-        if unwaited is None:
-            self._loop = asyncio.get_running_loop()
-            unwaited = self._unwaited = self._loop.create_future()
-            unwaited.cancel()  # done from the start: `_draining` sets no result on it
+        unwaited = self.unwaited()
         if self.ledger is not None:
             self.ledger.expect(verdict.key)
         self._queue.append(BatchItem(inbox, verdict, unwaited))
@@ -136,7 +136,24 @@ class Publisher:
     async def on_disk(self, work: Callable[..., _T], *args: object) -> _T:
         """`work(*args)` on the disk thread, after the disk work queued before it (see the module
         docstring); the drain reads its intakes through this."""
-        return await asyncio.wrap_future(self._disk.submit(work, *args))
+        return await self.submit(work, *args)
+
+    def submit(self, work: Callable[..., _T], *args: object) -> asyncio.Future[_T]:
+        """`on_disk`, queued now (on the loop): work asked for after it runs after it."""
+        self._busy += 1
+        done = asyncio.wrap_future(self._disk.submit(work, *args))
+        done.add_done_callback(self._finished)
+        return done
+
+    def _finished(self, _: object) -> None:
+        self._busy -= 1
+
+    def idle(self) -> bool:
+        """Nothing queued for the disk thread nor running there: work asked for now starts at once (a
+        rescan's first intake is read there then, else on a thread of its own: a new ask is read while
+        a write hangs or waits to be retried)."""
+        return (self._busy == 0 and not self._queue
+                and (self._removing is None or self._removing.done()))
 
     async def room(self) -> None:
         """Wait while a whole batch is already queued behind the one being committed (backpressure)."""
@@ -149,6 +166,9 @@ class Publisher:
         if self._drain is not None:
             with contextlib.suppress(Exception):
                 await self._drain
+        if self._settling:  # their reports are made as each ends
+            await asyncio.wait(list(self._settling))
+            await asyncio.sleep(0)
         if self._removing is not None and not self._removing.done():
             await asyncio.wrap_future(self._removing)  # removals run in order: the last one ends last
         self._disk.shutdown(wait=False)
@@ -190,6 +210,49 @@ class Publisher:
                 self._loop.call_soon_threadsafe(self.on_removed, gone)
 
     # -- on the disk thread: the checkpoints of one batch ---------------------------------------
+
+    def settle(self, inbox: SessionInbox, verdicts: list[VerdictRecord]) -> list[Published]:
+        """An intake's answers decided at once (`core.serving.at_once`), on the disk thread: one batch
+        through the same checkpoints, then the requests answered removed. No one waits on them; the
+        event loop learns what became of each from what this returns (`submit` it)."""
+        unwaited = self._unwaited
+        assert unwaited is not None, "the loop made the unwaited future before asking for a trip"
+        batch = [BatchItem(inbox, verdict, unwaited) for verdict in verdicts]
+        try:
+            self._commit(batch)
+        except Exception as exc:  # a bug must not lose the answers: each says it was not written
+            log.exception("publishing a batch of %d failed", len(batch))
+            for item in batch:
+                if item.written is None:
+                    item.write_failed = item.write_failed or f"publishing failed ({what(exc)})"
+        results = [item.result() for item in batch]
+        answered = [(item, one) for item, one in zip(batch, results, strict=True) if one.written]
+        if answered:
+            try:
+                _remove_answered(answered)  # one that stays is found answered by the next listing
+                self.fault("deleted")
+            except Exception:
+                log.exception("removing %d answered requests failed", len(answered))
+        return results
+
+    def settle_soon(
+        self, inbox: SessionInbox, verdicts: list[VerdictRecord]
+    ) -> asyncio.Future[list[Published]]:
+        """`settle` next on the disk thread (on the loop: after the disk work asked for before)."""
+        self.unwaited()  # made here, on the loop, before the disk thread needs it
+        done = self.submit(self.settle, inbox, verdicts)
+        self._settling.add(done)
+        done.add_done_callback(self._settling.discard)
+        return done
+
+    def unwaited(self) -> asyncio.Future[Published]:
+        """The `done` of every answer no one waits on: one future, cancelled from the start (made on
+        the loop, before a trip may need it)."""
+        if self._unwaited is None:
+            self._loop = asyncio.get_running_loop()
+            self._unwaited = self._loop.create_future()
+            self._unwaited.cancel()
+        return self._unwaited
 
     def _commit(self, batch: Sequence[BatchItem]) -> None:
         """The checkpoints, in order, on the disk thread: every answer's file is written once the batch

@@ -31,6 +31,7 @@ from core.vocabulary.asks import (
     Ask,
     DecidesAtOnce,
     Decision,
+    Judgment,
     Leave,
     at_once,
 )
@@ -55,19 +56,24 @@ class Route:
         emit: Callable[[ServeEvent], None],
     ) -> None:
         self.arbiter, self.judge, self.chain, self.clock, self.emit = arbiter, judge, chain, clock, emit
-        self._at_once = arbiter.decide_at_once if isinstance(arbiter, DecidesAtOnce) else None
+        #: The arbiter's decision on the spot, when it takes every decision so (`DecidesAtOnce`).
+        self.at_once = arbiter.decide_at_once if isinstance(arbiter, DecidesAtOnce) else None
 
     def arrive(
         self, door: Door, record: AskRecord, parsed: ParsedRequest, raw: bytes | None, responder: str,
-        timeout_ms: int, now: float | None = None,
+        timeout_ms: int, now: float | None = None, judged: Judgment | None = None,
     ) -> None:
         """A checked request is an ask now: judged, escalated, shown, as far as it goes without waiting.
-        `now`: when it arrived (the moment its intake is served), else read from the clock."""
+        `now`: when it arrived (the moment its intake is served), else read from the clock; `judged`:
+        its judgment when its intake's trip judged it already (one no one decides at once)."""
         if now is None:
             now = self.clock.wall()
         door.records.arrive(record, parsed, now)
         self.emit(ServeEvent("arrived", record.key, now, parsed=parsed, raw=raw))
-        judgment, decision = judge_ask(self.judge, parsed, responder, self.clock)
+        if judged is None:
+            judgment, decision = judge_ask(self.judge, parsed, responder, self.clock)
+        else:
+            judgment, decision = judged, None
         if decision is not None:
             door.answer_soon(record, decision)
             return
@@ -93,8 +99,8 @@ class Route:
         """The arbiter decides: a decision taken on the spot that no one waits on is delivered at
         once; any other is taken alongside once it is made (nothing waits meanwhile)."""
         door.records.move(record, "shown")
-        if self._at_once is not None:
-            now = self._at_once(ask)
+        if self.at_once is not None:
+            now = self.at_once(ask)
             if isinstance(now, Decision) and now.reply is None and not now.by_person:
                 door.answer_soon(record, now)
             else:

@@ -75,6 +75,9 @@ class ServedSession:
     #: Names this node answered lately, newest last (bounded): another server's answer under one of them
     #: contests this node's; under a name this node never judged it is none of this node's business.
     answered: OrderedDict[str, None] = field(default_factory=OrderedDict)
+    #: Names of asks decided at once whose answers the publisher is settling (`core.serving.at_once`):
+    #: held as a record holds its name (no rescan takes their files), until their report.
+    settling: set[str] = field(default_factory=set)
     problems: dict[str, ServeEvent] = field(default_factory=dict)
     """Refused folders by part (`inbox`, `heartbeat`): the `unsafe_folder` event that reported each."""
 
@@ -88,9 +91,19 @@ class ServedSession:
         while len(self.answered) > MAX_CONTESTED:
             self.answered.popitem(last=False)
 
+    def note_answered_all(self, names: list[str]) -> None:
+        """`note_answered` for a batch's answers, in their order."""
+        answered = self.answered
+        for name in answered.keys() & names:  # answered lately under the same name: newest again
+            answered.move_to_end(name)
+        answered.update(dict.fromkeys(names))
+        while len(answered) > MAX_CONTESTED:
+            answered.popitem(last=False)
+
     def judged(self, name: str) -> bool:
-        """Whether this node serves the request `name` now, or answered it lately."""
-        return self.records.get(name) is not None or name in self.answered
+        """Whether this node serves the request `name` now (its answer settling at once included), or
+        answered it lately."""
+        return self.records.get(name) is not None or name in self.settling or name in self.answered
 
 class ServedSessions(Protocol):
     """All a front end may know and do about the sessions a core serves (no lock, heartbeat or record)."""

@@ -46,6 +46,10 @@ class VerdictRecord:
     outcome: str
     #: `Decision.carried_to`: where a courier carried the ask, and who decided there.
     carried_to: str | None = None
+    #: When it arrived and the bytes it was read from, for an ask answered in its intake's trip
+    #: (`core.serving.at_once`): no arrival of it was queued, its row is written whole with its verdict.
+    arrived: float | None = None
+    raw: bytes | None = None
 
     @property
     def request_id(self) -> str:

@@ -209,18 +209,26 @@ class DenyingArbiter:
 
     def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
         self.clock = clock
+        #: The last decision taken, with its responder and millisecond: a burst's asks denied within
+        #: one millisecond share it (a response is a value of these alone; it is never changed).
+        self._last: tuple[str, int, Decision] | None = None
 
     def decide(self, ask: Ask) -> asyncio.Future[ArbiterDecision]:
         return at_once(self.decide_at_once(ask))
 
     def decide_at_once(self, ask: Ask) -> ArbiterDecision:
+        now, responder, last = wall_ms(self.clock), ask.responder_session_id, self._last
+        if last is not None and last[1] == now and last[0] == responder:
+            return last[2]
         response = deny(
-            responder=ask.responder_session_id,
-            at_ms=wall_ms(self.clock),
+            responder=responder,
+            at_ms=now,
             decided_by=UnavailableDecision(reason=UNATTENDED_REASON),
             reason=UNATTENDED_DENIAL,
         )
-        return Decision(response, "fail-safe")
+        decision = Decision(response, "fail-safe")
+        self._last = (responder, now, decision)  # one tuple replaced whole: safe from any thread
+        return decision
 
     def withdraw(self, key: AskKey, reason: str | None = None) -> None:
         """Nothing is held, so nothing to withdraw."""

@@ -56,8 +56,9 @@ def label(key: AskKey, parsed: ParsedRequest | None) -> str:
     return f"session={log_safe(key.session_id)} {asked(key, parsed)}"
 
 
-def asked(key: AskKey, parsed: ParsedRequest | None) -> str:
-    """`label` without the session (a line of one session's answers names it once)."""
+def asked(key: AskKey, parsed: ParsedRequest | None, said: dict[tuple[str, ...], str] | None = None) -> str:
+    """`label` without the session (a line of one session's answers names it once). `said`: the
+    agents and surface parts already made for a batch's other asks (a burst's share a few)."""
     file = key.name
     # A plain ASCII name (every request id) is shown as it is: nothing for `display_name` or
     # `log_safe` to escape, and short enough not to be cut.
@@ -69,4 +70,10 @@ def asked(key: AskKey, parsed: ParsedRequest | None) -> str:
     intent = parsed.access_intent
     surface = intent.surface if intent else (req.surface or "?")
     value = intent.match_values[0] if intent and intent.match_values else (req.value or "")
-    return f"{name} {log_agents(parsed)} surface={log_safe(surface, 40)} value={log_safe(value, 80)!s}"
+    if said is None:
+        return f"{name} {log_agents(parsed)} surface={log_safe(surface, 40)} value={log_safe(value, 80)!s}"
+    principal = intent.principal.agent_name if intent else req.requester_agent_name
+    common = (req.requester_agent_name, principal, surface)
+    if (part := said.get(common)) is None:
+        part = said[common] = f"{log_agents(parsed)} surface={log_safe(surface, 40)}"
+    return f"{name} {part} value={log_safe(value, 80)!s}"

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 from pydantic.alias_generators import to_camel
@@ -48,9 +47,6 @@ def reject_json_constant(name: str) -> float:
 # on each call, which cost more than the parse itself for a request file. `json.loads` shares its
 # own default decoder across threads the same way.
 _STRICT_DECODER = json.JSONDecoder(parse_constant=reject_json_constant)
-#: Its scanner alone: the value starting at an index, and where it ends (`StopIteration` when no
-#: value starts there); `strict_json_loads` without the checks around it, for the reader's fast path.
-strict_scan: Callable[[str, int], tuple[Any, int]] = _STRICT_DECODER.scan_once  # type: ignore[attr-defined]
 
 
 MAX_WIRE_NESTING = 128

@@ -8,6 +8,13 @@ could differ (a name the reader does not read, a null it reads as absent, left o
 drops, a time beyond a finite float, the two fields whose wire shape is not the model's) and returns
 None for any object not of the usual shape or not valid: the tolerant reader (`core.wire.reader`)
 then reads it, so every rejection and every dropped field's reason stays the reader's.
+
+The object is decoded by pydantic's own JSON parser (`pydantic_core.from_json`, about half the
+standard decoder's cost), which refuses everything the reader's strict decoder refuses that a child
+can write (`NaN` and `Infinity`, raw control characters in strings, a lone surrogate escape, a byte
+order mark, bytes that are not UTF-8, trailing data, integers of thousands of digits) and reads the
+rest to the same values (a key written twice: the last one; `1e400`: infinite; `-0`: the integer 0).
+Whatever it refuses, the reader decodes again and says why.
 `tests/wire/test_fast_reader.py` proves the two give the same value on generated requests.
 """
 
@@ -18,8 +25,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import from_json
 
-from core.wire.base import MAX_WIRE_NESTING, check_nesting, strict_scan
+from core.wire.base import MAX_WIRE_NESTING
 from core.wire.limits import MAX_REQUEST_BYTES
 from core.wire.request import ForwardedRequest
 
@@ -36,20 +44,21 @@ _PRE_READ = ("sessionApproval", "hops")
 
 
 def decode_usual(data: bytes) -> dict[str, Any] | None:
-    """The JSON object `data` holds when it is one with nothing around it, decoded as the reader's
-    strict decoder would; None for anything else (the reader then decodes it and says why)."""
-    if len(data) > MAX_REQUEST_BYTES:
-        return None
+    """The JSON object `data` holds, decoded to what the reader's strict decoder gives; None for
+    anything else, and for any file that might nest deeper than the limit (the reader then decodes
+    it and says why)."""
+    if len(data) > MAX_REQUEST_BYTES or data.count(b"[") + data.count(b"{") > MAX_WIRE_NESTING:
+        return None  # (an ASCII bracket's byte is never part of another character's UTF-8)
     try:
-        text = data.decode("utf-8")
-        check_nesting(text, MAX_WIRE_NESTING)
-        value, end = strict_scan(text, 0)
-    except (StopIteration, ValueError, RecursionError):
+        value = from_json(data, allow_inf_nan=False)
+    except ValueError:
         return None
-    return value if end == len(text) and type(value) is dict else None
+    return value if type(value) is dict else None
 
 
 Reader = Callable[[object], object]
+#: `ForwardedRequest.model_validate` without its Python wrapper (which only passes its defaults on).
+_validate = ForwardedRequest.__pydantic_validator__.validate_python
 
 
 def read_usual(obj: dict[str, Any], pre_read: Mapping[str, Reader]) -> ForwardedRequest | None:
@@ -68,7 +77,7 @@ def read_usual(obj: dict[str, Any], pre_read: Mapping[str, Reader]) -> Forwarded
             for key in _PRE_READ:
                 if key in obj:
                     obj[key] = pre_read[key](obj[key])
-        request = ForwardedRequest.model_validate(obj)
+        request: ForwardedRequest = _validate(obj)
     except ValidationError:
         return None
     return request if math.isfinite(request.created_at) else None

@@ -28,14 +28,18 @@ def over_limit(intent: ForwardedAccessIntent | None) -> str | None:
         return f"accessIntent.matchValues has {len(values)} entries, over the limit of {MAX_MATCH_VALUES}"
     if len(units) > MAX_ASKING_UNITS:
         return f"accessIntent.askingUnits has {len(units)} entries, over the limit of {MAX_ASKING_UNITS}"
-    texts = [*values, *(u.command for u in units)]
-    if intent.boundary_value is not None:
-        texts.append(intent.boundary_value)
-    lengths = list(map(len, texts))  # in C: every ask with facts is measured
-    longest = max(lengths, default=0)
+    boundary = intent.boundary_value
+    lengths = list(map(len, values))  # in C: every ask with facts is measured
+    if units:
+        lengths += [len(unit.command) for unit in units]
+    if boundary is not None:
+        lengths.append(len(boundary))
+    total = sum(lengths)
+    if total <= MAX_VALUE_CHARS and total <= MAX_FACTS_CHARS:
+        return None  # the usual ask: no value is longer than all of them together
+    longest = max(lengths)
     if longest > MAX_VALUE_CHARS:
         return f"a value of accessIntent is {longest} characters long, over the limit of {MAX_VALUE_CHARS}"
-    total = sum(lengths)
     if total > MAX_FACTS_CHARS:
         return f"the values of accessIntent total {total} characters, over the limit of {MAX_FACTS_CHARS}"
     return None

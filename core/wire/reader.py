@@ -128,7 +128,7 @@ def parse_request(data: bytes) -> ParsedRequest:
     else:
         usual = read_usual(obj, PRE_READ)
         if usual is not None:
-            return ParsedRequest(request=usual, raw=data, dropped={})
+            return ParsedRequest.read_whole(usual, data)
     return _read_object(obj, data)
 
 

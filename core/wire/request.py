@@ -186,6 +186,14 @@ class ParsedRequest:
     raw: bytes
     dropped: dict[str, str] = field(default_factory=dict)
 
+    @classmethod
+    def read_whole(cls, request: ForwardedRequest, raw: bytes) -> ParsedRequest:
+        """`ParsedRequest(request, raw)` (nothing dropped), built without the frozen dataclass's
+        `object.__setattr__` per field: the reader's fast path makes one per ask."""
+        parsed = object.__new__(cls)
+        parsed.__dict__.update(request=request, raw=raw, dropped={})
+        return parsed
+
     @property
     def access_intent(self) -> ForwardedAccessIntent | None:
         return self.request.access_intent

@@ -60,6 +60,23 @@ async def test_the_fail_safe_returns_an_explained_denial_at_once() -> None:
     assert response.responded_at == 1_800_000_000_000 and response.responder_session_id == S
 
 
+def test_the_fail_safe_shares_one_denial_within_a_millisecond_and_no_further() -> None:
+    """A burst's asks denied in one millisecond share one decision (a value: immutable); another
+    millisecond or another responder gets its own, each with its time and responder."""
+    clock = ManualClock(1_800_000_000.0)
+    arbiter = DenyingArbiter(clock)
+    first, again = arbiter.decide_at_once(make_ask("a")), arbiter.decide_at_once(make_ask("b"))
+    assert first is again
+    clock.advance(0.001)
+    later = arbiter.decide_at_once(make_ask("c"))
+    other = make_ask("d")
+    elsewhere = arbiter.decide_at_once(Ask(other.key, other.parsed, other.judgment, 1.0, 600_000, "other"))
+    assert isinstance(first, Decision) and isinstance(later, Decision) and isinstance(elsewhere, Decision)
+    assert later is not first and later.response.responded_at == first.response.responded_at + 1
+    assert elsewhere.response.responder_session_id == "other" and first.response.responder_session_id == S
+    assert {d.response.denial_reason for d in (first, later, elsewhere)} == {UNATTENDED_DENIAL}
+
+
 async def test_leave_returns_leave_at_once() -> None:
     pending = LeavingArbiter().decide(make_ask())
     assert pending.done() and pending.result() is LEAVE

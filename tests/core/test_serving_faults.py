@@ -291,7 +291,8 @@ async def test_a_blocked_response_write_never_holds_up_the_loop(tmp_path: Path) 
     async with Served(tmp_path, DenyingArbiter(), writer=disk) as served:
         await wait_for(disk.entered.is_set, what="a response write waiting at the gate")
         write_request(root, S, "second")
-        await wait_for(lambda: "second.json" in [e.key.name for e in served.events if e.kind == "arrived"],
+        # Read and judged (decided at once, its answer queued behind the hanging write: held meanwhile).
+        await wait_for(lambda: served.core.served.by_id[S].judged("second.json"),
                        what="the next request read while the write waits")
         record = read_heartbeat(heartbeat_path(root, S))
         assert record is not None and record.pid == os.getpid()

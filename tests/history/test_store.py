@@ -12,6 +12,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from core.history import VERSION, HistoryFilter, HistoryStore, HistoryTooNew, Retention, migrate
 from core.history.store import HISTORY_FILE
@@ -89,6 +91,33 @@ def test_pruning_by_age_and_count_keeps_unpublished_verdicts(tmp_path: Path) -> 
     assert store.prune(now) == 3  # r1 by age; r7, r6 by count (the oldest of the rest)
     kept = [r.request_id for r in store.query()]
     assert kept == ["r3", "r4", "r5", "r2"]  # r2's verdict is not known published: kept
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.integers(0, 5), st.booleans()), max_size=14), st.integers(0, 10),
+       st.integers(0, 6))
+def test_pruning_by_count_removes_exactly_the_rows_past_the_newest(
+    tmp_path: Path, rows_drawn: list[tuple[int, bool]], max_rows: int, gaps: int
+) -> None:
+    """The rows pruned by count are those past the newest `max_rows` in `arrived_at` order (ties by id),
+    but for a verdict not known written: whatever the ids' gaps (rows deleted before) and ties."""
+    path = tmp_path / f"prune-{time.monotonic_ns()}.sqlite3"
+    store = HistoryStore(path, Retention(max_age_s=None, max_rows=None))
+    store.insert_rows([row(n, 0.0) for n in range(gaps)] + [
+        row(100 + n, float(at), **({} if written else {"written": None})) for n, (at, written) in
+        enumerate(rows_drawn)])
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("DELETE FROM asks WHERE request_id NOT LIKE 'r1__'")  # the gaps: ids deleted before
+        conn.commit()
+        kept = {row_id for row_id, in conn.execute(
+            "SELECT id FROM asks WHERE id NOT IN (SELECT id FROM asks ORDER BY arrived_at DESC, id DESC "
+            "LIMIT -1 OFFSET ?) OR (response IS NOT NULL AND written IS NULL AND ended_at IS NULL)",
+            (max_rows,))}
+    removed = store.prune_with(Retention(max_age_s=None, max_rows=max_rows))
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        left = {row_id for row_id, in conn.execute("SELECT id FROM asks")}
+    store.close()
+    assert left == kept and removed == len(rows_drawn) - len(kept)
 
 
 def test_pruning_runs_on_insert_every_n_rows(tmp_path: Path) -> None:

@@ -12,6 +12,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from core.history import HistoryStore
 from core.history.rows import (
@@ -111,6 +113,8 @@ def test_a_source_is_described_as_afresh(outcome: str) -> None:
             assert decision_columns(source, outcome, carried_to) == _describe(source, outcome, carried_to)
     forwarded = ForwardedDecision(responder_session_id="up", decision=rule)
     assert decision_columns(forwarded, "courier", "nats://a")[1] != decision_columns(forwarded, "courier", "nats://b")[1]
+    for other in ("rule", "rule_written", outcome, "rule"):  # the very same source, one outcome after another
+        assert decision_columns(rule, other) == _describe(rule, other, None)
 
 
 @pytest.mark.parametrize("value", [
@@ -172,6 +176,33 @@ KINDS: dict[str, dict[str, object]] = {
                         "sessionApproval": {"grants": [{"surface": "bash", "pattern": "git *"}]}},
     "surrogate": {"accessIntent": {**INTENT, "matchValues": ["git \udc80"]}, "message": "x\udc80"},
 }
+
+
+WIRE_TEXT = st.text(max_size=5) | st.sampled_from(
+    ["\ud800", "\x00", "\x1f\x7f", "\u2028\u2029", '"\\/', "é😀"])
+PRINCIPAL = st.fixed_dictionaries({"sessionId": WIRE_TEXT, "agentName": WIRE_TEXT})
+UNITS = st.lists(st.fixed_dictionaries({"command": WIRE_TEXT}, optional={"floor": WIRE_TEXT}),
+                 min_size=1, max_size=2)
+GRANTS = st.lists(st.fixed_dictionaries({"surface": WIRE_TEXT.filter(bool), "pattern": WIRE_TEXT}),
+                  min_size=1, max_size=2)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.fixed_dictionaries(
+    {"surface": WIRE_TEXT, "matchValues": st.lists(WIRE_TEXT, max_size=3),
+     "boundaryValue": st.none() | WIRE_TEXT, "requesterCwd": WIRE_TEXT, "principal": PRINCIPAL},
+    optional={"floor": WIRE_TEXT, "askingUnits": UNITS}),
+    st.fixed_dictionaries({}, optional={
+        "source": st.sampled_from(["tool_call", "elsewhere"]), "surface": WIRE_TEXT, "value": WIRE_TEXT,
+        "message": WIRE_TEXT | st.integers(), "sessionApproval": st.fixed_dictionaries({"grants": GRANTS})}))
+def test_the_facts_column_is_the_text_of_the_dumped_facts(intent: dict[str, object],
+                                                          fields: dict[str, object]) -> None:
+    """pydantic's serializer writes the facts column as `dumps` writes the dumped intent: the same
+    escapes (quotes, controls, U+2028 unescaped, non-ASCII as is), and a lone surrogate by `dumps`."""
+    parsed = parse_request(request_bytes("r1", accessIntent=intent, **fields))
+    assert facts_json(parsed) == _facts_json(parsed)
+    assert json.loads(facts_json(parsed))["accessIntent"]["matchValues"] == intent["matchValues"] \
+        or parsed.access_intent is None
 
 
 @pytest.mark.parametrize("kind", list(KINDS))

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from hypothesis import strategies as st
+
 from core.rules import IntentFacts, PolicyStore, Resolution, resolve_with_policy
 
 HOME = "/home/me"
@@ -91,3 +93,56 @@ ODD_NAMES = {
 
 
 USABLE = ["Explore", "code-reviewer.v2", "a" * 200, "Prüfer", "エージェント"]
+
+
+# -- hostile configs and facts, for the tests that compare a fast judgment with the full one -------
+
+#: Surface keys of a config: exact surfaces, families and members, tools, wildcards over surfaces.
+RULE_SURFACES = ("bash", "skill", "path", "path_read", "path_write", "external_directory",
+                 "external_directory_read", "read", "write", "mcp", "tool", "ba*", "*_read", "pa?h", "*")
+#: Patterns: prefixes, globs, `?`, home forms, array-index keys (pi orders them first), beyond the BMP.
+RULE_PATTERNS = st.sampled_from([
+    "*", "git *", "git push *", "rm *", "rm -f *", "/tmp/*", "/etc/*", "~/*", "${HOME}/x", "$HOME/*", "42",
+    "7", "ls", "a?c", "*x*", "/cache/?", "\U0001f600*", "?", "", " *", "srv:*", "make *", "ls *",
+]) | st.text(alphabet="git*? /~42\U0001f600#", max_size=6)
+RULE_ACTIONS = st.sampled_from(["allow", "deny", "ask", "maybe"]) | st.builds(
+    lambda reason: {"action": "deny", "reason": reason}, st.sampled_from(["no", "", "  ", "not \U0001f600"]))
+PERMISSIONS = st.dictionaries(
+    st.sampled_from(RULE_SURFACES), st.dictionaries(RULE_PATTERNS, RULE_ACTIONS, max_size=4) | RULE_ACTIONS,
+    max_size=5)
+CONFIG = st.fixed_dictionaries({"permission": PERMISSIONS}, optional={"yoloMode": st.booleans()})
+#: An agent file's frontmatter (agent files set rules, never knobs).
+AGENT_RULES = st.lists(st.tuples(st.sampled_from(["bash", "path", "read", "skill", "path_write"]),
+                                 st.sampled_from(["ls *", "git *", "/tmp/*", "rm -rf *", "*", "7"]),
+                                 st.sampled_from(["allow", "deny", "ask"])), max_size=4)
+#: What a session grant records: `(surface, pattern)`.
+GRANTS = st.lists(st.tuples(st.sampled_from(["bash", "path", "read", "mcp", "skill", "path_read", "tool"]),
+                            st.sampled_from(["rm *", "make *", "git *", "/etc/*", "/tmp/*", "*", "other:*",
+                                             "ls"])), max_size=3)
+#: Surfaces as children send them: padded, odd, empty, beyond the BMP.
+ASK_SURFACES = st.sampled_from(["bash", "bash ", " bash", "skill", " skill", "path", "path_read",
+                                "path_write", "external_directory", "external_directory_read", "mcp", "mcp ",
+                                "read", " read", "write", "tool", "", "\U0001f600", "pa\u00e9h"])
+ASK_VALUES = st.text(alphabet="git rm42/7tmpec~?\U0001f600\u00e9*.-fl#\n\ufeff\t", max_size=12)
+#: Values of one ask: few, none, or many.
+ASK_VALUE_LISTS = st.lists(ASK_VALUES, max_size=4) | st.lists(ASK_VALUES, min_size=20, max_size=60)
+ASK_FLOORS = st.none() | st.sampled_from(["ask", "deny", "", "x"])
+#: Agents: with an agent file, without, suspicious names.
+ASK_AGENTS = st.sampled_from(["Explore", "other", "", "unknown", "sub/x", "a\u200db"])
+
+
+@st.composite
+def hostile_layout(draw: st.DrawFn, root: Path) -> tuple[Layout, Path | None]:
+    """Config files drawn from the strategies above (global, maybe project, agent file, `--rules`
+    file) written under `root`: the layout and the rules file."""
+    layout = Layout(root)
+    layout.write_global(draw(CONFIG))
+    project = draw(st.none() | CONFIG | st.just("{not json"))
+    if project is not None:
+        layout.write_project(project)
+    agent = draw(AGENT_RULES)
+    if agent:
+        lines = "".join(f"  {s}:\n    '{p}': {a}\n" for s, p, a in agent)
+        layout.write_agent("Explore", f"permission:\n{lines}")
+    rules = draw(st.none() | st.fixed_dictionaries({"permission": PERMISSIONS}))
+    return layout, None if rules is None else layout.write(root / "rules.json", rules)

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from pydantic.alias_generators import to_snake
 
 from core.wire.fast_reader import decode_usual, read_usual
+from core.wire.limits import MAX_REQUEST_BYTES
 from core.wire.reader import PRE_READ, RequestRejected, parse_request, read_tolerantly
 
 
@@ -37,13 +38,22 @@ def dumps(value: Any, space: str = "") -> str:
 
 
 NUMBERS = st.sampled_from(["1e400", "-1e400", "1E2", "-0", "-0.0", "1.0", "10" * 30, "9007199254740993",
-                           "1.7976931348623157e308", "2e-400", "NaN", "Infinity", "0.1e1"]).map(Raw)
+                           "1.7976931348623157e308", "2e-400", "NaN", "Infinity", "0.1e1", "-Infinity",
+                           "1" * 4300, "1" * 4301, "-" + "9" * 5000, "0." + "3" * 800, "1e99999", "1e-99999",
+                           "1.5E+3", "01", "1.", ".5", "+1", "0x10", "1_000"]).map(Raw)
+#: String literals as written (a raw control character or NUL, surrogate escapes paired, lone, reversed
+#: or cut, escapes JSON has and has not, a DEL, a non-ASCII letter unescaped).
+STRING_LITERALS = st.sampled_from([
+    '"a\x00b"', '"\t"', '"\x1f"', '"\x7f"', '"\\u0000"', '"\\/"', '"\\ud83d\\ude00"', '"\\uD83D\\uDE00"',
+    '"\\ud800\\u0041"', '"\\udc00\\ud800"', '"\\ud800"', '"\\u00"', '"\\x41"', '"\\a"', '"é\\u00e9"',
+    '"\u2028"', '"\\"', '"abc', "'single'",
+]).map(Raw)
 TEXT = st.text(max_size=6) | st.sampled_from(["\ud800", "\udfff", "\x00", "\u202e", "é", "\U0001f600", " "])
 #: Nesting at, just past and far past the limit (`core.wire.base.MAX_WIRE_NESTING`), in brackets and braces.
 DEEP = st.sampled_from([Raw("[" * n + "]" * n) for n in (127, 128, 129, 5000)]
                        + [Raw('{"a":' * n + "1" + "}" * n) for n in (127, 129)])
 SCALARS = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | TEXT
-           | NUMBERS | DEEP)
+           | NUMBERS | STRING_LITERALS | DEEP)
 HOSTILE = st.recursive(
     SCALARS, lambda kids: st.lists(kids, max_size=3) | st.dictionaries(TEXT, kids, max_size=3), max_leaves=6)
 NAMES = st.sampled_from(["Explore", "general", "Explore ", ""]) | TEXT
@@ -107,7 +117,8 @@ def _objects(value: Any) -> list[dict[str, Any]]:
 @st.composite
 def files(draw: st.DrawFn) -> bytes:
     """A request file: a valid request, then a few hostile edits to its objects, then written out
-    with duplicated keys, odd number literals, spacing and stray bytes as drawn."""
+    with duplicated keys (at the top or in a nested object), odd number literals, spacing and stray
+    bytes as drawn."""
     request: dict[str, Any] = draw(REQUEST)
     for _ in range(draw(st.integers(0, 2))):
         target = draw(st.sampled_from(_objects(request)))
@@ -125,14 +136,38 @@ def files(draw: st.DrawFn) -> bytes:
         key, value = draw(st.sampled_from(pairs)) if pairs else ("id", "x")
         pairs.insert(draw(st.integers(0, len(pairs))), (key, draw(HOSTILE | st.just(value))))
         written = pairs
+    nested = [obj for obj in _objects(request)[1:] if obj]
+    if draw(st.booleans()) and nested:  # a key of a nested object (the facts, a unit...) written twice
+        target = draw(st.sampled_from(nested))
+        key = draw(st.sampled_from(sorted(target)))
+        at = draw(st.integers(0, len(target)))
+        written = _repeating(written, target, (at, key, draw(HOSTILE | st.just(target[key]))))
     if draw(st.integers(0, 9)) == 5:
         written = draw(HOSTILE)
-    text = dumps(written, draw(st.sampled_from(["", " ", "\n"])))
-    before, after = draw(st.sampled_from([("", "")] * 8 + [("", "\n"), (" ", ""), ("\ufeff", ""), ("", "x")]))
+    text = dumps(written, draw(st.sampled_from(["", "", " ", "\n", "\t", "\r\n", "\x0c", "\xa0", "\u2028"])))
+    before, after = draw(st.sampled_from([("", "")] * 8 + [("", "\n"), (" ", ""), ("\ufeff", ""), ("", "x"),
+                                          ("\t\r", " \n"), ("", "\x00"), ("\x00", ""), ("", "{}")]))
     data = (before + text + after).encode("utf-8")
     if draw(st.integers(0, 19)) == 5:
         data = data[: draw(st.integers(0, len(data)))] + b"\xff"
     return data
+
+
+def _repeating(value: Any, target: dict[str, Any], repeat: tuple[int, str, Any]) -> Any:
+    """`value` with the object `target` written with a key twice: `repeat` is where the extra
+    member goes among its members, its key and its value (the last one written counts)."""
+    if value is target:
+        at, key, extra = repeat
+        pairs = Pairs(target.items())
+        pairs.insert(at, (key, extra))
+        return pairs
+    if isinstance(value, Pairs):
+        return Pairs([(k, _repeating(v, target, repeat)) for k, v in value])
+    if isinstance(value, dict):
+        return {k: _repeating(v, target, repeat) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_repeating(v, target, repeat) for v in value]
+    return value
 
 
 def _outcome(reader: Any, data: bytes) -> Any:
@@ -195,5 +230,33 @@ def test_usual_requests_take_the_fast_path_and_read_the_same(request: dict[str, 
         assert usual is None
     elif isinstance(request["createdAt"], Raw) or request.get("source") == "other":
         pass  # a literal the reader refuses or a source it drops: read by the tolerant reader
+    elif _lone_surrogate(request):
+        pass  # text UTF-8 cannot hold (pydantic's decoder refuses it): read by the tolerant reader
     else:
         assert usual is not None, "a usual, valid request left the fast path"
+
+
+def _lone_surrogate(value: Any) -> bool:
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def test_a_file_over_the_size_limit_is_refused_with_its_size_as_before() -> None:
+    body = json.dumps({"id": "r1", "createdAt": 1, "requesterSessionId": "c", "targetSessionId": "s",
+                       "requesterAgentName": "Explore", "message": "x" * MAX_REQUEST_BYTES}).encode()
+    assert decode_usual(body) is None
+    reason = f"file is {len(body)} bytes, over the {MAX_REQUEST_BYTES}-byte limit"
+    assert _outcome(parse_request, body) == _outcome(read_tolerantly, body) == ("rejected", reason)
+
+
+def test_brackets_inside_strings_past_the_nesting_limit_are_read_by_the_tolerant_reader_alike() -> None:
+    """Brackets are counted before decoding, strings included: many in a string only cost the
+    tolerant reader's exact measure, never a different reading."""
+    body = json.dumps({"id": "r1", "createdAt": 1, "requesterSessionId": "c", "targetSessionId": "s",
+                       "requesterAgentName": "Explore", "message": "[{" * 200}).encode()
+    assert decode_usual(body) is None
+    fast, full = parse_request(body), read_tolerantly(body)
+    assert fast == full and fast.request.message == "[{" * 200

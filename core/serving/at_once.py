@@ -1,0 +1,102 @@
+"""Asks decided at once, judged in their intake's trip on the publisher's disk thread.
+
+An ask that this node's rules decide (or its fail-safe arbiter, `--on-ask deny`) waits for nobody: the
+trip that reads its file judges it there, and the publisher's next work on that thread records,
+publishes and removes it with the others of its intake, through the publisher's very checkpoints
+(`Publisher.settle`); the event loop is told once per intake (`Pipeline.settle_at_once`), and holds
+their names meanwhile (`ServedSession.settling`) as a record holds one. Measured (issue 37, fourth
+pass, `docs/design/serving-speed.md`): the route of one file on the loop, its records, its events and
+its hand-off to the publisher cost a burst more CPU per ask than the floor server spends on the whole
+ask.
+
+Only an ask with nothing before it is taken: its file usable and addressed to this session, no response
+and no recorded verdict for its id, its name held by no record. Every other file (unusable, restored
+after a restart, an ask for a person, a chain or a courier, one whose judgment raised) goes down the
+route on the loop as before (`core.serving.pipeline`), its read passed on untouched. What became of an
+answer that was not plainly written (a response found first, a full disk, a request withdrawn at the
+disk) is reported by the route's own code, from a record made for it then.
+
+Judgment here runs off the event loop: `RecordedAuthority.judge` is safe to call from two threads
+(`core.judging.recorded`); the arbiter's `decide_at_once` and `judge_ask` build values only. A config
+reload or a session grant taken on the loop while a trip judges is as if it came a moment later (as for
+a batch judged on the loop and still committing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Container
+from dataclasses import dataclass, replace
+
+from core.clock import Clock
+from core.forwarding.inbox import SessionInbox
+from core.serving.intake import FileRead, Intake, rejection
+from core.serving.judgment import Judge, judge_ask
+from core.serving.verdicts import VerdictRecord
+from core.vocabulary.asks import ArbiterDecision, Ask, AskKey, Decision, Judgment
+from core.wire.response import ForwardedResponse, encode_response
+
+
+@dataclass(frozen=True)
+class AtOnce:
+    """What a trip needs to judge the asks of one session decided at once, taken on the event loop."""
+
+    session_id: str
+    judge: Judge
+    clock: Clock
+    timeout_ms: int
+    #: The arbiter's decision on the spot (`DecidesAtOnce`), when no chain comes before it; else None:
+    #: an ask no rule decides goes down the route.
+    arbiter: Callable[[Ask], ArbiterDecision] | None
+    #: The names held by a record of the session (its `AskRecords`), and those being settled, looked
+    #: up as the trip goes: never taken here, whatever the file under the name now holds.
+    held: tuple[Container[str], Container[str]] = (frozenset(), frozenset())
+
+    def serve(self, inbox: SessionInbox, intake: Intake) -> Intake:
+        """Judge the asks of `intake` decided at once; the intake with their verdicts apart
+        (`Intake.at_once`), its `reads` the others."""
+        now = self.clock.wall()
+        verdicts: list[VerdictRecord] = []
+        last: tuple[ForwardedResponse, bytes] | None = None  # answers share responses (`rule_response`)
+        rest: list[tuple[str, FileRead]] = []
+        judged: dict[str, Judgment | Exception] = {}
+        session_id, recorded, responses = self.session_id, intake.recorded, intake.responses
+        records, settling = self.held
+        for name, read in intake.reads:
+            parsed = read.parsed
+            if (parsed is None or name in records or name in settling or parsed.request.id in recorded
+                    or name in responses or rejection(name, read, session_id) is not None):
+                rest.append((name, read))
+                continue
+            key = AskKey(session_id, name)
+            decision: Decision | Judgment | Exception
+            try:
+                decision = self.decide(key, read, now)
+            except Exception as exc:  # the route quarantines the file with it
+                decision = exc
+            if not isinstance(decision, Decision):
+                rest.append((name, read))
+                judged[name] = decision
+                continue
+            response = decision.response
+            if last is None or last[0] is not response:
+                last = (response, encode_response(response))
+            verdicts.append(VerdictRecord(key, parsed, response, last[1], decision.outcome,
+                                          decision.carried_to, now, read.raw))
+        if not verdicts and not judged:
+            return intake
+        return replace(intake, reads=rest, at_once=verdicts, judged=judged)
+
+    def decide(self, key: AskKey, read: FileRead, now: float) -> Decision | Judgment:
+        """The decision no one waits on for this ask (a rule's, the fail-safe's), or the judgment of
+        an ask it is not (for a person, a chain, a courier, or left)."""
+        parsed = read.parsed
+        assert parsed is not None
+        judgment, decision = judge_ask(self.judge, parsed, self.session_id, self.clock)
+        if decision is not None:
+            return decision
+        if self.arbiter is None:
+            return judgment
+        taken = self.arbiter(Ask(key, parsed, judgment, now, self.timeout_ms, self.session_id))
+        if isinstance(taken, Decision) and taken.reply is None and not taken.by_person:
+            return taken
+        return judgment
