@@ -28,16 +28,19 @@ traceback or ERROR line in serve's log.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import random
 import select
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -120,7 +123,19 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, default=None, help="where the run's folder is made")
     parser.add_argument("--keep", type=Path, default=None, help="keep the run's folder here")
     parser.add_argument("--checkout", type=Path, default=REPO, help="run serve from this checkout")
+    parser.add_argument("--full-disk", type=int, default=0, metavar="MIB",
+                        help="campaign3: the inbox (and the state with --state-on-full) on a tmpfs of this "
+                             "size in a private mount namespace (root), filled during the burst, then freed")
+    parser.add_argument("--state-on-full", action="store_true", help="the history on the full tmpfs too")
+    parser.add_argument("--linger", type=float, default=1.0, help="seconds serve runs after the last answer")
+    parser.add_argument("--fill-at", default="0.1:1.0", help="MIN:MAX s after the burst to fill the disk")
+    parser.add_argument("--full-for", type=float, default=4.0, help="seconds the disk stays full")
     args = parser.parse_args()
+    if args.full_disk and not os.environ.get("CAMPAIGN_IN_NAMESPACE"):
+        sys.stdout.flush()
+        command = ["unshare", "-m", "--propagation", "private", sys.executable, "-m", "bench.campaign_burst",
+                   *sys.argv[1:]]
+        os.execvpe("unshare", command, {**os.environ, "CAMPAIGN_IN_NAMESPACE": "1"})  # noqa: S606
     where = args.keep or args.dir
     if where is not None:
         where.mkdir(parents=True, exist_ok=True)
@@ -132,8 +147,17 @@ def main() -> None:
 def run(args: argparse.Namespace, folder: Path) -> int:
     rng = random.Random(args.seed)  # noqa: S311 - a reproducible mix, not a secret
     root, state, agent = folder / "root", folder / "state", folder / "agent"
+    staging = folder / "staging"
+    if args.full_disk:  # the inbox (and its staging, for the renames) on a small tmpfs of its own
+        fs = folder / "fs"
+        fs.mkdir()
+        size = f"size={args.full_disk}m"
+        subprocess.run(["mount", "-t", "tmpfs", "-o", size, "tmpfs", str(fs)], check=True)
+        root, staging = fs / "root", fs / "staging"
+        if args.state_on_full:
+            state = fs / "state"
     session = root / "sessions" / encode_session_id(SESSION)
-    requests, responses, staging = session / "requests", session / "responses", folder / "staging"
+    requests, responses = session / "requests", session / "responses"
     for path in (requests, responses, staging, agent):
         path.mkdir(parents=True)
     rules = folder / "rules.json"
@@ -173,7 +197,22 @@ def run(args: argparse.Namespace, folder: Path) -> int:
             return subprocess.Popen(argv, cwd=args.checkout, stdout=log, stderr=subprocess.STDOUT,
                                     start_new_session=True, env=env)
 
-    proc = start()
+    current = [start()]
+    try:
+        return serve_burst(args, folder, rng, current, start, root, state, requests, responses, staging,
+                           log_path, kind_of, sent, replacement, meddling)
+    finally:
+        if current[0].poll() is None:  # a failure of the campaign itself: serve is not left running
+            os.killpg(current[0].pid, signal.SIGKILL)
+
+
+def serve_burst(args: argparse.Namespace, folder: Path, rng: random.Random,
+                current: list[subprocess.Popen[bytes]],
+                start: Callable[[], subprocess.Popen[bytes]], root: Path, state: Path, requests: Path,
+                responses: Path, staging: Path, log_path: Path, kind_of: dict[str, str],
+                sent: dict[str, bytes], replacement: dict[str, bytes],
+                meddling: list[tuple[float, str]]) -> int:
+    proc = current[0]
     beat = root / "serving" / f"{encode_session_id(SESSION)}.json"
     deadline = time.monotonic() + 60
     while not beat.exists():
@@ -182,6 +221,9 @@ def run(args: argparse.Namespace, folder: Path) -> int:
             raise RuntimeError(f"serve did not start: {log_path.read_text()[-2000:]}")
         time.sleep(0.05)
     low, high = (float(x) for x in args.kill_after.split(":"))
+    fill_low, fill_high = (float(x) for x in args.fill_at.split(":"))
+    fill_at = rng.uniform(fill_low, fill_high) if args.full_disk else None
+    freed_at: float | None = None
     kills: list[float] = []
     next_kill = time.monotonic() + rng.uniform(low, high) if args.kills else None
     restarted, offset = False, 0
@@ -197,6 +239,7 @@ def run(args: argparse.Namespace, folder: Path) -> int:
     overflowed = False
     read: dict[str, tuple[bytes, int, float]] = {}
     started = time.monotonic()
+    args.started_wall = time.time()  # read times in asks.json are wall clock (to compare with the log)
     for rid in kind_of:  # the burst: every request renamed in at once
         os.rename(staging / f"{rid}.json", requests / f"{rid}.json")
     burst_s = time.monotonic() - started
@@ -211,7 +254,7 @@ def run(args: argparse.Namespace, folder: Path) -> int:
             with (folder / "faults.log").open("a") as out:
                 out.write(f"{time.time():.3f} SIGKILL serve pid {proc.pid} at {kills[-1]:.2f} s\n")
             offset = log_path.stat().st_size
-            proc = start()
+            proc = current[0] = start()
             next_kill = None
             restarted = len(kills) < args.kills  # timed from its "serving" line, as campaign_serve_kill
         elif restarted:
@@ -219,9 +262,26 @@ def run(args: argparse.Namespace, folder: Path) -> int:
                 log.seek(offset)
                 if b"serving session" in log.read():
                     next_kill, restarted = time.monotonic() + rng.uniform(low, high), False
+        if fill_at is not None and time.monotonic() - started - burst_s >= fill_at:
+            fill_at, freed_at = None, time.monotonic() + args.full_for
+            filled = fill(root.parent / "filler")
+            with (folder / "faults.log").open("a") as out:
+                out.write(f"{time.time():.3f} disk filled ({filled} bytes) at "
+                          f"{time.monotonic() - started:.2f} s, {len(read)} answers read\n")
+        elif freed_at is not None and time.monotonic() < freed_at:
+            fill(root.parent / "filler")  # what the children's removals freed: full again
+        elif freed_at is not None and time.monotonic() >= freed_at:
+            freed_at = None
+            (root.parent / "filler").unlink()
+            with (folder / "faults.log").open("a") as out:
+                out.write(f"{time.time():.3f} disk freed at {time.monotonic() - started:.2f} s, "
+                          f"{len(read)} answers read\n")
         while meddling and time.monotonic() - started - burst_s >= meddling[0][0]:
             _, rid = meddling.pop(0)
-            meddled[rid] = meddle(kind_of[rid], rid, requests, responses, staging, replacement[rid])
+            try:
+                meddled[rid] = meddle(kind_of[rid], rid, requests, responses, staging, replacement[rid])
+            except OSError as exc:  # the meddler's own writes on a full disk
+                meddled[rid] = f"failed: {exc.strerror}"
         ready, _, _ = select.select([ino.fd], [], [], 0.02)
         if ready:
             for event in ino.read_events():
@@ -245,10 +305,11 @@ def run(args: argparse.Namespace, folder: Path) -> int:
                 read[rid] = (data, ino_no, time.monotonic() - started)
             path.unlink(missing_ok=True)
             (requests / name).unlink(missing_ok=True)
-        if expected <= read.keys() and not meddling and not (set(os.listdir(requests)) - left_over(kind_of)):
+        settled = not meddling and fill_at is None and freed_at is None
+        if expected <= read.keys() and settled and not (set(os.listdir(requests)) - left_over(kind_of)):
             break
     answered_s = time.monotonic() - started
-    time.sleep(1.0)  # a late second answer would show here
+    time.sleep(args.linger)  # a late second answer would show here (and a late quarantine be done)
     for event in ino.read_events() if select.select([ino.fd], [], [], 0)[0] else []:
         if event.name.endswith(".json") and not event.name.startswith("."):
             appeared[event.name[:-5]] += 1
@@ -262,12 +323,32 @@ def run(args: argparse.Namespace, folder: Path) -> int:
     os.killpg(proc.pid, signal.SIGTERM)
     proc.wait(120)
     ino.close()
+    if args.full_disk and args.state_on_full:  # kept: the tmpfs goes with the namespace
+        shutil.copytree(state, folder / "state-kept", ignore=shutil.ignore_patterns("quarantine"))
     status = report(args, folder, state, kind_of, sent, read, second, appeared, overflowed, burst_s,
                     answered_s, len(kills))
     if args.hostile:
         status += report_hostile(folder, state, kind_of, sent, replacement, read, left, appeared, overflowed,
                                  meddled, requests)
     return status
+
+
+def fill(filler: Path) -> int:
+    """Grow `filler` until its filesystem refuses (ENOSPC); how many bytes it took."""
+    size = 0
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        for chunk in (65536, 4096):
+            while True:
+                try:
+                    size += os.write(fd, b"x" * chunk)
+                except OSError as exc:
+                    if exc.errno != errno.ENOSPC:
+                        raise
+                    break
+    finally:
+        os.close(fd)
+    return size
 
 
 def left_over(kind_of: dict[str, str]) -> set[str]:
@@ -475,11 +556,14 @@ def report(args: argparse.Namespace, folder: Path, state: Path, kind_of: dict[st
     for kind in kinds:
         for line in found[kind][:8]:
             print(f"  {kind}: {line}")
+    started_wall = getattr(args, "started_wall", 0.0)
     (folder / "findings.json").write_text(json.dumps(
         {"seed": args.seed, "asks": len(kind_of), "kinds": dict(counts), "found": dict(found)}, indent=1))
     (folder / "asks.json").write_text(json.dumps(
         {rid: {"kind": kind_of[rid], "sent": sent[rid].decode("utf-8", "replace"),
-               "read": None if rid not in read else read[rid][0].decode("utf-8", "replace")}
+               "read": None if rid not in read else read[rid][0].decode("utf-8", "replace"),
+               "read_at": None if rid not in read else read[rid][2] + started_wall,
+               "again": [data.decode("utf-8", "replace") for data in second.get(rid, [])]}
          for rid in kind_of}, indent=0))
     return sum(len(found[k]) for k in kinds)
 

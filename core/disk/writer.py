@@ -10,6 +10,7 @@ import errno
 import os
 import stat
 import threading
+from collections.abc import Callable
 
 from core import platform
 from core.disk.anonymous import ANONYMOUS_MAX, Staged, link_anonymous, write_anonymous
@@ -177,15 +178,25 @@ class DiskWriter:
 DISK = DiskWriter()
 
 
-def publish_once(dir_fd: int, name: str, data: bytes, disk: DiskWriter = DISK) -> bool:
+class RequestGone(Exception):
+    """The request a response answers was gone just before the response would be placed: its child
+    stopped waiting, so nothing was placed (`publish_once`'s `awaited`)."""
+
+
+def publish_once(
+    dir_fd: int, name: str, data: bytes, disk: DiskWriter = DISK, awaited: Callable[[], bool] | None = None
+) -> bool:
     """Publish `name` atomically; `False` when it already exists.
 
     The temp file is fsynced and then hard-linked into place: `link()` never replaces an existing
-    name, so two writers (or a retry) can never publish one name twice.
+    name, so two writers (or a retry) can never publish one name twice. `awaited`, looked at just
+    before the link: False raises `RequestGone` and nothing is placed.
     """
     temp = temp_name(check_name(name))
     try:
         disk.write_new(dir_fd, temp, data)
+        if awaited is not None and not awaited():
+            raise RequestGone(name)
         try:
             disk.link(dir_fd, temp, name)
         except FileExistsError:

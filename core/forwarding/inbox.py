@@ -250,16 +250,20 @@ class SessionInbox:
         finally:
             os.close(fd)
 
-    def write_response(self, request_id: str, body: bytes) -> bool:
+    def write_response(self, request_id: str, body: bytes, awaited: str | None = None) -> bool:
         """Publish `responses/<id>.json` atomically; `False` when a response already exists.
 
         Missing folders are created from the root down (mode 0700, never through a link); the
         temp file is fsynced and hard-linked into place, so nothing is ever answered twice.
+        `awaited`: the request file it answers, looked for just before the link (`RequestGone` when
+        it is gone: its child stopped waiting, and nothing is placed).
         """
         if "/" in request_id or request_id in {"", ".", ".."} or "\x00" in request_id:
             raise ValueError(f"request id {request_id!r} cannot name a response file")
+        still = None if awaited is None else (lambda: self.has_request(awaited))
         with self.folder("responses", create=True) as fd:
-            return publish_once(fd, f"{request_id}.json", body, self.writer)
+            return publish_once(fd, f"{request_id}.json", body, self.writer, still)
+
 
     def delete_request(self, name: str) -> None:
         """Safe delete: a child that already removed it is not an error."""

@@ -10,7 +10,6 @@ one file becomes that file's rejection (it is quarantined with the reason); a re
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import time
@@ -81,8 +80,12 @@ class Intake:
     reads: list[tuple[str, FileRead]]
     responses: frozenset[str]
     recorded: dict[str, VerdictRow]
-    #: Of `responses`, those holding exactly the bytes recorded for their id (this node's answer).
+    #: Of `responses`, those holding the bytes recorded for their id, or a start of them (this node's
+    #: answer, or what a power cut left of it: `SessionInbox.response_is`'s `or_cut_short`).
     ours: frozenset[str] = frozenset()
+    #: Of `ours`, those holding exactly the recorded bytes (a cut-short one is only this node's when it
+    #: may have placed it: `Reconcile.earlier`).
+    exact: frozenset[str] = frozenset()
     #: The verdicts of the asks of this intake decided at once in its trip (`core.serving.at_once`),
     #: each read at `VerdictRecord.arrived`; `reads` holds the others.
     at_once: list[VerdictRecord] = field(default_factory=list)
@@ -204,7 +207,10 @@ def take_in(
         if (verdict := recorded.get(name.removesuffix(".json"))) is not None
         and inbox.response_is(name.removesuffix(".json"), verdict.body, or_cut_short=True)
     )
-    intake = Intake(reads, responses, recorded, ours)
+    # Read again: only the responses of recorded ids (a restart's), rare.
+    exact = frozenset(name for name in ours
+                      if inbox.response_is(stem := name.removesuffix(".json"), recorded[stem].body))
+    intake = Intake(reads, responses, recorded, ours, exact)
     return intake if serve is None else serve(inbox, intake)
 
 
@@ -219,15 +225,13 @@ def existing_responses(inbox: SessionInbox, request_ids: Iterable[str]) -> froze
                 if not is_safe_request_id(request_id):
                     continue
                 name = f"{request_id}.json"
-                try:
-                    os.stat(name, dir_fd=fd, follow_symlinks=False)
-                except FileNotFoundError:
-                    continue
-                except OSError as exc:
-                    if exc.errno == errno.ENAMETOOLONG:
-                        continue  # no such file can exist, nor its request
-                    raise
-                found.add(name)
+                # A look that raises nothing for the usual answer, "not there" (an `lstat` raising
+                # for it cost a burst more than the look itself). A look that fails otherwise (a
+                # folder refused) says "not there" too: the answer's no-replace link then finds what
+                # is there (a response someone else wrote is set aside as forged), or waits for the
+                # disk; nothing is ever replaced.
+                if os.access(name, os.F_OK, dir_fd=fd, follow_symlinks=False):
+                    found.add(name)
     except FileNotFoundError:
         return frozenset()
     return frozenset(found)

@@ -32,6 +32,7 @@ from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 
 from core.disk.tree import UnsafeFolder
+from core.disk.writer import RequestGone
 from core.forwarding.inbox import UnreadableRequest
 from core.seams import Seams
 from core.serving.answer_log import describe, joined, log_answers
@@ -142,7 +143,7 @@ class Pipeline:
         if reason is not None:
             self._go_on(served, record, self._unusable(served, record, reason, read.raw))
             return
-        earlier = self.reconcile.earlier(parsed, intake)
+        earlier = self.reconcile.earlier(parsed, intake, record.key in self._disk_waits)
         if earlier is not None:
             self._go_on(served, record, self._restore(served, record, earlier, parsed))
             return
@@ -428,7 +429,15 @@ class Pipeline:
             assert earlier.recorded is not None
             served.records.move(record, "decided")
             try:
-                written = await self.reconcile.publish(served, earlier)
+                written = await self.reconcile.publish(served, earlier, key.name)
+            except RequestGone:  # its child stopped waiting meanwhile: never placed, the row ends so
+                self._disk_waits.pop(key, None)
+                served.records.move(record, "withdrawn")
+                self.emit(ServeEvent("withdrawn", key, self.clock.wall(), parsed=parsed,
+                                     reason=WITHDRAWN_AT_THE_DISK))
+                log.info("%s recorded verdict not published after a restart: its child deleted its request",
+                         label(key, parsed))
+                return
             except UnsafeFolder:
                 raise
             except OSError as exc:  # a full or failing disk: the recorded verdict waits, never set aside

@@ -55,6 +55,8 @@ MAX_BATCH = 1024
 """Answers per batch: bounds one batch's memory and the wait of its first answer."""
 SYNCFS_FROM = 4
 """From this many response files in a batch, one `syncfs` beats an `fsync` per file."""
+#: Refused notes of written responses kept to be noted with a later batch (beyond: a restart's).
+UNNOTED_KEPT = 65536
 CHECKPOINTS = ("arrived", "recorded", "staged", "durable", "half-linked", "linked", "marked", "deleted")
 """Fault points of a batch in order; at `arrived` the batch's asks are judged and reported, nothing
 recorded."""
@@ -101,6 +103,9 @@ class Publisher:
         self._drain: asyncio.Task[None] | None = None
         self._disk = ThreadPoolExecutor(1, thread_name_prefix="pi-authorizer-disk")
         self._removing: concurrent.futures.Future[None] | None = None
+        #: Notes of written responses the history refused through every retry (a disk full for longer):
+        #: noted with the next batch's, so a row is not left open until a restart (bounded).
+        self._unnoted: list[WrittenMark] = []
         #: Works asked of the disk thread (`on_disk`) not finished yet.
         self._busy = 0
         #: The `settle`s asked for and not done: `close` lets them end.
@@ -278,12 +283,15 @@ class Publisher:
             if i.written is not None and i.history_failed is None
         ]
         ledger = self.ledger
+        if self._unnoted:  # refused before: noted with these
+            marks, self._unnoted = self._unnoted + marks, []
         if ledger is not None and marks:
             # Retried like the record: an unnoted row says a visible response was never written.
             error = self._attempts("noting the written responses", lambda: ledger.mark_written(marks))
             if error is not None:
-                # The responses are visible; a restart notes them from the files themselves.
+                # The responses are visible: noted with the next batch's, or by a restart from the files.
                 log.error("noting %d written responses in the history failed: %s", len(marks), error)
+                self._unnoted = marks[-UNNOTED_KEPT:]
         self.fault("marked")
 
     def _record(self, batch: Sequence[BatchItem]) -> None:

@@ -58,12 +58,16 @@ class Reconcile:
     def __init__(self, ledger: Ledger | None, seams: Seams) -> None:
         self.ledger, self.seams = ledger, seams
 
-    def earlier(self, parsed: ParsedRequest, intake: Intake) -> Earlier | None:
-        """What an earlier run (or someone else) left for this request; `None`: it is to be judged."""
+    def earlier(self, parsed: ParsedRequest, intake: Intake, never_placed: bool = False) -> Earlier | None:
+        """What an earlier run (or someone else) left for this request; `None`: it is to be judged.
+        `never_placed`: this run knows it placed no response for it (its write was refused and it
+        waits for the disk): a response cut short is then someone else's, never a power cut's."""
         request_id = parsed.request.id
         recorded = intake.recorded.get(request_id)
-        if f"{request_id}.json" in intake.responses:
-            if recorded is None or self.ledger is None or f"{request_id}.json" not in intake.ours:
+        name = f"{request_id}.json"
+        if name in intake.responses:
+            ours = name in (intake.exact if never_placed else intake.ours)
+            if recorded is None or self.ledger is None or not ours:
                 return Earlier("forged", request_id)  # not the bytes this node recorded: not its answer
             return Earlier("answered", request_id, recorded)
         if recorded is not None:
@@ -77,14 +81,16 @@ class Reconcile:
         if not earlier.recorded.written:
             await self.mark(key, earlier.request_id, True)
 
-    async def publish(self, served: ServedSession, earlier: Earlier) -> bool:
-        """Write the recorded verdict's exact bytes as the response (never replacing one); whether it was."""
+    async def publish(self, served: ServedSession, earlier: Earlier, name: str) -> bool:
+        """Write the recorded verdict's exact bytes as the response (never replacing one); whether it was.
+        Raises `RequestGone` when the request file `name` is gone just before the response would be
+        placed (a pi child deletes its response, then its request: a restart reading in between)."""
         recorded = earlier.recorded
         assert recorded is not None
         return await retrying(
             self.seams,
             "publishing a recorded verdict",
-            lambda: served.inbox.write_response(earlier.request_id, recorded.body),
+            lambda: served.inbox.write_response(earlier.request_id, recorded.body, awaited=name),
         )
 
     async def mark(self, key: AskKey, request_id: str, written: bool) -> None:
