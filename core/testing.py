@@ -189,6 +189,20 @@ class ThreadNotingLedger(LedgerOver):
         return super().recorded_verdicts(session_id, request_ids)
 
 
+class StuckRequests(DiskWriter):
+    """A disk where removing the named answered requests fails (`EACCES`, as a folder whose mode
+    changed under serving), `times` times each; everything else works."""
+
+    def __init__(self, names: set[str], times: int = 1) -> None:
+        self.left = dict.fromkeys(names, times)
+
+    def remove_request(self, dir_fd: int, name: str) -> None:
+        if self.left.get(name, 0) > 0:
+            self.left[name] -= 1
+            raise PermissionError(errno.EACCES, "Permission denied", name)
+        super().remove_request(dir_fd, name)
+
+
 class HeldDisk(FailingDisk):
     """Fails the next `failures` placements with `code` (none unless told); its batches wait at
     `staged` until released."""

@@ -99,6 +99,10 @@ class DiskWriter:
         self.discard(dir_fd, staged)
         return True
 
+    def remove_request(self, dir_fd: int, name: str) -> None:
+        """Remove an answered request (never through a link); `FileNotFoundError` when it is gone."""
+        os.unlink(check_name(name), dir_fd=dir_fd)
+
     def discard(self, dir_fd: int, staged: Staged) -> None:
         """Let go of a staged file that will not be placed (an anonymous one simply vanishes)."""
         if staged.fd is None:

@@ -63,25 +63,25 @@ class AtOnce:
         records, settling = self.held
         for name, read in intake.reads:
             parsed = read.parsed
-            if (parsed is None or name in records or name in settling or parsed.request.id in recorded
-                    or name in responses or rejection(name, read, session_id) is not None):
-                rest.append((name, read))
-                continue
-            key = AskKey(session_id, name)
             decision: Decision | Judgment | Exception
             try:
+                if (parsed is None or name in records or name in settling or parsed.request.id in recorded
+                        or name in responses or rejection(name, read, session_id) is not None):
+                    rest.append((name, read))
+                    continue
+                key = AskKey(session_id, name)
                 decision = self.decide(key, read, now)
-            except Exception as exc:  # the route quarantines the file with it
+                if isinstance(decision, Decision):
+                    response = decision.response
+                    if last is None or last[0] is not response:
+                        last = (response, encode_response(response))
+                    verdicts.append(VerdictRecord(key, parsed, response, last[1], decision.outcome,
+                                                  decision.carried_to, now, read.raw))
+                    continue
+            except Exception as exc:  # one file's failure is its own: the route quarantines it with why
                 decision = exc
-            if not isinstance(decision, Decision):
-                rest.append((name, read))
-                judged[name] = decision
-                continue
-            response = decision.response
-            if last is None or last[0] is not response:
-                last = (response, encode_response(response))
-            verdicts.append(VerdictRecord(key, parsed, response, last[1], decision.outcome,
-                                          decision.carried_to, now, read.raw))
+            rest.append((name, read))
+            judged[name] = decision
         if not verdicts and not judged:
             return intake
         return replace(intake, reads=rest, at_once=verdicts, judged=judged)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Collection, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 
 from core.disk.tree import UnsafeFolder
@@ -39,13 +39,14 @@ from core.serving.answer_log import describe, joined, log_answers
 from core.serving.at_once import AtOnce
 from core.serving.intake import FileRead, Intake, rejection
 from core.serving.judgment import Chain, Judge
-from core.serving.publisher import Publisher
+from core.serving.publisher import Publisher, SettledBatch
 from core.serving.quarantine import Kept, Quarantining
 from core.serving.reconcile import Earlier, Reconcile, is_forged
 from core.serving.records import AWAITING, AskRecord, AskRecords
 from core.serving.route import Route
 from core.serving.sessions import ServedSession, Sessions
 from core.serving.verdicts import Ledger, Published, VerdictRecord
+from core.text import log_safe
 from core.vocabulary.asks import Answered, Arbiter, Ask, AskKey, Decision
 from core.vocabulary.events import ServeEvent, asked, label
 from core.wire.request import ParsedRequest
@@ -267,19 +268,27 @@ class Pipeline:
         names = [verdict.key.name for verdict in verdicts]
         served.settling.update(names)
 
-        def settled(done: asyncio.Future[list[Published]]) -> None:
+        def settled(done: asyncio.Future[SettledBatch]) -> None:
             served.settling.difference_update(names)
-            if not done.cancelled() and done.exception() is None:
-                self.answered_at_once(served, done.result())
+            if done.cancelled():
+                return
+            if (failed := done.exception()) is not None:  # a bug: their files are served again
+                log.error("session=%s: settling %d answers failed", log_safe(served.inbox.session_id),
+                          len(names), exc_info=failed)
+                return
+            self.answered_at_once(served, *done.result())
 
         # Reported when done, whatever waits or stops meanwhile (`Publisher.close` waits for it).
         self.publisher.settle_soon(served.inbox, verdicts).add_done_callback(settled)
 
-    def answered_at_once(self, served: ServedSession, answered: Sequence[Published]) -> None:
+    def answered_at_once(
+        self, served: ServedSession, answered: Sequence[Published], gone: Collection[str] = ()
+    ) -> None:
         """What became of an intake's answers decided at once, reported as `reported_batch` reports a
-        batch: an answer plainly written needs no record (its request is removed already); any other is
-        reported from a record made for it now, so the route's own code waits for the disk or sets a
-        forgery aside."""
+        batch: an answer plainly written whose request is `gone` needs no record; one whose request
+        stayed (its removal failed) holds its name by a record `published`, as the route's does, until
+        the request goes; any other is reported from a record made for it now, so the route's own code
+        waits for the disk or sets a forgery aside."""
         parts: list[str] = []
         lines: dict[str, list[str]] = {served.inbox.session_id: parts}
         now = self.clock.wall()
@@ -291,6 +300,11 @@ class Pipeline:
             verdict = published.verdict
             key, response = verdict.key, verdict.response
             try:
+                if published.written and key.name not in gone and key.name not in served.records:
+                    record = served.records.take(key.name)
+                    served.records.arrive(record, verdict.parsed, verdict.arrived or now)
+                    served.records.move(record, "decided")
+                    served.records.publish(record, published)  # its name held until its request goes
                 if published.written and published.history_failed is None and key.name not in contested:
                     plain.append(key.name)
                     emit(ServeEvent("answered", key, now, verdict.parsed, response, verdict.outcome))

@@ -37,10 +37,11 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from core.disk.entries import read_small, remove, temp_name, temp_suffix
 from core.disk.tree import check_name, lstat_or_none
+from core.disk.writer import DiskWriter
 from core.forwarding.inbox import SessionInbox, display_name
 from core.seams import PRODUCTION, FaultHook, Seams, no_fault
 from core.serving.verdicts import BatchItem, Ledger, Published, VerdictRecord, WrittenMark, gate_denial
@@ -70,6 +71,14 @@ BatchSettled = Callable[[Sequence[tuple[AskKey, Published]]], None]
 included, are made per batch instead of per answer."""
 """Told, on the event loop, which answered requests are gone from their inboxes (and by which answer)."""
 Opened = Sequence[tuple[int, list[BatchItem]]]
+
+
+class SettledBatch(NamedTuple):
+    """What became of an intake's answers decided at once (`Publisher.settle`), in their order, and
+    the names of the answered requests it removed (or found removed)."""
+
+    published: list[Published]
+    gone: frozenset[str]
 """Each session's `responses/` descriptor with the answers of the batch that go there."""
 
 
@@ -109,7 +118,7 @@ class Publisher:
         #: Works asked of the disk thread (`on_disk`) not finished yet.
         self._busy = 0
         #: The `settle`s asked for and not done: `close` lets them end.
-        self._settling: set[asyncio.Future[list[Published]]] = set()
+        self._settling: set[asyncio.Future[SettledBatch]] = set()
 
     # -- on the event loop: the queue, a batch at a time ----------------------------------------
 
@@ -208,7 +217,7 @@ class Publisher:
                 self._removing = self._disk.submit(self._remove_requests, answered)
 
     def _remove_requests(self, answered: Sequence[tuple[BatchItem, Published]]) -> None:
-        gone = _remove_answered(answered)
+        gone = _remove_answered(answered, self.writer)
         self.fault("deleted")
         if self.on_removed is not None and self._loop is not None:
             with contextlib.suppress(RuntimeError):  # the loop is closed: nothing is tracked any more
@@ -216,10 +225,10 @@ class Publisher:
 
     # -- on the disk thread: the checkpoints of one batch ---------------------------------------
 
-    def settle(self, inbox: SessionInbox, verdicts: list[VerdictRecord]) -> list[Published]:
+    def settle(self, inbox: SessionInbox, verdicts: list[VerdictRecord]) -> SettledBatch:
         """An intake's answers decided at once (`core.serving.at_once`), on the disk thread: one batch
         through the same checkpoints, then the requests answered removed. No one waits on them; the
-        event loop learns what became of each from what this returns (`submit` it)."""
+        event loop learns what became of each, and which requests are gone, from what this returns."""
         unwaited = self._unwaited
         assert unwaited is not None, "the loop made the unwaited future before asking for a trip"
         batch = [BatchItem(inbox, verdict, unwaited) for verdict in verdicts]
@@ -232,17 +241,16 @@ class Publisher:
                     item.write_failed = item.write_failed or f"publishing failed ({what(exc)})"
         results = [item.result() for item in batch]
         answered = [(item, one) for item, one in zip(batch, results, strict=True) if one.written]
+        gone: frozenset[str] = frozenset()
         if answered:
-            try:
-                _remove_answered(answered)  # one that stays is found answered by the next listing
+            try:  # a request that stays holds its name by a record (`Pipeline.answered_at_once`)
+                gone = frozenset(key.name for key, _ in _remove_answered(answered, self.writer))
                 self.fault("deleted")
             except Exception:
                 log.exception("removing %d answered requests failed", len(answered))
-        return results
+        return SettledBatch(results, gone)
 
-    def settle_soon(
-        self, inbox: SessionInbox, verdicts: list[VerdictRecord]
-    ) -> asyncio.Future[list[Published]]:
+    def settle_soon(self, inbox: SessionInbox, verdicts: list[VerdictRecord]) -> asyncio.Future[SettledBatch]:
         """`settle` next on the disk thread (on the loop: after the disk work asked for before)."""
         self.unwaited()  # made here, on the loop, before the disk thread needs it
         done = self.submit(self.settle, inbox, verdicts)
@@ -535,7 +543,9 @@ def _requests_present(items: Sequence[BatchItem]) -> set[str] | None:
     return present
 
 
-def _remove_answered(answered: Sequence[tuple[BatchItem, Published]]) -> list[tuple[AskKey, Published]]:
+def _remove_answered(
+    answered: Sequence[tuple[BatchItem, Published]], writer: DiskWriter
+) -> list[tuple[AskKey, Published]]:
     """Delete answered requests (one folder descriptor per session); those gone, a child's removal
     included."""
     folders: dict[str, list[tuple[BatchItem, Published]]] = {}
@@ -555,7 +565,7 @@ def _remove_answered(answered: Sequence[tuple[BatchItem, Published]]) -> list[tu
             for item, published in group:
                 name = item.verdict.key.name
                 try:
-                    os.unlink(check_name(name), dir_fd=fd)  # `remove`, inline: a burst's every ask
+                    writer.remove_request(fd, name)
                 except FileNotFoundError:
                     pass  # its child removed it: gone all the same
                 except OSError as exc:

@@ -13,6 +13,7 @@ import threading
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -21,13 +22,14 @@ from core.seams import Seams
 from core.serving.intake import INTAKE_FILES
 from core.serving.loop import ServingCore
 from core.serving.sessions import ServedSession
-from core.testing import HeldAt, ScriptedArbiter
+from core.testing import HeldAt, ScriptedArbiter, StuckRequests
 from core.vocabulary.asks import Arbiter, Ask, AskKey, DenyingArbiter, Judgment
 from core.vocabulary.events import ServeEvent, asked
 from core.wire.decisions import RuleDecision
 from core.wire.reader import parse_request
 from core.wire.request import ParsedRequest
 from tests.helpers import (
+    Served,
     needs_inotify,
     read_response_when_written,
     request_body,
@@ -230,3 +232,38 @@ def test_a_batchs_log_parts_made_with_shared_pieces_read_as_each_made_alone(
         parsed = parse_request(json.dumps(body).encode())
         key = AskKey(S, f"r{i}.json")
         assert asked(key, parsed, said) == asked(key, parsed)
+
+
+@needs_inotify
+@pytest.mark.parametrize("history", [True, False])
+async def test_an_answer_whose_request_stays_holds_its_name_and_is_never_served_again(
+    tmp_path: Path, history: bool
+) -> None:
+    """Found in review: removing an answered request fails (a folder's mode changed under serving). Its
+    name stays held by a record, as the route's is, until the request goes: a rescan never reads it
+    again (no "forged" for this node's own answer, no "answered before a restart"), and once its
+    child removes it the name is free."""
+    store = HistoryStore.in_state_dir(tmp_path / "state") if history else None
+    disk = StuckRequests({"x.json"})
+    try:
+        async with Served(tmp_path, DenyingArbiter(), ledger=store, writer=disk) as served:
+            if store is not None:
+                served.core.subscribe(store.observe)
+            request = write_request(served.root, S, "x")
+            body = await read_response_when_written(served.root, S, "x")
+            assert body["state"] == "denied_with_reason"
+            await wait_for(lambda: "answered" in served.kinds(), what="the answer reported")
+            for _ in range(3):
+                await served.core.rescan_all(safety=True)
+            record = served.core.served.by_id[S].records.get("x.json")
+            assert request.exists() and record is not None and record.state == "published"
+            request.unlink()  # its child, having read its answer
+            await wait_for(lambda: served.core.served.by_id[S].records.get("x.json") is None,
+                           what="the name freed once the request went")
+            assert served.kinds() == ["answered"]
+        if store is not None:
+            rows = [(r.outcome, r.written) for r in store.query() if r.request_id == "x"]
+            assert rows == [("fail-safe", 1)]
+    finally:
+        if store is not None:
+            store.close()
