@@ -41,7 +41,7 @@ from core.clock import SYSTEM_CLOCK, KeyClock
 from core.courier.broker_health import BrokerState
 from core.judging.judge_breaker import BreakerState
 from core.judging.model_judge import JudgeReview
-from core.person import AskAdded, AskDecided, AskWithdrawn, Person
+from core.person import AskAdded, AskDecided, AskWithdrawn, Person, PersonEvent
 from core.vocabulary.asks import Ask, AskKey
 from core.wiring import AttendedNode
 from tui.actions import APP, DECIDING, bindings, dialog_keymap
@@ -276,7 +276,15 @@ class AuthorizerApp(App[int]):
     # -- the core's events (`tui.core_events`), in the order posted ---------------------------------
 
     def on_person_changed(self, message: PersonChanged) -> None:
-        event = message.event
+        events = self.core_events.take(message)
+        for event in events:
+            self._person_event(event)
+        self.queue.handle_events(events)
+        for event in events:
+            if isinstance(event, AskAdded):
+                self.attention.arrived(event.ask)
+
+    def _person_event(self, event: PersonEvent) -> None:
         entry = person_entry(event, self.clock())
         if entry is not None:
             self.history.append(entry)
@@ -287,9 +295,6 @@ class AuthorizerApp(App[int]):
             self._batch_changed(event)
         if isinstance(event, AskDecided) and event.batch and self.store is not None:
             self.store.mark_batch(event.ask.key, event.ask.parsed.raw, event.batch)
-        self.queue.handle_event(event)
-        if isinstance(event, AskAdded):
-            self.attention.arrived(event.ask)
 
     def _abandon_modals(self, ask: Ask) -> None:
         screen = self.screen

@@ -7,12 +7,19 @@ the history and the status line follow the order of the events. A note the queue
 call to the person's API ("Not decided", a batch's summary) is queued behind the events that call
 caused (`QueueScreen.say_after_events`).
 
+Thousands of asks arriving at once are not thousands of Messages: person events that follow one another
+join the `PersonChanged` posted for the first of them while the app has not taken it yet (the order
+between the person's and the core's events is kept: a core event closes the run), and the core's
+`arrived`, which the app shows through the person's `AskAdded` or the answer that follows, is not
+posted at all.
+
 The rest are pure functions of one event: its line in this run's history (`person_entry`,
 `serving_entry`) and the notice it raises (`withdrawn_notice`, `serving_notice`).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -33,11 +40,13 @@ WHO = {"approved_by_serving_grant": "grant", "approved_by_written_rule": "rule"}
 
 
 class PersonChanged(Message):
-    """An ask arrived for the person, was withdrawn by its child, or was decided (`Person`)."""
+    """Asks arrived for the person, were withdrawn by their children, or were decided (`Person`): the
+    events in order, one or a run of them (`CoreEvents.take` hands them to the app once)."""
 
     def __init__(self, event: PersonEvent) -> None:
         super().__init__()
-        self.event = event
+        self.events = [event]
+        self.taken = False
 
 
 class ServingChanged(Message):
@@ -48,24 +57,48 @@ class ServingChanged(Message):
         self.event = event
 
 
+#: The core's events the app does nothing with (an arrival is shown by the person's `AskAdded`).
+UNPOSTED = frozenset({"arrived"})
+
+
 class CoreEvents:
-    """Subscribes to the person and the serving core; posts each event as a Message."""
+    """Subscribes to the person and the serving core; posts their events as Messages, in order."""
 
     def __init__(self, person: Person, core: ServingCore, post: Callable[[Message], object]) -> None:
         self.person = person
         self.core = core
         self.post = post
+        self._lock = threading.Lock()  # the core may report from another thread than the app's
+        self._open: PersonChanged | None = None  # posted, not yet taken: the next person event joins it
 
     def listen(self) -> None:
         """Receive the core's events as Messages from now on."""
         def person(event: PersonEvent) -> None:
-            self.post(PersonChanged(event))
+            with self._lock:
+                message = self._open
+                if message is not None and not message.taken:
+                    message.events.append(event)
+                    return
+                self._open = PersonChanged(event)
+                self.post(self._open)
 
         def serving(event: ServeEvent) -> None:
-            self.post(ServingChanged(event))
+            if event.kind in UNPOSTED:
+                return
+            with self._lock:
+                self._open = None  # a person event after this one is posted after it
+                self.post(ServingChanged(event))
 
         self.person.subscribe(person)
         self.core.subscribe(serving)
+
+    def take(self, message: PersonChanged) -> list[PersonEvent]:
+        """The message's events, once: a person event from now on goes into a new message."""
+        with self._lock:
+            message.taken = True
+            if self._open is message:
+                self._open = None
+            return message.events
 
 
 @dataclass(frozen=True)

@@ -10,14 +10,16 @@ import shutil
 import subprocess
 import threading
 from pathlib import Path
+from typing import cast
 
 import pytest
 from textual.message import Message
 from textual.widgets import Static
 
-from core.person import AskAdded, AskDecided
-from core.vocabulary.asks import AskKey
-from core.vocabulary.events import ServeEvent
+from core.person import AskAdded, AskDecided, AskWithdrawn, Person
+from core.serving import ServingCore
+from core.vocabulary.asks import Ask, AskKey, Judgment
+from core.vocabulary.events import Observer, ServeEvent
 from core.wire.decisions import ForwardedDecision, UserDecision
 from core.wire.reader import parse_request
 from core.wire.response import approve
@@ -34,7 +36,7 @@ from tests.tui.support import (
     wait_rows,
     write_request,
 )
-from tui.core_events import PersonChanged, ServingChanged, serving_entry
+from tui.core_events import CoreEvents, PersonChanged, ServingChanged, serving_entry
 from tui.screens.sessions import SessionsScreen
 from tui.ui_settings import UiSettings
 
@@ -79,7 +81,7 @@ async def test_a_decision_is_not_overwritten_by_an_event_posted_before_it(tmp_pa
         assert rig.app.queue.status_text.startswith("Approved once: "), rig.app.queue.status_text
         # Both reached the app as Messages, the decision too, in the order the events happened.
         order = [("decided" if isinstance(m, PersonChanged) else "quarantined") for m in seen
-                 if (isinstance(m, PersonChanged) and isinstance(m.event, AskDecided))
+                 if (isinstance(m, PersonChanged) and any(isinstance(e, AskDecided) for e in m.events))
                  or (isinstance(m, ServingChanged) and m.event.kind == "quarantined")]
         assert order == ["quarantined", "decided"]
 
@@ -93,7 +95,7 @@ async def test_asks_and_serving_events_reach_the_app_as_messages(tmp_path: Path)
     write_request(rig.root, request_body("msg-1"))
     async with rig.app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
         await wait_rows(pilot, rig.app, 1)
-        added = [m.event for m in seen if isinstance(m, PersonChanged)]
+        added = [e for m in seen if isinstance(m, PersonChanged) for e in m.events]
         assert [type(e) for e in added] == [AskAdded] and added[0].ask.request.id == "msg-1"
         await pilot.press("y")
         await wait_response(pilot, rig.root, "msg-1")
@@ -203,3 +205,34 @@ def test_an_answer_carried_to_another_node_says_where_and_by_whom_in_this_runs_h
     entry = serving_entry(event, 1.0)
     assert entry is not None and (entry.what, entry.who) == ("approved", "courier")
     assert entry.detail == "carried to session:P␛[2J, decided there by person (dialog)"
+
+
+async def test_a_run_of_person_events_is_one_message_until_the_app_takes_it() -> None:
+    """A burst is not thousands of Messages: person events join the one posted for the first of them
+    until the app takes it; a core event closes the run (the order stays), `arrived` is not posted."""
+    person = Person()
+    observers: list[Observer] = []
+
+    class Core:
+        def subscribe(self, observer: Observer) -> None:
+            observers.append(observer)
+
+    posted: list[Message] = []
+    events = CoreEvents(person, cast("ServingCore", Core()), posted.append)
+    events.listen()
+    asks = [Ask(key=AskKey(SERVED, f"run-{i}.json"), parsed=parse_request(json.dumps(request_body(f"run-{i}"))
+                                                                         .encode()),
+                judgment=Judgment("ask"), arrived_at=0.0, timeout_ms=600_000, responder_session_id=SERVED)
+            for i in range(3)]
+    person.decide(asks[0])
+    person.decide(asks[1])
+    assert len(posted) == 1 and isinstance(posted[0], PersonChanged)
+    assert [e.ask for e in posted[0].events] == asks[:2]
+    observers[0](ServeEvent("arrived", asks[2].key, 0.0))
+    assert len(posted) == 1  # the app does nothing with an arrival: the person's AskAdded shows it
+    observers[0](ServeEvent("quarantined", AskKey(SERVED, "bad.json"), 0.0, reason="not json"))
+    person.decide(asks[2])
+    assert [type(m) for m in posted] == [PersonChanged, ServingChanged, PersonChanged]
+    assert [type(e) for e in events.take(cast("PersonChanged", posted[2]))] == [AskAdded]
+    person.withdraw(asks[2].key)  # the message was taken: this event is a new one, after it
+    assert len(posted) == 4 and [type(e) for e in cast("PersonChanged", posted[3]).events] == [AskWithdrawn]

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from rich.segment import Segment
 
 from core.vocabulary.asks import AskKey
 from tests.tui.support import (
@@ -192,7 +193,9 @@ THOUSANDS = 1500
 def exact(rig: Rig) -> list[str]:
     """Every row shown is the very ask pending under its name, in the person's order under the
     filter, and every painted line is exactly what rendering the rows afresh from those asks gives
-    (nothing cached from an ask that was replaced, withdrawn or hidden). Returns the painted lines."""
+    (nothing cached from an ask that was replaced, withdrawn or hidden): the same text, styles and
+    each segment's row for the mouse (renders kept across a batch of arrivals carry their row's
+    index). Returns the painted lines."""
     queue = rig.app.queue
     table = queue.table
     shown = list(queue.visible_asks())
@@ -201,11 +204,12 @@ def exact(rig: Rig) -> list[str]:
     assert all(rig.person.get(ask.key) is ask for ask in shown)
     top = int(table.scroll_offset.y)
     lines = range(1, min(table.row_count - top, table.size.height - 1) + 1)
-    painted = [table.render_line(y).text for y in lines]
+    segments = [list(Segment.simplify(table.render_line(y))) for y in lines]
+    painted = ["".join(segment.text for segment in line) for line in segments]
     for y, line in zip(lines, painted, strict=True):
         assert (shown[top + y - 1].request.value or "?") in line
     table.refresh_rows_afresh()
-    assert [table.render_line(y).text for y in lines] == painted
+    assert [list(Segment.simplify(table.render_line(y))) for y in lines] == segments
     return painted
 
 
@@ -254,4 +258,69 @@ async def test_with_thousands_pending_every_painted_row_is_its_pending_ask_exact
         assert rig.app.queue.shown_ask() is rig.person.get(rig.app.queue.selected)  # type: ignore[arg-type]
         await pilot.press("G")
         await settle(pilot)
+        exact(rig)
+
+
+async def test_renders_kept_across_a_burst_are_exactly_a_fresh_render(tmp_path: Path) -> None:
+    """A batch of arrivals below the visible rows keeps their renders (nothing visible is painted
+    again); a row replaced under its name, a withdrawal among them and arrivals above them do not:
+    every painted line stays exactly what rendering afresh gives, its rows' indexes included."""
+    rig = make_rig(tmp_path)
+    start = time.time() * 1000 - 600_000
+    write_asks(rig.root, range(300), start)
+    async with rig.app.run_test(size=(140, 40)) as pilot:
+        await wait_rows(pilot, rig.app, 300)
+        await pilot.press("j", "j", "j")
+        await settle(pilot)
+        exact(rig)
+        write_asks(rig.root, range(300, 500), start)  # newer: below every visible row
+        await wait_rows(pilot, rig.app, 500)
+        await settle(pilot)
+        exact(rig)
+        write_request(rig.root, request_body("r-002", value="make replaced-002", created_at=start + 2))
+        table = rig.app.queue.table
+
+        def replaced_shown() -> bool:
+            ask = rig.person.get(AskKey(SERVED, "r-002.json"))
+            at = None if ask is None else table.index_of(ask.key)
+            return ask is not None and at is not None and table.shown_ask(at) is ask and \
+                ask.request.value == "make replaced-002" and table.row_count == 500
+
+        await wait_for(pilot, replaced_shown)
+        await settle(pilot)
+        assert "replaced-002" in "".join(exact(rig))
+        (requests_dir(rig.root) / "r-400.json").unlink()  # below the visible rows
+        await wait_rows(pilot, rig.app, 499)
+        await settle(pilot)
+        exact(rig)
+        (requests_dir(rig.root) / "r-001.json").unlink()  # a visible row: the rows below move up
+        await wait_rows(pilot, rig.app, 498)
+        await settle(pilot)
+        painted = exact(rig)
+        assert "build-001" not in "".join(painted)
+        write_request(rig.root, request_body("r-900", value="make early-900", created_at=start - 5))
+        await wait_rows(pilot, rig.app, 499)  # the oldest: first, every row moves down
+        await settle(pilot)
+        assert "early-900" in exact(rig)[0]
+        assert selected(rig.app) == "r-003"  # the cursor stayed on its ask throughout
+
+
+async def test_children_giving_up_together_leave_the_rows_and_the_selection_right(tmp_path: Path) -> None:
+    """Hundreds of withdrawals reach the queue as runs of events, each run one change of the table:
+    the rows left are the asks still pending, in order, painted exactly, and the selection moves to
+    the ask in the place of the one the person was looking at."""
+    rig = make_rig(tmp_path)
+    start = time.time() * 1000 - 600_000
+    write_asks(rig.root, range(300), start)
+    async with rig.app.run_test(size=(140, 40)) as pilot:
+        await wait_rows(pilot, rig.app, 300)
+        await pilot.press(*"jjjjj")
+        assert selected(rig.app) == "r-005"
+        for i in range(250):
+            (requests_dir(rig.root) / f"r-{i:03d}.json").unlink()
+        await wait_rows(pilot, rig.app, 50)
+        await settle(pilot)
+        assert names(rig.app) == [f"r-{i:03d}" for i in range(250, 300)]
+        assert selected(rig.app) == "r-255"  # row 6, where r-005 stood
+        assert rig.app.queue.shown_ask() is rig.person.get(rig.app.queue.selected)  # type: ignore[arg-type]
         exact(rig)

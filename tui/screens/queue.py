@@ -366,28 +366,37 @@ class QueueScreen(Screen[None]):
         """The filter field has focus: every key types into it and none decides."""
         return self._composed and self.focused is self.filter_input
 
-    def handle_event(self, event: PersonEvent) -> None:
-        """Every `Person` event, in order, from the app's message loop (`PersonChanged`)."""
-        gone = isinstance(event, AskWithdrawn) and event.ask.key == self.selected
-        if isinstance(event, AskWithdrawn | AskDecided):
+    def handle_events(self, events: Sequence[PersonEvent]) -> None:
+        """Every `Person` event, in order, from the app's message loop: a run of them (`PersonChanged`)
+        at once. Withdrawals and decisions change the table once for the run (thousands of children
+        giving up together are one pass, not one per ask); no key is read in between."""
+        gone: AskWithdrawn | None = None  # the selected ask's withdrawal: what the person was looking at
+        left = False
+        for event in events:
+            if isinstance(event, AskAdded):
+                self._arrived(event.ask)
+                continue
+            if gone is None and isinstance(event, AskWithdrawn) and event.ask.key == self.selected:
+                gone = event
             self.marked.pop(event.ask.key, None)
             self.note_event(event)
-        if isinstance(event, AskAdded):
-            self._index.add((event.ask,))  # its filter fields now, not on the first key
-            # Arrivals come in bursts: the table takes them in batches, at once when none came in the
-            # last `ARRIVALS_EVERY_S`, else at the end of that time (thousands in a few passes).
-            if not self._refresh_pending:
-                self._refresh_pending = True
-                wait = self._arrivals_at + ARRIVALS_EVERY_S - time.monotonic()
-                if wait > 0:
-                    self.set_timer(wait, self._refresh_after_arrivals)
-                else:
-                    self.call_later(self._refresh_after_arrivals)
-            return
-        self.refresh_queue()
-        if gone and self.selected is not None:
-            assert isinstance(event, AskWithdrawn)
-            self._in_place_of = (self.selected, event)
+            left = True
+        if left:
+            self.refresh_queue()
+            if gone is not None and self.selected is not None:
+                self._in_place_of = (self.selected, gone)
+
+    def _arrived(self, ask: Ask) -> None:
+        self._index.add((ask,))  # its filter fields now, not on the first key
+        # Arrivals come in bursts: the table takes them in batches, at once when none came in the
+        # last `ARRIVALS_EVERY_S`, else at the end of that time (thousands in a few passes).
+        if not self._refresh_pending:
+            self._refresh_pending = True
+            wait = self._arrivals_at + ARRIVALS_EVERY_S - time.monotonic()
+            if wait > 0:
+                self.set_timer(wait, self._refresh_after_arrivals)
+            else:
+                self.call_later(self._refresh_after_arrivals)
 
     def _refresh_after_arrivals(self) -> None:
         self._refresh_pending = False
@@ -503,7 +512,7 @@ class QueueScreen(Screen[None]):
 
     def _tick(self) -> None:
         """Once a second: the visible ages and countdowns, an expired first press (it says so), a note
-        past its time. Nothing else: the rows change with the person's events (`handle_event`), so
+        past its time. Nothing else: the rows change with the person's events (`handle_events`), so
         thousands of pending asks cost nothing here."""
         now = self.clock()
         self.table.refresh_times(now)

@@ -7,21 +7,28 @@ thousands of asks pending. Only the visible rows' times are refreshed once a sec
 Columns are data (`tui/widgets/ask_columns.py`). Optional columns (the session column, shown when more
 than one session is served) are switched with `show_columns`. A value cut to fit its column ends
 with `…+N` (N characters hidden), never silently.
+
+Size: one widget, DataTable's lookups as views of the rows shown and its render caches kept exactly
+(what a batch of arrivals, a `j` or a tick paints again); split, each half would reach into the other's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from operator import attrgetter
+from itertools import chain
+from operator import attrgetter, is_
 from typing import TypeVar, cast, overload
 
+from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual._segment_tools import line_crop
 from textual._two_way_dict import TwoWayDict
 from textual._types import SegmentLines
 from textual.coordinate import Coordinate
 from textual.events import Resize
 from textual.message import Message
+from textual.strip import Strip
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, Row, RowKey
 
@@ -29,6 +36,7 @@ from core.vocabulary.asks import Ask, AskKey
 from tui.render.ask_facts import age_seconds, duration
 from tui.sanitize import fit
 from tui.widgets.ask_columns import COLUMNS, VALUE_ROOM, Column, row_key_of
+from tui.widgets.cell_line import cell_line
 
 CELL_PADDING = 1  # DataTable's default padding on each side of a cell
 MIN_VALUE_WIDTH = 12
@@ -350,6 +358,8 @@ class AsksTable(DataTable[Text]):
 
     def _mark_text(self, rk: str) -> Text:
         selected = rk == self._selected_rk
+        if not selected and rk not in self._marked:
+            return Text("")  # what a row built afresh has: the same segments, not only the same text
         return Text.assemble((SELECTED if selected else " ", "bold"), (MARK if rk in self._marked else " ",
                                                                        "bold $accent"))
 
@@ -425,7 +435,7 @@ class AsksTable(DataTable[Text]):
         age, left = self._times(ask, self._now)
         self._times_shown[rk] = (age.plain, left.plain, str(left.style))
         given = {"age": age, "left": left}
-        mark = self._mark_text(rk) if rk == self._selected_rk or rk in self._marked else Text("")
+        mark = self._mark_text(rk)
         cells = row.cells = {ColumnKey(c.key): mark if c.key == "mark" else
                              given[c.key] if c.cell is None else self._cell(c, ask)
                              for c in self._columns}
@@ -437,17 +447,47 @@ class AsksTable(DataTable[Text]):
     def _install(self, rows: list[_Row]) -> None:
         """Make `rows` the table's rows: a few lists and one dictionary of strings, no row added or
         removed one by one (DataTable's `remove_row` renumbers every row after it; `add_row` measures
-        each cell) and no cell built (a row's cells are built when it is painted)."""
-        self._shown = rows
+        each cell) and no cell built (a row's cells are built when it is painted). When the visible
+        rows stay where they were (arrivals below them, a burst), their renders are kept."""
+        old, self._shown = self._shown, rows
         self._position = dict(zip(map(_RK, rows), range(len(rows)), strict=True))  # the one index made
         self._row_locations = self._locations  # DataTable's `clear` puts a dictionary of its own there
-        self._update_count += 1
-        self._clear_caches()
+        if not self._keep_visible(old, rows):
+            self._update_count += 1
+            self._clear_caches()
         self._require_update_dimensions = True  # the scrollable height, on idle (no row measured)
         self.check_idle()
         self.cursor_coordinate = self.cursor_coordinate  # kept within the rows
         self.hover_coordinate = self.hover_coordinate
         self.refresh(layout=True)
+
+    def _keep_visible(self, old: list[_Row], rows: list[_Row]) -> bool:
+        """Keep the renders of the visible rows when each is the very row it was at the same index
+        (rows came or went only below them), dropping every other row's: a burst's batches then
+        repaint no visible row. What is kept is exactly what rendering afresh gives: a row's renders
+        are keyed by its own `RowKey` object (an ask replaced under its name is another row, never
+        kept), and carry its index (the zebra stripe, the mouse's row), which did not change."""
+        top = int(self.scroll_offset.y)
+        bottom = top + max(self.size.height, 1)
+        window = rows[top:bottom]
+        if not window or len(window) != len(old[top:bottom]) or not all(map(is_, window, old[top:bottom])):
+            return False
+        keys = {id(row.key) for row in window}
+        keys.add(id(self._header_row_key))
+        indexes = range(top, top + len(window))
+        header = self.header_height if self.show_header else 0
+        for cell in [k for k in self._cell_render_cache.keys() if id(k[0]) not in keys]:  # noqa: SIM118
+            self._cell_render_cache.discard(cell)
+        for line in [k for k in self._row_render_cache.keys() if id(k[0]) not in keys]:  # noqa: SIM118
+            self._row_render_cache.discard(line)
+        for row in [k for k in self._row_renderable_cache.keys()  # noqa: SIM118
+                    if k[0] != self._update_count or (k[1] != -1 and k[1] not in indexes)]:
+            self._row_renderable_cache.discard(row)
+        for y in [k for k in self._line_cache.keys() if k[0] >= header and k[0] - header not in indexes]:  # noqa: SIM118
+            self._line_cache.discard(y)
+        self._offset_cache.clear()
+        self._ordered_row_cache.clear()
+        return True
 
     def _set_cell(self, rk: str, column: ColumnKey, value: Text) -> None:
         """`update_cell` for one row: DataTable's own drops every cached render of every row (a `j`
@@ -458,13 +498,16 @@ class AsksTable(DataTable[Text]):
         row.cells[column] = value
         key = row.key  # the very object the caches' keys hold: compared by identity
         index = self._position[rk]
-        for cell in [k for k in self._cell_render_cache.keys() if k[0] is key]:  # noqa: SIM118 (no __iter__)
+        for cell in [k for k in self._cell_render_cache.keys()  # noqa: SIM118 (no __iter__)
+                     if k[0] is key and k[1] == column]:  # the row's other cells stay rendered
             self._cell_render_cache.discard(cell)
-        for line in [k for k in self._row_render_cache.keys() if k[0] is key]:  # noqa: SIM118 (no __iter__)
-            self._row_render_cache.discard(line)
+        for rendered in [k for k in self._row_render_cache.keys() if k[0] is key]:  # noqa: SIM118
+            self._row_render_cache.discard(rendered)
         for cached in [k for k in self._row_renderable_cache.keys() if k[1] == index]:  # noqa: SIM118
             self._row_renderable_cache.discard(cached)
-        self._line_cache.clear()  # lines are cached by screen position: made again from the rows
+        y = index + (self.header_height if self.show_header else 0)  # lines are cached by position
+        for line in [k for k in self._line_cache.keys() if k[0] == y]:  # noqa: SIM118
+            self._line_cache.discard(line)
         self.refresh_row(index)
 
     def refresh_rows_afresh(self) -> None:
@@ -561,6 +604,59 @@ class AsksTable(DataTable[Text]):
         if hover_location.row != row:
             hover_location = ELSEWHERE
         return super()._render_line_in_row(row_key, line_no, base_style, cursor_location, hover_location)
+
+    def _render_cell(self, row_index: int, column_index: int, base_style: Style, width: int,
+                     cursor: bool = False, hover: bool = False) -> SegmentLines:
+        """DataTable's, cached under the same key, with a cell of one line of text rendered without
+        rich's layout (`cell_line`: the same segments); anything else goes DataTable's way."""
+        if not 0 <= row_index < len(self._shown) or column_index < 0 or self.fixed_rows or self.fixed_columns:
+            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+        row_key, column_key = self._shown[row_index].key, self._column_locations.get_key(column_index)
+        if column_key is None:
+            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+        key = (row_key, column_key, base_style, cursor, hover, self._show_hover_cursor, self._update_count,
+               self._pseudo_class_state)
+        lines = self._cell_render_cache.get(key)
+        if lines is not None:
+            return lines
+        cell = self._get_row_renderables(row_index).cells[column_index]
+        if isinstance(cell, Text):
+            component, post = self._get_styles_to_render_cell(
+                False, False, False, hover, cursor, self.show_cursor, self._show_hover_cursor,
+                self.cursor_foreground_priority == "css", self.cursor_background_priority == "css")
+            pre = base_style + Style.from_meta({"row": row_index, "column": column_index}) + component
+            line = cell_line(cell, width, self.cell_padding, self.app.console, pre, post)
+            if line is not None:
+                self._cell_render_cache[key] = [line]
+                return [line]
+        return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+
+    def _render_line(self, y: int, x1: int, x2: int, base_style: Style) -> Strip:
+        """DataTable's, with its line cache keyed as `_render_line_in_row` keys rows: a line the
+        cursor (or hover) is not on does not change when the cursor moves, so a `j` that scrolls the
+        table by one row renders only the rows it changed (textual 8.2's private hook)."""
+        width = self.size.width
+        try:
+            row_key, y_offset_in_row = self._get_offsets(y)
+        except LookupError:
+            return Strip.blank(width, base_style)
+        row = self._row_locations.get(row_key)
+        cursor, hover = self.cursor_coordinate, self.hover_coordinate
+        cache_key = (y, x1, x2, width, cursor if cursor.row == row else ELSEWHERE,
+                     hover if hover.row == row else ELSEWHERE, base_style, self.cursor_type,
+                     self._show_hover_cursor, self._update_count, self._pseudo_class_state)
+        cached = self._line_cache.get(cache_key)
+        if cached is not None:
+            return cached
+        fixed, scrollable = self._render_line_in_row(row_key, y_offset_in_row, base_style,
+                                                     cursor_location=cursor, hover_location=hover)
+        fixed_width = sum(c.get_render_width(self) for c in self.ordered_columns[:self.fixed_columns])
+        fixed_line: list[Segment] = list(chain.from_iterable(fixed)) if fixed else []
+        scrollable_line: list[Segment] = list(chain.from_iterable(scrollable))
+        segments = fixed_line + line_crop(scrollable_line, x1 + fixed_width, x2, width)
+        strip = Strip(segments).adjust_cell_length(width, base_style).simplify()
+        self._line_cache[cache_key] = strip
+        return strip
 
     def row_key_for(self, key: AskKey) -> RowKey:
         return RowKey(row_key_of(key))
