@@ -103,6 +103,8 @@ class Pipeline:
         self._answering: dict[int, tuple[AskRecord, ServedSession | None]] = {}
         #: Answers recorded and refused by the disk: when each is tried again, and the wait before it.
         self._disk_waits: dict[AskKey, tuple[float, float]] = {}
+        #: Files the quarantine could not take for now: the wait before the next try.
+        self._hold_waits: dict[AskKey, float] = {}
         self._keeps_verdicts = ledger is not None
 
     # -- taken, checked, restored, judged, escalated, shown -------------------------------------
@@ -585,12 +587,26 @@ class Pipeline:
         self._quarantined(served, record, kept)
 
     def _quarantined(self, served: ServedSession, record: AskRecord, kept: Kept) -> None:
-        """A file that could not be moved is `held` (left in place, ignored); one moved out frees its name."""
+        """A file that could not be moved is `held` (left in place, ignored); one moved out frees its name.
+        One the disk refused for now (`Kept.waits`) is held for a wait doubled at each refusal
+        (`DISK_WAIT_S`), then served again, and so set aside once the disk allows."""
         if kept.held and record.live and record.state != "held":
             served.records.move(record, "held")
         elif not kept.held:
             served.records.release(record)
+            self._hold_waits.pop(record.key, None)
         self.quarantining.report(served, kept)
+        if kept.waits and record.state == "held":
+            self.spawn(self._set_aside_later(served, record), False)
+
+    async def _set_aside_later(self, served: ServedSession, record: AskRecord) -> None:
+        first, longest = DISK_WAIT_S
+        known = self._hold_waits.get(record.key)
+        wait = self._hold_waits[record.key] = first if known is None else min(known * 2, longest)
+        await self.clock.wait(asyncio.Event(), wait)
+        if served.records.get(record.key.name) is record and record.state == "held":
+            served.records.release(record)  # read again at once: set aside, or held again
+            await self.rescan(served)
 
     async def _guarded(
         self, served: ServedSession, record: AskRecord, step: Coroutine[object, object, None]

@@ -95,6 +95,9 @@ class Kept:
     answered: bool
     kind: EventKind
     raw: bytes | None
+    #: It could not be moved now (a full or failing disk): left in place, set aside again after a wait
+    #: (`Pipeline._quarantined`); observers hear of it once it is.
+    waits: bool = False
 
 
 class Quarantining:
@@ -107,6 +110,9 @@ class Quarantining:
         self.store, self.sessions, self.emit, self.seams = store, sessions, emit, seams
         self.ledger = ledger
         self.keeps_history = ledger is not None
+        #: Files left in place by a full or failing disk whose child was answered then (their reason,
+        #: written once they are set aside, says so).
+        self._answered_before: set[AskKey] = set()
         #: Files whose rows are written and that are not set aside yet (their answer waits for the
         #: disk): served again, they get no second row.
         self._recorded_unmoved: set[tuple[AskKey, str]] = set()
@@ -147,6 +153,8 @@ class Quarantining:
             return None
         except Exception as exc:
             serve_log.error("answering rejected %s failed: %s", log_safe(display_name(name)), exc)
+        if key in self._answered_before:
+            answered = True
         return await self._move_out(served, key, reason, answered, raw)
 
     async def forged(self, served: ServedSession, key: AskKey, parsed: ParsedRequest, when: str) -> Kept:
@@ -191,11 +199,19 @@ class Quarantining:
             kept = await self._off_loop(
                 lambda: self.store.hold(served.inbox, key.name, reason, answered, raw))
             self.sessions.clear_unsafe(served, "quarantine")
+        except UnsafeFolder as exc:
+            where = f"could not be quarantined ({exc}); left in place and ignored"
+            self.sessions.report_unsafe(served, "quarantine", exc, "unusable requests are left in place")
+        except OSError as exc:  # a full or failing disk: it waits, and is set aside once the disk allows
+            self._recorded_unmoved.add((key, reason))  # its row is written: not again
+            if answered:
+                self._answered_before.add(key)
+            where = f"could not be quarantined now ({exc}); left in place, set aside once the disk allows"
+            return Kept(key, True, where, reason, answered, kind, raw, waits=True)
         except Exception as exc:
             where = f"could not be quarantined ({exc}); left in place and ignored"
-            if isinstance(exc, UnsafeFolder):
-                self.sessions.report_unsafe(served, "quarantine", exc, "unusable requests are left in place")
         else:
+            self._answered_before.discard(key)
             if kept.left_in_place is not None:
                 where = f"left in place ({kept.left_in_place})"
             else:
@@ -204,8 +220,11 @@ class Quarantining:
         return Kept(key, held, where, reason, answered, kind, raw)
 
     def report(self, served: ServedSession, kept: Kept) -> None:
-        """Observers and the log hear what became of the file (once its record moved)."""
-        self.emit(ServeEvent(kept.kind, kept.key, self.seams.clock.wall(), reason=kept.reason, raw=kept.raw))
+        """Observers and the log hear what became of the file (once its record moved); of one that waits
+        for the disk, only the log (observers hear once it is set aside)."""
+        if not kept.waits:
+            self.emit(ServeEvent(kept.kind, kept.key, self.seams.clock.wall(), reason=kept.reason,
+                                 raw=kept.raw))
         serve_log.warning(
             "session=%s file=%s rejected: %s; %s%s",
             log_safe(served.inbox.session_id),

@@ -18,8 +18,6 @@ from tests.history.support import REPO
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.xfail(strict=True, reason="campaign3 finding 3: a file the quarantine could not take (ENOSPC) "
-                   "is left in place and ignored for good (`Quarantining._move_out`), never retried")
 def test_unusable_files_are_set_aside_once_the_full_quarantine_has_space_again(tmp_path: Path) -> None:
     refused = namespace_refused()
     if refused is not None:
