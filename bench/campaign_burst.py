@@ -42,9 +42,8 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from bench.campaign_common import history_rows, request_bytes, response_verdict, table
+from bench.campaign_common import request_bytes, response_verdict, rows_by_request, serve_beating, table
 from core.disk.paths import encode_session_id
 from core.forwarding.inotify import IN_CREATE, IN_MOVED_TO, IN_ONLYDIR, IN_Q_OVERFLOW, Inotify
 
@@ -213,13 +212,7 @@ def serve_burst(args: argparse.Namespace, folder: Path, rng: random.Random,
                 sent: dict[str, bytes], replacement: dict[str, bytes],
                 meddling: list[tuple[float, str]]) -> int:
     proc = current[0]
-    beat = root / "serving" / f"{encode_session_id(SESSION)}.json"
-    deadline = time.monotonic() + 60
-    while not beat.exists():
-        if time.monotonic() > deadline or proc.poll() is not None:
-            proc.kill()
-            raise RuntimeError(f"serve did not start: {log_path.read_text()[-2000:]}")
-        time.sleep(0.05)
+    serve_beating(root, SESSION, proc, log_path)
     low, high = (float(x) for x in args.kill_after.split(":"))
     fill_low, fill_high = (float(x) for x in args.fill_at.split(":"))
     fill_at = rng.uniform(fill_low, fill_high) if args.full_disk else None
@@ -390,10 +383,7 @@ def report_hostile(folder: Path, state: Path, kind_of: dict[str, str], sent: dic
     (one entry under its name, still the forger's bytes) and no row saying ours was written; a
     withdrawn ask's row says written exactly when a response appeared; a renamed-over ask answered once,
     its row holding what its child read and the request it answered."""
-    rows = history_rows(state)
-    by_id: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for row in rows:
-        by_id[row["request_name"].removesuffix(".json")].append(row)
+    by_id = rows_by_request(state)
     found: dict[str, list[str]] = defaultdict(list)
     outcomes: Counter[str] = Counter()
     for rid, kind in kind_of.items():
@@ -460,10 +450,7 @@ def report(args: argparse.Namespace, folder: Path, state: Path, kind_of: dict[st
            sent: dict[str, bytes], read: dict[str, tuple[bytes, int, float]],
            second: dict[str, list[bytes]], appeared: Counter[str], overflowed: bool,
            burst_s: float, answered_s: float, kills: int) -> int:
-    rows = history_rows(state)
-    by_id: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for row in rows:
-        by_id[row["request_name"].removesuffix(".json")].append(row)
+    by_id = rows_by_request(state)
     found: dict[str, list[str]] = defaultdict(list)
     held: Counter[str] = Counter()
     reasons: dict[str, str] = {}
@@ -544,7 +531,7 @@ def report(args: argparse.Namespace, folder: Path, state: Path, kind_of: dict[st
     print(f"\ncampaign_burst seed {args.seed}, --on-ask {args.on_ask}: {len(kind_of)} asks renamed in "
           f"{burst_s:.2f} s, answered by {answered_s:.1f} s; load {os.getloadavg()[0]:.1f}")
     print(table([*((f"asks {k}", counts[k]) for k in KINDS), ("responses read", len(read)),
-                 ("history rows", len(rows)), ("quarantine entries", sum(held.values())),
+                 ("history rows", sum(map(len, by_id.values()))), ("quarantine entries", sum(held.values())),
                  ("serve SIGKILLed mid-burst", kills), ("inotify overflowed", overflowed)]))
     kinds = ["unanswered", "answered-twice", "answered-while-left", "wrong-verdict", "no-history-row",
              "history-contradicts-child", "open-row", "not-quarantined", "quarantined-valid-ask",

@@ -229,6 +229,27 @@ def history_rows(state_dir: Path) -> list[dict[str, Any]]:
         conn.close()
 
 
+def rows_by_request(state_dir: Path) -> dict[str, list[dict[str, Any]]]:
+    """`history_rows`, grouped by the request id their file names."""
+    by_id: dict[str, list[dict[str, Any]]] = {}
+    for row in history_rows(state_dir):
+        by_id.setdefault(row["request_name"].removesuffix(".json"), []).append(row)
+    return by_id
+
+
+def serve_beating(root: Path, session: str, proc: subprocess.Popen[bytes], log_path: Path,
+                  within: float = 60.0) -> None:
+    """Wait for `serve`'s heartbeat of `session`; one that died or never beat is killed, and raises with
+    its log's tail."""
+    beat = root / "serving" / f"{encode_session_id(session)}.json"
+    deadline = time.monotonic() + within
+    while not beat.exists():
+        if time.monotonic() > deadline or proc.poll() is not None:
+            proc.kill()
+            raise RuntimeError(f"serve did not start: {log_path.read_text()[-2000:]}")
+        time.sleep(0.05)
+
+
 def response_verdict(body: bytes | None) -> str | None:
     if body is None:
         return None

@@ -33,7 +33,7 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from bench.campaign_common import history_rows, request_bytes, response_verdict, table
+from bench.campaign_common import history_rows, request_bytes, response_verdict, serve_beating, table
 from core.disk.paths import encode_session_id
 from core.forwarding.inotify import IN_CREATE, IN_MOVED_TO, IN_ONLYDIR, IN_Q_OVERFLOW, Inotify
 
@@ -81,13 +81,7 @@ def run(args: argparse.Namespace, folder: Path) -> int:
              "--forwarding-root", str(root), "--state-dir", str(state), "--rules", str(rules),
              "--on-ask", "deny"], cwd=args.checkout, stdout=log, stderr=subprocess.STDOUT, env=env,
             start_new_session=True)
-    beat = root / "serving" / f"{encode_session_id(SESSION)}.json"
-    deadline = time.monotonic() + 60
-    while not beat.exists():
-        if time.monotonic() > deadline or serve.poll() is not None:
-            serve.kill()
-            raise RuntimeError(f"serve did not start: {log_path.read_text()[-2000:]}")
-        time.sleep(0.05)
+    serve_beating(root, SESSION, serve, log_path)
     node = shutil.which("node")
     assert node is not None, "node is needed"
     other_cmd = [node, str(NODE_DIR / "node_modules" / "tsx" / "dist" / "cli.mjs"),
