@@ -67,6 +67,9 @@ class ServedSession:
     foreign_writer: int | None = None
     #: When (monotonic) `foreign_writer` was last seen writing one: believed only while that is recent.
     foreign_writer_seen: float = 0.0
+    #: Temp files of another writer noted so far: a look for another server begun before the latest
+    #: (`Sessions.heartbeat_loop`) is stale, and never clears what that note found.
+    foreign_notes: int = 0
     #: Response names another server wrote (or is writing) answers under while it lasts: an answer of
     #: this node's under one of them is never taken as the one its child read.
     contested: dict[str, int] = field(default_factory=dict)
@@ -237,7 +240,10 @@ class Sessions:
         loop = asyncio.get_running_loop()
         while not stop.is_set() and not self._released:
             for served in list(self.by_id.values()):
+                notes = served.foreign_notes
                 found = await loop.run_in_executor(self._beats, self.other_server, served)
+                if found is None and served.foreign_notes != notes:
+                    continue  # another writer was noted while it looked: the next look decides
                 if self.apply_foreign(served, found):
                     continue  # another server answers it: its heartbeat is left alone
                 beat = served.heartbeat.clear if served.unservable else served.heartbeat.beat
@@ -324,6 +330,7 @@ class Sessions:
             return  # an empty temp file named for pid 1, or for a dead or another user's process
         served.foreign_writer = pid
         served.foreign_writer_seen = self.clock.monotonic()
+        served.foreign_notes += 1
         self._foreign(served, pid, "its temp files in responses/")
         if not served.judged(target):
             return
