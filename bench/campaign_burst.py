@@ -43,9 +43,16 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.campaign_common import request_bytes, response_verdict, rows_by_request, serve_beating, table
+from bench.campaign_common import (
+    request_bytes,
+    response_verdict,
+    responses_appeared,
+    rows_by_request,
+    serve_beating,
+    table,
+)
 from core.disk.paths import encode_session_id
-from core.forwarding.inotify import IN_CREATE, IN_MOVED_TO, IN_ONLYDIR, IN_Q_OVERFLOW, Inotify
+from core.forwarding.inotify import IN_CREATE, IN_MOVED_TO, IN_ONLYDIR, Inotify
 
 REPO = Path(__file__).resolve().parents[1]
 SESSION = "burst-session"
@@ -275,13 +282,7 @@ def serve_burst(args: argparse.Namespace, folder: Path, rng: random.Random,
                 meddled[rid] = meddle(kind_of[rid], rid, requests, responses, staging, replacement[rid])
             except OSError as exc:  # the meddler's own writes on a full disk
                 meddled[rid] = f"failed: {exc.strerror}"
-        ready, _, _ = select.select([ino.fd], [], [], 0.02)
-        if ready:
-            for event in ino.read_events():
-                if event.mask & IN_Q_OVERFLOW:
-                    overflowed = True
-                elif event.name.endswith(".json") and not event.name.startswith("."):
-                    appeared[event.name[:-5]] += 1
+        overflowed = responses_appeared(ino, appeared) or overflowed
         for name in os.listdir(responses):
             if not name.endswith(".json") or name.startswith("."):
                 continue

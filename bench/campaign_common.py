@@ -11,16 +11,19 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import signal
 import sqlite3
 import subprocess
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from core.disk.paths import encode_session_id
+from core.forwarding.inotify import IN_Q_OVERFLOW, Inotify
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -248,6 +251,20 @@ def serve_beating(root: Path, session: str, proc: subprocess.Popen[bytes], log_p
             proc.kill()
             raise RuntimeError(f"serve did not start: {log_path.read_text()[-2000:]}")
         time.sleep(0.05)
+
+
+def responses_appeared(ino: Inotify, appeared: Counter[str]) -> bool:
+    """Count each response named in the events waiting a moment on `ino` (a watch of `responses/`),
+    by request id, in `appeared`; whether the kernel's queue overflowed meanwhile."""
+    ready, _, _ = select.select([ino.fd], [], [], 0.02)
+    overflowed = False
+    if ready:
+        for event in ino.read_events():
+            if event.mask & IN_Q_OVERFLOW:
+                overflowed = True
+            elif event.name.endswith(".json") and not event.name.startswith("."):
+                appeared[event.name[:-5]] += 1
+    return overflowed
 
 
 def response_verdict(body: bytes | None) -> str | None:

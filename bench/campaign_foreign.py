@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import random
-import select
 import shutil
 import signal
 import subprocess
@@ -33,9 +32,16 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from bench.campaign_common import history_rows, request_bytes, response_verdict, serve_beating, table
+from bench.campaign_common import (
+    history_rows,
+    request_bytes,
+    response_verdict,
+    responses_appeared,
+    serve_beating,
+    table,
+)
 from core.disk.paths import encode_session_id
-from core.forwarding.inotify import IN_CREATE, IN_MOVED_TO, IN_ONLYDIR, IN_Q_OVERFLOW, Inotify
+from core.forwarding.inotify import IN_CREATE, IN_MOVED_TO, IN_ONLYDIR, Inotify
 
 REPO = Path(__file__).resolve().parents[1]
 NODE_DIR = REPO / "tests" / "interop" / "node"
@@ -126,13 +132,7 @@ def run(args: argparse.Namespace, folder: Path) -> int:
             other = None
             with faults.open("a") as out:
                 out.write(f"other server killed at {now:.2f} s, {len(read)} answers read\n")
-        ready, _, _ = select.select([ino.fd], [], [], 0.02)
-        if ready:
-            for event in ino.read_events():
-                if event.mask & IN_Q_OVERFLOW:
-                    overflowed = True
-                elif event.name.endswith(".json") and not event.name.startswith("."):
-                    appeared[event.name[:-5]] += 1
+        overflowed = responses_appeared(ino, appeared) or overflowed
         try:
             names = os.listdir(responses)
         except FileNotFoundError:  # the other server removes an emptied session folder

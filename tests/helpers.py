@@ -8,6 +8,7 @@ import errno
 import json
 import os
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -192,6 +193,17 @@ class Served:
 
     def kinds(self) -> list[str]:
         return [e.kind for e in self.events]
+
+
+def stop_serve(serve: subprocess.Popen[bytes]) -> None:
+    """A `serve` process asked to stop (SIGTERM), killed if it has not within 20 s."""
+    if serve.poll() is None:
+        serve.send_signal(signal.SIGTERM)
+        try:
+            serve.wait(20)
+        except subprocess.TimeoutExpired:
+            serve.kill()
+            serve.wait()
 
 
 def namespace_refused() -> str | None:

@@ -13,7 +13,6 @@ import errno
 import functools
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -21,7 +20,7 @@ from pathlib import Path
 
 from core.forwarding.liveness import heartbeat_path, read_heartbeat
 from core.history import HistoryStore
-from tests.helpers import fill, poll_until, request_body, response_path, session_dir
+from tests.helpers import fill, poll_until, request_body, response_path, session_dir, stop_serve
 from tests.history.support import REPO, S
 
 ASKS = 3  # fewer than a burst (4+), which is answered in the request files themselves (no new space)
@@ -148,13 +147,7 @@ def main(scenario: str, tmp: Path) -> None:
         seen["heartbeat"] = read_heartbeat(heartbeat_path(root, S)) is not None
         seen["alive_after"] = serve.poll() is None
     finally:
-        if serve.poll() is None:
-            serve.send_signal(signal.SIGTERM)
-            try:
-                serve.wait(20)
-            except subprocess.TimeoutExpired:
-                serve.kill()
-                serve.wait()
+        stop_serve(serve)
         seen["returncode"] = serve.returncode
         seen["log_tail"] = log_path.read_text(errors="replace")[-3000:]
         subprocess.run(["umount", "-l", str(fs)], check=False)

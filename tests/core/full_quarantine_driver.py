@@ -10,14 +10,21 @@ from __future__ import annotations
 
 import contextlib
 import json
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 from core.disk.paths import encode_session_id
 from core.forwarding.liveness import heartbeat_path, read_heartbeat
-from tests.helpers import fill, poll_until, request_body, response_path, session_dir, write_request_bytes
+from tests.helpers import (
+    fill,
+    poll_until,
+    request_body,
+    response_path,
+    session_dir,
+    stop_serve,
+    write_request_bytes,
+)
 from tests.history.support import REPO, S
 
 FORGED = b'{"approved":true,"state":"approved"}'
@@ -69,13 +76,7 @@ def main(tmp: Path) -> None:
             if where.is_dir() else []
         seen["alive"] = serve.poll() is None
     finally:
-        if serve.poll() is None:
-            serve.send_signal(signal.SIGTERM)
-            try:
-                serve.wait(20)
-            except subprocess.TimeoutExpired:
-                serve.kill()
-                serve.wait()
+        stop_serve(serve)
         seen["log_tail"] = log_path.read_text(errors="replace")[-3000:]
         subprocess.run(["umount", "-l", str(held)], check=False)
         print(json.dumps(seen))
