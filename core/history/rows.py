@@ -5,10 +5,8 @@ from __future__ import annotations
 import base64
 import functools
 import json
-import operator
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, fields
-from itertools import chain
 from typing import Any
 
 from pydantic import TypeAdapter
@@ -338,24 +336,6 @@ def storable(params: Iterable[object]) -> tuple[object, ...]:
     JSON escape of that character. Everything else is bound unchanged (an ASCII string has no
     surrogate: a flag of the string, read without encoding it)."""
     return tuple([_text(p) if isinstance(p, str) and not p.isascii() else p for p in params])
-
-
-def storable_rows(rows: Sequence[tuple[object, ...]]) -> Sequence[tuple[object, ...]]:
-    """A burst's `verdict_row`s as SQLite can take them: as they are, unless some text holds a lone
-    surrogate, which one encoding of all their text (in C, no call per value) tells; then each made
-    `storable` (a look at each value of each row cost a burst more than the insert itself)."""
-    try:
-        "".join(map(str, chain.from_iterable(map(_ROW_TEXT, rows)))).encode("utf-8")
-    except UnicodeEncodeError:
-        return [storable(row) for row in rows]
-    return rows
-
-
-#: The values of a `verdict_row` that may be text (the others are numbers and bytes).
-_ROW_TEXT = operator.itemgetter(*(
-    at for at, name in enumerate(VERDICT_ROW)
-    if name not in ("arrived_at", "raw", "created_at", "decided_at", "decide_ms", "response")
-))
 
 
 def _text(value: str) -> str:

@@ -35,6 +35,8 @@ from core.wire.reader import RequestRejected, parse_request
 from core.wire.request import ParsedRequest
 
 HISTORY_FILE = "history.sqlite3"
+#: Rows held for their written marks (`HistoryStore._held`) before the ones never marked are forgotten.
+HELD_MAX = 8192
 
 
 class HistoryStore:
@@ -54,6 +56,9 @@ class HistoryStore:
         self.retention = self._writer.retention
         self._queries = self._writer.queries()
         self._lookups = self.reader()
+        #: The row holding each verdict recorded here and not noted written yet, by session and request
+        #: id (`record_verdicts`), where its written mark goes without a look (`mark_written`).
+        self._held: dict[tuple[str, str], int] = {}
         #: Files set aside whose rows were committed before they moved (`record_quarantined`), until
         #: their events are observed (which then write nothing more).
         self._set_aside: set[tuple[AskKey, str | None]] = set()
@@ -134,14 +139,32 @@ class HistoryStore:
     def _record_verdicts(self, verdicts: Sequence[VerdictRecord], keys: list[AskKey]) -> None:
         now = self.clock.wall()
         with self._writer.transaction(durable=True, claim=keys) as table:
-            table.record_verdicts(verdicts, self._writer.take_claimed, now)
+            held = table.record_verdicts(verdicts, self._writer.claimer(), now)
+        if len(self._held) > HELD_MAX:  # marks that never came (answers never written): looked for then
+            self._held.clear()
+        self._held.update(held)  # committed: these rows hold the verdicts
 
     def mark_written(self, marks: Sequence[WrittenMark]) -> None:
-        """The responses were linked (or found already there): for their children the asks have ended."""
+        """The responses were linked (or found already there): for their children the asks have ended.
+        A plain mark (linked, no why) of a verdict recorded here goes to the row that holds it, by id
+        (a burst's: one statement for a batch); any other to its request id's newest row with a
+        response."""
         now = self.clock.wall()
+        held = self._held
+        rows: list[int] = []
+        looked: list[WrittenMark] = []
+        for mark in marks:
+            row = held.pop((mark.key.session_id, mark.request_id), None)
+            if row is not None and mark.written and mark.why is None:
+                rows.append(row)
+            else:
+                looked.append(mark)
         # Rows with a response: recorded, never queued.
         with self._writer.transaction(arrivals=False) as table:
-            table.mark_written(marks, now)
+            if rows:
+                table.mark_written_rows(rows, now)
+            if looked:
+                table.mark_written(looked, now)
 
     def record_quarantined(self, event: ServeEvent) -> None:
         """`Ledger.record_quarantined`: the row of a file being set aside, committed before it moves (on

@@ -30,7 +30,6 @@ from core.history.rows import (
     arrival_values,
     fail_safe_columns,
     storable,
-    storable_rows,
     verdict_columns,
     verdict_row,
 )
@@ -186,34 +185,74 @@ class AsksTable:
     # -- the ledger -----------------------------------------------------------------------------
 
     def record_verdicts(
-        self, verdicts: Sequence[VerdictRecord], take_arrival: Callable[[AskKey], ServeEvent | None],
+        self, verdicts: Sequence[VerdictRecord], take_arrival: Callable[[AskKey], ServeEvent | None] | None,
         now: float,
-    ) -> None:
+    ) -> dict[tuple[str, str], int]:
         """A batch's verdicts. One whose arrival is still queued (`take_arrival`: a burst) is written with
         it as one new row, all of those in one `executemany`; any other updates the open row of its
         request file, or the row of a verdict never written (decided again after a failed write), or a
-        row made for it. The person's time counts from when the ask was shown; a rule's from its arrival."""
+        row made for it. The person's time counts from when the ask was shown; a rule's from its arrival.
+        (`take_arrival` None: none of theirs is queued.) Returns the row that holds each verdict, by
+        session and request id (where `mark_written_rows` notes its response written)."""
         found = self.open_rows(verdict.key for verdict in verdicts)
         fresh: list[tuple[object, ...]] = []
+        fresh_of: list[VerdictRecord] = []
+        held: dict[tuple[str, str], int] = {}
         for verdict in verdicts:
-            arrival = take_arrival(verdict.key)
+            arrival = take_arrival(verdict.key) if take_arrival is not None else None
             row = found.get(verdict.key) if found else None  # none in a burst (its rows are new)
             if row is None and arrival is not None:
                 assert arrival.parsed is not None
                 fresh.append(verdict_row(verdict, arrival.parsed, arrival.at, arrival.raw, now))
+                fresh_of.append(verdict)
                 continue
             if row is None and verdict.arrived is not None:  # answered in its intake's trip: none queued
                 fresh.append(verdict_row(verdict, verdict.parsed, verdict.arrived, verdict.raw, now))
+                fresh_of.append(verdict)
                 continue
             row = row or self.unwritten_row(verdict.key) or self.arrive(verdict.key, verdict.parsed, now)
             self._update(row.id, verdict_columns(verdict, now, row.started))
-        self.insert_verdict_rows(fresh)
+            held[verdict.key.session_id, verdict.request_id] = row.id
+        first = self.insert_verdict_rows(fresh)
+        if first is not None:  # the new rows are the newest: a key written twice is held by its last
+            for row_id, verdict in enumerate(fresh_of, first):
+                held[verdict.key.session_id, verdict.request_id] = row_id
+        return held
 
-    def insert_verdict_rows(self, rows: Sequence[tuple[object, ...]]) -> None:
-        """A burst's new rows (`verdict_row`) in one `executemany` of plain tuples (`storable_rows`)."""
-        if rows:
-            self.conn.executemany(INSERT_VERDICT_ROW, storable_rows(rows))
-            self.added += len(rows)
+    def insert_verdict_rows(self, rows: Sequence[tuple[object, ...]]) -> int | None:
+        """A burst's new rows (`verdict_row`) in one `executemany` of plain tuples; the id of the first
+        (the others follow it: SQLite gives a new row the largest id plus one, and this transaction
+        holds the write lock), or None when none was inserted or the ids are not known to follow (the
+        largest id taken). Text with a lone surrogate (SQLite cannot bind it: `storable`) is rare: the
+        rows go as they are, and only when one is refused are all of them inserted again `storable`
+        (looking at each value of each row first cost a burst more than the insert itself)."""
+        if not rows:
+            return None
+        conn = self.conn
+        before: int = conn.execute("SELECT COALESCE(MAX(id), 0) FROM asks").fetchone()[0]
+        try:
+            conn.executemany(INSERT_VERDICT_ROW, rows)
+        except UnicodeEncodeError:  # refused as its row was bound: the rows inserted before it go
+            conn.execute("DELETE FROM asks WHERE id > ?", (before,))
+            conn.executemany(INSERT_VERDICT_ROW, [storable(row) for row in rows])
+        self.added += len(rows)
+        last: int = conn.execute("SELECT last_insert_rowid()").fetchone()[0]
+        return before + 1 if last == before + len(rows) else None
+
+    def mark_written_rows(self, row_ids: Collection[int], now: float) -> None:
+        """`mark_written` of plain marks whose rows are known (`record_verdicts` returned them): by id,
+        a run of consecutive ids (a burst's rows, inserted together) in one statement, without looking
+        for each request's newest row first."""
+        ordered = sorted(row_ids)
+        start = 0
+        for at in range(1, len(ordered) + 1):
+            if at == len(ordered) or ordered[at] != ordered[at - 1] + 1:
+                self.conn.execute(
+                    "UPDATE asks SET written = CASE outcome WHEN 'contested' THEN 0 ELSE 1 END, "
+                    "ended_at = COALESCE(ended_at, ?) WHERE id BETWEEN ? AND ? AND response IS NOT NULL",
+                    (now, ordered[start], ordered[at - 1]),
+                )
+                start = at
 
     def mark_written(self, marks: Sequence[WrittenMark], now: float) -> None:
         """The responses were linked (or found already there): for their children the asks have ended

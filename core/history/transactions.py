@@ -98,6 +98,8 @@ class Queued:
 
     def take_arrivals(self, keys: Collection[AskKey]) -> list[ServeEvent]:
         """The queued arrivals of these keys (in the order observed), no longer queued."""
+        if not self._arrivals:
+            return []  # a burst answered in its intakes' trips queues none: no look per key
         at: list[int] = []
         for key in keys:
             found = self._arrivals.pop(key, None)
@@ -302,6 +304,11 @@ class HistoryWriter:
         """In a transaction with `claim`: the queued arrival of `key`, which the caller writes itself
         (None when none was queued)."""
         return self._claimed.pop(key, None)
+
+    def claimer(self) -> Callable[[AskKey], ServeEvent | None] | None:
+        """`take_claimed`, or None when this transaction claimed no arrival (a burst answered in its
+        intakes' trips): the caller then looks for none, key by key."""
+        return self.take_claimed if self._claimed else None
 
     @contextlib.contextmanager
     def transaction(
