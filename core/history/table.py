@@ -81,13 +81,18 @@ class AsksTable:
         return None if found is None else Found(found[0], found[1])
 
     def open_rows(self, keys: Iterable[AskKey]) -> dict[AskKey, Found]:
-        """`open_row` for many request files at once (a burst's arrivals or verdicts), by key."""
-        names: dict[str, dict[str, None]] = {}
-        for key in keys:
-            names.setdefault(key.session_id, {})[key.name] = None
+        """`open_row` for many request files at once (a burst's arrivals or verdicts), by key. A session
+        with no open row at all (a burst answered in its intakes' trips: its rows are written whole)
+        is told by one look at the open rows' own index (`asks_open`), not one per request file."""
+        keys = list(keys)
         found: dict[AskKey, Found] = {}
-        for session_id, unique in names.items():
-            listed = list(unique)
+        for session_id in dict.fromkeys(key.session_id for key in keys):
+            if self.conn.execute(
+                "SELECT 1 FROM asks INDEXED BY asks_open WHERE served_session = ? AND verdict IS NULL "
+                "AND ended_at IS NULL LIMIT 1", storable((session_id,)),
+            ).fetchone() is None:
+                continue
+            listed = list(dict.fromkeys(key.name for key in keys if key.session_id == session_id))
             for start in range(0, len(listed), CHUNK):
                 chunk = listed[start : start + CHUNK]
                 marks = ", ".join("?" for _ in chunk)

@@ -262,7 +262,8 @@ class HistoryWriter:
 
     def unexpect(self, keys: Collection[AskKey]) -> None:
         with self._queue_lock:
-            self._expected.difference_update(keys)
+            if self._expected:  # a burst answered in its intakes' trips expected none: no look per key
+                self._expected.difference_update(keys)
 
     # -- rows outside serving -------------------------------------------------------------------
 
