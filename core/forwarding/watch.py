@@ -163,6 +163,7 @@ class _SessionTree:
         folder_of, inboxes, outboxes = self.folder_of, self.inboxes, self.outboxes
         changed, settled = self.changed, self.settled
         offset, end, size, unpack = 0, len(data), HEADER.size, HEADER.unpack_from
+        gone = IN_DELETE | IN_MOVED_FROM
         while offset + size <= end:
             wd, mask, _cookie, length = unpack(data, offset)
             offset += size
@@ -172,8 +173,8 @@ class _SessionTree:
                 if wd in outboxes:
                     continue  # an answer linked (a temp's name ends `.tmp`): no news for serving
                 if wd in inboxes and (folder := folder_of.get(wd)) is not None:
-                    name = raw.decode(FS_ENCODING, FS_ERRORS)
-                    if not (mask & (IN_DELETE | IN_MOVED_FROM) and settled(folder, name)):
+                    # Only a removal is looked up by name (an answered request's is no news).
+                    if not (mask & gone and settled(folder, raw.decode(FS_ENCODING, FS_ERRORS))):
                         changed.add(folder)
                     continue
             self._handle(Event(wd, mask, raw.decode(FS_ENCODING, FS_ERRORS)))
