@@ -150,7 +150,8 @@ class _SessionTree:
         # Whatever arrived before the watch existed is found by the rescan this triggers.
         self.changed.add(folder)
 
-    def on_readable(self) -> None:
+    def on_readable(self) -> bool:
+        """Read the events waiting; whether there were any."""
         try:
             data = self.ino.read_raw()
         except OSError as exc:
@@ -163,6 +164,7 @@ class _SessionTree:
         folder_of, inboxes, outboxes = self.folder_of, self.inboxes, self.outboxes
         changed, settled = self.changed, self.settled
         offset, end, size, unpack = 0, len(data), HEADER.size, HEADER.unpack_from
+        gone = IN_DELETE | IN_MOVED_FROM
         while offset + size <= end:
             wd, mask, _cookie, length = unpack(data, offset)
             offset += size
@@ -172,13 +174,14 @@ class _SessionTree:
                 if wd in outboxes:
                     continue  # an answer linked (a temp's name ends `.tmp`): no news for serving
                 if wd in inboxes and (folder := folder_of.get(wd)) is not None:
-                    name = raw.decode(FS_ENCODING, FS_ERRORS)
-                    if not (mask & (IN_DELETE | IN_MOVED_FROM) and settled(folder, name)):
+                    # Only a removal is looked up by name (an answered request's is no news).
+                    if not (mask & gone and settled(folder, raw.decode(FS_ENCODING, FS_ERRORS))):
                         changed.add(folder)
                     continue
             self._handle(Event(wd, mask, raw.decode(FS_ENCODING, FS_ERRORS)))
         if self.changed or self.rescan_all:
             self.ready.set()
+        return bool(data)
 
     def _handle(self, event: Event) -> None:
         if event.mask & IN_Q_OVERFLOW:
@@ -262,25 +265,36 @@ SYNC_S = 1.0
 #: Events read this soon after the last read are a stream (a burst: a rename in, a link and a removal
 #: per ask): the next read waits this long, so the loop wakes once per stretch, not every few events.
 GATHER_S = 0.002
+#: While a stream goes on, each wait is twice the one before, up to this: a burst of 10,000 asks is
+#: read in ~100 stretches, not ~1,000 (each a wake-up of the loop, two `epoll_ctl` and a timer). The
+#: first read after a quiet moment is at once, so a single ask never waits for it.
+GATHER_MAX_S = 0.016
 
 
 class _Reading:
     """The inotify descriptor read on the event loop: at once while events are rare (a single ask pays
-    no wait), once per `GATHER_S` while they stream in; never while the consumer rescans (`paused`)."""
+    no wait), once per `GATHER_S` while they stream in, longer while the stream lasts (`GATHER_MAX_S`);
+    never while the consumer rescans (`paused`)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, watched: _SessionTree) -> None:
         self.loop, self.watched = loop, watched
         self.paused = self.gathering = self.closed = False
         self.on = False
         self.last = float("-inf")
+        self.wait = GATHER_S
 
     def readable(self) -> None:
-        self.watched.on_readable()
+        found = self.watched.on_readable()
         now = self.loop.time()
-        if now - self.last < GATHER_S and not self.gathering:
+        if not found:  # the stream ended: the next event is read at once
+            self.wait = GATHER_S
+        elif now - self.last < self.wait + GATHER_S and not self.gathering:
             self.gathering = True
             self._sync()
-            self.loop.call_later(GATHER_S, self._gathered)
+            self.loop.call_later(self.wait, self._gathered)
+            self.wait = min(self.wait * 2, GATHER_MAX_S)
+        else:
+            self.wait = GATHER_S
         self.last = now
 
     def _gathered(self) -> None:
@@ -340,7 +354,8 @@ async def _inotify_changes(
                         yield taken
                     finally:
                         reading.pause(False)
-                    watched.on_readable()  # what queued meanwhile, at once
+                    if reading.on:  # what queued meanwhile: at once, unless a stream is being gathered
+                        reading.readable()
         finally:
             stopping.cancel()
     finally:
