@@ -129,6 +129,10 @@ class HistoryStore:
         keys = [verdict.key for verdict in verdicts]  # not a set: a key is hashed where it is looked up
         try:
             self._record_verdicts(verdicts, keys)
+        except BaseException:  # refused: a row held before for one of them may not be the newest now
+            for verdict in verdicts:
+                self._held.pop((verdict.key.session_id, verdict.request_id), None)
+            raise
         finally:
             self._writer.unexpect(keys)  # recorded, or refused: a queued arrival is written as usual
 

@@ -49,6 +49,8 @@ SELECT_ROWS = f"SELECT {', '.join(COLUMNS)} FROM asks"
 INSERT_VERDICT_ROW = (
     f"INSERT INTO asks ({', '.join(VERDICT_ROW)}) VALUES ({', '.join('?' * len(VERDICT_ROW))})"
 )
+#: The largest id SQLite gives a row (past it, new ids are picked at random).
+LARGEST_ID = 2**63 - 1
 #: Ids per `IN (...)` list (SQLite's bound-parameter limit is far above; the statements stay short).
 CHUNK = 500
 
@@ -235,6 +237,10 @@ class AsksTable:
             return None
         conn = self.conn
         before: int = conn.execute("SELECT COALESCE(MAX(id), 0) FROM asks").fetchone()[0]
+        if before > LARGEST_ID - len(rows):  # SQLite picks ids at random there: none is known, none undone
+            conn.executemany(INSERT_VERDICT_ROW, [storable(row) for row in rows])
+            self.added += len(rows)
+            return None
         try:
             conn.executemany(INSERT_VERDICT_ROW, rows)
         except UnicodeEncodeError:  # refused as its row was bound: the rows inserted before it go

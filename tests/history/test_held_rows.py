@@ -161,3 +161,36 @@ def test_a_burst_inserted_as_it_is_stores_what_storable_rows_store(texts: list[t
             conn.execute("COMMIT")
             stored.append(conn.execute("SELECT * FROM asks ORDER BY id").fetchall())
     assert stored[0] == stored[1]
+
+
+def test_a_verdict_refused_after_its_row_was_held_is_marked_where_the_look_finds_it(tmp_path: Path) -> None:
+    """Recorded (its row held), its answer not written, decided again (a row held) and then refused by
+    the history, the fail-safe denial published in a row of its own: a mark then goes to the newest
+    row with a response (the fail-safe's), never to the row held before the refusal, whose answer
+    was never written."""
+    path = tmp_path / "history.sqlite3"
+    refusing: list[str] = []
+
+    def fault(checkpoint: str) -> None:
+        if checkpoint in refusing:
+            raise sqlite3.OperationalError("disk I/O error")
+
+    clock = ManualClock(wall=10.0)
+    store = HistoryStore(path, seams=Seams(clock=clock, fault=fault))
+    verdict = at_once(S, "r1", 10.0)
+    store.record_verdicts([verdict])
+    store.mark_written([WrittenMark(verdict.key, verdict.request_id, False, "the write failed")])
+    store.record_verdicts([verdict])  # decided again: the same row, held again
+    refusing.append("history")
+    with contextlib.suppress(sqlite3.OperationalError):
+        store.record_verdicts([verdict])
+    refusing.clear()
+    denial = deny(responder=S, at_ms=5, decided_by=None, reason="the history could not record the verdict")
+    store.observe(ServeEvent("answered", verdict.key, 11.0, verdict.parsed, denial, "fail-safe",
+                             "the history could not record the verdict"))
+    store.mark_written([WrittenMark(verdict.key, verdict.request_id, True)])
+    store.close()
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        rows = conn.execute("SELECT outcome, written FROM asks ORDER BY id").fetchall()
+    # the first write failed; the verdict decided again was never written; the fail-safe was
+    assert rows == [("rule", 0), ("rule", None), ("fail-safe", 1)]

@@ -95,9 +95,9 @@ def test_the_lookups_of_a_big_history_go_through_indexes(tmp_path: Path) -> None
                           "AND outcome IN (?, ?) AND ended_at IS NULL", (S, *OPEN)),
         }
         plans = {name: plan(conn, sql, params) for name, (sql, params) in statements.items()}
-        for name, found in plans.items():
-            assert "USING" in found and "INDEX" in found, (name, found)
-            assert not found.startswith("SCAN asks"), (name, found)
+        for name, searched in plans.items():
+            assert "USING" in searched and "INDEX" in searched, (name, searched)
+            assert not searched.startswith("SCAN asks"), (name, searched)
         assert "asks_open" in plans["open rows"] and "asks_open" in plans["reconcile"]
         # and the table's own statement finds what is open
         conn.execute("BEGIN")
