@@ -34,7 +34,9 @@ _IGNORABLE = re.compile("[" + "".join(f"{chr(low)}-{chr(high)}" for low, high in
 def none_hidden(text: str) -> bool:
     """True when no code point of `text` is hidden, nor `\\n` or `\\t` (a fast check, no per-character
     lookup: `str.isprintable` is False for every hidden category and for whitespace but the space)."""
-    return text.isprintable() and _IGNORABLE.search(text) is None
+    # ASCII text holds none of the ignorable code points (all beyond ASCII): no search for them (a
+    # burst's joined log lines are kilobytes each).
+    return text.isprintable() and (text.isascii() or _IGNORABLE.search(text) is None)
 
 
 @lru_cache(maxsize=4096)

@@ -49,6 +49,11 @@ DIRECTORY_EVENTS = (
 )
 #: An event's header as the kernel writes it (wd, mask, cookie, length of the name that follows).
 HEADER = struct.Struct("iIII")
+#: How much one read takes (a burst's ~1,000 events), and the most one event can need (its header
+#: and a name of NAME_MAX bytes and its NUL): a read that came back fuller than their difference
+#: may have left more behind.
+READ_SIZE = 64 * 1024
+MAX_EVENT_SIZE = HEADER.size + 256
 #: `os.fsdecode` without its per-call lookups (the same encoding and error handler).
 FS_ENCODING, FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 
@@ -111,7 +116,7 @@ class Inotify:
         """The events waiting, as the kernel wrote them (`HEADER` and name each; empty when none):
         a burst's are told apart without an `Event` each (`core.forwarding.watch`)."""
         try:
-            return os.read(self.fd, 64 * 1024)
+            return os.read(self.fd, READ_SIZE)
         except BlockingIOError:
             return b""
 

@@ -31,6 +31,8 @@ from core.forwarding.inotify import (
     IN_MOVED_FROM,
     IN_MOVED_TO,
     IN_Q_OVERFLOW,
+    MAX_EVENT_SIZE,
+    READ_SIZE,
     Event,
     Inotify,
     InotifyUnavailable,
@@ -150,14 +152,26 @@ class _SessionTree:
         # Whatever arrived before the watch existed is found by the rescan this triggers.
         self.changed.add(folder)
 
-    def on_readable(self) -> bool:
-        """Read the events waiting; whether there were any."""
-        try:
-            data = self.ino.read_raw()
-        except OSError as exc:
-            log.warning("reading inotify events failed: %s", exc)
-            self.rescan_all = True
-            data = b""
+    def on_readable(self) -> int:
+        """Read the events waiting (a full read is followed by another: a burst gathered for a while
+        may hold more than one read takes); how many bytes of them there were."""
+        total = 0
+        while True:
+            try:
+                data = self.ino.read_raw()
+            except OSError as exc:
+                log.warning("reading inotify events failed: %s", exc)
+                self.rescan_all = True
+                data = b""
+            self._parse(data)
+            total += len(data)
+            if len(data) < READ_SIZE - MAX_EVENT_SIZE:
+                break
+        if self.changed or self.rescan_all:
+            self.ready.set()
+        return total
+
+    def _parse(self, data: bytes) -> None:
         # A burst's events in bulk: a request file renamed in or removed, and an answer linked into
         # `responses/`, three per ask, are told apart here as the kernel wrote them, without an
         # `Event` or a call each (an answer's name is not even decoded; `_handle` has the rest).
@@ -179,9 +193,6 @@ class _SessionTree:
                         changed.add(folder)
                     continue
             self._handle(Event(wd, mask, raw.decode(FS_ENCODING, FS_ERRORS)))
-        if self.changed or self.rescan_all:
-            self.ready.set()
-        return bool(data)
 
     def _handle(self, event: Event) -> None:
         if event.mask & IN_Q_OVERFLOW:
@@ -265,15 +276,18 @@ SYNC_S = 1.0
 #: Events read this soon after the last read are a stream (a burst: a rename in, a link and a removal
 #: per ask): the next read waits this long, so the loop wakes once per stretch, not every few events.
 GATHER_S = 0.002
-#: While a stream goes on, each wait is twice the one before, up to this: a burst of 10,000 asks is
-#: read in ~100 stretches, not ~1,000 (each a wake-up of the loop, two `epoll_ctl` and a timer). The
-#: first read after a quiet moment is at once, so a single ask never waits for it.
+#: While a burst goes on (a read finds `BULK_BYTES` of events or more), each wait is twice the one
+#: before, up to this: a burst of 10,000 asks is read in ~100 stretches, not ~1,000 (each a wake-up
+#: of the loop, two `epoll_ctl` and a timer). Asks one after the other (a few events a read) never
+#: wait longer than `GATHER_S`, and the first read after a quiet moment is at once.
 GATHER_MAX_S = 0.016
+#: A read this large is a burst's (~30 events; one ask's are three).
+BULK_BYTES = 2048
 
 
 class _Reading:
     """The inotify descriptor read on the event loop: at once while events are rare (a single ask pays
-    no wait), once per `GATHER_S` while they stream in, longer while the stream lasts (`GATHER_MAX_S`);
+    no wait), once per `GATHER_S` while they stream in, longer while a burst lasts (`GATHER_MAX_S`);
     never while the consumer rescans (`paused`)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, watched: _SessionTree) -> None:
@@ -284,17 +298,14 @@ class _Reading:
         self.wait = GATHER_S
 
     def readable(self) -> None:
-        found = self.watched.on_readable()
+        size = self.watched.on_readable()
         now = self.loop.time()
-        if not found:  # the stream ended: the next event is read at once
-            self.wait = GATHER_S
-        elif now - self.last < self.wait + GATHER_S and not self.gathering:
+        bulk = size >= BULK_BYTES
+        if (bulk or now - self.last < GATHER_S) and not self.gathering:
             self.gathering = True
             self._sync()
-            self.loop.call_later(self.wait, self._gathered)
-            self.wait = min(self.wait * 2, GATHER_MAX_S)
-        else:
-            self.wait = GATHER_S
+            self.loop.call_later(self.wait if bulk else GATHER_S, self._gathered)
+        self.wait = min(self.wait * 2, GATHER_MAX_S) if bulk else GATHER_S
         self.last = now
 
     def _gathered(self) -> None:

@@ -7,7 +7,7 @@ import sys
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.text import is_hidden, log_safe
+from core.text import escape_hidden, is_hidden, log_safe, none_hidden
 
 
 def expected(text: str) -> str:
@@ -35,3 +35,24 @@ def test_any_text_matches_the_rule(text: str) -> None:
 
 def test_a_cut_says_how_much_it_hid() -> None:
     assert log_safe("x" * 200, 20) == "x" * 15 + "…+185"
+
+
+def test_a_log_line_hides_nothing_whatever_path_it_takes() -> None:
+    """`escape_hidden` (every log line's last guard; its fast check skips the search for ignorable
+    code points in ASCII text) agrees with the rule for every code point, alone and in a long line."""
+    line = "request=r1.json agent=Explore surface=bash value=git status -> approved by=rule in 1.0ms; " * 64
+    assert escape_hidden(line) == line and none_hidden(line)
+    assert escape_hidden(line + "\u200b") == line + "\\u200b"
+    for code in range(sys.maxunicode + 1):
+        ch = chr(code)
+        hidden = ch in "\n\t" or is_hidden(ch)
+        assert none_hidden("git " + ch) is not hidden, hex(code)
+        assert escape_hidden(ch) == (f"\\u{code:04x}" if hidden else ch), hex(code)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=60))
+def test_any_log_line_matches_the_rule(text: str) -> None:
+    assert escape_hidden(text) == "".join(
+        f"\\u{ord(ch):04x}" if ch in "\n\t" or is_hidden(ch) else ch for ch in text
+    )
