@@ -21,7 +21,7 @@ ANONYMOUS_MAX = min(4096, resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 4)
 """Anonymous files held open at once (each is a descriptor until placed); beyond, named temps."""
 
 
-@dataclass
+@dataclass(slots=True)
 class Staged:
     """A response body written and not yet visible: an anonymous file (`fd`, an `O_TMPFILE` that
     vanishes with the process) or, where none can be made, the named temp `name` beside its target."""
@@ -32,9 +32,8 @@ class Staged:
 
 def write_anonymous(dir_fd: int, data: bytes) -> int | None:
     """A descriptor of a new anonymous file holding `data` on `dir_fd`'s filesystem (not synced);
-    `None` when the kernel or the filesystem cannot make one."""
-    if not platform.anonymous_files():
-        return None
+    `None` when the filesystem cannot make one. Only where `platform.anonymous_files()` (the caller
+    looks once per process: this runs once per answer of a burst)."""
     try:
         fd = os.open(".", _FLAGS, FILE_MODE, dir_fd=dir_fd)
     except OSError as exc:
