@@ -24,6 +24,9 @@ back; taking turns on one thread, the same burst ran ~1.2× faster on a quarter 
 Every file operation goes through the `DiskWriter` seam, relative to a `responses/` (or `requests/`)
 descriptor opened from the root down: no link is ever followed. What it records and reports is
 `core.serving.verdicts`.
+
+Size: one batch's checkpoints in order, with the loops each runs once per answer of a burst; split,
+each part would pass the batch's state back and forth.
 """
 
 from __future__ import annotations
@@ -353,18 +356,21 @@ class Publisher:
         return opened
 
     def _stage_all(self, opened: Opened, together: bool) -> None:
-        """Each answer's bytes into a file not visible yet (`DiskWriter.stage`), synced at once only
-        when the batch is too small for one `sync_all` and the file must be flushed itself. A plain
-        loop, no call of ours per answer: it runs once per ask of a burst."""
+        """Each answer's bytes into a file not visible yet: a batch of `SYNCFS_FROM` or more in one loop
+        of the writer (`DiskWriter.stage_batch`, made durable together by `sync_all`), what that left
+        and a smaller batch one file at a time (`stage`, synced at once where it must be flushed)."""
         suffix = temp_suffix()  # the temp names of one batch end alike
         stage = self.writer.stage
         each = not together
-        # A file is flushed itself (here or by `sync_all`, and its folder after it is placed) only where
-        # its verdict is not durable in the history first (a restart publishes it from there): no
-        # history, or one that refused this verdict.
+        # A file is flushed itself (and its folder once placed) only where its verdict is not durable in
+        # the history first (a restart publishes it from there): no history, or one refusing this verdict.
         unrecorded = self.ledger is None
         for fd, items in opened:
-            for item in items:
+            made = self.writer.stage_batch(fd, [item.verdict.body for item in items]) if together else ()
+            for index, item in enumerate(items):
+                if made and (staged := made[index]) is not None:
+                    item.temp, item.synced = staged, False
+                    continue
                 verdict = item.verdict
                 temp = temp_name(f"{verdict.request_id}.json", suffix)
                 sync = each and (unrecorded or item.history_failed is not None)
@@ -394,42 +400,46 @@ class Publisher:
             self._drop_withdrawn(fd, items)
         half = sum(item.temp is not None for _, items in opened for item in items) // 2
         index = 0
-        place = self.writer.place
         for fd, items in opened:
-            flushed = False
-            for item in items:
-                temp = item.temp
-                if temp is None:
-                    continue
-                if index == half and index > 0:
+            waiting = [item for item in items if item.temp is not None]
+            at, flushed = half - index if half else -1, False  # "half-linked" before the answer at `at`
+            for part in [waiting[:at], None, waiting[at:]] if 0 <= at < len(waiting) else [waiting]:
+                if part is None:
                     fault("half-linked")
-                index += 1
-                target = f"{item.verdict.request_id}.json"
-                try:
-                    written = place(fd, temp, target)
-                except Exception as exc:
-                    fail([item], exc)
-                    continue
-                item.write_failed = None
-                if written:
-                    item.written, item.temp = True, None  # placed: nothing staged is left
-                elif read_small(fd, target, len(item.verdict.body)) == item.verdict.body:
-                    # Already there with exactly this verdict's bytes: an earlier attempt of this node
-                    # placed it (its report failed). Verified byte for byte, never assumed: other content
-                    # is forged.
-                    self.drop_temp(fd, item)
-                    item.written = True
-                else:
-                    item.written = False  # another's answer is there: never replaced
-                    continue
-                if unrecorded or item.history_failed is not None:
+                elif self._place(fd, part, unrecorded):
                     flushed = True
+            index += len(waiting)
             if flushed:
                 try:
                     self.writer.fsync_dir(fd)
                 except OSError as exc:
                     log.error("fsync of a responses folder failed after publishing: %s", exc)
         fault("linked")
+
+    def _place(self, fd: int, items: list[BatchItem], unrecorded: bool) -> bool:
+        """Link these staged answers as their responses (`DiskWriter.place_batch`: never replacing);
+        whether one placed must have its folder flushed (`_stage_all`)."""
+        targets = [f"{item.verdict.request_id}.json" for item in items]
+        flushed = False
+        for item, target, written in zip(items, targets, self.writer.place_batch(
+                fd, [item.temp for item in items if item.temp is not None], targets), strict=True):
+            if isinstance(written, Exception):
+                fail([item], written)
+                continue
+            item.write_failed = None
+            if written:
+                item.written, item.temp = True, None  # placed: nothing staged is left
+            elif read_small(fd, target, len(item.verdict.body)) == item.verdict.body:
+                # Already there with exactly this verdict's bytes: an earlier attempt of this node placed
+                # it (its report failed). Verified byte for byte, never assumed: other content is forged.
+                self.drop_temp(fd, item)
+                item.written = True
+            else:
+                item.written = False  # another's answer is there: never replaced
+                continue
+            if unrecorded or item.history_failed is not None:
+                flushed = True
+        return flushed
 
     def _drop_withdrawn(self, fd: int, items: Sequence[BatchItem]) -> None:
         """Just before placing: an answer whose request file is gone is not placed. Its child gave up
@@ -582,8 +592,8 @@ def _remove_requests(inbox: SessionInbox, names: Sequence[str], writer: DiskWrit
 def _remove_answered(
     answered: Sequence[tuple[BatchItem, Published]], writer: DiskWriter
 ) -> list[tuple[AskKey, Published]]:
-    """Delete answered requests (one folder descriptor per session); those gone, a child's removal
-    included."""
+    """Delete answered requests (one folder descriptor per session, `_remove_requests`); those gone, a
+    child's removal included."""
     folders: dict[str, list[tuple[BatchItem, Published]]] = {}
     for pair in answered:
         folders.setdefault(pair[0].inbox.folder_name, []).append(pair)
