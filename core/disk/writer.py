@@ -31,6 +31,8 @@ class DiskWriter:
     a named temp renamed with `RENAME_NOREPLACE`."""
 
     anonymous = True
+    #: An anonymous file linked by its descriptor where the kernel allows it, else through `/proc`.
+    by_descriptor = True
     anonymous_max = ANONYMOUS_MAX
     _held = 0  # staged anonymous files this writer holds open
     _lock = threading.Lock()
@@ -134,7 +136,7 @@ class DiskWriter:
         fd = staged.fd
         if fd is None:
             return self.place_named(dir_fd, staged.name, target)
-        if not link_anonymous(fd, dir_fd, check_name(target)):
+        if not link_anonymous(fd, dir_fd, check_name(target), self.by_descriptor):
             return False
         staged.fd = None  # named now: the descriptor is let go as `discard` would (inline: per answer)
         try:  # noqa: SIM105 (`contextlib.suppress` costs 0.4 µs: per answer)
@@ -169,7 +171,7 @@ class DiskWriter:
                     if fd is None:
                         results.append(self.place_named(dir_fd, one.name, target))
                         continue
-                    if not link_anonymous(fd, dir_fd, check_name(target)):
+                    if not link_anonymous(fd, dir_fd, check_name(target), self.by_descriptor):
                         results.append(False)
                         continue
                 except Exception as exc:

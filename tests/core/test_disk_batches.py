@@ -42,15 +42,23 @@ def _batched(fd: int, writer: DiskWriter, bodies: list[bytes], targets: list[str
     return [done is True for done in placed]
 
 
+class ThroughProc(DiskWriter):
+    """Anonymous files linked through `/proc/self/fd/N`, as where the kernel refuses a link by the
+    descriptor (before Linux 6.10, without `CAP_DAC_READ_SEARCH`)."""
+
+    by_descriptor = False
+
+
 @needs_anonymous_files
 @settings(max_examples=40, deadline=None)
 @given(
     targets=st.lists(st.sampled_from([f"r{n}.json" for n in range(6)]), min_size=1, max_size=12),
     existing=st.sets(st.sampled_from([f"r{n}.json" for n in range(6)])),
     held=st.integers(min_value=0, max_value=14),
+    kind=st.sampled_from([DiskWriter, ThroughProc]),
 )
 def test_a_batch_staged_and_placed_at_once_ends_as_one_by_one(
-    targets: list[str], existing: set[str], held: int
+    targets: list[str], existing: set[str], held: int, kind: type[DiskWriter]
 ) -> None:
     """Whatever the names (repeated ones: the first placed wins, never replaced), the responses already
     there and the bound on anonymous files held (beyond it: named temps), both ways leave the same files
@@ -63,7 +71,7 @@ def test_a_batch_staged_and_placed_at_once_ends_as_one_by_one(
             folder = Path(name)
             for target in existing:
                 (folder / target).write_bytes(b"already there")
-            writer = DiskWriter()
+            writer = kind()
             writer.anonymous_max = held
             fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
             try:
