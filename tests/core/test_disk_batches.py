@@ -1,6 +1,7 @@
-"""`DiskWriter.stage_batch` / `place_batch`: a burst's files staged and placed in one loop each, with
+"""A burst's files staged and placed in one loop each (`DiskWriter.stage_batch` / `place_batch`), with
 the very outcome of staging and placing them one by one (`stage`, `place`); a writer whose per-file
-calls are its own (a fault test's) still sees every file."""
+calls are its own (a fault test's) still sees every file; a batch placed in two parts around its
+`half-linked` fault point."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from hypothesis import strategies as st
 
 from core.disk.anonymous import Staged
 from core.disk.writer import DiskWriter
+from tests.core.support import ALLOW_LS, assert_answered_once, responses, serve_until_answered, write_burst
 from tests.helpers import needs_anonymous_files
+from tests.history.support import Node
 
 
 def _outcome(folder: Path) -> dict[str, bytes]:
@@ -113,3 +116,27 @@ def test_a_writer_with_its_own_per_file_calls_sees_every_file_of_a_batch(tmp_pat
         os.close(fd)
     assert writer.calls == ["stage a.tmp", "stage b.tmp", "place a.json", "place broken.json"]
     assert _outcome(tmp_path) == {"a.json": b"a"}
+
+
+async def test_half_of_each_batch_is_visible_at_its_half_linked_point(tmp_path: Path) -> None:
+    """Crash tests kill at `half-linked` to find a batch partly placed: it falls after half of the
+    batch's responses are linked, and before the rest, however the batch is split to be placed."""
+    node = Node(tmp_path, ALLOW_LS)
+    ids = write_burst(node.root, 600)
+    seen: dict[str, list[int]] = {"durable": [], "half-linked": [], "linked": []}
+
+    class Counted(list[str]):
+        """The stages, each with the responses visible then (the fault hook, on the disk thread)."""
+
+        def append(self, stage: str) -> None:
+            if stage in seen:
+                seen[stage].append(len(responses(node.root)))
+
+    await serve_until_answered(node, ids, Counted())
+    assert_answered_once(node, ids)
+    assert seen["half-linked"], "a burst of 600 has batches of more than one"
+    batches = list(zip(seen["durable"], seen["linked"], strict=True))
+    halves = iter(seen["half-linked"])
+    for before, after in batches:
+        if after - before >= 2:  # a batch of one has no half
+            assert next(halves) - before == (after - before) // 2
