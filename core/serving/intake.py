@@ -248,12 +248,17 @@ def read_guarded(dir_fd: int, name: str) -> FileRead:
     except Exception as exc:
         return FileRead(rejection=f"reading this file failed ({type(exc).__name__}: {exc})")
     try:
-        return FileRead(raw=raw, parsed=parse_request(raw), identity=identity)
+        # `FileRead(raw=raw, parsed=..., identity=identity)`: the tuple made in C (the named tuple's
+        # `__new__` is a Python function taking keywords; one per file of a burst).
+        return _new_tuple(FileRead, (False, raw, parse_request(raw), None, identity))
     except RequestRejected as exc:
         return FileRead(raw=raw, rejection=f"unusable request: {exc.reason}", identity=identity)
     except Exception as exc:
         return FileRead(raw=raw, rejection=f"reading this file failed ({type(exc).__name__}: {exc})",
                         identity=identity)
+
+
+_new_tuple = tuple.__new__
 
 
 def rejection(name: str, read: FileRead, session_id: str) -> str | None:
