@@ -25,13 +25,13 @@ a batch judged on the loop and still committing).
 from __future__ import annotations
 
 from collections.abc import Callable, Container
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from core.clock import Clock
 from core.disk.paths import is_safe_request_id
 from core.forwarding.inbox import SessionInbox
 from core.serving.intake import FileRead, Intake
-from core.serving.judgment import Judge, judge_ask
+from core.serving.judgment import Judge, VerdictOf, decide_ask
 from core.serving.verdicts import VerdictRecord
 from core.vocabulary.asks import ArbiterDecision, Ask, AskKey, Decision, Judgment, by_person
 from core.wire.request import ParsedRequest
@@ -52,6 +52,12 @@ class AtOnce:
     #: The names held by a record of the session (its `AskRecords`), and those being settled, looked
     #: up as the trip goes: never taken here, whatever the file under the name now holds.
     held: tuple[Container[str], Container[str]] = (frozenset(), frozenset())
+    #: The judge's verdict alone, when it can say one (`RecordedAuthority.verdict_of`): an ask a rule
+    #: decides is then judged without the judgment the lane would drop (`judgment.decide_ask`).
+    verdict_of: VerdictOf | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "verdict_of", getattr(self.judge, "verdict_of", None))
 
     def serve(self, inbox: SessionInbox, intake: Intake) -> Intake:
         """Judge the asks of `intake` decided at once; the intake with their verdicts apart
@@ -100,9 +106,9 @@ class AtOnce:
         an ask it is not (for a person, a chain, a courier, or left)."""
         parsed = read.parsed
         assert parsed is not None
-        judgment, decision = judge_ask(self.judge, parsed, self.session_id, self.clock)
-        if decision is not None:
-            return decision
+        judgment = decide_ask(self.judge, self.verdict_of, parsed, self.session_id, self.clock)
+        if isinstance(judgment, Decision):
+            return judgment
         if self.arbiter is None:
             return judgment
         taken = self.arbiter(new_ask(key, parsed, judgment, now, self.timeout_ms, self.session_id))
