@@ -25,14 +25,16 @@ a batch judged on the loop and still committing).
 from __future__ import annotations
 
 from collections.abc import Callable, Container
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from core.clock import Clock
+from core.disk.paths import is_safe_request_id
 from core.forwarding.inbox import SessionInbox
-from core.serving.intake import FileRead, Intake, rejection
-from core.serving.judgment import Judge, judge_ask
+from core.serving.intake import FileRead, Intake
+from core.serving.judgment import Judge, VerdictOf, decide_ask
 from core.serving.verdicts import VerdictRecord
-from core.vocabulary.asks import ArbiterDecision, Ask, AskKey, Decision, Judgment
+from core.vocabulary.asks import ArbiterDecision, Ask, AskKey, Decision, Judgment, by_person
+from core.wire.request import ParsedRequest
 from core.wire.response import ForwardedResponse, encode_response
 
 
@@ -50,6 +52,12 @@ class AtOnce:
     #: The names held by a record of the session (its `AskRecords`), and those being settled, looked
     #: up as the trip goes: never taken here, whatever the file under the name now holds.
     held: tuple[Container[str], Container[str]] = (frozenset(), frozenset())
+    #: The judge's verdict alone, when it can say one (`RecordedAuthority.verdict_of`): an ask a rule
+    #: decides is then judged without the judgment the lane would drop (`judgment.decide_ask`).
+    verdict_of: VerdictOf | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "verdict_of", getattr(self.judge, "verdict_of", None))
 
     def serve(self, inbox: SessionInbox, intake: Intake) -> Intake:
         """Judge the asks of `intake` decided at once; the intake with their verdicts apart
@@ -61,12 +69,19 @@ class AtOnce:
         judged: dict[str, Judgment | Exception] = {}
         session_id, recorded, responses = self.session_id, intake.recorded, intake.responses
         records, settling = self.held
+        record = VerdictRecord.read_at_once
         for name, read in intake.reads:
             parsed = read.parsed
             decision: Decision | Judgment | Exception
             try:
-                if (parsed is None or name in records or name in settling or parsed.request.id in recorded
-                        or name in responses or rejection(name, read, session_id) is not None):
+                if parsed is None or name in records or name in settling or name in responses:
+                    rest.append((name, read))
+                    continue
+                # `rejection(name, read, session_id) is not None` (the route says why), in place.
+                request = parsed.request
+                stem = name.removesuffix(".json")
+                if (request.id != stem or stem in recorded or request.target_session_id.strip() != session_id
+                        or not is_safe_request_id(stem)):
                     rest.append((name, read))
                     continue
                 key = AskKey(session_id, name)
@@ -75,8 +90,8 @@ class AtOnce:
                     response = decision.response
                     if last is None or last[0] is not response:
                         last = (response, encode_response(response))
-                    verdicts.append(VerdictRecord(key, parsed, response, last[1], decision.outcome,
-                                                  decision.carried_to, now, read.raw))
+                    verdicts.append(record(key, parsed, response, last[1], decision.outcome,
+                                           decision.carried_to, now, read.raw))
                     continue
             except Exception as exc:  # one file's failure is its own: the route quarantines it with why
                 decision = exc
@@ -91,12 +106,26 @@ class AtOnce:
         an ask it is not (for a person, a chain, a courier, or left)."""
         parsed = read.parsed
         assert parsed is not None
-        judgment, decision = judge_ask(self.judge, parsed, self.session_id, self.clock)
-        if decision is not None:
-            return decision
+        judgment = decide_ask(self.judge, self.verdict_of, parsed, self.session_id, self.clock)
+        if isinstance(judgment, Decision):
+            return judgment
         if self.arbiter is None:
             return judgment
-        taken = self.arbiter(Ask(key, parsed, judgment, now, self.timeout_ms, self.session_id))
-        if isinstance(taken, Decision) and taken.reply is None and not taken.by_person:
+        taken = self.arbiter(new_ask(key, parsed, judgment, now, self.timeout_ms, self.session_id))
+        if isinstance(taken, Decision) and taken.reply is None and not by_person(taken.outcome):
             return taken
         return judgment
+
+
+def new_ask(key: AskKey, parsed: ParsedRequest, judgment: Judgment, arrived_at: float, timeout_ms: int,
+            responder: str) -> Ask:
+    """`Ask(key, parsed, judgment, arrived_at, timeout_ms, responder)`, built without the frozen
+    dataclass's `object.__setattr__` per field: every ask no rule decides makes one for the fail-safe
+    arbiter. The same value (`tests/core/test_at_once_values.py` checks every field is written)."""
+    ask = _new_object(Ask)
+    ask.__dict__.update(key=key, parsed=parsed, judgment=judgment, arrived_at=arrived_at,
+                        timeout_ms=timeout_ms, responder_session_id=responder)
+    return ask
+
+
+_new_object = object.__new__

@@ -14,6 +14,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -43,6 +44,11 @@ INTAKE_FILES = 256
 SETTLE_FILES = 1024
 #: Request bytes one intake trip may hold (with at most `INTAKE_FILES` files): memory stays bounded.
 READ_BUDGET = 32 << 20
+#: Bytes of a `responses/` folder's size per name looked for, at most, for it to be listed once rather
+#: than each name looked up (`existing_responses`): a folder's size grows with its entries (tmpfs 20
+#: bytes each, ext4 and btrfs more: listed less often), and listing one entry costs about a seventh of
+#: a look. A folder whose size says nothing (0) is never listed.
+LIST_BYTES = 100
 #: How long before a listing `requests/` must have last changed for its listing to be reused while
 #: the folder's identity and times stay the same (`Listing`): any file created, renamed in or removed
 #: after the listing then gives the folder a later time (far more than the coarsest timestamp tick).
@@ -217,24 +223,27 @@ def take_in(
 def existing_responses(inbox: SessionInbox, request_ids: Iterable[str]) -> frozenset[str]:
     """`<id>.json` for each id whose response is already in `responses/` (whatever the entry is: it
     is never followed). An id that is not a safe file name is skipped: its request is refused before
-    anything looks at responses (`rejection`)."""
-    found: set[str] = set()
+    anything looks at responses (`rejection`).
+
+    A small `responses/` (its size at most `LIST_BYTES` per name looked for) is listed once; else
+    each name is looked up (a look costs as much as listing ~7 entries: `docs/design/serving-speed.md`,
+    fifth pass). Either is what the folder held a moment before the trip goes on: a response written
+    after it is found by the answer's no-replace link, as before."""
+    names = [f"{request_id}.json" for request_id in request_ids if is_safe_request_id(request_id)]
     try:
         with inbox.folder("responses") as fd:
-            for request_id in request_ids:
-                if not is_safe_request_id(request_id):
-                    continue
-                name = f"{request_id}.json"
-                # A look that raises nothing for the usual answer, "not there" (an `lstat` raising
-                # for it cost a burst more than the look itself). A look that fails otherwise (a
-                # folder refused) says "not there" too: the answer's no-replace link then finds what
-                # is there (a response someone else wrote is set aside as forged), or waits for the
-                # disk; nothing is ever replaced.
-                if os.access(name, os.F_OK, dir_fd=fd, follow_symlinks=False):
-                    found.add(name)
+            if 0 < os.fstat(fd).st_size <= LIST_BYTES * len(names):
+                with suppress(OSError):  # (a listing refused: each name is looked up instead)
+                    return frozenset(set(os.listdir(fd)).intersection(names))
+            # A look that raises nothing for the usual answer, "not there" (an `lstat` raising for
+            # it cost a burst more than the look itself). A look that fails otherwise (a folder
+            # refused) says "not there" too: the answer's no-replace link then finds what is there
+            # (a response someone else wrote is set aside as forged), or waits for the disk; nothing
+            # is ever replaced.
+            return frozenset(name for name in names
+                             if os.access(name, os.F_OK, dir_fd=fd, follow_symlinks=False))
     except FileNotFoundError:
         return frozenset()
-    return frozenset(found)
 
 
 def read_guarded(dir_fd: int, name: str) -> FileRead:
@@ -248,12 +257,17 @@ def read_guarded(dir_fd: int, name: str) -> FileRead:
     except Exception as exc:
         return FileRead(rejection=f"reading this file failed ({type(exc).__name__}: {exc})")
     try:
-        return FileRead(raw=raw, parsed=parse_request(raw), identity=identity)
+        # `FileRead(raw=raw, parsed=..., identity=identity)`: the tuple made in C (the named tuple's
+        # `__new__` is a Python function taking keywords; one per file of a burst).
+        return _new_tuple(FileRead, (False, raw, parse_request(raw), None, identity))
     except RequestRejected as exc:
         return FileRead(raw=raw, rejection=f"unusable request: {exc.reason}", identity=identity)
     except Exception as exc:
         return FileRead(raw=raw, rejection=f"reading this file failed ({type(exc).__name__}: {exc})",
                         identity=identity)
+
+
+_new_tuple = tuple.__new__
 
 
 def rejection(name: str, read: FileRead, session_id: str) -> str | None:

@@ -7,9 +7,11 @@ rules. The rules themselves are `core.judging.recorded.RecordedAuthority`; links
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Protocol
 
 from core.clock import Clock
+from core.rules.compiled import Decided
 from core.serving.verdicts import gate_denial
 from core.vocabulary.asks import Decision, Judgment
 from core.wire.decisions import DecisionSource, RuleDecision
@@ -63,6 +65,28 @@ def judge_ask(
     return judgment, rule_decision(judgment, responder, clock)
 
 
+def decide_ask(
+    judge: Judge, verdict_of: VerdictOf | None, parsed: ParsedRequest, responder: str, clock: Clock
+) -> Decision | Judgment:
+    """`judge_ask`'s decision, else its judgment (nobody decided), for a caller that drops the
+    judgment of an ask decided (the at-once lane): with the judge's `verdict_of` (this node's
+    `RecordedAuthority.verdict_of`), a new ask a rule decides makes no `Judgment`. The same decision
+    either way (`tests/judging/test_verdict_of.py`)."""
+    if verdict_of is None or over_limit(parsed.request.access_intent) is not None:
+        judgment, decision = judge_ask(judge, parsed, responder, clock)
+        return judgment if decision is None else decision
+    judged = verdict_of(parsed, responder)
+    if isinstance(judged, Judgment):
+        if judged.verdict == "ask":
+            return judged
+        return verdict_decision(judged.verdict, judged.decided_by, judged.reason, responder, clock)
+    return verdict_decision(judged.verdict, judged.decision, judged.reason, responder, clock)
+
+
+VerdictOf = Callable[[ParsedRequest, str], "Judgment | Decided"]
+"""`RecordedAuthority.verdict_of`: a judgment, or a rule's verdict alone (`Decided`)."""
+
+
 async def review_by_chain(
     chain: Chain, parsed: ParsedRequest, responder: str, clock: Clock, label: str
 ) -> tuple[Judgment, Decision] | None:
@@ -95,8 +119,13 @@ def rule_decision(judgment: Judgment, responder: str, clock: Clock, outcome: str
     its `decidedBy` value, `core.rules.judge.decision_of`). Callable from any thread without a lock:
     the last one is one tuple, read and replaced whole (a thread that finds another's is given an
     identical value; a race only builds one more)."""
+    return verdict_decision(judgment.verdict, judgment.decided_by, judgment.reason, responder, clock, outcome)
+
+
+def verdict_decision(verdict: str, source: DecisionSource | None, reason: str | None, responder: str,
+                     clock: Clock, outcome: str = "rule") -> Decision:
+    """`rule_decision` of a judgment of this verdict, `decidedBy` and reason."""
     now = int(clock.wall() * 1000)  # `wall_ms`, in place: every ask decided at once
-    verdict, source, reason = judgment.verdict, judgment.decided_by, judgment.reason
     last = _last[0]
     if (last is not None and last[1] is source and last[4] == now and last[3] == responder
             and last[0] == verdict and last[2] == reason and last[5] == outcome):
@@ -104,7 +133,7 @@ def rule_decision(judgment: Judgment, responder: str, clock: Clock, outcome: str
     if verdict == "allow":
         response = approve(responder=responder, at_ms=now, decided_by=source)
     else:
-        text = reason if reason and reason.strip() else unreasoned_denial(judgment)
+        text = reason if reason and reason.strip() else unreasoned(source)
         response = deny(responder=responder, at_ms=now, decided_by=source, reason=text)
     decision = Decision(response, outcome)
     _last[0] = (verdict, source, reason, responder, now, outcome, decision)
@@ -117,7 +146,11 @@ _last: list[tuple[str, DecisionSource | None, str | None, str, int, str, Decisio
 
 def unreasoned_denial(judgment: Judgment) -> str:
     """What the agent reads for a deny that has no reason of its own: who denied, by which rule."""
-    source = judgment.decided_by
+    return unreasoned(judgment.decided_by)
+
+
+def unreasoned(source: DecisionSource | None) -> str:
+    """`unreasoned_denial` of a judgment decided by `source`."""
     if isinstance(source, RuleDecision):
         pattern = "" if source.pattern is None else f" {source.pattern!r}"
         return f"pi-authorizer denied this by its {source.surface}{pattern} rule (no reason was configured)"

@@ -24,6 +24,9 @@ back; taking turns on one thread, the same burst ran ~1.2× faster on a quarter 
 Every file operation goes through the `DiskWriter` seam, relative to a `responses/` (or `requests/`)
 descriptor opened from the root down: no link is ever followed. What it records and reports is
 `core.serving.verdicts`.
+
+Size: one batch's checkpoints in order, with the loops each runs once per answer of a burst; split,
+each part would pass the batch's state back and forth.
 """
 
 from __future__ import annotations
@@ -240,14 +243,14 @@ class Publisher:
                 if item.written is None:
                     item.write_failed = item.write_failed or f"publishing failed ({what(exc)})"
         results = [item.result() for item in batch]
-        answered = [(item, one) for item, one in zip(batch, results, strict=True) if one.written]
+        names = [one.verdict.key.name for one in results if one.written]
         gone: frozenset[str] = frozenset()
-        if answered:
+        if names:
             try:  # a request that stays holds its name by a record (`Pipeline.answered_at_once`)
-                gone = frozenset(key.name for key, _ in _remove_answered(answered, self.writer))
+                gone = frozenset(_remove_requests(inbox, names, self.writer))
                 self.fault("deleted")
             except Exception:
-                log.exception("removing %d answered requests failed", len(answered))
+                log.exception("removing %d answered requests failed", len(names))
         return SettledBatch(results, gone)
 
     def settle_soon(self, inbox: SessionInbox, verdicts: list[VerdictRecord]) -> asyncio.Future[SettledBatch]:
@@ -353,18 +356,41 @@ class Publisher:
         return opened
 
     def _stage_all(self, opened: Opened, together: bool) -> None:
+        """Each answer's bytes into a file not visible yet: a batch of `SYNCFS_FROM` or more in one loop
+        of the writer (`DiskWriter.stage_batch`, made durable together by `sync_all`), what that left
+        and a smaller batch one file at a time (`stage`, synced at once where it must be flushed)."""
         suffix = temp_suffix()  # the temp names of one batch end alike
+        stage = self.writer.stage
+        each = not together
+        # A file is flushed itself (and its folder once placed) only where its verdict is not durable in
+        # the history first (a restart publishes it from there): no history, or one refusing this verdict.
+        unrecorded = self.ledger is None
         for fd, items in opened:
-            for item in items:
-                self._stage(fd, item, not together, suffix)
+            made = self.writer.stage_batch(fd, [item.verdict.body for item in items]) if together else ()
+            for index, item in enumerate(items):
+                if made and (staged := made[index]) is not None:
+                    item.temp, item.synced = staged, False
+                    continue
+                verdict = item.verdict
+                temp = temp_name(f"{verdict.request_id}.json", suffix)
+                sync = each and (unrecorded or item.history_failed is not None)
+                try:
+                    item.temp = stage(fd, temp, verdict.body, sync)
+                except Exception as exc:
+                    with contextlib.suppress(OSError, ValueError):
+                        remove(fd, temp)
+                    fail([item], exc)
+                    continue
+                item.synced = sync
 
     def _place_all(
         self, opened: Opened, together: bool, fault: FaultHook
     ) -> None:
         fault("staged")
+        unrecorded = self.ledger is None  # a response flushed itself: see `_stage_all`
         for fd, items in opened:
             unflushed = [item for item in items if item.temp is not None and not item.synced
-                         and self._flushed_itself(item)]
+                         and (unrecorded or item.history_failed is not None)]
             if together and unflushed:
                 self._sync(fd, unflushed)
             else:
@@ -372,52 +398,61 @@ class Publisher:
         fault("durable")
         for fd, items in opened:
             self._drop_withdrawn(fd, items)
-        staged = [(fd, item) for fd, items in opened for item in items if item.temp is not None]
-        half = len(staged) // 2
-        placed: set[int] = set()
-        for index, (fd, item) in enumerate(staged):
-            if index == half and index > 0:
-                fault("half-linked")
-            if self._place(fd, item) and self._flushed_itself(item):
-                placed.add(fd)
-        for fd in placed:
-            try:
-                self.writer.fsync_dir(fd)
-            except OSError as exc:
-                log.error("fsync of a responses folder failed after publishing: %s", exc)
+        half = sum(item.temp is not None for _, items in opened for item in items) // 2
+        index = 0
+        for fd, items in opened:
+            waiting = [item for item in items if item.temp is not None]
+            at, flushed = half - index if half else -1, False  # "half-linked" before the answer at `at`
+            for part in [waiting[:at], None, waiting[at:]] if 0 <= at < len(waiting) else [waiting]:
+                if part is None:
+                    fault("half-linked")
+                elif self._place(fd, part, unrecorded):
+                    flushed = True
+            index += len(waiting)
+            if flushed:
+                try:
+                    self.writer.fsync_dir(fd)
+                except OSError as exc:
+                    log.error("fsync of a responses folder failed after publishing: %s", exc)
         fault("linked")
+
+    def _place(self, fd: int, items: list[BatchItem], unrecorded: bool) -> bool:
+        """Link these staged answers as their responses (`DiskWriter.place_batch`: never replacing);
+        whether one placed must have its folder flushed (`_stage_all`)."""
+        targets = [f"{item.verdict.request_id}.json" for item in items]
+        flushed = False
+        for item, target, written in zip(items, targets, self.writer.place_batch(
+                fd, [item.temp for item in items if item.temp is not None], targets), strict=True):
+            if isinstance(written, Exception):
+                fail([item], written)
+                continue
+            item.write_failed = None
+            if written:
+                item.written, item.temp = True, None  # placed: nothing staged is left
+            elif read_small(fd, target, len(item.verdict.body)) == item.verdict.body:
+                # Already there with exactly this verdict's bytes: an earlier attempt of this node placed
+                # it (its report failed). Verified byte for byte, never assumed: other content is forged.
+                self.drop_temp(fd, item)
+                item.written = True
+            else:
+                item.written = False  # another's answer is there: never replaced
+                continue
+            if unrecorded or item.history_failed is not None:
+                flushed = True
+        return flushed
 
     def _drop_withdrawn(self, fd: int, items: Sequence[BatchItem]) -> None:
         """Just before placing: an answer whose request file is gone is not placed. Its child gave up
         (at its deadline the reference's child deletes its request, and reads no response after), so
         the answer would lie where nobody reads it, and its row would say it was written. The protocol
         has no lock: a child giving up between this look and the link is not seen, but the window is
-        this look, not the answer's whole wait at the disk (`_requests_present`)."""
+        this look, not the answer's whole wait at the disk (`_withdrawn`)."""
         waiting = [item for item in items if item.temp is not None]
-        present = _requests_present(waiting) if waiting else None
-        if present is None:
-            return  # nothing to place, or the folder cannot be looked at now: placed as before
-        for item in waiting:
-            if item.verdict.key.name not in present:
-                item.withdrawn = True
-                self.drop_temp(fd, item)
-
-    def _flushed_itself(self, item: BatchItem) -> bool:
-        """Whether this answer's response file is made durable itself before and after it is placed:
-        unless its verdict is durable in the history first (a restart publishes it from there)."""
-        return self.ledger is None or item.history_failed is not None
-
-    def _stage(self, fd: int, item: BatchItem, sync: bool, suffix: str) -> None:
-        temp = temp_name(f"{item.verdict.request_id}.json", suffix)
-        sync = sync and self._flushed_itself(item)
-        try:
-            staged = self.writer.stage(fd, temp, item.verdict.body, sync)
-        except Exception as exc:
-            with contextlib.suppress(OSError, ValueError):
-                remove(fd, temp)
-            fail([item], exc)
+        if not waiting:
             return
-        item.temp, item.synced = staged, sync
+        for item in _withdrawn(waiting):
+            item.withdrawn = True
+            self.drop_temp(fd, item)
 
     def _sync(self, fd: int, items: list[BatchItem]) -> None:
         try:
@@ -436,23 +471,6 @@ class Publisher:
             except OSError as exc:
                 fail([item], exc)
                 self.drop_temp(fd, item)
-
-    def _place(self, fd: int, item: BatchItem) -> bool:
-        assert item.temp is not None
-        try:
-            item.written = self.writer.place(fd, item.temp, f"{item.verdict.request_id}.json")
-        except Exception as exc:
-            fail([item], exc)
-            return False
-        item.write_failed = None
-        if item.written:
-            item.temp = None  # placed: nothing staged is left (the writer removed or closed it)
-        elif read_small(fd, f"{item.verdict.request_id}.json", len(item.verdict.body)) == item.verdict.body:
-            # Already there with exactly this verdict's bytes: an earlier attempt of this node placed it
-            # (its report failed). Verified byte for byte, never assumed: other content is forged.
-            self.drop_temp(fd, item)
-            item.written = True
-        return bool(item.written)
 
     def _write_again(self, items: Sequence[BatchItem]) -> None:
         """Responses whose batch write failed: retried with backoff (disk full, EIO), each one alone,
@@ -491,7 +509,8 @@ class Publisher:
         """Drop what was staged and not placed, and let go of the folders."""
         for fd, items in opened:
             for item in items:
-                self.drop_temp(fd, item)
+                if item.temp is not None:
+                    self.drop_temp(fd, item)
             os.close(fd)
 
     def drop_temp(self, fd: int, item: BatchItem) -> None:
@@ -515,9 +534,9 @@ def open_folder(inbox: SessionInbox, sub: str, create: bool = False) -> int:
     return inbox.tree.open(("sessions", inbox.folder_name, sub), create)
 
 
-def _requests_present(items: Sequence[BatchItem]) -> set[str] | None:
-    """Which of these answers' request files (all of one session) are in `requests/` now: an empty set
-    when the folder is gone (the child that gave up removed it, emptied), None when it cannot be read.
+def _withdrawn(items: Sequence[BatchItem]) -> Sequence[BatchItem]:
+    """Which of these answers (all of one session) have no request file in `requests/` now: all of them
+    when the folder is gone (the child that gave up removed it, emptied), none when it cannot be read.
     A look per answer that builds nothing (`faccessat`, never following a link), and an `lstat` for a
     name it does not find, so that only an absence (not an error) withdraws an answer. (A listing per
     batch was dearer in a burst: the folder holds every ask not yet removed, and listing 5,000 names
@@ -526,52 +545,61 @@ def _requests_present(items: Sequence[BatchItem]) -> set[str] | None:
     try:
         fd = inbox.tree.open(("sessions", inbox.folder_name, "requests"))
     except FileNotFoundError:
-        return set()
+        return items
     except OSError:
-        return None
-    present: set[str] = set()
+        return ()
+    access, present = os.access, os.F_OK
+    withdrawn: list[BatchItem] = []
     try:
         for item in items:
-            name = check_name(item.verdict.key.name)
-            if (os.access(name, os.F_OK, dir_fd=fd, follow_symlinks=False)
-                    or lstat_or_none(fd, name) is not None):
-                present.add(name)
+            name = item.verdict.key.name
+            if not access(check_name(name), present, dir_fd=fd, follow_symlinks=False) and (
+                    lstat_or_none(fd, name) is None):
+                withdrawn.append(item)
     except (OSError, ValueError):
-        return None
+        return ()
     finally:
         os.close(fd)
-    return present
+    return withdrawn
+
+
+def _remove_requests(inbox: SessionInbox, names: Sequence[str], writer: DiskWriter) -> list[str]:
+    """Delete answered requests of one session through one folder descriptor; the names gone, a
+    child's removal included. A plain loop: it runs once per ask of a burst."""
+    try:
+        fd = inbox.tree.open(("sessions", inbox.folder_name, "requests"))
+    except FileNotFoundError:
+        return list(names)
+    except OSError:
+        return []
+    remove_request = writer.remove_request
+    gone: list[str] = []
+    try:
+        for name in names:
+            try:
+                remove_request(fd, name)
+            except FileNotFoundError:
+                pass  # its child removed it: gone all the same
+            except OSError as exc:
+                log.warning("deleting answered request %s failed: %s", log_safe(display_name(name)), exc)
+                continue
+            gone.append(name)
+    finally:
+        os.close(fd)
+    return gone
 
 
 def _remove_answered(
     answered: Sequence[tuple[BatchItem, Published]], writer: DiskWriter
 ) -> list[tuple[AskKey, Published]]:
-    """Delete answered requests (one folder descriptor per session); those gone, a child's removal
-    included."""
+    """Delete answered requests (one folder descriptor per session, `_remove_requests`); those gone, a
+    child's removal included."""
     folders: dict[str, list[tuple[BatchItem, Published]]] = {}
     for pair in answered:
         folders.setdefault(pair[0].inbox.folder_name, []).append(pair)
     gone: list[tuple[AskKey, Published]] = []
     for group in folders.values():
-        inbox = group[0][0].inbox
-        try:
-            fd = inbox.tree.open(("sessions", inbox.folder_name, "requests"))
-        except FileNotFoundError:
-            gone += [(item.verdict.key, published) for item, published in group]
-            continue
-        except OSError:
-            continue
-        try:
-            for item, published in group:
-                name = item.verdict.key.name
-                try:
-                    writer.remove_request(fd, name)
-                except FileNotFoundError:
-                    pass  # its child removed it: gone all the same
-                except OSError as exc:
-                    log.warning("deleting answered request %s failed: %s", log_safe(display_name(name)), exc)
-                    continue
-                gone.append((item.verdict.key, published))
-        finally:
-            os.close(fd)
+        names = [item.verdict.key.name for item, _ in group]
+        removed = set(_remove_requests(group[0][0].inbox, names, writer))
+        gone += [(item.verdict.key, one) for item, one in group if item.verdict.key.name in removed]
     return gone

@@ -29,14 +29,16 @@ def over_limit(intent: ForwardedAccessIntent | None) -> str | None:
     if len(units) > MAX_ASKING_UNITS:
         return f"accessIntent.askingUnits has {len(units)} entries, over the limit of {MAX_ASKING_UNITS}"
     boundary = intent.boundary_value
-    lengths = list(map(len, values))  # in C: every ask with facts is measured
+    total = sum(map(len, values))  # in C: every ask with facts is measured
     if units:
-        lengths += [len(unit.command) for unit in units]
+        total += sum([len(unit.command) for unit in units])
     if boundary is not None:
-        lengths.append(len(boundary))
-    total = sum(lengths)
+        total += len(boundary)
     if total <= MAX_VALUE_CHARS and total <= MAX_FACTS_CHARS:
         return None  # the usual ask: no value is longer than all of them together
+    lengths = [*map(len, values), *[len(unit.command) for unit in units]]
+    if boundary is not None:
+        lengths.append(len(boundary))
     longest = max(lengths)
     if longest > MAX_VALUE_CHARS:
         return f"a value of accessIntent is {longest} characters long, over the limit of {MAX_VALUE_CHARS}"

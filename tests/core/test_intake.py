@@ -5,15 +5,19 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
 
 from core.disk.tree import UnsafeFolder
 from core.forwarding.inbox import SessionInbox
 from core.history import HistoryStore
 from core.person import DecisionRefused, Person
 from core.serving.intake import (
+    LIST_BYTES,
     READ_BUDGET,
     FileRead,
     Listing,
@@ -291,3 +295,50 @@ def test_a_reused_listing_still_refuses_an_unsafe_inbox(tmp_path: Path) -> None:
 def listed_stamp(folder: Path) -> tuple[int, int, int, int]:
     info = folder.stat()
     return (info.st_dev, info.st_ino, info.st_mtime_ns, info.st_ctime_ns)
+
+
+_ENTRY = st.sampled_from(["file", "folder", "link", "dangling"])
+
+
+@settings(max_examples=120, deadline=None)
+@given(present=st.dictionaries(st.from_regex(r"[a-c]{1,2}", fullmatch=True), _ENTRY, max_size=6),
+       others=st.integers(0, 40), ids=st.lists(st.sampled_from(
+           ["a", "b", "c", "aa", "ab", "cc", "..", "../a", "a/b", "x" * 300, "é"]), max_size=12),
+       times=st.integers(1, 12))
+def test_responses_found_by_a_listing_or_by_a_look_are_those_there(
+    present: dict[str, str], others: int, ids: list[str], times: int,
+) -> None:
+    """Whichever way `existing_responses` takes (a listing of a small folder, a look per name in a
+    larger one: `LIST_BYTES`), it finds exactly the safe ids' entries there, of any kind, never
+    followed."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "root"
+        write_request(root, S, "a")
+        responses = session_dir(root, S) / "responses"
+        for stem, kind in present.items():
+            entry = responses / f"{stem}.json"
+            if kind == "file":
+                entry.write_text("{}")
+            elif kind == "folder":
+                entry.mkdir()
+            else:
+                entry.symlink_to(responses / "a.json" if kind == "link" else "/nonexistent")
+        for index in range(others):  # answers of other asks, so both ways are taken across examples
+            (responses / f"other-{index}.json").write_text("{}")
+        ids = ids * times  # (an id twice is looked for twice)
+        safe = {i for i in ids if i not in {"..", "../a", "a/b", "x" * 300, "é"}}
+        there = {f"{i}.json" for i in safe if os.path.lexists(responses / f"{i}.json")}
+        listed = 0 < os.stat(responses).st_size <= LIST_BYTES * len([i for i in ids if i in safe])
+        event("listed" if listed else "looked up")
+        assert existing_responses(SessionInbox(root, S), ids) == there
+
+
+def test_a_refused_responses_folder_is_refused_with_no_id_to_look_up(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    write_request(root, S, "a")
+    responses = session_dir(root, S) / "responses"
+    responses.rmdir()
+    (tmp_path / "elsewhere").mkdir()
+    responses.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(UnsafeFolder):
+        existing_responses(SessionInbox(root, S), [])

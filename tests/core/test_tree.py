@@ -132,8 +132,15 @@ class NoRenameat2(NamedTemps):
         return None
 
 
+class ThroughProc(DiskWriter):
+    """Anonymous files linked through `/proc/self/fd/N` (a kernel refusing a link by the descriptor)."""
+
+    by_descriptor = False
+
+
 @pytest.mark.parametrize(
-    "writer", [DiskWriter(), NamedTemps(), NoRenameat2()], ids=["anonymous", "renameat2", "link"]
+    "writer", [DiskWriter(), ThroughProc(), NamedTemps(), NoRenameat2()],
+    ids=["anonymous", "anonymous-proc", "renameat2", "link"],
 )
 def test_place_never_replaces_and_leaves_no_temp_once_placed(tmp_path: Path, writer: DiskWriter) -> None:
     fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
