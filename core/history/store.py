@@ -146,6 +146,12 @@ class HistoryStore:
             held = table.record_verdicts(verdicts, self._writer.claimer(), now)
         if len(self._held) > HELD_MAX:  # marks that never came (answers never written): looked for then
             self._held.clear()
+        if len(held) < len(verdicts):
+            # A verdict whose row is not known (the table's ids at SQLite's largest): a row held before
+            # for its request id is not the newest now; its mark looks for the newest (review, F2).
+            for verdict in verdicts:
+                if (key := (verdict.key.session_id, verdict.request_id)) not in held:
+                    self._held.pop(key, None)
         self._held.update(held)  # committed: these rows hold the verdicts
 
     def mark_written(self, marks: Sequence[WrittenMark]) -> None:

@@ -86,15 +86,17 @@ class AsksTable:
         """`open_row` for many request files at once (a burst's arrivals or verdicts), by key. A session
         with no open row at all (a burst answered in its intakes' trips: its rows are written whole)
         is told by one look at the open rows' own index (`asks_open`), not one per request file."""
-        keys = list(keys)
+        sessions: dict[str, dict[str, None]] = {}  # each session's names, in order, once (review, F3)
+        for key in keys:
+            sessions.setdefault(key.session_id, {})[key.name] = None
         found: dict[AskKey, Found] = {}
-        for session_id in dict.fromkeys(key.session_id for key in keys):
+        for session_id, names in sessions.items():
             if self.conn.execute(
                 "SELECT 1 FROM asks INDEXED BY asks_open WHERE served_session = ? AND verdict IS NULL "
                 "AND ended_at IS NULL LIMIT 1", storable((session_id,)),
             ).fetchone() is None:
                 continue
-            listed = list(dict.fromkeys(key.name for key in keys if key.session_id == session_id))
+            listed = list(names)
             for start in range(0, len(listed), CHUNK):
                 chunk = listed[start : start + CHUNK]
                 marks = ", ".join("?" for _ in chunk)

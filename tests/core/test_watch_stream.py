@@ -8,8 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from core.disk.tree import Anchor
-from core.forwarding.inotify import READ_SIZE
-from core.forwarding.watch import GATHER_MAX_S, GATHER_S, _Reading, _SessionTree
+from core.forwarding.inotify import HEADER, READ_SIZE
+from core.forwarding.watch import GATHER_MAX_S, GATHER_S, READS_AT_ONCE, _Reading, _SessionTree
 from tests.helpers import needs_inotify
 
 
@@ -41,6 +41,31 @@ def test_a_burst_larger_than_one_read_is_read_whole_at_once(tmp_path: Path) -> N
         assert sorted(removed) == names
         assert tree.take() == set()  # every removal was an answered request's: no news
         assert tree.on_readable() == 0
+    finally:
+        tree.close()
+
+
+@needs_inotify
+def test_a_flood_of_events_never_holds_the_loop_in_one_call(tmp_path: Path) -> None:
+    """Found in review (F1): a full read is followed by another, but at most `READS_AT_ONCE` of them
+    in one call; what a child keeps queued beyond that is read on a later turn of the loop, all of it."""
+    requests = tmp_path / "sessions" / "s1" / "requests"
+    requests.mkdir(parents=True)
+    tree = _SessionTree(tmp_path / "sessions", Anchor(tmp_path, "forwarding root"))
+    try:
+        tree.start()
+        tree.on_readable()
+        tree.take()  # the start's full rescan
+        stem = "x" * 230
+        flood = READS_AT_ONCE * READ_SIZE // (HEADER.size + 240) + 2_000  # more than the calls' reads
+        for i in range(flood):
+            os.close(os.open(requests / f"{stem}{i:05d}.json", os.O_CREAT | os.O_WRONLY, 0o600))
+        sizes = [tree.on_readable()]
+        assert sizes[0] <= READS_AT_ONCE * READ_SIZE
+        while sizes[-1]:
+            sizes.append(tree.on_readable())
+        assert len(sizes) > 2 and sum(sizes) >= flood * (HEADER.size + 240)  # every event read
+        assert tree.take() == {"s1"}
     finally:
         tree.close()
 

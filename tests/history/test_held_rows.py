@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from core.history import HistoryStore
 from core.history.rows import VERDICT_ROW, storable, verdict_row
 from core.history.schema import migrate
-from core.history.table import AsksTable
+from core.history.table import LARGEST_ID, AsksTable
 from core.seams import Seams
 from core.serving.verdicts import VerdictRecord, WrittenMark
 from core.testing import ManualClock
@@ -194,3 +194,32 @@ def test_a_verdict_refused_after_its_row_was_held_is_marked_where_the_look_finds
         rows = conn.execute("SELECT outcome, written FROM asks ORDER BY id").fetchall()
     # the first write failed; the verdict decided again was never written; the fail-safe was
     assert rows == [("rule", 0), ("rule", None), ("fail-safe", 1)]
+
+
+def test_a_verdict_whose_row_is_not_known_is_marked_where_the_look_finds_it(tmp_path: Path) -> None:
+    """Found in review (F2): a request id used again once the table's ids reached SQLite's largest (a
+    new row's id is then picked at random, so the record cannot say which row it wrote): the mark goes
+    to the newest row with a response, as after a restart, never to the row held for the earlier ask
+    (withdrawn, its answer never written)."""
+    tables = []
+    for restart in (False, True):
+        path = tmp_path / f"history-{restart}.sqlite3"
+        clock = ManualClock(wall=10.0)
+        store = HistoryStore(path, seams=Seams(clock=clock))
+        first = at_once(S, "r1", 10.0)
+        store.record_verdicts([first])  # its row held
+        store.observe(ServeEvent("withdrawn", first.key, 11.0))  # its child gave up before the link
+        with contextlib.closing(sqlite3.connect(path)) as conn, conn:  # beside the store (WAL)
+            conn.execute("INSERT INTO asks (id, served_session, request_name, outcome, arrived_at) "
+                         "VALUES (?, 'x', 'x.json', 'pending', 1)", (LARGEST_ID,))
+        if restart:  # no row held: the mark looks for the newest
+            store.close()
+            store = HistoryStore(path, seams=Seams(clock=clock))
+        second = at_once(S, "r1", 12.0)  # the name used again: a new ask, a row whose id is not known
+        store.record_verdicts([second])
+        store.mark_written([WrittenMark(second.key, second.request_id, True)])
+        store.close()
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            tables.append(conn.execute("SELECT outcome, written FROM asks WHERE request_name = 'r1.json' "
+                                       "ORDER BY arrived_at").fetchall())
+    assert tables[0] == tables[1] == [("withdrawn", None), ("rule", 1)]
