@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -23,20 +22,15 @@ from core.rules import PolicyStore
 from core.testing import ManualClock
 from core.vocabulary.asks import Judgment, LazySequence
 from core.wire.reader import parse_request
-from core.wire.request import SessionGrant
+from tests.judging.twins import PLAIN_SURFACES, PLAIN_VALUES, judge_alike
 from tests.rules.support import (
     ASK_AGENTS,
     ASK_FLOORS,
     ASK_SURFACES,
     ASK_VALUE_LISTS,
-    CONFIG,
     GRANTS,
     HOME,
-    hostile_layout,
 )
-
-PLAIN_SURFACES = st.sampled_from(["bash", "read", "path_read", "path_write", "mcp", "skill"])
-PLAIN_VALUES = st.lists(st.text(alphabet="git rm/tmp*?.~ #\n7", max_size=10), max_size=3)
 
 
 @st.composite
@@ -68,28 +62,9 @@ def test_a_compiled_judgment_is_the_full_one(
     tmp_path_factory: pytest.TempPathFactory, data: st.DataObject, grants: list[tuple[str, str]],
     asks: list[dict[str, Any]], reload_at: int,
 ) -> None:
-    root = tmp_path_factory.mktemp("judged")
-    layout, rules = data.draw(hostile_layout(root))
-    clock = ManualClock(1_000.0)
-    authorities = [RecordedAuthority(PolicyStore(layout.agent_dir, layout.project, rules, home=HOME,
-                                                 accept_widening=True), clock) for _ in range(2)]
-    made, full = authorities
-    for surface, pattern in grants:  # recorded alike in both, refused alike
-        for authority in authorities:
-            book = authority.grants_for("s1")
-            if not book.would_shadow_deny("Explore", surface, pattern):
-                authority.record("s1", [SessionGrant(surface=surface, pattern=pattern)], "Explore")
-    for n, body in enumerate(asks):
-        if n == reload_at:
-            fresh = layout.global_config.with_suffix(".new")
-            fresh.write_text(json.dumps(data.draw(CONFIG)))
-            os.replace(fresh, layout.global_config)
-            assert made.store.reload_if_changed() == full.store.reload_if_changed()
-        for session in ("s1", "s2"):
-            for _ in range(3):  # new, seen once, kept
-                parsed = parse_request(json.dumps(body).encode())
-                _same(made.judge(parsed, session), full.judge_afresh(parsed, session))
-    assert [g.decided for g in made.list_grants()] == [g.decided for g in full.list_grants()]
+    judge_alike(tmp_path_factory.mktemp("judged"), data, grants, asks, reload_at, ManualClock(1_000.0),
+                lambda made, full, parsed, session: _same(made.judge(parsed, session),
+                                                          full.judge_afresh(parsed, session)))
 
 
 def test_a_judgment_made_without_its_init_is_the_constructed_one(tmp_path: Path) -> None:

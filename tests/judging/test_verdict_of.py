@@ -12,7 +12,6 @@ judges alike.
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 import pytest
@@ -25,20 +24,16 @@ from core.serving.judgment import decide_ask, judge_ask
 from core.testing import ManualClock
 from core.vocabulary.asks import Decision, Judgment
 from core.wire.reader import parse_request
-from core.wire.request import ParsedRequest, SessionGrant
+from core.wire.request import ParsedRequest
+from tests.judging.twins import PLAIN_SURFACES, PLAIN_VALUES, judge_alike
 from tests.rules.support import (
     ASK_AGENTS,
     ASK_FLOORS,
     ASK_SURFACES,
     ASK_VALUE_LISTS,
-    CONFIG,
     GRANTS,
     HOME,
-    hostile_layout,
 )
-
-PLAIN_SURFACES = st.sampled_from(["bash", "read", "path_read", "path_write", "mcp", "skill"])
-PLAIN_VALUES = st.lists(st.text(alphabet="git rm/tmp*?.~ #\n7", max_size=10), max_size=3)
 
 
 @st.composite
@@ -89,27 +84,9 @@ def test_the_lane_decides_as_the_whole_judgment(
     tmp_path_factory: pytest.TempPathFactory, data: st.DataObject, grants: list[tuple[str, str]],
     asks: list[dict[str, Any]], reload_at: int,
 ) -> None:
-    root = tmp_path_factory.mktemp("judged")
-    layout, rules = data.draw(hostile_layout(root))
     clock = ManualClock(1_000.0)
-    authorities = [RecordedAuthority(PolicyStore(layout.agent_dir, layout.project, rules, home=HOME,
-                                                 accept_widening=True), clock) for _ in range(2)]
-    lane, whole = authorities
-    for surface, pattern in grants:  # recorded alike in both, refused alike
-        for authority in authorities:
-            book = authority.grants_for("s1")
-            if not book.would_shadow_deny("Explore", surface, pattern):
-                authority.record("s1", [SessionGrant(surface=surface, pattern=pattern)], "Explore")
-    for n, body in enumerate(asks):
-        if n == reload_at:
-            fresh = layout.global_config.with_suffix(".new")
-            fresh.write_text(json.dumps(data.draw(CONFIG)))
-            os.replace(fresh, layout.global_config)
-            assert lane.store.reload_if_changed() == whole.store.reload_if_changed()
-        for session in ("s1", "s2"):
-            for _ in range(3):  # new, seen once, kept
-                _both(lane, whole, parse_request(json.dumps(body).encode()), session, clock)
-    assert [g.decided for g in lane.list_grants()] == [g.decided for g in whole.list_grants()]
+    lane, whole = judge_alike(tmp_path_factory.mktemp("judged"), data, grants, asks, reload_at, clock,
+                              lambda fast, full, parsed, session: _both(fast, full, parsed, session, clock))
     for body in asks:  # what each kept judges alike
         parsed = parse_request(json.dumps(body).encode())
         _same(lane.judge(parsed, "s1"), whole.judge(parsed, "s1"), None)

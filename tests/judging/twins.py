@@ -1,0 +1,54 @@
+"""Two recorded authorities fed alike (the same hostile layout, grants and config reloads): the one
+driver of the property tests that set a fast judgment against the whole one."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from hypothesis import strategies as st
+
+from core.judging.recorded import RecordedAuthority
+from core.rules import PolicyStore
+from core.testing import ManualClock
+from core.wire.reader import parse_request
+from core.wire.request import ParsedRequest, SessionGrant
+from tests.rules.support import CONFIG, HOME, hostile_layout
+
+PLAIN_SURFACES = st.sampled_from(["bash", "read", "path_read", "path_write", "mcp", "skill"])
+PLAIN_VALUES = st.lists(st.text(alphabet="git rm/tmp*?.~ #\n7", max_size=10), max_size=3)
+
+#: Judges one ask in `session` with both authorities (the fast one first) and compares.
+Judged = Callable[[RecordedAuthority, RecordedAuthority, ParsedRequest, str], None]
+
+
+def judge_alike(
+    root: Path, data: st.DataObject, grants: list[tuple[str, str]], asks: list[dict[str, Any]],
+    reload_at: int, clock: ManualClock, judged: Judged,
+) -> tuple[RecordedAuthority, RecordedAuthority]:
+    """Each ask judged new, seen once and kept, in two sessions, by both authorities; the global
+    config replaced before ask `reload_at`; the grants counted alike at the end. The two (fast,
+    whole), for what a test looks at after."""
+    layout, rules = data.draw(hostile_layout(root))
+    authorities = [RecordedAuthority(PolicyStore(layout.agent_dir, layout.project, rules, home=HOME,
+                                                 accept_widening=True), clock) for _ in range(2)]
+    fast, whole = authorities
+    for surface, pattern in grants:  # recorded alike in both, refused alike
+        for authority in authorities:
+            book = authority.grants_for("s1")
+            if not book.would_shadow_deny("Explore", surface, pattern):
+                authority.record("s1", [SessionGrant(surface=surface, pattern=pattern)], "Explore")
+    for n, body in enumerate(asks):
+        if n == reload_at:
+            fresh = layout.global_config.with_suffix(".new")
+            fresh.write_text(json.dumps(data.draw(CONFIG)))
+            os.replace(fresh, layout.global_config)
+            assert fast.store.reload_if_changed() == whole.store.reload_if_changed()
+        for session in ("s1", "s2"):
+            for _ in range(3):  # new, seen once, kept
+                judged(fast, whole, parse_request(json.dumps(body).encode()), session)
+    assert [g.decided for g in fast.list_grants()] == [g.decided for g in whole.list_grants()]
+    return fast, whole
