@@ -304,8 +304,11 @@ class _Reading:
 
     def readable(self) -> None:
         size = self.watched.on_readable()
-        now = self.loop.time()
         bulk = size >= BULK_BYTES
+        if not size:  # nothing came (a look after a rescan): no stream, nothing to gather
+            self.wait = GATHER_S
+            return
+        now = self.loop.time()
         if (bulk or now - self.last < GATHER_S) and not self.gathering:
             self.gathering = True
             self._sync()

@@ -147,3 +147,16 @@ def test_asks_one_after_the_other_never_wait_longer_than_a_gather() -> None:
         reading.readable()  # an ask's events soon after the last read
         assert loop.fire() == GATHER_S
     assert loop.timers == []
+
+
+def test_a_look_that_finds_nothing_gathers_nothing() -> None:
+    """The look after a rescan (what queued meanwhile) finding nothing starts no wait: an ask renamed
+    in a moment later is read at once."""
+    reading, loop = _reading([48, 0, 0])
+    reading.readable()
+    loop.now += 0.0001
+    reading.readable()
+    assert loop.timers == [] and loop.reading
+    loop.now += 0.0001
+    reading.readable()
+    assert loop.timers == [] and loop.reading
