@@ -51,7 +51,7 @@ def main() -> None:
     root, state, agent_dir, stage = sys.argv[1:5]
     nth = int(sys.argv[5]) if len(sys.argv) > 5 else 1
     named = sys.argv[6:7] == ["named"]
-    if stage not in CHECKPOINTS:
+    if stage not in (*CHECKPOINTS, "reasoned", "moved"):  # the publisher's, or the quarantine's
         raise SystemExit(f"unknown stage {stage!r}")
     asyncio.run(serve(Path(root), Path(state), Path(agent_dir), stage, nth, named))
 
