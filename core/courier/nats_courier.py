@@ -219,7 +219,7 @@ class NatsCourier:
         try:
             won = await asyncio.wait_for(self._withdraw(key, parcel_id, digest, reason),
                                          self.request_timeout_s)
-        except BROKER_DOWN as exc:
+        except Exception as exc:  # not taken, whatever the transport raised: owed, never forgotten
             self._owe_later(key, parcel_id, digest, reason, exc)
             return None
         if won is None or won.kind == "withdrawn":
@@ -244,7 +244,7 @@ class NatsCourier:
         try:
             won = await asyncio.wait_for(self._withdraw(key, parcel_id, digest, reason),
                                          self.request_timeout_s)
-        except BROKER_DOWN as exc:
+        except Exception as exc:  # not taken, whatever the transport raised: owed, never forgotten
             self._owe_later(key, parcel_id, digest, reason, exc)
             return
         if won is None or won.kind == "withdrawn":
@@ -256,7 +256,7 @@ class NatsCourier:
         try:  # nobody waits on this note (its child is gone): one that fails now is owed, as a withdrawal is
             await asyncio.wait_for(self._late(key, parcel_id, digest, f"{NOT_DELIVERED} ({reason})"),
                                    self.request_timeout_s)
-        except BROKER_DOWN as exc:
+        except Exception as exc:
             self._owe_later(key, parcel_id, digest, reason, exc)
             return
         self._rows.pop(parcel_id, None)
@@ -293,6 +293,7 @@ class NatsCourier:
     async def _owe(self, key: str, parcel_id: str, digest: str, reason: str) -> None:
         """The owed withdrawal, retried until the broker takes it. The child has read its fallback by
         then: a verdict that won the key meanwhile was never delivered, and is noted so beside it."""
+        said = False
         while True:
             await self.clock.wait(asyncio.Event(), self.retry_s)
             try:
@@ -304,6 +305,12 @@ class NatsCourier:
                     return
                 await self._late(key, parcel_id, digest, f"{NOT_DELIVERED} ({reason})")
             except BROKER_DOWN:
+                continue
+            except Exception:  # not a broker that is down: said once, and tried again all the same
+                if not said:
+                    said = True
+                    log.warning("%s: withdrawing %s failed; tried again", self.target, parcel_id,
+                                exc_info=True)
                 continue
             log.warning("%s: %s was %s after this courier had answered its child: not delivered",
                         self.target, parcel_id, won.words)
