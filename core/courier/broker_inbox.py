@@ -77,6 +77,12 @@ UNREACHABLE_RETRY_S = 5.0
 SAFETY_RESYNC_S = 5.0
 #: How often the late notes are tried after a reconnect before the next reconnect is left to.
 LATE_TRIES = 20
+#: A late note whose publish was heard is read again this many times, the waits doubling from
+#: `LATE_WAIT_S` (~3 s in all), while it is not in the bucket yet: core NATS can show the publish
+#: before JetStream stored it, and a notice read too early was never heard again (its row stayed
+#: "delivered" while the child read the courier's denial).
+LATE_READS = 6
+LATE_WAIT_S = 0.05
 #: How many settled parcels a node remembers, to acknowledge a second delivery without a word.
 REMEMBERED = 100_000
 #: How a parcel this node's history holds as decided is settled when it comes again (issue 33).
@@ -274,17 +280,26 @@ class BrokerInbox:
         from the message."""
         key = self._on_decision_key(msg.subject)
         if key.endswith(".late") and key[: -len(".late")] in self._won and self._link is not None:
-            self._spawn(self._late(self._door_of(self._link), key[: -len(".late")]))
+            self._spawn(self._late(self._door_of(self._link), key[: -len(".late")], heard=True))
             return
         held = self._held.get(key)
         if held is None or held.settled or held.writing or self._link is None:
             return
         self._spawn(self._recheck(self._door_of(self._link), held))
 
-    async def _late(self, door: BrokerDoor, key: str) -> None:
+    async def _late(self, door: BrokerDoor, key: str, heard: bool = False) -> None:
         """A courier notes that it had answered its child before this node's verdict won (its claim:
-        it can only lower what this node's row says). The row says the verdict was not delivered."""
+        it can only lower what this node's row says). The row says the verdict was not delivered.
+        `heard`: its publish was seen (a read may come before JetStream stored it: `LATE_READS`)."""
         note = await door.read(late_key(key))
+        wait = LATE_WAIT_S
+        for _ in range(LATE_READS if heard else 0):
+            if note is not None or key not in self._won:
+                break
+            if await self.clock.wait(self._closing, wait):
+                return
+            wait *= 2
+            note = await door.read(late_key(key))
         if note is None or note.kind != "withdrawn":
             return
         row = self._won.pop(key, None)

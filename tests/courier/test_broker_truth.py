@@ -26,12 +26,15 @@ from core.courier.arbiter import CourierArbiter, parcel_id_of
 from core.courier.broker import (
     DECISION_BUCKET,
     NOT_DELIVERED,
+    BrokerDecision,
+    BrokerLink,
     ask_subject,
     decision_key,
     encode_parcel,
     token,
 )
 from core.courier.broker_access import BrokerAccess
+from core.courier.broker_door import BrokerDoor
 from core.courier.broker_inbox import BrokerInbox
 from core.courier.nats_courier import NatsCourier
 from core.courier.signing import node_key
@@ -235,6 +238,67 @@ async def test_a_verdict_that_won_after_the_courier_answered_its_child_is_record
         [row] = history.query()
         assert row.verdict == "approved" and row.reason is not None and NOT_DELIVERED in row.reason, row
         assert "courier-a says, unverified" in row.reason  # no [couriers] list: the courier's claim
+    finally:
+        await carrier.close()
+        await cut.close()
+        await approver.close()
+        history.close()
+
+
+class _EarlyDoor:
+    """The approver's door to the broker, whose first read that finds a late note comes as if before
+    JetStream stored it (core NATS can show a publish first): that read finds nothing."""
+
+    def __init__(self, door: BrokerDoor, early: list[int]) -> None:
+        self.door, self.early = door, early
+
+    async def read(self, key: str) -> BrokerDecision | None:
+        found = await self.door.read(key)
+        if found is not None and key.endswith(".late") and self.early[0]:
+            self.early[0] -= 1
+            return None
+        return found
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.door, name)
+
+
+class _EarlyInbox(BrokerInbox):
+    early: list[int]  # reads left to come early
+
+    def _door_of(self, link: BrokerLink) -> BrokerDoor:
+        return _EarlyDoor(super()._door_of(link), self.early)  # type: ignore[return-value]
+
+
+@pytest.mark.timeout(60)
+async def test_a_late_note_read_before_it_was_stored_is_read_again(
+    nats_server: NatsServer, tmp_path: Path
+) -> None:
+    """Two red clean-clone runs: the publish of a courier's late note was heard, the read that
+    followed came before JetStream had stored it, and nothing read it again: the approver's row kept
+    saying "delivered" while the child had read the courier's denial. A heard note is read again."""
+    history = HistoryStore.in_state_dir(tmp_path / "approver")
+    person = ScriptedArbiter("person", lambda ask: None)
+    approver = _EarlyInbox(nats_server.url, node="node-b", judge=NoRecordedAuthority(), arbiter=person,
+                           ledger=history, observe=history.observe)
+    approver.early = [1]
+    await approver.start()
+    cut = Cut(nats_server.port)
+    courier = NatsCourier(await cut.start(), node="courier-a", unreachable_after_s=1.0, request_timeout_s=0.5,
+                          retry_s=0.1)
+    carrier = CourierArbiter(courier, "deny", SYSTEM_CLOCK, host="host-a", node="courier-a")
+    try:
+        pending = carrier.decide(an_ask(1))
+        await wait_for(lambda: len(person.held) == 1, what="the ask before the person up there")
+        cut.open.clear()  # the courier alone loses the broker
+        read = await pending
+        assert isinstance(read, Decision) and read.outcome == "fail-safe"  # what its child reads
+        person.release(next(iter(person.held)), "allow")
+        await wait_for(lambda: [r.written for r in history.query()] == [1], what="the approval written")
+        cut.open.set()  # the courier's owed withdrawal, then its late note
+        await wait_for(lambda: [r.written for r in history.query()] == [0], within=20,
+                       what="the approver's row told the verdict was not delivered")
+        assert approver.early == [0]  # the early read happened: the note was read again
     finally:
         await carrier.close()
         await cut.close()
