@@ -15,6 +15,9 @@ its deadline is never decided), and the courier's late notes (a verdict that won
 had answered its child is recorded as not delivered). A message is acknowledged only once its parcel
 is settled (answered, decided elsewhere, withdrawn, past its deadline, or refused with why), so
 nothing is lost and nothing answered twice.
+
+Size: one consumer's loop and the notices it acts on (decision keys, late notes, resyncs) share its
+state (held asks, won keys, settled keys); split, each part would reach into the others.
 """
 
 from __future__ import annotations
