@@ -55,6 +55,20 @@ MIGRATIONS: tuple[str, ...] = (
     """
     CREATE INDEX asks_open ON asks (served_session, request_name) WHERE verdict IS NULL AND ended_at IS NULL;
     """,
+    # 4: one short index of the names instead of two of (session, text): a burst's row costs one
+    # insert at a random place in a B-tree, not two with twice the key (SQLite's insert of a row 10.6
+    # -> 7.6 us with random ids, 26.9 -> 16.6 on a 100,000-row history). A request id's rows are
+    # found by its file's name (`<id>.json`, what serving names them), and the rows named otherwise
+    # (a courier's parcels, a quarantined file whose id is not its name) by an index of their own
+    # (`asks_odd`): together exactly the rows with that id. A session's rows (the restart's look,
+    # the sessions listed) by its own index, whose burst inserts follow each other.
+    """
+    DROP INDEX asks_key;
+    DROP INDEX asks_request;
+    CREATE INDEX asks_name ON asks (request_name);
+    CREATE INDEX asks_session ON asks (served_session);
+    CREATE INDEX asks_odd ON asks (request_id) WHERE request_name <> request_id || '.json';
+    """,
 )
 VERSION = len(MIGRATIONS)
 

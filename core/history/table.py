@@ -55,6 +55,23 @@ LARGEST_ID = 2**63 - 1
 CHUNK = 500
 
 
+def by_ids(count: int) -> str:
+    """The condition "the row's request id is one of `count` ids" (bound by `id_params`), through
+    indexes (schema version 4): the rows named `<id>.json` (what serving names them) by the names'
+    index, the rows named otherwise (a courier's parcels, a file quarantined under another id) by
+    their own (`asks_odd`). The two parts split the rows with those ids exactly, whatever a request
+    file's name and its id say (`tests/history/test_request_ids.py`)."""
+    marks = ", ".join("?" * count)
+    return (f"id IN (SELECT id FROM asks INDEXED BY asks_name WHERE request_name IN ({marks}) "
+            "AND request_name = request_id || '.json' UNION ALL SELECT id FROM asks INDEXED BY asks_odd "
+            f"WHERE request_id IN ({marks}) AND request_name <> request_id || '.json')")
+
+
+def id_params(request_ids: Sequence[str]) -> tuple[str, ...]:
+    """The parameters of `by_ids(len(request_ids))`: the ids' file names, then the ids."""
+    return (*[f"{request_id}.json" for request_id in request_ids], *request_ids)
+
+
 class Found(NamedTuple):
     """A request file's row: its id, and when the ask's time counts from (shown, else arrived)."""
 
@@ -101,7 +118,7 @@ class AsksTable:
                 chunk = listed[start : start + CHUNK]
                 marks = ", ".join("?" for _ in chunk)
                 for row_id, name, started in self.conn.execute(
-                    "SELECT id, request_name, COALESCE(shown_at, arrived_at) FROM asks "
+                    "SELECT id, request_name, COALESCE(shown_at, arrived_at) FROM asks INDEXED BY asks_open "
                     f"WHERE served_session = ? AND request_name IN ({marks}) AND verdict IS NULL "
                     "AND outcome IN (?, ?) AND ended_at IS NULL ORDER BY id",
                     storable((session_id, *chunk, *OPEN)),
@@ -114,9 +131,9 @@ class AsksTable:
         has not ended: its child is still unanswered (the write failed). A later verdict for the same
         request file (decided again) or its withdrawal lands in this row, so one ask keeps one row."""
         found = self.conn.execute(
-            "SELECT id, COALESCE(shown_at, arrived_at) FROM asks WHERE served_session = ? "
-            "AND request_name = ? AND response IS NOT NULL AND written IS NULL AND ended_at IS NULL "
-            "ORDER BY id DESC LIMIT 1",
+            "SELECT id, COALESCE(shown_at, arrived_at) FROM asks INDEXED BY asks_name "
+            "WHERE served_session = ? AND request_name = ? AND response IS NOT NULL AND written IS NULL "
+            "AND ended_at IS NULL ORDER BY id DESC LIMIT 1",
             storable((key.session_id, key.name)),
         ).fetchone()
         return None if found is None else Found(found[0], found[1])
@@ -124,7 +141,8 @@ class AsksTable:
     def holds_response(self, key: AskKey, body: bytes) -> bool:
         """Whether a row of this request file already holds exactly this response."""
         return self.conn.execute(
-            "SELECT 1 FROM asks WHERE served_session = ? AND request_name = ? AND response = ? LIMIT 1",
+            "SELECT 1 FROM asks INDEXED BY asks_name WHERE served_session = ? AND request_name = ? "
+            "AND response = ? LIMIT 1",
             storable((key.session_id, key.name, body)),
         ).fetchone() is not None
 
@@ -283,19 +301,19 @@ class AsksTable:
                     self.conn.execute(
                         "UPDATE asks SET written = CASE outcome WHEN 'contested' THEN 0 ELSE 1 END, "
                         "ended_at = COALESCE(ended_at, ?) WHERE id IN (SELECT MAX(id) FROM asks "
-                        f"WHERE served_session = ? AND request_id IN ({', '.join('?' for _ in chunk)}) "
+                        f"WHERE {by_ids(len(chunk))} AND served_session = ? "
                         "AND response IS NOT NULL GROUP BY request_id)",
-                        (now, session_id, *chunk),
+                        (now, *id_params(chunk), session_id),
                     )
             return
         self.conn.executemany(
             "UPDATE asks SET written = CASE outcome WHEN 'contested' THEN 0 ELSE ? END, "
             "reason = COALESCE(?, reason), ended_at = CASE WHEN ? THEN COALESCE(ended_at, ?) "
             "ELSE ended_at END "
-            "WHERE id = (SELECT id FROM asks WHERE served_session = ? AND request_id = ? "
-            "AND response IS NOT NULL ORDER BY id DESC LIMIT 1)",
-            [(int(m.written), m.why, m.written or m.why is not None, now, m.key.session_id, m.request_id)
-             for m in marks],
+            f"WHERE id = (SELECT MAX(id) FROM asks WHERE {by_ids(1)} AND served_session = ? "
+            "AND response IS NOT NULL)",
+            [(int(m.written), m.why, m.written or m.why is not None, now, *id_params((m.request_id,)),
+              m.key.session_id) for m in marks],
         )
 
     def reconcile_open(
@@ -390,8 +408,8 @@ class AsksTable:
         """The person decided these very bytes as one of a batch of `size`: its decider says so."""
         self.conn.execute(
             "UPDATE asks SET decider = COALESCE(decider, 'person') || ? WHERE id = "
-            "(SELECT id FROM asks WHERE served_session = ? AND request_name = ? AND raw = ? "
-            "AND verdict IS NOT NULL ORDER BY id DESC LIMIT 1) "
+            "(SELECT id FROM asks INDEXED BY asks_name WHERE served_session = ? AND request_name = ? "
+            "AND raw = ? AND verdict IS NOT NULL ORDER BY id DESC LIMIT 1) "
             "AND COALESCE(decider, '') NOT LIKE '%batch of%'",
             storable((f", in a batch of {size}", key.session_id, key.name, raw)),
         )
@@ -409,7 +427,8 @@ class AsksTable:
         open) never says this node's answer was delivered; the verdict recorded is kept."""
         self.conn.execute(
             "UPDATE asks SET outcome = 'contested', written = 0, reason = ?, "
-            "ended_at = COALESCE(ended_at, ?) WHERE id = (SELECT id FROM asks WHERE served_session = ? "
+            "ended_at = COALESCE(ended_at, ?) WHERE id = (SELECT id FROM asks INDEXED BY asks_name "
+            "WHERE served_session = ? "
             "AND request_name = ? AND (response IS NOT NULL OR ended_at IS NULL) "
             "ORDER BY id DESC LIMIT 1)",
             storable((event.reason, event.at, event.key.session_id, event.key.name)),
@@ -471,11 +490,10 @@ class AsksTable:
         ids = list(dict.fromkeys(request_ids))
         for start in range(0, len(ids), CHUNK):
             chunk = ids[start : start + CHUNK]
-            marks = ", ".join("?" for _ in chunk)
             for request_id, body, written, outcome, ended in self.conn.execute(
                 "SELECT request_id, response, written, outcome, ended_at IS NOT NULL FROM asks "
-                f"WHERE served_session = ? AND request_id IN ({marks}) AND response IS NOT NULL ORDER BY id",
-                (session_id, *chunk),
+                f"WHERE {by_ids(len(chunk))} AND served_session = ? AND response IS NOT NULL ORDER BY id",
+                (*id_params(chunk), session_id),
             ):
                 found[request_id] = VerdictRow(body, bool(written), outcome, bool(ended))
         return found

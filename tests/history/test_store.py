@@ -61,7 +61,7 @@ def test_a_version_1_file_is_migrated_keeping_its_rows(tmp_path: Path) -> None:
     [old] = store.query()
     assert (old.request_id, old.source, old.import_key) == ("old", "served", None)
     version = sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0]
-    assert version == VERSION == 3
+    assert version == VERSION == 4
     assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
