@@ -273,9 +273,20 @@ def verdict_row(
     dicts per ask."""
     response = verdict.response
     decided_by, decider, outcome = decision_columns(response.decided_by, verdict.outcome, verdict.carried_to)
+    key = verdict.key
+    request = parsed.request
+    intent = request.access_intent
+    # `facts_values(parsed)` written out in place (one tuple per row, not two and a call).
     return (
-        verdict.key.session_id, verdict.key.name, arrived, raw if raw is not None else parsed.raw,
-        *facts_values(parsed),
+        key.session_id, key.name, arrived, raw if raw is not None else parsed.raw,
+        request.id,
+        intent.principal.agent_name if intent else request.requester_agent_name,
+        request.requester_session_id,
+        intent.surface if intent else request.surface,
+        intent.match_values[0] if intent and intent.match_values else request.value,
+        request.message,
+        facts_json(parsed),
+        request.created_at,
         now, response.state, decided_by, decider, response.responder_session_id, (now - arrived) * 1000,
         outcome, response.denial_reason, verdict.body,
     )

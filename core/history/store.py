@@ -160,11 +160,11 @@ class HistoryStore:
         (a burst's: one statement for a batch); any other to its request id's newest row with a
         response."""
         now = self.clock.wall()
-        held = self._held
+        take = self._held.pop
         rows: list[int] = []
         looked: list[WrittenMark] = []
         for mark in marks:
-            row = held.pop((mark.key.session_id, mark.request_id), None)
+            row = take((mark.key.session_id, mark.request_id), None)
             if row is not None and mark.written and mark.why is None:
                 rows.append(row)
             else:

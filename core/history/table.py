@@ -243,7 +243,7 @@ class AsksTable:
         first = self.insert_verdict_rows(fresh)
         if first is not None:  # the new rows are the newest: a key written twice is held by its last
             for row_id, verdict in enumerate(fresh_of, first):
-                held[verdict.key.session_id, verdict.request_id] = row_id
+                held[verdict.key.session_id, verdict.parsed.request.id] = row_id  # its `request_id`
         return held
 
     def insert_verdict_rows(self, rows: Sequence[tuple[object, ...]]) -> int | None:

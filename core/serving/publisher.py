@@ -288,8 +288,10 @@ class Publisher:
         failed = [item for item in batch if item.write_failed is not None and item.written is None]
         if failed:
             self._write_again(failed)
+        # `WrittenMark(key, request_id, written)`, each made in C (the named tuple's `__new__` is a
+        # Python function taking keywords: one per ask of a burst).
         marks = [
-            WrittenMark(i.verdict.key, i.verdict.request_id, bool(i.written))
+            _new_mark(WrittenMark, (i.verdict.key, i.verdict.parsed.request.id, bool(i.written), None))
             for i in batch
             if i.written is not None and i.history_failed is None
         ]
@@ -517,6 +519,9 @@ class Publisher:
         if item.temp is not None:
             self.writer.discard(fd, item.temp)
             item.temp = None
+
+
+_new_mark = tuple.__new__
 
 
 def fail(items: Sequence[BatchItem], exc: BaseException) -> None:

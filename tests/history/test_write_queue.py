@@ -36,7 +36,7 @@ from core.vocabulary.asks import AskKey
 from core.vocabulary.events import ServeEvent
 from core.wire.decisions import ForwardedDecision, RuleDecision, UnavailableDecision, UserDecision
 from core.wire.reader import parse_request
-from core.wire.response import approve, encode_response
+from core.wire.response import approve, deny, encode_response
 
 S = "019ff969-c34c-70be-9034-fae19c852932"
 
@@ -204,6 +204,29 @@ def test_the_facts_column_is_the_text_of_the_dumped_facts(intent: dict[str, obje
     assert facts_json(parsed) == _facts_json(parsed)
     assert json.loads(facts_json(parsed))["accessIntent"]["matchValues"] == intent["matchValues"] \
         or parsed.access_intent is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.none() | st.fixed_dictionaries(
+    {"surface": WIRE_TEXT, "matchValues": st.lists(WIRE_TEXT, max_size=3),
+     "boundaryValue": st.none() | WIRE_TEXT, "requesterCwd": WIRE_TEXT, "principal": PRINCIPAL},
+    optional={"floor": WIRE_TEXT, "askingUnits": UNITS}),
+    st.fixed_dictionaries({}, optional={
+        "source": st.sampled_from(["tool_call", "elsewhere"]), "surface": WIRE_TEXT, "value": WIRE_TEXT,
+        "message": WIRE_TEXT | st.integers(), "sessionApproval": st.fixed_dictionaries({"grants": GRANTS})}))
+def test_a_burst_row_holds_what_the_arrival_and_the_verdict_columns_hold_for_any_ask(
+    intent: dict[str, object] | None, fields: dict[str, object],
+) -> None:
+    """`verdict_row` (the facts' columns written out in place) against the two dicts it replaces, for
+    asks with and without an intent, with anything in their text."""
+    parsed = parse_request(request_bytes("r1", **({"accessIntent": intent} if intent else {}), **fields))
+    key = AskKey(S, "r1.json")
+    response = deny(responder=S, at_ms=0, decided_by=None, reason="no")
+    verdict = VerdictRecord(key, parsed, response, encode_response(response), "fail-safe")
+    expected = arrival_values(key, parsed, 10.0, parsed.raw)
+    expected.update(verdict_columns(verdict, 12.5, 10.0))
+    assert expected.pop("written") is None
+    assert dict(zip(VERDICT_ROW, verdict_row(verdict, parsed, 10.0, None, 12.5), strict=True)) == expected
 
 
 def test_the_usual_facts_are_written_by_hand() -> None:
