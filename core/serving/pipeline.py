@@ -423,10 +423,22 @@ class Pipeline:
             if served is not None and record is not None and record.published is published:
                 served.records.release(record)
 
-    def settled(self, served: ServedSession, name: str) -> bool:
-        """The watcher saw an answered request removed (by us, or by its child): its name is free. One
-        answered at once has no record: its removal is no news (no rescan) while its answer is being
-        settled or once it was (`note_answered`)."""
+    def settled(self, served: ServedSession, names: Collection[str]) -> bool:
+        """The watcher saw these requests removed (by us, or by their children): True when each was
+        answered (no rescan), and its name is free. One answered at once has no record: its removal is
+        no news while its answer is being settled or once it was (`note_answered`). A read's removals
+        (a burst's, one per ask) are looked up together; each is looked at alone (`_settled`, in order)
+        when one of them has a record."""
+        settling, answered = served.settling, served.answered
+        if not served.records.held(names):
+            return all(name in settling or name in answered for name in names)
+        quiet = True
+        for name in names:
+            quiet = self._settled(served, name) and quiet  # each one's record released, whatever
+        return quiet
+
+    @staticmethod
+    def _settled(served: ServedSession, name: str) -> bool:
         record = served.records.get(name)
         if record is None:
             return name in served.settling or name in served.answered
