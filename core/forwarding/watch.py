@@ -24,10 +24,12 @@ from core.forwarding.inotify import (
     FS_ENCODING,
     FS_ERRORS,
     HEADER,
+    IN_CREATE,
     IN_DELETE,
     IN_DONT_FOLLOW,
     IN_IGNORED,
     IN_MOVED_FROM,
+    IN_MOVED_TO,
     IN_Q_OVERFLOW,
     MAX_EVENT_SIZE,
     READ_SIZE,
@@ -45,6 +47,8 @@ log = logging.getLogger("pi_authorizer.watch")
 _UNSAFE_RETRY_S = 5.0
 #: Events no file of a folder raises alone: each goes through `_SessionTree._handle`.
 _SPECIAL = IN_Q_OVERFLOW | IN_IGNORED
+#: A name made in a folder (created, linked or renamed in).
+_CREATED = IN_CREATE | IN_MOVED_TO
 
 
 Settled = Callable[[str, Sequence[str]], bool]
@@ -200,6 +204,9 @@ class _SessionTree:
         while offset + size <= end:
             wd, mask, _cookie, length = unpack(data, offset)
             offset += size
+            if mask & _CREATED and not mask & _SPECIAL and wd in inboxes and folder_of.get(wd) in changed:
+                offset += length  # a name made in an inbox already to be rescanned: nothing more to say
+                continue
             raw = data[offset : offset + length].rstrip(b"\0")
             offset += length
             if (raw.endswith(b".json") and not mask & _SPECIAL and wd in inboxes
