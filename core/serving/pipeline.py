@@ -294,7 +294,7 @@ class Pipeline:
         parts: list[str] = []
         lines: dict[str, list[str]] = {served.inbox.session_id: parts}
         now = self.clock.wall()
-        records, contested = served.records, served.contested
+        records, contested, emit, new = served.records, served.contested, self.emit, tuple.__new__
         plain: list[VerdictRecord] = []  # a run of answers plainly written, told as one (`_told`)
         for published in answered:
             verdict = published.verdict
@@ -307,6 +307,9 @@ class Pipeline:
                         records.move(record, "decided")
                         records.publish(record, published)  # its name held until its request goes
                     if published.history_failed is None and key.name not in contested:
+                        # `ServeEvent("answered", key, now, parsed, response, outcome)`, made in C.
+                        emit(new(ServeEvent, ("answered", key, now, verdict.parsed, verdict.response,
+                                              verdict.outcome, None, None)))
                         plain.append(verdict)
                         continue
                 self._told(served, plain, parts, now)  # the answers before this one, first
@@ -322,17 +325,12 @@ class Pipeline:
         log_answers(lines)
 
     def _told(self, served: ServedSession, plain: list[VerdictRecord], parts: list[str], now: float) -> None:
-        """A run of answers plainly written, reported as `reported` reports each (their names noted
-        answered, an `answered` event each, their log parts in order), with what they share worked out
-        once (`answer_log.told_parts`); `plain` is emptied."""
+        """A run of answers plainly written (each one's `answered` event emitted), reported as
+        `reported` reports each: their names noted answered, their log parts in order, with what they
+        share worked out once (`answer_log.told_parts`); `plain` is emptied."""
         if not plain:
             return
         served.note_answered_all([verdict.key.name for verdict in plain])
-        emit, new = self.emit, tuple.__new__
-        for verdict in plain:
-            # `ServeEvent("answered", key, now, parsed, response, outcome)`, the tuple made in C.
-            emit(new(ServeEvent, ("answered", verdict.key, now, verdict.parsed, verdict.response,
-                                  verdict.outcome, None, None)))
         try:
             parts.extend(told_parts(plain, now))
         except Exception:  # a bug making one answer's part: the others are logged
