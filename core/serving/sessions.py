@@ -13,9 +13,9 @@ import contextlib
 import logging
 import os
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Protocol
 
@@ -77,7 +77,9 @@ class ServedSession:
     contested_said: set[str] = field(default_factory=set)
     #: Names this node answered lately, newest last (bounded): another server's answer under one of them
     #: contests this node's; under a name this node never judged it is none of this node's business.
-    answered: OrderedDict[str, None] = field(default_factory=OrderedDict)
+    #: (A plain dict keeps its order: a burst's thousands are noted and let go at twice the speed of
+    #: an `OrderedDict`'s.)
+    answered: dict[str, None] = field(default_factory=dict)
     #: Names of asks decided at once whose answers the publisher is settling (`core.serving.at_once`):
     #: held as a record holds its name (no rescan takes their files), until their report.
     settling: set[str] = field(default_factory=set)
@@ -89,19 +91,17 @@ class ServedSession:
 
     def note_answered(self, name: str) -> None:
         """This node's answer under `name` was placed (remembered for `judged`, bounded)."""
-        self.answered[name] = None
-        self.answered.move_to_end(name)
-        while len(self.answered) > MAX_CONTESTED:
-            self.answered.popitem(last=False)
+        self.note_answered_all([name])
 
     def note_answered_all(self, names: list[str]) -> None:
         """`note_answered` for a batch's answers, in their order."""
         answered = self.answered
         for name in answered.keys() & names:  # answered lately under the same name: newest again
-            answered.move_to_end(name)
+            del answered[name]
         answered.update(dict.fromkeys(names))
-        while len(answered) > MAX_CONTESTED:
-            answered.popitem(last=False)
+        if len(answered) > MAX_CONTESTED:  # the oldest let go
+            for name in list(islice(answered, len(answered) - MAX_CONTESTED)):
+                del answered[name]
 
     def judged(self, name: str) -> bool:
         """Whether this node serves the request `name` now (its answer settling at once included), or
