@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
@@ -352,3 +353,30 @@ def test_the_shapes_the_plain_path_leaves_to_the_others_are_read_alike() -> None
         data = json.dumps(request).encode()
         assert read_plain(data) is None
         same_reading(data)
+
+
+@settings(max_examples=600, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(min_value=-(10**330), max_value=10**330).map(str)
+       | st.floats(allow_nan=False, allow_infinity=False).map(repr)
+       | st.tuples(st.integers(0, 10**20), st.integers(0, 10**20), st.integers(-340, 320)).map(
+           lambda parts: f"{parts[0]}.{parts[1]}e{parts[2]}"))
+def test_a_time_of_any_magnitude_is_read_to_the_same_float(literal: str) -> None:
+    """pydantic's parser and the reader's round a long integer or decimal to the same float."""
+    data = ('{"id":"a","createdAt":' + literal + ',"requesterSessionId":"c","targetSessionId":"s",'
+            '"requesterAgentName":"E"}').encode()
+    full = same_reading(data)
+    plain = read_plain(data)
+    if plain is not None:
+        assert not isinstance(full, tuple) and repr(plain.created_at) == repr(full.request.created_at)
+
+
+@pytest.mark.parametrize("odd", [b"\xff", b"\xc0\xaf", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xe2\x82",
+                                 b"\x80", b"\xef\xbb\xbf", b"\x00", b"\x1f", b"\x7f"])
+def test_bytes_in_a_string_are_read_alike(odd: bytes) -> None:
+    """Bytes that are not UTF-8 (a surrogate, overlong, cut or past U+10FFFF) or a raw control
+    character inside a string: refused alike; a BOM or a DEL inside one: read alike."""
+    data = (b'{"id":"a' + odd + b'","createdAt":1,"requesterSessionId":"c","targetSessionId":"s",'
+            b'"requesterAgentName":"E"}')
+    full = same_reading(data)
+    plain = read_plain(data)
+    assert (plain is None) if isinstance(full, tuple) else (plain is not None and plain.id == full.request.id)
