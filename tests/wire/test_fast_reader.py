@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 from pydantic.alias_generators import to_snake
 
-from core.wire.fast_reader import decode_usual, read_plain, read_usual
+from core.wire.fast_reader import decode_usual, read_usual
 from core.wire.limits import MAX_REQUEST_BYTES
-from core.wire.reader import PRE_READ, RequestRejected, parse_request, read_tolerantly
+from core.wire.reader import PRE_READ, RequestRejected, parse_request, read_plain, read_tolerantly
 
 
 class Raw(str):
@@ -283,13 +283,13 @@ def test_the_plain_path_reads_only_files_the_tolerant_reader_reads_whole_and_ali
     assert_same(plain, full.request)
 
 
-#: Requests of the plainest usual shape: what `read_plain` reads (no `sessionApproval`, `hops` or
-#: `askingUnits`; a null only where the reader reads it as absent, or as `boundaryValue`).
+#: Requests of the plainest usual shape: what `read_plain` reads (a null only where the reader reads
+#: it as absent, or as `boundaryValue`; no key the reader does not read).
 PLAIN_INTENT = st.fixed_dictionaries(
     {"surface": st.sampled_from(["bash", "path_read", "mcp"]) | TEXT,
      "matchValues": st.lists(TEXT, max_size=3), "boundaryValue": st.none() | TEXT, "requesterCwd": TEXT,
      "principal": PRINCIPAL},
-    optional={"floor": TEXT},
+    optional={"floor": TEXT, "askingUnits": st.lists(UNIT, min_size=1, max_size=3)},
 )
 PLAIN_REQUEST = st.fixed_dictionaries(
     {"id": TEXT,
@@ -298,7 +298,7 @@ PLAIN_REQUEST = st.fixed_dictionaries(
     optional={"message": st.none() | TEXT,
               "source": st.sampled_from(["tool_call", "skill_input", "skill_read"]),
               "surface": st.none() | TEXT, "value": st.none() | TEXT, "accessIntent": PLAIN_INTENT,
-              "payload": PAYLOAD},
+              "payload": PAYLOAD, "sessionApproval": APPROVAL, "hops": HOPS},
 )
 
 
@@ -307,7 +307,7 @@ PLAIN_REQUEST = st.fixed_dictionaries(
 def test_plain_requests_take_the_plain_path_and_read_the_same(request: dict[str, Any], space: str) -> None:
     data = dumps(request, space).encode("utf-8", "surrogatepass")
     full = check(data)
-    if isinstance(full, tuple) or _lone_surrogate(request):
+    if isinstance(full, tuple) or full.dropped or _lone_surrogate(request):
         assert read_plain(data) is None
         return
     plain = read_plain(data)
@@ -341,13 +341,26 @@ def test_a_key_the_reader_does_not_read_leaves_the_plain_path_at_any_depth() -> 
     assert read_plain(json.dumps(snake).encode()) is None
 
 
-def test_the_shapes_the_plain_path_leaves_to_the_others_are_read_alike() -> None:
-    approval = {"grants": [{"surface": "bash", "pattern": "ls *"}]}
-    hops = [{"host": "h", "sessionId": "s", "node": "n"}]
+def test_the_shapes_the_reader_reads_its_own_way_are_read_alike() -> None:
+    """Both shapes of `sessionApproval`, `hops` and `askingUnits` are read by the reader's own
+    functions on the plain path; a null it drops, an empty grant list or surface, a grant with a key
+    it does not read, and a missing `boundaryValue` are left to the others."""
     intent = dict(_PLAIN["accessIntent"])  # type: ignore[call-overload]
-    for request in ({**_PLAIN, "sessionApproval": approval}, {**_PLAIN, "hops": hops},
-                    {**_PLAIN, "source": None}, {**_PLAIN, "payload": None}, {**_PLAIN, "accessIntent": None},
-                    {**_PLAIN, "accessIntent": {**intent, "askingUnits": [{"command": "ls"}]}},
+    grants = {"grants": [{"surface": "bash", "pattern": "ls *"}]}
+    legacy = {"surface": "bash", "patterns": ["ls *", "ls"]}
+    hops = [{"host": "h", "sessionId": "s", "node": "n"}]
+    units = {**intent, "askingUnits": [{"command": "ls"}, {"command": "ls -l", "floor": "ask"}]}
+    for request in ({**_PLAIN, "sessionApproval": grants}, {**_PLAIN, "sessionApproval": legacy},
+                    {**_PLAIN, "hops": hops}, {**_PLAIN, "accessIntent": units}):
+        data = json.dumps(request).encode()
+        assert read_plain(data) is not None
+        same_reading(data)
+    for request in ({**_PLAIN, "source": None}, {**_PLAIN, "payload": None}, {**_PLAIN, "accessIntent": None},
+                    {**_PLAIN, "sessionApproval": None}, {**_PLAIN, "hops": None},
+                    {**_PLAIN, "sessionApproval": {"grants": []}},
+                    {**_PLAIN, "sessionApproval": {**legacy, "surface": ""}},
+                    {**_PLAIN, "sessionApproval": {"grants": [{"surface": "b", "pattern": "x", "why": 1}]}},
+                    {**_PLAIN, "hops": hops * 9}, {**_PLAIN, "accessIntent": {**intent, "askingUnits": []}},
                     {**_PLAIN, "accessIntent": {**intent, "floor": None}},
                     {**_PLAIN, "accessIntent": {k: v for k, v in intent.items() if k != "boundaryValue"}}):
         data = json.dumps(request).encode()
