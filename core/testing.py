@@ -143,6 +143,12 @@ class LedgerOver:
     def recorded_verdicts(self, session_id: str, request_ids: Collection[str]) -> dict[str, VerdictRow]:
         return self.store.recorded_verdicts(session_id, request_ids)
 
+    def note_set_aside_answered(self, key: AskKey, raw: bytes) -> None:
+        self.store.note_set_aside_answered(key, raw)
+
+    def set_aside_answered(self, key: AskKey, raw: bytes) -> bool:
+        return self.store.set_aside_answered(key, raw)
+
 
 class FailingLedger(LedgerOver):
     """A real history whose verdict writes fail (`sqlite3.OperationalError`) `failures` times, and

@@ -182,6 +182,17 @@ class HistoryStore:
         self._quarantined(event)
         self._set_aside.add((event.key, event.reason))
 
+    def note_set_aside_answered(self, key: AskKey, raw: bytes) -> None:
+        """`Ledger.note_set_aside_answered`, committed before the file moves (`synchronous=NORMAL`: it
+        survives the killed process it is for; a flood of junk files pays no fsync more per file)."""
+        with self._writer.transaction(arrivals=False) as table:
+            table.note_set_aside_answered(key, raw)
+
+    def set_aside_answered(self, key: AskKey, raw: bytes) -> bool:
+        """`Ledger.set_aside_answered`."""
+        with self._writer.transaction(arrivals=False) as table:
+            return table.set_aside_answered(key, raw)
+
     def recorded_verdicts(self, session_id: str, request_ids: Collection[str]) -> dict[str, VerdictRow]:
         """Read on a connection of its own (WAL), so an intake never waits for a batch's transaction in
         progress: a verdict is committed before its request's name can be taken in again (the name is

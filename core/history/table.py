@@ -423,6 +423,24 @@ class AsksTable:
             storable((event.kind, event.reason, event.at, row.id)),
         )
 
+    def note_set_aside_answered(self, key: AskKey, raw: bytes) -> None:
+        """The child of a file being set aside was answered (its gate denial linked): its newest
+        quarantined row with these bytes says so (`written`), before the file moves."""
+        self.conn.execute(
+            "UPDATE asks SET written = 1 WHERE id = (SELECT id FROM asks WHERE served_session = ? "
+            "AND request_name = ? AND outcome = 'quarantined' AND raw = ? ORDER BY id DESC LIMIT 1)",
+            storable((key.session_id, key.name, raw)),
+        )
+
+    def set_aside_answered(self, key: AskKey, raw: bytes) -> bool:
+        """Whether a quarantined row of this request file with these very bytes says its child was
+        answered (`note_set_aside_answered`)."""
+        return self.conn.execute(
+            "SELECT 1 FROM asks WHERE served_session = ? AND request_name = ? AND outcome = 'quarantined' "
+            "AND raw = ? AND written = 1 LIMIT 1",
+            storable((key.session_id, key.name, raw)),
+        ).fetchone() is not None
+
     # -- retention ------------------------------------------------------------------------------
 
     def prune(self, cutoff: float | None, max_rows: int | None, *, dry: bool = False) -> int:

@@ -130,7 +130,13 @@ class Quarantining:
         """Quarantine an unusable file; answer its child at once when its name is a safe id and the
         file is still there (a withdrawn request's child is gone: a response would be left behind).
         None, with the file left in place, when that answer or its history row cannot be written now (a
-        full or failing disk, a locked history): it waits, and is answered and set aside once they allow."""
+        full or failing disk, a locked history): it waits, and is answered and set aside once they allow.
+
+        A file an earlier run answered (these very bytes, its history says) and died before moving is
+        moved without a second answer: its child may have read the first and be deleting its request."""
+        before = answer and raw is not None and await self._answered_before_restart(key, raw)
+        if before:
+            reason = f"{reason} (these very bytes were answered before, by a run that did not move them)"
         if not await self._recorded(key, reason, raw, "quarantined"):
             return None  # neither answered nor moved until its row is written: never set aside untraced
         name = key.name
@@ -138,13 +144,15 @@ class Quarantining:
         answered = False
         inbox = served.inbox
         try:
-            answer = answer and is_safe_request_id(stem) and inbox.has_request(name)
+            answer = answer and not before and is_safe_request_id(stem) and inbox.has_request(name)
             if answer and not inbox.has_response(stem):
                 body = encode_response(gate_denial(inbox.session_id, self.seams.clock, reason))
                 answered = await retrying(
                     self.seams, "answering a rejected request", lambda: inbox.write_response(stem, body),
                     self._off_loop,
                 )
+            if (answered or before) and raw is not None:
+                await self._note_answered(key, raw)
         except UnsafeFolder as exc:
             serve_log.error("answering rejected %s failed: %s", log_safe(display_name(name)), exc)
         except OSError as exc:
@@ -153,9 +161,34 @@ class Quarantining:
             return None
         except Exception as exc:
             serve_log.error("answering rejected %s failed: %s", log_safe(display_name(name)), exc)
-        if key in self._answered_before:
+        if key in self._answered_before or before:
             answered = True
         return await self._move_out(served, key, reason, answered, raw)
+
+    async def _answered_before_restart(self, key: AskKey, raw: bytes) -> bool:
+        """Whether the history says an earlier run answered this file's child (False when it cannot
+        say now: the file is then answered as any other)."""
+        ledger = self.ledger
+        if ledger is None:
+            return False
+        try:
+            return await self._off_loop(lambda: ledger.set_aside_answered(key, raw))
+        except (OSError, sqlite3.OperationalError) as exc:
+            serve_log.error("%s: the history cannot say whether it was answered before: %s",
+                            label(key, None), exc)
+            return False
+
+    async def _note_answered(self, key: AskKey, raw: bytes) -> None:
+        """The history notes the answer before the file moves (retried; one that still fails is logged:
+        a kill before the move may then answer it again, as before this note existed)."""
+        ledger = self.ledger
+        if ledger is None:
+            return
+        try:
+            await retrying(self.seams, "noting the answer of a request set aside",
+                           lambda: ledger.note_set_aside_answered(key, raw), self._off_loop)
+        except (OSError, sqlite3.OperationalError) as exc:
+            serve_log.error("%s: the history cannot note its answer: %s", label(key, None), exc)
 
     async def forged(self, served: ServedSession, key: AskKey, parsed: ParsedRequest, when: str) -> Kept:
         """A response this node did not write (log, event, history): its request is moved out."""

@@ -110,6 +110,15 @@ class Ledger(Protocol):
         """The verdicts recorded for these requests of a session, by request id."""
         ...
 
+    def note_set_aside_answered(self, key: AskKey, raw: bytes) -> None:
+        """The child of a file being set aside (these bytes) was answered with its gate denial: noted
+        before the file moves, so a run killed before the move never answers it again."""
+        ...
+
+    def set_aside_answered(self, key: AskKey, raw: bytes) -> bool:
+        """Whether an earlier run answered this file, these very bytes, while setting it aside."""
+        ...
+
 
 class Published(NamedTuple):
     """What became of one answer. `verdict` is what was published (a fail-safe denial when the

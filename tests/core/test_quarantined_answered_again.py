@@ -1,24 +1,19 @@
-"""A malformed file answered by a run killed before its quarantine moved it is answered again by the next
-run after its child read the first answer (campaign4, burst seed 418: `b-007901`, two entries under one
-response name; not issue 37's code). The first run commits the `quarantined` row and writes the explained
-`gate_error` denial, then dies before the move; the child reads that denial and deletes it (a pi child
-deletes its response, then its request); the next run reads the request in between, finds no response and
-no recorded one (a quarantined row holds none), and writes a second denial nobody reads: an answer given
-twice, the malformed twin of campaign3's finding 5 (`tests/core/test_restore_withdrawn.py`)."""
+"""A malformed file answered by a run killed before its quarantine moved it is not answered again by the
+next run after its child read the first answer (campaign4, burst seed 418: `b-007901`, two entries under
+one response name). The first run commits the `quarantined` row, writes the explained `gate_error`
+denial and notes it in that row, then dies before the move; the child reads that denial and deletes it
+(a pi child deletes its response, then its request); the next run reads the request in between, finds
+the note for these very bytes and moves the file without a second answer."""
 
 from __future__ import annotations
 
 from pathlib import Path
-
-import pytest
 
 from core.vocabulary.asks import DenyingArbiter
 from tests.helpers import response_path, session_dir, wait_for, write_request_bytes
 from tests.history.support import Node, S, run_until_killed
 
 
-@pytest.mark.xfail(strict=True, reason="campaign4: a quarantined file whose first answer its child read is "
-                   "answered again by the next run (the quarantined row holds no response to compare)")
 async def test_a_malformed_file_whose_child_read_its_denial_is_not_answered_again_after_a_kill(
     tmp_path: Path,
 ) -> None:
