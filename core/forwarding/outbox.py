@@ -24,6 +24,7 @@ import threading
 from collections.abc import Callable, Collection
 from typing import Any
 
+from core import platform
 from core.disk.entries import temp_target, temp_writer
 from core.forwarding.inotify import (
     FS_ENCODING,
@@ -80,15 +81,19 @@ class Outboxes:
         #: as the kernel gives them (bytes: a burst's names are never decoded); and its bound.
         self._views: dict[int, tuple[set[bytes], int]] = {}
         self._closed = False
+        #: Reads taken so far, by anyone: the loop reads the instance itself during a burst's stream
+        #: only when no trip has read it for a while (`watch._SessionTree.on_readable`).
+        self.reads = 0
 
     def watch(self, folder: str, fd: int, path: str) -> bool:
         """Watch `responses/` of `folder` (open as `fd`, at `path`: `/proc/self/fd/<fd>`); False when
-        it is not there (any more)."""
+        it is not there (any more). Under the lock from the watch's making on: a look in between would
+        read (and drop) the new watch's first events before its folder is known (review2, 3)."""
         info = os.fstat(fd)
-        wd = self.ino.add_watch(path, OUTBOX_EVENTS)
-        if wd is None:
-            return False
         with self._lock:
+            wd = self.ino.add_watch(path, OUTBOX_EVENTS)
+            if wd is None:
+                return False
             old = self._identity.get(wd)
             if old is not None and self._wd_of.get(old) == wd:
                 del self._wd_of[old]
@@ -114,6 +119,7 @@ class Outboxes:
     def _read(self, tell: Tell, reads: int = READS_AT_MOST) -> int:
         """Up to `reads` full reads; at `READS_AT_MOST`, a look that could not read all that was queued
         vouches for nothing until listed again."""
+        self.reads += 1
         total = 0
         for _ in range(reads):
             try:
@@ -183,6 +189,9 @@ class Outboxes:
             if (known := self._views.get(wd)) is not None:
                 view = known[0]
             else:  # listed now: whatever is created from now on is queued, read next time
+                if (live := self._rewatched(fd, wd)) is None:
+                    return None
+                wd = live
                 try:
                     view = {os.fsencode(name) for name in os.listdir(fd)}
                 except OSError:
@@ -192,6 +201,23 @@ class Outboxes:
             maybe = [wanted[raw] for raw in view.intersection(wanted)]
         return frozenset(name for name in maybe
                          if os.access(name, os.F_OK, dir_fd=fd, follow_symlinks=False))
+
+    def _rewatched(self, fd: int, wd: int) -> int | None:
+        """The live watch of the folder open as `fd`, made sure of before it is listed: an overflow may
+        have dropped the `IN_IGNORED` of the watch its identity names, and a folder made again on the
+        same inode would be vouched for by a dead watch no event keeps up (review2, 1). A watch added
+        on an inode this instance watches is that watch (the same number); on any other, a new one,
+        which takes the old one's folder. A system call per listing (rare)."""
+        live = self.ino.add_watch(platform.proc_fd_path(fd), OUTBOX_EVENTS)
+        if live is None or live == wd:
+            return live
+        folder, identity = self._folder_of.get(wd), self._identity.get(wd)
+        self._forget(wd)
+        if folder is None or identity is None:  # never: `wd` was found by its identity
+            return None
+        self._folder_of[live], self._identity[live], self._wd_of[identity] = folder, identity, live
+        self._views.pop(live, None)
+        return live
 
     def close(self) -> None:
         with self._lock:

@@ -110,6 +110,9 @@ class _SessionTree:
         self.changed: set[str] = set()
         self.rescan_all = False
         self.ready = asyncio.Event()
+        #: The outbox's reads seen at the last read of the tree, and the stream's reads since that
+        #: left it unread (`on_readable`).
+        self._outbox_reads, self._outbox_skips = 0, 0
         try:
             #: The watches of served inboxes' `responses/`: another writer's temp names are seen there.
             self.outbox = Outboxes(foreign, self._overflowed, fault)
@@ -174,7 +177,9 @@ class _SessionTree:
         gathered for a while may hold more than one read takes, and a flood a child keeps up never
         holds the loop); how many bytes of them there were. `responses/`'s are read too, but not
         while a burst's stream runs (`BULK_BYTES` of `requests/`'s events at a read): its trips read
-        them before they look for responses, and another writer's temp seen there is handed here."""
+        them before they look for responses, and another writer's temp seen there is handed here;
+        unless no trip read them in `OUTBOX_SKIPS` such reads (a child's flood of temps, no news, runs
+        no trip: another server's temp is still told, review2, 2)."""
         total = 0
         for _ in range(READS_AT_ONCE):
             try:
@@ -187,8 +192,14 @@ class _SessionTree:
             total += len(data)
             if len(data) < READ_SIZE - MAX_EVENT_SIZE:
                 break
-        if total < BULK_BYTES:
+        if self.outbox.reads != self._outbox_reads:  # a trip read it since: it is read, and its news told
+            self._outbox_skips = 0
+        if total < BULK_BYTES or self._outbox_skips >= OUTBOX_SKIPS:
             total += self.outbox.read()
+            self._outbox_skips = 0
+        else:
+            self._outbox_skips += 1
+        self._outbox_reads = self.outbox.reads
         if self.changed or self.rescan_all:
             self.ready.set()
         return total
@@ -289,6 +300,10 @@ class _SessionTree:
         self.outbox.close()
         self.ino.close()
 
+
+#: Reads of a burst's stream that may leave `responses/`'s events unread while no trip reads them
+#: (`_SessionTree.on_readable`): another server's temp is told within this many gathers.
+OUTBOX_SKIPS = 4
 
 #: How often the watcher looks for inboxes served since (their folders then get their watches); the
 #: safety rescan finds their asks meanwhile.
