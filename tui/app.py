@@ -317,18 +317,19 @@ class AuthorizerApp(App[int]):
                 screen.ask_changed(f"{ask_label(shown)} was {what} after this preview was shown")
 
     def on_serving_changed(self, message: ServingChanged) -> None:
-        event = message.event
-        entry = serving_entry(event, self.clock())
-        if entry is not None:
-            self.history.append(entry)
-        if event.kind == "not_serving":
-            why = ": another server answers it" if another_server(event) else ""
-            self.sub_title = f"NOT SERVING {safe_plain(event.key.session_id, 40)}{why}"
-        elif event.kind == "serving_again" and self.sub_title.startswith("NOT SERVING "):
-            self.sub_title = ""
-        notice = serving_notice(event)
-        if notice is not None:
-            self.tell(notice)
+        now = self.clock()
+        for event in self.core_events.take(message):
+            entry = serving_entry(event, now)
+            if entry is not None:
+                self.history.append(entry)
+            if event.kind == "not_serving":
+                why = ": another server answers it" if another_server(event) else ""
+                self.sub_title = f"NOT SERVING {safe_plain(event.key.session_id, 40)}{why}"
+            elif event.kind == "serving_again" and self.sub_title.startswith("NOT SERVING "):
+                self.sub_title = ""
+            notice = serving_notice(event)
+            if notice is not None:
+                self.tell(notice)
 
     def on_queue_screen_ask_shown(self, message: QueueScreen.AskShown) -> None:
         """The history records when an ask was first on screen."""

@@ -8,10 +8,11 @@ call to the person's API ("Not decided", a batch's summary) is queued behind the
 caused (`QueueScreen.say_after_events`).
 
 Thousands of asks arriving at once are not thousands of Messages: person events that follow one another
-join the `PersonChanged` posted for the first of them while the app has not taken it yet (the order
-between the person's and the core's events is kept: a core event closes the run), and the core's
-`arrived`, which the app shows through the person's `AskAdded` or the answer that follows, is not
-posted at all.
+join the `PersonChanged` posted for the first of them while the app has not taken it yet, and the
+core's events likewise join one `ServingChanged` (a burst its rules decide at once is one Message, not
+ten thousand); the order between the person's and the core's events is kept (an event of the other
+kind closes the run). The core's `arrived`, which the app shows through the person's `AskAdded` or the
+answer that follows, is not posted at all.
 
 The rest are pure functions of one event: its line in this run's history (`person_entry`,
 `serving_entry`) and the notice it raises (`withdrawn_notice`, `serving_notice`).
@@ -22,6 +23,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import overload
 
 from textual.message import Message
 from textual.notifications import SeverityLevel
@@ -50,11 +52,13 @@ class PersonChanged(Message):
 
 
 class ServingChanged(Message):
-    """The serving core answered, set a file aside, or stopped or resumed serving a session."""
+    """The serving core answered, set a file aside, or stopped or resumed serving a session: the events
+    in order, one or a run of them (`CoreEvents.take` hands them to the app once)."""
 
     def __init__(self, event: ServeEvent) -> None:
         super().__init__()
-        self.event = event
+        self.events = [event]
+        self.taken = False
 
 
 #: The core's events the app does nothing with (an arrival is shown by the person's `AskAdded`).
@@ -69,14 +73,15 @@ class CoreEvents:
         self.core = core
         self.post = post
         self._lock = threading.Lock()  # the core may report from another thread than the app's
-        self._open: PersonChanged | None = None  # posted, not yet taken: the next person event joins it
+        #: Posted, not yet taken: the next event of its kind joins it (one of the other kind ends it).
+        self._open: PersonChanged | ServingChanged | None = None
 
     def listen(self) -> None:
         """Receive the core's events as Messages from now on."""
         def person(event: PersonEvent) -> None:
             with self._lock:
                 message = self._open
-                if message is not None and not message.taken:
+                if isinstance(message, PersonChanged) and not message.taken:
                     message.events.append(event)
                     return
                 self._open = PersonChanged(event)
@@ -86,14 +91,24 @@ class CoreEvents:
             if event.kind in UNPOSTED:
                 return
             with self._lock:
-                self._open = None  # a person event after this one is posted after it
-                self.post(ServingChanged(event))
+                message = self._open
+                if isinstance(message, ServingChanged) and not message.taken:
+                    message.events.append(event)
+                    return
+                self._open = ServingChanged(event)
+                self.post(self._open)
 
         self.person.subscribe(person)
         self.core.subscribe(serving)
 
-    def take(self, message: PersonChanged) -> list[PersonEvent]:
-        """The message's events, once: a person event from now on goes into a new message."""
+    @overload
+    def take(self, message: PersonChanged) -> list[PersonEvent]: ...
+
+    @overload
+    def take(self, message: ServingChanged) -> list[ServeEvent]: ...
+
+    def take(self, message: PersonChanged | ServingChanged) -> list[PersonEvent] | list[ServeEvent]:
+        """The message's events, once: an event from now on goes into a new message."""
         with self._lock:
             message.taken = True
             if self._open is message:
