@@ -236,3 +236,34 @@ async def test_a_run_of_person_events_is_one_message_until_the_app_takes_it() ->
     assert [type(e) for e in events.take(cast("PersonChanged", posted[2]))] == [AskAdded]
     person.withdraw(asks[2].key)  # the message was taken: this event is a new one, after it
     assert len(posted) == 4 and [type(e) for e in cast("PersonChanged", posted[3]).events] == [AskWithdrawn]
+
+
+async def test_a_run_of_core_events_is_one_message_until_the_app_takes_it() -> None:
+    """A burst the rules decide at once is one Message: the core's events join the one posted for the
+    first of them until the app takes it; a person event closes the run, and the order stays."""
+    person = Person()
+    observers: list[Observer] = []
+
+    class Core:
+        def subscribe(self, observer: Observer) -> None:
+            observers.append(observer)
+
+    posted: list[Message] = []
+    events = CoreEvents(person, cast("ServingCore", Core()), posted.append)
+    events.listen()
+    answered = [ServeEvent("answered", AskKey(SERVED, f"b-{i}.json"), 0.0) for i in range(3)]
+    for event in answered[:2]:
+        observers[0](event)
+    assert len(posted) == 1 and isinstance(posted[0], ServingChanged)
+    ask = Ask(key=AskKey(SERVED, "p.json"), parsed=parse_request(json.dumps(request_body("p")).encode()),
+              judgment=Judgment("ask"), arrived_at=0.0, timeout_ms=600_000, responder_session_id=SERVED)
+    person.decide(ask)  # a person event between: the run of the core's ends
+    observers[0](answered[2])
+    assert [type(m) for m in posted] == [ServingChanged, PersonChanged, ServingChanged]
+    first = posted[0]
+    assert isinstance(first, ServingChanged) and events.take(first) == answered[:2]
+    assert cast("ServingChanged", posted[2]).events == [answered[2]]
+    quarantined = ServeEvent("quarantined", AskKey(SERVED, "bad.json"), 0.0, reason="not json")
+    events.take(cast("ServingChanged", posted[2]))
+    observers[0](quarantined)  # the last one was taken: a new message
+    assert len(posted) == 4 and cast("ServingChanged", posted[3]).events == [quarantined]
