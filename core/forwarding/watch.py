@@ -17,19 +17,17 @@ from pathlib import Path
 
 from core import platform
 from core.clock import SYSTEM_CLOCK, Clock
-from core.disk.entries import temp_target, temp_writer
 from core.disk.tree import Anchor, UnsafeFolder
+from core.forwarding import outbox
 from core.forwarding.inotify import (
     DIRECTORY_EVENTS,
     FS_ENCODING,
     FS_ERRORS,
     HEADER,
-    IN_CREATE,
     IN_DELETE,
     IN_DONT_FOLLOW,
     IN_IGNORED,
     IN_MOVED_FROM,
-    IN_MOVED_TO,
     IN_Q_OVERFLOW,
     MAX_EVENT_SIZE,
     READ_SIZE,
@@ -39,12 +37,10 @@ from core.forwarding.inotify import (
     WatchesExhausted,
 )
 from core.forwarding.kqueue import FolderWake
+from core.forwarding.outbox import Outboxes
 from core.forwarding.poll import POLL_S, RESCAN_ALL, polled_changes
 
 log = logging.getLogger("pi_authorizer.watch")
-
-#: What a served inbox's `responses/` is watched for: a name created or renamed in (a writer's temp).
-OUTBOX_EVENTS = IN_CREATE | IN_MOVED_TO
 
 _UNSAFE_RETRY_S = 5.0
 #: Events no file of a folder raises alone: each goes through `_SessionTree._handle`.
@@ -79,7 +75,9 @@ def every_folder(folder: str) -> bool:
 
 
 class _SessionTree:
-    """inotify watches on `sessions/`, each `sessions/<folder>/` and each `.../requests/`.
+    """inotify watches on `sessions/`, each `sessions/<folder>/` and each `.../requests/`; each
+    `.../responses/` on an instance of its own (`core.forwarding.outbox`: this node's own answers linked
+    there are read there, not here, and a trip reads them too before it looks for responses).
 
     Each folder is opened by descriptor from the root (never through a link) and watched through
     `/proc/self/fd/<fd>`, so a linked session folder never makes a foreign folder watched.
@@ -96,8 +94,6 @@ class _SessionTree:
     ) -> None:
         self.sessions_dir = sessions_dir
         self.foreign = foreign
-        #: The watches of served inboxes' `responses/`: another writer's temp names are seen there.
-        self.outboxes: set[int] = set()
         self.tree = tree
         self.settled = settled
         self.wanted = wanted
@@ -109,6 +105,22 @@ class _SessionTree:
         self.changed: set[str] = set()
         self.rescan_all = False
         self.ready = asyncio.Event()
+        try:
+            #: The watches of served inboxes' `responses/`: another writer's temp names are seen there.
+            self.outbox = Outboxes(foreign, self._overflowed, fault)
+        except BaseException:
+            self.ino.close()
+            raise
+
+    @property
+    def descriptors(self) -> tuple[int, int]:
+        """The inotify instances read on the loop (`on_readable` reads both)."""
+        return self.ino.fd, self.outbox.fd
+
+    def _overflowed(self) -> None:
+        """Events of `responses/` were lost (another writer's temp may have been among them)."""
+        self.rescan_all = True
+        self.ready.set()
 
     def start(self) -> None:
         try:
@@ -155,7 +167,9 @@ class _SessionTree:
     def on_readable(self) -> int:
         """Read the events waiting (a full read is followed by another, up to `READS_AT_ONCE`: a burst
         gathered for a while may hold more than one read takes, and a flood a child keeps up never
-        holds the loop); how many bytes of them there were."""
+        holds the loop); how many bytes of them there were. `responses/`'s are read too, but not
+        while a burst's stream runs (`BULK_BYTES` of `requests/`'s events at a read): its trips read
+        them before they look for responses, and another writer's temp seen there is handed here."""
         total = 0
         for _ in range(READS_AT_ONCE):
             try:
@@ -168,15 +182,16 @@ class _SessionTree:
             total += len(data)
             if len(data) < READ_SIZE - MAX_EVENT_SIZE:
                 break
+        if total < BULK_BYTES:
+            total += self.outbox.read()
         if self.changed or self.rescan_all:
             self.ready.set()
         return total
 
     def _parse(self, data: bytes) -> None:
-        # A burst's events in bulk: a request file renamed in or removed, and an answer linked into
-        # `responses/`, three per ask, are told apart here as the kernel wrote them, without an
-        # `Event` or a call each (an answer's name is not even decoded; `_handle` has the rest).
-        folder_of, inboxes, outboxes = self.folder_of, self.inboxes, self.outboxes
+        # A burst's events in bulk: a request file renamed in or removed, two per ask, are told apart
+        # here as the kernel wrote them, without an `Event` each (`_handle` has the rest).
+        folder_of, inboxes = self.folder_of, self.inboxes
         changed, settled = self.changed, self.settled
         offset, end, size, unpack = 0, len(data), HEADER.size, HEADER.unpack_from
         gone = IN_DELETE | IN_MOVED_FROM
@@ -185,14 +200,12 @@ class _SessionTree:
             offset += size
             raw = data[offset : offset + length].rstrip(b"\0")
             offset += length
-            if raw.endswith(b".json") and not mask & _SPECIAL:
-                if wd in outboxes:
-                    continue  # an answer linked (a temp's name ends `.tmp`): no news for serving
-                if wd in inboxes and (folder := folder_of.get(wd)) is not None:
-                    # Only a removal is looked up by name (an answered request's is no news).
-                    if not (mask & gone and settled(folder, raw.decode(FS_ENCODING, FS_ERRORS))):
-                        changed.add(folder)
-                    continue
+            if (raw.endswith(b".json") and not mask & _SPECIAL and wd in inboxes
+                    and (folder := folder_of.get(wd)) is not None):
+                # Only a removal is looked up by name (an answered request's is no news).
+                if not (mask & gone and settled(folder, raw.decode(FS_ENCODING, FS_ERRORS))):
+                    changed.add(folder)
+                continue
             self._handle(Event(wd, mask, raw.decode(FS_ENCODING, FS_ERRORS)))
 
     def _handle(self, event: Event) -> None:
@@ -205,7 +218,6 @@ class _SessionTree:
         if event.mask & IN_IGNORED:
             del self.folder_of[event.wd]
             self.inboxes.discard(event.wd)
-            self.outboxes.discard(event.wd)
             if folder is None:  # `sessions/` itself went away: recreate and start over
                 self.rescan_all = True
                 with contextlib.suppress(OSError):
@@ -215,12 +227,6 @@ class _SessionTree:
             if event.name:
                 self._watch_folder(event.name)
             return
-        if event.wd in self.outboxes:
-            pid = temp_writer(event.name) if event.name else None
-            target = temp_target(event.name) if event.name else None
-            if pid is not None and target is not None and pid != os.getpid():
-                self.foreign(folder, pid, target)
-            return  # responses are no news for serving
         if event.wd in self.inboxes and self._no_news(folder, event):
             return
         if event.name == "requests":
@@ -243,13 +249,9 @@ class _SessionTree:
     def _watch_outbox(self, folder: str) -> None:
         try:
             with self.tree.folder(("sessions", folder, "responses")) as fd:
-                wd = self.ino.add_watch(platform.proc_fd_path(fd), OUTBOX_EVENTS)
+                self.outbox.watch(folder, fd, platform.proc_fd_path(fd))
         except (FileNotFoundError, UnsafeFolder):
             return
-        if wd is not None:
-            self.folder_of[wd] = folder
-            self.outboxes.add(wd)
-            self.inboxes.discard(wd)
 
     def sync(self) -> None:
         """Watch the folders of inboxes served since they were seen (a session taken later)."""
@@ -268,6 +270,8 @@ class _SessionTree:
         return taken
 
     def close(self) -> None:
+        outbox.unregister(self.outbox)
+        self.outbox.close()
         self.ino.close()
 
 
@@ -333,9 +337,11 @@ class _Reading:
     def _sync(self) -> None:
         wanted = not (self.paused or self.gathering or self.closed)
         if wanted and not self.on:
-            self.loop.add_reader(self.watched.ino.fd, self.readable)
+            for fd in self.watched.descriptors:
+                self.loop.add_reader(fd, self.readable)
         elif self.on and not wanted:
-            self.loop.remove_reader(self.watched.ino.fd)
+            for fd in self.watched.descriptors:
+                self.loop.remove_reader(fd)
         self.on = wanted
 
 
@@ -353,9 +359,11 @@ async def _inotify_changes(
     every few events during that rescan, and they only say to rescan again once it ends. An overflow
     meanwhile means "rescan everything"; a removal not read yet is noted by that rescan instead."""
     watched = _SessionTree(sessions_dir, tree, settled, wanted, foreign, fault)
-    reading = _Reading(asyncio.get_running_loop(), watched)
+    loop = asyncio.get_running_loop()
+    reading = _Reading(loop, watched)
     reading.pause(False)
     try:
+        outbox.register(watched.outbox, _handed_to(loop))
         watched.start()
         stopping = asyncio.ensure_future(stop.wait())
         try:
@@ -380,6 +388,16 @@ async def _inotify_changes(
     finally:
         reading.close()
         watched.close()
+
+
+def _handed_to(loop: asyncio.AbstractEventLoop) -> outbox.Tell:
+    """How a trip off the loop hands the watcher what it read (another writer's temp, an overflow)."""
+
+    def tell(call: Callable[..., object], *args: object) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nothing is watched now
+            loop.call_soon_threadsafe(call, *args)
+
+    return tell
 
 
 class ExhaustedReport:

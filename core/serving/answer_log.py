@@ -5,8 +5,12 @@ waited), and a batch's parts joined, one line per session and `LOG_GROUP` answer
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
-from core.text import log_safe
+from core.serving.verdicts import VerdictRecord
+from core.text import log_safe, none_hidden
+from core.vocabulary.events import asked
+from core.wire.principal import log_agents
 from core.wire.response import ForwardedResponse
 
 log = logging.getLogger("pi_authorizer.serve")
@@ -41,3 +45,64 @@ def log_answers(lines: dict[str, list[str]]) -> None:
         for at in range(0, len(parts), LOG_GROUP):
             group = parts[at:at + LOG_GROUP]
             log.info("%s answered %d: %s", session, len(group), "; ".join(group))
+
+
+def told_parts(verdicts: Sequence[VerdictRecord], now: float) -> list[str]:
+    """`told_part` of each answer of a batch, made as a batch: the verdicts' words and the agents and
+    surface parts, shared by a burst's asks, once each; file names and values used as they are when
+    nothing in any of them needs escaping or cutting, which is looked for once in all of them joined
+    (an answer of a batch where something does is made as `told_part` makes it alone:
+    `tests/core/test_answer_log.py` compares them)."""
+    parts: list[str] = []
+    names: list[str] = []
+    values: list[str] = []
+    said: dict[tuple[str, str, str], str] = {}
+    words: dict[tuple[int, str], str] = {}  # each verdict's words, joined (a burst's share a few)
+    for verdict in verdicts:
+        parsed, response, outcome = verdict.parsed, verdict.response, verdict.outcome
+        request = parsed.request
+        intent = request.access_intent
+        if intent is None:
+            principal, surface = request.requester_agent_name, request.surface or "?"
+            value = request.value or ""
+        else:
+            matched = intent.match_values
+            principal, surface = intent.principal.agent_name, intent.surface
+            value = matched[0] if matched else (request.value or "")
+        common = (request.requester_agent_name, principal, surface)
+        if (agents := said.get(common)) is None:
+            agents = said[common] = joined(f"{log_agents(parsed)} surface={log_safe(surface, 40)}")
+        if (told := words.get((id(response), outcome))) is None:
+            told = words[id(response), outcome] = joined(describe(response, outcome, None))
+        name = verdict.key.name
+        names.append(name)
+        values.append(value)
+        waited = (now - (verdict.arrived or now)) * 1000
+        parts.append(f"request={name} {agents} value={value} {told} in {waited:.1f}ms")
+    if not (_plain_names("".join(names), max(map(len, names), default=0))
+            and _plain_values("".join(values), max(map(len, values), default=0))):
+        for at, (name, value) in enumerate(zip(names, values, strict=True)):
+            if not (_plain_names(name, len(name)) and _plain_values(value, len(value))):
+                parts[at] = told_part(verdicts[at], now)
+    return parts
+
+
+def told_part(verdict: VerdictRecord, now: float) -> str:
+    """One answer's part of a joined line, told at `now` (`told_parts` makes a batch's)."""
+    waited = (now - (verdict.arrived or now)) * 1000
+    told = describe(verdict.response, verdict.outcome, None)
+    return joined(f"{asked(verdict.key, verdict.parsed)} {told} in {waited:.1f}ms")
+
+
+# Each check is of a property of every character (but the longest's length): true of texts joined
+# exactly when true of each of them.
+
+
+def _plain_names(text: str, longest: int) -> bool:
+    """File names `asked` shows as they are, and `joined` leaves be."""
+    return longest <= 120 and text.isascii() and text.isprintable() and "\\" not in text and ";" not in text
+
+
+def _plain_values(text: str, longest: int) -> bool:
+    """Values `log_safe(value, 80)` leaves as they are, and `joined` too."""
+    return longest <= 80 and "\\" not in text and ";" not in text and none_hidden(text)

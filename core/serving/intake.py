@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 from core.disk.paths import is_safe_request_id
 from core.disk.tree import require_folder_or_absent
+from core.forwarding import outbox
 from core.forwarding.inbox import (
     FileIdentity,
     SessionInbox,
@@ -225,13 +226,16 @@ def existing_responses(inbox: SessionInbox, request_ids: Iterable[str]) -> froze
     is never followed). An id that is not a safe file name is skipped: its request is refused before
     anything looks at responses (`rejection`).
 
-    A small `responses/` (its size at most `LIST_BYTES` per name looked for) is listed once; else
-    each name is looked up (a look costs as much as listing ~7 entries: `docs/design/serving-speed.md`,
-    fifth pass). Either is what the folder held a moment before the trip goes on: a response written
-    after it is found by the answer's no-replace link, as before."""
+    A folder whose watch vouches for what it holds is asked that (`core.forwarding.outbox`: the names
+    it may hold, each looked at). Else a small `responses/` (its size at most `LIST_BYTES` per name
+    looked for) is listed once, or each name is looked up (a look costs as much as listing ~7 entries:
+    `docs/design/serving-speed.md`, fifth pass). Each is what the folder held a moment before the trip
+    goes on: a response written after it is found by the answer's no-replace link, as before."""
     names = [f"{request_id}.json" for request_id in request_ids if is_safe_request_id(request_id)]
     try:
         with inbox.folder("responses") as fd:
+            if (seen := outbox.existing(fd, names)) is not None:  # the folder's watch vouches for it
+                return seen
             if 0 < os.fstat(fd).st_size <= LIST_BYTES * len(names):
                 with suppress(OSError):  # (a listing refused: each name is looked up instead)
                     return frozenset(set(os.listdir(fd)).intersection(names))

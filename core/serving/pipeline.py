@@ -35,7 +35,7 @@ from core.disk.tree import UnsafeFolder
 from core.disk.writer import RequestGone
 from core.forwarding.inbox import UnreadableRequest
 from core.seams import Seams
-from core.serving.answer_log import describe, joined, log_answers
+from core.serving.answer_log import describe, joined, log_answers, told_part, told_parts
 from core.serving.at_once import AtOnce
 from core.serving.intake import FileRead, Intake, rejection
 from core.serving.judgment import Chain, Judge
@@ -294,38 +294,54 @@ class Pipeline:
         parts: list[str] = []
         lines: dict[str, list[str]] = {served.inbox.session_id: parts}
         now = self.clock.wall()
-        contested, emit, plain = served.contested, self.emit, []
-        #: What each response says in a log line (a burst's answers share a few responses).
-        told: dict[tuple[int, str], str] = {}
-        said: dict[tuple[str, ...], str] = {}  # the agents and surface parts (`asked`)
+        records, contested = served.records, served.contested
+        plain: list[VerdictRecord] = []  # a run of answers plainly written, told as one (`_told`)
         for published in answered:
             verdict = published.verdict
-            key, response = verdict.key, verdict.response
+            key = verdict.key
             try:
-                if published.written and key.name not in gone and key.name not in served.records:
-                    record = served.records.take(key.name)
-                    served.records.arrive(record, verdict.parsed, verdict.arrived or now)
-                    served.records.move(record, "decided")
-                    served.records.publish(record, published)  # its name held until its request goes
-                if published.written and published.history_failed is None and key.name not in contested:
-                    plain.append(key.name)
-                    emit(ServeEvent("answered", key, now, verdict.parsed, response, verdict.outcome))
-                    outcome = verdict.outcome
-                    if (told_now := told.get((id(response), outcome))) is None:
-                        told_now = told[id(response), outcome] = describe(response, outcome, None)
-                    waited = (now - (verdict.arrived or now)) * 1000
-                    parts.append(joined(f"{asked(key, verdict.parsed, said)} {told_now} in {waited:.1f}ms"))
-                    continue
-                if not published.written and not published.withdrawn and key.name not in served.records:
-                    record = served.records.take(key.name)
-                    served.records.arrive(record, verdict.parsed, verdict.arrived or now)
-                    served.records.move(record, "decided")
+                if published.written:
+                    if key.name not in gone and key.name not in records:
+                        record = records.take(key.name)
+                        records.arrive(record, verdict.parsed, verdict.arrived or now)
+                        records.move(record, "decided")
+                        records.publish(record, published)  # its name held until its request goes
+                    if published.history_failed is None and key.name not in contested:
+                        plain.append(verdict)
+                        continue
+                self._told(served, plain, parts, now)  # the answers before this one, first
+                if not published.written and not published.withdrawn and key.name not in records:
+                    record = records.take(key.name)
+                    records.arrive(record, verdict.parsed, verdict.arrived or now)
+                    records.move(record, "decided")
                     self._answering[id(verdict.parsed)] = (record, served)
                 self.reported(key, published, lines, now)
             except Exception:  # a bug reporting one answer: the others are reported
                 log.exception("%s: reporting its answer failed", label(key, verdict.parsed))
-        served.note_answered_all(plain)
+        self._told(served, plain, parts, now)
         log_answers(lines)
+
+    def _told(self, served: ServedSession, plain: list[VerdictRecord], parts: list[str], now: float) -> None:
+        """A run of answers plainly written, reported as `reported` reports each (their names noted
+        answered, an `answered` event each, their log parts in order), with what they share worked out
+        once (`answer_log.told_parts`); `plain` is emptied."""
+        if not plain:
+            return
+        served.note_answered_all([verdict.key.name for verdict in plain])
+        emit, new = self.emit, tuple.__new__
+        for verdict in plain:
+            # `ServeEvent("answered", key, now, parsed, response, outcome)`, the tuple made in C.
+            emit(new(ServeEvent, ("answered", verdict.key, now, verdict.parsed, verdict.response,
+                                  verdict.outcome, None, None)))
+        try:
+            parts.extend(told_parts(plain, now))
+        except Exception:  # a bug making one answer's part: the others are logged
+            for verdict in plain:
+                try:
+                    parts.append(told_part(verdict, now))
+                except Exception:
+                    log.exception("%s: reporting its answer failed", label(verdict.key, verdict.parsed))
+        plain.clear()
 
     def reported(
         self, key: AskKey, published: Published, lines: dict[str, list[str]] | None = None,

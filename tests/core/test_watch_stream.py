@@ -105,10 +105,7 @@ class _Events:
     def __init__(self, sizes: list[int]) -> None:
         self.sizes = sizes
 
-        class _Ino:
-            fd = -1
-
-        self.ino = _Ino()
+        self.descriptors = (-1,)
 
     def on_readable(self) -> int:
         return self.sizes.pop(0)
