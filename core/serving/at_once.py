@@ -55,9 +55,15 @@ class AtOnce:
     #: The judge's verdict alone, when it can say one (`RecordedAuthority.verdict_of`): an ask a rule
     #: decides is then judged without the judgment the lane would drop (`judgment.decide_ask`).
     verdict_of: VerdictOf | None = field(init=False, default=None)
+    #: The arbiter's decision of any ask of a responder, when it reads nothing else of an ask (the
+    #: fail-safe's, leave's `decide_unasked`): an ask no rule decides then makes no `Ask`.
+    unasked: Callable[[str], ArbiterDecision] | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "verdict_of", getattr(self.judge, "verdict_of", None))
+        owner = getattr(self.arbiter, "__self__", None)
+        if owner is not None and getattr(owner, "decide_at_once", None) == self.arbiter:
+            object.__setattr__(self, "unasked", getattr(owner, "decide_unasked", None))
 
     def serve(self, inbox: SessionInbox, intake: Intake) -> Intake:
         """Judge the asks of `intake` decided at once; the intake with their verdicts apart
@@ -84,7 +90,7 @@ class AtOnce:
                         or not is_safe_request_id(stem)):
                     rest.append((name, read))
                     continue
-                key = AskKey(session_id, name)
+                key = _new_tuple(AskKey, (session_id, name))  # `AskKey(session_id, name)`, made in C
                 decision = self.decide(key, read, now)
                 if isinstance(decision, Decision):
                     response = decision.response
@@ -111,7 +117,10 @@ class AtOnce:
             return judgment
         if self.arbiter is None:
             return judgment
-        taken = self.arbiter(new_ask(key, parsed, judgment, now, self.timeout_ms, self.session_id))
+        if self.unasked is not None:
+            taken = self.unasked(self.session_id)
+        else:
+            taken = self.arbiter(new_ask(key, parsed, judgment, now, self.timeout_ms, self.session_id))
         if isinstance(taken, Decision) and taken.reply is None and not by_person(taken.outcome):
             return taken
         return judgment
@@ -129,3 +138,4 @@ def new_ask(key: AskKey, parsed: ParsedRequest, judgment: Judgment, arrived_at: 
 
 
 _new_object = object.__new__
+_new_tuple = tuple.__new__

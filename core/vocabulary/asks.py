@@ -217,7 +217,12 @@ class DenyingArbiter:
         return at_once(self.decide_at_once(ask))
 
     def decide_at_once(self, ask: Ask) -> ArbiterDecision:
-        now, responder, last = wall_ms(self.clock), ask.responder_session_id, self._last
+        return self.decide_unasked(ask.responder_session_id)
+
+    def decide_unasked(self, responder: str) -> ArbiterDecision:
+        """`decide_at_once` of any ask `responder` serves: the fail-safe reads nothing else of it, so
+        the at-once lane builds no `Ask` for it (`core.serving.at_once`)."""
+        now, last = wall_ms(self.clock), self._last
         if last is not None and last[1] == now and last[0] == responder:
             return last[2]
         response = deny(
@@ -243,6 +248,10 @@ class LeavingArbiter:
         return at_once(LEAVE)
 
     def decide_at_once(self, ask: Ask) -> ArbiterDecision:
+        return LEAVE
+
+    def decide_unasked(self, responder: str) -> ArbiterDecision:
+        """`decide_at_once` of any ask: leave reads nothing of it."""
         return LEAVE
 
     def withdraw(self, key: AskKey, reason: str | None = None) -> None:

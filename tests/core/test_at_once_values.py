@@ -21,7 +21,7 @@ from core.serving.at_once import AtOnce, new_ask
 from core.serving.intake import FileRead, Intake, read_guarded, rejection
 from core.serving.verdicts import VerdictRecord
 from core.testing import AllowAll, ManualClock
-from core.vocabulary.asks import Ask, AskKey, DenyingArbiter, Judgment
+from core.vocabulary.asks import Ask, AskKey, DenyingArbiter, Judgment, LeavingArbiter
 from core.wire.decisions import RuleDecision
 from core.wire.reader import parse_request
 from core.wire.response import approve, deny
@@ -119,3 +119,36 @@ def test_a_file_the_reader_refuses_is_left_for_the_route(tmp_path: Path) -> None
                         Intake([("bad.json", read), ("good.json", usual)], frozenset(), {}))
     assert [name for name, _ in served.reads] == ["bad.json"]
     assert [verdict.key.name for verdict in served.at_once] == ["good.json"]
+
+
+class Asks:
+    """The judge of a node whose rules decide nothing: every ask goes to the arbiter."""
+
+    def judge(self, parsed: object, session_id: str) -> Judgment:
+        return Judgment("ask")
+
+
+@settings(max_examples=100, deadline=None)
+@given(ids=st.lists(st.from_regex(r"[A-Za-z0-9_-]{1,8}", fullmatch=True), min_size=1, max_size=5,
+                    unique=True),
+       leave=st.booleans(), at=st.floats(min_value=1e9, max_value=2e9))
+def test_the_fail_safe_and_leave_decide_without_an_ask_as_with_one(
+    ids: list[str], leave: bool, at: float
+) -> None:
+    """The lane asks the fail-safe (and leave) for its decision without building an `Ask`
+    (`decide_unasked`): the very decisions `decide_at_once` takes of each ask, so the same verdicts."""
+    clock = ManualClock(at)
+    reads = [(f"{stem}.json", parsed_request(stem, SESSION)) for stem in ids]
+    arbiter = LeavingArbiter() if leave else DenyingArbiter(clock)
+    for name, read in reads:
+        assert read.parsed is not None
+        ask = new_ask(AskKey(SESSION, name), read.parsed, Judgment("ask"), at, 60_000, SESSION)
+        assert arbiter.decide_unasked(SESSION) == arbiter.decide_at_once(ask)
+    inbox = SessionInbox(Path("/nonexistent"), SESSION)
+    fast = AtOnce(SESSION, Asks(), clock, 60_000, arbiter.decide_at_once)
+    slow = AtOnce(SESSION, Asks(), clock, 60_000, lambda ask: arbiter.decide_at_once(ask))
+    assert fast.unasked is not None and slow.unasked is None
+    one = fast.serve(inbox, Intake(reads, frozenset(), {}))
+    other = slow.serve(inbox, Intake(reads, frozenset(), {}))
+    assert one == other
+    assert len(one.at_once) == (0 if leave else len(ids))

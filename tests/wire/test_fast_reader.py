@@ -1,12 +1,14 @@
-"""The reader's fast path (`core.wire.fast_reader`) gives exactly what the tolerant reader gives:
-the same models (values, types, which fields were set), the same bytes kept, the same dropped fields
-and reasons, the same rejection, on valid, near-valid and hostile request files."""
+"""The reader's fast paths (`core.wire.fast_reader`: `read_plain`, then `decode_usual` and
+`read_usual`) give exactly what the tolerant reader gives: the same models (values, types, which
+fields were set), the same bytes kept, the same dropped fields and reasons, the same rejection, on
+valid, near-valid and hostile request files."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
@@ -14,7 +16,7 @@ from pydantic.alias_generators import to_snake
 
 from core.wire.fast_reader import decode_usual, read_usual
 from core.wire.limits import MAX_REQUEST_BYTES
-from core.wire.reader import PRE_READ, RequestRejected, parse_request, read_tolerantly
+from core.wire.reader import PRE_READ, RequestRejected, parse_request, read_plain, read_tolerantly
 
 
 class Raw(str):
@@ -198,14 +200,21 @@ def assert_same(fast: Any, full: Any) -> None:
 
 
 def check(data: bytes) -> Any:
-    fast, full = _outcome(parse_request, data), _outcome(read_tolerantly, data)
     obj = decode_usual(data)
+    if read_plain(data) is not None:
+        event("plain path")
     event("fast path" if obj is not None and read_usual(obj, PRE_READ) is not None else "tolerant reader")
+    full = same_reading(data)
+    event(full[0] if isinstance(full, tuple) else "dropped" if full.dropped else "read whole")
+    return full
+
+
+def same_reading(data: bytes) -> Any:
+    """What the tolerant reader makes of `data`, after checking `parse_request` makes the same."""
+    fast, full = _outcome(parse_request, data), _outcome(read_tolerantly, data)
     if isinstance(full, tuple):
-        event(full[0])
         assert fast == full
         return full
-    event("dropped" if full.dropped else "read whole")
     assert fast.raw is data and full.raw is data
     assert fast.dropped == full.dropped
     assert_same(fast.request, full.request)
@@ -260,3 +269,127 @@ def test_brackets_inside_strings_past_the_nesting_limit_are_read_by_the_tolerant
     assert decode_usual(body) is None
     fast, full = parse_request(body), read_tolerantly(body)
     assert fast == full and fast.request.message == "[{" * 200
+
+
+@settings(max_examples=1500, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(files())
+def test_the_plain_path_reads_only_files_the_tolerant_reader_reads_whole_and_alike(data: bytes) -> None:
+    plain = read_plain(data)
+    event("plain path" if plain is not None else "not plain")
+    if plain is None:
+        return
+    full = read_tolerantly(data)
+    assert not full.dropped
+    assert_same(plain, full.request)
+
+
+#: Requests of the plainest usual shape: what `read_plain` reads (a null only where the reader reads
+#: it as absent, or as `boundaryValue`; no key the reader does not read).
+PLAIN_INTENT = st.fixed_dictionaries(
+    {"surface": st.sampled_from(["bash", "path_read", "mcp"]) | TEXT,
+     "matchValues": st.lists(TEXT, max_size=3), "boundaryValue": st.none() | TEXT, "requesterCwd": TEXT,
+     "principal": PRINCIPAL},
+    optional={"floor": TEXT, "askingUnits": st.lists(UNIT, min_size=1, max_size=3)},
+)
+PLAIN_REQUEST = st.fixed_dictionaries(
+    {"id": TEXT,
+     "createdAt": st.integers(min_value=0, max_value=2**60) | st.floats(min_value=0, max_value=1e15),
+     "requesterSessionId": TEXT, "targetSessionId": TEXT, "requesterAgentName": NAMES},
+    optional={"message": st.none() | TEXT,
+              "source": st.sampled_from(["tool_call", "skill_input", "skill_read"]),
+              "surface": st.none() | TEXT, "value": st.none() | TEXT, "accessIntent": PLAIN_INTENT,
+              "payload": PAYLOAD, "sessionApproval": APPROVAL, "hops": HOPS},
+)
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(PLAIN_REQUEST, st.sampled_from(["", " ", "\n"]))
+def test_plain_requests_take_the_plain_path_and_read_the_same(request: dict[str, Any], space: str) -> None:
+    data = dumps(request, space).encode("utf-8", "surrogatepass")
+    full = check(data)
+    if isinstance(full, tuple) or full.dropped or _lone_surrogate(request):
+        assert read_plain(data) is None
+        return
+    plain = read_plain(data)
+    assert plain is not None, "a plain, valid request left the plain path"
+    assert_same(plain, full.request)
+
+
+_PLAIN = {"id": "r1", "createdAt": 1, "requesterSessionId": "c", "targetSessionId": "s",
+          "requesterAgentName": "Explore", "surface": None, "value": "ls",
+          "accessIntent": {"surface": "bash", "matchValues": ["ls"], "boundaryValue": None,
+                           "requesterCwd": "/w", "principal": {"sessionId": "c", "agentName": "Explore"}}}
+
+
+def test_a_key_the_reader_does_not_read_leaves_the_plain_path_at_any_depth() -> None:
+    """pydantic-core builds a model's part from its class's own validator (which ignores unknown
+    keys) unless told otherwise: an unknown key, even holding a literal the reader refuses, is
+    never read past here."""
+    assert read_plain(json.dumps(_PLAIN).encode()) is not None
+    for path in ((), ("accessIntent",), ("accessIntent", "principal")):
+        for extra in ("1", "NaN", "1" * 5000, '"x"'):
+            request = json.loads(json.dumps(_PLAIN))
+            target = request
+            for key in path:
+                target = target[key]
+            target["unread"] = Raw(extra)
+            data = dumps(request).encode()
+            assert read_plain(data) is None
+            same_reading(data)
+    snake = {**_PLAIN, "created_at": 1}
+    del snake["createdAt"]
+    assert read_plain(json.dumps(snake).encode()) is None
+
+
+def test_the_shapes_the_reader_reads_its_own_way_are_read_alike() -> None:
+    """Both shapes of `sessionApproval`, `hops` and `askingUnits` are read by the reader's own
+    functions on the plain path; a null it drops, an empty grant list or surface, a grant with a key
+    it does not read, and a missing `boundaryValue` are left to the others."""
+    intent = dict(_PLAIN["accessIntent"])  # type: ignore[call-overload]
+    grants = {"grants": [{"surface": "bash", "pattern": "ls *"}]}
+    legacy = {"surface": "bash", "patterns": ["ls *", "ls"]}
+    hops = [{"host": "h", "sessionId": "s", "node": "n"}]
+    units = {**intent, "askingUnits": [{"command": "ls"}, {"command": "ls -l", "floor": "ask"}]}
+    for request in ({**_PLAIN, "sessionApproval": grants}, {**_PLAIN, "sessionApproval": legacy},
+                    {**_PLAIN, "hops": hops}, {**_PLAIN, "accessIntent": units}):
+        data = json.dumps(request).encode()
+        assert read_plain(data) is not None
+        same_reading(data)
+    for request in ({**_PLAIN, "source": None}, {**_PLAIN, "payload": None}, {**_PLAIN, "accessIntent": None},
+                    {**_PLAIN, "sessionApproval": None}, {**_PLAIN, "hops": None},
+                    {**_PLAIN, "sessionApproval": {"grants": []}},
+                    {**_PLAIN, "sessionApproval": {**legacy, "surface": ""}},
+                    {**_PLAIN, "sessionApproval": {"grants": [{"surface": "b", "pattern": "x", "why": 1}]}},
+                    {**_PLAIN, "hops": hops * 9}, {**_PLAIN, "accessIntent": {**intent, "askingUnits": []}},
+                    {**_PLAIN, "accessIntent": {**intent, "floor": None}},
+                    {**_PLAIN, "accessIntent": {k: v for k, v in intent.items() if k != "boundaryValue"}}):
+        data = json.dumps(request).encode()
+        assert read_plain(data) is None
+        same_reading(data)
+
+
+@settings(max_examples=600, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(min_value=-(10**330), max_value=10**330).map(str)
+       | st.floats(allow_nan=False, allow_infinity=False).map(repr)
+       | st.tuples(st.integers(0, 10**20), st.integers(0, 10**20), st.integers(-340, 320)).map(
+           lambda parts: f"{parts[0]}.{parts[1]}e{parts[2]}"))
+def test_a_time_of_any_magnitude_is_read_to_the_same_float(literal: str) -> None:
+    """pydantic's parser and the reader's round a long integer or decimal to the same float."""
+    data = ('{"id":"a","createdAt":' + literal + ',"requesterSessionId":"c","targetSessionId":"s",'
+            '"requesterAgentName":"E"}').encode()
+    full = same_reading(data)
+    plain = read_plain(data)
+    if plain is not None:
+        assert not isinstance(full, tuple) and repr(plain.created_at) == repr(full.request.created_at)
+
+
+@pytest.mark.parametrize("odd", [b"\xff", b"\xc0\xaf", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xe2\x82",
+                                 b"\x80", b"\xef\xbb\xbf", b"\x00", b"\x1f", b"\x7f"])
+def test_bytes_in_a_string_are_read_alike(odd: bytes) -> None:
+    """Bytes that are not UTF-8 (a surrogate, overlong, cut or past U+10FFFF) or a raw control
+    character inside a string: refused alike; a BOM or a DEL inside one: read alike."""
+    data = (b'{"id":"a' + odd + b'","createdAt":1,"requesterSessionId":"c","targetSessionId":"s",'
+            b'"requesterAgentName":"E"}')
+    full = same_reading(data)
+    plain = read_plain(data)
+    assert (plain is None) if isinstance(full, tuple) else (plain is not None and plain.id == full.request.id)
