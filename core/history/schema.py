@@ -60,14 +60,15 @@ MIGRATIONS: tuple[str, ...] = (
     # -> 7.6 us with random ids, 26.9 -> 16.6 on a 100,000-row history). A request id's rows are
     # found by its file's name (`<id>.json`, what serving names them), and the rows named otherwise
     # (a courier's parcels, a quarantined file whose id is not its name) by an index of their own
-    # (`asks_odd`): together exactly the rows with that id. A session's rows (the restart's look,
-    # the sessions listed) by its own index, whose burst inserts follow each other.
+    # (`asks_odd`, empty in a history only `serve` wrote: a session with none skips it): together
+    # exactly the rows with that id. A session's rows (the restart's look, the sessions listed) by
+    # its own index, whose burst inserts follow each other.
     """
     DROP INDEX asks_key;
     DROP INDEX asks_request;
     CREATE INDEX asks_name ON asks (request_name);
     CREATE INDEX asks_session ON asks (served_session);
-    CREATE INDEX asks_odd ON asks (request_id) WHERE request_name <> request_id || '.json';
+    CREATE INDEX asks_odd ON asks (served_session, request_id) WHERE request_name <> request_id || '.json';
     """,
 )
 VERSION = len(MIGRATIONS)

@@ -55,21 +55,31 @@ LARGEST_ID = 2**63 - 1
 CHUNK = 500
 
 
-def by_ids(count: int) -> str:
+#: The rows of a request id named otherwise than `<id>.json` (schema version 4's `asks_odd`).
+ODD = "request_name <> request_id || '.json'"
+
+
+def by_ids(count: int, odd: bool = True) -> str:
     """The condition "the row's request id is one of `count` ids" (bound by `id_params`), through
     indexes (schema version 4): the rows named `<id>.json` (what serving names them) by the names'
     index, the rows named otherwise (a courier's parcels, a file quarantined under another id) by
-    their own (`asks_odd`). The two parts split the rows with those ids exactly, whatever a request
-    file's name and its id say (`tests/history/test_request_ids.py`)."""
+    their own (`asks_odd`), looked at only when the session has such rows (`odd`: `AsksTable.odd`).
+    The two parts split the rows with those ids exactly, whatever a request file's name and its id
+    say (`tests/history/test_request_ids.py`)."""
     marks = ", ".join("?" * count)
-    return (f"id IN (SELECT id FROM asks INDEXED BY asks_name WHERE request_name IN ({marks}) "
-            "AND request_name = request_id || '.json' UNION ALL SELECT id FROM asks INDEXED BY asks_odd "
-            f"WHERE request_id IN ({marks}) AND request_name <> request_id || '.json')")
+    named = (f"SELECT id FROM asks INDEXED BY asks_name WHERE request_name IN ({marks}) "
+             "AND request_name = request_id || '.json'")
+    if not odd:
+        return f"id IN ({named})"
+    return (f"id IN ({named} UNION ALL SELECT id FROM asks INDEXED BY asks_odd WHERE {ODD} "
+            f"AND served_session = ? AND request_id IN ({marks}))")
 
 
-def id_params(request_ids: Sequence[str]) -> tuple[str, ...]:
-    """The parameters of `by_ids(len(request_ids))`: the ids' file names, then the ids."""
-    return (*[f"{request_id}.json" for request_id in request_ids], *request_ids)
+def id_params(request_ids: Sequence[str], session_id: str | None = None) -> tuple[str, ...]:
+    """The parameters of `by_ids(len(request_ids), odd)`: the ids' file names, then (with `odd`: its
+    `session_id`) the session and the ids."""
+    names = [f"{request_id}.json" for request_id in request_ids]
+    return (*names,) if session_id is None else (*names, session_id, *request_ids)
 
 
 class Found(NamedTuple):
@@ -86,6 +96,14 @@ class AsksTable:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
         self.added = 0
+
+    def odd(self, session_id: str) -> bool:
+        """Whether a row of this session is named otherwise than by its request id (`by_ids`): one
+        seek into `asks_odd`, which a history only `serve` wrote leaves empty."""
+        return self.conn.execute(
+            f"SELECT 1 FROM asks INDEXED BY asks_odd WHERE {ODD} AND served_session = ? LIMIT 1",
+            storable((session_id,)),
+        ).fetchone() is not None
 
     # -- the row of a request file --------------------------------------------------------------
 
@@ -296,24 +314,27 @@ class AsksTable:
                 sessions.setdefault(mark.key.session_id, {})[mark.request_id] = None
             for session_id, unique in sessions.items():
                 listed = list(unique)
+                odd = self.odd(session_id)
                 for start in range(0, len(listed), CHUNK):
                     chunk = listed[start : start + CHUNK]
                     self.conn.execute(
                         "UPDATE asks SET written = CASE outcome WHEN 'contested' THEN 0 ELSE 1 END, "
                         "ended_at = COALESCE(ended_at, ?) WHERE id IN (SELECT MAX(id) FROM asks "
-                        f"WHERE {by_ids(len(chunk))} AND served_session = ? "
+                        f"WHERE {by_ids(len(chunk), odd)} AND served_session = ? "
                         "AND response IS NOT NULL GROUP BY request_id)",
-                        (now, *id_params(chunk), session_id),
+                        (now, *id_params(chunk, session_id if odd else None), session_id),
                     )
             return
+        odd = any(self.odd(session_id) for session_id in {m.key.session_id for m in marks})
         self.conn.executemany(
             "UPDATE asks SET written = CASE outcome WHEN 'contested' THEN 0 ELSE ? END, "
             "reason = COALESCE(?, reason), ended_at = CASE WHEN ? THEN COALESCE(ended_at, ?) "
             "ELSE ended_at END "
-            f"WHERE id = (SELECT MAX(id) FROM asks WHERE {by_ids(1)} AND served_session = ? "
+            f"WHERE id = (SELECT MAX(id) FROM asks WHERE {by_ids(1, odd)} AND served_session = ? "
             "AND response IS NOT NULL)",
-            [(int(m.written), m.why, m.written or m.why is not None, now, *id_params((m.request_id,)),
-              m.key.session_id) for m in marks],
+            [(int(m.written), m.why, m.written or m.why is not None, now,
+              *id_params((m.request_id,), m.key.session_id if odd else None), m.key.session_id)
+             for m in marks],
         )
 
     def reconcile_open(
@@ -506,12 +527,14 @@ class AsksTable:
         """The verdicts recorded for these requests, by id (ids are unique per ask; the newest wins)."""
         found: dict[str, VerdictRow] = {}
         ids = list(dict.fromkeys(request_ids))
+        odd = self.odd(session_id) if ids else False
         for start in range(0, len(ids), CHUNK):
             chunk = ids[start : start + CHUNK]
             for request_id, body, written, outcome, ended in self.conn.execute(
                 "SELECT request_id, response, written, outcome, ended_at IS NOT NULL FROM asks "
-                f"WHERE {by_ids(len(chunk))} AND served_session = ? AND response IS NOT NULL ORDER BY id",
-                (*id_params(chunk), session_id),
+                f"WHERE {by_ids(len(chunk), odd)} AND served_session = ? AND response IS NOT NULL "
+                "ORDER BY id",
+                (*id_params(chunk, session_id if odd else None), session_id),
             ):
                 found[request_id] = VerdictRow(body, bool(written), outcome, bool(ended))
         return found

@@ -46,6 +46,11 @@ from core.vocabulary.events import ServeEvent
 
 log = logging.getLogger("pi_authorizer.history")
 
+#: The page size of a new history file. A burst's rows (~1 KB each) are written twice, their verdicts
+#: and then their marks, each time page by page into the WAL (a frame and two `pwrite`s per page) and
+#: copied page by page at a checkpoint: twice SQLite's 4 KiB, half the pages (`record_verdicts` and
+#: `mark_written` together 17.3 -> 16.2 µs per ask, the race's kind of ids, load 2.6-2.9).
+PAGE_SIZE = 8192
 #: How long a queued arrival waits for its verdict's transaction, which writes both as one row, before
 #: a worker writes it alone (an ask that went to a person). A read of the history writes it at once.
 ARRIVALS_WAIT_S = 0.5
@@ -137,6 +142,9 @@ class HistoryWriter:
         self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10)
         # The connection's lock (reentrant: a read writes what is queued first, in its own transaction).
         self._lock = threading.RLock()
+        # A new file's pages are `PAGE_SIZE` (an existing file keeps its own: SQLite fixes the size
+        # when the first page is written, here by the switch to WAL).
+        self._conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
         if platform.SQLITE_FULLFSYNC:  # macOS: a verdict's commit reaches the drive, not its cache

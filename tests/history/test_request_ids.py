@@ -84,17 +84,25 @@ def plain_marks(conn: sqlite3.Connection, marks: list[WrittenMark], now: float) 
 def test_the_rows_of_request_ids_are_exactly_those_with_the_ids(
     rows: list[tuple[str, str, str | None, bytes | None, str]], ids: list[str], session: str,
 ) -> None:
-    """The two parts of `by_ids` split the rows with those ids, none twice, none left out; the
-    recorded verdicts read through them are the plain query's."""
+    """The two parts of `by_ids` split the rows with those ids, none twice, none left out (the first
+    alone when the session has no row named apart from its id); the recorded verdicts read through
+    them are the plain query's."""
     with contextlib.closing(history(rows)) as conn:
-        found = [i for (i,) in conn.execute(
-            f"SELECT id FROM asks WHERE {by_ids(len(ids))} AND served_session = ? ORDER BY id",
-            (*id_params(ids), session))]
+        def found(odd: bool) -> list[int]:
+            return [i for (i,) in conn.execute(
+                f"SELECT id FROM asks WHERE {by_ids(len(ids), odd)} AND served_session = ? ORDER BY id",
+                (*id_params(ids, session if odd else None), session))]
+
         plain = [i for (i,) in conn.execute(
             f"SELECT id FROM asks WHERE request_id IN ({', '.join('?' * len(ids))}) AND served_session = ? "
             "ORDER BY id", (*ids, session))]
-        assert found == plain
-        assert AsksTable(conn).recorded_verdicts(session, ids) == plain_recorded(conn, session, ids)
+        table = AsksTable(conn)
+        apart = any(s == session and i is not None and n != f"{i}.json" for s, n, i, *_ in rows)
+        assert table.odd(session) == apart
+        assert found(odd=True) == plain
+        if not apart:
+            assert found(odd=False) == plain
+        assert table.recorded_verdicts(session, ids) == plain_recorded(conn, session, ids)
 
 
 MARK = st.tuples(st.sampled_from([S, T]), st.sampled_from(IDS), st.booleans(), st.none() | st.just("why"))
@@ -147,10 +155,10 @@ def test_a_version_3_history_is_brought_forward_and_its_ids_found(tmp_path: Path
 
 
 def test_the_statements_of_a_big_history_search_indexes(tmp_path: Path) -> None:
-    """100,000 rows (a few open, every seventh a parcel named apart from its id): every statement the
-    table runs for a request file, a request id, a batch's marks and the restart's look searches an
-    index (never the table, never a whole session's rows for one name), with no statistics (as
-    the program leaves the file) and with `ANALYZE`'s."""
+    """100,000 rows (a few open, every seventh of one session a parcel named apart from its id, none of
+    the other's): every statement the table runs for a request file, a request id, a batch's marks
+    and the restart's look searches an index (never the table, never a whole session's rows for one
+    name), with no statistics (as the program leaves the file) and with `ANALYZE`'s."""
     path = tmp_path / "history.sqlite3"
     with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:
         migrate(conn)
@@ -158,7 +166,7 @@ def test_the_statements_of_a_big_history_search_indexes(tmp_path: Path) -> None:
         conn.executemany(
             "INSERT INTO asks (served_session, request_name, request_id, arrived_at, outcome, verdict, "
             "response, ended_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            ((S if n % 3 else T, f"r{n}.json" if n % 7 else f"parcel-{n}", f"r{n}", float(n), *(
+            ((S if n % 3 else T, f"r{n}.json" if n % 7 or not n % 3 else f"parcel-{n}", f"r{n}", float(n), *(
                 ("pending", None, None, None) if n % 1000 == 0 else ("rule", "approved", b"{}", float(n))))
              for n in range(100_000)))
         conn.execute("COMMIT")
@@ -178,6 +186,9 @@ def test_the_statements_of_a_big_history_search_indexes(tmp_path: Path) -> None:
             assert set(table.recorded_verdicts(S, ["r1", "r2", "r7", "r3"])) == {"r1", "r2", "r7"}
             table.mark_written([WrittenMark(key, "r1", True), WrittenMark(key, "r7", True)], 1.0)
             table.mark_written([WrittenMark(key, "r1", False, "why")], 1.0)
+            # a session with no row named apart from its id (T's): the names' index alone
+            assert set(table.recorded_verdicts(T, ["r3", "r21", "r1"])) == {"r3", "r21"}
+            table.mark_written([WrittenMark(AskKey(T, "r3.json"), "r3", True)], 1.0)
             table.in_batch(key, b"x", 2)
             table.contest(ServeEvent("contested", key, 1.0, reason="another"))
             table.leave(key)
