@@ -56,10 +56,6 @@ Tell = Callable[..., Any]
 """How a read off the loop hands it a call: `loop.call_soon_threadsafe` (on the loop: called at once)."""
 
 
-def at_once(call: Callable[..., Any], *args: object) -> None:
-    call(*args)
-
-
 class Outboxes:
     """The watches on served inboxes' `responses/`, and what each folder was seen to hold."""
 
@@ -105,10 +101,15 @@ class Outboxes:
     def watches(self, wd: int) -> bool:
         return wd in self._folder_of
 
-    def read(self, tell: Tell = at_once) -> int:
-        """Read the events waiting (on the loop: `tell` calls at once); how many bytes there were."""
+    def read(self) -> int:
+        """Read the events waiting, on the loop; how many bytes there were. What they tell the loop is
+        told once the lock is let go (a call told may come back here)."""
+        told: list[tuple[Callable[..., Any], tuple[object, ...]]] = []
         with self._lock:
-            return self._read(tell, READS_ON_THE_LOOP)
+            total = self._read(lambda call, *args: told.append((call, args)), READS_ON_THE_LOOP)
+        for call, args in told:
+            call(*args)
+        return total
 
     def _read(self, tell: Tell, reads: int = READS_AT_MOST) -> int:
         """Up to `reads` full reads; at `READS_AT_MOST`, a look that could not read all that was queued

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
 from core import platform
@@ -24,10 +24,12 @@ from core.forwarding.inotify import (
     FS_ENCODING,
     FS_ERRORS,
     HEADER,
+    IN_CREATE,
     IN_DELETE,
     IN_DONT_FOLLOW,
     IN_IGNORED,
     IN_MOVED_FROM,
+    IN_MOVED_TO,
     IN_Q_OVERFLOW,
     MAX_EVENT_SIZE,
     READ_SIZE,
@@ -45,14 +47,17 @@ log = logging.getLogger("pi_authorizer.watch")
 _UNSAFE_RETRY_S = 5.0
 #: Events no file of a folder raises alone: each goes through `_SessionTree._handle`.
 _SPECIAL = IN_Q_OVERFLOW | IN_IGNORED
+#: A name made in a folder (created, linked or renamed in).
+_CREATED = IN_CREATE | IN_MOVED_TO
 
 
-Settled = Callable[[str, str], bool]
-"""`settled(folder, name)`, told that `requests/<name>` was removed: True when the core had answered
-it (and now forgets it), so the removal is no news and needs no rescan."""
+Settled = Callable[[str, Sequence[str]], bool]
+"""`settled(folder, names)`, told that `requests/<name>` of each was removed (a read's removals of one
+folder, at once): True when the core had answered each (and now forgets them), so the removals are no
+news and need no rescan."""
 
 
-def nothing_settled(folder: str, name: str) -> bool:
+def nothing_settled(folder: str, names: Sequence[str]) -> bool:
     return False
 
 
@@ -190,23 +195,33 @@ class _SessionTree:
 
     def _parse(self, data: bytes) -> None:
         # A burst's events in bulk: a request file renamed in or removed, two per ask, are told apart
-        # here as the kernel wrote them, without an `Event` each (`_handle` has the rest).
-        folder_of, inboxes = self.folder_of, self.inboxes
-        changed, settled = self.changed, self.settled
+        # here as the kernel wrote them, without an `Event` each (`_handle` has the rest); a read's
+        # removals are looked up once per folder, after (an answered request's is no news).
+        folder_of, inboxes, changed = self.folder_of, self.inboxes, self.changed
+        removed: dict[str, list[bytes]] = {}
         offset, end, size, unpack = 0, len(data), HEADER.size, HEADER.unpack_from
         gone = IN_DELETE | IN_MOVED_FROM
         while offset + size <= end:
             wd, mask, _cookie, length = unpack(data, offset)
             offset += size
+            if mask & _CREATED and not mask & _SPECIAL and wd in inboxes and folder_of.get(wd) in changed:
+                offset += length  # a name made in an inbox already to be rescanned: nothing more to say
+                continue
             raw = data[offset : offset + length].rstrip(b"\0")
             offset += length
             if (raw.endswith(b".json") and not mask & _SPECIAL and wd in inboxes
                     and (folder := folder_of.get(wd)) is not None):
-                # Only a removal is looked up by name (an answered request's is no news).
-                if not (mask & gone and settled(folder, raw.decode(FS_ENCODING, FS_ERRORS))):
+                if not mask & gone:
                     changed.add(folder)
+                elif (names := removed.get(folder)) is None:
+                    removed[folder] = [raw]
+                else:
+                    names.append(raw)
                 continue
             self._handle(Event(wd, mask, raw.decode(FS_ENCODING, FS_ERRORS)))
+        for folder, raws in removed.items():
+            if not self.settled(folder, [raw.decode(FS_ENCODING, FS_ERRORS) for raw in raws]):
+                changed.add(folder)
 
     def _handle(self, event: Event) -> None:
         if event.mask & IN_Q_OVERFLOW:
@@ -244,7 +259,7 @@ class _SessionTree:
             return False
         if not event.name.endswith(".json"):
             return True
-        return bool(event.mask & (IN_DELETE | IN_MOVED_FROM)) and self.settled(folder, event.name)
+        return bool(event.mask & (IN_DELETE | IN_MOVED_FROM)) and self.settled(folder, (event.name,))
 
     def _watch_outbox(self, folder: str) -> None:
         try:

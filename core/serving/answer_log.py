@@ -58,27 +58,38 @@ def told_parts(verdicts: Sequence[VerdictRecord], now: float) -> list[str]:
     values: list[str] = []
     said: dict[tuple[str, str, str], str] = {}
     words: dict[tuple[int, str], str] = {}  # each verdict's words, joined (a burst's share a few)
+    # What the answer before said (a trip's answers share their agents, verdict and moment).
+    last: tuple[str, str, str] = ("", "", "")
+    agents = ""
+    last_said: tuple[ForwardedResponse | None, str, float | None] = (None, "", None)
+    tail = ""
     for verdict in verdicts:
         parsed, response, outcome = verdict.parsed, verdict.response, verdict.outcome
+        arrived = verdict.arrived
         request = parsed.request
         intent = request.access_intent
+        requester = request.requester_agent_name
         if intent is None:
-            principal, surface = request.requester_agent_name, request.surface or "?"
+            principal, surface = requester, request.surface or "?"
             value = request.value or ""
         else:
             matched = intent.match_values
             principal, surface = intent.principal.agent_name, intent.surface
             value = matched[0] if matched else (request.value or "")
-        common = (request.requester_agent_name, principal, surface)
-        if (agents := said.get(common)) is None:
-            agents = said[common] = joined(f"{log_agents(parsed)} surface={log_safe(surface, 40)}")
-        if (told := words.get((id(response), outcome))) is None:
-            told = words[id(response), outcome] = joined(describe(response, outcome, None))
+        if requester != last[0] or principal != last[1] or surface != last[2]:
+            last = (requester, principal, surface)
+            if (found := said.get(last)) is None:
+                found = said[last] = joined(f"{log_agents(parsed)} surface={log_safe(surface, 40)}")
+            agents = found
+        if response is not last_said[0] or outcome != last_said[1] or arrived != last_said[2]:
+            last_said = (response, outcome, arrived)
+            if (told := words.get((id(response), outcome))) is None:
+                told = words[id(response), outcome] = joined(describe(response, outcome, None))
+            tail = f"{told} in {(now - (arrived or now)) * 1000:.1f}ms"
         name = verdict.key.name
         names.append(name)
         values.append(value)
-        waited = (now - (verdict.arrived or now)) * 1000
-        parts.append(f"request={name} {agents} value={value} {told} in {waited:.1f}ms")
+        parts.append(f"request={name} {agents} value={value} {tail}")
     if not (_plain_names("".join(names), max(map(len, names), default=0))
             and _plain_values("".join(values), max(map(len, values), default=0))):
         for at, (name, value) in enumerate(zip(names, values, strict=True)):

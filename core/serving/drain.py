@@ -152,7 +152,9 @@ class Drain:
             log.warning("session=%s: %d request file(s) replaced under their names: the asks read from "
                         "them are withdrawn, the new files served as new asks",
                         log_safe(served.inbox.session_id), len(replaced))
-        await self.pipeline.listed(served, set(names) - replaced, retry)
+        # Without a record, a listing ends none (nor is any retried): no set of a burst's thousands of names.
+        present = set(names) - replaced if len(served.records) else set()
+        await self.pipeline.listed(served, present, retry)
         # As `scan` listed them (the intakes follow this order); one decided meanwhile is not started.
         new = found.new
         while intake is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import suppress
@@ -231,7 +232,7 @@ def existing_responses(inbox: SessionInbox, request_ids: Iterable[str]) -> froze
     looked for) is listed once, or each name is looked up (a look costs as much as listing ~7 entries:
     `docs/design/serving-speed.md`, fifth pass). Each is what the folder held a moment before the trip
     goes on: a response written after it is found by the answer's no-replace link, as before."""
-    names = [f"{request_id}.json" for request_id in request_ids if is_safe_request_id(request_id)]
+    names = response_names(request_ids)
     try:
         with inbox.folder("responses") as fd:
             if (seen := outbox.existing(fd, names)) is not None:  # the folder's watch vouches for it
@@ -248,6 +249,22 @@ def existing_responses(inbox: SessionInbox, request_ids: Iterable[str]) -> froze
                              if os.access(name, os.F_OK, dir_fd=fd, follow_symlinks=False))
     except FileNotFoundError:
         return frozenset()
+
+
+def response_names(request_ids: Iterable[str]) -> list[str]:
+    """`<id>.json` of each id that is a safe file name (`is_safe_request_id`), in order: a trip's ids
+    are checked all at once, joined by a character none may hold (so none holds it when the joined
+    text holds it that many times), and one by one only when one fails."""
+    ids = list(request_ids)
+    joined = "/".join(ids)
+    if (_SAFE_IDS.fullmatch(joined) is not None and joined.count("/") == len(ids) - 1
+            and "." not in ids and ".." not in ids):
+        return [f"{request_id}.json" for request_id in ids]
+    return [f"{request_id}.json" for request_id in ids if is_safe_request_id(request_id)]
+
+
+#: Safe request ids (`core.disk.paths.SAFE_REQUEST_ID`) joined by `/`, which none may hold.
+_SAFE_IDS = re.compile(r"[A-Za-z0-9._-]+(?:/[A-Za-z0-9._-]+)*")
 
 
 def read_guarded(dir_fd: int, name: str) -> FileRead:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 
 from core.disk.tree import Anchor
@@ -209,10 +209,10 @@ class ServingCore:
             if served.foreign is not None:
                 self.pipeline.answered_elsewhere(served, target)
 
-    def _settled(self, folder: str, name: str) -> bool:
-        """An answered request was removed (by us, or by its child): forget it without a rescan."""
+    def _settled(self, folder: str, names: Sequence[str]) -> bool:
+        """Answered requests were removed (by us, or by their children): forget them without a rescan."""
         served = self.served.by_folder.get(folder)
-        return served is not None and self.pipeline.settled(served, name)
+        return served is not None and self.pipeline.settled(served, names)
 
     async def _safety_rescan_loop(self) -> None:
         while not self._stop.is_set():

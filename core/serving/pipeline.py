@@ -294,7 +294,7 @@ class Pipeline:
         parts: list[str] = []
         lines: dict[str, list[str]] = {served.inbox.session_id: parts}
         now = self.clock.wall()
-        records, contested = served.records, served.contested
+        records, contested, emit, new = served.records, served.contested, self.emit, tuple.__new__
         plain: list[VerdictRecord] = []  # a run of answers plainly written, told as one (`_told`)
         for published in answered:
             verdict = published.verdict
@@ -307,6 +307,9 @@ class Pipeline:
                         records.move(record, "decided")
                         records.publish(record, published)  # its name held until its request goes
                     if published.history_failed is None and key.name not in contested:
+                        # `ServeEvent("answered", key, now, parsed, response, outcome)`, made in C.
+                        emit(new(ServeEvent, ("answered", key, now, verdict.parsed, verdict.response,
+                                              verdict.outcome, None, None)))
                         plain.append(verdict)
                         continue
                 self._told(served, plain, parts, now)  # the answers before this one, first
@@ -322,17 +325,12 @@ class Pipeline:
         log_answers(lines)
 
     def _told(self, served: ServedSession, plain: list[VerdictRecord], parts: list[str], now: float) -> None:
-        """A run of answers plainly written, reported as `reported` reports each (their names noted
-        answered, an `answered` event each, their log parts in order), with what they share worked out
-        once (`answer_log.told_parts`); `plain` is emptied."""
+        """A run of answers plainly written (each one's `answered` event emitted), reported as
+        `reported` reports each: their names noted answered, their log parts in order, with what they
+        share worked out once (`answer_log.told_parts`); `plain` is emptied."""
         if not plain:
             return
         served.note_answered_all([verdict.key.name for verdict in plain])
-        emit, new = self.emit, tuple.__new__
-        for verdict in plain:
-            # `ServeEvent("answered", key, now, parsed, response, outcome)`, the tuple made in C.
-            emit(new(ServeEvent, ("answered", verdict.key, now, verdict.parsed, verdict.response,
-                                  verdict.outcome, None, None)))
         try:
             parts.extend(told_parts(plain, now))
         except Exception:  # a bug making one answer's part: the others are logged
@@ -423,10 +421,22 @@ class Pipeline:
             if served is not None and record is not None and record.published is published:
                 served.records.release(record)
 
-    def settled(self, served: ServedSession, name: str) -> bool:
-        """The watcher saw an answered request removed (by us, or by its child): its name is free. One
-        answered at once has no record: its removal is no news (no rescan) while its answer is being
-        settled or once it was (`note_answered`)."""
+    def settled(self, served: ServedSession, names: Collection[str]) -> bool:
+        """The watcher saw these requests removed (by us, or by their children): True when each was
+        answered (no rescan), and its name is free. One answered at once has no record: its removal is
+        no news while its answer is being settled or once it was (`note_answered`). A read's removals
+        (a burst's, one per ask) are looked up together; each is looked at alone (`_settled`, in order)
+        when one of them has a record."""
+        settling, answered = served.settling, served.answered
+        if not served.records.held(names):
+            return all(name in settling or name in answered for name in names)
+        quiet = True
+        for name in names:
+            quiet = self._settled(served, name) and quiet  # each one's record released, whatever
+        return quiet
+
+    @staticmethod
+    def _settled(served: ServedSession, name: str) -> bool:
         record = served.records.get(name)
         if record is None:
             return name in served.settling or name in served.answered

@@ -24,7 +24,7 @@ raises `IllegalTransition`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -109,6 +109,10 @@ class AskRecords:
 
     def names(self) -> frozenset[str]:
         return frozenset(self._live)
+
+    def held(self, names: Iterable[str]) -> set[str]:
+        """Of `names`, those with a record (without a call per name: a burst's removals are looked up)."""
+        return self._live.keys() & names
 
     def get(self, name: str) -> AskRecord | None:
         return self._live.get(name)

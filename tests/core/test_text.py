@@ -56,3 +56,13 @@ def test_any_log_line_matches_the_rule(text: str) -> None:
     assert escape_hidden(text) == "".join(
         f"\\u{ord(ch):04x}" if ch in "\n\t" or is_hidden(ch) else ch for ch in text
     )
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["ab c", "\u2026", "\u2026+43", "\u200b", "\u034f", "\ufe0f", "\U000e0001",
+                                 "é", "\u3164", "x" * 40]), max_size=40))
+def test_a_line_with_cuts_is_checked_as_any_other(pieces: list[str]) -> None:
+    """A line whose characters beyond ASCII are cut marks (`…`, a fail-safe reason cut in every answer)
+    skips the search for ignorable code points; with any other beside them, it searches as before."""
+    text = "".join(pieces)
+    assert none_hidden(text) is all(not (ch in "\n\t" or is_hidden(ch)) for ch in text)

@@ -7,6 +7,7 @@ queue holds (`/proc/sys/fs/inotify/max_queued_events`) before anything is read."
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,7 @@ def test_an_overflow_behind_a_full_read_still_rescans_everything(tmp_path: Path)
     requests = tmp_path / "sessions" / "s1" / "requests"
     requests.mkdir(parents=True)
 
-    def settled(folder: str, name: str) -> bool:
+    def settled(folder: str, names: Sequence[str]) -> bool:
         return False  # no answered request's: each removal is news
 
     tree = _SessionTree(tmp_path / "sessions", Anchor(tmp_path, "forwarding root"), settled)

@@ -4,7 +4,7 @@ the burst lasts, never making asks one after the other wait longer than `GATHER_
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from core.disk.tree import Anchor
@@ -21,8 +21,8 @@ def test_a_burst_larger_than_one_read_is_read_whole_at_once(tmp_path: Path) -> N
     requests.mkdir(parents=True)
     removed: list[str] = []
 
-    def settled(folder: str, name: str) -> bool:
-        removed.append(name)
+    def settled(folder: str, names: Sequence[str]) -> bool:
+        removed.extend(names)
         return True
 
     tree = _SessionTree(tmp_path / "sessions", Anchor(tmp_path, "forwarding root"), settled)
