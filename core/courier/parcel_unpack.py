@@ -7,7 +7,7 @@ history; what the consumer does with it is `core/courier/broker_inbox.py`'s.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from core.courier.broker import ASK_PREFIX, BrokerRefused, decode_parcel, parcel_id_of, token
 from core.courier.transport import Parcel
@@ -46,7 +46,7 @@ def _with_hops(parsed: ParsedRequest, parcel: Parcel) -> ParsedRequest:
     """The request as read, its hop list the parcel's (the envelope the broker carried, checked
     against the publishing subject), so the queue shows where the ask came through."""
     hops = tuple(CarriedHop(host=h.host, session_id=h.session_id, node=h.node) for h in parcel.hops)
-    return replace(parsed, request=parsed.request.model_copy(update={"hops": hops}))
+    return parsed._replace(request=parsed.request.model_copy(update={"hops": hops}))
 
 
 def _check_origin(parcel: Parcel, subject: str) -> None:

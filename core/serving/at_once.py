@@ -75,7 +75,6 @@ class AtOnce:
         judged: dict[str, Judgment | Exception] = {}
         session_id, recorded, responses = self.session_id, intake.recorded, intake.responses
         records, settling = self.held
-        record = VerdictRecord.read_at_once
         for name, read in intake.reads:
             parsed = read.parsed
             decision: Decision | Judgment | Exception
@@ -96,8 +95,10 @@ class AtOnce:
                     response = decision.response
                     if last is None or last[0] is not response:
                         last = (response, encode_response(response))
-                    verdicts.append(record(key, parsed, response, last[1], decision.outcome,
-                                           decision.carried_to, now, read.raw))
+                    # `VerdictRecord(key, parsed, response, body, ...)`, made in C.
+                    made = (key, parsed, response, last[1], decision.outcome, decision.carried_to, now,
+                            read.raw)
+                    verdicts.append(_new_tuple(VerdictRecord, made))
                     continue
             except Exception as exc:  # one file's failure is its own: the route quarantines it with why
                 decision = exc

@@ -39,7 +39,6 @@ import os
 import sqlite3
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from typing import NamedTuple, TypeVar
 
 from core.disk.entries import read_small, remove, temp_name, temp_suffix
@@ -330,8 +329,8 @@ class Publisher:
             item.history_failed = f"the history could not record the verdict ({what(error)})"
             reason = f"{item.history_failed}; denied for safety"
             response = gate_denial(item.inbox.session_id, self.clock, reason)
-            item.verdict = replace(item.verdict, response=response, body=encode_response(response),
-                                   outcome="fail-safe")
+            item.verdict = item.verdict._replace(response=response, body=encode_response(response),
+                                                 outcome="fail-safe")
 
     # -- the response files, on descriptors -----------------------------------------------------
 

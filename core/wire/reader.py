@@ -126,14 +126,14 @@ def parse_request(data: bytes) -> ParsedRequest:
     which gives the same value for the usual shape too (`read_tolerantly`)."""
     plain = read_plain(data)
     if plain is not None:
-        return ParsedRequest.read_whole(plain, data)
+        return _new_tuple(ParsedRequest, (plain, data, {}))  # `ParsedRequest(plain, data, {})`, made in C
     obj = decode_usual(data)
     if obj is None:
         obj = _decode_json_object(data)
     else:
         usual = read_usual(obj, PRE_READ)
         if usual is not None:
-            return ParsedRequest.read_whole(usual, data)
+            return ParsedRequest(usual, data, {})
     return _read_object(obj, data)
 
 
@@ -176,3 +176,6 @@ def _read_object(obj: dict[str, Any], data: bytes) -> ParsedRequest:
         except ValidationError as exc:
             dropped[key] = _short_error(exc)
     return ParsedRequest(request=ForwardedRequest.model_validate(fields), raw=data, dropped=dropped)
+
+
+_new_tuple = tuple.__new__

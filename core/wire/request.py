@@ -5,8 +5,7 @@ a file into these is `core.wire.reader`'s job.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Annotated, Literal
+from typing import Annotated, Literal, NamedTuple
 
 from pydantic import Field, PlainSerializer, PlainValidator, field_validator, model_validator
 
@@ -178,21 +177,14 @@ class ForwardedRequest(WireModel):
     hops: tuple[CarriedHop, ...] | None = None
 
 
-@dataclass(frozen=True)
-class ParsedRequest:
-    """A request as read: the model, the exact bytes received and what was dropped and why."""
+class ParsedRequest(NamedTuple):
+    """A request as read: the model, the exact bytes received and what was dropped and why (empty:
+    nothing). A plain tuple: the reader makes one per ask (`tuple.__new__`: 0.15 µs, where the frozen
+    dataclass it was cost 0.59 built in place)."""
 
     request: ForwardedRequest
     raw: bytes
-    dropped: dict[str, str] = field(default_factory=dict)
-
-    @classmethod
-    def read_whole(cls, request: ForwardedRequest, raw: bytes) -> ParsedRequest:
-        """`ParsedRequest(request, raw)` (nothing dropped), built without the frozen dataclass's
-        `object.__setattr__` per field: the reader's fast path makes one per ask."""
-        parsed = object.__new__(cls)
-        parsed.__dict__.update(request=request, raw=raw, dropped={})
-        return parsed
+    dropped: dict[str, str]
 
     @property
     def access_intent(self) -> ForwardedAccessIntent | None:

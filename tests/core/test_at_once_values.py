@@ -1,7 +1,8 @@
 """The at-once lane's values built in place (`core.serving.at_once`): each equal to the one it replaces.
 
-`VerdictRecord.read_at_once` and `new_ask` write a frozen dataclass's fields into a new instance's
-`__dict__`; `AtOnce.serve` checks in place what `rejection` says of a file. Each is compared with the
+`AtOnce.serve` makes each `VerdictRecord` (a named tuple) with `tuple.__new__`; `new_ask` writes a
+frozen dataclass's fields into a new instance's `__dict__`; `AtOnce.serve` checks in place what
+`rejection` says of a file. Each is compared with the
 slow form on generated values: a field added to the class and not written, or a check that parts
 from `rejection`, fails here.
 """
@@ -22,9 +23,7 @@ from core.serving.intake import FileRead, Intake, read_guarded, rejection
 from core.serving.verdicts import VerdictRecord
 from core.testing import AllowAll, ManualClock
 from core.vocabulary.asks import Ask, AskKey, DenyingArbiter, Judgment, LeavingArbiter
-from core.wire.decisions import RuleDecision
 from core.wire.reader import parse_request
-from core.wire.response import approve, deny
 from tests.helpers import request_body
 
 SESSION = "serving-session"
@@ -40,26 +39,23 @@ def parsed_request(request_id: str, target: str) -> FileRead:
 
 
 @settings(max_examples=200, deadline=None)
-@given(session=texts, name=texts, outcome=texts, carried=st.none() | texts,
-       arrived=st.floats(allow_nan=False), raw=st.none() | st.binary(max_size=8),
+@given(stem=st.from_regex(r"[A-Za-z0-9_-]{1,8}", fullmatch=True), at=st.floats(min_value=1e9, max_value=2e9),
        allow=st.booleans())
-def test_a_verdict_record_built_in_place_is_the_constructed_one(
-    session: str, name: str, outcome: str, carried: str | None, arrived: float, raw: bytes | None,
-    allow: bool,
-) -> None:
-    key = AskKey(session, name)
-    parsed = parsed_request("r1", SESSION).parsed
-    assert parsed is not None
-    rule = RuleDecision(surface="bash", pattern="*", origin="global")
-    response = (approve(responder=SESSION, at_ms=1, decided_by=rule) if allow
-                else deny(responder=SESSION, at_ms=1, decided_by=rule, reason="no"))
-    made = VerdictRecord(key, parsed, response, b"body", outcome, carried, arrived, raw)
-    built = VerdictRecord.read_at_once(key, parsed, response, b"body", outcome, carried, arrived, raw)
-    assert type(built) is VerdictRecord
-    assert set(vars(built)) == {f.name for f in fields(VerdictRecord)}
-    for f in fields(VerdictRecord):
-        assert getattr(built, f.name) is getattr(made, f.name)
-    assert built == made and built.request_id == made.request_id and built.by_person == made.by_person
+def test_the_lanes_verdict_records_are_the_constructed_ones(stem: str, at: float, allow: bool) -> None:
+    """Each record the lane makes in C is the `VerdictRecord` its constructor makes of the same fields:
+    a field added to the class and not passed fails here."""
+    read = parsed_request(stem, SESSION)
+    assert read.parsed is not None
+    judge = AllowAll() if allow else Asks()
+    lane = AtOnce(SESSION, judge, ManualClock(at), 60_000, DenyingArbiter(ManualClock(at)).decide_at_once)
+    inbox = SessionInbox(Path("/nonexistent"), SESSION)
+    [built] = lane.serve(inbox, Intake([(f"{stem}.json", read)], frozenset(), {})).at_once
+    made = VerdictRecord(AskKey(SESSION, f"{stem}.json"), read.parsed, built.response, built.body,
+                         built.outcome, built.carried_to, at, read.raw)
+    assert type(built) is VerdictRecord and type(built.key) is AskKey
+    assert len(built) == len(VerdictRecord._fields)
+    assert built == made and built.request_id == stem
+    assert built.outcome == ("rule" if allow else "fail-safe") and not built.by_person
 
 
 @settings(max_examples=200, deadline=None)
