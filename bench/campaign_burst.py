@@ -17,6 +17,14 @@ stopped cleanly and its history read. `--kills N`: serve is SIGKILLed `--kill-af
 (then after each restart says it serves) and started again at once, N times, while the burst is
 answered.
 
+Campaign5 (issue 37's sixth pass: `responses/` vouched for by its own watch): `--tiny-queue N` starts
+each serve with the kernel's inotify queue at N events (`/proc/sys/fs/inotify/max_queued_events`, root;
+read by the kernel when an instance is made, so it is set back once serve says it serves, and in any
+case at the end); `--swap-outbox K` replaces `responses/` K times during the burst (at random moments
+within `--meddle-within`): renamed away, a new folder made in its place, every entry moved into it,
+the old one removed (whatever serve linked into the old one meanwhile is moved too); the moves back
+are not counted as a response appearing again.
+
 Counted per ask (`findings.json`): `unanswered` (a valid or safe-named ask with no response),
 `answered-twice` (a second response under one name, or two answered rows), `wrong-verdict` (not what
 the rules, the fail-safe or `--on-ask` say), `history-contradicts-child` (no row holds the bytes the
@@ -136,6 +144,10 @@ def main() -> None:
     parser.add_argument("--linger", type=float, default=1.0, help="seconds serve runs after the last answer")
     parser.add_argument("--fill-at", default="0.1:1.0", help="MIN:MAX s after the burst to fill the disk")
     parser.add_argument("--full-for", type=float, default=4.0, help="seconds the disk stays full")
+    parser.add_argument("--tiny-queue", type=int, default=0, metavar="N",
+                        help="campaign5: each serve's inotify queue holds N events (root)")
+    parser.add_argument("--swap-outbox", type=int, default=0, metavar="K",
+                        help="campaign5: responses/ replaced by a new folder K times mid-burst")
     args = parser.parse_args()
     if args.full_disk and not os.environ.get("CAMPAIGN_IN_NAMESPACE"):
         sys.stdout.flush()
@@ -199,10 +211,17 @@ def run(args: argparse.Namespace, folder: Path) -> int:
     env = {**os.environ, "PI_CODING_AGENT_DIR": str(agent)}
 
     def start() -> subprocess.Popen[bytes]:
+        if args.tiny_queue:  # read by the kernel at serve's `inotify_init`: set back once both are made
+            MAX_QUEUED.write_text(f"{args.tiny_queue}\n")
         with log_path.open("ab") as log:
-            return subprocess.Popen(argv, cwd=args.checkout, stdout=log, stderr=subprocess.STDOUT,
+            proc = subprocess.Popen(argv, cwd=args.checkout, stdout=log, stderr=subprocess.STDOUT,
                                     start_new_session=True, env=env)
+        if args.tiny_queue:
+            inotify_made(proc)
+            queue_back(args)
+        return proc
 
+    args.queue_was = MAX_QUEUED.read_text() if args.tiny_queue else None
     current = [start()]
     try:
         return serve_burst(args, folder, rng, current, start, root, state, requests, responses, staging,
@@ -210,6 +229,57 @@ def run(args: argparse.Namespace, folder: Path) -> int:
     finally:
         if current[0].poll() is None:  # a failure of the campaign itself: serve is not left running
             os.killpg(current[0].pid, signal.SIGKILL)
+        queue_back(args)
+
+
+MAX_QUEUED = Path("/proc/sys/fs/inotify/max_queued_events")
+
+
+def queue_back(args: argparse.Namespace) -> None:
+    """The kernel's inotify queue limit as it was before `--tiny-queue`."""
+    if getattr(args, "queue_was", None) is not None and MAX_QUEUED.read_text() != args.queue_was:
+        MAX_QUEUED.write_text(args.queue_was)
+
+
+def inotify_made(proc: subprocess.Popen[bytes], within: float = 60.0) -> None:
+    """Wait until serve (`nice` execs it: the same pid) holds its three inotify instances (`requests/`,
+    `responses/`, its rules file), or is gone."""
+    deadline = time.monotonic() + within
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            links = [os.readlink(f"/proc/{proc.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{proc.pid}/fd")]
+        except OSError:
+            links = []
+        if sum(link == "anon_inode:inotify" for link in links) >= 3:
+            return
+        time.sleep(0.01)
+
+
+def swap_outbox(responses: Path, k: int, ino: Inotify, moved_back: Counter[str], clobbered: set[str]) -> str:
+    """`responses/` replaced by a new folder (`--swap-outbox`), its entries moved in; what was moved."""
+    old = responses.with_name(f"responses.swapped-{k}")
+    os.rename(responses, old)
+    responses.mkdir()
+    ino.add_watch(str(responses), IN_CREATE | IN_MOVED_TO | IN_ONLYDIR)
+    moved = 0
+    while True:
+        for name in os.listdir(old):
+            try:  # never replacing: serve may have linked its answer into the new folder already
+                os.link(old / name, responses / name, follow_symlinks=False)
+            except FileExistsError:
+                clobbered.add(name[:-5])  # the mover's loss (the older entry dropped), not serve's
+            else:
+                moved += 1
+            os.unlink(old / name)
+            if name.endswith(".json") and not name.startswith("."):
+                moved_back[name[:-5]] += 1
+        try:
+            old.rmdir()
+        except OSError as exc:  # serve linked one more into the old folder meanwhile
+            if exc.errno != errno.ENOTEMPTY:
+                raise
+            continue
+        return f"{moved} entries moved"
 
 
 def serve_burst(args: argparse.Namespace, folder: Path, rng: random.Random,
@@ -220,6 +290,9 @@ def serve_burst(args: argparse.Namespace, folder: Path, rng: random.Random,
                 meddling: list[tuple[float, str]]) -> int:
     proc = current[0]
     serve_beating(root, SESSION, proc, log_path)
+    swaps = sorted(rng.uniform(0, args.meddle_within) for _ in range(args.swap_outbox))
+    moved_back: Counter[str] = Counter()
+    clobbered: set[str] = set()  # names the mover found taken in the new folder (it dropped the old entry)
     low, high = (float(x) for x in args.kill_after.split(":"))
     fill_low, fill_high = (float(x) for x in args.fill_at.split(":"))
     fill_at = rng.uniform(fill_low, fill_high) if args.full_disk else None
@@ -276,6 +349,12 @@ def serve_burst(args: argparse.Namespace, folder: Path, rng: random.Random,
             with (folder / "faults.log").open("a") as out:
                 out.write(f"{time.time():.3f} disk freed at {time.monotonic() - started:.2f} s, "
                           f"{len(read)} answers read\n")
+        while swaps and time.monotonic() - started - burst_s >= swaps[0]:
+            swaps.pop(0)
+            what = swap_outbox(responses, args.swap_outbox - len(swaps), ino, moved_back, clobbered)
+            with (folder / "faults.log").open("a") as out:
+                out.write(f"{time.time():.3f} responses/ replaced at {time.monotonic() - started:.2f} s "
+                          f"({what}), {len(read)} answers read\n")
         while meddling and time.monotonic() - started - burst_s >= meddling[0][0]:
             _, rid = meddling.pop(0)
             try:
@@ -299,7 +378,7 @@ def serve_burst(args: argparse.Namespace, folder: Path, rng: random.Random,
                 read[rid] = (data, ino_no, time.monotonic() - started)
             path.unlink(missing_ok=True)
             (requests / name).unlink(missing_ok=True)
-        settled = not meddling and fill_at is None and freed_at is None
+        settled = not meddling and not swaps and fill_at is None and freed_at is None
         if expected <= read.keys() and settled and not (set(os.listdir(requests)) - left_over(kind_of)):
             break
     answered_s = time.monotonic() - started
@@ -317,6 +396,13 @@ def serve_burst(args: argparse.Namespace, folder: Path, rng: random.Random,
     os.killpg(proc.pid, signal.SIGTERM)
     proc.wait(120)
     ino.close()
+    appeared.subtract(moved_back)  # `--swap-outbox`: a response moved into the new folder is not a second
+    dropped = sorted(rid for rid in clobbered if kind_of.get(rid) in HOSTILE[:2])
+    for rid in dropped:  # the forger's entry dropped by the mover, not by serve: not checked
+        del kind_of[rid]
+    if clobbered:  # any other: a second entry of serve's own under one name, counted by the report
+        print(f"--swap-outbox: the name taken in the new folder: {len(dropped)} forged entries dropped "
+              f"by the mover (not checked), others {sorted(set(clobbered) - set(dropped))[:10]}")
     if args.full_disk and args.state_on_full:  # kept: the tmpfs goes with the namespace
         shutil.copytree(state, folder / "state-kept", ignore=shutil.ignore_patterns("quarantine"))
     status = report(args, folder, state, kind_of, sent, read, second, appeared, overflowed, burst_s,

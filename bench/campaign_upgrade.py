@@ -13,6 +13,10 @@ first session (the restart's reconciliation) and answers one more burst. Checked
 `PRAGMA integrity_check`, one row per ask, every decided ask's response the bytes of its row with
 `written` 1, every left ask unanswered (the withdrawn ones ended, the others open and in `asks_open`),
 and no ERROR or traceback in any log.
+
+Campaign5 (`--refuse`, issue 37's sixth pass: schema version 4): at the end the older serve is started
+once more on the migrated file and must refuse it cleanly (`HistoryTooNew`: a message, no traceback,
+exit non-zero, serving nothing), leaving the file as it was (version, integrity, rows).
 """
 
 from __future__ import annotations
@@ -87,6 +91,8 @@ def main() -> int:
     parser.add_argument("--old", type=Path, required=True, help="a tree of the older version")
     parser.add_argument("--asks", type=int, default=3000, help="asks per burst (the second is twice)")
     parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()))
+    parser.add_argument("--refuse", action="store_true",
+                        help="campaign5: the older serve started again on the migrated file must refuse it")
     args = parser.parse_args()
     run = Run(Path(tempfile.mkdtemp(prefix="campaign-upgrade-", dir=args.dir)))
     print(f"campaign folder: {run.base}")
@@ -121,6 +127,8 @@ def main() -> int:
     errors = {log: sum("ERROR" in line or "Traceback" in line
                        for line in (run.base / log).read_text(errors="replace").splitlines())
               for log in ("old.log", "new.log", "again.log")}
+    if args.refuse:
+        problems += refused(run, args.old, db, after)
     asks = len(first) + len(second) + len(third) + len(fourth)
     print(f"asks {asks}; history version {before} -> {after}; integrity {integrity}; open rows in "
           f"asks_open {indexed}; left asks withdrawn while stopped {len(gone)}; ERROR lines {errors}")
@@ -128,6 +136,35 @@ def main() -> int:
     for line in problems[:20]:
         print(f"  {line}")
     return 1 if problems or integrity != "ok" or any(errors.values()) else 0
+
+
+def refused(run: Run, old: Path, db: Path, version: int) -> list[str]:
+    """The older serve on the migrated file: it must stop at once, saying why, and change nothing."""
+    def shape() -> tuple[object, ...]:
+        with sqlite3.connect(db) as conn:
+            return (conn.execute("PRAGMA user_version").fetchone()[0],
+                    conn.execute("PRAGMA integrity_check").fetchone()[0],
+                    conn.execute("SELECT COUNT(*), MAX(id) FROM asks").fetchone())
+    before = shape()
+    kinds = run.burst("s-old", "e", 30)  # what it must not answer
+    process = run.serve(old, "s-old", "refused.log")
+    try:
+        code = process.wait(120)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        return ["the older serve did not stop on a newer history"]
+    text = (run.base / "refused.log").read_text(errors="replace")
+    print(f"the older serve on version {version}: exit {code}; its log: {text.strip()[-300:]!r}")
+    problems = []
+    if code == 0 or "newer than this program" not in text or "Traceback" in text:
+        problems.append(f"the older serve's refusal: exit {code}, {text[-500:]!r}")
+    folder = session_dir(run.root, "s-old") / "responses"
+    answered = [rid for rid in kinds if (folder / f"{rid}.json").exists()]
+    if answered:
+        problems.append(f"the older serve answered {len(answered)} asks on a newer history")
+    if shape() != before:
+        problems.append(f"the file changed under the refusing serve: {before} -> {shape()}")
+    return problems
 
 
 def check(run: Run, db: Path, gone: set[str], sessions: dict[str, dict[str, str]]) -> list[str]:
