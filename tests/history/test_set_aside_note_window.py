@@ -3,21 +3,18 @@ burst seed 505: 55 such files at one SIGKILL 0.7 s into a burst).
 
 Campaign4's finding 1 was fixed by a note: once a malformed file's `gate_error` denial is linked, its
 `quarantined` row says so (`Ledger.note_set_aside_answered`) before the file moves, so a restart that
-reads the file again moves it without a second answer. `docs/design/reliability.md` puts what is left
-at "a window of one SQLite commit". Measured here with a real process killed (its own fault seam,
-`tests/history/crash_child.py`) at the first move of a backlog of malformed files: a third to two
-thirds of the denials already linked have no note (the note waits for the loop and the quarantine's
-threads behind the other files' links), so a restart after their children read and removed them
-answers each again. At most the files in flight on the quarantine's threads may be caught between
-link and note.
+reads the file again moves it without a second answer. The note waited for the loop while the
+quarantine's threads linked the other files' denials: with a real process killed (its own fault
+seam, `tests/history/crash_child.py`) at the first move of a backlog of 800 malformed files, 541-549
+of the denials linked had no note, each answered again by a restart after its child read it. The note
+now follows its link on the same thread: at most the files in flight on the quarantine's threads are
+caught between the two.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-
-import pytest
 
 from core.history import HistoryStore
 from core.serving.quarantine import QUARANTINE_THREADS
@@ -28,8 +25,6 @@ from tests.history.support import S, run_until_killed
 FILES = 800
 
 
-@pytest.mark.xfail(strict=True, reason="campaign5: a backlog's denials are linked well ahead of their "
-                   "notes (about a third unnoted at a kill), not one SQLite commit apart")
 def test_a_kill_at_the_first_move_leaves_at_most_the_files_in_flight_answered_without_a_note(
     tmp_path: Path,
 ) -> None:
