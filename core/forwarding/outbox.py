@@ -208,7 +208,10 @@ class Outboxes:
         same inode would be vouched for by a dead watch no event keeps up (review2, 1). A watch added
         on an inode this instance watches is that watch (the same number); on any other, a new one,
         which takes the old one's folder. A system call per listing (rare)."""
-        live = self.ino.add_watch(platform.proc_fd_path(fd), OUTBOX_EVENTS)
+        try:
+            live = self.ino.add_watch(platform.proc_fd_path(fd), OUTBOX_EVENTS)
+        except OSError:  # watches used up, or refused: vouch for nothing; the caller looks its own way
+            return None
         if live is None or live == wd:
             return live
         folder, identity = self._folder_of.get(wd), self._identity.get(wd)

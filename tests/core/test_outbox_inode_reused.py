@@ -7,6 +7,7 @@ one, or a new one). Real inotify, real folders."""
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -73,5 +74,35 @@ def test_a_folder_made_again_on_the_inode_of_one_removed_during_an_overflow_is_n
         assert overflows
         (folder / "r.json").write_text("someone else's response, in the folder made again")
         assert looked(boxes, folder, ["r.json"]) in (None, frozenset({"r.json"}))
+    finally:
+        boxes.close()
+
+
+@needs_inotify
+def test_a_watch_refused_when_a_folder_is_listed_vouches_for_nothing_and_raises_nothing(
+    tmp_path: Path,
+) -> None:
+    """The watch added again before a listing may be refused (the user's watches used up): the look
+    then vouches for nothing (the caller lists or looks its own way); the trip asking never fails."""
+    folder = tmp_path / "responses"
+    folder.mkdir()
+    refusing: list[bool] = [False]
+
+    def fault(checkpoint: str) -> None:
+        if checkpoint == platform.ADD_WATCH_CHECKPOINT and refusing[0]:
+            raise OSError(errno.ENOSPC, "no space left on device")
+
+    boxes = Outboxes(lambda folder, pid, target: None, lambda: None, fault)
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert boxes.watch("s1", fd, platform.proc_fd_path(fd))
+    finally:
+        os.close(fd)
+    try:
+        refusing[0] = True
+        (folder / "r.json").write_text("an answer")
+        assert looked(boxes, folder, ["r.json"]) is None
+        refusing[0] = False
+        assert looked(boxes, folder, ["r.json"]) == frozenset({"r.json"})
     finally:
         boxes.close()
