@@ -20,6 +20,7 @@ import functools
 import os
 import select
 import sys
+import time
 from collections.abc import Callable
 from typing import Any, Literal, NamedTuple
 
@@ -303,3 +304,15 @@ def command_line(pid: int) -> list[str] | None:
     except OSError:
         return None
     return [os.fsdecode(word) for word in raw.split(b"\0") if word] or None
+
+
+def booted_at() -> float | None:
+    """When this machine last started, by the wall clock (None where the kernel does not say): a
+    response cut short by a power cut can only be left by a run before it (`Reconcile.earlier`)."""
+    boot = getattr(time, "CLOCK_BOOTTIME", None)
+    if boot is None:
+        return None
+    try:
+        return time.time() - time.clock_gettime(boot)
+    except OSError:
+        return None

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from core import platform
 from core.clock import SYSTEM_CLOCK, Clock
 from core.disk.writer import DISK, DiskWriter
 
@@ -35,7 +36,7 @@ def no_fault(checkpoint: str) -> None:
 
 @dataclass(frozen=True)
 class Seams:
-    """Time, the disk, the fault hook, the retry delays and the file watch of one node."""
+    """Time, the disk, the fault hook, the retry delays, the file watch, the machine's start: one node's."""
 
     clock: Clock = SYSTEM_CLOCK
     disk: DiskWriter = DISK
@@ -43,6 +44,9 @@ class Seams:
     retry_delays: tuple[float, ...] = RETRY_DELAYS_S
     #: Watch the inboxes by listing them, as where inotify is unavailable.
     force_polling: bool = False
+    #: When the machine last started (wall clock; None: unknown): whether a power cut may have come
+    #: between a verdict recorded and now (`core.serving.reconcile`).
+    booted_at: Callable[[], float | None] = platform.booted_at
 
 
 #: The seams of a production node.

@@ -156,7 +156,8 @@ class Served:
     """A bare serving core on `tmp_path` serving session `S`, its events kept; a failed write is retried
     at once.
 
-    Its seams: `clock`, `writer` (the disk) and `fault`, each a fake of `core.testing` when given.
+    Its seams: `clock`, `writer` (the disk) and `fault`, each a fake of `core.testing` when given, and
+    `booted_at` (when the machine started: a power cut is one start).
 
     Bare on purpose, not built by `core.wiring`: its users test the serving core's own handling of
     faults (disks, ledgers, the quarantine, intake, the person's queue), and
@@ -175,10 +176,12 @@ class Served:
         clock: Clock = SYSTEM_CLOCK,
         writer: DiskWriter = DISK,
         fault: FaultHook = no_fault,
+        booted_at: Callable[[], float | None] = platform.booted_at,
     ) -> None:
         self.root, self.state = tmp_path / "root", tmp_path / "state"
         self.events: list[ServeEvent] = []
-        seams = Seams(clock=clock, disk=writer, fault=fault, retry_delays=(0.0, 0.0, 0.0))
+        seams = Seams(clock=clock, disk=writer, fault=fault, retry_delays=(0.0, 0.0, 0.0),
+                      booted_at=booted_at)
         self.core = ServingCore(self.root, self.state, arbiter, ledger=ledger, seams=seams)
         self.core.subscribe(self.events.append)
 

@@ -530,13 +530,13 @@ class AsksTable:
         odd = self.odd(session_id) if ids else False
         for start in range(0, len(ids), CHUNK):
             chunk = ids[start : start + CHUNK]
-            for request_id, body, written, outcome, ended in self.conn.execute(
-                "SELECT request_id, response, written, outcome, ended_at IS NOT NULL FROM asks "
+            for request_id, body, written, outcome, ended, decided_at in self.conn.execute(
+                "SELECT request_id, response, written, outcome, ended_at IS NOT NULL, decided_at FROM asks "
                 f"WHERE {by_ids(len(chunk), odd)} AND served_session = ? AND response IS NOT NULL "
                 "ORDER BY id",
                 (*id_params(chunk, session_id if odd else None), session_id),
             ):
-                found[request_id] = VerdictRow(body, bool(written), outcome, bool(ended))
+                found[request_id] = VerdictRow(body, bool(written), outcome, bool(ended), decided_at)
         return found
 
     def ids(self, clause: str, params: Sequence[object], limit: int | None) -> list[int]:

@@ -35,6 +35,10 @@ log = logging.getLogger("pi_authorizer.serve")
 
 EarlierKind = Literal["forged", "answered", "consumed", "unpublished"]
 
+#: A verdict recorded this soon after the machine's start (by the wall clock, which may be stepped
+#: at boot) is taken as possibly recorded before it.
+BOOT_SLOP_S = 120.0
+
 
 @dataclass(frozen=True)
 class Earlier:
@@ -66,7 +70,8 @@ class Reconcile:
         recorded = intake.recorded.get(request_id)
         name = f"{request_id}.json"
         if name in intake.responses:
-            ours = name in (intake.exact if never_placed else intake.ours)
+            cut_short_may_be_ours = not never_placed and self._restarted_since(recorded)
+            ours = name in (intake.ours if cut_short_may_be_ours else intake.exact)
             if recorded is None or self.ledger is None or not ours:
                 return Earlier("forged", request_id)  # not the bytes this node recorded: not its answer
             return Earlier("answered", request_id, recorded)
@@ -74,6 +79,17 @@ class Reconcile:
             used = recorded.written or recorded.ended
             return Earlier("consumed" if used else "unpublished", request_id, recorded)
         return None
+
+    def _restarted_since(self, recorded: VerdictRow | None) -> bool:
+        """Whether the machine may have started again since `recorded` was recorded: only a power cut
+        (or a crash of the machine) leaves a response cut short; a killed process leaves every byte it
+        linked in the page cache, so after a mere restart of serve a response cut short is someone
+        else's (campaign5). Unknown times (a history without them, a kernel that does not say, a
+        verdict recorded within `BOOT_SLOP_S` of the start) count as a restart."""
+        booted = self.seams.booted_at()
+        if booted is None or recorded is None or recorded.decided_at is None:
+            return True
+        return recorded.decided_at < booted + BOOT_SLOP_S
 
     async def note_written(self, key: AskKey, earlier: Earlier) -> None:
         """An earlier run's response is visible: the history says so (if it did not yet)."""

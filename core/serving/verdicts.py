@@ -31,6 +31,8 @@ class VerdictRow:
     written: bool
     outcome: str | None = None
     ended: bool = False
+    #: When it was recorded (wall clock; None: not known).
+    decided_at: float | None = None
 
 
 class VerdictRecord(NamedTuple):

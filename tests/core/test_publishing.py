@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import re
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -303,7 +304,8 @@ async def test_a_response_a_power_cut_left_empty_is_taken_for_ours_on_restart(tm
     response = session_dir(served.root, S) / "responses" / "cut.json"
     response.write_bytes(b"")  # what the cut left: the name, not the bytes
     request.write_bytes(kept)  # nor the removal of the request
-    async with Served(tmp_path, DenyingArbiter(), ledger=store) as served:
+    booted = time.time()  # the machine started again after the cut
+    async with Served(tmp_path, DenyingArbiter(), ledger=store, booted_at=lambda: booted) as served:
         await wait_for(lambda: not requests_left(served.root), what="the request taken as answered")
         write_request(served.root, S, "next")
         await read_response_when_written(served.root, S, "next")

@@ -1,13 +1,14 @@
 """An empty response someone else planted after a killed run recorded its verdict is not this node's
 answer (campaign5, issue 37's sixth pass; burst seed 502: 48 asks).
 
-A restart takes a response that is a start of the recorded bytes (empty included) for this node's own,
-what a power cut left of it (`take_in`'s `or_cut_short`, `docs/design/reliability.md`, "A response's
-own flush"). But a killed process is not a power cut: the page cache outlives it, so a response it
-linked holds every byte, and the children still run. Here the killed run recorded its verdict and
-never linked it (killed at `recorded`, a real process); another process then created an empty file
-under the name. The restart notes this node's approval delivered and removes the request, while the
-child reads an empty file (a denial for a pi child): the history says what the child did not read.
+A restart took a response that is a start of the recorded bytes (empty included) for this node's own,
+what a power cut left of it (`Reconcile.earlier`, `docs/design/reliability.md`, "A response's own
+flush"). But a killed process is not a power cut: the page cache outlives it, so a response it linked
+holds every byte. Here the killed run recorded its verdict and never linked it (killed at `recorded`, a
+real process); another process then created an empty file under the name. The restart noted this
+node's approval delivered and removed the request, while the child read an empty file (a denial for a
+pi child). Now a response cut short is taken for this node's only when the machine started again
+since its verdict was recorded (`Seams.booted_at`): here it did not, so it is forged.
 """
 
 from __future__ import annotations
@@ -15,8 +16,6 @@ from __future__ import annotations
 import asyncio
 import os
 from pathlib import Path
-
-import pytest
 
 from core.vocabulary.asks import DenyingArbiter
 from tests.helpers import response_path, session_dir, wait_for, write_request
@@ -32,9 +31,6 @@ async def restart_until_served(node: Node) -> None:
         await node.stop()
 
 
-@pytest.mark.xfail(strict=True, reason="campaign5: a restart takes an empty response another process "
-                   "planted after a SIGKILL for this node's own answer cut short by a power cut, and notes "
-                   "it delivered (a killed process leaves no cut-short response: only a power cut does)")
 def test_an_empty_response_planted_after_a_kill_is_not_noted_as_this_nodes_answer(tmp_path: Path) -> None:
     node = Node(tmp_path, ALLOW_LS)
     write_request(node.root, S, "r1", accessIntent=intent("bash", "ls -la"))
