@@ -58,7 +58,8 @@ async def test_fail_safe_denial_keeps_raw_bytes_response_and_provenance(node: No
     assert row.responder_session == S and row.agent == "Explore" and row.surface == "bash"
     assert row.decide_ms is not None and 0 <= row.decide_ms < 5000
     assert row.decided_at is not None and row.arrived_at <= row.decided_at <= row.ended_at  # type: ignore[operator]
-    recorded = VerdictRow(row.response or b"", written=True, outcome="fail-safe", ended=True)
+    recorded = VerdictRow(row.response or b"", written=True, outcome="fail-safe", ended=True,
+                          decided_at=row.decided_at)
     assert node.history.recorded_verdicts(S, ["r1", "r2"]) == {"r1": recorded}
 
 
