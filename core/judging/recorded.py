@@ -137,6 +137,13 @@ class RecordedAuthority:
             agent, why = intent.principal.agent_name, None
             key = (agent, session_id, intent.surface, intent.match_values, intent.boundary_value,
                    intent.floor, intent.asking_units)
+        # The grants before the policy: a judgment that sees a grant recorded after a reload sees the
+        # reloaded policy too (the other order mixed an old policy with a new grant: a state the node
+        # was never in; tests/judging/test_threads.py, under load).
+        book = self._grants.get(session_id)
+        if book is None:
+            book = self.grants_for(session_id)
+        rules = book.rules() if intent is not None else ()
         store = self.store
         generation, composed = store.generation, store.composed
         if generation != self._kept_generation:
@@ -148,10 +155,6 @@ class RecordedAuthority:
         else:
             policy = store.policy(agent)
             self._last_policy = (agent, generation, composed, policy)
-        book = self._grants.get(session_id)
-        if book is None:
-            book = self.grants_for(session_id)
-        rules = book.rules() if intent is not None else ()
         kept, again = self._kept.get(key, policy, rules)
         judgment: Judgment | Decided
         if kept is not None:
