@@ -6,10 +6,11 @@ import json
 import os
 import shutil
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from core.disk.paths import encode_session_id
+from core.forwarding.outbox import Outboxes
 from core.history import HistoryRow, HistoryStore
 from core.vocabulary.asks import DenyingArbiter
 from tests.helpers import request_body, session_dir, wait_for, write_request
@@ -157,3 +158,17 @@ def plant_link(tmp_path: Path, parts: tuple[str, ...], foreign: Path) -> None:
 def session_with_requests(root: Path) -> None:
     write_request(root, S, "mine")
     (session_dir(root, S) / "requests" / "junk.json").write_text("{not json")
+
+
+def tell(call: Callable[..., object], *args: object) -> None:
+    """An outbox's `tell` on the test's own thread: what a read finds is called at once."""
+    call(*args)
+
+
+def looked(boxes: Outboxes, folder: Path, names: list[str]) -> frozenset[str] | None:
+    """What `boxes` vouches `folder` holds of `names` (None: it cannot vouch)."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        return boxes.existing(fd, names, tell)
+    finally:
+        os.close(fd)

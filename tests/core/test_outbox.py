@@ -7,7 +7,7 @@ folders."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from core import platform
 from core.forwarding import outbox
 from core.forwarding.outbox import Outboxes
+from tests.core.support import looked, tell
 from tests.helpers import needs_inotify
 
 POOL = [f"r{i}.json" for i in range(6)]
@@ -38,10 +39,6 @@ class Told:
         self.overflows += 1
 
 
-def tell(call: Callable[..., object], *args: object) -> None:
-    call(*args)
-
-
 @contextmanager
 def watched(folder: Path, view_max: int = outbox.VIEW_MAX) -> Iterator[tuple[Outboxes, Told, int]]:
     told = Told()
@@ -58,14 +55,6 @@ def watched(folder: Path, view_max: int = outbox.VIEW_MAX) -> Iterator[tuple[Out
 def slow(folder: Path, names: list[str]) -> frozenset[str]:
     """What a listing of the folder finds of `names` (the slow path's answer)."""
     return frozenset(set(os.listdir(folder)).intersection(names))
-
-
-def looked(boxes: Outboxes, folder: Path, names: list[str]) -> frozenset[str] | None:
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        return boxes.existing(fd, names, tell)
-    finally:
-        os.close(fd)
 
 
 OPS = st.tuples(st.sampled_from(["create", "link", "rename_in", "rename_out", "remove", "mkdir", "symlink",

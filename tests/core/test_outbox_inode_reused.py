@@ -9,28 +9,16 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from core import platform
 from core.forwarding.outbox import Outboxes
+from tests.core.support import looked
 from tests.helpers import needs_inotify
 
 QUEUE_LIMIT = Path("/proc/sys/fs/inotify/max_queued_events")
-
-
-def tell(call: Callable[..., object], *args: object) -> None:
-    call(*args)
-
-
-def looked(boxes: Outboxes, folder: Path, names: list[str]) -> frozenset[str] | None:
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        return boxes.existing(fd, names, tell)
-    finally:
-        os.close(fd)
 
 
 def made_again_on(folder: Path, inode: int) -> bool:

@@ -207,9 +207,8 @@ def test_an_answer_carried_to_another_node_says_where_and_by_whom_in_this_runs_h
     assert entry.detail == "carried to session:P␛[2J, decided there by person (dialog)"
 
 
-async def test_a_run_of_person_events_is_one_message_until_the_app_takes_it() -> None:
-    """A burst is not thousands of Messages: person events join the one posted for the first of them
-    until the app takes it; a core event closes the run (the order stays), `arrived` is not posted."""
+def listening() -> tuple[Person, list[Observer], list[Message], CoreEvents]:
+    """A person and a stand-in core (its observers kept), their events posted into a list."""
     person = Person()
     observers: list[Observer] = []
 
@@ -220,6 +219,13 @@ async def test_a_run_of_person_events_is_one_message_until_the_app_takes_it() ->
     posted: list[Message] = []
     events = CoreEvents(person, cast("ServingCore", Core()), posted.append)
     events.listen()
+    return person, observers, posted, events
+
+
+async def test_a_run_of_person_events_is_one_message_until_the_app_takes_it() -> None:
+    """A burst is not thousands of Messages: person events join the one posted for the first of them
+    until the app takes it; a core event closes the run (the order stays), `arrived` is not posted."""
+    person, observers, posted, events = listening()
     asks = [Ask(key=AskKey(SERVED, f"run-{i}.json"), parsed=parse_request(json.dumps(request_body(f"run-{i}"))
                                                                          .encode()),
                 judgment=Judgment("ask"), arrived_at=0.0, timeout_ms=600_000, responder_session_id=SERVED)
@@ -241,16 +247,7 @@ async def test_a_run_of_person_events_is_one_message_until_the_app_takes_it() ->
 async def test_a_run_of_core_events_is_one_message_until_the_app_takes_it() -> None:
     """A burst the rules decide at once is one Message: the core's events join the one posted for the
     first of them until the app takes it; a person event closes the run, and the order stays."""
-    person = Person()
-    observers: list[Observer] = []
-
-    class Core:
-        def subscribe(self, observer: Observer) -> None:
-            observers.append(observer)
-
-    posted: list[Message] = []
-    events = CoreEvents(person, cast("ServingCore", Core()), posted.append)
-    events.listen()
+    person, observers, posted, events = listening()
     answered = [ServeEvent("answered", AskKey(SERVED, f"b-{i}.json"), 0.0) for i in range(3)]
     for event in answered[:2]:
         observers[0](event)
