@@ -173,31 +173,30 @@ _PLAIN_FACTS = (
 )
 
 
-def _or_null(value: str | None) -> str:
-    return "null" if value is None else _string(value)
-
-
 def _plain_facts(request: ForwardedRequest, intent: ForwardedAccessIntent | None) -> str:
     """`facts_json` of an ask with no suggested grants, nothing dropped and no asking units: `_facts`
-    written field by field, each string by `json`'s encoder (what `dumps` does with it)."""
+    written field by field, each string by `json`'s encoder (what `dumps` does with it), into one
+    f-string (built by the interpreter in one step: a join of a list, or `%` of a tuple, cost twice
+    as much), a field that may be null inline (a call each cost more than its encoding; per ask)."""
+    string = _string
+    source = "null" if request.source is None else string(request.source)
+    surface = "null" if request.surface is None else string(request.surface)
+    value = "null" if request.value is None else string(request.value)
+    agent = string(request.requester_agent_name)
     if intent is None:
-        written = '{"accessIntent":null'
-    else:
-        principal = intent.principal
-        written = "".join((
-            '{"accessIntent":{"surface":', _string(intent.surface),
-            ',"matchValues":[', ",".join(map(_string, intent.match_values)),
-            '],"boundaryValue":', _or_null(intent.boundary_value),
-            ',"requesterCwd":', _string(intent.requester_cwd),
-            ',"principal":{"sessionId":', _string(principal.session_id),
-            ',"agentName":', _string(principal.agent_name),
-            '},"floor":', _or_null(intent.floor), ',"askingUnits":null}',
-        ))
-    return "".join((
-        written, ',"sessionApproval":null,"source":', _or_null(request.source),
-        ',"displaySurface":', _or_null(request.surface), ',"displayValue":', _or_null(request.value),
-        ',"dropped":null,"requesterAgentName":', _string(request.requester_agent_name), "}",
-    ))
+        return (f'{{"accessIntent":null,"sessionApproval":null,"source":{source},"displaySurface":{surface},'
+                f'"displayValue":{value},"dropped":null,"requesterAgentName":{agent}}}')
+    values, boundary, floor = intent.match_values, intent.boundary_value, intent.floor
+    principal = intent.principal
+    return (
+        f'{{"accessIntent":{{"surface":{string(intent.surface)},"matchValues":['
+        f'{string(values[0]) if len(values) == 1 else ",".join(map(string, values))}],"boundaryValue":'
+        f'{"null" if boundary is None else string(boundary)},"requesterCwd":{string(intent.requester_cwd)},'
+        f'"principal":{{"sessionId":{string(principal.session_id)},"agentName":{string(principal.agent_name)}}},'
+        f'"floor":{"null" if floor is None else string(floor)},"askingUnits":null}},"sessionApproval":null,'
+        f'"source":{source},"displaySurface":{surface},"displayValue":{value},"dropped":null,'
+        f'"requesterAgentName":{agent}}}'
+    )
 
 
 def _facts_json(parsed: ParsedRequest) -> str:

@@ -207,6 +207,19 @@ def test_the_facts_column_is_the_text_of_the_dumped_facts(intent: dict[str, obje
 
 
 @settings(max_examples=200, deadline=None)
+@given(st.fixed_dictionaries({}, optional={
+    "source": st.sampled_from(["tool_call", "elsewhere"]), "surface": WIRE_TEXT, "value": WIRE_TEXT,
+    "requesterAgentName": WIRE_TEXT, "sessionApproval": st.fixed_dictionaries({"grants": GRANTS})}))
+def test_the_facts_column_of_an_ask_without_an_intent_is_the_text_of_the_dumped_facts(
+    fields: dict[str, object],
+) -> None:
+    """The hand-written facts of an ask with no intent (the fail-safe's usual ask) against `dumps`."""
+    parsed = parse_request(request_bytes("r1", **fields))
+    assert parsed.access_intent is None
+    assert facts_json(parsed) == _facts_json(parsed)
+
+
+@settings(max_examples=200, deadline=None)
 @given(st.none() | st.fixed_dictionaries(
     {"surface": WIRE_TEXT, "matchValues": st.lists(WIRE_TEXT, max_size=3),
      "boundaryValue": st.none() | WIRE_TEXT, "requesterCwd": WIRE_TEXT, "principal": PRINCIPAL},
