@@ -149,6 +149,10 @@ def _linkat() -> Any:
     return _function("linkat") if LINUX else None
 
 
+#: How `os.fsencode` encodes a name (asked once: it runs once per answer of a burst).
+_FS_ENCODING = (sys.getfilesystemencoding(), sys.getfilesystemencodeerrors())
+
+
 def link_descriptor(fd: int, dir_fd: int, target: str) -> bool | None:
     """Name the open file `fd` (an anonymous file) `target` in `dir_fd` unless `target` exists, by the
     descriptor itself (`linkat` with `AT_EMPTY_PATH`: no `/proc/self/fd/N` path for the kernel to walk,
@@ -157,7 +161,7 @@ def link_descriptor(fd: int, dir_fd: int, target: str) -> bool | None:
     call = _linkat()
     if call is None:
         return None
-    if call(fd, b"", dir_fd, os.fsencode(target), _AT_EMPTY_PATH) == 0:
+    if call(fd, b"", dir_fd, target.encode(*_FS_ENCODING), _AT_EMPTY_PATH) == 0:
         return True
     error = _errno()
     if error == errno.EEXIST:

@@ -71,3 +71,8 @@ def link_anonymous(fd: int, dir_fd: int, target: str, by_descriptor: bool = True
 
 _BY_DESCRIPTOR = True
 """Whether anonymous files are still linked by their descriptor (`link_anonymous`)."""
+
+
+def by_descriptor() -> bool:
+    """Whether anonymous files are still linked by their descriptor (asked once per batch)."""
+    return _BY_DESCRIPTOR

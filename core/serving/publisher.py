@@ -576,20 +576,12 @@ def _remove_requests(inbox: SessionInbox, names: Sequence[str], writer: DiskWrit
         return list(names)
     except OSError:
         return []
-    remove_request = writer.remove_request
-    gone: list[str] = []
     try:
-        for name in names:
-            try:
-                remove_request(fd, name)
-            except FileNotFoundError:
-                pass  # its child removed it: gone all the same
-            except OSError as exc:
-                log.warning("deleting answered request %s failed: %s", log_safe(display_name(name)), exc)
-                continue
-            gone.append(name)
+        gone, failed = writer.remove_requests(fd, names)  # a child's removal counts as gone
     finally:
         os.close(fd)
+    for name, exc in failed:
+        log.warning("deleting answered request %s failed: %s", log_safe(display_name(name)), exc)
     return gone
 
 
