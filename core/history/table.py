@@ -240,6 +240,14 @@ class AsksTable:
         (`take_arrival` None: none of theirs is queued.) Returns the row that holds each verdict, by
         session and request id (where `mark_written_rows` notes its response written)."""
         found = self.open_rows(verdict.key for verdict in verdicts)
+        if take_arrival is None and not found and all(verdict.arrived is not None for verdict in verdicts):
+            # A burst answered in its intakes' trips: every row new, written whole (the loop below, in
+            # one expression per ask: it runs once per ask of a burst).
+            first = self.insert_verdict_rows(
+                [verdict_row(v, v.parsed, v.arrived or 0.0, v.raw, now) for v in verdicts])
+            if first is None:
+                return {}
+            return {(v.key.session_id, v.parsed.request.id): at for at, v in enumerate(verdicts, first)}
         fresh: list[tuple[object, ...]] = []
         fresh_of: list[VerdictRecord] = []
         held: dict[tuple[str, str], int] = {}
