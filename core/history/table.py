@@ -121,17 +121,17 @@ class AsksTable:
         """`open_row` for many request files at once (a burst's arrivals or verdicts), by key. A session
         with no open row at all (a burst answered in its intakes' trips: its rows are written whole)
         is told by one look at the open rows' own index (`asks_open`), not one per request file."""
-        sessions: dict[str, dict[str, None]] = {}  # each session's names, in order, once (review, F3)
-        for key in keys:
-            sessions.setdefault(key.session_id, {})[key.name] = None
+        keys = list(keys)
         found: dict[AskKey, Found] = {}
-        for session_id, names in sessions.items():
+        # Each session once, in order; its names listed only where it has an open row (a burst's has none).
+        for session_id in dict.fromkeys([key.session_id for key in keys]):
             if self.conn.execute(
                 "SELECT 1 FROM asks INDEXED BY asks_open WHERE served_session = ? AND verdict IS NULL "
                 "AND ended_at IS NULL LIMIT 1", storable((session_id,)),
             ).fetchone() is None:
                 continue
-            listed = list(names)
+            # Its names, in order, once (review, F3).
+            listed = list(dict.fromkeys([key.name for key in keys if key.session_id == session_id]))
             for start in range(0, len(listed), CHUNK):
                 chunk = listed[start : start + CHUNK]
                 marks = ", ".join("?" for _ in chunk)
@@ -301,15 +301,16 @@ class AsksTable:
         a run of consecutive ids (a burst's rows, inserted together) in one statement, without looking
         for each request's newest row first."""
         ordered = sorted(row_ids)
-        start = 0
-        for at in range(1, len(ordered) + 1):
-            if at == len(ordered) or ordered[at] != ordered[at - 1] + 1:
-                self.conn.execute(
-                    "UPDATE asks SET written = CASE outcome WHEN 'contested' THEN 0 ELSE 1 END, "
-                    "ended_at = COALESCE(ended_at, ?) WHERE id BETWEEN ? AND ? AND response IS NOT NULL",
-                    (now, ordered[start], ordered[at - 1]),
-                )
-                start = at
+        # Sorted ids spanning exactly their count are one run (a repeat would leave a gap): the usual
+        # burst's, told without a look at each id.
+        runs = ([(ordered[0], ordered[-1])] if ordered and ordered[-1] - ordered[0] == len(ordered) - 1
+                else _runs(ordered))
+        for first, last in runs:
+            self.conn.execute(
+                "UPDATE asks SET written = CASE outcome WHEN 'contested' THEN 0 ELSE 1 END, "
+                "ended_at = COALESCE(ended_at, ?) WHERE id BETWEEN ? AND ? AND response IS NOT NULL",
+                (now, first, last),
+            )
 
     def mark_written(self, marks: Sequence[WrittenMark], now: float) -> None:
         """The responses were linked (or found already there): for their children the asks have ended
@@ -589,3 +590,14 @@ class AsksTable:
         """Values seen in one column (the caller names only filterable columns)."""
         sql = f"SELECT DISTINCT {column} FROM asks WHERE {column} IS NOT NULL ORDER BY 1"
         return [r[0] for r in self.conn.execute(sql)]
+
+
+def _runs(ordered: Sequence[int]) -> list[tuple[int, int]]:
+    """The runs of consecutive ids in sorted `ordered`, each as its first and last."""
+    runs: list[tuple[int, int]] = []
+    start = 0
+    for at in range(1, len(ordered) + 1):
+        if at == len(ordered) or ordered[at] != ordered[at - 1] + 1:
+            runs.append((ordered[start], ordered[at - 1]))
+            start = at
+    return runs

@@ -399,10 +399,10 @@ class Publisher:
         fault("durable")
         for fd, items in opened:
             self._drop_withdrawn(fd, items)
-        half = sum(item.temp is not None for _, items in opened for item in items) // 2
+        waitings = [[item for item in items if item.temp is not None] for _, items in opened]
+        half = sum(map(len, waitings)) // 2
         index = 0
-        for fd, items in opened:
-            waiting = [item for item in items if item.temp is not None]
+        for (fd, _), waiting in zip(opened, waitings, strict=True):
             at, flushed = half - index if half else -1, False  # "half-linked" before the answer at `at`
             for part in [waiting[:at], None, waiting[at:]] if 0 <= at < len(waiting) else [waiting]:
                 if part is None:

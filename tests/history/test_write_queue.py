@@ -28,6 +28,8 @@ from core.history.rows import (
     verdict_columns,
     verdict_row,
 )
+from core.history.schema import migrate
+from core.history.table import AsksTable
 from core.history.transactions import Queued
 from core.seams import Seams
 from core.serving.verdicts import VerdictRecord, WrittenMark
@@ -283,3 +285,21 @@ async def test_a_burst_with_a_lone_surrogate_is_stored_whole(tmp_path: Path) -> 
     store.close()
     assert [(name, outcome) for name, outcome, _, _ in rows] == [(f"r{i}.json", "rule") for i in range(4)]
     assert rows[2][2:] == ("x\\udc80", "git \\udc80")
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sets(st.integers(min_value=1, max_value=40)), st.sampled_from(["written", "contested"]))
+def test_marks_by_row_land_in_exactly_those_rows(marked: set[int], outcome: str) -> None:
+    """`mark_written_rows` (one statement for a run of ids, a statement per run otherwise) notes
+    exactly the rows it is given, and a contested row never says its answer was delivered."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    migrate(conn)
+    conn.executemany(
+        "INSERT INTO asks (id, served_session, request_name, arrived_at, outcome, response) "
+        "VALUES (?, 's', ?, 1.0, ?, x'7b7d')",
+        [(i, f"r{i}.json", outcome if i % 3 == 0 else "rule") for i in range(1, 41)])
+    AsksTable(conn).mark_written_rows(list(marked), 5.0)
+    rows = conn.execute("SELECT id, written, ended_at, outcome FROM asks ORDER BY id").fetchall()
+    assert {row_id for row_id, _, ended, _ in rows if ended == 5.0} == marked
+    for row_id, written, _, kind in rows:
+        assert written == (None if row_id not in marked else 0 if kind == "contested" else 1)
