@@ -301,10 +301,11 @@ class AsksTable:
         a run of consecutive ids (a burst's rows, inserted together) in one statement, without looking
         for each request's newest row first."""
         ordered = sorted(row_ids)
+        if not ordered:
+            return
         # Sorted ids spanning exactly their count are one run (a repeat would leave a gap): the usual
         # burst's, told without a look at each id.
-        runs = ([(ordered[0], ordered[-1])] if ordered and ordered[-1] - ordered[0] == len(ordered) - 1
-                else _runs(ordered))
+        runs = [(ordered[0], ordered[-1])] if ordered[-1] - ordered[0] == len(ordered) - 1 else _runs(ordered)
         for first, last in runs:
             self.conn.execute(
                 "UPDATE asks SET written = CASE outcome WHEN 'contested' THEN 0 ELSE 1 END, "
@@ -593,11 +594,6 @@ class AsksTable:
 
 
 def _runs(ordered: Sequence[int]) -> list[tuple[int, int]]:
-    """The runs of consecutive ids in sorted `ordered`, each as its first and last."""
-    runs: list[tuple[int, int]] = []
-    start = 0
-    for at in range(1, len(ordered) + 1):
-        if at == len(ordered) or ordered[at] != ordered[at - 1] + 1:
-            runs.append((ordered[start], ordered[at - 1]))
-            start = at
-    return runs
+    """The runs of consecutive ids in sorted `ordered` (not empty), each as its first and last."""
+    ends = [at for at in range(1, len(ordered)) if ordered[at] != ordered[at - 1] + 1]
+    return [(ordered[a], ordered[b - 1]) for a, b in zip([0, *ends], [*ends, len(ordered)], strict=True)]
