@@ -240,7 +240,7 @@ class AsksTable:
         (`take_arrival` None: none of theirs is queued.) Returns the row that holds each verdict, by
         session and request id (where `mark_written_rows` notes its response written)."""
         found = self.open_rows(verdict.key for verdict in verdicts)
-        if take_arrival is None and not found and all(verdict.arrived is not None for verdict in verdicts):
+        if take_arrival is None and not found and None not in [verdict.arrived for verdict in verdicts]:
             # A burst answered in its intakes' trips: every row new, written whole (the loop below, in
             # one expression per ask: it runs once per ask of a burst).
             first = self.insert_verdict_rows(
