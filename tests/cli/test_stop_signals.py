@@ -67,8 +67,6 @@ def _stops_on(sig: signal.Signals, tmp_path: Path) -> bool:
             signal.signal(s, handler)
 
 
-@pytest.mark.xfail(strict=True, reason="stall6: asyncio drops a signal whose byte finds its self-pipe "
-                   "full; `install_stop_signals` relies on that byte alone")
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_stop_signal_arriving_while_the_self_pipe_is_full_stops_serving(
     sig: signal.Signals, tmp_path: Path
