@@ -31,6 +31,9 @@ bounded the same way (a stop mid-burst, while a restart reconciles its backlog);
 running then is a `did-not-stop` finding, its stacks taken (`campaign_common.take_stacks`: threads,
 its unix sockets' queues, `py-spy dump` when on PATH) into `stacks.txt`, then killed. `--watch-silence
 S` takes the stacks once per serve when no answer was read for S s while some are missing.
+`--selfpipe` runs each serve with `bench/selfpipe.py` as its `sitecustomize` (notes in `selfpipe/`:
+the event loop's self-pipe peaks and writers); `--selfpipe-term` also raises SIGTERM in serve the
+first time its self-pipe is full, as a stop arriving then would (`selfpipe-summary` says what followed).
 
 Counted per ask (`findings.json`): `unanswered` (a valid or safe-named ask with no response),
 `answered-twice` (a second response under one name, or two answered rows), `wrong-verdict` (not what
@@ -160,6 +163,10 @@ def main() -> None:
                         help="stall6: the signal of each of --kills (TERM: a clean stop, bounded)")
     parser.add_argument("--stop-within", type=float, default=30.0,
                         help="stall6: seconds serve may take to end after SIGTERM")
+    parser.add_argument("--selfpipe", action="store_true",
+                        help="stall6: count serve's self-pipe wake-ups (bench/selfpipe.py)")
+    parser.add_argument("--selfpipe-term", action="store_true",
+                        help="stall6: with --selfpipe, SIGTERM raised in serve once its self-pipe is full")
     parser.add_argument("--watch-silence", type=float, default=20.0,
                         help="stall6: take serve's stacks after this many seconds without an answer")
     args = parser.parse_args()
@@ -223,6 +230,15 @@ def run(args: argparse.Namespace, folder: Path) -> int:
             "--forwarding-root", str(root), "--state-dir", str(state), "--rules", str(rules),
             "--on-ask", args.on_ask]
     env = {**os.environ, "PI_CODING_AGENT_DIR": str(agent)}
+    if args.selfpipe or args.selfpipe_term:
+        site, notes = folder / "site", folder / "selfpipe"
+        site.mkdir()
+        notes.mkdir()
+        shutil.copy(REPO / "bench" / "selfpipe.py", site / "sitecustomize.py")
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(site), os.environ.get("PYTHONPATH"))))
+        env["SELFPIPE_OUT"] = str(notes)
+        if args.selfpipe_term:
+            env["SELFPIPE_TERM"] = "1"
 
     def start() -> subprocess.Popen[bytes]:
         if args.tiny_queue:  # read by the kernel at serve's `inotify_init`: set back once both are made
@@ -428,6 +444,8 @@ def serve_burst(args: argparse.Namespace, folder: Path, rng: random.Random,
         shutil.copytree(state, folder / "state-kept", ignore=shutil.ignore_patterns("quarantine"))
     status = report(args, folder, state, kind_of, sent, read, second, appeared, overflowed, burst_s,
                     answered_s, len(kills))
+    if (folder / "selfpipe").is_dir():
+        selfpipe_summary(folder / "selfpipe", read, args.started_wall)
     if args.hostile:
         status += report_hostile(folder, state, kind_of, sent, replacement, read, left, appeared, overflowed,
                                  meddled, requests)
@@ -450,6 +468,26 @@ def stop_serve(args: argparse.Namespace, folder: Path, proc: subprocess.Popen[by
     args.did_not_stop = [*getattr(args, "did_not_stop", []), f"pid {proc.pid}, SIGTERM {when}"]
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(30)
+
+
+def selfpipe_summary(notes: Path, read: dict[str, tuple[bytes, int, float]], started_wall: float) -> None:
+    """Per serve (`--selfpipe`): its self-pipe's peak, the wake-ups refused, and for a SIGTERM raised
+    on a full pipe, whether it reached the loop and how many answers were read after it."""
+    print("selfpipe-summary (wake-ups between two reads of the loop's self-pipe; 278 fill it):")
+    for note in sorted(notes.glob("*.txt"), key=lambda path: path.stat().st_mtime):
+        lines = note.read_text().splitlines()
+        peaks = [line for line in lines if " peak " in line]
+        said = f"  serve {note.stem}: {peaks[-1].split(' ', 1)[1] if peaks else 'peak under 25'}"
+        raised = [float(line.split()[0]) for line in lines if "SIGTERM raised" in line]
+        if raised:
+            reached = [float(line.split()[0]) for line in lines if "signal 15 reached" in line]
+            after = [at + started_wall - raised[0] for _, _, at in read.values()
+                     if at + started_wall > raised[0]]
+            first = f"{reached[0] - raised[0]:.2f} s after it" if reached else "never"
+            said += (f"; SIGTERM raised on a full pipe: {len(after)} answers read after it (the last "
+                     f"{max(after, default=0):.2f} s after), the first signal through the pipe {first} "
+                     "(the campaign's closing SIGTERM, if after the last answer)")
+        print(said)
 
 
 def fill(filler: Path) -> int:
