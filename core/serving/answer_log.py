@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from itertools import repeat
+from operator import attrgetter, itemgetter
 
 from core.serving.verdicts import VerdictRecord
 from core.text import log_safe, none_hidden
@@ -22,6 +24,13 @@ LOG_GROUP = 64
 #: child's value can split its answer in two or add an answer that never was (`log_safe` already
 #: doubles a backslash a child wrote, so this escape cannot be typed by one).
 SEMICOLON = "\\u003b"
+
+# What `_made_alike` takes out of each answer of a batch, in C.
+_REQUEST, _INTENT, _REQUESTER = attrgetter("parsed.request"), attrgetter("access_intent"), \
+    attrgetter("requester_agent_name")
+_NAME, _RESPONSE, _OUTCOME = attrgetter("key.name"), attrgetter("response"), attrgetter("outcome")
+_ARRIVED, _SURFACE, _VALUE = attrgetter("arrived"), attrgetter("surface"), attrgetter("value")
+_PRINCIPAL, _MATCHED, _FIRST = attrgetter("principal.agent_name"), attrgetter("match_values"), itemgetter(0)
 
 
 def describe(response: ForwardedResponse, outcome: str, waited_s: float | None) -> str:
@@ -53,13 +62,71 @@ def told_parts(verdicts: Sequence[VerdictRecord], now: float) -> list[str]:
     nothing in any of them needs escaping or cutting, which is looked for once in all of them joined
     (an answer of a batch where something does is made as `told_part` makes it alone:
     `tests/core/test_answer_log.py` compares them)."""
+    made = _made_alike(verdicts, now)
+    parts, names, values = _made_each(verdicts, now) if made is None else made
+    if not (_plain_names("".join(names), max(map(len, names), default=0))
+            and _plain_values("".join(values), max(map(len, values), default=0))):
+        for at, (name, value) in enumerate(zip(names, values, strict=True)):
+            if not (_plain_names(name, len(name)) and _plain_values(value, len(value))):
+                parts[at] = told_part(verdicts[at], now)
+    return parts
+
+
+Made = tuple[list[str], list[str], list[str]]
+"""A batch's parts as made before any is checked for escaping, and the file names and values in them."""
+
+def _made_alike(verdicts: Sequence[VerdictRecord], now: float) -> Made | None:
+    """A batch whose answers share their agents, surface, verdict and moment (a burst's), made without a
+    Python step per answer, as `_made_each` makes it; None for any other."""
+    count = len(verdicts)
+    if not count:
+        return None
+    requests = list(map(_REQUEST, verdicts))
+    intents = list(map(_INTENT, requests))
+    requesters = list(map(_REQUESTER, requests))
+    first, intent = requests[0], intents[0]
+    if requesters.count(first.requester_agent_name) != count:
+        return None
+    if intent is None:
+        if intents.count(None) != count or list(map(_SURFACE, requests)).count(first.surface) != count:
+            return None
+        values = list(map(_VALUE, requests))
+        if values.count(None):
+            return None
+        surface = first.surface or "?"
+    else:
+        if intents.count(None) or list(map(_PRINCIPAL, intents)).count(intent.principal.agent_name) != count:
+            return None
+        if list(map(_SURFACE, intents)).count(intent.surface) != count:
+            return None
+        matched = list(map(_MATCHED, intents))
+        if not all(matched):
+            return None
+        values = list(map(_FIRST, matched))
+        surface = intent.surface
+    head = verdicts[0]
+    response, outcome, arrived = head.response, head.outcome, head.arrived
+    if (list(map(_RESPONSE, verdicts)).count(response) != count
+            or list(map(_OUTCOME, verdicts)).count(outcome) != count
+            or list(map(_ARRIVED, verdicts)).count(arrived) != count):
+        return None
+    agents = joined(f"{log_agents(head.parsed)} surface={log_safe(surface, 40)}")
+    tail = f"{joined(describe(response, outcome, None))} in {(now - (arrived or now)) * 1000:.1f}ms"
+    names = list(map(_NAME, verdicts))
+    parts = list(map("".join, zip(repeat("request="), names, repeat(f" {agents} value="), values,
+                                  repeat(f" {tail}"))))
+    return parts, names, values
+
+
+def _made_each(verdicts: Sequence[VerdictRecord], now: float) -> Made:
+    """`told_parts`'s parts made an answer at a time (what the answer before said is reused)."""
     parts: list[str] = []
     names: list[str] = []
     values: list[str] = []
     said: dict[tuple[str, str, str], str] = {}
     words: dict[tuple[int, str], str] = {}  # each verdict's words, joined (a burst's share a few)
     # What the answer before said (a trip's answers share their agents, verdict and moment).
-    last: tuple[str, str, str] = ("", "", "")
+    last: tuple[str, str, str] | None = None  # none yet (an ask's three may all be empty)
     agents = ""
     last_said: tuple[ForwardedResponse | None, str, float | None] = (None, "", None)
     tail = ""
@@ -76,7 +143,7 @@ def told_parts(verdicts: Sequence[VerdictRecord], now: float) -> list[str]:
             matched = intent.match_values
             principal, surface = intent.principal.agent_name, intent.surface
             value = matched[0] if matched else (request.value or "")
-        if requester != last[0] or principal != last[1] or surface != last[2]:
+        if last is None or requester != last[0] or principal != last[1] or surface != last[2]:
             last = (requester, principal, surface)
             if (found := said.get(last)) is None:
                 found = said[last] = joined(f"{log_agents(parsed)} surface={log_safe(surface, 40)}")
@@ -90,12 +157,7 @@ def told_parts(verdicts: Sequence[VerdictRecord], now: float) -> list[str]:
         names.append(name)
         values.append(value)
         parts.append(f"request={name} {agents} value={value} {tail}")
-    if not (_plain_names("".join(names), max(map(len, names), default=0))
-            and _plain_values("".join(values), max(map(len, values), default=0))):
-        for at, (name, value) in enumerate(zip(names, values, strict=True)):
-            if not (_plain_names(name, len(name)) and _plain_values(value, len(value))):
-                parts[at] = told_part(verdicts[at], now)
-    return parts
+    return parts, names, values
 
 
 def told_part(verdict: VerdictRecord, now: float) -> str:
