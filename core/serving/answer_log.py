@@ -7,7 +7,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from itertools import repeat
-from operator import attrgetter, itemgetter
+from operator import attrgetter, is_, itemgetter
+from typing import TypeVar
 
 from core.serving.verdicts import VerdictRecord
 from core.text import log_safe, none_hidden
@@ -24,6 +25,8 @@ LOG_GROUP = 64
 #: child's value can split its answer in two or add an answer that never was (`log_safe` already
 #: doubles a backslash a child wrote, so this escape cannot be typed by one).
 SEMICOLON = "\\u003b"
+
+_Key = TypeVar("_Key")
 
 # What `_made_alike` takes out of each answer of a batch, in C.
 _REQUEST, _INTENT, _REQUESTER = attrgetter("parsed.request"), attrgetter("access_intent"), \
@@ -76,46 +79,46 @@ Made = tuple[list[str], list[str], list[str]]
 """A batch's parts as made before any is checked for escaping, and the file names and values in them."""
 
 def _made_alike(verdicts: Sequence[VerdictRecord], now: float) -> Made | None:
-    """A batch whose answers share their agents, surface, verdict and moment (a burst's), made without a
-    Python step per answer, as `_made_each` makes it; None for any other."""
+    """A batch whose asks all have an access intent (each with a value matched), or none has (each
+    with a surface and a value), made without a Python step per answer, as `_made_each` makes it: the
+    agents and surface part made once for each of their kinds, the verdict's words and wait once for
+    each response, outcome and moment (a burst's share a few); None for any other batch."""
     count = len(verdicts)
     if not count:
         return None
     requests = list(map(_REQUEST, verdicts))
     intents = list(map(_INTENT, requests))
     requesters = list(map(_REQUESTER, requests))
-    first, intent = requests[0], intents[0]
-    if requesters.count(first.requester_agent_name) != count:
+    if all(map(is_, intents, repeat(None))):
+        principals, surfaces, values = requesters, list(map(_SURFACE, requests)), list(map(_VALUE, requests))
+        if not all(surfaces) or values.count(None):  # `?` or no value said: made an answer at a time
+            return None
+    elif any(map(is_, intents, repeat(None))):
         return None
-    if intent is None:
-        if intents.count(None) != count or list(map(_SURFACE, requests)).count(first.surface) != count:
-            return None
-        values = list(map(_VALUE, requests))
-        if values.count(None):
-            return None
-        surface = first.surface or "?"
     else:
-        if intents.count(None) or list(map(_PRINCIPAL, intents)).count(intent.principal.agent_name) != count:
-            return None
-        if list(map(_SURFACE, intents)).count(intent.surface) != count:
-            return None
+        principals, surfaces = list(map(_PRINCIPAL, intents)), list(map(_SURFACE, intents))
         matched = list(map(_MATCHED, intents))
         if not all(matched):
             return None
         values = list(map(_FIRST, matched))
-        surface = intent.surface
-    head = verdicts[0]
-    response, outcome, arrived = head.response, head.outcome, head.arrived
-    if (list(map(_RESPONSE, verdicts)).count(response) != count
-            or list(map(_OUTCOME, verdicts)).count(outcome) != count
-            or list(map(_ARRIVED, verdicts)).count(arrived) != count):
-        return None
-    agents = joined(f"{log_agents(head.parsed)} surface={log_safe(surface, 40)}")
-    tail = f"{joined(describe(response, outcome, None))} in {(now - (arrived or now)) * 1000:.1f}ms"
+    # Each kind's part made from its first answer, as `_made_each` does (`firsts`: a key's first place).
+    kinds = list(zip(requesters, principals, surfaces, strict=True))
+    said = {kind: joined(f"{log_agents(verdicts[at].parsed)} surface={log_safe(kind[2], 40)}")
+            for kind, at in _firsts(kinds).items()}
+    moments = list(zip(map(id, map(_RESPONSE, verdicts)), map(_OUTCOME, verdicts), map(_ARRIVED, verdicts),
+                       strict=True))
+    told = {moment: f"{joined(describe(verdicts[at].response, moment[1], None))} in "
+                    f"{(now - (moment[2] or now)) * 1000:.1f}ms"
+            for moment, at in _firsts(moments).items()}
     names = list(map(_NAME, verdicts))
-    parts = list(map("".join, zip(repeat("request="), names, repeat(f" {agents} value="), values,
-                                  repeat(f" {tail}"))))
+    parts = list(map("".join, zip(repeat("request="), names, repeat(" "), map(said.__getitem__, kinds),
+                                  repeat(" value="), values, repeat(" "), map(told.__getitem__, moments))))
     return parts, names, values
+
+
+def _firsts(keys: list[_Key]) -> dict[_Key, int]:
+    """Where each key is first found in `keys` (a later place is overwritten by an earlier one)."""
+    return dict(zip(reversed(keys), range(len(keys) - 1, -1, -1), strict=True))
 
 
 def _made_each(verdicts: Sequence[VerdictRecord], now: float) -> Made:
