@@ -348,9 +348,9 @@ class Pipeline:
         events made and told as one run (`emit_all`). False, with nothing reported, otherwise."""
         if not answered:
             return False
-        verdicts, written, history_failed, _write_failed, _withdrawn = zip(*answered, strict=True)
+        verdicts, refused = list(map(_VERDICT, answered)), list(map(_HISTORY_FAILED, answered))
         names, contested = list(map(_NAME, verdicts)), served.contested
-        if not (all(written) and history_failed.count(None) == len(history_failed)
+        if not (all(map(_WRITTEN, answered)) and refused.count(None) == len(refused)
                 and all(map(gone.__contains__, names)) and not any(map(contested.__contains__, names))):
             return False
         count = len(verdicts)
@@ -358,7 +358,7 @@ class Pipeline:
         fields = zip(repeat("answered", count), map(_KEY, verdicts), repeat(now), map(_PARSED, verdicts),
                      map(_RESPONSE, verdicts), map(_OUTCOME, verdicts), repeat(None), repeat(None))
         self.emit_all(list(map(tuple.__new__, repeat(ServeEvent), fields)))
-        self._told(served, list(verdicts), parts, now)
+        self._told(served, verdicts, parts, now)
         return True
 
     def _told(self, served: ServedSession, plain: list[VerdictRecord], parts: list[str], now: float) -> None:
@@ -717,6 +717,8 @@ def _each(emit: Callable[[ServeEvent], None], events: Sequence[ServeEvent]) -> N
 
 
 _NAME, _KEY, _PARSED = attrgetter("key.name"), attrgetter("key"), attrgetter("parsed")
+_VERDICT, _WRITTEN = attrgetter("verdict"), attrgetter("written")
+_HISTORY_FAILED = attrgetter("history_failed")
 _RESPONSE, _OUTCOME = attrgetter("response"), attrgetter("outcome")
 
 
