@@ -5,7 +5,7 @@ waited), and a batch's parts joined, one line per session and `LOG_GROUP` answer
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from itertools import repeat
 from operator import attrgetter, is_, itemgetter
 from typing import TypeVar
@@ -101,18 +101,26 @@ def _made_alike(verdicts: Sequence[VerdictRecord], now: float) -> Made | None:
         if not all(matched):
             return None
         values = list(map(_FIRST, matched))
-    # Each kind's part made from its first answer, as `_made_each` does (`firsts`: a key's first place).
-    kinds = list(zip(requesters, principals, surfaces, strict=True))
-    said = {kind: joined(f"{log_agents(verdicts[at].parsed)} surface={log_safe(kind[2], 40)}")
-            for kind, at in _firsts(kinds).items()}
+    # Each kind's part made from its first answer, as `_made_each` does (`firsts`: a key's first place);
+    # one kind (a burst's, most often) without a key per answer.
+    def agents(kind: tuple[str, str, str], at: int) -> str:
+        return joined(f"{log_agents(verdicts[at].parsed)} surface={log_safe(kind[2], 40)}")
+
+    kind = (requesters[0], principals[0], surfaces[0])
+    if (requesters.count(kind[0]) == count and principals.count(kind[1]) == count
+            and surfaces.count(kind[2]) == count):
+        said: Iterable[str] = repeat(agents(kind, 0), count)
+    else:
+        kinds = list(zip(requesters, principals, surfaces, strict=True))
+        said = map({kind: agents(kind, at) for kind, at in _firsts(kinds).items()}.__getitem__, kinds)
     moments = list(zip(map(id, map(_RESPONSE, verdicts)), map(_OUTCOME, verdicts), map(_ARRIVED, verdicts),
                        strict=True))
     told = {moment: f"{joined(describe(verdicts[at].response, moment[1], None))} in "
                     f"{(now - (moment[2] or now)) * 1000:.1f}ms"
             for moment, at in _firsts(moments).items()}
     names = list(map(_NAME, verdicts))
-    parts = list(map("".join, zip(repeat("request="), names, repeat(" "), map(said.__getitem__, kinds),
-                                  repeat(" value="), values, repeat(" "), map(told.__getitem__, moments))))
+    parts = list(map("".join, zip(repeat("request="), names, repeat(" "), said, repeat(" value="), values,
+                                  repeat(" "), map(told.__getitem__, moments))))
     return parts, names, values
 
 
