@@ -5,10 +5,7 @@ waited), and a batch's parts joined, one line per session and `LOG_GROUP` answer
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
-from itertools import repeat
-from operator import attrgetter, is_, itemgetter
-from typing import TypeVar
+from collections.abc import Sequence
 
 from core.serving.verdicts import VerdictRecord
 from core.text import log_safe, none_hidden
@@ -25,15 +22,6 @@ LOG_GROUP = 64
 #: child's value can split its answer in two or add an answer that never was (`log_safe` already
 #: doubles a backslash a child wrote, so this escape cannot be typed by one).
 SEMICOLON = "\\u003b"
-
-_Key = TypeVar("_Key")
-
-# What `_made_alike` takes out of each answer of a batch, in C.
-_REQUEST, _INTENT, _REQUESTER = attrgetter("parsed.request"), attrgetter("access_intent"), \
-    attrgetter("requester_agent_name")
-_NAME, _RESPONSE, _OUTCOME = attrgetter("key.name"), attrgetter("response"), attrgetter("outcome")
-_ARRIVED, _SURFACE, _VALUE = attrgetter("arrived"), attrgetter("surface"), attrgetter("value")
-_PRINCIPAL, _MATCHED, _FIRST = attrgetter("principal.agent_name"), attrgetter("match_values"), itemgetter(0)
 
 
 def describe(response: ForwardedResponse, outcome: str, waited_s: float | None) -> str:
@@ -65,72 +53,6 @@ def told_parts(verdicts: Sequence[VerdictRecord], now: float) -> list[str]:
     nothing in any of them needs escaping or cutting, which is looked for once in all of them joined
     (an answer of a batch where something does is made as `told_part` makes it alone:
     `tests/core/test_answer_log.py` compares them)."""
-    made = _made_alike(verdicts, now)
-    parts, names, values = _made_each(verdicts, now) if made is None else made
-    if not (_plain_names("".join(names), max(map(len, names), default=0))
-            and _plain_values("".join(values), max(map(len, values), default=0))):
-        for at, (name, value) in enumerate(zip(names, values, strict=True)):
-            if not (_plain_names(name, len(name)) and _plain_values(value, len(value))):
-                parts[at] = told_part(verdicts[at], now)
-    return parts
-
-
-Made = tuple[list[str], list[str], list[str]]
-"""A batch's parts as made before any is checked for escaping, and the file names and values in them."""
-
-def _made_alike(verdicts: Sequence[VerdictRecord], now: float) -> Made | None:
-    """A batch whose asks all have an access intent (each with a value matched), or none has (each
-    with a surface and a value), made without a Python step per answer, as `_made_each` makes it: the
-    agents and surface part made once for each of their kinds, the verdict's words and wait once for
-    each response, outcome and moment (a burst's share a few); None for any other batch."""
-    count = len(verdicts)
-    if not count:
-        return None
-    requests = list(map(_REQUEST, verdicts))
-    intents = list(map(_INTENT, requests))
-    requesters = list(map(_REQUESTER, requests))
-    if all(map(is_, intents, repeat(None))):
-        principals, surfaces, values = requesters, list(map(_SURFACE, requests)), list(map(_VALUE, requests))
-        if not all(surfaces) or values.count(None):  # `?` or no value said: made an answer at a time
-            return None
-    elif any(map(is_, intents, repeat(None))):
-        return None
-    else:
-        principals, surfaces = list(map(_PRINCIPAL, intents)), list(map(_SURFACE, intents))
-        matched = list(map(_MATCHED, intents))
-        if not all(matched):
-            return None
-        values = list(map(_FIRST, matched))
-    # Each kind's part made from its first answer, as `_made_each` does (`firsts`: a key's first place);
-    # one kind (a burst's, most often) without a key per answer.
-    def agents(kind: tuple[str, str, str], at: int) -> str:
-        return joined(f"{log_agents(verdicts[at].parsed)} surface={log_safe(kind[2], 40)}")
-
-    kind = (requesters[0], principals[0], surfaces[0])
-    if (requesters.count(kind[0]) == count and principals.count(kind[1]) == count
-            and surfaces.count(kind[2]) == count):
-        said: Iterable[str] = repeat(agents(kind, 0), count)
-    else:
-        kinds = list(zip(requesters, principals, surfaces, strict=True))
-        said = map({kind: agents(kind, at) for kind, at in _firsts(kinds).items()}.__getitem__, kinds)
-    moments = list(zip(map(id, map(_RESPONSE, verdicts)), map(_OUTCOME, verdicts), map(_ARRIVED, verdicts),
-                       strict=True))
-    told = {moment: f"{joined(describe(verdicts[at].response, moment[1], None))} in "
-                    f"{(now - (moment[2] or now)) * 1000:.1f}ms"
-            for moment, at in _firsts(moments).items()}
-    names = list(map(_NAME, verdicts))
-    parts = list(map("".join, zip(repeat("request="), names, repeat(" "), said, repeat(" value="), values,
-                                  repeat(" "), map(told.__getitem__, moments))))
-    return parts, names, values
-
-
-def _firsts(keys: list[_Key]) -> dict[_Key, int]:
-    """Where each key is first found in `keys` (a later place is overwritten by an earlier one)."""
-    return dict(zip(reversed(keys), range(len(keys) - 1, -1, -1), strict=True))
-
-
-def _made_each(verdicts: Sequence[VerdictRecord], now: float) -> Made:
-    """`told_parts`'s parts made an answer at a time (what the answer before said is reused)."""
     parts: list[str] = []
     names: list[str] = []
     values: list[str] = []
@@ -168,7 +90,12 @@ def _made_each(verdicts: Sequence[VerdictRecord], now: float) -> Made:
         names.append(name)
         values.append(value)
         parts.append(f"request={name} {agents} value={value} {tail}")
-    return parts, names, values
+    if not (_plain_names("".join(names), max(map(len, names), default=0))
+            and _plain_values("".join(values), max(map(len, values), default=0))):
+        for at, (name, value) in enumerate(zip(names, values, strict=True)):
+            if not (_plain_names(name, len(name)) and _plain_values(value, len(value))):
+                parts[at] = told_part(verdicts[at], now)
+    return parts
 
 
 def told_part(verdict: VerdictRecord, now: float) -> str:
