@@ -21,7 +21,7 @@ The rest are pure functions of one event: its line in this run's history (`perso
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import overload
 
@@ -98,8 +98,22 @@ class CoreEvents:
                 self._open = ServingChanged(event)
                 self.post(self._open)
 
+        def serving_run(events: Sequence[ServeEvent]) -> None:
+            """A run of the core's events (an intake's answers) joins the open message at once."""
+            shown = [event for event in events if event.kind not in UNPOSTED]
+            if not shown:
+                return
+            with self._lock:
+                message = self._open
+                if isinstance(message, ServingChanged) and not message.taken:
+                    message.events.extend(shown)
+                    return
+                self._open = ServingChanged(shown[0])
+                self._open.events.extend(shown[1:])
+                self.post(self._open)
+
         self.person.subscribe(person)
-        self.core.subscribe(serving)
+        self.core.subscribe(serving, serving_run)
 
     @overload
     def take(self, message: PersonChanged) -> list[PersonEvent]: ...

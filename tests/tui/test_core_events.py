@@ -19,7 +19,7 @@ from textual.widgets import Static
 from core.person import AskAdded, AskDecided, AskWithdrawn, Person
 from core.serving import ServingCore
 from core.vocabulary.asks import Ask, AskKey, Judgment
-from core.vocabulary.events import Observer, ServeEvent
+from core.vocabulary.events import Observer, RunObserver, ServeEvent
 from core.wire.decisions import ForwardedDecision, UserDecision
 from core.wire.reader import parse_request
 from core.wire.response import approve
@@ -207,19 +207,38 @@ def test_an_answer_carried_to_another_node_says_where_and_by_whom_in_this_runs_h
     assert entry.detail == "carried to session:P␛[2J, decided there by person (dialog)"
 
 
+class StandInCore:
+    """What `CoreEvents` subscribes to: its observers and run observers kept, told by the test."""
+
+    def __init__(self) -> None:
+        self.observers: list[Observer] = []
+        self.runs: list[RunObserver] = []
+
+    def subscribe(self, observer: Observer, run: RunObserver | None = None) -> None:
+        self.observers.append(observer)
+        if run is not None:
+            self.runs.append(run)
+
+    def tell_run(self, events: list[ServeEvent]) -> None:
+        """As the core tells an intake's answers: one call per run observer."""
+        for run in self.runs:
+            run(events)
+
+
+def listening_to(core: StandInCore) -> tuple[Person, list[Message], CoreEvents]:
+    """A person and `core`, their events posted into a list."""
+    person = Person()
+    posted: list[Message] = []
+    events = CoreEvents(person, cast("ServingCore", core), posted.append)
+    events.listen()
+    return person, posted, events
+
+
 def listening() -> tuple[Person, list[Observer], list[Message], CoreEvents]:
     """A person and a stand-in core (its observers kept), their events posted into a list."""
-    person = Person()
-    observers: list[Observer] = []
-
-    class Core:
-        def subscribe(self, observer: Observer) -> None:
-            observers.append(observer)
-
-    posted: list[Message] = []
-    events = CoreEvents(person, cast("ServingCore", Core()), posted.append)
-    events.listen()
-    return person, observers, posted, events
+    core = StandInCore()
+    person, posted, events = listening_to(core)
+    return person, core.observers, posted, events
 
 
 async def test_a_run_of_person_events_is_one_message_until_the_app_takes_it() -> None:
@@ -264,3 +283,21 @@ async def test_a_run_of_core_events_is_one_message_until_the_app_takes_it() -> N
     events.take(cast("ServingChanged", posted[2]))
     observers[0](quarantined)  # the last one was taken: a new message
     assert len(posted) == 4 and cast("ServingChanged", posted[3]).events == [quarantined]
+
+
+async def test_a_run_of_answers_joins_the_open_message_in_one_call() -> None:
+    """An intake's answers reach the app as a run (`ServingCore.subscribe`'s `run`): the run joins the
+    open message as single events would, in order; `arrived` is not posted; a taken message is not
+    joined, and a run of nothing shown posts nothing."""
+    core = StandInCore()
+    _, posted, events = listening_to(core)
+    observers = core.observers
+    answered = [ServeEvent("answered", AskKey(SERVED, f"r-{i}.json"), 0.0) for i in range(5)]
+    observers[0](answered[0])
+    core.tell_run([*answered[1:3], ServeEvent("arrived", AskKey(SERVED, "x.json"), 0.0)])
+    assert len(posted) == 1 and cast("ServingChanged", posted[0]).events == answered[:3]
+    events.take(cast("ServingChanged", posted[0]))
+    core.tell_run([ServeEvent("arrived", AskKey(SERVED, "y.json"), 0.0)])
+    assert len(posted) == 1
+    core.tell_run(answered[3:])
+    assert len(posted) == 2 and cast("ServingChanged", posted[1]).events == answered[3:]
