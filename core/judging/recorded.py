@@ -150,7 +150,20 @@ class RecordedAuthority:
         policy = last[3]
         if compiled.policy is not policy or compiled.session is not rules:
             return None
-        decided = compiled.decide(intent.surface, intent.match_values, intent.floor)
+        values = intent.match_values
+        if len(values) == 1 and len(values[0]) <= MAX_ALIKE_CHARS:
+            # An ask of one value (a command, a path): decided as the last ask of the same facts was,
+            # under this very reading (`Compiled.alike`: `decide` is a function of them alone).
+            alike = compiled.alike
+            key = (intent.surface, values[0], intent.floor)
+            decided = alike.get(key, _UNSEEN)
+            if decided is _UNSEEN:
+                decided = compiled.decide(intent.surface, values, intent.floor)
+                if len(alike) >= MAX_ALIKE:
+                    alike.clear()
+                alike[key] = decided
+        else:
+            decided = compiled.decide(intent.surface, values, intent.floor)
         if decided is None or decided.verdict == "ask":
             return None
         if decided.grant is not None:
@@ -401,6 +414,12 @@ def _judgment(explanation: Explanation, why: str | None, facts: bool) -> Judgmen
 
 #: Makes a `Judgment` without its `__init__` (`RecordedAuthority._judged`).
 _new_object = object.__new__
+#: `Compiled.alike` has no entry for these facts (its entries are `Decided` or None).
+_UNSEEN: Decided | None = Decided("ask", None, None, None, False)
+#: The facts `decided_plain` remembers per compiled reading: asks of one value this long at most
+#: (memory stays bounded whatever children send: ~`MAX_ALIKE` × `MAX_ALIKE_CHARS` characters).
+MAX_ALIKE = 1024
+MAX_ALIKE_CHARS = 1024
 
 
 class _Afresh:

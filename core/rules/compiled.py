@@ -70,6 +70,10 @@ class Compiled:
         #: The policy's config errors as a judgment names them.
         self.config_errors = tuple(map(str, policy.errors))
         self._plans: dict[str, _Plan] = {}
+        #: `decide` of an ask of one value by (surface, value, floor), as `RecordedAuthority.decided_plain`
+        #: remembers it for the asks that repeat one (a burst of one command): a function of them
+        #: alone under this reading, so never stale (a reload or a grant makes another `Compiled`).
+        self.alike: dict[tuple[str, str, str | None], Decided | None] = {}
 
     def decide(self, surface: str, values: Sequence[str], floor: str | None) -> Decided | None:
         """The judgment's verdict and `decidedBy` of an ask without asking units, or None when only
@@ -81,8 +85,8 @@ class Compiled:
             return None
         if plan.tool and values:
             return None  # pi judges a tool on `"*"`, not its values
-        if plan.pi_reads and not (surface.isascii() and all(map(str.isascii, values))) and beyond_bmp(
-                IntentFacts(surface, tuple(values))):
+        if plan.pi_reads and not (surface.isascii() and (values[0].isascii() if len(values) == 1 else all(
+                map(str.isascii, values)))) and beyond_bmp(IntentFacts(surface, tuple(values))):
             return None  # pi's `?` sees a character beyond the BMP as two
         only = plan.only
         decided = only.decide(values) if only is not None else plan.decide(values)

@@ -28,7 +28,7 @@ from collections.abc import Callable, Container
 from dataclasses import dataclass, field, replace
 
 from core.clock import Clock
-from core.disk.paths import is_safe_request_id
+from core.disk.paths import SAFE_REQUEST_ID
 from core.forwarding.inbox import SessionInbox
 from core.rules.compiled import Decided
 from core.serving.intake import FileRead, Intake
@@ -100,7 +100,7 @@ class AtOnce:
                 request = parsed.request
                 stem = name.removesuffix(".json")
                 if (request.id != stem or stem in recorded or request.target_session_id.strip() != session_id
-                        or not is_safe_request_id(stem)):
+                        or _safe_id(stem) is None or stem in _DOTS):  # `is_safe_request_id`, in place
                     rest.append((name, read))
                     continue
                 key = _new_tuple(AskKey, (session_id, name))  # `AskKey(session_id, name)`, made in C
@@ -181,3 +181,6 @@ def new_ask(key: AskKey, parsed: ParsedRequest, judgment: Judgment, arrived_at: 
 
 _new_object = object.__new__
 _new_tuple = tuple.__new__
+_safe_id = SAFE_REQUEST_ID.fullmatch
+#: The two names `is_safe_request_id` refuses that its pattern takes.
+_DOTS = frozenset({".", ".."})
