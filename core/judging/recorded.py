@@ -73,6 +73,10 @@ class RecordedAuthority:
         #: one tuple, read and replaced whole from any thread.
         self._last_policy: tuple[str, int, int, Policy] | None = None
         self._last_compiled: Compiled | None = None
+        #: `Compiled.decide` of the asks of one value `decided_plain` judged, by (surface, value, floor),
+        #: with the reading that decided (the cache of identical facts: a burst of one command). Each
+        #: entry is used only under that very reading, and all are dropped when the files change.
+        self._alike: dict[tuple[str, str, str | None], tuple[Compiled, Decided | None]] = {}
         for pending in store.held_at_start():
             log.warning(
                 "at start: config change to %s since it was last accepted widens permissions and is NOT "
@@ -153,15 +157,17 @@ class RecordedAuthority:
         values = intent.match_values
         if len(values) == 1 and len(values[0]) <= MAX_ALIKE_CHARS:
             # An ask of one value (a command, a path): decided as the last ask of the same facts was,
-            # under this very reading (`Compiled.alike`: `decide` is a function of them alone).
-            alike = compiled.alike
+            # if under this very reading (`decide` is a function of them alone under one `Compiled`).
+            alike = self._alike
             key = (intent.surface, values[0], intent.floor)
-            decided = alike.get(key, _UNSEEN)
-            if decided is _UNSEEN:
+            found = alike.get(key)
+            if found is not None and found[0] is compiled:
+                decided = found[1]
+            else:
                 decided = compiled.decide(intent.surface, values, intent.floor)
                 if len(alike) >= MAX_ALIKE:
                     alike.clear()
-                alike[key] = decided
+                alike[key] = (compiled, decided)
         else:
             decided = compiled.decide(intent.surface, values, intent.floor)
         if decided is None or decided.verdict == "ask":
@@ -209,6 +215,7 @@ class RecordedAuthority:
         if generation != self._kept_generation:
             self._kept_generation = generation
             self._kept.clear()
+            self._alike.clear()  # (each entry holds its reading, and so a policy no longer in force)
         last = self._last_policy
         if last is not None and last[0] == agent and last[1] == generation and last[2] == composed:
             policy = last[3]  # `store.policy(agent)`, as it returned it last (`PolicyStore.composed`)
@@ -414,10 +421,8 @@ def _judgment(explanation: Explanation, why: str | None, facts: bool) -> Judgmen
 
 #: Makes a `Judgment` without its `__init__` (`RecordedAuthority._judged`).
 _new_object = object.__new__
-#: `Compiled.alike` has no entry for these facts (its entries are `Decided` or None).
-_UNSEEN: Decided | None = Decided("ask", None, None, None, False)
-#: The facts `decided_plain` remembers per compiled reading: asks of one value this long at most
-#: (memory stays bounded whatever children send: ~`MAX_ALIKE` × `MAX_ALIKE_CHARS` characters).
+#: The facts `decided_plain` remembers: asks of one value this long at most (memory stays bounded
+#: whatever children send: ~`MAX_ALIKE` × `MAX_ALIKE_CHARS` characters).
 MAX_ALIKE = 1024
 MAX_ALIKE_CHARS = 1024
 

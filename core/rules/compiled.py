@@ -70,10 +70,6 @@ class Compiled:
         #: The policy's config errors as a judgment names them.
         self.config_errors = tuple(map(str, policy.errors))
         self._plans: dict[str, _Plan] = {}
-        #: `decide` of an ask of one value by (surface, value, floor), as `RecordedAuthority.decided_plain`
-        #: remembers it for the asks that repeat one (a burst of one command): a function of them
-        #: alone under this reading, so never stale (a reload or a grant makes another `Compiled`).
-        self.alike: dict[tuple[str, str, str | None], Decided | None] = {}
 
     def decide(self, surface: str, values: Sequence[str], floor: str | None) -> Decided | None:
         """The judgment's verdict and `decidedBy` of an ask without asking units, or None when only
