@@ -25,6 +25,16 @@ within `--meddle-within`): renamed away, a new folder made in its place, every e
 the old one removed (whatever serve linked into the old one meanwhile is moved too); the moves back
 are not counted as a response appearing again.
 
+Stall6 (a serve that did not stop on SIGTERM): `--stop-within S` (default 30) bounds the wait for
+serve to end after the closing SIGTERM, and `--kill-with TERM` makes each of `--kills` a SIGTERM
+bounded the same way (a stop mid-burst, while a restart reconciles its backlog); a serve still
+running then is a `did-not-stop` finding, its stacks taken (`campaign_common.take_stacks`: threads,
+its unix sockets' queues, `py-spy dump` when on PATH) into `stacks.txt`, then killed. `--watch-silence
+S` takes the stacks once per serve when no answer was read for S s while some are missing.
+`--selfpipe` runs each serve with `bench/selfpipe.py` as its `sitecustomize` (notes in `selfpipe/`:
+the event loop's self-pipe peaks and writers); `--selfpipe-term` also raises SIGTERM in serve the
+first time its self-pipe is full, as a stop arriving then would (`selfpipe-summary` says what followed).
+
 Counted per ask (`findings.json`): `unanswered` (a valid or safe-named ask with no response),
 `answered-twice` (a second response under one name, or two answered rows), `wrong-verdict` (not what
 the rules, the fail-safe or `--on-ask` say), `history-contradicts-child` (no row holds the bytes the
@@ -58,6 +68,7 @@ from bench.campaign_common import (
     rows_by_request,
     serve_beating,
     table,
+    take_stacks,
 )
 from core.disk.paths import encode_session_id
 from core.forwarding.inotify import IN_CREATE, IN_MOVED_TO, IN_ONLYDIR, Inotify
@@ -148,6 +159,16 @@ def main() -> None:
                         help="campaign5: each serve's inotify queue holds N events (root)")
     parser.add_argument("--swap-outbox", type=int, default=0, metavar="K",
                         help="campaign5: responses/ replaced by a new folder K times mid-burst")
+    parser.add_argument("--kill-with", default="KILL", choices=("KILL", "TERM"),
+                        help="stall6: the signal of each of --kills (TERM: a clean stop, bounded)")
+    parser.add_argument("--stop-within", type=float, default=30.0,
+                        help="stall6: seconds serve may take to end after SIGTERM")
+    parser.add_argument("--selfpipe", action="store_true",
+                        help="stall6: count serve's self-pipe wake-ups (bench/selfpipe.py)")
+    parser.add_argument("--selfpipe-term", action="store_true",
+                        help="stall6: with --selfpipe, SIGTERM raised in serve once its self-pipe is full")
+    parser.add_argument("--watch-silence", type=float, default=20.0,
+                        help="stall6: take serve's stacks after this many seconds without an answer")
     args = parser.parse_args()
     if args.full_disk and not os.environ.get("CAMPAIGN_IN_NAMESPACE"):
         sys.stdout.flush()
@@ -209,6 +230,15 @@ def run(args: argparse.Namespace, folder: Path) -> int:
             "--forwarding-root", str(root), "--state-dir", str(state), "--rules", str(rules),
             "--on-ask", args.on_ask]
     env = {**os.environ, "PI_CODING_AGENT_DIR": str(agent)}
+    if args.selfpipe or args.selfpipe_term:
+        site, notes = folder / "site", folder / "selfpipe"
+        site.mkdir()
+        notes.mkdir()
+        shutil.copy(REPO / "bench" / "selfpipe.py", site / "sitecustomize.py")
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(site), os.environ.get("PYTHONPATH"))))
+        env["SELFPIPE_OUT"] = str(notes)
+        if args.selfpipe_term:
+            env["SELFPIPE_TERM"] = "1"
 
     def start() -> subprocess.Popen[bytes]:
         if args.tiny_queue:  # read by the kernel at serve's `inotify_init`: set back once both are made
@@ -319,13 +349,20 @@ def serve_burst(args: argparse.Namespace, folder: Path, rng: random.Random,
     expected = {rid for rid, kind in kind_of.items()
                 if not (kind in LEFT and args.on_ask == "leave") and kind not in HOSTILE[:3]}
     second: dict[str, list[bytes]] = defaultdict(list)
+    last_read, watched = time.monotonic(), -1  # stall6: the stacks of a silent serve, once per serve
     while time.monotonic() - started < args.within:
+        silent = time.monotonic() - last_read
+        if watched != proc.pid and silent >= args.watch_silence and expected - read.keys():
+            take_stacks(proc.pid, folder / "stacks.txt",
+                        f"no answer read for {silent:.0f} s, {len(expected - read.keys())} missing")
+            print(f"serve {proc.pid} silent for {silent:.0f} s: stacks in {folder / 'stacks.txt'}")
+            watched = proc.pid
         if next_kill is not None and time.monotonic() >= next_kill:
-            os.killpg(proc.pid, signal.SIGKILL)  # mid-batch: the burst is being answered
-            proc.wait(30)
             kills.append(time.monotonic() - started)
             with (folder / "faults.log").open("a") as out:
-                out.write(f"{time.time():.3f} SIGKILL serve pid {proc.pid} at {kills[-1]:.2f} s\n")
+                out.write(f"{time.time():.3f} SIG{args.kill_with} serve pid {proc.pid} "
+                          f"at {kills[-1]:.2f} s\n")
+            stop_serve(args, folder, proc, getattr(signal, f"SIG{args.kill_with}"), "mid-burst")
             offset = log_path.stat().st_size
             proc = current[0] = start()
             next_kill = None
@@ -376,6 +413,7 @@ def serve_burst(args: argparse.Namespace, folder: Path, rng: random.Random,
                 second[rid].append(data)
             else:
                 read[rid] = (data, ino_no, time.monotonic() - started)
+                last_read = time.monotonic()
             path.unlink(missing_ok=True)
             (requests / name).unlink(missing_ok=True)
         settled = not meddling and not swaps and fill_at is None and freed_at is None
@@ -393,8 +431,7 @@ def serve_burst(args: argparse.Namespace, folder: Path, rng: random.Random,
                 left[name[:-5]] = ((responses / name).read_bytes(), (responses / name).stat().st_ino)
                 continue
             second[name[:-5]].append((responses / name).read_bytes())
-    os.killpg(proc.pid, signal.SIGTERM)
-    proc.wait(120)
+    stop_serve(args, folder, proc, signal.SIGTERM, "at the end")
     ino.close()
     appeared.subtract(moved_back)  # `--swap-outbox`: a response moved into the new folder is not a second
     dropped = sorted(rid for rid in clobbered if kind_of.get(rid) in HOSTILE[:2])
@@ -407,10 +444,50 @@ def serve_burst(args: argparse.Namespace, folder: Path, rng: random.Random,
         shutil.copytree(state, folder / "state-kept", ignore=shutil.ignore_patterns("quarantine"))
     status = report(args, folder, state, kind_of, sent, read, second, appeared, overflowed, burst_s,
                     answered_s, len(kills))
+    if (folder / "selfpipe").is_dir():
+        selfpipe_summary(folder / "selfpipe", read, args.started_wall)
     if args.hostile:
         status += report_hostile(folder, state, kind_of, sent, replacement, read, left, appeared, overflowed,
                                  meddled, requests)
     return status
+
+
+def stop_serve(args: argparse.Namespace, folder: Path, proc: subprocess.Popen[bytes], sig: int,
+               when: str) -> None:
+    """`sig` to serve's group; a SIGTERM it has not obeyed within `--stop-within` s is a finding
+    (`did-not-stop`, its stacks taken), then it is killed."""
+    os.killpg(proc.pid, sig)
+    try:
+        proc.wait(30 if sig == signal.SIGKILL else args.stop_within)
+        return
+    except subprocess.TimeoutExpired:
+        pass
+    take_stacks(proc.pid, folder / "stacks.txt", f"SIGTERM {when} not obeyed within {args.stop_within:.0f} s")
+    print(f"serve {proc.pid} did not stop within {args.stop_within:.0f} s of SIGTERM ({when}): stacks in "
+          f"{folder / 'stacks.txt'}")
+    args.did_not_stop = [*getattr(args, "did_not_stop", []), f"pid {proc.pid}, SIGTERM {when}"]
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(30)
+
+
+def selfpipe_summary(notes: Path, read: dict[str, tuple[bytes, int, float]], started_wall: float) -> None:
+    """Per serve (`--selfpipe`): its self-pipe's peak, the wake-ups refused, and for a SIGTERM raised
+    on a full pipe, whether it reached the loop and how many answers were read after it."""
+    print("selfpipe-summary (wake-ups between two reads of the loop's self-pipe; 278 fill it):")
+    for note in sorted(notes.glob("*.txt"), key=lambda path: path.stat().st_mtime):
+        lines = note.read_text().splitlines()
+        peaks = [line for line in lines if " peak " in line]
+        said = f"  serve {note.stem}: {peaks[-1].split(' ', 1)[1] if peaks else 'peak under 25'}"
+        raised = [float(line.split()[0]) for line in lines if "SIGTERM raised" in line]
+        if raised:
+            reached = [float(line.split()[0]) for line in lines if "signal 15 reached" in line]
+            after = [at + started_wall - raised[0] for _, _, at in read.values()
+                     if at + started_wall > raised[0]]
+            first = f"{reached[0] - raised[0]:.2f} s after it" if reached else "never"
+            said += (f"; SIGTERM raised on a full pipe: {len(after)} answers read after it (the last "
+                     f"{max(after, default=0):.2f} s after), the first signal through the pipe {first} "
+                     "(the campaign's closing SIGTERM, if after the last answer)")
+        print(said)
 
 
 def fill(filler: Path) -> int:
@@ -444,8 +521,11 @@ def meddle(kind: str, rid: str, requests: Path, responses: Path, staging: Path, 
             fd = os.open(responses / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError:
             return "too late: a response was there"
-        with os.fdopen(fd, "wb") as out:
-            out.write(FORGED)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(FORGED)
+        except OSError as exc:  # created, its bytes refused (a full disk): a forged file all the same
+            return f"planted, cut short: {exc.strerror}"
         return "planted"
     if kind == "withdrawn":
         try:
@@ -482,10 +562,10 @@ def report_hostile(folder: Path, state: Path, kind_of: dict[str, str], sent: dic
         if not overflowed and entries > 1:
             found["response-replaced-or-twice"].append(f"{rid} ({kind}, {did}): {entries} entries appeared")
         if kind.startswith("forged"):
-            forged = did == "planted"
+            forged = did.startswith("planted")  # cut short: a start of `FORGED` (stall6)
             outcomes[f"{kind}: {did}"] += 1
             if forged:
-                if rid in left and left[rid][0] != FORGED:
+                if rid in left and not FORGED.startswith(left[rid][0]):
                     found["forged-replaced"].append(f"{rid} ({kind}): it holds {left[rid][0][:80]!r}")
                 if written:
                     found["forged-row-says-written"].append(
@@ -610,6 +690,7 @@ def report(args: argparse.Namespace, folder: Path, state: Path, kind_of: dict[st
             found["quarantined-valid-ask"].append(f"{rid} ({kind}): {reasons.get(rid)}")
         if rows_of and bytes(rows_of[0]["raw"] or b"") not in (sent[rid], b""):
             found["raw-differs"].append(f"{rid} ({kind})")
+    found["did-not-stop"] = list(getattr(args, "did_not_stop", []))
     log_text = (folder / "serve.log").read_text(errors="replace")
     for line in log_text.splitlines():
         if "Traceback" in line or " ERROR " in line or " CRITICAL " in line:
@@ -622,7 +703,7 @@ def report(args: argparse.Namespace, folder: Path, state: Path, kind_of: dict[st
                  ("serve SIGKILLed mid-burst", kills), ("inotify overflowed", overflowed)]))
     kinds = ["unanswered", "answered-twice", "answered-while-left", "wrong-verdict", "no-history-row",
              "history-contradicts-child", "open-row", "not-quarantined", "quarantined-valid-ask",
-             "raw-differs", "reason-file-unreadable", "log-error"]
+             "raw-differs", "reason-file-unreadable", "log-error", "did-not-stop"]
     apart = ["quarantined-row-holds-no-response (apart)", "delivery-unknown (apart)",
              "quarantined-row-file-gone (apart)"]
     print("findings:")

@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import select
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -311,3 +312,34 @@ def load_children(folder: Path, root_of: dict[str, Path], timeout_s: float) -> l
 def table(rows: list[tuple[str, object]]) -> str:
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"  {k.ljust(width)}  {v}" for k, v in rows)
+
+
+def take_stacks(pid: int, out: Path, why: str) -> str:
+    """What a stalled `serve` (`pid`) is doing, appended to `out` and returned (stall6): each thread's
+    state and kernel wait channel, its unix sockets' queues (`ss -x`: the event loop's self-pipe is
+    one; a full one drops a signal), and every thread's Python stack by `py-spy dump` when `py-spy` is
+    on PATH (or named by `$PY_SPY`; install it outside the project, e.g. in a scratch venv)."""
+    lines = [f"== {time.strftime('%H:%M:%S')} {why}: pid {pid}"]
+    try:
+        for task in sorted(os.listdir(f"/proc/{pid}/task"), key=int):
+            stat = Path(f"/proc/{pid}/task/{task}/stat").read_text().rsplit(")", 1)[1].split()
+            name = Path(f"/proc/{pid}/task/{task}/comm").read_text().strip()
+            wchan = Path(f"/proc/{pid}/task/{task}/wchan").read_text().strip()
+            lines.append(f"thread {task} {name}: state {stat[0]}, waits in {wchan or '-'}, "
+                         f"utime {stat[11]} stime {stat[12]} ticks")
+    except OSError as exc:
+        lines.append(f"/proc/{pid}: {exc}")
+    sockets = subprocess.run(["ss", "-xpn"], capture_output=True, text=True, check=False).stdout
+    lines += ["ss -xpn (Recv-Q Send-Q of its unix sockets):",
+              *(line for line in sockets.splitlines() if f"pid={pid}," in line)]
+    spy = os.environ.get("PY_SPY") or shutil.which("py-spy")
+    if spy is None:
+        lines.append("py-spy: not on PATH (set $PY_SPY): no Python stacks")
+    else:
+        dump = subprocess.run([spy, "dump", "--pid", str(pid)], capture_output=True, text=True, check=False,
+                              timeout=60)
+        lines += [dump.stdout, dump.stderr]
+    text = "\n".join(lines) + "\n"
+    with out.open("a") as stacks:
+        stacks.write(text)
+    return text

@@ -174,9 +174,19 @@ def take_sessions(node: Node | AttendedNode, ids: list[str], default: bool = Fal
 
 
 def install_stop_signals(core: ServingCore) -> None:
+    """SIGINT and SIGTERM stop serving, also when the loop's self-pipe is full.
+
+    asyncio hands a signal to its loop as a byte in the self-pipe every `call_soon_threadsafe` also
+    writes a byte into: the threads' wake-ups (each executor job done) fill it while one loop step runs
+    long (278 bytes on Linux; a restart's backlog after a full disk filled it), and a signal arriving
+    then was lost, so `serve` never stopped (docs/design/reliability.md, stall6). The loop's handler
+    stays for its wake-up (silent when the pipe is full: the pipe is readable then anyway); the
+    Python-level handler, run in the main thread whatever the pipe holds, asks for the stop."""
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, core.stop)
+        signal.signal(sig, lambda _signum, _frame: loop.call_soon_threadsafe(core.stop))
+    signal.set_wakeup_fd(signal.set_wakeup_fd(-1), warn_on_full_buffer=False)
 
 
 def configure_logging(verbose: bool = False, stream: TextIO | None = None) -> None:
