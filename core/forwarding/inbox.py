@@ -74,8 +74,8 @@ def read_request_identified(dir_fd: int, name: str) -> tuple[bytes, FileIdentity
         data = os.read(fd, size + 1)  # a byte more than its size: one that grew since is seen growing
         if len(data) == size:
             # Read whole, as it was when looked at: the identity of that look (a change after it gives
-            # the name another identity, so the file is read again).
-            return data, identity_of(info)
+            # the name another identity, so the file is read again). `identity_of(info)`, in place.
+            return data, (info.st_ino, size, info.st_mtime_ns)
         data = _read_on(fd, data, size)
         return data, identity_of(os.fstat(fd))
     finally:

@@ -73,6 +73,10 @@ class RecordedAuthority:
         #: one tuple, read and replaced whole from any thread.
         self._last_policy: tuple[str, int, int, Policy] | None = None
         self._last_compiled: Compiled | None = None
+        #: `Compiled.decide` of the asks of one value `decided_plain` judged, by (surface, value, floor),
+        #: with the reading that decided (the cache of identical facts: a burst of one command). Each
+        #: entry is used only under that very reading, and all are dropped when the files change.
+        self._alike: dict[tuple[str, str, str | None], tuple[Compiled, Decided | None]] = {}
         for pending in store.held_at_start():
             log.warning(
                 "at start: config change to %s since it was last accepted widens permissions and is NOT "
@@ -125,6 +129,68 @@ class RecordedAuthority:
         judgments and the logged config errors (`tests/judging/test_verdict_of.py`)."""
         return self._judge(parsed, session_id, False, True)
 
+    def decided_plain(self, intent: ForwardedAccessIntent, session_id: str) -> Decided | None:
+        """`verdict_of`'s `Decided` of a plain ask (facts within the limits, no asking units) that the
+        compiled reading last used for this agent and session decides (allow or deny), in one call: the
+        at-once lane's usual ask (`core.serving.at_once`). None when only `verdict_of` can tell (an ask,
+        a reading not built yet, another agent's or session's last): the caller then asks it.
+
+        The very values `verdict_of` reads: the session's grant rules before the policy (as `_judge`),
+        the policy `store.policy(agent)` returned last for this generation and composition, and the
+        compiled reading of that policy and those rules (identity, never equality): a reload or a grant
+        added or revoked since makes another value, so it is never missed. A kept judgment is not
+        looked at: the compiled reading decides as the whole judgment does (`tests/rules/test_compiled.py`),
+        and so as one kept. A grant's use is counted and a config error logged as `_judge` does
+        (`tests/judging/test_decided_plain.py`)."""
+        book = self._grants.get(session_id)
+        if book is None:
+            return None
+        rules = book.rules()
+        store = self.store
+        last, compiled = self._last_policy, self._last_compiled
+        if (last is None or compiled is None or last[0] != intent.principal.agent_name
+                or last[1] != store.generation or last[2] != store.composed):
+            return None
+        policy = last[3]
+        if compiled.policy is not policy or compiled.session is not rules:
+            return None
+        values = intent.match_values
+        if len(values) == 1 and len(values[0]) <= MAX_ALIKE_CHARS:
+            # An ask of one value (a command, a path): decided as the last ask of the same facts was,
+            # if under this very reading (`decide` is a function of them alone under one `Compiled`).
+            alike = self._alike
+            key = (intent.surface, values[0], intent.floor)
+            found = alike.get(key)
+            if found is not None and found[0] is compiled:
+                decided = found[1]
+            else:
+                decided = compiled.decide(intent.surface, values, intent.floor)
+                if len(alike) >= MAX_ALIKE:
+                    alike.clear()
+                alike[key] = (compiled, decided)
+        else:
+            decided = compiled.decide(intent.surface, values, intent.floor)
+        if decided is None or decided.verdict == "ask":
+            return None
+        if decided.grant is not None:
+            self.grant_log.decided(session_id, decided.grant, book)
+        if policy.errors:
+            self._log_errors(policy.errors)
+        return decided
+
+    def asked_without_facts(self, agent: str) -> bool:
+        """Whether `verdict_of` of an ask without facts from `agent` is told in one call: it is always
+        an ask (`core.rules.resolver.explain_no_facts`: missing facts are never judged by rules), and
+        what `_judge` does besides (the agent's config errors logged) is done here, while the policy
+        `store.policy(agent)` returned last is still in force. False when only `verdict_of` can tell
+        (another agent's policy was the last, or a reload came since): the caller then asks it."""
+        store, last = self.store, self._last_policy
+        if last is None or last[0] != agent or last[1] != store.generation or last[2] != store.composed:
+            return False
+        if last[3].errors:
+            self._log_errors(last[3].errors)
+        return True
+
     def _judge(
         self, parsed: ParsedRequest, session_id: str, preview: bool, alone: bool
     ) -> Judgment | Decided:
@@ -149,6 +215,7 @@ class RecordedAuthority:
         if generation != self._kept_generation:
             self._kept_generation = generation
             self._kept.clear()
+            self._alike.clear()  # (each entry holds its reading, and so a policy no longer in force)
         last = self._last_policy
         if last is not None and last[0] == agent and last[1] == generation and last[2] == composed:
             policy = last[3]  # `store.policy(agent)`, as it returned it last (`PolicyStore.composed`)
@@ -354,6 +421,10 @@ def _judgment(explanation: Explanation, why: str | None, facts: bool) -> Judgmen
 
 #: Makes a `Judgment` without its `__init__` (`RecordedAuthority._judged`).
 _new_object = object.__new__
+#: The facts `decided_plain` remembers: asks of one value this long at most (memory stays bounded
+#: whatever children send: ~`MAX_ALIKE` × `MAX_ALIKE_CHARS` characters).
+MAX_ALIKE = 1024
+MAX_ALIKE_CHARS = 1024
 
 
 class _Afresh:

@@ -81,8 +81,8 @@ class Compiled:
             return None
         if plan.tool and values:
             return None  # pi judges a tool on `"*"`, not its values
-        if plan.pi_reads and not (surface.isascii() and all(map(str.isascii, values))) and beyond_bmp(
-                IntentFacts(surface, tuple(values))):
+        if plan.pi_reads and not (surface.isascii() and (values[0].isascii() if len(values) == 1 else all(
+                map(str.isascii, values)))) and beyond_bmp(IntentFacts(surface, tuple(values))):
             return None  # pi's `?` sees a character beyond the BMP as two
         only = plan.only
         decided = only.decide(values) if only is not None else plan.decide(values)

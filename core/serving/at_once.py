@@ -28,13 +28,15 @@ from collections.abc import Callable, Container
 from dataclasses import dataclass, field, replace
 
 from core.clock import Clock
-from core.disk.paths import is_safe_request_id
+from core.disk.paths import SAFE_REQUEST_ID
 from core.forwarding.inbox import SessionInbox
+from core.rules.compiled import Decided
 from core.serving.intake import FileRead, Intake
-from core.serving.judgment import Judge, VerdictOf, decide_ask
+from core.serving.judgment import Judge, VerdictOf, decide_ask, verdict_decision
 from core.serving.verdicts import VerdictRecord
 from core.vocabulary.asks import ArbiterDecision, Ask, AskKey, Decision, Judgment, by_person
-from core.wire.request import ParsedRequest
+from core.wire.limits import MAX_MATCH_VALUES, MAX_VALUE_CHARS
+from core.wire.request import ForwardedAccessIntent, ParsedRequest
 from core.wire.response import ForwardedResponse, encode_response
 
 
@@ -58,9 +60,17 @@ class AtOnce:
     #: The arbiter's decision of any ask of a responder, when it reads nothing else of an ask (the
     #: fail-safe's, leave's `decide_unasked`): an ask no rule decides then makes no `Ask`.
     unasked: Callable[[str], ArbiterDecision] | None = field(init=False, default=None)
+    #: The judge's `Decided` of a plain ask the compiled reading decides, when it can say one
+    #: (`RecordedAuthority.decided_plain`): the usual ask is judged in one call.
+    plain: Callable[[ForwardedAccessIntent, str], Decided | None] | None = field(init=False, default=None)
+    #: Whether an ask without facts of an agent is asked, told in one call, when the judge can say
+    #: (`RecordedAuthority.asked_without_facts`): the fail-safe's ask then takes no judgment.
+    facts_none: Callable[[str], bool] | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "verdict_of", getattr(self.judge, "verdict_of", None))
+        object.__setattr__(self, "plain", getattr(self.judge, "decided_plain", None))
+        object.__setattr__(self, "facts_none", getattr(self.judge, "asked_without_facts", None))
         owner = getattr(self.arbiter, "__self__", None)
         if owner is not None and getattr(owner, "decide_at_once", None) == self.arbiter:
             object.__setattr__(self, "unasked", getattr(owner, "decide_unasked", None))
@@ -75,6 +85,10 @@ class AtOnce:
         judged: dict[str, Judgment | Exception] = {}
         session_id, recorded, responses = self.session_id, intake.recorded, intake.responses
         records, settling = self.held
+        plain, wall, unasked, facts_none = self.plain, self.clock.wall, self.unasked, self.facts_none
+        # The last `Decided` of the compiled reading and the decision made of it (of its millisecond).
+        alike: Decided | None = None
+        shared: Decision | None = None
         for name, read in intake.reads:
             parsed = read.parsed
             decision: Decision | Judgment | Exception
@@ -86,11 +100,38 @@ class AtOnce:
                 request = parsed.request
                 stem = name.removesuffix(".json")
                 if (request.id != stem or stem in recorded or request.target_session_id.strip() != session_id
-                        or not is_safe_request_id(stem)):
+                        or _safe_id(stem) is None or stem in _DOTS):  # `is_safe_request_id`, in place
                     rest.append((name, read))
                     continue
                 key = _new_tuple(AskKey, (session_id, name))  # `AskKey(session_id, name)`, made in C
-                decision = self.decide(key, read, now)
+                # `self.decide(key, read, now)` of the usual ask, in place (`decided_plain`): a plain ask
+                # within the limits (`over_limit` says None of it: few values, and all of them together
+                # within one value's limit) that the compiled reading decides. Its decision is shared by
+                # the asks decided alike within one millisecond, as `verdict_decision` shares it.
+                intent = request.access_intent
+                decided: Decided | Decision | None = None
+                if (plain is not None and intent is not None and not intent.asking_units
+                        and len(values := intent.match_values) <= MAX_MATCH_VALUES
+                        and sum(map(len, values)) + len(intent.boundary_value or "") <= MAX_VALUE_CHARS):
+                    decided = plain(intent, session_id)
+                elif (intent is None and unasked is not None and facts_none is not None
+                      and facts_none(request.requester_agent_name)):
+                    # No facts: asked (the fail-safe's case); the arbiter's decision on the spot, as
+                    # `self.decide` takes it, else the route's judgment (`self.decide` again).
+                    taken = unasked(session_id)
+                    if isinstance(taken, Decision) and taken.reply is None and not by_person(taken.outcome):
+                        decided = taken
+                if decided is None:
+                    decision = self.decide(key, read, now)
+                elif isinstance(decided, Decision):
+                    decision = decided
+                elif (shared is not None and decided is alike
+                      and int(wall() * 1000) == shared.response.responded_at):  # `wall_ms`: the ask's own
+                    decision = shared
+                else:
+                    alike = decided
+                    decision = shared = verdict_decision(decided.verdict, decided.decision, decided.reason,
+                                                         session_id, self.clock)
                 if isinstance(decision, Decision):
                     response = decision.response
                     if last is None or last[0] is not response:
@@ -140,3 +181,6 @@ def new_ask(key: AskKey, parsed: ParsedRequest, judgment: Judgment, arrived_at: 
 
 _new_object = object.__new__
 _new_tuple = tuple.__new__
+_safe_id = SAFE_REQUEST_ID.fullmatch
+#: The two names `is_safe_request_id` refuses that its pattern takes.
+_DOTS = frozenset({".", ".."})

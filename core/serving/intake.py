@@ -32,7 +32,7 @@ from core.forwarding.inbox import (
 from core.serving.verdicts import Ledger, VerdictRecord, VerdictRow
 from core.text import log_safe
 from core.vocabulary.asks import Judgment
-from core.wire.reader import RequestRejected, parse_request
+from core.wire.reader import RequestRejected, parse_unplain, read_plain
 from core.wire.request import ParsedRequest
 
 log = logging.getLogger("pi_authorizer.serve")
@@ -278,9 +278,12 @@ def read_guarded(dir_fd: int, name: str) -> FileRead:
     except Exception as exc:
         return FileRead(rejection=f"reading this file failed ({type(exc).__name__}: {exc})")
     try:
-        # `FileRead(raw=raw, parsed=..., identity=identity)`: the tuple made in C (the named tuple's
-        # `__new__` is a Python function taking keywords; one per file of a burst).
-        return _new_tuple(FileRead, (False, raw, parse_request(raw), None, identity))
+        # `FileRead(raw=raw, parsed=parse_request(raw), identity=identity)`: the tuples made in C (a
+        # named tuple's `__new__` is a Python function taking keywords; one per file of a burst), and
+        # `parse_request`'s first step in place.
+        plain = read_plain(raw)
+        parsed = parse_unplain(raw) if plain is None else _new_tuple(ParsedRequest, (plain, raw, {}))
+        return _new_tuple(FileRead, (False, raw, parsed, None, identity))
     except RequestRejected as exc:
         return FileRead(raw=raw, rejection=f"unusable request: {exc.reason}", identity=identity)
     except Exception as exc:

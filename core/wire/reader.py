@@ -127,6 +127,12 @@ def parse_request(data: bytes) -> ParsedRequest:
     plain = read_plain(data)
     if plain is not None:
         return _new_tuple(ParsedRequest, (plain, data, {}))  # `ParsedRequest(plain, data, {})`, made in C
+    return parse_unplain(data)
+
+
+def parse_unplain(data: bytes) -> ParsedRequest:
+    """`parse_request` of a file `read_plain` refused (None), without reading it that way again: a
+    caller that tries `read_plain` itself (`core.serving.intake.read_guarded`, one call fewer per file)."""
     obj = decode_usual(data)
     if obj is None:
         obj = _decode_json_object(data)

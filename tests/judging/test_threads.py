@@ -20,14 +20,18 @@ from typing import Any
 
 import pytest
 
+from core.forwarding.inbox import SessionInbox
 from core.judging.recorded import RecordedAuthority
 from core.rules import PolicyStore
-from core.serving.judgment import judge_ask
+from core.serving.at_once import AtOnce
+from core.serving.intake import FileRead, Intake
+from core.serving.judgment import judge_ask, verdict_decision
 from core.testing import ManualClock
-from core.vocabulary.asks import Judgment
+from core.vocabulary.asks import Decision, DenyingArbiter, Judgment
 from core.wire.decisions import SessionApprovalDecision
 from core.wire.reader import parse_request
 from core.wire.request import ParsedRequest, SessionGrant
+from core.wire.response import ForwardedResponse
 from tests.rules.support import HOME, Layout
 
 BEFORE = {"permission": {"bash": {"*": "ask", "git *": "allow", "rm *": {"action": "deny", "reason": "no"}},
@@ -157,3 +161,88 @@ def test_two_threads_judge_as_one_would_during_a_reload_and_a_grant(tmp_path: Pa
                if isinstance(judgment.decided_by, SessionApprovalDecision))
     assert uses > 0
     assert [g.decided for g in authority.list_grants()] == [uses]
+
+
+@pytest.mark.usefixtures("switching")
+def test_the_lanes_one_call_judgment_beside_the_loop_during_a_reload_and_a_grant(tmp_path: Path) -> None:
+    """The at-once lane (`AtOnce.serve`, its usual ask judged in one call: `decided_plain`) on one
+    thread, `judge_ask` on the other, while the config is reloaded and a grant recorded: each answer the
+    lane gives is the one of a state the node was in, every answer after the change the final state's,
+    and the grant's uses are counted once each."""
+    asks = [parse_request(json.dumps(body).encode()) for body in BODIES]
+    node = Node(tmp_path)
+    states = [_alone(node, asks, grant=False)]
+    authority = node.authority()
+    arbiter = DenyingArbiter(node.clock)
+    inbox = SessionInbox(tmp_path / "root", "s1")
+    start = threading.Barrier(3)
+    halfway = threading.Event()
+    changed = threading.Event()
+    lane: list[tuple[int, str, bool, ForwardedResponse]] = []
+    loop: list[Judgment] = []
+    failed: list[BaseException] = []
+
+    def serve() -> None:
+        try:
+            start.wait(10)
+            passes, after = 0, False
+            while passes < 4 or not after:
+                after = changed.is_set()
+                for session in SESSIONS:
+                    reads = [(f"r{n}.json", FileRead(raw=ask.raw, parsed=_for(ask, session),
+                                                     identity=(1, 2, 3))) for n, ask in enumerate(asks)]
+                    served = AtOnce(session, authority, node.clock, 60_000, arbiter.decide_at_once).serve(
+                        inbox, Intake(reads, frozenset(), {}))
+                    assert not served.judged
+                    lane.extend((int(r.key.name[1:-5]), session, after, r.response) for r in served.at_once)
+                passes += 1
+                if passes == 2:
+                    halfway.set()
+        except BaseException as error:
+            failed.append(error)
+            halfway.set()
+
+    def judge() -> None:
+        try:
+            start.wait(10)
+            while not changed.is_set() or len(loop) < 4 * len(asks):
+                for n, ask in enumerate(asks):
+                    loop.append(judge_ask(authority, ask, SESSIONS[n % 2], node.clock)[0])
+        except BaseException as error:
+            failed.append(error)
+
+    workers = [threading.Thread(target=serve), threading.Thread(target=judge)]
+    for worker in workers:
+        worker.start()
+    start.wait(10)
+    assert halfway.wait(60)
+    node.reload(authority)
+    authority.record("s1", [GRANT], "Explore")
+    changed.set()
+    for worker in workers:
+        worker.join(120)
+    assert not failed, failed
+    states += [_alone(node, asks, grant=False), _alone(node, asks, grant=True)]
+
+    def answer(seen: tuple[object, ...], session: str) -> ForwardedResponse:
+        if seen[0] == "ask":
+            taken = arbiter.decide_unasked(session)
+            assert isinstance(taken, Decision)
+            return taken.response
+        return verdict_decision(str(seen[0]), seen[1], seen[2], session, node.clock).response  # type: ignore[arg-type]
+
+    for n, session, after, response in lane:
+        if after:
+            assert response == answer(states[2][n][session], session), (BODIES[n], session)
+        else:
+            assert response in [answer(state[n][session], session) for state in states], (BODIES[n], session)
+    uses = sum(1 for *_, response in lane if isinstance(response.decided_by, SessionApprovalDecision))
+    uses += sum(1 for judgment in loop if isinstance(judgment.decided_by, SessionApprovalDecision))
+    assert uses > 0
+    assert [g.decided for g in authority.list_grants()] == [uses]
+
+
+def _for(ask: ParsedRequest, session: str) -> ParsedRequest:
+    """`ask` addressed to `session` (its id `r<n>` kept)."""
+    request = ask.request.model_copy(update={"target_session_id": session})
+    return ParsedRequest(request, ask.raw, ask.dropped)
