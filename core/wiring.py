@@ -208,7 +208,7 @@ def _node(
         seams=options.seams,
     )
     if history is not None:
-        core.subscribe(history.observe)
+        core.subscribe(history.observe, history.observe_all)
     if isinstance(arbiter, CourierArbiter):
         core.add_background(arbiter.run_until)
     health: BrokerHealth | None = None

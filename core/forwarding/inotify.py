@@ -14,7 +14,9 @@ import errno
 import os
 import struct
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from itertools import compress
+from operator import itemgetter
 from typing import NamedTuple
 
 from core import platform
@@ -56,6 +58,73 @@ READ_SIZE = 64 * 1024
 MAX_EVENT_SIZE = HEADER.size + 256
 #: `os.fsdecode` without its per-call lookups (the same encoding and error handler).
 FS_ENCODING, FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
+
+
+class Burst(NamedTuple):
+    """A read whose events all have one watch and names of one length in records of one size: a burst's
+    (a request id and `.json` each, renamed in, linked, removed). What a parser needs of it is told
+    apart in C, without a Python step per event (`burst`)."""
+
+    data: bytes
+    wd: int
+    masks: list[int]
+    #: Where each event's name starts in `data`, and the length of every name (no NUL in it).
+    starts: range
+    length: int
+
+    def all_end_with(self, suffix: bytes) -> bool:
+        """Whether every name ends with `suffix` (compared a byte at a time across all of them)."""
+        data, starts, length = self.data, self.starts, self.length
+        if len(suffix) > length:
+            return False
+        at = starts.start + length - len(suffix)
+        return all(data[at + i::starts.step].count(byte) == len(starts) for i, byte in enumerate(suffix))
+
+    def names(self, chosen: Iterable[object] | None = None) -> list[bytes]:
+        """Every name, in order; or those whose entry of `chosen` (one per event) is true."""
+        starts, length = self.starts, self.length
+        key = (starts.step, length)
+        if (cut := _NAMES.get(key)) is None:
+            after = starts.step - starts.start - length
+            cut = _NAMES[key] = struct.Struct(f"{starts.start}x{length}s{after}x")
+        names = map(_FIRST, cut.iter_unpack(self.data))
+        return list(names if chosen is None else compress(names, chosen))
+
+
+#: How a `Burst`'s names are cut out of its records, by record size and name length (a handful: a
+#: burst's names are of one length).
+_NAMES: dict[tuple[int, int], struct.Struct] = {}
+_FIRST = itemgetter(0)
+
+
+def burst(data: bytes) -> Burst | None:
+    """`data` as a `Burst`, or None when its events are not all alike (the caller walks them one by one).
+    Each header found where the one before says its event ends gives the same record size, so records
+    cut at that size are the events the kernel wrote; a name holds no NUL and its padding is all NUL,
+    so each name is as long as the first when its last byte is not NUL and the byte after it (if in
+    the record) is (`tests/core/test_inotify_burst.py` compares a burst with a walk of its events)."""
+    size, total = HEADER.size, len(data)
+    if total < size:
+        return None
+    wd, _mask, _cookie, padded = HEADER.unpack_from(data)
+    record = size + padded
+    if not padded or record % 4 or total % record:
+        return None
+    count, step = total // record, record // 4
+    words = memoryview(data).cast("I")
+    if (words[3::step].tobytes() != words[3:4].tobytes() * count
+            or words[0::step].tobytes() != words[0:1].tobytes() * count):
+        return None
+    length = data.find(0, size, record)
+    if length < 0:
+        length = padded
+    else:
+        length -= size
+        if not length or data[size + length::record].count(0) != count:
+            return None
+    if data[size + length - 1::record].count(0):
+        return None
+    return Burst(data, wd, words[1::step].tolist(), range(size, total, record), length)
 
 
 class Event(NamedTuple):

@@ -22,6 +22,8 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Collection
+from itertools import repeat
+from operator import and_
 from typing import Any
 
 from core import platform
@@ -37,6 +39,7 @@ from core.forwarding.inotify import (
     MAX_EVENT_SIZE,
     READ_SIZE,
     Inotify,
+    burst,
 )
 
 #: What a served inbox's `responses/` is watched for: a name created, linked or renamed in.
@@ -140,22 +143,41 @@ class Outboxes:
         return total
 
     def _parse(self, data: bytes, tell: Tell) -> None:
+        """A read whose events are all names of response files (`.json`, none special) in one watched
+        folder (a burst's answers linked in) goes into its view at once; any other, one event at a time
+        (`_parse_each`)."""
+        if (read := burst(data)) is not None and read.all_end_with(b".json") and not any(
+                map(and_, read.masks, repeat(IN_Q_OVERFLOW | IN_IGNORED))):
+            if (view := self._views.get(read.wd)) is not None:
+                view[0].update(read.names())
+            return
+        self._parse_each(data, tell)
+
+    def _parse_each(self, data: bytes, tell: Tell) -> None:
+        # A burst's names (this node's own answers linked in, one per ask) go into their folder's view
+        # one after the other: the view of the watch before is kept at hand until another watch's event
+        # or a special one (which may drop views) comes.
         views, folder_of = self._views, self._folder_of
-        offset, end, size, unpack = 0, len(data), HEADER.size, HEADER.unpack_from
-        while offset + size <= end:
+        offset, last, size, unpack = 0, len(data) - HEADER.size, HEADER.size, HEADER.unpack_from
+        at_hand, add = -1, None
+        while offset <= last:
             wd, mask, _cookie, length = unpack(data, offset)
-            offset += size
-            raw = data[offset : offset + length].rstrip(b"\0")
-            offset += length
+            start = offset + size
+            offset = start + length
+            raw = data[start:offset].rstrip(b"\0")
             if mask & (IN_Q_OVERFLOW | IN_IGNORED):
+                at_hand = -1
                 if mask & IN_Q_OVERFLOW:
                     self._lost(tell)
                 else:
                     self._forget(wd)
                 continue
             if raw.endswith(b".json"):
-                if (view := views.get(wd)) is not None:
-                    view[0].add(raw)
+                if wd != at_hand:
+                    at_hand = wd
+                    add = None if (view := views.get(wd)) is None else view[0].add
+                if add is not None:
+                    add(raw)
                 continue
             folder = folder_of.get(wd)
             name = raw.decode(FS_ENCODING, FS_ERRORS)

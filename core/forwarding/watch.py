@@ -13,6 +13,8 @@ import contextlib
 import logging
 import os
 from collections.abc import AsyncIterator, Callable, Sequence
+from itertools import repeat
+from operator import and_
 from pathlib import Path
 
 from core import platform
@@ -33,10 +35,12 @@ from core.forwarding.inotify import (
     IN_Q_OVERFLOW,
     MAX_EVENT_SIZE,
     READ_SIZE,
+    Burst,
     Event,
     Inotify,
     InotifyUnavailable,
     WatchesExhausted,
+    burst,
 )
 from core.forwarding.kqueue import FolderWake
 from core.forwarding.outbox import Outboxes
@@ -77,6 +81,13 @@ Wanted = Callable[[str], bool]
 
 def every_folder(folder: str) -> bool:
     return True
+
+
+def decoded(raws: list[bytes]) -> list[str]:
+    """File names as the kernel gave them, decoded as `os.fsdecode` decodes each, in one call: joined by
+    a byte no name holds (`/`), which no multi-byte sequence of the encoding contains either
+    (`tests/core/test_inotify_burst.py` compares them)."""
+    return b"/".join(raws).decode(FS_ENCODING, FS_ERRORS).split("/")
 
 
 class _SessionTree:
@@ -205,33 +216,62 @@ class _SessionTree:
         return total
 
     def _parse(self, data: bytes) -> None:
+        if (found := burst(data)) is None or not self._parse_burst(found):
+            self._parse_each(data)
+
+    def _parse_burst(self, read: Burst) -> bool:
+        """A read whose events are all of one served inbox's request files (`.json`, none special: a
+        burst's renames in and removals), told without a Python step per event, as `_parse_each` tells
+        them; False, with nothing told, for any other read."""
+        wd, masks = read.wd, read.masks
+        if wd not in self.inboxes or (folder := self.folder_of.get(wd)) is None:
+            return False
+        if any(map(and_, masks, repeat(_SPECIAL))) or not read.all_end_with(b".json"):
+            return False
+        removed = read.names(map(and_, masks, repeat(IN_DELETE | IN_MOVED_FROM)))
+        if len(removed) < len(masks):  # a request made (renamed in), or its file changed
+            self.changed.add(folder)
+        if removed and not self.settled(folder, decoded(removed)):
+            self.changed.add(folder)
+        return True
+
+    def _parse_each(self, data: bytes) -> None:
         # A burst's events in bulk: a request file renamed in or removed, two per ask, are told apart
-        # here as the kernel wrote them, without an `Event` each (`_handle` has the rest); a read's
-        # removals are looked up once per folder, after (an answered request's is no news).
+        # here as the kernel wrote them, without an `Event` each (`_handle` has the rest, in order); a
+        # read's removals are looked up once per folder, after (an answered request's is no news), and
+        # their names decoded at once (`decoded`). A name made (or its file changed) in an inbox
+        # already to be rescanned says nothing more; one made in another is news when it is a request's
+        # (`.json`) or the inbox's own (no name), as `_handle` would say.
         folder_of, inboxes, changed = self.folder_of, self.inboxes, self.changed
         removed: dict[str, list[bytes]] = {}
-        offset, end, size, unpack = 0, len(data), HEADER.size, HEADER.unpack_from
+        offset, last, size, unpack = 0, len(data) - HEADER.size, HEADER.size, HEADER.unpack_from
         gone = IN_DELETE | IN_MOVED_FROM
-        while offset + size <= end:
+        while offset <= last:
             wd, mask, _cookie, length = unpack(data, offset)
-            offset += size
-            if mask & _CREATED and not mask & _SPECIAL and wd in inboxes and folder_of.get(wd) in changed:
-                offset += length  # a name made in an inbox already to be rescanned: nothing more to say
-                continue
-            raw = data[offset : offset + length].rstrip(b"\0")
-            offset += length
-            if (raw.endswith(b".json") and not mask & _SPECIAL and wd in inboxes
-                    and (folder := folder_of.get(wd)) is not None):
+            start = offset + size
+            offset = start + length
+            if wd in inboxes and not mask & _SPECIAL and (folder := folder_of.get(wd)) is not None:
                 if not mask & gone:
-                    changed.add(folder)
-                elif (names := removed.get(folder)) is None:
-                    removed[folder] = [raw]
-                else:
-                    names.append(raw)
-                continue
+                    if folder in changed:
+                        continue
+                    raw = data[start:offset].rstrip(b"\0")
+                    if raw.endswith(b".json") or not raw:
+                        changed.add(folder)
+                    continue
+                raw = data[start:offset].rstrip(b"\0")
+                if raw.endswith(b".json"):
+                    if (names := removed.get(folder)) is None:
+                        removed[folder] = [raw]
+                    else:
+                        names.append(raw)
+                    continue
+                if raw:  # a child's temp file renamed away or removed: no news
+                    continue
+            else:
+                raw = data[start:offset].rstrip(b"\0")
             self._handle(Event(wd, mask, raw.decode(FS_ENCODING, FS_ERRORS)))
         for folder, raws in removed.items():
-            if not self.settled(folder, [raw.decode(FS_ENCODING, FS_ERRORS) for raw in raws]):
+            if not self.settled(folder, decoded(raws)):
                 changed.add(folder)
 
     def _handle(self, event: Event) -> None:

@@ -59,7 +59,7 @@ def told_parts(verdicts: Sequence[VerdictRecord], now: float) -> list[str]:
     said: dict[tuple[str, str, str], str] = {}
     words: dict[tuple[int, str], str] = {}  # each verdict's words, joined (a burst's share a few)
     # What the answer before said (a trip's answers share their agents, verdict and moment).
-    last: tuple[str, str, str] = ("", "", "")
+    last: tuple[str, str, str] | None = None  # none yet (an ask's three may all be empty)
     agents = ""
     last_said: tuple[ForwardedResponse | None, str, float | None] = (None, "", None)
     tail = ""
@@ -76,7 +76,7 @@ def told_parts(verdicts: Sequence[VerdictRecord], now: float) -> list[str]:
             matched = intent.match_values
             principal, surface = intent.principal.agent_name, intent.surface
             value = matched[0] if matched else (request.value or "")
-        if requester != last[0] or principal != last[1] or surface != last[2]:
+        if last is None or requester != last[0] or principal != last[1] or surface != last[2]:
             last = (requester, principal, surface)
             if (found := said.get(last)) is None:
                 found = said[last] = joined(f"{log_agents(parsed)} surface={log_safe(surface, 40)}")

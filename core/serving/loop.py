@@ -27,7 +27,7 @@ from core.serving.reconcile import Reconcile
 from core.serving.sessions import ServedSession, Sessions
 from core.serving.verdicts import Ledger
 from core.vocabulary.asks import DEFAULT_FORWARDING_TIMEOUT_MS, Arbiter
-from core.vocabulary.events import Observer, ServeEvent
+from core.vocabulary.events import Observer, RunObserver, ServeEvent
 
 log = logging.getLogger("pi_authorizer.serve")
 
@@ -58,6 +58,7 @@ class ServingCore:
         self.tree = Anchor(forwarding_root, "forwarding root")
         self.state_tree = Anchor(state_dir, "state dir")
         self._observers: tuple[Observer, ...] = ()  # a new tuple per subscriber: none copied per event
+        self._runs: tuple[RunObserver, ...] = ()  # how each is told a run of events (`_emit_all`)
         #: The sessions served; a front end sees them as `ServedSessions`.
         self.served = Sessions(forwarding_root, state_dir, self.tree, self.state_tree, seams, self._emit)
         self.quarantine = Quarantine(state_dir, self.state_tree, seams)
@@ -75,6 +76,7 @@ class ServingCore:
             self._emit,
             self._spawn,
             self.rescan,
+            self._emit_all,
         )
         self.drain = Drain(self.served, ledger, self.pipeline)
         self._stop = asyncio.Event()
@@ -88,9 +90,12 @@ class ServingCore:
 
     # -- lifecycle ------------------------------------------------------------------------------
 
-    def subscribe(self, observer: Observer) -> None:
-        """Add an observer; folders already refused (found by `add_session`) are reported to it at once."""
+    def subscribe(self, observer: Observer, run: RunObserver | None = None) -> None:
+        """Add an observer; folders already refused (found by `add_session`) are reported to it at once.
+        `run`: how it is told a run of events at once (an intake's answers), as `observer` would be
+        told each of them in order; without one, it is told each."""
         self._observers = (*self._observers, observer)
+        self._runs = (*self._runs, run or _each(observer))
         for served in self.served:
             for event in served.problems.values():
                 observer(event)
@@ -258,3 +263,24 @@ class ServingCore:
                 observer(event)
             except Exception:
                 log.exception("observer failed on %s", event.kind)
+
+    def _emit_all(self, events: Sequence[ServeEvent]) -> None:
+        """A run of events, told each observer in one call (`subscribe`'s `run`)."""
+        for run in self._runs:
+            try:
+                run(events)
+            except Exception:
+                log.exception("observer failed on a run of %d events", len(events))
+
+
+def _each(observer: Observer) -> RunObserver:
+    """An observer told a run of events one at a time (one's failure does not keep the rest from it)."""
+
+    def run(events: Sequence[ServeEvent]) -> None:
+        for event in events:
+            try:
+                observer(event)
+            except Exception:
+                log.exception("observer failed on %s", event.kind)
+
+    return run

@@ -3,7 +3,7 @@ and the request's part of every log line about it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Literal, NamedTuple
 
 from core.forwarding.inbox import display_name
@@ -49,6 +49,9 @@ class ServeEvent(NamedTuple):
 
 
 Observer = Callable[[ServeEvent], None]
+RunObserver = Callable[[Sequence[ServeEvent]], None]
+"""Told a run of events in one call, as its `Observer` would be told each in order (an intake's answers
+decided at once: thousands in a burst, no call per event)."""
 
 
 def label(key: AskKey, parsed: ParsedRequest | None) -> str:
