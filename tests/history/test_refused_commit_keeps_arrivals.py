@@ -18,7 +18,7 @@ from tests.helpers import namespace_refused
 from tests.history.support import REPO
 
 CHILD = """
-import json, subprocess, sys
+import json, subprocess, sys, time
 from pathlib import Path
 from core.history import HistoryStore
 from core.vocabulary.asks import AskKey
@@ -37,8 +37,9 @@ try:
                       "value": "make"}).encode()
     store = HistoryStore.in_state_dir(state)
     filler = fill(fs)
+    # (observed now: the retention keeps it)
     try:  # no loop running: queued and written at once, in a transaction whose COMMIT is refused
-        store.observe(ServeEvent("arrived", AskKey("s", "r1.json"), 10.0, parse_request(raw), raw=raw))
+        store.observe(ServeEvent("arrived", AskKey("s", "r1.json"), time.time(), parse_request(raw), raw=raw))
         refused = None
     except Exception as exc:
         refused = type(exc).__name__
