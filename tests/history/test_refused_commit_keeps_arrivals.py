@@ -1,8 +1,8 @@
 """An arrival queued for the history when the disk is full at the transaction's COMMIT (the statements
 went through; SQLite refuses, and rolls back, only as the transaction commits): the writer says what
-it cannot write stays queued (the next transaction writes it, or `close` spools it), but the events a
-transaction took from the queue are put back only when the transaction's body fails, not when its
-COMMIT does: the arrival is lost, and its ask has no row (review3, finding 3). A real full disk: a
+it cannot write stays queued (the next transaction writes it, or `close` spools it): the events a
+transaction took from the queue go back also when its COMMIT is refused (they were put back only when
+its body failed: the arrival was lost, its ask had no row; review3, finding 3). A real full disk: a
 small tmpfs in a private mount namespace, in a child process."""
 
 from __future__ import annotations
@@ -53,8 +53,6 @@ finally:
 """
 
 
-@pytest.mark.xfail(strict=True, reason="review3 finding 3: an arrival taken by a transaction whose COMMIT "
-                   "is refused is lost (never put back in the queue)")
 def test_an_arrival_whose_transaction_cannot_commit_is_still_written(tmp_path: Path) -> None:
     refused = namespace_refused()
     if refused is not None:
