@@ -300,11 +300,11 @@ class AsksTable:
         """`mark_written` of plain marks whose rows are known (`record_verdicts` returned them): by id,
         a run of consecutive ids (a burst's rows, inserted together) in one statement, without looking
         for each request's newest row first."""
-        ordered = sorted(row_ids)
+        ordered = sorted(set(row_ids))  # each once: a repeat and a gap would span their count (review3, 1)
         if not ordered:
             return
-        # Sorted ids spanning exactly their count are one run (a repeat would leave a gap): the usual
-        # burst's, told without a look at each id.
+        # Sorted ids, each once, spanning exactly their count are one run: the usual burst's, told
+        # without a look at each id.
         runs = [(ordered[0], ordered[-1])] if ordered[-1] - ordered[0] == len(ordered) - 1 else _runs(ordered)
         for first, last in runs:
             self.conn.execute(

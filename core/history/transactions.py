@@ -359,12 +359,13 @@ class HistoryWriter:
                     table.write_queued([] if claim is not None else pending)
                     yield table
                     table.write_queued(list(self._claimed.values()))  # any the caller left
+                    conn.execute("COMMIT")  # refused (a full disk): SQLite rolls back, the events go back
                 except BaseException:
-                    conn.execute("ROLLBACK")
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
                     with self._queue_lock:
                         self._queue = Queued([*pending, *self._queue])  # written by the next transaction
                     raise
-                conn.execute("COMMIT")
                 self._since_prune += table.added
             finally:
                 self._claimed = {}

@@ -181,11 +181,12 @@ def install_stop_signals(core: ServingCore) -> None:
     long (278 bytes on Linux; a restart's backlog after a full disk filled it), and a signal arriving
     then was lost, so `serve` never stopped (docs/design/reliability.md, stall6). The loop's handler
     stays for its wake-up (silent when the pipe is full: the pipe is readable then anyway); the
-    Python-level handler, run in the main thread whatever the pipe holds, asks for the stop."""
+    Python-level handler, run in the main thread whatever the pipe holds, asks for the stop (not of a
+    loop closed already: asyncio removes its handlers only after it closed, review3 finding 2)."""
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, core.stop)
-        signal.signal(sig, lambda _signum, _frame: loop.call_soon_threadsafe(core.stop))
+        signal.signal(sig, lambda _signum, _frame: loop.is_closed() or loop.call_soon_threadsafe(core.stop))
     signal.set_wakeup_fd(signal.set_wakeup_fd(-1), warn_on_full_buffer=False)
 
 
