@@ -1,7 +1,7 @@
-"""The cache of identical facts (`RecordedAuthority._alike`, filled by `decided_plain`) holds what children
-send, so what it holds must stay bounded whatever they send: its docstring promises ~`MAX_ALIKE` ×
-`MAX_ALIKE_CHARS` characters. Asks served through the real at-once lane, with real config on disk;
-the memory the authority keeps afterwards is measured with `tracemalloc` (no speed, no sleep).
+"""The caches on the judging path hold what children send, so what they hold must stay bounded whatever
+they send: the cache of identical facts (`RecordedAuthority._alike`, filled by `decided_plain`) promises
+~`MAX_ALIKE` x `MAX_ALIKE_CHARS` characters. Asks served through the real at-once lane, with real config
+on disk; the memory kept afterwards is measured with `tracemalloc` (no speed, no sleep).
 """
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ def _authority(root: Path) -> RecordedAuthority:
     return RecordedAuthority(store, ManualClock(1_000.0))
 
 
-def _read(n: int, floor: str | None) -> tuple[str, FileRead]:
+def _read(n: int, floor: str | None, surface: str = "bash") -> tuple[str, FileRead]:
     principal = {"sessionId": "child", "agentName": "Explore"}
-    intent: dict[str, object] = {"surface": "bash", "matchValues": ["rm x"], "boundaryValue": None,
+    intent: dict[str, object] = {"surface": surface, "matchValues": ["rm x"], "boundaryValue": None,
                                  "requesterCwd": "/w", "principal": principal}
     if floor is not None:
         intent["floor"] = floor
@@ -77,3 +77,37 @@ def test_the_cache_of_identical_facts_keeps_no_long_floor(tmp_path: Path) -> Non
         tracemalloc.stop()
     # What a child sent and was answered is not held: far less than one hostile floor per ask.
     assert kept < ASKS * FLOOR_CHARS // 4, f"{kept} bytes kept after {ASKS} answered asks"
+
+
+@pytest.mark.xfail(strict=True, reason="review4 finding 2 (pre-existing, core/rules/policy.py): "
+                   "`Policy._by_surface` and `Policy._pi_differs_on` keep every surface a child names, "
+                   "with no bound, until a reload (and `_alike`, `Compiled._plans` keep a long one whole)")
+def test_asks_naming_ever_new_surfaces_grow_no_cache_without_bound(tmp_path: Path) -> None:
+    """Every bounded cache on the way (`_alike`: 1,024, `Compiled._plans`: 256, the kept judgments) is in
+    the same phase after 4,096 and 8,192 asks of one new surface each (and a cache of another bound
+    differs by its size at most, far less than the limit): what grows between is unbounded."""
+    authority = _authority(tmp_path)
+    clock = authority.clock
+    assert isinstance(clock, ManualClock)
+    at_once = AtOnce("s", authority, clock, 60_000, DenyingArbiter(clock).decide_at_once)
+    inbox = SessionInbox(Path("/nonexistent"), "s")
+    for n in range(3):
+        at_once.serve(inbox, Intake([_read(n, None)], frozenset(), {}))
+
+    def burst(first: int, count: int) -> int:
+        for n in range(first, first + count):
+            clock.advance(0.001)
+            read = _read(100 + n, None, f"s{n:06d}" + "x" * 500)
+            served = at_once.serve(inbox, Intake([read], frozenset(), {}))
+            assert served.at_once or served.judged  # answered (the fail-safe) or left to the route
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0]
+
+    gc.collect()
+    tracemalloc.start()
+    try:
+        half = burst(0, 4096)
+        whole = burst(4096, 4096)
+    finally:
+        tracemalloc.stop()
+    assert whole - half < 4096 * 500 // 2, f"{whole - half} bytes more kept after 4,096 more asks"
