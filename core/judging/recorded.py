@@ -155,7 +155,8 @@ class RecordedAuthority:
         if compiled.policy is not policy or compiled.session is not rules:
             return None
         values = intent.match_values
-        if len(values) == 1 and len(values[0]) <= MAX_ALIKE_CHARS:
+        if len(values) == 1 and (len(values[0]) + len(intent.surface) + len(intent.floor or "")
+                                 <= MAX_ALIKE_CHARS):
             # An ask of one value (a command, a path): decided as the last ask of the same facts was,
             # if under this very reading (`decide` is a function of them alone under one `Compiled`).
             alike = self._alike
@@ -421,8 +422,9 @@ def _judgment(explanation: Explanation, why: str | None, facts: bool) -> Judgmen
 
 #: Makes a `Judgment` without its `__init__` (`RecordedAuthority._judged`).
 _new_object = object.__new__
-#: The facts `decided_plain` remembers: asks of one value this long at most (memory stays bounded
-#: whatever children send: ~`MAX_ALIKE` × `MAX_ALIKE_CHARS` characters).
+#: The facts `decided_plain` remembers: asks of one value whose whole key (surface, value, floor) is
+#: this long at most (memory stays bounded whatever children send: ~`MAX_ALIKE` × `MAX_ALIKE_CHARS`
+#: characters; review4 finding 1: the value alone was counted).
 MAX_ALIKE = 1024
 MAX_ALIKE_CHARS = 1024
 

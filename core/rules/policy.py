@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from core.rules.evaluate import Candidates
 from core.rules.model import (
@@ -77,7 +77,7 @@ class Policy:
         cached = self._by_surface.get(surface)
         if cached is None:
             cached = Candidates([r for r in self.effective_rules if r.surface_wildcard.matches(surface)])
-            self._by_surface[surface] = cached
+            _bounded(self._by_surface)[surface] = cached
         return cached
 
     def compiled(self, session: tuple[Rule, ...]) -> Compiled:
@@ -112,8 +112,23 @@ class Policy:
             else:
                 cached = any(_signature(self.candidates(m)) != _signature(pi.candidates(m))
                              for m in family_members(surface))
-            self._pi_differs_on[surface] = cached
+            _bounded(self._pi_differs_on)[surface] = cached
         return cached
+
+
+_T = TypeVar("_T")
+
+#: Surfaces a policy remembers its candidates for (`Policy.candidates`, `pi_differs_on`): a child names
+#: the surface, so a flood of new ones must not grow them until the next reload (review4 finding 2).
+MAX_SURFACES = 1024
+
+
+def _bounded(cache: dict[str, _T]) -> dict[str, _T]:
+    """`cache`, emptied first when it holds `MAX_SURFACES` (a child's flood of surfaces; the real
+    ones are a handful, found again at once)."""
+    if len(cache) >= MAX_SURFACES:
+        cache.clear()
+    return cache
 
 
 def _signature(candidates: Candidates) -> tuple[object, ...]:

@@ -11,8 +11,6 @@ import json
 import tracemalloc
 from pathlib import Path
 
-import pytest
-
 from core.forwarding.inbox import SessionInbox
 from core.judging.recorded import RecordedAuthority
 from core.rules import PolicyStore
@@ -49,9 +47,6 @@ def _read(n: int, floor: str | None, surface: str = "bash") -> tuple[str, FileRe
     return f"r{n}.json", FileRead(raw=raw, parsed=parse_request(raw), identity=(1, 2, 3))
 
 
-@pytest.mark.xfail(strict=True, reason="review4 finding 1: `_alike` keys hold the ask's surface and floor "
-                   "whole (only the value is bounded by MAX_ALIKE_CHARS): 1,024 asks with a long floor pin "
-                   "~1 GiB")
 def test_the_cache_of_identical_facts_keeps_no_long_floor(tmp_path: Path) -> None:
     authority = _authority(tmp_path)
     clock = authority.clock
@@ -79,9 +74,6 @@ def test_the_cache_of_identical_facts_keeps_no_long_floor(tmp_path: Path) -> Non
     assert kept < ASKS * FLOOR_CHARS // 4, f"{kept} bytes kept after {ASKS} answered asks"
 
 
-@pytest.mark.xfail(strict=True, reason="review4 finding 2 (pre-existing, core/rules/policy.py): "
-                   "`Policy._by_surface` and `Policy._pi_differs_on` keep every surface a child names, "
-                   "with no bound, until a reload (and `_alike`, `Compiled._plans` keep a long one whole)")
 def test_asks_naming_ever_new_surfaces_grow_no_cache_without_bound(tmp_path: Path) -> None:
     """Every bounded cache on the way (`_alike`: 1,024, `Compiled._plans`: 256, the kept judgments) is in
     the same phase after 4,096 and 8,192 asks of one new surface each (and a cache of another bound
