@@ -106,7 +106,7 @@ def resolve_with_policy(
 def _size(facts: IntentFacts) -> int:
     units = facts.asking_units or ()
     return (sum(map(len, facts.match_values)) + len(facts.match_values) + len(facts.boundary_value or "")
-            + sum(len(u.command) + 1 for u in units) + len(facts.surface))
+            + sum(len(u.command) + 1 for u in units) + len(facts.surface) + len(facts.floor or ""))
 
 
 def resolve_uncached(

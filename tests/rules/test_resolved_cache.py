@@ -81,3 +81,16 @@ def test_large_facts_are_judged_each_time(tmp_path: Path) -> None:
     facts = IntentFacts("bash", ("git " + "x" * MAX_RESOLVED_CHARS,))
     policy = store.policy("Explore")
     _same(resolve_with_policy(policy, facts), resolve_uncached(policy, facts))
+
+
+def test_facts_with_a_long_floor_are_not_kept(tmp_path: Path) -> None:
+    """The floor is a child's text too: facts whose floor alone is past the limit are judged each time,
+    never kept (review4: the size counted every field but the floor, so 2,048 kept asks could hold a
+    1 MiB floor each)."""
+    from core.rules import resolver
+
+    store = _store(tmp_path)
+    facts = IntentFacts("bash", ("git status",), floor="x" * MAX_RESOLVED_CHARS)
+    policy = store.policy("Explore")
+    _same(resolve_with_policy(policy, facts), resolve_uncached(policy, facts))
+    assert not any(key[1] == facts for key in list(resolver._RESOLVED))
