@@ -30,7 +30,7 @@ from core.testing import ManualClock
 from core.vocabulary.asks import Decision, DenyingArbiter, Judgment
 from core.wire.reader import parse_request
 from core.wire.request import SessionGrant
-from tests.judging.twins import PLAIN_SURFACES, PLAIN_VALUES
+from tests.judging.twins import PLAIN_SURFACES, PLAIN_VALUES, grant_in_both, revoke_first_two
 from tests.rules.support import (
     ASK_AGENTS,
     ASK_FLOORS,
@@ -97,15 +97,9 @@ def test_the_lanes_one_call_judgment_decides_as_the_uncached_one(
             os.replace(fresh, layout.global_config)
             assert lane.store.reload_if_changed() == whole.store.reload_if_changed()
         elif kind == "grant":
-            for authority in (lane, whole):
-                for session in SESSIONS:
-                    if not authority.grants_for(session).would_shadow_deny("Explore", *value):
-                        grant = SessionGrant(surface=value[0], pattern=value[1])
-                        authority.record(session, [grant], "Explore")
+            grant_in_both((lane, whole), SESSIONS, value)
         elif kind == "revoke":
-            for authority in (lane, whole):
-                for entry in authority.list_grants()[:2]:
-                    assert authority.revoke_grant(entry.session_id, entry.grant_id)
+            revoke_first_two((lane, whole))
         else:
             for session in SESSIONS:
                 at_once = AtOnce(session, lane, clock, 60_000, arbiter.decide_at_once)

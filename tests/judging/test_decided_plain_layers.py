@@ -26,8 +26,7 @@ from core.serving.judgment import judge_ask
 from core.testing import ManualClock
 from core.vocabulary.asks import Decision, DenyingArbiter, Judgment
 from core.wire.reader import parse_request
-from core.wire.request import SessionGrant
-from tests.judging.twins import PLAIN_SURFACES, PLAIN_VALUES
+from tests.judging.twins import PLAIN_SURFACES, PLAIN_VALUES, grant_in_both, revoke_first_two
 from tests.rules.support import AGENT_RULES, ASK_FLOORS, ASK_VALUE_LISTS, CONFIG, GRANTS, HOME, Layout
 
 SESSIONS = ("s1", "s2")
@@ -110,15 +109,9 @@ def test_the_lane_judges_as_the_uncached_judgment_across_layers_and_held_changes
                 for pending in authority.store.pending():
                     (authority.accept if kind == "accept" else authority.decline)(pending)
         elif kind == "grant":
-            for authority in (lane, whole):
-                for session in SESSIONS:
-                    if not authority.grants_for(session).would_shadow_deny("Explore", *value):
-                        grant = SessionGrant(surface=value[0], pattern=value[1])
-                        authority.record(session, [grant], "Explore")
+            grant_in_both((lane, whole), SESSIONS, value)
         elif kind == "revoke":
-            for authority in (lane, whole):
-                for entry in authority.list_grants()[:2]:
-                    assert authority.revoke_grant(entry.session_id, entry.grant_id)
+            revoke_first_two((lane, whole))
         else:
             for session in SESSIONS:
                 at_once = AtOnce(session, lane, clock, 60_000, arbiter.decide_at_once)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,3 +52,21 @@ def judge_alike(
                 judged(fast, whole, parse_request(json.dumps(body).encode()), session)
     assert [g.decided for g in fast.list_grants()] == [g.decided for g in whole.list_grants()]
     return fast, whole
+
+
+def grant_in_both(
+    authorities: Sequence[RecordedAuthority], sessions: Sequence[str], grant: tuple[str, str]
+) -> None:
+    """A grant of `(surface, pattern)` to Explore recorded alike in each session of each authority,
+    where it would shadow no deny."""
+    for authority in authorities:
+        for session in sessions:
+            if not authority.grants_for(session).would_shadow_deny("Explore", *grant):
+                authority.record(session, [SessionGrant(surface=grant[0], pattern=grant[1])], "Explore")
+
+
+def revoke_first_two(authorities: Sequence[RecordedAuthority]) -> None:
+    """The first two grants each authority lists, revoked alike."""
+    for authority in authorities:
+        for entry in authority.list_grants()[:2]:
+            assert authority.revoke_grant(entry.session_id, entry.grant_id)
