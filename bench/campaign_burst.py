@@ -45,7 +45,9 @@ Counted per ask (`findings.json`): `unanswered` (a valid or safe-named ask with 
 `answered-twice` (a second response under one name, or two answered rows), `wrong-verdict` (not what
 the rules, the fail-safe or `--on-ask` say), `history-contradicts-child` (no row holds the bytes the
 child read, or a row says not written), `no-history-row`, `open-row`, `not-quarantined` (a malformed
-file with no `.reason.json` in the quarantine or no quarantined row with a reason), and every
+file with no `.reason.json` in the quarantine or no quarantined row with a reason; with the
+quarantine at `QUARANTINE_MAX_ENTRIES`, one missing there whose row says quarantined is counted
+apart, `quarantine-trimmed`), and every
 traceback or ERROR line in serve's log.
 """
 
@@ -78,6 +80,7 @@ from bench.campaign_common import (
 )
 from core.disk.paths import encode_session_id
 from core.forwarding.inotify import IN_CREATE, IN_MOVED_TO, IN_ONLYDIR, Inotify
+from core.serving.quarantine import QUARANTINE_MAX_ENTRIES
 
 REPO = Path(__file__).resolve().parents[1]
 SESSION = "burst-session"
@@ -644,6 +647,7 @@ def report(args: argparse.Namespace, folder: Path, state: Path, kind_of: dict[st
                 found["reason-file-unreadable"].append(entry)
                 continue
             reasons[rid] = note.get("reason", "") if note.get("childAnswered") else ""
+    trimmed = sum(held.values()) >= QUARANTINE_MAX_ENTRIES
     want = {"allow": "approved", "rule-deny": "denied", "person": "denied", "fail-safe": "denied",
             "malformed": "denied", "same-allow": "approved", "same-deny": "denied"}
     for rid, kind in kind_of.items():
@@ -692,6 +696,8 @@ def report(args: argparse.Namespace, folder: Path, state: Path, kind_of: dict[st
             quarantined = [r for r in rows_of if r["outcome"] == "quarantined" and r["reason"]]
             if not held[rid] and kills and quarantined:  # the child removed it before a restart moved it
                 found["quarantined-row-file-gone (apart)"].append(rid)
+            elif not held[rid] and trimmed and quarantined:  # the quarantine kept its newest (campaign6)
+                found["quarantine-trimmed (apart)"].append(rid)
             elif not held[rid] or not reasons.get(rid):
                 found["not-quarantined"].append(f"{rid}: {held[rid]} in the quarantine folder, "
                                                 "or its note says its child was not answered")
@@ -717,7 +723,7 @@ def report(args: argparse.Namespace, folder: Path, state: Path, kind_of: dict[st
              "history-contradicts-child", "open-row", "not-quarantined", "quarantined-valid-ask",
              "raw-differs", "reason-file-unreadable", "log-error", "did-not-stop"]
     apart = ["quarantined-row-holds-no-response (apart)", "delivery-unknown (apart)",
-             "quarantined-row-file-gone (apart)"]
+             "quarantined-row-file-gone (apart)", "quarantine-trimmed (apart)"]
     print("findings:")
     print(table([(k, len(found[k])) for k in [*kinds, *apart]]))
     for kind in kinds:
