@@ -363,6 +363,10 @@ def serve_burst(args: argparse.Namespace, folder: Path, rng: random.Random,
     burst_s = time.monotonic() - started
     expected = {rid for rid, kind in kind_of.items()
                 if not (kind in LEFT and args.on_ask == "leave") and kind not in HOSTILE[:3]}
+    # Requests that may stay: forged ones, and with `--on-ask leave` those left to the person (campaign6:
+    # the burst ended only at `--within` then).
+    may_stay = left_over(kind_of) | {f"{rid}.json" for rid, kind in kind_of.items()
+                                     if kind in LEFT and args.on_ask == "leave"}
     second: dict[str, list[bytes]] = defaultdict(list)
     last_read, watched = time.monotonic(), -1  # stall6: the stacks of a silent serve, once per serve
     while time.monotonic() - started < args.within:
@@ -432,7 +436,7 @@ def serve_burst(args: argparse.Namespace, folder: Path, rng: random.Random,
             path.unlink(missing_ok=True)
             (requests / name).unlink(missing_ok=True)
         settled = not meddling and not swaps and fill_at is None and freed_at is None
-        if expected <= read.keys() and settled and not (set(os.listdir(requests)) - left_over(kind_of)):
+        if expected <= read.keys() and settled and not (set(os.listdir(requests)) - may_stay):
             break
     answered_s = time.monotonic() - started
     time.sleep(args.linger)  # a late second answer would show here (and a late quarantine be done)
