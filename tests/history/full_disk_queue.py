@@ -1,10 +1,10 @@
 """Run inside a private mount namespace (`unshare -m`, as root) by `test_full_disk_queue.py`: the state
-dir is on a small tmpfs. A burst's arrivals are queued (an event loop runs, so they wait for one
+dir is on a small tmpfs. A burst's arrivals (as many as asked) are queued (an event loop runs, so they wait for one
 transaction), the disk fills, the transaction that writes them is refused, the disk is freed and the
 queue written again. Prints one JSON line: how many arrivals were queued, what the refused
 transaction raised (and the error under it), and how many rows the history holds then.
 
-Usage: python -m tests.history.full_disk_queue <tmp dir>
+Usage: python -m tests.history.full_disk_queue <tmp dir> <arrivals>
 """
 
 from __future__ import annotations
@@ -22,10 +22,7 @@ from core.vocabulary.events import ServeEvent
 from core.wire.reader import parse_request
 from tests.helpers import fill
 
-QUEUED = 2000
-
-
-def main(tmp: Path) -> None:
+def main(tmp: Path, queued: int) -> None:
     fs = tmp / "fs"
     fs.mkdir(exist_ok=True)
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(fs)], check=True)
@@ -37,7 +34,7 @@ def main(tmp: Path) -> None:
 
         async def burst() -> None:
             # No await: the queue's own worker never runs, so every arrival waits for the one below.
-            for i in range(QUEUED):
+            for i in range(queued):
                 body = {"id": f"a{i}", "createdAt": 1, "requesterSessionId": "child", "targetSessionId": "s",
                         "requesterAgentName": "Explore", "message": "m" * 500}
                 parsed = parse_request(json.dumps(body).encode())
@@ -51,12 +48,12 @@ def main(tmp: Path) -> None:
             store.write_arrivals()
 
         asyncio.run(burst())
-        rows = len(store.query(limit=QUEUED * 2))
+        rows = len(store.query(limit=queued * 2))
         store.close()
-        print(json.dumps({"queued": QUEUED, "refused": refused, "rows": rows}))
+        print(json.dumps({"queued": queued, "refused": refused, "rows": rows}))
     finally:
         subprocess.run(["umount", "-l", str(fs)], check=False)
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main(Path(sys.argv[1]), int(sys.argv[2]))
