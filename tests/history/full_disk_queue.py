@@ -1,7 +1,7 @@
 """Run inside a private mount namespace (`unshare -m`, as root) by `test_full_disk_queue.py`: the state
-dir is on a small tmpfs. A burst's arrivals (as many as asked) are queued (an event loop runs, so they wait for one
-transaction), the disk fills, the transaction that writes them is refused, the disk is freed and the
-queue written again. Prints one JSON line: how many arrivals were queued, what the refused
+dir is on a small tmpfs. A burst's arrivals (as many as asked) are queued (an event loop runs, so
+they wait for one transaction), the disk fills, the transaction that writes them is refused, the disk
+is freed and the queue written again. Prints one JSON line: how many arrivals were queued, what the refused
 transaction raised (and the error under it), and how many rows the history holds then.
 
 Usage: python -m tests.history.full_disk_queue <tmp dir> <arrivals>
@@ -21,6 +21,7 @@ from core.vocabulary.asks import AskKey
 from core.vocabulary.events import ServeEvent
 from core.wire.reader import parse_request
 from tests.helpers import fill
+
 
 def main(tmp: Path, queued: int) -> None:
     fs = tmp / "fs"
