@@ -35,11 +35,19 @@ S` takes the stacks once per serve when no answer was read for S s while some ar
 the event loop's self-pipe peaks and writers); `--selfpipe-term` also raises SIGTERM in serve the
 first time its self-pipe is full, as a stop arriving then would (`selfpipe-summary` says what followed).
 
+Campaign6 (issue 37's seventh pass: a burst's rows counted from the first, its marks ranged):
+`--only-state-on-full` puts the history alone on the `--full-disk` tmpfs (the inbox stays where it
+can be written: answers linked while their rows' commits and marks are refused, then retried);
+`--hostile-kinds withdrawn` makes every meddling a child's withdrawal (with a small `--meddle-within`,
+requests deleted while their burst is being answered).
+
 Counted per ask (`findings.json`): `unanswered` (a valid or safe-named ask with no response),
 `answered-twice` (a second response under one name, or two answered rows), `wrong-verdict` (not what
 the rules, the fail-safe or `--on-ask` say), `history-contradicts-child` (no row holds the bytes the
 child read, or a row says not written), `no-history-row`, `open-row`, `not-quarantined` (a malformed
-file with no `.reason.json` in the quarantine or no quarantined row with a reason), and every
+file with no `.reason.json` in the quarantine or no quarantined row with a reason; with the
+quarantine at `QUARANTINE_MAX_ENTRIES`, one missing there whose row says quarantined is counted
+apart, `quarantine-trimmed`), and every
 traceback or ERROR line in serve's log.
 """
 
@@ -72,6 +80,7 @@ from bench.campaign_common import (
 )
 from core.disk.paths import encode_session_id
 from core.forwarding.inotify import IN_CREATE, IN_MOVED_TO, IN_ONLYDIR, Inotify
+from core.serving.quarantine import QUARANTINE_MAX_ENTRIES
 
 REPO = Path(__file__).resolve().parents[1]
 SESSION = "burst-session"
@@ -152,6 +161,10 @@ def main() -> None:
                         help="campaign3: the inbox (and the state with --state-on-full) on a tmpfs of this "
                              "size in a private mount namespace (root), filled during the burst, then freed")
     parser.add_argument("--state-on-full", action="store_true", help="the history on the full tmpfs too")
+    parser.add_argument("--only-state-on-full", action="store_true",
+                        help="campaign6: the history alone on the full tmpfs (the inbox elsewhere)")
+    parser.add_argument("--hostile-kinds", default=",".join(HOSTILE),
+                        help="campaign6: the meddlings --hostile picks from (of HOSTILE, comma-separated)")
     parser.add_argument("--linger", type=float, default=1.0, help="seconds serve runs after the last answer")
     parser.add_argument("--fill-at", default="0.1:1.0", help="MIN:MAX s after the burst to fill the disk")
     parser.add_argument("--full-for", type=float, default=4.0, help="seconds the disk stays full")
@@ -192,8 +205,9 @@ def run(args: argparse.Namespace, folder: Path) -> int:
         fs.mkdir()
         size = f"size={args.full_disk}m"
         subprocess.run(["mount", "-t", "tmpfs", "-o", size, "tmpfs", str(fs)], check=True)
-        root, staging = fs / "root", fs / "staging"
-        if args.state_on_full:
+        if not args.only_state_on_full:
+            root, staging = fs / "root", fs / "staging"
+        if args.state_on_full or args.only_state_on_full:
             state = fs / "state"
     session = root / "sessions" / encode_session_id(SESSION)
     requests, responses = session / "requests", session / "responses"
@@ -203,6 +217,7 @@ def run(args: argparse.Namespace, folder: Path) -> int:
     rules.write_text(json.dumps({"forwardingTimeoutMs": int(args.within * 1000),
                                  "permission": {"bash": {"ls *": "allow", "rm *": "deny"}}}))
     weights = list(WEIGHTS)
+    hostile_kinds = [kind for kind in HOSTILE if kind in args.hostile_kinds.split(",")]
     if args.malformed is not None:
         weights[KINDS.index("malformed")] = args.malformed
     kind_of: dict[str, str] = {}
@@ -213,7 +228,7 @@ def run(args: argparse.Namespace, folder: Path) -> int:
         rid = f"b-{i:06d}"
         kind = rng.choices(KINDS, weights)[0]
         if args.hostile and rng.random() < args.hostile:
-            kind = rng.choice(HOSTILE)
+            kind = rng.choice(hostile_kinds)
             data = request_bytes(rid, SESSION, f"ls f{i}", int(time.time() * 1000))
             (staging / f"{rid}.json").write_bytes(data)
             kind_of[rid], sent[rid] = kind, data
@@ -348,6 +363,10 @@ def serve_burst(args: argparse.Namespace, folder: Path, rng: random.Random,
     burst_s = time.monotonic() - started
     expected = {rid for rid, kind in kind_of.items()
                 if not (kind in LEFT and args.on_ask == "leave") and kind not in HOSTILE[:3]}
+    # Requests that may stay: forged ones, and with `--on-ask leave` those left to the person (campaign6:
+    # the burst ended only at `--within` then).
+    may_stay = left_over(kind_of) | {f"{rid}.json" for rid, kind in kind_of.items()
+                                     if kind in LEFT and args.on_ask == "leave"}
     second: dict[str, list[bytes]] = defaultdict(list)
     last_read, watched = time.monotonic(), -1  # stall6: the stacks of a silent serve, once per serve
     while time.monotonic() - started < args.within:
@@ -374,15 +393,15 @@ def serve_burst(args: argparse.Namespace, folder: Path, rng: random.Random,
                     next_kill, restarted = time.monotonic() + rng.uniform(low, high), False
         if fill_at is not None and time.monotonic() - started - burst_s >= fill_at:
             fill_at, freed_at = None, time.monotonic() + args.full_for
-            filled = fill(root.parent / "filler")
+            filled = fill(folder / "fs" / "filler")
             with (folder / "faults.log").open("a") as out:
                 out.write(f"{time.time():.3f} disk filled ({filled} bytes) at "
                           f"{time.monotonic() - started:.2f} s, {len(read)} answers read\n")
         elif freed_at is not None and time.monotonic() < freed_at:
-            fill(root.parent / "filler")  # what the children's removals freed: full again
+            fill(folder / "fs" / "filler")  # what the children's removals freed: full again
         elif freed_at is not None and time.monotonic() >= freed_at:
             freed_at = None
-            (root.parent / "filler").unlink()
+            (folder / "fs" / "filler").unlink()
             with (folder / "faults.log").open("a") as out:
                 out.write(f"{time.time():.3f} disk freed at {time.monotonic() - started:.2f} s, "
                           f"{len(read)} answers read\n")
@@ -417,7 +436,7 @@ def serve_burst(args: argparse.Namespace, folder: Path, rng: random.Random,
             path.unlink(missing_ok=True)
             (requests / name).unlink(missing_ok=True)
         settled = not meddling and not swaps and fill_at is None and freed_at is None
-        if expected <= read.keys() and settled and not (set(os.listdir(requests)) - left_over(kind_of)):
+        if expected <= read.keys() and settled and not (set(os.listdir(requests)) - may_stay):
             break
     answered_s = time.monotonic() - started
     time.sleep(args.linger)  # a late second answer would show here (and a late quarantine be done)
@@ -440,7 +459,7 @@ def serve_burst(args: argparse.Namespace, folder: Path, rng: random.Random,
     if clobbered:  # any other: a second entry of serve's own under one name, counted by the report
         print(f"--swap-outbox: the name taken in the new folder: {len(dropped)} forged entries dropped "
               f"by the mover (not checked), others {sorted(set(clobbered) - set(dropped))[:10]}")
-    if args.full_disk and args.state_on_full:  # kept: the tmpfs goes with the namespace
+    if args.full_disk and (args.state_on_full or args.only_state_on_full):  # kept: the tmpfs goes with it
         shutil.copytree(state, folder / "state-kept", ignore=shutil.ignore_patterns("quarantine"))
     status = report(args, folder, state, kind_of, sent, read, second, appeared, overflowed, burst_s,
                     answered_s, len(kills))
@@ -632,6 +651,7 @@ def report(args: argparse.Namespace, folder: Path, state: Path, kind_of: dict[st
                 found["reason-file-unreadable"].append(entry)
                 continue
             reasons[rid] = note.get("reason", "") if note.get("childAnswered") else ""
+    trimmed = sum(held.values()) >= QUARANTINE_MAX_ENTRIES
     want = {"allow": "approved", "rule-deny": "denied", "person": "denied", "fail-safe": "denied",
             "malformed": "denied", "same-allow": "approved", "same-deny": "denied"}
     for rid, kind in kind_of.items():
@@ -680,6 +700,8 @@ def report(args: argparse.Namespace, folder: Path, state: Path, kind_of: dict[st
             quarantined = [r for r in rows_of if r["outcome"] == "quarantined" and r["reason"]]
             if not held[rid] and kills and quarantined:  # the child removed it before a restart moved it
                 found["quarantined-row-file-gone (apart)"].append(rid)
+            elif not held[rid] and trimmed and quarantined:  # the quarantine kept its newest (campaign6)
+                found["quarantine-trimmed (apart)"].append(rid)
             elif not held[rid] or not reasons.get(rid):
                 found["not-quarantined"].append(f"{rid}: {held[rid]} in the quarantine folder, "
                                                 "or its note says its child was not answered")
@@ -705,7 +727,7 @@ def report(args: argparse.Namespace, folder: Path, state: Path, kind_of: dict[st
              "history-contradicts-child", "open-row", "not-quarantined", "quarantined-valid-ask",
              "raw-differs", "reason-file-unreadable", "log-error", "did-not-stop"]
     apart = ["quarantined-row-holds-no-response (apart)", "delivery-unknown (apart)",
-             "quarantined-row-file-gone (apart)"]
+             "quarantined-row-file-gone (apart)", "quarantine-trimmed (apart)"]
     print("findings:")
     print(table([(k, len(found[k])) for k in [*kinds, *apart]]))
     for kind in kinds:

@@ -5,7 +5,12 @@ reloaded, more `ls` asks are written: every one must be denied. The burst's appr
 the reload was applied (judged before it) are counted, with how long after: the window.
 
 Run: `nice -n 10 uv run python -m bench.campaign_reload [--asks 6000] [--late 200] [--seed 1]
-[--narrow-at 0.2:1.0] [--dir /tmp]`.
+[--narrow-at 0.2:1.0] [--same] [--dir /tmp]`.
+
+`--same` (campaign6, issue 37's seventh pass: the cache of identical facts,
+`RecordedAuthority.decided_plain`): every ask, of the burst and late, is the one command `ls same`,
+so each is decided from the cache but the first under each reading: a late ask approved is the cache
+outliving the reload.
 
 Findings: `late-approved` (an ask written after the reload was applied read an approval),
 `unanswered`, `answered-twice` (a second entry under one name), `history-contradicts-child` (no
@@ -44,6 +49,7 @@ def main() -> None:
     parser.add_argument("--narrow-at", default="0.2:1.0", help="MIN:MAX s after the burst to narrow")
     parser.add_argument("--within", type=float, default=200.0)
     parser.add_argument("--dir", type=Path, default=None)
+    parser.add_argument("--same", action="store_true", help="every ask the one command `ls same` (campaign6)")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="campaign-reload-", dir=args.dir))
     print(f"campaign folder: {folder}")
@@ -52,6 +58,11 @@ def main() -> None:
 
 def rules_text(action: str) -> str:
     return json.dumps({"forwardingTimeoutMs": 600_000, "permission": {"bash": {"ls *": action}}})
+
+
+def command(args: argparse.Namespace, name: str) -> str:
+    """The command of an ask: its own, or with `--same` the one every ask repeats."""
+    return "ls same" if args.same else f"ls {name}"
 
 
 def run(args: argparse.Namespace, folder: Path) -> int:
@@ -65,7 +76,7 @@ def run(args: argparse.Namespace, folder: Path) -> int:
     rules.parent.mkdir()
     rules.write_text(rules_text("allow"))
     for i in range(args.asks):
-        (staging / f"b-{i:06d}.json").write_bytes(request_bytes(f"b-{i:06d}", SESSION, f"ls b{i}",
+        (staging / f"b-{i:06d}.json").write_bytes(request_bytes(f"b-{i:06d}", SESSION, command(args, f"b{i}"),
                                                                  int(time.time() * 1000)))
     log_path = folder / "serve.log"
     with log_path.open("ab") as log:
@@ -114,7 +125,9 @@ def race(args: argparse.Namespace, folder: Path, rng: random.Random, serve: subp
                     for i in range(args.late):
                         rid = f"l-{i:06d}"
                         temp = requests / f".{rid}.tmp"
-                        temp.write_bytes(request_bytes(rid, SESSION, f"ls l{i}", int(time.time() * 1000)))
+                        late_ask = request_bytes(rid, SESSION, command(args, f"l{i}"),
+                                                 int(time.time() * 1000))
+                        temp.write_bytes(late_ask)
                         os.rename(temp, requests / f"{rid}.json")
                         late.append(rid)
         if select.select([ino.fd], [], [], 0.01)[0]:

@@ -1,0 +1,40 @@
+"""Campaign6 finding 1: the history's queued events (a burst's arrivals, an unrecorded fail-safe
+answer's close) are put back in the queue when the transaction that writes them is refused, so the
+next one writes them: unless SQLite has already rolled the transaction back itself (a full disk
+refusing a statement that spills the page cache), when the writer's own `ROLLBACK` raises "no
+transaction is active" in its `except` and the events taken from the queue are dropped (2,000
+arrivals). The same when the `COMMIT` itself is refused, outside that `except` (50 arrivals: what
+`serve` met, run 621). A real full disk: a tmpfs in a private mount namespace
+(`tests.history.full_disk_queue`)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import namespace_refused
+from tests.history.support import REPO
+
+
+@pytest.mark.xfail(strict=True, reason="campaign6 finding 1: queued history events are dropped when a "
+                   "full disk refuses their transaction's COMMIT, or makes SQLite roll it back itself (the "
+                   "writer's ROLLBACK then raises)")
+@pytest.mark.parametrize("queued", [50, 2000], ids=["commit-refused", "rolled-back-by-sqlite"])
+def test_arrivals_queued_when_a_full_disk_refuses_their_transaction_are_written_once_it_is_freed(
+    tmp_path: Path, queued: int,
+) -> None:
+    refused = namespace_refused()
+    if refused is not None:
+        pytest.skip(refused)
+    command = ["unshare", "-m", "--propagation", "private", sys.executable, "-m",
+               "tests.history.full_disk_queue", str(tmp_path), str(queued)]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, timeout=120)
+    lines = done.stdout.decode().strip().splitlines()
+    assert done.returncode == 0 and lines, done.stderr.decode(errors="replace")[-3000:]
+    found = json.loads(lines[-1])
+    assert found["refused"], found  # the full disk did refuse the transaction
+    assert found["rows"] == found["queued"], found
