@@ -20,9 +20,6 @@ from tests.helpers import namespace_refused
 from tests.history.support import REPO
 
 
-@pytest.mark.xfail(strict=True, reason="campaign6 finding 1: queued history events are dropped when a "
-                   "full disk refuses their transaction's COMMIT, or makes SQLite roll it back itself (the "
-                   "writer's ROLLBACK then raises)")
 @pytest.mark.parametrize("queued", [50, 2000], ids=["commit-refused", "rolled-back-by-sqlite"])
 def test_arrivals_queued_when_a_full_disk_refuses_their_transaction_are_written_once_it_is_freed(
     tmp_path: Path, queued: int,
