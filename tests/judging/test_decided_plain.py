@@ -25,12 +25,17 @@ from core.judging.recorded import RecordedAuthority
 from core.rules import PolicyStore
 from core.serving.at_once import AtOnce
 from core.serving.intake import FileRead, Intake
-from core.serving.judgment import judge_ask
 from core.testing import ManualClock
-from core.vocabulary.asks import Decision, DenyingArbiter, Judgment
+from core.vocabulary.asks import DenyingArbiter
 from core.wire.reader import parse_request
 from core.wire.request import SessionGrant
-from tests.judging.twins import PLAIN_SURFACES, PLAIN_VALUES, grant_in_both, revoke_first_two
+from tests.judging.twins import (
+    PLAIN_SURFACES,
+    PLAIN_VALUES,
+    assert_lane_judged_as_whole,
+    grant_in_both,
+    revoke_first_two,
+)
 from tests.rules.support import (
     ASK_AGENTS,
     ASK_FLOORS,
@@ -113,24 +118,7 @@ def test_the_lanes_one_call_judgment_decides_as_the_uncached_one(
                         reads.append((f"r{asked}-{n}.json", FileRead(raw=raw, parsed=parse_request(raw),
                                                                      identity=(1, 2, 3))))
                     served = at_once.serve(inbox, Intake(reads, frozenset(), {}))
-                    decided = {record.key.name: record for record in served.at_once}
-                    for name, read in reads:
-                        assert read.parsed is not None
-                        judgment, decision = judge_ask(whole, read.parsed, session, clock)
-                        if decision is None and judgment.verdict == "ask":
-                            taken = arbiter.decide_unasked(session)
-                            assert isinstance(taken, Decision)
-                            decision = taken  # the fail-safe's denial
-                        if decision is None:
-                            assert name not in decided
-                            left = served.judged[name]
-                            assert isinstance(left, Judgment)
-                            assert (left.verdict, left.decided_by, left.reason) == (
-                                judgment.verdict, judgment.decided_by, judgment.reason)
-                            continue
-                        record = decided[name]
-                        assert (record.response, record.outcome, record.carried_to) == (
-                            decision.response, decision.outcome, decision.carried_to)
+                    assert_lane_judged_as_whole(served, reads, whole, session, clock, arbiter)
     assert [g.decided for g in lane.list_grants()] == [g.decided for g in whole.list_grants()]
 
 

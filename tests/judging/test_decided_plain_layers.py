@@ -22,11 +22,16 @@ from core.judging.recorded import RecordedAuthority
 from core.rules import PolicyStore
 from core.serving.at_once import AtOnce
 from core.serving.intake import FileRead, Intake
-from core.serving.judgment import judge_ask
 from core.testing import ManualClock
-from core.vocabulary.asks import Decision, DenyingArbiter, Judgment
+from core.vocabulary.asks import DenyingArbiter
 from core.wire.reader import parse_request
-from tests.judging.twins import PLAIN_SURFACES, PLAIN_VALUES, grant_in_both, revoke_first_two
+from tests.judging.twins import (
+    PLAIN_SURFACES,
+    PLAIN_VALUES,
+    assert_lane_judged_as_whole,
+    grant_in_both,
+    revoke_first_two,
+)
 from tests.rules.support import AGENT_RULES, ASK_FLOORS, ASK_VALUE_LISTS, CONFIG, GRANTS, HOME, Layout
 
 SESSIONS = ("s1", "s2")
@@ -124,21 +129,5 @@ def test_the_lane_judges_as_the_uncached_judgment_across_layers_and_held_changes
                         reads.append((f"r{asked}.json", FileRead(raw=raw, parsed=parse_request(raw),
                                                                  identity=(1, 2, 3))))
                     served = at_once.serve(inbox, Intake(reads, frozenset(), {}))
-                    decided = {record.key.name: record for record in served.at_once}
-                    for name, read in reads:
-                        assert read.parsed is not None
-                        judgment, decision = judge_ask(whole, read.parsed, session, clock)
-                        if decision is None and judgment.verdict == "ask":
-                            taken = arbiter.decide_unasked(session)
-                            assert isinstance(taken, Decision)
-                            decision = taken
-                        if decision is None:
-                            left = served.judged[name]
-                            assert isinstance(left, Judgment) and name not in decided
-                            assert (left.verdict, left.decided_by, left.reason) == (
-                                judgment.verdict, judgment.decided_by, judgment.reason)
-                            continue
-                        record = decided[name]
-                        assert (record.response, record.outcome) == (decision.response, decision.outcome), (
-                            name, read.raw)
+                    assert_lane_judged_as_whole(served, reads, whole, session, clock, arbiter)
     assert [g.decided for g in lane.list_grants()] == [g.decided for g in whole.list_grants()]

@@ -13,7 +13,10 @@ from hypothesis import strategies as st
 
 from core.judging.recorded import RecordedAuthority
 from core.rules import PolicyStore
+from core.serving.intake import FileRead, Intake
+from core.serving.judgment import judge_ask
 from core.testing import ManualClock
+from core.vocabulary.asks import Decision, DenyingArbiter, Judgment
 from core.wire.reader import parse_request
 from core.wire.request import ParsedRequest, SessionGrant
 from tests.rules.support import CONFIG, HOME, hostile_layout
@@ -70,3 +73,29 @@ def revoke_first_two(authorities: Sequence[RecordedAuthority]) -> None:
     for authority in authorities:
         for entry in authority.list_grants()[:2]:
             assert authority.revoke_grant(entry.session_id, entry.grant_id)
+
+
+def assert_lane_judged_as_whole(
+    served: Intake, reads: Sequence[tuple[str, FileRead]], whole: RecordedAuthority, session: str,
+    clock: ManualClock, arbiter: DenyingArbiter,
+) -> None:
+    """Each read judged by the lane (`served`) as the whole judgment (`judge_ask`, then the fail-safe's
+    denial for an ask) judges it: decided at once with the same response, or left with the same
+    judgment."""
+    decided = {record.key.name: record for record in served.at_once}
+    for name, read in reads:
+        assert read.parsed is not None
+        judgment, decision = judge_ask(whole, read.parsed, session, clock)
+        if decision is None and judgment.verdict == "ask":
+            taken = arbiter.decide_unasked(session)
+            assert isinstance(taken, Decision)
+            decision = taken  # the fail-safe's denial
+        if decision is None:
+            left = served.judged[name]
+            assert isinstance(left, Judgment) and name not in decided
+            assert (left.verdict, left.decided_by, left.reason) == (
+                judgment.verdict, judgment.decided_by, judgment.reason)
+            continue
+        record = decided[name]
+        assert (record.response, record.outcome, record.carried_to) == (
+            decision.response, decision.outcome, decision.carried_to), (name, read.raw)
