@@ -7,6 +7,7 @@ import contextlib
 import errno
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -99,6 +100,13 @@ def poll_until(predicate: Callable[[], bool], within: float = 30.0, what: str = 
             raise AssertionError(f"timed out after {within}s waiting for {what}")
         time.sleep(0.01)
 
+
+def readable(fd: int, timeout_ms: int) -> bool:
+    """Whether `fd` has something to read within `timeout_ms`: poll, which takes any descriptor number
+    (select refuses those past 1,023, and a busy test worker may hold that many)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(timeout_ms))
 
 async def wait_for_async(
     predicate: Callable[[], Awaitable[bool]], within: float = 30.0, what: str = "condition"
@@ -247,6 +255,19 @@ def broker_parcel(parcel_id: str, *, host: str = "host-a", session: str = "sess-
         hops=(Hop(host=host, session_id=session, node=f"courier-{host}"),),
         deadline_ms=time.time() * 1000 + ttl_s * 1000,
     )
+
+
+@contextlib.contextmanager
+def unrun(core: ServingCore) -> Iterator[ServingCore]:
+    """A core whose parts a test calls directly and never runs: its locks, heartbeats and folder
+    descriptors released after the block, as the end of `run` releases them. A property test builds
+    hundreds; left open, they took a worker past select()'s 1,024 descriptors."""
+    try:
+        yield core
+    finally:
+        core.served.release()
+        core.tree.close()
+        core.state_tree.close()
 
 
 @contextlib.asynccontextmanager

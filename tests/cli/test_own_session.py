@@ -11,7 +11,6 @@ import fcntl
 import json
 import os
 import pty
-import select
 import signal
 import struct
 import subprocess
@@ -28,7 +27,7 @@ import pytest
 
 from core.disk.paths import default_forwarding_root, default_state_dir
 from core.forwarding.liveness import HEARTBEAT_INTERVAL_S
-from tests.helpers import poll_until
+from tests.helpers import poll_until, readable
 from tui.commands.own_session import LEGACY_SESSION_FILE, default_session_id
 
 REPO = Path(__file__).resolve().parents[2]
@@ -177,6 +176,7 @@ def test_processes_minting_one_roots_id_at_once_agree(tmp_path: Path) -> None:
     assert len(ids) == 1 and next(iter(ids)).startswith("pi-authorizer-")
 
 
+
 class AppTerminal:
     """The app in a real pseudo-terminal (it needs one): keys written to it, its drawing drained."""
 
@@ -194,7 +194,7 @@ class AppTerminal:
 
     def _drain(self) -> None:
         while not self.done.is_set():
-            ready, _, _ = select.select([self.master], [], [], 0.05)
+            ready = readable(self.master, 50)
             try:
                 if ready and not os.read(self.master, 65536):
                     return

@@ -7,6 +7,7 @@ with and without its `run`)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,7 +22,7 @@ from core.vocabulary.asks import AskKey, DenyingArbiter
 from core.vocabulary.events import ServeEvent
 from core.wire.reader import parse_request
 from core.wire.response import approve, deny
-from tests.helpers import request_body
+from tests.helpers import request_body, unrun
 
 SESSION = "at-once-told"
 Drawn = tuple[str, bool, str | None, str, float | None]  # name, allowed, history refused, outcome, arrived
@@ -30,8 +31,8 @@ ANSWERS = st.tuples(st.sampled_from(NAMES), st.booleans(), st.sampled_from([None
                     st.sampled_from(["rule", "fail_safe"]), st.sampled_from([None, 0.5, 1.0]))
 
 
-def _core(root: Path) -> tuple[ServingCore, list[ServeEvent], list[ServeEvent]]:
-    core = ServingCore(root / "root", root / "state", DenyingArbiter())
+def _core(root: Path, stack: contextlib.ExitStack) -> tuple[ServingCore, list[ServeEvent], list[ServeEvent]]:
+    core = stack.enter_context(unrun(ServingCore(root / "root", root / "state", DenyingArbiter())))
     each: list[ServeEvent] = []
     runs: list[ServeEvent] = []
     core.subscribe(each.append)  # told each event of a run
@@ -62,33 +63,34 @@ def test_an_intake_told_at_once_is_told_as_an_answer_at_a_time(
     answered_before: set[str],
 ) -> None:
     root = tmp_path_factory.mktemp("told")
-    fast, fast_each, fast_runs = _core(root / "fast")
-    slow, slow_each, slow_runs = _core(root / "slow")
-    answers = _answers(drawn)
-    gone = frozenset(NAMES) - kept  # a request kept: its removal failed
-    now = 100.0
-    told: list[list[str]] = []
-    for core in (fast, slow):
-        served = core.served.by_id[SESSION]
-        for name in answered_before:
-            served.note_answered(name)
-        for name in contested:
-            served.contested[name] = 4242  # the other writer's pid
-    fast_served, slow_served = fast.served.by_id[SESSION], slow.served.by_id[SESSION]
-    parts: list[str] = []
-    if not fast.pipeline._all_plain(fast_served, answers, gone, now, parts):
-        # Left to the answer-at-a-time path, nothing told or changed.
-        assert (parts, fast_each, fast_runs, len(fast_served.records)) == ([], [], [], 0)
-        assert any(name in kept or name in contested or refused is not None
-                   for name, _allowed, refused, _outcome, _arrived in drawn)
-        return
-    told.append(parts)
-    event("told at once")
-    lines: dict[str, list[str]] = {SESSION: []}
-    slow.pipeline._answered_each(slow_served, answers, gone, now, lines)
-    told.append(lines[SESSION])
-    assert told[0] == told[1]
-    assert fast_each == slow_each == fast_runs == slow_runs
-    assert [event.key.name for event in fast_each] == [name for name, *_ in drawn]
-    assert list(fast_served.answered) == list(slow_served.answered)
-    assert len(fast_served.records) == len(slow_served.records) == 0
+    with contextlib.ExitStack() as stack:
+        fast, fast_each, fast_runs = _core(root / "fast", stack)
+        slow, slow_each, slow_runs = _core(root / "slow", stack)
+        answers = _answers(drawn)
+        gone = frozenset(NAMES) - kept  # a request kept: its removal failed
+        now = 100.0
+        told: list[list[str]] = []
+        for core in (fast, slow):
+            served = core.served.by_id[SESSION]
+            for name in answered_before:
+                served.note_answered(name)
+            for name in contested:
+                served.contested[name] = 4242  # the other writer's pid
+        fast_served, slow_served = fast.served.by_id[SESSION], slow.served.by_id[SESSION]
+        parts: list[str] = []
+        if not fast.pipeline._all_plain(fast_served, answers, gone, now, parts):
+            # Left to the answer-at-a-time path, nothing told or changed.
+            assert (parts, fast_each, fast_runs, len(fast_served.records)) == ([], [], [], 0)
+            assert any(name in kept or name in contested or refused is not None
+                       for name, _allowed, refused, _outcome, _arrived in drawn)
+            return
+        told.append(parts)
+        event("told at once")
+        lines: dict[str, list[str]] = {SESSION: []}
+        slow.pipeline._answered_each(slow_served, answers, gone, now, lines)
+        told.append(lines[SESSION])
+        assert told[0] == told[1]
+        assert fast_each == slow_each == fast_runs == slow_runs
+        assert [event.key.name for event in fast_each] == [name for name, *_ in drawn]
+        assert list(fast_served.answered) == list(slow_served.answered)
+        assert len(fast_served.records) == len(slow_served.records) == 0

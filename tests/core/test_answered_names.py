@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import random
 from collections import OrderedDict
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 from core.serving.loop import ServingCore
 from core.serving.sessions import MAX_CONTESTED
 from core.vocabulary.asks import DenyingArbiter
+from tests.helpers import unrun
 
 _sessions = itertools.count()
 
@@ -29,8 +31,9 @@ def reference(kept: OrderedDict[str, None], names: list[str]) -> None:
 
 
 @pytest.fixture
-def core(tmp_path: Path) -> ServingCore:
-    return ServingCore(tmp_path / "root", tmp_path / "state", DenyingArbiter())
+def core(tmp_path: Path) -> Iterator[ServingCore]:
+    with unrun(ServingCore(tmp_path / "root", tmp_path / "state", DenyingArbiter())) as core:
+        yield core
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import itertools
 import json
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -20,7 +19,7 @@ from core.serving.verdicts import Published, VerdictRecord
 from core.vocabulary.asks import DenyingArbiter
 from core.wire.reader import parse_request
 from core.wire.response import deny
-from tests.helpers import request_body
+from tests.helpers import request_body, unrun
 
 NAMES = [f"r{i}.json" for i in range(6)]
 KINDS = st.sampled_from(["none", "taken", "published"])
@@ -49,21 +48,19 @@ def _served(
     return served
 
 
-@pytest.fixture
-def core(tmp_path: Path) -> ServingCore:
-    return ServingCore(tmp_path / "root", tmp_path / "state", DenyingArbiter())
-
-
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(records=st.dictionaries(st.sampled_from(NAMES), KINDS),
        settling=st.sets(st.sampled_from(NAMES)), answered=st.sets(st.sampled_from(NAMES)),
        removed=st.lists(st.sampled_from(NAMES), min_size=1, max_size=8))
 def test_removals_told_together_are_told_as_each_alone(
-    core: ServingCore, records: dict[str, str], settling: set[str], answered: set[str], removed: list[str],
+    tmp_path_factory: pytest.TempPathFactory, records: dict[str, str], settling: set[str], answered: set[str],
+    removed: list[str],
 ) -> None:
-    together = _served(core, records, settling, answered)
-    alone = _served(core, records, settling, answered)
-    said = core.pipeline.settled(together, removed)
-    each = [Pipeline._settled(alone, name) for name in removed]
-    assert said == all(each)
-    assert sorted(together.records.names()) == sorted(alone.records.names())
+    root = tmp_path_factory.mktemp("settled")
+    with unrun(ServingCore(root / "root", root / "state", DenyingArbiter())) as core:
+        together = _served(core, records, settling, answered)
+        alone = _served(core, records, settling, answered)
+        said = core.pipeline.settled(together, removed)
+        each = [Pipeline._settled(alone, name) for name in removed]
+        assert said == all(each)
+        assert sorted(together.records.names()) == sorted(alone.records.names())

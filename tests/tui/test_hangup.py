@@ -7,7 +7,6 @@ from __future__ import annotations
 import fcntl
 import os
 import pty
-import select
 import signal
 import struct
 import subprocess
@@ -21,12 +20,13 @@ from pathlib import Path
 import pytest
 
 from core.disk.paths import encode_session_id
-from tests.helpers import nats_server_binary, poll_until, response_path, session_dir, write_request
+from tests.helpers import nats_server_binary, poll_until, readable, response_path, session_dir, write_request
 
 REPO = Path(__file__).resolve().parents[2]
 SESSION = "hangup-session"
 pytestmark = pytest.mark.timeout(120)
 WITHIN_S = 30.0  # generous: the machine is shared; the measured time is reported by bench, not asserted
+
 
 
 @dataclass
@@ -41,11 +41,10 @@ class Terminal:
     reader: threading.Thread | None = None
 
     def pump(self) -> None:
-        # select with a timeout, not a blocking read: a read in progress would keep the master open
+        # poll with a timeout, not a blocking read: a read in progress would keep the master open
         # after `hang_up` closes it, and the child would see its terminal close only on its next write.
         while not self.closed:
-            ready, _, _ = select.select([self.master], [], [], 0.05)
-            if not ready:
+            if not readable(self.master, 50):
                 continue
             try:
                 data = os.read(self.master, 65536)
