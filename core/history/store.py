@@ -274,5 +274,6 @@ class HistoryStore:
         if event.raw is not None:
             with contextlib.suppress(RequestRejected):
                 parsed = parse_request(event.raw)
-        with self._writer.transaction() as table:
+        # Its row is new: only an arrival of the same name queued before it is written first, in order.
+        with self._writer.transaction(only=(event.key,)) as table:
             table.quarantine(event, parsed)

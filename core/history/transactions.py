@@ -322,7 +322,7 @@ class HistoryWriter:
     @contextlib.contextmanager
     def transaction(
         self, durable: bool = False, claim: Collection[AskKey] | None = None, arrivals: bool = True,
-        until: float | None = None,
+        until: float | None = None, only: Collection[AskKey] | None = None,
     ) -> Iterator[AsksTable]:
         """A write transaction on the asks table; queued events are written first, in it (every row it
         looks for exists; with `until`, only those observed then or before: the others stay queued).
@@ -331,7 +331,9 @@ class HistoryWriter:
         takes each (`take_claimed`) and writes it with what it records (a burst's verdict joins its
         arrival in one row instead of an insert and an update); the rest stay queued for their own
         verdicts. Without `arrivals` the queue is left as it is (the caller touches only rows that
-        were never queued: recorded verdicts)."""
+        were never queued: recorded verdicts). With `only`, the queued arrivals of those keys alone are
+        written first, the rest stay queued: a note on a file set aside costs its own rows, not a
+        backlog's (on a full disk, each note rewrote thousands of queued rows, and was refused)."""
         with self._lock:
             conn = self._conn
             if durable:
@@ -342,6 +344,8 @@ class HistoryWriter:
                     if claim is not None:
                         # Arrivals only: a queued fail-safe answer is written as it is, never claimed.
                         pending = self._queue.take_arrivals(claim)
+                    elif only is not None:
+                        pending = self._queue.take_arrivals(only)
                     elif arrivals and until is not None:
                         pending = self._queue.take(lambda event: self._due(event, until))
                     elif arrivals:
