@@ -212,14 +212,16 @@ class HistoryStore:
             return  # else its row was written with its verdict
         if kind == "arrived":
             self._writer.queue(event)
+        # A note on one request writes first only what is queued under its name (`only`): the rows it
+        # looks for exist, and a backlog a full disk refuses is not rewritten (and refused) per note.
         elif kind == "withdrawn":
-            with self._writer.transaction() as table:
+            with self._writer.transaction(only=(event.key,)) as table:
                 table.withdraw(event)
         elif kind == "left":
-            with self._writer.transaction() as table:
+            with self._writer.transaction(only=(event.key,)) as table:
                 table.leave(event.key)
         elif kind == "answer_failed":
-            with self._writer.transaction() as table:
+            with self._writer.transaction(only=(event.key,)) as table:
                 table.answer_failed(event.key, event.reason)
         elif kind in ("quarantined", "forged"):
             if (event.key, event.reason) in self._set_aside:
@@ -227,7 +229,7 @@ class HistoryStore:
             else:
                 self._quarantined(event)
         elif kind == "contested":
-            with self._writer.transaction() as table:
+            with self._writer.transaction(only=(event.key,)) as table:
                 table.contest(event)
         elif kind == "not_serving":
             with self._writer.transaction() as table:
@@ -260,13 +262,13 @@ class HistoryStore:
 
     def mark_shown(self, key: AskKey, at: float | None = None) -> None:
         """The TUI showed this ask to the person (the first time counts)."""
-        with self._writer.transaction() as table:
+        with self._writer.transaction(only=(key,)) as table:
             table.shown(key, self.clock.wall() if at is None else at)
 
     def mark_batch(self, key: AskKey, raw: bytes, size: int) -> None:
         """The person decided this ask (these very bytes) as one of a batch of `size`: its decider says
         so (the wire's `decidedBy` has no batch kind a child accepts, so only this history can)."""
-        with self._writer.transaction() as table:
+        with self._writer.transaction(only=(key,)) as table:
             table.in_batch(key, raw, size)
 
     def _quarantined(self, event: ServeEvent) -> None:
@@ -274,6 +276,5 @@ class HistoryStore:
         if event.raw is not None:
             with contextlib.suppress(RequestRejected):
                 parsed = parse_request(event.raw)
-        # Its row is new: only an arrival of the same name queued before it is written first, in order.
         with self._writer.transaction(only=(event.key,)) as table:
             table.quarantine(event, parsed)

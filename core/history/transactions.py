@@ -69,17 +69,20 @@ class Queued:
     """What is observed but not written yet, in the order observed. A verdict batch takes its own
     arrivals by key (`take_arrivals`), in steps of the batch's size however deep the queue is: a burst
     queues thousands of arrivals and each batch takes a few hundred (filtering the whole queue per
-    batch cost the burst's asks time quadratic in its size)."""
+    batch cost the burst's asks time quadratic in its size). A note on one request takes that
+    request's events alone (`take_keys`), found the same way."""
 
     def __init__(self, events: Iterable[ServeEvent] = ()) -> None:
         self._events: dict[int, ServeEvent] = {}
         self._arrivals: dict[AskKey, int | list[int]] = {}  # where each key's queued arrivals are
+        self._others: dict[AskKey, int | list[int]] = {}  # and its other events (fail-safe closes)
         self._next = 0
         self._refill(events)
 
     def _refill(self, events: Iterable[ServeEvent]) -> None:
         self._events.clear()
         self._arrivals.clear()
+        self._others.clear()
         for event in events:
             self.append(event)
 
@@ -92,26 +95,26 @@ class Queued:
     def append(self, event: ServeEvent) -> None:
         index, self._next = self._next, self._next + 1
         self._events[index] = event
-        if event.kind == "arrived":
-            earlier = self._arrivals.get(event.key)
-            if earlier is None:
-                self._arrivals[event.key] = index  # the usual case: no list made
-            elif isinstance(earlier, int):
-                self._arrivals[event.key] = [earlier, index]
-            else:
-                earlier.append(index)
+        where = self._arrivals if event.kind == "arrived" else self._others
+        earlier = where.get(event.key)
+        if earlier is None:
+            where[event.key] = index  # the usual case: no list made
+        elif isinstance(earlier, int):
+            where[event.key] = [earlier, index]
+        else:
+            earlier.append(index)
 
     def take_arrivals(self, keys: Collection[AskKey]) -> list[ServeEvent]:
         """The queued arrivals of these keys (in the order observed), no longer queued."""
         if not self._arrivals:
             return []  # a burst answered in its intakes' trips queues none: no look per key
-        at: list[int] = []
-        for key in keys:
-            found = self._arrivals.pop(key, None)
-            if isinstance(found, int):
-                at.append(found)
-            elif found is not None:
-                at += found
+        return self._pop(_indexes(self._arrivals, keys))
+
+    def take_keys(self, keys: Collection[AskKey]) -> list[ServeEvent]:
+        """Every queued event of these keys (in the order observed), no longer queued."""
+        return self._pop(_indexes(self._arrivals, keys) + _indexes(self._others, keys))
+
+    def _pop(self, at: list[int]) -> list[ServeEvent]:
         return [self._events.pop(index) for index in sorted(at)]
 
     def take(self, due: Callable[[ServeEvent], bool] | None = None) -> list[ServeEvent]:
@@ -122,6 +125,18 @@ class Queued:
             (taken if due is None or due(event) else kept).append(event)
         self._refill(kept)
         return taken
+
+
+def _indexes(where: dict[AskKey, int | list[int]], keys: Collection[AskKey]) -> list[int]:
+    """Where the events of `keys` are in the queue, no longer indexed."""
+    at: list[int] = []
+    for key in keys:
+        found = where.pop(key, None)
+        if isinstance(found, int):
+            at.append(found)
+        elif found is not None:
+            at += found
+    return at
 
 
 class HistoryWriter:
@@ -331,9 +346,9 @@ class HistoryWriter:
         takes each (`take_claimed`) and writes it with what it records (a burst's verdict joins its
         arrival in one row instead of an insert and an update); the rest stay queued for their own
         verdicts. Without `arrivals` the queue is left as it is (the caller touches only rows that
-        were never queued: recorded verdicts). With `only`, the queued arrivals of those keys alone are
-        written first, the rest stay queued: a note on a file set aside costs its own rows, not a
-        backlog's (on a full disk, each note rewrote thousands of queued rows, and was refused)."""
+        were never queued: recorded verdicts). With `only`, the queued events of those keys alone are
+        written first, the rest stay queued: a note on one request costs its own rows, not a backlog's
+        (on a full disk, each note rewrote thousands of queued rows, was refused, and put them back)."""
         with self._lock:
             conn = self._conn
             if durable:
@@ -345,7 +360,7 @@ class HistoryWriter:
                         # Arrivals only: a queued fail-safe answer is written as it is, never claimed.
                         pending = self._queue.take_arrivals(claim)
                     elif only is not None:
-                        pending = self._queue.take_arrivals(only)
+                        pending = self._queue.take_keys(only)
                     elif arrivals and until is not None:
                         pending = self._queue.take(lambda event: self._due(event, until))
                     elif arrivals:

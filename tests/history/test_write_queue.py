@@ -2,11 +2,13 @@
 own arrivals (in the order observed, the rest left queued in order), a decider described once per
 source is the one described afresh, the shared JSON encoder writes `json.dumps`'s text, a burst's row
 as a plain tuple holds what the arrival's and the verdict's columns hold, and a burst whose text
-SQLite refuses (a lone surrogate) is stored all the same."""
+SQLite refuses (a lone surrogate) is stored all the same. A note on one request takes that request's
+queued events alone, in order."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import sqlite3
 from pathlib import Path
@@ -67,6 +69,44 @@ def test_a_batch_takes_its_own_arrivals_and_leaves_the_rest_in_order() -> None:
     assert queue.take_arrivals({d.key}) == [d]
     assert len(queue) == 1
 
+
+Step = tuple[str, frozenset[str], bool]  # what is done, to which names, an arrival (else a close)
+NAMES = st.frozensets(st.sampled_from("abcde"))
+STEPS = st.lists(st.one_of(
+    st.tuples(st.just("append"), st.sampled_from("abcd").map(lambda name: frozenset({name})), st.booleans()),
+    st.tuples(st.sampled_from(["arrivals", "keys", "due"]), NAMES, st.just(False)),
+), max_size=40)
+
+
+def _taken_by(step: str, keys: set[AskKey], event: ServeEvent) -> bool:
+    return event.key in keys and (step != "arrivals" or event.kind == "arrived")
+
+
+@settings(max_examples=300, deadline=None)
+@given(steps=STEPS)
+def test_the_queue_takes_what_a_filter_of_its_events_in_order_takes(steps: list[Step]) -> None:
+    """Whatever order of appends and takes: a batch's arrivals (`take_arrivals`), a note's events of
+    its keys (`take_keys`, arrivals and fail-safe closes) and the worker's due ones (`take`) are what
+    a filter of the events in the order observed takes, and the rest stay in that order."""
+    queue, model, at = Queued(), list[ServeEvent](), 0.0
+    for step, names, is_arrival in steps:
+        if step == "append":
+            at += 1
+            event = (arrival if is_arrival else answered)(min(names), at)
+            queue.append(event)
+            model.append(event)
+            continue
+        wanted = functools.partial(_taken_by, step, {AskKey(S, f"{name}.json") for name in names})
+        expected = [event for event in model if wanted(event)]
+        if step == "arrivals":
+            taken = queue.take_arrivals({AskKey(S, f"{name}.json") for name in names})
+        elif step == "keys":
+            taken = queue.take_keys({AskKey(S, f"{name}.json") for name in names})
+        else:
+            taken = queue.take(wanted)
+        assert taken == expected
+        model = [event for event in model if not wanted(event)]
+        assert list(queue) == model and len(queue) == len(model)
 
 def stored(path: Path) -> list[tuple[object, ...]]:
     with contextlib.closing(sqlite3.connect(path)) as conn:
