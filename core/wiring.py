@@ -9,6 +9,7 @@ an ask is read here, top to bottom. A built node hands out its parts by name (th
 
 from __future__ import annotations
 
+import logging
 import socket
 import sqlite3
 from dataclasses import dataclass, field
@@ -33,6 +34,8 @@ from core.rules.accepted import RECORD_NAME as ACCEPTED_RECORD
 from core.seams import PRODUCTION, Seams
 from core.serving import ServedSession, ServingCore
 from core.vocabulary.asks import Arbiter
+
+log = logging.getLogger("pi_authorizer.serve")
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,11 @@ class Node:
     def take_session(self, raw_id: str) -> ServedSession:
         return take_session(self.core, self.history, raw_id)
 
+    def close(self) -> None:
+        """Once serving has ended: what the history could not write yet is written, or spooled beside
+        it for the next start (`HistoryStore.close`), never dropped with the process."""
+        close_history(self.history)
+
 
 @dataclass(frozen=True)
 class AttendedNode:
@@ -98,6 +106,21 @@ class AttendedNode:
 
     def take_session(self, raw_id: str) -> ServedSession:
         return take_session(self.core, self.history, raw_id)
+
+    def close(self) -> None:
+        """Once serving has ended: what the history could not write yet is written, or spooled beside
+        it for the next start (`HistoryStore.close`), never dropped with the process."""
+        close_history(self.history)
+
+
+def close_history(history: HistoryStore | None) -> None:
+    """`HistoryStore.close`, said and not raised: a stopping node has nothing else to do with it."""
+    if history is None:
+        return
+    try:
+        history.close()
+    except Exception:
+        log.exception("closing the history failed")
 
 
 class HistoryFailed(Exception):

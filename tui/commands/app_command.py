@@ -125,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         # Belt and braces: `Quitting.stop_serving` already did this on a normal quit.
         node.core.served.release()
+        node.close()  # what the history could not write yet: written, or spooled for the next start
     configure_logging(getattr(args, "verbose", False))
     if not args.sessions:
         line = env_line(taken[0], forwarding_root(args))

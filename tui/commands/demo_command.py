@@ -180,6 +180,7 @@ def run(args: argparse.Namespace) -> int:
             app.quitting.forced_exit_cleanups.append(remote.close)
         app.quitting.forced_exit_cleanups.append(lambda: remove_tree(tmp))
         app.run()
+        node.close()
         print("What the simulated children received:")
         for line in received:
             print(f"  {line}")

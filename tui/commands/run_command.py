@@ -87,7 +87,10 @@ async def _run(args: argparse.Namespace, command: list[str]) -> int:
         return await _child(command, child_environment(sid, forwarding_root(args)))
     finally:
         core.stop()
-        await server
+        try:
+            await server
+        finally:
+            node.close()  # what the history could not write yet: written, or spooled for the next start
 
 
 async def _child(command: list[str], env: dict[str, str]) -> int:

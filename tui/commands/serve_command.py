@@ -69,6 +69,9 @@ async def _serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     settle_for_serving()
-    await core.run()
+    try:
+        await core.run()
+    finally:
+        node.close()  # what the history could not write yet: written, or spooled for the next start
     print(f"pi-authorizer: stopped serving {', '.join(log_safe(sid) for sid in taken)}", file=sys.stderr)
     return 0
