@@ -195,9 +195,24 @@ class AsksTable:
     # -- what the writer's queue holds ----------------------------------------------------------
 
     def write_queued(self, pending: Sequence[ServeEvent]) -> None:
-        """The arrivals (one lookup of the open rows for all of them, then a row each), then the
-        fail-safe answers the ledger did not record."""
-        arrivals = [event for event in pending if event.kind == "arrived"]
+        """The queued events in the order observed: each run of arrivals (one lookup of the open rows
+        for all of them, then a row each), then each fail-safe answer the ledger did not record. In
+        order, so a close queued before a new request under the same name closes its own ask's row,
+        and the new request gets a row of its own (arrivals first merged it into the old row, which
+        the close then ended: the new ask had none)."""
+        arrivals: list[ServeEvent] = []
+        for event in pending:
+            if event.kind == "arrived":
+                arrivals.append(event)
+            elif event.kind == "answered":
+                self._arrive_queued(arrivals)
+                arrivals = []
+                self._close_unrecorded(event)
+        self._arrive_queued(arrivals)
+
+    def _arrive_queued(self, arrivals: Sequence[ServeEvent]) -> None:
+        if not arrivals:
+            return
         found = self.open_rows(event.key for event in arrivals)
         for event in arrivals:
             assert event.parsed is not None
@@ -207,9 +222,6 @@ class AsksTable:
             else:
                 # Served again after a restart: the same ask, so the same row.
                 self.conn.execute("UPDATE asks SET outcome = 'pending' WHERE id = ?", (row.id,))
-        for event in pending:
-            if event.kind == "answered":
-                self._close_unrecorded(event)
 
     def _close_unrecorded(self, event: ServeEvent) -> None:
         """The fail-safe denial published when the ledger refused the verdict: the row says so, and
@@ -253,6 +265,11 @@ class AsksTable:
         held: dict[tuple[str, str], int] = {}
         for verdict in verdicts:
             arrival = take_arrival(verdict.key) if take_arrival is not None else None
+            if arrival is not None and arrival.parsed is not None and (
+                    arrival.parsed.raw != verdict.parsed.raw):
+                # Another request under the same name: its own row; the verdict never takes its id.
+                self.arrive(arrival.key, arrival.parsed, arrival.at, arrival.raw)
+                arrival = None
             row = found.get(verdict.key) if found else None  # none in a burst (its rows are new)
             if row is None and arrival is not None:
                 assert arrival.parsed is not None

@@ -67,7 +67,7 @@ class Retention:
 
 class Queued:
     """What is observed but not written yet, in the order observed. A verdict batch takes its own
-    arrivals by key (`take_arrivals`), in steps of the batch's size however deep the queue is: a burst
+    arrivals by key (`take_claims`), in steps of the batch's size however deep the queue is: a burst
     queues thousands of arrivals and each batch takes a few hundred (filtering the whole queue per
     batch cost the burst's asks time quadratic in its size). A note on one request takes that
     request's events alone (`take_keys`), found the same way."""
@@ -104,11 +104,26 @@ class Queued:
         else:
             earlier.append(index)
 
-    def take_arrivals(self, keys: Collection[AskKey]) -> list[ServeEvent]:
-        """The queued arrivals of these keys (in the order observed), no longer queued."""
+    def take_claims(self, keys: Collection[AskKey]) -> tuple[list[ServeEvent], list[ServeEvent]]:
+        """For a verdict batch: the lone queued arrival of each of these keys, to be written with its
+        verdict as one row; and, in the order observed, every queued event of a key that has more
+        (two requests under one name, or a fail-safe close queued for an earlier one), to be written
+        first as they are. No longer queued. (Claiming the first of two arrivals dropped the second,
+        and gave the verdict the other request's id.)"""
         if not self._arrivals:
-            return []  # a burst answered in its intakes' trips queues none: no look per key
-        return self._pop(_indexes(self._arrivals, keys))
+            return [], []  # a burst answered in its intakes' trips queues none: no look per key
+        claimed: list[int] = []
+        first: list[int] = []
+        for key in keys:
+            found = self._arrivals.get(key)
+            if found is None:
+                continue
+            if isinstance(found, int) and key not in self._others:
+                del self._arrivals[key]
+                claimed.append(found)
+            else:
+                first += _indexes(self._arrivals, (key,)) + _indexes(self._others, (key,))
+        return self._pop(claimed), self._pop(first)
 
     def take_keys(self, keys: Collection[AskKey]) -> list[ServeEvent]:
         """Every queued event of these keys (in the order observed), no longer queued."""
@@ -266,7 +281,9 @@ class HistoryWriter:
         """Write the queued events not written yet (those observed at `until` or before, but for the
         arrivals whose verdicts are expected), in one transaction."""
         with self._lock:
-            if any(self._due(event, until) for event in self._queue):
+            with self._queue_lock:  # the loop's thread appends meanwhile
+                due = any(self._due(event, until) for event in self._queue)
+            if due:
                 with self.transaction(until=until):
                     pass
 
@@ -342,11 +359,12 @@ class HistoryWriter:
         """A write transaction on the asks table; queued events are written first, in it (every row it
         looks for exists; with `until`, only those observed then or before: the others stay queued).
 
-        With `claim`, only the queued arrivals of those keys are taken, and not written: the caller
-        takes each (`take_claimed`) and writes it with what it records (a burst's verdict joins its
-        arrival in one row instead of an insert and an update); the rest stay queued for their own
-        verdicts. Without `arrivals` the queue is left as it is (the caller touches only rows that
-        were never queued: recorded verdicts). With `only`, the queued events of those keys alone are
+        With `claim`, only the queued events of those keys are taken: a lone arrival is not written,
+        the caller takes it (`take_claimed`) and writes it with what it records (a burst's verdict
+        joins its arrival in one row instead of an insert and an update); a key with more queued is
+        written first, in order (`Queued.take_claims`); the rest stay queued for their own verdicts.
+        Without `arrivals` the queue is left as it is (the caller touches only rows that were never
+        queued: recorded verdicts). With `only`, the queued events of those keys alone are
         written first, the rest stay queued: a note on one request costs its own rows, not a backlog's
         (on a full disk, each note rewrote thousands of queued rows, was refused, and put them back)."""
         with self._lock:
@@ -355,10 +373,13 @@ class HistoryWriter:
                 conn.execute("PRAGMA synchronous=FULL")
             try:
                 conn.execute("BEGIN IMMEDIATE")
+                first: list[ServeEvent] = []  # written before the caller's statements
+                claimed: list[ServeEvent] = []
                 with self._queue_lock:
                     if claim is not None:
-                        # Arrivals only: a queued fail-safe answer is written as it is, never claimed.
-                        pending = self._queue.take_arrivals(claim)
+                        # A lone arrival is claimed; a key with more is written first, in order.
+                        claimed, first = self._queue.take_claims(claim)
+                        pending = [*first, *claimed]
                     elif only is not None:
                         pending = self._queue.take_keys(only)
                     elif arrivals and until is not None:
@@ -367,15 +388,13 @@ class HistoryWriter:
                         pending = self._queue.take()
                     else:
                         pending = []
-                self._claimed = {}
-                for event in pending if claim else ():
-                    self._claimed.setdefault(event.key, event)  # a repeat would only reopen that row
+                    if claim is None:
+                        first = pending
+                self._claimed = {event.key: event for event in claimed}
                 table = AsksTable(conn)
                 try:
                     self._fault("history")
-                    # With `claim`, every event taken is a claimed arrival (a repeat would only reopen
-                    # that row): nothing is left for this.
-                    table.write_queued([] if claim is not None else pending)
+                    table.write_queued(first)
                     yield table
                     table.write_queued(list(self._claimed.values()))  # any the caller left
                     conn.execute("COMMIT")  # refused (a full disk): SQLite rolls back, the events go back

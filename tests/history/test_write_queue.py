@@ -57,56 +57,85 @@ def answered(name: str, at: float) -> ServeEvent:
     return ServeEvent("answered", AskKey(S, f"{name}.json"), at, reason="refused")
 
 
-def test_a_batch_takes_its_own_arrivals_and_leaves_the_rest_in_order() -> None:
+def test_a_batch_claims_its_own_lone_arrivals_and_leaves_the_rest_in_order() -> None:
     a, b, c, a_again, d = (arrival(n, t) for n, t in (("a", 1), ("b", 2), ("c", 3), ("a", 4), ("d", 5)))
     refused = answered("c", 3.5)
     queue = Queued([a, b, c, refused, a_again, d])
-    assert queue.take_arrivals({c.key, a.key, AskKey(S, "never.json")}) == [a, c, a_again]
-    assert list(queue) == [b, refused, d]  # an answer is never claimed, even for a claimed key
+    # `a` twice, `c` with a fail-safe close: written first, in order; `d` alone: claimed.
+    taken = queue.take_claims({c.key, a.key, d.key, AskKey(S, "never.json")})
+    assert taken == ([d], [a, c, refused, a_again])
+    assert list(queue) == [b]
     queue.append(arrival("e", 6))
-    assert [event.key.name for event in queue.take(lambda event: event.at < 5)] == ["b.json", "c.json"]
-    assert [event.key.name for event in queue] == ["d.json", "e.json"]
-    assert queue.take_arrivals({d.key}) == [d]
-    assert len(queue) == 1
+    queue.append(answered("f", 7))
+    assert [event.key.name for event in queue.take(lambda event: event.at < 6)] == ["b.json"]
+    assert queue.take_claims({AskKey(S, "f.json")}) == ([], [])  # no arrival of its own: left queued
+    assert [event.key.name for event in queue] == ["e.json", "f.json"]
+    assert len(queue) == 2
 
 
 Step = tuple[str, frozenset[str], bool]  # what is done, to which names, an arrival (else a close)
 NAMES = st.frozensets(st.sampled_from("abcde"))
 STEPS = st.lists(st.one_of(
     st.tuples(st.just("append"), st.sampled_from("abcd").map(lambda name: frozenset({name})), st.booleans()),
-    st.tuples(st.sampled_from(["arrivals", "keys", "due"]), NAMES, st.just(False)),
+    st.tuples(st.sampled_from(["claims", "keys", "due", "refused"]), NAMES, st.just(False)),
 ), max_size=40)
 
 
-def _taken_by(step: str, keys: set[AskKey], event: ServeEvent) -> bool:
-    return event.key in keys and (step != "arrivals" or event.kind == "arrived")
+def _claims(model: list[ServeEvent], keys: set[AskKey]) -> tuple[list[ServeEvent], list[ServeEvent]]:
+    """What `take_claims` takes, by a look at every event: per key with an arrival, a lone arrival
+    (nothing else of its key queued) is claimed, else all of its key's events go first, in order."""
+    mine = {key: [event for event in model if event.key == key] for key in keys}
+    lone = {key for key, events in mine.items() if [event.kind for event in events] == ["arrived"]}
+    first = {key for key, events in mine.items() if key not in lone and
+             any(event.kind == "arrived" for event in events)}
+    if not any(event.kind == "arrived" for event in model):
+        return [], []
+    return ([event for event in model if event.key in lone],
+            [event for event in model if event.key in first])
 
 
-@settings(max_examples=300, deadline=None)
+def _of(keys: set[AskKey], event: ServeEvent) -> bool:
+    return event.key in keys
+
+
+@settings(max_examples=400, deadline=None)
 @given(steps=STEPS)
 def test_the_queue_takes_what_a_filter_of_its_events_in_order_takes(steps: list[Step]) -> None:
-    """Whatever order of appends and takes: a batch's arrivals (`take_arrivals`), a note's events of
-    its keys (`take_keys`, arrivals and fail-safe closes) and the worker's due ones (`take`) are what
-    a filter of the events in the order observed takes, and the rest stay in that order."""
+    """Whatever order of appends and takes, and of takes put back in front (a refused COMMIT): a
+    batch's claims (`take_claims`), a note's events of its keys (`take_keys`) and the worker's due ones
+    (`take`) are what a filter of the events in the order observed takes, the rest stay in that order,
+    and every index entry points at a queued event of its key."""
     queue, model, at = Queued(), list[ServeEvent](), 0.0
     for step, names, is_arrival in steps:
+        keys = {AskKey(S, f"{name}.json") for name in names}
         if step == "append":
             at += 1
             event = (arrival if is_arrival else answered)(min(names), at)
             queue.append(event)
             model.append(event)
             continue
-        wanted = functools.partial(_taken_by, step, {AskKey(S, f"{name}.json") for name in names})
-        expected = [event for event in model if wanted(event)]
-        if step == "arrivals":
-            taken = queue.take_arrivals({AskKey(S, f"{name}.json") for name in names})
+        if step == "claims":
+            claimed, first = queue.take_claims(keys)
+            assert (claimed, first) == _claims(model, keys)
+            taken = [*first, *claimed]
         elif step == "keys":
-            taken = queue.take_keys({AskKey(S, f"{name}.json") for name in names})
-        else:
-            taken = queue.take(wanted)
-        assert taken == expected
-        model = [event for event in model if not wanted(event)]
+            taken = queue.take_keys(keys)
+            assert taken == [event for event in model if event.key in keys]
+        elif step == "due":
+            taken = queue.take(functools.partial(_of, keys))
+            assert taken == [event for event in model if event.key in keys]
+        else:  # a transaction refused: what it took goes back in front, as `transaction` puts it
+            taken = queue.take_keys(keys)
+            queue = Queued([*taken, *queue])
+            model = [*[event for event in model if event.key in keys],
+                     *[event for event in model if event.key not in keys]]
+            taken = []
+        model = [event for event in model if event not in taken]
         assert list(queue) == model and len(queue) == len(model)
+        for where in (queue._arrivals, queue._others):
+            for key, found in where.items():
+                indexes = [found] if isinstance(found, int) else found
+                assert indexes and all(queue._events[index].key == key for index in indexes)
 
 def stored(path: Path) -> list[tuple[object, ...]]:
     with contextlib.closing(sqlite3.connect(path)) as conn:
