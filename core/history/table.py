@@ -12,6 +12,9 @@ instead of adding a second one.
 
 The statements are one idea (the schema's rows as this program writes and reads them): split by
 caller, one verdict write used to cross three modules ten times.
+
+Size: every statement on the asks table and the choice of which row each lands in, kept together;
+a part split out would take the row-finding rules with it, and its callers would cross back.
 """
 
 # SQL text here is assembled from constant fragments only; every value is a bound parameter.
