@@ -133,6 +133,7 @@ class ServingCore:
 
     async def _shutdown(self) -> None:
         self._stop.set()
+        grace_over = self.seams.clock.monotonic() + SHUTDOWN_GRACE_S
         current = asyncio.current_task()
         pending = [t for t in self._tasks if t is not current]
         for task in pending:
@@ -146,7 +147,7 @@ class ServingCore:
             late = await self._served_within(set(self._serving), SHUTDOWN_GRACE_S)
             for task in late:
                 task.cancel()
-        await self.pipeline.publisher.close()
+        await self.pipeline.publisher.close(leave_after=grace_over)
         self.served.release()
         self.tree.close()
         self.state_tree.close()

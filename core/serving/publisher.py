@@ -121,6 +121,8 @@ class Publisher:
         self._busy = 0
         #: The `settle`s asked for and not done: `close` lets them end.
         self._settling: set[asyncio.Future[SettledBatch]] = set()
+        #: At a stop (`close`): when, on the clock's monotonic time, answers no one waits on are left.
+        self._leave_after: float | None = None
 
     # -- on the event loop: the queue, a batch at a time ----------------------------------------
 
@@ -177,8 +179,15 @@ class Publisher:
             self._room.clear()
             await self._room.wait()
 
-    async def close(self) -> None:
-        """Finish the batches queued and the removals asked for."""
+    async def close(self, leave_after: float | None = None) -> None:
+        """Finish the batches queued and the removals asked for. With `leave_after` (a stop's grace, on
+        the clock's monotonic time), the answers no one waits on (a rule's, a link's, the fail-safe's)
+        whose batch has not begun by then are left (queued, or an intake's `settle` not begun on the
+        disk thread): nothing recorded or written, their requests stay for the next start, which
+        decides them again. A person's decision is still written. (On a full
+        history each batch is retried for seconds before its fail-safe denials: a stop during a burst
+        took over 30 s, and denied thousands of asks a next start could answer.)"""
+        self._leave_after = leave_after
         if self._drain is not None:
             with contextlib.suppress(Exception):
                 await self._drain
@@ -192,6 +201,10 @@ class Publisher:
     async def _draining(self) -> None:
         await asyncio.sleep(0)  # every answer already runnable joins the first batch
         while self._queue:
+            if self._past_grace():
+                self._leave_unwaited()
+                if not self._queue:
+                    break
             batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
             self._room.set()
             try:
@@ -218,6 +231,18 @@ class Publisher:
             if answered:
                 self._removing = self._disk.submit(self._remove_requests, answered)
 
+    def _past_grace(self) -> bool:
+        """A stop's grace is over (`close`): answers no one waits on are left from now on."""
+        return self._leave_after is not None and self.clock.monotonic() >= self._leave_after
+
+    def _leave_unwaited(self) -> None:
+        """At a stop past its grace: the queued answers no one waits on, left (see `close`)."""
+        unwaited = self._unwaited
+        left = [item for item in self._queue if item.done is unwaited]
+        if left:
+            self._queue = [item for item in self._queue if item.done is not unwaited]
+            _say_left(len(left))
+
     def _remove_requests(self, answered: Sequence[tuple[BatchItem, Published]]) -> None:
         gone = _remove_answered(answered, self.writer)
         self.fault("deleted")
@@ -233,6 +258,9 @@ class Publisher:
         event loop learns what became of each, and which requests are gone, from what this returns."""
         unwaited = self._unwaited
         assert unwaited is not None, "the loop made the unwaited future before asking for a trip"
+        if self._past_grace():
+            _say_left(len(verdicts))  # begun past a stop's grace: left for the next start (see `close`)
+            return SettledBatch([], frozenset())
         batch = [BatchItem(inbox, verdict, unwaited) for verdict in verdicts]
         try:
             self._commit(batch)
@@ -599,3 +627,8 @@ def _remove_answered(
         removed = set(_remove_requests(group[0][0].inbox, names, writer))
         gone += [(item.verdict.key, one) for item, one in group if item.verdict.key.name in removed]
     return gone
+
+
+def _say_left(count: int) -> None:
+    log.warning("stopping: %d answers decided here are left unwritten; their requests stay for the next "
+                "start", count)

@@ -1,0 +1,75 @@
+"""A stop leaves what its grace did not reach: the answers no one waits on (a rule's, a link's, the
+fail-safe's) whose batch had not begun when the grace ran out are neither recorded nor written, and
+their requests stay for the next start; a person's decision queued beside them is still written. On a
+full history each batch is retried for seconds before its fail-safe denials, so a SIGTERM during a
+burst took over 30 s and denied thousands of asks a next start could answer (eighth pass)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from core.person import Person
+from core.seams import Seams
+from core.serving import ServingCore
+from core.serving.loop import SHUTDOWN_GRACE_S
+from core.testing import HeldAt, ManualClock
+from core.vocabulary.asks import DenyingArbiter
+from tests.helpers import response_path, session_dir, wait_for, write_request
+
+S = "019ff969-c34c-70be-9034-fae19c852932"
+
+
+async def test_answers_no_one_waits_on_are_left_after_the_grace(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    held, clock = HeldAt("staged"), ManualClock()
+    core = ServingCore(root, tmp_path / "state", DenyingArbiter(), seams=Seams(clock=clock, fault=held))
+    core.add_session(S)
+    task = asyncio.create_task(core.run())
+    publisher = core.pipeline.publisher
+    try:
+        write_request(root, S, "first")
+        await wait_for(held.entered.is_set, what="the first answer's batch held at staged")
+        for name in ("a", "b", "c"):
+            write_request(root, S, name)
+        settling = core.served.by_id[S].settling
+        await wait_for(lambda: {"a.json", "b.json", "c.json"} <= settling, what="their batch behind it")
+        core.stop()
+        await wait_for(lambda: publisher._leave_after is not None, what="the stop closing the publisher")
+        clock.advance(SHUTDOWN_GRACE_S)  # the grace runs out while the first batch is held
+    finally:
+        held.release.set()
+    await asyncio.wait_for(task, 30)  # a hang guard
+    assert response_path(root, S, "first").exists()  # its batch had begun: finished
+    for name in ("a", "b", "c"):
+        assert not response_path(root, S, name).exists()
+        assert (session_dir(root, S) / "requests" / f"{name}.json").exists()  # for the next start
+
+
+async def test_a_persons_decision_queued_when_the_grace_runs_out_is_still_written(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    held, clock = HeldAt("staged"), ManualClock()
+    person = Person(clock=clock)
+    core = ServingCore(root, tmp_path / "state", person, seams=Seams(clock=clock, fault=held))
+    core.add_session(S)
+    task = asyncio.create_task(core.run())
+    publisher = core.pipeline.publisher
+    try:
+        for name in ("first", "second"):
+            write_request(root, S, name)
+        await wait_for(lambda: len(person.pending()) == 2, what="both asks pending")
+        first, second = sorted(person.pending(), key=lambda ask: ask.key.name)
+        deciding = [asyncio.ensure_future(person.approve_once(first.key))]
+        await wait_for(held.entered.is_set, what="the first decision's batch held at staged")
+        deciding.append(asyncio.ensure_future(person.approve_once(second.key)))
+        await wait_for(lambda: len(publisher._queue) == 1, what="the second decision queued behind it")
+        core.stop()
+        # The other tasks are cancelled and done: the one wait left on the clock is the grace's.
+        await wait_for(lambda: not core._tasks and clock.waiting == 1, what="the stop waiting out its grace")
+        clock.advance(SHUTDOWN_GRACE_S)
+        await wait_for(lambda: publisher._leave_after is not None, what="the stop closing the publisher")
+    finally:
+        held.release.set()
+    await asyncio.wait_for(task, 30)  # a hang guard
+    await asyncio.wait_for(asyncio.gather(*deciding, return_exceptions=True), 30)
+    assert response_path(root, S, "first").exists() and response_path(root, S, "second").exists()
