@@ -34,7 +34,8 @@ log = logging.getLogger("pi_authorizer.serve")
 SAFETY_RESCAN_S = 1.0
 #: After a failing loop step, wait this long before the step runs again (no hot error loop).
 STEP_FAILURE_PAUSE_S = 1.0
-#: At shutdown, how long the files already taken in may take to be served to the end.
+#: At shutdown, how long the files already taken in may take to be served to the end; past it, the
+#: answers no one waits on that have not begun are left for the next start (`Publisher.close`).
 SHUTDOWN_GRACE_S = 10.0
 
 
