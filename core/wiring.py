@@ -37,6 +37,10 @@ from core.vocabulary.asks import Arbiter
 
 log = logging.getLogger("pi_authorizer.serve")
 
+#: As a process ends while serving still runs: how long the history's transaction in progress is
+#: waited for before what is queued is kept (`Node.close`).
+CLOSE_WAIT_S = 2.0
+
 
 @dataclass(frozen=True)
 class NodeOptions:
@@ -81,10 +85,12 @@ class Node:
     def take_session(self, raw_id: str) -> ServedSession:
         return take_session(self.core, self.history, raw_id)
 
-    def close(self) -> None:
-        """Once serving has ended: what the history could not write yet is written, or spooled beside
-        it for the next start (`HistoryStore.close`), never dropped with the process."""
-        close_history(self.history)
+    def close(self, wait_s: float = CLOSE_WAIT_S) -> None:
+        """As the process ends: what the history could not write yet is written, or spooled beside it
+        for the next start (`HistoryStore.close`), never dropped with the process. Its connection is
+        closed only once serving has ended (`ServingCore.ended`); else it stays open for what still
+        runs, and a transaction in progress is waited for `wait_s` at most."""
+        close_history(self.history, self.core, wait_s)
 
 
 @dataclass(frozen=True)
@@ -107,18 +113,23 @@ class AttendedNode:
     def take_session(self, raw_id: str) -> ServedSession:
         return take_session(self.core, self.history, raw_id)
 
-    def close(self) -> None:
-        """Once serving has ended: what the history could not write yet is written, or spooled beside
-        it for the next start (`HistoryStore.close`), never dropped with the process."""
-        close_history(self.history)
+    def close(self, wait_s: float = CLOSE_WAIT_S) -> None:
+        """As the process ends: what the history could not write yet is written, or spooled beside it
+        for the next start (`HistoryStore.close`), never dropped with the process. Its connection is
+        closed only once serving has ended (`ServingCore.ended`); else it stays open for what still
+        runs, and a transaction in progress is waited for `wait_s` at most."""
+        close_history(self.history, self.core, wait_s)
 
 
-def close_history(history: HistoryStore | None) -> None:
-    """`HistoryStore.close`, said and not raised: a stopping node has nothing else to do with it."""
+def close_history(history: HistoryStore | None, core: ServingCore, wait_s: float) -> None:
+    """`Node.close`, said and not raised: an ending process has nothing else to do with it."""
     if history is None:
         return
     try:
-        history.close()
+        if core.ended:
+            history.close()
+        else:
+            history.close(keep_open=True, wait_s=wait_s)
     except Exception:
         log.exception("closing the history failed")
 

@@ -58,7 +58,7 @@ from tui.core_events import (
     withdrawn_notice,
 )
 from tui.keysafety import KeyRules, KeySafety
-from tui.quitting import Quitting
+from tui.quitting import FORCED_RELEASE_WAIT_S, Quitting
 from tui.render.ask_facts import ask_label
 from tui.render.lines import serving_content
 from tui.render.styles import DIM, WARN
@@ -150,6 +150,8 @@ class AuthorizerApp(App[int]):
         self.attention = Attention(self, person, self.settings, seams.terminal or self.write_to_terminal,
                                    tmux=bool(os.environ.get("TMUX")))
         self.quitting = Quitting(self, core)
+        # A signal's exit ends the process from inside the app: the history's queue is kept there too.
+        self.quitting.forced_exit_cleanups.append(partial(node.close, FORCED_RELEASE_WAIT_S))
         self._shown: set[AskKey] = set()
         self._keymap_ids: dict[str, str] = {}
         if keymap:

@@ -64,10 +64,12 @@ class HistoryStore:
         #: their events are observed (which then write nothing more).
         self._set_aside: set[tuple[AskKey, str | None]] = set()
 
-    def close(self) -> None:
-        """What the history still cannot write is spooled beside it for the next open."""
-        self._lookups.close()
-        self._writer.close()
+    def close(self, keep_open: bool = False, wait_s: float | None = None) -> None:
+        """What the history still cannot write is spooled beside it for the next open (`keep_open`,
+        `wait_s`: `HistoryWriter.close`)."""
+        if not keep_open:
+            self._lookups.close()
+        self._writer.close(keep_open, wait_s)
 
     def reader(self) -> HistoryReader:
         """A second, read-only connection (for a thread worker: never holds up the ledger). Arrivals

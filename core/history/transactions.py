@@ -190,6 +190,7 @@ class HistoryWriter:
         # Asks whose verdicts are on their way to the ledger (`expect`): the worker leaves their arrivals
         # queued for that transaction (one row each, not an insert and then an update).
         self._expected: set[AskKey] = set()
+        self._closed = False  # `close` has kept what was queued
         self.prune()
         self._spooled = self._queue_spooled()
         try:
@@ -212,8 +213,27 @@ class HistoryWriter:
         spool.discard(self.path)
         return False
 
-    def close(self) -> None:
-        """What the history still cannot write is spooled beside it for the next open."""
+    def close(self, keep_open: bool = False, wait_s: float | None = None) -> None:
+        """What the history still cannot write is spooled beside it for the next open. Once: a later
+        call does nothing. `keep_open`: the connection stays open, for a process that ends while its
+        serving may still be writing (a thread would meet a closed database, and deny for safety an
+        answer it could have recorded); `wait_s`: how long a transaction in progress is waited for
+        (none: as long as it takes), after which nothing is kept, said."""
+        if not self._lock.acquire(timeout=-1 if wait_s is None else wait_s):
+            log.error("the history was busy as this process ended: %d queued rows were not kept",
+                      len(self._queue))
+            return
+        try:
+            if self._closed:
+                return
+            self._closed = True
+            self._keep_queued()
+            if not keep_open:
+                self._conn.close()
+        finally:
+            self._lock.release()
+
+    def _keep_queued(self) -> None:
         try:
             self.write_arrivals()
         except Exception as exc:
@@ -228,8 +248,6 @@ class HistoryWriter:
                 spool.discard(self.path)
         except OSError as exc:
             log.error("%d queued rows were not written to the history: %s", len(queued), exc)
-        with self._lock:
-            self._conn.close()
 
     def queries(self) -> HistoryReader:
         """Queries on this connection; each writes what is queued first (see `reading`)."""

@@ -88,6 +88,8 @@ class ServingCore:
         self._rescan_again: set[str] = set()
         self._serving: set[asyncio.Task[None]] = set()
         self._background: list[Callable[[asyncio.Event], Coroutine[object, object, None]]] = []
+        #: `run` has ended: nothing of this core writes any more (its ledger may be closed).
+        self.ended = False
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -152,6 +154,7 @@ class ServingCore:
         self.served.release()
         self.tree.close()
         self.state_tree.close()
+        self.ended = True
 
     def _spawn(self, coro: Coroutine[object, object, None], serving: bool = False) -> asyncio.Task[None]:
         """Run `coro` alongside; a `serving` one (a file being served) is let finish at shutdown."""

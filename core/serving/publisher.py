@@ -203,6 +203,7 @@ class Publisher:
         while self._queue:
             if self._past_grace():
                 self._leave_unwaited()
+                self._room.set()
                 if not self._queue:
                     break
             batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
