@@ -129,7 +129,9 @@ class ServingCore:
                 self.quarantine.prune()
             except OSError as exc:
                 log.warning("pruning the quarantine failed: %s", exc)
-            await self.rescan_all()
+            # The first pass is a task like the others: a stop during it (a start's backlog of
+            # thousands of files, each trip slow on a full history) is not held until it ends.
+            self._spawn(self.rescan_all())
             await self._stop.wait()
         finally:
             await self._shutdown()
