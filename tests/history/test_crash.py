@@ -83,9 +83,10 @@ def test_killed_at_each_stage_answers_once_after_restart(tmp_path: Path, stage: 
     second = serve(tmp_path)
     try:
         poll_until(lambda: serving_pid(tmp_path / "root") == second.pid)
+        # A stop is honoured during the first scan too (what it leaves stays for the next start):
+        # the restart is stopped once it has answered, and any second answer would be on disk then.
+        poll_until(lambda: response.exists() and not request.exists(), what="the restart's answer")
     finally:
-        # Its stop signal is handled from before the heartbeat, and `run()` finishes its first scan
-        # before it honours a stop: once it has exited, any second answer would be on disk.
         stop(second)
     assert response.exists() and not request.exists()
 
