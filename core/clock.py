@@ -9,7 +9,6 @@ and so does waiting for an interval (`wait` on the event loop, `sleep` on a work
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from typing import Protocol
 
@@ -52,8 +51,15 @@ class SystemClock:
         return time.monotonic()
 
     async def wait(self, event: asyncio.Event, seconds: float) -> bool:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(event.wait(), timeout=seconds)
+        # Not `asyncio.wait_for`: on Python 3.11 it swallows a cancellation that lands in the step
+        # the event is set (a stop sets its event and cancels the tasks): `asyncio.wait` never does.
+        if event.is_set():
+            return True
+        waiter = asyncio.ensure_future(event.wait())
+        try:
+            await asyncio.wait((waiter,), timeout=seconds)
+        finally:
+            waiter.cancel()
         return event.is_set()
 
     def sleep(self, seconds: float) -> None:

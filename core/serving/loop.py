@@ -229,6 +229,8 @@ class ServingCore:
     async def _safety_rescan_loop(self) -> None:
         while not self._stop.is_set():
             await self._pause(SAFETY_RESCAN_S)
+            if self._stop.is_set():
+                return  # woken by the stop: no pass during the shutdown
             try:
                 await self.rescan_all(safety=True)
             except Exception:
