@@ -39,6 +39,8 @@ MAX_SPOOL_BYTES = 256 << 20
 #: disk at exit, so the last rows (a fail-safe close) are still written: a full state dir at exit used
 #: to lose them, and the next start called those asks `withdrawn`.
 RESERVE_BYTES = 256 << 10
+#: Of the reserve, what a spool written into it leaves free (a file's last page, the folder's entry).
+RESERVE_MARGIN = 16 << 10
 
 
 def spool_name(history: Path) -> str:
@@ -52,11 +54,11 @@ def reserve_name(history: Path) -> str:
 def save(history: Path, events: Sequence[ServeEvent]) -> None:
     """Replace the spool of `history` with `events` (durable before it takes the spool's name). On a
     full disk the reserve is given up for it (`RESERVE_BYTES`), and it is written again."""
-    lines = b"".join(json.dumps(_encoded(event)).encode() + b"\n" for event in events)
+    lines = [json.dumps(_encoded(event)).encode() + b"\n" for event in events]
     name = spool_name(history)
     with Anchor(history.parent, "state dir").folder(create=True) as folder:
         try:
-            _replace(folder, name, lines)
+            _replace(folder, name, b"".join(lines))
         except OSError as exc:
             if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
@@ -66,7 +68,31 @@ def save(history: Path, events: Sequence[ServeEvent]) -> None:
                 raise exc from None
             log.warning("the disk of the state dir is full: the reserved space is used for the history's "
                         "last %d rows", len(events))
-            _replace(folder, name, lines)
+            try:
+                _replace(folder, name, b"".join(lines))
+            except OSError as again:
+                if again.errno not in (errno.ENOSPC, errno.EDQUOT):
+                    raise
+                kept = _closes_that_fit(events, lines)
+                log.error("the reserved space holds %d of the history's last %d rows: the fail-safe answers "
+                          "first; the rest are lost", len(kept), len(events))
+                _replace(folder, name, b"".join(kept))
+
+
+def _closes_that_fit(events: Sequence[ServeEvent], lines: Sequence[bytes]) -> list[bytes]:
+    """What the reserve holds when all of it does not fit: the fail-safe answers (a child read each,
+    and only this spool can say so), in the order observed, as many as `RESERVE_BYTES` takes with a
+    margin. Arrivals are left: their files are served again at the next start, their rows made then."""
+    budget = RESERVE_BYTES - RESERVE_MARGIN
+    kept: list[bytes] = []
+    for event, line in zip(events, lines, strict=True):
+        if event.kind != "answered":
+            continue
+        if len(line) > budget:
+            break
+        kept.append(line)
+        budget -= len(line)
+    return kept
 
 
 def keep_reserve(history: Path) -> None:
