@@ -16,11 +16,12 @@ from core.serving.intake import SETTLE_FILES
 from core.serving.loop import SHUTDOWN_GRACE_S
 from core.testing import HeldAt, ManualClock
 from core.vocabulary.asks import DenyingArbiter
-from tests.helpers import response_path, session_dir, wait_for, write_request
+from tests.helpers import needs_inotify, response_path, session_dir, wait_for, write_request
 
 S = "019ff969-c34c-70be-9034-fae19c852932"
 
 
+@needs_inotify  # the three come after the start: seen by their events (the portable watcher polls)
 async def test_answers_no_one_waits_on_are_left_after_the_grace(tmp_path: Path) -> None:
     root = tmp_path / "root"
     held, clock = HeldAt("staged"), ManualClock()

@@ -16,6 +16,7 @@ from core.history import HistoryStore
 from core.history.spool import spool_name
 from core.seams import Seams
 from core.testing import HeldAt, ManualClock
+from tests.helpers import needs_inotify
 from tests.helpers import wait_for as until
 from tests.tui.support import attended_node, request_body, wait_for, write_request
 from tui.app import AuthorizerApp
@@ -26,6 +27,7 @@ class Exited(BaseException):
     """What `os._exit` would do: nothing after it runs."""
 
 
+@needs_inotify  # the second ask comes after the start: seen by its event (the portable watcher polls)
 async def test_a_hangup_keeps_what_the_history_holds_queued(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
