@@ -11,6 +11,7 @@ import select
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
@@ -227,6 +228,20 @@ def namespace_refused() -> str | None:
         return f"unshare -m is not permitted here: {probe.stderr.decode(errors='replace').strip()}"
     return None
 
+
+def in_private_mounts(child: list[str], timeout: float, context: Callable[[], str] = lambda: "") -> Any:
+    """Run `python <child...>` as root in a private mount namespace (where it may mount a small tmpfs
+    and fill it) from the repository; the JSON of the last line it prints. Skips the test where such
+    a namespace cannot be made; `context`: what else to show when the child fails."""
+    refused = namespace_refused()
+    if refused is not None:
+        pytest.skip(refused)
+    repo = Path(__file__).resolve().parents[1]
+    command = ["unshare", "-m", "--propagation", "private", sys.executable, *child]
+    done = subprocess.run(command, cwd=repo, capture_output=True, timeout=timeout, check=False)
+    lines = done.stdout.decode().strip().splitlines()
+    assert done.returncode == 0 and lines, done.stderr.decode(errors="replace")[-3000:] + context()
+    return json.loads(lines[-1])
 
 def fill(folder: Path) -> Path:
     """A filler file grown until the filesystem refuses (ENOSPC)."""

@@ -4,27 +4,14 @@ namespace (`unshare -m`, as root), really full; a real `serve` answers it
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
-import pytest
-
-from tests.helpers import namespace_refused
-from tests.history.support import REPO
+from tests.helpers import in_private_mounts
 
 
 def drive(scenario: str, tmp_path: Path) -> dict[str, object]:
-    refused = namespace_refused()
-    if refused is not None:
-        pytest.skip(refused)
-    command = ["unshare", "-m", "--propagation", "private", sys.executable, "-m",
-               "tests.core.full_disk_driver", scenario, str(tmp_path)]
-    done = subprocess.run(command, cwd=REPO, capture_output=True, timeout=300)
-    lines = done.stdout.decode().strip().splitlines()
-    assert done.returncode == 0 and lines, done.stderr.decode(errors="replace")[-3000:]
-    seen: dict[str, object] = json.loads(lines[-1])
+    seen: dict[str, object] = in_private_mounts(
+        ["-m", "tests.core.full_disk_driver", scenario, str(tmp_path)], 300)
     return seen
 
 

@@ -6,28 +6,16 @@ small tmpfs in a private mount namespace (`tests/core/full_quarantine_driver.py`
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import namespace_refused
-from tests.history.support import REPO
+from tests.helpers import in_private_mounts
 
 
 @pytest.mark.timeout(240)
 def test_unusable_files_are_set_aside_once_the_full_quarantine_has_space_again(tmp_path: Path) -> None:
-    refused = namespace_refused()
-    if refused is not None:
-        pytest.skip(refused)
-    command = ["unshare", "-m", "--propagation", "private", sys.executable, "-m",
-               "tests.core.full_quarantine_driver", str(tmp_path)]
-    done = subprocess.run(command, cwd=REPO, capture_output=True, timeout=200)
-    lines = done.stdout.decode().strip().splitlines()
-    assert done.returncode == 0 and lines, done.stderr.decode(errors="replace")[-3000:]
-    seen = json.loads(lines[-1])
+    seen = in_private_mounts(["-m", "tests.core.full_quarantine_driver", str(tmp_path)], 200)
     tail = seen["log_tail"]
     assert seen["alive"] is True, tail
     assert seen["requests_left"] == [], f"left in the inbox after the quarantine had space: {tail}"

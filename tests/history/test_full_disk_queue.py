@@ -9,29 +9,17 @@ arrivals). The same when the `COMMIT` itself is refused, outside that `except` (
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import namespace_refused
-from tests.history.support import REPO
+from tests.helpers import in_private_mounts
 
 
 @pytest.mark.parametrize("queued", [50, 2000], ids=["commit-refused", "rolled-back-by-sqlite"])
 def test_arrivals_queued_when_a_full_disk_refuses_their_transaction_are_written_once_it_is_freed(
     tmp_path: Path, queued: int,
 ) -> None:
-    refused = namespace_refused()
-    if refused is not None:
-        pytest.skip(refused)
-    command = ["unshare", "-m", "--propagation", "private", sys.executable, "-m",
-               "tests.history.full_disk_queue", str(tmp_path), str(queued)]
-    done = subprocess.run(command, cwd=REPO, capture_output=True, timeout=120)
-    lines = done.stdout.decode().strip().splitlines()
-    assert done.returncode == 0 and lines, done.stderr.decode(errors="replace")[-3000:]
-    found = json.loads(lines[-1])
+    found = in_private_mounts(["-m", "tests.history.full_disk_queue", str(tmp_path), str(queued)], 120)
     assert found["refused"], found  # the full disk did refuse the transaction
     assert found["rows"] == found["queued"], found

@@ -21,9 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -39,7 +36,7 @@ from core.vocabulary.asks import DenyingArbiter
 from core.vocabulary.events import ServeEvent
 from tests.helpers import (
     Served,
-    namespace_refused,
+    in_private_mounts,
     read_response_when_written,
     response_path,
     serve_until_the_fail_safe,
@@ -47,7 +44,7 @@ from tests.helpers import (
     wait_for,
     write_request,
 )
-from tests.history.support import REPO, S, intent
+from tests.history.support import S, intent
 
 
 async def test_a_refused_verdict_is_closed_as_fail_safe_once_the_history_works(tmp_path: Path) -> None:
@@ -214,12 +211,5 @@ def test_a_fail_safe_close_is_kept_when_the_state_dirs_disk_is_full_at_exit(tmp_
     """Finding 7: the history still failing at exit on a really full disk (a tmpfs in a private mount
     namespace): the spool is written into the space reserved beside the history, and the next start
     closes the row `fail-safe` (it used to say `withdrawn`)."""
-    refused = namespace_refused()
-    if refused is not None:
-        pytest.skip(refused)
-    command = ["unshare", "-m", "--propagation", "private", sys.executable, "-m",
-               "tests.history.full_disk_exit", str(tmp_path)]
-    done = subprocess.run(command, cwd=REPO, capture_output=True, timeout=120)
-    lines = done.stdout.decode().strip().splitlines()
-    assert done.returncode == 0 and lines, done.stderr.decode(errors="replace")[-3000:]
-    assert json.loads(lines[-1]) == {"outcomes": ["fail-safe"]}
+    said = in_private_mounts(["-m", "tests.history.full_disk_exit", str(tmp_path)], 120)
+    assert said == {"outcomes": ["fail-safe"]}

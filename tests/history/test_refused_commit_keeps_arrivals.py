@@ -7,15 +7,9 @@ small tmpfs in a private mount namespace, in a child process."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
-import pytest
-
-from tests.helpers import namespace_refused
-from tests.history.support import REPO
+from tests.helpers import in_private_mounts
 
 CHILD = """
 import json, subprocess, sys, time
@@ -54,13 +48,6 @@ finally:
 
 
 def test_an_arrival_whose_transaction_cannot_commit_is_still_written(tmp_path: Path) -> None:
-    refused = namespace_refused()
-    if refused is not None:
-        pytest.skip(refused)
-    command = ["unshare", "-m", "--propagation", "private", sys.executable, "-c", CHILD, str(tmp_path)]
-    done = subprocess.run(command, cwd=REPO, capture_output=True, timeout=120, check=False)
-    lines = done.stdout.decode().strip().splitlines()
-    assert done.returncode == 0 and lines, done.stderr.decode(errors="replace")[-3000:]
-    seen = json.loads(lines[-1])
+    seen = in_private_mounts(["-c", CHILD, str(tmp_path)], 120)
     assert seen["refused"] is not None, "the disk was not full at COMMIT: this test proves nothing"
     assert seen["rows"] == ["r1.json"]

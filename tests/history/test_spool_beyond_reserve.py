@@ -6,15 +6,9 @@ private mount namespace, in a child process."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
-import pytest
-
-from tests.helpers import namespace_refused
-from tests.history.support import REPO
+from tests.helpers import in_private_mounts
 
 CHILD = """
 import json, subprocess, sys, time
@@ -57,14 +51,7 @@ finally:
 
 
 def test_the_fail_safe_answers_that_fit_the_reserve_are_kept(tmp_path: Path) -> None:
-    refused = namespace_refused()
-    if refused is not None:
-        pytest.skip(refused)
-    command = ["unshare", "-m", "--propagation", "private", sys.executable, "-c", CHILD, str(tmp_path)]
-    done = subprocess.run(command, cwd=REPO, capture_output=True, timeout=300)
-    lines = done.stdout.decode().strip().splitlines()
-    assert done.returncode == 0 and lines, done.stderr.decode(errors="replace")[-3000:]
-    said = json.loads(lines[-1])
+    said = in_private_mounts(["-c", CHILD, str(tmp_path)], 300)
     assert said["outcomes"] == ["fail-safe"]
     ids = said["ids"]
     assert 100 <= len(ids) < 400  # as many as 240 KiB holds (~1.3 KB each), not all, never none
