@@ -8,6 +8,11 @@ dir (created by descriptor, never through a link, made durable, renamed into pla
 queues them first and removes the file once they are written (the `HistoryWriter` does both). A
 replay is harmless twice over: an arrival reopens its own row, a fail-safe close already written is
 not written again.
+
+The lines are written as one zlib stream after a `#zlib` line (`COMPRESSED`), a request's bytes once
+(its `raw` only when it differs): a full disk's reserve held ~170 fail-safe closes of ~1.4 KB as
+plain lines, fewer than a stop during a burst queues (412 in one campaign run); packed, a close of
+the usual ask takes ~0.1 KB. A spool of plain lines (written before) is read as it is.
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ import json
 import logging
 import os
 import stat
-from collections.abc import Sequence
+import zlib
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +47,10 @@ MAX_SPOOL_BYTES = 256 << 20
 RESERVE_BYTES = 256 << 10
 #: Of the reserve, what a spool written into it leaves free (a file's last page, the folder's entry).
 RESERVE_MARGIN = 16 << 10
+#: The first line of a packed spool: the rest is one zlib stream of the JSON lines.
+COMPRESSED = b"#zlib\n"
+#: Packed input read back at a time: a stream cut short still gives the lines before the cut.
+_CHUNK = 64 << 10
 
 
 def spool_name(history: Path) -> str:
@@ -58,7 +68,7 @@ def save(history: Path, events: Sequence[ServeEvent]) -> None:
     name = spool_name(history)
     with Anchor(history.parent, "state dir").folder(create=True) as folder:
         try:
-            _replace(folder, name, b"".join(lines))
+            _replace(folder, name, packed(lines))
         except OSError as exc:
             if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
@@ -69,30 +79,36 @@ def save(history: Path, events: Sequence[ServeEvent]) -> None:
             log.warning("the disk of the state dir is full: the reserved space is used for the history's "
                         "last %d rows", len(events))
             try:
-                _replace(folder, name, b"".join(lines))
+                _replace(folder, name, packed(lines))
             except OSError as again:
                 if again.errno not in (errno.ENOSPC, errno.EDQUOT):
                     raise
                 kept = _closes_that_fit(events, lines)
                 log.error("the reserved space holds %d of the history's last %d rows: the fail-safe answers "
                           "first; the rest are lost", len(kept), len(events))
-                _replace(folder, name, b"".join(kept))
+                _replace(folder, name, packed(kept))
+
+
+def packed(lines: Sequence[bytes]) -> bytes:
+    """A spool's bytes: `COMPRESSED`, then the lines as one zlib stream."""
+    return COMPRESSED + zlib.compress(b"".join(lines), 6)
 
 
 def _closes_that_fit(events: Sequence[ServeEvent], lines: Sequence[bytes]) -> list[bytes]:
     """What the reserve holds when all of it does not fit: the fail-safe answers (a child read each,
-    and only this spool can say so), in the order observed, as many as `RESERVE_BYTES` takes with a
-    margin. Arrivals are left: their files are served again at the next start, their rows made then."""
+    and only this spool can say so), in the order observed, as many as `RESERVE_BYTES` takes packed,
+    with a margin (the longest run that fits, found by halving: a few packings of at most the whole).
+    Arrivals are left: their files are served again at the next start, their rows made then."""
     budget = RESERVE_BYTES - RESERVE_MARGIN
-    kept: list[bytes] = []
-    for event, line in zip(events, lines, strict=True):
-        if event.kind != "answered":
-            continue
-        if len(line) > budget:
-            break
-        kept.append(line)
-        budget -= len(line)
-    return kept
+    closes = [line for event, line in zip(events, lines, strict=True) if event.kind == "answered"]
+    fits, beyond = 0, len(closes) + 1  # `fits` closes fit; `beyond` do not
+    while beyond - fits > 1:
+        middle = (fits + beyond) // 2
+        if len(packed(closes[:middle])) <= budget:
+            fits = middle
+        else:
+            beyond = middle
+    return closes[:fits]
 
 
 def keep_reserve(history: Path) -> None:
@@ -130,12 +146,45 @@ def load(history: Path) -> list[ServeEvent]:
     with Anchor(history.parent, "state dir").folder(create=True) as folder:
         data = read_small(folder, spool_name(history), MAX_SPOOL_BYTES)
     events: list[ServeEvent] = []
-    for number, line in enumerate((data or b"").splitlines(), start=1):
+    for number, line in enumerate(_lines(data or b""), start=1):
         try:
             events.append(_decoded(json.loads(line)))
         except Exception as exc:  # a line this program did not write: the rest still counts
             log.error("history spool line %d is unreadable and skipped: %s", number, type(exc).__name__)
     return events
+
+
+def _lines(data: bytes) -> Iterator[bytes]:
+    """The JSON lines of a spool, packed or plain. A packed stream that is cut short or damaged gives
+    the whole lines before the fault (said in the log); what it unpacks to is held to
+    `MAX_SPOOL_BYTES`, as a plain spool is."""
+    if not data.startswith(COMPRESSED):
+        yield from data.splitlines()
+        return
+    unpack = zlib.decompressobj()
+    rest, left, held = memoryview(data)[len(COMPRESSED):], b"", 0
+    try:
+        while rest or unpack.unconsumed_tail:
+            source = unpack.unconsumed_tail or rest[:_CHUNK]
+            if not unpack.unconsumed_tail:
+                rest = rest[_CHUNK:]
+            out = unpack.decompress(source, _CHUNK)
+            held += len(out)
+            if held > MAX_SPOOL_BYTES:
+                log.error("the history spool unpacks to over %d bytes: the rest is skipped", MAX_SPOOL_BYTES)
+                return
+            *whole, left = (left + out).split(b"\n")
+            yield from whole
+            if unpack.eof:
+                break
+    except zlib.error as exc:
+        log.error("the history spool is damaged after %d bytes unpacked (%s): the lines before are read",
+                  held, exc)
+        return
+    if not unpack.eof:
+        log.error("the history spool is cut short after %d bytes unpacked: the lines before are read", held)
+    if left:
+        yield left
 
 
 def discard(history: Path) -> None:
@@ -144,13 +193,15 @@ def discard(history: Path) -> None:
 
 
 def _encoded(event: ServeEvent) -> dict[str, Any]:
+    """One line's object; `raw` (the file's bytes) is left out when they are the request's."""
+    request = event.parsed.raw if event.parsed is not None else None
     return {
         "kind": event.kind,
         "session": event.key.session_id,
         "name": event.key.name,
         "at": event.at,
-        "request": _b64(event.parsed.raw if event.parsed is not None else None),
-        "raw": _b64(event.raw),
+        "request": _b64(request),
+        **({} if event.raw == request and request is not None else {"raw": _b64(event.raw)}),
         "response": _b64(encode_response(event.response) if event.response is not None else None),
         "outcome": event.outcome,
         "reason": event.reason,
@@ -160,7 +211,8 @@ def _encoded(event: ServeEvent) -> dict[str, Any]:
 def _decoded(obj: dict[str, Any]) -> ServeEvent:
     if obj["kind"] not in ("arrived", "answered"):  # what the queue holds, nothing else
         raise ValueError(f"not a queued event: {obj['kind']!r}")
-    request, raw, response = (_bytes(obj[name]) for name in ("request", "raw", "response"))
+    request, response = _bytes(obj["request"]), _bytes(obj["response"])
+    raw = _bytes(obj["raw"]) if "raw" in obj else request
     return ServeEvent(
         kind=obj["kind"],
         key=AskKey(str(obj["session"]), str(obj["name"])),

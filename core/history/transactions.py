@@ -353,10 +353,16 @@ class HistoryWriter:
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[None]:
-        """A read on this connection: under its lock, what is queued written first."""
+        """A read on this connection: under its lock, what is queued written first. A queue the disk
+        refuses now (full) stays queued, said in the log, and the read goes on over what is stored: a
+        person's review of the history does not fail with the disk."""
         with self._lock:
             if self._queue:
-                self.write_arrivals()
+                try:
+                    self.write_arrivals()
+                except (sqlite3.Error, OSError) as exc:  # kept queued: the next transaction writes them
+                    log.warning("the history's queue could not be written before a read (%s): the read "
+                                "shows what is stored", exc)
             yield
 
     def take_claimed(self, key: AskKey) -> ServeEvent | None:

@@ -1,8 +1,10 @@
 """A history whose disk is full at exit with more queued than its reserved space holds keeps what
 matters most there: the fail-safe answers its children read (only the spool can say so), as many as
 fit, in order; before, the spool was all or nothing and every one was lost (a stop during a burst on
-a full history: 206 rows, 268 KB, for a 256 KiB reserve). A real full disk: a 1 MiB tmpfs in a
-private mount namespace, in a child process."""
+a full history: 206 rows, 268 KB, for a 256 KiB reserve). The spool is packed (`core.history.spool`):
+the usual asks' closes all fit where ~180 of 400 did as plain lines; asks that do not pack (random
+text) are cut as before. A real full disk: a small tmpfs in a private mount namespace, in a child
+process (4 MiB where the next start writes ~500 rows kept: the space the filler held)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from pathlib import Path
 from tests.helpers import in_private_mounts
 
 CHILD = """
-import json, subprocess, sys, time
+import json, os, subprocess, sys, time
 from pathlib import Path
 from core.history import HistoryStore
 from core.vocabulary.asks import AskKey
@@ -20,18 +22,19 @@ from core.wire.reader import parse_request
 from core.wire.response import deny
 from tests.helpers import fill
 
-tmp = Path(sys.argv[1])
+tmp, count, packs, size = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "packs", sys.argv[4]
 fs = tmp / "fs"
 fs.mkdir()
-subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(fs)], check=True)
+subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(fs)], check=True)
 try:
     state = fs / "state"
     store = HistoryStore.in_state_dir(state)
     filler = fill(fs)
     denial = deny(responder="s", at_ms=1, decided_by=None, reason="the history could not record the verdict")
-    for i in range(400):
+    for i in range(count):
+        message = "x" * 600 if packs else os.urandom(300).hex()
         raw = json.dumps({"id": f"r{i}", "createdAt": 1, "requesterSessionId": "child",
-                          "targetSessionId": "s", "requesterAgentName": "Explore", "message": "x" * 600,
+                          "targetSessionId": "s", "requesterAgentName": "Explore", "message": message,
                           "surface": "bash", "value": f"make {i}"}).encode()
         event = ServeEvent("answered", AskKey("s", f"r{i}.json"), time.time(), parse_request(raw), denial,
                            "fail-safe", "the history could not record the verdict")
@@ -51,8 +54,15 @@ finally:
 
 
 def test_the_fail_safe_answers_that_fit_the_reserve_are_kept(tmp_path: Path) -> None:
-    said = in_private_mounts(["-c", CHILD, str(tmp_path)], 300)
+    said = in_private_mounts(["-c", CHILD, str(tmp_path), "600", "random", "4m"], 300)
     assert said["outcomes"] == ["fail-safe"]
     ids = said["ids"]
-    assert 100 <= len(ids) < 400  # as many as 240 KiB holds (~1.3 KB each), not all, never none
+    assert 100 <= len(ids) < 600  # as many as 240 KiB holds (~0.4 KB each packed), not all, never none
     assert sorted(ids, key=lambda rid: int(rid[1:])) == [f"r{i}" for i in range(len(ids))]  # the first ones
+
+
+def test_the_usual_closes_all_fit_packed(tmp_path: Path) -> None:
+    """400 closes of ~1.3 KB each as plain lines (~180 fitted), all kept packed."""
+    said = in_private_mounts(["-c", CHILD, str(tmp_path), "400", "packs", "1m"], 300)
+    assert said["outcomes"] == ["fail-safe"]
+    assert sorted(said["ids"], key=lambda rid: int(rid[1:])) == [f"r{i}" for i in range(400)]
