@@ -59,3 +59,21 @@ def test_a_hostile_spool_of_one_long_line_is_read_and_skipped(
     with caplog.at_level(logging.ERROR, logger="pi_authorizer.history"):
         assert spool.load(history) == []
     assert "line 1 is unreadable" in caplog.text
+
+
+@pytest.mark.parametrize("packed", [True, False])
+def test_a_spool_of_many_unreadable_lines_is_said_in_a_few_log_lines(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, packed: bool
+) -> None:
+    """Each unreadable line was logged: a spool of a million empty lines (1 KB packed) logged a million
+    errors (~20 s of CPU, and a log as large as the disk could hold). The first few are said, the rest
+    counted; the readable lines among them still count."""
+    history = tmp_path / "history.sqlite3"
+    good = json.dumps(spool._encoded(_close(1, "make"))).encode()
+    data = b"\n" * 5000 + good + b"\n" + b"{}\n" * 5000
+    written = spool.COMPRESSED + zlib.compress(data) if packed else data
+    (tmp_path / spool.spool_name(history)).write_bytes(written)
+    with caplog.at_level(logging.ERROR, logger="pi_authorizer.history"):
+        assert [e.key for e in spool.load(history)] == [AskKey("s", "r1.json")]
+    assert len(caplog.records) <= 20
+    assert "9990 more history spool lines are unreadable" in caplog.text
