@@ -22,6 +22,7 @@ import contextlib
 import errno
 import json
 import logging
+import math
 import os
 import stat
 import zlib
@@ -228,12 +229,18 @@ def _decoded(obj: dict[str, Any]) -> ServeEvent:
     if obj["kind"] not in ("arrived", "answered"):  # what the queue holds, nothing else
         raise ValueError(f"not a queued event: {obj['kind']!r}")
     request, response = _bytes(obj["request"]), _bytes(obj["response"])
+    # Nor an event the queue never holds (one without its request, a close without its response, a
+    # time that is no time): queued, it failed every transaction that wrote the queue, at every start
+    # (reconcile raised), and was spooled again at every exit.
+    at = float(obj["at"])
+    if request is None or (obj["kind"] == "answered" and response is None) or not math.isfinite(at):
+        raise ValueError(f"not a queued event: {obj['kind']!r} without its request, response or time")
     raw = _bytes(obj["raw"]) if "raw" in obj else request
     return ServeEvent(
         kind=obj["kind"],
         key=AskKey(str(obj["session"]), str(obj["name"])),
-        at=float(obj["at"]),
-        parsed=parse_request(request) if request is not None else None,
+        at=at,
+        parsed=parse_request(request),
         response=ForwardedResponse.model_validate_json(response) if response is not None else None,
         outcome=obj["outcome"],
         reason=obj["reason"],
