@@ -3,7 +3,8 @@ closes only in its queue (loaded from the spool, not written). The intake's look
 verdicts (`HistoryStore.recorded_verdicts`) reads a connection of its own, which never sees the queue:
 a request file the stop left behind, whose child already read the fail-safe denial, is then judged
 again (a second answer under a used id) or, its response still there, called forged (our own denial
-reported as someone else's). Review of ea45d2e (the packed spool); the gap is older than it.
+reported as someone else's). The queued closes now count as recorded (`HistoryWriter.queued_closes`).
+Review of ea45d2e (the packed spool); the gap is older than it.
 
 A real serving core, real files and the real SQLite history; the history fails through its fault seam.
 """
@@ -39,8 +40,6 @@ class FullAfterOpen:
                 raise sqlite3.OperationalError("database or disk is full")
 
 
-@pytest.mark.xfail(strict=True, reason="recorded_verdicts reads its own connection: a fail-safe "
-                   "close held only in the queue (a full restart) is not seen: its id is used again")
 @pytest.mark.parametrize("response", ["read and deleted by the child", "still there"])
 async def test_a_request_left_by_a_stop_is_not_answered_again_while_its_fail_safe_close_is_queued(
     tmp_path: Path, response: str, caplog: pytest.LogCaptureFixture
@@ -60,8 +59,11 @@ async def test_a_request_left_by_a_stop_is_not_answered_again_while_its_fail_saf
     core.add_session(S)
     task = asyncio.create_task(core.run())
     try:
-        # Served: removed (answered before the restart), set aside (a used id), or put to the person.
-        await wait_for(lambda: bool(person.pending()) or not request.exists(), what="the request served")
+        # Served: removed (answered before the restart), set aside as a used id (once the disk allows:
+        # it waits for it), called forged, or put to the person.
+        said = ("waiting for disk", "FORGED RESPONSE")
+        await wait_for(lambda: bool(person.pending()) or not request.exists()
+                       or any(words in caplog.text for words in said), what="the request served")
         assert not person.pending(), "the used id was judged again: put before the person a second time"
         assert "FORGED RESPONSE" not in caplog.text, "our own fail-safe denial called forged"
     finally:
