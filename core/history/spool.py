@@ -101,18 +101,25 @@ def packed(lines: Sequence[bytes]) -> bytes:
 def _closes_that_fit(events: Sequence[ServeEvent], lines: Sequence[bytes]) -> list[bytes]:
     """What the reserve holds when all of it does not fit: the fail-safe answers (a child read each,
     and only this spool can say so), in the order observed, as many as `RESERVE_BYTES` takes packed,
-    with a margin (the longest run that fits, found by halving: a few packings of at most the whole).
-    Arrivals are left: their files are served again at the next start, their rows made then."""
+    with a margin (found by halving: a few packings of at most the whole). The usual ones are taken
+    first in the order observed, a large one (a child's request of up to 1 MiB) after them: taken in
+    order, one such first in the queue kept every later close out. Arrivals are left: their files are
+    served again at the next start, their rows made then."""
     budget = RESERVE_BYTES - RESERVE_MARGIN
     closes = [line for event, line in zip(events, lines, strict=True) if event.kind == "answered"]
-    fits, beyond = 0, len(closes) + 1  # `fits` closes fit; `beyond` do not
+    first = sorted(range(len(closes)), key=lambda at: (len(closes[at]) > budget // 16, at))
+
+    def kept(count: int) -> list[bytes]:
+        return [closes[at] for at in sorted(first[:count])]
+
+    fits, beyond = 0, len(closes) + 1  # the first `fits` closes fit; `beyond` do not
     while beyond - fits > 1:
         middle = (fits + beyond) // 2
-        if len(packed(closes[:middle])) <= budget:
+        if len(packed(kept(middle))) <= budget:
             fits = middle
         else:
             beyond = middle
-    return closes[:fits]
+    return kept(fits)
 
 
 def keep_reserve(history: Path) -> None:

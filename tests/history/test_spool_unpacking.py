@@ -77,3 +77,4 @@ def test_a_spool_of_many_unreadable_lines_is_said_in_a_few_log_lines(
         assert [e.key for e in spool.load(history)] == [AskKey("s", "r1.json")]
     assert len(caplog.records) <= 20
     assert "9990 more history spool lines are unreadable" in caplog.text
+
