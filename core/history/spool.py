@@ -22,6 +22,7 @@ import contextlib
 import errno
 import json
 import logging
+import math
 import os
 import stat
 import zlib
@@ -51,6 +52,9 @@ RESERVE_MARGIN = 16 << 10
 COMPRESSED = b"#zlib\n"
 #: Packed input read back at a time: a stream cut short still gives the lines before the cut.
 _CHUNK = 64 << 10
+#: Unreadable lines logged one by one; the rest are counted in one line (a spool of a million empty
+#: lines, 1 KB packed, logged a million errors: ~20 s, and a log as large as the state dir could hold).
+_LOGGED_UNREADABLE = 10
 
 
 def spool_name(history: Path) -> str:
@@ -97,18 +101,25 @@ def packed(lines: Sequence[bytes]) -> bytes:
 def _closes_that_fit(events: Sequence[ServeEvent], lines: Sequence[bytes]) -> list[bytes]:
     """What the reserve holds when all of it does not fit: the fail-safe answers (a child read each,
     and only this spool can say so), in the order observed, as many as `RESERVE_BYTES` takes packed,
-    with a margin (the longest run that fits, found by halving: a few packings of at most the whole).
-    Arrivals are left: their files are served again at the next start, their rows made then."""
+    with a margin (found by halving: a few packings of at most the whole). The usual ones are taken
+    first in the order observed, a large one (a child's request of up to 1 MiB) after them: taken in
+    order, one such first in the queue kept every later close out. Arrivals are left: their files are
+    served again at the next start, their rows made then."""
     budget = RESERVE_BYTES - RESERVE_MARGIN
     closes = [line for event, line in zip(events, lines, strict=True) if event.kind == "answered"]
-    fits, beyond = 0, len(closes) + 1  # `fits` closes fit; `beyond` do not
+    first = sorted(range(len(closes)), key=lambda at: (len(closes[at]) > budget // 16, at))
+
+    def kept(count: int) -> list[bytes]:
+        return [closes[at] for at in sorted(first[:count])]
+
+    fits, beyond = 0, len(closes) + 1  # the first `fits` closes fit; `beyond` do not
     while beyond - fits > 1:
         middle = (fits + beyond) // 2
-        if len(packed(closes[:middle])) <= budget:
+        if len(packed(kept(middle))) <= budget:
             fits = middle
         else:
             beyond = middle
-    return closes[:fits]
+    return kept(fits)
 
 
 def keep_reserve(history: Path) -> None:
@@ -146,11 +157,16 @@ def load(history: Path) -> list[ServeEvent]:
     with Anchor(history.parent, "state dir").folder(create=True) as folder:
         data = read_small(folder, spool_name(history), MAX_SPOOL_BYTES)
     events: list[ServeEvent] = []
+    unreadable = 0
     for number, line in enumerate(_lines(data or b""), start=1):
         try:
             events.append(_decoded(json.loads(line)))
         except Exception as exc:  # a line this program did not write: the rest still counts
-            log.error("history spool line %d is unreadable and skipped: %s", number, type(exc).__name__)
+            unreadable += 1
+            if unreadable <= _LOGGED_UNREADABLE:
+                log.error("history spool line %d is unreadable and skipped: %s", number, type(exc).__name__)
+    if unreadable > _LOGGED_UNREADABLE:
+        log.error("%d more history spool lines are unreadable and skipped", unreadable - _LOGGED_UNREADABLE)
     return events
 
 
@@ -162,7 +178,10 @@ def _lines(data: bytes) -> Iterator[bytes]:
         yield from data.splitlines()
         return
     unpack = zlib.decompressobj()
-    rest, left, held = memoryview(data)[len(COMPRESSED):], b"", 0
+    rest, held = memoryview(data)[len(COMPRESSED):], 0
+    # The line not ended yet, in pieces joined once it ends (joined at each chunk, a long line was copied
+    # whole each time: a 64 KiB spool of one 64 MiB line took ~47 s of CPU, 256 MiB some minutes).
+    left: list[bytes] = []
     try:
         while rest or unpack.unconsumed_tail:
             source = unpack.unconsumed_tail or rest[:_CHUNK]
@@ -173,8 +192,13 @@ def _lines(data: bytes) -> Iterator[bytes]:
             if held > MAX_SPOOL_BYTES:
                 log.error("the history spool unpacks to over %d bytes: the rest is skipped", MAX_SPOOL_BYTES)
                 return
-            *whole, left = (left + out).split(b"\n")
-            yield from whole
+            if b"\n" in out:
+                first, *whole, last = out.split(b"\n")
+                yield b"".join([*left, first])
+                yield from whole
+                left = [last]
+            else:
+                left.append(out)
             if unpack.eof:
                 break
     except zlib.error as exc:
@@ -183,8 +207,8 @@ def _lines(data: bytes) -> Iterator[bytes]:
         return
     if not unpack.eof:
         log.error("the history spool is cut short after %d bytes unpacked: the lines before are read", held)
-    if left:
-        yield left
+    if line := b"".join(left):
+        yield line
 
 
 def discard(history: Path) -> None:
@@ -212,12 +236,18 @@ def _decoded(obj: dict[str, Any]) -> ServeEvent:
     if obj["kind"] not in ("arrived", "answered"):  # what the queue holds, nothing else
         raise ValueError(f"not a queued event: {obj['kind']!r}")
     request, response = _bytes(obj["request"]), _bytes(obj["response"])
+    # Nor an event the queue never holds (one without its request, a close without its response, a
+    # time that is no time): queued, it failed every transaction that wrote the queue, at every start
+    # (reconcile raised), and was spooled again at every exit.
+    at = float(obj["at"])
+    if request is None or (obj["kind"] == "answered" and response is None) or not math.isfinite(at):
+        raise ValueError(f"not a queued event: {obj['kind']!r} without its request, response or time")
     raw = _bytes(obj["raw"]) if "raw" in obj else request
     return ServeEvent(
         kind=obj["kind"],
         key=AskKey(str(obj["session"]), str(obj["name"])),
-        at=float(obj["at"]),
-        parsed=parse_request(request) if request is not None else None,
+        at=at,
+        parsed=parse_request(request),
         response=ForwardedResponse.model_validate_json(response) if response is not None else None,
         outcome=obj["outcome"],
         reason=obj["reason"],

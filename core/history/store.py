@@ -199,8 +199,11 @@ class HistoryStore:
     def recorded_verdicts(self, session_id: str, request_ids: Collection[str]) -> dict[str, VerdictRow]:
         """Read on a connection of its own (WAL), so an intake never waits for a batch's transaction in
         progress: a verdict is committed before its request's name can be taken in again (the name is
-        freed only once the publisher removed the answered request)."""
-        return self._lookups.recorded_verdicts(session_id, request_ids)
+        freed only once the publisher removed the answered request). A fail-safe answer whose close is
+        still queued counts too (`HistoryWriter.queued_closes`): a used id is never answered again."""
+        found = self._lookups.recorded_verdicts(session_id, request_ids)
+        found.update(self._writer.queued_closes(session_id, request_ids))
+        return found
 
     # -- the observer ---------------------------------------------------------------------------
 

@@ -41,8 +41,10 @@ from core.history.queries import HistoryReader
 from core.history.schema import migrate
 from core.history.table import AsksTable
 from core.seams import PRODUCTION, Seams
+from core.serving.verdicts import VerdictRow
 from core.vocabulary.asks import AskKey
 from core.vocabulary.events import ServeEvent
+from core.wire.response import encode_response
 
 log = logging.getLogger("pi_authorizer.history")
 
@@ -124,6 +126,13 @@ class Queued:
             else:
                 first += _indexes(self._arrivals, (key,)) + _indexes(self._others, (key,))
         return self._pop(claimed), self._pop(first)
+
+    def closes(self) -> list[ServeEvent]:
+        """The queued events that are not arrivals (fail-safe closes), in the order observed; none
+        looked at when none is queued (the usual case)."""
+        if not self._others:
+            return []
+        return [event for event in self._events.values() if event.kind != "arrived"]
 
     def take_keys(self, keys: Collection[AskKey]) -> list[ServeEvent]:
         """Every queued event of these keys (in the order observed), no longer queued."""
@@ -322,6 +331,26 @@ class HistoryWriter:
         with self._queue_lock:
             if self._expected:  # a burst answered in its intakes' trips expected none: no look per key
                 self._expected.difference_update(keys)
+
+    def queued_closes(self, session_id: str, request_ids: Collection[str]) -> dict[str, VerdictRow]:
+        """The fail-safe answers still queued for these requests, by id, as the rows they will be: a
+        child read each, and the ledger's lookups (a connection of their own) do not see the queue. A
+        start on a disk still full holds an earlier run's only here: unseen, a request the stop left
+        was judged again (a second answer under a used id) or our denial called forged."""
+        with self._queue_lock:
+            closes = self._queue.closes()
+        found: dict[str, VerdictRow] = {}
+        if not closes:
+            return found
+        wanted = set(request_ids)
+        for event in closes:
+            if event.key.session_id != session_id or event.parsed is None or event.response is None:
+                continue
+            if (request_id := event.parsed.request.id) in wanted:  # as `fail_safe_columns` will write it
+                body = encode_response(event.response)
+                found[request_id] = VerdictRow(body, written=True, outcome="fail-safe", ended=True,
+                                               decided_at=event.at)
+        return found
 
     # -- rows outside serving -------------------------------------------------------------------
 

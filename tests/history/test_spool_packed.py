@@ -37,7 +37,8 @@ def _events(count: int) -> list[ServeEvent]:
         else:
             events.append(ServeEvent("answered", AskKey("s", f"r{i}.json"), 10.0 + i, parse_request(raw),
                                      DENIAL, "fail-safe", WHY, raw=raw))
-    events.append(ServeEvent("arrived", AskKey("s", "gone.json"), 99.0, None, raw=None))
+    # An arrival whose file's bytes are not known (an arrival without its request is never queued).
+    events.append(ServeEvent("arrived", AskKey("s", "gone.json"), 99.0, parse_request(_raw(99)), raw=None))
     return events
 
 
