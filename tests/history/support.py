@@ -14,8 +14,10 @@ from core.judging.recorded import RecordedAuthority
 from core.rules import PolicyStore
 from core.seams import FaultHook, Seams, no_fault
 from core.serving import Chain, ServingCore
-from core.vocabulary.asks import Arbiter
+from core.vocabulary.asks import Arbiter, AskKey
 from core.vocabulary.events import ServeEvent
+from core.wire.reader import parse_request
+from core.wire.response import deny
 
 REPO = Path(__file__).resolve().parents[2]
 S = "019ff969-c34c-70be-9034-fae19c852932"
@@ -29,6 +31,21 @@ def intent(surface: str, *values: str, agent: str = "Explore") -> dict[str, Any]
         "requesterCwd": "/worktree",
         "principal": {"sessionId": "child", "agentName": agent},
     }
+
+
+#: Why a spooled fail-safe close was denied (`spooled_close`).
+HISTORY_REFUSED = "the history could not record the verdict"
+SPOOL_DENIAL = deny(responder="s", at_ms=1, decided_by=None, reason=HISTORY_REFUSED)
+
+
+def spooled_close(i: int, message: str = "make") -> ServeEvent:
+    """The fail-safe close of ask `r<i>` of session `s` (its message `message`), as a stop on a full
+    disk spools it."""
+    raw = json.dumps({"id": f"r{i}", "createdAt": 1, "requesterSessionId": "child", "targetSessionId": "s",
+                      "requesterAgentName": "Explore", "message": message, "surface": "bash",
+                      "value": f"make {i}"}).encode()
+    return ServeEvent("answered", AskKey("s", f"r{i}.json"), 10.0 + i, parse_request(raw), SPOOL_DENIAL,
+                      "fail-safe", HISTORY_REFUSED, raw=raw)
 
 
 def suggestion(surface: str, pattern: str) -> dict[str, Any]:

@@ -15,10 +15,8 @@ from core.history import spool
 from core.vocabulary.asks import AskKey
 from core.vocabulary.events import ServeEvent
 from core.wire.reader import parse_request
-from core.wire.response import deny, encode_response
-
-WHY = "the history could not record the verdict"
-DENIAL = deny(responder="s", at_ms=1, decided_by=None, reason="the history could not record the verdict")
+from core.wire.response import encode_response
+from tests.history.support import HISTORY_REFUSED, SPOOL_DENIAL
 
 
 def _raw(i: int, message: str = "make") -> bytes:
@@ -36,7 +34,7 @@ def _events(count: int) -> list[ServeEvent]:
                                      raw=b"parcel " + raw))
         else:
             events.append(ServeEvent("answered", AskKey("s", f"r{i}.json"), 10.0 + i, parse_request(raw),
-                                     DENIAL, "fail-safe", WHY, raw=raw))
+                                     SPOOL_DENIAL, "fail-safe", HISTORY_REFUSED, raw=raw))
     # An arrival whose file's bytes are not known (an arrival without its request is never queued).
     events.append(ServeEvent("arrived", AskKey("s", "gone.json"), 99.0, parse_request(_raw(99)), raw=None))
     return events

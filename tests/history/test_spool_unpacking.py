@@ -16,26 +16,14 @@ import pytest
 
 from core.history import spool
 from core.vocabulary.asks import AskKey
-from core.vocabulary.events import ServeEvent
-from core.wire.reader import parse_request
-from core.wire.response import deny
-
-DENIAL = deny(responder="s", at_ms=1, decided_by=None, reason="the history could not record the verdict")
-
-
-def _close(i: int, message: str) -> ServeEvent:
-    raw = json.dumps({"id": f"r{i}", "createdAt": 1, "requesterSessionId": "child", "targetSessionId": "s",
-                      "requesterAgentName": "Explore", "message": message, "surface": "bash",
-                      "value": f"make {i}"}).encode()
-    return ServeEvent("answered", AskKey("s", f"r{i}.json"), 10.0 + i, parse_request(raw), DENIAL,
-                      "fail-safe", "the history could not record the verdict", raw=raw)
+from tests.history.support import spooled_close
 
 
 def test_lines_longer_than_a_chunk_read_back_whole(tmp_path: Path) -> None:
     history = tmp_path / "history.sqlite3"
     # Requests that do not pack (random text), from a few bytes to several chunks long.
     sizes = (10, 200_000, 3, 70_000, 1, 131_072)
-    events = [_close(i, os.urandom(size).hex()) for i, size in enumerate(sizes)]
+    events = [spooled_close(i, os.urandom(size).hex()) for i, size in enumerate(sizes)]
     spool.save(history, events)
     back = spool.load(history)
     assert [(e.key, e.raw, e.parsed.raw if e.parsed else None) for e in back] == [
@@ -44,7 +32,7 @@ def test_lines_longer_than_a_chunk_read_back_whole(tmp_path: Path) -> None:
 
 def test_a_last_line_without_its_end_is_still_read(tmp_path: Path) -> None:
     history = tmp_path / "history.sqlite3"
-    events = [_close(i, "x" * 600) for i in range(3)]
+    events = [spooled_close(i, "x" * 600) for i in range(3)]
     lines = [json.dumps(spool._encoded(e)).encode() + b"\n" for e in events]
     data = b"".join(lines).removesuffix(b"\n")
     (tmp_path / spool.spool_name(history)).write_bytes(spool.COMPRESSED + zlib.compress(data))
@@ -69,7 +57,7 @@ def test_a_spool_of_many_unreadable_lines_is_said_in_a_few_log_lines(
     errors (~20 s of CPU, and a log as large as the disk could hold). The first few are said, the rest
     counted; the readable lines among them still count."""
     history = tmp_path / "history.sqlite3"
-    good = json.dumps(spool._encoded(_close(1, "make"))).encode()
+    good = json.dumps(spool._encoded(spooled_close(1, "make"))).encode()
     data = b"\n" * 5000 + good + b"\n" + b"{}\n" * 5000
     written = spool.COMPRESSED + zlib.compress(data) if packed else data
     (tmp_path / spool.spool_name(history)).write_bytes(written)
