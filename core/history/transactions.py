@@ -56,6 +56,10 @@ PAGE_SIZE = 8192
 #: How long a queued arrival waits for its verdict's transaction, which writes both as one row, before
 #: a worker writes it alone (an ask that went to a person). A read of the history writes it at once.
 ARRIVALS_WAIT_S = 0.5
+#: After a transaction that wrote the queue was refused (a full disk), reads answer from what is stored
+#: for this long without trying to write the queue first: on a full disk each page of the review
+#: screen rewrote the whole queue (thousands of rows), was refused, and held a batch's record meanwhile.
+READ_AFTER_REFUSAL_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -194,6 +198,8 @@ class HistoryWriter:
         self._queue = Queued()
         self._claimed: dict[AskKey, ServeEvent] = {}
         self._worker_armed = False  # a delayed worker is due (set and cleared under the queue lock)
+        #: When a transaction writing queued events was last refused (the clock's monotonic time).
+        self._refused_at: float | None = None
         # Its own lock: the event loop queues an arrival without waiting for a transaction in progress.
         self._queue_lock = threading.Lock()
         # Asks whose verdicts are on their way to the ledger (`expect`): the worker leaves their arrivals
@@ -384,15 +390,21 @@ class HistoryWriter:
     def reading(self) -> Iterator[None]:
         """A read on this connection: under its lock, what is queued written first. A queue the disk
         refuses now (full) stays queued, said in the log, and the read goes on over what is stored: a
-        person's review of the history does not fail with the disk."""
+        person's review of the history does not fail with the disk. Within `READ_AFTER_REFUSAL_S` of a
+        refused write of the queue, a read does not try again (the next transaction does)."""
         with self._lock:
-            if self._queue:
+            if self._queue and not self._refused_lately():
                 try:
                     self.write_arrivals()
                 except (sqlite3.Error, OSError) as exc:  # kept queued: the next transaction writes them
                     log.warning("the history's queue could not be written before a read (%s): the read "
                                 "shows what is stored", exc)
             yield
+
+    def _refused_lately(self) -> bool:
+        """Whether a transaction writing queued events was refused within `READ_AFTER_REFUSAL_S`."""
+        refused = self._refused_at
+        return refused is not None and self.clock.monotonic() - refused < READ_AFTER_REFUSAL_S
 
     def take_claimed(self, key: AskKey) -> ServeEvent | None:
         """In a transaction with `claim`: the queued arrival of `key`, which the caller writes itself
@@ -456,7 +468,11 @@ class HistoryWriter:
                         conn.execute("ROLLBACK")
                     with self._queue_lock:
                         self._queue = Queued([*pending, *self._queue])  # written by the next transaction
+                    if pending:
+                        self._refused_at = self.clock.monotonic()
                     raise
+                if pending:
+                    self._refused_at = None
                 self._since_prune += table.added
             finally:
                 self._claimed = {}

@@ -70,7 +70,9 @@ async def test_a_refused_verdict_is_closed_as_fail_safe_once_the_history_works(t
             assert [r.outcome for r in reader.query()] == ["pending"]
         finally:
             reader.close()
-        fault.broken = False  # the history works again: the first transaction closes the row
+        fault.broken = False  # the history works again: the next transaction closes the row (the
+        # worker's, or a read's once `READ_AFTER_REFUSAL_S` passed since the refused one)
+        await wait_for(lambda: store.query()[0].outcome != "pending", what="the row closed")
         row = store.query()[0]
         assert row.outcome == "fail-safe" and row.verdict == "denied_with_reason"
         assert row.reason is not None and "history could not record" in row.reason
