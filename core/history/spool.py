@@ -32,7 +32,7 @@ from typing import Any
 
 from core import platform
 from core.disk.entries import read_small, remove, temp_name, write_new
-from core.disk.tree import Anchor
+from core.disk.tree import Anchor, check_name
 from core.vocabulary.asks import AskKey
 from core.vocabulary.events import ServeEvent
 from core.wire.reader import parse_request
@@ -42,10 +42,14 @@ log = logging.getLogger("pi_authorizer.history")
 
 #: Spools larger than this are not read back (a queue of that size is not this program's own).
 MAX_SPOOL_BYTES = 256 << 20
-#: Space held beside the history (`<history file>.reserve`) and given up when the spool meets a full
-#: disk at exit, so the last rows (a fail-safe close) are still written: a full state dir at exit used
-#: to lose them, and the next start called those asks `withdrawn`.
+#: Space held beside the history (`<history file>.reserve.<k>`) and given up when the spool meets a
+#: full disk at exit, so the last rows (a fail-safe close) are still written: a full state dir at exit
+#: used to lose them, and the next start called those asks `withdrawn`.
 RESERVE_BYTES = 256 << 10
+#: The reserve is held in this many parts, given up one at a time as a spool needs them: a stop takes
+#: what its spool needs and leaves the rest to the next (a start on a disk still full cannot take it
+#: back, and the next stop, finding none, kept nothing: campaign10, up to 864 rows in one run).
+RESERVE_PARTS = 4
 #: Of the reserve, what a spool written into it leaves free (a file's last page, the folder's entry).
 RESERVE_MARGIN = 16 << 10
 #: The first line of a packed spool: the rest is one zlib stream of the JSON lines.
@@ -61,36 +65,81 @@ def spool_name(history: Path) -> str:
     return f"{history.name}.unwritten.jsonl"
 
 
-def reserve_name(history: Path) -> str:
-    return f"{history.name}.reserve"
+def reserve_name(history: Path, part: int | None = None) -> str:
+    """A part's file (`part` of `RESERVE_PARTS`); without one, the single file written before."""
+    return f"{history.name}.reserve" if part is None else f"{history.name}.reserve.{part}"
+
+
+def _part_bytes() -> int:
+    return RESERVE_BYTES // RESERVE_PARTS
 
 
 def save(history: Path, events: Sequence[ServeEvent]) -> None:
     """Replace the spool of `history` with `events` (durable before it takes the spool's name). On a
-    full disk the reserve is given up for it (`RESERVE_BYTES`), and it is written again."""
+    full disk the reserve's parts are given up for it one at a time, each followed by another try;
+    with none left, the fail-safe closes that the space there is holds are kept (`_closes_that_fit`),
+    never fewer than the spool being replaced holds."""
     lines = [json.dumps(_encoded(event)).encode() + b"\n" for event in events]
     name = spool_name(history)
+    data = packed(lines)
     with Anchor(history.parent, "state dir").folder(create=True) as folder:
-        try:
-            _replace(folder, name, packed(lines))
-        except OSError as exc:
-            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
-                raise
+        given = 0
+        while True:
             try:
-                remove(folder, reserve_name(history))
-            except FileNotFoundError:
-                raise exc from None
-            log.warning("the disk of the state dir is full: the reserved space is used for the history's "
-                        "last %d rows", len(events))
-            try:
-                _replace(folder, name, packed(lines))
-            except OSError as again:
-                if again.errno not in (errno.ENOSPC, errno.EDQUOT):
+                _replace(folder, name, data)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
                     raise
-                kept = _closes_that_fit(events, lines)
-                log.error("the reserved space holds %d of the history's last %d rows: the fail-safe answers "
-                          "first; the rest are lost", len(kept), len(events))
-                _replace(folder, name, packed(kept))
+                if _give_up_part(folder, history):
+                    given += 1
+                    continue
+                if given:
+                    log.warning("the disk of the state dir is full: all %d parts of the space reserved "
+                                "were used for the history's last %d rows", given, len(events))
+                _keep_what_fits(folder, history, events, lines)
+                return
+        if given:
+            log.warning("the disk of the state dir is full: %d part(s) of the space reserved were used for "
+                        "the history's last %d rows", given, len(events))
+
+
+def _give_up_part(folder: int, history: Path) -> bool:
+    """Remove one part of the reserve (the single file written before first); False when none is left."""
+    for part in (None, *range(RESERVE_PARTS - 1, -1, -1)):
+        try:
+            os.unlink(check_name(reserve_name(history, part)), dir_fd=folder)
+        except FileNotFoundError:
+            continue
+        return True
+    return False
+
+
+def _keep_what_fits(folder: int, history: Path, events: Sequence[ServeEvent], lines: Sequence[bytes]) -> None:
+    """The reserve all given up and the spool still too large: the fail-safe closes that the space
+    free now holds beside the spool being replaced. Never fewer than that spool holds: what it holds
+    (an earlier run's, queued first) is not given up for a shorter one."""
+    free = _free_bytes(folder) - RESERVE_MARGIN
+    kept = _closes_that_fit(events, lines, free)
+    before = _lines_held(folder, spool_name(history))
+    if len(kept) < before:
+        log.error("the disk of the state dir is full: the history's last %d rows are lost; the %d kept "
+                  "before are kept", len(events), before)
+        return
+    log.error("the space left holds %d of the history's last %d rows: the fail-safe answers first; the "
+              "rest are lost", len(kept), len(events))
+    _replace(folder, spool_name(history), packed(kept))
+
+
+def _free_bytes(folder: int) -> int:
+    info = os.fstatvfs(folder)
+    return info.f_bavail * info.f_frsize
+
+
+def _lines_held(folder: int, name: str) -> int:
+    """How many lines the spool `name` holds now (0 when there is none)."""
+    data = read_small(folder, name, MAX_SPOOL_BYTES)
+    return sum(1 for line in _lines(data or b"") if line)
 
 
 def packed(lines: Sequence[bytes]) -> bytes:
@@ -98,16 +147,16 @@ def packed(lines: Sequence[bytes]) -> bytes:
     return COMPRESSED + zlib.compress(b"".join(lines), 6)
 
 
-def _closes_that_fit(events: Sequence[ServeEvent], lines: Sequence[bytes]) -> list[bytes]:
-    """What the reserve holds when all of it does not fit: the fail-safe answers (a child read each,
-    and only this spool can say so), in the order observed, as many as `RESERVE_BYTES` takes packed,
-    with a margin (found by halving: a few packings of at most the whole). The usual ones are taken
+def _closes_that_fit(events: Sequence[ServeEvent], lines: Sequence[bytes], budget: int) -> list[bytes]:
+    """What `budget` bytes hold when all of it does not fit: the fail-safe answers (a child read each,
+    and only this spool can say so), in the order observed, as many as fit packed (found by halving:
+    a few packings of at most the whole). The usual ones are taken
     first in the order observed, a large one (a child's request of up to 1 MiB) after them: taken in
     order, one such first in the queue kept every later close out. Arrivals are left: their files are
     served again at the next start, their rows made then."""
-    budget = RESERVE_BYTES - RESERVE_MARGIN
     closes = [line for event, line in zip(events, lines, strict=True) if event.kind == "answered"]
-    first = sorted(range(len(closes)), key=lambda at: (len(closes[at]) > budget // 16, at))
+    large = (RESERVE_BYTES - RESERVE_MARGIN) // 16
+    first = sorted(range(len(closes)), key=lambda at: (len(closes[at]) > large, at))
 
     def kept(count: int) -> list[bytes]:
         return [closes[at] for at in sorted(first[:count])]
@@ -123,21 +172,27 @@ def _closes_that_fit(events: Sequence[ServeEvent], lines: Sequence[bytes]) -> li
 
 
 def keep_reserve(history: Path) -> None:
-    """Hold `RESERVE_BYTES` beside `history` (written, so the space is really taken); best effort: a
-    disk too full for it now gets it at a later start."""
-    name = reserve_name(history)
+    """Hold `RESERVE_BYTES` beside `history` in `RESERVE_PARTS` files (written, so the space is really
+    taken); best effort: a disk too full for a part now gets it at a later start. The single file an
+    older version held is given up first (space for the parts)."""
+    size = _part_bytes()
     with Anchor(history.parent, "state dir").folder(create=True) as folder:
-        try:
-            held = os.stat(name, dir_fd=folder, follow_symlinks=False)
-            if stat.S_ISREG(held.st_mode) and held.st_size == RESERVE_BYTES:
+        remove(folder, reserve_name(history))
+        for part in range(RESERVE_PARTS):
+            name = reserve_name(history, part)
+            try:
+                held = os.stat(name, dir_fd=folder, follow_symlinks=False)
+                if stat.S_ISREG(held.st_mode) and held.st_size == size:
+                    continue
+                remove(folder, name)
+            except FileNotFoundError:
+                pass
+            try:
+                _replace(folder, name, bytes(size))
+            except OSError as exc:
+                log.warning("no space could be reserved for the history's last rows (%d of %d parts held): "
+                            "%s", part, RESERVE_PARTS, exc)
                 return
-            remove(folder, name)
-        except FileNotFoundError:
-            pass
-        try:
-            _replace(folder, name, bytes(RESERVE_BYTES))
-        except OSError as exc:
-            log.warning("no space could be reserved for the history's last rows: %s", exc)
 
 
 def _replace(folder: int, name: str, data: bytes) -> None:

@@ -4,7 +4,8 @@ fit, in order; before, the spool was all or nothing and every one was lost (a st
 a full history: 206 rows, 268 KB, for a 256 KiB reserve). The spool is packed (`core.history.spool`):
 the usual asks' closes all fit where ~180 of 400 did as plain lines; asks that do not pack (random
 text) are cut as before. A real full disk: a small tmpfs in a private mount namespace, in a child
-process (4 MiB where the next start writes ~500 rows kept: the space the filler held)."""
+process (4 MiB: the next start writes the rows kept, ~1 KB each and their WAL pages, in the space the
+filler held)."""
 
 from __future__ import annotations
 
@@ -63,6 +64,6 @@ def test_the_fail_safe_answers_that_fit_the_reserve_are_kept(tmp_path: Path) -> 
 
 def test_the_usual_closes_all_fit_packed(tmp_path: Path) -> None:
     """400 closes of ~1.3 KB each as plain lines (~180 fitted), all kept packed."""
-    said = in_private_mounts(["-c", CHILD, str(tmp_path), "400", "packs", "1m"], 300)
+    said = in_private_mounts(["-c", CHILD, str(tmp_path), "400", "packs", "4m"], 300)
     assert said["outcomes"] == ["fail-safe"]
     assert sorted(said["ids"], key=lambda rid: int(rid[1:])) == [f"r{i}" for i in range(400)]

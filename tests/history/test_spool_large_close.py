@@ -20,4 +20,5 @@ def test_one_large_close_first_does_not_keep_the_others_out_of_the_reserve() -> 
     events = [large, *(spooled_close(i, "x" * 600) for i in range(1, 51))]
     lines = [json.dumps(spool._encoded(e)).encode() + b"\n" for e in events]
     assert len(spool.packed(lines[:1])) > spool.RESERVE_BYTES - spool.RESERVE_MARGIN  # alone too large
-    assert spool._closes_that_fit(events, lines) == lines[1:]  # the others, in the order observed
+    budget = spool.RESERVE_BYTES - spool.RESERVE_MARGIN
+    assert spool._closes_that_fit(events, lines, budget) == lines[1:]  # the others, in the order observed
