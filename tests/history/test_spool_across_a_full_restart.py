@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from tests.helpers import in_private_mounts
 
 CHILD = """
@@ -62,8 +60,6 @@ finally:
 """
 
 
-@pytest.mark.xfail(strict=True, reason="campaign10 finding 2: a stop on a disk still full since the last "
-                   "start finds no reserve and keeps nothing of what it queued (core/history/spool.py save)")
 def test_a_second_stop_on_a_still_full_disk_keeps_both_runs_fail_safe_answers(tmp_path: Path) -> None:
     said = in_private_mounts(["-c", CHILD, str(tmp_path)], 300)
     assert said["ids"] == [f"r{i}" for i in range(100)]
