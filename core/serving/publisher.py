@@ -123,6 +123,8 @@ class Publisher:
         self._settling: set[asyncio.Future[SettledBatch]] = set()
         #: At a stop (`close`): when, on the clock's monotonic time, answers no one waits on are left.
         self._leave_after: float | None = None
+        #: `close` has returned: the history may be closed next, so nothing more is recorded here.
+        self._closed = False
 
     # -- on the event loop: the queue, a batch at a time ----------------------------------------
 
@@ -196,6 +198,11 @@ class Publisher:
             await asyncio.sleep(0)
         if self._removing is not None and not self._removing.done():
             await asyncio.wrap_future(self._removing)  # removals run in order: the last one ends last
+        # A settle asked for after the wait above (a rescan the stop did not cancel) may still be
+        # queued on the disk thread: it runs after this, when the history may be closed, and leaves its
+        # answers (campaign10: recorded on the closed history, they were published as fail-safe
+        # denials no row holds).
+        self._closed = True
         self._disk.shutdown(wait=False)
 
     async def _draining(self) -> None:
@@ -233,8 +240,9 @@ class Publisher:
                 self._removing = self._disk.submit(self._remove_requests, answered)
 
     def _past_grace(self) -> bool:
-        """A stop's grace is over (`close`): answers no one waits on are left from now on."""
-        return self._leave_after is not None and self.clock.monotonic() >= self._leave_after
+        """A stop's grace is over (`close`), or `close` has returned: answers no one waits on are left
+        from now on."""
+        return self._closed or (self._leave_after is not None and self.clock.monotonic() >= self._leave_after)
 
     def _leave_unwaited(self) -> None:
         """At a stop past its grace: the queued answers no one waits on, left (see `close`)."""
