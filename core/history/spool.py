@@ -33,6 +33,7 @@ from typing import Any
 from core import platform
 from core.disk.entries import read_small, remove, temp_name, write_new
 from core.disk.tree import Anchor, check_name
+from core.history.table import NOTES
 from core.vocabulary.asks import AskKey
 from core.vocabulary.events import ServeEvent
 from core.wire.reader import parse_request
@@ -288,24 +289,27 @@ def _encoded(event: ServeEvent) -> dict[str, Any]:
 
 
 def _decoded(obj: dict[str, Any]) -> ServeEvent:
-    if obj["kind"] not in ("arrived", "answered"):  # what the queue holds, nothing else
-        raise ValueError(f"not a queued event: {obj['kind']!r}")
+    kind = obj["kind"]
+    if kind not in ("arrived", "answered") and kind not in NOTES:  # what the queue holds, nothing else
+        raise ValueError(f"not a queued event: {kind!r}")
     request, response = _bytes(obj["request"]), _bytes(obj["response"])
-    # Nor an event the queue never holds (one without its request, a close without its response, a
-    # time that is no time): queued, it failed every transaction that wrote the queue, at every start
-    # (reconcile raised), and was spooled again at every exit.
+    # Nor an event the queue never holds (an arrival or close without its request, a close without its
+    # response, a time that is no time): queued, it failed every transaction that wrote the queue, at
+    # every start (reconcile raised), and was spooled again at every exit.
     at = float(obj["at"])
-    if request is None or (obj["kind"] == "answered" and response is None) or not math.isfinite(at):
-        raise ValueError(f"not a queued event: {obj['kind']!r} without its request, response or time")
+    if ((request is None and kind not in NOTES) or (kind == "answered" and response is None)
+            or not math.isfinite(at)):
+        raise ValueError(f"not a queued event: {kind!r} without its request, response or time")
     raw = _bytes(obj["raw"]) if "raw" in obj else request
+    reason = obj["reason"]
     return ServeEvent(
-        kind=obj["kind"],
+        kind=kind,
         key=AskKey(str(obj["session"]), str(obj["name"])),
         at=at,
-        parsed=parse_request(request),
+        parsed=parse_request(request) if request is not None else None,
         response=ForwardedResponse.model_validate_json(response) if response is not None else None,
         outcome=obj["outcome"],
-        reason=obj["reason"],
+        reason=None if reason is None else str(reason),
         raw=raw,
     )
 

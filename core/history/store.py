@@ -21,19 +21,26 @@ by a fail-safe denial (`core.serving.publisher`); its `answered` event (with the
 from __future__ import annotations
 
 import contextlib
+import logging
+import sqlite3
 from collections.abc import Callable, Collection, Sequence
 from operator import attrgetter
 from pathlib import Path
 
+from core.forwarding.inbox import display_name
 from core.history.queries import HistoryFilter, HistoryReader, Summary
 from core.history.rows import HistoryRow
+from core.history.table import NOTES
 from core.history.transactions import HistoryWriter, Retention
 from core.seams import PRODUCTION, Seams
 from core.serving.verdicts import VerdictRecord, VerdictRow, WrittenMark
+from core.text import log_safe
 from core.vocabulary.asks import AskKey
 from core.vocabulary.events import ServeEvent
 from core.wire.reader import RequestRejected, parse_request
 from core.wire.request import ParsedRequest
+
+log = logging.getLogger("pi_authorizer.history")
 
 HISTORY_FILE = "history.sqlite3"
 #: Rows held for their written marks (`HistoryStore._held`) before the ones never marked are forgotten.
@@ -217,28 +224,30 @@ class HistoryStore:
             return  # else its row was written with its verdict
         if kind == "arrived":
             self._writer.queue(event)
-        # A note on one request writes first only what is queued under its name (`only`): the rows it
-        # looks for exist, and a backlog a full disk refuses is not rewritten (and refused) per note.
-        elif kind == "withdrawn":
-            with self._writer.transaction(only=(event.key,)) as table:
-                table.withdraw(event)
-        elif kind == "left":
-            with self._writer.transaction(only=(event.key,)) as table:
-                table.leave(event.key)
-        elif kind == "answer_failed":
-            with self._writer.transaction(only=(event.key,)) as table:
-                table.answer_failed(event.key, event.reason)
+        elif kind in NOTES:
+            self._note(event)
         elif kind in ("quarantined", "forged"):
             if (event.key, event.reason) in self._set_aside:
                 self._set_aside.discard((event.key, event.reason))  # its row is written already
             else:
                 self._quarantined(event)
-        elif kind == "contested":
-            with self._writer.transaction(only=(event.key,)) as table:
-                table.contest(event)
         elif kind == "not_serving":
             with self._writer.transaction() as table:
                 table.not_serving(event)
+
+    def _note(self, event: ServeEvent) -> None:
+        """A note on one request writes first only what is queued under its name (`only`): the rows it
+        looks for exist, and a backlog a full disk refuses is not rewritten (and refused) per note. A
+        note the disk refuses is queued after them, written in order by the next transaction (or
+        spooled at exit): raised into the event loop, it was dropped (campaign10, finding 3)."""
+        try:
+            with self._writer.transaction(only=(event.key,)) as table:
+                table.note(event)
+        except (sqlite3.Error, OSError) as exc:
+            name = log_safe(display_name(event.key.name))
+            log.warning("session=%s request=%s: the history's note %r waits for the disk: %s",
+                        log_safe(event.key.session_id), name, event.kind, exc)
+            self._writer.keep(event)
 
     def observe_all(self, events: Sequence[ServeEvent]) -> None:
         """`observe` each of a run of events (`ServingCore.subscribe`'s `run`): a burst's answers whose

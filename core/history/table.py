@@ -92,6 +92,10 @@ class Found(NamedTuple):
     started: float
 
 
+#: The notes on one request a full disk may refuse when they come: queued then, written in order.
+NOTES = frozenset({"withdrawn", "left", "answer_failed", "contested"})
+
+
 class AsksTable:
     """The asks table on one connection. `added` counts the rows inserted through it (retention runs
     every so many new rows)."""
@@ -207,11 +211,26 @@ class AsksTable:
         for event in pending:
             if event.kind == "arrived":
                 arrivals.append(event)
-            elif event.kind == "answered":
-                self._arrive_queued(arrivals)
-                arrivals = []
+                continue
+            self._arrive_queued(arrivals)
+            arrivals = []
+            if event.kind == "answered":
                 self._close_unrecorded(event)
+            else:  # a note a full disk refused when it came (`HistoryStore.observe`)
+                self.note(event)
         self._arrive_queued(arrivals)
+
+    def note(self, event: ServeEvent) -> None:
+        """A note on one request (`NOTES`): what `HistoryStore.observe` writes of it."""
+        kind = event.kind
+        if kind == "withdrawn":
+            self.withdraw(event)
+        elif kind == "left":
+            self.leave(event.key)
+        elif kind == "answer_failed":
+            self.answer_failed(event.key, event.reason)
+        elif kind == "contested":
+            self.contest(event)
 
     def _arrive_queued(self, arrivals: Sequence[ServeEvent]) -> None:
         if not arrivals:

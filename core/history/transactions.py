@@ -132,11 +132,11 @@ class Queued:
         return self._pop(claimed), self._pop(first)
 
     def closes(self) -> list[ServeEvent]:
-        """The queued events that are not arrivals (fail-safe closes), in the order observed; none
-        looked at when none is queued (the usual case)."""
+        """The queued fail-safe closes, in the order observed; none looked at when nothing but arrivals
+        is queued (the usual case)."""
         if not self._others:
             return []
-        return [event for event in self._events.values() if event.kind != "arrived"]
+        return [event for event in self._events.values() if event.kind == "answered"]
 
     def take_keys(self, keys: Collection[AskKey]) -> list[ServeEvent]:
         """Every queued event of these keys (in the order observed), no longer queued."""
@@ -287,6 +287,22 @@ class HistoryWriter:
                 self._expected.discard(event.key)  # its verdict came another way: the arrival is due
             arm, self._worker_armed = not self._worker_armed, True
         if arm:
+            self._worker_later(loop)
+
+    def keep(self, event: ServeEvent) -> None:
+        """Queued as it is, written in order by the next transaction (with a loop running, the worker's
+        within `ARRIVALS_WAIT_S`), else spooled at exit: a note the disk refused when it came."""
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        with self._queue_lock:
+            self._queue.append(event)
+            self._expected.discard(event.key)
+            arm = loop is not None and not self._worker_armed
+            if arm:
+                self._worker_armed = True
+        if arm and loop is not None:
             self._worker_later(loop)
 
     def _worker_later(self, loop: asyncio.AbstractEventLoop) -> None:

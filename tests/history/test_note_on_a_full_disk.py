@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from tests.helpers import in_private_mounts
 
 CHILD = """
@@ -53,8 +51,6 @@ finally:
 """
 
 
-@pytest.mark.xfail(strict=True, reason="campaign10 finding 3: a withdrawn/left note refused by a full disk "
-                   "raises into the loop and is dropped (core/history/store.py HistoryStore.observe)")
 def test_a_withdrawal_noted_on_a_full_disk_reaches_its_row_once_the_disk_frees(tmp_path: Path) -> None:
     said = in_private_mounts(["-c", CHILD, str(tmp_path)], 300)
     assert said == {"raised": None, "a": "withdrawn"}

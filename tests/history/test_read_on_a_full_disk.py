@@ -20,6 +20,7 @@ from core.testing import Breakable, ManualClock
 from core.vocabulary.asks import AskKey
 from core.vocabulary.events import ServeEvent
 from core.wire.reader import parse_request
+from tests.helpers import wait_for
 from tests.history.support import S
 
 
@@ -81,5 +82,22 @@ async def test_a_write_of_the_queue_that_succeeds_lets_reads_write_it_again(tmp_
         store.write_arrivals()  # the worker's transaction: written
         store.observe(_arrival("second", 2.0))
         assert sorted(row.request_id or "" for row in store.query()) == ["first", "second"]
+    finally:
+        store.close()
+
+
+async def test_a_note_the_disk_refuses_is_written_by_the_worker_once_it_frees(tmp_path: Path) -> None:
+    """With a loop running (serving), a withdrawal the disk refuses is queued, not raised into the
+    loop (campaign10, finding 3), and the queue's worker writes it once the disk allows."""
+    fault = CountedBreakable()
+    store = HistoryStore(tmp_path / "history.sqlite3", seams=Seams(fault=fault))
+    try:
+        arrival = _arrival("a", 1.0)
+        store.observe(arrival)
+        assert [row.outcome for row in store.query()] == ["pending"]
+        fault.broken = True
+        store.observe(ServeEvent("withdrawn", arrival.key, 2.0, arrival.parsed))  # does not raise
+        fault.broken = False
+        await wait_for(lambda: [row.outcome for row in store.query()] == ["withdrawn"], what="the note")
     finally:
         store.close()

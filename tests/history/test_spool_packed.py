@@ -37,6 +37,9 @@ def _events(count: int) -> list[ServeEvent]:
                                      SPOOL_DENIAL, "fail-safe", HISTORY_REFUSED, raw=raw))
     # An arrival whose file's bytes are not known (an arrival without its request is never queued).
     events.append(ServeEvent("arrived", AskKey("s", "gone.json"), 99.0, parse_request(_raw(99)), raw=None))
+    # Notes a full disk refused (queued since campaign10's finding 3), with and without the request.
+    events.append(ServeEvent("withdrawn", AskKey("s", "r1.json"), 100.0, parse_request(_raw(1))))
+    events.append(ServeEvent("contested", AskKey("s", "r2.json"), 101.0, None, reason="another server"))
     return events
 
 
