@@ -122,7 +122,7 @@ def _keep_what_fits(folder: int, history: Path, events: Sequence[ServeEvent], li
     (an earlier run's, queued first) is not given up for a shorter one."""
     free = _free_bytes(folder) - RESERVE_MARGIN
     kept = _closes_that_fit(events, lines, free)
-    before = _lines_held(folder, spool_name(history))
+    before = _closes_held(folder, spool_name(history))
     if len(kept) < before:
         log.error("the disk of the state dir is full: the history's last %d rows are lost; the %d kept "
                   "before are kept", len(events), before)
@@ -137,10 +137,16 @@ def _free_bytes(folder: int) -> int:
     return info.f_bavail * info.f_frsize
 
 
-def _lines_held(folder: int, name: str) -> int:
-    """How many lines the spool `name` holds now (0 when there is none)."""
+def _closes_held(folder: int, name: str) -> int:
+    """How many fail-safe closes the spool `name` holds now, read as `load` reads them (0 when there is
+    none): what `_closes_that_fit` keeps is closes alone. Counting every line (its arrivals too, served
+    again at the next start), a spool of many arrivals and one close was kept over a hundred closes."""
     data = read_small(folder, name, MAX_SPOOL_BYTES)
-    return sum(1 for line in _lines(data or b"") if line)
+    held = 0
+    for line in _lines(data or b""):
+        with contextlib.suppress(Exception):  # a line `load` would skip counts for nothing
+            held += _decoded(json.loads(line)).kind == "answered"
+    return held
 
 
 def packed(lines: Sequence[bytes]) -> bytes:
