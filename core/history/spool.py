@@ -32,7 +32,7 @@ from typing import Any
 
 from core import platform
 from core.disk.entries import read_small, remove, temp_name, write_new
-from core.disk.tree import Anchor, check_name
+from core.disk.tree import Anchor, check_name, lstat_or_none
 from core.history.table import NOTES
 from core.vocabulary.asks import AskKey
 from core.vocabulary.events import ServeEvent
@@ -106,10 +106,16 @@ def save(history: Path, events: Sequence[ServeEvent]) -> None:
 
 
 def _give_up_part(folder: int, history: Path) -> bool:
-    """Remove one part of the reserve (the single file written before first); False when none is left."""
+    """Remove one part of the reserve (the single file written before first); False when none is left.
+    Only a regular file is a part: a folder or a link under its name is the user's, left alone (a
+    folder raised, and the spool with it)."""
     for part in (None, *range(RESERVE_PARTS - 1, -1, -1)):
+        name = reserve_name(history, part)
+        held = lstat_or_none(folder, name)
+        if held is None or not stat.S_ISREG(held.st_mode):
+            continue
         try:
-            os.unlink(check_name(reserve_name(history, part)), dir_fd=folder)
+            os.unlink(check_name(name), dir_fd=folder)
         except FileNotFoundError:
             continue
         return True
@@ -184,16 +190,18 @@ def keep_reserve(history: Path) -> None:
     older version held is given up first (space for the parts)."""
     size = _part_bytes()
     with Anchor(history.parent, "state dir").folder(create=True) as folder:
-        remove(folder, reserve_name(history))
+        # A folder under a reserve name is the user's, left alone (removing it raised: no part held).
+        if (before := lstat_or_none(folder, reserve_name(history))) and not stat.S_ISDIR(before.st_mode):
+            remove(folder, reserve_name(history))
         for part in range(RESERVE_PARTS):
             name = reserve_name(history, part)
-            try:
-                held = os.stat(name, dir_fd=folder, follow_symlinks=False)
+            held = lstat_or_none(folder, name)
+            if held is not None and stat.S_ISDIR(held.st_mode):
+                continue
+            if held is not None:
                 if stat.S_ISREG(held.st_mode) and held.st_size == size:
                     continue
                 remove(folder, name)
-            except FileNotFoundError:
-                pass
             try:
                 _replace(folder, name, bytes(size))
             except OSError as exc:
