@@ -32,7 +32,7 @@ from typing import Any
 
 from core import platform
 from core.disk.entries import read_small, remove, temp_name, write_new
-from core.disk.tree import Anchor, check_name
+from core.disk.tree import Anchor, check_name, lstat_or_none
 from core.history.table import NOTES
 from core.vocabulary.asks import AskKey
 from core.vocabulary.events import ServeEvent
@@ -106,10 +106,16 @@ def save(history: Path, events: Sequence[ServeEvent]) -> None:
 
 
 def _give_up_part(folder: int, history: Path) -> bool:
-    """Remove one part of the reserve (the single file written before first); False when none is left."""
+    """Remove one part of the reserve (the single file written before first); False when none is left.
+    Only a regular file is a part: a folder or a link under its name is the user's, left alone (a
+    folder raised, and the spool with it)."""
     for part in (None, *range(RESERVE_PARTS - 1, -1, -1)):
+        name = reserve_name(history, part)
+        held = lstat_or_none(folder, name)
+        if held is None or not stat.S_ISREG(held.st_mode):
+            continue
         try:
-            os.unlink(check_name(reserve_name(history, part)), dir_fd=folder)
+            os.unlink(check_name(name), dir_fd=folder)
         except FileNotFoundError:
             continue
         return True
@@ -122,7 +128,7 @@ def _keep_what_fits(folder: int, history: Path, events: Sequence[ServeEvent], li
     (an earlier run's, queued first) is not given up for a shorter one."""
     free = _free_bytes(folder) - RESERVE_MARGIN
     kept = _closes_that_fit(events, lines, free)
-    before = _lines_held(folder, spool_name(history))
+    before = _closes_held(folder, spool_name(history))
     if len(kept) < before:
         log.error("the disk of the state dir is full: the history's last %d rows are lost; the %d kept "
                   "before are kept", len(events), before)
@@ -137,10 +143,16 @@ def _free_bytes(folder: int) -> int:
     return info.f_bavail * info.f_frsize
 
 
-def _lines_held(folder: int, name: str) -> int:
-    """How many lines the spool `name` holds now (0 when there is none)."""
+def _closes_held(folder: int, name: str) -> int:
+    """How many fail-safe closes the spool `name` holds now, read as `load` reads them (0 when there is
+    none): what `_closes_that_fit` keeps is closes alone. Counting every line (its arrivals too, served
+    again at the next start), a spool of many arrivals and one close was kept over a hundred closes."""
     data = read_small(folder, name, MAX_SPOOL_BYTES)
-    return sum(1 for line in _lines(data or b"") if line)
+    held = 0
+    for line in _lines(data or b""):
+        with contextlib.suppress(Exception):  # a line `load` would skip counts for nothing
+            held += _decoded(json.loads(line)).kind == "answered"
+    return held
 
 
 def packed(lines: Sequence[bytes]) -> bytes:
@@ -178,16 +190,18 @@ def keep_reserve(history: Path) -> None:
     older version held is given up first (space for the parts)."""
     size = _part_bytes()
     with Anchor(history.parent, "state dir").folder(create=True) as folder:
-        remove(folder, reserve_name(history))
+        # A folder under a reserve name is the user's, left alone (removing it raised: no part held).
+        if (before := lstat_or_none(folder, reserve_name(history))) and not stat.S_ISDIR(before.st_mode):
+            remove(folder, reserve_name(history))
         for part in range(RESERVE_PARTS):
             name = reserve_name(history, part)
-            try:
-                held = os.stat(name, dir_fd=folder, follow_symlinks=False)
+            held = lstat_or_none(folder, name)
+            if held is not None and stat.S_ISDIR(held.st_mode):
+                continue
+            if held is not None:
                 if stat.S_ISREG(held.st_mode) and held.st_size == size:
                     continue
                 remove(folder, name)
-            except FileNotFoundError:
-                pass
             try:
                 _replace(folder, name, bytes(size))
             except OSError as exc:

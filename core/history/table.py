@@ -120,7 +120,7 @@ class AsksTable:
             "SELECT id, COALESCE(shown_at, arrived_at) FROM asks WHERE served_session = ? "
             "AND request_name = ? AND verdict IS NULL AND outcome IN (?, ?) AND ended_at IS NULL "
             "ORDER BY id DESC LIMIT 1",
-            (key.session_id, key.name, *OPEN),
+            storable((key.session_id, key.name, *OPEN)),  # a name with a lone surrogate as rows hold it
         ).fetchone()
         return None if found is None else Found(found[0], found[1])
 
