@@ -229,6 +229,19 @@ def namespace_refused() -> str | None:
     return None
 
 
+@contextlib.contextmanager
+def small_tmpfs(tmp: Path, size: str) -> Iterator[Path]:
+    """In a child of `in_private_mounts`: a tmpfs of `size` (`1m`) at `tmp/fs`, a real disk that fills
+    up (`fill`), unmounted after."""
+    fs = tmp / "fs"
+    fs.mkdir(exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(fs)], check=True)
+    try:
+        yield fs
+    finally:
+        subprocess.run(["umount", "-l", str(fs)], check=False)
+
+
 def in_private_mounts(child: list[str], timeout: float, context: Callable[[], str] = lambda: "") -> Any:
     """Run `python <child...>` as root in a private mount namespace (where it may mount a small tmpfs
     and fill it) from the repository; the JSON of the last line it prints. Skips the test where such

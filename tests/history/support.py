@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-from core.history import HistoryRow, HistoryStore
+from core.history import HistoryRow, HistoryStore, spool
 from core.judging.recorded import RecordedAuthority
 from core.rules import PolicyStore
 from core.seams import FaultHook, Seams, no_fault
@@ -17,7 +18,7 @@ from core.serving import Chain, ServingCore
 from core.vocabulary.asks import Arbiter, AskKey
 from core.vocabulary.events import ServeEvent
 from core.wire.reader import parse_request
-from core.wire.response import deny
+from core.wire.response import deny, encode_response
 
 REPO = Path(__file__).resolve().parents[2]
 S = "019ff969-c34c-70be-9034-fae19c852932"
@@ -36,6 +37,31 @@ def intent(surface: str, *values: str, agent: str = "Explore") -> dict[str, Any]
 #: Why a spooled fail-safe close was denied (`spooled_close`).
 HISTORY_REFUSED = "the history could not record the verdict"
 SPOOL_DENIAL = deny(responder="s", at_ms=1, decided_by=None, reason=HISTORY_REFUSED)
+
+
+def b64(data: bytes) -> str:
+    """Bytes as a spool line holds them."""
+    return base64.b64encode(data).decode()
+
+
+def wire_request(rid: str) -> bytes:
+    """The bytes of a plain ask of session `S` (`ls`), as a child writes them."""
+    return json.dumps({"id": rid, "createdAt": 1, "requesterSessionId": "child", "targetSessionId": S,
+                       "requesterAgentName": "Explore", "message": "m", "surface": "bash",
+                       "value": "ls"}).encode()
+
+
+#: A fail-safe denial as a hand-made spool line holds it.
+SPOOLED_DENIAL = b64(encode_response(deny(responder=S, at_ms=1, decided_by=None, reason="history failed")))
+
+
+def spool_with(line: dict[str, object]) -> bytes:
+    """A packed spool of `line` and, after it, a well-formed close of `good.json` (the one a test
+    expects written whatever `line` does)."""
+    good = {"kind": "answered", "session": S, "name": "good.json", "at": 2.0,
+            "request": b64(wire_request("good")), "response": SPOOLED_DENIAL, "outcome": "fail-safe",
+            "reason": "failed"}
+    return spool.packed([json.dumps(line).encode() + b"\n", json.dumps(good).encode() + b"\n"])
 
 
 def spooled_close(i: int, message: str = "make") -> ServeEvent:

@@ -13,19 +13,15 @@ from pathlib import Path
 from tests.helpers import in_private_mounts
 
 CHILD = """
-import json, subprocess, sys, time
+import json, sys, time
 from pathlib import Path
 from core.history import HistoryStore
 from core.vocabulary.asks import AskKey
 from core.vocabulary.events import ServeEvent
 from core.wire.reader import parse_request
-from tests.helpers import fill
+from tests.helpers import fill, small_tmpfs
 
-tmp = Path(sys.argv[1])
-fs = tmp / "fs"
-fs.mkdir()
-subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(fs)], check=True)
-try:
+with small_tmpfs(Path(sys.argv[1]), "2m") as fs:
     def parsed(rid):
         return parse_request(json.dumps({
             "id": rid, "createdAt": 1, "requesterSessionId": "child", "targetSessionId": "s",
@@ -46,8 +42,6 @@ try:
     rows = {row.request_id: row.outcome for row in store.query()}  # the disk free again: written
     print(json.dumps({"raised": raised, "a": rows.get("a")}))
     store.close()
-finally:
-    subprocess.run(["umount", "-l", str(fs)], check=False)
 """
 
 

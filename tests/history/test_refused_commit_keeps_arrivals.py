@@ -12,19 +12,15 @@ from pathlib import Path
 from tests.helpers import in_private_mounts
 
 CHILD = """
-import json, subprocess, sys, time
+import json, sys, time
 from pathlib import Path
 from core.history import HistoryStore
 from core.vocabulary.asks import AskKey
 from core.vocabulary.events import ServeEvent
 from core.wire.reader import parse_request
-from tests.helpers import fill
+from tests.helpers import fill, small_tmpfs
 
-tmp = Path(sys.argv[1])
-fs = tmp / "fs"
-fs.mkdir()
-subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(fs)], check=True)
-try:
+with small_tmpfs(Path(sys.argv[1]), "1m") as fs:
     state = fs / "state"
     raw = json.dumps({"id": "r1", "createdAt": 1, "requesterSessionId": "child", "targetSessionId": "s",
                       "requesterAgentName": "Explore", "message": "run it", "surface": "bash",
@@ -42,8 +38,6 @@ try:
     again = HistoryStore.in_state_dir(state)
     print(json.dumps({"refused": refused, "rows": [r.request_name for r in again.query()]}))
     again.close()
-finally:
-    subprocess.run(["umount", "-l", str(fs)], check=False)
 """
 
 

@@ -11,17 +11,13 @@ from pathlib import Path
 from tests.helpers import in_private_mounts
 
 CHILD = """
-import json, os, subprocess, sys
+import json, os, sys
 from pathlib import Path
 from core.history import spool
-from tests.helpers import fill
+from tests.helpers import fill, small_tmpfs
 from tests.history.support import spooled_close
 
-tmp = Path(sys.argv[1])
-fs = tmp / "fs"
-fs.mkdir()
-subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(fs)], check=True)
-try:
+with small_tmpfs(Path(sys.argv[1]), "1m") as fs:
     history = fs / "history.sqlite3"
     (fs / "history.sqlite3.reserve").mkdir()
     (fs / "history.sqlite3.reserve.3").mkdir()
@@ -42,8 +38,6 @@ try:
     print(json.dumps({"started": started, "parts": parts, "stopped": stopped, "kept": kept,
                       "folders": sorted(p.name for p in fs.iterdir() if p.is_dir()),
                       "mine": (fs / "history.sqlite3.reserve.3" / "mine").read_bytes().decode()}))
-finally:
-    subprocess.run(["umount", "-l", str(fs)], check=False)
 """
 
 

@@ -14,20 +14,16 @@ from pathlib import Path
 from tests.helpers import in_private_mounts
 
 CHILD = """
-import json, subprocess, sys, time
+import json, sys, time
 from pathlib import Path
 from core.history import HistoryStore
 from core.vocabulary.asks import AskKey
 from core.vocabulary.events import ServeEvent
 from core.wire.reader import parse_request
 from core.wire.response import deny
-from tests.helpers import fill
+from tests.helpers import fill, small_tmpfs
 
-tmp = Path(sys.argv[1])
-fs = tmp / "fs"
-fs.mkdir()
-subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(fs)], check=True)
-try:
+with small_tmpfs(Path(sys.argv[1]), "2m") as fs:
     state = fs / "state"
     denial = deny(responder="s", at_ms=1, decided_by=None, reason="the history could not record the verdict")
 
@@ -55,8 +51,6 @@ try:
     ids = sorted((r.request_id for r in last.query()), key=lambda rid: int(rid[1:]))
     print(json.dumps({"ids": ids}))
     last.close()
-finally:
-    subprocess.run(["umount", "-l", str(fs)], check=False)
 """
 
 

@@ -12,13 +12,13 @@ from pathlib import Path
 from tests.helpers import in_private_mounts
 
 CHILD = """
-import json, os, subprocess, sys
+import json, os, sys
 from pathlib import Path
 from core.history import spool
 from core.vocabulary.asks import AskKey
 from core.vocabulary.events import ServeEvent
 from core.wire.reader import parse_request
-from tests.helpers import fill
+from tests.helpers import fill, small_tmpfs
 from tests.history.support import spooled_close
 
 def arrival(i, message):
@@ -27,11 +27,7 @@ def arrival(i, message):
                       "value": f"make {i}"}).encode()
     return ServeEvent("arrived", AskKey("s", f"a{i}.json"), 5.0 + i, parse_request(raw), raw=raw)
 
-tmp = Path(sys.argv[1])
-fs = tmp / "fs"
-fs.mkdir()
-subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(fs)], check=True)
-try:
+with small_tmpfs(Path(sys.argv[1]), "1m") as fs:
     history = fs / "history.sqlite3"
     earlier = [arrival(i, "make") for i in range(200)] + [spooled_close(0)]
     spool.save(history, earlier)  # room: 200 arrivals and one close, no reserve held
@@ -44,8 +40,6 @@ try:
     spool.save(history, queued)
     kept = [e.key.name for e in spool.load(history) if e.kind == "answered"]
     print(json.dumps({"kept": kept}))
-finally:
-    subprocess.run(["umount", "-l", str(fs)], check=False)
 """
 
 

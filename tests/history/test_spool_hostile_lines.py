@@ -6,32 +6,18 @@ stopped), and the event was spooled again at every exit. Review of ea45d2e (olde
 
 from __future__ import annotations
 
-import base64
-import json
 from pathlib import Path
 
 import pytest
 
 from core.history import HistoryStore, spool
-from core.wire.response import deny, encode_response
-from tests.history.support import S
+from tests.history.support import S, b64, spool_with, wire_request
 
-
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode()
-
-
-def _request(rid: str) -> bytes:
-    return json.dumps({"id": rid, "createdAt": 1, "requesterSessionId": "child", "targetSessionId": S,
-                       "requesterAgentName": "Explore", "message": "m", "surface": "bash",
-                       "value": "ls"}).encode()
-
-
-DENIAL = _b64(encode_response(deny(responder=S, at_ms=1, decided_by=None, reason="history failed")))
 HOSTILE: dict[str, dict[str, object]] = {
     "an arrival without its request": {"kind": "arrived", "request": None, "raw": None, "response": None},
-    "a close without its response": {"kind": "answered", "request": _b64(_request("bad")), "response": None},
-    "a time that is no time": {"kind": "arrived", "request": _b64(_request("bad")), "response": None,
+    "a close without its response": {"kind": "answered", "request": b64(wire_request("bad")),
+                                     "response": None},
+    "a time that is no time": {"kind": "arrived", "request": b64(wire_request("bad")), "response": None,
                                "at": float("nan")},
 }
 
@@ -43,10 +29,8 @@ def test_a_line_the_queue_never_holds_is_skipped_and_the_history_goes_on(
     history = tmp_path / "history.sqlite3"
     line = {"session": S, "name": "bad.json", "at": 1.0, "outcome": "fail-safe", "reason": "why",
             **HOSTILE[hostile]}
-    good = {"kind": "answered", "session": S, "name": "good.json", "at": 2.0,
-            "request": _b64(_request("good")), "response": DENIAL, "outcome": "fail-safe", "reason": "failed"}
     (tmp_path / spool.spool_name(history)).write_bytes(
-        spool.packed([json.dumps(line).encode() + b"\n", json.dumps(good).encode() + b"\n"]))
+        spool_with(line))
     store = HistoryStore(history)
     try:
         assert store.reconcile_open(S, set()) == 0  # raised at every start

@@ -11,17 +11,13 @@ from pathlib import Path
 from tests.helpers import in_private_mounts
 
 CHILD = """
-import json, os, subprocess, sys
+import json, os, sys
 from pathlib import Path
 from core.history import spool
-from tests.helpers import fill
+from tests.helpers import fill, small_tmpfs
 from tests.history.support import spooled_close
 
-tmp = Path(sys.argv[1])
-fs = tmp / "fs"
-fs.mkdir()
-subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(fs)], check=True)
-try:
+with small_tmpfs(Path(sys.argv[1]), "1m") as fs:
     history = fs / "history.sqlite3"
     spool.keep_reserve(history)
     parts = lambda: sorted(p.name for p in fs.iterdir() if ".reserve" in p.name)
@@ -34,8 +30,6 @@ try:
     spool.save(history, more)  # still full: the other parts given up, then what fits, never fewer
     kept = [e.key.name for e in spool.load(history)]
     print(json.dumps({"held": held, "after_one": after_one, "left": parts(), "kept": kept}))
-finally:
-    subprocess.run(["umount", "-l", str(fs)], check=False)
 """
 
 
@@ -50,17 +44,13 @@ def test_a_stop_takes_the_parts_it_needs_and_never_keeps_fewer_than_before(tmp_p
 
 
 GUARD = """
-import json, os, subprocess, sys
+import json, os, sys
 from pathlib import Path
 from core.history import spool
-from tests.helpers import fill
+from tests.helpers import fill, small_tmpfs
 from tests.history.support import spooled_close
 
-tmp = Path(sys.argv[1])
-fs = tmp / "fs"
-fs.mkdir()
-subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(fs)], check=True)
-try:
+with small_tmpfs(Path(sys.argv[1]), "1m") as fs:
     history = fs / "history.sqlite3"
     spool.save(history, [spooled_close(i) for i in range(50)])  # room: written as it is, no reserve held
     slack = fs / "slack"
@@ -72,8 +62,6 @@ try:
     spool.save(history, queued)  # the earlier run's first (queued first at the start), then this run's
     kept = [e.key.name for e in spool.load(history)]
     print(json.dumps({"kept": kept}))
-finally:
-    subprocess.run(["umount", "-l", str(fs)], check=False)
 """
 
 

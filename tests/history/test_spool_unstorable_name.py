@@ -7,28 +7,12 @@ with no request needed) and older (a fail-safe close)."""
 
 from __future__ import annotations
 
-import base64
-import json
 from pathlib import Path
 
 import pytest
 
 from core.history import HistoryStore, spool
-from core.wire.response import deny, encode_response
-from tests.history.support import S
-
-
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode()
-
-
-def _request(rid: str) -> bytes:
-    return json.dumps({"id": rid, "createdAt": 1, "requesterSessionId": "child", "targetSessionId": S,
-                       "requesterAgentName": "Explore", "message": "m", "surface": "bash",
-                       "value": "ls"}).encode()
-
-
-DENIAL = _b64(encode_response(deny(responder=S, at_ms=1, decided_by=None, reason="history failed")))
+from tests.history.support import SPOOLED_DENIAL, S, b64, spool_with, wire_request
 
 
 @pytest.mark.parametrize("kind", ["withdrawn", "contested", "answered"])
@@ -39,11 +23,9 @@ def test_a_spooled_event_under_a_name_with_a_lone_surrogate_does_not_stop_the_hi
     line = {"kind": kind, "session": S, "name": "\udcff.json", "at": 1.0, "request": None, "response": None,
             "outcome": None, "reason": "why"}
     if kind == "answered":
-        line.update(request=_b64(_request("odd")), response=DENIAL, outcome="fail-safe")
-    good = {"kind": "answered", "session": S, "name": "good.json", "at": 2.0,
-            "request": _b64(_request("good")), "response": DENIAL, "outcome": "fail-safe", "reason": "failed"}
+        line.update(request=b64(wire_request("odd")), response=SPOOLED_DENIAL, outcome="fail-safe")
     (tmp_path / spool.spool_name(history)).write_bytes(
-        spool.packed([json.dumps(line).encode() + b"\n", json.dumps(good).encode() + b"\n"]))
+        spool_with(line))
     store = HistoryStore(history)
     try:
         assert store.reconcile_open(S, set()) == 0  # raised at every start
