@@ -275,15 +275,24 @@ class HistoryStore:
             return table.reconcile_open(session_id, present, ended, delivered)
 
     def mark_shown(self, key: AskKey, at: float | None = None) -> None:
-        """The TUI showed this ask to the person (the first time counts)."""
-        with self._writer.transaction(only=(key,)) as table:
-            table.shown(key, self.clock.wall() if at is None else at)
+        """The TUI showed this ask to the person (the first time counts). On a disk that refuses it
+        (full), said in the log and not noted: it is called from the app's message handlers, and an
+        exception there ends a Textual app, here while it showed the person an ask."""
+        try:
+            with self._writer.transaction(only=(key,)) as table:
+                table.shown(key, self.clock.wall() if at is None else at)
+        except (sqlite3.Error, OSError) as exc:
+            _not_noted(key, "when it was shown", exc)
 
     def mark_batch(self, key: AskKey, raw: bytes, size: int) -> None:
         """The person decided this ask (these very bytes) as one of a batch of `size`: its decider says
-        so (the wire's `decidedBy` has no batch kind a child accepts, so only this history can)."""
-        with self._writer.transaction(only=(key,)) as table:
-            table.in_batch(key, raw, size)
+        so (the wire's `decidedBy` has no batch kind a child accepts, so only this history can). On a
+        disk that refuses it, said in the log and not noted (as `mark_shown`)."""
+        try:
+            with self._writer.transaction(only=(key,)) as table:
+                table.in_batch(key, raw, size)
+        except (sqlite3.Error, OSError) as exc:
+            _not_noted(key, f"that it was decided in a batch of {size}", exc)
 
     def _quarantined(self, event: ServeEvent) -> None:
         parsed: ParsedRequest | None = None
@@ -292,3 +301,8 @@ class HistoryStore:
                 parsed = parse_request(event.raw)
         with self._writer.transaction(only=(event.key,)) as table:
             table.quarantine(event, parsed)
+
+
+def _not_noted(key: AskKey, what: str, exc: BaseException) -> None:
+    log.warning("session=%s request=%s: the history could not note %s: %s", log_safe(key.session_id),
+                log_safe(display_name(key.name)), what, exc)

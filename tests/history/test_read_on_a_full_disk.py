@@ -101,3 +101,26 @@ async def test_a_note_the_disk_refuses_is_written_by_the_worker_once_it_frees(tm
         await wait_for(lambda: [row.outcome for row in store.query()] == ["withdrawn"], what="the note")
     finally:
         store.close()
+
+
+def test_what_the_person_was_shown_is_said_in_the_log_when_the_disk_refuses_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`mark_shown` and `mark_batch` are called from the app's message handlers, where an exception
+    ends a Textual app: on a full disk they raised."""
+    fault = CountedBreakable()
+    store = HistoryStore(tmp_path / "history.sqlite3", seams=Seams(fault=fault))
+    try:
+        arrival = _arrival("a", 1.0)
+        store.observe(arrival)
+        fault.broken = True
+        with caplog.at_level(logging.WARNING, logger="pi_authorizer.history"):
+            store.mark_shown(arrival.key, 2.0)
+            store.mark_batch(arrival.key, arrival.raw or b"", 3)
+        assert "could not note when it was shown" in caplog.text
+        assert "could not note that it was decided in a batch of 3" in caplog.text
+        fault.broken = False
+        store.mark_shown(arrival.key, 4.0)  # the disk back: noted as before
+        assert [row.shown_at for row in store.query()] == [4.0]
+    finally:
+        store.close()
