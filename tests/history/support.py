@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -64,14 +66,23 @@ def spool_with(line: dict[str, object]) -> bytes:
     return spool.packed([json.dumps(line).encode() + b"\n", json.dumps(good).encode() + b"\n"])
 
 
-def spooled_close(i: int, message: str = "make") -> ServeEvent:
+def spooled_close(i: int, message: str = "make", at: float | None = None) -> ServeEvent:
     """The fail-safe close of ask `r<i>` of session `s` (its message `message`), as a stop on a full
-    disk spools it."""
+    disk spools it; observed at `at` (default `10 + i`; a history's retention keeps only a recent one)."""
     raw = json.dumps({"id": f"r{i}", "createdAt": 1, "requesterSessionId": "child", "targetSessionId": "s",
                       "requesterAgentName": "Explore", "message": message, "surface": "bash",
                       "value": f"make {i}"}).encode()
-    return ServeEvent("answered", AskKey("s", f"r{i}.json"), 10.0 + i, parse_request(raw), SPOOL_DENIAL,
+    when = 10.0 + i if at is None else at
+    return ServeEvent("answered", AskKey("s", f"r{i}.json"), when, parse_request(raw), SPOOL_DENIAL,
                       "fail-safe", HISTORY_REFUSED, raw=raw)
+
+
+def observe_refused(store: HistoryStore, events: Iterable[ServeEvent]) -> None:
+    """`store.observe` each, with no loop running (written at once): a full disk refuses them, and the
+    history keeps them queued."""
+    for event in events:
+        with contextlib.suppress(Exception):
+            store.observe(event)
 
 
 def suggestion(surface: str, pattern: str) -> dict[str, Any]:

@@ -17,27 +17,14 @@ CHILD = """
 import json, sys, time
 from pathlib import Path
 from core.history import HistoryStore
-from core.vocabulary.asks import AskKey
-from core.vocabulary.events import ServeEvent
-from core.wire.reader import parse_request
-from core.wire.response import deny
 from tests.helpers import fill, small_tmpfs
+from tests.history.support import observe_refused, spooled_close
 
 with small_tmpfs(Path(sys.argv[1]), "2m") as fs:
     state = fs / "state"
-    denial = deny(responder="s", at_ms=1, decided_by=None, reason="the history could not record the verdict")
 
     def closes(store, first, count):
-        for i in range(first, first + count):
-            raw = json.dumps({"id": f"r{i}", "createdAt": 1, "requesterSessionId": "child",
-                              "targetSessionId": "s", "requesterAgentName": "Explore", "message": "m",
-                              "surface": "bash", "value": f"make {i}"}).encode()
-            event = ServeEvent("answered", AskKey("s", f"r{i}.json"), time.time(), parse_request(raw), denial,
-                               "fail-safe", "the history could not record the verdict")
-            try:  # no loop running: written at once, refused by the full disk, kept queued
-                store.observe(event)
-            except Exception:
-                pass
+        observe_refused(store, (spooled_close(i, "m", time.time()) for i in range(first, first + count)))
 
     store = HistoryStore.in_state_dir(state)  # the reserve taken
     filler = fill(fs)

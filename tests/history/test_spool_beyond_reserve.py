@@ -14,43 +14,25 @@ from pathlib import Path
 from tests.helpers import in_private_mounts
 
 CHILD = """
-import json, os, subprocess, sys, time
+import json, os, sys, time
 from pathlib import Path
 from core.history import HistoryStore
-from core.vocabulary.asks import AskKey
-from core.vocabulary.events import ServeEvent
-from core.wire.reader import parse_request
-from core.wire.response import deny
-from tests.helpers import fill
+from tests.helpers import fill, small_tmpfs
+from tests.history.support import observe_refused, spooled_close
 
-tmp, count, packs, size = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "packs", sys.argv[4]
-fs = tmp / "fs"
-fs.mkdir()
-subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(fs)], check=True)
-try:
+count, packs, size = int(sys.argv[2]), sys.argv[3] == "packs", sys.argv[4]
+with small_tmpfs(Path(sys.argv[1]), size) as fs:
     state = fs / "state"
     store = HistoryStore.in_state_dir(state)
     filler = fill(fs)
-    denial = deny(responder="s", at_ms=1, decided_by=None, reason="the history could not record the verdict")
-    for i in range(count):
-        message = "x" * 600 if packs else os.urandom(300).hex()
-        raw = json.dumps({"id": f"r{i}", "createdAt": 1, "requesterSessionId": "child",
-                          "targetSessionId": "s", "requesterAgentName": "Explore", "message": message,
-                          "surface": "bash", "value": f"make {i}"}).encode()
-        event = ServeEvent("answered", AskKey("s", f"r{i}.json"), time.time(), parse_request(raw), denial,
-                           "fail-safe", "the history could not record the verdict")
-        try:  # no loop running: written at once, refused by the full disk, kept queued
-            store.observe(event)
-        except Exception:
-            pass
+    observe_refused(store, (spooled_close(i, "x" * 600 if packs else os.urandom(300).hex(), time.time())
+                            for i in range(count)))
     store.close()  # still full: spooled into the reserved space, as much as it holds
     filler.unlink()
     again = HistoryStore.in_state_dir(state)
     rows = again.query()
     print(json.dumps({"outcomes": sorted({r.outcome for r in rows}), "ids": [r.request_id for r in rows]}))
     again.close()
-finally:
-    subprocess.run(["umount", "-l", str(fs)], check=False)
 """
 
 
