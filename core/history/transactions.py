@@ -272,38 +272,29 @@ class HistoryWriter:
 
     def queue(self, event: ServeEvent) -> None:
         """Queued: a burst's arrivals (and unrecorded fail-safe answers) are written together (see the
-        module docstring)."""
+        module docstring). With no loop running, written at once."""
         assert event.parsed is not None
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            with self._queue_lock:
-                self._queue.append(event)
+        if self.keep(event) is None:
             self.write_arrivals()
-            return
-        with self._queue_lock:
-            self._queue.append(event)
-            if event.kind != "arrived":
-                self._expected.discard(event.key)  # its verdict came another way: the arrival is due
-            arm, self._worker_armed = not self._worker_armed, True
-        if arm:
-            self._worker_later(loop)
 
-    def keep(self, event: ServeEvent) -> None:
+    def keep(self, event: ServeEvent) -> asyncio.AbstractEventLoop | None:
         """Queued as it is, written in order by the next transaction (with a loop running, the worker's
-        within `ARRIVALS_WAIT_S`), else spooled at exit: a note the disk refused when it came."""
+        within `ARRIVALS_WAIT_S`), else spooled at exit: a note the disk refused when it came. The
+        loop running, if any."""
         try:
             loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
             loop = None
         with self._queue_lock:
             self._queue.append(event)
-            self._expected.discard(event.key)
+            if event.kind != "arrived":
+                self._expected.discard(event.key)  # its verdict came another way: the arrival is due
             arm = loop is not None and not self._worker_armed
             if arm:
                 self._worker_armed = True
         if arm and loop is not None:
             self._worker_later(loop)
+        return loop
 
     def _worker_later(self, loop: asyncio.AbstractEventLoop) -> None:
         loop.call_later(ARRIVALS_WAIT_S, loop.run_in_executor, None, self.write_arrivals_soon, loop)
